@@ -1,0 +1,42 @@
+/**
+ * Named errors. Each carries a message that says what happened and what the user can do next;
+ * `name` is stable so that callers (UI, runner, tests) can switch on it.
+ */
+export class RmasError extends Error {
+  constructor(name: string, message: string) {
+    super(message);
+    this.name = name;
+  }
+}
+
+const named = (name: string) =>
+  class extends RmasError {
+    constructor(message: string) {
+      super(name, message);
+    }
+  };
+
+/** No WebGPU adapter or device could be obtained. */
+export class WebGpuUnavailable extends named('WebGpuUnavailable') {}
+/** The GPU device was lost (driver reset, tab backgrounded too long, device destroyed). */
+export class DeviceLost extends named('DeviceLost') {}
+/** Shapes of the operands do not fit the operation. */
+export class ShapeMismatch extends named('ShapeMismatch') {}
+/** A dtype the operation does not accept, or operands whose dtypes disagree. */
+export class DTypeMismatch extends named('DTypeMismatch') {}
+/** Tensors that live on different backends were combined. */
+export class BackendMismatch extends named('BackendMismatch') {}
+/** A buffer would exceed the device's storage-binding or buffer-size limit. */
+export class BindingLimitExceeded extends named('BindingLimitExceeded') {}
+/** A device feature (shader-f16, subgroups, ...) is required but missing. */
+export class UnsupportedFeature extends named('UnsupportedFeature') {}
+/** WGSL failed to compile or a pipeline failed validation. */
+export class ShaderCompileError extends named('ShaderCompileError') {}
+/** The device reported a validation error for submitted work. */
+export class GpuValidationError extends named('GpuValidationError') {}
+/** The device ran out of memory while allocating. */
+export class GpuOutOfMemory extends named('GpuOutOfMemory') {}
+/** A tensor was used after dispose(). */
+export class TensorDisposed extends named('TensorDisposed') {}
+/** An argument is outside what the operation accepts (negative size, bad option, ...). */
+export class InvalidArgument extends named('InvalidArgument') {}

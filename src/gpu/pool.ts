@@ -1,0 +1,69 @@
+/**
+ * Buffer pool keyed by (usage, size class). A released buffer may still be read by commands encoded
+ * but not yet submitted, so it becomes reusable only after the next submit (`afterSubmit`).
+ * Size classes: powers of two up to 1 MiB, then steps of 1/8 of the power of two, so waste stays < 12.5 %.
+ */
+export function sizeClass(bytes: number): number {
+  const n = Math.max(16, Math.ceil(bytes / 4) * 4);
+  if (n <= 1 << 20) return 2 ** Math.ceil(Math.log2(n));
+  const p = 2 ** Math.floor(Math.log2(n));
+  const step = p / 8;
+  return Math.ceil(n / step) * step;
+}
+
+export class BufferPool {
+  private free = new Map<string, GPUBuffer[]>();
+  private pending: GPUBuffer[] = [];
+  private sizes = new WeakMap<GPUBuffer, { key: string }>();
+  /** Bytes held by live (acquired) buffers and by idle ones in the free lists. */
+  liveBytes = 0;
+  idleBytes = 0;
+
+  constructor(
+    private device: GPUDevice,
+    /** When false every release destroys its buffer (debug switch: catches use-after-release). */
+    public reuse = true,
+  ) {}
+
+  acquire(bytes: number, usage: GPUBufferUsageFlags, label?: string): GPUBuffer {
+    const size = sizeClass(bytes);
+    const key = `${usage}:${size}`;
+    const list = this.free.get(key);
+    let buf = list?.pop();
+    if (buf) this.idleBytes -= size;
+    else {
+      buf = this.device.createBuffer({ size, usage, label });
+      this.sizes.set(buf, { key });
+    }
+    this.liveBytes += size;
+    return buf;
+  }
+
+  release(buf: GPUBuffer) {
+    this.liveBytes -= buf.size;
+    this.pending.push(buf);
+  }
+
+  /** Called by the context right after queue.submit(): released buffers become reusable. */
+  afterSubmit() {
+    for (const buf of this.pending) {
+      const meta = this.sizes.get(buf);
+      if (!this.reuse || !meta) {
+        buf.destroy();
+        continue;
+      }
+      let list = this.free.get(meta.key);
+      if (!list) this.free.set(meta.key, (list = []));
+      list.push(buf);
+      this.idleBytes += buf.size;
+    }
+    this.pending = [];
+  }
+
+  /** Destroys idle buffers (after a large model is unloaded, say). */
+  trim() {
+    for (const list of this.free.values()) for (const b of list) b.destroy();
+    this.free.clear();
+    this.idleBytes = 0;
+  }
+}

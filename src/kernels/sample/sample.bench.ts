@@ -1,0 +1,3 @@
+import type { BenchCase } from '../../testing';
+
+export const benches: BenchCase[] = [];

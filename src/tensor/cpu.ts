@@ -1,0 +1,114 @@
+/**
+ * The CPU backend: the reference every GPU kernel is checked against, and the fallback where a
+ * browser has no WebGPU. With precision 'f64' float tensors are held in Float64Array, which is what
+ * finite-difference gradient checks need.
+ */
+import { InvalidArgument } from '../errors';
+import { type DType, byteSize } from '../formats/dtype';
+import { decode, encode } from '../formats/encode';
+import type { CpuArray, KernelDef, Meta } from '../kernels/kernel';
+import type { Backend } from './backend';
+import { checkReshape, checkShape, checkView, sameBackend } from './check';
+import { type Storage, Tensor } from './tensor';
+
+export class CpuBackend implements Backend {
+  readonly kind = 'cpu' as const;
+  readonly name: string;
+
+  constructor(readonly precision: 'f32' | 'f64' = 'f32') {
+    this.name = `cpu (${precision})`;
+  }
+
+  private alloc(shape: readonly number[], dtype: DType): CpuArray {
+    const n = shape.reduce((a, b) => a * b, 1);
+    switch (dtype) {
+      case 'f32':
+        return this.precision === 'f64' ? new Float64Array(n) : new Float32Array(n);
+      case 'i32':
+        return new Int32Array(n);
+      case 'f16':
+      case 'bf16':
+        return new Uint16Array(n);
+      default:
+        return new Uint8Array(byteSize(dtype, shape));
+    }
+  }
+
+  private wrap(data: CpuArray, shape: readonly number[], dtype: DType): Tensor {
+    return new Tensor(this, [...shape], dtype, { kind: 'cpu', data });
+  }
+
+  fromValues(values: ArrayLike<number>, shape: readonly number[], dtype: DType = 'f32'): Tensor {
+    checkShape(shape);
+    const n = shape.reduce((a, b) => a * b, 1);
+    if (values.length !== n) throw new InvalidArgument(`fromValues: ${values.length} values for shape [${shape}] (${n} elements)`);
+    if (dtype === 'f32' || dtype === 'i32') {
+      const data = this.alloc(shape, dtype) as Float32Array | Float64Array | Int32Array;
+      for (let i = 0; i < n; i++) data[i] = values[i];
+      return this.wrap(data, shape, dtype);
+    }
+    return this.fromBytes(encode(dtype, values, shape), shape, dtype);
+  }
+
+  fromBytes(bytes: Uint8Array, shape: readonly number[], dtype: DType): Tensor {
+    checkShape(shape);
+    const want = byteSize(dtype, shape);
+    if (bytes.byteLength !== want) throw new InvalidArgument(`fromBytes: ${bytes.byteLength} bytes for ${dtype} [${shape}], expected ${want}`);
+    const data = this.alloc(shape, dtype);
+    if (dtype === 'f32' && this.precision === 'f64') {
+      data.set(decode('f32', bytes, shape));
+    } else {
+      new Uint8Array(data.buffer, data.byteOffset, data.byteLength).set(bytes);
+    }
+    return this.wrap(data, shape, dtype);
+  }
+
+  zeros(shape: readonly number[], dtype: DType = 'f32'): Tensor {
+    checkShape(shape);
+    return this.wrap(this.alloc(shape, dtype), shape, dtype);
+  }
+
+  /** The storage array itself (no copy): tests and gradcheck read and write through it. */
+  data(t: Tensor): CpuArray {
+    const s = t.storage;
+    if (s.kind !== 'cpu') throw new InvalidArgument(`${t} is not a CPU tensor`);
+    return s.data;
+  }
+
+  async read(t: Tensor): Promise<Float32Array> {
+    const d = this.data(t);
+    if (d instanceof Float32Array) return d.slice();
+    if (d instanceof Float64Array || d instanceof Int32Array) return Float32Array.from(d);
+    return decode(t.dtype, new Uint8Array(d.buffer, d.byteOffset, d.byteLength), t.shape);
+  }
+
+  async readBytes(t: Tensor): Promise<Uint8Array> {
+    const d = this.data(t);
+    if (d instanceof Float64Array) return new Uint8Array(Float32Array.from(d).buffer);
+    return new Uint8Array(d.buffer, d.byteOffset, d.byteLength).slice();
+  }
+
+  run<A>(def: KernelDef<A>, inputs: readonly Tensor[], attrs: A): Tensor[] {
+    sameBackend(def.name, this, inputs);
+    const inMeta: Meta[] = inputs.map((t) => ({ shape: t.shape, dtype: t.dtype }));
+    const outMeta = def.outputs(inMeta, attrs);
+    const outs = outMeta.map((m) => this.alloc(m.shape, m.dtype));
+    def.cpu(inputs.map((t) => this.data(t)), outs, attrs, { inputs: inMeta, outputs: outMeta });
+    return outs.map((d, i) => this.wrap(d, outMeta[i].shape, outMeta[i].dtype));
+  }
+
+  reshape(t: Tensor, shape: readonly number[]): Tensor {
+    checkReshape(t, shape);
+    return this.wrap(this.data(t), shape, t.dtype);
+  }
+
+  view(t: Tensor, offset: number, shape: readonly number[]): Tensor {
+    checkView(t, offset, shape);
+    const d = this.data(t) as Float32Array | Float64Array | Int32Array;
+    return this.wrap(d.subarray(offset, offset + shape.reduce((a, b) => a * b, 1)), shape, t.dtype);
+  }
+
+  release(_s: Storage) {}
+
+  async sync() {}
+}

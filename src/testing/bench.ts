@@ -1,0 +1,25 @@
+/**
+ * Benchmark cases: each kernel folder exports `benches` from `<op>.bench.ts`; bench/run.ts times them
+ * on the current adapter and prints GFLOP/s and GB/s. Not part of the test pass/fail (a test only runs
+ * them at tiny size to prove they still run).
+ */
+import type { Backend } from '../tensor/backend';
+
+export type BenchSize = 'tiny' | 'full';
+
+export interface BenchRun {
+  /** Encodes one iteration (no readback). */
+  run(): void;
+  /** Floating-point operations of one iteration (0 when bandwidth-bound only). */
+  flops: number;
+  /** Bytes read + written by one iteration. */
+  bytes: number;
+  dispose(): void;
+}
+
+export interface BenchCase {
+  /** e.g. `matmul f32 256x256x256`; the harness appends nothing, so put the size in. */
+  name: string;
+  /** Builds inputs on `backend` at `size` ('tiny' for CI smoke runs, 'full' for real figures). */
+  setup(backend: Backend, size: BenchSize): BenchRun;
+}

@@ -1,0 +1,5 @@
+// testing/: helpers shared by tests (Node and browser), parity suites and benchmarks.
+export * from './rng';
+export * from './close';
+export * from './parity';
+export * from './bench';

@@ -1,0 +1,38 @@
+/**
+ * Parity cases: the same WebGPU-vs-CPU checks run in Node (Dawn on lavapipe) and in headless Chromium
+ * (SwiftShader). Each kernel folder exports its cases from `<op>.cases.ts`; test/parity/ collects them.
+ */
+import type { CpuBackend } from '../tensor/cpu';
+import type { Tensor } from '../tensor/tensor';
+import type { WebGpuBackend } from '../tensor/webgpu';
+import type { DType } from '../formats/dtype';
+import { type Tolerance, assertClose } from './close';
+import { Rng } from './rng';
+
+export interface ParityEnv {
+  gpu: WebGpuBackend;
+  /** f32 CPU reference. */
+  cpu: CpuBackend;
+  rng: Rng;
+  /** Whether the device has shader-f16 (so native-f16 variants can be exercised). */
+  f16: boolean;
+}
+
+export interface ParityCase {
+  name: string;
+  run(env: ParityEnv): Promise<void>;
+}
+
+/** The same values on both backends. */
+export function pair(env: ParityEnv, values: ArrayLike<number>, shape: readonly number[], dtype: DType = 'f32'): { g: Tensor; c: Tensor } {
+  return { g: env.gpu.fromValues(values, shape, dtype), c: env.cpu.fromValues(values, shape, dtype) };
+}
+
+/** Reads a GPU result and its CPU reference and asserts closeness. */
+export async function expectParity(gpuOut: Tensor, cpuOut: Tensor, tol: Tolerance, label: string) {
+  if (gpuOut.shape.join() !== cpuOut.shape.join()) throw new Error(`${label}: shape [${gpuOut.shape}] vs reference [${cpuOut.shape}]`);
+  const [a, e] = await Promise.all([gpuOut.read(), cpuOut.read()]);
+  return assertClose(a, e, tol, label);
+}
+
+export const newRng = (seed: number) => new Rng(seed);

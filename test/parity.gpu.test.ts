@@ -1,0 +1,3 @@
+import { registerParitySuite } from './parity/suite';
+
+registerParitySuite('node dawn');
