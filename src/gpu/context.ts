@@ -155,6 +155,8 @@ export class GpuContext {
 
   dispatch(d: Dispatch) {
     this.assertAlive();
+    this.lastKeys.push(d.key);
+    if (this.lastKeys.length > 4) this.lastKeys.shift();
     const pipeline = this.pipelines.get(d.key, d.wgsl);
     const entries: GPUBindGroupEntry[] = [];
     if (d.uniforms) {
@@ -176,8 +178,6 @@ export class GpuContext {
     const [x, y = 1, z = 1] = d.workgroups;
     if (x > 0 && y > 0 && z > 0) pass.dispatchWorkgroups(x, y, z);
     this.dispatchCount++;
-    this.lastKeys.push(d.key);
-    if (this.lastKeys.length > 4) this.lastKeys.shift();
     if (++this.batched >= this.maxBatch) this.flush();
   }
 
