@@ -25,8 +25,11 @@ export interface GradNode {
 
 const stack: Tape[] = [];
 
-/** The tape ops record onto, if any. */
-export const currentTape = (): Tape | null => stack[stack.length - 1] ?? null;
+/** The tape ops record onto, if any (null inside noGrad). */
+export const currentTape = (): Tape | null => {
+  const top = stack[stack.length - 1];
+  return top && top !== PAUSED ? top : null;
+};
 
 /** Runs `fn` with recording paused (inference inside a training step, optimizer updates). */
 export function noGrad<T>(fn: () => T): T {

@@ -1,4 +1,39 @@
-import type { ParityCase } from '../../testing';
+import { F } from '../../autograd';
+import { type ParityCase, TOL, expectParity, pair } from '../../testing';
+import { expectGradParity, gradPair } from './gradparity';
 
-// filled in by the rmsnorm kernel work
-export const cases: ParityCase[] = [];
+// [rows..., cols]: odd sizes, a per-head [tokens, heads, head_dim] shape and a row wider than 1024
+// (the 256-thread variant). f16/bf16 weights are decoded identically on both sides, so f32 tolerances hold.
+const SHAPES = [[1, 1], [3, 17], [17, 3, 64], [96, 200], [200, 96], [3, 1100]];
+
+export const cases: ParityCase[] = SHAPES.map((shape) => ({
+  name: shape[shape.length - 1] >= 1024
+    ? `rmsnorm forward (f32/bf16 weight) and backward, 256-thread rows [${shape}]`
+    : `rmsnorm forward (f32/f16/bf16 weight, offset 0/1) and backward [${shape}]`,
+  async run(env) {
+    const cols = shape[shape.length - 1];
+    const n = shape.reduce((a, b) => a * b, 1);
+    const xv = env.rng.normals(n, 2);
+    const wv = env.rng.normals(cols);
+    const x = pair(env, xv, shape);
+    // the wide row compiles 256-thread pipelines, slow on SwiftShader: fewer variants there
+    const wide = cols >= 1024;
+    for (const dt of wide ? (['f32', 'bf16'] as const) : (['f32', 'f16', 'bf16'] as const)) {
+      const w = pair(env, wv, [cols], dt);
+      for (const offset of wide ? [dt === 'f32' ? 0 : 1] : [0, 1]) {
+        await expectParity(F.rmsNorm(x.g, w.g, 1e-6, { offset }), F.rmsNorm(x.c, w.c, 1e-6, { offset }), TOL.f32, `${dt} offset ${offset}`);
+      }
+    }
+    // dw sums over up to 200 rows in a different order on each side: 1e-4 relative covers f32 rounding
+    const gtol = { atol: 1e-4, rtol: 1e-4 };
+    for (const [nx, nw] of wide ? [[true, true]] : [[true, true], [false, true], [true, false]]) {
+      const xs = gradPair(env, xv, shape, nx);
+      const ws = gradPair(env, wv, [cols], nw);
+      await expectGradParity(env, (a, b) => F.rmsNorm(a, b, 1e-5, { offset: 1 }), [xs, ws], TOL.f32, gtol, `backward x ${nx} w ${nw}`);
+    }
+    if (wide) return;
+    const xs = gradPair(env, xv, shape);
+    const wb = pair(env, wv, [cols], 'bf16');
+    await expectGradParity(env, (a, b) => F.rmsNorm(a, b, 1e-5), [xs, wb], TOL.f32, gtol, 'backward, frozen bf16 weight');
+  },
+}));

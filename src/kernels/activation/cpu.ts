@@ -1,0 +1,103 @@
+/**
+ * CPU references for the activations: SiLU, exact GELU (erf form, PyTorch's default), tanh-approximated
+ * GELU (PyTorch approximate='tanh') and SwiGLU. Everything is f64-accurate (erf/erfc to ~1e-15), so the
+ * f64 backend is exact enough for gradcheck and the f32 backend for GPU parity.
+ */
+import type { FloatArray } from '../kernel';
+
+export type Activation = 'silu' | 'gelu' | 'gelu_tanh';
+
+const SQRT_PI = Math.sqrt(Math.PI);
+const SQRT_2 = Math.SQRT2;
+const INV_SQRT_2PI = 1 / Math.sqrt(2 * Math.PI);
+const K_TANH = Math.sqrt(2 / Math.PI);
+const C_TANH = 0.044715;
+
+/** erfc(x) for x ≥ ERF_SPLIT: the continued fraction e^{-x²}/√π · 1/(x + ½/(x + 1/(x + 3/2/(x + …)))). */
+function erfcLarge(x: number): number {
+  let f = x;
+  for (let k = 160; k >= 1; k--) f = x + k / 2 / f;
+  return Math.exp(-x * x) / SQRT_PI / f;
+}
+
+/** erf(x) for 0 ≤ x < ERF_SPLIT: 2/√π·e^{-x²}·Σ (2x²)^n·x/(1·3···(2n+1)); all terms positive, no cancellation. */
+function erfSmall(x: number): number {
+  const x2 = 2 * x * x;
+  let term = x;
+  let sum = x;
+  for (let n = 1; term > 1e-17 * sum; n++) {
+    term *= x2 / (2 * n + 1);
+    sum += term;
+  }
+  return (2 / SQRT_PI) * Math.exp(-x * x) * sum;
+}
+
+// Below 1.5 the series needs < 30 terms; above it 160 continued-fraction terms are exact to f64 rounding.
+const ERF_SPLIT = 1.5;
+
+export function erf(x: number): number {
+  if (Number.isNaN(x)) return NaN;
+  const a = Math.abs(x);
+  const r = a < ERF_SPLIT ? erfSmall(a) : 1 - erfcLarge(a);
+  return x < 0 ? -r : r;
+}
+
+/** erfc without the cancellation of 1 − erf for large x (GELU of large negative inputs needs it). */
+export function erfc(x: number): number {
+  if (Number.isNaN(x)) return NaN;
+  const a = Math.abs(x);
+  const r = a < ERF_SPLIT ? 1 - erfSmall(a) : erfcLarge(a);
+  return x < 0 ? 2 - r : r;
+}
+
+/** 1/(1 + e^{-x}) without overflow for either sign. */
+export function sigmoid(x: number): number {
+  if (x >= 0) return 1 / (1 + Math.exp(-x));
+  const e = Math.exp(x);
+  return e / (1 + e);
+}
+
+/** f(x) and f'(x) of each activation. */
+export const ACT: Record<Activation, { f(x: number): number; df(x: number): number }> = {
+  silu: {
+    f: (x) => x * sigmoid(x),
+    // 1 − σ(x) = σ(−x): keeps precision where σ(x) is close to 1
+    df: (x) => sigmoid(x) * (1 + x * sigmoid(-x)),
+  },
+  gelu: {
+    // 0.5·x·(1 + erf(x/√2)) written with erfc so that large negative x keeps its tiny value
+    f: (x) => 0.5 * x * erfc(-x / SQRT_2),
+    df: (x) => 0.5 * erfc(-x / SQRT_2) + x * INV_SQRT_2PI * Math.exp(-0.5 * x * x),
+  },
+  gelu_tanh: {
+    // 0.5·x·(1 + tanh(u)) = x·σ(2u), u = √(2/π)(x + 0.044715x³): the same function, no 1 + tanh cancellation
+    f: (x) => x * sigmoid(2 * K_TANH * (x + C_TANH * x * x * x)),
+    df: (x) => {
+      const s = sigmoid(2 * K_TANH * (x + C_TANH * x * x * x));
+      const du = K_TANH * (1 + 3 * C_TANH * x * x);
+      return s + 2 * x * s * sigmoid(-2 * K_TANH * (x + C_TANH * x * x * x)) * du;
+    },
+  },
+};
+
+export function activationForward(op: Activation, x: FloatArray, out: FloatArray) {
+  const f = ACT[op].f;
+  for (let i = 0; i < x.length; i++) out[i] = f(x[i]);
+}
+
+export function activationBackward(op: Activation, x: FloatArray, g: FloatArray, dx: FloatArray) {
+  const df = ACT[op].df;
+  for (let i = 0; i < x.length; i++) dx[i] = g[i] * df(x[i]);
+}
+
+/** silu(gate) · up */
+export function swigluForward(gate: FloatArray, up: FloatArray, out: FloatArray) {
+  for (let i = 0; i < gate.length; i++) out[i] = ACT.silu.f(gate[i]) * up[i];
+}
+
+export function swigluBackward(gate: FloatArray, up: FloatArray, g: FloatArray, dgate: FloatArray | null, dup: FloatArray | null) {
+  for (let i = 0; i < gate.length; i++) {
+    if (dgate) dgate[i] = g[i] * up[i] * ACT.silu.df(gate[i]);
+    if (dup) dup[i] = g[i] * ACT.silu.f(gate[i]);
+  }
+}
