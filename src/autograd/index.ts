@@ -12,4 +12,5 @@ setAccumulate((a, b) => {
 
 export * from './tape';
 export * from './gradcheck';
+export * from './params';
 export * as F from './ops';

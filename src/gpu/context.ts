@@ -46,6 +46,8 @@ export interface ContextOptions extends AcquireOptions {
   bindingLimit?: number;
   /** Turn buffer reuse off (debug: use-after-release shows up as garbage instead of silent reuse). */
   noBufferReuse?: boolean;
+  /** Pretend fewer workgroups per grid dimension (tests exercise grid folding with it). */
+  maxWorkgroupsPerDimension?: number;
   /** Submit automatically after this many dispatches in one batch. */
   maxBatch?: number;
 }
@@ -71,6 +73,9 @@ export class GpuContext {
   dispatchCount = 0;
 
   private constructor(readonly device: GPUDevice, readonly report: AdapterReport, opts: ContextOptions) {
+    if (opts.maxWorkgroupsPerDimension) {
+      report.limits.maxComputeWorkgroupsPerDimension = Math.min(report.limits.maxComputeWorkgroupsPerDimension, opts.maxWorkgroupsPerDimension);
+    }
     this.pool = new BufferPool(device, !opts.noBufferReuse);
     this.pipelines = new PipelineCache(device);
     this.bindingLimit = Math.min(report.limits.maxStorageBufferBindingSize, report.limits.maxBufferSize, opts.bindingLimit ?? Infinity);

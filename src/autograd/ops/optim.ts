@@ -1,2 +1,79 @@
-// differentiable optim ops: filled in by the kernel work for this family
-export {};
+/**
+ * Optimizer steps, in place and never recorded on a tape: global gradient-norm clipping, one AdamW
+ * update over flat buffers, and the AdamW optimizer over FlatParams. Nothing here reads back: norms
+ * stay on the device as [1] tensors the host may read later.
+ */
+import { InvalidArgument } from '../../errors';
+import { type AdamWHyper, adamwKernel } from '../../kernels/adamw';
+import { clipGradNormKernel } from '../../kernels/reduce';
+import type { Tensor } from '../../tensor/tensor';
+import type { FlatParams } from '../params';
+
+/**
+ * torch.nn.utils.clip_grad_norm_: scales every gradient in place by min(1, maxNorm / (total + 1e-6)),
+ * total = sqrt(sum of squares over all of them). Returns the total before clipping, [1], on the device.
+ */
+export function clipGradNorm(grads: Tensor[], maxNorm: number): Tensor {
+  if (!grads.length) throw new InvalidArgument('clipGradNorm: no gradients given');
+  return grads[0].backend.run(clipGradNormKernel, grads, { maxNorm })[0];
+}
+
+export interface AdamWStepOptions {
+  lr: number;
+  /** Step number from 1 (bias correction). */
+  t: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  weightDecay?: number;
+  /** Per-element multiplier of the weight decay (0 = no decay); without it every element decays. */
+  decayMask?: Tensor;
+}
+
+/** Hyperparameter defaults: upstream's AdamW (0.9, 0.95), torch's eps. */
+export const ADAMW_DEFAULTS = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0 } as const;
+
+/** One AdamW update in place over flat params, grads, m and v of one shape (torch.optim.AdamW semantics). */
+export function adamwStep(params: Tensor, grads: Tensor, m: Tensor, v: Tensor, opts: AdamWStepOptions) {
+  const h: AdamWHyper = { ...ADAMW_DEFAULTS, ...opts };
+  const inputs = opts.decayMask ? [params, grads, m, v, opts.decayMask] : [params, grads, m, v];
+  params.backend.run(adamwKernel, inputs, { lr: h.lr, t: h.t, beta1: h.beta1, beta2: h.beta2, eps: h.eps, weightDecay: h.weightDecay });
+}
+
+export interface AdamWOptions {
+  lr?: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  /** Applied where FlatParams' decay mask is 1 (upstream: 0.0). */
+  weightDecay?: number;
+  /** Global gradient-norm clip before each update (upstream: 1.0); null: no clipping. */
+  maxGradNorm?: number | null;
+}
+
+/** AdamW over a FlatParams set; step() = gatherGrads -> clip -> adamw, all encoded on the device. */
+export class AdamW {
+  /** Steps taken; the next step uses t + 1 for bias correction. */
+  t = 0;
+  readonly opts: Required<AdamWOptions>;
+
+  constructor(readonly params: FlatParams, opts: AdamWOptions = {}) {
+    this.opts = { lr: 5e-4, ...ADAMW_DEFAULTS, maxGradNorm: 1.0, ...opts };
+  }
+
+  /**
+   * One update at learning rate `lr` (a schedule's value for this step). Gathers the parameters'
+   * gradients first unless `gather` is false (they were gathered with accumulate already). Returns the
+   * gradient norm before clipping, [1] on the device; the caller disposes it.
+   */
+  step(lr = this.opts.lr, { gather = true }: { gather?: boolean } = {}): Tensor {
+    const p = this.params;
+    if (gather) p.gatherGrads();
+    // without a clip the norm is still worth logging; an infinite maxNorm leaves gradients unscaled
+    const norm = clipGradNorm([p.grad], this.opts.maxGradNorm ?? Infinity);
+    this.t++;
+    const { beta1, beta2, eps, weightDecay } = this.opts;
+    adamwStep(p.data, p.grad, p.m, p.v, { lr, t: this.t, beta1, beta2, eps, weightDecay, decayMask: p.decayMask });
+    return norm;
+  }
+}
