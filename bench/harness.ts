@@ -1,0 +1,107 @@
+/**
+ * The timing loop shared by `npm run bench` (bench/run.ts, Node), the bench page (through the engine
+ * worker) and test/bench.test.ts: warm-up, then batches of iterations timed by the wall clock with a
+ * sync after each batch, doubling the batch until a minimum time has passed.
+ */
+import type { Backend } from '../src/tensor/backend';
+import type { BenchCase, BenchSize } from '../src/testing/bench';
+
+export interface BenchOptions {
+  size: BenchSize;
+  /** Only cases whose name contains this (case-insensitive). */
+  filter?: string;
+  /** Keep timing until this much wall time has passed (default: 300 ms full, 2 ms tiny). */
+  minMs?: number;
+  /** Untimed iterations first: pipeline compiles, buffer pool warm (default: 2 full, 1 tiny). */
+  warmup?: number;
+  /** Upper bound on timed iterations (default 1000). */
+  maxIters?: number;
+}
+
+export interface BenchResult {
+  name: string;
+  backend: string;
+  iters: number;
+  msPerIter: number;
+  /** null when the case declares no flops (bandwidth-bound) or bytes. */
+  gflops: number | null;
+  gbps: number | null;
+  error?: string;
+}
+
+export function selectCases(cases: readonly BenchCase[], filter?: string): BenchCase[] {
+  const f = filter?.toLowerCase();
+  return f ? cases.filter((c) => c.name.toLowerCase().includes(f)) : [...cases];
+}
+
+/** Times one case on one backend. Throws what the case throws. */
+export async function timeCase(backend: Backend, c: BenchCase, opts: BenchOptions): Promise<BenchResult> {
+  const full = opts.size === 'full';
+  const minMs = opts.minMs ?? (full ? 300 : 2);
+  const warmup = opts.warmup ?? (full ? 2 : 1);
+  const maxIters = Math.max(1, opts.maxIters ?? 1000);
+  const run = c.setup(backend, opts.size);
+  try {
+    for (let i = 0; i < warmup; i++) run.run();
+    await backend.sync();
+    let iters = 0;
+    let elapsed = 0;
+    let n = 1;
+    // at least one batch, and on until the clock has measurably moved (browsers coarsen it)
+    while (iters === 0 || ((elapsed < minMs || elapsed <= 0) && iters < maxIters)) {
+      const t0 = performance.now();
+      for (let i = 0; i < n; i++) run.run();
+      await backend.sync();
+      elapsed += performance.now() - t0;
+      iters += n;
+      n = Math.max(1, Math.min(n * 2, maxIters - iters));
+    }
+    const msPerIter = elapsed / iters;
+    const perSec = 1000 / msPerIter;
+    return {
+      name: c.name,
+      backend: backend.name,
+      iters,
+      msPerIter,
+      gflops: run.flops > 0 ? (run.flops * perSec) / 1e9 : null,
+      gbps: run.bytes > 0 ? (run.bytes * perSec) / 1e9 : null,
+    };
+  } finally {
+    run.dispose();
+  }
+}
+
+/** Runs every selected case, reporting each result (errors become rows) as it completes. */
+export async function runBenches(
+  backend: Backend,
+  cases: readonly BenchCase[],
+  opts: BenchOptions,
+  onResult?: (r: BenchResult) => void,
+): Promise<BenchResult[]> {
+  const out: BenchResult[] = [];
+  for (const c of selectCases(cases, opts.filter)) {
+    let r: BenchResult;
+    try {
+      r = await timeCase(backend, c, opts);
+    } catch (e) {
+      const err = e as Error;
+      r = { name: c.name, backend: backend.name, iters: 0, msPerIter: NaN, gflops: null, gbps: null, error: `${err.name}: ${err.message}` };
+    }
+    out.push(r);
+    onResult?.(r);
+  }
+  return out;
+}
+
+const fmt = (v: number | null) => (v === null || !Number.isFinite(v) ? '-' : v >= 100 ? v.toFixed(0) : v.toPrecision(3));
+
+/** Plain-text table: name, ms/iter, GFLOP/s, GB/s (errors in place of figures). */
+export function formatTable(results: readonly BenchResult[]): string {
+  const rows = results.map((r) =>
+    r.error ? [r.name, 'error', r.error.split('\n')[0], ''] : [r.name, r.msPerIter < 0.01 ? r.msPerIter.toExponential(2) : fmt(r.msPerIter), fmt(r.gflops), fmt(r.gbps)],
+  );
+  const head = ['case', 'ms/iter', 'GFLOP/s', 'GB/s'];
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (i === 2 && r[1] === 'error' ? 0 : r[i].length))));
+  const line = (r: string[]) => (r[1] === 'error' ? `${r[0].padEnd(w[0])}  error: ${r[2]}` : r.map((s, i) => (i === 0 ? s.padEnd(w[i]) : s.padStart(w[i]))).join('  '));
+  return [line(head), w.map((n) => '-'.repeat(n)).join('  '), ...rows.map(line)].join('\n');
+}
