@@ -3,3 +3,4 @@ export * from './rng';
 export * from './close';
 export * from './parity';
 export * from './bench';
+export * from './gradparity';

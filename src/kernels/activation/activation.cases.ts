@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
 import { type ParityCase, TOL, expectParity, pair } from '../../testing';
-import { expectGradParity, gradPair } from '../rmsnorm/gradparity';
+import { expectGradParity } from '../../testing/gradparity';
 
 const UNARY: [string, (x: Tensor) => Tensor][] = [['silu', F.silu], ['gelu', F.gelu], ['geluTanh', F.geluTanh]];
 
@@ -14,13 +14,13 @@ export const cases: ParityCase[] = [
     async run(env: Parameters<ParityCase['run']>[0]) {
       const xv = env.rng.normals(n * 5, 3);
       for (const [name, fn] of UNARY) {
-        await expectGradParity(env, fn, [gradPair(env, xv, [n, 5])], TOL.f32, TOL.f32, name);
+        await expectGradParity(env, name, fn, [{ values: xv, shape: [n, 5] }], TOL.f32);
       }
       const gate = env.rng.normals(n * 5, 3);
       const up = env.rng.normals(n * 5);
       for (const [ng, nu] of [[true, true], [true, false], [false, true]]) {
-        const ins = [gradPair(env, gate, [n, 5], ng), gradPair(env, up, [n, 5], nu)];
-        await expectGradParity(env, F.swiglu, ins, TOL.f32, TOL.f32, `swiglu gate ${ng} up ${nu}`);
+        const ins = [{ values: gate, shape: [n, 5], grad: ng }, { values: up, shape: [n, 5], grad: nu }];
+        await expectGradParity(env, `swiglu gate ${ng} up ${nu}`, F.swiglu, ins, TOL.f32);
       }
     },
   })),
@@ -28,7 +28,7 @@ export const cases: ParityCase[] = [
     name: 'activation extremes (saturation, 1e20) forward and backward',
     async run(env) {
       for (const [name, fn] of UNARY) {
-        await expectGradParity(env, fn, [gradPair(env, EXTREMES, [EXTREMES.length])], TOL.f32, TOL.f32, name);
+        await expectGradParity(env, name, fn, [{ values: EXTREMES, shape: [EXTREMES.length] }], TOL.f32);
       }
       const up = pair(env, EXTREMES.map((_, i) => i - 6), [EXTREMES.length]);
       const gate = pair(env, EXTREMES, [EXTREMES.length]);

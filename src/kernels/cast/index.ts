@@ -7,7 +7,7 @@ import { DTypeMismatch } from '../../errors';
 import { type DType, isQuant, rowBytes } from '../../formats/dtype';
 import { Uniforms } from '../../gpu/context';
 import { type KernelDef, type Meta, numelOf } from '../kernel';
-import { bind, chunkStarts, locate, segments } from '../matmul/segments';
+import { bind, chunkStarts, locate, segments } from '../segments';
 import { castForward } from './cpu';
 import { castWgsl } from './wgsl';
 

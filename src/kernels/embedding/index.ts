@@ -9,7 +9,7 @@ import { rowBytes, isQuant } from '../../formats/dtype';
 import { GpuContext, Uniforms } from '../../gpu/context';
 import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expectRank, numelOf } from '../kernel';
 import { ShapeMismatch } from '../../errors';
-import { bind, chunkStarts, locate, segments } from '../matmul/segments';
+import { bind, chunkStarts, locate, segments } from '../segments';
 import { embeddingBackward, embeddingForward } from './cpu';
 import { gatherWgsl, linksWgsl, scatterWgsl } from './wgsl';
 

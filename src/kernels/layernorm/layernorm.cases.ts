@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
 import { type ParityCase, TOL, expectParity, pair } from '../../testing';
-import { expectGradParity, gradPair } from '../rmsnorm/gradparity';
+import { type InputSpec, expectGradParity } from '../../testing/gradparity';
 
 // [rows, cols]: odd sizes and one row wider than 1024 (the 256-thread variant).
 const SHAPES = [[1, 1], [3, 17], [17, 96], [96, 200], [200, 3], [3, 1100]];
@@ -31,11 +31,11 @@ export const cases: ParityCase[] = SHAPES.map((shape) => ({
       [true, true, true], [false, true, true], [true, null, null], [true, false, true], [false, null, true],
     ];
     for (const [nx, ng, nb] of wide ? combos.slice(0, 1) : combos) {
-      const inputs = [gradPair(env, xv, shape, nx)];
-      if (ng !== null) inputs.push(gradPair(env, gv, [cols], ng));
-      if (nb !== null) inputs.push(gradPair(env, bv, [cols], nb));
+      const inputs: InputSpec[] = [{ values: xv, shape, grad: nx }];
+      if (ng !== null) inputs.push({ values: gv, shape: [cols], grad: ng });
+      if (nb !== null) inputs.push({ values: bv, shape: [cols], grad: nb });
       const fn = (...ts: Tensor[]) => F.layerNorm(ts[0], ng !== null ? ts[1] : null, nb !== null ? ts[ng !== null ? 2 : 1] : null, 1e-5);
-      await expectGradParity(env, fn, inputs, TOL.f32, gtol, `backward x ${nx} gamma ${ng} beta ${nb}`);
+      await expectGradParity(env, `backward x ${nx} gamma ${ng} beta ${nb}`, fn, inputs, TOL.f32, gtol);
     }
   },
 }));

@@ -11,7 +11,7 @@ import { type GpuContext, Uniforms } from '../../gpu/context';
 import type { FloatArray, GpuRef, KernelDef } from '../kernel';
 import { dequantize, matmulForward } from './cpu';
 import { type Axis, type Dim, type MatmulAttrs, type MatmulPlan, planMatmul } from './plan';
-import { bind, chunkStarts, locate, segments } from './segments';
+import { bind, chunkStarts, locate, segments } from '../segments';
 import {
   FLAG_ACCUMULATE, FLAG_BIAS, FLAG_TRANS_A, FLAG_TRANS_B, GEMV_MR, GEMV_ROWS, type GemvMode, type MatmulVariant, gemvWgsl, tiledWgsl,
 } from './wgsl';
@@ -19,7 +19,7 @@ import {
 export type { MatmulAttrs } from './plan';
 export { planMatmul } from './plan';
 export { rowColLoader } from './wgsl';
-export { bind, chunkStarts, locate, segments } from './segments';
+export { bind, chunkStarts, locate, segments } from '../segments';
 
 const TILE = 64;
 /** M up to this uses the GEMV path by default (weights are read once per 4 rows of A). */

@@ -4,7 +4,7 @@ import type { QuantDType } from '../../formats/dtype';
 import type { Tensor } from '../../tensor/tensor';
 import { type ParityCase, type ParityEnv, TOL, type Tolerance, expectParity } from '../../testing';
 import { matmulKernel } from '.';
-import { expectGradParity } from './gradparity';
+import { expectGradParity } from '../../testing/gradparity';
 
 /**
  * Every weight dtype is compared with the CPU reference on the *same* dequantized values (the reference

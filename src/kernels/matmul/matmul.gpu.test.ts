@@ -14,7 +14,7 @@ import { TOL, type Tolerance, assertClose } from '../../testing';
 import { newRng } from '../../testing/parity';
 import { freshGpuBackend } from '../../../test/util/gpu';
 import { embeddingKernel } from '../embedding';
-import { expectGradParity } from './gradparity';
+import { expectGradParity } from '../../testing/gradparity';
 import { matmulKernel } from '.';
 
 const LIMIT = 4096;

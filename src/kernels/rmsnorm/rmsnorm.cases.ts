@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
 import { type ParityCase, TOL, expectParity, pair } from '../../testing';
-import { expectGradParity, gradPair } from './gradparity';
+import { expectGradParity } from '../../testing/gradparity';
 
 // [rows..., cols]: odd sizes, a per-head [tokens, heads, head_dim] shape and a row wider than 1024
 // (the 256-thread variant). f16/bf16 weights are decoded identically on both sides, so f32 tolerances hold.
@@ -27,13 +27,13 @@ export const cases: ParityCase[] = SHAPES.map((shape) => ({
     // dw sums over up to 200 rows in a different order on each side: 1e-4 relative covers f32 rounding
     const gtol = { atol: 1e-4, rtol: 1e-4 };
     for (const [nx, nw] of wide ? [[true, true]] : [[true, true], [false, true], [true, false]]) {
-      const xs = gradPair(env, xv, shape, nx);
-      const ws = gradPair(env, wv, [cols], nw);
-      await expectGradParity(env, (a, b) => F.rmsNorm(a, b, 1e-5, { offset: 1 }), [xs, ws], TOL.f32, gtol, `backward x ${nx} w ${nw}`);
+      const xs = { values: xv, shape, grad: nx };
+      const ws = { values: wv, shape: [cols], grad: nw };
+      await expectGradParity(env, `backward x ${nx} w ${nw}`, (a, b) => F.rmsNorm(a, b, 1e-5, { offset: 1 }), [xs, ws], TOL.f32, gtol);
     }
     if (wide) return;
-    const xs = gradPair(env, xv, shape);
-    const wb = pair(env, wv, [cols], 'bf16');
-    await expectGradParity(env, (a, b) => F.rmsNorm(a, b, 1e-5), [xs, wb], TOL.f32, gtol, 'backward, frozen bf16 weight');
+    const xs = { values: xv, shape };
+    const wb = { values: wv, shape: [cols], dtype: 'bf16' as const };
+    await expectGradParity(env, 'backward, frozen bf16 weight', (a, b) => F.rmsNorm(a, b, 1e-5), [xs, wb], TOL.f32, gtol);
   },
 }));

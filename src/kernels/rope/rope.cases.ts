@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
 import { type ParityCase, TOL, expectParity, pair } from '../../testing';
-import { expectGradParity, gradPair } from '../rmsnorm/gradparity';
+import { expectGradParity } from '../../testing/gradparity';
 import { type RopeConfig, ropeInvFreq } from '.';
 
 const LLAMA3 = { rope_type: 'llama3', factor: 32, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 };
@@ -26,12 +26,12 @@ export const cases: ParityCase[] = SHAPES.map(([shape, config]) => ({
     // where the shader's own range reduction keeps cos/sin accurate
     const posv = Array.from({ length: T }, (_, t) => (t % 3 === 0 ? env.rng.int(131072) : 4000 + t));
     const pos = pair(env, posv, [T], 'i32');
-    const freq = pair(env, inv, [inv.length]);
     const x = pair(env, xv, shape);
     // both sides rotate by the same f32 angle; the shader's own reduction and polynomials keep cos/sin
     // within ~1e-7 on every adapter (SwiftShader's builtin sin/cos are off by 2e-4), so 10x tighter than f32
     await expectParity(F.rope(x.g, pos.g, inv), F.rope(x.c, pos.c, inv), { atol: 1e-6, rtol: 1e-5 }, 'Float32Array frequencies');
     const fn = (a: Tensor, p: Tensor, f: Tensor) => F.rope(a, p, f, { scale: 1.25 });
-    await expectGradParity(env, fn, [gradPair(env, xv, shape), pos, freq], TOL.f32, TOL.f32, 'scaled, tensor frequencies');
+    const specs = [{ values: xv, shape }, { values: posv, shape: [T], dtype: 'i32' as const }, { values: inv, shape: [inv.length], grad: false }];
+    await expectGradParity(env, 'scaled, tensor frequencies', fn, specs, TOL.f32);
   },
 }));

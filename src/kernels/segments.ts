@@ -4,7 +4,7 @@
  * lie inside one chunk of every operand, so one dispatch per segment sees plain bindings.
  * (A candidate for kernels/kernel.ts: embedding and cast use it too.)
  */
-import type { GpuChunk, GpuRef } from '../kernel';
+import type { GpuChunk, GpuRef } from './kernel';
 
 /** Start (in logical units) of every chunk of `ref`, plus the end. */
 export function chunkStarts(ref: GpuRef, unit: number): number[] {
