@@ -1,0 +1,21 @@
+/**
+ * kernels/: one folder per op, each with its CPU reference (cpu.ts), WGSL builders (wgsl.ts), kernel
+ * definitions for both backends (index.ts), tests, GPU-vs-CPU parity cases and benchmarks.
+ * Models and training use them through the differentiable functions of autograd/ops (`F.*`).
+ *
+ *   elementwise  add / sub / mul with row broadcast, alpha·x + beta, column sums
+ *   matmul       C = op(A)·op(B) + bias; weights f32/f16/bf16/q8_0/q4_0; tiled and GEMV paths; split weights
+ *   embedding    row gather by i32 ids from any-dtype tables; deterministic scatter-add backward
+ *   cast         f32 <-> f16/bf16 storage, dequantization of q8_0/q4_0
+ *   rmsnorm      RMSNorm (and Gemma's 1 + w); layernorm: PyTorch LayerNorm with affine
+ *   activation   SiLU, exact-erf GELU, tanh GELU, SwiGLU
+ *   rope         rotary embedding, half-split layout, rope_theta, Llama-3 frequency scaling
+ *   attention    causal GQA attention (prefill, chunked prefill, decode on a KV cache, sliding window),
+ *                flash-attention backward, kvAppend
+ *   softmax      softmax and log-softmax over the last dim
+ *   loss         cross-entropy (ignore −100), masked cosine distance, masked MSE
+ *   reduce       sum / mean / sum of squares (all or last dim), global gradient-norm clipping
+ *   adamw        AdamW over flat parameter buffers, with a weight-decay mask
+ *   sample       temperature / top-k / top-p / argmax token selection, seeded
+ */
+export type { KernelDef, GpuRef, GpuChunk, Meta, CpuArray, FloatArray } from './kernel';
