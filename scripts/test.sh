@@ -5,4 +5,12 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-system.sh
 source scripts/env.sh
 npx tsc --noEmit -p .
-npx vitest run "$@"
+mkdir -p .cache
+status=0
+npx vitest run --reporter=default --reporter=json --outputFile.json=.cache/vitest-report.json "$@" || status=$?
+# the plain closing line CI reads: "N passed, N failed, N skipped"
+node -e '
+  const r = JSON.parse(require("fs").readFileSync(".cache/vitest-report.json", "utf8"));
+  console.log(`${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests + r.numTodoTests} skipped`);
+' || true
+exit $status
