@@ -11,6 +11,7 @@
  * gradients of its uses are summed.
  */
 import { InvalidArgument } from '../errors';
+import { untrack } from '../tensor/scope';
 import type { Tensor } from '../tensor/tensor';
 
 export interface GradNode {
@@ -62,7 +63,10 @@ export class Tape {
       return;
     }
     const full: GradNode = { ...node, saved: node.saved ?? [] };
+    // the tape owns what it recorded: an enclosing tidy() must not free it before backward
+    for (const t of full.saved) untrack(t);
     for (const o of node.outputs) {
+      untrack(o);
       o.requiresGrad = true;
       o.gradNode = full;
     }

@@ -3,3 +3,4 @@ export * from './tensor';
 export { type Backend, VIEW_ALIGN } from './backend';
 export { CpuBackend } from './cpu';
 export { WebGpuBackend } from './webgpu';
+export { tidy, untrack } from './scope';

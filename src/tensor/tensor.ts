@@ -6,6 +6,7 @@ import { TensorDisposed } from '../errors';
 import type { DType } from '../formats/dtype';
 import type { CpuArray, GpuChunk, Meta } from '../kernels/kernel';
 import type { Backend } from './backend';
+import { track } from './scope';
 
 /** GPU storage may be shared by reshaped views: buffers go back to the pool when the last view is disposed. */
 export type Storage = { kind: 'cpu'; data: CpuArray } | { kind: 'webgpu'; chunks: GpuChunk[]; refs: { n: number } };
@@ -29,6 +30,7 @@ export class Tensor implements Meta {
     storage: Storage,
   ) {
     this._storage = storage;
+    track(this);
   }
 
   get storage(): Storage {

@@ -1,0 +1,45 @@
+/**
+ * tidy(): disposes every tensor created inside `fn` except what it returns. Inference code (a decode
+ * step, a latent rollout) creates many intermediates; tidy frees them without bookkeeping by hand.
+ * Tensors that an autograd tape records are owned by the tape (it untracks them) and survive.
+ */
+import type { Tensor } from './tensor';
+
+const scopes: Set<Tensor>[] = [];
+
+/** Called by the Tensor constructor. */
+export function track(t: Tensor) {
+  scopes[scopes.length - 1]?.add(t);
+}
+
+/** Takes a tensor out of the current scopes (the tape owns it from now on). */
+export function untrack(t: Tensor) {
+  for (const s of scopes) s.delete(t);
+}
+
+type Kept = Tensor | Tensor[] | Record<string, Tensor> | void | number | string | boolean | null;
+
+function keptTensors(result: unknown): Tensor[] {
+  if (!result || typeof result !== 'object') return [];
+  if (Array.isArray(result)) return result.filter(isTensor);
+  if (isTensor(result)) return [result];
+  return Object.values(result).filter(isTensor);
+}
+
+const isTensor = (x: unknown): x is Tensor => !!x && typeof x === 'object' && 'dispose' in x && 'shape' in x && 'dtype' in x;
+
+export function tidy<T extends Kept>(fn: () => T): T {
+  const scope = new Set<Tensor>();
+  scopes.push(scope);
+  let result: T;
+  try {
+    result = fn();
+  } finally {
+    scopes.pop();
+  }
+  const keep = new Set(keptTensors(result));
+  for (const t of scope) if (!keep.has(t)) t.dispose();
+  // what is returned belongs to the enclosing scope, if any
+  for (const t of keep) track(t);
+  return result;
+}
