@@ -77,3 +77,13 @@ describe('autograd tape', () => {
     expect((await gradcheck(right, [x])).ok).toBe(true);
   });
 });
+
+describe('reshape', () => {
+  it('is differentiable and shares storage', async () => {
+    const x = cpu.fromValues([0.1, -0.4, 0.9, 1.3, -2, 0.5], [2, 3]);
+    x.requiresGrad = true;
+    const r = await gradcheck((t) => F.mul(F.reshape(t, [3, 2]), F.reshape(F.scale(t, 2), [3, 2])), [x]);
+    expect(r.ok, r.message).toBe(true);
+    expect([...(await F.reshape(x, [6]).read())]).toEqual([...(await x.read())]);
+  });
+});

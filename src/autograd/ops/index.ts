@@ -11,3 +11,4 @@ export * from './loss';
 export * from './reduce';
 export * from './optim';
 export * from './sample';
+export * from './shape';

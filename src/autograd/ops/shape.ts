@@ -1,0 +1,15 @@
+import { currentTape } from '../tape';
+import type { Tensor } from '../../tensor/tensor';
+
+/**
+ * A view of x with another shape of the same element count (no copy), differentiable: the gradient
+ * is the output gradient viewed in x's shape. Models need it around attention ([T, H·D] <-> [T, H, D]).
+ */
+export function reshape(x: Tensor, shape: readonly number[]): Tensor {
+  const y = x.reshape(shape);
+  const tape = currentTape();
+  if (tape && x.requiresGrad) {
+    tape.record({ name: 'reshape', inputs: [x], outputs: [y], backward: ([g]) => [g ? g.reshape(x.shape) : null] });
+  }
+  return y;
+}
