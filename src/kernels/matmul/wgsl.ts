@@ -92,6 +92,9 @@ const LDV = TILE / 4 + 1; // vec4s per row of a workgroup tile; the extra one st
 /**
  * 256 threads as 16×16; thread (tx, ty) owns rows 4ty..4ty+3 and columns 4tx..4tx+3 of a 64×64 tile of C.
  * Tiles live in workgroup memory as vec4s along m (A) and n (B), so each k step is two vec4 loads for 16 FMAs.
+ * Each thread fills whole vec4s of the tiles (one of As, one of Bs per k step): a store to one component
+ * of a workgroup vec4 is a read-modify-write of the whole vector on some backends (Tint's FXC HLSL
+ * output), which would race with the invocations storing the other three components.
  */
 export function tiledWgsl(v: MatmulVariant): string {
   return `${enableF16(v.native)}${MATMUL_UNIFORMS}
@@ -100,6 +103,14 @@ ${loadBFn(v)}
 ${TAIL}
 var<workgroup> As: array<vec4<f32>, ${TK * LDV}>;
 var<workgroup> Bs: array<vec4<f32>, ${TK * LDV}>;
+fn tileA(aBase: u32, gm: u32, gk: u32) -> f32 {
+  if (gm < u.M && gk < u.K) { return a[aBase + gm * u.a_sm + gk * u.a_sk]; }
+  return 0.0;
+}
+fn tileB(bz: u32, gk: u32, gn: u32) -> f32 {
+  if (gn < u.N && gk < u.K) { return loadB(bz, gk, gn); }
+  return 0.0;
+}
 ${mainSignature(256)} {
   let tx = lid.x % 16u;
   let ty = lid.x / 16u;
@@ -109,26 +120,20 @@ ${mainSignature(256)} {
   let aBase = u.a_off + bz * u.a_sb;
   let ta = (u.flags & ${FLAG_TRANS_A}u) != 0u;
   let tb = (u.flags & ${FLAG_TRANS_B}u) != 0u;
+  // the vec4 this thread fills: consecutive threads walk the operand's contiguous dim (k when A is
+  // row-major or B is [N, K], else m or n), so each of the four loads is coalesced
+  let ka = select(tx, ty, ta);
+  let ma = 4u * select(ty, tx, ta);
+  let kb = select(ty, tx, tb);
+  let nb = 4u * select(tx, ty, tb);
   var acc: array<vec4<f32>, 4>;
   for (var k0 = 0u; k0 < u.K; k0 += ${TK}u) {
-    for (var i = 0u; i < 4u; i++) {
-      let e = lid.x + 256u * i;
-      // consecutive threads take consecutive elements of each operand's contiguous dim (coalesced reads)
-      let mm = select(e / ${TK}u, e % ${TILE}u, ta);
-      let kk = select(e % ${TK}u, e / ${TILE}u, ta);
-      let gm = m0 + mm;
-      let gk = k0 + kk;
-      var av = 0.0;
-      if (gm < u.M && gk < u.K) { av = a[aBase + gm * u.a_sm + gk * u.a_sk]; }
-      As[kk * ${LDV}u + mm / 4u][mm % 4u] = av;
-      let nb = select(e % ${TILE}u, e / ${TK}u, tb);
-      let kb = select(e / ${TILE}u, e % ${TK}u, tb);
-      let gn = n0 + nb;
-      let gkb = k0 + kb;
-      var bv = 0.0;
-      if (gn < u.N && gkb < u.K) { bv = loadB(bz, gkb, gn); }
-      Bs[kb * ${LDV}u + nb / 4u][nb % 4u] = bv;
-    }
+    let gm = m0 + ma;
+    let gk = k0 + ka;
+    As[ka * ${LDV}u + ma / 4u] = vec4<f32>(tileA(aBase, gm, gk), tileA(aBase, gm + 1u, gk), tileA(aBase, gm + 2u, gk), tileA(aBase, gm + 3u, gk));
+    let gn = n0 + nb;
+    let gkb = k0 + kb;
+    Bs[kb * ${LDV}u + nb / 4u] = vec4<f32>(tileB(bz, gkb, gn), tileB(bz, gkb, gn + 1u), tileB(bz, gkb, gn + 2u), tileB(bz, gkb, gn + 3u));
     workgroupBarrier();
     for (var kk = 0u; kk < ${TK}u; kk++) {
       let a4 = As[kk * ${LDV}u + ty];
