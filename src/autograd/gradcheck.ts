@@ -76,7 +76,8 @@ export async function gradcheck(
       const d = Math.abs(numeric - analytic[i]);
       maxAbs = Math.max(maxAbs, d);
       if (Math.abs(numeric) > atol) maxRel = Math.max(maxRel, d / Math.abs(numeric));
-      const excess = d - (atol + rtol * Math.abs(numeric));
+      // a non-finite gradient on either side is a failure, never a pass through NaN comparisons
+      const excess = Number.isFinite(numeric) && Number.isFinite(analytic[i]) ? d - (atol + rtol * Math.abs(numeric)) : Infinity;
       if (excess > worstExcess || Number.isNaN(d)) {
         worstExcess = Number.isNaN(d) ? Infinity : excess;
         worst = i;

@@ -25,7 +25,9 @@ export function closeness(actual: ArrayLike<number>, expected: ArrayLike<number>
     const a = actual[i];
     const e = expected[i];
     const d = Math.abs(a - e);
-    const bad = !(d <= tol.atol + tol.rtol * Math.abs(e)) && !(Number.isNaN(a) && Number.isNaN(e)) && a !== e;
+    // an infinite expected value must be matched exactly: rtol·∞ would accept anything, even −∞ for +∞
+    const finite = Number.isFinite(a) && Number.isFinite(e);
+    const bad = !(finite && d <= tol.atol + tol.rtol * Math.abs(e)) && !(Number.isNaN(a) && Number.isNaN(e)) && a !== e;
     if (bad) ok = false;
     if (d > maxAbs || Number.isNaN(d)) maxAbs = Number.isNaN(d) ? Infinity : d;
     const rel = d / Math.max(Math.abs(e), 1e-30);

@@ -7,7 +7,7 @@ import type { DType } from '../formats/dtype';
 import type { Backend } from '../tensor/backend';
 import type { Tensor } from '../tensor/tensor';
 import type { Tolerance } from './close';
-import { assertClose } from './close';
+import { observedClose } from './parity';
 import type { ParityEnv } from './parity';
 
 export interface InputSpec {
@@ -48,10 +48,19 @@ export async function expectGradParity(
   const c = await run(env.cpu, fn, specs, seed);
   const g = await run(env.gpu, fn, specs, seed);
   if (g.shape.join() !== c.shape.join()) throw new Error(`${label}: shape [${g.shape}] vs reference [${c.shape}]`);
-  assertClose(g.y, c.y, tol, `${label} forward`);
+  observedClose(g.y, c.y, tol, `${label} forward`);
+  // every input that asks for a gradient must get one: a rule that records nothing, or drops an
+  // input's gradient on both backends alike, would otherwise pass with nothing compared
+  specs.forEach((s, i) => {
+    const wants = s.grad ?? (s.dtype ?? 'f32') === 'f32';
+    if (wants && (!c.grads[i] || !g.grads[i])) {
+      throw new Error(`${label}: input ${i} requires grad but got none (reference: ${!!c.grads[i]}, GPU: ${!!g.grads[i]})`);
+    }
+    if (!wants && (c.grads[i] || g.grads[i])) throw new Error(`${label}: frozen input ${i} got a gradient`);
+  });
   c.grads.forEach((cg, i) => {
     const gg = g.grads[i];
     if ((cg === null) !== (gg === null)) throw new Error(`${label}: gradient of input ${i} present on one backend only`);
-    if (cg && gg) assertClose(gg, cg, gradTol, `${label} grad ${i}`);
+    if (cg && gg) observedClose(gg, cg, gradTol, `${label} grad ${i}`);
   });
 }

@@ -6,7 +6,7 @@ import type { CpuBackend } from '../tensor/cpu';
 import type { Tensor } from '../tensor/tensor';
 import type { WebGpuBackend } from '../tensor/webgpu';
 import type { DType } from '../formats/dtype';
-import { type CloseReport, type Tolerance, assertClose, closeness } from './close';
+import { type CloseReport, type Tolerance, closeness } from './close';
 import { Rng } from './rng';
 
 export interface ParityEnv {
@@ -32,9 +32,15 @@ export function pair(env: ParityEnv, values: ArrayLike<number>, shape: readonly 
 export async function expectParity(gpuOut: Tensor, cpuOut: Tensor, tol: Tolerance, label: string) {
   if (gpuOut.shape.join() !== cpuOut.shape.join()) throw new Error(`${label}: shape [${gpuOut.shape}] vs reference [${cpuOut.shape}]`);
   const [a, e] = await Promise.all([gpuOut.read(), cpuOut.read()]);
-  const report = closeness(a, e, tol, label);
+  return observedClose(a, e, tol, label);
+}
+
+/** assertClose that also tells the parity observers (the page's self-test) how close it was. */
+export function observedClose(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: Tolerance, label: string) {
+  const report = closeness(actual, expected, tol, label);
   for (const observe of parityObservers) observe(report);
-  return assertClose(a, e, tol, label);
+  if (!report.ok) throw new Error(report.message);
+  return report;
 }
 
 /** Called with every closeness report of expectParity (the page's self-test shows the largest error). */

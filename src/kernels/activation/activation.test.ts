@@ -5,7 +5,7 @@ import { CpuBackend } from '../../tensor/cpu';
 import type { Tensor } from '../../tensor/tensor';
 import { assertClose } from '../../testing/close';
 import { Rng } from '../../testing/rng';
-import { erf, erfc } from '.';
+import { activationBackwardKernel, erf, erfc, swigluBackwardKernel } from '.';
 
 const cpu = new CpuBackend();
 const f64 = new CpuBackend('f64');
@@ -76,5 +76,11 @@ describe('activations (CPU reference)', () => {
     expect(() => F.gelu(cpu.fromValues([1, 2], [2], 'bf16'))).toThrow(DTypeMismatch);
     expect(() => F.swiglu(cpu.fromValues([1, 2], [2]), cpu.fromValues([1, 2, 3], [3]))).toThrow(ShapeMismatch);
     expect(() => F.swiglu(cpu.fromValues([1, 2], [2]), cpu.fromValues([1, 2], [2], 'f16'))).toThrow(DTypeMismatch);
+    // the backward kernels check the incoming gradient against the saved inputs
+    const x = cpu.fromValues([1, 2], [2]);
+    expect(() => cpu.run(activationBackwardKernel, [x, cpu.fromValues([1, 2, 3], [3])], { op: 'silu' })).toThrow(ShapeMismatch);
+    expect(() => cpu.run(activationBackwardKernel, [x, cpu.fromValues([1, 2], [2], 'bf16')], { op: 'gelu' })).toThrow(DTypeMismatch);
+    expect(() => cpu.run(swigluBackwardKernel, [x, x, cpu.fromValues([1], [1])], { dgate: true, dup: true })).toThrow(ShapeMismatch);
+    expect(() => cpu.run(swigluBackwardKernel, [x, x, cpu.fromValues([1, 2], [2], 'f16')], { dgate: true, dup: false })).toThrow(DTypeMismatch);
   });
 });

@@ -24,9 +24,14 @@ const adamwSizes: ParityCase[] = [1, 3, 17, 96, 200, 5000].map((n) => ({
     await expectParity(m.g, m.c, TOL.f32, 'm');
     await expectParity(v.g, v.c, TOL.f32, 'v');
     const g = pair(env, env.rng.normals(n, 0.1), [n]);
-    F.adamwStep(p.g, g.g, m.g, v.g, { lr: 1e-3, t: 4, weightDecay: 0.5 }); // no mask: every element decays
-    F.adamwStep(p.c, g.c, m.c, v.c, { lr: 1e-3, t: 4, weightDecay: 0.5 });
+    // no mask: every element decays; and hyperparameters off their defaults (an eps near sqrt(v) moves
+    // the update by ~10%), so a shader that kept the defaults shows
+    const h = { lr: 1e-2, t: 4, weightDecay: 0.5, beta1: 0.8, beta2: 0.99, eps: 0.03 };
+    F.adamwStep(p.g, g.g, m.g, v.g, h);
+    F.adamwStep(p.c, g.c, m.c, v.c, h);
     await expectParity(p.g, p.c, TOL.f32, 'params without mask');
+    await expectParity(m.g, m.c, TOL.f32, 'm (beta1 0.8)');
+    await expectParity(v.g, v.c, TOL.f32, 'v (beta2 0.99)');
   },
 }));
 

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { F } from '../../autograd';
 import { FlatParams } from '../../autograd/params';
-import { InvalidArgument, ShapeMismatch } from '../../errors';
+import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
+import { assignKernel, fillKernel } from '.';
 import { CpuBackend } from '../../tensor/cpu';
 import { assertClose } from '../../testing/close';
 // torch 1.13 AdamW + clip_grad_norm_ in float32, made by scripts/golden/adamw.py
@@ -61,5 +62,14 @@ describe('AdamW (CPU reference)', () => {
     expect(() => F.adamwStep(t4(), cpu.zeros([5]), t4(), t4(), { lr: 1e-3, t: 1 })).toThrow(ShapeMismatch);
     expect(() => F.adamwStep(t4(), t4(), t4(), t4(), { lr: 1e-3, t: 1, beta2: 1 })).toThrow(/beta2 must be in \[0, 1\)/);
     expect(() => F.adamwStep(t4(), t4(), t4(), t4(), { lr: -1, t: 1 })).toThrow(InvalidArgument);
+    expect(() => F.adamwStep(cpu.zeros([4], 'bf16'), t4(), t4(), t4(), { lr: 1e-3, t: 1 })).toThrow(DTypeMismatch);
+    expect(() => F.adamwStep(t4(), t4(), t4(), t4(), { lr: 1e-3, t: 1, decayMask: cpu.zeros([3]) })).toThrow(ShapeMismatch);
+    expect(() => F.adamwStep(t4(), t4(), t4(), cpu.zeros([4], 'f16'), { lr: 1e-3, t: 1 })).toThrow(DTypeMismatch);
+  });
+
+  it('assign and fill reject mismatched shapes and non-f32 buffers', () => {
+    expect(() => cpu.run(assignKernel, [cpu.zeros([4]), cpu.zeros([5])], { add: false })).toThrow(ShapeMismatch);
+    expect(() => cpu.run(assignKernel, [cpu.zeros([4]), cpu.zeros([4], 'f16')], { add: true })).toThrow(DTypeMismatch);
+    expect(() => cpu.run(fillKernel, [cpu.zeros([4], 'i32')], { value: 1 })).toThrow(DTypeMismatch);
   });
 });

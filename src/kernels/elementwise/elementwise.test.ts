@@ -22,6 +22,10 @@ describe('elementwise (CPU reference)', () => {
     const a = cpu.fromValues([1, 2, 3, 4, 5, 6], [2, 3]);
     expect(() => F.add(a, cpu.fromValues([1, 2], [2]))).toThrow(ShapeMismatch);
     expect(() => F.add(a, cpu.fromValues([1, 2, 3], [3], 'bf16'))).toThrow(DTypeMismatch);
+    expect(() => F.mul(cpu.fromValues([1, 2], [2], 'f16'), cpu.fromValues([1, 2], [2]))).toThrow(DTypeMismatch);
+    expect(() => F.sumRows(a, [2])).toThrow(ShapeMismatch);
+    expect(() => F.sumRows(a, [1, 2, 3])).toThrow(/not a trailing part/);
+    expect(() => F.scale(cpu.fromValues([1, 2], [2], 'i32'), 2)).toThrow(DTypeMismatch);
   });
 
   it('passes gradcheck for add/sub/mul with broadcast, scale and sumRows', async () => {

@@ -25,8 +25,9 @@ export const cases: ParityCase[] = SHAPES.map((shape) => ({
       const b = pair(env, bv, [cols], dt);
       await expectParity(F.layerNorm(x.g, g.g, b.g), F.layerNorm(x.c, g.c, b.c), TOL.f32, `${dt} affine`);
     }
-    // dγ/dβ sum up to 200 rows in a different order on each side
-    const gtol = { atol: 1e-4, rtol: 1e-4 };
+    // parameter gradients sum up to 200 rows in another order on each side, yet the worst element stays
+    // within a third of the f32 tolerance on lavapipe (an atol of 1e-4 was 10x more than needed)
+    const gtol = TOL.f32;
     const combos: [boolean, boolean | null, boolean | null][] = [
       [true, true, true], [false, true, true], [true, null, null], [true, false, true], [false, null, true],
     ];

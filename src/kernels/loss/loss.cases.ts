@@ -28,11 +28,11 @@ function labelsFor(env: ParityEnv, rows: number, V: number): number[] {
   return Array.from({ length: rows }, (_, r) => (r % 3 === 2 ? -100 : env.rng.int(V)));
 }
 
-function ceMake(logits: Float32Array, labels: number[], V: number): Make {
+function ceMake(logits: Float32Array, labels: number[], V: number, ignoreIndex?: number): Make {
   return (be) => {
     const x = be.fromValues(logits, [labels.length, V]);
     const l = be.fromValues(labels, [labels.length], 'i32');
-    return { inputs: [x, l], train: [x], loss: () => F.crossEntropy(x, l) };
+    return { inputs: [x, l], train: [x], loss: () => F.crossEntropy(x, l, { ignoreIndex }) };
   };
 }
 
@@ -69,12 +69,14 @@ export const cases: ParityCase[] = [
     },
   })),
   {
-    name: 'cross-entropy: vocab 151936 row, logits in the hundreds, all rows ignored, bad label -> NaN',
+    name: 'cross-entropy: vocab 151936 row, logits in the hundreds, all rows ignored, ignoreIndex -1, bad label -> NaN',
     async run(env) {
       const V = 151_936;
       await parity(env, ceMake(env.rng.normals(2 * V, 2), [7, V - 1], V), 'ce vocab 151936');
       await parity(env, ceMake(env.rng.normals(4 * 33, 300), [1, 32, 0, 5], 33), 'ce large logits');
       await parity(env, ceMake(env.rng.normals(3 * 5), [-100, -100, -100], 5), 'ce all ignored');
+      // another ignore index reaches both kernels (a shader that kept -100 would count these rows)
+      await parity(env, ceMake(env.rng.normals(7 * 17), [3, -1, 16, -1, 0, 5, -1], 17, -1), 'ce ignoreIndex -1');
       const x = env.gpu.fromValues(env.rng.normals(10), [2, 5]);
       const loss = await F.crossEntropy(x, env.gpu.fromValues([1, 5], [2], 'i32')).read();
       if (!Number.isNaN(loss[0])) throw new Error(`a label outside [0, V) should give a NaN loss on the GPU, got ${loss[0]}`);

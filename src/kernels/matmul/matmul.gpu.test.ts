@@ -123,3 +123,38 @@ describe('embedding and cast with tensors split across bindings', () => {
       F.cast(cpu.fromBytes(encode('q8_0', v.slice(0, 60 * 32), [60, 32]), [60, 32], 'q8_0'), 'f32'), { atol: 0, rtol: 0 }, 'q8_0 to f32');
   });
 });
+
+// lavapipe has shader-f16, so the parity cases in Node take the native array<f16> variants; Chromium's
+// SwiftShader takes the packed-u32 ones. This runs the packed variants in Node as well.
+describe('f16 weights on a device without shader-f16 (packed u32 reads)', () => {
+  let packed: WebGpuBackend;
+  beforeAll(async () => {
+    packed = await freshGpuBackend({ disableFeatures: ['shader-f16'] });
+  });
+  afterAll(() => packed?.ctx.destroy());
+
+  it('linear (GEMV and tiled, even and odd K), dx = g·W and embedding gather match the CPU reference', async () => {
+    expect(packed.ctx.hasFeature('shader-f16')).toBe(false);
+    const on = (values: ArrayLike<number>, shape: number[], dtype: DType = 'f32') => ({
+      g: packed.fromValues(values, shape, dtype),
+      c: cpu.fromValues(values, shape, dtype),
+    });
+    for (const [M, N, K] of [[1, 17, 64], [3, 96, 17], [17, 3, 200]]) {
+      const x = on(rng.normals(M * K), [M, K]);
+      const w = on(rng.normals(N * K), [N, K], 'f16');
+      const ref = cpu.run(matmulKernel, [x.c, w.c], { transB: true })[0];
+      for (const path of ['gemv', 'tiled'] as const) {
+        await same(packed.run(matmulKernel, [x.g, w.g], { transB: true, path })[0], ref, tolK(K), `f16 M=${M} N=${N} K=${K} ${path}`);
+      }
+      const g = on(rng.normals(M * N), [M, N]);
+      await same(F.matmul(g.g, w.g), F.matmul(g.c, w.c), tolK(N), `f16 dx M=${M} N=${N} K=${K}`);
+    }
+    for (const d of [17, 64]) {
+      const t = on(rng.normals(5 * d), [5, d], 'f16');
+      const ids = [4, 0, 2, 4, 1];
+      const out = packed.run(embeddingKernel, [packed.fromValues(ids, [5], 'i32'), t.g], undefined)[0];
+      await same(out, cpu.run(embeddingKernel, [cpu.fromValues(ids, [5], 'i32'), t.c], undefined)[0], { atol: 0, rtol: 0 }, `f16 gather d=${d}`);
+    }
+    await packed.sync();
+  });
+});

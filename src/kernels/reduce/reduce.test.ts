@@ -3,7 +3,7 @@ import { F, Tape, gradcheck } from '../../autograd';
 import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
 import { Rng } from '../../testing/rng';
-import { clipGradNormKernel } from '.';
+import { clipGradNormKernel, reduceBackwardKernel } from '.';
 
 const cpu = new CpuBackend();
 const f64 = new CpuBackend('f64');
@@ -67,6 +67,11 @@ describe('reduce (CPU reference)', () => {
   it('rejects non-f32 inputs and rank-0 last-dim reductions', () => {
     expect(() => F.sum(cpu.fromValues([1, 2], [2], 'i32'))).toThrow(DTypeMismatch);
     expect(() => F.sumLastDim(cpu.fromValues([1], []))).toThrow(ShapeMismatch);
+    const g = cpu.fromValues([1, 2], [2]);
+    expect(() => cpu.run(reduceBackwardKernel, [g], { op: 'sum', axis: 'all', shape: [2, 3] })).toThrow(ShapeMismatch);
+    expect(() => cpu.run(reduceBackwardKernel, [cpu.fromValues([1], [1], 'f16')], { op: 'sum', axis: 'all', shape: [2, 3] })).toThrow(DTypeMismatch);
+    expect(() => cpu.run(reduceBackwardKernel, [g], { op: 'sumsq', axis: 'last', shape: [2, 3] })).toThrow(InvalidArgument);
+    expect(() => cpu.run(reduceBackwardKernel, [g, cpu.zeros([3, 2])], { op: 'sumsq', axis: 'last', shape: [2, 3] })).toThrow(ShapeMismatch);
   });
 });
 
@@ -91,5 +96,6 @@ describe('clip_grad_norm (CPU reference)', () => {
   it('rejects an empty list and a non-positive maxNorm', () => {
     expect(() => cpu.run(clipGradNormKernel, [], { maxNorm: 1 })).toThrow();
     expect(() => cpu.run(clipGradNormKernel, [cpu.zeros([2])], { maxNorm: 0 })).toThrow(InvalidArgument);
+    expect(() => cpu.run(clipGradNormKernel, [cpu.zeros([2]), cpu.zeros([2], 'bf16')], { maxNorm: 1 })).toThrow(DTypeMismatch);
   });
 });

@@ -24,12 +24,14 @@ export const cases: ParityCase[] = SHAPES.map((shape) => ({
         await expectParity(F.rmsNorm(x.g, w.g, 1e-6, { offset }), F.rmsNorm(x.c, w.c, 1e-6, { offset }), TOL.f32, `${dt} offset ${offset}`);
       }
     }
-    // dw sums over up to 200 rows in a different order on each side: 1e-4 relative covers f32 rounding
-    const gtol = { atol: 1e-4, rtol: 1e-4 };
+    // parameter gradients sum up to 200 rows in another order on each side, yet the worst element stays
+    // within a third of the f32 tolerance on lavapipe (an atol of 1e-4 was 10x more than needed)
+    const gtol = TOL.f32;
+    // eps 0.5 against mean(x²) ≈ 4 moves every value by ~6%: a kernel that dropped eps would show (1e-5 would not)
     for (const [nx, nw] of wide ? [[true, true]] : [[true, true], [false, true], [true, false]]) {
       const xs = { values: xv, shape, grad: nx };
       const ws = { values: wv, shape: [cols], grad: nw };
-      await expectGradParity(env, `backward x ${nx} w ${nw}`, (a, b) => F.rmsNorm(a, b, 1e-5, { offset: 1 }), [xs, ws], TOL.f32, gtol);
+      await expectGradParity(env, `backward x ${nx} w ${nw}`, (a, b) => F.rmsNorm(a, b, 0.5, { offset: 1 }), [xs, ws], TOL.f32, gtol);
     }
     if (wide) return;
     const xs = { values: xv, shape };

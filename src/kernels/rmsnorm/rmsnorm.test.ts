@@ -19,6 +19,11 @@ describe('rmsnorm (CPU reference)', () => {
     assertClose(y, [1 * r0, 2 * r0, 6 * r0, 2 * r0, -2 * r1, 0, 0, 1 * r1], { atol: 1e-7, rtol: 1e-7 }, 'llama');
     const yg = await F.rmsNorm(x, w, 1e-6, { offset: 1 }).read();
     assertClose(yg, [2 * r0, 4 * r0, 9 * r0, 6 * r0, -4 * r1, 0, 0, 3 * r1], { atol: 1e-7, rtol: 1e-7 }, 'gemma');
+    // eps = 1 inside the root, exact in f64 (at 1e-6 it is within a few f32 ulps of eps = 0)
+    const e0 = 1 / Math.sqrt(8.5);
+    const e1 = 1 / Math.sqrt(3);
+    const ye = f64.data(F.rmsNorm(x, w, 1)) as Float64Array;
+    assertClose(ye, [1 * e0, 2 * e0, 6 * e0, 2 * e0, -2 * e1, 0, 0, 1 * e1], { atol: 1e-14, rtol: 1e-14 }, 'eps 1');
   });
 
   it('reads f16 and bf16 weights exactly like their f32 values', async () => {
