@@ -6,17 +6,10 @@ Two parameter groups as upstream builds them (matrices decay, biases/LayerNorm d
 learning rate, and clip_grad_norm_(max_norm=1.0) before every step (steps 2 and 4 get large
 gradients, so the clip is active there and idle elsewhere).
 """
-import json
 import torch
 
 
-def dump(o):
-    """JSON with one key per line (two levels deep) and arrays kept on one line."""
-    def block(d, ind):
-        pad = " " * ind
-        items = [f'{pad}{json.dumps(k)}: {block(v, ind + 1) if isinstance(v, dict) else json.dumps(v)}' for k, v in d.items()]
-        return "{\n" + ",\n".join(items) + "\n" + " " * (ind - 1) + "}"
-    return block(o, 1)
+from goldenjson import dump
 
 torch.manual_seed(0)
 f = torch.float32

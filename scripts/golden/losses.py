@@ -4,17 +4,11 @@
 Run: /usr/bin/python3 scripts/golden/losses.py > src/kernels/loss/golden/losses.json
 Inputs are written into the JSON too, so the test needs no Python.
 """
-import json
 import torch
 
 
-def dump(o):
-    """JSON with one key per line (two levels deep) and arrays kept on one line."""
-    def block(d, ind):
-        pad = " " * ind
-        items = [f'{pad}{json.dumps(k)}: {block(v, ind + 1) if isinstance(v, dict) else json.dumps(v)}' for k, v in d.items()]
-        return "{\n" + ",\n".join(items) + "\n" + " " * (ind - 1) + "}"
-    return block(o, 1)
+from goldenjson import dump
+
 import torch.nn.functional as F
 
 torch.manual_seed(0)
