@@ -40,3 +40,7 @@ export class GpuOutOfMemory extends named('GpuOutOfMemory') {}
 export class TensorDisposed extends named('TensorDisposed') {}
 /** An argument is outside what the operation accepts (negative size, bad option, ...). */
 export class InvalidArgument extends named('InvalidArgument') {}
+/** config.json names a model_type this engine does not run. */
+export class UnknownModelType extends named('UnknownModelType') {}
+/** config.json is malformed or holds values the engine cannot use. */
+export class InvalidModelConfig extends named('InvalidModelConfig') {}

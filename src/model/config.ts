@@ -1,0 +1,139 @@
+/**
+ * Decoder configuration from a Hugging Face `config.json`, for the families the engine runs: llama
+ * (Llama 3.x), qwen2 (Qwen2 / Qwen2.5) and qwen3. Family differences that matter to the forward pass are
+ * made explicit here (q/k/v biases, q/k RMSNorm, head_dim, rope scaling), so the layer code has no
+ * `model_type` switches. Both rope spellings are accepted: the older `rope_theta` + `rope_scaling` and
+ * the newer `rope_parameters` (transformers ≥ 4.56 / 5.x).
+ */
+import { InvalidModelConfig, UnknownModelType } from '../errors';
+import type { RopeConfig, RopeScaling } from '../kernels/rope';
+
+export const FAMILIES = ['llama', 'qwen2', 'qwen3'] as const;
+export type Family = (typeof FAMILIES)[number];
+
+export interface DecoderConfig {
+  family: Family;
+  vocabSize: number;
+  hidden: number;
+  layers: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+  intermediate: number;
+  rmsEps: number;
+  tieEmbeddings: boolean;
+  /** Bias on q/k/v projections (always in Qwen2; `attention_bias` elsewhere, which also adds o_proj's). */
+  qkvBias: boolean;
+  oBias: boolean;
+  mlpBias: boolean;
+  /** Qwen3's per-head RMSNorm on q and k before RoPE. */
+  qkNorm: boolean;
+  rope: RopeConfig;
+  maxPositions: number;
+  /** Sliding-window attention size, or null for full attention (Qwen2's use_sliding_window). */
+  slidingWindow: number | null;
+  /** Layers from this index on use the window (Qwen2's max_window_layers). */
+  windowFromLayer: number;
+  bosTokenId: number | null;
+  eosTokenIds: number[];
+  /** The dtype the weights were saved in (`torch_dtype` / `dtype`), e.g. 'bfloat16'. */
+  savedDtype: string | null;
+}
+
+type Json = Record<string, unknown>;
+
+/** Parses config.json text or object; `file` names the source in error messages. */
+export function parseDecoderConfig(input: string | Json, file = 'config.json'): DecoderConfig {
+  let c: Json;
+  if (typeof input === 'string') {
+    try {
+      c = JSON.parse(input) as Json;
+    } catch (e) {
+      throw new InvalidModelConfig(`${file} is not valid JSON (${(e as Error).message}); re-download the model folder`);
+    }
+  } else c = input;
+  if (!c || typeof c !== 'object' || Array.isArray(c)) throw new InvalidModelConfig(`${file} must hold a JSON object`);
+
+  const type = c.model_type;
+  if (typeof type !== 'string' || !(FAMILIES as readonly string[]).includes(type)) {
+    throw new UnknownModelType(
+      `${file}: model_type ${JSON.stringify(type)} is not supported; this engine runs ${FAMILIES.join(', ')} decoders (Llama 3.x, Qwen2/2.5, Qwen3)`,
+    );
+  }
+  const family = type as Family;
+  const int = (key: string, fallback?: number): number => {
+    const v = c[key] ?? fallback;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) {
+      throw new InvalidModelConfig(`${file}: '${key}' must be a positive integer, got ${JSON.stringify(c[key])}`);
+    }
+    return v;
+  };
+  const num = (key: string, fallback: number): number => {
+    const v = c[key] ?? fallback;
+    if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidModelConfig(`${file}: '${key}' must be a number, got ${JSON.stringify(c[key])}`);
+    return v;
+  };
+  const bool = (key: string, fallback: boolean): boolean => {
+    const v = c[key] ?? fallback;
+    if (typeof v !== 'boolean') throw new InvalidModelConfig(`${file}: '${key}' must be true or false, got ${JSON.stringify(c[key])}`);
+    return v;
+  };
+
+  const hidden = int('hidden_size');
+  const heads = int('num_attention_heads');
+  const kvHeads = int('num_key_value_heads', heads);
+  if (heads % kvHeads) throw new InvalidModelConfig(`${file}: num_attention_heads (${heads}) must be a multiple of num_key_value_heads (${kvHeads})`);
+  // head_dim is explicit in Qwen3 (128 with hidden 2048 and 16 heads) and optional elsewhere
+  const headDim = c.head_dim == null ? hidden / heads : int('head_dim');
+  if (!Number.isInteger(headDim)) throw new InvalidModelConfig(`${file}: hidden_size ${hidden} is not divisible by ${heads} heads and no head_dim is given`);
+  const act = c.hidden_act ?? 'silu';
+  if (act !== 'silu') throw new InvalidModelConfig(`${file}: hidden_act '${String(act)}' is not supported (these families use silu)`);
+
+  const attentionBias = bool('attention_bias', false);
+  const useWindow = family === 'qwen2' && bool('use_sliding_window', false);
+  const eos = c.eos_token_id;
+  const eosTokenIds = Array.isArray(eos) ? eos.filter((x): x is number => typeof x === 'number') : typeof eos === 'number' ? [eos] : [];
+  const layers = int('num_hidden_layers');
+
+  return {
+    family,
+    vocabSize: int('vocab_size'),
+    hidden,
+    layers,
+    heads,
+    kvHeads,
+    headDim,
+    intermediate: int('intermediate_size'),
+    rmsEps: num('rms_norm_eps', 1e-6),
+    tieEmbeddings: bool('tie_word_embeddings', false),
+    qkvBias: family === 'qwen2' ? true : attentionBias,
+    oBias: family === 'qwen2' ? false : attentionBias,
+    mlpBias: bool('mlp_bias', false),
+    qkNorm: family === 'qwen3',
+    rope: parseRope(c, headDim, file),
+    maxPositions: int('max_position_embeddings', 32768),
+    slidingWindow: useWindow ? int('sliding_window') : null,
+    windowFromLayer: useWindow ? (typeof c.max_window_layers === 'number' ? c.max_window_layers : 0) : layers,
+    bosTokenId: typeof c.bos_token_id === 'number' ? c.bos_token_id : null,
+    eosTokenIds,
+    savedDtype: typeof (c.torch_dtype ?? c.dtype) === 'string' ? String(c.torch_dtype ?? c.dtype) : null,
+  };
+}
+
+function parseRope(c: Json, headDim: number, file: string): RopeConfig {
+  const params = c.rope_parameters as (RopeScaling & { rope_theta?: number; partial_rotary_factor?: number }) | undefined;
+  const scaling = (params ?? (c.rope_scaling as RopeScaling | null | undefined)) ?? null;
+  const theta = params?.rope_theta ?? c.rope_theta ?? 10000;
+  if (typeof theta !== 'number' || !(theta > 0)) throw new InvalidModelConfig(`${file}: rope_theta must be a positive number, got ${JSON.stringify(theta)}`);
+  const type = scaling ? scaling.rope_type ?? scaling.type ?? 'default' : 'default';
+  if (!['default', 'linear', 'llama3'].includes(type)) {
+    throw new InvalidModelConfig(`${file}: rope type '${type}' is not supported (default, linear and llama3 are)`);
+  }
+  const partial = params?.partial_rotary_factor ?? c.partial_rotary_factor;
+  return {
+    theta,
+    headDim,
+    partialRotaryFactor: typeof partial === 'number' ? partial : undefined,
+    scaling: type === 'default' ? null : scaling,
+  };
+}

@@ -1,0 +1,3 @@
+// model/: decoder families (llama, qwen2, qwen3): configuration now; weights, KV cache, forward and
+// generation follow with the engine issue.
+export * from './config';
