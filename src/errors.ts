@@ -44,3 +44,7 @@ export class InvalidArgument extends named('InvalidArgument') {}
 export class UnknownModelType extends named('UnknownModelType') {}
 /** config.json is malformed or holds values the engine cannot use. */
 export class InvalidModelConfig extends named('InvalidModelConfig') {}
+/** A checkpoint file (safetensors, GGUF, ...) is truncated, malformed, or disagrees with its own header. */
+export class CorruptCheckpoint extends named('CorruptCheckpoint') {}
+/** tokenizer.json / tokenizer_config.json / chat_template.jinja is missing or malformed, or a chat template is needed but absent. */
+export class TokenizerError extends named('TokenizerError') {}

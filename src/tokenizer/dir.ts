@@ -1,0 +1,48 @@
+/** Loading a tokenizer from a local Hugging Face model folder (Node only). */
+import { TokenizerError } from '../errors.ts';
+import { loadTokenizer, parseJsonFile, type Tokenizer } from './tokenizer.ts';
+
+type FsPromises = typeof import('node:fs/promises');
+// Held in a variable so that bundlers do not try to resolve node:fs for the browser build.
+const FS_MODULE = 'node:fs/promises';
+
+async function readOptional(fs: FsPromises, path: string): Promise<string | undefined> {
+  try {
+    return await fs.readFile(path, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new TokenizerError(`${path} cannot be read (${(e as Error).message}); check its permissions`);
+  }
+}
+
+/**
+ * Read tokenizer.json, tokenizer_config.json (optional) and the chat template from `dir`. The template
+ * comes, in transformers' order of precedence, from chat_template.jinja, chat_template.json or
+ * tokenizer_config.json.
+ */
+export async function loadTokenizerFromDir(dir: string): Promise<Tokenizer> {
+  const fs = (await import(/* @vite-ignore */ FS_MODULE)) as FsPromises;
+  const base = dir.replace(/\/+$/, '');
+  const [json, config, jinja, templateJson] = await Promise.all(
+    ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'chat_template.json'].map((f) =>
+      readOptional(fs, `${base}/${f}`),
+    ),
+  );
+  if (json === undefined) {
+    throw new TokenizerError(
+      `${base}/tokenizer.json does not exist; download it with the model (only fast-tokenizer folders with ` +
+        'tokenizer.json are supported, not vocab.json + merges.txt or tokenizer.model alone)',
+    );
+  }
+  let chatTemplateJinja = jinja;
+  if (chatTemplateJinja === undefined && templateJson !== undefined) {
+    const t = parseJsonFile(templateJson, `${base}/chat_template.json`).chat_template;
+    if (typeof t === 'string') chatTemplateJinja = t;
+  }
+  return loadTokenizer({
+    tokenizerJson: json,
+    ...(config === undefined ? {} : { tokenizerConfig: config }),
+    ...(chatTemplateJinja === undefined ? {} : { chatTemplateJinja }),
+    source: base,
+  });
+}

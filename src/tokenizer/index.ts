@@ -1,0 +1,10 @@
+export {
+  Tokenizer,
+  loadTokenizer,
+  parseJsonFile,
+  type ApplyChatTemplateOptions,
+  type ChatMessage,
+  type JsonInput,
+  type LoadTokenizerOptions,
+} from './tokenizer.ts';
+export { loadTokenizerFromDir } from './dir.ts';

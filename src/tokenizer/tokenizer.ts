@@ -1,0 +1,180 @@
+/**
+ * Tokenizers and chat templates through transformers.js. Nothing is reimplemented here: the BPE, the
+ * pre-tokenizer regexes, added/special tokens and the Jinja renderer are those of
+ * @huggingface/transformers (v4: @huggingface/tokenizers + @huggingface/jinja), constructed offline from
+ * the parsed JSON objects so that Node (files) and the browser (bytes from IndexedDB) share one path.
+ */
+import * as HF from '@huggingface/transformers';
+import { PreTrainedTokenizer } from '@huggingface/transformers';
+import { TokenizerError } from '../errors.ts';
+
+/** JSON content as an object, as text, or as the raw bytes of the file. */
+export type JsonInput = Record<string, unknown> | string | Uint8Array | ArrayBuffer;
+
+export interface LoadTokenizerOptions {
+  /** tokenizer.json (Hugging Face `tokenizers` format). */
+  tokenizerJson: JsonInput;
+  /** tokenizer_config.json; optional, though without it there is no eos token or chat template. */
+  tokenizerConfig?: JsonInput;
+  /** Content of chat_template.jinja; takes precedence over tokenizer_config's chat_template, as in transformers. */
+  chatTemplateJinja?: string | Uint8Array | ArrayBuffer;
+  /** Where the files came from (a folder, a model id), used in error messages. */
+  source?: string;
+}
+
+export interface ChatMessage {
+  role: string;
+  content: string;
+  [key: string]: unknown;
+}
+
+export interface ApplyChatTemplateOptions {
+  /** End with the assistant header so that the model continues as the assistant. Default false. */
+  addGenerationPrompt?: boolean;
+  /** Extra template variables, e.g. `{ enable_thinking: false }` for Qwen3. */
+  kwargs?: Record<string, unknown>;
+}
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+function toText(input: string | Uint8Array | ArrayBuffer, what: string): string {
+  if (typeof input === 'string') return input;
+  try {
+    return decoder.decode(input instanceof ArrayBuffer ? new Uint8Array(input) : input);
+  } catch {
+    throw new TokenizerError(`${what} is not valid UTF-8; the file is damaged, download it again`);
+  }
+}
+
+/** Parse one of the JSON files; `what` names the file (with its folder) for the message. */
+export function parseJsonFile(input: JsonInput, what: string): Record<string, unknown> {
+  if (typeof input === 'object' && !(input instanceof Uint8Array) && !(input instanceof ArrayBuffer)) {
+    if (input === null || Array.isArray(input)) throw new TokenizerError(`${what} must hold a JSON object; download it again`);
+    return input;
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(toText(input, what));
+  } catch (e) {
+    if (e instanceof TokenizerError) throw e;
+    throw new TokenizerError(`${what} is not valid JSON (${(e as Error).message}); the file is truncated or damaged, download it again`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new TokenizerError(`${what} must hold a JSON object; download it again`);
+  }
+  return parsed as Record<string, unknown>;
+}
+
+type TokenizerClass = new (json: unknown, config: unknown) => PreTrainedTokenizer;
+
+// Mirror AutoTokenizer: the class named by tokenizer_class (without "Fast"), else the base class. Some
+// subclasses change behaviour (legacy Llama/SentencePiece handling), so the choice matters for real folders.
+function tokenizerClass(config: Record<string, unknown>): TokenizerClass {
+  const name = typeof config.tokenizer_class === 'string' ? config.tokenizer_class.replace(/Fast$/, '') : '';
+  const cls = (HF as unknown as Record<string, unknown>)[name];
+  if (typeof cls === 'function' && (cls === PreTrainedTokenizer || cls.prototype instanceof PreTrainedTokenizer)) {
+    return cls as TokenizerClass;
+  }
+  return PreTrainedTokenizer as unknown as TokenizerClass;
+}
+
+/** Build a Tokenizer from file contents (objects, text or bytes). */
+export function loadTokenizer(opts: LoadTokenizerOptions): Tokenizer {
+  const src = opts.source ? `${opts.source.replace(/\/+$/, '')}/` : '';
+  const json = parseJsonFile(opts.tokenizerJson, `${src}tokenizer.json`);
+  if (typeof json.model !== 'object' || json.model === null) {
+    throw new TokenizerError(
+      `${src}tokenizer.json has no "model" section, so it is not a Hugging Face tokenizers file; ` +
+        'use the tokenizer.json that ships with the model (save_pretrained of a fast tokenizer writes one)',
+    );
+  }
+  const config = { ...(opts.tokenizerConfig === undefined ? {} : parseJsonFile(opts.tokenizerConfig, `${src}tokenizer_config.json`)) };
+  if (opts.chatTemplateJinja !== undefined) config.chat_template = toText(opts.chatTemplateJinja, `${src}chat_template.jinja`);
+  let hf: PreTrainedTokenizer;
+  try {
+    hf = new (tokenizerClass(config))(json, config);
+  } catch (e) {
+    throw new TokenizerError(
+      `${src}tokenizer.json could not be loaded by transformers.js (${(e as Error).message}); ` +
+        'check that it matches tokenizer_config.json and comes from the same model',
+    );
+  }
+  return new Tokenizer(hf, opts.source?.replace(/\/+$/, '') || 'the tokenizer');
+}
+
+/** The engine's view of a tokenizer: ids in and out, chat rendering, eos ids. */
+export class Tokenizer {
+  /** Ids that end generation: the tokenizer_config eos token (merge generation_config's list on top). */
+  readonly eosTokenIds: number[];
+  /** One past the largest id, added tokens included (the model's embedding may be larger). */
+  readonly vocabSize: number;
+
+  constructor(
+    /** The underlying transformers.js tokenizer, for anything this wrapper does not cover. */
+    readonly hf: PreTrainedTokenizer,
+    private readonly source: string,
+  ) {
+    const eos = hf.eos_token_id as number | undefined;
+    this.eosTokenIds = eos === undefined || eos === null ? [] : [eos];
+    let max = -1;
+    for (const id of hf.get_vocab().values()) if (id > max) max = id;
+    this.vocabSize = max + 1;
+  }
+
+  /** The chat template in use (chat_template.jinja over tokenizer_config), or null. */
+  get chatTemplate(): string | null {
+    const t: unknown = this.hf.chat_template;
+    return typeof t === 'string' ? t : null;
+  }
+
+  /**
+   * Text to ids. Added-token strings in the text (`<|im_start|>`, `<|begin_of_text|>`) become their ids.
+   * addSpecialTokens (default true, as in transformers) applies the post-processor, e.g. Llama 3's
+   * leading <|begin_of_text|>; pass false for text rendered by a chat template that already has it.
+   */
+  encode(text: string, opts: { addSpecialTokens?: boolean } = {}): number[] {
+    return this.hf.encode(text, { add_special_tokens: opts.addSpecialTokens ?? true });
+  }
+
+  /**
+   * Ids to text. cleanUpSpaces defaults to the tokenizer's own setting (as transformers does); pass
+   * false to get exactly the bytes the tokens stand for.
+   */
+  decode(ids: readonly number[], opts: { skipSpecialTokens?: boolean; cleanUpSpaces?: boolean } = {}): string {
+    if (ids.length === 0) return '';
+    return this.hf.decode([...ids], {
+      skip_special_tokens: opts.skipSpecialTokens ?? false,
+      ...(opts.cleanUpSpaces === undefined ? {} : { clean_up_tokenization_spaces: opts.cleanUpSpaces }),
+    });
+  }
+
+  /** Render (not tokenize) a conversation with the model's chat template. */
+  applyChatTemplate(messages: readonly ChatMessage[], opts: ApplyChatTemplateOptions = {}): string {
+    const template = this.chatTemplate;
+    if (template === null) {
+      throw new TokenizerError(
+        `${this.source} has no chat template: add chat_template.jinja to the folder or a "chat_template" ` +
+          'to tokenizer_config.json, or encode plain text without chat formatting',
+      );
+    }
+    try {
+      return this.hf.apply_chat_template(messages as ChatMessage[], {
+        ...opts.kwargs,
+        chat_template: template,
+        add_generation_prompt: opts.addGenerationPrompt ?? false,
+        tokenize: false,
+      }) as string;
+    } catch (e) {
+      throw new TokenizerError(
+        `the chat template of ${this.source} failed to render (${(e as Error).message}); ` +
+          'check the template in chat_template.jinja / tokenizer_config.json and the message fields it expects',
+      );
+    }
+  }
+
+  /** Id of a token string (vocabulary or added token), or undefined. */
+  idOf(token: string): number | undefined {
+    const id = this.hf.get_vocab().get(token);
+    return id === undefined ? undefined : id;
+  }
+}
