@@ -1,3 +1,5 @@
 // model/: decoder families (llama, qwen2, qwen3): configuration now; weights, KV cache, forward and
 // generation follow with the engine issue.
 export * from './config';
+export * from './weights';
+export * from './decoder';

@@ -1,0 +1,178 @@
+/**
+ * Test support for the decoder: tiny configs of each family, deterministic random bf16 checkpoints built
+ * in memory with writeSafetensors, and an independent plain-JS f64 forward (no kernels, no F ops) written
+ * from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3 to check the engine against.
+ */
+import { bf16BitsToF32, f32ToBf16Bits } from '../formats/dtype';
+import { ropeInvFreq } from '../kernels/rope';
+import { SafetensorsFile, type StTensor, writeSafetensors } from '../formats/safetensors';
+import { Rng } from '../testing/rng';
+import { type DecoderConfig, type Family, parseDecoderConfig } from './config';
+import { weightSpecs } from './weights';
+
+/** config.json of a tiny model: hidden 32 and every projection's input a multiple of 32 (q8_0/q4_0 blocks). */
+export function tinyConfigJson(family: Family, over: Record<string, unknown> = {}): Record<string, unknown> {
+  const base = { model_type: family, vocab_size: 48, hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4,
+    num_key_value_heads: 2, intermediate_size: 64, rms_norm_eps: 1e-6, max_position_embeddings: 256, tie_word_embeddings: false };
+  const fam: Record<Family, Record<string, unknown>> = {
+    // llama3 scaling with a short original context so that all three bands (kept, blended, divided) occur
+    llama: { rope_theta: 500000, rope_scaling: { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4,
+      original_max_position_embeddings: 64 } },
+    // biases on q/k/v; the sliding window on layer 1 only, narrower than the test sequences
+    qwen2: { rope_theta: 10000, use_sliding_window: true, sliding_window: 3, max_window_layers: 1, tie_word_embeddings: true },
+    // explicit head_dim larger than hidden / heads, as in Qwen3-1.7B
+    qwen3: { rope_theta: 1000000, head_dim: 16 },
+  };
+  return { ...base, ...fam[family], ...over };
+}
+
+export const tinyConfig = (family: Family, over?: Record<string, unknown>): DecoderConfig =>
+  parseDecoderConfig(tinyConfigJson(family, over));
+
+/** Random weights in bf16 (values exactly representable, so every backend starts from the same numbers). */
+export function tinyTensors(c: DecoderConfig, seed = 1): Map<string, { shape: number[]; values: Float64Array }> {
+  const rng = new Rng(seed);
+  const out = new Map<string, { shape: number[]; values: Float64Array }>();
+  for (const s of weightSpecs(c)) {
+    const n = s.shape.reduce((a, b) => a * b, 1);
+    // norms near 1 as trained models have; projections scaled by 1/√fan_in to keep activations O(1)
+    const std = s.kind === 'norm' ? 0.2 : s.kind === 'bias' ? 0.1 : s.kind === 'embed' ? 1 : 1 / Math.sqrt(s.shape[1]);
+    const base = s.kind === 'norm' ? 1 : 0;
+    const values = Float64Array.from({ length: n }, () => bf16BitsToF32(f32ToBf16Bits(base + std * rng.normal())));
+    out.set(s.name, { shape: s.shape, values });
+  }
+  return out;
+}
+
+export function bf16Tensor(shape: number[], values: ArrayLike<number>): StTensor {
+  const bits = Uint16Array.from({ length: values.length }, (_, i) => f32ToBf16Bits(values[i]));
+  return { dtype: 'BF16', shape, bytes: new Uint8Array(bits.buffer) };
+}
+
+/** The tensors as a bf16 safetensors file in memory, opened as a TensorStore. */
+export function tinyCheckpoint(tensors: Map<string, { shape: number[]; values: Float64Array }>, name = 'tiny.safetensors') {
+  const bytes = writeSafetensors([...tensors].map(([n, t]) => [n, bf16Tensor(t.shape, t.values)] as const));
+  return SafetensorsFile.fromBytes(bytes, name);
+}
+
+// ---- the reference forward, f64, row-major plain arrays ----
+
+type W = Map<string, { values: Float64Array }>;
+
+function rmsNorm(x: Float64Array, rows: number, cols: number, w: Float64Array, eps: number): Float64Array {
+  const y = new Float64Array(rows * cols);
+  for (let r = 0; r < rows; r++) {
+    let ss = 0;
+    for (let j = 0; j < cols; j++) ss += x[r * cols + j] ** 2;
+    const inv = 1 / Math.sqrt(ss / cols + eps);
+    for (let j = 0; j < cols; j++) y[r * cols + j] = x[r * cols + j] * inv * w[j];
+  }
+  return y;
+}
+
+/** x [rows, in] · wᵀ (w [out, in]) + b */
+function linear(x: Float64Array, rows: number, w: Float64Array, out: number, b?: Float64Array): Float64Array {
+  const inn = w.length / out;
+  const y = new Float64Array(rows * out);
+  for (let r = 0; r < rows; r++) {
+    for (let o = 0; o < out; o++) {
+      let s = b ? b[o] : 0;
+      for (let i = 0; i < inn; i++) s += x[r * inn + i] * w[o * inn + i];
+      y[r * out + o] = s;
+    }
+  }
+  return y;
+}
+
+/** HF rotate_half RoPE on [T, H, D] in place. */
+function rope(x: Float64Array, T: number, H: number, D: number, pos: number[], inv: Float32Array) {
+  const half = inv.length;
+  for (let t = 0; t < T; t++) {
+    for (let h = 0; h < H; h++) {
+      const o = (t * H + h) * D;
+      for (let i = 0; i < half; i++) {
+        // HF computes inv_freq @ positions in f32: the angle is an f32 product, as in the engine's kernels
+        const a = Math.fround(pos[t] * inv[i]);
+        const [c, s] = [Math.cos(a), Math.sin(a)];
+        const x1 = x[o + i];
+        const x2 = x[o + i + D / 2];
+        x[o + i] = x1 * c - x2 * s;
+        x[o + i + D / 2] = x2 * c + x1 * s;
+      }
+    }
+  }
+}
+
+/** Hidden states (post final norm) and logits of every position for input embeddings x0 [T, d]. */
+export function referenceForward(c: DecoderConfig, w: W, x0: Float64Array, positions?: number[]) {
+  const { hidden: d, heads: Hq, kvHeads: Hkv, headDim: D, intermediate: I, rmsEps: eps } = c;
+  const T = x0.length / d;
+  const pos = positions ?? Array.from({ length: T }, (_, t) => t);
+  const inv = ropeInvFreq(c.rope);
+  const g = (n: string) => w.get(n)?.values;
+  let x = Float64Array.from(x0);
+  for (let l = 0; l < c.layers; l++) {
+    const p = `model.layers.${l}.`;
+    const a = `${p}self_attn.`;
+    const h = rmsNorm(x, T, d, g(`${p}input_layernorm.weight`)!, eps);
+    let q = linear(h, T, g(`${a}q_proj.weight`)!, Hq * D, g(`${a}q_proj.bias`));
+    let k = linear(h, T, g(`${a}k_proj.weight`)!, Hkv * D, g(`${a}k_proj.bias`));
+    const v = linear(h, T, g(`${a}v_proj.weight`)!, Hkv * D, g(`${a}v_proj.bias`));
+    if (c.qkNorm) {
+      q = rmsNorm(q, T * Hq, D, g(`${a}q_norm.weight`)!, eps);
+      k = rmsNorm(k, T * Hkv, D, g(`${a}k_norm.weight`)!, eps);
+    }
+    rope(q, T, Hq, D, pos, inv);
+    rope(k, T, Hkv, D, pos, inv);
+    const window = c.slidingWindow !== null && l >= c.windowFromLayer ? c.slidingWindow : Infinity;
+    const o = new Float64Array(T * Hq * D);
+    const rep = Hq / Hkv;
+    for (let t = 0; t < T; t++) {
+      for (let hq = 0; hq < Hq; hq++) {
+        const hk = Math.floor(hq / rep); // repeat_kv: query head h reads kv head h // n_rep
+        const js = [...Array(t + 1).keys()].filter((j) => t - j < window);
+        const sc = js.map((j) => {
+          let s = 0;
+          for (let i = 0; i < D; i++) s += q[(t * Hq + hq) * D + i] * k[(j * Hkv + hk) * D + i];
+          return s / Math.sqrt(D);
+        });
+        const m = Math.max(...sc);
+        const e = sc.map((s) => Math.exp(s - m));
+        const z = e.reduce((u, b) => u + b, 0);
+        js.forEach((j, n) => {
+          for (let i = 0; i < D; i++) o[(t * Hq + hq) * D + i] += (e[n] / z) * v[(j * Hkv + hk) * D + i];
+        });
+      }
+    }
+    const att = linear(o, T, g(`${a}o_proj.weight`)!, d, g(`${a}o_proj.bias`));
+    for (let i = 0; i < x.length; i++) x[i] += att[i];
+    const h2 = rmsNorm(x, T, d, g(`${p}post_attention_layernorm.weight`)!, eps);
+    const gate = linear(h2, T, g(`${p}mlp.gate_proj.weight`)!, I);
+    const up = linear(h2, T, g(`${p}mlp.up_proj.weight`)!, I);
+    const act = gate.map((z, i) => (z / (1 + Math.exp(-z))) * up[i]);
+    const mlp = linear(act, T, g(`${p}mlp.down_proj.weight`)!, d);
+    x = x.map((z, i) => z + mlp[i]);
+  }
+  const hidden = rmsNorm(x, T, d, g('model.norm.weight')!, eps);
+  const head = c.tieEmbeddings ? g('model.embed_tokens.weight')! : g('lm_head.weight')!;
+  return { hidden, logits: linear(hidden, T, head, c.vocabSize) };
+}
+
+/** Rows `ids` of the embedding table, f64. */
+export function referenceEmbed(c: DecoderConfig, w: W, ids: number[]): Float64Array {
+  const e = w.get('model.embed_tokens.weight')!.values;
+  const out = new Float64Array(ids.length * c.hidden);
+  ids.forEach((id, t) => out.set(e.subarray(id * c.hidden, (id + 1) * c.hidden), t * c.hidden));
+  return out;
+}
+
+/** max |a − b| / max |b|: the error measure the tests quote (robust to entries that cancel to ~0). */
+export function scaledError(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let peak = 0;
+  let diff = 0;
+  for (let i = 0; i < b.length; i++) {
+    peak = Math.max(peak, Math.abs(b[i]));
+    diff = Math.max(diff, Math.abs(a[i] - b[i]));
+  }
+  return a.length !== b.length || Number.isNaN(diff) ? Infinity : diff / peak;
+}

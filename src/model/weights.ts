@@ -1,0 +1,209 @@
+/**
+ * Decoder weights by Hugging Face names, from any TensorStore (one safetensors file, a sharded checkpoint,
+ * or an in-memory file) onto a Backend. Every tensor is frozen (requiresGrad false): the engine
+ * backpropagates to its inputs, never into the model.
+ *
+ * Storage choices:
+ * - 2-D projections (q/k/v/o, gate/up/down, an untied lm_head) stay as stored (f32/f16/bf16) or, with
+ *   `quantize`, are decoded to f32 and re-encoded as q8_0/q4_0 (ggml's block layout, formats/encode.ts).
+ * - The embedding table stays as stored even when quantizing: embed(ids) must return exactly the rows the
+ *   checkpoint holds (RecursiveMAS compares latent vectors with them), and a tied lm_head reads it too.
+ * - Norm weights stay as stored (rmsNorm reads f16/bf16 directly); biases become f32 (matmul's bias is f32).
+ */
+import { CorruptCheckpoint, DTypeMismatch, InvalidArgument, ShapeMismatch } from '../errors';
+import { type DType, type QuantDType, QK, byteSize } from '../formats/dtype';
+import { decode, encode } from '../formats/encode';
+import { type StTensor, toStorage } from '../formats/safetensors';
+import type { Backend } from '../tensor/backend';
+import type { Tensor } from '../tensor/tensor';
+import type { DecoderConfig } from './config';
+
+/** What loading needs from a checkpoint (TensorStore satisfies it). */
+export interface WeightSource {
+  /** The file or folder, for error messages. */
+  readonly name: string;
+  has(name: string): boolean;
+  read(name: string): Promise<StTensor>;
+}
+
+export interface LoadOptions {
+  /** Quantize the 2-D projection weights on load; null/undefined keeps them as stored. */
+  quantize?: QuantDType | null;
+}
+
+export interface LayerWeights {
+  inputNorm: Tensor;
+  q: Tensor;
+  k: Tensor;
+  v: Tensor;
+  o: Tensor;
+  qBias: Tensor | null;
+  kBias: Tensor | null;
+  vBias: Tensor | null;
+  oBias: Tensor | null;
+  qNorm: Tensor | null;
+  kNorm: Tensor | null;
+  postNorm: Tensor;
+  gate: Tensor;
+  up: Tensor;
+  down: Tensor;
+  gateBias: Tensor | null;
+  upBias: Tensor | null;
+  downBias: Tensor | null;
+}
+
+export interface DecoderWeights {
+  backend: Backend;
+  embed: Tensor;
+  layers: LayerWeights[];
+  norm: Tensor;
+  /** The output projection [vocab, hidden]; the embedding table itself when embeddings are tied. */
+  lmHead: Tensor;
+  /** Bytes held on the backend per storage dtype (a tied lm_head is counted once). */
+  bytes: Partial<Record<DType, number>>;
+  totalBytes: number;
+  dispose(): void;
+}
+
+type Kind = 'proj' | 'norm' | 'bias' | 'embed';
+
+interface Spec {
+  name: string;
+  shape: number[];
+  kind: Kind;
+}
+
+/** Every tensor the config implies, with the shape it must have. */
+export function weightSpecs(c: DecoderConfig): Spec[] {
+  const { hidden: d, heads, kvHeads, headDim: D, intermediate: I, vocabSize: V } = c;
+  const specs: Spec[] = [{ name: 'model.embed_tokens.weight', shape: [V, d], kind: 'embed' }];
+  for (let i = 0; i < c.layers; i++) {
+    const p = `model.layers.${i}.`;
+    const a = `${p}self_attn.`;
+    specs.push(
+      { name: `${p}input_layernorm.weight`, shape: [d], kind: 'norm' },
+      { name: `${a}q_proj.weight`, shape: [heads * D, d], kind: 'proj' },
+      { name: `${a}k_proj.weight`, shape: [kvHeads * D, d], kind: 'proj' },
+      { name: `${a}v_proj.weight`, shape: [kvHeads * D, d], kind: 'proj' },
+      { name: `${a}o_proj.weight`, shape: [d, heads * D], kind: 'proj' },
+    );
+    if (c.qkvBias) {
+      specs.push(
+        { name: `${a}q_proj.bias`, shape: [heads * D], kind: 'bias' },
+        { name: `${a}k_proj.bias`, shape: [kvHeads * D], kind: 'bias' },
+        { name: `${a}v_proj.bias`, shape: [kvHeads * D], kind: 'bias' },
+      );
+    }
+    if (c.oBias) specs.push({ name: `${a}o_proj.bias`, shape: [d], kind: 'bias' });
+    if (c.qkNorm) {
+      specs.push({ name: `${a}q_norm.weight`, shape: [D], kind: 'norm' }, { name: `${a}k_norm.weight`, shape: [D], kind: 'norm' });
+    }
+    specs.push(
+      { name: `${p}post_attention_layernorm.weight`, shape: [d], kind: 'norm' },
+      { name: `${p}mlp.gate_proj.weight`, shape: [I, d], kind: 'proj' },
+      { name: `${p}mlp.up_proj.weight`, shape: [I, d], kind: 'proj' },
+      { name: `${p}mlp.down_proj.weight`, shape: [d, I], kind: 'proj' },
+    );
+    if (c.mlpBias) {
+      specs.push(
+        { name: `${p}mlp.gate_proj.bias`, shape: [I], kind: 'bias' },
+        { name: `${p}mlp.up_proj.bias`, shape: [I], kind: 'bias' },
+        { name: `${p}mlp.down_proj.bias`, shape: [d], kind: 'bias' },
+      );
+    }
+  }
+  specs.push({ name: 'model.norm.weight', shape: [d], kind: 'norm' });
+  if (!c.tieEmbeddings) specs.push({ name: 'lm_head.weight', shape: [V, d], kind: 'proj' });
+  return specs;
+}
+
+async function loadOne(src: WeightSource, spec: Spec, backend: Backend, quantize: QuantDType | null): Promise<Tensor> {
+  const st = await src.read(spec.name);
+  if (st.shape.length !== spec.shape.length || st.shape.some((s, i) => s !== spec.shape[i])) {
+    throw new ShapeMismatch(`${src.name}: tensor "${spec.name}" has shape [${st.shape.join(', ')}], but config.json implies ` +
+      `[${spec.shape.join(', ')}]; the weights do not belong to this config (check hidden_size, heads, head_dim, vocab_size)`);
+  }
+  const s = toStorage(st, spec.name, src.name);
+  if (s.dtype !== 'f32' && s.dtype !== 'f16' && s.dtype !== 'bf16') {
+    throw new DTypeMismatch(`${src.name}: tensor "${spec.name}" is ${st.dtype}; model weights must be F32, F16 or BF16 (re-export the checkpoint)`);
+  }
+  let t: Tensor;
+  if (spec.kind === 'bias' && s.dtype !== 'f32') {
+    t = backend.fromValues(decode(s.dtype, s.bytes, s.shape), s.shape, 'f32');
+  } else if (spec.kind === 'proj' && quantize) {
+    const cols = spec.shape[1];
+    if (cols % QK) {
+      throw new InvalidArgument(`${src.name}: cannot quantize "${spec.name}" to ${quantize}: its input dimension ${cols} is not a ` +
+        `multiple of ${QK}; load this model without quantization`);
+    }
+    t = backend.fromBytes(encode(quantize, decode(s.dtype, s.bytes, s.shape), s.shape), s.shape, quantize);
+  } else {
+    t = backend.fromBytes(s.bytes, s.shape, s.dtype);
+  }
+  t.requiresGrad = false;
+  return t;
+}
+
+/** Loads and checks every weight of `config` from `src`. Nothing is uploaded when a tensor is missing. */
+export async function loadDecoderWeights(
+  config: DecoderConfig, src: WeightSource, backend: Backend, opts: LoadOptions = {},
+): Promise<DecoderWeights> {
+  const quantize = opts.quantize ?? null;
+  if (quantize !== null && quantize !== 'q8_0' && quantize !== 'q4_0') {
+    throw new InvalidArgument(`quantize must be 'q8_0', 'q4_0' or null, got ${JSON.stringify(quantize)}`);
+  }
+  const specs = weightSpecs(config);
+  const missing = specs.filter((s) => !src.has(s.name));
+  if (missing.length) {
+    const list = missing.slice(0, 5).map((s) => `"${s.name}" [${s.shape.join(', ')}]`).join(', ');
+    throw new CorruptCheckpoint(`${src.name} lacks ${missing.length} tensor(s) that a ${config.family} model with this config.json needs: ` +
+      `${list}${missing.length > 5 ? ', ...' : ''}; the checkpoint is incomplete or belongs to another model: re-download it`);
+  }
+  const got = new Map<string, Tensor>();
+  try {
+    for (const s of specs) got.set(s.name, await loadOne(src, s, backend, quantize));
+  } catch (e) {
+    for (const t of got.values()) t.dispose();
+    throw e;
+  }
+  const w = (n: string) => got.get(n)!;
+  const opt = (n: string) => got.get(n) ?? null;
+  const layers: LayerWeights[] = Array.from({ length: config.layers }, (_, i) => {
+    const p = `model.layers.${i}.`;
+    const a = `${p}self_attn.`;
+    return {
+      inputNorm: w(`${p}input_layernorm.weight`),
+      q: w(`${a}q_proj.weight`), k: w(`${a}k_proj.weight`), v: w(`${a}v_proj.weight`), o: w(`${a}o_proj.weight`),
+      qBias: opt(`${a}q_proj.bias`), kBias: opt(`${a}k_proj.bias`), vBias: opt(`${a}v_proj.bias`), oBias: opt(`${a}o_proj.bias`),
+      qNorm: opt(`${a}q_norm.weight`), kNorm: opt(`${a}k_norm.weight`),
+      postNorm: w(`${p}post_attention_layernorm.weight`),
+      gate: w(`${p}mlp.gate_proj.weight`), up: w(`${p}mlp.up_proj.weight`), down: w(`${p}mlp.down_proj.weight`),
+      gateBias: opt(`${p}mlp.gate_proj.bias`), upBias: opt(`${p}mlp.up_proj.bias`), downBias: opt(`${p}mlp.down_proj.bias`),
+    };
+  });
+  const bytes: Partial<Record<DType, number>> = {};
+  let totalBytes = 0;
+  for (const t of got.values()) {
+    const n = byteSize(t.dtype, t.shape);
+    bytes[t.dtype] = (bytes[t.dtype] ?? 0) + n;
+    totalBytes += n;
+  }
+  const embed = w('model.embed_tokens.weight');
+  return {
+    backend,
+    embed,
+    layers,
+    norm: w('model.norm.weight'),
+    lmHead: config.tieEmbeddings ? embed : w('lm_head.weight'),
+    bytes,
+    totalBytes,
+    dispose: () => got.forEach((t) => t.dispose()),
+  };
+}
+
+/** "bf16 1.2 MB, q4_0 3.4 MB (total 4.6 MB)" for logs and the CLI. */
+export function formatWeightBytes(w: Pick<DecoderWeights, 'bytes' | 'totalBytes'>): string {
+  const mb = (n: number) => `${(n / 1e6).toFixed(n < 1e5 ? 3 : 1)} MB`;
+  const parts = Object.entries(w.bytes).map(([d, n]) => `${d} ${mb(n!)}`);
+  return `${parts.join(', ')} (total ${mb(w.totalBytes)})`;
+}
