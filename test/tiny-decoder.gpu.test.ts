@@ -37,6 +37,7 @@ for (const name of ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny']) {
       const { config, store, ids, want } = await setup();
       const cpu = new CpuBackend('f64');
       const model = new Decoder(config, await loadDecoderWeights(config, store, cpu));
+      await store.close();
       const out = model.forward({ inputIds: cpu.fromValues(ids, [ids.length], 'i32'), logits: 'all' });
       expect(scaledError(await out.hidden.read(), want.hidden)).toBeLessThan(1e-6); // read() rounds to f32
       expect(scaledError(cpu.data(out.logits!), want.logits)).toBeLessThan(1e-12);
@@ -55,6 +56,7 @@ for (const name of ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny']) {
       const { config, store, ids, want } = await setup();
       const gpu = await gpuBackend();
       const weights = await loadDecoderWeights(config, store, gpu);
+      await store.close();
       const model = new Decoder(config, weights);
       const out = model.forward({ inputIds: gpu.fromValues(ids, [ids.length], 'i32'), logits: 'all' });
       expect(scaledError(await out.hidden.read(), want.hidden)).toBeLessThan(1e-5);

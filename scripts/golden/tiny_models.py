@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""Golden forward and input gradient of the committed tiny models (models/tiny/*) for test/tiny-golden.gpu.test.ts.
+
+Run (Debian's torch 1.13; no transformers or safetensors package needed):
+    /usr/bin/python3 scripts/golden/tiny_models.py
+writes test/golden/tiny-{qwen3,llama,qwen2}-tiny.json.
+
+An independent float64 forward written from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3
+(transformers 4.51): RMSNorm, q/k/v projections (+ bias for qwen2), Qwen3's per-head q/k RMSNorm before RoPE,
+rotate_half RoPE (default or Llama-3 scaled inv_freq, reimplemented from `_compute_llama3_parameters`), GQA
+repeat_kv, causal softmax attention, o_proj, SwiGLU MLP, final norm, tied or untied lm_head. The checkpoint
+is read by hand (header length, JSON header, bf16 bits placed in the high half of an f32), so bf16 weights
+are exact in f64.
+
+Deliberate numerical choices (as in scripts/golden/decoder.py):
+- inv_freq is computed with f32 torch ops as HF does, and the angle pos * inv_freq is rounded to f32 like
+  HF's f32 `inv_freq @ position_ids`; cos/sin of that f32 angle are taken in f64 (HF takes them in f32, a
+  rounding that is not a convention);
+- RMSNorm and softmax stay in f64 (HF upcasts to f32 only, which for an f64 model is again rounding).
+
+Per model: `ids` (7 token ids, positions 0..6), `inputs_embeds` = embedding rows (requires grad), and
+  hidden  [T, d]  post-final-norm hidden states,
+  logits  [T, V]  every row,
+  grad    [T, d]  dL/d inputs_embeds of L = sum(hidden * R) + sum(logits[:, :16] * R2) with
+                  R[t, j]  = sin(0.37 * (t * d + j) + 0.1)     (flat index over [T, d])
+                  R2[t, j] = cos(0.23 * (t * 16 + j))          (flat index over [T, 16])
+Arrays are base64 of little-endian float64, row-major; `loss` is L.
+"""
+import base64
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from goldenjson import dump  # noqa: E402
+
+f64 = torch.float64
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+LOGIT_COLS = 16
+
+IDS = {
+    "qwen3-tiny": [456, 17, 203, 98, 311, 5, 460],
+    "llama-tiny": [456, 42, 7, 399, 128, 250, 13],
+    "qwen2-tiny": [3, 77, 458, 160, 91, 222, 300],
+}
+
+
+def b64(t):
+    v = t.detach().to(f64).flatten().tolist()
+    return base64.b64encode(struct.pack(f"<{len(v)}d", *v)).decode()
+
+
+def read_safetensors(path):
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        buf = data[a:b]
+        if info["dtype"] == "BF16":
+            bits = np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16
+            arr = bits.view(np.float32)
+        elif info["dtype"] == "F32":
+            arr = np.frombuffer(buf, dtype="<f4")
+        elif info["dtype"] == "F16":
+            arr = np.frombuffer(buf, dtype="<f2").astype(np.float32)
+        else:
+            raise ValueError(f"{path}: tensor {name} has unsupported dtype {info['dtype']}")
+        out[name] = torch.from_numpy(arr.astype(np.float64).reshape(info["shape"]))
+    return out
+
+
+def default_inv_freq(base, dim):
+    # HF _compute_default_rope_parameters (f32)
+    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(dtype=torch.float) / dim))
+
+
+def llama3_inv_freq(base, dim, s):
+    # HF _compute_llama3_parameters, reimplemented (transformers is not installed); all f32
+    inv_freq = default_inv_freq(base, dim)
+    factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old = s["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * inv_freq_llama / factor + smooth * inv_freq_llama
+    is_medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+    return torch.where(is_medium, smoothed, inv_freq_llama)
+
+
+def rotate_half(t):
+    t1, t2 = t[..., : t.shape[-1] // 2], t[..., t.shape[-1] // 2:]
+    return torch.cat([-t2, t1], dim=-1)
+
+
+def rms_norm(t, weight, eps):
+    return weight * (t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def repeat_kv(t, n_rep):
+    # [S, Hkv, D] -> [S, Hkv * n_rep, D]: query head h reads kv head h // n_rep
+    return t[:, :, None, :].expand(t.shape[0], t.shape[1], n_rep, t.shape[2]).reshape(t.shape[0], -1, t.shape[2])
+
+
+def forward(cfg, w, x):
+    T = x.shape[0]
+    d = cfg["hidden_size"]
+    Hq, Hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    D = cfg.get("head_dim") or d // Hq
+    eps = cfg["rms_norm_eps"]
+    scaling = cfg.get("rope_scaling")
+    if scaling and scaling.get("rope_type", scaling.get("type")) == "llama3":
+        inv_freq = llama3_inv_freq(cfg["rope_theta"], D, scaling)
+    elif scaling:
+        raise ValueError(f"unsupported rope_scaling {scaling}")
+    else:
+        inv_freq = default_inv_freq(cfg["rope_theta"], D)
+    angle = (inv_freq[None, :] * torch.arange(T).to(torch.float)[:, None]).to(f64)  # f32-rounded, as HF
+    emb = torch.cat([angle, angle], dim=-1)
+    cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
+    qk_norm = cfg["model_type"] == "qwen3"
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        a = p + "self_attn."
+        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        q = F.linear(h, w[a + "q_proj.weight"], w.get(a + "q_proj.bias")).view(T, Hq, D)
+        k = F.linear(h, w[a + "k_proj.weight"], w.get(a + "k_proj.bias")).view(T, Hkv, D)
+        v = F.linear(h, w[a + "v_proj.weight"], w.get(a + "v_proj.bias")).view(T, Hkv, D)
+        if qk_norm:  # Qwen3: per head, before RoPE
+            q, k = rms_norm(q, w[a + "q_norm.weight"], eps), rms_norm(k, w[a + "k_norm.weight"], eps)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k, v = repeat_kv(k, Hq // Hkv), repeat_kv(v, Hq // Hkv)
+        scores = torch.einsum("thd,shd->hts", q, k) * D ** -0.5
+        scores = scores.masked_fill(~causal, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        o = torch.einsum("hts,shd->thd", probs, v).reshape(T, Hq * D)
+        x = x + F.linear(o, w[a + "o_proj.weight"])
+        m = p + "mlp."
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        x = x + F.linear(F.silu(F.linear(h, w[m + "gate_proj.weight"])) * F.linear(h, w[m + "up_proj.weight"]),
+                         w[m + "down_proj.weight"])
+    hidden = rms_norm(x, w["model.norm.weight"], eps)
+    head = w["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings") else w["lm_head.weight"]
+    return hidden, F.linear(hidden, head)
+
+
+def seeds(T, d):
+    R = torch.tensor([math.sin(0.37 * i + 0.1) for i in range(T * d)], dtype=f64).view(T, d)
+    R2 = torch.tensor([math.cos(0.23 * i) for i in range(T * LOGIT_COLS)], dtype=f64).view(T, LOGIT_COLS)
+    return R, R2
+
+
+def main():
+    for name, ids in IDS.items():
+        folder = os.path.join(ROOT, "models", "tiny", name)
+        with open(os.path.join(folder, "config.json")) as fh:
+            cfg = json.load(fh)
+        w = read_safetensors(os.path.join(folder, "model.safetensors"))
+        if cfg.get("tie_word_embeddings") and "lm_head.weight" in w:
+            raise ValueError(f"{name}: tied embeddings but the checkpoint has lm_head.weight")
+        x = w["model.embed_tokens.weight"][torch.tensor(ids)].clone().requires_grad_(True)
+        hidden, logits = forward(cfg, w, x)
+        T, d = hidden.shape
+        R, R2 = seeds(T, d)
+        loss = (hidden * R).sum() + (logits[:, :LOGIT_COLS] * R2).sum()
+        loss.backward()
+        out = {
+            "model": f"models/tiny/{name}",
+            "ids": ids,
+            "dims": {"T": T, "hidden": d, "vocab": logits.shape[1], "logit_cols": LOGIT_COLS},
+            "seeds": {"R": "sin(0.37 * i + 0.1), i flat over [T, hidden]", "R2": "cos(0.23 * i), i flat over [T, logit_cols]"},
+            "hidden": b64(hidden), "logits": b64(logits), "loss": loss.item(), "grad": b64(x.grad),
+        }
+        path = os.path.join(ROOT, "test", "golden", f"tiny-{name}.json")
+        with open(path, "w") as fh:
+            fh.write(dump(out) + "\n")
+        print(f"{path}: T={T} d={d} V={logits.shape[1]} loss={loss.item():.6f} |hidden|max={hidden.abs().max():.3f} "
+              f"|logits|max={logits.abs().max():.3f} |grad|max={x.grad.abs().max():.3e}")
+
+
+if __name__ == "__main__":
+    main()
