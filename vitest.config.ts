@@ -1,16 +1,11 @@
 import { defineConfig, mergeConfig } from 'vitest/config';
 import { playwright } from '@vitest/browser-playwright';
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { lavapipeEnv } from './scripts/lavapipe-env.js';
 import viteConfig from './vite.config.ts';
 
 // Node WebGPU tests run Dawn on Mesa 25 lavapipe (scripts/setup-system.sh unpacks it). Set here, before
-// the test workers fork, so that `npx vitest` works without sourcing scripts/env.sh.
-const lvp = resolve('.cache/lavapipe25');
-if (!process.env.VK_ICD_FILENAMES && existsSync(`${lvp}/lvp_icd.json`)) {
-  process.env.VK_ICD_FILENAMES = `${lvp}/lvp_icd.json`;
-  process.env.LD_LIBRARY_PATH = [`${lvp}/usr/lib/x86_64-linux-gnu`, process.env.LD_LIBRARY_PATH].filter(Boolean).join(':');
-}
+// the test workers fork, so that `npx vitest` works directly.
+Object.assign(process.env, lavapipeEnv());
 
 // Flags that give headless Debian Chromium a WebGPU adapter (SwiftShader) without network noise.
 const chromiumArgs = ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-quic', '--no-first-run',

@@ -4,23 +4,12 @@
  * prints ms/iter, GFLOP/s and GB/s.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { lavapipeEnv } from '../scripts/lavapipe-env.js';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const lvp = resolve(root, '.cache/lavapipe25');
-
-// Dawn needs VK_ICD_FILENAMES, and the Mesa 25 lavapipe its own libdrm through LD_LIBRARY_PATH, which
-// the dynamic loader reads only at process start: set both and run this script again.
-if (!process.env.VK_ICD_FILENAMES && existsSync(`${lvp}/lvp_icd.json`) && !process.env.RMAS_BENCH_REEXEC) {
-  const env = {
-    ...process.env,
-    RMAS_BENCH_REEXEC: '1',
-    VK_ICD_FILENAMES: `${lvp}/lvp_icd.json`,
-    LD_LIBRARY_PATH: [`${lvp}/usr/lib/x86_64-linux-gnu`, process.env.LD_LIBRARY_PATH].filter(Boolean).join(':'),
-  };
+// Dawn on lavapipe needs LD_LIBRARY_PATH set at process start: run this script again with it.
+const env = lavapipeEnv();
+if (env !== process.env) {
   const r = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env });
   process.exit(r.status ?? 1);
 }

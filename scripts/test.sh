@@ -3,7 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-system.sh
-source scripts/env.sh
 npx tsc --noEmit -p .
 mkdir -p .cache
 status=0

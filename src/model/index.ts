@@ -3,3 +3,4 @@
 export * from './config';
 export * from './weights';
 export * from './decoder';
+export * from './generate';

@@ -1,0 +1,25 @@
+#!/usr/bin/env node
+// `npx rmas ...`: runs src/runner/cli.ts through tsx in a child Node process. The child is needed anyway:
+// Dawn needs VK_ICD_FILENAMES, and the Mesa 25 lavapipe (.cache/lavapipe25, scripts/setup-system.sh) its
+// own libdrm through LD_LIBRARY_PATH, which the dynamic loader reads only at process start (bench/run.ts
+// re-executes itself for the same reason).
+import { spawn } from 'node:child_process';
+import { constants } from 'node:os';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { lavapipeEnv } from '../scripts/lavapipe-env.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+export { lavapipeEnv };
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  // tsx resolved from this package, so that `npx rmas` works from any folder
+  const tsx = import.meta.resolve('tsx');
+  const child = spawn(process.execPath, ['--import', tsx, resolve(root, 'src/runner/cli.ts'), ...process.argv.slice(2)], {
+    stdio: 'inherit',
+    env: lavapipeEnv(),
+  });
+  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => child.kill(sig));
+  child.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 + (constants.signals[signal] ?? 1) : 1)));
+}

@@ -1,0 +1,138 @@
+/**
+ * The decode loop on the committed tiny Qwen3 (models/tiny/qwen3-tiny): greedy tokens equal an uncached
+ * recompute-everything argmax loop and agree between the CPU and WebGPU backends; EOS stops; seeded
+ * sampling is reproducible; embeddings in give the ids-in tokens; generation_config.json defaults.
+ */
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { F } from '../autograd';
+import { InvalidArgument, InvalidModelConfig } from '../errors';
+import { openCheckpoint } from '../formats/safetensors-sharded';
+import type { Backend } from '../tensor/backend';
+import { CpuBackend } from '../tensor/cpu';
+import { tidy } from '../tensor/scope';
+import type { WebGpuBackend } from '../tensor/webgpu';
+import { freshGpuBackend } from '../../test/util/gpu';
+import { parseDecoderConfig } from './config';
+import { Decoder } from './decoder';
+import { generate, parseGenerationConfig, readGenerationConfig } from './generate';
+import { loadDecoderWeights } from './weights';
+
+const DIR = 'models/tiny/qwen3-tiny';
+const PROMPT = [72, 101, 108, 108, 111, 44, 32, 119]; // byte-level ids of "Hello, w"
+const N = 12;
+
+async function load(backend: Backend) {
+  const config = parseDecoderConfig(readFileSync(`${DIR}/config.json`, 'utf8'));
+  const store = await openCheckpoint(DIR);
+  return new Decoder(config, await loadDecoderWeights(config, store, backend));
+}
+
+/** Greedy decoding without a cache: the whole sequence again at every step, argmax of the last row. */
+async function uncachedGreedy(model: Decoder, prompt: number[], n: number): Promise<number[]> {
+  const seq = [...prompt];
+  for (let i = 0; i < n; i++) {
+    const id = tidy(() => {
+      const out = model.forward({ inputIds: model.backend.fromValues(seq, [seq.length], 'i32'), logits: 'last' });
+      return F.argmax(out.logits!);
+    });
+    seq.push((await id.readI32())[0]);
+    id.dispose();
+  }
+  return seq.slice(prompt.length);
+}
+
+let gpu: WebGpuBackend;
+let cpuModel: Decoder;
+let gpuModel: Decoder;
+beforeAll(async () => {
+  gpu = await freshGpuBackend();
+  cpuModel = await load(new CpuBackend('f32'));
+  gpuModel = await load(gpu);
+});
+afterAll(() => {
+  gpuModel?.weights.dispose();
+  gpu?.ctx.device.destroy();
+});
+
+describe('generate (greedy)', () => {
+  it('equals the uncached argmax loop and is identical on CPU and WebGPU', async () => {
+    const want = await uncachedGreedy(cpuModel, PROMPT, N);
+    const c = await generate(cpuModel, { inputIds: PROMPT, maxNewTokens: N, sampling: { greedy: true } });
+    const g = await generate(gpuModel, { inputIds: PROMPT, maxNewTokens: N, sampling: { greedy: true } });
+    expect(c.tokens).toEqual(want);
+    expect(g.tokens).toEqual(want);
+    expect(await uncachedGreedy(gpuModel, PROMPT, N)).toEqual(want);
+    expect(c.stoppedBy).toBe('length');
+    expect(c.tokens).toHaveLength(N);
+    expect(c.prefillTokensPerSec).toBeGreaterThan(0);
+    expect(c.decodeTokensPerSec).toBeGreaterThan(0);
+    expect(c.prefillMs).toBeGreaterThan(0);
+    // tokens are streamed in order
+    const streamed: number[] = [];
+    await generate(cpuModel, { inputIds: PROMPT, maxNewTokens: 4, onToken: (id) => streamed.push(id) });
+    expect(streamed).toEqual(want.slice(0, 4));
+  });
+
+  it('stops at the first EOS id, which it keeps', async () => {
+    const want = await uncachedGreedy(cpuModel, PROMPT, N);
+    const stopAt = 5;
+    const eos = want[stopAt];
+    const first = want.indexOf(eos);
+    const r = await generate(cpuModel, { inputIds: PROMPT, maxNewTokens: N, eosTokenIds: [99999, eos] });
+    expect(r.stoppedBy).toBe('eos');
+    expect(r.tokens).toEqual(want.slice(0, first + 1));
+  });
+
+  it('inputsEmbeds = embed(ids) gives the same tokens as inputIds', async () => {
+    for (const model of [cpuModel, gpuModel]) {
+      const want = await generate(model, { inputIds: PROMPT, maxNewTokens: 8 });
+      const emb = model.embed(model.backend.fromValues(PROMPT, [PROMPT.length], 'i32'));
+      const got = await generate(model, { inputsEmbeds: emb, maxNewTokens: 8 });
+      emb.dispose();
+      expect(got.tokens).toEqual(want.tokens);
+    }
+  });
+
+  it('aborts before the next step', async () => {
+    const ac = new AbortController();
+    const r = await generate(cpuModel, { inputIds: PROMPT, maxNewTokens: N, signal: ac.signal, onToken: () => ac.abort() });
+    expect(r.stoppedBy).toBe('abort');
+    expect(r.tokens).toHaveLength(1);
+  });
+
+  it('rejects bad arguments with InvalidArgument', async () => {
+    await expect(generate(cpuModel, { maxNewTokens: 3 })).rejects.toThrow(InvalidArgument);
+    await expect(generate(cpuModel, { inputIds: PROMPT, maxNewTokens: 0 })).rejects.toThrow(/maxNewTokens/);
+    await expect(generate(cpuModel, { inputIds: PROMPT, maxNewTokens: 2, sampling: { topP: 0 } })).rejects.toThrow(/topP/);
+  });
+});
+
+describe('generate (sampling)', () => {
+  const s = (seed: number) => ({ temperature: 1.5, topK: 0, topP: 1, seed });
+
+  it('is reproducible for a seed, differs for another, and agrees across backends', async () => {
+    const a = await generate(cpuModel, { inputIds: PROMPT, maxNewTokens: N, sampling: s(7) });
+    const b = await generate(cpuModel, { inputIds: PROMPT, maxNewTokens: N, sampling: s(7) });
+    const c = await generate(cpuModel, { inputIds: PROMPT, maxNewTokens: N, sampling: s(8) });
+    expect(b.tokens).toEqual(a.tokens);
+    expect(c.tokens).not.toEqual(a.tokens);
+    const g = await generate(gpuModel, { inputIds: PROMPT, maxNewTokens: N, sampling: s(7) });
+    expect(g.tokens).toEqual(a.tokens);
+  });
+});
+
+describe('generation_config.json', () => {
+  it('reads the tiny model defaults and merges EOS ids', async () => {
+    const d = await readGenerationConfig(DIR, [456, 3]);
+    expect(d.sampling).toEqual({ temperature: 0.6, topK: 20, topP: 0.95 });
+    expect(d.eosTokenIds).toEqual([458, 456, 3]);
+  });
+
+  it('is greedy without do_sample or without a file, and rejects malformed values', async () => {
+    expect(parseGenerationConfig({ temperature: 0.7, eos_token_id: 2 })).toEqual({ sampling: { greedy: true }, eosTokenIds: [2] });
+    expect(await readGenerationConfig('/nonexistent-dir', [5])).toEqual({ sampling: { greedy: true }, eosTokenIds: [5] });
+    expect(() => parseGenerationConfig('{"do_sample": true, "temperature": "hot"}')).toThrow(InvalidModelConfig);
+    expect(() => parseGenerationConfig('{oops')).toThrow(/not valid JSON/);
+  });
+});

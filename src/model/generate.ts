@@ -1,0 +1,184 @@
+/**
+ * The decode loop: prefill a prompt (token ids or embedding vectors) into a KV cache sized for the whole
+ * generation, then feed one token at a time. The sampler runs on the backend (F.sample / F.argmax), and the
+ * id it draws is fed straight back as the next input; only one i32 per step is read back, for the EOS check
+ * and the caller's stream. Sampling step i uses `step = i`, so a seed reproduces the same tokens on any
+ * backend that computes the same logits.
+ */
+import { F } from '../autograd';
+import { InvalidArgument, InvalidModelConfig } from '../errors';
+import { tidy } from '../tensor/scope';
+import { Tensor } from '../tensor/tensor';
+import type { Decoder } from './decoder';
+
+export interface SamplingOptions {
+  /** Argmax decoding; the other fields are ignored. */
+  greedy?: boolean;
+  /** Default 1; 0 is greedy. */
+  temperature?: number;
+  /** Default 0 (off). */
+  topK?: number;
+  /** Default 1 (off). */
+  topP?: number;
+  /** Default 0. */
+  seed?: number;
+}
+
+export interface GenerateOptions {
+  /** Prompt token ids [T] (numbers or an i32 tensor); exactly one of inputIds / inputsEmbeds. */
+  inputIds?: ArrayLike<number> | Tensor;
+  /** Prompt embeddings, f32 [T, hidden] (for instance latent vectors followed by embed(ids)). */
+  inputsEmbeds?: Tensor;
+  maxNewTokens: number;
+  sampling?: SamplingOptions;
+  /** Generation stops after any of these (the EOS token is included in `tokens`). */
+  eosTokenIds?: readonly number[];
+  /** Called with each new id as soon as it has been read back. */
+  onToken?: (id: number) => void;
+  /** Checked before every step; an abort ends the loop with stoppedBy 'abort'. */
+  signal?: AbortSignal;
+}
+
+export interface GenerateResult {
+  tokens: number[];
+  /** Prompt tokens per second, timed up to the first sampled id being read back. */
+  prefillTokensPerSec: number;
+  /** Tokens after the first, per second. */
+  decodeTokensPerSec: number;
+  prefillMs: number;
+  decodeMs: number;
+  stoppedBy: 'eos' | 'length' | 'abort';
+}
+
+function pick(logits: Tensor, s: SamplingOptions, step: number): Tensor {
+  if (s.greedy || s.temperature === 0) return F.argmax(logits);
+  return F.sample(logits, { temperature: s.temperature, topK: s.topK, topP: s.topP, seed: s.seed, step });
+}
+
+function checkSampling(s: SamplingOptions) {
+  const bad = (what: string) => { throw new InvalidArgument(`generate: sampling.${what}`); };
+  if (s.temperature !== undefined && !(s.temperature >= 0)) bad(`temperature must be >= 0, got ${s.temperature}`);
+  if (s.topK !== undefined && !(Number.isInteger(s.topK) && s.topK >= 0)) bad(`topK must be an integer >= 0, got ${s.topK}`);
+  if (s.topP !== undefined && !(s.topP > 0 && s.topP <= 1)) bad(`topP must be in (0, 1], got ${s.topP}`);
+  if (s.seed !== undefined && !Number.isInteger(s.seed)) bad(`seed must be an integer, got ${s.seed}`);
+}
+
+export async function generate(model: Decoder, opts: GenerateOptions): Promise<GenerateResult> {
+  const { inputsEmbeds, maxNewTokens, signal, onToken } = opts;
+  const sampling = opts.sampling ?? { greedy: true };
+  const eos = new Set(opts.eosTokenIds ?? []);
+  if ((opts.inputIds === undefined) === (inputsEmbeds === undefined)) {
+    throw new InvalidArgument('generate: pass exactly one of inputIds and inputsEmbeds');
+  }
+  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) {
+    throw new InvalidArgument(`generate: maxNewTokens must be a positive integer, got ${maxNewTokens}`);
+  }
+  checkSampling(sampling);
+  const be = model.backend;
+  const ownIds = opts.inputIds !== undefined && !(opts.inputIds instanceof Tensor);
+  const ids = opts.inputIds === undefined ? undefined
+    : opts.inputIds instanceof Tensor ? opts.inputIds
+    : be.fromValues(Array.from(opts.inputIds), [opts.inputIds.length], 'i32');
+  const T = ids ? ids.shape[0] : inputsEmbeds!.shape[0];
+  if (T < 1) throw new InvalidArgument('generate: the prompt is empty; give at least one token or embedding row');
+
+  const tokens: number[] = [];
+  const result = (stoppedBy: GenerateResult['stoppedBy'], prefillMs: number, decodeMs: number): GenerateResult => ({
+    tokens,
+    prefillMs,
+    decodeMs,
+    prefillTokensPerSec: prefillMs > 0 ? (T * 1000) / prefillMs : 0,
+    decodeTokensPerSec: decodeMs > 0 ? ((tokens.length - 1) * 1000) / decodeMs : 0,
+    stoppedBy,
+  });
+  if (signal?.aborted) {
+    if (ownIds) ids!.dispose();
+    return result('abort', 0, 0);
+  }
+
+  const cache = model.newCache(T + maxNewTokens);
+  let next: Tensor | null = null;
+  try {
+    const t0 = performance.now();
+    next = tidy(() => {
+      const out = model.forward({ ...(ids ? { inputIds: ids } : { inputsEmbeds }), cache, logits: 'last' });
+      return pick(out.logits!, sampling, 0);
+    });
+    let id = (await next.readI32())[0];
+    const prefillMs = performance.now() - t0;
+    tokens.push(id);
+    onToken?.(id);
+    const t1 = performance.now();
+    let stoppedBy: GenerateResult['stoppedBy'] = 'length';
+    for (let step = 1; ; step++) {
+      if (eos.has(id)) { stoppedBy = 'eos'; break; }
+      if (step >= maxNewTokens) break;
+      if (signal?.aborted) { stoppedBy = 'abort'; break; }
+      const prev: Tensor = next;
+      next = tidy(() => pick(model.forward({ inputIds: prev, cache, logits: 'last' }).logits!, sampling, step));
+      prev.dispose();
+      id = (await next.readI32())[0];
+      tokens.push(id);
+      onToken?.(id);
+    }
+    return result(stoppedBy, prefillMs, tokens.length > 1 ? performance.now() - t1 : 0);
+  } finally {
+    next?.dispose();
+    cache.dispose();
+    if (ownIds) ids!.dispose();
+  }
+}
+
+export interface GenerationDefaults {
+  sampling: SamplingOptions;
+  eosTokenIds: number[];
+}
+
+/**
+ * generation_config.json as sampling defaults: do_sample false (or absent with no temperature) means greedy,
+ * as in transformers; its eos_token_id (number or list) is merged with `extraEos` (config.json's and the
+ * tokenizer's), in order, without repeats.
+ */
+export function parseGenerationConfig(json: string | Record<string, unknown> | null, extraEos: readonly number[] = [], file = 'generation_config.json'): GenerationDefaults {
+  let g: Record<string, unknown> = {};
+  if (typeof json === 'string') {
+    try {
+      g = JSON.parse(json) as Record<string, unknown>;
+    } catch (e) {
+      throw new InvalidModelConfig(`${file} is not valid JSON (${(e as Error).message}); fix or delete it`);
+    }
+    if (typeof g !== 'object' || g === null || Array.isArray(g)) throw new InvalidModelConfig(`${file} must hold a JSON object`);
+  } else if (json) g = json;
+  const num = (k: string): number | undefined => {
+    const v = g[k];
+    if (v === undefined || v === null) return undefined;
+    if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidModelConfig(`${file}: "${k}" must be a number, got ${JSON.stringify(v)}`);
+    return v;
+  };
+  const e = g.eos_token_id;
+  const own = Array.isArray(e) ? e.filter((x): x is number => typeof x === 'number') : typeof e === 'number' ? [e] : [];
+  const eosTokenIds = [...new Set([...own, ...extraEos])];
+  const temperature = num('temperature');
+  const doSample = g.do_sample === true;
+  if (!doSample) return { sampling: { greedy: true }, eosTokenIds };
+  const sampling: SamplingOptions = { temperature: temperature ?? 1 };
+  const topK = num('top_k');
+  const topP = num('top_p');
+  if (topK !== undefined) sampling.topK = topK;
+  if (topP !== undefined) sampling.topP = topP;
+  return { sampling, eosTokenIds };
+}
+
+/** Reads `dir`/generation_config.json (Node only); a folder without one gets greedy decoding. */
+export async function readGenerationConfig(dir: string, extraEos: readonly number[] = []): Promise<GenerationDefaults> {
+  const FS_MODULE = 'node:fs/promises'; // a variable keeps bundlers from resolving node:fs for the page
+  const fs = (await import(/* @vite-ignore */ FS_MODULE)) as typeof import('node:fs/promises');
+  const file = `${dir.replace(/\/+$/, '')}/generation_config.json`;
+  let text: string | null = null;
+  try {
+    text = await fs.readFile(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new InvalidModelConfig(`${file} cannot be read (${(e as Error).message})`);
+  }
+  return parseGenerationConfig(text, extraEos, file);
+}

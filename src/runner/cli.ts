@@ -1,0 +1,239 @@
+/**
+ * `rmas forward` and `rmas generate`: the engine from the command line (Node), for tests and debugging.
+ * Started by bin/rmas.js, which points Dawn at the bundled lavapipe and runs this file through tsx.
+ * Exit codes: 0 done, 1 an engine error (its name and message on stderr), 2 bad arguments (usage).
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { DTypeMismatch, RmasError, ShapeMismatch, WebGpuUnavailable } from '../errors';
+import { SafetensorsFile, writeSafetensors } from '../formats/safetensors';
+import { openCheckpoint } from '../formats/safetensors-sharded';
+import { fileSource } from '../formats/sources';
+import { Decoder, formatWeightBytes, generate, loadDecoderWeights, parseDecoderConfig, readGenerationConfig, type SamplingOptions } from '../model';
+import type { Backend } from '../tensor/backend';
+import { CpuBackend } from '../tensor/cpu';
+import { WebGpuBackend } from '../tensor/webgpu';
+import { loadTokenizerFromDir } from '../tokenizer';
+
+export const USAGE = `usage:
+  rmas forward --model DIR (--ids 1,2,3 | --embeds FILE.safetensors) --out FILE.safetensors [--backend webgpu|cpu]
+      writes F32 hidden_states [T, d] (after the final norm) and logits [T, vocab];
+      --embeds reads the F32 tensor inputs_embeds [T, d]
+  rmas generate --model DIR --prompt TEXT [--chat] [--max-new-tokens N]
+                [--greedy | --temperature T --top-p P --top-k K --seed S] [--backend webgpu|cpu]
+      prints the generated text, then prefill and decode tokens/s on stderr;
+      sampling defaults come from the model's generation_config.json
+  --backend defaults to webgpu when an adapter is found, else cpu`;
+
+/** Bad command-line arguments: usage and exit code 2. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+const OPTIONS = {
+  model: { type: 'string' },
+  ids: { type: 'string' },
+  embeds: { type: 'string' },
+  out: { type: 'string' },
+  backend: { type: 'string' },
+  prompt: { type: 'string' },
+  chat: { type: 'boolean' },
+  'max-new-tokens': { type: 'string' },
+  greedy: { type: 'boolean' },
+  temperature: { type: 'string' },
+  'top-p': { type: 'string' },
+  'top-k': { type: 'string' },
+  seed: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Args = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+function need(a: Args, k: 'model' | 'out' | 'prompt'): string {
+  const v = a[k];
+  if (v === undefined || v === '') throw new UsageError(`--${k} is required`);
+  return v;
+}
+
+function number(a: Args, k: 'max-new-tokens' | 'temperature' | 'top-p' | 'top-k' | 'seed', integer: boolean): number | undefined {
+  const v = a[k];
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || (integer && !Number.isInteger(n))) {
+    throw new UsageError(`--${k} ${v}: expected ${integer ? 'an integer' : 'a number'}`);
+  }
+  return n;
+}
+
+function only(a: Args, cmd: string, allowed: (keyof Args)[]) {
+  for (const k of Object.keys(a) as (keyof Args)[]) {
+    if (a[k] !== undefined && !allowed.includes(k)) throw new UsageError(`--${k} does not apply to "rmas ${cmd}"`);
+  }
+}
+
+async function pickBackend(choice: string | undefined): Promise<Backend> {
+  if (choice !== undefined && choice !== 'webgpu' && choice !== 'cpu') throw new UsageError(`--backend ${choice}: expected webgpu or cpu`);
+  let be: Backend;
+  if (choice === 'cpu') be = new CpuBackend('f32');
+  else if (choice === 'webgpu') be = await WebGpuBackend.create();
+  else {
+    try {
+      be = await WebGpuBackend.create();
+    } catch (e) {
+      if (!(e instanceof WebGpuUnavailable)) throw e;
+      process.stderr.write(`no WebGPU adapter (${e.message}); `);
+      be = new CpuBackend('f32');
+    }
+  }
+  process.stderr.write(`backend: ${be.name}\n`);
+  return be;
+}
+
+async function loadModel(dir: string, backend: Backend) {
+  const configFile = `${dir.replace(/\/+$/, '')}/config.json`;
+  let text: string;
+  try {
+    text = readFileSync(configFile, 'utf8');
+  } catch (e) {
+    throw new UsageError(`--model ${dir}: cannot read ${configFile} (${(e as Error).message}); give a Hugging Face model folder`);
+  }
+  const config = parseDecoderConfig(text, configFile);
+  const store = await openCheckpoint(dir);
+  try {
+    const weights = await loadDecoderWeights(config, store, backend);
+    process.stderr.write(`model: ${config.family}, ${config.layers} layers, hidden ${config.hidden}, weights ${formatWeightBytes(weights)}\n`);
+    return new Decoder(config, weights);
+  } finally {
+    await store.close();
+  }
+}
+
+function parseIds(s: string): number[] {
+  const ids = s.split(',').map((x) => x.trim());
+  if (!ids.length || ids.some((x) => !/^\d+$/.test(x))) throw new UsageError(`--ids ${s}: expected comma-separated token ids, e.g. 1,2,3`);
+  return ids.map(Number);
+}
+
+async function readEmbeds(path: string, hidden: number, backend: Backend) {
+  const f = await SafetensorsFile.open(fileSource(path));
+  if (!f.names().includes('inputs_embeds')) {
+    throw new ShapeMismatch(`${path} has no tensor "inputs_embeds" (it holds ${f.names().join(', ') || 'none'}); write the embeddings under that name`);
+  }
+  const t = await f.read('inputs_embeds');
+  if (t.dtype !== 'F32') throw new DTypeMismatch(`${path}: inputs_embeds is ${t.dtype}, expected F32`);
+  if (t.shape.length !== 2 || t.shape[1] !== hidden || t.shape[0] < 1) {
+    throw new ShapeMismatch(`${path}: inputs_embeds has shape [${t.shape.join(', ')}], expected [T, ${hidden}] for this model`);
+  }
+  return backend.fromBytes(t.bytes, t.shape, 'f32');
+}
+
+const f32 = (a: Float32Array, shape: number[]) => ({ dtype: 'F32' as const, shape, bytes: new Uint8Array(a.buffer, a.byteOffset, a.byteLength) });
+
+async function forwardCmd(a: Args, backend: () => Promise<Backend>) {
+  only(a, 'forward', ['model', 'ids', 'embeds', 'out', 'backend']);
+  const dir = need(a, 'model');
+  const out = need(a, 'out');
+  if ((a.ids === undefined) === (a.embeds === undefined)) throw new UsageError('give exactly one of --ids and --embeds');
+  const ids = a.ids !== undefined ? parseIds(a.ids) : null;
+  const be = await backend();
+  const model = await loadModel(dir, be);
+  const input = ids ? { inputIds: be.fromValues(ids, [ids.length], 'i32') } : { inputsEmbeds: await readEmbeds(a.embeds!, model.config.hidden, be) };
+  const t0 = performance.now();
+  const r = model.forward({ ...input, logits: 'all' });
+  const [hidden, logits] = await Promise.all([r.hidden.read(), r.logits!.read()]);
+  const ms = performance.now() - t0;
+  const T = r.hidden.shape[0];
+  writeFileSync(out, writeSafetensors({ hidden_states: f32(hidden, [T, model.config.hidden]), logits: f32(logits, [T, model.config.vocabSize]) }));
+  process.stderr.write(`forward: ${T} positions in ${ms.toFixed(1)} ms; wrote ${out}\n`);
+}
+
+async function generateCmd(a: Args, backend: () => Promise<Backend>) {
+  only(a, 'generate', ['model', 'prompt', 'chat', 'max-new-tokens', 'greedy', 'temperature', 'top-p', 'top-k', 'seed', 'backend']);
+  const dir = need(a, 'model');
+  const prompt = need(a, 'prompt');
+  const maxNewTokens = number(a, 'max-new-tokens', true) ?? 128;
+  if (maxNewTokens < 1) throw new UsageError(`--max-new-tokens ${maxNewTokens}: expected at least 1`);
+  const temperature = number(a, 'temperature', false);
+  const topP = number(a, 'top-p', false);
+  const topK = number(a, 'top-k', true);
+  const seed = number(a, 'seed', true);
+  if (a.greedy && [temperature, topP, topK, seed].some((x) => x !== undefined)) {
+    throw new UsageError('--greedy does not combine with --temperature, --top-p, --top-k or --seed');
+  }
+  const be = await backend();
+  const model = await loadModel(dir, be);
+  const tok = await loadTokenizerFromDir(dir);
+  const defaults = await readGenerationConfig(dir, [...model.config.eosTokenIds, ...tok.eosTokenIds]);
+  let sampling: SamplingOptions = defaults.sampling;
+  if (a.greedy) sampling = { greedy: true };
+  else if ([temperature, topP, topK, seed].some((x) => x !== undefined)) {
+    const base = defaults.sampling.greedy ? {} : defaults.sampling;
+    sampling = { ...base, ...(temperature !== undefined && { temperature }), ...(topP !== undefined && { topP }), ...(topK !== undefined && { topK }), ...(seed !== undefined && { seed }) };
+  }
+  const text = a.chat ? tok.applyChatTemplate([{ role: 'user', content: prompt }], { addGenerationPrompt: true }) : prompt;
+  const ids = tok.encode(text, { addSpecialTokens: !a.chat });
+  process.stderr.write(`prompt: ${ids.length} tokens; sampling ${JSON.stringify(sampling)}; eos ${JSON.stringify(defaults.eosTokenIds)}\n`);
+
+  // Stream the text as it grows; hold back while the tail is an incomplete UTF-8 sequence (U+FFFD).
+  const tokens: number[] = [];
+  let shown = '';
+  const show = (final: boolean) => {
+    const s = tok.decode(tokens, { skipSpecialTokens: true });
+    if (!final && s.endsWith('\uFFFD')) return;
+    if (s.startsWith(shown)) process.stdout.write(s.slice(shown.length));
+    shown = s;
+  };
+  const r = await generate(model, {
+    inputIds: ids, maxNewTokens, sampling, eosTokenIds: defaults.eosTokenIds,
+    onToken: (id) => { tokens.push(id); show(false); },
+  });
+  show(true);
+  process.stdout.write('\n');
+  process.stderr.write(`${r.tokens.length} tokens, stopped by ${r.stoppedBy}; prefill ${r.prefillTokensPerSec.toFixed(1)} tokens/s ` +
+    `(${r.prefillMs.toFixed(1)} ms), decode ${r.decodeTokensPerSec.toFixed(1)} tokens/s (${r.decodeMs.toFixed(1)} ms)\n`);
+}
+
+/** Runs one command; returns the exit code (never calls process.exit, so tests can call it in-process). */
+export async function main(argv: string[]): Promise<number> {
+  let made: Backend | null = null;
+  const backend = async (choice?: string) => (made = await pickBackend(choice));
+  try {
+    let parsed;
+    try {
+      parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    const { values: a, positionals } = parsed;
+    if (a.help) {
+      process.stdout.write(`${USAGE}\n`);
+      return 0;
+    }
+    const [cmd, ...rest] = positionals;
+    if (rest.length) throw new UsageError(`unexpected argument ${rest[0]}`);
+    if (cmd === 'forward') await forwardCmd(a, () => backend(a.backend));
+    else if (cmd === 'generate') await generateCmd(a, () => backend(a.backend));
+    else throw new UsageError(cmd === undefined ? 'no command given' : `unknown command "${cmd}"`);
+    return 0;
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`rmas: ${e.message}\n${USAGE}\n`);
+      return 2;
+    }
+    const err = e as Error;
+    process.stderr.write(`rmas: ${err instanceof RmasError ? err.name : err?.name ?? 'Error'}: ${err?.message ?? String(e)}\n`);
+    if (process.env.RMAS_DEBUG && err?.stack) process.stderr.write(`${err.stack}\n`);
+    return 1;
+  } finally {
+    const m = made as Backend | null;
+    if (m instanceof WebGpuBackend) m.ctx.destroy();
+  }
+}
+
+// Dawn keeps the event loop alive after the device is gone: exit explicitly once stdout has drained.
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const code = await main(process.argv.slice(2));
+  process.stdout.write('', () => process.exit(code));
+}
