@@ -26,6 +26,8 @@ export interface BenchResult {
   /** null when the case declares no flops (bandwidth-bound) or bytes. */
   gflops: number | null;
   gbps: number | null;
+  /** Set only for cases that declare `tokens` per iteration. */
+  tokensPerSec?: number | null;
   error?: string;
 }
 
@@ -40,7 +42,7 @@ export async function timeCase(backend: Backend, c: BenchCase, opts: BenchOption
   const minMs = opts.minMs ?? (full ? 300 : 2);
   const warmup = opts.warmup ?? (full ? 2 : 1);
   const maxIters = Math.max(1, opts.maxIters ?? 1000);
-  const run = c.setup(backend, opts.size);
+  const run = await c.setup(backend, opts.size);
   try {
     for (let i = 0; i < warmup; i++) run.run();
     await backend.sync();
@@ -65,6 +67,7 @@ export async function timeCase(backend: Backend, c: BenchCase, opts: BenchOption
       msPerIter,
       gflops: run.flops > 0 ? (run.flops * perSec) / 1e9 : null,
       gbps: run.bytes > 0 ? (run.bytes * perSec) / 1e9 : null,
+      ...(run.tokens !== undefined && run.tokens > 0 ? { tokensPerSec: run.tokens * perSec } : {}),
     };
   } finally {
     run.dispose();
@@ -95,13 +98,20 @@ export async function runBenches(
 
 const fmt = (v: number | null) => (v === null || !Number.isFinite(v) ? '-' : v >= 100 ? v.toFixed(0) : v.toPrecision(3));
 
-/** Plain-text table: name, ms/iter, GFLOP/s, GB/s (errors in place of figures). */
+/** Plain-text table: name, ms/iter, GFLOP/s, GB/s, and tokens/s when a case declares tokens (errors in place of figures). */
 export function formatTable(results: readonly BenchResult[]): string {
-  const rows = results.map((r) =>
-    r.error ? [r.name, 'error', r.error.split('\n')[0], ''] : [r.name, r.msPerIter < 0.01 ? r.msPerIter.toExponential(2) : fmt(r.msPerIter), fmt(r.gflops), fmt(r.gbps)],
-  );
-  const head = ['case', 'ms/iter', 'GFLOP/s', 'GB/s'];
-  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (i === 2 && r[1] === 'error' ? 0 : r[i].length))));
-  const line = (r: string[]) => (r[1] === 'error' ? `${r[0].padEnd(w[0])}  error: ${r[2]}` : r.map((s, i) => (i === 0 ? s.padEnd(w[i]) : s.padStart(w[i]))).join('  '));
-  return [line(head), w.map((n) => '-'.repeat(n)).join('  '), ...rows.map(line)].join('\n');
+  const withTokens = results.some((r) => r.tokensPerSec != null);
+  const head = ['case', 'ms/iter', 'GFLOP/s', 'GB/s', ...(withTokens ? ['tokens/s'] : [])];
+  const rows = results.map((r) => {
+    if (r.error) return { error: r.error.split('\n')[0], cells: [r.name] };
+    const ms = r.msPerIter < 0.01 ? r.msPerIter.toExponential(2) : fmt(r.msPerIter);
+    return { error: null, cells: [r.name, ms, fmt(r.gflops), fmt(r.gbps), ...(withTokens ? [fmt(r.tokensPerSec ?? null)] : [])] };
+  });
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r.cells[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((s, i) => (i === 0 ? s.padEnd(w[i]) : s.padStart(w[i]))).join('  ');
+  return [
+    line(head),
+    w.map((n) => '-'.repeat(n)).join('  '),
+    ...rows.map((r) => (r.error !== null ? `${r.cells[0].padEnd(w[0])}  error: ${r.error}` : line(r.cells))),
+  ].join('\n');
 }

@@ -13,7 +13,7 @@ export type SelfTestEvent =
       group: string;
       name: string;
       ok: boolean;
-      /** Largest |actual - expected|; null where the check does not report it (parity cases, for now). */
+      /** Largest |actual - expected| over the case's checks; null where it compares no numbers (ids, errors). */
       maxAbs: number | null;
       ms: number;
       error?: string;

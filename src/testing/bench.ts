@@ -14,12 +14,17 @@ export interface BenchRun {
   flops: number;
   /** Bytes read + written by one iteration. */
   bytes: number;
+  /** Tokens one iteration processes (model benches); when set, the table adds a tokens/s column. */
+  tokens?: number;
   dispose(): void;
 }
 
 export interface BenchCase {
   /** e.g. `matmul f32 256x256x256`; the harness appends nothing, so put the size in. */
   name: string;
-  /** Builds inputs on `backend` at `size` ('tiny' for CI smoke runs, 'full' for real figures). */
-  setup(backend: Backend, size: BenchSize): BenchRun;
+  /**
+   * Builds inputs on `backend` at `size` ('tiny' for CI smoke runs, 'full' for real figures); may be async
+   * (model benches go through the real, async weight loader). Setup time is not timed.
+   */
+  setup(backend: Backend, size: BenchSize): BenchRun | Promise<BenchRun>;
 }

@@ -25,7 +25,7 @@ app.innerHTML = `
   <button>run</button>
   <span id="status" class="muted"></span>
 </form>
-<table><thead><tr><th>case</th><th>ms/iter</th><th>GFLOP/s</th><th>GB/s</th></tr></thead><tbody></tbody></table>
+<table><thead><tr><th>case</th><th>ms/iter</th><th>GFLOP/s</th><th>GB/s</th><th>tokens/s</th></tr></thead><tbody></tbody></table>
 <p class="muted"><a href="/">start page</a></p>`;
 
 const form = app.querySelector('form')!;
@@ -44,12 +44,13 @@ function addRow(r: BenchResult) {
   cell(r.name);
   if (r.error) {
     const td = cell(`error: ${r.error}`, 'bad');
-    td.colSpan = 3;
+    td.colSpan = 4;
     td.style.textAlign = 'left';
   } else {
     cell(fmt(r.msPerIter));
     cell(fmt(r.gflops));
     cell(fmt(r.gbps));
+    cell(r.tokensPerSec == null ? '' : fmt(r.tokensPerSec));
   }
 }
 

@@ -1,0 +1,169 @@
+/**
+ * Model-level benchmarks: prefill and decode tokens/s of a tiny model, and one decode step of a single
+ * layer at a realistic width (Qwen3-1.7B's: hidden 2048, 16 heads, 8 KV heads, head_dim 128, intermediate
+ * 6144) with q4_0 projections, read as ms per layer and achieved GB/s.
+ *
+ * Weights are random, built in memory and loaded through loadDecoderWeights (so q4_0 comes from the real
+ * quantize-on-load path); no files are read, so the same cases run on the bench page. Timing does not
+ * depend on the values.
+ *
+ * Accounting: `flops` is 2 × (projection params) × tokens + attention (QKᵀ and PV, 4·Hq·D per cached
+ * position per token) + the LM head for the logits rows; `bytes` is the minimum traffic of one iteration:
+ * every layer weight and norm once, the LM head when logits are taken, the embedding rows gathered, and
+ * the KV cache rows attention reads (plus the rows written). Activations are left out (negligible at T ≤ 32).
+ */
+import { F } from '../autograd';
+import { byteSize, type QuantDType } from '../formats/dtype';
+import type { StTensor } from '../formats/safetensors';
+import type { Backend } from '../tensor/backend';
+import { tidy } from '../tensor/scope';
+import type { Tensor } from '../tensor/tensor';
+import type { BenchCase, BenchRun, BenchSize } from '../testing/bench';
+import { Rng } from '../testing/rng';
+import qwen3TinyJson from '../../models/tiny/qwen3-tiny/config.json';
+import { type DecoderConfig, parseDecoderConfig } from './config';
+import { Decoder, KVCache } from './decoder';
+import { type DecoderWeights, type WeightSource, loadDecoderWeights, weightSpecs } from './weights';
+import { bf16Tensor } from './testing';
+
+/**
+ * A bf16 checkpoint of random weights for `c`, generated tensor by tensor as the loader asks for it (the
+ * realistic-width layer is ~50 M values; holding them all as f64 first would cost 400 MB).
+ */
+function randomSource(c: DecoderConfig, seed: number): WeightSource {
+  const specs = new Map(weightSpecs(c).map((s, i) => [s.name, { ...s, seed: seed * 1000 + i }]));
+  return {
+    name: `random ${c.family} (hidden ${c.hidden}, ${c.layers} layer(s))`,
+    has: (n) => specs.has(n),
+    read: async (n): Promise<StTensor> => {
+      const s = specs.get(n)!;
+      const rng = new Rng(s.seed);
+      const count = s.shape.reduce((a, b) => a * b, 1);
+      // as tinyTensors: norms near 1, projections scaled by 1/√fan_in so activations stay O(1)
+      const std = s.kind === 'norm' ? 0.2 : s.kind === 'bias' ? 0.1 : s.kind === 'embed' ? 1 : 1 / Math.sqrt(s.shape[1]);
+      const base = s.kind === 'norm' ? 1 : 0;
+      const v = new Float32Array(count);
+      for (let i = 0; i < count; i++) v[i] = base + std * rng.normal();
+      return bf16Tensor(s.shape, v);
+    },
+  };
+}
+
+async function randomDecoder(c: DecoderConfig, backend: Backend, quantize: QuantDType | null): Promise<Decoder> {
+  const w = await loadDecoderWeights(c, randomSource(c, 1), backend, { quantize });
+  return new Decoder(c, w);
+}
+
+const bytesOf = (t: Tensor | null) => (t ? byteSize(t.dtype, t.shape) : 0);
+
+/** FLOPs and minimum bytes of one forward of T tokens after `past` cached ones, with `logitsRows` rows projected. */
+export function forwardCost(c: DecoderConfig, w: DecoderWeights, o: { T: number; past: number; logitsRows: number; ids: boolean }) {
+  const { T, past, logitsRows } = o;
+  const { hidden: d, heads: Hq, kvHeads: Hkv, headDim: D, intermediate: I } = c;
+  const projParams = d * (Hq * D + 2 * Hkv * D) + Hq * D * d + 3 * d * I;
+  // token t (0-based in the chunk) attends to past + t + 1 positions: Σ = T·past + T(T+1)/2
+  const attended = T * past + (T * (T + 1)) / 2;
+  const window = (l: number) => c.slidingWindow !== null && l >= c.windowFromLayer;
+  let flops = 0;
+  let bytes = 0;
+  for (let l = 0; l < c.layers; l++) {
+    const L = w.layers[l];
+    flops += 2 * projParams * T + 4 * Hq * D * (window(l) ? Math.min(attended, T * c.slidingWindow!) : attended);
+    bytes += Object.values(L).reduce((s, t) => s + bytesOf(t as Tensor | null), 0);
+    // k and v: the rows attention reads once, and the T rows appended (f32 cache)
+    bytes += 2 * 4 * Hkv * D * (past + T + T);
+  }
+  bytes += bytesOf(w.norm);
+  if (o.ids) bytes += T * byteSize(w.embed.dtype, [d]);
+  if (logitsRows) {
+    flops += 2 * c.vocabSize * d * logitsRows;
+    bytes += bytesOf(w.lmHead);
+  }
+  return { flops, bytes };
+}
+
+// ---- tiny model: tokens/s of prefill and of one decode step, as generate() runs them ----
+
+const PROMPT = 32;
+const tinyModelConfig = () => parseDecoderConfig(qwen3TinyJson as Record<string, unknown>, 'models/tiny/qwen3-tiny/config.json');
+
+async function tinyPrefill(backend: Backend): Promise<BenchRun> {
+  const c = tinyModelConfig();
+  const model = await randomDecoder(c, backend, null);
+  const rng = new Rng(3);
+  const ids = backend.fromValues(Array.from({ length: PROMPT }, () => rng.int(c.vocabSize)), [PROMPT], 'i32');
+  const cache = model.newCache(PROMPT);
+  return {
+    // as generate's prefill: the prompt into an empty cache, logits of the last row, the next id picked
+    run: () => {
+      cache.reset();
+      tidy(() => F.argmax(model.forward({ inputIds: ids, cache, logits: 'last' }).logits!)).dispose();
+    },
+    ...forwardCost(c, model.weights, { T: PROMPT, past: 0, logitsRows: 1, ids: true }),
+    tokens: PROMPT,
+    dispose: () => (ids.dispose(), cache.dispose(), model.dispose()),
+  };
+}
+
+async function tinyDecodeStep(backend: Backend): Promise<BenchRun> {
+  const c = tinyModelConfig();
+  const model = await randomDecoder(c, backend, null);
+  const rng = new Rng(4);
+  const prompt = backend.fromValues(Array.from({ length: PROMPT }, () => rng.int(c.vocabSize)), [PROMPT], 'i32');
+  const cache = model.newCache(PROMPT + 1);
+  // a real prefill fills the cache, so every timed step attends to the same 32 meaningful positions
+  tidy(() => model.forward({ inputIds: prompt, cache }).hidden).dispose();
+  const id = backend.fromValues([rng.int(c.vocabSize)], [1], 'i32');
+  const pos = backend.fromValues([PROMPT], [1], 'i32');
+  return {
+    // rewinding the length each iteration overwrites the same row: the cache never overflows, whatever
+    // the harness's iteration count
+    run: () => {
+      cache.length = PROMPT;
+      tidy(() => F.argmax(model.forward({ inputIds: id, cache, positions: pos, logits: 'last' }).logits!)).dispose();
+    },
+    ...forwardCost(c, model.weights, { T: 1, past: PROMPT, logitsRows: 1, ids: true }),
+    tokens: 1,
+    dispose: () => (prompt.dispose(), id.dispose(), pos.dispose(), cache.dispose(), model.dispose()),
+  };
+}
+
+// ---- one realistic-width q4_0 layer, one decode step against a filled KV cache ----
+
+/** Qwen3-1.7B's layer shape; a small vocab so that the (untouched) embedding table costs little memory. */
+export function wideLayerConfig(size: BenchSize): DecoderConfig {
+  const full = size === 'full';
+  return parseDecoderConfig({
+    model_type: 'qwen3', vocab_size: full ? 1024 : 64, hidden_size: full ? 2048 : 256, num_hidden_layers: 1,
+    num_attention_heads: full ? 16 : 4, num_key_value_heads: full ? 8 : 2, head_dim: full ? 128 : 64,
+    intermediate_size: full ? 6144 : 768, rms_norm_eps: 1e-6, max_position_embeddings: 40960, rope_theta: 1000000,
+    tie_word_embeddings: true,
+  }, 'wide layer config');
+}
+
+async function wideLayerDecode(backend: Backend, size: BenchSize): Promise<BenchRun> {
+  const c = wideLayerConfig(size);
+  const past = size === 'full' ? 512 : 64;
+  const model = await randomDecoder(c, backend, 'q4_0');
+  const rng = new Rng(5);
+  // random k/v stand in for a prefilled context: attention's cost does not depend on what the rows hold
+  const kv = () => [backend.fromValues(rng.normals((past + 1) * c.kvHeads * c.headDim), [past + 1, c.kvHeads, c.headDim])];
+  const cache = new KVCache(kv(), kv(), past + 1);
+  const x = backend.fromValues(rng.normals(c.hidden), [1, c.hidden]);
+  const pos = backend.fromValues([past], [1], 'i32');
+  return {
+    // embeddings in, hidden out (the final norm is the only non-layer work, d values): one layer's decode step
+    run: () => {
+      cache.length = past;
+      model.forward({ inputsEmbeds: x, cache, positions: pos }).hidden.dispose();
+    },
+    ...forwardCost(c, model.weights, { T: 1, past, logitsRows: 0, ids: false }),
+    dispose: () => (x.dispose(), pos.dispose(), cache.dispose(), model.dispose()),
+  };
+}
+
+export const benches: BenchCase[] = [
+  { name: `tiny model prefill (qwen3-tiny, ${PROMPT} tokens)`, setup: (b) => tinyPrefill(b) },
+  { name: 'tiny model decode step (qwen3-tiny)', setup: (b) => tinyDecodeStep(b) },
+  { name: 'decode layer hidden 2048 q4_0 (one layer, KV 512; tiny hidden 256, KV 64)', setup: (b, s) => wideLayerDecode(b, s) },
+];
