@@ -2,59 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { f16BitsToF32, f32ToBf16Bits, f32ToF16Bits, bf16BitsToF32 } from './dtype';
 import { decode } from './encode';
 import { GGML_TYPE, readGgufHeader, readGgufTensor } from './gguf';
+import { writeGguf } from './gguf-writer';
 import { memorySource } from './sources';
 
 const bytesSource = (b: Uint8Array) => memorySource(b, 'model.gguf');
-
-// --- a minimal GGUF writer (spec: ggml/docs/gguf.md), little-endian ---
-type Kv =
-  | { key: string; type: 'str'; value: string }
-  | { key: string; type: 'u32' | 'f32'; value: number }
-  | { key: string; type: 'arr_str'; value: string[] }
-  | { key: string; type: 'arr_i32'; value: number[] };
-interface T { name: string; ne: number[]; type: number; data: Uint8Array }
-
-class W {
-  bytes: number[] = [];
-  u8(...v: number[]) { this.bytes.push(...v); }
-  u32(v: number) { const b = new Uint8Array(4); new DataView(b.buffer).setUint32(0, v, true); this.u8(...b); }
-  i32(v: number) { this.u32(v >>> 0); }
-  u64(v: number) { const b = new Uint8Array(8); new DataView(b.buffer).setBigUint64(0, BigInt(v), true); this.u8(...b); }
-  f32(v: number) { const b = new Uint8Array(4); new DataView(b.buffer).setFloat32(0, v, true); this.u8(...b); }
-  str(s: string) { const b = new TextEncoder().encode(s); this.u64(b.length); this.u8(...b); }
-  pad(a: number) { while (this.bytes.length % a) this.bytes.push(0); }
-}
-
-function writeGguf(kvs: Kv[], tensors: T[], opts: { version?: number; alignment?: number } = {}): Uint8Array {
-  const align = opts.alignment ?? 32;
-  const w = new W();
-  w.u8(0x47, 0x47, 0x55, 0x46); // "GGUF"
-  w.u32(opts.version ?? 3);
-  w.u64(tensors.length);
-  w.u64(kvs.length);
-  for (const kv of kvs) {
-    w.str(kv.key);
-    switch (kv.type) {
-      case 'str': w.u32(8); w.str(kv.value); break;
-      case 'u32': w.u32(4); w.u32(kv.value); break;
-      case 'f32': w.u32(6); w.f32(kv.value); break;
-      case 'arr_str': w.u32(9); w.u32(8); w.u64(kv.value.length); kv.value.forEach((s) => w.str(s)); break;
-      case 'arr_i32': w.u32(9); w.u32(5); w.u64(kv.value.length); kv.value.forEach((v) => w.i32(v)); break;
-    }
-  }
-  let off = 0;
-  const offsets: number[] = [];
-  for (const t of tensors) {
-    offsets.push(off);
-    off = Math.ceil((off + t.data.length) / align) * align;
-  }
-  tensors.forEach((t, i) => {
-    w.str(t.name); w.u32(t.ne.length); t.ne.forEach((d) => w.u64(d)); w.u32(t.type); w.u64(offsets[i]);
-  });
-  w.pad(align);
-  for (const t of tensors) { w.u8(...t.data); w.pad(align); }
-  return new Uint8Array(w.bytes);
-}
 
 const u16le = (vals: number[]) => new Uint8Array(new Uint16Array(vals).buffer);
 const pattern = (n: number, f: (i: number) => number) => Uint8Array.from({ length: n }, (_, i) => f(i) & 255);

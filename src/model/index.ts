@@ -4,3 +4,4 @@ export * from './config';
 export * from './weights';
 export * from './decoder';
 export * from './generate';
+export * from './gguf';

@@ -11,9 +11,9 @@
  * - Norm weights stay as stored (rmsNorm reads f16/bf16 directly); biases become f32 (matmul's bias is f32).
  */
 import { CorruptCheckpoint, DTypeMismatch, InvalidArgument, ShapeMismatch } from '../errors';
-import { type DType, type QuantDType, QK, byteSize } from '../formats/dtype';
+import { type DType, type QuantDType, QK, byteSize, isQuant } from '../formats/dtype';
 import { decode, encode } from '../formats/encode';
-import { type StTensor, toStorage } from '../formats/safetensors';
+import { type StTensor, type StorageTensor, toStorage } from '../formats/safetensors';
 import type { Backend } from '../tensor/backend';
 import type { Tensor } from '../tensor/tensor';
 import type { DecoderConfig } from './config';
@@ -24,6 +24,11 @@ export interface WeightSource {
   readonly name: string;
   has(name: string): boolean;
   read(name: string): Promise<StTensor>;
+  /**
+   * Optional: the tensor already in a storage dtype. Sources whose tensors safetensors dtypes cannot
+   * express (GGUF's q8_0/q4_0 blocks) implement it; the loader prefers it over `read`.
+   */
+  readStorage?(name: string): Promise<StorageTensor>;
 }
 
 export interface LoadOptions {
@@ -118,19 +123,22 @@ export function weightSpecs(c: DecoderConfig): Spec[] {
 }
 
 async function loadOne(src: WeightSource, spec: Spec, backend: Backend, quantize: QuantDType | null): Promise<Tensor> {
-  const st = await src.read(spec.name);
-  if (st.shape.length !== spec.shape.length || st.shape.some((s, i) => s !== spec.shape[i])) {
-    throw new ShapeMismatch(`${src.name}: tensor "${spec.name}" has shape [${st.shape.join(', ')}], but config.json implies ` +
+  const s = src.readStorage ? await src.readStorage(spec.name) : toStorage(await src.read(spec.name), spec.name, src.name);
+  if (s.shape.length !== spec.shape.length || s.shape.some((n, i) => n !== spec.shape[i])) {
+    throw new ShapeMismatch(`${src.name}: tensor "${spec.name}" has shape [${s.shape.join(', ')}], but config.json implies ` +
       `[${spec.shape.join(', ')}]; the weights do not belong to this config (check hidden_size, heads, head_dim, vocab_size)`);
   }
-  const s = toStorage(st, spec.name, src.name);
-  if (s.dtype !== 'f32' && s.dtype !== 'f16' && s.dtype !== 'bf16') {
-    throw new DTypeMismatch(`${src.name}: tensor "${spec.name}" is ${st.dtype}; model weights must be F32, F16 or BF16 (re-export the checkpoint)`);
+  if (s.dtype === 'i32') {
+    throw new DTypeMismatch(`${src.name}: tensor "${spec.name}" is an integer tensor; model weights must be F32, F16 or BF16 (re-export the checkpoint)`);
   }
   let t: Tensor;
-  if (spec.kind === 'bias' && s.dtype !== 'f32') {
+  if ((spec.kind === 'bias' || spec.kind === 'norm') && isQuant(s.dtype)) {
+    // a quantized norm or bias (never written by llama.cpp, but legal GGUF): the kernels want floats
     t = backend.fromValues(decode(s.dtype, s.bytes, s.shape), s.shape, 'f32');
-  } else if (spec.kind === 'proj' && quantize) {
+  } else if (spec.kind === 'bias' && s.dtype !== 'f32') {
+    t = backend.fromValues(decode(s.dtype, s.bytes, s.shape), s.shape, 'f32');
+  } else if (spec.kind === 'proj' && quantize && !isQuant(s.dtype)) {
+    // already-quantized weights (GGUF) pass through: re-quantizing would add a second rounding
     const cols = spec.shape[1];
     if (cols % QK) {
       throw new InvalidArgument(`${src.name}: cannot quantize "${spec.name}" to ${quantize}: its input dimension ${cols} is not a ` +
