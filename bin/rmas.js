@@ -4,6 +4,7 @@
 // own libdrm through LD_LIBRARY_PATH, which the dynamic loader reads only at process start (bench/run.ts
 // re-executes itself for the same reason).
 import { spawn } from 'node:child_process';
+import { realpathSync } from 'node:fs';
 import { constants } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +14,15 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 export { lavapipeEnv };
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+// run as a program (directly, or through npm's bin link, whose path differs: compare real paths)
+const isMain = () => {
+  try {
+    return !!process.argv[1] && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+};
+if (isMain()) {
   // tsx resolved from this package, so that `npx rmas` works from any folder
   const tsx = import.meta.resolve('tsx');
   const child = spawn(process.execPath, ['--import', tsx, resolve(root, 'src/runner/cli.ts'), ...process.argv.slice(2)], {

@@ -4,9 +4,9 @@
  * same inputs). Few processes, each start costs about a second.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SafetensorsFile, writeSafetensors } from '../src/formats/safetensors';
 import { openCheckpoint } from '../src/formats/safetensors-sharded';
@@ -22,13 +22,15 @@ const IDS = [72, 101, 108, 108, 111, 44, 32, 119, 458, 3];
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-cli-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-function rmas(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+function rmasAt(launcher: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((res) => {
-    execFile(process.execPath, ['bin/rmas.js', ...args], { encoding: 'utf8' }, (err, stdout, stderr) => {
+    execFile(process.execPath, [launcher, ...args], { encoding: 'utf8' }, (err, stdout, stderr) => {
       res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
     });
   });
 }
+
+const rmas = (...args: string[]) => rmasAt('bin/rmas.js', ...args);
 
 async function load(backend: Backend) {
   const config = parseDecoderConfig(readFileSync(`${DIR}/config.json`, 'utf8'));
@@ -100,6 +102,19 @@ describe('rmas generate', () => {
     });
     expect(run.stdout).toBe(`${tok.decode(r.tokens, { skipSpecialTokens: true })}\n`);
     expect(run.stderr).toMatch(new RegExp(`${r.tokens.length} tokens, stopped by ${r.stoppedBy}; prefill [\\d.]+ tokens/s .*decode [\\d.]+ tokens/s`));
+  });
+
+  it('runs through a bin link (as npx does) and names a truncated checkpoint', async () => {
+    // npm starts bins through a link whose path differs from the launcher's own
+    const link = join(tmp, 'rmas');
+    symlinkSync(resolve('bin/rmas.js'), link);
+    const broken = join(tmp, 'broken');
+    cpSync(DIR, broken, { recursive: true });
+    const st = readFileSync(`${DIR}/model.safetensors`);
+    writeFileSync(join(broken, 'model.safetensors'), st.subarray(0, st.length - 1000));
+    const run = await rmasAt(link, 'forward', '--model', broken, '--ids', '1,2', '--out', join(tmp, 'x.safetensors'), '--backend', 'cpu');
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/rmas: CorruptCheckpoint: .*broken\/model\.safetensors: .*truncated/);
   });
 
   it('exits 2 with the usage on a bad flag', async () => {
