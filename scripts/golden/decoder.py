@@ -17,11 +17,16 @@ plus Llama-3 RoPE scaling. Deliberate numerical choices, matching what our kerne
 - softmax in f64 (HF eager attention upcasts to f32 only, which for an f64 model is again rounding).
 """
 import base64
+import os
+import sys
 import math
 import struct
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_rope import default_inv_freq, llama3_inv_freq  # noqa: E402
 
 torch.manual_seed(0)
 f64 = torch.float64
@@ -83,27 +88,11 @@ rope_scaling = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "h
                 "original_max_position_embeddings": 1024}
 
 
-def default_inv_freq(base, dim):
-    # HF _compute_default_rope_parameters (f32)
-    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(dtype=torch.float) / dim))
-
-
-def llama3_inv_freq(base, dim, s):
-    # HF _compute_llama3_parameters, reimplemented (transformers is not installed); all f32
-    inv_freq = default_inv_freq(base, dim)
-    factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
-    old = s["original_max_position_embeddings"]
-    low_wavelen, high_wavelen = old / low, old / high
-    wavelen = 2 * math.pi / inv_freq
-    inv_freq_llama = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
-    smooth = (old / wavelen - low) / (high - low)
-    smoothed = (1 - smooth) * inv_freq_llama / factor + smooth * inv_freq_llama
-    is_medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
-    return torch.where(is_medium, smoothed, inv_freq_llama), wavelen
 
 
 inv_default = default_inv_freq(rope_theta, D)
-inv_freq, wavelen = llama3_inv_freq(rope_theta, D, rope_scaling)
+inv_freq = llama3_inv_freq(rope_theta, D, rope_scaling)
+wavelen = 2 * math.pi / inv_default
 bands = ["high (kept)" if wl < 256 else "low (/factor)" if wl > 1024 else "medium (blended)" for wl in wavelen.tolist()]
 assert sorted(set(bands)) == ["high (kept)", "low (/factor)", "medium (blended)"], bands
 
