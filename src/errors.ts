@@ -48,3 +48,5 @@ export class InvalidModelConfig extends named('InvalidModelConfig') {}
 export class CorruptCheckpoint extends named('CorruptCheckpoint') {}
 /** tokenizer.json / tokenizer_config.json / chat_template.jinja is missing or malformed, or a chat template is needed but absent. */
 export class TokenizerError extends named('TokenizerError') {}
+/** A checkpoint (PyTorch .pt pickle) asks for code or objects beyond plain tensors; it was refused, nothing was executed. */
+export class UnsafeCheckpoint extends named('UnsafeCheckpoint') {}
