@@ -50,3 +50,11 @@ export class CorruptCheckpoint extends named('CorruptCheckpoint') {}
 export class TokenizerError extends named('TokenizerError') {}
 /** A checkpoint (PyTorch .pt pickle) asks for code or objects beyond plain tensors; it was refused, nothing was executed. */
 export class UnsafeCheckpoint extends named('UnsafeCheckpoint') {}
+/** A --style (or style name in a request) that the registry does not know. */
+export class UnknownStyle extends named('UnknownStyle') {}
+/** A role model, inner link or outer link file a system needs is not where it should be. */
+export class MissingCheckpoint extends named('MissingCheckpoint') {}
+/** A prompt template lacks a slot string its stage fills, or holds one nobody fills. */
+export class PromptSlotMissing extends named('PromptSlotMissing') {}
+/** The caller cancelled the run (AbortSignal); nothing stored was changed. */
+export class Cancelled extends named('Cancelled') {}

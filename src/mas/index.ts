@@ -1,2 +1,12 @@
-// mas/: the RecursiveMAS method on top of the engine (links now; rollout, styles, rounds later).
+// mas/: the RecursiveMAS method on top of the engine: links, upstream checkpoint layouts, prompts and
+// styles, the latent rollout, the round loop (latent and text modes), the dump, the deliberation tools.
 export * from './links';
+export * from './slots';
+export * from './prompts';
+export * from './answer';
+export * from './styles';
+export * from './rollout';
+export * from './upstream';
+export * from './system';
+export * from './run';
+export * from './dump';

@@ -27,8 +27,11 @@ export interface SamplingOptions {
 export interface GenerateOptions {
   /** Prompt token ids [T] (numbers or an i32 tensor); exactly one of inputIds / inputsEmbeds. */
   inputIds?: ArrayLike<number> | Tensor;
-  /** Prompt embeddings, f32 [T, hidden] (for instance latent vectors followed by embed(ids)). */
-  inputsEmbeds?: Tensor;
+  /**
+   * Prompt embeddings, f32 [T, hidden], or several pieces [T_i, hidden] prefilled in order into the same
+   * cache (embed(prefix), latents, embed(suffix)): the same as their concatenation, without copying.
+   */
+  inputsEmbeds?: Tensor | readonly Tensor[];
   maxNewTokens: number;
   sampling?: SamplingOptions;
   /** Generation stops after any of these (the EOS token is included in `tokens`). */
@@ -37,6 +40,8 @@ export interface GenerateOptions {
   onToken?: (id: number) => void;
   /** Checked before every step; an abort ends the loop with stoppedBy 'abort'. */
   signal?: AbortSignal;
+  /** Called after each token with all tokens so far; true ends the loop with stoppedBy 'stop'. */
+  stop?: (tokens: readonly number[]) => boolean;
 }
 
 export interface GenerateResult {
@@ -47,7 +52,7 @@ export interface GenerateResult {
   decodeTokensPerSec: number;
   prefillMs: number;
   decodeMs: number;
-  stoppedBy: 'eos' | 'length' | 'abort';
+  stoppedBy: 'eos' | 'length' | 'abort' | 'stop';
 }
 
 function pick(logits: Tensor, s: SamplingOptions, step: number): Tensor {
@@ -79,7 +84,9 @@ export async function generate(model: Decoder, opts: GenerateOptions): Promise<G
   const ids = opts.inputIds === undefined ? undefined
     : opts.inputIds instanceof Tensor ? opts.inputIds
     : be.fromValues(Array.from(opts.inputIds), [opts.inputIds.length], 'i32');
-  const T = ids ? ids.shape[0] : inputsEmbeds!.shape[0];
+  const pieces: readonly Tensor[] = inputsEmbeds === undefined ? [] : inputsEmbeds instanceof Tensor ? [inputsEmbeds] : inputsEmbeds;
+  const nonEmpty = pieces.filter((p) => p.shape[0] > 0);
+  const T = ids ? ids.shape[0] : nonEmpty.reduce((n, p) => n + p.shape[0], 0);
   if (T < 1) throw new InvalidArgument('generate: the prompt is empty; give at least one token or embedding row');
 
   const tokens: number[] = [];
@@ -101,8 +108,9 @@ export async function generate(model: Decoder, opts: GenerateOptions): Promise<G
   try {
     const t0 = performance.now();
     next = tidy(() => {
-      const out = model.forward({ ...(ids ? { inputIds: ids } : { inputsEmbeds }), cache, logits: 'last' });
-      return pick(out.logits!, sampling, 0);
+      if (ids) return pick(model.forward({ inputIds: ids, cache, logits: 'last' }).logits!, sampling, 0);
+      for (let i = 0; i < nonEmpty.length - 1; i++) model.forward({ inputsEmbeds: nonEmpty[i], cache });
+      return pick(model.forward({ inputsEmbeds: nonEmpty[nonEmpty.length - 1], cache, logits: 'last' }).logits!, sampling, 0);
     });
     let id = (await next.readI32())[0];
     const prefillMs = performance.now() - t0;
@@ -112,6 +120,7 @@ export async function generate(model: Decoder, opts: GenerateOptions): Promise<G
     let stoppedBy: GenerateResult['stoppedBy'] = 'length';
     for (let step = 1; ; step++) {
       if (eos.has(id)) { stoppedBy = 'eos'; break; }
+      if (opts.stop?.(tokens)) { stoppedBy = 'stop'; break; }
       if (step >= maxNewTokens) break;
       if (signal?.aborted) { stoppedBy = 'abort'; break; }
       const prev: Tensor = next;

@@ -5,3 +5,4 @@ export * from './weights';
 export * from './decoder';
 export * from './generate';
 export * from './gguf';
+export * from './dir';

@@ -16,6 +16,7 @@ import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
 import { WebGpuBackend } from '../tensor/webgpu';
 import { loadTokenizerFromDir } from '../tokenizer';
+import { ASK_USAGE, AskUsageError, askCmd, type AskArgs } from './ask';
 
 export const USAGE = `usage:
   rmas forward --model DIR (--ids 1,2,3 | --embeds FILE.safetensors) --out FILE.safetensors [--backend webgpu|cpu]
@@ -25,6 +26,7 @@ export const USAGE = `usage:
                 [--greedy | --temperature T --top-p P --top-k K --seed S] [--backend webgpu|cpu]
       prints the generated text, then prefill and decode tokens/s on stderr;
       sampling defaults come from the model's generation_config.json
+${ASK_USAGE}
   --backend defaults to webgpu when an adapter is found, else cpu`;
 
 /** Bad command-line arguments: usage and exit code 2. */
@@ -46,6 +48,22 @@ const OPTIONS = {
   'top-p': { type: 'string' },
   'top-k': { type: 'string' },
   seed: { type: 'string' },
+  // rmas ask (upstream run.py spellings)
+  style: { type: 'string' },
+  question: { type: 'string' },
+  ckpt_override: { type: 'string', multiple: true },
+  num_recursive_rounds: { type: 'string' },
+  latent_length: { type: 'string' },
+  top_p: { type: 'string' },
+  top_k: { type: 'string' },
+  max_new_tokens: { type: 'string' },
+  mode: { type: 'string' },
+  task: { type: 'string' },
+  fn_name: { type: 'string' },
+  prompts: { type: 'string' },
+  no_ans: { type: 'boolean' },
+  dump: { type: 'string' },
+  json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -215,10 +233,15 @@ export async function main(argv: string[]): Promise<number> {
     if (rest.length) throw new UsageError(`unexpected argument ${rest[0]}`);
     if (cmd === 'forward') await forwardCmd(a, () => backend(a.backend));
     else if (cmd === 'generate') await generateCmd(a, () => backend(a.backend));
+    else if (cmd === 'ask') {
+      only(a, 'ask', ['style', 'question', 'ckpt_override', 'num_recursive_rounds', 'latent_length', 'greedy', 'temperature', 'top_p', 'top_k',
+        'seed', 'max_new_tokens', 'mode', 'task', 'fn_name', 'prompts', 'no_ans', 'backend', 'dump', 'json']);
+      await askCmd(a as AskArgs, () => backend(a.backend), (s) => process.stdout.write(s), (s) => process.stderr.write(s));
+    }
     else throw new UsageError(cmd === undefined ? 'no command given' : `unknown command "${cmd}"`);
     return 0;
   } catch (e) {
-    if (e instanceof UsageError) {
+    if (e instanceof UsageError || e instanceof AskUsageError) {
       process.stderr.write(`rmas: ${e.message}\n${USAGE}\n`);
       return 2;
     }

@@ -8,3 +8,4 @@ export {
   type LoadTokenizerOptions,
 } from './tokenizer.ts';
 export { loadTokenizerFromDir } from './dir.ts';
+export { renderChat, renderWithSlots, splitAtSlots, type RenderedPrompt } from './slots.ts';

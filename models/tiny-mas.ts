@@ -1,0 +1,149 @@
+/**
+ * Tiny multi-agent systems in upstream's checkpoint layout (docs/recursivemas.md §3.1, §3.4), for tests:
+ * one role folder per agent (a copy of a tiny model from models/tiny/ plus its inner links and
+ * adapter_config.json) and one outer folder with the outer links and their manifests.
+ *
+ * Sequential styles mimic the released repos: task-scoped `adapter(math|code).pt` with an
+ * innerlink_config.json, outer files named like `Planner-Critic-Outerlink(math).pt` with a task-scoped
+ * outerlink_config.json and outer_adapter_config(math|code).json. With `taskScoped: false` they mimic what
+ * training writes instead (adapter.pt, outer_12.pt, …, untasked manifests). Mixture, distillation and
+ * deliberation ship one adapter.pt per role and an untasked outerlink_config.json.
+ *
+ * Links are InnerLink / OuterLink default inits from fixed seeds, written bf16: the same bytes on every run.
+ */
+import { copyFile, mkdir, rm, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { InvalidArgument, UnknownStyle } from '../src/errors.ts';
+import { InnerLink, OuterLink } from '../src/mas/links.ts';
+import { type AdapterTask, outerManifests, writeLinkFile } from '../src/mas/upstream.ts';
+import { CpuBackend } from '../src/tensor/cpu.ts';
+
+export type TinyStyle = 'sequential_light' | 'sequential_scaled' | 'mixture' | 'distillation' | 'deliberation';
+export const TINY_STYLES: readonly TinyStyle[] = ['sequential_light', 'sequential_scaled', 'mixture', 'distillation', 'deliberation'];
+
+const TINY_DIR = resolve(import.meta.dirname, 'tiny');
+export const TINY_HIDDEN: Readonly<Record<string, number>> = { 'qwen3-tiny': 48, 'llama-tiny': 64, 'qwen2-tiny': 32 };
+
+const SEQUENTIAL = { planner: 'qwen3-tiny', critic: 'llama-tiny', solver: 'qwen2-tiny' };
+/** style → role → tiny model folder name (under models/tiny/). */
+export const TINY_MAS_ROLES: Readonly<Record<TinyStyle, Readonly<Record<string, string>>>> = {
+  sequential_light: SEQUENTIAL,
+  sequential_scaled: SEQUENTIAL,
+  mixture: { math: 'qwen2-tiny', code: 'qwen3-tiny', science: 'llama-tiny', summarizer: 'qwen3-tiny' },
+  distillation: { expert: 'llama-tiny', learner: 'qwen3-tiny' },
+  deliberation: { reflector: 'qwen3-tiny', toolcaller: 'qwen3-tiny' },
+};
+
+export interface TinyOuterSpec {
+  key: string;
+  from: string;
+  to: string;
+  /** Released file name without extension (and without the `(task)` suffix of sequential repos). */
+  stem: string;
+}
+
+const cap = (s: string) => s[0].toUpperCase() + s.slice(1);
+const link = (key: string, from: string, to: string): TinyOuterSpec => ({ key, from, to, stem: `${cap(from)}-${cap(to)}-Outerlink` });
+const SEQ_LINKS = [link('outer_12', 'planner', 'critic'), link('outer_23', 'critic', 'solver'), link('outer_31', 'solver', 'planner')];
+
+/** style → outer links (legacy key, source role, target role, released file stem). */
+export const TINY_MAS_LINKS: Readonly<Record<TinyStyle, readonly TinyOuterSpec[]>> = {
+  sequential_light: SEQ_LINKS,
+  sequential_scaled: SEQ_LINKS,
+  mixture: [
+    link('outer_1s', 'math', 'summarizer'), link('outer_2s', 'code', 'summarizer'), link('outer_3s', 'science', 'summarizer'),
+    link('outer_s1', 'summarizer', 'math'), link('outer_s2', 'summarizer', 'code'), link('outer_s3', 'summarizer', 'science'),
+  ],
+  distillation: [link('outer_el', 'expert', 'learner'), link('outer_le', 'learner', 'expert')],
+  deliberation: [link('outer_rt', 'reflector', 'toolcaller'), link('outer_tr', 'toolcaller', 'reflector')],
+};
+
+/** Upstream's mas_shape / paradigm per style. */
+export const TINY_MAS_PARADIGM: Readonly<Record<TinyStyle, string>> = {
+  sequential_light: 'chain', sequential_scaled: 'chain', mixture: 'hie', distillation: 'distill', deliberation: 'deliberation',
+};
+
+const MODEL_FILES = ['config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja'];
+const TASKS: readonly AdapterTask[] = ['math', 'code'];
+const json = (v: unknown) => `${JSON.stringify(v, null, 2)}\n`;
+
+const folderName = (style: TinyStyle, role: string) => `${style}-${role}`;
+
+/** Writes role folders and an outer folder for `style` under outDir; returns their paths. */
+export async function buildTinySystem(
+  style: TinyStyle,
+  outDir: string,
+  opts: { seed?: number; taskScoped?: boolean; linkFormat?: 'pt' | 'safetensors' } = {},
+): Promise<{ roles: Record<string, string>; outer: string }> {
+  if (!Object.hasOwn(TINY_MAS_ROLES, style)) throw new UnknownStyle(`unknown style '${style}'; tiny systems exist for ${TINY_STYLES.join(', ')}`);
+  const seed = opts.seed ?? 1;
+  if (!Number.isSafeInteger(seed) || seed < 0) throw new InvalidArgument(`seed must be a non-negative integer, got ${seed}`);
+  const ext = `.${opts.linkFormat ?? 'pt'}`;
+  const sequential = style.startsWith('sequential');
+  const tasked = sequential && (opts.taskScoped ?? true);
+  const backend = new CpuBackend('f32');
+  // Every link gets its own seed: role/link index, task, style-independent base.
+  let n = 0;
+  const nextSeed = () => seed * 1000 + ++n;
+
+  const roles: Record<string, string> = {};
+  for (const [role, model] of Object.entries(TINY_MAS_ROLES[style])) {
+    const dir = join(outDir, folderName(style, role));
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true });
+    for (const f of MODEL_FILES) {
+      await copyFile(join(TINY_DIR, model, f), join(dir, f)).catch((e: NodeJS.ErrnoException) => {
+        if (e.code !== 'ENOENT' || f !== 'chat_template.jinja') throw e;
+      });
+    }
+    await writeFile(join(dir, 'adapter_config.json'), json({ adapter_type: 'ln_res_adapter' }));
+    const d = TINY_HIDDEN[model];
+    const inner = async (file: string) => {
+      const l = InnerLink.create(backend, d, { seed: nextSeed(), name: `${role} inner` });
+      await writeLinkFile(l, join(dir, file));
+      l.dispose();
+    };
+    if (tasked) {
+      for (const t of TASKS) await inner(`adapter(${t})${ext}`);
+      const tasks = Object.fromEntries(TASKS.map((t) => [t, { 'adapter.pt': `adapter(${t})${ext}` }]));
+      await writeFile(join(dir, 'innerlink_config.json'), json({ format_version: 1, tasks }));
+    } else {
+      await inner(`adapter${ext}`);
+    }
+    roles[role] = dir;
+  }
+
+  const outer = join(outDir, folderName(style, 'outerlinks'));
+  await rm(outer, { recursive: true, force: true });
+  await mkdir(outer, { recursive: true });
+  const paradigm = TINY_MAS_PARADIGM[style];
+  const writeLinks = async (task: AdapterTask | null) => {
+    const entries = [];
+    for (const s of TINY_MAS_LINKS[style]) {
+      const inDim = TINY_HIDDEN[TINY_MAS_ROLES[style][s.from]];
+      const outDim = TINY_HIDDEN[TINY_MAS_ROLES[style][s.to]];
+      const filename = task ? `${s.stem}(${task})${ext}` : sequential ? `${s.key}${ext}` : `${s.stem}${ext}`;
+      const l = OuterLink.create(backend, inDim, outDim, { seed: nextSeed(), name: s.key });
+      await writeLinkFile(l, join(outer, filename));
+      l.dispose();
+      entries.push({ key: s.key, filename, type: 'outer_ln_res_adapter', inDim, outDim });
+    }
+    return outerManifests(paradigm, entries);
+  };
+  const extra = (task: AdapterTask) => ({ mas_shape: paradigm, mas_task: task, num_recursive_rounds: 3 });
+  if (tasked) {
+    const tasks: Record<string, unknown> = {};
+    for (const t of TASKS) {
+      const { outerlinkConfig, outerAdapterConfig } = await writeLinks(t);
+      const legacy = `outer_adapter_config(${t}).json`;
+      tasks[t] = { legacy_config_filename: legacy, adapters: outerlinkConfig.adapters };
+      await writeFile(join(outer, legacy), json({ ...extra(t), ...outerAdapterConfig }));
+    }
+    await writeFile(join(outer, 'outerlink_config.json'), json({ format_version: 1, paradigm, tasks }));
+  } else {
+    const { outerlinkConfig, outerAdapterConfig } = await writeLinks(null);
+    await writeFile(join(outer, 'outerlink_config.json'), json(outerlinkConfig));
+    await writeFile(join(outer, 'outer_adapter_config.json'), json({ ...extra('math'), ...outerAdapterConfig }));
+  }
+  return { roles, outer };
+}

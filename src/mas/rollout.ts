@@ -1,0 +1,106 @@
+/**
+ * The latent rollout of one agent (spec §4.1) and the message it sends on. Upstream re-runs the whole
+ * sequence m times without a cache; attention is causal, so prefilling the prompt pieces once into a KV
+ * cache and then feeding one inner-link embedding per step computes the same hidden states (up to float
+ * rounding) in O(m) single-row forwards instead of m full ones.
+ *
+ * Everything stays on the backend: the collected states H are written row by row into one [m, d] tensor,
+ * and nothing is read back.
+ */
+import { F, noGrad } from '../autograd';
+import { Cancelled, InvalidArgument, ShapeMismatch } from '../errors';
+import type { Decoder, KVCache } from '../model/decoder';
+import { tidy } from '../tensor/scope';
+import { Tensor } from '../tensor/tensor';
+import type { InnerLink, OuterLink } from './links';
+
+/** A piece of a prompt: token ids, or embedding rows f32 [n, d] (latents from another agent). */
+export type Piece = readonly number[] | Tensor;
+
+export function checkCancelled(signal: AbortSignal | undefined, what: string) {
+  if (signal?.aborted) throw new Cancelled(`cancelled during ${what}`);
+}
+
+/** Lets queued messages (an abort from the page) arrive between steps; only when the caller can cancel. */
+async function yieldIfCancellable(signal: AbortSignal | undefined, what: string) {
+  if (!signal) return;
+  await new Promise((r) => setTimeout(r, 0));
+  checkCancelled(signal, what);
+}
+
+export function pieceLength(p: Piece): number {
+  return p instanceof Tensor ? p.shape[0] : p.length;
+}
+
+/** The pieces as embedding tensors (ids through the model's input embedding); empty pieces are dropped. */
+export function embedPieces(model: Decoder, pieces: readonly Piece[]): Tensor[] {
+  const d = model.config.hidden;
+  return noGrad(() =>
+    pieces.filter((p) => pieceLength(p) > 0).map((p) => {
+      if (p instanceof Tensor) {
+        if (p.rank !== 2 || p.shape[1] !== d) throw new ShapeMismatch(`latents of shape [${p.shape}] cannot enter a model of hidden size ${d}`);
+        return p;
+      }
+      return model.embed(model.backend.fromValues(p, [p.length], 'i32'));
+    }),
+  );
+}
+
+/** Prefills the pieces into `cache` and returns the post-norm hidden state of the last position, [1, d]. */
+export function prefill(model: Decoder, pieces: readonly Piece[], cache: KVCache): Tensor {
+  return noGrad(() =>
+    tidy(() => {
+      const xs = embedPieces(model, pieces);
+      if (!xs.length) throw new InvalidArgument('rollout: the prompt is empty');
+      let hidden: Tensor | null = null;
+      for (const x of xs) hidden = model.forward({ inputsEmbeds: x, cache }).hidden;
+      const T = hidden!.shape[0];
+      return F.embedding(model.backend.fromValues([T - 1], [1], 'i32'), hidden!);
+    }),
+  );
+}
+
+export interface RolloutOptions {
+  signal?: AbortSignal;
+  /** For messages ("planner, round 2"). */
+  what?: string;
+}
+
+/**
+ * m latent steps: h = post-norm hidden at the last position; H gets h; Inner(h) is fed as the next input
+ * embedding. Returns H [m, d]. The last Inner(h_m) is never fed, as upstream.
+ */
+export async function latentRollout(model: Decoder, inner: InnerLink, pieces: readonly Piece[], m: number, opts: RolloutOptions = {}): Promise<Tensor> {
+  const what = opts.what ?? 'the latent rollout';
+  if (!Number.isInteger(m) || m < 1) throw new InvalidArgument(`${what}: latent steps must be a positive integer, got ${m}`);
+  const d = model.config.hidden;
+  if (inner.d !== d) throw new ShapeMismatch(`${what}: inner link ${inner.name} has size ${inner.d} but the model's hidden size is ${d}`);
+  const T = pieces.reduce((n, p) => n + pieceLength(p), 0);
+  const be = model.backend;
+  const cache = model.newCache(T + m);
+  const H = be.zeros([m, 1, d]);
+  let h: Tensor | null = null;
+  try {
+    checkCancelled(opts.signal, what);
+    h = prefill(model, pieces, cache);
+    for (let i = 0; ; i++) {
+      noGrad(() => F.kvAppend(H, h!.reshape([1, 1, d]), i));
+      if (i === m - 1) break;
+      await yieldIfCancellable(opts.signal, what);
+      const prev: Tensor = h;
+      h = noGrad(() => tidy(() => model.forward({ inputsEmbeds: inner.forward(prev), cache }).hidden));
+      prev.dispose();
+    }
+    return H.reshape([m, d]);
+  } finally {
+    H.dispose(); // the [m, d] reshape keeps the storage alive
+    h?.dispose();
+    cache.dispose();
+  }
+}
+
+/** The message one agent sends another: Outer(Inner(H)), [m, d_target] (the inner link is applied again). */
+export function linkMessage(inner: InnerLink, outer: OuterLink, H: Tensor): Tensor {
+  if (outer.dIn !== inner.d) throw new ShapeMismatch(`outer link ${outer.name} takes size ${outer.dIn} but ${inner.name} gives ${inner.d}`);
+  return noGrad(() => tidy(() => outer.forward(inner.forward(H))));
+}

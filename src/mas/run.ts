@@ -1,0 +1,264 @@
+/**
+ * One question through a RecursiveMAS system: the rounds of the style's schedule (styles.ts), each stage
+ * rendering its role prompt, filling its slots and then either rolling out latents (sent on through its
+ * outer links) or, for the final agent in the last round, decoding the answer; then the answer-retry
+ * stage (spec §7.3). `mode: 'text'` is the Recursive-TextMAS baseline: the same agents and prompts, each
+ * slot filled with the text the previous agent wrote.
+ *
+ * Latents stay on the backend; nothing is read back except sampled token ids and, when a caller asks for
+ * stage records (the dump), the tensors it reads itself.
+ */
+import { InvalidArgument } from '../errors';
+import { generate, type SamplingOptions } from '../model/generate';
+import type { Tensor } from '../tensor/tensor';
+import { renderChat, renderWithSlots, splitAtSlots } from '../tokenizer';
+import { hasFinalAnswer, lastBoxed, retryMaxTokens, retrySuffix, stripThink } from './answer';
+import { DEFAULT_PROMPTS, detectTask, systemPrompt, userPrompt, type PromptSet, type TaskKind } from './prompts';
+import { checkCancelled, embedPieces, latentRollout, linkMessage, type Piece } from './rollout';
+import { ALL_SLOTS } from './slots';
+import { schedule } from './styles';
+import type { Agent, MasSystem } from './system';
+import { endsToolCall, toolLoop, type ToolRunners } from './tools';
+
+export interface AskOptions {
+  question: string;
+  /** Default: detectTask(question) ('choice' for lettered options, else 'math'). */
+  task?: TaskKind;
+  /** Code tasks: the function to implement (interface line), else a stdin/stdout program. */
+  fnName?: string;
+  /** Default 3, as upstream's run.py. */
+  rounds?: number;
+  /** m, the latent steps of every rollout. Default 32. */
+  latentSteps?: number;
+  mode?: 'latent' | 'text';
+  /**
+   * Sampling of every decode. topK, when absent, comes from the decoding agent's generation_config.json
+   * (50 when it has none, as transformers).
+   */
+  sampling: SamplingOptions;
+  maxNewTokens: number;
+  /** Text mode: budget of each non-final agent's text. Default maxNewTokens. */
+  stageMaxNewTokens?: number;
+  prompts?: PromptSet;
+  /** The answer-retry stage (upstream's --ans, always on there). Default true. */
+  answerRetry?: boolean;
+  /** Deliberation's tools; without them the tool-caller's calls get "tools disabled" results. */
+  tools?: ToolRunners;
+  maxToolCalls?: number;
+  signal?: AbortSignal;
+  /** Called after each stage with its inputs and outputs, before its tensors are released. */
+  onStage?: (record: StageRecord) => void | Promise<void>;
+  /** Streaming of the text the final agent writes. */
+  onToken?: (role: string, id: number) => void;
+}
+
+export interface StageRecord {
+  index: number;
+  /** 0-based. */
+  round: number;
+  role: string;
+  model: string;
+  /** Slot strings in prompt order. */
+  slots: string[];
+  /** Outer links applied to this stage's rollout. */
+  linksOut: string[];
+  /** Token ids of the k + 1 pieces around the k slots (text mode: one piece, the slots already filled). */
+  ids: number[][];
+  /** Latent mode: what went into each slot, [m_i, d]. */
+  latentsIn: Tensor[];
+  /** Text mode: what went into each slot. */
+  textsIn: string[];
+  /** The post-norm hidden states the rollout collected, [m, d]. */
+  hidden: Tensor | null;
+  latentsOut: ReadonlyMap<string, Tensor>;
+  generatedIds: number[] | null;
+  text: string | null;
+  seconds: number;
+}
+
+export interface AskResult {
+  /** \boxed{} content, or the code block for code tasks, or the whole text when neither is there. */
+  answer: string;
+  text: string;
+  /** Generated text tokens, every agent and the retry included (latent steps not counted). */
+  tokens: number;
+  /** Latent steps run (m per rollout). */
+  latentSteps: number;
+  seconds: number;
+  rounds: number;
+  mode: 'latent' | 'text';
+  task: TaskKind;
+  retried: boolean;
+  toolCalls: { tool: string; body: string; result: string }[];
+  stages: { round: number; role: string; seconds: number; tokens: number }[];
+}
+
+const skip = (tok: Agent['tokenizer'], ids: readonly number[]) => tok.decode(ids, { skipSpecialTokens: true });
+
+function samplingFor(agent: Agent, s: SamplingOptions): SamplingOptions {
+  if (s.greedy || s.temperature === 0) return s;
+  const fromRepo = agent.generation.sampling.greedy ? undefined : agent.generation.sampling.topK;
+  return { ...s, topK: s.topK ?? fromRepo ?? 50 };
+}
+
+/** The final answer as scoring reads it (eval/ does the full normalisation). */
+export function extractAnswer(text: string, task: TaskKind): string {
+  const t = stripThink(text);
+  if (task === 'code') {
+    const m = /```python[^\n]*\n([\s\S]*?)(```|$)/.exec(t);
+    if (m) return m[1].trim();
+  }
+  return lastBoxed(t) ?? t.trim();
+}
+
+export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResult> {
+  const { style, agents } = system;
+  const mode = opts.mode ?? 'latent';
+  const rounds = opts.rounds ?? 3;
+  const m = opts.latentSteps ?? 32;
+  const task = opts.task ?? detectTask(opts.question);
+  const prompts = opts.prompts ?? DEFAULT_PROMPTS;
+  const signal = opts.signal;
+  if (!Number.isInteger(rounds) || rounds < 1) throw new InvalidArgument(`rounds must be a positive integer, got ${rounds}`);
+  if (mode === 'latent' && (!Number.isInteger(m) || m < 1)) throw new InvalidArgument(`latent steps must be a positive integer, got ${m}`);
+  if (!opts.question.trim()) throw new InvalidArgument('the question is empty');
+  if (mode === 'latent') {
+    for (const a of agents.values()) {
+      if (!a.inner) throw new InvalidArgument(`role ${a.role} has no inner link loaded; load the system with links for latent mode`);
+    }
+  }
+  const system0 = systemPrompt(style.shape, prompts);
+  const vars = (round: number) => ({ question: opts.question, task, round: round + 1, ...(opts.fnName ? { fnName: opts.fnName, codeType: 'function' as const } : {}) });
+
+  const latents = new Map<string, Tensor>();
+  const texts = new Map<string, string>();
+  const result: AskResult = {
+    answer: '', text: '', tokens: 0, latentSteps: 0, seconds: 0, rounds, mode, task, retried: false, toolCalls: [], stages: [],
+  };
+  const t0 = performance.now();
+  try {
+    const stages = schedule(style, rounds);
+    for (const [index, st] of stages.entries()) {
+      checkCancelled(signal, `${st.role}, round ${st.round + 1}`);
+      const agent = agents.get(st.role)!;
+      const tok = agent.tokenizer;
+      const where = `the ${style.name} ${st.role} prompt (${st.kind}, round ${st.round + 1})`;
+      const user = userPrompt(style.shape, st.role, st.kind, vars(st.round), prompts);
+      const expected = st.fill.map(([slot]) => slot);
+      const ts = performance.now();
+      const rec: StageRecord = {
+        index, round: st.round, role: st.role, model: agent.source, slots: expected, linksOut: [...st.linksOut],
+        ids: [], latentsIn: [], textsIn: [], hidden: null, latentsOut: new Map(), generatedIds: null, text: null, seconds: 0,
+      };
+      const outs = rec.latentsOut as Map<string, Tensor>;
+      let pieces: Piece[];
+      if (mode === 'latent') {
+        const r = renderWithSlots(tok, system0, user, ALL_SLOTS, expected, where);
+        rec.ids = r.ids;
+        rec.latentsIn = st.fill.map(([, key]) => latents.get(key)!);
+        pieces = r.ids.flatMap((ids, i) => (i < rec.latentsIn.length ? [ids, rec.latentsIn[i]] : [ids]));
+      } else {
+        // the baseline fills each slot with text before rendering, so the template sees the whole message
+        const { pieces: parts } = splitAtSlots(user, ALL_SLOTS, expected, where);
+        rec.textsIn = st.fill.map(([, key]) => texts.get(key)!);
+        const filled = parts.map((p, i) => p + (rec.textsIn[i] ?? '')).join('');
+        rec.ids = [tok.encode(renderChat(tok, system0, filled), { addSpecialTokens: false })];
+        pieces = [rec.ids[0]];
+      }
+
+      let H: Tensor | null = null;
+      try {
+        if (st.decode || mode === 'text') {
+          const final = st.decode;
+          const budget = final ? opts.maxNewTokens : opts.stageMaxNewTokens ?? opts.maxNewTokens;
+          const out = final && style.tools
+            ? await decodeWithTools(agent, pieces, budget, opts, result)
+            : await decode(agent, pieces, budget, opts, final);
+          rec.generatedIds = out.ids;
+          rec.text = out.text;
+          result.tokens += out.ids.length;
+          for (const key of st.linksOut) texts.set(key, out.text);
+          if (final) result.text = out.text;
+        } else {
+          H = await latentRollout(agent.decoder, agent.inner!, pieces, m, { signal, what: `${st.role} rollout, round ${st.round + 1}` });
+          result.latentSteps += m;
+          for (const key of st.linksOut) {
+            const L = linkMessage(agent.inner!, system.outer.get(key)!, H);
+            outs.set(key, L);
+          }
+          rec.hidden = H;
+        }
+        rec.seconds = (performance.now() - ts) / 1000;
+        await opts.onStage?.(rec);
+      } finally {
+        H?.dispose();
+        // a message replaces the previous round's one only after the stage that read it is done
+        for (const [key, L] of outs) {
+          const old = latents.get(key);
+          if (old && old !== L) old.dispose();
+          latents.set(key, L);
+        }
+      }
+      result.stages.push({ round: st.round, role: st.role, seconds: rec.seconds, tokens: rec.generatedIds?.length ?? 0 });
+    }
+
+    const decoder = agents.get(style.decoder)!;
+    if ((opts.answerRetry ?? true) && !hasFinalAnswer(result.text, task)) {
+      checkCancelled(signal, 'the answer retry');
+      // upstream feeds the output as a raw prompt, without chat template, and appends what it generates
+      const raw = result.text + retrySuffix(task);
+      const r = await generate(decoder.decoder, {
+        inputIds: decoder.tokenizer.encode(raw), maxNewTokens: retryMaxTokens(task), sampling: samplingFor(decoder, opts.sampling),
+        eosTokenIds: decoder.generation.eosTokenIds, signal, onToken: (id) => opts.onToken?.(decoder.role, id),
+      });
+      checkCancelled(signal, 'the answer retry');
+      result.text = raw + skip(decoder.tokenizer, r.tokens);
+      result.tokens += r.tokens.length;
+      result.retried = true;
+    }
+    result.answer = extractAnswer(result.text, task);
+    result.seconds = (performance.now() - t0) / 1000;
+    return result;
+  } finally {
+    for (const L of latents.values()) L.dispose();
+  }
+}
+
+async function decode(agent: Agent, pieces: Piece[], maxNewTokens: number, opts: AskOptions, stream: boolean, stop?: (t: readonly number[]) => boolean) {
+  const embeds = embedPieces(agent.decoder, pieces);
+  try {
+    const r = await generate(agent.decoder, {
+      inputsEmbeds: embeds, maxNewTokens, sampling: samplingFor(agent, opts.sampling), eosTokenIds: agent.generation.eosTokenIds,
+      signal: opts.signal, ...(stream ? { onToken: (id: number) => opts.onToken?.(agent.role, id) } : {}), ...(stop ? { stop } : {}),
+    });
+    checkCancelled(opts.signal, `${agent.role} decoding`);
+    return { ids: r.tokens, text: skip(agent.tokenizer, r.tokens), stoppedBy: r.stoppedBy };
+  } finally {
+    for (const e of embeds) if (!pieces.includes(e)) e.dispose(); // ids became new tensors; latents stay
+  }
+}
+
+/** The tool-caller's final decode (spec §7.6): continuations re-read the text so far, no cache reuse. */
+async function decodeWithTools(agent: Agent, pieces: Piece[], maxNewTokens: number, opts: AskOptions, result: AskResult) {
+  const tok = agent.tokenizer;
+  const ids: number[] = [];
+  const disabled: ToolRunners = {
+    python: async () => '[python tool disabled] No Python runner was given to this run.',
+    search: async () => '[search disabled] No web-search API key was given; web search is off.',
+  };
+  const r = await toolLoop({
+    runners: opts.tools ?? disabled,
+    maxNewTokens,
+    ...(opts.maxToolCalls !== undefined ? { maxToolCalls: opts.maxToolCalls } : {}),
+    ...(opts.signal ? { signal: opts.signal } : {}),
+    generate: async (soFar, budget) => {
+      const more = soFar ? [...pieces, tok.encode(soFar, { addSpecialTokens: false })] : pieces;
+      const out = await decode(agent, more, budget, opts, true, (t) => endsToolCall(tok.decode(t.slice(-16), { skipSpecialTokens: true })));
+      ids.push(...out.ids);
+      return { text: out.text, tokens: out.ids.length, stoppedBy: out.stoppedBy === 'stop' ? 'tool' : out.stoppedBy };
+    },
+  });
+  checkCancelled(opts.signal, 'the tool loop');
+  result.toolCalls.push(...r.calls);
+  return { ids, text: r.text };
+}

@@ -1,0 +1,148 @@
+/**
+ * The collaboration styles (spec §3.3, §4.3–§4.4) as data: roles and their default Hugging Face repos,
+ * outer links (which role feeds which), and the stages of one round. The round engine (system.ts) knows
+ * nothing about any style beyond this table.
+ *
+ * A stage names its role, its prompt kind, which slot each incoming message fills, which outer links it
+ * sends through (after a latent rollout), and whether it decodes text instead (the final agent, last round).
+ */
+import { UnknownStyle } from '../errors';
+import type { PromptKind, StyleShape } from './prompts';
+import { SLOTS } from './slots';
+
+export type StyleName = 'sequential_light' | 'sequential_scaled' | 'mixture' | 'distillation' | 'deliberation';
+
+export interface RoleSpec {
+  key: string;
+  /** Default checkpoint: RecursiveMAS role repo (base model + inner links). */
+  repo: string;
+  /** The frozen base model it was trained on (for messages and docs). */
+  base: string;
+}
+
+export interface OuterLinkSpec {
+  /** Upstream's legacy key (outer_12, outer_1s, ...), also our state-dict and dump name. */
+  key: string;
+  from: string;
+  to: string;
+}
+
+export interface StageSpec {
+  role: string;
+  kind: PromptKind;
+  /** [slot string, outer link key whose latest message fills it], in prompt order. */
+  fill: readonly (readonly [string, string])[];
+  /** Outer links applied to this stage's rollout (empty when it decodes). */
+  linksOut: readonly string[];
+  /** The stage decodes text (final agent, last round) instead of a latent rollout. */
+  decode: boolean;
+}
+
+export interface StyleSpec {
+  name: StyleName;
+  /** Upstream mas_shape, which picks the prompt family. */
+  shape: StyleShape;
+  roles: readonly RoleSpec[];
+  outerRepo: string;
+  links: readonly OuterLinkSpec[];
+  /** Inner and outer files come in math/code variants (sequential); else one adapter per role (task None). */
+  taskScoped: boolean;
+  /** The role that writes the answer. */
+  decoder: string;
+  /** The final decode runs the deliberation tool loop. */
+  tools: boolean;
+  /** Stages of round `round` (0-based) of `rounds`. */
+  stages(round: number, rounds: number): StageSpec[];
+}
+
+const R = 'RecursiveMAS/';
+const stage = (role: string, kind: PromptKind, fill: [string, string][], linksOut: string[], decode = false): StageSpec => ({ role, kind, fill, linksOut, decode });
+
+function sequential(name: 'sequential_light' | 'sequential_scaled', roles: RoleSpec[], outerRepo: string): StyleSpec {
+  return {
+    name, shape: 'chain', roles, outerRepo, taskScoped: true, decoder: 'solver', tools: false,
+    links: [{ key: 'outer_12', from: 'planner', to: 'critic' }, { key: 'outer_23', from: 'critic', to: 'solver' }, { key: 'outer_31', from: 'solver', to: 'planner' }],
+    stages: (round, rounds) => [
+      round === 0 ? stage('planner', 'first', [], ['outer_12']) : stage('planner', 'feedback', [[SLOTS.feedback, 'outer_31']], ['outer_12']),
+      stage('critic', 'first', [[SLOTS.planner, 'outer_12']], ['outer_23']),
+      // the solver's feedback rollout (outer_31) is skipped in the last round, where it decodes instead
+      round < rounds - 1 ? stage('solver', 'first', [[SLOTS.refined, 'outer_23']], ['outer_31']) : stage('solver', 'first', [[SLOTS.refined, 'outer_23']], [], true),
+    ],
+  };
+}
+
+const EXPERTS = [['math', '1', SLOTS.hieMath], ['code', '2', SLOTS.hieCode], ['science', '3', SLOTS.hieScience]] as const;
+
+export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
+  sequential_light: sequential('sequential_light', [
+    { key: 'planner', repo: `${R}Sequential-Light-Planner-Qwen3-1.7B`, base: 'Qwen/Qwen3-1.7B' },
+    { key: 'critic', repo: `${R}Sequential-Light-Critic-Llama3.2-1B`, base: 'meta-llama/Llama-3.2-1B-Instruct' },
+    { key: 'solver', repo: `${R}Sequential-Light-Solver-Qwen2.5-Math-1.5B`, base: 'Qwen/Qwen2.5-Math-1.5B-Instruct' },
+  ], `${R}Sequential-Light-Outerlinks`),
+  sequential_scaled: sequential('sequential_scaled', [
+    { key: 'planner', repo: `${R}Sequential-Scaled-Planner-Gemma3-4B`, base: 'google/gemma-3-4b-it' },
+    { key: 'critic', repo: `${R}Sequential-Scaled-Critic-Llama3.2-3B`, base: 'meta-llama/Llama-3.2-3B-Instruct' },
+    { key: 'solver', repo: `${R}Sequential-Scaled-Solver-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B' },
+  ], `${R}Sequential-Scaled-Outerlinks`),
+  mixture: {
+    name: 'mixture', shape: 'hie', outerRepo: `${R}Mixture-Outerlinks`, taskScoped: false, decoder: 'summarizer', tools: false,
+    roles: [
+      { key: 'math', repo: `${R}Mixture-Math-DeepSeek-R1-Distill-Qwen-1.5B`, base: 'deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B' },
+      { key: 'code', repo: `${R}Mixture-Code-Qwen2.5-Coder-3B`, base: 'Qwen/Qwen2.5-Coder-3B-Instruct' },
+      { key: 'science', repo: `${R}Mixture-Science-BioMistral-7B`, base: 'BioMistral/BioMistral-7B' },
+      { key: 'summarizer', repo: `${R}Mixture-Summarizer-Qwen3.5-2B`, base: 'Qwen/Qwen3.5-2B' },
+    ],
+    links: [
+      ...EXPERTS.map(([role, n]) => ({ key: `outer_${n}s`, from: role, to: 'summarizer' })),
+      ...EXPERTS.map(([role, n]) => ({ key: `outer_s${n}`, from: 'summarizer', to: role })),
+    ],
+    // Upstream's summarizer decodes in every round and the last text wins; only the last decode matters,
+    // so the non-final rounds run just its feedback rollout (spec §4.4 allows this).
+    stages: (round, rounds) => {
+      const last = round === rounds - 1;
+      const fill: [string, string][] = EXPERTS.map(([, n, slot]) => [slot, `outer_${n}s`]);
+      return [
+        ...EXPERTS.map(([role, n]) => round === 0 ? stage(role, 'first', [], [`outer_${n}s`]) : stage(role, 'feedback', [[SLOTS.hieFeedback, `outer_s${n}`]], [`outer_${n}s`])),
+        last ? stage('summarizer', 'first', fill, [], true) : stage('summarizer', 'first', fill, EXPERTS.map(([, n]) => `outer_s${n}`)),
+      ];
+    },
+  },
+  distillation: {
+    name: 'distillation', shape: 'distill', outerRepo: `${R}Distillation-Outerlinks`, taskScoped: false, decoder: 'learner', tools: false,
+    roles: [
+      { key: 'expert', repo: `${R}Distillation-Expert-Qwen3.5-9B`, base: 'Qwen/Qwen3.5-9B' },
+      { key: 'learner', repo: `${R}Distillation-Learner-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B' },
+    ],
+    links: [{ key: 'outer_el', from: 'expert', to: 'learner' }, { key: 'outer_le', from: 'learner', to: 'expert' }],
+    stages: (round, rounds) => [
+      round === 0 ? stage('expert', 'first', [], ['outer_el']) : stage('expert', 'feedback', [[SLOTS.distillFeedback, 'outer_le']], ['outer_el']),
+      round < rounds - 1 ? stage('learner', 'first', [[SLOTS.distillExpert, 'outer_el']], ['outer_le']) : stage('learner', 'first', [[SLOTS.distillExpert, 'outer_el']], [], true),
+    ],
+  },
+  deliberation: {
+    name: 'deliberation', shape: 'deliberation', outerRepo: `${R}Deliberation-Outerlinks`, taskScoped: false, decoder: 'toolcaller', tools: true,
+    roles: [
+      { key: 'reflector', repo: `${R}Deliberation-Reflector-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B' },
+      { key: 'toolcaller', repo: `${R}Deliberation-Toolcaller-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B' },
+    ],
+    links: [{ key: 'outer_rt', from: 'reflector', to: 'toolcaller' }, { key: 'outer_tr', from: 'toolcaller', to: 'reflector' }],
+    stages: (round, rounds) => [
+      round === 0 ? stage('reflector', 'first', [], ['outer_rt']) : stage('reflector', 'feedback', [[SLOTS.deliberationFeedback, 'outer_tr']], ['outer_rt']),
+      round < rounds - 1
+        ? stage('toolcaller', 'first', [[SLOTS.deliberationReflector, 'outer_rt']], ['outer_tr'])
+        : stage('toolcaller', 'first', [[SLOTS.deliberationReflector, 'outer_rt']], [], true),
+    ],
+  },
+};
+
+export const STYLE_NAMES = Object.keys(STYLES) as StyleName[];
+
+export function getStyle(name: string): StyleSpec {
+  if (!Object.hasOwn(STYLES, name)) throw new UnknownStyle(`unknown style '${name}'; choose one of ${STYLE_NAMES.join(', ')}`);
+  return STYLES[name as StyleName];
+}
+
+/** Every stage of a run of `rounds` rounds, in execution order, with its 0-based round. */
+export function schedule(style: StyleSpec, rounds: number): (StageSpec & { round: number })[] {
+  return Array.from({ length: rounds }, (_, r) => style.stages(r, rounds).map((s) => ({ ...s, round: r }))).flat();
+}

@@ -1,0 +1,207 @@
+/**
+ * `rmas ask` end to end on tiny upstream-layout systems (models/tiny-mas.ts: three tiny model families of
+ * hidden sizes 32/48/64, random bf16 links in .pt files with upstream's names and manifests), on the CPU
+ * backend: for every style, the dump manifest lists the stages in the style's order with the right slots
+ * and outer links, each slot receives exactly the latents the named link produced earlier, and every
+ * tensor has the hidden size of the agent it belongs to. Then the text-MAS baseline, and bad input.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SLOTS } from '../../src/mas/slots';
+import { CpuBackend } from '../../src/tensor/cpu';
+import { TINY_HIDDEN, TINY_MAS_ROLES, type TinyStyle } from '../../models/tiny-mas';
+import { overridesFor, readDump, runAsk } from './ask-util';
+
+const tmp = mkdtempSync(join(tmpdir(), 'rmas-ask-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+const cpu = new CpuBackend('f32');
+const M = 3;
+
+type Expect = [round: number, role: string, fill: [slot: string, key: string][], linksOut: string[]];
+const S = SLOTS;
+/** Two rounds of each style, written out by hand from the spec (§4.3, §4.4). */
+const EXPECTED: Record<TinyStyle, Expect[]> = {
+  sequential_light: [
+    [1, 'planner', [], ['outer_12']], [1, 'critic', [[S.planner, 'outer_12']], ['outer_23']], [1, 'solver', [[S.refined, 'outer_23']], ['outer_31']],
+    [2, 'planner', [[S.feedback, 'outer_31']], ['outer_12']], [2, 'critic', [[S.planner, 'outer_12']], ['outer_23']], [2, 'solver', [[S.refined, 'outer_23']], []],
+  ],
+  sequential_scaled: [],
+  mixture: [
+    [1, 'math', [], ['outer_1s']], [1, 'code', [], ['outer_2s']], [1, 'science', [], ['outer_3s']],
+    [1, 'summarizer', [[S.hieMath, 'outer_1s'], [S.hieCode, 'outer_2s'], [S.hieScience, 'outer_3s']], ['outer_s1', 'outer_s2', 'outer_s3']],
+    [2, 'math', [[S.hieFeedback, 'outer_s1']], ['outer_1s']], [2, 'code', [[S.hieFeedback, 'outer_s2']], ['outer_2s']], [2, 'science', [[S.hieFeedback, 'outer_s3']], ['outer_3s']],
+    [2, 'summarizer', [[S.hieMath, 'outer_1s'], [S.hieCode, 'outer_2s'], [S.hieScience, 'outer_3s']], []],
+  ],
+  distillation: [
+    [1, 'expert', [], ['outer_el']], [1, 'learner', [[S.distillExpert, 'outer_el']], ['outer_le']],
+    [2, 'expert', [[S.distillFeedback, 'outer_le']], ['outer_el']], [2, 'learner', [[S.distillExpert, 'outer_el']], []],
+  ],
+  deliberation: [
+    [1, 'reflector', [], ['outer_rt']], [1, 'toolcaller', [[S.deliberationReflector, 'outer_rt']], ['outer_tr']],
+    [2, 'reflector', [[S.deliberationFeedback, 'outer_tr']], ['outer_rt']], [2, 'toolcaller', [[S.deliberationReflector, 'outer_rt']], []],
+  ],
+};
+EXPECTED.sequential_scaled = EXPECTED.sequential_light;
+
+const LINK_TARGET: Record<string, string> = {};
+
+describe('rmas ask, latent mode, every style (CPU)', () => {
+  for (const style of Object.keys(EXPECTED) as TinyStyle[]) {
+    it(`${style}: stage order, slots, link routing and sizes from the dump`, async () => {
+      const dir = join(tmp, style);
+      const dump = join(dir, 'dump');
+      const r = await runAsk({
+        style, question: 'What is 12 + 30?', ckpt_override: await overridesFor(style, dir), num_recursive_rounds: '2',
+        latent_length: String(M), greedy: true, max_new_tokens: '5', no_ans: true, dump, json: true,
+      }, cpu);
+      expect(r.error).toBeNull();
+      const stages = await readDump(dump);
+      const want = EXPECTED[style];
+      expect(stages.map((s) => [s.round, s.role, s.slots, s.links_out])).toEqual(want.map(([round, role, fill, out]) => [round, role, fill.map((f) => f[0]), out]));
+      const hidden = (role: string) => TINY_HIDDEN[TINY_MAS_ROLES[style][role]];
+      const last = new Map<string, Float32Array>();
+      for (const [i, s] of stages.entries()) {
+        const [, role, fill, out] = want[i];
+        const d = hidden(role);
+        const names = [...s.tensors.keys()].sort();
+        const decodes = out.length === 0;
+        expect(names).toEqual([
+          ...(decodes ? ['generated_ids'] : ['hidden']),
+          ...Array.from({ length: fill.length + 1 }, (_, k) => `ids.${k}`),
+          ...fill.map((_, k) => `latents_in.${k}`),
+          ...out.map((k) => `latents_out.${k}`),
+        ].sort());
+        for (const [k, [, key]] of fill.entries()) {
+          const t = s.tensors.get(`latents_in.${k}`)!;
+          expect(t.shape).toEqual([M, d]);
+          // the slot holds exactly what the link produced in its latest stage
+          expect(Array.from(t.values)).toEqual(Array.from(last.get(key)!));
+        }
+        for (let k = 0; k <= fill.length; k++) {
+          const ids = s.tensors.get(`ids.${k}`)!;
+          expect(ids.dtype).toBe('I32');
+          expect(ids.shape[0]).toBeGreaterThan(0);
+        }
+        if (!decodes) expect(s.tensors.get('hidden')!.shape).toEqual([M, d]);
+        for (const key of out) {
+          const t = s.tensors.get(`latents_out.${key}`)!;
+          const target = want.find(([, , f]) => f.some(([, k]) => k === key))![1];
+          LINK_TARGET[key] = target;
+          expect(t.shape).toEqual([M, hidden(target)]);
+          expect(t.values.every(Number.isFinite)).toBe(true);
+          last.set(key, t.values as Float32Array);
+        }
+        if (decodes) expect(s.tensors.get('generated_ids')!.shape[0]).toBeGreaterThan(0);
+      }
+      const json = JSON.parse(r.out) as { answer: string; text: string; tokens: number; seconds: number; rounds: number };
+      expect(Object.keys(json).sort()).toEqual(['answer', 'rounds', 'seconds', 'text', 'tokens']);
+      expect(json.rounds).toBe(2);
+      expect(json.tokens).toBe(stages[stages.length - 1].tensors.get('generated_ids')!.shape[0]);
+      expect(json.seconds).toBeGreaterThan(0);
+    });
+  }
+});
+
+describe('rmas ask, text mode (the Recursive-TextMAS baseline)', () => {
+  it('fills each slot with the previous agent\'s text, needs no links, counts every agent\'s tokens', async () => {
+    const dir = join(tmp, 'text');
+    const roles = (await overridesFor('sequential_light', dir)).filter((o) => !o.startsWith('outer='));
+    const dump = join(dir, 'dump');
+    const r = await runAsk({
+      style: 'sequential_light', question: 'What is 12 + 30?', ckpt_override: roles, num_recursive_rounds: '2',
+      mode: 'text', greedy: true, max_new_tokens: '6', no_ans: true, dump, json: true,
+    }, cpu);
+    expect(r.error).toBeNull();
+    const stages = await readDump(dump);
+    expect(stages.map((s) => [s.round, s.role])).toEqual([[1, 'planner'], [1, 'critic'], [1, 'solver'], [2, 'planner'], [2, 'critic'], [2, 'solver']]);
+    const { loadTokenizerFromDir } = await import('../../src/tokenizer');
+    const tok = await loadTokenizerFromDir('models/tiny/qwen3-tiny');
+    const textOf = (i: number) => tok.decode(Array.from(stages[i].tensors.get('generated_ids')!.values), { skipSpecialTokens: true });
+    let total = 0;
+    for (const [i, s] of stages.entries()) {
+      expect([...s.tensors.keys()].sort()).toEqual(['generated_ids', 'ids.0']);
+      total += s.tensors.get('generated_ids')!.shape[0];
+      const prompt = tok.decode(Array.from(s.tensors.get('ids.0')!.values));
+      expect(prompt).not.toContain('<<LATENT_');
+      // critic reads the planner's text, solver the critic's, round-2 planner the solver's
+      const from = { critic: i - 1, solver: i - 1, planner: i >= 3 ? i - 1 : -1 }[s.role]!;
+      if (from >= 0 && textOf(from).trim()) expect(prompt).toContain(textOf(from));
+    }
+    const json = JSON.parse(r.out) as { tokens: number; text: string };
+    expect(json.tokens).toBe(total);
+    expect(json.text).toBe(textOf(5));
+  });
+});
+
+describe('rmas ask, bad input', () => {
+  const base = { question: 'What is 1 + 1?', latent_length: '2', greedy: true, max_new_tokens: '2', num_recursive_rounds: '1' };
+
+  it('an unknown style is UnknownStyle naming the styles', async () => {
+    const r = await runAsk({ ...base, style: 'sequential_heavy' }, cpu);
+    expect(r.error?.name).toBe('UnknownStyle');
+    expect(r.error?.message).toContain('sequential_light, sequential_scaled, mixture, distillation, deliberation');
+  });
+
+  it('a missing role is MissingCheckpoint saying which --ckpt_override to pass', async () => {
+    const dir = join(tmp, 'missing');
+    const o = (await overridesFor('sequential_light', dir)).filter((x) => !x.startsWith('critic='));
+    const saved = process.env.HF_HUB_CACHE;
+    process.env.HF_HUB_CACHE = join(dir, 'empty-hub');
+    try {
+      const r = await runAsk({ ...base, style: 'sequential_light', ckpt_override: o }, cpu);
+      expect(r.error?.name).toBe('MissingCheckpoint');
+      expect(r.error?.message).toContain('--ckpt_override critic=DIR');
+      expect(r.error?.message).toContain('RecursiveMAS/Sequential-Light-Critic-Llama3.2-1B');
+    } finally {
+      if (saved === undefined) delete process.env.HF_HUB_CACHE;
+      else process.env.HF_HUB_CACHE = saved;
+    }
+  });
+
+  it('an override for a role the style lacks is InvalidArgument listing the roles', async () => {
+    const r = await runAsk({ ...base, style: 'distillation', ckpt_override: ['planner=/nowhere'] }, cpu);
+    expect(r.error?.name).toBe('InvalidArgument');
+    expect(r.error?.message).toContain('expert, learner, outer');
+  });
+
+  it('a link of the wrong size is ShapeMismatch naming the link and both sizes', async () => {
+    const dir = join(tmp, 'wrong-size');
+    const o = await overridesFor('sequential_light', dir);
+    // a Qwen3 (48) solver where the outer links expect the Qwen2 (32) one
+    const planner = o.find((x) => x.startsWith('planner='))!.slice('planner='.length);
+    const swapped = o.map((x) => (x.startsWith('solver=') ? `solver=${planner}` : x));
+    const r = await runAsk({ ...base, style: 'sequential_light', ckpt_override: swapped }, cpu);
+    expect(r.error?.name).toBe('ShapeMismatch');
+    expect(r.error?.message).toMatch(/outer_23 .*64 → 32.*64 → 48/);
+    // the same without sizes in the manifest: the check falls to the tensor shapes
+    const outer = o.find((x) => x.startsWith('outer='))!.slice('outer='.length);
+    const { readFileSync } = await import('node:fs');
+    const manifest = readFileSync(join(outer, 'outerlink_config.json'), 'utf8').replace(/"(in|out)_dim": \d+,?/g, '');
+    writeFileSync(join(outer, 'outerlink_config.json'), manifest.replace(/,(\s*})/g, '$1'));
+    const r2 = await runAsk({ ...base, style: 'sequential_light', ckpt_override: swapped }, cpu);
+    expect(r2.error?.name).toBe('ShapeMismatch');
+    expect(r2.error?.message).toMatch(/outer_23.*output \(d_out\) size is 32 .* hidden size 48/);
+  });
+
+  it('a prompt file whose template lacks its slot is PromptSlotMissing', async () => {
+    const file = join(tmp, 'prompts.json');
+    writeFileSync(file, JSON.stringify({ templates: { 'chain.critic.first': 'Improve the plan for: {question}' } }));
+    const r = await runAsk({ ...base, style: 'sequential_light', prompts: file, ckpt_override: ['planner=/x'] }, cpu);
+    expect(r.error?.name).toBe('PromptSlotMissing');
+    expect(r.error?.message).toContain('chain.critic.first');
+    expect(r.error?.message).toContain(SLOTS.planner);
+  });
+
+  it('bad flag values are usage errors', async () => {
+    for (const [args, msg] of [
+      [{ mode: 'both' }, '--mode both'], [{ latent_length: '0' }, '--latent_length 0'], [{ task: 'poetry' }, '--task poetry'],
+      [{ ckpt_override: ['planner'] }, 'expected ROLE=PATH'], [{ greedy: true, temperature: '0.5' }, '--greedy does not combine'],
+    ] as const) {
+      const r = await runAsk({ ...base, style: 'sequential_light', ...args }, cpu);
+      expect(r.error?.name, msg).toBe('UsageError');
+      expect(r.error?.message).toContain(msg);
+    }
+  });
+});
