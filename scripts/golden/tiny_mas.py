@@ -71,14 +71,16 @@ EPS = 1e-5
 
 MODELS = {"planner": "qwen3-tiny", "critic": "llama-tiny", "solver": "qwen2-tiny"}
 
-# Id segments (ids < 456 ordinary; 457 <|im_start|>, 458 <|im_end|>, 459 <think>, 460 </think>).
-P0 = [457, 31, 204, 77, 458, 457, 19, 388, 142, 65, 458, 457]  # planner, round 1: whole prompt
-C0 = [457, 55, 301, 8, 458, 457, 19, 240, 13]  # critic prefix, then L12
-C1 = [96, 458, 457, 101, 27]  # critic suffix
-S0 = [457, 72, 410, 3, 458, 457, 19, 333, 61, 13]  # solver prefix, then L23
-S1 = [200, 458, 457, 101, 27, 348]  # solver suffix; 348 picked so greedy decode switches token (and depends on L23)
-F0 = [457, 31, 204, 77, 458, 457, 19, 175, 48, 13]  # planner feedback prefix, then L31
-F1 = [122, 458, 457, 101, 459, 460]  # planner feedback suffix (empty think block, as Qwen3 templates)
+# Id segments: what `rmas ask --style sequential_light --question "2+3?" --prompts test/golden/tiny-mas/prompts.json`
+# renders and tokenises for each stage (system prompt + a short user template, Qwen-style chat, empty think block),
+# so that test/mas/ask-golden.test.ts can compare the dump of a real run with this reference, stage by stage.
+P0 = [457, 115, 121, 115, 116, 101, 109, 10, 89, 284, 359, 258, 32, 256, 108, 112, 102, 117, 108, 258, 115, 115, 437, 116, 281, 116, 46, 458, 10, 457, 117, 115, 268, 10, 80, 308, 280, 346, 58, 32, 50, 43, 51, 63, 458, 10, 457, 97, 115, 115, 437, 116, 281, 116, 10, 459, 10, 10, 460, 10, 10]  # planner, round 1: whole prompt
+C0 = [457, 115, 121, 115, 116, 101, 109, 10, 89, 284, 359, 258, 32, 256, 108, 112, 102, 117, 108, 258, 115, 115, 437, 116, 281, 116, 46, 458, 10, 457, 117, 115, 268, 10, 377, 278, 105, 290, 32, 80, 308, 58, 10]  # critic prefix, then L12
+C1 = [10, 82, 101, 102, 277, 101, 280, 346, 58, 32, 50, 43, 51, 63, 458, 10, 457, 97, 115, 115, 437, 116, 281, 116, 10, 459, 10, 10, 460, 10, 10]  # critic suffix
+S0 = [457, 115, 121, 115, 116, 101, 109, 10, 89, 284, 359, 258, 32, 256, 108, 112, 102, 117, 108, 258, 115, 115, 437, 116, 281, 116, 46, 458, 10, 457, 117, 115, 268, 10, 82, 101, 102, 277, 101, 100, 32, 80, 308, 58, 10]  # solver prefix, then L23
+S1 = [10, 381, 58, 32, 50, 43, 51, 63, 458, 10, 457, 97, 115, 115, 437, 116, 281, 116, 10, 459, 10, 10, 460, 10, 10]  # solver suffix
+F0 = [457, 115, 121, 115, 116, 101, 109, 10, 89, 284, 359, 258, 32, 256, 108, 112, 102, 117, 108, 258, 115, 115, 437, 116, 281, 116, 46, 458, 10, 457, 117, 115, 268, 10, 82, 284, 110, 100, 32, 50, 46, 32, 70, 101, 101, 100, 98, 327, 107, 58, 10]  # planner feedback prefix, then L31
+F1 = [10, 80, 308, 280, 346, 58, 32, 50, 43, 51, 63, 458, 10, 457, 97, 115, 115, 437, 116, 281, 116, 10, 459, 10, 10, 460, 10, 10]  # planner feedback suffix
 
 
 class InnerLink(nn.Module):

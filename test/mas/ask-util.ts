@@ -44,3 +44,31 @@ export async function readDump(dir: string): Promise<DumpStage[]> {
   }
   return out;
 }
+
+/**
+ * A sequential_light system whose links are the ones PyTorch saved for the golden file
+ * (test/golden/tiny-mas/*.pt): role folders hold a tiny model and `adapter.pt`, the outer folder
+ * `outer_12.pt` … with no manifest (upstream's training-output names).
+ */
+export async function goldenLinkSystem(dir: string): Promise<string[]> {
+  const { cpSync, mkdirSync } = await import('node:fs');
+  const roles = { planner: ['qwen3-tiny', 'planner-inner'], critic: ['llama-tiny', 'critic-inner'], solver: ['qwen2-tiny', 'solver-inner'] };
+  const out: string[] = [];
+  for (const [role, [model, inner]] of Object.entries(roles)) {
+    const d = `${dir}/${role}`;
+    cpSync(`models/tiny/${model}`, d, { recursive: true });
+    cpSync(`test/golden/tiny-mas/${inner}.pt`, `${d}/adapter.pt`);
+    out.push(`${role}=${d}`);
+  }
+  mkdirSync(`${dir}/outer`, { recursive: true });
+  for (const k of ['outer_12', 'outer_23', 'outer_31']) cpSync(`test/golden/tiny-mas/${k}.pt`, `${dir}/outer/${k}.pt`);
+  out.push(`outer=${dir}/outer`);
+  return out;
+}
+
+/** The golden counterpart of each dumped stage of a 2-round run (round, role) and of the 1-round decode. */
+export const GOLDEN_OF_STAGE: Record<string, string> = {
+  '1 planner': 'planner', '1 critic': 'critic', '1 solver': 'solver_feedback', '2 planner': 'planner_round2',
+};
+export const GOLDEN_QUESTION = '2+3?';
+export const GOLDEN_PROMPTS = 'test/golden/tiny-mas/prompts.json';

@@ -205,3 +205,37 @@ describe('rmas ask, bad input', () => {
     }
   });
 });
+
+describe('cancellation', () => {
+  it('an abort before the run, between stages or while decoding ends it with Cancelled, and the system stays usable', async () => {
+    const { loadSystem } = await import('../../src/mas/system');
+    const { ask } = await import('../../src/mas/run');
+    const o = Object.fromEntries((await overridesFor('sequential_light', join(tmp, 'cancel'))).map((x) => x.split('=') as [string, string]));
+    const system = await loadSystem('sequential_light', { backend: cpu, ckptOverride: o, task: 'math' });
+    const base = { question: 'What is 1 + 1?', rounds: 2, latentSteps: 3, sampling: { greedy: true }, maxNewTokens: 4 };
+    try {
+      const before = new AbortController();
+      before.abort();
+      await expect(ask(system, { ...base, signal: before.signal })).rejects.toMatchObject({ name: 'Cancelled', message: expect.stringContaining('planner, round 1') });
+
+      const between = new AbortController();
+      const seen: string[] = [];
+      await expect(ask(system, { ...base, signal: between.signal, onStage: (r) => { seen.push(r.role); between.abort(); } }))
+        .rejects.toMatchObject({ name: 'Cancelled', message: expect.stringContaining('critic, round 1') });
+      expect(seen).toEqual(['planner']);
+
+      const decoding = new AbortController();
+      const tokens: number[] = [];
+      await expect(ask(system, { ...base, signal: decoding.signal, onToken: (_, id) => { tokens.push(id); decoding.abort(); } }))
+        .rejects.toMatchObject({ name: 'Cancelled', message: expect.stringContaining('solver decoding') });
+      expect(tokens).toHaveLength(1);
+
+      // the same system still answers afterwards
+      const r = await ask(system, { ...base, answerRetry: false });
+      expect(r.stages.map((s) => s.role)).toEqual(['planner', 'critic', 'solver', 'planner', 'critic', 'solver']);
+      expect(r.tokens).toBeGreaterThan(0);
+    } finally {
+      system.dispose();
+    }
+  });
+});
