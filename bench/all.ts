@@ -15,6 +15,7 @@ import { benches as reduce } from '../src/kernels/reduce/reduce.bench';
 import { benches as adamw } from '../src/kernels/adamw/adamw.bench';
 import { benches as sample } from '../src/kernels/sample/sample.bench';
 import { benches as model } from '../src/model/model.bench';
+import { benches as mas } from '../src/mas/mas.bench';
 
 export const allBenches: BenchCase[] = [
   ...elementwise,
@@ -32,4 +33,5 @@ export const allBenches: BenchCase[] = [
   ...adamw,
   ...sample,
   ...model,
+  ...mas,
 ];

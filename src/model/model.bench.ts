@@ -49,7 +49,7 @@ function randomSource(c: DecoderConfig, seed: number): WeightSource {
   };
 }
 
-async function randomDecoder(c: DecoderConfig, backend: Backend, quantize: QuantDType | null): Promise<Decoder> {
+export async function randomDecoder(c: DecoderConfig, backend: Backend, quantize: QuantDType | null): Promise<Decoder> {
   const w = await loadDecoderWeights(c, randomSource(c, 1), backend, { quantize });
   return new Decoder(c, w);
 }
@@ -85,7 +85,7 @@ export function forwardCost(c: DecoderConfig, w: DecoderWeights, o: { T: number;
 // ---- tiny model: tokens/s of prefill and of one decode step, as generate() runs them ----
 
 const PROMPT = 32;
-const tinyModelConfig = () => parseDecoderConfig(qwen3TinyJson as Record<string, unknown>, 'models/tiny/qwen3-tiny/config.json');
+export const tinyModelConfig = () => parseDecoderConfig(qwen3TinyJson as Record<string, unknown>, 'models/tiny/qwen3-tiny/config.json');
 
 async function tinyPrefill(backend: Backend): Promise<BenchRun> {
   const c = tinyModelConfig();
