@@ -1,6 +1,6 @@
 import { defineConfig } from 'vite';
 import { svelte } from '@sveltejs/vite-plugin-svelte';
-import { pyodideAssets } from './src/mas/tools/pyodide-vite-plugin';
+import { pyodideAssets } from './src/mas/tools/pyodide-vite-plugin.ts';
 
 export default defineConfig({
   // pyodideAssets copies the Pyodide runtime next to the built worker (the deliberation Python tool)

@@ -224,10 +224,12 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
   }
 }
 
-async function decode(agent: Agent, pieces: Piece[], maxNewTokens: number, opts: AskOptions, stream: boolean, stop?: (t: readonly number[]) => boolean) {
+type GenerateFn = typeof generate;
+
+async function decode(agent: Agent, pieces: Piece[], maxNewTokens: number, opts: AskOptions, stream: boolean, stop?: (t: readonly number[]) => boolean, gen: GenerateFn = generate) {
   const embeds = embedPieces(agent.decoder, pieces);
   try {
-    const r = await generate(agent.decoder, {
+    const r = await gen(agent.decoder, {
       inputsEmbeds: embeds, maxNewTokens, sampling: samplingFor(agent, opts.sampling), eosTokenIds: agent.generation.eosTokenIds,
       signal: opts.signal, ...(stream ? { onToken: (id: number) => opts.onToken?.(agent.role, id) } : {}), ...(stop ? { stop } : {}),
     });
@@ -238,8 +240,11 @@ async function decode(agent: Agent, pieces: Piece[], maxNewTokens: number, opts:
   }
 }
 
-/** The tool-caller's final decode (spec §7.6): continuations re-read the text so far, no cache reuse. */
-async function decodeWithTools(agent: Agent, pieces: Piece[], maxNewTokens: number, opts: AskOptions, result: AskResult) {
+/**
+ * The tool-caller's final decode (spec §7.6): each continuation re-reads prompt + the text so far (no cache
+ * reuse), and a decode stops once its last 16 tokens hold a closing tool tag. `gen` is injectable for tests.
+ */
+export async function decodeWithTools(agent: Agent, pieces: Piece[], maxNewTokens: number, opts: AskOptions, result: Pick<AskResult, 'toolCalls'>, gen: GenerateFn = generate) {
   const tok = agent.tokenizer;
   const ids: number[] = [];
   const disabled: ToolRunners = {
@@ -253,7 +258,7 @@ async function decodeWithTools(agent: Agent, pieces: Piece[], maxNewTokens: numb
     ...(opts.signal ? { signal: opts.signal } : {}),
     generate: async (soFar, budget) => {
       const more = soFar ? [...pieces, tok.encode(soFar, { addSpecialTokens: false })] : pieces;
-      const out = await decode(agent, more, budget, opts, true, (t) => endsToolCall(tok.decode(t.slice(-16), { skipSpecialTokens: true })));
+      const out = await decode(agent, more, budget, opts, true, (t) => endsToolCall(tok.decode(t.slice(-16), { skipSpecialTokens: true })), gen);
       ids.push(...out.ids);
       return { text: out.text, tokens: out.ids.length, stoppedBy: out.stoppedBy === 'stop' ? 'tool' : out.stoppedBy };
     },
