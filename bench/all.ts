@@ -14,6 +14,7 @@ import { benches as loss } from '../src/kernels/loss/loss.bench';
 import { benches as reduce } from '../src/kernels/reduce/reduce.bench';
 import { benches as adamw } from '../src/kernels/adamw/adamw.bench';
 import { benches as sample } from '../src/kernels/sample/sample.bench';
+import { benches as rows } from '../src/kernels/rows/rows.bench';
 import { benches as model } from '../src/model/model.bench';
 import { benches as mas } from '../src/mas/mas.bench';
 
@@ -32,6 +33,7 @@ export const allBenches: BenchCase[] = [
   ...reduce,
   ...adamw,
   ...sample,
+  ...rows,
   ...model,
   ...mas,
 ];

@@ -11,7 +11,7 @@
  * gradients of its uses are summed.
  */
 import { InvalidArgument } from '../errors';
-import { untrack } from '../tensor/scope';
+import { setTidyRetainHook, untrack } from '../tensor/scope';
 import type { Tensor } from '../tensor/tensor';
 
 export interface GradNode {
@@ -42,9 +42,23 @@ export function noGrad<T>(fn: () => T): T {
   }
 }
 
+/** Tapes recorded on and not yet disposed (for tidy's retain hook). */
+const live = new Set<Tape>();
+
 export class Tape {
   readonly nodes: GradNode[] = [];
   private paused = false;
+  /** Inputs of recorded ops that are not themselves recorded or trainable (labels, masks, frozen activations). */
+  private readonly consts = new Set<Tensor>();
+  /** Those of them a tidy() scope handed over: freed with the tape. */
+  private readonly owned: Tensor[] = [];
+
+  /** Takes `t` over if a recorded op reads it; see setTidyRetainHook. */
+  retain(t: Tensor): boolean {
+    if (!this.consts.has(t)) return false;
+    this.owned.push(t);
+    return true;
+  }
 
   /** Runs `fn` with this tape recording. */
   run<T>(fn: () => T): T {
@@ -63,6 +77,8 @@ export class Tape {
       return;
     }
     const full: GradNode = { ...node, saved: node.saved ?? [] };
+    live.add(this);
+    for (const t of node.inputs) if (!t.requiresGrad && !t.gradNode) this.consts.add(t);
     // the tape owns what it recorded: an enclosing tidy() must not free it before backward
     for (const t of full.saved) untrack(t);
     for (const o of node.outputs) {
@@ -124,8 +140,17 @@ export class Tape {
       for (const t of n.outputs) if (!keepSet.has(t)) t.dispose();
     }
     this.nodes.length = 0;
+    for (const t of this.owned) if (!keepSet.has(t)) t.dispose();
+    this.owned.length = 0;
+    this.consts.clear();
+    live.delete(this);
   }
 }
+
+setTidyRetainHook((t) => {
+  for (const tape of live) if (tape.retain(t)) return true;
+  return false;
+});
 
 const PAUSED = new Tape();
 (PAUSED as unknown as { paused: boolean }).paused = true;

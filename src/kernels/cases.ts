@@ -15,6 +15,7 @@ import { cases as loss } from './loss/loss.cases';
 import { cases as reduce } from './reduce/reduce.cases';
 import { cases as adamw } from './adamw/adamw.cases';
 import { cases as sample } from './sample/sample.cases';
+import { cases as rows } from './rows/rows.cases';
 
 export interface CaseGroup {
   group: string;
@@ -36,4 +37,5 @@ export const allCases: CaseGroup[] = [
   { group: 'reduce', cases: reduce },
   { group: 'adamw', cases: adamw },
   { group: 'sample', cases: sample },
+  { group: 'rows', cases: rows },
 ];

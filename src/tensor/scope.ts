@@ -28,6 +28,15 @@ function keptTensors(result: unknown): Tensor[] {
 
 const isTensor = (x: unknown): x is Tensor => !!x && typeof x === 'object' && 'dispose' in x && 'shape' in x && 'dtype' in x;
 
+/**
+ * Set by autograd: true when a live tape recorded an op that reads `t` (a constant input such as labels, a
+ * mask or a frozen stage's output) and now owns it; tidy then leaves it for the tape to free after backward.
+ */
+let retainHook: ((t: Tensor) => boolean) | null = null;
+export function setTidyRetainHook(fn: (t: Tensor) => boolean) {
+  retainHook = fn;
+}
+
 export function tidy<T extends Kept>(fn: () => T): T {
   const scope = new Set<Tensor>();
   scopes.push(scope);
@@ -38,8 +47,9 @@ export function tidy<T extends Kept>(fn: () => T): T {
     scopes.pop();
   }
   const keep = new Set(keptTensors(result));
-  for (const t of scope) if (!keep.has(t)) t.dispose();
-  // what is returned belongs to the enclosing scope, if any
-  for (const t of keep) track(t);
+  // recorded outputs belong to their tape, and so do the constants a recorded op reads
+  for (const t of scope) if (!keep.has(t) && !t.gradNode && !retainHook?.(t)) t.dispose();
+  // what is returned belongs to the enclosing scope, if any (unless a tape owns it)
+  for (const t of keep) if (!t.gradNode) track(t);
   return result;
 }

@@ -1,3 +1,12 @@
+import { InvalidArgument } from '../errors';
+
+/** The whole state of an Rng, JSON-safe, for training checkpoints. */
+export interface RngState {
+  kind: 'mulberry32';
+  /** The 32-bit counter, unsigned. */
+  s: number;
+}
+
 /** Small seeded generators for tests, benchmarks and initialisation (mulberry32 + Box-Muller). */
 export class Rng {
   private s: number;
@@ -30,5 +39,19 @@ export class Rng {
     const a = new Float32Array(n);
     for (let i = 0; i < n; i++) a[i] = this.uniform(lo, hi);
     return a;
+  }
+  /** A copy of the state; `Rng.fromState` of it continues the same stream. */
+  state(): RngState {
+    return { kind: 'mulberry32', s: this.s };
+  }
+  /** An Rng that continues exactly where the one whose state() this was stood. */
+  static fromState(state: unknown): Rng {
+    const st = state as Partial<RngState> | null;
+    if (!st || st.kind !== 'mulberry32' || !Number.isInteger(st.s) || st.s! < 0 || st.s! > 0xffffffff) {
+      throw new InvalidArgument(`Rng.fromState: expected { kind: 'mulberry32', s: <uint32> }, got ${JSON.stringify(state)}; pass a value from Rng.state()`);
+    }
+    const r = new Rng(1);
+    r.s = st.s!;
+    return r;
   }
 }

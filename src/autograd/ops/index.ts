@@ -12,3 +12,4 @@ export * from './reduce';
 export * from './optim';
 export * from './sample';
 export * from './shape';
+export * from './rows';

@@ -1,0 +1,222 @@
+/**
+ * Checkpoints: save → load into freshly initialised links restores weights, AdamW moments and t exactly
+ * (and a further AdamW step agrees bit for bit), trainer state and args round trip, the .pt/.safetensors
+ * files read back through upstream's readLinkFile, a crash mid-save leaves the previous checkpoint
+ * intact, and damaged checkpoints fail with named errors that name the file.
+ */
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AdamW } from '../autograd/ops/optim';
+import { CorruptCheckpoint, MissingCheckpoint, ShapeMismatch } from '../errors';
+import { roundBf16 } from '../formats/dtype';
+import { writeSafetensors } from '../formats/safetensors';
+import { InnerLink, OuterLink } from '../mas/links';
+import { readLinkFile } from '../mas/upstream';
+import { CpuBackend } from '../tensor/cpu';
+import { Rng } from '../testing/rng';
+import { type CheckpointContent, type TrainerState, loadCheckpoint, saveCheckpoint } from './checkpoint';
+import { type CheckpointStore, memoryStore, nodeStore } from './store';
+
+const cpu = new CpuBackend('f32');
+let root: string;
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), 'rmas-ckpt-'));
+});
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+type L = InnerLink | OuterLink;
+const outerLinks = (seed: number) =>
+  new Map<string, L>([
+    ['outer_12', OuterLink.create(cpu, 6, 5, { seed, name: 'outer_12' })],
+    ['outer_23', OuterLink.create(cpu, 5, 7, { seed: seed + 1, name: 'outer_23' })],
+    ['outer_31', OuterLink.create(cpu, 7, 6, { seed: seed + 2, name: 'outer_31', type: 'outer_linear_res_adapter' })],
+  ]);
+
+/** Two AdamW steps on seeded gradients, so that weights, m and v all differ from their init. */
+async function train(links: ReadonlyMap<string, L>, steps: number, seed: number): Promise<AdamW[]> {
+  const rng = new Rng(seed);
+  const opts = [...links.values()].map((l) => new AdamW(l.params, { weightDecay: 0.01 }));
+  for (let s = 0; s < steps; s++) {
+    for (const o of opts) {
+      o.params.import(new Map(o.params.entries.map((e) => [e.name, rng.normals(e.numel)])), { part: 'grad' });
+      o.step(1e-2, { gather: false }).dispose();
+    }
+  }
+  return opts;
+}
+
+const snapshot = async (links: ReadonlyMap<string, L>) => {
+  const out: Record<string, Float32Array[]> = {};
+  for (const [k, l] of links) out[k] = await Promise.all((['data', 'm', 'v'] as const).map(async (p) => Float32Array.from([...(await l.params.export(p)).values()].flatMap((a) => [...a]))));
+  return out;
+};
+
+const state = (rng: Rng): TrainerState => ({ step: 2, epoch: 1, sampleCursor: 3, order: [4, 0, 2, 1, 3], rng: rng.state(), skipped: { sequence_too_long: 1, nan_loss: 0 }, tokensSeen: 1234 });
+
+function content(links: ReadonlyMap<string, L>, t: number, rng: Rng): CheckpointContent {
+  return {
+    kind: 'outer', links, optimizerT: t, state: state(rng),
+    args: { outer_lr: 5e-4, max_steps: 20, style: 'sequential_light' },
+    manifests: { 'outerlink_config.json': { format_version: 1, paradigm: 'sequential', adapters: [] }, 'outer_adapter_config.json': { outer_12_type: 'outer_ln_res_adapter' } },
+  };
+}
+
+describe('checkpoint round trip', () => {
+  it('restores weights, m, v and t exactly; the next AdamW step agrees bit for bit', async () => {
+    const store = nodeStore(join(root, 'rt'));
+    const a = outerLinks(1);
+    const optsA = await train(a, 2, 99);
+    const rng = new Rng(42);
+    rng.normals(3);
+    const c = content(a, optsA[0].t, rng);
+    await saveCheckpoint(store, 'run/checkpoint-2', c);
+
+    const b = outerLinks(500); // different init
+    const before = await snapshot(b);
+    expect(before.outer_12[0]).not.toEqual((await snapshot(a)).outer_12[0]);
+    const got = await loadCheckpoint(store, 'run/checkpoint-2', b);
+    expect(got.optimizerT).toBe(2);
+    const sa = await snapshot(a);
+    const sb = await snapshot(b);
+    for (const k of a.keys()) for (let i = 0; i < 3; i++) expect(sb[k][i]).toEqual(sa[k][i]);
+    expect(sa.outer_12[1].some((x) => x !== 0)).toBe(true); // m really was non-zero
+
+    expect(got.state).toEqual(c.state);
+    expect(got.state.rng).toEqual({ kind: 'mulberry32', s: (42 + 6 * 0x6d2b79f5) >>> 0 });
+    expect(Rng.fromState(got.state.rng).next()).toBe(rng.next());
+    expect(got.args).toEqual({ outer_lr: 5e-4, max_steps: 20, style: 'sequential_light' });
+
+    // resume: restore t, take one more step on both with the same gradients
+    const optsB = [...b.values()].map((l) => Object.assign(new AdamW(l.params, { weightDecay: 0.01 }), { t: got.optimizerT }));
+    for (const opts of [optsA, optsB]) {
+      const r = new Rng(7); // the same gradients for both runs
+      for (const o of opts) {
+        o.params.import(new Map(o.params.entries.map((e) => [e.name, r.normals(e.numel)])), { part: 'grad' });
+        o.step(1e-2, { gather: false }).dispose();
+      }
+    }
+    const after = [await snapshot(a), await snapshot(b)];
+    for (const k of a.keys()) expect(after[1][k][0]).toEqual(after[0][k][0]);
+    expect(optsB[0].t).toBe(3);
+
+    const files = await readdir(join(root, 'rt/run/checkpoint-2'));
+    expect(files.sort()).toEqual([
+      'optimizer.safetensors', 'outer_12.pt', 'outer_12.safetensors', 'outer_23.pt', 'outer_23.safetensors', 'outer_31.pt',
+      'outer_31.safetensors', 'outer_adapter_config.json', 'outerlink_config.json', 'train_args.json', 'trainer_state.json',
+    ]);
+    expect(await readdir(join(root, 'rt/run'))).toEqual(['checkpoint-2']);
+  });
+
+  it('writes upstream-readable .pt (f32 or bf16) and f32 .safetensors under upstream keys', async () => {
+    const store = nodeStore(join(root, 'up'));
+    const inner = InnerLink.create(cpu, 8, { seed: 3, name: 'adapter' });
+    const links = new Map<string, L>([['adapter', inner]]);
+    const c: CheckpointContent = { ...content(links, 0, new Rng(1)), kind: 'inner', manifests: { 'adapter_config.json': { adapter_type: 'ln_res_adapter' } } };
+    const want = await inner.stateDict();
+    const keys = ['pre_ln.weight', 'pre_ln.bias', 'proj1.weight', 'proj1.bias', 'proj2.weight', 'proj2.bias', 'post_ln.weight', 'post_ln.bias'];
+    await saveCheckpoint(store, 'f32', c);
+    await saveCheckpoint(store, 'bf16', c, { ptDtype: 'bf16' });
+    for (const [file, exact] of [['f32/adapter.pt', true], ['f32/adapter.safetensors', true], ['bf16/adapter.safetensors', true], ['bf16/adapter.pt', false]] as const) {
+      const sd = await readLinkFile(join(root, 'up', file));
+      expect([...sd.keys()].sort(), file).toEqual([...keys].sort());
+      for (const k of keys) {
+        const w = want.get(k)!;
+        expect(sd.get(k)!.shape).toEqual(w.shape);
+        expect(Float32Array.from(sd.get(k)!.data)).toEqual(exact ? w.data : Float32Array.from(w.data, roundBf16));
+      }
+    }
+    expect(JSON.parse(new TextDecoder().decode(await store.read('f32/adapter_config.json')))).toEqual({ adapter_type: 'ln_res_adapter' });
+  });
+});
+
+/** A store that throws on its n-th write (a crash in the middle of a save). */
+function crashingStore(inner: CheckpointStore, n: number): CheckpointStore {
+  let writes = 0;
+  return {
+    ...inner,
+    write: async (p, b) => {
+      if (++writes === n) throw new Error(`simulated crash at write ${n}`);
+      return inner.write(p, b);
+    },
+  };
+}
+
+describe('crash safety', () => {
+  for (const n of [1, 4, 9]) {
+    it(`a save that dies at write ${n} leaves the previous checkpoint loadable and unchanged`, async () => {
+      const mem = memoryStore();
+      const a = outerLinks(1);
+      const optsA = await train(a, 1, 5);
+      await saveCheckpoint(mem, 'ck', content(a, optsA[0].t, new Rng(3)));
+      const saved = new Map(mem.files);
+      const first = await snapshot(a);
+      await train(a, 2, 6); // more progress, then a save that crashes
+      await expect(saveCheckpoint(crashingStore(mem, n), 'ck', content(a, 3, new Rng(4)))).rejects.toThrow(/simulated crash/);
+      const b = outerLinks(77);
+      const got = await loadCheckpoint(mem, 'ck', b);
+      expect(got.optimizerT).toBe(1);
+      const sb = await snapshot(b);
+      for (const k of a.keys()) for (let i = 0; i < 3; i++) expect(sb[k][i]).toEqual(first[k][i]);
+      expect(mem.files).toEqual(saved); // the partial .tmp was cleared, ck byte-identical
+    });
+  }
+});
+
+describe('damaged checkpoints', () => {
+  async function saved() {
+    const mem = memoryStore();
+    const a = outerLinks(1);
+    await train(a, 1, 5);
+    await saveCheckpoint(mem, 'ck', content(a, 1, new Rng(3)));
+    return mem;
+  }
+  const f32 = (n: number) => new Uint8Array(new Float32Array(n).buffer);
+
+  it('a link file lacking a tensor → CorruptCheckpoint naming the file; links untouched', async () => {
+    const mem = await saved();
+    const sd = await outerLinks(1).get('outer_23')!.stateDict();
+    sd.delete('proj2.bias');
+    mem.files.set('ck/outer_23.safetensors', writeSafetensors([...sd].map(([k, v]) => [k, { dtype: 'F32', shape: v.shape, bytes: new Uint8Array(v.data.buffer) }] as const)));
+    const b = outerLinks(9);
+    const before = await snapshot(b);
+    const err = await loadCheckpoint(mem, 'ck', b).catch((e) => e);
+    expect(err).toBeInstanceOf(CorruptCheckpoint);
+    expect(err.message).toMatch(/ck\/outer_23\.safetensors: lacks proj2\.bias/);
+    expect(await snapshot(b)).toEqual(before); // outer_12 was not loaded either
+  });
+
+  it('an odd-sized weight or moment → ShapeMismatch naming the file', async () => {
+    const mem = await saved();
+    const sd = await outerLinks(1).get('outer_12')!.stateDict();
+    const t = sd.get('proj1.bias')!;
+    sd.set('proj1.bias', { shape: [t.shape[0] + 1], data: new Float32Array(t.shape[0] + 1) });
+    mem.files.set('ck/outer_12.safetensors', writeSafetensors([...sd].map(([k, v]) => [k, { dtype: 'F32', shape: v.shape, bytes: new Uint8Array(v.data.buffer) }] as const)));
+    await expect(loadCheckpoint(mem, 'ck', outerLinks(9))).rejects.toThrow(ShapeMismatch);
+    await expect(loadCheckpoint(mem, 'ck', outerLinks(9))).rejects.toThrow(/ck\/outer_12\.safetensors: 'proj1\.bias' has shape \[11\] but link outer_12 needs \[10\]/);
+
+    const mem2 = await saved();
+    const links = outerLinks(1);
+    const tensors = [...links].flatMap(([k, l]) => (['m', 'v'] as const).map((p) => [`${k}.${p}`, { dtype: 'F32' as const, shape: [l.numParams - (k === 'outer_31' && p === 'v' ? 1 : 0)], bytes: f32(l.numParams - (k === 'outer_31' && p === 'v' ? 1 : 0)) }] as const));
+    mem2.files.set('ck/optimizer.safetensors', writeSafetensors(tensors, { t: '1' }));
+    await expect(loadCheckpoint(mem2, 'ck', outerLinks(9))).rejects.toThrow(/ck\/optimizer\.safetensors: 'outer_31\.v' has shape \[\d+\] but link outer_31 has \d+ parameters/);
+    mem2.files.set('ck/optimizer.safetensors', writeSafetensors(tensors.filter(([k]) => k !== 'outer_23.m'), { t: '1' }));
+    await expect(loadCheckpoint(mem2, 'ck', outerLinks(9))).rejects.toThrow(/optimizer\.safetensors: lacks tensor 'outer_23\.m'/);
+  });
+
+  it('truncated files, other link sets and absent checkpoints are named errors', async () => {
+    const mem = await saved();
+    const good = mem.files.get('ck/outer_31.safetensors')!;
+    mem.files.set('ck/outer_31.safetensors', good.slice(0, good.length - 4));
+    await expect(loadCheckpoint(mem, 'ck', outerLinks(9))).rejects.toThrow(/ck\/outer_31\.safetensors.*truncated/);
+    mem.files.set('ck/outer_31.safetensors', good);
+    const two = new Map([...outerLinks(9)].slice(0, 2));
+    await expect(loadCheckpoint(mem, 'ck', two)).rejects.toThrow(/holds links outer_12, outer_23, outer_31 but this run trains outer_12, outer_23/);
+    mem.files.set('ck/trainer_state.json', new TextEncoder().encode('{"format_version":1,"links":["outer_12","outer_23","outer_31"],"state":{"step":-1}}'));
+    await expect(loadCheckpoint(mem, 'ck', outerLinks(9))).rejects.toThrow(/trainer_state\.json: .*field step = -1/);
+    await expect(loadCheckpoint(mem, 'nothing-here', outerLinks(9))).rejects.toThrow(MissingCheckpoint);
+  });
+});

@@ -1,0 +1,71 @@
+/**
+ * The inner loop's per-sample work (spec §6.1): a teacher-forced, no-grad forward of the frozen agent
+ * gives the post-norm hidden states Hs; the link learns Inner(Hs[t]) ≈ Emb(x[t+1]), the input embedding
+ * of the next gold token, over the pairs whose next token is in the assistant span:
+ *   loss = w_cos · Σ m·(1 − cos) / Σ m + w_mse · Σ m·mse / Σ m
+ * with the masked means taken over all pairs of the batch together (upstream's left-padded batch). One
+ * sample at a time, its share of the batch loss is n_s / N_batch of its own masked mean, so gradients
+ * accumulate to exactly the batch gradient.
+ */
+import { F, Tape, noGrad } from '../autograd';
+import { InvalidArgument } from '../errors';
+import type { InnerLink } from '../mas/links';
+import type { Decoder } from '../model/decoder';
+import { tidy } from '../tensor/scope';
+import type { Tensor } from '../tensor/tensor';
+
+export interface InnerExample {
+  ids: readonly number[];
+  /** 1 over the assistant span (end-of-turn tokens included), 0 over the prompt. */
+  lossMask: readonly number[];
+}
+
+export interface InnerLossWeights {
+  cos: number;
+  mse: number;
+}
+
+/** Pairs (t, t + 1) the sample trains on: Σ_{t < T−1} lossMask[t + 1]. */
+export function innerPairs(ex: InnerExample): number {
+  let n = 0;
+  for (let t = 1; t < ex.lossMask.length; t++) n += ex.lossMask[t] ? 1 : 0;
+  return n;
+}
+
+/**
+ * Forward and backward of one sample's share of a batch loss over `batchPairs` pairs; the gradients
+ * accumulate into the link's parameters. Returns the share of the loss, [1], not requiring grad.
+ */
+export async function innerSampleStep(model: Decoder, inner: InnerLink, ex: InnerExample, w: InnerLossWeights, batchPairs: number): Promise<Tensor> {
+  const T = ex.ids.length;
+  if (ex.lossMask.length !== T) throw new InvalidArgument(`inner example: ${T} ids but ${ex.lossMask.length} mask values`);
+  if (!(batchPairs > 0)) throw new InvalidArgument(`inner step: the batch has no trained pairs (${batchPairs})`);
+  const be = model.backend;
+  const pairs = innerPairs(ex);
+  const share = pairs / batchPairs;
+  const ids = be.fromValues(ex.ids, [T], 'i32');
+  // targets: the next token's embedding; the last row has no next token and is masked out
+  const next = be.fromValues([...ex.ids.slice(1), ex.ids[T - 1]], [T], 'i32');
+  const mask = be.fromValues(Array.from({ length: T }, (_, t) => (t < T - 1 && ex.lossMask[t + 1] ? 1 : 0)), [T]);
+  const tape = new Tape();
+  try {
+    const hidden = noGrad(() => tidy(() => model.forward({ inputIds: ids }).hidden));
+    const loss = tidy(() => tape.run(() => {
+      const pred = inner.forward(hidden);
+      const target = noGrad(() => model.embed(next));
+      let l = F.scale(F.cosineLoss(pred, target, mask), w.cos * share);
+      if (w.mse) l = F.add(l, F.scale(F.mseLoss(pred, target, mask), w.mse * share));
+      return l;
+    }));
+    if (!loss.requiresGrad) throw new InvalidArgument(`inner step: link ${inner.name} is frozen; unfreeze it to train`);
+    await tape.backward(loss);
+    const value = noGrad(() => F.scale(loss, 1));
+    hidden.dispose();
+    return value;
+  } finally {
+    tape.dispose();
+    ids.dispose();
+    next.dispose();
+    mask.dispose();
+  }
+}

@@ -1,0 +1,56 @@
+/**
+ * AdamW over several links at once (the outer loop trains three to six outer links together): gradients
+ * are gathered per link, the global norm is clipped over all of them together (torch's
+ * clip_grad_norm_ over every parameter), then each link's flat buffer takes its AdamW update. Decay
+ * groups follow upstream: matrices decay, biases and LayerNorm parameters do not (FlatParams.decayMask).
+ */
+import { F } from '../autograd';
+import type { FlatParams } from '../autograd/params';
+import { assignKernel } from '../kernels/adamw';
+import type { Tensor } from '../tensor/tensor';
+
+export interface LinkOptimizerOptions {
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  weightDecay?: number;
+  /** Clip the global gradient norm to this (Infinity: no clipping). */
+  maxGradNorm?: number;
+}
+
+export class LinkOptimizer {
+  /** Steps taken (AdamW bias correction uses t + 1 for the next one). */
+  t = 0;
+  readonly opts: Required<LinkOptimizerOptions>;
+
+  constructor(readonly params: readonly FlatParams[], opts: LinkOptimizerOptions = {}) {
+    this.opts = { ...F.ADAMW_DEFAULTS, maxGradNorm: 1, ...opts };
+  }
+
+  zeroGrad() {
+    for (const p of this.params) p.zeroGrad();
+  }
+
+  /** Multiplies the gathered gradients by `k` (upstream rescales by batch / valid when samples were skipped). */
+  scaleGrads(k: number) {
+    for (const p of this.params) {
+      const s = F.scale(p.grad, k);
+      p.backend.run(assignKernel, [p.grad, s], { add: false });
+      s.dispose();
+    }
+  }
+
+  /** Moves the parameters' .grad into the flat buffers, adding to what is there. */
+  gather() {
+    for (const p of this.params) p.gatherGrads({ accumulate: true });
+  }
+
+  /** Clip + AdamW at `lr` over gradients already gathered; returns the pre-clip global norm, [1] (caller disposes). */
+  step(lr: number): Tensor {
+    const { beta1, beta2, eps, weightDecay, maxGradNorm } = this.opts;
+    const norm = F.clipGradNorm(this.params.map((p) => p.grad), maxGradNorm);
+    this.t++;
+    for (const p of this.params) F.adamwStep(p.data, p.grad, p.m, p.v, { lr, t: this.t, beta1, beta2, eps, weightDecay, decayMask: p.decayMask });
+    return norm;
+  }
+}
