@@ -17,6 +17,8 @@ import { CpuBackend } from '../tensor/cpu';
 import { WebGpuBackend } from '../tensor/webgpu';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { ASK_USAGE, AskUsageError, askCmd, type AskArgs } from './ask';
+import { TrainUsageError, trainCmd } from './train';
+import { TRAIN_OPTIONS, TRAIN_USAGE } from './train-args';
 
 export const USAGE = `usage:
   rmas forward --model DIR (--ids 1,2,3 | --embeds FILE.safetensors) --out FILE.safetensors [--backend webgpu|cpu]
@@ -27,6 +29,7 @@ export const USAGE = `usage:
       prints the generated text, then prefill and decode tokens/s on stderr;
       sampling defaults come from the model's generation_config.json
 ${ASK_USAGE}
+${TRAIN_USAGE}
   --backend defaults to webgpu when an adapter is found, else cpu`;
 
 /** Bad command-line arguments: usage and exit code 2. */
@@ -218,6 +221,23 @@ export async function main(argv: string[]): Promise<number> {
   let made: Backend | null = null;
   const backend = async (choice?: string) => (made = await pickBackend(choice));
   try {
+    if (argv[0] === 'train-inner' || argv[0] === 'train-outer') {
+      let t;
+      try {
+        t = parseArgs({ args: argv.slice(1), options: TRAIN_OPTIONS, allowPositionals: true, strict: true });
+      } catch (e) {
+        throw new TrainUsageError((e as Error).message);
+      }
+      if (t.values.help) {
+        process.stdout.write(`${USAGE}\n`);
+        return 0;
+      }
+      if (t.positionals.length) throw new TrainUsageError(`unexpected argument ${t.positionals[0]}`);
+      await trainCmd(argv[0] === 'train-inner' ? 'inner' : 'outer', t.values, () => backend(t.values.backend), {
+        out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s), tty: !!process.stderr.isTTY,
+      });
+      return 0;
+    }
     let parsed;
     try {
       parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
@@ -241,7 +261,7 @@ export async function main(argv: string[]): Promise<number> {
     else throw new UsageError(cmd === undefined ? 'no command given' : `unknown command "${cmd}"`);
     return 0;
   } catch (e) {
-    if (e instanceof UsageError || e instanceof AskUsageError) {
+    if (e instanceof UsageError || e instanceof AskUsageError || e instanceof TrainUsageError) {
       process.stderr.write(`rmas: ${e.message}\n${USAGE}\n`);
       return 2;
     }

@@ -6,7 +6,6 @@
  */
 import { F } from '../autograd';
 import type { FlatParams } from '../autograd/params';
-import { assignKernel } from '../kernels/adamw';
 import type { Tensor } from '../tensor/tensor';
 
 export interface LinkOptimizerOptions {
@@ -31,18 +30,23 @@ export class LinkOptimizer {
     for (const p of this.params) p.zeroGrad();
   }
 
-  /** Multiplies the gathered gradients by `k` (upstream rescales by batch / valid when samples were skipped). */
-  scaleGrads(k: number) {
+  /**
+   * Moves the parameters' .grad (what the backward passes since the last gather accumulated) into the flat
+   * buffers, adding to what is there, multiplied by `scale` (upstream rescales a batch by batch / valid
+   * when samples were skipped).
+   */
+  gather(scale = 1) {
     for (const p of this.params) {
-      const s = F.scale(p.grad, k);
-      p.backend.run(assignKernel, [p.grad, s], { add: false });
-      s.dispose();
+      if (scale !== 1) {
+        for (const t of p.list()) {
+          if (!t.grad) continue;
+          const s = F.scale(t.grad, scale);
+          t.grad.dispose();
+          t.grad = s;
+        }
+      }
+      p.gatherGrads({ accumulate: true });
     }
-  }
-
-  /** Moves the parameters' .grad into the flat buffers, adding to what is there. */
-  gather() {
-    for (const p of this.params) p.gatherGrads({ accumulate: true });
   }
 
   /** Clip + AdamW at `lr` over gradients already gathered; returns the pre-clip global norm, [1] (caller disposes). */

@@ -1,0 +1,49 @@
+/**
+ * Flags of `rmas train-inner` / `rmas train-outer`, spelled as upstream's train/train_inner.py and
+ * train/train_outer.py spell them, so that an upstream command runs with `npx rmas train-inner` in place
+ * of `python train/train_inner.py`. Flags that only tune PyTorch (dtypes, gradient checkpointing,
+ * trust_remote_code, reporting) are accepted and reported as having no effect here.
+ */
+import { parseArgs } from 'node:util';
+
+const s = { type: 'string' } as const;
+const b = { type: 'boolean' } as const;
+
+export const TRAIN_OPTIONS = {
+  // data
+  dataset_name: s, dataset_json_field: s, dataset_split: s, dataset_config: s, cache_dir: s, mas_task: s, max_length: s, prompts: s,
+  // optimisation
+  batch_size: s, grad_accum_steps: s, gradient_accumulation_steps: s, max_steps: s, num_train_epochs: s, lr_scheduler_type: s, warmup_steps: s,
+  max_grad_norm: s, weight_decay: s, seed: s, shuffle: s,
+  // checkpoints and logs
+  save_dir: s, output_dir: s, save_steps: s, resume: s, log_jsonl: s, dump_batches: s, logging_steps: s,
+  // engine
+  backend: s,
+  // inner
+  model_name_or_path: s, mas_design: s, mas_role: s, adapter_type: s, adapter_lr: s, adapter_cos_weight: s, adapter_mse_weight: s, init_adapter: s,
+  // outer
+  style: s, outer_lr: s, outer_type: s, num_recursive_rounds: s, max_latent_tokens: s, supervise_final_only: s, non_last_loss_weight: s, init_outer: s,
+  agent1_model_name_or_path: s, agent2_model_name_or_path: s, agent3_model_name_or_path: s, agent4_model_name_or_path: s,
+  agent1_inner_aligner_path: s, agent2_inner_aligner_path: s, agent3_inner_aligner_path: s, agent4_inner_aligner_path: s,
+  // PyTorch-only: accepted, no effect
+  dtype: s, adapter_dtype: s, outer_dtype: s, gradient_checkpointing: s, trust_remote_code: s, enable_thinking: s, report_to: s, bf16: b,
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export const NO_EFFECT = ['dtype', 'adapter_dtype', 'outer_dtype', 'gradient_checkpointing', 'trust_remote_code', 'report_to', 'bf16'] as const;
+
+export type TrainArgs = ReturnType<typeof parseArgs<{ options: typeof TRAIN_OPTIONS; allowPositionals: true }>>['values'];
+
+export const TRAIN_USAGE = `  rmas train-inner --model_name_or_path DIR --mas_design STYLE --mas_role ROLE --dataset_name NAME|FILE --save_dir DIR
+                   [--mas_task math|choice|code] [--adapter_type ln_res_adapter] [--adapter_lr 5e-4]
+                   [--adapter_cos_weight 1.0] [--adapter_mse_weight 0.0] [--init_adapter PATH] [--max_length 2048]
+  rmas train-outer --style STYLE --agent1_model_name_or_path DIR --agent1_inner_aligner_path PATH … --dataset_name NAME|FILE
+                   --save_dir DIR [--outer_lr 5e-4] [--outer_type outer_ln_res_adapter] [--num_recursive_rounds 3]
+                   [--max_latent_tokens 80] [--supervise_final_only 1] [--non_last_loss_weight 0.1] [--init_outer DIR]
+                   [--max_length 4096]
+      both: [--batch_size 2] [--grad_accum_steps 1] [--max_steps 20000 | --num_train_epochs N] [--lr_scheduler_type cosine]
+            [--warmup_steps 10] [--max_grad_norm 1.0] [--weight_decay 0.0] [--seed 42] [--shuffle 1] [--save_steps 1000]
+            [--resume DIR] [--log_jsonl FILE] [--dump_batches DIR] [--dataset_json_field data] [--dataset_split train]
+            [--cache_dir DIR] [--prompts FILE.json] [--backend webgpu|cpu]
+      agents are numbered in the style's role order (sequential: planner, critic, solver; mixture: math, code,
+      science, summarizer; distillation: expert, learner; deliberation: reflector, toolcaller)`;

@@ -1,0 +1,259 @@
+/**
+ * `rmas train-inner` and `rmas train-outer`: the link training loops in Node (spec §6). Loads models,
+ * tokenizers, rows and links, builds the job (src/train/jobs.ts), runs trainLoop with a progress line,
+ * optional per-step JSONL log and batch dumps, and saves checkpoints into --save_dir (periodic ones in
+ * checkpoint-<step>/, the last one at the top, upstream's layout).
+ */
+import { existsSync, statSync } from 'node:fs';
+import { appendFile, mkdir, writeFile } from 'node:fs/promises';
+import { homedir } from 'node:os';
+import { basename, join } from 'node:path';
+import { MissingCheckpoint } from '../errors';
+import { writeSafetensors, type StTensor } from '../formats/safetensors';
+import { InnerLink, OuterLink } from '../mas/links';
+import { loadPromptSet, type TaskKind } from '../mas/prompts';
+import { getStyle, type StyleSpec } from '../mas/styles';
+import { adapterTaskFor, hfCacheSnapshot, outerManifests, pickInnerFile, readLinkFile, resolveOuterFolder } from '../mas/upstream';
+import { loadDecoderFromDir } from '../model';
+import type { Backend } from '../tensor/backend';
+import { loadTokenizerFromDir } from '../tokenizer';
+import { latestCheckpoint, loadCheckpoint, saveCheckpoint, type TrainerState } from '../train/checkpoint';
+import { canonicalRole, loadRows, type RowSource } from '../train/data';
+import { createInnerJob, createOuterJob, type TrainJob } from '../train/jobs';
+import { initialState, trainLoop, type LoopOptions, type StepEvent } from '../train/loop';
+import { parseSchedulerType } from '../train/schedule';
+import { nodeStore } from '../train/store';
+import { NO_EFFECT, type TrainArgs } from './train-args';
+
+export class TrainUsageError extends Error {
+  override name = 'UsageError';
+}
+
+export interface TrainIO {
+  out(s: string): void;
+  err(s: string): void;
+  /** Progress redraws one line when true, else prints a line every --logging_steps steps. */
+  tty: boolean;
+}
+
+function num(a: TrainArgs, k: keyof TrainArgs, def: number, o: { int?: boolean; min?: number } = {}): number {
+  const v = a[k] as string | undefined;
+  if (v === undefined) return def;
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isFinite(n) || (o.int && !Number.isInteger(n)) || (o.min !== undefined && n < o.min)) {
+    throw new TrainUsageError(`--${k} ${v}: expected ${o.int ? 'an integer' : 'a number'}${o.min !== undefined ? ` >= ${o.min}` : ''}`);
+  }
+  return n;
+}
+const flag01 = (a: TrainArgs, k: keyof TrainArgs, def: boolean) => {
+  const v = a[k] as string | undefined;
+  if (v === undefined) return def;
+  if (!['0', '1', 'true', 'false'].includes(v.toLowerCase())) throw new TrainUsageError(`--${k} ${v}: expected 0 or 1`);
+  return v === '1' || v.toLowerCase() === 'true';
+};
+const need = (a: TrainArgs, k: keyof TrainArgs): string => {
+  const v = a[k] as string | undefined;
+  if (!v) throw new TrainUsageError(`--${k} is required`);
+  return v;
+};
+
+/** Upstream's --mas_design / --style names → a style of the registry. */
+const STYLE_ALIASES: Record<string, string> = {
+  sequential: 'sequential_light', chain: 'sequential_light', mixture: 'mixture', hie: 'mixture', distillation: 'distillation', distill: 'distillation', deliberation: 'deliberation',
+};
+export function styleFor(name: string): StyleSpec {
+  return getStyle(STYLE_ALIASES[name.trim().toLowerCase()] ?? name.trim().toLowerCase());
+}
+/** Upstream role spellings (data column names) → ours. */
+const ROLE_ALIASES: Record<string, string> = {
+  refiner: 'critic', distill_expert: 'expert', distill_learner: 'learner', hie_math_expert: 'math', hie_code_expert: 'code',
+  hie_science_expert: 'science', hie_summarizer: 'summarizer', deliberation_reflector: 'reflector', deliberation_toolcaller: 'toolcaller',
+};
+
+async function resolveModel(what: string, p: string): Promise<string> {
+  if (existsSync(p)) return p;
+  if (/^[\w.-]+\/[\w.-]+$/.test(p)) {
+    const snap = await hfCacheSnapshot(p);
+    if (snap) return snap;
+  }
+  throw new MissingCheckpoint(`${what}: ${p} is neither a local folder nor a Hugging Face repo in the local cache; download it (huggingface-cli download ${p}) or give its folder`);
+}
+
+/** A link given as a file, or as a folder holding adapter files (a role repo or a train-inner save_dir). */
+async function innerLinkPath(what: string, p: string, task: 'math' | 'code' | null): Promise<string> {
+  if (!existsSync(p)) throw new MissingCheckpoint(`${what}: ${p} does not exist`);
+  if (!statSync(p).isDirectory()) return p;
+  const { readdir } = await import('node:fs/promises');
+  const { name, tried } = pickInnerFile(await readdir(p), task, null);
+  if (!name) throw new MissingCheckpoint(`${what}: ${p} holds no inner link; looked for ${tried.join(', ')}`);
+  return join(p, name);
+}
+
+function rowSource(a: TrainArgs): RowSource {
+  const name = need(a, 'dataset_name');
+  const split = a.dataset_split;
+  if (existsSync(name)) {
+    if (/\.jsonl$/i.test(name)) return { jsonlFile: name };
+    return { jsonFile: name, ...(a.dataset_json_field ? { jsonField: a.dataset_json_field } : {}) };
+  }
+  return { datasetName: name, ...(split ? { split } : {}), ...(a.dataset_config ? { config: a.dataset_config } : {}) };
+}
+
+function taskOf(a: TrainArgs): TaskKind {
+  const t = (a.mas_task ?? 'math').toLowerCase();
+  if (t !== 'math' && t !== 'code' && t !== 'choice') throw new TrainUsageError(`--mas_task ${a.mas_task}: expected math, code or choice`);
+  return t;
+}
+
+const fmtTime = (s: number) => (s >= 3600 ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m` : s >= 60 ? `${Math.floor(s / 60)}m${String(Math.round(s % 60)).padStart(2, '0')}s` : `${s.toFixed(1)}s`);
+
+export function progressLine(e: StepEvent): string {
+  const w = 20;
+  const done = Math.round((w * e.step) / e.maxSteps);
+  return `[${'#'.repeat(done)}${'.'.repeat(w - done)}] step ${e.step}/${e.maxSteps} | loss ${e.loss.toFixed(4)} | lr ${e.lr.toExponential(2)} | ` +
+    `grad norm ${e.gradNorm.toFixed(3)} | ${e.tokensPerSec.toFixed(0)} tok/s | ETA ${fmtTime(e.etaSec)}${e.empty ? ' | no valid sample, no update' : ''}`;
+}
+
+export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: () => Promise<Backend>, io: TrainIO): Promise<void> {
+  for (const k of NO_EFFECT) if (a[k] !== undefined) io.err(`note: --${k} only tunes PyTorch; it has no effect here (links train in f32)\n`);
+  if (a.enable_thinking !== undefined && flag01(a, 'enable_thinking', false)) throw new TrainUsageError('--enable_thinking 1 is not supported: upstream trains with thinking off');
+  const saveDir = a.save_dir ?? a.output_dir;
+  if (!saveDir) throw new TrainUsageError('--save_dir is required');
+  const task = taskOf(a);
+  const maxLength = num(a, 'max_length', kind === 'inner' ? 2048 : 4096, { int: true, min: 2 });
+  const batchSize = num(a, 'batch_size', 2, { int: true, min: 1 });
+  const gradAccum = num(a, 'grad_accum_steps', num(a, 'gradient_accumulation_steps', 1, { int: true, min: 1 }), { int: true, min: 1 });
+  const seed = num(a, 'seed', 42, { int: true, min: 0 });
+  const lr = num(a, kind === 'inner' ? 'adapter_lr' : 'outer_lr', 5e-4, { min: 0 });
+  const optimizer = { weightDecay: num(a, 'weight_decay', 0, { min: 0 }), maxGradNorm: num(a, 'max_grad_norm', 1, { min: 0 }) || Infinity };
+  const scheduler = parseSchedulerType(a.lr_scheduler_type ?? 'cosine');
+  const prompts = a.prompts ? loadPromptSet((await import('node:fs')).readFileSync(a.prompts, 'utf8')) : undefined;
+  const cacheDir = a.cache_dir ?? process.env.RMAS_CACHE ?? join(homedir(), '.cache', 'rmas', 'datasets');
+
+  io.err(`loading rows from ${a.dataset_name}\n`);
+  const rows = await loadRows(rowSource(a), { cacheDir });
+  const be = await backend();
+  let job: TrainJob;
+  let manifests: Record<string, unknown>;
+  const disposers: (() => void)[] = [];
+  try {
+    if (kind === 'inner') {
+      const style = styleFor(need(a, 'mas_design'));
+      const roleArg = need(a, 'mas_role').trim().toLowerCase();
+      const role = canonicalRole(style.shape, ROLE_ALIASES[roleArg] ?? roleArg);
+      const dir = await resolveModel('--model_name_or_path', need(a, 'model_name_or_path'));
+      const decoder = await loadDecoderFromDir(dir, be, { what: '--model_name_or_path' });
+      disposers.push(() => decoder.dispose());
+      const tokenizer = await loadTokenizerFromDir(dir);
+      const type = a.adapter_type ?? 'ln_res_adapter';
+      const d = decoder.config.hidden;
+      const link = a.init_adapter
+        ? InnerLink.fromStateDict(be, await readLinkFile(await innerLinkPath('--init_adapter', a.init_adapter, style.taskScoped ? adapterTaskFor(task) : null)), { type, d, name: `${role} inner link` })
+        : InnerLink.create(be, d, { type, seed, name: `${role} inner link` });
+      disposers.push(() => link.dispose());
+      job = createInnerJob({
+        decoder, tokenizer, link, rows, shape: style.shape, role, task, maxLength, optimizer,
+        weights: { cos: num(a, 'adapter_cos_weight', 1), mse: num(a, 'adapter_mse_weight', 0) }, ...(prompts ? { prompts } : {}),
+      });
+      manifests = { 'adapter_config.json': { adapter_type: link.type } };
+      io.err(`inner link ${link.type} (d ${d}, ${link.numParams} parameters) for ${style.shape}/${role} on ${basename(dir)}\n`);
+    } else {
+      const style = styleFor(need(a, 'style'));
+      const adapterTask = style.taskScoped ? adapterTaskFor(task) : null;
+      const agents = new Map<string, Parameters<typeof createOuterJob>[0]['agents'] extends ReadonlyMap<string, infer V> ? V : never>();
+      for (const [i, r] of style.roles.entries()) {
+        const k = `agent${i + 1}_model_name_or_path` as keyof TrainArgs;
+        const dir = await resolveModel(`--${k} (${r.key})`, need(a, k));
+        const decoder = await loadDecoderFromDir(dir, be, { what: `--${k}` });
+        disposers.push(() => decoder.dispose());
+        const innerArg = (a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] as string | undefined) ?? dir;
+        const inner = InnerLink.fromStateDict(be, await readLinkFile(await innerLinkPath(`--agent${i + 1}_inner_aligner_path (${r.key})`, innerArg, adapterTask)), {
+          d: decoder.config.hidden, name: `${r.key} inner link`,
+        }).freeze();
+        disposers.push(() => inner.dispose());
+        agents.set(r.key, { decoder, inner, tokenizer: await loadTokenizerFromDir(dir) });
+      }
+      const outerType = a.outer_type ?? 'outer_ln_res_adapter';
+      const outer = new Map<string, OuterLink>();
+      const init = a.init_outer ? await resolveOuterFolder(a.init_outer, adapterTask, style.links.map((l) => l.key)) : null;
+      for (const [i, l] of style.links.entries()) {
+        const dIn = agents.get(l.from)!.decoder.config.hidden;
+        const dOut = agents.get(l.to)!.decoder.config.hidden;
+        const link = init
+          ? OuterLink.fromStateDict(be, await readLinkFile(init.get(l.key)!.path), { type: init.get(l.key)!.type, dIn, dOut, name: l.key })
+          : OuterLink.create(be, dIn, dOut, { type: outerType, seed: seed * 100 + i, name: l.key });
+        disposers.push(() => link.dispose());
+        outer.set(l.key, link);
+      }
+      const rounds = num(a, 'num_recursive_rounds', 3, { int: true, min: 1 });
+      const superviseFinalOnly = flag01(a, 'supervise_final_only', true);
+      const nonLastLossWeight = num(a, 'non_last_loss_weight', 0.1, { min: 0 });
+      job = createOuterJob({
+        style, agents, outer, rows, task, batchSize, optimizer, ...(prompts ? { prompts } : {}),
+        loss: { rounds, maxLatentTokens: num(a, 'max_latent_tokens', 80, { int: true, min: 1 }), superviseFinalOnly, nonLastLossWeight, maxLength },
+      });
+      const m = outerManifests(style.shape, [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })));
+      manifests = {
+        'outerlink_config.json': m.outerlinkConfig,
+        'outer_adapter_config.json': {
+          ...m.outerAdapterConfig, mas_shape: style.shape, mas_task: task, num_recursive_rounds: rounds, supervise_final_only: superviseFinalOnly ? 1 : 0,
+          non_last_loss_weight: nonLastLossWeight, enable_thinking: 0,
+          ...Object.fromEntries(style.roles.flatMap((_, i) => [[`agent${i + 1}_model_name_or_path`, a[`agent${i + 1}_model_name_or_path` as keyof TrainArgs]], [`agent${i + 1}_inner_aligner_path`, a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] ?? null]])),
+        },
+      };
+      io.err(`outer links ${[...outer].map(([k, l]) => `${k} ${l.dIn}→${l.dOut}`).join(', ')} (${style.name}, ${rounds} rounds)\n`);
+    }
+    const droppedText = Object.entries(job.dropped).map(([k, v]) => `${k} ${v}`).join(', ');
+    const notesText = Object.entries(job.notes).map(([k, v]) => `${k} ${v}`).join(', ');
+    io.err(`${rows.length} rows, ${job.size} usable${droppedText ? ` (dropped: ${droppedText})` : ''}${notesText ? `; kept with notes: ${notesText}` : ''}\n`);
+
+    const perEpoch = Math.floor(job.size / batchSize / gradAccum);
+    let maxSteps = num(a, 'max_steps', 20000, { int: true });
+    if (maxSteps <= 0) maxSteps = Math.max(1, Math.round(num(a, 'num_train_epochs', 1, { min: 0 }) * perEpoch));
+    const loopOpts: LoopOptions = {
+      maxSteps, batchSize, gradAccumSteps: gradAccum, lr, scheduler, warmupSteps: num(a, 'warmup_steps', 10, { int: true, min: 0 }), seed,
+      shuffle: flag01(a, 'shuffle', true), saveSteps: num(a, 'save_steps', 1000, { int: true, min: 0 }),
+    };
+    const store = nodeStore(saveDir);
+    let state: TrainerState = initialState(job.size, loopOpts);
+    if (a.resume) {
+      const from = nodeStore(a.resume);
+      const latest = await latestCheckpoint(from, '.');
+      const loaded = await loadCheckpoint(from, latest.dir, job.links);
+      job.optimizer.t = loaded.optimizerT;
+      state = loaded.state;
+      io.err(`resuming from ${join(a.resume, latest.dir)} at step ${state.step}\n`);
+    }
+    const args: Record<string, unknown> = { command: `train-${kind}`, ...a, resolved: { ...loopOpts, task, maxLength } };
+    const logEvery = num(a, 'logging_steps', 10, { int: true, min: 1 });
+    if (a.dump_batches) await mkdir(a.dump_batches, { recursive: true });
+    if (a.log_jsonl) await mkdir(join(a.log_jsonl, '..'), { recursive: true });
+
+    const final = await trainLoop(job.size, loopOpts, {
+      optimizer: job.optimizer,
+      runBatch: (idx, scale) => job.runBatch(idx, scale),
+      onStep: async (e) => {
+        const line = progressLine(e);
+        if (io.tty) io.err(`\r${line}`);
+        else if (e.step % logEvery === 0 || e.step === e.maxSteps || e.step === 1) io.err(`${line}\n`);
+        if (a.log_jsonl) {
+          await appendFile(a.log_jsonl, `${JSON.stringify({ step: e.step, epoch: e.epoch, loss: e.loss, lr: e.lr, grad_norm: e.gradNorm, tokens: e.tokens, tokens_per_sec: e.tokensPerSec, elapsed_s: e.elapsedSec, skipped: e.skipped, batches: e.batches })}\n`);
+        }
+        if (a.dump_batches) {
+          const tensors: Record<string, StTensor> = {};
+          e.batches.forEach((idx, i) => Object.assign(tensors, job.batchTensors(idx, e.batches.length > 1 ? `micro${i}.` : '')));
+          await writeFile(join(a.dump_batches, `step-${e.step}.safetensors`), writeSafetensors(tensors, { sample_indices: JSON.stringify(e.batches) }));
+        }
+      },
+      save: async (s, last) => {
+        await saveCheckpoint(store, last ? '.' : `checkpoint-${s.step}`, { kind, links: job.links, optimizerT: job.optimizer.t, state: s, args, manifests });
+      },
+    }, state);
+    if (io.tty) io.err('\n');
+    const skippedText = Object.entries(final.skipped).map(([k, v]) => `${k} ${v}`).join(', ');
+    io.err(`done: ${final.step} steps${skippedText ? `, skipped samples: ${skippedText}` : ''}; saved to ${saveDir}\n`);
+    io.out(`${JSON.stringify({ steps: final.step, save_dir: saveDir, skipped: final.skipped, dropped: job.dropped })}\n`);
+  } finally {
+    for (const d of disposers.reverse()) d();
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * The training loop both link loops share: data order (seeded shuffle per epoch, or file order), batches of
+ * `batchSize` with `gradAccumSteps` micro-batches per optimizer step, the learning-rate schedule over
+ * optimizer steps (transformers' LambdaLR semantics: the first step runs at factor(0)), clipping and AdamW
+ * (LinkOptimizer), one small readback per step (the gradient norm), progress events, periodic and final
+ * saves, pause and stop between steps, and an exact resume from a saved TrainerState.
+ *
+ * What a batch computes is the caller's (inner.ts / outer.ts through the jobs): `runBatch` runs forward and
+ * backward for the samples it is given, with losses scaled by `scale` (1 / gradAccumSteps), and gathers
+ * the gradients into the optimizer's flat buffers.
+ */
+import { Cancelled, InvalidArgument } from '../errors';
+import { Rng } from '../testing/rng';
+import type { TrainerState } from './checkpoint';
+import type { LinkOptimizer } from './optim';
+import { lrFactor, type SchedulerType } from './schedule';
+
+export interface LoopOptions {
+  maxSteps: number;
+  batchSize: number;
+  gradAccumSteps: number;
+  lr: number;
+  scheduler: SchedulerType;
+  warmupSteps: number;
+  seed: number;
+  /** false: every epoch in file order (reproducible comparisons). */
+  shuffle: boolean;
+  /** Save every N optimizer steps (0: only at the end). */
+  saveSteps: number;
+}
+
+export interface BatchResult {
+  /** The batch's loss (already the batch mean), for logging. */
+  loss: number;
+  tokens: number;
+  /** Samples that contributed; 0 means the batch was entirely skipped. */
+  valid: number;
+  skipped: Record<string, number>;
+}
+
+export interface StepEvent {
+  /** Optimizer steps done (1-based after the first). */
+  step: number;
+  maxSteps: number;
+  epoch: number;
+  loss: number;
+  lr: number;
+  gradNorm: number;
+  tokens: number;
+  tokensPerSec: number;
+  elapsedSec: number;
+  etaSec: number;
+  skipped: Record<string, number>;
+  /** Sample indices of every micro-batch of this step. */
+  batches: number[][];
+  /** The step had no valid sample: no update was made. */
+  empty: boolean;
+}
+
+export interface LoopHooks {
+  optimizer: LinkOptimizer;
+  runBatch(indices: number[], scale: number): Promise<BatchResult>;
+  onStep?(e: StepEvent): void | Promise<void>;
+  /** Periodic (final false) and last (final true) saves, with the state to resume from. */
+  save?(state: TrainerState, final: boolean): Promise<void>;
+  /** Awaited between steps: a paused run waits here. */
+  waitIfPaused?(): Promise<void>;
+  signal?: AbortSignal;
+}
+
+/** A fresh state for `n` samples (the first epoch's order drawn from the seeded Rng). */
+export function initialState(n: number, opts: Pick<LoopOptions, 'seed' | 'shuffle'>): TrainerState {
+  const rng = new Rng(opts.seed);
+  return { step: 0, epoch: 0, sampleCursor: 0, order: epochOrder(n, rng, opts.shuffle), rng: rng.state(), skipped: {}, tokensSeen: 0 };
+}
+
+function epochOrder(n: number, rng: Rng, shuffle: boolean): number[] {
+  const order = Array.from({ length: n }, (_, i) => i);
+  if (shuffle) {
+    for (let i = n - 1; i > 0; i--) {
+      const j = rng.int(i + 1);
+      [order[i], order[j]] = [order[j], order[i]];
+    }
+  }
+  return order;
+}
+
+/**
+ * Runs optimizer steps until `maxSteps` (or a stop); returns the final state. `state` is a fresh
+ * initialState() or one loaded from a checkpoint (then the run continues exactly where it stopped).
+ */
+export async function trainLoop(n: number, opts: LoopOptions, hooks: LoopHooks, state: TrainerState): Promise<TrainerState & { stopped: boolean }> {
+  const { batchSize, gradAccumSteps, maxSteps } = opts;
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidArgument(`batch size must be a positive integer, got ${batchSize}`);
+  if (!Number.isInteger(gradAccumSteps) || gradAccumSteps < 1) throw new InvalidArgument(`gradient accumulation steps must be a positive integer, got ${gradAccumSteps}`);
+  if (!Number.isInteger(maxSteps) || maxSteps < 1) throw new InvalidArgument(`max steps must be a positive integer, got ${maxSteps}`);
+  if (n < batchSize) throw new InvalidArgument(`${n} usable samples cannot fill one batch of ${batchSize} (batches drop the remainder, as upstream); lower --batch_size or add data`);
+  if (state.order.length !== n) throw new InvalidArgument(`the saved data order has ${state.order.length} samples but the data now has ${n}; resume with the same dataset and filters`);
+  const rng = Rng.fromState(state.rng);
+  const s: TrainerState = { ...state, order: [...state.order], skipped: { ...state.skipped } };
+  const opt = hooks.optimizer;
+  const t0 = performance.now();
+  const stepsAtStart = s.step;
+
+  const nextBatch = (): number[] => {
+    // drop_last: a new epoch starts when the rest of the order cannot fill a batch
+    if (s.sampleCursor + batchSize > n) {
+      s.epoch++;
+      s.order = epochOrder(n, rng, opts.shuffle);
+      s.sampleCursor = 0;
+    }
+    const b = s.order.slice(s.sampleCursor, s.sampleCursor + batchSize);
+    s.sampleCursor += batchSize;
+    return b;
+  };
+  const snapshot = (): TrainerState => ({ ...s, order: [...s.order], skipped: { ...s.skipped }, rng: rng.state() });
+
+  while (s.step < maxSteps) {
+    await hooks.waitIfPaused?.();
+    if (hooks.signal?.aborted) {
+      await hooks.save?.(snapshot(), true);
+      return { ...snapshot(), stopped: true };
+    }
+    const ts = performance.now();
+    opt.zeroGrad();
+    let loss = 0;
+    let tokens = 0;
+    let valid = 0;
+    const skipped: Record<string, number> = {};
+    const batches: number[][] = [];
+    for (let a = 0; a < gradAccumSteps; a++) {
+      const idx = nextBatch();
+      batches.push(idx);
+      const r = await hooks.runBatch(idx, 1 / gradAccumSteps);
+      loss += r.loss / gradAccumSteps;
+      tokens += r.tokens;
+      valid += r.valid;
+      for (const [k, v] of Object.entries(r.skipped)) skipped[k] = (skipped[k] ?? 0) + v;
+    }
+    if (hooks.signal?.aborted) throw new Cancelled(`cancelled during step ${s.step + 1}; the last saved checkpoint is intact`);
+    // the schedule follows optimizer updates (a step with no valid sample makes none)
+    const lr = opts.lr * lrFactor(opts.scheduler, opt.t, opts.warmupSteps, maxSteps);
+    let gradNorm = 0;
+    if (valid > 0) {
+      const norm = opt.step(lr);
+      gradNorm = (await norm.read())[0];
+      norm.dispose();
+    }
+    s.step++;
+    s.tokensSeen += tokens;
+    for (const [k, v] of Object.entries(skipped)) s.skipped[k] = (s.skipped[k] ?? 0) + v;
+    const now = performance.now();
+    const perStep = (now - t0) / 1000 / (s.step - stepsAtStart);
+    await hooks.onStep?.({
+      step: s.step, maxSteps, epoch: s.epoch, loss, lr, gradNorm, tokens, tokensPerSec: tokens / Math.max(1e-9, (now - ts) / 1000),
+      elapsedSec: (now - t0) / 1000, etaSec: perStep * (maxSteps - s.step), skipped, batches, empty: valid === 0,
+    });
+    if (opts.saveSteps > 0 && s.step % opts.saveSteps === 0 && s.step < maxSteps) await hooks.save?.(snapshot(), false);
+  }
+  await hooks.save?.(snapshot(), true);
+  return { ...snapshot(), stopped: false };
+}
