@@ -17,6 +17,7 @@ import { benches as sample } from '../src/kernels/sample/sample.bench';
 import { benches as rows } from '../src/kernels/rows/rows.bench';
 import { benches as model } from '../src/model/model.bench';
 import { benches as mas } from '../src/mas/mas.bench';
+import { benches as train } from '../src/train/train.bench';
 
 export const allBenches: BenchCase[] = [
   ...elementwise,
@@ -36,4 +37,5 @@ export const allBenches: BenchCase[] = [
   ...rows,
   ...model,
   ...mas,
+  ...train,
 ];

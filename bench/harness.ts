@@ -4,7 +4,7 @@
  * sync after each batch, doubling the batch until a minimum time has passed.
  */
 import type { Backend } from '../src/tensor/backend';
-import type { BenchCase, BenchSize } from '../src/testing/bench';
+import type { BenchCase, BenchRun, BenchSize } from '../src/testing/bench';
 
 export interface BenchOptions {
   size: BenchSize;
@@ -28,12 +28,22 @@ export interface BenchResult {
   gbps: number | null;
   /** Set only for cases that declare `tokens` per iteration. */
   tokensPerSec?: number | null;
+  /** Set only for cases that report peak device memory (bytes; NaN where the backend keeps no count). */
+  peakBytes?: number;
   error?: string;
 }
 
 export function selectCases(cases: readonly BenchCase[], filter?: string): BenchCase[] {
   const f = filter?.toLowerCase();
   return f ? cases.filter((c) => c.name.toLowerCase().includes(f)) : [...cases];
+}
+
+/** Runs `n` iterations; an async run (a training step) is awaited before the next, a sync one is not (no microtask per call). */
+async function iterate(run: BenchRun, n: number): Promise<void> {
+  for (let i = 0; i < n; i++) {
+    const p = run.run();
+    if (p instanceof Promise) await p;
+  }
 }
 
 /** Times one case on one backend. Throws what the case throws. */
@@ -44,7 +54,7 @@ export async function timeCase(backend: Backend, c: BenchCase, opts: BenchOption
   const maxIters = Math.max(1, opts.maxIters ?? 1000);
   const run = await c.setup(backend, opts.size);
   try {
-    for (let i = 0; i < warmup; i++) run.run();
+    await iterate(run, warmup);
     await backend.sync();
     let iters = 0;
     let elapsed = 0;
@@ -52,7 +62,7 @@ export async function timeCase(backend: Backend, c: BenchCase, opts: BenchOption
     // at least one batch, and on until the clock has measurably moved (browsers coarsen it)
     while (iters === 0 || ((elapsed < minMs || elapsed <= 0) && iters < maxIters)) {
       const t0 = performance.now();
-      for (let i = 0; i < n; i++) run.run();
+      await iterate(run, n);
       await backend.sync();
       elapsed += performance.now() - t0;
       iters += n;
@@ -68,6 +78,7 @@ export async function timeCase(backend: Backend, c: BenchCase, opts: BenchOption
       gflops: run.flops > 0 ? (run.flops * perSec) / 1e9 : null,
       gbps: run.bytes > 0 ? (run.bytes * perSec) / 1e9 : null,
       ...(run.tokens !== undefined && run.tokens > 0 ? { tokensPerSec: run.tokens * perSec } : {}),
+      ...(run.peakBytes ? { peakBytes: run.peakBytes() } : {}),
     };
   } finally {
     run.dispose();
@@ -98,14 +109,22 @@ export async function runBenches(
 
 const fmt = (v: number | null) => (v === null || !Number.isFinite(v) ? '-' : v >= 100 ? v.toFixed(0) : v.toPrecision(3));
 
-/** Plain-text table: name, ms/iter, GFLOP/s, GB/s, and tokens/s when a case declares tokens (errors in place of figures). */
+/**
+ * Plain-text table: name, ms/iter, GFLOP/s, GB/s, tokens/s when a case declares tokens, and peak MB when a
+ * case reports peak device memory (errors in place of figures).
+ */
 export function formatTable(results: readonly BenchResult[]): string {
   const withTokens = results.some((r) => r.tokensPerSec != null);
-  const head = ['case', 'ms/iter', 'GFLOP/s', 'GB/s', ...(withTokens ? ['tokens/s'] : [])];
+  const withPeak = results.some((r) => r.peakBytes !== undefined);
+  const head = ['case', 'ms/iter', 'GFLOP/s', 'GB/s', ...(withTokens ? ['tokens/s'] : []), ...(withPeak ? ['peak MB'] : [])];
   const rows = results.map((r) => {
     if (r.error) return { error: r.error.split('\n')[0], cells: [r.name] };
     const ms = r.msPerIter < 0.01 ? r.msPerIter.toExponential(2) : fmt(r.msPerIter);
-    return { error: null, cells: [r.name, ms, fmt(r.gflops), fmt(r.gbps), ...(withTokens ? [fmt(r.tokensPerSec ?? null)] : [])] };
+    const peak = r.peakBytes !== undefined ? r.peakBytes / 1e6 : null;
+    return {
+      error: null,
+      cells: [r.name, ms, fmt(r.gflops), fmt(r.gbps), ...(withTokens ? [fmt(r.tokensPerSec ?? null)] : []), ...(withPeak ? [fmt(peak)] : [])],
+    };
   });
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r.cells[i] ?? '').length)));
   const line = (cells: string[]) => cells.map((s, i) => (i === 0 ? s.padEnd(w[i]) : s.padStart(w[i]))).join('  ');

@@ -1,7 +1,7 @@
 /**
  * `npm run bench [-- --size tiny|full] [--filter <substring>] [--backend webgpu|cpu|all] [--min-ms N]`
  * Times every case of bench/all.ts on the WebGPU adapter Dawn finds (and/or the CPU backend) and
- * prints ms/iter, GFLOP/s, GB/s (and tokens/s for model cases).
+ * prints ms/iter, GFLOP/s, GB/s (and tokens/s for model cases, peak device MB for cases that track it).
  */
 import { spawnSync } from 'node:child_process';
 import { parseArgs } from 'node:util';

@@ -140,6 +140,21 @@ export class GpuContext {
     return this.pool.acquire(bytes, usage, label);
   }
 
+  /** High-water mark of the pool's bytes (live, awaiting submit, idle) since creation or resetPeak(). */
+  get peakBytes(): number {
+    return this.pool.peakBytes;
+  }
+
+  /**
+   * Submits pending work, destroys the pool's idle buffers and starts a new high-water mark from the
+   * bytes still live, so that a benchmark's peak is its own and not what earlier work left cached.
+   */
+  resetPeak() {
+    this.flush();
+    this.pool.trim();
+    this.pool.resetPeak();
+  }
+
   releaseBuffer(buf: GPUBuffer) {
     if (!this.lostError) this.pool.release(buf);
   }

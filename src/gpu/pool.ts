@@ -18,6 +18,10 @@ export class BufferPool {
   /** Bytes held by live (acquired) buffers and by idle ones in the free lists. */
   liveBytes = 0;
   idleBytes = 0;
+  /** Bytes of every buffer the pool has created and not destroyed: live, awaiting submit, or idle. */
+  allocatedBytes = 0;
+  /** High-water mark of allocatedBytes since creation or the last resetPeak() (benchmarks report it). */
+  peakBytes = 0;
 
   constructor(
     private device: GPUDevice,
@@ -34,6 +38,8 @@ export class BufferPool {
     else {
       buf = this.device.createBuffer({ size, usage, label });
       this.sizes.set(buf, { key });
+      this.allocatedBytes += size;
+      if (this.allocatedBytes > this.peakBytes) this.peakBytes = this.allocatedBytes;
     }
     this.liveBytes += size;
     return buf;
@@ -50,6 +56,7 @@ export class BufferPool {
       const meta = this.sizes.get(buf);
       if (!this.reuse || !meta) {
         buf.destroy();
+        if (meta) this.allocatedBytes -= buf.size;
         continue;
       }
       let list = this.free.get(meta.key);
@@ -64,6 +71,12 @@ export class BufferPool {
   trim() {
     for (const list of this.free.values()) for (const b of list) b.destroy();
     this.free.clear();
+    this.allocatedBytes -= this.idleBytes;
     this.idleBytes = 0;
+  }
+
+  /** Starts a new high-water mark from what is allocated now. */
+  resetPeak() {
+    this.peakBytes = this.allocatedBytes;
   }
 }

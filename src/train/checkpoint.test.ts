@@ -2,11 +2,14 @@
  * Checkpoints: save → load into freshly initialised links restores weights, AdamW moments and t exactly
  * (and a further AdamW step agrees bit for bit), trainer state and args round trip, the .pt/.safetensors
  * files read back through upstream's readLinkFile, a crash mid-save leaves the previous checkpoint
- * intact, and damaged checkpoints fail with named errors that name the file.
+ * intact, and damaged checkpoints fail with named errors that name the file. Saves into a save_dir root
+ * keep its checkpoint-<step> folders and other files, and a crash before each of the save's mutating
+ * calls (memory and node stores) loads as exactly the old or exactly the new checkpoint; listing and
+ * picking the checkpoint to resume from.
  */
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdamW } from '../autograd/ops/optim';
 import { CorruptCheckpoint, MissingCheckpoint, ShapeMismatch } from '../errors';
@@ -16,7 +19,7 @@ import { InnerLink, OuterLink } from '../mas/links';
 import { readLinkFile } from '../mas/upstream';
 import { CpuBackend } from '../tensor/cpu';
 import { Rng } from '../testing/rng';
-import { type CheckpointContent, type TrainerState, loadCheckpoint, saveCheckpoint } from './checkpoint';
+import { type CheckpointContent, type TrainerState, latestCheckpoint, listCheckpoints, loadCheckpoint, saveCheckpoint } from './checkpoint';
 import { type CheckpointStore, memoryStore, nodeStore } from './store';
 
 const cpu = new CpuBackend('f32');
@@ -219,4 +222,155 @@ describe('damaged checkpoints', () => {
     await expect(loadCheckpoint(mem, 'ck', outerLinks(9))).rejects.toThrow(/trainer_state\.json: .*field step = -1/);
     await expect(loadCheckpoint(mem, 'nothing-here', outerLinks(9))).rejects.toThrow(MissingCheckpoint);
   });
+});
+
+/** The store, except that its n-th mutating call (write, remove, rename) throws instead of running. */
+function crashAt(inner: CheckpointStore, n: number): CheckpointStore {
+  let calls = 0;
+  const tick = () => {
+    if (++calls === n) throw new Error(`simulated crash at call ${n}`);
+  };
+  return {
+    ...inner,
+    write: async (p, b) => (tick(), inner.write(p, b)),
+    remove: async (p) => (tick(), inner.remove(p)),
+    rename: async (f, t) => (tick(), inner.rename(f, t)),
+  };
+}
+
+const OLD_FILES = [
+  'optimizer.safetensors', 'outer_12.pt', 'outer_12.safetensors', 'outer_23.pt', 'outer_23.safetensors', 'outer_31.pt',
+  'outer_31.safetensors', 'outer_adapter_config.json', 'outerlink_config.json', 'train_args.json', 'trainer_state.json',
+];
+const NEW_FILES = [...OLD_FILES.filter((f) => f !== 'outer_adapter_config.json'), 'extra.json'].sort();
+const SIBLINGS = ['checkpoint-1', 'model.safetensors', 'notes'];
+/** Each store kind, made holding `files` (node: written with plain fs calls, no fsync, to keep the tests fast). */
+const stores = [
+  { name: 'memory', make: async (files = new Map<string, Uint8Array>()) => seedMemory(files) },
+  {
+    name: 'node',
+    async make(files = new Map<string, Uint8Array>()): Promise<CheckpointStore> {
+      const dir = await mkdtemp(join(root, 'st-'));
+      for (const [k, b] of files) {
+        await mkdir(dirname(join(dir, k)), { recursive: true });
+        await writeFile(join(dir, k), b);
+      }
+      return nodeStore(dir);
+    },
+  },
+];
+function seedMemory(files: Map<string, Uint8Array>): CheckpointStore {
+  const mem = memoryStore();
+  for (const [k, b] of files) mem.files.set(k, b.slice());
+  return mem;
+}
+
+/** A save_dir whose root holds a checkpoint (t = 1, step 2) next to a checkpoint-1 folder, a model file and notes/. */
+async function saveDirTemplate() {
+  const mem = memoryStore();
+  const a = outerLinks(1);
+  await train(a, 1, 5);
+  await saveCheckpoint(mem, 'checkpoint-1', content(a, 1, new Rng(2)));
+  await saveCheckpoint(mem, '', content(a, 1, new Rng(3)));
+  mem.files.set('model.safetensors', new Uint8Array([1, 2, 3]));
+  mem.files.set('notes/readme.txt', new Uint8Array([4]));
+  const old = await snapshot(a);
+  await train(a, 2, 6);
+  const newer: CheckpointContent = { ...content(a, 3, new Rng(4)), state: { ...state(new Rng(4)), step: 5 } };
+  newer.manifests = { 'outerlink_config.json': { format_version: 1, paradigm: 'sequential', adapters: [] }, 'extra.json': { n: 1 } };
+  return { mem, a, old, fresh: await snapshot(a), newer };
+}
+
+describe('checkpoint at the save_dir root', () => {
+  for (const { name, make } of stores) {
+    it(`${name}: a root save keeps checkpoint folders and other files, and removes stale checkpoint files`, async () => {
+      const t = await saveDirTemplate();
+      const store = await make(t.mem.files);
+      expect(await store.list('')).toEqual([...SIBLINGS, ...OLD_FILES].sort());
+      await saveCheckpoint(store, '.', t.newer);
+      expect(await store.list('')).toEqual([...SIBLINGS, ...NEW_FILES].sort());
+      expect(Array.from(await store.read('model.safetensors'))).toEqual([1, 2, 3]);
+      expect(Array.from(await store.read('notes/readme.txt'))).toEqual([4]);
+      const b = outerLinks(9);
+      const got = await loadCheckpoint(store, '', b);
+      expect([got.optimizerT, got.state.step]).toEqual([3, 5]);
+      expect(await snapshot(b)).toEqual(t.fresh);
+      const c = outerLinks(9);
+      expect((await loadCheckpoint(store, 'checkpoint-1', c)).state).toEqual(state(new Rng(2)));
+      expect(await snapshot(c)).toEqual(t.old);
+    });
+
+    it(`${name}: a root save that dies before any mutating call leaves the complete old or new checkpoint`, async () => {
+      const t = await saveDirTemplate();
+      const trial = async (n: number) => {
+        const store = await make(t.mem.files);
+        const ok = await saveCheckpoint(crashAt(store, n), '', t.newer).then(() => true, (e: Error) => {
+          expect(e.message).toBe(`simulated crash at call ${n}`);
+          return false;
+        });
+        const b = outerLinks(70 + n);
+        const got = await loadCheckpoint(store, '', b);
+        const isNew = got.optimizerT === 3;
+        expect(await snapshot(b)).toEqual(isNew ? t.fresh : t.old);
+        expect(got.state).toEqual(isNew ? t.newer.state : state(new Rng(3)));
+        expect(got.args).toEqual(t.newer.args);
+        expect(await store.list('')).toEqual([...SIBLINGS, ...(isNew ? NEW_FILES : OLD_FILES)].sort());
+        if (!isNew) for (const f of OLD_FILES) expect(await store.read(f), f).toEqual(t.mem.files.get(f));
+        expect(Array.from(await store.read('model.safetensors'))).toEqual([1, 2, 3]);
+        expect((await loadCheckpoint(store, 'checkpoint-1', outerLinks(9))).optimizerT).toBe(1);
+        return ok ? 'saved' : isNew ? 'new' : 'old';
+      };
+      // every crash point in parallel (independent stores); the save has 26 mutating calls, so n = 27 succeeds
+      const got = await Promise.all(Array.from({ length: 28 }, (_, i) => trial(i + 1)));
+      // crashes before the 11 staged writes and the journal roll back; before the 11 renames, the stale
+      // removal, the staging removal and the journal removal roll forward
+      expect(got).toEqual([...Array(12).fill('old'), ...Array(14).fill('new'), 'saved', 'saved']);
+    });
+  }
+});
+
+describe('listCheckpoints / latestCheckpoint', () => {
+  const at = (step: number, rngSeed = 3): CheckpointContent => ({ ...content(outerLinks(1), 1, new Rng(rngSeed)), state: { ...state(new Rng(rngSeed)), step } });
+
+  for (const { name, make } of stores) {
+    it(`${name}: complete checkpoint-<step> folders by step, the root last when newest or tied`, async () => {
+      const store = await make();
+      expect(await listCheckpoints(store, 'runs/x')).toEqual([]);
+      await expect(latestCheckpoint(store, 'runs/x')).rejects.toThrow(MissingCheckpoint);
+      await expect(latestCheckpoint(store, 'runs/x')).rejects.toThrow(/no complete checkpoint in runs\/x/);
+      for (const s of [10, 2, 5, 8]) await saveCheckpoint(store, `runs/x/checkpoint-${s}`, at(s));
+      await store.remove('runs/x/checkpoint-8/optimizer.safetensors'); // damaged: not listed
+      await store.write('runs/x/checkpoint-12/.ckpt-staging/trainer_state.json', new Uint8Array([1])); // unfinished first save
+      await store.write('runs/x/checkpoint-x/trainer_state.json', new Uint8Array([1]));
+      await store.write('runs/x/model.bin', new Uint8Array([1]));
+      const folders = [2, 5, 10].map((s) => ({ step: s, dir: `runs/x/checkpoint-${s}` }));
+      expect(await listCheckpoints(store, 'runs/x/')).toEqual(folders);
+      expect(await latestCheckpoint(store, 'runs/x')).toEqual({ step: 10, dir: 'runs/x/checkpoint-10' });
+
+      await saveCheckpoint(store, 'runs/x', at(4));
+      expect(await listCheckpoints(store, 'runs/x')).toEqual([folders[0], { step: 4, dir: 'runs/x' }, ...folders.slice(1)]);
+      expect((await latestCheckpoint(store, 'runs/x')).dir).toBe('runs/x/checkpoint-10');
+      await saveCheckpoint(store, 'runs/x', at(10));
+      expect((await listCheckpoints(store, 'runs/x')).map((c) => c.dir)).toEqual([...folders.map((f) => f.dir), 'runs/x']);
+      expect(await latestCheckpoint(store, 'runs/x')).toEqual({ step: 10, dir: 'runs/x' });
+      // --resume pointing at one checkpoint folder
+      expect(await latestCheckpoint(store, 'runs/x/checkpoint-5')).toEqual({ step: 5, dir: 'runs/x/checkpoint-5' });
+      expect(await store.exists('runs/x/checkpoint-12/.ckpt-staging')).toBe(true); // listing changed nothing
+    });
+
+    it(`${name}: the store root as save_dir, and a root save interrupted before and after its commit point`, async () => {
+      const t = await saveDirTemplate(); // root: step 2; checkpoint-1: step 2 (its trainer state)
+      const files = [...t.mem.files.keys()].filter((k) => !k.includes('/')).length;
+      for (const [n, step] of [[files, 2], [files + 4, 5]] as const) {
+        const store = await make(t.mem.files);
+        await expect(saveCheckpoint(crashAt(store, n), '', t.newer)).rejects.toThrow(/simulated crash/);
+        const before = await store.list('');
+        expect(await listCheckpoints(store, '.')).toEqual([{ step: 1, dir: 'checkpoint-1' }, { step, dir: '' }]);
+        expect(await store.list('')).toEqual(before); // read-only: the interrupted commit is still there
+        expect(before).toContain('.ckpt-staging');
+        expect((await loadCheckpoint(store, (await latestCheckpoint(store, '')).dir, outerLinks(9))).state.step).toBe(step);
+        expect(await store.list('')).not.toContain('.ckpt-staging');
+      }
+    });
+  }
 });

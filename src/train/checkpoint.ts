@@ -6,14 +6,18 @@
  * (`optimizer.safetensors`: `<key>.m`, `<key>.v`, each the link's parameters packed in FlatParams entry
  * order without alignment padding; AdamW's t in the metadata) and `trainer_state.json`.
  *
- * Saving writes everything into `<dir>.tmp`, trainer_state.json last, then swaps the folder in
- * (store.ts protocol), so a crash leaves the previous checkpoint or the new one, never a mix.
+ * Saving is one journaled commit (store.ts protocol): every file is staged in `<dir>/.ckpt-staging/`,
+ * the journal is the commit point, then the files are renamed into place and files of the previous
+ * checkpoint that the new one lacks (trainer_state.json `files`) are removed. `dir` may be the store
+ * root or a folder with other contents (upstream's `--save_dir` holds the final checkpoint at its top
+ * and `checkpoint-<step>/` folders inside); nothing else in it is touched. A crash at any point leaves
+ * the previous checkpoint or the new one after recoverCheckpoint (which load and save run first).
  */
 import { CorruptCheckpoint, MissingCheckpoint, RmasError, ShapeMismatch } from '../errors';
 import { parseHeader, writeSafetensors } from '../formats/safetensors';
 import type { InnerLink, LinkStateDict, OuterLink } from '../mas/links';
 import { linkFileBytes, parseLinkBytes } from '../mas/upstream';
-import { type CheckpointStore, recoverCheckpoint } from './store';
+import { type CheckpointStore, JOURNAL_FILE, STAGING_DIR, beginCommit, folderPath, inFolder, pendingCommit, recoverCheckpoint } from './store';
 
 export interface TrainerState {
   step: number;
@@ -79,7 +83,7 @@ function checkContent(c: CheckpointContent) {
   if (!c.links.size) throw bad('no links to save');
   for (const k of c.links.keys()) if (!KEY_RE.test(k)) throw bad(`link key '${k}' is not a plain file stem`);
   if (!isCount(c.optimizerT)) throw bad(`optimizer t ${c.optimizerT} is not a non-negative integer`);
-  const ours = new Set([OPTIMIZER_FILE, TRAINER_STATE_FILE, TRAIN_ARGS_FILE, ...[...c.links.keys()].flatMap((k) => [`${k}.pt`, `${k}.safetensors`])]);
+  const ours = new Set([JOURNAL_FILE, OPTIMIZER_FILE, TRAINER_STATE_FILE, TRAIN_ARGS_FILE, ...[...c.links.keys()].flatMap((k) => [`${k}.pt`, `${k}.safetensors`])]);
   for (const name of Object.keys(c.manifests)) {
     if (!/^[^/\\]+\.json$/.test(name) || ours.has(name)) throw bad(`manifest name '${name}' must be a .json file name not used by the checkpoint itself`);
   }
@@ -95,31 +99,49 @@ function checkState(s: unknown, where: string): asserts s is TrainerState {
   if (!('rng' in s)) throw fail('has no rng field');
 }
 
-/** Saves a checkpoint folder atomically; .pt in f32 unless `ptDtype` is 'bf16' (upstream's release dtype). */
+/** The file names a checkpoint's trainer_state.json says it consists of (older ones: derived from its links). */
+function filesOf(top: unknown): string[] {
+  if (!isObj(top)) return [];
+  if (Array.isArray(top.files) && top.files.every((f) => typeof f === 'string')) return top.files as string[];
+  const links = Array.isArray(top.links) ? top.links.map(String).filter((k) => KEY_RE.test(k)) : [];
+  return [...links.flatMap((k) => [`${k}.safetensors`, `${k}.pt`]), OPTIMIZER_FILE, TRAIN_ARGS_FILE, TRAINER_STATE_FILE];
+}
+
+/**
+ * Saves a checkpoint into `dir` (a checkpoint-N folder or the save_dir root, other contents kept) as one
+ * atomic commit; .pt in f32 unless `ptDtype` is 'bf16' (upstream's release dtype).
+ */
 export async function saveCheckpoint(store: CheckpointStore, dir: string, c: CheckpointContent, opts: { ptDtype?: 'bf16' | 'f32' } = {}): Promise<void> {
   checkContent(c);
   const ptDtype = opts.ptDtype ?? 'f32';
-  await recoverCheckpoint(store, dir);
-  const tmp = `${dir.replace(/\/+$/, '')}.tmp`;
-  await store.remove(tmp);
+  const d = folderPath(dir);
+  const tx = await beginCommit(store, d); // recovers an interrupted save first
+  const stPath = inFolder(d, TRAINER_STATE_FILE);
+  const previous = (await store.exists(stPath)) ? filesOf(await store.read(stPath).then((b) => parseJson(b, stPath)).catch(() => null)) : [];
 
+  const files: string[] = [];
+  const put = async (name: string, bytes: Uint8Array) => {
+    files.push(name);
+    await tx.put(name, bytes);
+  };
   const moments: [string, { dtype: 'F32'; shape: number[]; bytes: Uint8Array }][] = [];
   for (const [key, link] of c.links) {
     const sd = await link.stateDict();
-    await store.write(`${tmp}/${key}.safetensors`, linkFileBytes(sd, 'safetensors', 'f32'));
-    await store.write(`${tmp}/${key}.pt`, linkFileBytes(sd, 'pt', ptDtype));
+    await put(`${key}.safetensors`, linkFileBytes(sd, 'safetensors', 'f32'));
+    await put(`${key}.pt`, linkFileBytes(sd, 'pt', ptDtype));
     for (const part of ['m', 'v'] as const) {
       const flat = pack(link, await link.params.export(part));
       moments.push([`${key}.${part}`, { dtype: 'F32', shape: [flat.length], bytes: new Uint8Array(flat.buffer, flat.byteOffset, flat.byteLength) }]);
     }
   }
   const meta = { format_version: String(FORMAT_VERSION), t: String(c.optimizerT), links: [...c.links.keys()].join(',') };
-  await store.write(`${tmp}/${OPTIMIZER_FILE}`, writeSafetensors(moments, meta));
-  for (const [name, body] of Object.entries(c.manifests)) await store.write(`${tmp}/${name}`, json(body));
-  await store.write(`${tmp}/${TRAIN_ARGS_FILE}`, json(c.args));
-  // last: its presence marks a complete folder
-  await store.write(`${tmp}/${TRAINER_STATE_FILE}`, json({ format_version: FORMAT_VERSION, kind: c.kind, links: [...c.links.keys()], state: c.state }));
-  await store.rename(tmp, dir);
+  await put(OPTIMIZER_FILE, writeSafetensors(moments, meta));
+  for (const [name, body] of Object.entries(c.manifests)) await put(name, json(body));
+  await put(TRAIN_ARGS_FILE, json(c.args));
+  files.push(TRAINER_STATE_FILE); // renamed in last
+  await tx.put(TRAINER_STATE_FILE, json({ format_version: FORMAT_VERSION, kind: c.kind, links: [...c.links.keys()], files, state: c.state }));
+  const plain = (f: string) => /^[^/\\]+$/.test(f) && !['.', '..', STAGING_DIR, JOURNAL_FILE].includes(f);
+  await tx.commit(previous.filter((f) => plain(f) && !files.includes(f)));
 }
 
 /** Re-raises a named error with the file in front, so the user knows which file to replace. */
@@ -162,19 +184,19 @@ function checkAgainst(link: AnyLink, sd: LinkStateDict, file: string) {
 
 /**
  * Loads weights, AdamW moments and t into the given links (same keys and sizes) and returns the trainer
- * state and args. Everything is read and checked before any link changes. Finishes an interrupted swap first.
+ * state and args. Everything is read and checked before any link changes. Finishes or undoes an interrupted save first.
  */
 export async function loadCheckpoint(
   store: CheckpointStore,
   dir: string,
   links: ReadonlyMap<string, AnyLink>,
 ): Promise<{ optimizerT: number; state: TrainerState; args: Record<string, unknown> }> {
-  await recoverCheckpoint(store, dir);
-  const d = dir.replace(/\/+$/, '');
-  if (!(await store.exists(`${d}/${TRAINER_STATE_FILE}`))) {
-    throw new MissingCheckpoint(`no checkpoint at ${d} (no ${TRAINER_STATE_FILE}); start without --resume or point to a checkpoint folder`);
+  const d = folderPath(dir);
+  await recoverCheckpoint(store, d);
+  const stFile = inFolder(d, TRAINER_STATE_FILE);
+  if (!(await store.exists(stFile))) {
+    throw new MissingCheckpoint(`no checkpoint at ${d || 'the store root'} (no ${TRAINER_STATE_FILE}); start without --resume or point to a checkpoint folder`);
   }
-  const stFile = `${d}/${TRAINER_STATE_FILE}`;
   const top = parseJson(await store.read(stFile), stFile);
   if (!isObj(top) || top.format_version !== FORMAT_VERSION || !Array.isArray(top.links)) {
     throw new CorruptCheckpoint(`${stFile}: not a format_version ${FORMAT_VERSION} trainer state with a links list; resume from a checkpoint this trainer wrote`);
@@ -182,15 +204,15 @@ export async function loadCheckpoint(
   const saved = (top.links as unknown[]).map(String);
   const have = [...links.keys()];
   if (saved.length !== have.length || saved.some((k) => !links.has(k))) {
-    throw new CorruptCheckpoint(`${d} holds links ${saved.join(', ')} but this run trains ${have.join(', ')}; resume with the same style and stage`);
+    throw new CorruptCheckpoint(`${d || 'the store root'} holds links ${saved.join(', ')} but this run trains ${have.join(', ')}; resume with the same style and stage`);
   }
   inFile(stFile, () => checkState(top.state, 'loadCheckpoint'));
 
-  const argsFile = `${d}/${TRAIN_ARGS_FILE}`;
+  const argsFile = inFolder(d, TRAIN_ARGS_FILE);
   const args = parseJson(await store.read(argsFile), argsFile);
   if (!isObj(args)) throw new CorruptCheckpoint(`${argsFile} does not hold a JSON object; the checkpoint is damaged`);
 
-  const optFile = `${d}/${OPTIMIZER_FILE}`;
+  const optFile = inFolder(d, OPTIMIZER_FILE);
   const optBytes = await store.read(optFile);
   const moments = inFile(optFile, () => parseLinkBytes(optBytes, optFile));
   const t = Number(readMetadataT(optBytes, optFile));
@@ -198,7 +220,7 @@ export async function loadCheckpoint(
 
   const plan: { link: AnyLink; sd: LinkStateDict; m: Map<string, Float32Array>; v: Map<string, Float32Array> }[] = [];
   for (const [key, link] of links) {
-    const file = `${d}/${key}.safetensors`;
+    const file = inFolder(d, `${key}.safetensors`);
     const bytes = await store.read(file);
     const sd = inFile(file, () => parseLinkBytes(bytes, file));
     checkAgainst(link, sd, file);
@@ -224,4 +246,61 @@ export async function loadCheckpoint(
 function readMetadataT(bytes: Uint8Array, file: string): string | undefined {
   const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
   return parseHeader(file, bytes.subarray(8, 8 + n), bytes.length - 8 - n).metadata.t;
+}
+
+// ------------------------------------------------------------------------------------ listing
+
+const STEP_DIR = /^checkpoint-(\d+)$/;
+
+/**
+ * The step of the checkpoint in `d` if it is complete — after an interrupted commit is finished, so
+ * the answer matches what load will see — else null. Reads only; changes nothing.
+ */
+async function completeStep(store: CheckpointStore, d: string): Promise<number | null> {
+  try {
+    const j = await pendingCommit(store, d);
+    const where = async (name: string): Promise<string | null> => {
+      if (j?.remove.includes(name)) return null;
+      const staged = inFolder(d, `${STAGING_DIR}/${name}`);
+      if (j?.write.includes(name) && (await store.exists(staged))) return staged;
+      return (await store.exists(inFolder(d, name))) ? inFolder(d, name) : null;
+    };
+    const st = await where(TRAINER_STATE_FILE);
+    if (!st) return null;
+    const top = parseJson(await store.read(st), st);
+    if (!isObj(top) || top.format_version !== FORMAT_VERSION || !isObj(top.state) || !isCount(top.state.step)) return null;
+    for (const f of filesOf(top)) if (!(await where(f))) return null;
+    return top.state.step as number;
+  } catch (e) {
+    if (e instanceof RmasError) return null;
+    throw e;
+  }
+}
+
+/**
+ * The complete checkpoints under a save_dir: its `checkpoint-<step>` folders (step from the name) and,
+ * if it holds one at its top, the folder itself (step from its trainer state), oldest first; on a tie
+ * the top comes last. Reads only: an interrupted save counts as load will see it after recovery.
+ */
+export async function listCheckpoints(store: CheckpointStore, dir: string): Promise<{ step: number; dir: string }[]> {
+  const d = folderPath(dir);
+  const out: { step: number; dir: string; top: boolean }[] = [];
+  for (const name of await store.list(d)) {
+    const m = STEP_DIR.exec(name);
+    if (!m || !Number.isSafeInteger(Number(m[1]))) continue;
+    if ((await completeStep(store, inFolder(d, name))) !== null) out.push({ step: Number(m[1]), dir: inFolder(d, name), top: false });
+  }
+  const top = await completeStep(store, d);
+  if (top !== null) out.push({ step: top, dir: d, top: true });
+  out.sort((a, b) => a.step - b.step || Number(a.top) - Number(b.top));
+  return out.map(({ step, dir: at }) => ({ step, dir: at }));
+}
+
+/** The checkpoint `--resume DIR` continues from: the newest complete one (listCheckpoints' last). */
+export async function latestCheckpoint(store: CheckpointStore, dir: string): Promise<{ step: number; dir: string }> {
+  const all = await listCheckpoints(store, dir);
+  if (!all.length) {
+    throw new MissingCheckpoint(`no complete checkpoint in ${folderPath(dir) || 'the store root'} or its checkpoint-<step> folders; start without --resume or point to a save_dir`);
+  }
+  return all[all.length - 1];
 }

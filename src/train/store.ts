@@ -3,16 +3,24 @@
  * files in Node and IndexedDB in the browser. Paths are '/'-separated and relative to the store root
  * (leading and trailing '/' ignored); '.', '..' and empty segments are refused.
  *
- * Folder swap protocol (nodeStore.rename of a folder onto an existing folder, which POSIX cannot do in
- * one step):
- *   1. rename `to` aside to `to.old-<n>`;
- *   2. rename `from` to `to`;
- *   3. remove `to.old-<n>`.
- * A crash can leave: after 1, `to` absent with `to.old-*` beside it (and `from` still there); after 2,
- * a stale `to.old-*`. recoverCheckpoint(store, dir) repairs both for the checkpoint convention where
- * `from` is `<dir>.tmp`, which is complete before step 1 starts (saveCheckpoint writes every file first).
+ * Checkpoint commit protocol (journaled; used for every checkpoint folder, including the store root
+ * and folders that hold other files or `checkpoint-<step>/` subfolders, which are never touched):
+ *   1. recover (below), then write each new file to `<dir>/.ckpt-staging/<name>`;
+ *   2. write the journal `<dir>/.ckpt-commit.json` = {format_version, write: [names], remove: [names]}
+ *      in one atomic store.write: THE COMMIT POINT;
+ *   3. rename each staged file over `<dir>/<name>` (file over file: one atomic step each);
+ *   4. remove the `remove` names (files of the previous checkpoint the new one does not have);
+ *   5. remove `.ckpt-staging/`, then the journal.
+ * recoverCheckpoint(dir): a journal present → redo 3–5 (each step is idempotent) → the new checkpoint;
+ * no journal but a staging folder → delete it → the previous checkpoint, whose files were never touched.
+ * One writer per folder at a time is assumed.
+ *
+ * Folder swap (nodeStore.rename of a folder onto an existing folder, which POSIX cannot do in one step;
+ * the checkpoint code no longer needs it): 1. rename `to` aside to `to.old-<n>`; 2. rename `from` to
+ * `to`; 3. remove `to.old-<n>`. recoverFolderRename(store, to) repairs a crash inside it when `from` was
+ * `<to>.tmp` and complete before step 1.
  */
-import { InvalidArgument, MissingCheckpoint } from '../errors';
+import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../errors';
 
 export interface CheckpointStore {
   write(path: string, bytes: Uint8Array): Promise<void>;
@@ -191,21 +199,125 @@ export function nodeStore(root: string): CheckpointStore {
   };
 }
 
+// ------------------------------------------------------------------------------------ journaled commit
+
+export const STAGING_DIR = '.ckpt-staging';
+export const JOURNAL_FILE = '.ckpt-commit.json';
+const JOURNAL_VERSION = 1;
+
+/** A checkpoint folder path: '', '.', './' and '/' are the store root (returned as ''). */
+export function folderPath(dir: string): string {
+  const s = String(dir).replace(/^\/+|\/+$/g, '').replace(/^(\.\/)+/, '');
+  return s === '.' ? '' : clean(s, true);
+}
+/** `name` inside folder `d` ('' = root). */
+export const inFolder = (d: string, name: string) => (d ? `${d}/${name}` : name);
+
+const plainName = (n: unknown): n is string => typeof n === 'string' && /^[^/\\]+$/.test(n) && n !== '.' && n !== '..' && n !== STAGING_DIR && n !== JOURNAL_FILE;
+
+export interface Journal {
+  write: string[];
+  remove: string[];
+}
+
+/** The journal of an interrupted commit in `dir`, or null if none; CorruptCheckpoint if unreadable. */
+export async function pendingCommit(store: CheckpointStore, dir: string): Promise<Journal | null> {
+  const path = inFolder(folderPath(dir), JOURNAL_FILE);
+  if (!(await store.exists(path))) return null;
+  let j: unknown;
+  try {
+    j = JSON.parse(new TextDecoder().decode(await store.read(path)));
+  } catch {
+    j = null;
+  }
+  const o = j as Record<string, unknown> | null;
+  const ok = (v: unknown): v is string[] => Array.isArray(v) && v.every(plainName);
+  if (!o || typeof o !== 'object' || o.format_version !== JOURNAL_VERSION || !ok(o.write) || !ok(o.remove)) {
+    throw new CorruptCheckpoint(`${path} is not a version ${JOURNAL_VERSION} commit journal; delete it and ${inFolder(folderPath(dir), STAGING_DIR)} by hand, then check that the checkpoint loads`);
+  }
+  return { write: o.write, remove: o.remove };
+}
+
+/** Steps 3–5 of the protocol; safe to repeat after a crash at any point inside it. */
+async function applyJournal(store: CheckpointStore, d: string, j: Journal) {
+  for (const name of j.write) {
+    const staged = inFolder(d, `${STAGING_DIR}/${name}`);
+    if (await store.exists(staged)) await store.rename(staged, inFolder(d, name));
+    else if (!(await store.exists(inFolder(d, name)))) {
+      throw new CorruptCheckpoint(`${inFolder(d, name)} was committed but is neither staged nor in place; the checkpoint in ${d || 'the store root'} is damaged, resume from another one`);
+    }
+  }
+  for (const name of j.remove) await store.remove(inFolder(d, name));
+  await store.remove(inFolder(d, STAGING_DIR));
+  await store.remove(inFolder(d, JOURNAL_FILE));
+}
+
+export interface FileCommit {
+  /** Stages one file (a plain name) of the new checkpoint. */
+  put(name: string, bytes: Uint8Array): Promise<void>;
+  /** Commits every staged file and removes `remove` (names not staged); nothing in the folder changes before this. */
+  commit(remove?: Iterable<string>): Promise<void>;
+}
+
+/** Starts a journaled multi-file commit into `dir` (recovering an interrupted one first). */
+export async function beginCommit(store: CheckpointStore, dir: string): Promise<FileCommit> {
+  const d = folderPath(dir);
+  await recoverCheckpoint(store, d);
+  const staged: string[] = [];
+  let done = false;
+  return {
+    async put(name, bytes) {
+      if (done) throw new InvalidArgument('this commit is finished; begin a new one');
+      if (!plainName(name)) throw new InvalidArgument(`checkpoint file name '${name}' must be a plain file name other than ${STAGING_DIR} and ${JOURNAL_FILE}`);
+      await store.write(inFolder(d, `${STAGING_DIR}/${name}`), bytes);
+      if (!staged.includes(name)) staged.push(name);
+    },
+    async commit(remove = []) {
+      if (done) throw new InvalidArgument('this commit is finished; begin a new one');
+      done = true;
+      const gone = [...new Set(remove)].filter((n) => !staged.includes(n));
+      const bad = gone.filter((n) => !plainName(n));
+      if (bad.length) throw new InvalidArgument(`files to remove (${bad.join(', ')}) must be plain file names in the folder`);
+      const j: Journal = { write: staged, remove: gone };
+      await store.write(inFolder(d, JOURNAL_FILE), new TextEncoder().encode(`${JSON.stringify({ format_version: JOURNAL_VERSION, ...j })}\n`));
+      await applyJournal(store, d, j);
+    },
+  };
+}
+
 // ------------------------------------------------------------------------------------ recovery
 
 export type RecoveryOutcome = 'intact' | 'rolled-forward' | 'rolled-back' | 'none';
 
 /**
- * Finishes or undoes a folder swap of `<dir>.tmp` onto `dir` that a crash interrupted, and clears
- * leftovers, so that `dir` is absent or one complete checkpoint:
- * - `dir` present: stale `dir.old-*` and an unfinished `dir.tmp` (a save that never reached the swap)
- *   are removed → 'intact'.
- * - `dir` absent, `dir.old-*` present: the swap had started, so `dir.tmp` was complete; it is renamed
- *   in ('rolled-forward'); without it the newest aside copy is put back ('rolled-back').
- * - neither: a first save that never finished; its `dir.tmp` is removed → 'none'.
+ * Finishes (journal present: 'rolled-forward') or undoes (staging only: 'rolled-back') a commit into
+ * `dir` that a crash interrupted; 'intact' if there was nothing to do, 'none' if the folder is empty.
+ * A sub-folder left empty by a rolled-back first save is removed.
  */
 export async function recoverCheckpoint(store: CheckpointStore, dir: string): Promise<RecoveryOutcome> {
-  const d = clean(dir);
+  const d = folderPath(dir);
+  const names = await store.list(d);
+  const j = names.includes(JOURNAL_FILE) ? await pendingCommit(store, d) : null;
+  if (j) {
+    await applyJournal(store, d, j);
+    return 'rolled-forward';
+  }
+  if (names.includes(STAGING_DIR)) {
+    await store.remove(inFolder(d, STAGING_DIR));
+    if (d && !(await store.list(d)).length) await store.remove(d);
+    return 'rolled-back';
+  }
+  return names.length ? 'intact' : 'none';
+}
+
+/**
+ * Finishes or undoes a folder swap of `<to>.tmp` onto `to` (store.rename of folders) that a crash
+ * interrupted: `to` present → stale `to.old-*` and `to.tmp` removed ('intact'); `to` absent with an
+ * aside copy → `to.tmp` renamed in ('rolled-forward') or, without it, the newest aside copy put back
+ * ('rolled-back'); neither → `to.tmp` removed ('none').
+ */
+export async function recoverFolderRename(store: CheckpointStore, to: string): Promise<RecoveryOutcome> {
+  const d = clean(to);
   const name = baseOf(d);
   const parent = parentOf(d);
   const at = (n: string) => (parent ? `${parent}/${n}` : n);
