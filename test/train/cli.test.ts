@@ -1,0 +1,138 @@
+/**
+ * `rmas train-inner` / `rmas train-outer` in-process (trainCmd, as bin/rmas.js runs it) on the tiny
+ * models: upstream's save_dir layout and manifests, --log_jsonl and --dump_batches hold exactly what was
+ * trained on, --resume continues to the same bytes as an uninterrupted run, a trained outer-links folder
+ * is what `rmas ask --ckpt_override outer=DIR` reads, and bad input gets named errors.
+ */
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { SafetensorsFile } from '../../src/formats/safetensors';
+import { fileSource } from '../../src/formats/sources';
+import { readLinkFile } from '../../src/mas/upstream';
+import { trainCmd } from '../../src/runner/train';
+import type { TrainArgs } from '../../src/runner/train-args';
+import { CpuBackend } from '../../src/tensor/cpu';
+import { loadTokenizerFromDir } from '../../src/tokenizer';
+import { innerExample } from '../../src/train/data';
+import { overridesFor, runAsk } from '../mas/ask-util';
+import { arithmeticRows } from './fixtures';
+
+const tmp = mkdtempSync(join(tmpdir(), 'rmas-train-cli-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+const rowsFile = join(tmp, 'rows.jsonl');
+const rows = arithmeticRows(6);
+writeFileSync(rowsFile, rows.map((r) => JSON.stringify(r)).join('\n'));
+
+async function train(kind: 'inner' | 'outer', a: TrainArgs) {
+  let out = '';
+  let err = '';
+  try {
+    await trainCmd(kind, a, async () => new CpuBackend('f32'), { out: (s) => (out += s), err: (s) => (err += s), tty: false });
+    return { out, err, error: null as Error | null };
+  } catch (e) {
+    return { out, err, error: e as Error };
+  }
+}
+
+const innerArgs = (save: string, extra: TrainArgs = {}): TrainArgs => ({
+  model_name_or_path: 'models/tiny/qwen3-tiny', mas_design: 'sequential', mas_role: 'planner', dataset_name: rowsFile, save_dir: save,
+  max_steps: '4', batch_size: '2', adapter_lr: '1e-2', warmup_steps: '1', seed: '3', ...extra,
+});
+
+async function tensors(path: string) {
+  const f = await SafetensorsFile.open(fileSource(path));
+  const out = new Map<string, { shape: number[]; values: number[] }>();
+  for (const n of f.names()) {
+    const t = await f.read(n);
+    out.set(n, { shape: [...t.shape], values: Array.from(new Int32Array(t.bytes.slice().buffer)) });
+  }
+  await f.close();
+  return out;
+}
+
+describe('rmas train-inner', () => {
+  it('writes upstream\'s layout, a log per step and the exact batches it trained on', async () => {
+    const save = join(tmp, 'inner');
+    const r = await train('inner', innerArgs(save, { save_steps: '2', log_jsonl: join(tmp, 'inner.jsonl'), dump_batches: join(tmp, 'inner-dump') }));
+    expect(r.error).toBeNull();
+    expect(readdirSync(save).sort()).toEqual(['adapter.pt', 'adapter.safetensors', 'adapter_config.json', 'checkpoint-2', 'optimizer.safetensors', 'train_args.json', 'trainer_state.json']);
+    expect(JSON.parse(readFileSync(join(save, 'adapter_config.json'), 'utf8'))).toEqual({ adapter_type: 'ln_res_adapter' });
+    const args = JSON.parse(readFileSync(join(save, 'train_args.json'), 'utf8')) as Record<string, unknown>;
+    expect([args.command, args.mas_role, args.adapter_lr]).toEqual(['train-inner', 'planner', '1e-2']);
+    // the .pt (f32) and the safetensors hold the same values under upstream's keys
+    const pt = await readLinkFile(join(save, 'adapter.pt'));
+    const st = await readLinkFile(join(save, 'adapter.safetensors'));
+    expect([...pt.keys()]).toEqual(['pre_ln.weight', 'pre_ln.bias', 'proj1.weight', 'proj1.bias', 'proj2.weight', 'proj2.bias', 'post_ln.weight', 'post_ln.bias']);
+    for (const [k, t] of pt) expect(Array.from(t.data)).toEqual(Array.from(st.get(k)!.data));
+
+    const log = readFileSync(join(tmp, 'inner.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; loss: number; lr: number; batches: number[][] });
+    expect(log.map((l) => l.step)).toEqual([1, 2, 3, 4]);
+    expect(log[0].lr).toBe(0); // the first optimizer step runs at warm-up factor 0
+    const tok = await loadTokenizerFromDir('models/tiny/qwen3-tiny');
+    for (const l of log) {
+      const d = await tensors(join(tmp, 'inner-dump', `step-${l.step}.safetensors`));
+      const [B, T] = d.get('input_ids')!.shape;
+      expect(B).toBe(2);
+      for (const [b, i] of l.batches[0].entries()) {
+        const ex = innerExample(tok, 'chain', 'planner', 'first', rows[i], { task: 'math', maxLength: 2048 });
+        if ('skip' in ex) throw new Error(ex.skip);
+        const row = (name: string) => d.get(name)!.values.slice(b * T, (b + 1) * T);
+        const pad = T - ex.ids.length;
+        expect(row('input_ids').slice(pad)).toEqual(ex.ids);
+        expect(row('loss_mask').slice(pad)).toEqual(ex.lossMask);
+        expect(row('attention_mask')).toEqual([...Array(pad).fill(0), ...Array(ex.ids.length).fill(1)]);
+      }
+    }
+  });
+
+  it('--resume continues to the same bytes as an uninterrupted run', async () => {
+    const straight = join(tmp, 'straight');
+    expect((await train('inner', innerArgs(straight))).error).toBeNull();
+    const part = join(tmp, 'part');
+    expect((await train('inner', innerArgs(part, { max_steps: '4', save_steps: '2' }))).error).toBeNull();
+    // resume from the periodic checkpoint-2 of the second run
+    const resumeFrom = join(part, 'checkpoint-2');
+    const cont = join(tmp, 'cont');
+    const r = await train('inner', innerArgs(cont, { resume: resumeFrom }));
+    expect(r.error).toBeNull();
+    expect(r.err).toContain('at step 2');
+    for (const f of ['adapter.safetensors', 'optimizer.safetensors']) expect(readFileSync(join(cont, f)).equals(readFileSync(join(straight, f))), f).toBe(true);
+  });
+
+  it('bad input gets named errors', async () => {
+    expect((await train('inner', innerArgs(join(tmp, 'x'), { mas_role: 'poet' }))).error?.message).toMatch(/no trainable role 'poet'.*planner, critic, solver/);
+    expect((await train('inner', { ...innerArgs(join(tmp, 'x')), save_dir: undefined })).error?.name).toBe('UsageError');
+    expect((await train('inner', innerArgs(join(tmp, 'x'), { dataset_name: join(tmp, 'nope.json') }))).error?.name).toBe('InvalidArgument');
+    expect((await train('inner', innerArgs(join(tmp, 'x'), { enable_thinking: '1' }))).error?.message).toContain('--enable_thinking 1 is not supported');
+    expect((await train('inner', innerArgs(join(tmp, 'x'), { model_name_or_path: join(tmp, 'no-model') }))).error?.name).toBe('MissingCheckpoint');
+  });
+});
+
+describe('rmas train-outer', () => {
+  it('trains a sequential system\'s outer links into a folder rmas ask reads; dumps stage segments and label positions', async () => {
+    const sys = await overridesFor('sequential_light', join(tmp, 'sys'));
+    const dir = (role: string) => sys.find((s) => s.startsWith(`${role}=`))!.split('=')[1];
+    const save = join(tmp, 'outer');
+    const r = await train('outer', {
+      style: 'sequential', agent1_model_name_or_path: dir('planner'), agent2_model_name_or_path: dir('critic'), agent3_model_name_or_path: dir('solver'),
+      dataset_name: rowsFile, save_dir: save, max_steps: '2', num_recursive_rounds: '2', max_latent_tokens: '4', outer_lr: '1e-2', dump_batches: join(tmp, 'outer-dump'),
+    });
+    expect(r.error).toBeNull();
+    expect(readdirSync(save).filter((f) => f.endsWith('.pt')).sort()).toEqual(['outer_12.pt', 'outer_23.pt', 'outer_31.pt']);
+    const cfg = JSON.parse(readFileSync(join(save, 'outer_adapter_config.json'), 'utf8')) as Record<string, unknown>;
+    expect([cfg.outer_12_in_dim, cfg.outer_12_out_dim, cfg.outer_23_out_dim, cfg.outer_31_in_dim, cfg.num_recursive_rounds]).toEqual([48, 64, 32, 32, 2]);
+    const d = await tensors(join(tmp, 'outer-dump', 'step-1.safetensors'));
+    const critic = (k: string) => d.get(`sample0.round1.critic.${k}`)!;
+    expect(critic('slot_lens').values).toEqual([4]);
+    const T = critic('ids.0').shape[0] + 4 + critic('ids.1').shape[0] + critic('target').shape[0];
+    expect(critic('label_positions').values).toEqual(Array.from({ length: critic('target').shape[0] }, (_, k) => T - critic('target').shape[0] + k));
+    expect([...d.keys()].filter((k) => k.startsWith('sample0.round2.planner.')).sort())
+      .toEqual(['ids.0', 'ids.1', 'label_positions', 'slot_lens', 'target'].map((k) => `sample0.round2.planner.${k}`));
+
+    const asked = await runAsk({ style: 'sequential_light', question: 'What is 2 + 2?', ckpt_override: [...sys.filter((s) => !s.startsWith('outer=')), `outer=${save}`], latent_length: '2', greedy: true, max_new_tokens: '3', num_recursive_rounds: '1', json: true }, new CpuBackend('f32'));
+    expect(asked.error).toBeNull();
+    expect(asked.err).toContain(`outer links: loading ${save}`);
+  });
+});
