@@ -77,7 +77,7 @@ export async function outerSampleStep(
         // left-truncate the first piece when the whole stage is too long (upstream: left truncation)
         const fixed = ex.pieces.slice(1).reduce((n, p) => n + p.length, 0) + incoming.reduce((n, l) => n + l.shape[0], 0) + ex.target.length;
         const first = ex.pieces[0];
-        if (fixed > opts.maxLength || (fixed === opts.maxLength && first.length > 0 && ex.pieces.length === 1)) return `sequence_too_long:${st.role} round ${st.round + 1} needs ${fixed} positions beyond its prompt, over --max_length ${opts.maxLength}`;
+        if (fixed > opts.maxLength) return `sequence_too_long:${st.role} round ${st.round + 1} needs ${fixed} positions beyond its prompt, over --max_length ${opts.maxLength}`;
         const cut = Math.max(0, first.length + fixed - opts.maxLength);
         const pieces = [first.slice(cut), ...ex.pieces.slice(1)];
         const embed = (ids: readonly number[]) => noGrad(() => model.embed(be.fromValues(ids, [ids.length], 'i32')));
