@@ -6,3 +6,4 @@ export * from './decoder';
 export * from './generate';
 export * from './gguf';
 export * from './dir';
+export * from './url';

@@ -9,3 +9,4 @@ export {
 } from './tokenizer.ts';
 export { loadTokenizerFromDir } from './dir.ts';
 export { renderChat, renderWithSlots, splitAtSlots, type RenderedPrompt } from './slots.ts';
+export { loadTokenizerFromUrl } from './url.ts';
