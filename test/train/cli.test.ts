@@ -101,6 +101,15 @@ describe('rmas train-inner', () => {
     for (const f of ['adapter.safetensors', 'optimizer.safetensors']) expect(readFileSync(join(cont, f)).equals(readFileSync(join(straight, f))), f).toBe(true);
   });
 
+  it('--init_adapter starts from given weights (a torch-saved bf16 .pt); lr 0 keeps them', async () => {
+    const save = join(tmp, 'init');
+    const r = await train('inner', innerArgs(save, { init_adapter: 'test/golden/tiny-mas/planner-inner.pt', adapter_lr: '0', max_steps: '1' }));
+    expect(r.error).toBeNull();
+    const want = await readLinkFile('test/golden/tiny-mas/planner-inner.pt');
+    const got = await readLinkFile(join(save, 'adapter.safetensors'));
+    for (const [k, t] of want) expect(Array.from(got.get(k)!.data), k).toEqual(Array.from(t.data));
+  });
+
   it('bad input gets named errors', async () => {
     expect((await train('inner', innerArgs(join(tmp, 'x'), { mas_role: 'poet' }))).error?.message).toMatch(/no trainable role 'poet'.*planner, critic, solver/);
     expect((await train('inner', { ...innerArgs(join(tmp, 'x')), save_dir: undefined })).error?.name).toBe('UsageError');
@@ -131,6 +140,17 @@ describe('rmas train-outer', () => {
     expect([...d.keys()].filter((k) => k.startsWith('sample0.round2.planner.')).sort())
       .toEqual(['ids.0', 'ids.1', 'label_positions', 'slot_lens', 'target'].map((k) => `sample0.round2.planner.${k}`));
 
+    // --init_outer continues from that folder: with lr 0 the links come back unchanged
+    const again = join(tmp, 'outer-again');
+    const r2 = await train('outer', {
+      style: 'sequential', agent1_model_name_or_path: dir('planner'), agent2_model_name_or_path: dir('critic'), agent3_model_name_or_path: dir('solver'),
+      dataset_name: rowsFile, save_dir: again, max_steps: '1', num_recursive_rounds: '1', outer_lr: '0', init_outer: save,
+    });
+    expect(r2.error).toBeNull();
+    for (const k of ['outer_12', 'outer_23', 'outer_31']) {
+      const [a, b] = [await readLinkFile(join(save, `${k}.safetensors`)), await readLinkFile(join(again, `${k}.safetensors`))];
+      for (const [n, t] of a) expect(Array.from(b.get(n)!.data), `${k} ${n}`).toEqual(Array.from(t.data));
+    }
     const asked = await runAsk({ style: 'sequential_light', question: 'What is 2 + 2?', ckpt_override: [...sys.filter((s) => !s.startsWith('outer=')), `outer=${save}`], latent_length: '2', greedy: true, max_new_tokens: '3', num_recursive_rounds: '1', json: true }, new CpuBackend('f32'));
     expect(asked.error).toBeNull();
     expect(asked.err).toContain(`outer links: loading ${save}`);
