@@ -58,3 +58,9 @@ export class MissingCheckpoint extends named('MissingCheckpoint') {}
 export class PromptSlotMissing extends named('PromptSlotMissing') {}
 /** The caller cancelled the run (AbortSignal); nothing stored was changed. */
 export class Cancelled extends named('Cancelled') {}
+/** Browser storage (IndexedDB) is full; the message says how much is needed and what can be deleted. Nothing stored was changed. */
+export class QuotaExceeded extends named('QuotaExceeded') {}
+/** A download failed, was interrupted or did not match its expected size/hash; what was stored before is intact. */
+export class DownloadFailed extends named('DownloadFailed') {}
+/** The engine worker died (crash, out of memory, unresponsive) and was restarted; calls in flight were lost, stored data is intact. */
+export class EngineRestarted extends named('EngineRestarted') {}

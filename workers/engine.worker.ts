@@ -12,7 +12,8 @@ import { newRng, parityObservers } from '../src/testing/parity';
 import { InvalidArgument } from '../src/errors';
 import type { CheckpointStore } from '../src/train/store';
 import { cpuChecks } from './cpu-checks';
-import type { BenchResult, EngineApi, SelfTestEvent, TrainEvent, TrainRequest, TrainResult } from './protocol';
+import { createPlaygroundApi } from './engine-api';
+import type { BenchResult, EngineApi, PlaygroundApi, SelfTestEvent, TrainEvent, TrainRequest, TrainResult } from './protocol';
 
 let device: Promise<WebGpuBackend> | null = null;
 
@@ -327,4 +328,15 @@ const api: EngineApi = {
   },
 };
 
-expose(api);
+/** Systems and ask (engine-api.ts); the offline tiny system's manifest is found under the app's base URL. */
+const playground = createPlaygroundApi({
+  async backend(want) {
+    if (want === 'cpu') return { backend: new CpuBackend('f32') };
+    const g = await gpuOrReason();
+    return g.gpu ? { backend: g.gpu } : { backend: new CpuBackend('f32'), reason: `no WebGPU (${g.reason}); running on the CPU backend` };
+  },
+  appBase: new URL(import.meta.env?.BASE_URL ?? '/', self.location.origin).href,
+});
+const { dispose: _dispose, ...playgroundCalls } = playground;
+
+expose({ ...api, ...playgroundCalls } satisfies EngineApi & PlaygroundApi);

@@ -116,3 +116,96 @@ export interface EngineApi {
   /** The latest checkpoint of a run as files (name → bytes, transferred), e.g. to keep in IndexedDB or export. */
   checkpointFiles(runId: string): Promise<Record<string, Uint8Array>>;
 }
+
+// ------------------------------------------------------------------------------------- systems and ask
+
+/** A file of a system: a URL (the served app, the Hugging Face hub) or bytes the page already holds (IndexedDB, an upload). */
+export type FileRef = string | Uint8Array;
+
+/**
+ * A RecursiveMAS system the worker can load: a registry style (src/mas/styles.ts) or the offline
+ * 'tiny_sequential' one, with a Hugging Face-layout model folder per role (by base URL; files are read
+ * through the model cache of src/store), each role's inner link, and the outer links by key.
+ */
+export interface SystemSpec {
+  style: string;
+  /** innerType: the inner link's adapter_type (default ln_res_adapter; `adapter` and `res_adapter` share keys). */
+  roles: Record<string, { model: string; innerLink?: FileRef; innerType?: string }>;
+  outer?: Record<string, FileRef>;
+  /** Outer link types by key (default outer_ln_res_adapter). */
+  outerTypes?: Record<string, string>;
+  /** For messages and the UI: where the system came from ('offline tiny', 'released', a checkpoint name). */
+  label?: string;
+}
+
+/** Progress of loading a system and asking it, as one discriminated union (transformers.js style). */
+export type EngineEvent =
+  | { type: 'initiate'; file: string }
+  | { type: 'download'; file: string; loaded: number; total: number }
+  | { type: 'compile'; what: string }
+  | { type: 'ready'; backend: 'webgpu' | 'cpu'; reason?: string; seconds: number }
+  | {
+      type: 'stage';
+      index: number;
+      /** 1-based. */
+      round: number;
+      role: string;
+      state: 'running' | 'done';
+      decode: boolean;
+      /** Latent steps rolled out (done, latent stages). */
+      latents?: number;
+      seconds?: number;
+      /** For each outer link applied: per latent, its norm and the receiving model's LM-head top tokens. */
+      messages?: LatentMessage[];
+    }
+  | { type: 'token'; role: string; text: string }
+  | { type: 'done'; result: AskResultView }
+  | { type: 'error'; name: string; message: string };
+
+export interface LatentMessage {
+  link: string;
+  to: string;
+  norms: number[];
+  /** top[i] = the k most likely tokens (text, probability) for latent i. */
+  top: { token: string; prob: number }[][];
+}
+
+export interface AskRequest {
+  system: SystemSpec;
+  question: string;
+  mode: 'latent' | 'text';
+  rounds?: number;
+  latentSteps?: number;
+  sampling?: { greedy?: boolean; temperature?: number; topP?: number; topK?: number; seed?: number };
+  maxNewTokens?: number;
+  task?: 'math' | 'choice' | 'code';
+  backend?: 'webgpu' | 'cpu';
+  /** The answer-retry stage when the text has no final answer (default true, as rmas ask without --no_ans). */
+  answerRetry?: boolean;
+}
+
+export interface AskResultView {
+  answer: string;
+  text: string;
+  tokens: number;
+  latentSteps: number;
+  seconds: number;
+  rounds: number;
+  mode: 'latent' | 'text';
+  prefillTokensPerSec: number;
+  decodeTokensPerSec: number;
+}
+
+/** Calls added for the playground (issue 6); implemented by workers/engine-api.ts. */
+export interface PlaygroundApi {
+  /** Loads (or reuses, when the spec is unchanged) a system; events cover downloads and compilation. */
+  loadSystem(spec: SystemSpec, onEvent: (e: EngineEvent) => void, opts?: { backend?: 'webgpu' | 'cpu'; callId?: string }): Promise<{ roles: Record<string, { hidden: number; family: string; layers: number }> }>;
+  /** One question; stage, token and done events stream through onEvent. */
+  ask(req: AskRequest, onEvent: (e: EngineEvent) => void, opts?: { callId?: string }): Promise<AskResultView>;
+  /** Cancels a long call (loadSystem, ask, train) by the callId it was given; the call rejects with Cancelled. */
+  cancel(callId: string): Promise<void>;
+  /** The offline tiny system's spec (served with the app), or null if this build has none. */
+  offlineSystem(): Promise<SystemSpec | null>;
+  /** Answers at once; the page's watchdog (src/ui/engine.ts) restarts a worker that stops answering. */
+  ping(): Promise<'pong'>;
+}

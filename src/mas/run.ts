@@ -91,6 +91,9 @@ export interface AskResult {
   retried: boolean;
   toolCalls: { tool: string; body: string; result: string }[];
   stages: { round: number; role: string; seconds: number; tokens: number }[];
+  /** generate()'s figures for the final agent's decode (absent with tools, whose decode is several calls). */
+  prefillTokensPerSec?: number;
+  decodeTokensPerSec?: number;
 }
 
 const skip = (tok: Agent['tokenizer'], ids: readonly number[]) => tok.decode(ids, { skipSpecialTokens: true });
@@ -171,14 +174,20 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
         if (st.decode || mode === 'text') {
           const final = st.decode;
           const budget = final ? opts.maxNewTokens : opts.stageMaxNewTokens ?? opts.maxNewTokens;
-          const out = final && style.tools
+          const out: { ids: number[]; text: string; prefillTokensPerSec?: number; decodeTokensPerSec?: number } = final && style.tools
             ? await decodeWithTools(agent, pieces, budget, opts, result)
             : await decode(agent, pieces, budget, opts, final);
           rec.generatedIds = out.ids;
           rec.text = out.text;
           result.tokens += out.ids.length;
           for (const key of st.linksOut) texts.set(key, out.text);
-          if (final) result.text = out.text;
+          if (final) {
+            result.text = out.text;
+            if (out.prefillTokensPerSec !== undefined) {
+              result.prefillTokensPerSec = out.prefillTokensPerSec;
+              result.decodeTokensPerSec = out.decodeTokensPerSec;
+            }
+          }
         } else {
           H = await latentRollout(agent.decoder, agent.inner!, pieces, m, { signal, what: `${st.role} rollout, round ${st.round + 1}` });
           result.latentSteps += m;
@@ -234,7 +243,7 @@ async function decode(agent: Agent, pieces: Piece[], maxNewTokens: number, opts:
       signal: opts.signal, ...(stream ? { onToken: (id: number) => opts.onToken?.(agent.role, id) } : {}), ...(stop ? { stop } : {}),
     });
     checkCancelled(opts.signal, `${agent.role} decoding`);
-    return { ids: r.tokens, text: skip(agent.tokenizer, r.tokens), stoppedBy: r.stoppedBy };
+    return { ids: r.tokens, text: skip(agent.tokenizer, r.tokens), stoppedBy: r.stoppedBy, prefillTokensPerSec: r.prefillTokensPerSec, decodeTokensPerSec: r.decodeTokensPerSec };
   } finally {
     for (const e of embeds) if (!pieces.includes(e)) e.dispose(); // ids became new tensors; latents stay
   }

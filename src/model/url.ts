@@ -4,7 +4,7 @@
  */
 import { CorruptCheckpoint, MissingCheckpoint } from '../errors';
 import { openCheckpoint } from '../formats/safetensors-sharded';
-import { type UrlSourceOptions, isNotFound, readAll, urlSource } from '../formats/sources';
+import { type ByteSource, type UrlSourceOptions, isNotFound, readAll, urlSource } from '../formats/sources';
 import type { Backend } from '../tensor/backend';
 import { parseDecoderConfig } from './config';
 import { Decoder } from './decoder';
@@ -38,11 +38,20 @@ export function modelFetch(inner: typeof fetch = globalThis.fetch.bind(globalThi
   };
 }
 
+export interface UrlLoadOptions extends UrlSourceOptions {
+  /**
+   * How a file name of the folder becomes a source (e.g. the model cache's `opener(root)`, so that a worker
+   * reads through IndexedDB); default: urlSource with Range requests. A missing file must raise a
+   * CorruptCheckpoint that `isNotFound` recognizes.
+   */
+  open?: (file: string) => ByteSource;
+}
+
 /** Fetches a whole small file of a model folder (config or tokenizer JSON); undefined on 404 when `optional`. */
-export async function fetchModelFile(base: string, file: string, opts: UrlSourceOptions & { optional?: boolean } = {}): Promise<Uint8Array | undefined> {
+export async function fetchModelFile(base: string, file: string, opts: UrlLoadOptions & { optional?: boolean } = {}): Promise<Uint8Array | undefined> {
   const url = new URL(file, folderUrl(base)).href;
   try {
-    return await readAll(urlSource(url, { ...opts, fetch: modelFetch(opts.fetch) }));
+    return await readAll(opts.open ? opts.open(file) : urlSource(url, { ...opts, fetch: modelFetch(opts.fetch) }));
   } catch (e) {
     if (isNotFound(e) && opts.optional) return undefined;
     throw e;
@@ -53,7 +62,7 @@ export async function fetchModelFile(base: string, file: string, opts: UrlSource
 export async function loadDecoderFromUrl(
   base: string,
   backend: Backend,
-  opts: LoadOptions & UrlSourceOptions & { what?: string } = {},
+  opts: LoadOptions & UrlLoadOptions & { what?: string } = {},
 ): Promise<Decoder> {
   const root = folderUrl(base);
   const configUrl = `${root}config.json`;

@@ -1,6 +1,6 @@
 /** Loading a tokenizer from a Hugging Face model folder served over HTTP (the browser path; no node:fs). */
 import { CorruptCheckpoint, TokenizerError } from '../errors.ts';
-import { isNotFound, readAll, urlSource } from '../formats/sources.ts';
+import { type ByteSource, isNotFound, readAll, urlSource } from '../formats/sources.ts';
 import { modelFetch } from '../model/url.ts';
 import { loadTokenizer, parseJsonFile, type Tokenizer } from './tokenizer.ts';
 
@@ -8,7 +8,10 @@ import { loadTokenizer, parseJsonFile, type Tokenizer } from './tokenizer.ts';
  * Fetches tokenizer.json (required), tokenizer_config.json and the chat template (chat_template.jinja,
  * else chat_template.json, else tokenizer_config's; optional: a 404 is fine) from the folder URL `base`.
  */
-export async function loadTokenizerFromUrl(base: string, opts: { fetch?: typeof fetch; headers?: Record<string, string> } = {}): Promise<Tokenizer> {
+export async function loadTokenizerFromUrl(
+  base: string,
+  opts: { fetch?: typeof fetch; headers?: Record<string, string>; open?: (file: string) => ByteSource } = {},
+): Promise<Tokenizer> {
   const here = (globalThis as { location?: { href: string } }).location?.href;
   let root: string;
   try {
@@ -18,7 +21,8 @@ export async function loadTokenizerFromUrl(base: string, opts: { fetch?: typeof 
   }
   const get = async (file: string, optional: boolean): Promise<Uint8Array | undefined> => {
     try {
-      return await readAll(urlSource(root + file, { ...opts, fetch: modelFetch(opts.fetch) }));
+      // `open` (e.g. the model cache's opener) reads the folder's files another way; default: HTTP.
+      return await readAll(opts.open ? opts.open(file) : urlSource(root + file, { ...opts, fetch: modelFetch(opts.fetch) }));
     } catch (e) {
       if (optional && isNotFound(e)) return undefined;
       if (!(e instanceof CorruptCheckpoint)) throw e;

@@ -1,0 +1,171 @@
+/**
+ * Loading a RecursiveMAS system from a SystemSpec without node:fs (the worker's path, also usable in Node):
+ * each role's model folder by URL (loadDecoderFromUrl / loadTokenizerFromUrl), its generation_config.json,
+ * and the links from URLs or bytes. Every link is checked against the hidden sizes of the agents it joins,
+ * as the Node loader (system.ts) does. All reads go through one fetch, which reports initiate/download events
+ * and honours the abort signal; `fetchFile` replaces the network (a store-backed cache, files on disk in tests).
+ */
+import { Cancelled, InvalidArgument, ShapeMismatch } from '../errors';
+import { parseGenerationConfig } from '../model/generate';
+import { fetchModelFile, folderUrl, loadDecoderFromUrl } from '../model/url';
+import { isNotFound } from '../formats/sources';
+import type { Backend } from '../tensor/backend';
+import { loadTokenizerFromUrl } from '../tokenizer/url';
+import { InnerLink, OuterLink, type LinkStateDict } from './links';
+import { getStyle } from './styles';
+import type { Agent, MasSystem } from './system';
+import { parseLinkBytes } from './upstream';
+import type { EngineEvent, SystemSpec } from '../../workers/protocol';
+
+export interface LoadSpecOptions {
+  onEvent?: (e: EngineEvent) => void;
+  signal?: AbortSignal;
+  /** Whole-file reads in place of the network: bytes, or null where the file does not exist (→ 404). */
+  fetchFile?: (url: string, signal?: AbortSignal) => Promise<Uint8Array | null>;
+  /** Load inner and outer links (false: text mode only). Default true. */
+  links?: boolean;
+}
+
+const DEFAULT_INNER_TYPE = 'ln_res_adapter';
+const DEFAULT_OUTER_TYPE = 'outer_ln_res_adapter';
+
+const urlOf = (input: RequestInfo | URL) => (typeof input === 'string' ? input : input instanceof URL ? input.href : input.url);
+
+function throwIfAborted(signal: AbortSignal | undefined, what: string) {
+  if (signal?.aborted) throw new Cancelled(`loading the system was cancelled during ${what}; nothing was kept`);
+}
+
+/**
+ * A fetch that emits 'initiate' on the first request of a URL and 'download' as body bytes arrive (summed over
+ * the Range reads of one file; total from Content-Range or Content-Length), passing `signal` on.
+ */
+export function progressFetch(opts: LoadSpecOptions): typeof fetch {
+  const emit = opts.onEvent ?? (() => {});
+  const seen = new Map<string, { loaded: number; total: number }>();
+  const base: typeof fetch = opts.fetchFile
+    ? async (input, init) => {
+      const bytes = await opts.fetchFile!(urlOf(input), opts.signal);
+      if (!bytes) return new Response(null, { status: 404, statusText: 'Not Found' });
+      if ((init?.method ?? 'GET') === 'HEAD') return new Response(null, { status: 200, headers: { 'content-length': String(bytes.byteLength) } });
+      return new Response(bytes as BodyInit, { status: 200, headers: { 'content-length': String(bytes.byteLength), 'content-type': 'application/octet-stream' } });
+    }
+    : (input, init) => globalThis.fetch(input, { ...init, ...(opts.signal ? { signal: opts.signal } : {}) });
+  return async (input, init) => {
+    throwIfAborted(opts.signal, urlOf(input));
+    const url = urlOf(input);
+    const file = url.replace(/^[a-z]+:\/\/[^/]*/i, '');
+    let res: Response;
+    try {
+      res = await base(input, init);
+    } catch (e) {
+      throwIfAborted(opts.signal, url);
+      throw e;
+    }
+    if (!res.ok || !res.body || (init?.method ?? 'GET') === 'HEAD') return res;
+    let st = seen.get(url);
+    const cr = /\/(\d+)\s*$/.exec(res.headers.get('content-range') ?? '');
+    const total = cr ? Number(cr[1]) : Number(res.headers.get('content-length') ?? 0);
+    if (!st) {
+      st = { loaded: 0, total };
+      seen.set(url, st);
+      emit({ type: 'initiate', file });
+    }
+    const s = st;
+    const counted = res.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, ctl) {
+        s.loaded += chunk.byteLength;
+        emit({ type: 'download', file, loaded: s.loaded, total: Math.max(s.total, s.loaded) });
+        ctl.enqueue(chunk);
+      },
+    }));
+    return new Response(counted, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+}
+
+/** Bytes of a link given by URL (relative to `base`) or already held. */
+async function linkBytes(ref: string | Uint8Array, fetcher: typeof fetch, base: string | undefined, what: string): Promise<Uint8Array> {
+  if (typeof ref !== 'string') return ref;
+  const url = base ? new URL(ref, base).href : folderUrl(ref).replace(/\/$/, '');
+  const bytes = await fetchModelFile(url.replace(/[^/]*$/, ''), url.replace(/^.*\//, ''), { fetch: fetcher });
+  if (!bytes) throw new InvalidArgument(`${what}: ${url} is empty`);
+  return bytes;
+}
+
+/** Turns a link's state-dict mismatch into a ShapeMismatch that names the link and both sizes. */
+function checkedLink<T>(make: () => T, link: string, want: string): T {
+  try {
+    return make();
+  } catch (e) {
+    if (e instanceof ShapeMismatch) throw new ShapeMismatch(`${link} does not fit its agents (${want}): ${e.message}; give links trained for these models`);
+    throw e;
+  }
+}
+
+/** The shape of a link's first weight matrix, for messages. */
+const firstShape = (s: LinkStateDict) => [...s.values()][0]?.shape.join('×') ?? '?';
+
+/** A MasSystem (the same shape as system.ts returns, so ask() runs on it) from a SystemSpec. */
+export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opts: LoadSpecOptions = {}): Promise<MasSystem> {
+  const style = getStyle(spec.style);
+  const withLinks = opts.links ?? true;
+  const emit = opts.onEvent ?? (() => {});
+  const fetcher = progressFetch(opts);
+  for (const k of Object.keys(spec.roles ?? {})) {
+    if (!style.roles.some((r) => r.key === k)) throw new InvalidArgument(`system spec: style ${style.name} has no role '${k}'; its roles are ${style.roles.map((r) => r.key).join(', ')}`);
+  }
+  const agents = new Map<string, Agent>();
+  const outer = new Map<string, OuterLink>();
+  const dispose = () => {
+    for (const a of agents.values()) { a.decoder.dispose(); a.inner?.dispose(); }
+    for (const l of outer.values()) l.dispose();
+    agents.clear();
+    outer.clear();
+  };
+  try {
+    for (const role of style.roles) {
+      const r = spec.roles?.[role.key];
+      if (!r?.model) throw new InvalidArgument(`system spec: role ${role.key} of ${style.name} needs model, the URL of its model folder`);
+      throwIfAborted(opts.signal, `role ${role.key}`);
+      const root = folderUrl(r.model);
+      const decoder = await loadDecoderFromUrl(root, backend, { fetch: fetcher, what: `role ${role.key}` });
+      const agent: Agent = { role: role.key, source: root, dir: root, decoder, tokenizer: null!, inner: null, generation: { sampling: { greedy: true }, eosTokenIds: [] } };
+      agents.set(role.key, agent);
+      agent.tokenizer = await loadTokenizerFromUrl(root, { fetch: fetcher });
+      let gen: Uint8Array | undefined;
+      try {
+        gen = await fetchModelFile(root, 'generation_config.json', { fetch: fetcher, optional: true });
+      } catch (e) {
+        if (!isNotFound(e)) throw e;
+      }
+      agent.generation = parseGenerationConfig(gen ? new TextDecoder().decode(gen) : null, [...decoder.config.eosTokenIds, ...agent.tokenizer.eosTokenIds], `${root}generation_config.json`);
+      emit({ type: 'compile', what: `${role.key} (${decoder.config.hidden}-wide, ${decoder.config.layers} layers)` });
+      if (withLinks) {
+        if (r.innerLink === undefined) throw new InvalidArgument(`system spec: role ${role.key} has no innerLink; latent mode needs one (or ask in text mode)`);
+        const name = `${role.key} inner link`;
+        const state = parseLinkBytes(await linkBytes(r.innerLink, fetcher, undefined, name), name);
+        const d = decoder.config.hidden;
+        agent.inner = checkedLink(() => InnerLink.fromStateDict(backend, state, { type: r.innerType ?? DEFAULT_INNER_TYPE, d, name }),
+          `${name} (weights ${firstShape(state)})`, `${role.key} has hidden size ${d}`).freeze();
+      }
+    }
+    if (withLinks) {
+      for (const l of style.links) {
+        const ref = spec.outer?.[l.key];
+        if (ref === undefined) throw new InvalidArgument(`system spec: outer link ${l.key} (${l.from} → ${l.to}) is missing; ${style.name} needs ${style.links.map((x) => x.key).join(', ')}`);
+        throwIfAborted(opts.signal, `outer link ${l.key}`);
+        const name = `outer link ${l.key} (${l.from} → ${l.to})`;
+        const state = parseLinkBytes(await linkBytes(ref, fetcher, undefined, name), name);
+        const dIn = agents.get(l.from)!.decoder.config.hidden;
+        const dOut = agents.get(l.to)!.decoder.config.hidden;
+        const link = checkedLink(() => OuterLink.fromStateDict(backend, state, { type: spec.outerTypes?.[l.key] ?? DEFAULT_OUTER_TYPE, dIn, dOut, name }),
+          `${name} (weights ${firstShape(state)})`, `${l.from} has hidden size ${dIn}, ${l.to} has ${dOut}`);
+        outer.set(l.key, link.freeze());
+      }
+    }
+  } catch (e) {
+    dispose();
+    if (opts.signal?.aborted && !(e instanceof Cancelled)) throw new Cancelled(`loading the system was cancelled (${(e as Error).message}); nothing was kept`);
+    throw e;
+  }
+  return { style, agents, outer, backend, adapterTask: null, dispose };
+}

@@ -1,0 +1,159 @@
+// The model cache's logic in Node, over an in-memory Kv and a scripted server: chunking, resume with Range,
+// cancellation, size/hash checks, corrupted chunks, quota. The browser test repeats the main paths on IndexedDB.
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { isNotFound } from '../formats/sources';
+import { type Kv, Sha256, memoryKv, modelCache, sha256Hex } from './models';
+
+const data = Uint8Array.from({ length: 10_000 }, (_, i) => (i * 7919 + 13) % 251);
+const hexOf = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+const URL0 = 'https://example.test/m/model.safetensors';
+
+interface Call { url: string; range: string | null }
+/** A server for `body` at every URL but /missing; `cutAt` ends the body with an error after that many bytes (first response only). */
+function server(body: Uint8Array, o: { ranges?: boolean; cutAt?: number; onCut?: () => void; piece?: number } = {}) {
+  const calls: Call[] = [];
+  let cut = o.cutAt;
+  const fetchFn = (async (input: RequestInfo | URL, init?: RequestInit) => {
+    const url = String(input);
+    const range = new Headers(init?.headers).get('range');
+    calls.push({ url, range });
+    if (url.endsWith('/missing')) return new Response('<html>', { status: 200, headers: { 'content-type': 'text/html' } });
+    let start = 0;
+    const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
+    let status = 200;
+    if (range && o.ranges !== false) {
+      start = Number(/bytes=(\d+)-/.exec(range)![1]);
+      status = 206;
+      headers['content-range'] = `bytes ${start}-${body.byteLength - 1}/${body.byteLength}`;
+    }
+    const rest = body.subarray(start);
+    headers['content-length'] = String(rest.byteLength);
+    const piece = o.piece ?? 700;
+    let at = 0;
+    const limit = cut;
+    cut = undefined;
+    const stream = new ReadableStream<Uint8Array>({
+      pull(c) {
+        if (init?.signal?.aborted) return c.error(new DOMException('aborted', 'AbortError'));
+        if (limit !== undefined && at >= limit) {
+          o.onCut?.();
+          return c.error(init?.signal?.aborted ? new DOMException('aborted', 'AbortError') : new TypeError('network error'));
+        }
+        if (at >= rest.byteLength) return c.close();
+        const n = Math.min(piece, rest.byteLength - at, limit !== undefined ? limit - at : Infinity);
+        c.enqueue(rest.slice(at, at + n));
+        at += n;
+      },
+    });
+    return new Response(stream, { status, headers });
+  }) as typeof fetch;
+  return { fetch: fetchFn, calls };
+}
+
+describe('Sha256 (incremental)', () => {
+  it('equals node:crypto for lengths around block edges, fed in uneven pieces', () => {
+    for (const n of [0, 1, 55, 56, 63, 64, 65, 119, 120, 1000, 10_000]) {
+      const h = new Sha256();
+      for (let i = 0; i < n; i += 37) h.update(data.subarray(i, Math.min(n, i + 37)));
+      expect(h.hex(), `${n}`).toBe(hexOf(data.subarray(0, n)));
+    }
+    expect(new Sha256().update(new TextEncoder().encode('abc')).hex()).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+  });
+});
+
+describe('modelCache (memory Kv)', () => {
+  it('downloads in chunks with progress, then serves from the cache without fetching', async () => {
+    const kv = memoryKv();
+    const s = server(data);
+    const cache = modelCache({ kv, fetch: s.fetch, chunkBytes: 4096 });
+    const seen: [number, number][] = [];
+    const src = await cache.source(URL0, { onProgress: (l, t) => seen.push([l, t]), sha256: hexOf(data), expectedSize: 10_000 });
+    expect(seen[0]).toEqual([0, 10_000]);
+    expect(seen.at(-1)).toEqual([10_000, 10_000]);
+    expect(seen.every(([l], i) => i === 0 || l > seen[i - 1][0])).toBe(true);
+    expect([...kv.map.keys()].filter((k) => k.startsWith('c|')).map((k) => (kv.map.get(k) as Uint8Array).byteLength)).toEqual([4096, 4096, 1808]);
+    expect(await src.read(4000, 200)).toEqual(data.slice(4000, 4200));
+    const again = await modelCache({ kv, fetch: s.fetch }).bytes(URL0);
+    expect(again).toEqual(data);
+    expect(s.calls.length).toBe(1);
+    expect(await cache.list()).toEqual([{ url: URL0, bytes: 10_000, size: 10_000, complete: true, storedAt: expect.any(Number) }]);
+  });
+
+  it('resumes a cancelled download with Range from the last whole chunk', async () => {
+    const kv = memoryKv();
+    const ac = new AbortController();
+    const s = server(data, { cutAt: 9000, onCut: () => ac.abort() });
+    const cache = modelCache({ kv, fetch: s.fetch, chunkBytes: 4096 });
+    const err = await cache.source(URL0, { signal: ac.signal }).catch((e: Error) => e);
+    expect(err).toMatchObject({ name: 'Cancelled' });
+    expect((err as Error).message).toMatch(/8192 bytes are kept: load again to resume/);
+    expect(await cache.list()).toEqual([expect.objectContaining({ bytes: 8192, complete: false, size: 10_000 })]);
+    const seen: number[] = [];
+    expect(await cache.bytes(URL0, { onProgress: (l) => seen.push(l), sha256: hexOf(data) })).toEqual(data);
+    expect(s.calls.map((c) => c.range)).toEqual([null, 'bytes=8192-']);
+    expect(seen[0]).toBe(8192);
+  });
+
+  it('a broken connection is DownloadFailed and resumable; a server without ranges starts over', async () => {
+    const kv = memoryKv();
+    const s = server(data, { cutAt: 5000, ranges: false });
+    const cache = modelCache({ kv, fetch: s.fetch, chunkBytes: 4096 });
+    const err = await cache.source(URL0).catch((e: Error) => e);
+    expect(err).toMatchObject({ name: 'DownloadFailed' });
+    expect((err as Error).message).toMatch(/broke off at byte 5000 .*resume from byte 4096/);
+    expect(await cache.bytes(URL0)).toEqual(data);
+    expect(s.calls.map((c) => c.range)).toEqual([null, 'bytes=4096-']); // asked, got 200, took it whole
+  });
+
+  it('size and hash mismatches fail and keep nothing of that file', async () => {
+    const kv = memoryKv();
+    const cache = modelCache({ kv, fetch: server(data).fetch, chunkBytes: 4096 });
+    await expect(cache.source(URL0, { expectedSize: 9999 })).rejects.toThrow(/has 10000 bytes but 9999 were expected/);
+    const bad = 'ab'.repeat(32);
+    await expect(cache.source(URL0, { sha256: bad })).rejects.toMatchObject({ name: 'DownloadFailed', message: expect.stringMatching(/SHA-256 .* differs/) });
+    expect(kv.map.size).toBe(0);
+  });
+
+  it('a damaged chunk is CorruptCheckpoint, the file is dropped, and the next use downloads it again', async () => {
+    const kv = memoryKv();
+    const s = server(data);
+    const cache = modelCache({ kv, fetch: s.fetch, chunkBytes: 4096 });
+    await cache.source(URL0);
+    (kv.map.get(`c|${URL0}|1`) as Uint8Array)[17] ^= 1;
+    const src = await cache.source(URL0);
+    expect(await src.read(0, 10)).toEqual(data.slice(0, 10));
+    await expect(src.read(4090, 10)).rejects.toMatchObject({ name: 'CorruptCheckpoint', message: expect.stringMatching(/chunk 1 is damaged/) });
+    expect(await cache.list()).toEqual([]);
+    expect(await cache.bytes(URL0)).toEqual(data);
+    expect(s.calls.length).toBe(2);
+  });
+
+  it('a quota error while storing is QuotaExceeded; files stored before are intact', async () => {
+    const mem = memoryKv();
+    let full = false;
+    const kv: Kv = { ...mem, setMany: async (e) => {
+      if (full && e.some(([k]) => k.startsWith('c|'))) throw new DOMException('quota', 'QuotaExceededError');
+      return mem.setMany(e);
+    } };
+    const cache = modelCache({ kv, fetch: server(data).fetch, chunkBytes: 4096 });
+    await cache.source(URL0);
+    full = true;
+    const err = await cache.source('https://example.test/m/other.bin').catch((e: Error) => e);
+    expect(err).toMatchObject({ name: 'QuotaExceeded' });
+    expect((err as Error).message).toMatch(/needs 10000 more bytes .*\(0 bytes of it are stored and kept\); delete models or checkpoints/);
+    expect(await cache.bytes(URL0)).toEqual(data);
+  });
+
+  it('an HTML page for a model file is a 404: not-found through the opener, remembered offline', async () => {
+    const kv = memoryKv();
+    const s = server(data);
+    const open = modelCache({ kv, fetch: s.fetch }).opener('https://example.test/m/');
+    const e1 = await open('missing').size().catch((e: Error) => e);
+    expect(isNotFound(e1)).toBe(true);
+    const offline = (async () => { throw new TypeError('Failed to fetch'); }) as typeof fetch;
+    const e2 = await modelCache({ kv, fetch: offline }).opener('https://example.test/m/')('missing').size().catch((e: Error) => e);
+    expect(isNotFound(e2)).toBe(true);
+    expect(await sha256Hex(data)).toBe(hexOf(data));
+  });
+});

@@ -1,0 +1,416 @@
+/**
+ * The model file cache: files fetched by URL (Hugging Face hub or any server) kept in IndexedDB (through
+ * idb-keyval; the page and workers both have it) in chunks of at most 8 MiB, each with its SHA-256, checked
+ * on every read. Downloads report progress, stop on an AbortSignal and resume with an HTTP Range request
+ * from the last stored chunk. Keys: `m|<url>` → FileMeta, `c|<url>|<i>` → chunk i (bytes i·C .. (i+1)·C).
+ */
+import { clear as idbClear, createStore, delMany, get, keys as idbKeys, setMany, type UseStore } from 'idb-keyval';
+import { Cancelled, CorruptCheckpoint, DownloadFailed, InvalidArgument, QuotaExceeded } from '../errors';
+import { type ByteSource, parseContentRange } from '../formats/sources';
+
+export const CHUNK_BYTES = 8 * 2 ** 20;
+
+/** The key-value store under the cache (IndexedDB by default; tests inject wrappers). */
+export interface Kv {
+  get(key: string): Promise<unknown>;
+  /** All entries in one transaction: either all are stored or none. */
+  setMany(entries: [string, unknown][]): Promise<void>;
+  delMany(keys: string[]): Promise<void>;
+  keys(): Promise<string[]>;
+  clear(): Promise<void>;
+}
+
+/** An IndexedDB database `dbName` with one object store, through idb-keyval. */
+export function idbKv(dbName = 'rmas-models', storeName = 'files'): Kv {
+  const s: UseStore = createStore(dbName, storeName);
+  return {
+    get: (k) => get(k, s),
+    setMany: (e) => setMany(e, s),
+    delMany: (k) => delMany(k, s),
+    keys: () => idbKeys<string>(s),
+    clear: () => idbClear(s),
+  };
+}
+
+/** A Map behind the Kv interface (Node tests; a runner without IndexedDB). */
+export function memoryKv(): Kv & { map: Map<string, unknown> } {
+  const map = new Map<string, unknown>();
+  return {
+    map,
+    get: async (k) => map.get(k),
+    setMany: async (e) => e.forEach(([k, v]) => map.set(k, v)),
+    delMany: async (ks) => ks.forEach((k) => map.delete(k)),
+    keys: async () => [...map.keys()],
+    clear: async () => map.clear(),
+  };
+}
+
+export interface FileMeta {
+  url: string;
+  /** Total bytes, once a response has told it. */
+  size: number | null;
+  chunkBytes: number;
+  /** SHA-256 (hex) of each stored chunk, in order; all but the last are chunkBytes long. */
+  hashes: string[];
+  complete: boolean;
+  storedAt: number;
+  /** Expected SHA-256 of the whole file (given, or the hub's x-linked-etag). */
+  sha256?: string;
+  /** The server answered 404: remembered so that an offline load can skip optional files. */
+  missing?: boolean;
+}
+
+export interface SourceOptions {
+  onProgress?: (loaded: number, total: number) => void;
+  signal?: AbortSignal;
+  expectedSize?: number;
+  sha256?: string;
+}
+
+export interface ModelCacheOptions {
+  kv?: Kv;
+  fetch?: typeof fetch;
+  headers?: Record<string, string>;
+  chunkBytes?: number;
+}
+
+export interface CachedFile {
+  url: string;
+  /** Bytes stored (all of them when complete). */
+  bytes: number;
+  size: number | null;
+  complete: boolean;
+  storedAt: number;
+}
+
+const mk = (url: string) => `m|${url}`;
+const ck = (url: string, i: number) => `c|${url}|${i}`;
+const hex = (b: ArrayBuffer) => Array.from(new Uint8Array(b), (x) => x.toString(16).padStart(2, '0')).join('');
+
+/** SHA-256 of `bytes` as hex (WebCrypto). */
+export async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  return hex(await crypto.subtle.digest('SHA-256', bytes as Uint8Array<ArrayBuffer>));
+}
+
+const K = new Uint32Array([
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01,
+  0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc,
+  0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+  0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08,
+  0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+  0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+]);
+
+/** Incremental SHA-256 (WebCrypto has none), for whole-file checks of multi-GB files fed chunk by chunk. */
+export class Sha256 {
+  private h = new Uint32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
+  private block = new Uint8Array(64);
+  private fill = 0;
+  private total = 0;
+  private w = new Uint32Array(64);
+
+  update(data: Uint8Array): this {
+    this.total += data.byteLength;
+    let i = 0;
+    while (i < data.byteLength) {
+      const n = Math.min(64 - this.fill, data.byteLength - i);
+      this.block.set(data.subarray(i, i + n), this.fill);
+      this.fill += n;
+      i += n;
+      if (this.fill === 64) this.compress();
+    }
+    return this;
+  }
+
+  private compress() {
+    const { w, h, block: b } = this;
+    for (let t = 0; t < 16; t++) w[t] = (b[4 * t] << 24) | (b[4 * t + 1] << 16) | (b[4 * t + 2] << 8) | b[4 * t + 3];
+    const rotr = (x: number, n: number) => (x >>> n) | (x << (32 - n));
+    for (let t = 16; t < 64; t++) {
+      const s0 = rotr(w[t - 15], 7) ^ rotr(w[t - 15], 18) ^ (w[t - 15] >>> 3);
+      const s1 = rotr(w[t - 2], 17) ^ rotr(w[t - 2], 19) ^ (w[t - 2] >>> 10);
+      w[t] = (w[t - 16] + s0 + w[t - 7] + s1) | 0;
+    }
+    let [a, bb, c, d, e, f, g, hh] = h;
+    for (let t = 0; t < 64; t++) {
+      const t1 = (hh + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + K[t] + w[t]) | 0;
+      const t2 = ((rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & bb) ^ (a & c) ^ (bb & c))) | 0;
+      hh = g; g = f; f = e; e = (d + t1) | 0; d = c; c = bb; bb = a; a = (t1 + t2) | 0;
+    }
+    h[0] += a; h[1] += bb; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+    this.fill = 0;
+  }
+
+  hex(): string {
+    const bits = this.total * 8;
+    const pad = new Uint8Array(((this.fill < 56 ? 56 : 120) - this.fill) + 8);
+    pad[0] = 0x80;
+    const v = new DataView(pad.buffer);
+    v.setUint32(pad.length - 8, Math.floor(bits / 2 ** 32));
+    v.setUint32(pad.length - 4, bits >>> 0);
+    this.update(pad);
+    return Array.from(this.h, (x) => x.toString(16).padStart(8, '0')).join('');
+  }
+}
+
+/** The hub's `x-linked-etag` (the LFS object's SHA-256) when it has that form. */
+export function linkedSha256(res: Response): string | undefined {
+  const e = res.headers.get('x-linked-etag')?.replace(/^W\//, '').replace(/"/g, '');
+  return e && /^[0-9a-f]{64}$/i.test(e) ? e.toLowerCase() : undefined;
+}
+
+const isQuota = (e: unknown) => (e as { name?: string } | null)?.name === 'QuotaExceededError';
+const notFoundError = (msg: string, status: number) => Object.assign(new DownloadFailed(msg), { status, notFound: true });
+/** True for the DownloadFailed of a file the server does not have (404/410). */
+export const isMissingFile = (e: unknown) => e instanceof DownloadFailed && (e as { notFound?: boolean }).notFound === true;
+
+/** Answers a missing file served as the site's HTML page (Vite's dev server, SPA hosts) as a 404. */
+function htmlAs404(res: Response, url: string): Response {
+  const html = /^text\/html/i.test(res.headers.get('content-type') ?? '') && !/\.html?$/i.test(new URL(url, 'http://x/').pathname);
+  if (!res.ok || !html) return res;
+  void res.body?.cancel();
+  return new Response(null, { status: 404, statusText: 'Not Found (the server sent its HTML page instead)' });
+}
+
+/** The model file cache over `opts.kv` (IndexedDB 'rmas-models' by default). */
+export function modelCache(opts: ModelCacheOptions = {}) {
+  const kv = opts.kv ?? idbKv();
+  const doFetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
+  const C = opts.chunkBytes ?? CHUNK_BYTES;
+  if (!Number.isInteger(C) || C < 1 || C > CHUNK_BYTES) throw new InvalidArgument(`chunkBytes must be an integer in 1..${CHUNK_BYTES}, got ${C}`);
+  const inflight = new Map<string, Promise<FileMeta>>();
+
+  const remove = async (url: string) => {
+    const pre = `c|${url}|`;
+    await kv.delMany((await kv.keys()).filter((k) => k === mk(url) || k.startsWith(pre)));
+  };
+
+  async function download(url: string, o: SourceOptions): Promise<FileMeta> {
+    let meta = (await kv.get(mk(url))) as FileMeta | undefined;
+    if (meta?.complete) return meta;
+    const cancelled = (kept: number) => new Cancelled(`download of ${url} cancelled; ${kept} bytes are kept: load again to resume`);
+    if (o.signal?.aborted) throw cancelled(meta ? meta.hashes.length * meta.chunkBytes : 0);
+    const chunk = meta && !meta.missing ? meta.chunkBytes : C;
+    let hashes = meta && !meta.missing ? meta.hashes : [];
+    const start = hashes.length * chunk;
+    const headers: Record<string, string> = { ...opts.headers };
+    if (start > 0) headers.Range = `bytes=${start}-`;
+    let res: Response;
+    try {
+      res = htmlAs404(await doFetch(url, { headers, signal: o.signal }), url);
+    } catch (e) {
+      if (o.signal?.aborted) throw cancelled(start);
+      if (meta?.missing) throw notFoundError(`${url} was not on the server when last asked (and the network is unreachable now)`, 404);
+      throw new DownloadFailed(`${url}: network error (${(e as Error).message}); check the connection and load again` +
+        (start ? ` to resume from byte ${start}` : ''));
+    }
+    if (res.status === 404 || res.status === 410) {
+      await remove(url);
+      await kv.setMany([[mk(url), { url, size: null, chunkBytes: C, hashes: [], complete: false, storedAt: Date.now(), missing: true }]]);
+      throw notFoundError(`${url} does not exist (HTTP ${res.status}); check the URL, or that the repository has this file`, res.status);
+    }
+    if (!res.ok) {
+      void res.body?.cancel();
+      if (res.status === 416) await remove(url); // the stored part no longer fits the file: start over next time
+      throw Object.assign(new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}; ` +
+        (res.status === 401 || res.status === 403 ? 'the repository is gated or private: accept its terms and give an access token'
+          : res.status === 416 ? 'the file changed on the server: load again to download it from the start' : 'check the URL and load again later')),
+      { status: res.status });
+    }
+    let loaded = 0;
+    let total: number;
+    const len = Number(res.headers.get('content-length') ?? NaN);
+    if (res.status === 206) {
+      const cr = parseContentRange(res.headers.get('content-range'));
+      total = cr?.total ?? start + len;
+      if ((cr && cr.start !== start) || (meta?.size != null && total !== meta.size)) {
+        void res.body?.cancel();
+        await remove(url);
+        throw new DownloadFailed(`${url}: the resumed download does not continue the stored part (the file changed on the server); load again to download it from the start`);
+      }
+      loaded = start;
+    } else {
+      hashes = []; // the server ignored Range (or nothing was stored): from the start
+      total = len;
+    }
+    const known = Number.isSafeInteger(total);
+    const sha = o.sha256?.toLowerCase() ?? linkedSha256(res) ?? meta?.sha256;
+    const wrongSize = (n: number) => o.expectedSize !== undefined && n !== o.expectedSize;
+    if (known && wrongSize(total)) {
+      void res.body?.cancel();
+      await remove(url);
+      throw new DownloadFailed(`${url}: the server has ${total} bytes but ${o.expectedSize} were expected; the file changed on the hub or the listing is stale: refresh it and load again`);
+    }
+    meta = { url, size: known ? total : null, chunkBytes: chunk, hashes, complete: false, storedAt: Date.now(), ...(sha ? { sha256: sha } : {}) };
+    const quota = (e: unknown) => {
+      const kept = meta!.hashes.length * chunk;
+      return new QuotaExceeded(`storing ${url} needs ${known ? total - kept : 'more than ' + chunk} more bytes ` +
+      `than the browser allows this site (${kept} bytes of it are stored and kept); delete models or checkpoints you no longer need ` +
+      `in the cache manager, then load again to resume (${(e as Error).message})`);
+    };
+    const put = async (entries: [string, unknown][]) => {
+      try {
+        await kv.setMany(entries);
+      } catch (e) {
+        if (isQuota(e)) throw quota(e);
+        throw e;
+      }
+    };
+    await put([[mk(url), meta]]);
+    const buf = new Uint8Array(chunk);
+    let fill = 0;
+    const flush = async () => {
+      const part = buf.slice(0, fill);
+      const next = { ...meta!, hashes: [...meta!.hashes, await sha256Hex(part)] };
+      await put([[ck(url, meta!.hashes.length), part], [mk(url), next]]);
+      meta = next;
+      fill = 0;
+    };
+    o.onProgress?.(loaded, known ? total : NaN);
+    try {
+      const reader = res.body!.getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        for (let i = 0; i < value.byteLength;) {
+          const n = Math.min(chunk - fill, value.byteLength - i);
+          buf.set(value.subarray(i, i + n), fill);
+          fill += n;
+          i += n;
+          if (fill === chunk) await flush();
+        }
+        loaded += value.byteLength;
+        if (known && loaded > total) throw new DownloadFailed(`${url}: the server sent more than the ${total} bytes it announced`);
+        o.onProgress?.(loaded, known ? total : NaN);
+      }
+    } catch (e) {
+      if (e instanceof QuotaExceeded || e instanceof DownloadFailed) throw e;
+      const kept = meta.hashes.length * chunk;
+      if (o.signal?.aborted) throw cancelled(kept);
+      throw new DownloadFailed(`${url}: the download broke off at byte ${loaded} (${(e as Error).message}); load again to resume from byte ${kept}`);
+    }
+    if (known && loaded < total) {
+      throw new DownloadFailed(`${url}: the server stopped after ${loaded} of ${total} bytes; load again to resume`);
+    }
+    if (fill > 0) await flush();
+    if (wrongSize(loaded)) {
+      await remove(url);
+      throw new DownloadFailed(`${url}: received ${loaded} bytes but ${o.expectedSize} were expected; refresh the file listing and load again`);
+    }
+    const done: FileMeta = { ...meta, size: loaded, complete: true, storedAt: Date.now() };
+    if (sha) {
+      const h = new Sha256();
+      for (let i = 0; i < done.hashes.length; i++) h.update((await kv.get(ck(url, i))) as Uint8Array);
+      const got = h.hex();
+      if (got !== sha) {
+        await remove(url);
+        throw new DownloadFailed(`${url}: SHA-256 ${got} differs from the expected ${sha}; the download was corrupted: load again`);
+      }
+    }
+    await put([[mk(url), done]]);
+    return done;
+  }
+
+  /** A ByteSource over the stored chunks of a complete file; every chunk is checked against its SHA-256. */
+  function storedSource(meta: FileMeta): ByteSource {
+    const { url, chunkBytes: C0 } = meta;
+    const size = meta.size!;
+    const recent = new Map<number, Uint8Array>(); // the last two verified chunks
+    const chunk = async (i: number): Promise<Uint8Array> => {
+      const hit = recent.get(i);
+      if (hit) return hit;
+      const data = (await kv.get(ck(url, i))) as Uint8Array | undefined;
+      const want = Math.min(C0, size - i * C0);
+      if (!data || data.byteLength !== want || (await sha256Hex(data)) !== meta.hashes[i]) {
+        await remove(url);
+        throw new CorruptCheckpoint(`${url}: stored chunk ${i} is ${data ? 'damaged (its SHA-256 differs)' : 'missing'}; ` +
+          'the file was removed from the cache: load the model again to re-download it');
+      }
+      recent.set(i, data);
+      if (recent.size > 2) recent.delete(recent.keys().next().value!);
+      return data;
+    };
+    return {
+      name: url,
+      size: async () => size,
+      async read(offset, length) {
+        if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0) {
+          throw new InvalidArgument(`${url}: read(${offset}, ${length}) needs non-negative integer offset and length`);
+        }
+        if (offset + length > size) throw new CorruptCheckpoint(`${url}: needs bytes ${offset}..${offset + length} but the file has ${size}; re-download it`);
+        const out = new Uint8Array(length);
+        for (let at = offset; at < offset + length;) {
+          const i = Math.floor(at / C0);
+          const data = await chunk(i);
+          const from = at - i * C0;
+          const n = Math.min(data.byteLength - from, offset + length - at);
+          out.set(data.subarray(from, from + n), at - offset);
+          at += n;
+        }
+        return out;
+      },
+    };
+  }
+
+  const cache = {
+    /** The file at `url`, from the cache or downloaded into it first. Parallel calls for one URL share a download. */
+    async source(url: string, o: SourceOptions = {}): Promise<ByteSource> {
+      let p = inflight.get(url);
+      if (!p) {
+        p = download(url, o).finally(() => inflight.delete(url));
+        inflight.set(url, p);
+      }
+      return storedSource(await p);
+    },
+    /** A whole small file (config.json, tokenizer.json). */
+    async bytes(url: string, o: SourceOptions = {}): Promise<Uint8Array> {
+      const s = await cache.source(url, o);
+      return s.read(0, await s.size());
+    },
+    /**
+     * `(file) => ByteSource` for the files of the folder `root`, downloading through the cache on first use:
+     * the `open` option of loadDecoderFromUrl, loadTokenizerFromUrl and openCheckpoint. A missing file is a
+     * CorruptCheckpoint marked not-found (what those loaders probe optional files with).
+     */
+    opener(root: string, o: { onProgress?: (file: string, loaded: number, total: number) => void; signal?: AbortSignal;
+      sha256?: Record<string, string>; sizes?: Record<string, number> } = {}) {
+      return (file: string): ByteSource => {
+        const url = new URL(file, root.endsWith('/') ? root : `${root}/`).href;
+        let src: Promise<ByteSource> | undefined;
+        const open = () => (src ??= cache.source(url, {
+          onProgress: o.onProgress && ((l, t) => o.onProgress!(file, l, t)), signal: o.signal,
+          sha256: o.sha256?.[file], expectedSize: o.sizes?.[file],
+        }).catch((e) => {
+          src = undefined;
+          if (isMissingFile(e)) throw Object.assign(new CorruptCheckpoint((e as Error).message), { notFound: true });
+          throw e;
+        }));
+        return { name: url, size: async () => (await open()).size(), read: async (a, n) => (await open()).read(a, n) };
+      };
+    },
+    async list(): Promise<CachedFile[]> {
+      const metas = await Promise.all((await kv.keys()).filter((k) => k.startsWith('m|')).map((k) => kv.get(k) as Promise<FileMeta>));
+      return metas.filter((m) => m && !m.missing).map((m) => ({
+        url: m.url, size: m.size, complete: m.complete, storedAt: m.storedAt,
+        bytes: m.complete ? m.size! : m.hashes.length * m.chunkBytes,
+      })).sort((a, b) => a.url.localeCompare(b.url));
+    },
+    remove,
+    clear: () => kv.clear(),
+    /** navigator.storage.estimate() and persisted(); zeros where the Storage API is absent. */
+    async usage(): Promise<{ usage: number; quota: number; persisted: boolean }> {
+      const st = (globalThis as { navigator?: { storage?: StorageManager } }).navigator?.storage;
+      const e = st?.estimate ? await st.estimate() : {};
+      return { usage: e.usage ?? 0, quota: e.quota ?? 0, persisted: st?.persisted ? await st.persisted() : false };
+    },
+    /** Asks the browser to keep this site's storage under pressure (navigator.storage.persist()). */
+    async persist(): Promise<boolean> {
+      const st = (globalThis as { navigator?: { storage?: StorageManager } }).navigator?.storage;
+      return st?.persist ? st.persist() : false;
+    },
+  };
+  return cache;
+}
+
+export type ModelCache = ReturnType<typeof modelCache>;

@@ -1,0 +1,56 @@
+/**
+ * Asking the offline tiny system through the real engine worker in headless Chromium: offlineSystem() →
+ * loadSystem → ask, with download progress, a stage event pair for every stage, streamed tokens and an
+ * answer with timing. CPU backend for the full run (SwiftShader is slow), then a short WebGPU run.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { proxy } from 'comlink';
+import { startEngine } from '../src/ui/engine';
+import type { EngineEvent } from '../workers/protocol';
+
+const engine = startEngine();
+afterAll(() => engine.stop());
+
+const stagesOf = (ev: EngineEvent[]) => ev.filter((e): e is Extract<EngineEvent, { type: 'stage' }> => e.type === 'stage');
+
+describe('ask in the engine worker (chromium)', () => {
+  it('offline tiny system on cpu: loads with progress and answers with stage events for all stages', async () => {
+    const spec = await engine.api.offlineSystem();
+    expect(spec?.style).toBe('sequential_light');
+    expect(spec!.roles.planner.model).toBe(new URL('/models/tiny/qwen3-tiny/', location.origin).href);
+    const load: EngineEvent[] = [];
+    const info = await engine.api.loadSystem(spec!, proxy((e: EngineEvent) => void load.push(e)), { backend: 'cpu' });
+    expect(Object.fromEntries(Object.entries(info.roles).map(([r, v]) => [r, v.hidden]))).toEqual({ planner: 48, critic: 64, solver: 32 });
+    expect(load.filter((e) => e.type === 'initiate').length).toBeGreaterThanOrEqual(9);
+    expect(load.at(-1)).toMatchObject({ type: 'ready', backend: 'cpu' });
+
+    const ev: EngineEvent[] = [];
+    const r = await engine.api.ask({ system: spec!, question: 'What is 2+3?', mode: 'latent', rounds: 2, latentSteps: 4, maxNewTokens: 12, sampling: { greedy: true }, backend: 'cpu' },
+      proxy((e: EngineEvent) => void ev.push(e)));
+    const st = stagesOf(ev);
+    expect(st.map((e) => `${e.round}${e.role[0]}${e.state[0]}`).join(' ')).toBe('1pr 1pd 1cr 1cd 1sr 1sd 2pr 2pd 2cr 2cd 2sr 2sd');
+    expect(st.filter((e) => e.state === 'done' && !e.decode).every((e) => e.latents === 4 && e.messages?.length === 1 && e.messages[0].top.length === 4)).toBe(true);
+    expect(ev.at(-1)).toEqual({ type: 'done', result: r });
+    expect(r.tokens).toBeGreaterThan(0);
+    expect(r.seconds).toBeGreaterThan(0);
+    expect(r.prefillTokensPerSec).toBeGreaterThan(0);
+  });
+
+  it('a short webgpu run answers too', async () => {
+    const spec = (await engine.api.offlineSystem())!;
+    const ev: EngineEvent[] = [];
+    const r = await engine.api.ask({ system: spec, question: 'What is 2+3?', mode: 'latent', rounds: 1, latentSteps: 2, maxNewTokens: 4, sampling: { greedy: true }, answerRetry: false },
+      proxy((e: EngineEvent) => void ev.push(e)));
+    expect(ev.find((e) => e.type === 'ready')).toMatchObject({ backend: 'webgpu' });
+    expect(stagesOf(ev).length).toBe(6);
+    expect(r.tokens).toBeGreaterThan(0);
+  });
+
+  it('cancel by call id rejects with Cancelled', async () => {
+    const spec = (await engine.api.offlineSystem())!;
+    const p = engine.api.ask({ system: spec, question: 'What is 2+3?', mode: 'latent', rounds: 3, latentSteps: 30, maxNewTokens: 8, sampling: { greedy: true }, backend: 'cpu' },
+      proxy(() => {}), { callId: 'stop-me' });
+    await engine.api.cancel('stop-me');
+    await expect(p).rejects.toMatchObject({ name: 'Cancelled' });
+  });
+});

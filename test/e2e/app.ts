@@ -1,0 +1,63 @@
+/**
+ * End-to-end harness: the built app (vite build) served by a plain static server on 127.0.0.1, opened in
+ * real headless Debian Chromium through playwright-core (SwiftShader WebGPU), as a user would open it.
+ * Screenshots go to .cache/test-output/e2e/ for a person to look at.
+ */
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { extname, join, normalize, resolve } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+
+export const SHOTS = resolve('.cache/test-output/e2e');
+const DIST = resolve('.cache/e2e-dist');
+let built: Promise<string> | null = null;
+
+/** Builds the app once per test process into .cache/e2e-dist. */
+export function buildApp(): Promise<string> {
+  built ??= (async () => {
+    const { build } = await import('vite');
+    await build({ configFile: resolve('vite.config.ts'), logLevel: 'warn', build: { outDir: DIST, emptyOutDir: true } });
+    return DIST;
+  })();
+  return built;
+}
+
+const MIME: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.mjs': 'text/javascript', '.css': 'text/css', '.json': 'application/json',
+  '.wasm': 'application/wasm', '.svg': 'image/svg+xml', '.png': 'image/png', '.woff2': 'font/woff2', '.zip': 'application/zip',
+};
+
+/** Serves `dir` on 127.0.0.1 (a free port); missing files are 404 (not index.html, unlike Vite's dev server). */
+export async function serve(dir: string): Promise<{ url: string; close(): Promise<void> }> {
+  const root = resolve(dir);
+  const server: Server = createServer((req, res) => {
+    const path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname);
+    let file = normalize(join(root, path));
+    if (!file.startsWith(root)) return void res.writeHead(403).end();
+    try {
+      if (statSync(file).isDirectory()) file = join(file, 'index.html');
+      const body = readFileSync(file);
+      res.writeHead(200, { 'content-type': MIME[extname(file)] ?? 'application/octet-stream', 'content-length': body.length });
+      res.end(body);
+    } catch {
+      res.writeHead(404).end('not found');
+    }
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}/`, close: () => new Promise((r) => server.close(() => r())) };
+}
+
+const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+export async function launch(): Promise<Browser> {
+  return chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS, headless: true });
+}
+
+/** A screenshot of the page under SHOTS/<name>.png. */
+export async function shot(page: Page, name: string): Promise<string> {
+  mkdirSync(SHOTS, { recursive: true });
+  const path = join(SHOTS, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  return path;
+}

@@ -1,0 +1,252 @@
+/**
+ * The playground's calls of the engine worker (protocol.ts PlaygroundApi): loading a system from a spec,
+ * asking it with streamed stage/token events and a logit lens on every latent message, cancellation by
+ * call id, and the offline tiny system served with the app. A plain object with injected dependencies, so
+ * Node tests run it on the CPU backend; engine.worker.ts exposes it through comlink.
+ */
+import { F, noGrad } from '../src/autograd';
+import { Cancelled, InvalidArgument } from '../src/errors';
+import { ask as askSystem, type AskResult, type StageRecord } from '../src/mas/run';
+import { schedule } from '../src/mas/styles';
+import { loadSystemFromSpec, type LoadSpecOptions } from '../src/mas/system-url';
+import type { MasSystem } from '../src/mas/system';
+import { modelFetch } from '../src/model/url';
+import type { Backend } from '../src/tensor/backend';
+import { tidy } from '../src/tensor/scope';
+import type { Tensor } from '../src/tensor/tensor';
+import type { Tokenizer } from '../src/tokenizer';
+import type { AskResultView, EngineEvent, LatentMessage, PlaygroundApi, SystemSpec } from './protocol';
+
+export interface PlaygroundDeps {
+  /** The backend for a request ('webgpu' falls back to cpu where there is none, with the reason). */
+  backend(want: 'webgpu' | 'cpu' | undefined): Promise<{ backend: Backend; reason?: string }>;
+  /** The app's root URL (ends in '/'): models/tiny-system.json and its relative paths resolve against it. */
+  appBase?: string;
+  /** Whole-file reads instead of the network (see LoadSpecOptions.fetchFile). */
+  fetchFile?: LoadSpecOptions['fetchFile'];
+  /** Tokens shown per latent in the logit lens. Default 5. */
+  lensTopK?: number;
+}
+
+export const OFFLINE_MANIFEST = 'models/tiny-system.json';
+
+/** FNV-1a over bytes, so that a spec holding link bytes has a cheap stable key. */
+function fnv(b: Uint8Array): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < b.length; i++) h = Math.imul(h ^ b[i], 0x01000193);
+  return `${b.length}:${(h >>> 0).toString(16)}`;
+}
+
+/** A key for a spec: its JSON with byte payloads replaced by their length and hash. */
+export function specKey(spec: SystemSpec, extra: string): string {
+  return extra + JSON.stringify(spec, (_k, v: unknown) => (v instanceof Uint8Array ? `bytes ${fnv(v)}` : v));
+}
+
+/** Text decoded so far, without special tokens and holding back an incomplete UTF-8 tail (U+FFFD at the end). */
+export function streamText(tok: Tokenizer, ids: readonly number[]): string {
+  return tok.decode(ids, { skipSpecialTokens: true }).replace(/\uFFFD+$/, '');
+}
+
+/** The receiving model's LM head on each latent row → top-k (text, probability), and each row's L2 norm. */
+export async function logitLens(L: Tensor, lmHead: Tensor, tok: Tokenizer, k: number): Promise<Pick<LatentMessage, 'norms' | 'top'>> {
+  const [probs, sq] = noGrad(() => tidy(() => [F.softmax(F.linear(L, lmHead)), F.sumLastDim(F.mul(L, L))]));
+  try {
+    // TODO(top-k kernel): only [m, k] should come back; there is no top-k op yet, so the [m, V] probabilities are read
+    const [p, s] = await Promise.all([probs.read(), sq.read()]);
+    const [m, V] = probs.shape;
+    const top: LatentMessage['top'] = [];
+    for (let r = 0; r < m; r++) {
+      const best: [number, number][] = [];
+      for (let v = 0; v < V; v++) {
+        const x = p[r * V + v];
+        if (best.length < k || x > best[best.length - 1][1]) {
+          let i = best.length < k ? best.length : k - 1;
+          if (best.length < k) best.push([v, x]);
+          while (i > 0 && best[i - 1][1] < x) { best[i] = best[i - 1]; i--; }
+          best[i] = [v, x];
+        }
+      }
+      top.push(best.map(([id, prob]) => ({ token: tok.decode([id], { skipSpecialTokens: false }), prob })));
+    }
+    return { norms: [...s].map((x) => Math.sqrt(x)), top };
+  } finally {
+    probs.dispose();
+    sq.dispose();
+  }
+}
+
+interface Loaded { key: string; system: MasSystem; busy: number; stale: boolean; backend: 'webgpu' | 'cpu'; reason?: string }
+
+export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dispose(): void } {
+  let current: Loaded | null = null;
+  let loading: { key: string; promise: Promise<Loaded> } | null = null;
+  const controllers = new Map<string, AbortController>();
+  const cancelledEarly = new Set<string>();
+  const k = deps.lensTopK ?? 5;
+
+  const release = (l: Loaded) => {
+    if (l.stale && l.busy === 0) l.system.dispose();
+  };
+
+  function register(callId: string | undefined): { signal: AbortSignal; done(): void } {
+    const ctl = new AbortController();
+    if (callId !== undefined) {
+      if (controllers.has(callId)) throw new InvalidArgument(`call id ${callId} is already in use; give each long call its own id`);
+      controllers.set(callId, ctl);
+      if (cancelledEarly.delete(callId)) ctl.abort();
+    }
+    return { signal: ctl.signal, done: () => void (callId !== undefined && controllers.delete(callId)) };
+  }
+
+  /** Serialises events (each proxied call has its own channel), so they arrive in order and before the reply. */
+  function sequencer(onEvent: (e: EngineEvent) => unknown) {
+    let chain: Promise<unknown> = Promise.resolve();
+    const emit = (e: EngineEvent) => (chain = chain.then(() => onEvent(e)));
+    return { emit, flush: () => chain };
+  }
+
+  async function ensure(spec: SystemSpec, want: 'webgpu' | 'cpu' | undefined, links: boolean, emit: (e: EngineEvent) => unknown, signal: AbortSignal): Promise<{ l: Loaded; fresh: boolean }> {
+    const key = specKey(spec, `${want ?? 'webgpu'}|${links}|`);
+    if (current?.key === key && !current.stale) return { l: current, fresh: false };
+    if (loading?.key === key) return { l: await loading.promise, fresh: false };
+    const t0 = performance.now();
+    const promise = (async () => {
+      const { backend, reason } = await deps.backend(want);
+      if (current) { current.stale = true; release(current); current = null; }
+      const system = await loadSystemFromSpec(spec, backend, { onEvent: (e) => void emit(e), signal, links, ...(deps.fetchFile ? { fetchFile: deps.fetchFile } : {}) });
+      const l: Loaded = { key, system, busy: 0, stale: false, backend: backend.kind, ...(reason ? { reason } : {}) };
+      current = l;
+      emit({ type: 'ready', backend: l.backend, ...(reason ? { reason } : {}), seconds: (performance.now() - t0) / 1000 });
+      return l;
+    })();
+    loading = { key, promise };
+    try {
+      return { l: await promise, fresh: true };
+    } finally {
+      if (loading?.promise === promise) loading = null;
+    }
+  }
+
+  /** Runs `body` with its call registered; errors after an abort become Cancelled, and every error is also an event. */
+  async function call<T>(callId: string | undefined, onEvent: (e: EngineEvent) => unknown, body: (signal: AbortSignal, s: ReturnType<typeof sequencer>) => Promise<T>): Promise<T> {
+    const reg = register(callId);
+    const s = sequencer(onEvent);
+    try {
+      return await body(reg.signal, s);
+    } catch (e) {
+      const err = reg.signal.aborted && !(e instanceof Cancelled) ? new Cancelled(`the call was cancelled (${(e as Error).message})`) : (e as Error);
+      s.emit({ type: 'error', name: err.name, message: err.message });
+      await s.flush().catch(() => {});
+      throw err;
+    } finally {
+      reg.done();
+    }
+  }
+
+  return {
+    async loadSystem(spec, onEvent, opts = {}) {
+      return call(opts.callId, onEvent, async (signal, s) => {
+        const { l, fresh } = await ensure(spec, opts.backend, true, s.emit, signal);
+        if (!fresh) s.emit({ type: 'ready', backend: l.backend, ...(l.reason ? { reason: l.reason } : {}), seconds: 0 });
+        await s.flush();
+        const roles: Record<string, { hidden: number; family: string; layers: number }> = {};
+        for (const [role, a] of l.system.agents) roles[role] = { hidden: a.decoder.config.hidden, family: a.decoder.config.family, layers: a.decoder.config.layers };
+        return { roles };
+      });
+    },
+
+    async ask(req, onEvent, opts = {}) {
+      return call(opts.callId, onEvent, async (signal, s) => {
+        if (req.mode !== 'latent' && req.mode !== 'text') throw new InvalidArgument(`ask: mode must be 'latent' or 'text', got ${JSON.stringify(req.mode)}`);
+        const t0 = performance.now();
+        const { l, fresh } = await ensure(req.system, req.backend, req.mode === 'latent', s.emit, signal);
+        l.busy++;
+        try {
+          if (!fresh) s.emit({ type: 'ready', backend: l.backend, ...(l.reason ? { reason: l.reason } : {}), seconds: (performance.now() - t0) / 1000 });
+          const { system } = l;
+          const rounds = req.rounds ?? 3;
+          const stages = schedule(system.style, rounds);
+          const decodes = (i: number) => stages[i].decode || req.mode === 'text';
+          const running = (i: number) => s.emit({ type: 'stage', index: i, round: stages[i].round + 1, role: stages[i].role, state: 'running', decode: decodes(i) });
+          let ids: number[] = [];
+          let shown = '';
+          const onStage = async (rec: StageRecord) => {
+            const messages: LatentMessage[] = [];
+            for (const [key, L] of rec.latentsOut) {
+              const to = system.style.links.find((x) => x.key === key)!.to;
+              const recv = system.agents.get(to)!;
+              messages.push({ link: key, to, ...(await logitLens(L, recv.decoder.weights.lmHead, recv.tokenizer, k)) });
+            }
+            s.emit({
+              type: 'stage', index: rec.index, round: rec.round + 1, role: rec.role, state: 'done', decode: decodes(rec.index), seconds: rec.seconds,
+              ...(rec.hidden ? { latents: rec.hidden.shape[0] } : {}), ...(messages.length ? { messages } : {}),
+            });
+            ids = [];
+            shown = '';
+            if (rec.index + 1 < stages.length) running(rec.index + 1);
+            await s.flush();
+          };
+          const onToken = (role: string, id: number) => {
+            ids.push(id);
+            const text = streamText(system.agents.get(role)!.tokenizer, ids);
+            if (text !== shown) s.emit({ type: 'token', role, text: (shown = text) });
+          };
+          if (stages.length) running(0);
+          const sampling = req.sampling?.greedy ? { greedy: true } : { ...req.sampling };
+          const r: AskResult = await askSystem(system, {
+            question: req.question, mode: req.mode, rounds, ...(req.latentSteps !== undefined ? { latentSteps: req.latentSteps } : {}),
+            ...(req.task ? { task: req.task } : {}), sampling, maxNewTokens: req.maxNewTokens ?? 512, answerRetry: req.answerRetry ?? true,
+            signal, onStage, onToken,
+          });
+          const view: AskResultView = {
+            answer: r.answer, text: r.text, tokens: r.tokens, latentSteps: r.latentSteps, seconds: r.seconds, rounds: r.rounds, mode: r.mode,
+            prefillTokensPerSec: r.prefillTokensPerSec ?? 0, decodeTokensPerSec: r.decodeTokensPerSec ?? 0,
+          };
+          s.emit({ type: 'done', result: view });
+          await s.flush();
+          return view;
+        } finally {
+          l.busy--;
+          release(l);
+        }
+      });
+    },
+
+    async cancel(callId) {
+      const ctl = controllers.get(callId);
+      if (ctl) ctl.abort();
+      else cancelledEarly.add(callId); // the call may not have arrived yet
+    },
+
+    async offlineSystem() {
+      if (!deps.appBase) return null;
+      const url = new URL(OFFLINE_MANIFEST, deps.appBase).href;
+      let text: string;
+      if (deps.fetchFile) {
+        const b = await deps.fetchFile(url);
+        if (!b) return null;
+        text = new TextDecoder().decode(b);
+      } else {
+        const res = await modelFetch()(url);
+        if (res.status === 404) return null;
+        if (!res.ok) throw new InvalidArgument(`${url}: HTTP ${res.status} ${res.statusText}`);
+        text = await res.text();
+      }
+      const raw = JSON.parse(text) as SystemSpec;
+      const abs = <T>(v: T): T => (typeof v === 'string' ? (new URL(v, deps.appBase).href as T) : v);
+      const roles: SystemSpec['roles'] = {};
+      for (const [r, v] of Object.entries(raw.roles)) roles[r] = { ...v, model: abs(v.model), ...(v.innerLink !== undefined ? { innerLink: abs(v.innerLink) } : {}) };
+      const outer = Object.fromEntries(Object.entries(raw.outer ?? {}).map(([key, v]) => [key, abs(v)]));
+      return { ...raw, roles, outer };
+    },
+
+    async ping() {
+      return 'pong' as const;
+    },
+
+    dispose() {
+      for (const c of controllers.values()) c.abort();
+      if (current) { current.stale = true; release(current); current = null; }
+    },
+  };
+}
