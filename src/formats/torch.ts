@@ -13,6 +13,7 @@
  */
 import { CorruptCheckpoint, InvalidArgument, UnsafeCheckpoint } from '../errors';
 import type { FloatDType } from './dtype';
+import { readZip, writeZip } from './zip';
 
 export interface PtTensor {
   dtype: FloatDType;
@@ -31,64 +32,13 @@ const ALLOWED_CALLS = ['collections.OrderedDict', 'torch._utils._rebuild_tensor_
 const corrupt = (file: string, what: string) =>
   new CorruptCheckpoint(`${file}: ${what}; re-download the file, or re-save it with torch.save(model.state_dict())`);
 
-// ---------------------------------------------------------------------------------------------- zip
-
+const TORCH_ZIP = {
+  kind: 'a torch.save file from torch >= 1.6',
+  fix: 're-download the file, or re-save it with torch.save(model.state_dict())',
+  compressedHint: 'torch.save writes stored entries only',
+} as const;
 const u16 = (b: Uint8Array, o: number) => b[o]! | (b[o + 1]! << 8);
 const u32 = (b: Uint8Array, o: number) => (b[o]! | (b[o + 1]! << 8) | (b[o + 2]! << 16) | (b[o + 3]! << 24)) >>> 0;
-const u64 = (b: Uint8Array, o: number) => u32(b, o) + u32(b, o + 4) * 2 ** 32;
-
-/** The entries of a zip of STORED entries, read through the central directory (torch's local headers hold
- * zero sizes and a trailing data descriptor, so they cannot be walked front to back). Zip64 aware. */
-function readZip(b: Uint8Array, file: string): Map<string, Uint8Array> {
-  const notZip = 'not a zip archive (a torch.save file from torch >= 1.6), or truncated';
-  let eocd = -1;
-  for (let o = b.length - 22; o >= Math.max(0, b.length - 22 - 0xffff); o--) {
-    if (u32(b, o) === 0x06054b50) { eocd = o; break; }
-  }
-  if (eocd < 0) throw corrupt(file, `${notZip}: no end-of-central-directory record`);
-  let count = u16(b, eocd + 10);
-  let cdSize = u32(b, eocd + 12);
-  let cdOff = u32(b, eocd + 16);
-  if (count === 0xffff || cdSize === 0xffffffff || cdOff === 0xffffffff) {
-    const loc = eocd - 20;
-    if (loc < 0 || u32(b, loc) !== 0x07064b50) throw corrupt(file, `${notZip}: zip64 locator missing`);
-    const z = u64(b, loc + 8);
-    if (z + 56 > b.length || u32(b, z) !== 0x06064b50) throw corrupt(file, `${notZip}: zip64 end record missing`);
-    count = u64(b, z + 32); cdSize = u64(b, z + 40); cdOff = u64(b, z + 48);
-  }
-  if (cdOff + cdSize > b.length) throw corrupt(file, `${notZip}: central directory past the end of the file`);
-  const out = new Map<string, Uint8Array>();
-  let p = cdOff;
-  for (let i = 0; i < count; i++) {
-    if (p + 46 > b.length || u32(b, p) !== 0x02014b50) throw corrupt(file, `zip central directory entry ${i} is damaged`);
-    const method = u16(b, p + 10);
-    let size = u32(b, p + 24);
-    const usize = u32(b, p + 20) === 0xffffffff ? -1 : u32(b, p + 20);
-    const nameLen = u16(b, p + 28), extraLen = u16(b, p + 30), commentLen = u16(b, p + 32);
-    let local = u32(b, p + 42);
-    const name = new TextDecoder().decode(b.subarray(p + 46, p + 46 + nameLen));
-    for (let e = p + 46 + nameLen; e + 4 <= p + 46 + nameLen + extraLen;) {
-      const id = u16(b, e), len = u16(b, e + 2);
-      if (id === 1) { // zip64: the 0xffffffff fields, in the order usize, csize, offset
-        let q = e + 4;
-        if (size === 0xffffffff) { size = u64(b, q); q += 8; }
-        if (usize === -1) q += 8;
-        if (local === 0xffffffff) local = u64(b, q);
-      }
-      e += 4 + len;
-    }
-    if (method !== 0) {
-      throw corrupt(file, `zip entry "${name}" is compressed (method ${method}); torch.save writes stored entries ` +
-        'only, so this file was repacked: unzip it and re-zip with `zip -0`, or re-save it with torch.save');
-    }
-    if (local + 30 > b.length || u32(b, local) !== 0x04034b50) throw corrupt(file, `zip local header of "${name}" is damaged`);
-    const start = local + 30 + u16(b, local + 26) + u16(b, local + 28);
-    if (start + size > b.length) throw corrupt(file, `zip entry "${name}" runs past the end of the file (truncated)`);
-    out.set(name, b.subarray(start, start + size));
-    p += 46 + nameLen + extraLen + commentLen;
-  }
-  return out;
-}
 
 // ------------------------------------------------------------------------------------------- unpickle
 
@@ -240,7 +190,7 @@ function call(name: string, args: unknown[], file: string, unsafe: (what: string
  * CorruptCheckpoint for damaged files or non-contiguous tensors.
  */
 export function readTorchStateDict(bytes: Uint8Array, name: string): Map<string, PtTensor> {
-  const entries = readZip(bytes, name);
+  const entries = readZip(bytes, name, TORCH_ZIP);
   const pklName = [...entries.keys()].find((k) => k.endsWith('/data.pkl') && k.indexOf('/') === k.length - 9);
   if (!pklName) throw corrupt(name, 'the zip holds no <archive>/data.pkl; it is not a torch.save file');
   const prefix = pklName.slice(0, -8);
@@ -277,21 +227,6 @@ export function readTorchStateDict(bytes: Uint8Array, name: string): Map<string,
 }
 
 // ---------------------------------------------------------------------------------------------- write
-
-const CRC_TABLE = (() => {
-  const t = new Uint32Array(256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    t[n] = c >>> 0;
-  }
-  return t;
-})();
-function crc32(b: Uint8Array): number {
-  let c = 0xffffffff;
-  for (let i = 0; i < b.length; i++) c = CRC_TABLE[(c ^ b[i]!) & 0xff]! ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
 
 /** Protocol-2 pickle of an OrderedDict of `_rebuild_tensor_v2` calls, one storage per tensor, no memo: only
  * opcodes torch's `weights_only` unpickler accepts (1.13 lacks SHORT_BINUNICODE, so strings are BINUNICODE). */
@@ -344,36 +279,5 @@ export function writeTorchStateDict(tensors: Map<string, PtTensor>): Uint8Array 
   const files: [string, Uint8Array][] = [['archive/data.pkl', pickleStateDict(list)],
     ...list.map(([, t], i): [string, Uint8Array] => [`archive/data/${i}`, t.bytes]),
     ['archive/version', enc.encode('3\n')], ['archive/byteorder', enc.encode('little')]];
-  const parts: Uint8Array[] = [];
-  const central: Uint8Array[] = [];
-  let off = 0;
-  for (const [name, data] of files) {
-    const nb = enc.encode(name);
-    const pad = (64 - ((off + 30 + nb.length + 4) % 64)) % 64; // "FB" extra field pads the data to 64 bytes, like torch
-    const h = new Uint8Array(30 + nb.length + 4 + pad);
-    const v = new DataView(h.buffer);
-    const crc = crc32(data);
-    v.setUint32(0, 0x04034b50, true); v.setUint16(4, 20, true);
-    v.setUint32(14, crc, true); v.setUint32(18, data.length, true); v.setUint32(22, data.length, true);
-    v.setUint16(26, nb.length, true); v.setUint16(28, 4 + pad, true);
-    h.set(nb, 30); v.setUint16(30 + nb.length, 0x4246, true); v.setUint16(32 + nb.length, pad, true);
-    h.fill(0x5a, 34 + nb.length);
-    const c = new Uint8Array(46 + nb.length);
-    const cv = new DataView(c.buffer);
-    cv.setUint32(0, 0x02014b50, true); cv.setUint16(4, 20, true); cv.setUint16(6, 20, true);
-    cv.setUint32(16, crc, true); cv.setUint32(20, data.length, true); cv.setUint32(24, data.length, true);
-    cv.setUint16(28, nb.length, true); cv.setUint32(42, off, true); c.set(nb, 46);
-    parts.push(h, data); central.push(c);
-    off += h.length + data.length;
-  }
-  const cdSize = central.reduce((a, c) => a + c.length, 0);
-  if (off + cdSize > 0xffffffff) throw new InvalidArgument('.pt export over 4 GiB is not supported (no zip64 writer); export as safetensors');
-  const end = new Uint8Array(22);
-  const ev = new DataView(end.buffer);
-  ev.setUint32(0, 0x06054b50, true); ev.setUint16(8, files.length, true); ev.setUint16(10, files.length, true);
-  ev.setUint32(12, cdSize, true); ev.setUint32(16, off, true);
-  const out = new Uint8Array(off + cdSize + 22);
-  let p = 0;
-  for (const x of [...parts, ...central, end]) { out.set(x, p); p += x.length; }
-  return out;
+  return writeZip(files, { align: 64, what: '.pt export', tooLargeHint: 'export as safetensors' });
 }

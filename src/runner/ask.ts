@@ -10,6 +10,7 @@ import { DumpWriter } from '../mas/dump';
 import { detectTask, loadPromptSet, type TaskKind } from '../mas/prompts';
 import { getStyle } from '../mas/styles';
 import { loadSystem } from '../mas/system';
+import { materializeOverrides } from '../store/bundle-node';
 import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
 import type { SamplingOptions } from '../model/generate';
 import type { Backend } from '../tensor/backend';
@@ -20,6 +21,7 @@ export const ASK_USAGE = `  rmas ask --style STYLE --question TEXT [--ckpt_overr
            [--backend webgpu|cpu] [--dump DIR] [--json]
       styles: sequential_light, sequential_scaled, mixture, distillation, deliberation; ROLE is a role of
       the style or "outer"; roles not overridden come from the Hugging Face cache (RecursiveMAS repos).
+      A role's PATH is its model folder (model files + inner links); outer=PATH also takes a .zip bundle.
       Defaults as upstream: 3 rounds, 32 latent steps, temperature 0.6 (0.2 for code), top_p 0.95, top_k
       from the final agent's generation_config.json, seed 42. --json prints {answer, text, tokens, seconds,
       rounds}; --dump DIR writes manifest.json and one safetensors file per stage. Deliberation's search
@@ -114,7 +116,7 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   const be = await backend();
   const t0 = performance.now();
   const system = await loadSystem(style.name, {
-    backend: be, ckptOverride: overrides(a.ckpt_override), task, links: mode === 'latent', onProgress: (s) => err(`${s}\n`),
+    backend: be, ckptOverride: await materializeOverrides(overrides(a.ckpt_override)), task, links: mode === 'latent', onProgress: (s) => err(`${s}\n`),
   });
   try {
     err(`loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${mode} mode, ${rounds} round(s)` +

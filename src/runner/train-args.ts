@@ -45,5 +45,6 @@ export const TRAIN_USAGE = `  rmas train-inner --model_name_or_path DIR --mas_de
             [--warmup_steps 10] [--max_grad_norm 1.0] [--weight_decay 0.0] [--seed 42] [--shuffle 1] [--save_steps 1000]
             [--resume DIR] [--log_jsonl FILE] [--dump_batches DIR] [--dataset_json_field data] [--dataset_split train]
             [--cache_dir DIR] [--prompts FILE.json] [--backend webgpu|cpu]
+      --init_adapter, --agentN_inner_aligner_path, --init_outer and --resume also take a .zip checkpoint bundle
       agents are numbered in the style's role order (sequential: planner, critic, solver; mixture: math, code,
       science, summarizer; distillation: expert, learner; deliberation: reflector, toolcaller)`;

@@ -23,6 +23,7 @@ import { createInnerJob, createOuterJob, type TrainJob } from '../train/jobs';
 import { initialState, trainLoop, type LoopOptions, type StepEvent } from '../train/loop';
 import { parseSchedulerType } from '../train/schedule';
 import { nodeStore } from '../train/store';
+import { materialize } from '../store/bundle-node';
 import { NO_EFFECT, type TrainArgs } from './train-args';
 
 export class TrainUsageError extends Error {
@@ -148,7 +149,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       const type = a.adapter_type ?? 'ln_res_adapter';
       const d = decoder.config.hidden;
       const link = a.init_adapter
-        ? InnerLink.fromStateDict(be, await readLinkFile(await innerLinkPath('--init_adapter', a.init_adapter, style.taskScoped ? adapterTaskFor(task) : null)), { type, d, name: `${role} inner link` })
+        ? InnerLink.fromStateDict(be, await readLinkFile(await innerLinkPath('--init_adapter', await materialize(a.init_adapter), style.taskScoped ? adapterTaskFor(task) : null)), { type, d, name: `${role} inner link` })
         : InnerLink.create(be, d, { type, seed, name: `${role} inner link` });
       disposers.push(() => link.dispose());
       job = createInnerJob({
@@ -166,7 +167,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
         const dir = await resolveModel(`--${k} (${r.key})`, need(a, k));
         const decoder = await loadDecoderFromDir(dir, be, { what: `--${k}` });
         disposers.push(() => decoder.dispose());
-        const innerArg = (a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] as string | undefined) ?? dir;
+        const innerArg = await materialize((a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] as string | undefined) ?? dir);
         const inner = InnerLink.fromStateDict(be, await readLinkFile(await innerLinkPath(`--agent${i + 1}_inner_aligner_path (${r.key})`, innerArg, adapterTask)), {
           d: decoder.config.hidden, name: `${r.key} inner link`,
         }).freeze();
@@ -175,7 +176,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       }
       const outerType = a.outer_type ?? 'outer_ln_res_adapter';
       const outer = new Map<string, OuterLink>();
-      const init = a.init_outer ? await resolveOuterFolder(a.init_outer, adapterTask, style.links.map((l) => l.key)) : null;
+      const init = a.init_outer ? await resolveOuterFolder(await materialize(a.init_outer), adapterTask, style.links.map((l) => l.key)) : null;
       for (const [i, l] of style.links.entries()) {
         const dIn = agents.get(l.from)!.decoder.config.hidden;
         const dOut = agents.get(l.to)!.decoder.config.hidden;
@@ -217,7 +218,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     const store = nodeStore(saveDir);
     let state: TrainerState = initialState(job.size, loopOpts);
     if (a.resume) {
-      const from = nodeStore(a.resume);
+      const from = nodeStore(await materialize(a.resume));
       const latest = await latestCheckpoint(from, '.');
       const loaded = await loadCheckpoint(from, latest.dir, job.links);
       job.optimizer.t = loaded.optimizerT;

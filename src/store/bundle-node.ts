@@ -1,0 +1,74 @@
+/**
+ * Checkpoint bundles on the runner (Node): a `.zip` bundle given where a checkpoint folder is expected is
+ * extracted once per process (per path, size and mtime) into a temp folder, which is used in its place
+ * and removed when the process exits. Role folders (model files + inner links) must stay folders.
+ */
+import { rmSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { InvalidArgument, MissingCheckpoint } from '../errors';
+import { importBundle } from './bundle';
+
+const cache = new Map<string, Promise<string>>();
+const made: string[] = [];
+let cleanupHooked = false;
+
+const isZipPath = (p: string) => /\.zip$/i.test(p);
+
+async function extract(path: string): Promise<string> {
+  const { files } = await importBundle(new Uint8Array(await readFile(path)), path);
+  const dir = await mkdtemp(join(tmpdir(), 'rmas-bundle-'));
+  made.push(dir);
+  if (!cleanupHooked) {
+    cleanupHooked = true;
+    process.once('exit', removeExtracted);
+  }
+  for (const [name, bytes] of Object.entries(files)) {
+    await mkdir(dirname(join(dir, name)), { recursive: true });
+    await writeFile(join(dir, name), bytes);
+  }
+  return dir;
+}
+
+/** Deletes every folder materialize() extracted (also run at process exit) and forgets them. */
+export function removeExtracted(): void {
+  for (const d of made.splice(0)) rmSync(d, { recursive: true, force: true });
+  cache.clear();
+}
+
+/**
+ * The folder to read a checkpoint from: for a `.zip` bundle (or a zipped folder) the folder it was
+ * extracted to (checked against bundle.json first); any other path unchanged.
+ */
+export async function materialize(path: string): Promise<string> {
+  if (!isZipPath(path)) return path;
+  const abs = resolve(path);
+  const st = await stat(abs).catch(() => null);
+  if (!st) throw new MissingCheckpoint(`checkpoint bundle ${path} does not exist; export it again or fix the path`);
+  if (st.isDirectory()) return path;
+  const key = `${abs}\0${st.size}\0${st.mtimeMs}`;
+  let p = cache.get(key);
+  if (!p) {
+    p = extract(abs);
+    cache.set(key, p);
+    p.catch(() => cache.delete(key));
+  }
+  return p;
+}
+
+/**
+ * `--ckpt_override` entries with the outer links' bundle extracted; a bundle for a role is refused (a role
+ * needs its model folder, and a bundle carries only links).
+ */
+export async function materializeOverrides(o: Readonly<Record<string, string>>): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(o)) {
+    if (k !== 'outer' && isZipPath(v)) {
+      throw new InvalidArgument(`--ckpt_override ${k}=${v}: a role override must be a folder with the model files and its inner link; ` +
+        `unzip the bundle's adapter files into a copy of the role's model folder and pass that folder (only outer=… takes a bundle)`);
+    }
+    out[k] = await materialize(v);
+  }
+  return out;
+}
