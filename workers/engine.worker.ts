@@ -40,11 +40,10 @@ async function gpuOrReason(): Promise<{ gpu: WebGpuBackend | null; reason?: stri
 
 // ---------------------------------------------------------------------------------------------- training
 
-/**
- * Where a run's checkpoints go. THE place to plug in a persistent store: the UI issue swaps memoryStore()
- * for an IndexedDB-backed CheckpointStore here (one store per run id; nothing else changes).
- */
-async function checkpointStoreFor(_runId: string): Promise<CheckpointStore> {
+/** Where a run's checkpoints go: IndexedDB in the browser (one store per run id), memory elsewhere. */
+async function checkpointStoreFor(runId: string): Promise<CheckpointStore> {
+  // IndexedDB (one database per run) so that a run's checkpoints survive a reload of the page
+  if (typeof indexedDB !== 'undefined') return (await import('../src/store/idb-store')).idbCheckpointStore(`run-${runId}`);
   return (await import('../src/train/store')).memoryStore();
 }
 
