@@ -9,7 +9,7 @@ import { CpuBackend } from '../src/tensor/cpu';
 import { WebGpuBackend } from '../src/tensor/webgpu';
 import { type CloseReport, closeness } from '../src/testing/close';
 import { newRng, parityObservers } from '../src/testing/parity';
-import { InvalidArgument } from '../src/errors';
+import { InvalidArgument, DownloadFailed } from '../src/errors';
 import type { CheckpointStore } from '../src/train/store';
 import { cpuChecks } from './cpu-checks';
 import { createPlaygroundApi } from './engine-api';
@@ -335,7 +335,31 @@ const playground = createPlaygroundApi({
     return g.gpu ? { backend: g.gpu } : { backend: new CpuBackend('f32'), reason: `no WebGPU (${g.reason}); running on the CPU backend` };
   },
   appBase: new URL(import.meta.env?.BASE_URL ?? '/', self.location.origin).href,
+  fetchFile: cachedFetch,
 });
+
+/**
+ * Files of other origins (the Hugging Face hub) go through the IndexedDB model cache: downloaded once in
+ * hashed chunks, resumable, with progress; the app's own files (the offline tiny system) are fetched as is.
+ */
+async function cachedFetch(url: string, signal?: AbortSignal, onProgress?: (loaded: number, total: number) => void): Promise<Uint8Array | null> {
+  if (new URL(url).origin === self.location.origin) {
+    const res = await fetch(url, signal ? { signal } : {});
+    const html = /^text\/html/i.test(res.headers.get('content-type') ?? '') && !/\.html?$/i.test(new URL(url).pathname);
+    if (res.status === 404 || html) return null;
+    if (!res.ok) throw new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}`);
+    return new Uint8Array(await res.arrayBuffer());
+  }
+  const { modelCache, isMissingFile } = await import('../src/store/models');
+  cache ??= modelCache();
+  try {
+    return await cache.bytes(url, { ...(signal ? { signal } : {}), ...(onProgress ? { onProgress } : {}) });
+  } catch (e) {
+    if (isMissingFile(e)) return null;
+    throw e;
+  }
+}
+let cache: import('../src/store/models').ModelCache | null = null;
 const { dispose: _dispose, ...playgroundCalls } = playground;
 
 expose({ ...api, ...playgroundCalls } satisfies EngineApi & PlaygroundApi);

@@ -20,8 +20,11 @@ import type { EngineEvent, SystemSpec } from '../../workers/protocol';
 export interface LoadSpecOptions {
   onEvent?: (e: EngineEvent) => void;
   signal?: AbortSignal;
-  /** Whole-file reads in place of the network: bytes, or null where the file does not exist (→ 404). */
-  fetchFile?: (url: string, signal?: AbortSignal) => Promise<Uint8Array | null>;
+  /**
+   * Whole-file reads in place of the network (a store-backed cache, files on disk in tests): bytes, or null
+   * where the file does not exist (→ 404). `onProgress` reports a download the hook makes itself.
+   */
+  fetchFile?: (url: string, signal?: AbortSignal, onProgress?: (loaded: number, total: number) => void) => Promise<Uint8Array | null>;
   /** Load inner and outer links (false: text mode only). Default true. */
   links?: boolean;
 }
@@ -44,7 +47,16 @@ export function progressFetch(opts: LoadSpecOptions): typeof fetch {
   const seen = new Map<string, { loaded: number; total: number }>();
   const base: typeof fetch = opts.fetchFile
     ? async (input, init) => {
-      const bytes = await opts.fetchFile!(urlOf(input), opts.signal);
+      const url = urlOf(input);
+      const file = url.replace(/^[a-z]+:\/\/[^/]*/i, '');
+      let announced = false;
+      const bytes = await opts.fetchFile!(url, opts.signal, (loaded, total) => {
+        if (!announced) {
+          announced = true;
+          emit({ type: 'initiate', file });
+        }
+        emit({ type: 'download', file, loaded, total });
+      });
       if (!bytes) return new Response(null, { status: 404, statusText: 'Not Found' });
       if ((init?.method ?? 'GET') === 'HEAD') return new Response(null, { status: 200, headers: { 'content-length': String(bytes.byteLength) } });
       return new Response(bytes as BodyInit, { status: 200, headers: { 'content-length': String(bytes.byteLength), 'content-type': 'application/octet-stream' } });
