@@ -15,6 +15,7 @@ import { benches as reduce } from '../src/kernels/reduce/reduce.bench';
 import { benches as adamw } from '../src/kernels/adamw/adamw.bench';
 import { benches as sample } from '../src/kernels/sample/sample.bench';
 import { benches as rows } from '../src/kernels/rows/rows.bench';
+import { benches as topk } from '../src/kernels/topk/topk.bench';
 import { benches as model } from '../src/model/model.bench';
 import { benches as mas } from '../src/mas/mas.bench';
 import { benches as train } from '../src/train/train.bench';
@@ -35,6 +36,7 @@ export const allBenches: BenchCase[] = [
   ...adamw,
   ...sample,
   ...rows,
+  ...topk,
   ...model,
   ...mas,
   ...train,

@@ -16,6 +16,7 @@ import { cases as reduce } from './reduce/reduce.cases';
 import { cases as adamw } from './adamw/adamw.cases';
 import { cases as sample } from './sample/sample.cases';
 import { cases as rows } from './rows/rows.cases';
+import { cases as topk } from './topk/topk.cases';
 
 export interface CaseGroup {
   group: string;
@@ -38,4 +39,5 @@ export const allCases: CaseGroup[] = [
   { group: 'adamw', cases: adamw },
   { group: 'sample', cases: sample },
   { group: 'rows', cases: rows },
+  { group: 'topk', cases: topk },
 ];

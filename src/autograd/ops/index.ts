@@ -13,3 +13,4 @@ export * from './optim';
 export * from './sample';
 export * from './shape';
 export * from './rows';
+export * from './topk';
