@@ -1,5 +1,6 @@
-// Entry of the start page (index.html). `?groups=elementwise,sample` limits the self-test.
+// Entry of the playground (index.html). `?groups=elementwise,sample` opens Environment and runs that self-test.
 import { mount } from 'svelte';
+import 'katex/dist/katex.min.css';
 import App from './App.svelte';
 
 const groups = new URLSearchParams(location.search).get('groups')?.split(',').filter(Boolean) ?? [];

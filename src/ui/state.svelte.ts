@@ -1,0 +1,25 @@
+/** Page-wide state the views share: the engine's health, and the per-role checkpoint choice of Ask. */
+import { errorParts } from './services';
+
+export interface Problem {
+  name: string;
+  message: string;
+}
+
+export const engineHealth = $state({ lost: null as Problem | null, restarts: 0 });
+
+/** Names of errors that mean the engine (worker or GPU device) is gone and must be reloaded. */
+const FATAL = new Set(['DeviceLost', 'EngineRestarted']);
+
+/** The error as a Problem; a lost device or dead worker is also flagged page-wide. */
+export function problem(e: unknown): Problem {
+  const p = errorParts(e);
+  if (FATAL.has(p.name)) engineHealth.lost = p;
+  return p;
+}
+
+/** Ask's checkpoint choice: per role 'released' or a checkpoint id; 'outer' likewise for the outer links. */
+export const askChoice = $state({ byRole: {} as Record<string, string> });
+
+/** Backend choice for asking: 'auto' (WebGPU where there is an adapter) or 'cpu' (the tiny system without WebGPU). */
+export const prefs = $state({ backend: 'auto' as 'auto' | 'cpu' });

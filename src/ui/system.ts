@@ -1,0 +1,85 @@
+/** The system the Ask view loads: a registry style or the offline tiny one, with checkpoint overrides per role. */
+import type { FileRef, SystemSpec } from '../../workers/protocol';
+import { InvalidArgument } from '../errors';
+import { STYLE_NAMES, STYLES, type StyleName } from '../mas/styles';
+import type { CheckpointInfo, CheckpointRegistry } from './services';
+
+/** The style picker's value for the offline tiny system. */
+export const TINY = 'tiny';
+export const STYLE_CHOICES: readonly string[] = [TINY, ...STYLE_NAMES];
+/** The choice meaning "the released (or shipped) links". */
+export const RELEASED = 'released';
+/** Key of the outer-link choice in the per-role choice map. */
+export const OUTER = 'outer';
+
+/** Base URL of a Hugging Face repo's files. */
+export const hfFolder = (repo: string): string => `https://huggingface.co/${repo}/resolve/main`;
+
+/** Roles of a style, in the registry's order; for the tiny system, those of its spec (when known). */
+export function rolesOf(style: string, offline: SystemSpec | null): string[] {
+  if (style === TINY) return offline ? Object.keys(offline.roles) : [];
+  return STYLES[style as StyleName]?.roles.map((r) => r.key) ?? [];
+}
+
+/** The released repo of a role, for the checkpoint picker's label. */
+export function releasedLabel(style: string, role: string): string {
+  if (style === TINY) return 'shipped tiny links';
+  if (role === OUTER) return STYLES[style as StyleName]?.outerRepo ?? 'released';
+  return STYLES[style as StyleName]?.roles.find((r) => r.key === role)?.repo ?? 'released';
+}
+
+/** Checkpoints that fit a role's picker: inner ones of that role (or of no stated role); for 'outer', outer ones of the style. */
+export function candidates(list: readonly CheckpointInfo[], style: string, role: string): CheckpointInfo[] {
+  if (role === OUTER) return list.filter((c) => c.kind === 'outer' && (!c.style || c.style === style || style === TINY));
+  return list.filter((c) => c.kind === 'inner' && (!c.role || c.role === role));
+}
+
+const LINK = /\.(safetensors|pt)$/;
+
+/** The inner link file of a checkpoint's files: the adapter file, else the only link file. */
+export function innerLinkOf(files: Record<string, Uint8Array>, name: string): Uint8Array {
+  const links = Object.keys(files).filter((f) => LINK.test(f) && !/optimizer|scheduler|rng/.test(f));
+  const pick = links.find((f) => /(^|\/)adapter[^/]*$/.test(f)) ?? (links.length === 1 ? links[0] : undefined);
+  if (!pick) throw new InvalidArgument(`checkpoint '${name}' holds no single inner link file (found: ${links.join(', ') || 'none'}); pick another checkpoint`);
+  return files[pick]!;
+}
+
+/** The outer link files of a checkpoint by key (outer_12.safetensors → outer_12). */
+export function outerLinksOf(files: Record<string, Uint8Array>, name: string): Record<string, Uint8Array> {
+  const out: Record<string, Uint8Array> = {};
+  for (const [f, bytes] of Object.entries(files)) {
+    const m = f.match(/(?:^|\/)(outer_[A-Za-z0-9]+)\.(safetensors|pt)$/);
+    if (m && !out[m[1]!]) out[m[1]!] = bytes;
+  }
+  if (!Object.keys(out).length) throw new InvalidArgument(`checkpoint '${name}' holds no outer_*.safetensors or .pt files; pick another checkpoint`);
+  return out;
+}
+
+/** The SystemSpec for `style` with each role's (and the outer links') choice: RELEASED or a checkpoint id. */
+export async function buildSpec(style: string, choice: Record<string, string>, offline: SystemSpec | null, reg: () => Promise<CheckpointRegistry>, names: Map<string, string>): Promise<SystemSpec> {
+  let spec: SystemSpec;
+  if (style === TINY) {
+    if (!offline) throw new InvalidArgument('this build has no offline tiny system; run `npm run models:tiny` and reload, or pick a released style');
+    spec = { ...offline, roles: { ...offline.roles }, outer: offline.outer ? { ...offline.outer } : undefined, label: 'offline tiny' };
+  } else {
+    const s = STYLES[style as StyleName];
+    if (!s) throw new InvalidArgument(`unknown style '${style}'; pick one of ${STYLE_CHOICES.join(', ')}`);
+    spec = { style, roles: Object.fromEntries(s.roles.map((r) => [r.key, { model: hfFolder(r.repo) }])), label: 'released' };
+  }
+  const overrides: string[] = [];
+  for (const role of Object.keys(spec.roles)) {
+    const id = choice[role];
+    if (!id || id === RELEASED) continue;
+    const name = names.get(id) ?? id;
+    spec.roles[role] = { ...spec.roles[role]!, innerLink: innerLinkOf(await (await reg()).files(id), name) };
+    overrides.push(`${role}: ${name}`);
+  }
+  const outerId = choice[OUTER];
+  if (outerId && outerId !== RELEASED) {
+    const name = names.get(outerId) ?? outerId;
+    spec.outer = { ...(spec.outer ?? {}), ...(outerLinksOf(await (await reg()).files(outerId), name) as Record<string, FileRef>) };
+    overrides.push(`outer: ${name}`);
+  }
+  if (overrides.length) spec.label = `${spec.label} + ${overrides.join(', ')}`;
+  return spec;
+}

@@ -1,0 +1,44 @@
+/** The run timeline as data: 'stage' events folded into cells of rounds × agents. */
+import type { EngineEvent, LatentMessage } from '../../workers/protocol';
+import { STYLES, type StyleName } from '../mas/styles';
+
+export type StageEvent = Extract<EngineEvent, { type: 'stage' }>;
+
+export interface Cell {
+  state: 'idle' | 'running' | 'done';
+  decode: boolean;
+  seconds?: number;
+  latents?: number;
+}
+
+/** Agents of a style in stage order (round 0); for a style the registry does not know, `fallback`. */
+export function stageRoles(style: string, fallback: readonly string[] = []): string[] {
+  const spec = STYLES[style as StyleName] ?? (style.startsWith('tiny') ? STYLES.sequential_light : undefined);
+  if (!spec) return [...fallback];
+  return [...new Set(spec.stages(0, 2).map((s) => s.role))];
+}
+
+/** Cells keyed `${round}:${role}` (round 1-based) after the events in order; later events win. */
+export function foldStages(events: readonly StageEvent[]): Map<string, Cell> {
+  const cells = new Map<string, Cell>();
+  for (const e of events) {
+    const key = `${e.round}:${e.role}`;
+    if (e.state === 'running') cells.set(key, { state: 'running', decode: e.decode });
+    else cells.set(key, { state: 'done', decode: e.decode, seconds: e.seconds, latents: e.latents });
+  }
+  return cells;
+}
+
+/** The text a cell shows: '—', 'running…', or e.g. '1.25 s · 8 latents' / '0.50 s · text'. */
+export function cellText(c: Cell | undefined): string {
+  if (!c || c.state === 'idle') return '—';
+  if (c.state === 'running') return c.decode ? 'decoding…' : 'running…';
+  const secs = c.seconds === undefined ? '' : `${c.seconds.toFixed(2)} s`;
+  const what = c.decode ? 'text' : `${c.latents ?? 0} latent${c.latents === 1 ? '' : 's'}`;
+  return secs ? `${secs} · ${what}` : what;
+}
+
+/** Latent messages of the run in order, with the stage they came from. */
+export function messagesOf(events: readonly StageEvent[]): { round: number; role: string; message: LatentMessage }[] {
+  return events.flatMap((e) => (e.messages ?? []).map((message) => ({ round: e.round, role: e.role, message })));
+}

@@ -1,0 +1,83 @@
+/** The Train view's plain parts: dataset preview and usable count, speed, and the note an interrupted run leaves. */
+import { STYLES, type StyleName } from '../mas/styles';
+import { roleExample } from '../train/data/roles';
+import { parseJsonlRows, parseJsonRows, type Row } from '../train/data/rows';
+import { TINY } from './system';
+
+/** Rows of an uploaded file: JSONL by extension (or when the text is not one JSON document), else JSON (optionally under `field`). */
+export function parseUpload(text: string, fileName: string, field?: string): Row[] {
+  if (/\.jsonl$/i.test(fileName)) return parseJsonlRows(text, fileName);
+  return parseJsonRows(text, fileName, field || undefined);
+}
+
+/** Rows that give a training example for `role` of `style` (tiny trains like sequential_light). */
+export function usableRows(rows: readonly Row[], style: string, role: string): number {
+  const spec = STYLES[(style === TINY ? 'sequential_light' : style) as StyleName];
+  if (!spec) return 0;
+  const roles = role ? [role] : spec.roles.map((r) => r.key);
+  return rows.filter((r) => roles.every((ro) => {
+    try {
+      return !('skip' in roleExample(spec.shape, ro, r));
+    } catch {
+      return false;
+    }
+  })).length;
+}
+
+/** Columns of the first `n` rows, in first-seen order, and their cells as short text. */
+export function preview(rows: readonly Row[], n = 5, width = 80): { columns: string[]; cells: string[][] } {
+  const head = rows.slice(0, n);
+  const columns = [...new Set(head.flatMap((r) => Object.keys(r)))];
+  const short = (v: unknown) => {
+    const s = v === undefined ? '' : typeof v === 'string' ? v : JSON.stringify(v);
+    return s.length > width ? `${s.slice(0, width - 1)}…` : s;
+  };
+  return { columns, cells: head.map((r) => columns.map((c) => short(r[c]))) };
+}
+
+/** Steps per second over the last `window` step times (ms). */
+export function stepsPerSec(times: readonly number[], window = 10): number {
+  const t = times.slice(-window - 1);
+  if (t.length < 2) return NaN;
+  return ((t.length - 1) * 1000) / (t[t.length - 1]! - t[0]!);
+}
+
+/** '1 h 02 min', '3 min 05 s', '12 s'. */
+export function duration(sec: number): string {
+  if (!Number.isFinite(sec) || sec < 0) return '—';
+  const s = Math.round(sec);
+  if (s >= 3600) return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')} min`;
+  if (s >= 60) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;
+  return `${s} s`;
+}
+
+/** What an active run writes to localStorage, so that a reload can offer to go on from its last checkpoint. */
+export interface ActiveRun {
+  name: string;
+  style: string;
+  loop: 'inner' | 'outer';
+  role?: string;
+  maxSteps: number;
+  startedAt: number;
+  step?: number;
+  checkpointId?: string;
+}
+
+const KEY = 'rmas.train.active';
+
+export const activeRun = {
+  read(): ActiveRun | null {
+    try {
+      const v = JSON.parse(localStorage.getItem(KEY) ?? 'null') as ActiveRun | null;
+      return v && typeof v.name === 'string' ? v : null;
+    } catch {
+      return null;
+    }
+  },
+  write(r: ActiveRun): void {
+    localStorage.setItem(KEY, JSON.stringify(r));
+  },
+  clear(): void {
+    localStorage.removeItem(KEY);
+  },
+};

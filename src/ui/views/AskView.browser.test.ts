@@ -1,0 +1,93 @@
+// Ask view over a fake engine: Ctrl+Enter asks, stage/token/done events fill the timeline, messages and answer.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { flushSync, mount, unmount } from 'svelte';
+import type { AskRequest, EngineEvent, SystemSpec } from '../../../workers/protocol';
+import { reactiveProps } from '../components/props.svelte';
+import type { EngineRemote, Services } from '../services';
+import { DEFAULTS } from '../url';
+import AskView from './AskView.svelte';
+
+let app: ReturnType<typeof mount> | null = null;
+afterEach(() => {
+  if (app) unmount(app);
+  app = null;
+  document.body.replaceChildren();
+});
+
+const offline: SystemSpec = { style: 'sequential_light', roles: { planner: { model: '/p' }, critic: { model: '/c' }, solver: { model: '/s' } } };
+
+function fakeServices(ask: (req: AskRequest, on: (e: EngineEvent) => void) => Promise<unknown>) {
+  const api = {
+    offlineSystem: vi.fn(async () => offline),
+    loadSystem: vi.fn(async (_s: SystemSpec, on: (e: EngineEvent) => void) => {
+      on({ type: 'download', file: '/p/model.safetensors', loaded: 512, total: 1024 });
+      on({ type: 'ready', backend: 'cpu', seconds: 0.2 });
+      return { roles: {} };
+    }),
+    ask: vi.fn(ask),
+    cancel: vi.fn(async () => {}),
+  };
+  const services: Services = {
+    engine: { api: () => api as unknown as EngineRemote, restart: () => {}, stop: () => {} },
+    checkpoints: async () => ({ listCheckpoints: async () => [] }) as never,
+    models: async () => { throw new Error('unused'); },
+  };
+  return { api, services };
+}
+
+describe('AskView', () => {
+  it('streams one latent run into the timeline, the latent messages and the answer', async () => {
+    const { api, services } = fakeServices(async (req, on) => {
+      on({ type: 'stage', index: 0, round: 1, role: 'planner', state: 'done', decode: false, latents: 2, seconds: 0.25,
+        messages: [{ link: 'outer_12', to: 'critic', norms: [3.5, 4.25], top: [[{ token: ' the', prob: 0.5 }], [{ token: '7', prob: 0.125 }]] }] });
+      on({ type: 'token', role: 'solver', text: 'So **25** is it: ' });
+      on({ type: 'token', role: 'solver', text: '$\\boxed{25}$ <b>x</b>' });
+      const result = { answer: '25', text: '', tokens: 12, latentSteps: 2, seconds: 1.5, rounds: req.rounds!, mode: req.mode, prefillTokensPerSec: 250, decodeTokensPerSec: 8.5 };
+      on({ type: 'done', result });
+      return result;
+    });
+    const target = document.body.appendChild(document.createElement('div'));
+    const props = reactiveProps({ services, settings: { ...DEFAULTS, rounds: 1, greedy: true } });
+    app = mount(AskView, { target, props });
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    window.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', ctrlKey: true }));
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="ask-stats"]')!.textContent).toContain('total'));
+    flushSync();
+
+    const req = api.ask.mock.calls[0]![0];
+    expect(req.sampling).toEqual({ greedy: true });
+    expect(req.mode).toBe('latent');
+    expect(req.system.label).toBe('offline tiny');
+    expect(target.querySelector('[data-cell="1:planner"]')!.textContent).toBe('0.25 s · 2 latents');
+    expect([...target.querySelectorAll('thead th')].map((t) => t.textContent)).toEqual(['round', 'planner', 'critic', 'solver']);
+    expect(target.querySelectorAll('.latent').length).toBe(2);
+    expect(target.querySelector('.latent .norm')!.textContent).toBe('‖3.5‖');
+    expect(target.querySelector('.latent .tok')!.textContent).toBe('·the50%');
+    expect(target.querySelector('[data-testid="boxed"] mark')!.textContent).toBe('25');
+    const md = target.querySelector('.md')!;
+    expect(md.querySelector('strong')!.textContent).toBe('25');
+    expect(md.querySelector('b')).toBeNull(); // the model's HTML stays text
+    expect(md.textContent).toContain('<b>x</b>');
+    expect(target.querySelector('[data-testid="ask-stats"]')!.textContent!.replace(/\s+/g, ' ').trim())
+      .toBe('12 tokens · prefill 250 tok/s · decode 8.50 tok/s · 2 latent steps · 1.50 s total');
+    expect(target.querySelector('.dl .bytes')!.textContent).toBe('512 B / 1.00 KiB');
+  });
+
+  it('runs latent then text in "both" mode and shows an error where it happened', async () => {
+    const { api, services } = fakeServices(async (req) => {
+      if (req.mode === 'text') throw Object.assign(new Error('the text baseline needs a decoder'), { name: 'InvalidArgument' });
+      return { answer: '', text: '', tokens: 0, latentSteps: 0, seconds: 0, rounds: 1, mode: 'latent', prefillTokensPerSec: 0, decodeTokensPerSec: 0 };
+    });
+    const target = document.body.appendChild(document.createElement('div'));
+    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS, mode: 'both' as const } }) });
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(2));
+    await vi.waitFor(() => expect(target.querySelector('[data-mode="text"] [role="alert"]')).not.toBeNull());
+    expect(api.ask.mock.calls.map((c) => c[0].mode)).toEqual(['latent', 'text']);
+    const box = target.querySelector<HTMLElement>('[data-mode="text"] [role="alert"]')!;
+    expect(box.dataset.errorName).toBe('InvalidArgument');
+    expect(box.textContent).toContain('the text baseline needs a decoder');
+    expect(target.querySelector('[data-mode="latent"] [role="alert"]')).toBeNull();
+  });
+});
