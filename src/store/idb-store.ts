@@ -54,7 +54,9 @@ const req = <T>(r: IDBRequest<T>) => new Promise<T>((res, rej) => {
 /** Everything strictly below folder key prefix `pre` (which ends in '/'). */
 const below = (pre: string) => IDBKeyRange.bound(pre, pre + HIGH);
 const isQuota = (e: unknown) => typeof e === 'object' && e !== null && (e as { name?: unknown }).name === 'QuotaExceededError';
-const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+const size = (n: number) => (n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KiB` : `${n} bytes`);
+/** A stored path as the user knows it: the file name, without internal staging folders. */
+const shown = (p: string) => p.split('/').filter((s) => !s.startsWith('.')).join('/') || p;
 let uidCounter = 0;
 const uid = () => `${Math.random().toString(36).slice(2, 10)}${(++uidCounter).toString(36)}`;
 
@@ -87,8 +89,8 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
 
   const quota = (e: unknown, what: string, bytes: number | null) => {
     if (!isQuota(e)) return e;
-    return new QuotaExceeded(`browser storage is full: ${what}${bytes === null ? '' : ` needed ${bytes} bytes (${mib(bytes)})`}. Delete models or checkpoints ` +
-      'you no longer need in the cache manager (or allow persistent storage), then try again; nothing stored was changed');
+    return new QuotaExceeded(`browser storage is full: ${what}${bytes === null ? '' : ` needed ${size(bytes)}`}. Delete models or checkpoints ` +
+      'you no longer need (or allow persistent storage), then try again; nothing stored was changed');
   };
 
   const entriesAt = async (os: IDBObjectStore, p: string): Promise<[string, FileEntry][]> => {
@@ -131,7 +133,7 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
         });
       } catch (e) {
         await tx('readwrite', async (os) => { for (const c of chunks) os.delete(c); }).catch(() => {});
-        throw quota(e, `saving ${p}`, bytes.length);
+        throw quota(e, `saving ${shown(p)}`, bytes.length);
       }
     },
     async read(path) {
@@ -183,7 +185,7 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
           for (const [p, e] of moved) os.put(e, FILE + t + p.slice(f.length));
         });
       } catch (e) {
-        throw quota(e, `renaming ${f}`, null);
+        throw quota(e, `renaming ${shown(f)}`, null);
       }
     },
     async entry(path) {

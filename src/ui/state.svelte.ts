@@ -21,5 +21,25 @@ export function problem(e: unknown): Problem {
 /** Ask's checkpoint choice: per role 'released' or a checkpoint id; 'outer' likewise for the outer links. */
 export const askChoice = $state({ byRole: {} as Record<string, string> });
 
+const PREFS_KEY = 'rmas.prefs';
+
 /** Backend choice for asking: 'auto' (WebGPU where there is an adapter) or 'cpu' (the tiny system without WebGPU). */
-export const prefs = $state({ backend: 'auto' as 'auto' | 'cpu' });
+export const prefs = $state({ backend: storedBackend() });
+
+/** The backend choice survives a reload (localStorage); call after changing prefs.backend. */
+export function savePrefs() {
+  try {
+    localStorage.setItem(PREFS_KEY, JSON.stringify({ backend: prefs.backend }));
+  } catch {
+    // storage disabled (private mode): the choice lasts for this page only
+  }
+}
+
+function storedBackend(): 'auto' | 'cpu' {
+  try {
+    const v = (JSON.parse(localStorage.getItem(PREFS_KEY) ?? '{}') as { backend?: unknown }).backend;
+    return v === 'cpu' ? 'cpu' : 'auto';
+  } catch {
+    return 'auto';
+  }
+}

@@ -1,0 +1,259 @@
+/**
+ * End-to-end: the built playground in headless Chromium, as a user drives it. Asking and training use the
+ * CPU backend (SwiftShader WebGPU is too slow for a test). Screenshots land in .cache/test-output/e2e/.
+ */
+import { readFileSync } from 'node:fs';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { importBundle } from '../../src/store/bundle';
+import { buildApp, launch, serve, shot } from './app';
+
+let browser: Browser;
+let server: { url: string; close(): Promise<void> };
+/** The first export of the trained checkpoint (test 4), re-imported by tests 6 and 7. */
+let exported: Buffer | null = null;
+
+beforeAll(async () => {
+  server = await serve(await buildApp());
+  browser = await launch();
+}, 180_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+/** A page of a fresh context (own IndexedDB), collecting uncaught page errors. */
+async function open(ctx?: BrowserContext): Promise<{ ctx: BrowserContext; page: Page; errors: string[] }> {
+  ctx ??= await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
+  const page = await ctx.newPage();
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(server.url);
+  await page.locator('#tab-ask').waitFor();
+  return { ctx, page, errors };
+}
+
+const tab = (page: Page, t: 'ask' | 'train' | 'checkpoints' | 'env') => page.locator(`#tab-${t}`).click();
+
+/** Environment → the CPU backend (the checkbox, or the automatic fallback when there is no WebGPU). */
+async function useCpu(page: Page): Promise<void> {
+  await tab(page, 'env');
+  const box = page.getByTestId('use-cpu');
+  const fallback = page.getByTestId('webgpu-unavailable');
+  await expect.poll(async () => (await box.count()) + (await fallback.count()), { timeout: 30_000 }).toBeGreaterThan(0);
+  if (await box.count()) await box.check();
+  await expect(page.locator('#panel-env [data-testid=backend]').first().textContent()).resolves.toMatch(/cpu/);
+}
+
+/** Ask → the offline tiny system, 1 round, greedy; Ctrl+Enter; waits for the stats line. Returns its text. */
+async function askTiny(page: Page, question: string): Promise<string> {
+  await tab(page, 'ask');
+  await page.getByTestId('ask-style').selectOption('tiny');
+  await page.getByTestId('ask-rounds').fill('1');
+  await page.getByTestId('ask-greedy').check();
+  await page.getByRole('textbox', { name: 'question' }).fill(question);
+  await page.getByRole('textbox', { name: 'question' }).press('Control+Enter');
+  const stats = page.locator('#panel-ask [data-testid=ask-stats]');
+  await expect.poll(() => stats.textContent(), { timeout: 150_000, interval: 500 }).toMatch(/s total/);
+  await expect.poll(() => page.getByTestId('ask-status').textContent(), { timeout: 10_000 }).toBe('done');
+  return (await stats.textContent())!.replace(/\s+/g, ' ').trim();
+}
+
+/** Every timeline cell of the ask panel's run is done (and there are some). */
+async function timelineStates(page: Page): Promise<string[]> {
+  return page.locator('#panel-ask [data-testid=timeline] td').evaluateAll((tds) => tds.map((td) => td.getAttribute('data-state') ?? ''));
+}
+
+/** Names of the checkpoints listed in the Checkpoints view (after it has read the registry). */
+async function listed(page: Page): Promise<string[]> {
+  await tab(page, 'checkpoints');
+  const list = page.locator('#panel-checkpoints');
+  await expect.poll(async () => (await list.getByTestId('checkpoint-list').count()) + (await list.getByTestId('no-checkpoints').count()), { timeout: 20_000 }).toBeGreaterThan(0);
+  return list.locator('[data-testid=checkpoint-list] tbody tr td.name').evaluateAll((tds) => tds.map((td) => td.textContent!.trim()));
+}
+
+async function importInto(page: Page, name: string, bytes: Buffer): Promise<void> {
+  await tab(page, 'checkpoints');
+  await page.getByTestId('ckpt-import').setInputFiles({ name, mimeType: 'application/zip', buffer: bytes });
+}
+
+/** Clicks export on the row `id` and returns the downloaded file's bytes. */
+async function exportRow(page: Page, id: string): Promise<{ bytes: Buffer; name: string }> {
+  const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 20_000 }), page.locator(`tr[data-id="${id}"] [data-action=export]`).click()]);
+  return { bytes: readFileSync((await dl.path())!), name: dl.suggestedFilename() };
+}
+
+const arithmetic = Array.from({ length: 8 }, (_, i) => {
+  const a = 3 + i;
+  const b = 11 + 2 * i;
+  return JSON.stringify({ question: `What is ${a} + ${b}?`, plan: `Step 1: add ${a} and ${b}.`, refined_plan: `Step 1: add ${a} and ${b}. Step 2: box the sum.`, answer: `${a + b}. \\boxed{${a + b}}` });
+}).join('\n');
+
+describe.sequential('playground end to end (built app, CPU backend)', () => {
+  test('1. ask the offline tiny system: answer, every stage done, timing', async () => {
+    const { ctx, page, errors } = await open();
+    try {
+      await useCpu(page);
+      const stats = await askTiny(page, 'What is 2 + 3? Put the final answer in \\boxed{}.');
+      const states = await timelineStates(page);
+      expect(states.length).toBe(3); // 1 round × planner, critic, solver
+      expect(states.every((s) => s === 'done')).toBe(true);
+      const m = /(\d+) tokens .* ([\d.]+) s total/.exec(stats);
+      expect(m, stats).not.toBeNull();
+      expect(Number(m![1])).toBeGreaterThan(0);
+      expect(Number(m![2])).toBeGreaterThan(0);
+      expect((await page.locator('#panel-ask .answer .md').textContent())!.trim().length).toBeGreaterThan(0);
+      console.log(`[e2e] ask: ${stats}`);
+      await shot(page, 'ask');
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('2–5. train 10 steps, reload and find the checkpoint, export/import equal bytes, delete', async () => {
+    const { ctx, page, errors } = await open();
+    try {
+      // 2. train the planner's inner link of the tiny system for 10 steps on the CPU backend
+      await useCpu(page);
+      await tab(page, 'train');
+      await page.getByTestId('train-style').selectOption('tiny');
+      await page.getByTestId('train-loop').selectOption('inner');
+      await expect.poll(() => page.getByTestId('train-role').locator('option').count(), { timeout: 20_000 }).toBeGreaterThan(0);
+      await page.getByTestId('train-role').selectOption('planner');
+      await page.getByTestId('train-upload').setInputFiles({ name: 'arith.jsonl', mimeType: 'application/json', buffer: Buffer.from(arithmetic) });
+      await expect.poll(() => page.getByTestId('data-summary').textContent()).toMatch(/arith\.jsonl: 8 rows, 8 usable for planner/);
+      await page.getByTestId('train-max-steps').fill('10');
+      await page.getByTestId('train-warmup').fill('2');
+      await page.getByTestId('train-save-every').fill('5');
+      const t0 = Date.now();
+      await page.getByTestId('train-start').click();
+      const status = page.getByTestId('train-status');
+      await expect.poll(async () => (await status.textContent())?.trim(), { timeout: 150_000, interval: 500 }).toMatch(/saved “.*” at step 10$/);
+      console.log(`[e2e] train: 10 steps and saves in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      const loss = page.locator('[data-testid=curves] figure[data-series=loss]');
+      expect(await loss.getAttribute('data-points')).toBe('10');
+      expect(await loss.locator('svg').getAttribute('aria-label')).toBe('loss over 10 steps');
+      const d = (await loss.locator('path').getAttribute('d'))!;
+      expect(d.match(/[ML]/g)?.length).toBe(10);
+      await expect(page.locator('[data-testid=curves] figure[data-series=loss] .range span').nth(2).textContent()).resolves.toBe('step 1–10');
+      await shot(page, 'train');
+      const trained = /saved “(.*)” at step 10$/.exec((await status.textContent())!.trim())![1]!;
+
+      // 3. after a reload the checkpoint (final, step 10) is in the registry; the step-5 one was replaced
+      await page.reload();
+      await page.locator('#tab-ask').waitFor();
+      expect(await listed(page)).toEqual([trained]);
+      const row = page.locator('[data-testid=checkpoint-list] tbody tr').first();
+      const id = (await row.getAttribute('data-id'))!;
+      await expect(row.locator('td').nth(3).textContent()).resolves.toBe('10');
+      await expect(row.locator('td').nth(2).textContent()).resolves.toBe('tiny / planner');
+      await shot(page, 'checkpoints');
+
+      // 4. export, import the file back, export the copy: the same bytes
+      const first = await exportRow(page, id);
+      expect(first.bytes.subarray(0, 4).toString('hex')).toBe('504b0304');
+      await importInto(page, first.name, first.bytes);
+      await expect.poll(() => page.getByTestId('ckpt-status').textContent(), { timeout: 20_000 }).toBe(`imported ${first.name}`);
+      const ids = await page.locator('[data-testid=checkpoint-list] tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-id')!));
+      expect(ids.length).toBe(2);
+      const copy = ids.find((x) => x !== id)!;
+      const second = await exportRow(page, copy);
+      expect(second.bytes.length).toBe(first.bytes.length);
+      expect(Buffer.compare(second.bytes, first.bytes)).toBe(0);
+      const a = await importBundle(new Uint8Array(first.bytes), first.name);
+      const b = await importBundle(new Uint8Array(second.bytes), second.name);
+      expect(Object.keys(b.files).sort()).toEqual(Object.keys(a.files).sort());
+      expect(a.meta).toMatchObject({ kind: 'inner', style: 'tiny', role: 'planner', step: 10 });
+      for (const n of Object.keys(a.files)) expect(Buffer.compare(Buffer.from(b.files[n]!), Buffer.from(a.files[n]!)), n).toBe(0);
+      exported = first.bytes;
+
+      // 5. delete both (confirm), and after a reload they are gone
+      for (const x of [copy, id]) {
+        await page.locator(`tr[data-id="${x}"] [data-action=delete]`).click();
+        await page.locator(`tr[data-id="${x}"] [data-action=confirm-delete]`).click();
+        await expect.poll(() => page.locator(`tr[data-id="${x}"]`).count(), { timeout: 10_000 }).toBe(0);
+      }
+      await page.reload();
+      await page.locator('#tab-ask').waitFor();
+      expect(await listed(page)).toEqual([]);
+      await expect(page.getByTestId('no-checkpoints').isVisible()).resolves.toBe(true);
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('6. a full disk (QuotaExceededError) shows QuotaExceeded and loses nothing stored', async () => {
+    expect(exported, 'test 2–5 exports the bundle this test imports').not.toBeNull();
+    const { ctx, page } = await open();
+    try {
+      await importInto(page, 'kept.zip', exported!);
+      await expect.poll(() => page.getByTestId('ckpt-status').textContent(), { timeout: 20_000 }).toBe('imported kept.zip');
+      expect(await listed(page)).toEqual(['kept']);
+      // writes to the checkpoint registry's database now fail as a full disk makes them fail
+      await page.evaluate(() => {
+        const put = IDBObjectStore.prototype.put;
+        IDBObjectStore.prototype.put = function (this: IDBObjectStore, ...args: Parameters<IDBObjectStore['put']>) {
+          if (this.transaction.db.name === 'rmas-ckpt-checkpoints') throw new DOMException('simulated: the quota is exhausted', 'QuotaExceededError');
+          return put.apply(this, args);
+        };
+      });
+      await importInto(page, 'second.zip', exported!);
+      const box = page.locator('#panel-checkpoints .error-box');
+      await box.waitFor({ timeout: 20_000 });
+      expect(await box.getAttribute('data-error-name')).toBe('QuotaExceeded');
+      await expect(box.textContent()).resolves.toMatch(/storage is full.*Delete models or checkpoints.*nothing stored was changed/s);
+      await expect(box.locator('.hint').textContent()).resolves.toMatch(/delete cached models in Environment or old checkpoints in Checkpoints/);
+      expect(await listed(page)).toEqual(['kept']);
+      await shot(page, 'quota');
+      await page.reload(); // the patch lives in the old document only
+      await page.locator('#tab-ask').waitFor();
+      expect(await listed(page)).toEqual(['kept']);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('7. a dead engine worker: the banner, reload engine, asking works again, checkpoints kept', async () => {
+    expect(exported, 'test 2–5 exports the bundle this test imports').not.toBeNull();
+    const { ctx, page } = await open();
+    try {
+      await importInto(page, 'kept.zip', exported!);
+      await expect.poll(() => page.getByTestId('ckpt-status').textContent(), { timeout: 20_000 }).toBe('imported kept.zip');
+      await useCpu(page);
+      await tab(page, 'ask');
+      const engine = page.workers().find((w) => /engine/.test(w.url()));
+      expect(engine, page.workers().map((w) => w.url()).join(', ')).toBeDefined();
+      // an uncaught error inside the worker: its 'error' event reaches the page, as a crash does
+      await engine!.evaluate(() => void setTimeout(() => { throw new Error('simulated engine crash'); }, 0));
+      const banner = page.getByTestId('engine-banner');
+      await banner.waitFor({ timeout: 20_000 });
+      await expect(banner.textContent()).resolves.toMatch(/EngineRestarted.*crashed.*reload engine/s);
+      await shot(page, 'engine-lost');
+      await banner.getByRole('button', { name: 'reload engine' }).click();
+      await expect.poll(() => banner.count()).toBe(0);
+      const stats = await askTiny(page, 'What is 4 + 4? Put the final answer in \\boxed{}.');
+      expect((await timelineStates(page)).every((s) => s === 'done')).toBe(true);
+      console.log(`[e2e] ask after the restart: ${stats}`);
+      expect(await listed(page)).toEqual(['kept']);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('8. the Environment view', async () => {
+    const { ctx, page, errors } = await open();
+    try {
+      await tab(page, 'env');
+      await expect.poll(async () => (await page.getByTestId('use-cpu').count()) + (await page.getByTestId('webgpu-unavailable').count()), { timeout: 30_000 }).toBeGreaterThan(0);
+      await page.getByTestId('storage-usage').waitFor({ timeout: 20_000 });
+      await expect(page.locator('#panel-env').textContent()).resolves.toMatch(/running in a worker/);
+      await shot(page, 'environment');
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  });
+});
