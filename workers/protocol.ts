@@ -134,6 +134,16 @@ export interface SystemSpec {
   outer?: Record<string, FileRef>;
   /** Outer link types by key (default outer_ln_res_adapter). */
   outerTypes?: Record<string, string>;
+  /**
+   * An upstream outer-links folder (a RecursiveMAS *-Outerlinks repo URL): links not given in `outer` are
+   * resolved from its outerlink_config.json. Roles without `innerLink` resolve theirs from their model
+   * folder (innerlink_config.json, adapter(task).pt, adapter.pt), as upstream's resolver does.
+   */
+  outerRepo?: string;
+  /** The question's task; picks the math or code links of task-scoped (sequential) styles. Default math. */
+  task?: 'math' | 'choice' | 'code';
+  /** Quantize the backbones' projection weights on upload (q4_0 / q8_0); null keeps the checkpoint's dtype. */
+  quantize?: 'q4_0' | 'q8_0' | null;
   /** For messages and the UI: where the system came from ('offline tiny', 'released', a checkpoint name). */
   label?: string;
 }

@@ -5,7 +5,7 @@
  * as the Node loader (system.ts) does. All reads go through one fetch, which reports initiate/download events
  * and honours the abort signal; `fetchFile` replaces the network (a store-backed cache, files on disk in tests).
  */
-import { Cancelled, InvalidArgument, ShapeMismatch } from '../errors';
+import { Cancelled, CorruptCheckpoint, InvalidArgument, MissingCheckpoint, ShapeMismatch } from '../errors';
 import { parseGenerationConfig } from '../model/generate';
 import { fetchModelFile, folderUrl, loadDecoderFromUrl } from '../model/url';
 import { isNotFound } from '../formats/sources';
@@ -14,7 +14,7 @@ import { loadTokenizerFromUrl } from '../tokenizer/url';
 import { InnerLink, OuterLink, type LinkStateDict } from './links';
 import { getStyle } from './styles';
 import type { Agent, MasSystem } from './system';
-import { parseLinkBytes } from './upstream';
+import { adapterTaskFor, parseLinkBytes, pickOuterFiles, type AdapterTask } from './upstream';
 import type { EngineEvent, SystemSpec } from '../../workers/protocol';
 
 export interface LoadSpecOptions {
@@ -122,6 +122,7 @@ export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opt
   const withLinks = opts.links ?? true;
   const emit = opts.onEvent ?? (() => {});
   const fetcher = progressFetch(opts);
+  const adapterTask: AdapterTask | null = style.taskScoped ? adapterTaskFor(spec.task ?? 'math') : null;
   for (const k of Object.keys(spec.roles ?? {})) {
     if (!style.roles.some((r) => r.key === k)) throw new InvalidArgument(`system spec: style ${style.name} has no role '${k}'; its roles are ${style.roles.map((r) => r.key).join(', ')}`);
   }
@@ -139,7 +140,7 @@ export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opt
       if (!r?.model) throw new InvalidArgument(`system spec: role ${role.key} of ${style.name} needs model, the URL of its model folder`);
       throwIfAborted(opts.signal, `role ${role.key}`);
       const root = folderUrl(r.model);
-      const decoder = await loadDecoderFromUrl(root, backend, { fetch: fetcher, what: `role ${role.key}` });
+      const decoder = await loadDecoderFromUrl(root, backend, { fetch: fetcher, what: `role ${role.key}`, ...(spec.quantize ? { quantize: spec.quantize } : {}) });
       const agent: Agent = { role: role.key, source: root, dir: root, decoder, tokenizer: null!, inner: null, generation: { sampling: { greedy: true }, eosTokenIds: [] } };
       agents.set(role.key, agent);
       agent.tokenizer = await loadTokenizerFromUrl(root, { fetch: fetcher });
@@ -152,24 +153,26 @@ export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opt
       agent.generation = parseGenerationConfig(gen ? new TextDecoder().decode(gen) : null, [...decoder.config.eosTokenIds, ...agent.tokenizer.eosTokenIds], `${root}generation_config.json`);
       emit({ type: 'compile', what: `${role.key} (${decoder.config.hidden}-wide, ${decoder.config.layers} layers)` });
       if (withLinks) {
-        if (r.innerLink === undefined) throw new InvalidArgument(`system spec: role ${role.key} has no innerLink; latent mode needs one (or ask in text mode)`);
         const name = `${role.key} inner link`;
-        const state = parseLinkBytes(await linkBytes(r.innerLink, fetcher, undefined, name), name);
+        const found = r.innerLink === undefined ? await resolveInnerLink(role.key, root, fetcher, adapterTask) : null;
+        const state = parseLinkBytes(found ? found.bytes : await linkBytes(r.innerLink!, fetcher, undefined, name), name);
         const d = decoder.config.hidden;
-        agent.inner = checkedLink(() => InnerLink.fromStateDict(backend, state, { type: r.innerType ?? DEFAULT_INNER_TYPE, d, name }),
+        agent.inner = checkedLink(() => InnerLink.fromStateDict(backend, state, { type: r.innerType ?? found?.type ?? DEFAULT_INNER_TYPE, d, name }),
           `${name} (weights ${firstShape(state)})`, `${role.key} has hidden size ${d}`).freeze();
       }
     }
     if (withLinks) {
+      const missing = style.links.filter((l) => spec.outer?.[l.key] === undefined).map((l) => l.key);
+      const fromRepo = missing.length && spec.outerRepo ? await resolveOuterLinks(spec.outerRepo, fetcher, adapterTask, missing) : new Map<string, { url: string; type: string }>();
       for (const l of style.links) {
-        const ref = spec.outer?.[l.key];
+        const ref = spec.outer?.[l.key] ?? fromRepo.get(l.key)?.url;
         if (ref === undefined) throw new InvalidArgument(`system spec: outer link ${l.key} (${l.from} → ${l.to}) is missing; ${style.name} needs ${style.links.map((x) => x.key).join(', ')}`);
         throwIfAborted(opts.signal, `outer link ${l.key}`);
         const name = `outer link ${l.key} (${l.from} → ${l.to})`;
         const state = parseLinkBytes(await linkBytes(ref, fetcher, undefined, name), name);
         const dIn = agents.get(l.from)!.decoder.config.hidden;
         const dOut = agents.get(l.to)!.decoder.config.hidden;
-        const link = checkedLink(() => OuterLink.fromStateDict(backend, state, { type: spec.outerTypes?.[l.key] ?? DEFAULT_OUTER_TYPE, dIn, dOut, name }),
+        const link = checkedLink(() => OuterLink.fromStateDict(backend, state, { type: spec.outerTypes?.[l.key] ?? fromRepo.get(l.key)?.type ?? DEFAULT_OUTER_TYPE, dIn, dOut, name }),
           `${name} (weights ${firstShape(state)})`, `${l.from} has hidden size ${dIn}, ${l.to} has ${dOut}`);
         outer.set(l.key, link.freeze());
       }
@@ -180,4 +183,57 @@ export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opt
     throw e;
   }
   return { style, agents, outer, backend, adapterTask: null, dispose };
+}
+
+async function optionalJson(root: string, file: string, fetcher: typeof fetch): Promise<Record<string, unknown> | null> {
+  let bytes: Uint8Array | undefined;
+  try {
+    bytes = await fetchModelFile(root, file, { fetch: fetcher, optional: true });
+  } catch (e) {
+    if (isNotFound(e)) return null;
+    throw e;
+  }
+  if (!bytes) return null;
+  try {
+    const v = JSON.parse(new TextDecoder().decode(bytes)) as unknown;
+    if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v as Record<string, unknown>;
+  } catch {
+    // reported below
+  }
+  throw new CorruptCheckpoint(`${root}${file} is not a JSON object; re-download the repo`);
+}
+
+/**
+ * A role repo's inner link when the spec names none, by upstream's rule (spec §3.2): the file
+ * innerlink_config.json names for the task, else adapter(task).pt, else adapter.pt (.safetensors twins
+ * too). A folder cannot be listed over HTTP, so the candidates are tried in that order.
+ */
+async function resolveInnerLink(role: string, root: string, fetcher: typeof fetch, task: AdapterTask | null): Promise<{ bytes: Uint8Array; type: string }> {
+  const [cfg, adapterCfg] = await Promise.all([optionalJson(root, 'innerlink_config.json', fetcher), optionalJson(root, 'adapter_config.json', fetcher)]);
+  const tasks = cfg?.tasks as Record<string, Record<string, unknown>> | undefined;
+  const named = task && tasks && typeof tasks[task] === 'object' ? String(tasks[task]['adapter.pt'] ?? 'adapter.pt') : null;
+  const twin = (n: string) => [n, n.replace(/\.pt$/, '.safetensors')];
+  const candidates = named ? twin(named) : [...(task ? twin(`adapter(${task}).pt`) : []), ...twin('adapter.pt')];
+  for (const name of candidates) {
+    let bytes: Uint8Array | undefined;
+    try {
+      bytes = await fetchModelFile(root, name, { fetch: fetcher, optional: true });
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+    }
+    if (bytes) return { bytes, type: typeof adapterCfg?.adapter_type === 'string' ? adapterCfg.adapter_type : DEFAULT_INNER_TYPE };
+  }
+  throw new MissingCheckpoint(`role ${role}: ${root} holds no inner link for task ${task ?? '(none)'}; looked for ${candidates.join(', ')}. Give the role's innerLink, or a repo that ships its adapters`);
+}
+
+/** Outer links from an upstream outer-links folder's outerlink_config.json (task-scoped or not). */
+async function resolveOuterLinks(repo: string, fetcher: typeof fetch, task: AdapterTask | null, keys: string[]): Promise<Map<string, { url: string; type: string }>> {
+  const root = folderUrl(repo);
+  const cfg = await optionalJson(root, 'outerlink_config.json', fetcher);
+  if (!cfg) throw new MissingCheckpoint(`${root}outerlink_config.json does not exist; give the outer links by key, or the folder of a RecursiveMAS *-Outerlinks repo`);
+  // the files cannot be listed over HTTP: take every file the manifest names as present
+  const lists = [cfg.adapters, ...Object.values((cfg.tasks ?? {}) as Record<string, { adapters?: unknown }>).map((t) => t?.adapters)];
+  const files = lists.flatMap((a) => (Array.isArray(a) ? a.map((e) => String((e as { filename?: unknown }).filename)) : []));
+  const picked = pickOuterFiles(files, task, keys, cfg as never, null, root);
+  return new Map([...picked].map(([k, f]) => [k, { url: new URL(f.path, root).href, type: f.type }]));
 }

@@ -64,7 +64,9 @@ export async function buildSpec(style: string, choice: Record<string, string>, o
   } else {
     const s = STYLES[style as StyleName];
     if (!s) throw new InvalidArgument(`unknown style '${style}'; pick one of ${STYLE_CHOICES.join(', ')}`);
-    spec = { style, roles: Object.fromEntries(s.roles.map((r) => [r.key, { model: hfFolder(r.repo) }])), label: 'released' };
+    // released links: each role repo's adapters and the style's Outerlinks repo, resolved by the worker from
+    // their manifests (innerlink_config.json, outerlink_config.json) as upstream's resolver does
+    spec = { style, roles: Object.fromEntries(s.roles.map((r) => [r.key, { model: hfFolder(r.repo) }])), outerRepo: hfFolder(s.outerRepo), label: 'released' };
   }
   const overrides: string[] = [];
   for (const role of Object.keys(spec.roles)) {
