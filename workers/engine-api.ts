@@ -5,17 +5,23 @@
  * Node tests run it on the CPU backend; engine.worker.ts exposes it through comlink.
  */
 import { F, noGrad } from '../src/autograd';
-import { Cancelled, InvalidArgument } from '../src/errors';
+import { Cancelled, InvalidArgument, MissingCheckpoint } from '../src/errors';
+import { SafetensorsFile } from '../src/formats/safetensors';
+import { INDEX_FILE, SINGLE_FILE, parseIndex } from '../src/formats/safetensors-sharded';
+import { isNotFound, readAll, urlSource } from '../src/formats/sources';
 import { ask as askSystem, type AskResult, type StageRecord } from '../src/mas/run';
-import { schedule } from '../src/mas/styles';
+import { getStyle, schedule } from '../src/mas/styles';
+import { adapterTaskFor, pickOuterFiles, type AdapterTask } from '../src/mas/upstream';
+import { parseDecoderConfig, type DecoderConfig } from '../src/model/config';
+import { describePlan, planSystemDownload, type PlanLimits } from '../src/store/plan';
 import { loadSystemFromSpec, type LoadSpecOptions } from '../src/mas/system-url';
 import type { MasSystem } from '../src/mas/system';
-import { modelFetch } from '../src/model/url';
+import { folderUrl, modelFetch } from '../src/model/url';
 import type { Backend } from '../src/tensor/backend';
 import { tidy } from '../src/tensor/scope';
 import type { Tensor } from '../src/tensor/tensor';
 import type { Tokenizer } from '../src/tokenizer';
-import type { AskResultView, EngineEvent, LatentMessage, PlaygroundApi, SystemSpec } from './protocol';
+import type { AskResultView, EngineEvent, LatentMessage, PlaygroundApi, SystemPlanView, SystemSpec } from './protocol';
 
 export interface PlaygroundDeps {
   /** The backend for a request ('webgpu' falls back to cpu where there is none, with the reason). */
@@ -26,7 +32,19 @@ export interface PlaygroundDeps {
   fetchFile?: LoadSpecOptions['fetchFile'];
   /** Tokens shown per latent in the logit lens. Default 5. */
   lensTopK?: number;
+  /**
+   * The fetch planSystem reads sizes and safetensors headers with, by HTTP Range (never whole weights);
+   * default globalThis.fetch. The worker serves files already in the model cache from there.
+   */
+  planFetch?: typeof fetch;
+  /** URLs complete in the model cache (planSystem counts them as cached); none when absent. */
+  cachedUrls?: () => Promise<Iterable<string>>;
+  /** The adapter limits planSystem checks against; default: no limit (the CPU backend). */
+  planLimits?: (want: 'webgpu' | 'cpu' | undefined) => Promise<PlanLimits>;
 }
+
+/** Limits of the CPU backend for planning: none that a model could exceed. */
+export const CPU_PLAN_LIMITS: PlanLimits = { maxStorageBufferBindingSize: Number.MAX_SAFE_INTEGER, maxBufferSize: Number.MAX_SAFE_INTEGER, features: [] };
 
 export const OFFLINE_MANIFEST = 'models/tiny-system.json';
 
@@ -75,6 +93,97 @@ export async function logitLens(L: Tensor, lmHead: Tensor, tok: Tokenizer, k: nu
     indices.dispose();
     sq.dispose();
   }
+}
+
+/**
+ * The files loading `spec` reads (URL → bytes) and each role's config and safetensors payload size, found
+ * with small reads only: sizes by a one-byte Range probe, safetensors by their header (8 + header bytes),
+ * config.json and the small JSON manifests whole. Files held as bytes in the spec are not listed.
+ */
+export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promise<{ files: Map<string, number>; models: { config: DecoderConfig; weightsBytes: number }[] }> {
+  const style = getStyle(spec.style);
+  const f = modelFetch(fetcher);
+  const files = new Map<string, number>();
+  const missing = (e: unknown, optional: boolean) => { if (!(optional && isNotFound(e))) throw e; return null; };
+  const size = async (url: string, optional = false): Promise<number | null> => {
+    try {
+      const n = await urlSource(url, { fetch: f }).size();
+      files.set(url, n);
+      return n;
+    } catch (e) { return missing(e, optional); }
+  };
+  const whole = async (url: string, optional = false): Promise<Uint8Array | null> => {
+    try {
+      const b = await readAll(urlSource(url, { fetch: f }));
+      files.set(url, b.byteLength);
+      return b;
+    } catch (e) { return missing(e, optional); }
+  };
+  const json = async (url: string) => {
+    const b = await whole(url, true);
+    return b ? (JSON.parse(new TextDecoder().decode(b)) as Record<string, unknown>) : null;
+  };
+  const payload = async (url: string): Promise<number> => {
+    const src = urlSource(url, { fetch: f });
+    const st = await SafetensorsFile.open(src);
+    const n = await src.size();
+    files.set(url, n);
+    return n - st.dataStart;
+  };
+  const task: AdapterTask | null = style.taskScoped ? adapterTaskFor(spec.task ?? 'math') : null;
+  const linkUrl = (ref: string) => folderUrl(ref).replace(/\/$/, '');
+  const models: { config: DecoderConfig; weightsBytes: number }[] = [];
+  for (const role of style.roles) {
+    const r = spec.roles?.[role.key];
+    if (!r?.model) throw new InvalidArgument(`system spec: role ${role.key} of ${style.name} needs model, the URL of its model folder`);
+    const root = folderUrl(r.model);
+    const cfg = await whole(`${root}config.json`, true);
+    if (!cfg) throw new MissingCheckpoint(`role ${role.key}: ${root}config.json does not exist; give the URL of a Hugging Face model folder`);
+    const config = parseDecoderConfig(new TextDecoder().decode(cfg), `${root}config.json`);
+    const index = await whole(root + INDEX_FILE, true);
+    let weightsBytes = 0;
+    if (index) {
+      for (const shard of new Set(parseIndex(root + INDEX_FILE, index).weightMap.values())) weightsBytes += await payload(new URL(shard, root).href);
+    } else {
+      try {
+        weightsBytes = await payload(root + SINGLE_FILE);
+      } catch (e) {
+        if (!isNotFound(e)) throw e;
+        throw new MissingCheckpoint(`role ${role.key}: ${root} has neither ${INDEX_FILE} nor ${SINGLE_FILE}; point at a folder that holds the safetensors weights`);
+      }
+    }
+    models.push({ config, weightsBytes });
+    await size(`${root}tokenizer.json`);
+    for (const opt of ['tokenizer_config.json', 'chat_template.jinja', 'chat_template.json', 'generation_config.json']) await size(root + opt, true);
+    if (typeof r.innerLink === 'string') await size(linkUrl(r.innerLink));
+    else if (r.innerLink === undefined) {
+      // upstream's rule, as loadSystemFromSpec resolves it: innerlink_config.json's file for the task, else adapter(task).pt, else adapter.pt
+      const ic = await json(`${root}innerlink_config.json`);
+      await size(`${root}adapter_config.json`, true);
+      const tasks = ic?.tasks as Record<string, Record<string, unknown>> | undefined;
+      const named = task && tasks && typeof tasks[task] === 'object' ? String(tasks[task]['adapter.pt'] ?? 'adapter.pt') : null;
+      const twin = (n: string) => [n, n.replace(/\.pt$/, '.safetensors')];
+      const cands = named ? twin(named) : [...(task ? twin(`adapter(${task}).pt`) : []), ...twin('adapter.pt')];
+      let found = false;
+      for (const c of cands) if (!found && (await size(new URL(c, root).href, true)) !== null) found = true;
+      if (!found) throw new MissingCheckpoint(`role ${role.key}: ${root} holds no inner link for task ${task ?? '(none)'}; looked for ${cands.join(', ')}. Give the role's innerLink, or a repo that ships its adapters`);
+    }
+  }
+  const absent = style.links.filter((l) => spec.outer?.[l.key] === undefined).map((l) => l.key);
+  for (const l of style.links) {
+    const ref = spec.outer?.[l.key];
+    if (typeof ref === 'string') await size(linkUrl(ref));
+  }
+  if (absent.length) {
+    if (!spec.outerRepo) throw new InvalidArgument(`system spec: outer link ${absent[0]} is missing; ${style.name} needs ${style.links.map((x) => x.key).join(', ')}`);
+    const root = folderUrl(spec.outerRepo);
+    const cfg = await json(`${root}outerlink_config.json`);
+    if (!cfg) throw new MissingCheckpoint(`${root}outerlink_config.json does not exist; give the outer links by key, or the folder of a RecursiveMAS *-Outerlinks repo`);
+    const lists = [cfg.adapters, ...Object.values((cfg.tasks ?? {}) as Record<string, { adapters?: unknown }>).map((t) => t?.adapters)];
+    const names = lists.flatMap((a) => (Array.isArray(a) ? a.map((e) => String((e as { filename?: unknown }).filename)) : []));
+    for (const p of pickOuterFiles(names, task, absent, cfg as never, null, root).values()) await size(new URL(p.path, root).href);
+  }
+  return { files, models };
 }
 
 interface Loaded { key: string; system: MasSystem; busy: number; stale: boolean; backend: 'webgpu' | 'cpu'; reason?: string }
@@ -212,6 +321,15 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
           release(l);
         }
       });
+    },
+
+    async planSystem(spec, opts = {}): Promise<SystemPlanView> {
+      const { files, models } = await specFiles(spec, deps.planFetch ?? globalThis.fetch.bind(globalThis));
+      const limits = opts.backend === 'cpu' || !deps.planLimits ? CPU_PLAN_LIMITS : await deps.planLimits(opts.backend);
+      const cached = deps.cachedUrls ? [...(await deps.cachedUrls())] : [];
+      const list = [...files].map(([url, bytes]) => ({ url, bytes }));
+      const plan = planSystemDownload(list, models, limits, opts.quantize !== undefined ? opts.quantize : (spec.quantize ?? null), { cached });
+      return { plan, text: describePlan(plan), refusal: plan.refusal, files: list };
     },
 
     async cancel(callId) {

@@ -12,7 +12,7 @@ import { newRng, parityObservers } from '../src/testing/parity';
 import { InvalidArgument, DownloadFailed } from '../src/errors';
 import type { CheckpointStore } from '../src/train/store';
 import { cpuChecks } from './cpu-checks';
-import { createPlaygroundApi } from './engine-api';
+import { CPU_PLAN_LIMITS, createPlaygroundApi } from './engine-api';
 import type { BenchResult, EngineApi, PlaygroundApi, SelfTestEvent, TrainEvent, TrainRequest, TrainResult } from './protocol';
 
 let device: Promise<WebGpuBackend> | null = null;
@@ -336,7 +336,45 @@ const playground = createPlaygroundApi({
   },
   appBase: new URL(import.meta.env?.BASE_URL ?? '/', self.location.origin).href,
   fetchFile: cachedFetch,
+  planFetch,
+  cachedUrls: async () => (await cachedComplete()).keys(),
+  async planLimits(want) {
+    if (want === 'cpu') return CPU_PLAN_LIMITS;
+    const g = await gpuOrReason();
+    if (!g.gpu) return CPU_PLAN_LIMITS; // the load falls back to the CPU backend too
+    const r = g.gpu.ctx.report;
+    return { ...r.limits, features: Object.entries(r.features).filter(([, on]) => on).map(([f]) => f) };
+  },
 });
+
+/** URLs complete in the model cache (none where there is no IndexedDB); one listing serves a plan's many reads for 2 s. */
+function cachedComplete(): Promise<Set<string>> {
+  if (typeof indexedDB === 'undefined') return Promise.resolve(new Set());
+  if (completeMemo && performance.now() - completeMemo.at < 2000) return completeMemo.urls;
+  const urls = (async () => {
+    const { modelCache } = await import('../src/store/models');
+    cache ??= modelCache();
+    return new Set((await cache.list()).filter((f) => f.complete).map((f) => f.url));
+  })();
+  completeMemo = { at: performance.now(), urls };
+  urls.catch(() => (completeMemo = null));
+  return urls;
+}
+let completeMemo: { at: number; urls: Promise<Set<string>> } | null = null;
+
+/** planSystem's Range reads: a file complete in the model cache is read from there (works offline), others from the network. */
+async function planFetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
+  const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+  if (!(await cachedComplete()).has(url)) return fetch(input, init);
+  const src = await cache!.source(url); // complete: served from IndexedDB, nothing downloaded
+  const size = await src.size();
+  const m = /bytes=(\d+)-(\d*)/.exec(new Headers(init?.headers).get('range') ?? '');
+  if (!m) return new Response(await src.read(0, size) as BodyInit, { status: 200, headers: { 'content-length': String(size) } });
+  const a = Number(m[1]);
+  const b = Math.min(m[2] ? Number(m[2]) : size - 1, size - 1);
+  if (a > b) return new Response(null, { status: 416, headers: { 'content-range': `bytes */${size}` } });
+  return new Response(await src.read(a, b - a + 1) as BodyInit, { status: 206, headers: { 'content-range': `bytes ${a}-${b}/${size}`, 'content-length': String(b - a + 1) } });
+}
 
 /**
  * Files of other origins (the Hugging Face hub) go through the IndexedDB model cache: downloaded once in

@@ -2,6 +2,7 @@
 import type { AdapterReport } from '../src/gpu/device';
 import type { BenchOptions, BenchResult } from '../bench/harness';
 import type { SampleOptions } from '../src/autograd/ops/sample';
+import type { DownloadPlan, PlanQuantize } from '../src/store/plan';
 
 export type { AdapterReport } from '../src/gpu/device';
 export type { BenchResult } from '../bench/harness';
@@ -206,12 +207,29 @@ export interface AskResultView {
   decodeTokensPerSec: number;
 }
 
+/** What loading a system will cost, found before any weight is downloaded (PlaygroundApi.planSystem). */
+export interface SystemPlanView {
+  plan: DownloadPlan;
+  /** describePlan(plan): bytes to fetch (and cached), estimated GPU memory, and the refusal if any. */
+  text: string;
+  /** Why this adapter cannot hold the system (do not load it), or null. */
+  refusal: string | null;
+  /** The files the load reads, with their sizes (files held as bytes in the spec are not listed). */
+  files: { url: string; bytes: number }[];
+}
+
 /** Calls added for the playground (issue 6); implemented by workers/engine-api.ts. */
 export interface PlaygroundApi {
   /** Loads (or reuses, when the spec is unchanged) a system; events cover downloads and compilation. */
   loadSystem(spec: SystemSpec, onEvent: (e: EngineEvent) => void, opts?: { backend?: 'webgpu' | 'cpu'; callId?: string }): Promise<{ roles: Record<string, { hidden: number; family: string; layers: number }> }>;
   /** One question; stage, token and done events stream through onEvent. */
   ask(req: AskRequest, onEvent: (e: EngineEvent) => void, opts?: { callId?: string }): Promise<AskResultView>;
+  /**
+   * Bytes to download (less what the model cache holds), estimated GPU memory and whether the adapter's limits
+   * can hold the system, from config.json and safetensors headers read by HTTP Range; downloads no weights
+   * and emits no events. quantize defaults to the spec's.
+   */
+  planSystem(spec: SystemSpec, opts?: { backend?: 'webgpu' | 'cpu'; quantize?: PlanQuantize }): Promise<SystemPlanView>;
   /** Cancels a long call (loadSystem, ask, train) by the callId it was given; the call rejects with Cancelled. */
   cancel(callId: string): Promise<void>;
   /** The offline tiny system's spec (served with the app), or null if this build has none. */

@@ -16,9 +16,15 @@ afterEach(() => {
 
 const offline: SystemSpec = { style: 'sequential_light', roles: { planner: { model: '/p' }, critic: { model: '/c' }, solver: { model: '/s' } } };
 
-function fakeServices(ask: (req: AskRequest, on: (e: EngineEvent) => void) => Promise<unknown>) {
+const plan = (refusal: string | null) => ({
+  plan: { fetchBytes: 3 * 2 ** 20, cachedBytes: 2 ** 20, totalBytes: 4 * 2 ** 20, models: [], gpuBytes: 1.5 * 2 ** 30, refusal },
+  text: '', refusal, files: [],
+});
+
+function fakeServices(ask: (req: AskRequest, on: (e: EngineEvent) => void) => Promise<unknown>, refusal: string | null = null) {
   const api = {
     offlineSystem: vi.fn(async () => offline),
+    planSystem: vi.fn(async (_s: SystemSpec, _o?: { backend?: 'webgpu' | 'cpu' }) => plan(refusal)),
     loadSystem: vi.fn(async (_s: SystemSpec, on: (e: EngineEvent) => void) => {
       on({ type: 'download', file: '/p/model.safetensors', loaded: 512, total: 1024 });
       on({ type: 'ready', backend: 'cpu', seconds: 0.2 });
@@ -71,6 +77,31 @@ describe('AskView', () => {
     expect(target.querySelector('[data-testid="ask-stats"]')!.textContent!.replace(/\s+/g, ' ').trim())
       .toBe('12 tokens · prefill 250 tok/s · decode 8.50 tok/s · 2 latent steps · 1.50 s total');
     expect(target.querySelector('.dl .bytes')!.textContent).toBe('512 B / 1.00 KiB');
+    expect(target.querySelector('[data-testid="ask-plan"]')!.textContent).toBe('will download 3.00 MiB (1.00 MiB cached) · needs about 1.50 GiB of GPU memory');
+    expect(api.planSystem.mock.calls[0]![0]).toBe(api.loadSystem.mock.calls[0]![0]);
+
+    // the same system again: loaded already, so not planned again
+    window.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', ctrlKey: true }));
+    await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(2));
+    expect(api.planSystem).toHaveBeenCalledTimes(1);
+  });
+
+  it('shows the refusal in the error box and does not load a system this adapter cannot hold', async () => {
+    const why = 'model 1: one row of "model.embed_tokens.weight" (bf16, 8192 bytes) is larger than this adapter\'s 4096-byte storage-binding limit';
+    const { api, services } = fakeServices(async () => { throw new Error('unused'); }, why);
+    const target = document.body.appendChild(document.createElement('div'));
+    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS } }) });
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    await vi.waitFor(() => expect(target.querySelector('[role="alert"]')).not.toBeNull());
+    const box = target.querySelector<HTMLElement>('[role="alert"]')!;
+    expect(box.dataset.errorName).toBe('BindingLimitExceeded');
+    expect(box.textContent).toContain(`this system cannot run here: ${why}`);
+    expect(target.querySelector('[data-testid="ask-plan"]')!.textContent).toContain('needs about 1.50 GiB of GPU memory');
+    expect(target.querySelector('[data-testid="ask-status"]')!.textContent).toBe('not loaded');
+    expect(api.loadSystem).not.toHaveBeenCalled();
+    expect(api.ask).not.toHaveBeenCalled();
+    expect(target.querySelector<HTMLButtonElement>('button.primary')!.disabled).toBe(false);
   });
 
   it('runs latent then text in "both" mode and shows an error where it happened', async () => {
