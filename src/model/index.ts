@@ -7,3 +7,5 @@ export * from './generate';
 export * from './gguf';
 export * from './dir';
 export * from './url';
+export * from './trainable';
+export * from './lm-loss';
