@@ -1,0 +1,280 @@
+/**
+ * Trains the tiny system's three agents from scratch (issue 7, item 2): a Qwen3-style planner, a
+ * Llama-style critic and a Qwen2-style solver, each a full-weight decoder of this project's engine
+ * (createTrainableDecoder + lmLoss + AdamW), on the task family of models/tiny/task.ts in the chain
+ * shape's chat format: the role's system and first-round prompt with the real texts in its slots, loss
+ * over the assistant span only (innerExample). The tokenizer is the shared tiny BPE of models/tokenizer.ts.
+ *
+ *   npx tsx models/tiny/train-agents.ts --out DIR [--steps N] [--seed S] [--backend cpu|webgpu]
+ *
+ * Each agent goes to DIR/<name>/ in Hugging Face layout (config.json with the family's key conventions,
+ * generation_config.json, tokenizer files, model.safetensors). On the CPU backend the run is a pure
+ * function of the seed: same bytes on every run.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { F, Tape } from '../../src/autograd/index.ts';
+import { InvalidArgument } from '../../src/errors.ts';
+import { parseDecoderConfig } from '../../src/model/config.ts';
+import type { Decoder } from '../../src/model/decoder.ts';
+import { generate } from '../../src/model/generate.ts';
+import { lmLoss } from '../../src/model/lm-loss.ts';
+import { createTrainableDecoder, saveDecoderCheckpoint } from '../../src/model/trainable.ts';
+import type { Backend } from '../../src/tensor/backend.ts';
+import { CpuBackend } from '../../src/tensor/cpu.ts';
+import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
+import type { Tokenizer } from '../../src/tokenizer/tokenizer.ts';
+import { innerExample } from '../../src/train/data/tokenize.ts';
+import { initialState, trainLoop } from '../../src/train/loop.ts';
+import { LinkOptimizer } from '../../src/train/optim.ts';
+import { buildConfig, buildGenerationConfig, TINY_MERGES, type TinySpec } from '../generate.ts';
+import { buildTinyTokenizer } from '../tokenizer.ts';
+import { scoreAnswer, taskSplit, type TaskRow } from './task.ts';
+
+export const ROLES = ['planner', 'critic', 'solver'] as const;
+export type AgentRole = (typeof ROLES)[number];
+
+export interface AgentSpec extends Omit<TinySpec, 'seed' | 'separateTemplate'> {
+  role: AgentRole;
+}
+
+/** The default agents: different families and widths, context 512 (buildConfig's max_position_embeddings). */
+export const AGENT_SPECS: readonly AgentSpec[] = [
+  { role: 'planner', name: 'planner-qwen3', family: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 176, tie: true },
+  { role: 'critic', name: 'critic-llama', family: 'llama', hidden: 96, layers: 2, heads: 6, kvHeads: 2, headDim: 16, intermediate: 256, tie: false },
+  { role: 'solver', name: 'solver-qwen2', family: 'qwen2', hidden: 64, layers: 3, heads: 4, kvHeads: 2, headDim: 16, intermediate: 176, tie: true },
+];
+
+export interface TrainAgentsOptions {
+  out: string;
+  /** Optimizer steps per agent. */
+  steps?: number;
+  seed?: number;
+  backend?: Backend;
+  specs?: readonly AgentSpec[];
+  /** Sequences per micro-batch and micro-batches per optimizer step. */
+  batchSize?: number;
+  gradAccum?: number;
+  lr?: number;
+  warmup?: number;
+  /** Longest training sequence in tokens (longer chats are right-truncated by innerExample). */
+  maxLength?: number;
+  /** Use only the first N train rows (tests). */
+  trainRows?: number;
+  /** Print the mean loss every N steps (0: never). */
+  logEvery?: number;
+  log?: (line: string) => void;
+}
+
+export interface AgentResult {
+  name: string;
+  role: AgentRole;
+  dir: string;
+  /** Loss of every optimizer step, in order. */
+  losses: number[];
+  seconds: number;
+  examples: number;
+  skipped: number;
+  params: number;
+}
+
+/** Defaults of the full run. */
+export const DEFAULTS = { steps: 300, seed: 7, batchSize: 2, gradAccum: 2, lr: 3e-3, warmup: 30, maxLength: 512, logEvery: 25 } as const;
+
+const json = (x: unknown) => `${JSON.stringify(x, null, 2)}\n`;
+
+/** Token ids the configs refer to, and the vocabulary size, from the shared tokenizer. */
+function tokenizerFacts(tj: Record<string, unknown>) {
+  const added = tj.added_tokens as { id: number; content: string }[];
+  const id = (content: string) => {
+    const t = added.find((a) => a.content === content);
+    if (!t) throw new InvalidArgument(`the tiny tokenizer has no ${content}; models/tokenizer.ts changed its added tokens`);
+    return t.id;
+  };
+  const vocab = Math.max(...Object.values((tj.model as { vocab: Record<string, number> }).vocab), ...added.map((a) => a.id)) + 1;
+  return { ids: { endOfText: id('<|endoftext|>'), imEnd: id('<|im_end|>') }, vocab };
+}
+
+/** Writes everything of an agent folder but the weights; returns config.json's content. */
+async function writeAgentFiles(dir: string, spec: AgentSpec): Promise<Record<string, unknown>> {
+  const tok = buildTinyTokenizer({ merges: TINY_MERGES });
+  const { ids, vocab } = tokenizerFacts(tok.tokenizerJson);
+  const config = buildConfig({ ...spec, seed: 0, separateTemplate: spec.family === 'llama' }, vocab, ids);
+  const tokenizerConfig: Record<string, unknown> = { ...tok.tokenizerConfig };
+  await mkdir(dir, { recursive: true });
+  // Llama 3 folders keep the template in chat_template.jinja and name the generic fast class
+  if (spec.family === 'llama') {
+    delete tokenizerConfig.chat_template;
+    tokenizerConfig.tokenizer_class = 'PreTrainedTokenizerFast';
+    await writeFile(join(dir, 'chat_template.jinja'), tok.chatTemplate);
+  }
+  // greedy by default: these agents are evaluated and chained greedily
+  const generation: Record<string, unknown> = { ...buildGenerationConfig(ids), do_sample: false };
+  delete generation.temperature;
+  delete generation.top_k;
+  delete generation.top_p;
+  await writeFile(join(dir, 'config.json'), json(config));
+  await writeFile(join(dir, 'generation_config.json'), json(generation));
+  await writeFile(join(dir, 'tokenizer.json'), json(tok.tokenizerJson));
+  await writeFile(join(dir, 'tokenizer_config.json'), json(tokenizerConfig));
+  return config;
+}
+
+/** The role's chat sequences (ids + assistant mask) over some rows, and how many rows were skipped. */
+export function roleExamples(tok: Tokenizer, role: AgentRole, rows: readonly TaskRow[], maxLength: number) {
+  const examples: { ids: number[]; lossMask: number[] }[] = [];
+  let skipped = 0;
+  for (const row of rows) {
+    const ex = innerExample(tok, 'chain', role, 'first', { ...row }, { task: 'math', maxLength });
+    if ('skip' in ex) skipped++;
+    else examples.push({ ids: ex.ids, lossMask: ex.lossMask });
+  }
+  return { examples, skipped };
+}
+
+/** Trains one agent and writes its folder. */
+async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 'specs' | 'backend' | 'trainRows' | 'log'>> & { backend: Backend; rows: readonly TaskRow[]; log: (s: string) => void }): Promise<AgentResult> {
+  const dir = join(o.out, spec.name);
+  const configJson = await writeAgentFiles(dir, spec);
+  const config = parseDecoderConfig(json(configJson), join(dir, 'config.json'));
+  const tok = await loadTokenizerFromDir(dir);
+  const { examples, skipped } = roleExamples(tok, spec.role, o.rows, o.maxLength);
+  // each role draws its own init and data order from the run seed (independent of which specs run)
+  const seed = o.seed * 1000 + ROLES.indexOf(spec.role);
+  const { decoder, params } = createTrainableDecoder(config, o.backend, { seed });
+  const optimizer = new LinkOptimizer([params], { weightDecay: 0.01 });
+  const losses: number[] = [];
+  const t0 = performance.now();
+  try {
+    await trainLoop(examples.length, {
+      maxSteps: o.steps, batchSize: o.batchSize, gradAccumSteps: o.gradAccum, lr: o.lr, scheduler: 'cosine',
+      warmupSteps: Math.min(o.warmup, Math.max(0, o.steps - 1)), seed, shuffle: true, saveSteps: 0,
+    }, {
+      optimizer,
+      runBatch: async (indices, scale) => {
+        let loss = 0;
+        let tokens = 0;
+        for (const i of indices) {
+          const ex = examples[i]!;
+          loss += (await sequenceStep(decoder, ex, scale / indices.length)) / indices.length;
+          tokens += ex.ids.length;
+        }
+        optimizer.gather();
+        return { loss, tokens, valid: indices.length, skipped: {} };
+      },
+      onStep: (e) => {
+        losses.push(e.loss);
+        if (o.logEvery > 0 && (e.step % o.logEvery === 0 || e.step === e.maxSteps)) {
+          const recent = losses.slice(-o.logEvery);
+          const mean = recent.reduce((a, b) => a + b, 0) / recent.length;
+          o.log(`${spec.name} step ${e.step}/${e.maxSteps} loss ${mean.toFixed(4)} lr ${e.lr.toExponential(2)} ${e.elapsedSec.toFixed(1)}s`);
+        }
+      },
+    }, initialState(examples.length, { seed, shuffle: true }));
+    await saveDecoderCheckpoint(dir, params, { dtype: 'f32' });
+  } finally {
+    params.dispose();
+    decoder.dispose();
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  return { name: spec.name, role: spec.role, dir, losses, seconds, examples: examples.length, skipped, params: params.entries.reduce((s, e) => s + e.numel, 0) };
+}
+
+/** Forward + backward of one sequence's masked LM loss times `weight`; returns the unweighted loss. */
+async function sequenceStep(decoder: Decoder, ex: { ids: number[]; lossMask: number[] }, weight: number): Promise<number> {
+  const tape = new Tape();
+  try {
+    const loss = tape.run(() => lmLoss(decoder, ex.ids, ex.lossMask));
+    const value = (await loss.read())[0]!;
+    const scaled = tape.run(() => F.scale(loss, weight));
+    await tape.backward(scaled);
+    return value;
+  } finally {
+    tape.dispose();
+  }
+}
+
+/** Trains every agent of `opts.specs` (default AGENT_SPECS) in turn; see the file comment. */
+export async function trainTinyAgents(opts: TrainAgentsOptions): Promise<AgentResult[]> {
+  const steps = opts.steps ?? DEFAULTS.steps;
+  if (!Number.isInteger(steps) || steps < 1) throw new InvalidArgument(`steps must be a positive integer, got ${steps}`);
+  const rows = taskSplit('train').slice(0, opts.trainRows ?? Infinity);
+  const o = {
+    out: resolve(opts.out), steps, seed: opts.seed ?? DEFAULTS.seed, batchSize: opts.batchSize ?? DEFAULTS.batchSize,
+    gradAccum: opts.gradAccum ?? DEFAULTS.gradAccum, lr: opts.lr ?? DEFAULTS.lr, warmup: opts.warmup ?? DEFAULTS.warmup,
+    maxLength: opts.maxLength ?? DEFAULTS.maxLength, logEvery: opts.logEvery ?? DEFAULTS.logEvery,
+    backend: opts.backend ?? new CpuBackend('f32'), rows, log: opts.log ?? ((s: string) => process.stdout.write(`${s}\n`)),
+  };
+  const results: AgentResult[] = [];
+  const specs = opts.specs ?? AGENT_SPECS;
+  for (const spec of specs) results.push(await trainAgent(spec, o));
+  return results;
+}
+
+/** Greedy accuracy of a trained solver folder on some rows, given each row's gold refined plan. */
+export async function evalSolver(dir: string, rows: readonly TaskRow[], backend: Backend = new CpuBackend('f32'), maxNewTokens = 64) {
+  const { loadDecoderFromDir } = await import('../../src/model/dir.ts');
+  const decoder = await loadDecoderFromDir(dir, backend);
+  const tok = await loadTokenizerFromDir(dir);
+  const eos = [tok.idOf('<|im_end|>'), tok.idOf('<|endoftext|>')].filter((x): x is number => typeof x === 'number');
+  let correct = 0;
+  const outputs: string[] = [];
+  try {
+    for (const row of rows) {
+      const ex = innerExample(tok, 'chain', 'solver', 'first', { ...row }, { task: 'math', maxLength: 4096 });
+      if ('skip' in ex) throw new InvalidArgument(`solver prompt skipped a row: ${ex.skip}`);
+      const prompt = ex.ids.slice(0, ex.lossMask.indexOf(1));
+      const r = await generate(decoder, { inputIds: prompt, maxNewTokens, sampling: { greedy: true }, eosTokenIds: eos });
+      const text = tok.decode(r.tokens, { skipSpecialTokens: true });
+      outputs.push(text);
+      if (scoreAnswer(text, row)) correct++;
+    }
+  } finally {
+    decoder.dispose();
+  }
+  return { correct, total: rows.length, outputs };
+}
+
+function parseArgs(argv: string[]) {
+  const a: { out?: string; steps?: number; seed?: number; backend?: string; eval?: number } = {};
+  const usage = 'usage: tsx models/tiny/train-agents.ts --out DIR [--steps N] [--seed S] [--backend cpu|webgpu] [--eval N]';
+  for (let i = 0; i < argv.length; i++) {
+    const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
+    const v = inline ?? argv[++i];
+    if (v === undefined) throw new InvalidArgument(`${k} needs a value; ${usage}`);
+    if (k === '--out') a.out = v;
+    else if (k === '--steps' || k === '--seed' || k === '--eval') {
+      const n = Number(v);
+      if (!Number.isInteger(n)) throw new InvalidArgument(`${k} must be an integer, got ${v}; ${usage}`);
+      a[k.slice(2) as 'steps' | 'seed' | 'eval'] = n;
+    } else if (k === '--backend') a.backend = v;
+    else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
+  }
+  if (!a.out) throw new InvalidArgument(`no output folder; ${usage}`);
+  if (a.backend !== undefined && a.backend !== 'cpu' && a.backend !== 'webgpu') throw new InvalidArgument(`--backend ${a.backend}: expected cpu or webgpu`);
+  return a as typeof a & { out: string };
+}
+
+async function main(argv: string[]) {
+  const a = parseArgs(argv);
+  let backend: Backend = new CpuBackend('f32');
+  if (a.backend === 'webgpu') backend = await (await import('../../src/tensor/webgpu.ts')).WebGpuBackend.create();
+  const t0 = performance.now();
+  const results = await trainTinyAgents({ out: a.out, steps: a.steps, seed: a.seed, backend });
+  for (const r of results) {
+    const first = r.losses.slice(0, 10).reduce((s, x) => s + x, 0) / Math.min(10, r.losses.length);
+    const last = r.losses.slice(-10).reduce((s, x) => s + x, 0) / Math.min(10, r.losses.length);
+    process.stdout.write(`${r.name}: ${r.params} params, ${r.examples} sequences, loss ${first.toFixed(3)} -> ${last.toFixed(3)}, ${r.seconds.toFixed(1)}s -> ${r.dir}\n`);
+  }
+  process.stdout.write(`total ${((performance.now() - t0) / 1000).toFixed(1)}s on ${backend.name}\n`);
+  if (a.eval) {
+    const solver = results.find((r) => r.role === 'solver')!;
+    const ev = await evalSolver(solver.dir, taskSplit('validation').slice(0, a.eval), backend);
+    process.stdout.write(`solver (gold refined plan, greedy): ${ev.correct}/${ev.total} validation rows correct\n`);
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  await main(process.argv.slice(2));
+}
