@@ -10,6 +10,7 @@ import { WebGpuBackend } from '../src/tensor/webgpu';
 import { type CloseReport, closeness } from '../src/testing/close';
 import { newRng, parityObservers } from '../src/testing/parity';
 import { InvalidArgument, DownloadFailed } from '../src/errors';
+import { modelFetch } from '../src/model/url';
 import type { CheckpointStore } from '../src/train/store';
 import { cpuChecks } from './cpu-checks';
 import { CPU_PLAN_LIMITS, createPlaygroundApi } from './engine-api';
@@ -382,9 +383,8 @@ async function planFetch(input: RequestInfo | URL, init?: RequestInit): Promise<
  */
 async function cachedFetch(url: string, signal?: AbortSignal, onProgress?: (loaded: number, total: number) => void): Promise<Uint8Array | null> {
   if (new URL(url).origin === self.location.origin) {
-    const res = await fetch(url, signal ? { signal } : {});
-    const html = /^text\/html/i.test(res.headers.get('content-type') ?? '') && !/\.html?$/i.test(new URL(url).pathname);
-    if (res.status === 404 || html) return null;
+    const res = await modelFetch()(url, signal ? { signal } : {});
+    if (res.status === 404) return null;
     if (!res.ok) throw new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}`);
     return new Uint8Array(await res.arrayBuffer());
   }

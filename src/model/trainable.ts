@@ -19,7 +19,7 @@ import type { Backend } from '../tensor/backend';
 import { Rng } from '../testing/rng';
 import type { DecoderConfig } from './config';
 import { Decoder } from './decoder';
-import { type DecoderWeights, type LayerWeights, weightSpecs } from './weights';
+import { type DecoderWeights, layerWeights, weightSpecs } from './weights';
 
 export interface TrainableOptions {
   /** Seed of the initialisation (mulberry32 + Box-Muller); the same seed gives the same weights. */
@@ -51,19 +51,7 @@ export function weightsFromParams(config: DecoderConfig, params: FlatParams): De
   const w = (n: string) => params.get(n);
   const has = new Set(params.entries.map((e) => e.name));
   const opt = (n: string) => (has.has(n) ? params.get(n) : null);
-  const layers: LayerWeights[] = Array.from({ length: config.layers }, (_, i) => {
-    const p = `model.layers.${i}.`;
-    const a = `${p}self_attn.`;
-    return {
-      inputNorm: w(`${p}input_layernorm.weight`),
-      q: w(`${a}q_proj.weight`), k: w(`${a}k_proj.weight`), v: w(`${a}v_proj.weight`), o: w(`${a}o_proj.weight`),
-      qBias: opt(`${a}q_proj.bias`), kBias: opt(`${a}k_proj.bias`), vBias: opt(`${a}v_proj.bias`), oBias: opt(`${a}o_proj.bias`),
-      qNorm: opt(`${a}q_norm.weight`), kNorm: opt(`${a}k_norm.weight`),
-      postNorm: w(`${p}post_attention_layernorm.weight`),
-      gate: w(`${p}mlp.gate_proj.weight`), up: w(`${p}mlp.up_proj.weight`), down: w(`${p}mlp.down_proj.weight`),
-      gateBias: opt(`${p}mlp.gate_proj.bias`), upBias: opt(`${p}mlp.up_proj.bias`), downBias: opt(`${p}mlp.down_proj.bias`),
-    };
-  });
+  const layers = layerWeights(config, w, opt);
   const embed = w('model.embed_tokens.weight');
   const totalBytes = params.entries.reduce((s, e) => s + byteSize('f32', e.shape), 0);
   return {

@@ -152,6 +152,23 @@ async function loadOne(src: WeightSource, spec: Spec, backend: Backend, quantize
   return t;
 }
 
+/** Each layer's weights under the Hugging Face names, from a lookup of required (`w`) and optional (`opt`) tensors. */
+export function layerWeights(config: DecoderConfig, w: (name: string) => Tensor, opt: (name: string) => Tensor | null): LayerWeights[] {
+  return Array.from({ length: config.layers }, (_, i) => {
+    const p = `model.layers.${i}.`;
+    const a = `${p}self_attn.`;
+    return {
+      inputNorm: w(`${p}input_layernorm.weight`),
+      q: w(`${a}q_proj.weight`), k: w(`${a}k_proj.weight`), v: w(`${a}v_proj.weight`), o: w(`${a}o_proj.weight`),
+      qBias: opt(`${a}q_proj.bias`), kBias: opt(`${a}k_proj.bias`), vBias: opt(`${a}v_proj.bias`), oBias: opt(`${a}o_proj.bias`),
+      qNorm: opt(`${a}q_norm.weight`), kNorm: opt(`${a}k_norm.weight`),
+      postNorm: w(`${p}post_attention_layernorm.weight`),
+      gate: w(`${p}mlp.gate_proj.weight`), up: w(`${p}mlp.up_proj.weight`), down: w(`${p}mlp.down_proj.weight`),
+      gateBias: opt(`${p}mlp.gate_proj.bias`), upBias: opt(`${p}mlp.up_proj.bias`), downBias: opt(`${p}mlp.down_proj.bias`),
+    };
+  });
+}
+
 /** Loads and checks every weight of `config` from `src`. Nothing is uploaded when a tensor is missing. */
 export async function loadDecoderWeights(
   config: DecoderConfig, src: WeightSource, backend: Backend, opts: LoadOptions = {},
@@ -176,19 +193,7 @@ export async function loadDecoderWeights(
   }
   const w = (n: string) => got.get(n)!;
   const opt = (n: string) => got.get(n) ?? null;
-  const layers: LayerWeights[] = Array.from({ length: config.layers }, (_, i) => {
-    const p = `model.layers.${i}.`;
-    const a = `${p}self_attn.`;
-    return {
-      inputNorm: w(`${p}input_layernorm.weight`),
-      q: w(`${a}q_proj.weight`), k: w(`${a}k_proj.weight`), v: w(`${a}v_proj.weight`), o: w(`${a}o_proj.weight`),
-      qBias: opt(`${a}q_proj.bias`), kBias: opt(`${a}k_proj.bias`), vBias: opt(`${a}v_proj.bias`), oBias: opt(`${a}o_proj.bias`),
-      qNorm: opt(`${a}q_norm.weight`), kNorm: opt(`${a}k_norm.weight`),
-      postNorm: w(`${p}post_attention_layernorm.weight`),
-      gate: w(`${p}mlp.gate_proj.weight`), up: w(`${p}mlp.up_proj.weight`), down: w(`${p}mlp.down_proj.weight`),
-      gateBias: opt(`${p}mlp.gate_proj.bias`), upBias: opt(`${p}mlp.up_proj.bias`), downBias: opt(`${p}mlp.down_proj.bias`),
-    };
-  });
+  const layers = layerWeights(config, w, opt);
   const bytes: Partial<Record<DType, number>> = {};
   let totalBytes = 0;
   for (const t of got.values()) {

@@ -13,7 +13,7 @@
  */
 import { createStore, type UseStore } from 'idb-keyval';
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint, QuotaExceeded } from '../errors';
-import type { CheckpointStore } from '../train/store';
+import { cleanStorePath, type CheckpointStore } from '../train/store';
 import { sha256Hex } from './bundle';
 
 export const CHUNK_BYTES = 8 * 1024 * 1024;
@@ -36,16 +36,6 @@ export interface IdbCheckpointStore extends CheckpointStore {
   sweepOrphans(olderThanMs?: number): Promise<number>;
 }
 
-/** Checks a store path as the other stores do; '' (the root) only where `rootOk`. */
-function clean(path: string, rootOk = false): string {
-  const s = String(path).replace(/^\/+|\/+$/g, '');
-  const parts = s ? s.split('/') : [];
-  if (parts.some((p) => p === '' || p === '.' || p === '..' || p.includes('\\'))) {
-    throw new InvalidArgument(`store path '${path}' must be '/'-separated names without '.', '..', '\\' or empty segments`);
-  }
-  if (!parts.length && !rootOk) throw new InvalidArgument('store path is empty; name a file or folder under the store root');
-  return parts.join('/');
-}
 
 const req = <T>(r: IDBRequest<T>) => new Promise<T>((res, rej) => {
   r.onsuccess = () => res(r.result);
@@ -112,7 +102,7 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
   return {
     idb,
     async write(path, bytes) {
-      const p = clean(path);
+      const p = cleanStorePath(path);
       const sha256 = await sha256Hex(bytes);
       const chunks: string[] = [];
       const stamp = `${CHUNK}${Date.now().toString(36).padStart(10, '0')}:${uid()}:`;
@@ -137,7 +127,7 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
       }
     },
     async read(path) {
-      const p = clean(path);
+      const p = cleanStorePath(path);
       const got = await tx('readonly', async (os) => {
         const e = (await req(os.get(FILE + p))) as FileEntry | undefined;
         if (!e) return null;
@@ -158,22 +148,22 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
       return out;
     },
     async exists(path) {
-      const p = clean(path);
+      const p = cleanStorePath(path);
       return tx('readonly', async (os) => (await req(os.count(FILE + p))) > 0 || (await req(os.count(below(`${FILE}${p}/`)))) > 0);
     },
     async list(dir) {
-      const d = clean(dir, true);
+      const d = cleanStorePath(dir, true);
       const pre = `${FILE}${d ? `${d}/` : ''}`;
       const ks = await tx('readonly', async (os) => req(os.getAllKeys(below(pre))));
       return [...new Set(ks.map((k) => String(k).slice(pre.length).split('/')[0]!))].sort();
     },
     async remove(path) {
-      const p = clean(path);
+      const p = cleanStorePath(path);
       await tx('readwrite', async (os) => dropEntries(os, await entriesAt(os, p)));
     },
     async rename(from, to) {
-      const f = clean(from);
-      const t = clean(to);
+      const f = cleanStorePath(from);
+      const t = cleanStorePath(to);
       if (f === t) return;
       if (t.startsWith(`${f}/`)) throw new InvalidArgument(`IndexedDB store: cannot move '${f}' into itself ('${t}')`);
       try {
@@ -189,7 +179,7 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
       }
     },
     async entry(path) {
-      const p = clean(path);
+      const p = cleanStorePath(path);
       return ((await tx('readonly', async (os) => req(os.get(FILE + p)))) as FileEntry | undefined) ?? null;
     },
     async sweepOrphans(olderThanMs = 3_600_000) {

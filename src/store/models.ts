@@ -6,6 +6,7 @@
  */
 import { clear as idbClear, createStore, delMany, get, keys as idbKeys, setMany, type UseStore } from 'idb-keyval';
 import { Cancelled, CorruptCheckpoint, DownloadFailed, InvalidArgument, QuotaExceeded } from '../errors';
+import { modelFetch } from '../model/url';
 import { type ByteSource, parseContentRange } from '../formats/sources';
 
 export const CHUNK_BYTES = 8 * 2 ** 20;
@@ -165,18 +166,11 @@ const notFoundError = (msg: string, status: number) => Object.assign(new Downloa
 /** True for the DownloadFailed of a file the server does not have (404/410). */
 export const isMissingFile = (e: unknown) => e instanceof DownloadFailed && (e as { notFound?: boolean }).notFound === true;
 
-/** Answers a missing file served as the site's HTML page (Vite's dev server, SPA hosts) as a 404. */
-function htmlAs404(res: Response, url: string): Response {
-  const html = /^text\/html/i.test(res.headers.get('content-type') ?? '') && !/\.html?$/i.test(new URL(url, 'http://x/').pathname);
-  if (!res.ok || !html) return res;
-  void res.body?.cancel();
-  return new Response(null, { status: 404, statusText: 'Not Found (the server sent its HTML page instead)' });
-}
-
 /** The model file cache over `opts.kv` (IndexedDB 'rmas-models' by default). */
 export function modelCache(opts: ModelCacheOptions = {}) {
   const kv = opts.kv ?? idbKv();
-  const doFetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
+  // a missing file served as the site's HTML page (Vite's dev server, SPA hosts) counts as a 404
+  const doFetch = modelFetch(opts.fetch ?? globalThis.fetch.bind(globalThis));
   const C = opts.chunkBytes ?? CHUNK_BYTES;
   if (!Number.isInteger(C) || C < 1 || C > CHUNK_BYTES) throw new InvalidArgument(`chunkBytes must be an integer in 1..${CHUNK_BYTES}, got ${C}`);
   const inflight = new Map<string, Promise<FileMeta>>();
@@ -198,7 +192,7 @@ export function modelCache(opts: ModelCacheOptions = {}) {
     if (start > 0) headers.Range = `bytes=${start}-`;
     let res: Response;
     try {
-      res = htmlAs404(await doFetch(url, { headers, signal: o.signal }), url);
+      res = await doFetch(url, { headers, signal: o.signal });
     } catch (e) {
       if (o.signal?.aborted) throw cancelled(start);
       if (meta?.missing) throw notFoundError(`${url} was not on the server when last asked (and the network is unreachable now)`, 404);

@@ -35,8 +35,8 @@ export interface CheckpointStore {
   rename(from: string, to: string): Promise<void>;
 }
 
-/** Splits and checks a store path; '' (the root) only where `rootOk`. */
-function clean(path: string, rootOk = false): string {
+/** Splits and checks a store path; '' (the root) only where `rootOk`. Every CheckpointStore uses it. */
+export function cleanStorePath(path: string, rootOk = false): string {
   const s = String(path).replace(/^\/+|\/+$/g, '');
   const parts = s ? s.split('/') : [];
   if (parts.some((p) => p === '' || p === '.' || p === '..' || p.includes('\\'))) {
@@ -59,35 +59,35 @@ export function memoryStore(): CheckpointStore & { files: Map<string, Uint8Array
   return {
     files,
     async write(path, bytes) {
-      const p = clean(path);
+      const p = cleanStorePath(path);
       if (under(p).length) throw new InvalidArgument(`memory store: '${p}' is a folder; cannot write a file over it`);
       files.set(p, bytes.slice());
     },
     async read(path) {
-      const p = clean(path);
+      const p = cleanStorePath(path);
       const b = files.get(p);
       if (!b) throw new MissingCheckpoint(`checkpoint file ${p} does not exist (memory store); save a checkpoint first or fix the path`);
       return b.slice();
     },
     async exists(path) {
-      const p = clean(path);
+      const p = cleanStorePath(path);
       return files.has(p) || under(p).length > 0;
     },
     async list(dir) {
-      const d = clean(dir, true);
+      const d = cleanStorePath(dir, true);
       const pre = d ? `${d}/` : '';
       const names = new Set<string>();
       for (const k of files.keys()) if (k.startsWith(pre)) names.add(k.slice(pre.length).split('/')[0]);
       return [...names].sort();
     },
     async remove(path) {
-      const p = clean(path);
+      const p = cleanStorePath(path);
       files.delete(p);
       for (const k of under(p)) files.delete(k);
     },
     async rename(from, to) {
-      const f = clean(from);
-      const t = clean(to);
+      const f = cleanStorePath(from);
+      const t = cleanStorePath(to);
       if (f === t) return;
       if (t.startsWith(`${f}/`)) throw new InvalidArgument(`memory store: cannot move '${f}' into itself ('${t}')`);
       const moved: [string, Uint8Array][] = [];
@@ -128,7 +128,7 @@ export function nodeStore(root: string): CheckpointStore {
   const abs = (p: string) => (p ? `${base}/${p}` : base);
   return {
     async write(path, bytes) {
-      const p = clean(path);
+      const p = cleanStorePath(path);
       const fs = await fsp();
       const dest = abs(p);
       await fs.mkdir(abs(parentOf(p)), { recursive: true });
@@ -148,7 +148,7 @@ export function nodeStore(root: string): CheckpointStore {
       }
     },
     async read(path) {
-      const p = clean(path);
+      const p = cleanStorePath(path);
       const fs = await fsp();
       try {
         return new Uint8Array(await fs.readFile(abs(p)));
@@ -161,12 +161,12 @@ export function nodeStore(root: string): CheckpointStore {
     },
     async exists(path) {
       const fs = await fsp();
-      return (await fs.stat(abs(clean(path))).catch(() => null)) !== null;
+      return (await fs.stat(abs(cleanStorePath(path))).catch(() => null)) !== null;
     },
     async list(dir) {
       const fs = await fsp();
       try {
-        return (await fs.readdir(abs(clean(dir, true)))).sort();
+        return (await fs.readdir(abs(cleanStorePath(dir, true)))).sort();
       } catch (e) {
         if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') return [];
         throw e;
@@ -174,11 +174,11 @@ export function nodeStore(root: string): CheckpointStore {
     },
     async remove(path) {
       const fs = await fsp();
-      await fs.rm(abs(clean(path)), { recursive: true, force: true });
+      await fs.rm(abs(cleanStorePath(path)), { recursive: true, force: true });
     },
     async rename(from, to) {
-      const f = clean(from);
-      const t = clean(to);
+      const f = cleanStorePath(from);
+      const t = cleanStorePath(to);
       if (f === t) return;
       const fs = await fsp();
       const src = await fs.stat(abs(f)).catch(() => null);
@@ -208,7 +208,7 @@ const JOURNAL_VERSION = 1;
 /** A checkpoint folder path: '', '.', './' and '/' are the store root (returned as ''). */
 export function folderPath(dir: string): string {
   const s = String(dir).replace(/^\/+|\/+$/g, '').replace(/^(\.\/)+/, '');
-  return s === '.' ? '' : clean(s, true);
+  return s === '.' ? '' : cleanStorePath(s, true);
 }
 /** `name` inside folder `d` ('' = root). */
 export const inFolder = (d: string, name: string) => (d ? `${d}/${name}` : name);
@@ -317,7 +317,7 @@ export async function recoverCheckpoint(store: CheckpointStore, dir: string): Pr
  * ('rolled-back'); neither → `to.tmp` removed ('none').
  */
 export async function recoverFolderRename(store: CheckpointStore, to: string): Promise<RecoveryOutcome> {
-  const d = clean(to);
+  const d = cleanStorePath(to);
   const name = baseOf(d);
   const parent = parentOf(d);
   const at = (n: string) => (parent ? `${parent}/${n}` : n);
