@@ -23,6 +23,15 @@ export interface RenderedPrompt {
  * "system role not supported") gets the system text merged into the user message.
  */
 export function renderChat(tok: Tokenizer, system: string | null, user: string): string {
+  return withChatFallbacks(system, user, (messages, kwargs) => tok.applyChatTemplate(messages, { addGenerationPrompt: true, kwargs }));
+}
+
+/**
+ * Runs `render` with upstream's fallbacks in order: system + user with thinking off, then without the
+ * `enable_thinking` variable, then the system text merged into the user message. A missing template is
+ * not retried; the last template error is re-raised when every attempt fails.
+ */
+export function withChatFallbacks<T>(system: string | null, user: string, render: (messages: ChatMessage[], kwargs: Record<string, unknown>) => T): T {
   const withSystem: ChatMessage[] = system ? [{ role: 'system', content: system }, { role: 'user', content: user }] : [{ role: 'user', content: user }];
   const attempts: [ChatMessage[], Record<string, unknown>][] = [
     [withSystem, { enable_thinking: false }],
@@ -32,7 +41,7 @@ export function renderChat(tok: Tokenizer, system: string | null, user: string):
   let last: unknown;
   for (const [messages, kwargs] of attempts) {
     try {
-      return tok.applyChatTemplate(messages, { addGenerationPrompt: true, kwargs });
+      return render(messages, kwargs);
     } catch (e) {
       if (!(e instanceof TokenizerError) || /no chat template/.test(e.message)) throw e;
       last = e;

@@ -6,8 +6,8 @@
 import { InvalidArgument, TokenizerError } from '../../errors.ts';
 import { PROMPT_SLOTS, systemPrompt, userPrompt, type PromptKind, type PromptSet, type StyleShape, type TaskKind } from '../../mas/prompts.ts';
 import { ALL_SLOTS } from '../../mas/slots.ts';
-import { splitAtSlots } from '../../tokenizer/slots.ts';
-import type { ChatMessage, Tokenizer } from '../../tokenizer/tokenizer.ts';
+import { splitAtSlots, withChatFallbacks } from '../../tokenizer/slots.ts';
+import type { Tokenizer } from '../../tokenizer/tokenizer.ts';
 import { canonicalRole, roleExample, rowTask } from './roles.ts';
 import type { Row } from './rows.ts';
 
@@ -41,24 +41,10 @@ export interface ChatPair {
  * the user message; the first variant under which both renders succeed is used for both.
  */
 export function renderChatPair(tok: Tokenizer, system: string | null, user: string, assistant: string): ChatPair {
-  const head: ChatMessage[] = system ? [{ role: 'system', content: system }, { role: 'user', content: user }] : [{ role: 'user', content: user }];
-  const attempts: [ChatMessage[], Record<string, unknown>][] = [
-    [head, { enable_thinking: false }],
-    [head, {}],
-  ];
-  if (system) attempts.push([[{ role: 'user', content: `${system}\n\n${user}` }], { enable_thinking: false }]);
-  let last: unknown;
-  for (const [messages, kwargs] of attempts) {
-    try {
-      const prompt = tok.applyChatTemplate(messages, { addGenerationPrompt: true, kwargs });
-      const full = tok.applyChatTemplate([...messages, { role: 'assistant', content: assistant }], { addGenerationPrompt: false, kwargs });
-      return { prompt, full };
-    } catch (e) {
-      if (!(e instanceof TokenizerError) || /no chat template/.test(e.message)) throw e;
-      last = e;
-    }
-  }
-  throw last;
+  return withChatFallbacks(system, user, (messages, kwargs) => ({
+    prompt: tok.applyChatTemplate(messages, { addGenerationPrompt: true, kwargs }),
+    full: tok.applyChatTemplate([...messages, { role: 'assistant', content: assistant }], { addGenerationPrompt: false, kwargs }),
+  }));
 }
 
 const encode = (tok: Tokenizer, text: string): number[] => (text ? tok.encode(text, { addSpecialTokens: false }) : []);
