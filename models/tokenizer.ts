@@ -17,6 +17,10 @@
 export const QWEN2_SPLIT_REGEX =
   "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+/** Llama 3's pre-tokenizer regex: the same, except that digits go in groups of up to three. */
+export const LLAMA3_SPLIT_REGEX =
+  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 // The same regex in JS syntax: JS has no inline (?i:...) groups (before ES2025), so the contractions are
 // spelled out per case. Used only to pre-tokenize the training corpus here.
 const JS_SPLIT_REGEX =
@@ -77,9 +81,11 @@ export function bytesToUnicode(): string[] {
 }
 
 /** Pre-tokenize with the Qwen2 regex and map every piece to its byte-level symbols. */
-export function byteLevelWords(text: string, table: string[] = bytesToUnicode()): string[][] {
+const JS_SPLIT_REGEX_DIGIT_GROUPS = new RegExp(JS_SPLIT_REGEX.source.replace('|\\p{N}|', '|\\p{N}{1,3}|'), 'gu');
+
+export function byteLevelWords(text: string, table: string[] = bytesToUnicode(), digitGroups = false): string[][] {
   const enc = new TextEncoder();
-  return (text.normalize('NFC').match(JS_SPLIT_REGEX) ?? []).map((piece) =>
+  return (text.normalize('NFC').match(digitGroups ? JS_SPLIT_REGEX_DIGIT_GROUPS : JS_SPLIT_REGEX) ?? []).map((piece) =>
     Array.from(enc.encode(piece), (b) => table[b]!),
   );
 }
@@ -146,6 +152,10 @@ export function applyMerge(syms: string[], a: string, b: string): string[] {
 export interface TinyTokenizerOptions {
   /** Number of merges to learn (capped by what the corpus offers). */
   merges: number;
+  /** Text the merges are learned from (default: the built-in CORPUS). */
+  corpus?: string;
+  /** Pre-tokenize digits in groups of up to three (Llama 3's regex) rather than one by one (Qwen's). */
+  digitGroups?: boolean;
   /** Accepted so callers can pass their generator options; merge learning has no randomness. */
   seed?: number;
   /** Add `<think>` and `</think>` as added (non-special) tokens, as Qwen3 does. Default true. */
@@ -163,7 +173,7 @@ export interface TinyTokenizer {
 
 export function buildTinyTokenizer(opts: TinyTokenizerOptions): TinyTokenizer {
   const table = bytesToUnicode();
-  const merges = learnMerges(byteLevelWords(CORPUS, table), Math.max(0, Math.floor(opts.merges)));
+  const merges = learnMerges(byteLevelWords(opts.corpus ?? CORPUS, table, opts.digitGroups), Math.max(0, Math.floor(opts.merges)));
   const vocab: Record<string, number> = {};
   let next = 0;
   for (const s of table) vocab[s] = next++;
@@ -187,7 +197,7 @@ export function buildTinyTokenizer(opts: TinyTokenizerOptions): TinyTokenizer {
     pre_tokenizer: {
       type: 'Sequence',
       pretokenizers: [
-        { type: 'Split', pattern: { Regex: QWEN2_SPLIT_REGEX }, behavior: 'Isolated', invert: false },
+        { type: 'Split', pattern: { Regex: opts.digitGroups ? LLAMA3_SPLIT_REGEX : QWEN2_SPLIT_REGEX }, behavior: 'Isolated', invert: false },
         byteLevel,
       ],
     },
