@@ -1,8 +1,8 @@
 /**
  * A Vite plugin that puts the offline tiny system into the build: models/tiny-system.json and every file
- * it references (each role's model folder, whole, and the link files), at the same paths relative to the
- * app root, where the engine worker's offlineSystem() fetches them. `npm start` serves the repository as
- * is and needs nothing.
+ * it references (each role's model folder, whole: weights, tokenizer, chat_template.jinja, adapter.pt; the
+ * link files; the prompt file; an outer folder, whole), at the same paths relative to the app root, where
+ * the engine worker's offlineSystem() fetches them. `npm start` serves the repository as is and needs nothing.
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, posix } from 'node:path';
@@ -17,13 +17,15 @@ export function tinySystemFiles(root: string): string[] {
   const spec = JSON.parse(readFileSync(manifest, 'utf8')) as {
     roles: Record<string, { model: string; innerLink?: string }>;
     outer?: Record<string, string>;
+    outerRepo?: string;
+    prompts?: string;
   };
   const files = new Set<string>([TINY_SYSTEM_MANIFEST]);
   const add = (rel: string) => {
     const clean = posix.normalize(rel).replace(/^\/+/, '');
     if (clean.startsWith('..') || /^[a-z]+:/i.test(rel)) return; // only files of this repository
     const abs = join(root, clean);
-    if (!existsSync(abs)) throw new Error(`${TINY_SYSTEM_MANIFEST} references ${rel}, which does not exist; run npm run models:tiny or fix the manifest`);
+    if (!existsSync(abs)) throw new Error(`${TINY_SYSTEM_MANIFEST} references ${rel}, which does not exist; run npm run tiny:build (the tiny system) or fix the manifest`);
     if (statSync(abs).isDirectory()) {
       for (const f of readdirSync(abs)) if (statSync(join(abs, f)).isFile()) files.add(posix.join(clean, f));
     } else files.add(clean);
@@ -33,6 +35,8 @@ export function tinySystemFiles(root: string): string[] {
     if (typeof r.innerLink === 'string') add(r.innerLink);
   }
   for (const l of Object.values(spec.outer ?? {})) if (typeof l === 'string') add(l);
+  if (typeof spec.outerRepo === 'string') add(spec.outerRepo);
+  if (typeof spec.prompts === 'string') add(spec.prompts);
   return [...files];
 }
 

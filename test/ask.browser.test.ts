@@ -16,11 +16,11 @@ const stagesOf = (ev: EngineEvent[]) => ev.filter((e): e is Extract<EngineEvent,
 describe('ask in the engine worker (chromium)', () => {
   it('offline tiny system on cpu: loads with progress and answers with stage events for all stages', async () => {
     const spec = await engine.api.offlineSystem();
-    expect(spec?.style).toBe('sequential_light');
-    expect(spec!.roles.planner.model).toBe(new URL('/models/tiny/qwen3-tiny/', location.origin).href);
+    expect(spec?.style).toBe('tiny_sequential');
+    expect(spec!.roles.planner.model).toBe(new URL('/models/tiny/system/planner/', location.origin).href);
     const load: EngineEvent[] = [];
     const info = await engine.api.loadSystem(spec!, proxy((e: EngineEvent) => void load.push(e)), { backend: 'cpu' });
-    expect(Object.fromEntries(Object.entries(info.roles).map(([r, v]) => [r, v.hidden]))).toEqual({ planner: 48, critic: 64, solver: 32 });
+    expect(Object.fromEntries(Object.entries(info.roles).map(([r, v]) => [r, v.hidden]))).toEqual({ planner: 64, critic: 96, solver: 64 });
     expect(load.filter((e) => e.type === 'initiate').length).toBeGreaterThanOrEqual(9);
     expect(load.at(-1)).toMatchObject({ type: 'ready', backend: 'cpu' });
 

@@ -2,33 +2,40 @@
  * The playground API on the CPU backend in Node: the offline tiny system (models/tiny-system.json) read from
  * disk through the fetchFile hook, events in order, the same answer as `rmas ask` on the same links, the logit
  * lens against the dumped latents, cancellation, and a link that does not fit.
+ *
+ * Until the trained system lands, models/tiny/system/* is served from a stand-in in the same layout (random
+ * tiny models, golden links, the tiny prompt file: test/tiny-style-standin.ts); `rmas ask` reads the same
+ * stand-in through RMAS_TINY_SYSTEM.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ask } from '../src/mas/run';
 import { loadSystemFromSpec } from '../src/mas/system-url';
+import { TINY_SYSTEM_ENV } from '../src/mas/system';
 import { CpuBackend } from '../src/tensor/cpu';
-import { goldenLinkSystem, runAsk } from './mas/ask-util';
+import { runAsk } from './mas/ask-util';
+import { buildTinyStandIn, standInFetch } from './tiny-style-standin';
 import { createPlaygroundApi } from '../workers/engine-api';
 import type { EngineEvent, SystemSpec } from '../workers/protocol';
 
-// an app origin served from the repository on disk through the fetchFile hook
+// an app origin served from the repository on disk through the fetchFile hook (the tiny system from the stand-in)
 const root = 'http://app.test/';
-const fetchFile = async (url: string) => {
-  if (!url.startsWith(root)) return null;
-  try {
-    return new Uint8Array(readFileSync(join(resolve('.'), decodeURIComponent(url.slice(root.length)))));
-  } catch {
-    return null;
-  }
-};
+const tmp = mkdtempSync(join(tmpdir(), 'engine-api-'));
+const standIn = join(tmp, 'system');
+const fetchFile = standInFetch(root, standIn);
 const cpu = new CpuBackend('f32');
 const api = createPlaygroundApi({ backend: async () => ({ backend: cpu }), appBase: root, fetchFile });
-const tmp = mkdtempSync(join(tmpdir(), 'engine-api-'));
+const savedEnv = process.env[TINY_SYSTEM_ENV];
+beforeAll(async () => {
+  await buildTinyStandIn(standIn);
+  process.env[TINY_SYSTEM_ENV] = standIn;
+});
 afterAll(() => {
   api.dispose();
+  if (savedEnv === undefined) delete process.env[TINY_SYSTEM_ENV];
+  else process.env[TINY_SYSTEM_ENV] = savedEnv;
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -44,9 +51,11 @@ async function offline(): Promise<SystemSpec> {
 describe('engine api (cpu, offline tiny system)', () => {
   it('offlineSystem resolves the manifest against the app root', async () => {
     const spec = await offline();
-    expect(spec.style).toBe('sequential_light');
-    expect(spec.roles.critic.model).toBe(`${root}models/tiny/llama-tiny/`);
-    expect(spec.outer!.outer_31).toBe(`${root}test/golden/tiny-mas/outer_31.pt`);
+    expect(spec.style).toBe('tiny_sequential');
+    expect(spec.roles.critic.model).toBe(`${root}models/tiny/system/critic/`);
+    expect(spec.roles.critic.innerLink).toBe(`${root}models/tiny/system/critic/adapter.pt`);
+    expect(spec.outer!.outer_31).toBe(`${root}models/tiny/system/outer/outer_31.pt`);
+    expect((spec as { prompts?: unknown }).prompts).toBe(`${root}models/tiny/system/prompts.json`);
     const none = createPlaygroundApi({ backend: async () => ({ backend: cpu }), appBase: `${root}nowhere/`, fetchFile });
     expect(await none.offlineSystem()).toBeNull();
   });
@@ -57,9 +66,9 @@ describe('engine api (cpu, offline tiny system)', () => {
     const load = await api.loadSystem(spec, (e) => void events.push(e));
     expect(load.roles).toEqual({ planner: { hidden: 48, family: 'qwen3', layers: expect.any(Number) }, critic: { hidden: 64, family: 'llama', layers: expect.any(Number) }, solver: { hidden: 32, family: 'qwen2', layers: expect.any(Number) } });
     expect(events.some((e) => e.type === 'initiate' && e.file.endsWith('/model.safetensors'))).toBe(true);
-    const dl = events.filter((e): e is Extract<EngineEvent, { type: 'download' }> => e.type === 'download' && e.file.endsWith('qwen2-tiny/model.safetensors')).at(-1)!;
+    const dl = events.filter((e): e is Extract<EngineEvent, { type: 'download' }> => e.type === 'download' && e.file.endsWith('system/solver/model.safetensors')).at(-1)!;
     expect(dl.loaded).toBe(dl.total);
-    expect(dl.total).toBe(readFileSync('models/tiny/qwen2-tiny/model.safetensors').byteLength);
+    expect(dl.total).toBe(readFileSync(join(standIn, 'solver/model.safetensors')).byteLength);
     expect(events.at(-1)).toMatchObject({ type: 'ready', backend: 'cpu' });
 
     const ev: EngineEvent[] = [];
@@ -79,8 +88,9 @@ describe('engine api (cpu, offline tiny system)', () => {
     expect(r.tokens).toBeGreaterThan(0);
     expect(r.decodeTokensPerSec >= 0 && r.prefillTokensPerSec > 0).toBe(true);
 
+    // rmas ask's default style on the same system folder (the stand-in), with its prompts.json
     const cli = await runAsk({
-      style: 'sequential_light', question: QUESTION, ckpt_override: await goldenLinkSystem(join(tmp, 'sys')), greedy: true, no_ans: true, json: true,
+      question: QUESTION, greedy: true, no_ans: true, json: true,
       num_recursive_rounds: String(FLAGS.rounds), latent_length: String(FLAGS.latentSteps), max_new_tokens: String(FLAGS.maxNewTokens),
     }, cpu);
     expect(cli.error).toBeNull();

@@ -1,17 +1,27 @@
 /**
  * planSystem on the offline tiny system served from disk by a fetch that honours HTTP Range (what the hub and
  * the app's server do): the files and sizes it lists match the disk, only headers of the weights are read,
- * no events, and a binding limit smaller than a row is refused naming the tensor.
+ * no events, and a binding limit smaller than a row is refused naming the tensor. Until the trained tiny
+ * system lands, models/tiny/system/* is served from a stand-in in its layout (test/tiny-style-standin.ts).
  */
-import { readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/tensor/cpu';
 import { createPlaygroundApi } from '../workers/engine-api';
 import type { SystemSpec } from '../workers/protocol';
+import { buildTinyStandIn } from './tiny-style-standin';
 
 const root = 'http://app.test/';
-const pathOf = (url: string) => join(resolve('.'), decodeURIComponent(url.slice(root.length)));
+const tmp = mkdtempSync(join(tmpdir(), 'plan-system-'));
+const standIn = join(tmp, 'system');
+beforeAll(() => buildTinyStandIn(standIn));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+const SYSTEM = 'models/tiny/system/';
+/** A path of the app (repository-relative) on disk: the tiny system's from the stand-in. */
+const diskOf = (rel: string) => (rel.startsWith(SYSTEM) ? join(standIn, rel.slice(SYSTEM.length)) : join(resolve('.'), rel));
+const pathOf = (url: string) => diskOf(decodeURIComponent(url.slice(root.length)));
 const read = (url: string) => {
   try {
     return url.startsWith(root) ? new Uint8Array(readFileSync(pathOf(url))) : null;
@@ -40,14 +50,15 @@ const fetchFile = async (url: string) => {
 const cpu = new CpuBackend('f32');
 const deps = { backend: async () => ({ backend: cpu }), appBase: root, fetchFile, planFetch };
 
-const TINY = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny'];
-const LINKS = ['planner-inner', 'critic-inner', 'solver-inner', 'outer_12', 'outer_23', 'outer_31'].map((n) => `test/golden/tiny-mas/${n}.pt`);
-/** The files of the tiny system, listed independently of the planner. */
-const expected = [
+const TINY = ['planner', 'critic', 'solver'];
+const LINKS = [...TINY.map((r) => `${SYSTEM}${r}/adapter.pt`), ...['outer_12', 'outer_23', 'outer_31'].map((n) => `${SYSTEM}outer/${n}.pt`)];
+/** The files of the tiny system, listed independently of the planner (repository-relative). */
+const expectedFiles = () => [
+  `${SYSTEM}prompts.json`,
   ...TINY.flatMap((m) => ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'chat_template.json', 'generation_config.json']
-    .map((f) => `models/tiny/${m}/${f}`)),
+    .map((f) => `${SYSTEM}${m}/${f}`)),
   ...LINKS,
-].filter((p) => { try { return statSync(p).isFile(); } catch { return false; } });
+].filter((p) => { try { return statSync(diskOf(p)).isFile(); } catch { return false; } });
 
 describe('planSystem (offline tiny system, Range reads)', () => {
   it('lists every file with its size on disk, reads only the safetensors headers, and fits', async () => {
@@ -56,11 +67,12 @@ describe('planSystem (offline tiny system, Range reads)', () => {
     served.length = 0;
     fileCalls = 0;
     const r = await api.planSystem(spec);
+    const expected = expectedFiles();
     expect(fileCalls).toBe(0); // the whole-file hook (the model cache in the worker) is not used
     expect(r.files.map((f) => f.url.slice(root.length)).sort()).toEqual([...expected].sort());
     for (const f of r.files) expect(f.bytes).toBe(statSync(pathOf(f.url)).size);
-    const total = expected.reduce((a, p) => a + statSync(p).size, 0);
-    expect(expected.length).toBe(3 * 6 + 6 - 2); // chat_template.jinja only for llama, no chat_template.json
+    const total = expected.reduce((a, p) => a + statSync(diskOf(p)).size, 0);
+    expect(expected.length).toBe(1 + 3 * 6 + 6 - 2); // prompts.json; chat_template.jinja only for llama, no chat_template.json
     expect(r.plan.totalBytes).toBe(total);
     expect(r.plan.fetchBytes).toBe(total);
     expect(r.plan.cachedBytes).toBe(0);
@@ -68,8 +80,8 @@ describe('planSystem (offline tiny system, Range reads)', () => {
     expect(r.text).toBe(`fetch ${(total / 2 ** 20).toFixed(3)} MiB, GPU memory ≈ ${(r.plan.gpuBytes / 2 ** 20).toFixed(1)} MiB`);
     let weights = 0;
     for (const m of TINY) {
-      const url = `${root}models/tiny/${m}/model.safetensors`;
-      const disk = readFileSync(`models/tiny/${m}/model.safetensors`);
+      const url = `${root}${SYSTEM}${m}/model.safetensors`;
+      const disk = readFileSync(diskOf(`${SYSTEM}${m}/model.safetensors`));
       const headerLen = Number(new DataView(disk.buffer, disk.byteOffset, 8).getBigUint64(0, true));
       weights += disk.length - 8 - headerLen;
       const reads = served.filter((s) => s.url === url);
@@ -84,11 +96,11 @@ describe('planSystem (offline tiny system, Range reads)', () => {
 
   it('counts cached URLs, and refuses where one row of a tensor exceeds the binding limit', async () => {
     const limits = { maxStorageBufferBindingSize: 64, maxBufferSize: 1 << 30, features: [] };
-    const cachedUrl = `${root}models/tiny/qwen2-tiny/model.safetensors`;
+    const cachedUrl = `${root}${SYSTEM}solver/model.safetensors`;
     const api = createPlaygroundApi({ ...deps, planLimits: async () => limits, cachedUrls: async () => [cachedUrl] });
     const spec = (await api.offlineSystem()) as SystemSpec;
     const r = await api.planSystem(spec, { backend: 'webgpu' });
-    expect(r.plan.cachedBytes).toBe(statSync('models/tiny/qwen2-tiny/model.safetensors').size);
+    expect(r.plan.cachedBytes).toBe(statSync(diskOf(`${SYSTEM}solver/model.safetensors`)).size);
     expect(r.plan.fetchBytes + r.plan.cachedBytes).toBe(r.plan.totalBytes);
     // planner (qwen3, hidden 48) is model 1; its embedding row is 48 values of the saved dtype, more than 64 bytes
     expect(r.refusal).toMatch(/^model 1: one row of "model\.embed_tokens\.weight" \((f32|bf16|f16), \d+ bytes\) is larger than this adapter's 64-byte storage-binding limit/);

@@ -5,9 +5,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { generateTask, scoreAnswer, TASK_SPLITS, taskSplit, toJsonl, type TaskRow } from '../models/tiny/task.ts';
+import { generateTask, MAX_VALUE, scoreAnswer, TASK_SPLITS, taskSplit, toJsonl, type TaskRow } from '../models/tiny/task.ts';
+import { taskTokenizer } from '../models/tiny/train-agents.ts';
+import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { roleExample, rowTask } from '../src/train/data/index.ts';
-import { loadTokenizerFromDir } from '../src/tokenizer/index.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const test = taskSplit('test');
@@ -27,18 +28,23 @@ function checkArithmetic(row: TaskRow): void {
     const x = Number(a), y = Number(b), z = Number(c);
     expect(op === '+' ? x + y : op === '-' ? x - y : x * y, line).toBe(z);
     if (prev !== undefined) expect(x, line).toBe(prev);
-    for (const v of [x, y, z]) expect(v >= 1 && v <= 99, line).toBe(true);
+    for (const v of [x, y, z]) expect(v >= 1 && v <= MAX_VALUE, line).toBe(true);
     prev = z;
   });
   expect(prev).toBe(row.answer_value);
   // The question's start amount opens the chain, and the answer repeats the equations.
-  expect(row.question).toMatch(new RegExp(`^[A-Z][a-z]+ has ${lines[0]!.split(' ')[2]} [a-z]+\\.`));
+  const start = lines[0]!.split(' ')[2];
+  expect(row.question).toMatch(new RegExp(`^[A-Z][a-z]+ has ${start} [a-z]+\\.`));
   const eqs = lines.map((l) => l.replace(/^Step \d+: /, '').replace(/\.$/, ''));
   expect(row.answer).toBe(`${eqs.join(', ')}. The answer is \\boxed{${row.answer_value}}.`);
-  // The plan has the same number of steps and names each operation without a result.
+  // The plan has the same number of steps and names each operation, operands in equation order, no result.
   const plan = row.plan.split('\n');
   expect(plan).toHaveLength(lines.length);
-  plan.forEach((p, i) => expect(p).toMatch(new RegExp(`^Step ${i + 1}: (add|subtract|multiply) [^=]+\\.$`)));
+  plan.forEach((p, i) => {
+    const [, , op, n] = lines[i]!.match(/^Step \d+: (\d+) ([-+*]) (\d+)/)!;
+    const verb = { '+': `add ${n}`, '-': `subtract ${n}`, '*': `multiply by ${n}` }[op!]!;
+    expect(p).toBe(`Step ${i + 1}: ${i === 0 ? `from ${start}, ` : ''}${verb}.`);
+  });
 }
 
 describe('tiny task generator', () => {
@@ -49,16 +55,16 @@ describe('tiny task generator', () => {
     expect(a.filter((q) => b.includes(q)).length).toBeLessThan(3);
     expect(generateTask(7, 10)).toEqual(generateTask(7, 50).slice(0, 10));
     expect(generateTask(1, 1)[0]).toEqual({
-      question: 'Ann has 12 apples. She doubles them. She loses 17. She doubles them. How many apples does Ann have now?',
-      plan: 'Step 1: multiply 12 by 2.\nStep 2: subtract 17.\nStep 3: multiply by 2.',
-      refined_plan: 'Step 1: 12 * 2 = 24.\nStep 2: 24 - 17 = 7.\nStep 3: 7 * 2 = 14.',
-      answer: '12 * 2 = 24, 24 - 17 = 7, 7 * 2 = 14. The answer is \\boxed{14}.',
+      question: 'Ann has 7 apples. She doubles them. She loses 7. She doubles them. How many apples does Ann have now?',
+      plan: 'Step 1: from 7, multiply by 2.\nStep 2: subtract 7.\nStep 3: multiply by 2.',
+      refined_plan: 'Step 1: 7 * 2 = 14.\nStep 2: 14 - 7 = 7.\nStep 3: 7 * 2 = 14.',
+      answer: '7 * 2 = 14, 14 - 7 = 7, 7 * 2 = 14. The answer is \\boxed{14}.',
       answer_value: 14,
       task_family: 'math',
     });
-    expect(test[0]!.question).toBe('Tom has 13 apples. He finds 16 more. He gives away 19. How many apples does Tom have now?');
-    expect(validation[0]!.question).toBe('Tom has 10 pens. He gives away 5. He gets 1 more. How many pens does Tom have now?');
-    expect(train[0]!.question).toBe('Sam has 2 cards. He gets 7 more. He sells 2. He gives away 3. How many cards does Sam have now?');
+    expect(test[0]!.question).toBe('Tom has 8 apples. He finds 8 more. He gives away 6. How many apples does Tom have now?');
+    expect(validation[0]!.question).toBe('Tom has 6 pens. He gives away 3. He gets 1 more. How many pens does Tom have now?');
+    expect(train[0]!.question).toBe('Sam has 2 cards. He gets 4 more. He sells 2. He gives away 2. How many cards does Sam have now?');
     expect(() => generateTask(1, -1)).toThrow(RangeError);
   });
 
@@ -86,11 +92,11 @@ describe('tiny task generator', () => {
     for (const row of [...test, ...validation]) checkArithmetic(row);
     // Some of every kind: 2- and 3-step problems, each operation.
     const plans = test.map((r) => r.plan);
-    expect(plans.filter((p) => p.includes('Step 3')).length).toBe(104);
+    expect(plans.filter((p) => p.includes('Step 3')).length).toBe(100);
     for (const word of ['add', 'subtract', 'multiply']) expect(plans.some((p) => p.includes(word)), word).toBe(true);
   });
 
-  it('keeps the text ASCII and short, and answers within 1..99', () => {
+  it('keeps the text ASCII and short, and answers within 1..MAX_VALUE', () => {
     for (const rows of Object.values(splits)) {
       for (const r of rows) {
         for (const f of ['question', 'plan', 'refined_plan', 'answer'] as const) expect(/^[\x20-\x7e\n]*$/.test(r[f]), r[f]).toBe(true);
@@ -98,12 +104,13 @@ describe('tiny task generator', () => {
         expect(r.answer.length).toBeLessThanOrEqual(80);
         expect(r.plan.length).toBeLessThanOrEqual(80);
         expect(r.refined_plan.length).toBeLessThanOrEqual(80);
-        expect(Number.isInteger(r.answer_value) && r.answer_value >= 1 && r.answer_value <= 99).toBe(true);
+        expect(Number.isInteger(r.answer_value) && r.answer_value >= 1 && r.answer_value <= MAX_VALUE).toBe(true);
       }
     }
     const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-    expect(mean(test.map((r) => r.question.length))).toBeCloseTo(91.02, 2);
-    expect(mean(test.map((r) => r.answer.length))).toBeCloseTo(56.35, 2);
+    expect(MAX_VALUE).toBe(30);
+    expect(mean(test.map((r) => r.question.length))).toBeCloseTo(89.405, 3);
+    expect(mean(test.map((r) => r.answer.length))).toBeCloseTo(54.14, 3);
   });
 
   it('scores the last box as an integer against answer_value', () => {
@@ -130,8 +137,10 @@ describe('tiny task generator', () => {
     }
   });
 
-  it('encodes to a modest number of tiny-tokenizer tokens per field', async () => {
-    const tok = await loadTokenizerFromDir(join(ROOT, 'models/tiny/qwen3-tiny'));
+  it('encodes to a modest number of task-tokenizer tokens per field, every number one token', () => {
+    const t = taskTokenizer();
+    const tok = loadTokenizer({ tokenizerJson: t.tokenizerJson, tokenizerConfig: t.tokenizerConfig });
+    for (let v = 0; v <= MAX_VALUE; v++) expect(tok.encode(String(v), { addSpecialTokens: false }), String(v)).toHaveLength(1);
     const stats: Record<string, { mean: number; max: number }> = {};
     for (const f of ['question', 'plan', 'refined_plan', 'answer'] as const) {
       const counts = test.map((r) => tok.encode(r[f], { addSpecialTokens: false }).length);
@@ -140,10 +149,10 @@ describe('tiny task generator', () => {
       expect(tok.decode(tok.encode(test[0]![f], { addSpecialTokens: false }))).toBe(test[0]![f]);
     }
     expect(stats).toEqual({
-      question: { mean: 61.94, max: 76 },
-      plan: { mean: 41.38, max: 59 },
-      refined_plan: { mean: 43.315, max: 55 },
-      answer: { mean: 37.83, max: 47 },
+      question: { mean: 27.52, max: 32 },
+      plan: { mean: 24.375, max: 31 },
+      refined_plan: { mean: 32.5, max: 39 },
+      answer: { mean: 30.5, max: 35 },
     });
   });
 

@@ -1,7 +1,8 @@
 /**
  * The playground's calls of the engine worker (protocol.ts PlaygroundApi): loading a system from a spec,
  * asking it with streamed stage/token events and a logit lens on every latent message, cancellation by
- * call id, and the offline tiny system served with the app. A plain object with injected dependencies, so
+ * call id, and the offline tiny system served with the app (models/tiny-system.json: the tiny_sequential
+ * folders under models/tiny/system and their prompt file). A plain object with injected dependencies, so
  * Node tests run it on the CPU backend; engine.worker.ts exposes it through comlink.
  */
 import { F, noGrad } from '../src/autograd';
@@ -12,11 +13,11 @@ import { isNotFound, readAll, urlSource } from '../src/formats/sources';
 import { ask as askSystem, type AskResult, type StageRecord } from '../src/mas/run';
 import { getStyle, schedule } from '../src/mas/styles';
 import { adapterTaskFor, pickOuterFiles, type AdapterTask } from '../src/mas/upstream';
-import { parseDecoderConfig, type DecoderConfig } from '../src/model/config';
-import { describePlan, planSystemDownload, type PlanLimits } from '../src/store/plan';
+import { parseDecoderConfig } from '../src/model/config';
+import { describePlan, planGgufModel, planSystemDownload, type PlanLimits, type PlanModel } from '../src/store/plan';
 import { loadSystemFromSpec, type LoadSpecOptions } from '../src/mas/system-url';
 import type { MasSystem } from '../src/mas/system';
-import { folderUrl, modelFetch } from '../src/model/url';
+import { folderUrl, ggufTokenizerFolder, isGgufUrl, modelFetch } from '../src/model/url';
 import type { Backend } from '../src/tensor/backend';
 import { tidy } from '../src/tensor/scope';
 import type { Tensor } from '../src/tensor/tensor';
@@ -100,7 +101,7 @@ export async function logitLens(L: Tensor, lmHead: Tensor, tok: Tokenizer, k: nu
  * with small reads only: sizes by a one-byte Range probe, safetensors by their header (8 + header bytes),
  * config.json and the small JSON manifests whole. Files held as bytes in the spec are not listed.
  */
-export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promise<{ files: Map<string, number>; models: { config: DecoderConfig; weightsBytes: number }[] }> {
+export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promise<{ files: Map<string, number>; models: PlanModel[] }> {
   const style = getStyle(spec.style);
   const f = modelFetch(fetcher);
   const files = new Map<string, number>();
@@ -132,10 +133,21 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
   };
   const task: AdapterTask | null = style.taskScoped ? adapterTaskFor(spec.task ?? 'math') : null;
   const linkUrl = (ref: string) => folderUrl(ref).replace(/\/$/, '');
-  const models: { config: DecoderConfig; weightsBytes: number }[] = [];
+  const models: PlanModel[] = [];
+  const prompts = spec.prompts;
+  if (typeof prompts === 'string') await size(linkUrl(prompts));
   for (const role of style.roles) {
     const r = spec.roles?.[role.key];
-    if (!r?.model) throw new InvalidArgument(`system spec: role ${role.key} of ${style.name} needs model, the URL of its model folder`);
+    if (!r?.model) throw new InvalidArgument(`system spec: role ${role.key} of ${style.name} needs model, the URL of its model folder or of a .gguf file`);
+    // a GGUF role: the file's size and stored tensors; tokenizer, generation config and inner link from its tokenizer folder
+    if (isGgufUrl(r.model)) {
+      const root = ggufTokenizerFolder(`system spec: role ${role.key}`, r);
+      const g = await planGgufModel(r.model, f);
+      files.set(g.url, g.bytes);
+      models.push(g.model);
+      await roleFiles(root, r, role.key);
+      continue;
+    }
     const root = folderUrl(r.model);
     const cfg = await whole(`${root}config.json`, true);
     if (!cfg) throw new MissingCheckpoint(`role ${role.key}: ${root}config.json does not exist; give the URL of a Hugging Face model folder`);
@@ -153,6 +165,9 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
       }
     }
     models.push({ config, weightsBytes });
+    await roleFiles(root, r, role.key);
+  }
+  async function roleFiles(root: string, r: SystemSpec['roles'][string], roleKey: string) {
     await size(`${root}tokenizer.json`);
     for (const opt of ['tokenizer_config.json', 'chat_template.jinja', 'chat_template.json', 'generation_config.json']) await size(root + opt, true);
     if (typeof r.innerLink === 'string') await size(linkUrl(r.innerLink));
@@ -166,7 +181,7 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
       const cands = named ? twin(named) : [...(task ? twin(`adapter(${task}).pt`) : []), ...twin('adapter.pt')];
       let found = false;
       for (const c of cands) if (!found && (await size(new URL(c, root).href, true)) !== null) found = true;
-      if (!found) throw new MissingCheckpoint(`role ${role.key}: ${root} holds no inner link for task ${task ?? '(none)'}; looked for ${cands.join(', ')}. Give the role's innerLink, or a repo that ships its adapters`);
+      if (!found) throw new MissingCheckpoint(`role ${roleKey}: ${root} holds no inner link for task ${task ?? '(none)'}; looked for ${cands.join(', ')}. Give the role's innerLink, or a repo that ships its adapters`);
     }
   }
   const absent = style.links.filter((l) => spec.outer?.[l.key] === undefined).map((l) => l.key);
@@ -306,7 +321,7 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
           const sampling = req.sampling?.greedy ? { greedy: true } : { ...req.sampling };
           const r: AskResult = await askSystem(system, {
             question: req.question, mode: req.mode, rounds, ...(req.latentSteps !== undefined ? { latentSteps: req.latentSteps } : {}),
-            ...(req.task ? { task: req.task } : {}), sampling, maxNewTokens: req.maxNewTokens ?? 512, answerRetry: req.answerRetry ?? true,
+            ...(req.task ? { task: req.task } : {}), sampling, maxNewTokens: req.maxNewTokens ?? (system.style.embedded ? 64 : 512), answerRetry: req.answerRetry ?? true,
             signal, onStage, onToken,
           });
           const view: AskResultView = {
@@ -355,9 +370,10 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
       const raw = JSON.parse(text) as SystemSpec;
       const abs = <T>(v: T): T => (typeof v === 'string' ? (new URL(v, deps.appBase).href as T) : v);
       const roles: SystemSpec['roles'] = {};
-      for (const [r, v] of Object.entries(raw.roles)) roles[r] = { ...v, model: abs(v.model), ...(v.innerLink !== undefined ? { innerLink: abs(v.innerLink) } : {}) };
+      for (const [r, v] of Object.entries(raw.roles)) roles[r] = { ...v, model: abs(v.model), ...(v.innerLink !== undefined ? { innerLink: abs(v.innerLink) } : {}), ...(v.tokenizer !== undefined ? { tokenizer: abs(v.tokenizer) } : {}) };
       const outer = Object.fromEntries(Object.entries(raw.outer ?? {}).map(([key, v]) => [key, abs(v)]));
-      return { ...raw, roles, outer };
+      // the prompt file and an outer folder are paths of the app too
+      return { ...raw, roles, outer, ...(raw.prompts !== undefined ? { prompts: abs(raw.prompts) } : {}), ...(raw.outerRepo !== undefined ? { outerRepo: abs(raw.outerRepo) } : {}) };
     },
 
     async ping() {

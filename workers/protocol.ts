@@ -130,8 +130,16 @@ export type FileRef = string | Uint8Array;
  */
 export interface SystemSpec {
   style: string;
-  /** innerType: the inner link's adapter_type (default ln_res_adapter; `adapter` and `res_adapter` share keys). */
-  roles: Record<string, { model: string; innerLink?: FileRef; innerType?: string }>;
+  /**
+   * model: the role's Hugging Face model folder URL, or the URL of a llama.cpp `.gguf` file (e.g.
+   * …/Qwen3-1.7B-Q8_0.gguf; q8_0/q4_0 tensors run as stored). tokenizer: a folder URL with the tokenizer files
+   * (tokenizer.json, tokenizer_config.json, chat template) and generation_config.json, read for a .gguf model
+   * only and required with one, as GGUF repos ship none (its inner link, when not given, is looked for there too).
+   * innerType: the inner link's adapter_type (default ln_res_adapter; `adapter` and `res_adapter` share keys).
+   */
+  roles: Record<string, { model: string; tokenizer?: string; innerLink?: FileRef; innerType?: string }>;
+  /** The system's prompt file (a --prompts file, by URL or bytes); embedded styles (tiny_sequential) need it. */
+  prompts?: FileRef;
   outer?: Record<string, FileRef>;
   /** Outer link types by key (default outer_ln_res_adapter). */
   outerTypes?: Record<string, string>;

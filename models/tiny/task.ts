@@ -8,11 +8,11 @@
  * decoders with short context windows can learn it:
  *
  *   question      Tom has 7 apples. He buys 5 more. He gives away 3. How many apples does Tom have now?
- *   plan          Step 1: add 5 to 7.\nStep 2: subtract 3.
+ *   plan          Step 1: from 7, add 5.\nStep 2: subtract 3.
  *   refined_plan  Step 1: 7 + 5 = 12.\nStep 2: 12 - 3 = 9.
  *   answer        7 + 5 = 12, 12 - 3 = 9. The answer is \boxed{9}.
  *
- * Every value along the way (start, operands, intermediate results, answer) lies in 1..99. Generation is
+ * Every value along the way (start, operands, intermediate results, answer) lies in 1..MAX_VALUE (30). Generation is
  * a pure function of the seed (mulberry32 from src/testing/rng.ts).
  *
  * CLI: `npx tsx models/tiny/task.ts --out DIR` writes train.jsonl, validation.jsonl and test.jsonl.
@@ -50,13 +50,16 @@ const ADD_VERBS = ['buys', 'finds', 'gets'] as const;
 const SUB_VERBS = ['gives away', 'loses', 'sells'] as const;
 const MUL_VERBS: Record<number, string> = { 2: 'doubles', 3: 'triples' };
 
-/** Largest value any number in a problem may take. */
-export const MAX_VALUE = 99;
-/** Largest starting amount and largest added amount (keeps the numbers small and mostly two digits). */
-const MAX_START = 20;
-const MAX_ADD = 20;
+/**
+ * Largest value any number in a problem may take. The ranges are sized for agents of a few hundred
+ * thousand weights trained for minutes on two CPU cores: one- and two-digit sums with small operands.
+ */
+export const MAX_VALUE = 30;
+/** Largest starting amount and largest amount added or taken away. */
+const MAX_START = 12;
+const MAX_ADD = 9;
 /** Multiplication only applies to amounts up to this, so products stay small. */
-const MAX_MUL_BASE = 20;
+const MAX_MUL_BASE = 10;
 
 /** A clause of the question for one step, without the pronoun. */
 function clause(op: Op): string {
@@ -65,11 +68,10 @@ function clause(op: Op): string {
   return `${op.verb} them`;
 }
 
-/** The plan line of a step: names the operation, computes nothing. */
+/** The plan line of a step: names the operation in the order the equation uses, computes nothing. */
 function planLine(op: Op, start: number, first: boolean): string {
-  if (op.kind === 'add') return first ? `add ${op.n} to ${start}` : `add ${op.n}`;
-  if (op.kind === 'sub') return first ? `subtract ${op.n} from ${start}` : `subtract ${op.n}`;
-  return first ? `multiply ${start} by ${op.n}` : `multiply by ${op.n}`;
+  const verb = op.kind === 'add' ? `add ${op.n}` : op.kind === 'sub' ? `subtract ${op.n}` : `multiply by ${op.n}`;
+  return first ? `from ${start}, ${verb}` : verb;
 }
 
 const SYMBOL: Record<OpKind, string> = { add: '+', sub: '-', mul: '*' };
@@ -90,7 +92,7 @@ function drawOp(rng: Rng, value: number): Op {
     return { kind, n, verb: ADD_VERBS[rng.int(ADD_VERBS.length)]! };
   }
   if (kind === 'sub') {
-    const n = 1 + rng.int(value - 1); // never down to 0: a zero answer would be over-represented
+    const n = 1 + rng.int(Math.min(MAX_ADD, value - 1)); // never down to 0: a zero answer would be over-represented
     return { kind, n, verb: SUB_VERBS[rng.int(SUB_VERBS.length)]! };
   }
   const choices = [2, 3].filter((k) => value * k <= MAX_VALUE);

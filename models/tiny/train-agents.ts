@@ -2,12 +2,17 @@
  * Trains the tiny system's three agents from scratch (issue 7, item 2): a Qwen3-style planner, a
  * Llama-style critic and a Qwen2-style solver, each a full-weight decoder of this project's engine
  * (createTrainableDecoder + lmLoss + AdamW), on the task family of models/tiny/task.ts in the chain
- * shape's chat format: the role's system and first-round prompt with the real texts in its slots, loss
- * over the assistant span only (innerExample). The tokenizer is the shared tiny BPE of models/tokenizer.ts.
+ * shape's chat format exactly as inference renders it: system prompt, the role's tiny prompt
+ * (models/tiny/prompts.ts) with real texts in its slots, the generation prompt (with the empty think
+ * block), then the gold target and <|im_end|>; loss over the target and <|im_end|> only. The planner also
+ * learns the feedback prompt (the solver's answer in the feedback slot), as text-MAS rounds ≥ 2 use it,
+ * and a quarter of the solver's sequences leave the refined plan empty, so the solver alone is a baseline
+ * that answers rather than stalls. All three share one byte-level BPE whose merges are learned from the
+ * task's train split and the prompts (TASK_MERGES).
  *
  *   npx tsx models/tiny/train-agents.ts --out DIR [--steps N] [--seed S] [--backend cpu|webgpu]
  *
- * Each agent goes to DIR/<name>/ in Hugging Face layout (config.json with the family's key conventions,
+ * Each agent goes to DIR/<role>/ (the system folder's layout) in Hugging Face layout (config.json with the family's key conventions,
  * generation_config.json, tokenizer files, model.safetensors). On the CPU backend the run is a pure
  * function of the seed: same bytes on every run.
  */
@@ -25,11 +30,14 @@ import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import type { Tokenizer } from '../../src/tokenizer/tokenizer.ts';
-import { innerExample } from '../../src/train/data/tokenize.ts';
 import { initialState, trainLoop } from '../../src/train/loop.ts';
 import { LinkOptimizer } from '../../src/train/optim.ts';
-import { buildConfig, buildGenerationConfig, TINY_MERGES, type TinySpec } from '../generate.ts';
-import { buildTinyTokenizer } from '../tokenizer.ts';
+import { userPrompt, type PromptKind } from '../../src/mas/prompts.ts';
+import { SLOTS } from '../../src/mas/slots.ts';
+import { renderChat } from '../../src/tokenizer/slots.ts';
+import { buildConfig, buildGenerationConfig, type TinySpec } from '../generate.ts';
+import { buildTinyTokenizer, type TinyTokenizer } from '../tokenizer.ts';
+import { TINY_PROMPT_FILE, TINY_PROMPTS } from './prompts.ts';
 import { scoreAnswer, taskSplit, type TaskRow } from './task.ts';
 
 export const ROLES = ['planner', 'critic', 'solver'] as const;
@@ -37,18 +45,20 @@ export type AgentRole = (typeof ROLES)[number];
 
 export interface AgentSpec extends Omit<TinySpec, 'seed' | 'separateTemplate'> {
   role: AgentRole;
+  /** Optimizer steps of this agent when the run gives none (the critic, who computes, needs most). */
+  steps?: number;
 }
 
 /** The default agents: different families and widths, context 512 (buildConfig's max_position_embeddings). */
 export const AGENT_SPECS: readonly AgentSpec[] = [
-  { role: 'planner', name: 'planner-qwen3', family: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 176, tie: true },
-  { role: 'critic', name: 'critic-llama', family: 'llama', hidden: 96, layers: 2, heads: 6, kvHeads: 2, headDim: 16, intermediate: 256, tie: false },
-  { role: 'solver', name: 'solver-qwen2', family: 'qwen2', hidden: 64, layers: 3, heads: 4, kvHeads: 2, headDim: 16, intermediate: 176, tie: true },
+  { role: 'planner', name: 'planner-qwen3', family: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 176, tie: true, steps: 4000 },
+  { role: 'critic', name: 'critic-llama', family: 'llama', hidden: 96, layers: 2, heads: 6, kvHeads: 2, headDim: 16, intermediate: 256, tie: false, steps: 2400 },
+  { role: 'solver', name: 'solver-qwen2', family: 'qwen2', hidden: 64, layers: 3, heads: 4, kvHeads: 2, headDim: 16, intermediate: 176, tie: true, steps: 2500 },
 ];
 
 export interface TrainAgentsOptions {
   out: string;
-  /** Optimizer steps per agent. */
+  /** Optimizer steps per agent (default: each spec's own, else DEFAULTS.steps). */
   steps?: number;
   seed?: number;
   backend?: Backend;
@@ -62,6 +72,11 @@ export interface TrainAgentsOptions {
   maxLength?: number;
   /** Use only the first N train rows (tests). */
   trainRows?: number;
+  /**
+   * Stop after this many optimizer steps of the `steps`-step schedule (tests compare a run's start
+   * with the loss curve a full build recorded). Default: run them all.
+   */
+  stopAfter?: number;
   /** Print the mean loss every N steps (0: never). */
   logEvery?: number;
   log?: (line: string) => void;
@@ -80,7 +95,7 @@ export interface AgentResult {
 }
 
 /** Defaults of the full run. */
-export const DEFAULTS = { steps: 300, seed: 7, batchSize: 2, gradAccum: 2, lr: 3e-3, warmup: 30, maxLength: 512, logEvery: 25 } as const;
+export const DEFAULTS = { steps: 1000, seed: 7, batchSize: 4, gradAccum: 1, lr: 5e-3, warmup: 20, maxLength: 512, logEvery: 50 } as const;
 
 const json = (x: unknown) => `${JSON.stringify(x, null, 2)}\n`;
 
@@ -96,11 +111,32 @@ function tokenizerFacts(tj: Record<string, unknown>) {
   return { ids: { endOfText: id('<|endoftext|>'), imEnd: id('<|im_end|>') }, vocab };
 }
 
+/** The last sentence of a solver's answer. */
+const verdict = (row: TaskRow) => `The answer is \\boxed{${row.answer_value}}.`;
+
+/** Merges of the task tokenizer; the task corpus offers about 250, so this takes them all. */
+export const TASK_MERGES = 400;
+
+/**
+ * The shared tokenizer: merges learned from every text of the train split plus the prompt set, with
+ * numbers pre-tokenized in digit groups so that every number of the task becomes a single token.
+ */
+export function taskTokenizer(): TinyTokenizer {
+  // the solver's working repeats the refined plan's equations, so its verdict line stands for it here
+  const texts = taskSplit('train').flatMap((r) => [r.question, r.plan, r.refined_plan, verdict(r)]);
+  const prompts = [TINY_PROMPT_FILE.system.chain, ...Object.values(TINY_PROMPT_FILE.templates)];
+  // digits in groups (Llama 3's split), so each number of the task is one token once merged
+  return buildTinyTokenizer({ merges: TASK_MERGES, corpus: [...prompts, ...texts].join('\n'), digitGroups: true });
+}
+
 /** Writes everything of an agent folder but the weights; returns config.json's content. */
 async function writeAgentFiles(dir: string, spec: AgentSpec): Promise<Record<string, unknown>> {
-  const tok = buildTinyTokenizer({ merges: TINY_MERGES });
+  const tok = taskTokenizer();
   const { ids, vocab } = tokenizerFacts(tok.tokenizerJson);
-  const config = buildConfig({ ...spec, seed: 0, separateTemplate: spec.family === 'llama' }, vocab, ids);
+  // rope_theta 10000 for every family: with 16-dim heads and ~130-token chats, the families' long-context
+  // bases (1e6, 5e5, and Llama 3's scaling) leave only a few rotary pairs that turn at all, and copying
+  // a number from the prompt needs sharp relative positions
+  const config = { ...buildConfig({ ...spec, seed: 0, separateTemplate: spec.family === 'llama' }, vocab, ids), rope_theta: 10000, rope_scaling: null };
   const tokenizerConfig: Record<string, unknown> = { ...tok.tokenizerConfig };
   await mkdir(dir, { recursive: true });
   // Llama 3 folders keep the template in chat_template.jinja and name the generic fast class
@@ -121,21 +157,42 @@ async function writeAgentFiles(dir: string, spec: AgentSpec): Promise<Record<str
   return config;
 }
 
-/** The role's chat sequences (ids + assistant mask) over some rows, and how many rows were skipped. */
+/** What one training sequence of a role shows: prompt kind, the text in its slot, the target. */
+function roleTurn(role: AgentRole, row: TaskRow, index: number): { kind: PromptKind; slot: string; target: string } {
+  // the planner's feedback is the solver's verdict line (the round-2 planner only needs to know a round ran)
+  if (role === 'planner') return index % 2 === 0 ? { kind: 'first', slot: '', target: row.plan } : { kind: 'feedback', slot: verdict(row), target: row.plan };
+  if (role === 'critic') return { kind: 'first', slot: row.plan, target: row.refined_plan };
+  return { kind: 'first', slot: index % 4 === 3 ? '' : row.refined_plan, target: row.answer };
+}
+
+/** The rendered prompt of a role (generation prompt included) with `slot` as the text of its slot. */
+export function rolePrompt(tok: Tokenizer, role: AgentRole, kind: PromptKind, question: string, slot: string): string {
+  let user = userPrompt('chain', role, kind, { question, task: 'math', round: kind === 'first' ? 1 : 2 }, TINY_PROMPTS);
+  for (const s of Object.values(SLOTS)) user = user.replace(s, () => slot);
+  return renderChat(tok, TINY_PROMPTS.system.chain, user);
+}
+
+/** The role's training sequences (ids + target mask) over some rows, and how many were too long. */
 export function roleExamples(tok: Tokenizer, role: AgentRole, rows: readonly TaskRow[], maxLength: number) {
   const examples: { ids: number[]; lossMask: number[] }[] = [];
   let skipped = 0;
-  for (const row of rows) {
-    const ex = innerExample(tok, 'chain', role, 'first', { ...row }, { task: 'math', maxLength });
-    if ('skip' in ex) skipped++;
-    else examples.push({ ids: ex.ids, lossMask: ex.lossMask });
-  }
+  const enc = (text: string) => tok.encode(text, { addSpecialTokens: false });
+  rows.forEach((row, i) => {
+    const turn = roleTurn(role, row, i);
+    const prompt = enc(rolePrompt(tok, role, turn.kind, row.question, turn.slot));
+    const target = enc(`${turn.target}<|im_end|>`);
+    if (prompt.length + target.length > maxLength) {
+      skipped++;
+      return;
+    }
+    examples.push({ ids: [...prompt, ...target], lossMask: [...prompt.map(() => 0), ...target.map(() => 1)] });
+  });
   return { examples, skipped };
 }
 
 /** Trains one agent and writes its folder. */
-async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 'specs' | 'backend' | 'trainRows' | 'log'>> & { backend: Backend; rows: readonly TaskRow[]; log: (s: string) => void }): Promise<AgentResult> {
-  const dir = join(o.out, spec.name);
+async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 'specs' | 'backend' | 'trainRows' | 'log' | 'stopAfter'>> & { backend: Backend; rows: readonly TaskRow[]; log: (s: string) => void; stopAfter: number | undefined }): Promise<AgentResult> {
+  const dir = join(o.out, spec.role);
   const configJson = await writeAgentFiles(dir, spec);
   const config = parseDecoderConfig(json(configJson), join(dir, 'config.json'));
   const tok = await loadTokenizerFromDir(dir);
@@ -146,6 +203,7 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
   const optimizer = new LinkOptimizer([params], { weightDecay: 0.01 });
   const losses: number[] = [];
   const t0 = performance.now();
+  const stop = new AbortController();
   try {
     await trainLoop(examples.length, {
       maxSteps: o.steps, batchSize: o.batchSize, gradAccumSteps: o.gradAccum, lr: o.lr, scheduler: 'cosine',
@@ -163,8 +221,10 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
         optimizer.gather();
         return { loss, tokens, valid: indices.length, skipped: {} };
       },
+      signal: stop.signal,
       onStep: (e) => {
         losses.push(e.loss);
+        if (o.stopAfter !== undefined && e.step >= o.stopAfter) stop.abort();
         if (o.logEvery > 0 && (e.step % o.logEvery === 0 || e.step === e.maxSteps)) {
           const recent = losses.slice(-o.logEvery);
           const mean = recent.reduce((a, b) => a + b, 0) / recent.length;
@@ -197,18 +257,18 @@ async function sequenceStep(decoder: Decoder, ex: { ids: number[]; lossMask: num
 
 /** Trains every agent of `opts.specs` (default AGENT_SPECS) in turn; see the file comment. */
 export async function trainTinyAgents(opts: TrainAgentsOptions): Promise<AgentResult[]> {
-  const steps = opts.steps ?? DEFAULTS.steps;
-  if (!Number.isInteger(steps) || steps < 1) throw new InvalidArgument(`steps must be a positive integer, got ${steps}`);
+  const steps = opts.steps;
+  if (steps !== undefined && (!Number.isInteger(steps) || steps < 1)) throw new InvalidArgument(`steps must be a positive integer, got ${steps}`);
   const rows = taskSplit('train').slice(0, opts.trainRows ?? Infinity);
   const o = {
-    out: resolve(opts.out), steps, seed: opts.seed ?? DEFAULTS.seed, batchSize: opts.batchSize ?? DEFAULTS.batchSize,
+    out: resolve(opts.out), seed: opts.seed ?? DEFAULTS.seed, batchSize: opts.batchSize ?? DEFAULTS.batchSize,
     gradAccum: opts.gradAccum ?? DEFAULTS.gradAccum, lr: opts.lr ?? DEFAULTS.lr, warmup: opts.warmup ?? DEFAULTS.warmup,
-    maxLength: opts.maxLength ?? DEFAULTS.maxLength, logEvery: opts.logEvery ?? DEFAULTS.logEvery,
+    maxLength: opts.maxLength ?? DEFAULTS.maxLength, logEvery: opts.logEvery ?? DEFAULTS.logEvery, stopAfter: opts.stopAfter,
     backend: opts.backend ?? new CpuBackend('f32'), rows, log: opts.log ?? ((s: string) => process.stdout.write(`${s}\n`)),
   };
   const results: AgentResult[] = [];
   const specs = opts.specs ?? AGENT_SPECS;
-  for (const spec of specs) results.push(await trainAgent(spec, o));
+  for (const spec of specs) results.push(await trainAgent(spec, { ...o, steps: steps ?? spec.steps ?? DEFAULTS.steps }));
   return results;
 }
 
@@ -222,9 +282,7 @@ export async function evalSolver(dir: string, rows: readonly TaskRow[], backend:
   const outputs: string[] = [];
   try {
     for (const row of rows) {
-      const ex = innerExample(tok, 'chain', 'solver', 'first', { ...row }, { task: 'math', maxLength: 4096 });
-      if ('skip' in ex) throw new InvalidArgument(`solver prompt skipped a row: ${ex.skip}`);
-      const prompt = ex.ids.slice(0, ex.lossMask.indexOf(1));
+      const prompt = tok.encode(rolePrompt(tok, 'solver', 'first', row.question, row.refined_plan), { addSpecialTokens: false });
       const r = await generate(decoder, { inputIds: prompt, maxNewTokens, sampling: { greedy: true }, eosTokenIds: eos });
       const text = tok.decode(r.tokens, { skipSpecialTokens: true });
       outputs.push(text);
@@ -237,8 +295,8 @@ export async function evalSolver(dir: string, rows: readonly TaskRow[], backend:
 }
 
 function parseArgs(argv: string[]) {
-  const a: { out?: string; steps?: number; seed?: number; backend?: string; eval?: number } = {};
-  const usage = 'usage: tsx models/tiny/train-agents.ts --out DIR [--steps N] [--seed S] [--backend cpu|webgpu] [--eval N]';
+  const a: { out?: string; steps?: number; seed?: number; backend?: string; eval?: number; role?: AgentRole; losses?: string } = {};
+  const usage = 'usage: tsx models/tiny/train-agents.ts --out DIR [--role planner|critic|solver] [--steps N] [--seed S] [--backend cpu|webgpu] [--eval N] [--losses FILE.json]';
   for (let i = 0; i < argv.length; i++) {
     const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const v = inline ?? argv[++i];
@@ -249,7 +307,11 @@ function parseArgs(argv: string[]) {
       if (!Number.isInteger(n)) throw new InvalidArgument(`${k} must be an integer, got ${v}; ${usage}`);
       a[k.slice(2) as 'steps' | 'seed' | 'eval'] = n;
     } else if (k === '--backend') a.backend = v;
-    else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
+    else if (k === '--losses') a.losses = v;
+    else if (k === '--role') {
+      if (!(ROLES as readonly string[]).includes(v)) throw new InvalidArgument(`--role ${v}: expected one of ${ROLES.join(', ')}`);
+      a.role = v as AgentRole;
+    } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
   }
   if (!a.out) throw new InvalidArgument(`no output folder; ${usage}`);
   if (a.backend !== undefined && a.backend !== 'cpu' && a.backend !== 'webgpu') throw new InvalidArgument(`--backend ${a.backend}: expected cpu or webgpu`);
@@ -261,7 +323,12 @@ async function main(argv: string[]) {
   let backend: Backend = new CpuBackend('f32');
   if (a.backend === 'webgpu') backend = await (await import('../../src/tensor/webgpu.ts')).WebGpuBackend.create();
   const t0 = performance.now();
-  const results = await trainTinyAgents({ out: a.out, steps: a.steps, seed: a.seed, backend });
+  const specs = a.role ? AGENT_SPECS.filter((sp) => sp.role === a.role) : AGENT_SPECS;
+  const results = await trainTinyAgents({ out: a.out, steps: a.steps, seed: a.seed, backend, specs });
+  if (a.losses) {
+    const record = Object.fromEntries(results.map((r) => [r.role, { name: r.name, params: r.params, seconds: r.seconds, examples: r.examples, losses: r.losses }]));
+    await writeFile(a.losses, json(record));
+  }
   for (const r of results) {
     const first = r.losses.slice(0, 10).reduce((s, x) => s + x, 0) / Math.min(10, r.losses.length);
     const last = r.losses.slice(-10).reduce((s, x) => s + x, 0) / Math.min(10, r.losses.length);
@@ -269,7 +336,8 @@ async function main(argv: string[]) {
   }
   process.stdout.write(`total ${((performance.now() - t0) / 1000).toFixed(1)}s on ${backend.name}\n`);
   if (a.eval) {
-    const solver = results.find((r) => r.role === 'solver')!;
+    const solver = results.find((r) => r.role === 'solver');
+    if (!solver) throw new InvalidArgument('--eval needs the solver among the trained roles');
     const ev = await evalSolver(solver.dir, taskSplit('validation').slice(0, a.eval), backend);
     process.stdout.write(`solver (gold refined plan, greedy): ${ev.correct}/${ev.total} validation rows correct\n`);
   }

@@ -120,7 +120,7 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
   const rounds = opts.rounds ?? 3;
   const m = opts.latentSteps ?? 32;
   const task = opts.task ?? detectTask(opts.question);
-  const prompts = opts.prompts ?? DEFAULT_PROMPTS;
+  const prompts = opts.prompts ?? system.prompts ?? DEFAULT_PROMPTS;
   const signal = opts.signal;
   if (!Number.isInteger(rounds) || rounds < 1) throw new InvalidArgument(`rounds must be a positive integer, got ${rounds}`);
   if (mode === 'latent' && (!Number.isInteger(m) || m < 1)) throw new InvalidArgument(`latent steps must be a positive integer, got ${m}`);

@@ -1,20 +1,27 @@
 /**
  * The collaboration styles (spec §3.3, §4.3–§4.4) as data: roles and their default Hugging Face repos,
  * outer links (which role feeds which), and the stages of one round. The round engine (system.ts) knows
- * nothing about any style beyond this table.
+ * nothing about any style beyond this table. Five styles are the released ones (Hugging Face repos);
+ * tiny_sequential is embedded: its folders ship in the package under models/tiny/system.
  *
  * A stage names its role, its prompt kind, which slot each incoming message fills, which outer links it
  * sends through (after a latent rollout), and whether it decodes text instead (the final agent, last round).
  */
-import { UnknownStyle } from '../errors';
+import { MissingCheckpoint, UnknownStyle } from '../errors';
 import type { PromptKind, StyleShape } from './prompts';
 import { SLOTS } from './slots';
 
-export type StyleName = 'sequential_light' | 'sequential_scaled' | 'mixture' | 'distillation' | 'deliberation';
+export type StyleName = 'sequential_light' | 'sequential_scaled' | 'mixture' | 'distillation' | 'deliberation' | 'tiny_sequential';
+
+/** The style `rmas ask` and the playground use when none is chosen: the tiny system shipped in the package. */
+export const DEFAULT_STYLE = 'tiny_sequential';
 
 export interface RoleSpec {
   key: string;
-  /** Default checkpoint: RecursiveMAS role repo (base model + inner links). */
+  /**
+   * Default checkpoint: RecursiveMAS role repo (base model + inner links); for an embedded style, the
+   * role folder's path relative to the package root.
+   */
   repo: string;
   /** The frozen base model it was trained on (for messages and docs). */
   base: string;
@@ -38,6 +45,14 @@ export interface StageSpec {
   decode: boolean;
 }
 
+/** Where an embedded style's files sit in the package (paths relative to the package root). */
+export interface EmbeddedSpec {
+  /** The system folder: role folders, the outer folder and the prompt file below it. */
+  root: string;
+  /** The prompt file (a --prompts file), relative to `root`. */
+  prompts: string;
+}
+
 export interface StyleSpec {
   name: StyleName;
   /** Upstream mas_shape, which picks the prompt family. */
@@ -53,14 +68,19 @@ export interface StyleSpec {
   tools: boolean;
   /** Stages of round `round` (0-based) of `rounds`. */
   stages(round: number, rounds: number): StageSpec[];
+  /**
+   * Set for a system shipped inside the package (not on the Hugging Face hub): role repos and outerRepo are
+   * then folders under the package root, and the style brings its own prompt file.
+   */
+  embedded?: EmbeddedSpec;
 }
 
 const R = 'RecursiveMAS/';
 const stage = (role: string, kind: PromptKind, fill: [string, string][], linksOut: string[], decode = false): StageSpec => ({ role, kind, fill, linksOut, decode });
 
-function sequential(name: 'sequential_light' | 'sequential_scaled', roles: RoleSpec[], outerRepo: string): StyleSpec {
+function sequential(name: 'sequential_light' | 'sequential_scaled' | 'tiny_sequential', roles: RoleSpec[], outerRepo: string, taskScoped = true): StyleSpec {
   return {
-    name, shape: 'chain', roles, outerRepo, taskScoped: true, decoder: 'solver', tools: false,
+    name, shape: 'chain', roles, outerRepo, taskScoped, decoder: 'solver', tools: false,
     links: [{ key: 'outer_12', from: 'planner', to: 'critic' }, { key: 'outer_23', from: 'critic', to: 'solver' }, { key: 'outer_31', from: 'solver', to: 'planner' }],
     stages: (round, rounds) => [
       round === 0 ? stage('planner', 'first', [], ['outer_12']) : stage('planner', 'feedback', [[SLOTS.feedback, 'outer_31']], ['outer_12']),
@@ -68,6 +88,21 @@ function sequential(name: 'sequential_light' | 'sequential_scaled', roles: RoleS
       // the solver's feedback rollout (outer_31) is skipped in the last round, where it decodes instead
       round < rounds - 1 ? stage('solver', 'first', [[SLOTS.refined, 'outer_23']], ['outer_31']) : stage('solver', 'first', [[SLOTS.refined, 'outer_23']], [], true),
     ],
+  };
+}
+
+const TINY_ROOT = 'models/tiny/system';
+
+/** The tiny sequential system trained from scratch with this project (issue 7), one adapter.pt per role. */
+function tinySequential(): StyleSpec {
+  const role = (key: string, base: string): RoleSpec => ({ key, repo: `${TINY_ROOT}/${key}`, base });
+  return {
+    ...sequential('tiny_sequential', [
+      role('planner', 'tiny Qwen3-style decoder trained from scratch (models/tiny/train-agents.ts)'),
+      role('critic', 'tiny Llama-style decoder trained from scratch (models/tiny/train-agents.ts)'),
+      role('solver', 'tiny Qwen2-style decoder trained from scratch (models/tiny/train-agents.ts)'),
+    ], `${TINY_ROOT}/outer`, false),
+    embedded: { root: TINY_ROOT, prompts: 'prompts.json' },
   };
 }
 
@@ -133,12 +168,24 @@ export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
         : stage('toolcaller', 'first', [[SLOTS.deliberationReflector, 'outer_rt']], [], true),
     ],
   },
+  tiny_sequential: tinySequential(),
 };
 
-export const STYLE_NAMES = Object.keys(STYLES) as StyleName[];
+/** The command that rebuilds the embedded tiny system's files (models/tiny/system). */
+export const TINY_REBUILD = 'npm run tiny:build';
+
+/** The error for an embedded system whose files are absent or incomplete: what, why, how to rebuild, and `orElse`. */
+export function missingEmbedded(what: string, detail: string, orElse: string): MissingCheckpoint {
+  return new MissingCheckpoint(`${what}: the tiny system files are missing (${detail}); rebuild them with \`${TINY_REBUILD}\`, ${orElse}`);
+}
+
+/** Every style, the released ones first. */
+export const ALL_STYLE_NAMES = Object.keys(STYLES) as StyleName[];
+/** The released styles (role repos on the Hugging Face hub); the embedded tiny_sequential is not among them. */
+export const STYLE_NAMES = ALL_STYLE_NAMES.filter((n) => !STYLES[n].embedded);
 
 export function getStyle(name: string): StyleSpec {
-  if (!Object.hasOwn(STYLES, name)) throw new UnknownStyle(`unknown style '${name}'; choose one of ${STYLE_NAMES.join(', ')}`);
+  if (!Object.hasOwn(STYLES, name)) throw new UnknownStyle(`unknown style '${name}'; choose one of ${ALL_STYLE_NAMES.join(', ')}`);
   return STYLES[name as StyleName];
 }
 

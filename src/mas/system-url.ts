@@ -1,18 +1,23 @@
 /**
  * Loading a RecursiveMAS system from a SystemSpec without node:fs (the worker's path, also usable in Node):
  * each role's model folder by URL (loadDecoderFromUrl / loadTokenizerFromUrl), its generation_config.json,
- * and the links from URLs or bytes. Every link is checked against the hidden sizes of the agents it joins,
+ * and the links from URLs or bytes. A role whose model is a `.gguf` file takes its weights and config from
+ * the GGUF and everything else (tokenizer, generation_config.json, an inner link not given) from its
+ * `tokenizer` folder. Every link is checked against the hidden sizes of the agents it joins,
  * as the Node loader (system.ts) does. All reads go through one fetch, which reports initiate/download events
  * and honours the abort signal; `fetchFile` replaces the network (a store-backed cache, files on disk in tests).
+ * An embedded style (tiny_sequential) also needs its prompt file (`prompts` in the spec), loaded into
+ * MasSystem.prompts; a missing file of that system says how to rebuild it.
  */
 import { Cancelled, CorruptCheckpoint, InvalidArgument, MissingCheckpoint, ShapeMismatch } from '../errors';
 import { parseGenerationConfig } from '../model/generate';
-import { fetchModelFile, folderUrl, loadDecoderFromUrl } from '../model/url';
+import { fetchModelFile, fileUrl, folderUrl, ggufTokenizerFolder, isGgufUrl, loadDecoderFromUrl } from '../model/url';
 import { isNotFound } from '../formats/sources';
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromUrl } from '../tokenizer/url';
 import { InnerLink, OuterLink, type LinkStateDict } from './links';
-import { getStyle } from './styles';
+import { loadPromptSet, type PromptSet } from './prompts';
+import { getStyle, missingEmbedded } from './styles';
 import type { Agent, MasSystem } from './system';
 import { adapterTaskFor, parseLinkBytes, pickOuterFiles, type AdapterTask } from './upstream';
 import type { EngineEvent, SystemSpec } from '../../workers/protocol';
@@ -44,7 +49,7 @@ function throwIfAborted(signal: AbortSignal | undefined, what: string) {
  */
 export function progressFetch(opts: LoadSpecOptions): typeof fetch {
   const emit = opts.onEvent ?? (() => {});
-  const seen = new Map<string, { loaded: number; total: number }>();
+  const seen = new Map<string, { loaded: number; total: number; covered: [number, number][] }>();
   const base: typeof fetch = opts.fetchFile
     ? async (input, init) => {
       const url = urlOf(input);
@@ -75,23 +80,44 @@ export function progressFetch(opts: LoadSpecOptions): typeof fetch {
     }
     if (!res.ok || !res.body || (init?.method ?? 'GET') === 'HEAD') return res;
     let st = seen.get(url);
-    const cr = /\/(\d+)\s*$/.exec(res.headers.get('content-range') ?? '');
-    const total = cr ? Number(cr[1]) : Number(res.headers.get('content-length') ?? 0);
+    const cr = /(\d+)-\d+\/(\d+)\s*$/.exec(res.headers.get('content-range') ?? '');
+    const total = cr ? Number(cr[2]) : Number(res.headers.get('content-length') ?? 0);
     if (!st) {
-      st = { loaded: 0, total };
+      st = { loaded: 0, total, covered: [] };
       seen.set(url, st);
       emit({ type: 'initiate', file });
     }
     const s = st;
+    // bytes of the file received at least once: a size probe or a re-read range is not counted twice
+    let at = cr && res.status === 206 ? Number(cr[1]) : 0;
     const counted = res.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
       transform(chunk, ctl) {
-        s.loaded += chunk.byteLength;
+        s.loaded += cover(s.covered, at, at + chunk.byteLength);
+        at += chunk.byteLength;
         emit({ type: 'download', file, loaded: s.loaded, total: Math.max(s.total, s.loaded) });
         ctl.enqueue(chunk);
       },
     }));
     return new Response(counted, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
+}
+
+/** Adds [a, b) to the sorted disjoint intervals `list` (merging); returns how many of its bytes were not in it yet. */
+function cover(list: [number, number][], a: number, b: number): number {
+  let added = b - a;
+  let lo = a;
+  let hi = b;
+  const keep: [number, number][] = [];
+  for (const [x, y] of list) {
+    if (y < lo || x > hi) { keep.push([x, y]); continue; }
+    added -= Math.max(0, Math.min(y, b) - Math.max(x, a));
+    lo = Math.min(lo, x);
+    hi = Math.max(hi, y);
+  }
+  keep.push([lo, hi]);
+  keep.sort((p, q) => p[0] - q[0]);
+  list.splice(0, list.length, ...keep);
+  return added;
 }
 
 /** Bytes of a link given by URL (relative to `base`) or already held. */
@@ -113,10 +139,31 @@ function checkedLink<T>(make: () => T, link: string, want: string): T {
   }
 }
 
+/** For link messages: which GGUF file (and architecture) an agent's backbone came from; '' for a folder. */
+const fromGguf = (a: Agent) => (isGgufUrl(a.source) ? ` (${a.decoder.config.family} from the GGUF ${a.source})` : '');
+
 /** The shape of a link's first weight matrix, for messages. */
 const firstShape = (s: LinkStateDict) => [...s.values()][0]?.shape.join('×') ?? '?';
 
-/** A MasSystem (the same shape as system.ts returns, so ask() runs on it) from a SystemSpec. */
+/** The prompt set of a spec's prompt file; an embedded style's missing file says how to rebuild it. */
+async function specPrompts(spec: SystemSpec, fetcher: typeof fetch, embedded: boolean): Promise<PromptSet | undefined> {
+  if (spec.prompts === undefined) {
+    if (embedded) throw new InvalidArgument(`system spec: style ${spec.style} needs prompts, the URL of its prompts.json (models/tiny-system.json names it)`);
+    return undefined;
+  }
+  let bytes: Uint8Array;
+  try {
+    bytes = await linkBytes(spec.prompts, fetcher, undefined, 'prompts file');
+  } catch (e) {
+    if (!isNotFound(e) && !(e instanceof MissingCheckpoint)) throw e;
+    const what = `the prompts of ${spec.style}`;
+    if (embedded) throw missingEmbedded(what, `${String(spec.prompts)}: ${(e as Error).message}`, 'then reload');
+    throw new MissingCheckpoint(`${what}: ${String(spec.prompts)} cannot be fetched (${(e as Error).message}); fix the spec's prompts URL`);
+  }
+  return loadPromptSet(new TextDecoder().decode(bytes));
+}
+
+/** A MasSystem (the same shape as system.ts returns, so ask() runs on it) from a SystemSpec (and its prompt file, if any). */
 export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opts: LoadSpecOptions = {}): Promise<MasSystem> {
   const style = getStyle(spec.style);
   const withLinks = opts.links ?? true;
@@ -134,14 +181,19 @@ export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opt
     agents.clear();
     outer.clear();
   };
+  let prompts: PromptSet | undefined;
   try {
+    prompts = await specPrompts(spec, fetcher, !!style.embedded);
     for (const role of style.roles) {
       const r = spec.roles?.[role.key];
-      if (!r?.model) throw new InvalidArgument(`system spec: role ${role.key} of ${style.name} needs model, the URL of its model folder`);
+      if (!r?.model) throw new InvalidArgument(`system spec: role ${role.key} of ${style.name} needs model, the URL of its model folder or of a .gguf file`);
       throwIfAborted(opts.signal, `role ${role.key}`);
-      const root = folderUrl(r.model);
-      const decoder = await loadDecoderFromUrl(root, backend, { fetch: fetcher, what: `role ${role.key}`, ...(spec.quantize ? { quantize: spec.quantize } : {}) });
-      const agent: Agent = { role: role.key, source: root, dir: root, decoder, tokenizer: null!, inner: null, generation: { sampling: { greedy: true }, eosTokenIds: [] } };
+      // a GGUF role: weights and config from the file, the rest from its tokenizer folder
+      const gguf = isGgufUrl(r.model) ? fileUrl(r.model) : null;
+      const root = gguf ? ggufTokenizerFolder(`system spec: role ${role.key}`, r) : folderUrl(r.model);
+      const decoder = await loadDecoderFromUrl(gguf ?? root, backend, { fetch: fetcher, what: `role ${role.key}`, ...(spec.quantize ? { quantize: spec.quantize } : {}) });
+      const source = gguf ?? root;
+      const agent: Agent = { role: role.key, source, dir: root, decoder, tokenizer: null!, inner: null, generation: { sampling: { greedy: true }, eosTokenIds: [] } };
       agents.set(role.key, agent);
       agent.tokenizer = await loadTokenizerFromUrl(root, { fetch: fetcher });
       let gen: Uint8Array | undefined;
@@ -158,7 +210,7 @@ export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opt
         const state = parseLinkBytes(found ? found.bytes : await linkBytes(r.innerLink!, fetcher, undefined, name), name);
         const d = decoder.config.hidden;
         agent.inner = checkedLink(() => InnerLink.fromStateDict(backend, state, { type: r.innerType ?? found?.type ?? DEFAULT_INNER_TYPE, d, name }),
-          `${name} (weights ${firstShape(state)})`, `${role.key} has hidden size ${d}`).freeze();
+          `${name} (weights ${firstShape(state)})`, `${role.key} has hidden size ${d}${fromGguf(agent)}`).freeze();
       }
     }
     if (withLinks) {
@@ -173,16 +225,18 @@ export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opt
         const dIn = agents.get(l.from)!.decoder.config.hidden;
         const dOut = agents.get(l.to)!.decoder.config.hidden;
         const link = checkedLink(() => OuterLink.fromStateDict(backend, state, { type: spec.outerTypes?.[l.key] ?? fromRepo.get(l.key)?.type ?? DEFAULT_OUTER_TYPE, dIn, dOut, name }),
-          `${name} (weights ${firstShape(state)})`, `${l.from} has hidden size ${dIn}, ${l.to} has ${dOut}`);
+          `${name} (weights ${firstShape(state)})`, `${l.from} has hidden size ${dIn}${fromGguf(agents.get(l.from)!)}, ${l.to} has ${dOut}${fromGguf(agents.get(l.to)!)}`);
         outer.set(l.key, link.freeze());
       }
     }
   } catch (e) {
     dispose();
     if (opts.signal?.aborted && !(e instanceof Cancelled)) throw new Cancelled(`loading the system was cancelled (${(e as Error).message}); nothing was kept`);
+    // a file of the shipped tiny system that is not there: say how to rebuild it
+    if (style.embedded && e instanceof MissingCheckpoint && !/the tiny system files are missing/.test(e.message)) throw missingEmbedded(`${style.name} (${spec.label ?? 'system spec'})`, e.message, 'then reload');
     throw e;
   }
-  return { style, agents, outer, backend, adapterTask: null, dispose };
+  return { style, agents, outer, backend, adapterTask: null, ...(prompts ? { prompts } : {}), dispose };
 }
 
 async function optionalJson(root: string, file: string, fetcher: typeof fetch): Promise<Record<string, unknown> | null> {

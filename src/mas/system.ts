@@ -2,15 +2,20 @@
  * Loading a RecursiveMAS system (Node): for each role of a style, its model folder (an upstream role
  * repo: base model + tokenizer + inner links), and the outer-link folder. Folders come from
  * `ckptOverride` (role key or `outer` → local path) or else from the local Hugging Face hub cache under
- * the style's default repo ids. Every link is checked against the hidden sizes of the agents it connects.
+ * the style's default repo ids; an embedded style (tiny_sequential) takes them from the package itself
+ * (models/tiny/system, found from this module's URL so that any working folder works), never from the
+ * cache, and brings its prompt file. Every link is checked against the hidden sizes of the agents it connects.
+ *
+ * The embedded system's folder can be moved with `embeddedRoot` or the environment variable
+ * RMAS_TINY_SYSTEM (tests point it at a stand-in; a freshly built system can be tried before it is copied in).
  */
-import { InvalidArgument, MissingCheckpoint, ShapeMismatch } from '../errors';
+import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint, ShapeMismatch } from '../errors';
 import { loadDecoderFromDir, readGenerationConfig, type Decoder, type GenerationDefaults } from '../model';
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir, type Tokenizer } from '../tokenizer';
 import { InnerLink, OuterLink } from './links';
-import type { TaskKind } from './prompts';
-import { getStyle, type StyleSpec } from './styles';
+import { loadPromptSet, type PromptSet, type TaskKind } from './prompts';
+import { getStyle, missingEmbedded, TINY_REBUILD, type StyleSpec } from './styles';
 import { adapterTaskFor, hfCacheSnapshot, readLinkFile, resolveOuterFolder, resolveRoleFolder } from './upstream';
 
 export interface Agent {
@@ -32,6 +37,8 @@ export interface MasSystem {
   backend: Backend;
   /** The adapter task the links were resolved for (null: one adapter per role). */
   adapterTask: 'math' | 'code' | null;
+  /** The style's own prompt set (embedded styles): ask() uses it when the caller gives none. */
+  prompts?: PromptSet;
   dispose(): void;
 }
 
@@ -44,6 +51,68 @@ export interface LoadSystemOptions {
   /** Load inner and outer links (false for the text-MAS baseline, which needs none). Default true. */
   links?: boolean;
   onProgress?: (message: string) => void;
+  /** Folder of an embedded style's system in place of the package's (default: $RMAS_TINY_SYSTEM, else models/tiny/system). */
+  embeddedRoot?: string;
+  /** Load an embedded style's prompt file into MasSystem.prompts (default true; false when the caller brings its own). */
+  stylePrompts?: boolean;
+}
+
+/** Environment variable that moves the embedded tiny system's folder (see embeddedRoot). */
+export const TINY_SYSTEM_ENV = 'RMAS_TINY_SYSTEM';
+
+// Held in variables so that bundlers do not try to resolve them for the browser build.
+const URL_MODULE = 'node:url';
+const FS_MODULE = 'node:fs/promises';
+
+/** The package root (this file is src/mas/system.ts), as a folder path without a trailing separator. */
+export async function packageRoot(): Promise<string> {
+  const { fileURLToPath } = (await import(/* @vite-ignore */ URL_MODULE)) as typeof import('node:url');
+  return fileURLToPath(new URL('../../', import.meta.url)).replace(/[\\/]+$/, '');
+}
+
+const tinyEnv = (): string | undefined => (typeof process !== 'undefined' ? process.env?.[TINY_SYSTEM_ENV] || undefined : undefined);
+
+/** The folder of an embedded style's system: `root`, else $RMAS_TINY_SYSTEM, else <package root>/<style.embedded.root>. */
+export async function embeddedRoot(style: StyleSpec, root?: string): Promise<string> {
+  if (!style.embedded) throw new InvalidArgument(`style ${style.name} ships no files in the package; its checkpoints come from the Hugging Face cache`);
+  const dir = root || tinyEnv() || `${await packageRoot()}/${style.embedded.root}`;
+  return dir.replace(/[\\/]+$/, '');
+}
+
+/** Where `repo` (a role repo or the outerRepo of an embedded style) lies under the system folder `root`. */
+export function embeddedPath(style: StyleSpec, root: string, repo: string): string {
+  const base = style.embedded?.root ?? '';
+  return `${root}/${repo.startsWith(`${base}/`) ? repo.slice(base.length + 1) : repo}`;
+}
+
+/** The error for an embedded system whose files are absent or incomplete (Node: names the ways to point elsewhere). */
+export function missingTinySystem(what: string, detail: string): MissingCheckpoint {
+  return missingEmbedded(what, detail, `or point ${TINY_SYSTEM_ENV} (or --ckpt_override ROLE=DIR) at a built system`);
+}
+
+/** Runs `body`; for files of the embedded system, a missing file becomes missingTinySystem and a damaged one says to rebuild. */
+async function embeddedFiles<T>(embedded: boolean, what: string, body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } catch (e) {
+    if (embedded && e instanceof MissingCheckpoint) throw missingTinySystem(what, e.message);
+    if (embedded && e instanceof CorruptCheckpoint) throw new CorruptCheckpoint(`${what}: the tiny system files are damaged or incomplete (${e.message}); rebuild them with \`${TINY_REBUILD}\``);
+    throw e;
+  }
+}
+
+/** An embedded style's prompt set from `root` (its prompt file missing → missingTinySystem, with the --prompts way out). */
+export async function loadEmbeddedPrompts(style: StyleSpec, root: string): Promise<PromptSet> {
+  const file = `${root}/${style.embedded!.prompts}`;
+  const fs = (await import(/* @vite-ignore */ FS_MODULE)) as typeof import('node:fs/promises');
+  let text: string;
+  try {
+    text = await fs.readFile(file, 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    throw missingTinySystem(`the prompts of ${style.name}`, `${file} does not exist; --prompts FILE also gives them`);
+  }
+  return loadPromptSet(text);
 }
 
 async function locate(what: string, key: string, repo: string, override: string | undefined): Promise<{ dir: string; source: string }> {
@@ -66,6 +135,15 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
   }
   const adapterTask = style.taskScoped ? adapterTaskFor(opts.task) : null;
   const say = opts.onProgress ?? (() => {});
+  const root = style.embedded ? await embeddedRoot(style, opts.embeddedRoot) : null;
+  /** A role's (or the outer links') folder: the override, the embedded folder, or the hub cache snapshot. */
+  const where = async (what: string, key: string, repo: string): Promise<{ dir: string; source: string; embedded: boolean }> => {
+    if (root === null || override[key]) return { ...(await locate(what, key, repo, override[key])), embedded: false };
+    const dir = embeddedPath(style, root, repo);
+    // the dump records the package path when the package's own system ran
+    return { dir, source: opts.embeddedRoot || tinyEnv() ? dir : repo, embedded: true };
+  };
+  const prompts = root !== null && (opts.stylePrompts ?? true) ? await loadEmbeddedPrompts(style, root) : undefined;
   const agents = new Map<string, Agent>();
   const outer = new Map<string, OuterLink>();
   const dispose = () => {
@@ -74,24 +152,29 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
   };
   try {
     for (const role of style.roles) {
-      const { dir, source } = await locate(`role ${role.key} of ${style.name}`, role.key, role.repo, override[role.key]);
-      const ckpt = await resolveRoleFolder(role.key, dir, adapterTask, { requireInner: withLinks });
-      say(`${role.key}: loading ${source}`);
-      const decoder = await loadDecoderFromDir(dir, opts.backend, { what: `role ${role.key}` });
-      const agent: Agent = { role: role.key, source, dir, decoder, tokenizer: await loadTokenizerFromDir(dir), inner: null, generation: { sampling: { greedy: true }, eosTokenIds: [] } };
-      agents.set(role.key, agent);
-      agent.generation = await readGenerationConfig(dir, [...decoder.config.eosTokenIds, ...agent.tokenizer.eosTokenIds]);
-      if (withLinks && ckpt.innerPath) {
-        agent.inner = InnerLink.fromStateDict(opts.backend, await readLinkFile(ckpt.innerPath), {
-          type: ckpt.innerType, d: decoder.config.hidden, name: `${role.key} inner link (${ckpt.innerPath})`,
-        });
-        agent.inner.freeze();
-      }
+      const what = `role ${role.key} of ${style.name}`;
+      const { dir, source, embedded } = await where(what, role.key, role.repo);
+      await embeddedFiles(embedded, what, async () => {
+        const ckpt = await resolveRoleFolder(role.key, dir, adapterTask, { requireInner: withLinks });
+        say(`${role.key}: loading ${source}`);
+        const decoder = await loadDecoderFromDir(dir, opts.backend, { what: `role ${role.key}` });
+        const agent: Agent = { role: role.key, source, dir, decoder, tokenizer: null!, inner: null, generation: { sampling: { greedy: true }, eosTokenIds: [] } };
+        agents.set(role.key, agent);
+        agent.tokenizer = await loadTokenizerFromDir(dir);
+        agent.generation = await readGenerationConfig(dir, [...decoder.config.eosTokenIds, ...agent.tokenizer.eosTokenIds]);
+        if (withLinks && ckpt.innerPath) {
+          agent.inner = InnerLink.fromStateDict(opts.backend, await readLinkFile(ckpt.innerPath), {
+            type: ckpt.innerType, d: decoder.config.hidden, name: `${role.key} inner link (${ckpt.innerPath})`,
+          });
+          agent.inner.freeze();
+        }
+      });
     }
     if (withLinks) {
-      const { dir, source } = await locate(`the outer links of ${style.name}`, 'outer', style.outerRepo, override.outer);
+      const what = `the outer links of ${style.name}`;
+      const { dir, source, embedded } = await where(what, 'outer', style.outerRepo);
       say(`outer links: loading ${source}`);
-      const files = await resolveOuterFolder(dir, adapterTask, style.links.map((l) => l.key));
+      const files = await embeddedFiles(embedded, what, () => resolveOuterFolder(dir, adapterTask, style.links.map((l) => l.key)));
       for (const spec of style.links) {
         const f = files.get(spec.key)!;
         const dIn = agents.get(spec.from)!.decoder.config.hidden;
@@ -100,7 +183,8 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
           throw new ShapeMismatch(`outer link ${spec.key} (${spec.from} → ${spec.to}): its manifest says ${f.inDim} → ${f.outDim} but the agents ` +
             `have hidden sizes ${dIn} → ${dOut}; the outer links belong to other models`);
         }
-        const link = OuterLink.fromStateDict(opts.backend, await readLinkFile(f.path), {
+        const state = await embeddedFiles(embedded, what, () => readLinkFile(f.path));
+        const link = OuterLink.fromStateDict(opts.backend, state, {
           type: f.type, dIn, dOut, name: `${spec.key} (${spec.from} → ${spec.to}, ${f.path})`,
         });
         outer.set(spec.key, link.freeze());
@@ -110,5 +194,5 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
     dispose();
     throw e;
   }
-  return { style, agents, outer, backend: opts.backend, adapterTask, dispose };
+  return { style, agents, outer, backend: opts.backend, adapterTask, ...(prompts ? { prompts } : {}), dispose };
 }

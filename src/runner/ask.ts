@@ -8,24 +8,27 @@ import { InvalidArgument } from '../errors';
 import { ask, type AskOptions } from '../mas/run';
 import { DumpWriter } from '../mas/dump';
 import { detectTask, loadPromptSet, type TaskKind } from '../mas/prompts';
-import { getStyle } from '../mas/styles';
+import { DEFAULT_STYLE, getStyle } from '../mas/styles';
 import { loadSystem } from '../mas/system';
 import { materializeOverrides } from '../store/bundle-node';
 import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
 import type { SamplingOptions } from '../model/generate';
 import type { Backend } from '../tensor/backend';
 
-export const ASK_USAGE = `  rmas ask --style STYLE --question TEXT [--ckpt_override ROLE=PATH ...] [--num_recursive_rounds R]
+export const ASK_USAGE = `  rmas ask --question TEXT [--style STYLE] [--ckpt_override ROLE=PATH ...] [--num_recursive_rounds R]
            [--latent_length M] [--greedy | --temperature T --top_p P --top_k K --seed S] [--max_new_tokens N]
            [--mode latent|text] [--task math|choice|code] [--fn_name NAME] [--prompts FILE.json] [--no_ans]
            [--backend webgpu|cpu] [--dump DIR] [--json]
-      styles: sequential_light, sequential_scaled, mixture, distillation, deliberation; ROLE is a role of
-      the style or "outer"; roles not overridden come from the Hugging Face cache (RecursiveMAS repos).
-      A role's PATH is its model folder (model files + inner links); outer=PATH also takes a .zip bundle.
-      Defaults as upstream: 3 rounds, 32 latent steps, temperature 0.6 (0.2 for code), top_p 0.95, top_k
-      from the final agent's generation_config.json, seed 42. --json prints {answer, text, tokens, seconds,
-      rounds}; --dump DIR writes manifest.json and one safetensors file per stage. Deliberation's search
-      tool reads its key from TAVILY_API_KEY (never written anywhere).`;
+      styles: tiny_sequential (the default: the tiny system shipped in models/tiny/system, with its own
+      prompts; RMAS_TINY_SYSTEM=DIR loads another copy), sequential_light, sequential_scaled, mixture,
+      distillation, deliberation. ROLE is a role of the style or "outer"; roles not overridden come from
+      the package (tiny_sequential) or the Hugging Face cache (RecursiveMAS repos). A role's PATH is its
+      model folder (model files + inner links); outer=PATH also takes a .zip bundle. --prompts replaces
+      the style's prompts. Defaults as upstream: 3 rounds, 32 latent steps, temperature 0.6 (0.2 for
+      code), top_p 0.95, top_k from the final agent's generation_config.json, seed 42; max_new_tokens 64
+      for tiny_sequential. --json prints {answer, text, tokens, seconds, rounds}; --dump DIR writes
+      manifest.json and one safetensors file per stage. Deliberation's search tool reads its key from
+      TAVILY_API_KEY (never written anywhere).`;
 
 export interface AskArgs {
   style?: string;
@@ -72,16 +75,16 @@ function overrides(list: readonly string[] = []): Record<string, string> {
   return out;
 }
 
-/** Upstream's max-new-tokens rule for a single question (infer_max_new_tokens, math500-like by default). */
+/** Upstream's max-new-tokens rule for a single question (infer_max_new_tokens, math500-like by default); 64 for the tiny system. */
 export function defaultMaxNewTokens(style: string, task: TaskKind): number {
+  if (style === 'tiny_sequential') return 64;
   if (task === 'code') return 4000;
   return style === 'sequential_light' && task === 'math' ? 1000 : 2000;
 }
 
 export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void) {
-  if (!a.style) throw new AskUsageError('--style is required');
   if (!a.question) throw new AskUsageError('--question is required');
-  const style = getStyle(a.style);
+  const style = getStyle(a.style ?? DEFAULT_STYLE);
   const mode = a.mode ?? 'latent';
   if (mode !== 'latent' && mode !== 'text') throw new AskUsageError(`--mode ${mode}: expected latent or text`);
   if (a.task !== undefined && !['math', 'choice', 'code'].includes(a.task)) throw new AskUsageError(`--task ${a.task}: expected math, choice or code`);
@@ -117,6 +120,7 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   const t0 = performance.now();
   const system = await loadSystem(style.name, {
     backend: be, ckptOverride: await materializeOverrides(overrides(a.ckpt_override)), task, links: mode === 'latent', onProgress: (s) => err(`${s}\n`),
+    stylePrompts: !prompts,
   });
   try {
     err(`loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${mode} mode, ${rounds} round(s)` +

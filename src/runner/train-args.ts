@@ -20,7 +20,7 @@ export const TRAIN_OPTIONS = {
   // engine
   backend: s,
   // inner
-  model_name_or_path: s, mas_design: s, mas_role: s, adapter_type: s, adapter_lr: s, adapter_cos_weight: s, adapter_mse_weight: s, init_adapter: s,
+  model_name_or_path: s, mas_design: s, mas_role: s, role: s, adapter_type: s, adapter_lr: s, adapter_cos_weight: s, adapter_mse_weight: s, init_adapter: s,
   // outer
   style: s, outer_lr: s, outer_type: s, num_recursive_rounds: s, max_latent_tokens: s, supervise_final_only: s, non_last_loss_weight: s, init_outer: s,
   agent1_model_name_or_path: s, agent2_model_name_or_path: s, agent3_model_name_or_path: s, agent4_model_name_or_path: s,
@@ -47,4 +47,8 @@ export const TRAIN_USAGE = `  rmas train-inner --model_name_or_path DIR --mas_de
             [--cache_dir DIR] [--prompts FILE.json] [--backend webgpu|cpu]
       --init_adapter, --agentN_inner_aligner_path, --init_outer and --resume also take a .zip checkpoint bundle
       agents are numbered in the style's role order (sequential: planner, critic, solver; mixture: math, code,
-      science, summarizer; distillation: expert, learner; deliberation: reflector, toolcaller)`;
+      science, summarizer; distillation: expert, learner; deliberation: reflector, toolcaller)
+      tiny_sequential (the shipped tiny system): its models/tiny/system folders are the default model folders
+      and inner links, its prompts.json the default --prompts (RMAS_TINY_SYSTEM=DIR moves it), e.g.
+        rmas train-inner --style tiny_sequential --role critic --dataset_name FILE --save_dir DIR
+      (train-inner also takes --style for --mas_design and --role for --mas_role)`;

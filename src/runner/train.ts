@@ -13,6 +13,7 @@ import { writeSafetensors, type StTensor } from '../formats/safetensors';
 import { InnerLink, OuterLink } from '../mas/links';
 import { loadPromptSet, type TaskKind } from '../mas/prompts';
 import { getStyle, type StyleSpec } from '../mas/styles';
+import { embeddedPath, embeddedRoot, loadEmbeddedPrompts, missingTinySystem } from '../mas/system';
 import { adapterTaskFor, hfCacheSnapshot, outerManifests, pickInnerFile, readLinkFile, resolveOuterFolder } from '../mas/upstream';
 import { loadDecoderFromDir } from '../model';
 import type { Backend } from '../tensor/backend';
@@ -71,6 +72,18 @@ const ROLE_ALIASES: Record<string, string> = {
   hie_science_expert: 'science', hie_summarizer: 'summarizer', deliberation_reflector: 'reflector', deliberation_toolcaller: 'toolcaller',
 };
 
+/**
+ * A model folder flag: the given path or repo, else (for an embedded style) the role's folder of the
+ * shipped system, whose absence is missingTinySystem; else the flag is required.
+ */
+async function modelArg(a: TrainArgs, k: keyof TrainArgs, what: string, style: StyleSpec, role: string): Promise<string> {
+  const given = a[k] as string | undefined;
+  if (given || !style.embedded) return resolveModel(what, need(a, k));
+  const dir = embeddedPath(style, await embeddedRoot(style), style.roles.find((r) => r.key === role)!.repo);
+  if (!existsSync(join(dir, 'config.json'))) throw missingTinySystem(`${what} (default of ${style.name})`, `${dir} holds no config.json`);
+  return dir;
+}
+
 async function resolveModel(what: string, p: string): Promise<string> {
   if (existsSync(p)) return p;
   if (/^[\w.-]+\/[\w.-]+$/.test(p)) {
@@ -128,7 +141,10 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
   const lr = num(a, kind === 'inner' ? 'adapter_lr' : 'outer_lr', 5e-4, { min: 0 });
   const optimizer = { weightDecay: num(a, 'weight_decay', 0, { min: 0 }), maxGradNorm: num(a, 'max_grad_norm', 1, { min: 0 }) || Infinity };
   const scheduler = parseSchedulerType(a.lr_scheduler_type ?? 'cosine');
-  const prompts = a.prompts ? loadPromptSet((await import('node:fs')).readFileSync(a.prompts, 'utf8')) : undefined;
+  const style = styleFor(kind === 'inner' ? (a.mas_design ?? a.style ?? need(a, 'mas_design')) : need(a, 'style'));
+  // an embedded style's own prompts unless --prompts replaces them
+  const prompts = a.prompts ? loadPromptSet((await import('node:fs')).readFileSync(a.prompts, 'utf8'))
+    : style.embedded ? await loadEmbeddedPrompts(style, await embeddedRoot(style)) : undefined;
   const cacheDir = a.cache_dir ?? process.env.RMAS_CACHE ?? join(homedir(), '.cache', 'rmas', 'datasets');
 
   io.err(`loading rows from ${a.dataset_name}\n`);
@@ -139,10 +155,9 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
   const disposers: (() => void)[] = [];
   try {
     if (kind === 'inner') {
-      const style = styleFor(need(a, 'mas_design'));
-      const roleArg = need(a, 'mas_role').trim().toLowerCase();
+      const roleArg = (a.mas_role ?? a.role ?? need(a, 'mas_role')).trim().toLowerCase();
       const role = canonicalRole(style.shape, ROLE_ALIASES[roleArg] ?? roleArg);
-      const dir = await resolveModel('--model_name_or_path', need(a, 'model_name_or_path'));
+      const dir = await modelArg(a, 'model_name_or_path', '--model_name_or_path', style, role);
       const decoder = await loadDecoderFromDir(dir, be, { what: '--model_name_or_path' });
       disposers.push(() => decoder.dispose());
       const tokenizer = await loadTokenizerFromDir(dir);
@@ -159,12 +174,11 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       manifests = { 'adapter_config.json': { adapter_type: link.type } };
       io.err(`inner link ${link.type} (d ${d}, ${link.numParams} parameters) for ${style.shape}/${role} on ${basename(dir)}\n`);
     } else {
-      const style = styleFor(need(a, 'style'));
       const adapterTask = style.taskScoped ? adapterTaskFor(task) : null;
       const agents = new Map<string, Parameters<typeof createOuterJob>[0]['agents'] extends ReadonlyMap<string, infer V> ? V : never>();
       for (const [i, r] of style.roles.entries()) {
         const k = `agent${i + 1}_model_name_or_path` as keyof TrainArgs;
-        const dir = await resolveModel(`--${k} (${r.key})`, need(a, k));
+        const dir = await modelArg(a, k, `--${k} (${r.key})`, style, r.key);
         const decoder = await loadDecoderFromDir(dir, be, { what: `--${k}` });
         disposers.push(() => decoder.dispose());
         const innerArg = await materialize((a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] as string | undefined) ?? dir);

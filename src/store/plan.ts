@@ -1,6 +1,6 @@
 /**
  * What loading a system will cost before anything is fetched: bytes to download (less what the cache
- * holds), an estimate of GPU memory, and whether this adapter can hold it at all. Pure, no I/O.
+ * holds), an estimate of GPU memory, and whether this adapter can hold it at all. Pure, no I/O (but planGgufModel).
  *
  * GPU memory per model (bytes):
  *   weights     = Σ byteSize(dtype(t), shape(t)) over weightSpecs(config), where a 2-D projection takes the
@@ -15,10 +15,20 @@
  *   links       = 4 (f32) · (inner ln_res_adapter(hidden) + outer ln_res_adapter(hidden → next model's
  *                 hidden)), times 4 when training (parameters, gradients, AdamW m and v)
  * The system total is the sum over models (the models stay resident together).
+ *
+ * A GGUF backbone (planGgufModel, the one function here that reads: the file's header by HTTP Range) lists its
+ * tensors as stored: each counts at the dtype it is uploaded in (q8_0/q4_0/f16/bf16/f32 as stored, Q4_K/Q6_K
+ * as the f32 they are dequantized to, biases and quantized norms as f32, float projections at `quantize`
+ * when one is chosen), and its one file's size is what is fetched.
  */
-import { type DType, byteSize, rowBytes } from '../formats/dtype';
+import { MissingCheckpoint } from '../errors';
+import { type DType, byteSize, isQuant, rowBytes } from '../formats/dtype';
+import { readGgufHeader } from '../formats/gguf';
+import { isNotFound, urlSource } from '../formats/sources';
 import { innerLinkParamCount, outerLinkParamCount } from '../mas/links';
 import type { DecoderConfig } from '../model/config';
+import { decoderConfigFromGguf, ggufTensorName } from '../model/gguf';
+import { fileUrl, modelFetch } from '../model/url';
 import { weightSpecs } from '../model/weights';
 
 export type PlanQuantize = 'q4_0' | 'q8_0' | 'f16' | null;
@@ -62,6 +72,52 @@ export interface DownloadPlan {
   refusal: string | null;
 }
 
+/** A weight as a GGUF stores it: `dtype` is what the reader turns it into (null: a type the engine cannot read). */
+export interface PlanTensor {
+  /** The Hugging Face name (model.layers.0.self_attn.q_proj.weight). */
+  name: string;
+  kind: 'proj' | 'norm' | 'bias' | 'embed';
+  shape: number[];
+  dtype: DType | null;
+  /** The ggml type name, for messages (Q8_0, Q5_K, …). */
+  typeName: string;
+}
+
+/** A model the planner sizes: its config and safetensors payload bytes, or (a GGUF) its stored tensors. */
+export interface PlanModel {
+  config: DecoderConfig;
+  weightsBytes: number;
+  /** GGUF: the tensors as stored; weights are counted from them instead of from the config. */
+  tensors?: readonly PlanTensor[];
+}
+
+/**
+ * Config, stored tensors and file size of the GGUF at `url`, from its header read by HTTP Range through
+ * `fetcher` (never the weights; a llama3 rope_freqs vector of head_dim/2 floats at most).
+ */
+export async function planGgufModel(url: string, fetcher: typeof fetch): Promise<{ url: string; bytes: number; model: PlanModel }> {
+  const abs = fileUrl(url);
+  const src = urlSource(abs, { fetch: modelFetch(fetcher) });
+  let file: Awaited<ReturnType<typeof readGgufHeader>>;
+  try {
+    file = await readGgufHeader(src, abs);
+  } catch (e) {
+    if (!isNotFound(e)) throw e;
+    throw new MissingCheckpoint(`${(e as Error).message}; give the URL of a .gguf file (…/resolve/main/<name>.gguf on the hub)`);
+  }
+  const config = await decoderConfigFromGguf(file);
+  const byName = new Map(file.tensors.map((t) => [t.name, t]));
+  const tensors: PlanTensor[] = [];
+  let weightsBytes = 0;
+  for (const s of weightSpecs(config)) {
+    const t = byName.get(ggufTensorName(s.name) ?? '');
+    // a tensor the file lacks fails the load with its name; the plan counts it at f32
+    tensors.push({ name: s.name, kind: s.kind, shape: s.shape, dtype: t ? t.dtype : 'f32', typeName: t?.typeName ?? 'missing' });
+    weightsBytes += t?.byteLength ?? 0;
+  }
+  return { url: abs, bytes: await src.size(), model: { config, weightsBytes, tensors } };
+}
+
 /** The download URL of `file` in a Hugging Face hub repository at `revision`. */
 export function hfFileUrl(repo: string, file: string, revision = 'main'): string {
   return `https://huggingface.co/${repo}/resolve/${revision}/${file}`;
@@ -84,7 +140,7 @@ const mib = (n: number) => `${(n / 2 ** 20).toFixed(n < 2 ** 20 ? 3 : 1)} MiB`;
 /** Bytes, GPU memory and feasibility of loading `models` (whose files are `files`) at `quantize`. */
 export function planSystemDownload(
   files: readonly { url: string; bytes: number }[],
-  models: readonly { config: DecoderConfig; weightsBytes: number }[],
+  models: readonly PlanModel[],
   limits: PlanLimits,
   quantize: PlanQuantize,
   opts: PlanOptions = {},
@@ -105,12 +161,18 @@ export function planSystemDownload(
   // f16 weights need no 'shader-f16': the kernels read f16/bf16 as packed u32 pairs (src/kernels/wgsl.ts)
   // and use the feature only as a faster path where it exists
 
-  const plans = models.map(({ config: c, weightsBytes }, i): ModelPlan => {
+  const plans = models.map(({ config: c, weightsBytes, tensors }, i): ModelPlan => {
     const saved = savedDType(c);
     let weights = 0;
-    for (const s of weightSpecs(c)) {
-      let dt: DType = s.kind === 'bias' ? 'f32' : quantize === 'f16' ? 'f16' : saved;
-      if (s.kind === 'proj' && (quantize === 'q4_0' || quantize === 'q8_0')) {
+    for (const s of tensors ?? weightSpecs(c)) {
+      const stored = 'dtype' in s ? s.dtype : undefined;
+      if (stored === null) {
+        refuse(`model ${i + 1}: "${s.name}" is stored as ${(s as PlanTensor).typeName}, which this engine does not read; use a GGUF converted to f16, q8_0 or q4_0`);
+        continue;
+      }
+      let dt: DType = s.kind === 'bias' ? 'f32' : stored !== undefined ? (s.kind === 'norm' && isQuant(stored) ? 'f32' : stored) : quantize === 'f16' ? 'f16' : saved;
+      // a GGUF's quantized weights are uploaded as stored; only its float projections take `quantize`
+      if (s.kind === 'proj' && (quantize === 'q4_0' || quantize === 'q8_0') && !(stored && isQuant(stored))) {
         if (s.shape[1] % 32) {
           refuse(`model ${i + 1}: "${s.name}" has ${s.shape[1]} columns, not a multiple of 32, so it cannot be ${quantize}; choose f16 or no quantization`);
         } else dt = quantize;
@@ -123,7 +185,7 @@ export function planSystemDownload(
           `${binding}-byte storage-binding limit, so it cannot be split to fit; use a device with larger limits or a smaller model`);
       }
     }
-    if (quantize === null) weights = weightsBytes;
+    if (quantize === null && !tensors) weights = weightsBytes;
     const kvCache = 2 * c.layers * context * c.kvHeads * c.headDim * 4;
     const kvRow = c.kvHeads * c.headDim * 4;
     if (kvRow > binding) refuse(`model ${i + 1}: one KV-cache row (${kvRow} bytes) exceeds the ${binding}-byte binding limit`);

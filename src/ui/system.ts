@@ -55,11 +55,42 @@ export function outerLinksOf(files: Record<string, Uint8Array>, name: string): R
   return out;
 }
 
-/** The SystemSpec for `style` with each role's (and the outer links') choice: RELEASED or a checkpoint id. */
-export async function buildSpec(style: string, choice: Record<string, string>, offline: SystemSpec | null, reg: () => Promise<CheckpointRegistry>, names: Map<string, string>): Promise<SystemSpec> {
+/** A role's own backbone in place of the style's: a model folder URL, or a .gguf file URL with its tokenizer folder. */
+export interface Backbone { model: string; tokenizer?: string }
+
+/** Whether a model URL names a GGUF file (model/url.ts isGgufUrl's rule; kept here so the page does not bundle the loader). */
+export const isGgufModel = (url: string): boolean => /\.gguf$/i.test(url.trim().replace(/[?#].*$/, ''));
+
+/**
+ * `spec` with the backbones typed in for some roles. A GGUF takes its tokenizer (and, when the role keeps its
+ * released link, its inner link) from the tokenizer folder given, else from the role's own model folder.
+ */
+export function withBackbones(spec: SystemSpec, backbones: Record<string, Backbone>): { spec: SystemSpec; changed: string[] } {
+  const roles = { ...spec.roles };
+  const changed: string[] = [];
+  for (const [role, b] of Object.entries(backbones)) {
+    const model = b.model.trim();
+    if (!model || !roles[role]) continue;
+    const was = roles[role]!.model;
+    if (isGgufModel(model)) {
+      const tokenizer = b.tokenizer?.trim() || (isGgufModel(was) ? roles[role]!.tokenizer : was);
+      if (!tokenizer) throw new InvalidArgument(`role ${role}: ${model} is a GGUF file, which brings no tokenizer; give its tokenizer folder (a Hugging Face folder URL with tokenizer.json)`);
+      roles[role] = { ...roles[role]!, model, tokenizer };
+    } else {
+      const { tokenizer: _t, ...rest } = roles[role]!;
+      roles[role] = { ...rest, model };
+    }
+    changed.push(`${role}: ${model.replace(/[?#].*$/, '').replace(/\/+$/, '').replace(/^.*\//, '')}`);
+  }
+  return { spec: { ...spec, roles }, changed };
+}
+
+/** The SystemSpec for `style` with each role's (and the outer links') choice: RELEASED or a checkpoint id; `backbones` replace role models. */
+export async function buildSpec(style: string, choice: Record<string, string>, offline: SystemSpec | null, reg: () => Promise<CheckpointRegistry>, names: Map<string, string>,
+  backbones: Record<string, Backbone> = {}): Promise<SystemSpec> {
   let spec: SystemSpec;
   if (style === TINY) {
-    if (!offline) throw new InvalidArgument('this build has no offline tiny system; run `npm run models:tiny` and reload, or pick a released style');
+    if (!offline) throw new InvalidArgument('this build has no offline tiny system; run `npm run tiny:build` and reload, or pick a released style');
     spec = { ...offline, roles: { ...offline.roles }, outer: offline.outer ? { ...offline.outer } : undefined, label: 'offline tiny' };
   } else {
     const s = STYLES[style as StyleName];
@@ -68,7 +99,9 @@ export async function buildSpec(style: string, choice: Record<string, string>, o
     // their manifests (innerlink_config.json, outerlink_config.json) as upstream's resolver does
     spec = { style, roles: Object.fromEntries(s.roles.map((r) => [r.key, { model: hfFolder(r.repo) }])), outerRepo: hfFolder(s.outerRepo), label: 'released' };
   }
-  const overrides: string[] = [];
+  const swapped = withBackbones(spec, backbones);
+  spec = swapped.spec;
+  const overrides = swapped.changed.map((c) => `backbone ${c}`);
   for (const role of Object.keys(spec.roles)) {
     const id = choice[role];
     if (!id || id === RELEASED) continue;

@@ -10,9 +10,9 @@ export function parseUpload(text: string, fileName: string, field?: string): Row
   return parseJsonRows(text, fileName, field || undefined);
 }
 
-/** Rows that give a training example for `role` of `style` (tiny trains like sequential_light). */
+/** Rows that give a training example for `role` of `style` (the offline tiny system is tiny_sequential). */
 export function usableRows(rows: readonly Row[], style: string, role: string): number {
-  const spec = STYLES[(style === TINY ? 'sequential_light' : style) as StyleName];
+  const spec = STYLES[(style === TINY ? 'tiny_sequential' : style) as StyleName];
   if (!spec) return 0;
   const roles = role ? [role] : spec.roles.map((r) => r.key);
   return rows.filter((r) => roles.every((ro) => {

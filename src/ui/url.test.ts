@@ -5,9 +5,9 @@ import { DEFAULTS, parseSettings, settingsQuery } from './url';
 describe('settings in the URL', () => {
   it('writes only what differs from the defaults, and reads it back', () => {
     expect(settingsQuery({ ...DEFAULTS })).toBe('');
-    const s = { ...DEFAULTS, tab: 'train' as const, style: 'mixture', rounds: 2, temperature: 0.3, greedy: true, mode: 'both' as const };
+    const s = { ...DEFAULTS, tab: 'train' as const, style: 'mixture', rounds: 2, temperature: 0.3, greedy: false, mode: 'both' as const };
     const q = settingsQuery(s);
-    expect(q).toBe('?tab=train&style=mixture&rounds=2&temp=0.3&greedy=1&mode=both');
+    expect(q).toBe('?tab=train&style=mixture&rounds=2&temp=0.3&greedy=0&mode=both');
     expect(parseSettings(q)).toEqual(s);
   });
 

@@ -20,7 +20,7 @@ export interface Settings {
 
 export const TABS: readonly Tab[] = ['ask', 'train', 'checkpoints', 'env'];
 export const DEFAULTS: Readonly<Settings> = {
-  tab: 'ask', style: 'tiny', rounds: 3, latentSteps: 8, temperature: 0.6, topP: 0.95, seed: 42, greedy: false, mode: 'latent',
+  tab: 'ask', style: 'tiny', rounds: 3, latentSteps: 32, temperature: 0.6, topP: 0.95, seed: 42, greedy: true, mode: 'latent',
 };
 
 const num = (v: string | null, lo: number, hi: number, fallback: number, int = false): number => {
@@ -43,7 +43,7 @@ export function parseSettings(search: string): Settings {
     temperature: num(q.get('temp'), 0, 2, DEFAULTS.temperature),
     topP: num(q.get('top_p'), 0, 1, DEFAULTS.topP),
     seed: num(q.get('seed'), 0, 2 ** 31 - 1, DEFAULTS.seed, true),
-    greedy: q.get('greedy') === '1',
+    greedy: q.has('greedy') ? q.get('greedy') === '1' : DEFAULTS.greedy,
     mode: mode === 'latent' || mode === 'text' || mode === 'both' ? mode : DEFAULTS.mode,
   };
 }
@@ -59,7 +59,7 @@ export function settingsQuery(s: Settings, base = ''): string {
   put('temp', String(s.temperature), String(DEFAULTS.temperature));
   put('top_p', String(s.topP), String(DEFAULTS.topP));
   put('seed', String(s.seed), String(DEFAULTS.seed));
-  put('greedy', s.greedy ? '1' : '0', '0');
+  put('greedy', s.greedy ? '1' : '0', DEFAULTS.greedy ? '1' : '0');
   put('mode', s.mode, DEFAULTS.mode);
   const text = q.toString();
   return text ? `?${text}` : '';

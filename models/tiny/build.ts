@@ -1,0 +1,196 @@
+/**
+ * `npm run tiny:build`: rebuilds the embedded tiny system (style tiny_sequential) from its seed, the way
+ * a researcher would build any RecursiveMAS with this project:
+ *   1. the task's splits as JSONL (models/tiny/task.ts);
+ *   2. the three agents trained from scratch (models/tiny/train-agents.ts, one process per agent);
+ *   3. each role's inner link with `rmas train-inner`;
+ *   4. the outer links with `rmas train-outer` over the assembled system;
+ * then copies the result into --out (default models/tiny/system) with prompts.json and build.json (the
+ * settings, each stage's seconds, and the recorded loss curves that test/tiny-system.test.ts checks).
+ * Stages that do not depend on each other run side by side, two at a time on a two-core machine.
+ *
+ *   npx tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N]
+ *                                [--outer_steps N] [--jobs J] [--from agents|inner|outer]
+ */
+import { spawn } from 'node:child_process';
+import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { InvalidArgument } from '../../src/errors.ts';
+import { TINY_PROMPT_FILE } from './prompts.ts';
+import { taskSplit, toJsonl } from './task.ts';
+import { ROLES } from './train-agents.ts';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+export const SYSTEM_DIR = resolve(import.meta.dirname, 'system');
+
+/** The settings of the committed system; build.json records them with the figures. */
+export const BUILD_DEFAULTS = {
+  seed: 7,
+  inner: { steps: 400, batchSize: 8, lr: 2e-3 },
+  outer: { steps: 300, batchSize: 4, lr: 2e-3, rounds: 2, maxLatentTokens: 40 },
+} as const;
+
+interface BuildOptions {
+  out: string;
+  work: string;
+  seed: number;
+  /** Steps of every agent (default: each agent spec's own, AGENT_SPECS in train-agents.ts). */
+  agentSteps?: number;
+  innerSteps: number;
+  outerSteps: number;
+  jobs: number;
+  from: 'agents' | 'inner' | 'outer';
+}
+
+/** Runs a command with the tiny system root pointed at `system`; output goes to `log` and stderr. */
+function run(label: string, args: string[], system: string, log: string): Promise<number> {
+  const t0 = performance.now();
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, RMAS_TINY_SYSTEM: system }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const chunks: Buffer[] = [];
+    const keep = (b: Buffer) => {
+      chunks.push(b);
+      const last = b.toString().trim().split('\n').pop();
+      if (last) process.stderr.write(`[${label}] ${last}\n`);
+    };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    child.on('error', reject);
+    child.on('close', async (code) => {
+      await writeFile(log, Buffer.concat(chunks));
+      if (code !== 0) reject(new Error(`${label} failed with exit code ${code}; its output is in ${log}`));
+      else resolvePromise((performance.now() - t0) / 1000);
+    });
+  });
+}
+
+/** Runs tasks with at most `jobs` at a time; returns their results in order. */
+async function pool<T>(jobs: number, tasks: (() => Promise<T>)[]): Promise<T[]> {
+  const results: T[] = new Array(tasks.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < tasks.length) {
+      const i = next++;
+      results[i] = await tasks[i]!();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(jobs, tasks.length) }, worker));
+  return results;
+}
+
+const TSX = ['--import', 'tsx'];
+const RMAS = [join(ROOT, 'bin/rmas.js')];
+
+/** Loss values of a --log_jsonl file, in step order. */
+async function jsonlLosses(file: string): Promise<number[]> {
+  const text = await readFile(file, 'utf8');
+  return text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { loss?: number }).filter((r) => typeof r.loss === 'number').map((r) => r.loss!);
+}
+
+export async function buildTinySystem(o: BuildOptions): Promise<void> {
+  const work = resolve(o.work);
+  const system = join(work, 'system');
+  const data = join(work, 'data');
+  const logs = join(work, 'logs');
+  await mkdir(logs, { recursive: true });
+  await mkdir(data, { recursive: true });
+  await mkdir(system, { recursive: true });
+  await writeFile(join(data, 'train.jsonl'), toJsonl(taskSplit('train')));
+  await writeFile(join(system, 'prompts.json'), `${JSON.stringify(TINY_PROMPT_FILE, null, 2)}\n`);
+  const seconds: Record<string, number> = {};
+  const stageOrder = ['agents', 'inner', 'outer'];
+  const doStage = (s: string) => stageOrder.indexOf(s) >= stageOrder.indexOf(o.from);
+
+  if (doStage('agents')) {
+    const times = await pool(o.jobs, ROLES.map((role) => () => run(`agent ${role}`, [
+      ...TSX, join(ROOT, 'models/tiny/train-agents.ts'), '--out', system, '--role', role, ...(o.agentSteps ? ['--steps', String(o.agentSteps)] : []),
+      '--seed', String(o.seed), '--losses', join(logs, `agent-${role}.json`),
+    ], system, join(logs, `agent-${role}.log`))));
+    ROLES.forEach((r, i) => { seconds[`agent ${r}`] = times[i]!; });
+  }
+
+  const inner = BUILD_DEFAULTS.inner;
+  if (doStage('inner')) {
+    const times = await pool(o.jobs, ROLES.map((role) => () => run(`inner ${role}`, [
+      ...RMAS, 'train-inner', '--style', 'tiny_sequential', '--role', role, '--dataset_name', join(data, 'train.jsonl'),
+      '--save_dir', join(work, `inner-${role}`), '--max_steps', String(o.innerSteps), '--batch_size', String(inner.batchSize),
+      '--adapter_lr', String(inner.lr), '--seed', String(o.seed), '--save_steps', '0', '--backend', 'cpu',
+      '--log_jsonl', join(logs, `inner-${role}.jsonl`),
+    ], system, join(logs, `inner-${role}.log`))));
+    ROLES.forEach((r, i) => { seconds[`inner ${r}`] = times[i]!; });
+    for (const role of ROLES) {
+      for (const f of ['adapter.pt', 'adapter_config.json']) await cp(join(work, `inner-${role}`, f), join(system, role, f));
+    }
+  }
+
+  const outer = BUILD_DEFAULTS.outer;
+  if (doStage('outer')) {
+    seconds.outer = await run('outer', [
+      ...RMAS, 'train-outer', '--style', 'tiny_sequential', '--dataset_name', join(data, 'train.jsonl'),
+      '--save_dir', join(work, 'outer'), '--max_steps', String(o.outerSteps), '--batch_size', String(outer.batchSize),
+      '--outer_lr', String(outer.lr), '--num_recursive_rounds', String(outer.rounds), '--max_latent_tokens', String(outer.maxLatentTokens),
+      '--seed', String(o.seed), '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', join(logs, 'outer.jsonl'),
+    ], system, join(logs, 'outer.log'));
+    await mkdir(join(system, 'outer'), { recursive: true });
+    for (const f of ['outer_12.pt', 'outer_23.pt', 'outer_31.pt', 'outer_adapter_config.json', 'outerlink_config.json']) {
+      await cp(join(work, 'outer', f), join(system, 'outer', f));
+    }
+  }
+
+  const agents = Object.fromEntries(await Promise.all(ROLES.map(async (r) => {
+    const rec = JSON.parse(await readFile(join(logs, `agent-${r}.json`), 'utf8')) as Record<string, unknown>;
+    return [r, rec[r]];
+  })));
+  const record = {
+    seed: o.seed, agentSteps: Object.fromEntries(ROLES.map((r) => [r, (agents[r] as { losses: number[] }).losses.length])), inner: { ...inner, steps: o.innerSteps }, outer: { ...outer, steps: o.outerSteps },
+    seconds,
+    losses: {
+      agents: Object.fromEntries(ROLES.map((r) => [r, (agents[r] as { losses: number[] }).losses])),
+      inner: Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await jsonlLosses(join(logs, `inner-${r}.jsonl`))]))),
+      outer: await jsonlLosses(join(logs, 'outer.jsonl')),
+    },
+  };
+  await writeFile(join(system, 'build.json'), `${JSON.stringify(record)}\n`);
+  const out = resolve(o.out);
+  if (out !== system) {
+    await rm(out, { recursive: true, force: true });
+    await cp(system, out, { recursive: true });
+  }
+  process.stderr.write(`tiny system written to ${out}; stage seconds ${JSON.stringify(seconds)}\n`);
+}
+
+function parseArgs(argv: string[]): BuildOptions {
+  const usage = 'usage: tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--jobs J] [--from agents|inner|outer]';
+  const o: BuildOptions = {
+    out: SYSTEM_DIR, work: join(ROOT, '.cache/tiny-build'), seed: BUILD_DEFAULTS.seed,
+    innerSteps: BUILD_DEFAULTS.inner.steps, outerSteps: BUILD_DEFAULTS.outer.steps, jobs: Math.max(1, Math.min(3, availableParallelism())), from: 'agents',
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
+    const v = inline ?? argv[++i];
+    if (v === undefined) throw new InvalidArgument(`${k} needs a value; ${usage}`);
+    const int = () => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1) throw new InvalidArgument(`${k} must be a positive integer, got ${v}; ${usage}`);
+      return n;
+    };
+    if (k === '--out') o.out = v;
+    else if (k === '--work') o.work = v;
+    else if (k === '--seed') o.seed = int();
+    else if (k === '--agent_steps') o.agentSteps = int();
+    else if (k === '--inner_steps') o.innerSteps = int();
+    else if (k === '--outer_steps') o.outerSteps = int();
+    else if (k === '--jobs') o.jobs = int();
+    else if (k === '--from') {
+      if (v !== 'agents' && v !== 'inner' && v !== 'outer') throw new InvalidArgument(`--from ${v}: expected agents, inner or outer`);
+      o.from = v;
+    } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
+  }
+  return o;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  await buildTinySystem(parseArgs(process.argv.slice(2)));
+}

@@ -1,0 +1,119 @@
+/**
+ * The committed tiny system (models/tiny/system, style tiny_sequential; issue 7):
+ *   - it loads as the default of `rmas ask` and answers a fixed subset of the held-out test split, greedy,
+ *     as `npm run tiny:eval` recorded it in models/tiny/system/eval.json (same rows, same configs);
+ *   - rebuilding it from its seed starts on the recorded loss curves: the first optimizer steps of each
+ *     agent (train-agents.ts), of each inner link (`rmas train-inner`) and of the outer links
+ *     (`rmas train-outer`) give the losses build.json holds (a full rebuild takes most of an hour).
+ * The WebGPU twin of the accuracy check is test/tiny-system.gpu.test.ts.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { evalTiny, TINY_SYSTEM_DIR, type EvalConfig } from '../models/tiny/eval';
+import { taskSplit } from '../models/tiny/task';
+import { AGENT_SPECS, DEFAULTS, trainTinyAgents } from '../models/tiny/train-agents';
+import { BUILD_DEFAULTS } from '../models/tiny/build';
+import { CpuBackend } from '../src/tensor/cpu';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const SYSTEM = TINY_SYSTEM_DIR;
+
+interface EvalRecord {
+  latentSteps: number;
+  offset: number;
+  results: { config: EvalConfig; correct: number; total: number; ok: boolean[] }[];
+}
+interface BuildRecord {
+  seed: number;
+  losses: { agents: Record<string, number[]>; inner: Record<string, number[]>; outer: number[] };
+}
+
+const evalRecord = JSON.parse(readFileSync(join(SYSTEM, 'eval.json'), 'utf8')) as EvalRecord;
+const build = JSON.parse(readFileSync(join(SYSTEM, 'build.json'), 'utf8')) as BuildRecord;
+/** The fixed subset: the first rows of the test split. */
+export const SUBSET = 24;
+const tmp: string[] = [];
+afterAll(() => {
+  for (const d of tmp) rmSync(d, { recursive: true, force: true });
+});
+
+/** Correct answers the eval script recorded for `config` on the first `n` test rows. */
+export function recordedCorrect(record: EvalRecord, config: EvalConfig, n: number): number {
+  const r = record.results.find((x) => x.config === config);
+  if (!r) throw new Error(`eval.json has no ${config}; rerun npm run tiny:eval -- --json models/tiny/system/eval.json`);
+  expect(record.offset).toBe(0);
+  return r.ok.slice(0, n).filter(Boolean).length;
+}
+
+describe('the committed tiny system', () => {
+  it('answers the fixed test subset as the eval script recorded (CPU, greedy)', async () => {
+    const configs: EvalConfig[] = ['solver', 'text1', 'latent1', 'latent3'];
+    const rows = taskSplit('test').slice(0, SUBSET);
+    const results = await evalTiny({ backend: new CpuBackend('f32'), rows, configs, latentSteps: evalRecord.latentSteps });
+    for (const r of results) {
+      const want = recordedCorrect(evalRecord, r.config, SUBSET);
+      // same code, same weights: equal up to a rounding-level tie flipping one greedy pick
+      expect(Math.abs(r.correct - want), `${r.config}: ${r.correct} vs recorded ${want}`).toBeLessThanOrEqual(1);
+    }
+  }, 240_000);
+
+  it('is what `rmas ask` runs by default and answers a test question', () => {
+    // the first test question the recorded 3-round latent run answered correctly
+    const index = evalRecord.results.find((r) => r.config === 'latent3')!.ok.indexOf(true);
+    expect(index).toBeGreaterThanOrEqual(0);
+    const row = taskSplit('test')[index]!;
+    const out = execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), 'ask', '--question', row.question, '--greedy', '--backend', 'cpu', '--json'], {
+      cwd: tmpdir(), encoding: 'utf8', env: { ...process.env, RMAS_TINY_SYSTEM: '' }, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const res = JSON.parse(out) as { answer: string; rounds: number };
+    expect(res.rounds).toBe(3);
+    expect(res.answer).toBe(String(row.answer_value));
+  }, 120_000);
+});
+
+describe('rebuilding the tiny system from its seed', () => {
+  const close = (got: number[], want: number[]) => {
+    expect(got).toHaveLength(want.length);
+    got.forEach((g, i) => expect(Math.abs(g - want[i]!), `step ${i + 1}: ${g} vs ${want[i]}`).toBeLessThan(1e-4 * Math.max(1, Math.abs(want[i]!))));
+  };
+
+  it('starts every agent on its recorded loss curve', async () => {
+    const out = mkdtempSync(join(tmpdir(), 'tiny-rebuild-'));
+    tmp.push(out);
+    const steps = 4;
+    const results = await trainTinyAgents({ out, seed: build.seed, stopAfter: steps, logEvery: 0, backend: new CpuBackend('f32') });
+    for (const r of results) {
+      const spec = AGENT_SPECS.find((s) => s.role === r.role)!;
+      expect(build.losses.agents[r.role]!.length, r.role).toBe(spec.steps ?? DEFAULTS.steps);
+      close(r.losses, build.losses.agents[r.role]!.slice(0, steps));
+    }
+  }, 240_000);
+
+  it('starts the inner and outer links on their recorded loss curves', () => {
+    const work = mkdtempSync(join(tmpdir(), 'tiny-links-'));
+    tmp.push(work);
+    const data = join(work, 'train.jsonl');
+    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'models/tiny/task.ts'), '--out', work], { cwd: ROOT, stdio: 'pipe' });
+    const read = (file: string) => readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => (JSON.parse(l) as { loss: number }).loss);
+    const env = { ...process.env, RMAS_TINY_SYSTEM: SYSTEM };
+    const { inner, outer } = BUILD_DEFAULTS;
+    const innerSteps = 3;
+    const log = join(work, 'inner.jsonl');
+    // the same flags as build.ts with the full step count (the schedule depends on it), stopped early
+    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), 'train-inner', '--style', 'tiny_sequential', '--role', 'critic',
+      '--dataset_name', data, '--save_dir', join(work, 'inner'), '--max_steps', String(innerSteps), '--batch_size', String(inner.batchSize),
+      '--adapter_lr', String(inner.lr), '--seed', String(build.seed), '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', log,
+      '--warmup_steps', '10'], { cwd: ROOT, env, stdio: 'pipe' });
+    close(read(log), build.losses.inner.critic!.slice(0, innerSteps));
+    const outerSteps = 2;
+    const olog = join(work, 'outer.jsonl');
+    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), 'train-outer', '--style', 'tiny_sequential', '--dataset_name', data,
+      '--save_dir', join(work, 'outer'), '--max_steps', String(outerSteps), '--batch_size', String(outer.batchSize),
+      '--outer_lr', String(outer.lr), '--num_recursive_rounds', String(outer.rounds), '--max_latent_tokens', String(outer.maxLatentTokens),
+      '--seed', String(build.seed), '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', olog, '--warmup_steps', '10'], { cwd: ROOT, env, stdio: 'pipe' });
+    close(read(olog), build.losses.outer.slice(0, outerSteps));
+  }, 240_000);
+});
