@@ -13,8 +13,9 @@ import { InvalidArgument, DownloadFailed } from '../src/errors';
 import { modelFetch } from '../src/model/url';
 import type { CheckpointStore } from '../src/train/store';
 import { cpuChecks } from './cpu-checks';
+import { type TrainRun, runIdFor, trainRun } from './train-run';
 import { CPU_PLAN_LIMITS, createPlaygroundApi } from './engine-api';
-import type { BenchResult, EngineApi, PlaygroundApi, SelfTestEvent, TrainEvent, TrainRequest, TrainResult } from './protocol';
+import type { BenchResult, EngineApi, PlaygroundApi, SelfTestEvent, TrainEvent, TrainResult } from './protocol';
 
 let device: Promise<WebGpuBackend> | null = null;
 
@@ -48,17 +49,6 @@ async function checkpointStoreFor(runId: string): Promise<CheckpointStore> {
   return (await import('../src/train/store')).memoryStore();
 }
 
-interface TrainRun {
-  id: string;
-  paused: boolean;
-  stopRequested: boolean;
-  /** Wakes a loop held in waitIfPaused (resume or stop). */
-  wake: (() => void) | null;
-  done: Promise<unknown>;
-  store: CheckpointStore | null;
-}
-
-/** The run in progress (one at a time), and the stores of past runs for checkpointFiles (the latest few kept). */
 let activeRun: TrainRun | null = null;
 const pastRuns = new Map<string, CheckpointStore>();
 const KEEP_PAST_RUNS = 8;
@@ -68,119 +58,6 @@ function runFor(runId: string | undefined, what: string): TrainRun {
   if (!activeRun) throw new InvalidArgument(`${what}: no training run is in progress; start one with train()`);
   if (runId !== undefined && runId !== activeRun.id) throw new InvalidArgument(`${what}: run ${runId} is not the one in progress (${activeRun.id}); it has finished or never existed`);
   return activeRun;
-}
-
-/** Upstream's design names → styles of the registry (as rmas train-* accepts). */
-const STYLE_ALIASES: Record<string, string> = { sequential: 'sequential_light', chain: 'sequential_light', hie: 'mixture', distill: 'distillation' };
-
-/** Builds the job from the request (models fetched by URL), runs trainLoop with pause/stop and saves, and cleans up. */
-async function trainRun(req: TrainRequest, run: TrainRun, emit: (e: TrainEvent) => Promise<void>): Promise<TrainResult> {
-  const [{ InnerLink, OuterLink }, { getStyle }, { outerManifests, parseLinkBytes }, { loadDecoderFromUrl }, { loadTokenizerFromUrl }, { saveCheckpoint }, { canonicalRole }, { createInnerJob, createOuterJob }, { initialState, trainLoop }, { parseSchedulerType }] =
-    await Promise.all([import('../src/mas/links'), import('../src/mas/styles'), import('../src/mas/upstream'), import('../src/model/url'), import('../src/tokenizer/url'),
-      import('../src/train/checkpoint'), import('../src/train/data'), import('../src/train/jobs'), import('../src/train/loop'), import('../src/train/schedule')]);
-  run.store = await checkpointStoreFor(run.id);
-  const o = req.options ?? ({} as TrainRequest['options']);
-  if (req.kind !== 'inner' && req.kind !== 'outer') throw new InvalidArgument(`train: kind must be 'inner' or 'outer', got ${JSON.stringify(req.kind)}`);
-  if (!Array.isArray(req.rows)) throw new InvalidArgument('train: rows must be an array of parsed dataset rows (parseJsonRows / parseJsonlRows)');
-  let backend: Backend;
-  let reason: string | undefined;
-  if (req.backend === 'cpu') backend = new CpuBackend('f32');
-  else {
-    const g = await gpuOrReason();
-    backend = g.gpu ?? new CpuBackend('f32');
-    reason = g.reason && `no WebGPU (${g.reason}); training on the CPU backend`;
-  }
-  const seed = o.seed ?? 42;
-  const task = o.task ?? 'math';
-  const batchSize = o.batchSize ?? 2;
-  const optimizer = { weightDecay: 0, maxGradNorm: 1 };
-  const styleName = (req.style ?? 'sequential_light').trim().toLowerCase();
-  const style = getStyle(STYLE_ALIASES[styleName] ?? styleName);
-  const init = (key: string) => (req.initLinks?.[key] ? parseLinkBytes(req.initLinks[key], `initLinks.${key}`) : null);
-  const disposers: (() => void)[] = [];
-  try {
-    let job: import('../src/train/jobs').TrainJob;
-    let manifests: Record<string, unknown>;
-    if (req.kind === 'inner') {
-      if (!req.model) throw new InvalidArgument('train (inner): model, the URL of the model folder, is required');
-      if (!req.role) throw new InvalidArgument(`train (inner): role is required (one of ${style.roles.map((r) => r.key).join(', ')})`);
-      const role = canonicalRole(style.shape, req.role.trim().toLowerCase());
-      const decoder = await loadDecoderFromUrl(req.model, backend, { what: 'model' });
-      disposers.push(() => decoder.dispose());
-      const tokenizer = await loadTokenizerFromUrl(req.model);
-      const d = decoder.config.hidden;
-      const start = init('adapter');
-      const link = start ? InnerLink.fromStateDict(backend, start, { d, name: `${role} inner link` }) : InnerLink.create(backend, d, { seed, name: `${role} inner link` });
-      disposers.push(() => link.dispose());
-      job = createInnerJob({
-        decoder, tokenizer, link, rows: req.rows, shape: style.shape, role, task, maxLength: o.maxLength ?? 2048, optimizer,
-        weights: { cos: o.cosWeight ?? 1, mse: o.mseWeight ?? 0 },
-      });
-      manifests = { 'adapter_config.json': { adapter_type: link.type } };
-    } else {
-      const agents = new Map<string, Parameters<typeof createOuterJob>[0]['agents'] extends ReadonlyMap<string, infer V> ? V : never>();
-      for (const r of style.roles) {
-        const a = req.agents?.[r.key];
-        if (!a?.model || !a.innerLink) throw new InvalidArgument(`train (outer): agents.${r.key} needs model (a folder URL) and innerLink (bytes) for style ${style.name}`);
-        const decoder = await loadDecoderFromUrl(a.model, backend, { what: `agents.${r.key}.model` });
-        disposers.push(() => decoder.dispose());
-        const inner = InnerLink.fromStateDict(backend, parseLinkBytes(a.innerLink, `agents.${r.key}.innerLink`), { d: decoder.config.hidden, name: `${r.key} inner link` }).freeze();
-        disposers.push(() => inner.dispose());
-        agents.set(r.key, { decoder, inner, tokenizer: await loadTokenizerFromUrl(a.model) });
-      }
-      const outer = new Map<string, import('../src/mas/links').OuterLink>();
-      for (const [i, l] of style.links.entries()) {
-        const dIn = agents.get(l.from)!.decoder.config.hidden;
-        const dOut = agents.get(l.to)!.decoder.config.hidden;
-        const start = init(l.key);
-        const link = start ? OuterLink.fromStateDict(backend, start, { dIn, dOut, name: l.key }) : OuterLink.create(backend, dIn, dOut, { seed: seed * 100 + i, name: l.key });
-        disposers.push(() => link.dispose());
-        outer.set(l.key, link);
-      }
-      const rounds = o.rounds ?? 3;
-      job = createOuterJob({
-        style, agents, outer, rows: req.rows, task, batchSize, optimizer,
-        loss: { rounds, maxLatentTokens: o.maxLatentTokens ?? 80, superviseFinalOnly: true, nonLastLossWeight: 0.1, maxLength: o.maxLength ?? 4096 },
-      });
-      const m = outerManifests(style.shape, [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })));
-      manifests = {
-        'outerlink_config.json': m.outerlinkConfig,
-        'outer_adapter_config.json': { ...m.outerAdapterConfig, mas_shape: style.shape, mas_task: task, num_recursive_rounds: rounds, supervise_final_only: 1, non_last_loss_weight: 0.1, enable_thinking: 0 },
-      };
-    }
-    const loopOpts = {
-      maxSteps: o.maxSteps, batchSize, gradAccumSteps: o.gradAccumSteps ?? 1, lr: o.lr ?? 5e-4, scheduler: parseSchedulerType(o.scheduler ?? 'cosine'),
-      warmupSteps: o.warmupSteps ?? Math.min(10, Math.floor(o.maxSteps / 10)), seed, shuffle: o.shuffle ?? true, saveSteps: o.saveSteps ?? 0,
-    };
-    const store = run.store!;
-    const args = { command: `train-${req.kind}`, source: 'playground', model: req.model, style: style.name, role: req.role, resolved: { ...o, ...loopOpts, task } };
-    await emit({ type: 'start', runId: run.id, backend: backend instanceof CpuBackend ? 'cpu' : 'webgpu', samples: job.size, dropped: job.dropped, ...(reason ? { reason } : {}) });
-    const ctl = new AbortController();
-    const final = await trainLoop(job.size, loopOpts, {
-      optimizer: job.optimizer,
-      runBatch: (idx, scale) => job.runBatch(idx, scale),
-      signal: ctl.signal,
-      // a stop is turned into an abort only here, between steps, so the loop always ends with its final save
-      async waitIfPaused() {
-        if (run.paused && !run.stopRequested) {
-          await emit({ type: 'paused' });
-          while (run.paused && !run.stopRequested) await new Promise<void>((r) => (run.wake = r));
-          run.wake = null;
-          if (!run.stopRequested) await emit({ type: 'resumed' });
-        }
-        if (run.stopRequested) ctl.abort();
-      },
-      onStep: (e) => emit({ type: 'step', step: e.step, maxSteps: e.maxSteps, loss: e.loss, lr: e.lr, gradNorm: e.gradNorm, tokensPerSec: e.tokensPerSec, etaSec: e.etaSec }),
-      async save(state, last) {
-        await saveCheckpoint(store, last ? '.' : `checkpoint-${state.step}`, { kind: req.kind, links: job.links, optimizerT: job.optimizer.t, state, args, manifests });
-        await emit({ type: 'saved', step: state.step, final: last });
-      },
-    }, initialState(job.size, loopOpts));
-    await emit({ type: 'done', steps: final.step, stopped: final.stopped });
-    return { runId: run.id, steps: final.step, stopped: final.stopped };
-  } finally {
-    for (const d of disposers.reverse()) d();
-  }
 }
 
 const errorText = (e: unknown) => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));
@@ -278,14 +155,22 @@ const api: EngineApi = {
 
   async train(req, onEvent) {
     if (activeRun) throw new InvalidArgument(`training run ${activeRun.id} is still in progress; stop it (stopTraining) or wait for it to finish before starting another`);
-    const run: TrainRun = { id: `run-${Date.now().toString(36)}-${++runCounter}`, paused: false, stopRequested: false, wake: null, done: Promise.resolve(), store: null };
+    // a resumed run keeps its id, so its later checkpoints land in the same store
+    const run: TrainRun = { id: runIdFor(req, () => `run-${Date.now().toString(36)}-${++runCounter}`), paused: false, stopRequested: false, wake: null, done: Promise.resolve(), store: null };
     activeRun = run; // taken before any await, so a concurrent second call sees it
     let settle!: () => void;
     run.done = new Promise<void>((r) => (settle = r));
     try {
       // awaited: a proxied callback has its own message channel (see selfTest)
       const emit = async (e: TrainEvent) => void (await onEvent(e));
-      const result: TrainResult = await trainRun(req, run, emit);
+      const result: TrainResult = await trainRun(req, run, emit, {
+        storeFor: checkpointStoreFor,
+        async backend(want) {
+          if (want === 'cpu') return { backend: new CpuBackend('f32') };
+          const g = await gpuOrReason();
+          return g.gpu ? { backend: g.gpu } : { backend: new CpuBackend('f32'), reason: `no WebGPU (${g.reason}); training on the CPU backend` };
+        },
+      });
       return result;
     } finally {
       activeRun = null;

@@ -43,6 +43,15 @@ export interface TrainRequest {
   agents?: Record<string, { model: string; innerLink: Uint8Array }>;
   /** Optional starting weights by link key ('adapter' for inner; 'outer_12', … for outer). */
   initLinks?: Record<string, Uint8Array>;
+  /**
+   * Continues an interrupted run exactly (same run id, so its later checkpoints land beside the earlier
+   * ones): links, AdamW moments and trainer state (step, epoch, data order, cursor, Rng) from `checkpoint`
+   * (a folder of the run's store such as 'checkpoint-30'; default its latest), and the loop settings of its
+   * train_args.json, which replace `options`; initLinks is ignored. kind, style, role, models and rows must
+   * be the run's. A checkpoint without trainer state rejects with CorruptCheckpoint (start a new run from it).
+   */
+  resume?: { runId: string; checkpoint?: string };
+  /** Ignored when resuming (the run's saved settings apply). */
   options: TrainOptions;
 }
 

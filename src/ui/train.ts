@@ -61,7 +61,12 @@ export interface ActiveRun {
   startedAt: number;
   step?: number;
   checkpointId?: string;
+  /** The worker's run id: its checkpoints (with trainer state and AdamW moments) stay in IndexedDB, so the run can resume exactly. */
+  runId?: string;
 }
+
+/** The interrupted run can resume exactly (it reached a checkpoint the worker keeps under its run id). */
+export const canResume = (r: ActiveRun): boolean => !!r.runId && !!r.step && r.step < r.maxSteps;
 
 const KEY = 'rmas.train.active';
 

@@ -1,0 +1,194 @@
+/**
+ * One link-training run of the engine worker (TrainRequest → the shared job and loop of src/train), kept
+ * apart from the worker's comlink wiring so that Node tests run it on the CPU backend. A request with
+ * `resume` continues an interrupted run exactly: links, AdamW moments and t, and the trainer state (step,
+ * epoch, data order, cursor, Rng) from the run's checkpoint, with the loop settings it was started with.
+ */
+import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../src/errors';
+import type { Backend } from '../src/tensor/backend';
+import { CpuBackend } from '../src/tensor/cpu';
+import type { CheckpointStore } from '../src/train/store';
+import type { TrainEvent, TrainOptions, TrainRequest, TrainResult } from './protocol';
+
+export interface TrainRun {
+  id: string;
+  paused: boolean;
+  stopRequested: boolean;
+  /** Wakes a loop held in waitIfPaused (resume or stop). */
+  wake: (() => void) | null;
+  done: Promise<unknown>;
+  store: CheckpointStore | null;
+}
+
+export interface TrainDeps {
+  /** The run's checkpoint store (the same one again for the same run id, so a resumed run finds its checkpoints). */
+  storeFor(runId: string): Promise<CheckpointStore>;
+  /** The backend for the request's wish, and why it differs when it does. */
+  backend(want: 'webgpu' | 'cpu' | undefined): Promise<{ backend: Backend; reason?: string }>;
+  /** How model and tokenizer files are fetched (default: the global fetch). */
+  fetch?: typeof fetch;
+}
+
+const RUN_ID = /^run-[A-Za-z0-9_-]{1,64}$/;
+
+/** The run id a request trains under: its resume's (checked), else a new one. */
+export function runIdFor(req: TrainRequest, fresh: () => string): string {
+  const r = req.resume;
+  if (r === undefined) return fresh();
+  if (typeof r?.runId !== 'string' || !RUN_ID.test(r.runId)) throw new InvalidArgument(`train: resume.runId must be the id of an earlier run (run-…), got ${JSON.stringify(r?.runId)}`);
+  return r.runId;
+}
+
+/** Upstream's design names → styles of the registry (as rmas train-* accepts). */
+const STYLE_ALIASES: Record<string, string> = { sequential: 'sequential_light', chain: 'sequential_light', hie: 'mixture', distill: 'distillation' };
+
+/** Where a resume starts: the named checkpoint folder, else the run's latest; its settings from train_args.json. */
+async function resumePoint(store: CheckpointStore, req: TrainRequest): Promise<{ dir: string; options: TrainOptions; args: Record<string, unknown> }> {
+  const { latestCheckpoint, TRAINER_STATE_FILE, TRAIN_ARGS_FILE, OPTIMIZER_FILE } = await import('../src/train/checkpoint');
+  const { inFolder, folderPath } = await import('../src/train/store');
+  const runId = req.resume!.runId;
+  let dir: string;
+  if (req.resume!.checkpoint !== undefined) dir = folderPath(req.resume!.checkpoint);
+  else {
+    try {
+      dir = (await latestCheckpoint(store, '.')).dir;
+    } catch (e) {
+      if (!(e instanceof MissingCheckpoint)) throw e;
+      throw new MissingCheckpoint(`resume: run ${runId} has no complete checkpoint in this browser's storage; start a new run instead`);
+    }
+  }
+  const where = `checkpoint ${dir || '.'} of run ${runId}`;
+  for (const f of [TRAINER_STATE_FILE, OPTIMIZER_FILE, TRAIN_ARGS_FILE]) {
+    if (!(await store.exists(inFolder(dir, f)))) {
+      throw new CorruptCheckpoint(`resume: ${where} has no ${f}, so it cannot be resumed exactly; start a new run from it instead (its links as initLinks)`);
+    }
+  }
+  let args: unknown;
+  try {
+    args = JSON.parse(new TextDecoder().decode(await store.read(inFolder(dir, TRAIN_ARGS_FILE))));
+  } catch (e) {
+    throw new CorruptCheckpoint(`resume: ${where}: ${TRAIN_ARGS_FILE} is not JSON (${(e as Error).message}); start a new run from it instead`);
+  }
+  const a = args as { command?: unknown; style?: unknown; role?: unknown; resolved?: unknown };
+  if (typeof a !== 'object' || a === null || typeof a.resolved !== 'object' || a.resolved === null || typeof (a.resolved as TrainOptions).maxSteps !== 'number') {
+    throw new CorruptCheckpoint(`resume: ${where}: ${TRAIN_ARGS_FILE} lacks the run's settings (resolved); start a new run from it instead`);
+  }
+  if (a.command !== `train-${req.kind}`) throw new InvalidArgument(`resume: run ${runId} was ${String(a.command)}, not train-${req.kind}; resume it with kind '${String(a.command).replace('train-', '')}'`);
+  return { dir, options: a.resolved as TrainOptions, args: a as Record<string, unknown> };
+}
+
+/** Builds the job from the request (models fetched by URL), runs trainLoop with pause/stop and saves, and cleans up. */
+export async function trainRun(req: TrainRequest, run: TrainRun, emit: (e: TrainEvent) => Promise<void>, deps: TrainDeps): Promise<TrainResult> {
+  const [{ InnerLink, OuterLink }, { getStyle }, { outerManifests, parseLinkBytes }, { loadDecoderFromUrl }, { loadTokenizerFromUrl }, { saveCheckpoint, loadCheckpoint }, { canonicalRole }, { createInnerJob, createOuterJob }, { initialState, trainLoop }, { parseSchedulerType }] =
+    await Promise.all([import('../src/mas/links'), import('../src/mas/styles'), import('../src/mas/upstream'), import('../src/model/url'), import('../src/tokenizer/url'),
+      import('../src/train/checkpoint'), import('../src/train/data'), import('../src/train/jobs'), import('../src/train/loop'), import('../src/train/schedule')]);
+  if (req.kind !== 'inner' && req.kind !== 'outer') throw new InvalidArgument(`train: kind must be 'inner' or 'outer', got ${JSON.stringify(req.kind)}`);
+  if (!Array.isArray(req.rows)) throw new InvalidArgument('train: rows must be an array of parsed dataset rows (parseJsonRows / parseJsonlRows)');
+  run.store = await deps.storeFor(run.id);
+  const resume = req.resume ? await resumePoint(run.store, req) : null;
+  // a resumed run keeps the settings it started with (schedule, batch, seed, …), whatever the request says
+  const o = resume?.options ?? req.options ?? ({} as TrainOptions);
+  const { backend, reason } = await deps.backend(req.backend);
+  const net = deps.fetch ? { fetch: deps.fetch } : {};
+  const seed = o.seed ?? 42;
+  const task = o.task ?? 'math';
+  const batchSize = o.batchSize ?? 2;
+  const optimizer = { weightDecay: 0, maxGradNorm: 1 };
+  const styleName = (req.style ?? 'sequential_light').trim().toLowerCase();
+  const style = getStyle(STYLE_ALIASES[styleName] ?? styleName);
+  if (resume && (resume.args.style !== style.name || (req.kind === 'inner' && resume.args.role !== req.role))) {
+    throw new InvalidArgument(`resume: run ${run.id} trained ${String(resume.args.style)}${req.kind === 'inner' ? ` role ${String(resume.args.role)}` : ''}; resume it with the same style${req.kind === 'inner' ? ' and role' : ''}`);
+  }
+  const init = (key: string) => (!resume && req.initLinks?.[key] ? parseLinkBytes(req.initLinks[key], `initLinks.${key}`) : null);
+  const disposers: (() => void)[] = [];
+  try {
+    let job: import('../src/train/jobs').TrainJob;
+    let manifests: Record<string, unknown>;
+    if (req.kind === 'inner') {
+      if (!req.model) throw new InvalidArgument('train (inner): model, the URL of the model folder, is required');
+      if (!req.role) throw new InvalidArgument(`train (inner): role is required (one of ${style.roles.map((r) => r.key).join(', ')})`);
+      const role = canonicalRole(style.shape, req.role.trim().toLowerCase());
+      const decoder = await loadDecoderFromUrl(req.model, backend, { what: 'model', ...net });
+      disposers.push(() => decoder.dispose());
+      const tokenizer = await loadTokenizerFromUrl(req.model, net);
+      const d = decoder.config.hidden;
+      const start = init('adapter');
+      const link = start ? InnerLink.fromStateDict(backend, start, { d, name: `${role} inner link` }) : InnerLink.create(backend, d, { seed, name: `${role} inner link` });
+      disposers.push(() => link.dispose());
+      job = createInnerJob({
+        decoder, tokenizer, link, rows: req.rows, shape: style.shape, role, task, maxLength: o.maxLength ?? 2048, optimizer,
+        weights: { cos: o.cosWeight ?? 1, mse: o.mseWeight ?? 0 },
+      });
+      manifests = { 'adapter_config.json': { adapter_type: link.type } };
+    } else {
+      const agents = new Map<string, Parameters<typeof createOuterJob>[0]['agents'] extends ReadonlyMap<string, infer V> ? V : never>();
+      for (const r of style.roles) {
+        const a = req.agents?.[r.key];
+        if (!a?.model || !a.innerLink) throw new InvalidArgument(`train (outer): agents.${r.key} needs model (a folder URL) and innerLink (bytes) for style ${style.name}`);
+        const decoder = await loadDecoderFromUrl(a.model, backend, { what: `agents.${r.key}.model`, ...net });
+        disposers.push(() => decoder.dispose());
+        const inner = InnerLink.fromStateDict(backend, parseLinkBytes(a.innerLink, `agents.${r.key}.innerLink`), { d: decoder.config.hidden, name: `${r.key} inner link` }).freeze();
+        disposers.push(() => inner.dispose());
+        agents.set(r.key, { decoder, inner, tokenizer: await loadTokenizerFromUrl(a.model, net) });
+      }
+      const outer = new Map<string, import('../src/mas/links').OuterLink>();
+      for (const [i, l] of style.links.entries()) {
+        const dIn = agents.get(l.from)!.decoder.config.hidden;
+        const dOut = agents.get(l.to)!.decoder.config.hidden;
+        const start = init(l.key);
+        const link = start ? OuterLink.fromStateDict(backend, start, { dIn, dOut, name: l.key }) : OuterLink.create(backend, dIn, dOut, { seed: seed * 100 + i, name: l.key });
+        disposers.push(() => link.dispose());
+        outer.set(l.key, link);
+      }
+      const rounds = o.rounds ?? 3;
+      job = createOuterJob({
+        style, agents, outer, rows: req.rows, task, batchSize, optimizer,
+        loss: { rounds, maxLatentTokens: o.maxLatentTokens ?? 80, superviseFinalOnly: true, nonLastLossWeight: 0.1, maxLength: o.maxLength ?? 4096 },
+      });
+      const m = outerManifests(style.shape, [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })));
+      manifests = {
+        'outerlink_config.json': m.outerlinkConfig,
+        'outer_adapter_config.json': { ...m.outerAdapterConfig, mas_shape: style.shape, mas_task: task, num_recursive_rounds: rounds, supervise_final_only: 1, non_last_loss_weight: 0.1, enable_thinking: 0 },
+      };
+    }
+    const loopOpts = {
+      maxSteps: o.maxSteps, batchSize, gradAccumSteps: o.gradAccumSteps ?? 1, lr: o.lr ?? 5e-4, scheduler: parseSchedulerType(o.scheduler ?? 'cosine'),
+      warmupSteps: o.warmupSteps ?? Math.min(10, Math.floor(o.maxSteps / 10)), seed, shuffle: o.shuffle ?? true, saveSteps: o.saveSteps ?? 0,
+    };
+    const store = run.store;
+    const args = resume?.args ?? { command: `train-${req.kind}`, source: 'playground', model: req.model, style: style.name, role: req.role, resolved: { ...o, ...loopOpts, task } };
+    let state = initialState(job.size, loopOpts);
+    if (resume) {
+      // weights, moments and t go into the links just built; the state carries step, epoch, order, cursor and Rng
+      const loaded = await loadCheckpoint(store, resume.dir, job.links);
+      job.optimizer.t = loaded.optimizerT;
+      state = loaded.state;
+    }
+    await emit({ type: 'start', runId: run.id, backend: backend instanceof CpuBackend ? 'cpu' : 'webgpu', samples: job.size, dropped: job.dropped, ...(reason ? { reason } : {}) });
+    const ctl = new AbortController();
+    const final = await trainLoop(job.size, loopOpts, {
+      optimizer: job.optimizer,
+      runBatch: (idx, scale) => job.runBatch(idx, scale),
+      signal: ctl.signal,
+      // a stop is turned into an abort only here, between steps, so the loop always ends with its final save
+      async waitIfPaused() {
+        if (run.paused && !run.stopRequested) {
+          await emit({ type: 'paused' });
+          while (run.paused && !run.stopRequested) await new Promise<void>((r) => (run.wake = r));
+          run.wake = null;
+          if (!run.stopRequested) await emit({ type: 'resumed' });
+        }
+        if (run.stopRequested) ctl.abort();
+      },
+      onStep: (e) => emit({ type: 'step', step: e.step, maxSteps: e.maxSteps, loss: e.loss, lr: e.lr, gradNorm: e.gradNorm, tokensPerSec: e.tokensPerSec, etaSec: e.etaSec }),
+      async save(s, last) {
+        await saveCheckpoint(store, last ? '.' : `checkpoint-${s.step}`, { kind: req.kind, links: job.links, optimizerT: job.optimizer.t, state: s, args, manifests });
+        await emit({ type: 'saved', step: s.step, final: last });
+      },
+    }, state);
+    await emit({ type: 'done', steps: final.step, stopped: final.stopped });
+    return { runId: run.id, steps: final.step, stopped: final.stopped };
+  } finally {
+    for (const d of disposers.reverse()) d();
+  }
+}
