@@ -48,7 +48,7 @@ const MAX_POSITIONS = 512;
 const TRANSFORMERS_VERSION = '4.51.0';
 
 /** Token ids the configs refer to, looked up in the tokenizer that ships next to them. */
-function specialIds(tokenizerJson: Record<string, unknown>) {
+export function specialIds(tokenizerJson: Record<string, unknown>) {
   const added = tokenizerJson.added_tokens as { id: number; content: string }[];
   const id = (content: string) => {
     const t = added.find((a) => a.content === content);
@@ -58,7 +58,8 @@ function specialIds(tokenizerJson: Record<string, unknown>) {
   return { endOfText: id('<|endoftext|>'), imEnd: id('<|im_end|>') };
 }
 
-function vocabSize(tokenizerJson: Record<string, unknown>): number {
+/** The vocabulary size a config needs for a tokenizer: one past its largest id. */
+export function vocabSize(tokenizerJson: Record<string, unknown>): number {
   const model = tokenizerJson.model as { vocab: Record<string, number> };
   const added = tokenizerJson.added_tokens as { id: number }[];
   return Math.max(...Object.values(model.vocab), ...added.map((a) => a.id)) + 1;

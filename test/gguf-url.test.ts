@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { QK } from '../src/formats/dtype';
 import { decode, encode } from '../src/formats/encode';
-import { type GgufKv, type GgufWriterTensor, ggufBlocks, writeGguf } from '../src/formats/gguf-writer';
+import { type GgufWriterTensor, ggufBlocks, writeGguf } from '../src/formats/gguf-writer';
 import { SafetensorsFile, toStorage } from '../src/formats/safetensors';
 import { memorySource } from '../src/formats/sources';
 import { ask, type StageRecord } from '../src/mas/run';
@@ -20,6 +20,7 @@ import { parseDecoderConfig } from '../src/model/config';
 import { Decoder } from '../src/model/decoder';
 import { ggufTensorName, loadDecoderFromGguf } from '../src/model/gguf';
 import { loadDecoderFromUrl, loadGgufDecoderFromUrl } from '../src/model/url';
+import { ggufMetadata } from '../src/model/testing';
 import { weightSpecs } from '../src/model/weights';
 import { planGgufModel, planSystemDownload } from '../src/store/plan';
 import { CpuBackend } from '../src/tensor/cpu';
@@ -40,18 +41,7 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 async function folderGguf(dir: string, q8 = false): Promise<Uint8Array> {
   const c = parseDecoderConfig(readFileSync(join(dir, 'config.json'), 'utf8'), dir);
   const st = await SafetensorsFile.fromBytes(new Uint8Array(readFileSync(join(dir, 'model.safetensors'))), dir);
-  const a = c.family;
-  const kv: GgufKv[] = [
-    { key: 'general.architecture', type: 'str', value: a },
-    ...([['context_length', c.maxPositions], ['embedding_length', c.hidden], ['block_count', c.layers], ['feed_forward_length', c.intermediate],
-      ['attention.head_count', c.heads], ['attention.head_count_kv', c.kvHeads], ['attention.key_length', c.headDim],
-      ['attention.value_length', c.headDim], ['rope.dimension_count', c.headDim]] as const).map(([k, v]): GgufKv => ({ key: `${a}.${k}`, type: 'u32', value: v })),
-    { key: `${a}.rope.freq_base`, type: 'f32', value: c.rope.theta },
-    { key: `${a}.attention.layer_norm_rms_epsilon`, type: 'f32', value: c.rmsEps },
-    { key: 'tokenizer.ggml.tokens', type: 'arr_str', value: Array.from({ length: c.vocabSize }, (_, i) => `t${i}`) },
-    { key: 'tokenizer.ggml.bos_token_id', type: 'u32', value: c.bosTokenId! },
-    { key: 'tokenizer.ggml.eos_token_id', type: 'u32', value: c.eosTokenIds[0] },
-  ];
+  const kv = ggufMetadata(c);
   const tensors: GgufWriterTensor[] = [];
   for (const s of weightSpecs(c)) {
     const t = toStorage(await st.read(s.name), s.name);

@@ -15,7 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { evalTiny, TINY_SYSTEM_DIR, type EvalConfig } from '../models/tiny/eval';
 import { taskSplit } from '../models/tiny/task';
 import { AGENT_SPECS, DEFAULTS, trainTinyAgents } from '../models/tiny/train-agents';
-import { BUILD_DEFAULTS } from '../models/tiny/build';
+import { innerTrainArgs, outerTrainArgs } from '../models/tiny/build';
 import { CpuBackend } from '../src/tensor/cpu';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -99,21 +99,14 @@ describe('rebuilding the tiny system from its seed', () => {
     execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'models/tiny/task.ts'), '--out', work], { cwd: ROOT, stdio: 'pipe' });
     const read = (file: string) => readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => (JSON.parse(l) as { loss: number }).loss);
     const env = { ...process.env, RMAS_TINY_SYSTEM: SYSTEM };
-    const { inner, outer } = BUILD_DEFAULTS;
+    // the build's own arguments with the full step count replaced (warm-up steps do not depend on it), stopped early
     const innerSteps = 3;
     const log = join(work, 'inner.jsonl');
-    // the same flags as build.ts with the full step count (the schedule depends on it), stopped early
-    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), 'train-inner', '--style', 'tiny_sequential', '--role', 'critic',
-      '--dataset_name', data, '--save_dir', join(work, 'inner'), '--max_steps', String(innerSteps), '--batch_size', String(inner.batchSize),
-      '--adapter_lr', String(inner.lr), '--seed', String(build.seed), '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', log,
-      '--warmup_steps', '10'], { cwd: ROOT, env, stdio: 'pipe' });
+    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), ...innerTrainArgs('critic', data, join(work, 'inner'), innerSteps, build.seed, log)], { cwd: ROOT, env, stdio: 'pipe' });
     close(read(log), build.losses.inner.critic!.slice(0, innerSteps));
     const outerSteps = 2;
     const olog = join(work, 'outer.jsonl');
-    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), 'train-outer', '--style', 'tiny_sequential', '--dataset_name', data,
-      '--save_dir', join(work, 'outer'), '--max_steps', String(outerSteps), '--batch_size', String(outer.batchSize),
-      '--outer_lr', String(outer.lr), '--num_recursive_rounds', String(outer.rounds), '--max_latent_tokens', String(outer.maxLatentTokens),
-      '--seed', String(build.seed), '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', olog, '--warmup_steps', '10'], { cwd: ROOT, env, stdio: 'pipe' });
+    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), ...outerTrainArgs(data, join(work, 'outer'), outerSteps, build.seed, olog)], { cwd: ROOT, env, stdio: 'pipe' });
     close(read(olog), build.losses.outer.slice(0, outerSteps));
   }, 240_000);
 });

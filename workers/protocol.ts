@@ -3,6 +3,7 @@ import type { AdapterReport } from '../src/gpu/device';
 import type { BenchOptions, BenchResult } from '../bench/harness';
 import type { SampleOptions } from '../src/autograd/ops/sample';
 import type { DownloadPlan, PlanQuantize } from '../src/store/plan';
+import type { AskResult } from '../src/mas/run';
 
 export type { AdapterReport } from '../src/gpu/device';
 export type { BenchResult } from '../bench/harness';
@@ -212,17 +213,11 @@ export interface AskRequest {
   answerRetry?: boolean;
 }
 
-export interface AskResultView {
-  answer: string;
-  text: string;
-  tokens: number;
-  latentSteps: number;
-  seconds: number;
-  rounds: number;
-  mode: 'latent' | 'text';
+/** What the page gets of an AskResult (the decode speeds always present: 0 when not measured). */
+export type AskResultView = Pick<AskResult, 'answer' | 'text' | 'tokens' | 'latentSteps' | 'seconds' | 'rounds' | 'mode'> & {
   prefillTokensPerSec: number;
   decodeTokensPerSec: number;
-}
+};
 
 /** What loading a system will cost, found before any weight is downloaded (PlaygroundApi.planSystem). */
 export interface SystemPlanView {

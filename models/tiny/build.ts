@@ -18,12 +18,12 @@ import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InvalidArgument } from '../../src/errors.ts';
+import { TINY_SYSTEM_DIR } from './eval.ts';
 import { TINY_PROMPT_FILE } from './prompts.ts';
 import { taskSplit, toJsonl } from './task.ts';
 import { ROLES } from './train-agents.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-export const SYSTEM_DIR = resolve(import.meta.dirname, 'system');
 
 /** The settings of the committed system; build.json records them with the figures. */
 export const BUILD_DEFAULTS = {
@@ -42,6 +42,22 @@ interface BuildOptions {
   outerSteps: number;
   jobs: number;
   from: 'agents' | 'inner' | 'outer';
+}
+
+/** `rmas train-inner` arguments of a role's inner link, as the build runs them (tests stop them early). */
+export function innerTrainArgs(role: string, data: string, saveDir: string, steps: number, seed: number, logJsonl: string): string[] {
+  const { batchSize, lr } = BUILD_DEFAULTS.inner;
+  return ['train-inner', '--style', 'tiny_sequential', '--role', role, '--dataset_name', data, '--save_dir', saveDir,
+    '--max_steps', String(steps), '--batch_size', String(batchSize), '--adapter_lr', String(lr), '--seed', String(seed),
+    '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', logJsonl];
+}
+
+/** `rmas train-outer` arguments of the outer links, as the build runs them. */
+export function outerTrainArgs(data: string, saveDir: string, steps: number, seed: number, logJsonl: string): string[] {
+  const { batchSize, lr, rounds, maxLatentTokens } = BUILD_DEFAULTS.outer;
+  return ['train-outer', '--style', 'tiny_sequential', '--dataset_name', data, '--save_dir', saveDir, '--max_steps', String(steps),
+    '--batch_size', String(batchSize), '--outer_lr', String(lr), '--num_recursive_rounds', String(rounds),
+    '--max_latent_tokens', String(maxLatentTokens), '--seed', String(seed), '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', logJsonl];
 }
 
 /** Runs a command with the tiny system root pointed at `system`; output goes to `log` and stderr. */
@@ -114,10 +130,7 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
   const inner = BUILD_DEFAULTS.inner;
   if (doStage('inner')) {
     const times = await pool(o.jobs, ROLES.map((role) => () => run(`inner ${role}`, [
-      ...RMAS, 'train-inner', '--style', 'tiny_sequential', '--role', role, '--dataset_name', join(data, 'train.jsonl'),
-      '--save_dir', join(work, `inner-${role}`), '--max_steps', String(o.innerSteps), '--batch_size', String(inner.batchSize),
-      '--adapter_lr', String(inner.lr), '--seed', String(o.seed), '--save_steps', '0', '--backend', 'cpu',
-      '--log_jsonl', join(logs, `inner-${role}.jsonl`),
+      ...RMAS, ...innerTrainArgs(role, join(data, 'train.jsonl'), join(work, `inner-${role}`), o.innerSteps, o.seed, join(logs, `inner-${role}.jsonl`)),
     ], system, join(logs, `inner-${role}.log`))));
     ROLES.forEach((r, i) => { seconds[`inner ${r}`] = times[i]!; });
     for (const role of ROLES) {
@@ -128,10 +141,7 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
   const outer = BUILD_DEFAULTS.outer;
   if (doStage('outer')) {
     seconds.outer = await run('outer', [
-      ...RMAS, 'train-outer', '--style', 'tiny_sequential', '--dataset_name', join(data, 'train.jsonl'),
-      '--save_dir', join(work, 'outer'), '--max_steps', String(o.outerSteps), '--batch_size', String(outer.batchSize),
-      '--outer_lr', String(outer.lr), '--num_recursive_rounds', String(outer.rounds), '--max_latent_tokens', String(outer.maxLatentTokens),
-      '--seed', String(o.seed), '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', join(logs, 'outer.jsonl'),
+      ...RMAS, ...outerTrainArgs(join(data, 'train.jsonl'), join(work, 'outer'), o.outerSteps, o.seed, join(logs, 'outer.jsonl')),
     ], system, join(logs, 'outer.log'));
     await mkdir(join(system, 'outer'), { recursive: true });
     for (const f of ['outer_12.pt', 'outer_23.pt', 'outer_31.pt', 'outer_adapter_config.json', 'outerlink_config.json']) {
@@ -164,7 +174,7 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
 function parseArgs(argv: string[]): BuildOptions {
   const usage = 'usage: tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--jobs J] [--from agents|inner|outer]';
   const o: BuildOptions = {
-    out: SYSTEM_DIR, work: join(ROOT, '.cache/tiny-build'), seed: BUILD_DEFAULTS.seed,
+    out: TINY_SYSTEM_DIR, work: join(ROOT, '.cache/tiny-build'), seed: BUILD_DEFAULTS.seed,
     innerSteps: BUILD_DEFAULTS.inner.steps, outerSteps: BUILD_DEFAULTS.outer.steps, jobs: Math.max(1, Math.min(3, availableParallelism())), from: 'agents',
   };
   for (let i = 0; i < argv.length; i++) {

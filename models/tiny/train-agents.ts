@@ -35,7 +35,7 @@ import { LinkOptimizer } from '../../src/train/optim.ts';
 import { userPrompt, type PromptKind } from '../../src/mas/prompts.ts';
 import { SLOTS } from '../../src/mas/slots.ts';
 import { renderChat } from '../../src/tokenizer/slots.ts';
-import { buildConfig, buildGenerationConfig, type TinySpec } from '../generate.ts';
+import { buildConfig, buildGenerationConfig, specialIds, type TinySpec, vocabSize } from '../generate.ts';
 import { buildTinyTokenizer, type TinyTokenizer } from '../tokenizer.ts';
 import { TINY_PROMPT_FILE, TINY_PROMPTS } from './prompts.ts';
 import { scoreAnswer, taskSplit, type TaskRow } from './task.ts';
@@ -99,18 +99,6 @@ export const DEFAULTS = { steps: 1000, seed: 7, batchSize: 4, gradAccum: 1, lr: 
 
 const json = (x: unknown) => `${JSON.stringify(x, null, 2)}\n`;
 
-/** Token ids the configs refer to, and the vocabulary size, from the shared tokenizer. */
-function tokenizerFacts(tj: Record<string, unknown>) {
-  const added = tj.added_tokens as { id: number; content: string }[];
-  const id = (content: string) => {
-    const t = added.find((a) => a.content === content);
-    if (!t) throw new InvalidArgument(`the tiny tokenizer has no ${content}; models/tokenizer.ts changed its added tokens`);
-    return t.id;
-  };
-  const vocab = Math.max(...Object.values((tj.model as { vocab: Record<string, number> }).vocab), ...added.map((a) => a.id)) + 1;
-  return { ids: { endOfText: id('<|endoftext|>'), imEnd: id('<|im_end|>') }, vocab };
-}
-
 /** The last sentence of a solver's answer. */
 const verdict = (row: TaskRow) => `The answer is \\boxed{${row.answer_value}}.`;
 
@@ -132,7 +120,8 @@ export function taskTokenizer(): TinyTokenizer {
 /** Writes everything of an agent folder but the weights; returns config.json's content. */
 async function writeAgentFiles(dir: string, spec: AgentSpec): Promise<Record<string, unknown>> {
   const tok = taskTokenizer();
-  const { ids, vocab } = tokenizerFacts(tok.tokenizerJson);
+  const ids = specialIds(tok.tokenizerJson);
+  const vocab = vocabSize(tok.tokenizerJson);
   // rope_theta 10000 for every family: with 16-dim heads and ~130-token chats, the families' long-context
   // bases (1e6, 5e5, and Llama 3's scaling) leave only a few rotary pairs that turn at all, and copying
   // a number from the prompt needs sharp relative positions

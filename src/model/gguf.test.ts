@@ -18,7 +18,7 @@ import type { Tensor } from '../tensor/tensor';
 import { type DecoderConfig, parseDecoderConfig } from './config';
 import { Decoder } from './decoder';
 import { f32Decimal, ggufTensorName, loadDecoderFromGguf, unpermuteRows } from './gguf';
-import { scaledError } from './testing';
+import { ggufMetadata, scaledError } from './testing';
 import { loadDecoderWeights, weightSpecs } from './weights';
 
 const ROOT = resolve(import.meta.dirname, '../../models/tiny');
@@ -68,23 +68,7 @@ interface Variant { quantize?: boolean; arch?: string; drop?: string; freqs?: Fl
 /** The GGUF llama.cpp's converter would write for this folder (F32 weights, F16 norms; optionally Q8_0 projections). */
 function toGguf(c: DecoderConfig, values: Map<string, { shape: number[]; v: Float64Array }>, opt: Variant = {}): Uint8Array {
   const a = opt.arch ?? c.family;
-  const kv: GgufKv[] = [
-    { key: 'general.architecture', type: 'str', value: a },
-    { key: `${a}.context_length`, type: 'u32', value: c.maxPositions },
-    { key: `${a}.embedding_length`, type: 'u32', value: c.hidden },
-    { key: `${a}.block_count`, type: 'u32', value: c.layers },
-    { key: `${a}.feed_forward_length`, type: 'u32', value: c.intermediate },
-    { key: `${a}.attention.head_count`, type: 'u32', value: c.heads },
-    { key: `${a}.attention.head_count_kv`, type: 'u32', value: c.kvHeads },
-    { key: `${a}.attention.key_length`, type: 'u32', value: c.headDim },
-    { key: `${a}.attention.value_length`, type: 'u32', value: c.headDim },
-    { key: `${a}.rope.dimension_count`, type: 'u32', value: c.headDim },
-    { key: `${a}.rope.freq_base`, type: 'f32', value: c.rope.theta },
-    { key: `${a}.attention.layer_norm_rms_epsilon`, type: 'f32', value: c.rmsEps },
-    { key: 'tokenizer.ggml.tokens', type: 'arr_str', value: Array.from({ length: c.vocabSize }, (_, i) => `t${i}`) },
-    { key: 'tokenizer.ggml.bos_token_id', type: 'u32', value: c.bosTokenId! },
-    { key: 'tokenizer.ggml.eos_token_id', type: 'u32', value: c.eosTokenIds[0] },
-  ];
+  const kv: GgufKv[] = ggufMetadata(c, a);
   const tensors: GgufWriterTensor[] = [];
   const freqs = opt.freqs ?? (c.rope.scaling ? ropeFreqs(c) : null);
   if (freqs) tensors.push({ name: 'rope_freqs.weight', ne: [freqs.length], type: GGML_TYPE.F32, data: new Uint8Array(freqs.buffer.slice(0)) });

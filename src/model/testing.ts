@@ -5,6 +5,7 @@
  */
 import { bf16BitsToF32, f32ToBf16Bits } from '../formats/dtype';
 import { ropeInvFreq } from '../kernels/rope';
+import type { GgufKv } from '../formats/gguf-writer';
 import { SafetensorsFile, type StTensor, writeSafetensors } from '../formats/safetensors';
 import { Rng } from '../testing/rng';
 import { type DecoderConfig, type Family, parseDecoderConfig } from './config';
@@ -175,4 +176,20 @@ export function scaledError(a: ArrayLike<number>, b: ArrayLike<number>): number 
     diff = Math.max(diff, Math.abs(a[i] - b[i]));
   }
   return a.length !== b.length || Number.isNaN(diff) ? Infinity : diff / peak;
+}
+
+/** The GGUF metadata llama.cpp's converter writes for a decoder config (architecture `arch`, default the family). */
+export function ggufMetadata(c: DecoderConfig, arch: string = c.family): GgufKv[] {
+  const u32 = (k: string, value: number): GgufKv => ({ key: `${arch}.${k}`, type: 'u32', value });
+  return [
+    { key: 'general.architecture', type: 'str', value: arch },
+    u32('context_length', c.maxPositions), u32('embedding_length', c.hidden), u32('block_count', c.layers),
+    u32('feed_forward_length', c.intermediate), u32('attention.head_count', c.heads), u32('attention.head_count_kv', c.kvHeads),
+    u32('attention.key_length', c.headDim), u32('attention.value_length', c.headDim), u32('rope.dimension_count', c.headDim),
+    { key: `${arch}.rope.freq_base`, type: 'f32', value: c.rope.theta },
+    { key: `${arch}.attention.layer_norm_rms_epsilon`, type: 'f32', value: c.rmsEps },
+    { key: 'tokenizer.ggml.tokens', type: 'arr_str', value: Array.from({ length: c.vocabSize }, (_, i) => `t${i}`) },
+    { key: 'tokenizer.ggml.bos_token_id', type: 'u32', value: c.bosTokenId! },
+    { key: 'tokenizer.ggml.eos_token_id', type: 'u32', value: c.eosTokenIds[0]! },
+  ];
 }
