@@ -18,6 +18,8 @@ const named = (name: string) =>
 
 /** No WebGPU adapter or device could be obtained. */
 export class WebGpuUnavailable extends named('WebGpuUnavailable') {}
+/** The CUDA backend cannot run here: the addon is not built, or no driver or device; the message says which and what to do. */
+export class CudaUnavailable extends named('CudaUnavailable') {}
 /** The GPU device was lost (driver reset, tab backgrounded too long, device destroyed). */
 export class DeviceLost extends named('DeviceLost') {}
 /** Shapes of the operands do not fit the operation. */

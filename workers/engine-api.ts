@@ -240,7 +240,7 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
       const { backend, reason } = await deps.backend(want);
       if (current) { current.stale = true; release(current); current = null; }
       const system = await loadSystemFromSpec(spec, backend, { onEvent: (e) => void emit(e), signal, links, ...(deps.fetchFile ? { fetchFile: deps.fetchFile } : {}) });
-      const l: Loaded = { key, system, busy: 0, stale: false, backend: backend.kind, ...(reason ? { reason } : {}) };
+      const l: Loaded = { key, system, busy: 0, stale: false, backend: backend.kind as Loaded['backend'], ...(reason ? { reason } : {}) }; // workers run in the browser: webgpu or cpu
       current = l;
       emit({ type: 'ready', backend: l.backend, ...(reason ? { reason } : {}), seconds: (performance.now() - t0) / 1000 });
       return l;

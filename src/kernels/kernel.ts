@@ -34,11 +34,39 @@ export interface GpuRef {
   chunks: GpuChunk[];
 }
 
+/** A CUDA tensor as a kernel sees it: the device address of element 0 (contiguous, row-major). */
+export interface CudaRef {
+  meta: Meta;
+  ptr: bigint;
+}
+
+/**
+ * What a kernel's `cuda` hook can do: launch native kernels that the addon registered by name
+ * (native/cuda/src/registry.h) on the backend's stream, and take temporary device memory.
+ * ints are shapes, strides, flags and dtype codes (cudaDType); floats are scalars.
+ */
+export interface CudaLauncher {
+  launch(kernel: string, ptrs: readonly bigint[], ints?: readonly number[], floats?: readonly number[]): void;
+  /** Device memory for this hook's own intermediates, released (stream-ordered) when the hook returns. */
+  temp(bytes: number): bigint;
+  /** Compute capability of the device, e.g. { major: 9, minor: 0 } on H100/H200. */
+  readonly capability: { major: number; minor: number };
+}
+
+/** The dtype codes of native/cuda/src/registry.h (enum rmas::DType). */
+export const CUDA_DTYPE: Readonly<Record<DType, number>> = { f32: 0, f16: 1, bf16: 2, q8_0: 3, q4_0: 4, i32: 5 };
+export const cudaDType = (d: DType): number => CUDA_DTYPE[d];
+
 export interface KernelDef<A> {
   name: string;
   outputs(inputs: readonly Meta[], attrs: A): Meta[];
   cpu(inputs: CpuArray[], outputs: CpuArray[], attrs: A, meta: { inputs: readonly Meta[]; outputs: readonly Meta[] }): void;
   webgpu(ctx: GpuContext, inputs: GpuRef[], outputs: GpuRef[], attrs: A): void;
+  /**
+   * The CUDA implementation (src/tensor/cuda.ts calls it); outputs come preallocated and uninitialised,
+   * as on WebGPU. Absent: the cuda backend reports the op as not implemented.
+   */
+  cuda?(ctx: CudaLauncher, inputs: CudaRef[], outputs: CudaRef[], attrs: A): void;
 }
 
 /** The one binding of a tensor that was not split; kernels that cannot walk chunks call this. */

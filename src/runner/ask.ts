@@ -18,7 +18,7 @@ import type { Backend } from '../tensor/backend';
 export const ASK_USAGE = `  rmas ask --question TEXT [--style STYLE] [--ckpt_override ROLE=PATH ...] [--num_recursive_rounds R]
            [--latent_length M] [--greedy | --temperature T --top_p P --top_k K --seed S] [--max_new_tokens N]
            [--mode latent|text] [--task math|choice|code] [--fn_name NAME] [--prompts FILE.json] [--no_ans]
-           [--backend webgpu|cpu] [--dump DIR] [--json]
+           [--backend webgpu|cpu|cuda] [--dump DIR] [--json]
       styles: tiny_sequential (the default: the tiny system shipped in models/tiny/system, with its own
       prompts; RMAS_TINY_SYSTEM=DIR loads another copy), sequential_light, sequential_scaled, mixture,
       distillation, deliberation. ROLE is a role of the style or "outer"; roles not overridden come from

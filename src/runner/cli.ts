@@ -14,23 +14,29 @@ import { fileSource } from '../formats/sources';
 import { Decoder, formatWeightBytes, generate, loadDecoderWeights, parseDecoderConfig, readGenerationConfig, type SamplingOptions } from '../model';
 import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
+import { CudaBackend } from '../tensor/cuda';
 import { WebGpuBackend } from '../tensor/webgpu';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { ASK_USAGE, AskUsageError, askCmd, type AskArgs } from './ask';
+import { formatReport, healthcheck } from './healthcheck';
 import { TrainUsageError, trainCmd } from './train';
 import { TRAIN_OPTIONS, TRAIN_USAGE } from './train-args';
 
 export const USAGE = `usage:
-  rmas forward --model DIR (--ids 1,2,3 | --embeds FILE.safetensors) --out FILE.safetensors [--backend webgpu|cpu]
+  rmas forward --model DIR (--ids 1,2,3 | --embeds FILE.safetensors) --out FILE.safetensors [--backend webgpu|cpu|cuda]
       writes F32 hidden_states [T, d] (after the final norm) and logits [T, vocab];
       --embeds reads the F32 tensor inputs_embeds [T, d]
   rmas generate --model DIR --prompt TEXT [--chat] [--max-new-tokens N]
-                [--greedy | --temperature T --top-p P --top-k K --seed S] [--backend webgpu|cpu]
+                [--greedy | --temperature T --top-p P --top-k K --seed S] [--backend webgpu|cpu|cuda]
       prints the generated text, then prefill and decode tokens/s on stderr;
       sampling defaults come from the model's generation_config.json
 ${ASK_USAGE}
 ${TRAIN_USAGE}
-  --backend defaults to webgpu when an adapter is found, else cpu`;
+  rmas healthcheck [--level 1|2|3] [--json]
+      1: dependencies and styles; 2: + a test allocation on cpu, webgpu and cuda; 3: + Hugging Face reachability;
+      exit 1 when a required check fails (an unavailable webgpu or cuda is a warning)
+  --backend defaults to webgpu when an adapter is found, else cpu; cuda needs an NVIDIA GPU and the addon
+      (npm run build:cuda)`;
 
 /** Bad command-line arguments: usage and exit code 2. */
 export class UsageError extends Error {
@@ -67,6 +73,7 @@ const OPTIONS = {
   no_ans: { type: 'boolean' },
   dump: { type: 'string' },
   json: { type: 'boolean' },
+  level: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -95,9 +102,10 @@ function only(a: Args, cmd: string, allowed: (keyof Args)[]) {
 }
 
 async function pickBackend(choice: string | undefined): Promise<Backend> {
-  if (choice !== undefined && choice !== 'webgpu' && choice !== 'cpu') throw new UsageError(`--backend ${choice}: expected webgpu or cpu`);
+  if (choice !== undefined && choice !== 'webgpu' && choice !== 'cpu' && choice !== 'cuda') throw new UsageError(`--backend ${choice}: expected webgpu, cpu or cuda`);
   let be: Backend;
   if (choice === 'cpu') be = new CpuBackend('f32');
+  else if (choice === 'cuda') be = await CudaBackend.create();
   else if (choice === 'webgpu') be = await WebGpuBackend.create();
   else {
     try {
@@ -216,6 +224,22 @@ async function generateCmd(a: Args, backend: () => Promise<Backend>) {
     `(${r.prefillMs.toFixed(1)} ms), decode ${r.decodeTokensPerSec.toFixed(1)} tokens/s (${r.decodeMs.toFixed(1)} ms)\n`);
 }
 
+async function healthcheckCmd(a: Args): Promise<number> {
+  only(a, 'healthcheck', ['level', 'json']);
+  const level = Number(a.level ?? '1');
+  if (level !== 1 && level !== 2 && level !== 3) throw new UsageError(`--level ${a.level}: expected 1, 2 or 3`);
+  const report = await healthcheck(level, {
+    webgpu: async () => {
+      const backend = await WebGpuBackend.create();
+      return { backend, close: () => backend.ctx.destroy() };
+    },
+    cuda: () => CudaBackend.create(),
+    head: async (url, timeoutMs) => (await fetch(url, { method: 'HEAD', signal: AbortSignal.timeout(timeoutMs) })).status,
+  });
+  process.stdout.write(a.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
+  return report.ok ? 0 : 1;
+}
+
 /** Runs one command; returns the exit code (never calls process.exit, so tests can call it in-process). */
 export async function main(argv: string[]): Promise<number> {
   let made: Backend | null = null;
@@ -258,6 +282,7 @@ export async function main(argv: string[]): Promise<number> {
         'seed', 'max_new_tokens', 'mode', 'task', 'fn_name', 'prompts', 'no_ans', 'backend', 'dump', 'json']);
       await askCmd(a as AskArgs, () => backend(a.backend), (s) => process.stdout.write(s), (s) => process.stderr.write(s));
     }
+    else if (cmd === 'healthcheck') return await healthcheckCmd(a);
     else throw new UsageError(cmd === undefined ? 'no command given' : `unknown command "${cmd}"`);
     return 0;
   } catch (e) {

@@ -5,9 +5,9 @@ import type { Storage, Tensor } from './tensor';
 /** Element alignment of view offsets (256 bytes of f32: minStorageBufferOffsetAlignment). */
 export const VIEW_ALIGN = 64;
 
-/** One op interface, several backends: the CPU reference and WebGPU (CUDA later). */
+/** One op interface, several backends: the CPU reference, WebGPU, and CUDA (Node; src/tensor/cuda.ts). */
 export interface Backend {
-  readonly kind: 'cpu' | 'webgpu';
+  readonly kind: 'cpu' | 'webgpu' | 'cuda';
   /** Human-readable description (adapter, precision). */
   readonly name: string;
   /** Encodes `values` into `dtype` (quantizing for q8_0/q4_0) and stores them. */

@@ -9,7 +9,11 @@ import type { Backend } from './backend';
 import { track } from './scope';
 
 /** GPU storage may be shared by reshaped views: buffers go back to the pool when the last view is disposed. */
-export type Storage = { kind: 'cpu'; data: CpuArray } | { kind: 'webgpu'; chunks: GpuChunk[]; refs: { n: number } };
+export type Storage =
+  | { kind: 'cpu'; data: CpuArray }
+  | { kind: 'webgpu'; chunks: GpuChunk[]; refs: { n: number } }
+  /** ptr: this tensor's element 0; refs.base: the allocation, freed when the last view is disposed. */
+  | { kind: 'cuda'; ptr: bigint; refs: { n: number; base: bigint } };
 
 let nextId = 1;
 

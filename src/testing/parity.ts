@@ -4,13 +4,14 @@
  */
 import type { CpuBackend } from '../tensor/cpu';
 import type { Tensor } from '../tensor/tensor';
-import type { WebGpuBackend } from '../tensor/webgpu';
+import type { Backend } from '../tensor/backend';
 import type { DType } from '../formats/dtype';
 import { type CloseReport, type Tolerance, closeness } from './close';
 import { Rng } from './rng';
 
 export interface ParityEnv {
-  gpu: WebGpuBackend;
+  /** The backend under test: WebGPU (test/parity, the page's self-test) or CUDA (npm run test:cuda). */
+  gpu: Backend;
   /** f32 CPU reference. */
   cpu: CpuBackend;
   rng: Rng;

@@ -10,6 +10,9 @@ import { activationBackwardWgsl, activationWgsl, swigluBackwardWgsl, swigluWgsl 
 export { type Activation, erf, erfc } from './cpu';
 const WG = 256;
 
+/** The activation codes of native/cuda/src/kernels/activation.cu. */
+export const ACTIVATION_CODE: Readonly<Record<Activation, number>> = { silu: 0, gelu: 1, gelu_tanh: 2 };
+
 function elementwise(ctx: Parameters<KernelDef<unknown>['webgpu']>[0], key: string, wgsl: () => string, n: number, refs: Parameters<typeof binding>[0][], what: string) {
   ctx.dispatch({
     key,
@@ -32,6 +35,10 @@ export const activationKernel: KernelDef<{ op: Activation }> = {
   webgpu(ctx, [x], [out], { op }) {
     elementwise(ctx, `${op}_f32_wg${WG}`, () => activationWgsl(op, WG), numelOf(x.meta.shape), [x, out], op);
   },
+  cuda(ctx, [x], [out], { op }) {
+    const n = numelOf(x.meta.shape);
+    if (n > 0) ctx.launch('activation', [x.ptr, out.ptr], [n, ACTIVATION_CODE[op]]);
+  },
 };
 
 /** Inputs x (the forward input) and g; output dx = g·f'(x). */
@@ -48,6 +55,10 @@ export const activationBackwardKernel: KernelDef<{ op: Activation }> = {
   },
   webgpu(ctx, [x, g], [dx], { op }) {
     elementwise(ctx, `${op}_bwd_f32_wg${WG}`, () => activationBackwardWgsl(op, WG), numelOf(x.meta.shape), [x, g, dx], `${op}_backward`);
+  },
+  cuda(ctx, [x, g], [dx], { op }) {
+    const n = numelOf(x.meta.shape);
+    if (n > 0) ctx.launch('activation_backward', [x.ptr, g.ptr, dx.ptr], [n, ACTIVATION_CODE[op]]);
   },
 };
 
@@ -68,6 +79,10 @@ export const swigluKernel: KernelDef<void> = {
   },
   webgpu(ctx, [gate, up], [out]) {
     elementwise(ctx, `swiglu_f32_wg${WG}`, () => swigluWgsl(WG), numelOf(gate.meta.shape), [gate, up, out], 'swiglu');
+  },
+  cuda(ctx, [gate, up], [out]) {
+    const n = numelOf(gate.meta.shape);
+    if (n > 0) ctx.launch('swiglu', [gate.ptr, up.ptr, out.ptr], [n]);
   },
 };
 
@@ -92,5 +107,12 @@ export const swigluBackwardKernel: KernelDef<{ dgate: boolean; dup: boolean }> =
     const v = dgate && dup ? 'both' : dgate ? 'gate' : 'up';
     const ins = dgate ? [gate, up, g] : [gate, g];
     elementwise(ctx, `swiglu_bwd_f32_${v}_wg${WG}`, () => swigluBackwardWgsl(WG, dgate, dup), numelOf(gate.meta.shape), [...ins, ...outs], 'swiglu_backward');
+  },
+  cuda(ctx, [gate, up, g], outs, { dgate, dup }) {
+    const n = numelOf(gate.meta.shape);
+    if (n === 0 || (!dgate && !dup)) return;
+    const dg = dgate ? outs[0].ptr : 0n;
+    const du = dup ? outs[dgate ? 1 : 0].ptr : 0n;
+    ctx.launch('swiglu_backward', [gate.ptr, up.ptr, g.ptr, dg, du], [n]);
   },
 };

@@ -48,6 +48,15 @@ export const adamwKernel: KernelDef<AdamWHyper> = {
       workgroups: ctx.grid(Math.ceil(n / WG)),
     });
   },
+  cuda(ctx, [p, g, m, v, mask], _outs, h) {
+    const { lrWd, stepSize, bc2sqrt } = adamwScalars(h);
+    ctx.launch(
+      'adamw',
+      [p.ptr, g.ptr, m.ptr, v.ptr, mask?.ptr ?? 0n],
+      [numelOf(p.meta.shape), mask ? 1 : 0],
+      [lrWd, h.beta1, 1 - h.beta1, h.beta2, 1 - h.beta2, stepSize, bc2sqrt, h.eps],
+    );
+  },
 };
 
 /** In place: inputs [dst, src] of one shape; dst <- src, or dst += src with `add`. */
@@ -79,6 +88,9 @@ export const assignKernel: KernelDef<{ add: boolean }> = {
       workgroups: ctx.grid(Math.ceil(n / WG)),
     });
   },
+  cuda(ctx, [dst, src], _outs, { add }) {
+    ctx.launch('assign', [dst.ptr, src.ptr], [numelOf(dst.meta.shape), add ? 1 : 0]);
+  },
 };
 
 /** In place: every element of the input becomes `value`. */
@@ -106,5 +118,8 @@ export const fillKernel: KernelDef<{ value: number }> = {
       bindings: [d],
       workgroups: ctx.grid(Math.ceil(n / WG)),
     });
+  },
+  cuda(ctx, [dst], _outs, { value }) {
+    ctx.launch('fill', [dst.ptr], [numelOf(dst.meta.shape)], [value]);
   },
 };

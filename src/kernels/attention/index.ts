@@ -9,6 +9,7 @@ import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expec
 import { type AttnDims, attentionBackward, attentionForward, attentionRowDot } from './cpu';
 import { FWD_ROWS, BWD_ROWS, LANES, attentionForwardWgsl, combineWgsl, dimsPerLane, rowDotWgsl } from './wgsl';
 import { attentionBackwardKVWgsl, attentionBackwardQWgsl } from './wgsl-backward';
+import { cudaAttentionBackwardKV, cudaAttentionBackwardQ, cudaAttentionForward, cudaAttentionRowDot } from './cuda';
 
 export { type AttnDims, attentionBackward, attentionForward, attentionRowDot, keyRange } from './cpu';
 export { kvAppendKernel } from './kv';
@@ -126,6 +127,10 @@ export const attentionKernel: KernelDef<AttentionAttrs> = {
     ctx.releaseBuffer(partO);
     ctx.releaseBuffer(partL);
   },
+  cuda(ctx, inputs, outputs, attrs) {
+    const [q, k, v] = inputs;
+    cudaAttentionForward(ctx, inputs, outputs, attentionDims('attention', q.meta, k.meta, v.meta, attrs), attrs.splits);
+  },
 };
 
 function backwardDims(op: string, [q, k, v, lse, di, dO]: readonly Meta[], attrs: AttentionAttrs): AttnDims {
@@ -166,6 +171,9 @@ export const attentionRowDotKernel: KernelDef<AttentionAttrs> = {
       workgroups: ctx.grid(Math.ceil((t * hq) / WG)),
     });
   },
+  cuda(ctx, inputs, outputs) {
+    cudaAttentionRowDot(ctx, inputs, outputs);
+  },
 };
 
 /** (q, k, v, lse, di, dO) -> dq. */
@@ -194,6 +202,9 @@ export const attentionBackwardQKernel: KernelDef<AttentionAttrs> = {
       bindings: [...ins.map((r) => binding(r, op)), binding(dq, op)],
       workgroups: [rowBlocks, dims.hkv],
     });
+  },
+  cuda(ctx, inputs, outputs, attrs) {
+    cudaAttentionBackwardQ(ctx, inputs, outputs, backwardDims('attention_backward_q', inputs.map((r) => r.meta), attrs));
   },
 };
 
@@ -227,5 +238,8 @@ export const attentionBackwardKVKernel: KernelDef<AttentionAttrs> = {
       bindings: [...ins.map((r) => binding(r, op)), binding(dk, op), binding(dv, op)],
       workgroups: [keyBlocks, dims.hkv],
     });
+  },
+  cuda(ctx, inputs, outputs, attrs) {
+    cudaAttentionBackwardKV(ctx, inputs, outputs, backwardDims('attention_backward_kv', inputs.map((r) => r.meta), attrs));
   },
 };

@@ -1,6 +1,7 @@
 /** kvAppend: copies new k or v rows [T, Hkv, D] into a preallocated cache [maxS, Hkv, D] at row `at`. */
 import { InvalidArgument, ShapeMismatch } from '../../errors';
 import { type FloatArray, type KernelDef, binding, expectDType, expectRank } from '../kernel';
+import { cudaKvAppend } from './cuda';
 
 export const kvAppendKernel: KernelDef<{ at: number }> = {
   name: 'kv_append',
@@ -35,5 +36,8 @@ export const kvAppendKernel: KernelDef<{ at: number }> = {
       if (lo < hi && rowBytes > 0) ctx.copy(src.buffer, (src.offset ?? 0) + (lo - at) * rowBytes, c.buffer, c.offset + (lo - first) * rowBytes, (hi - lo) * rowBytes);
       first += c.rows;
     }
+  },
+  cuda(ctx, inputs, _out, { at }) {
+    cudaKvAppend(ctx, inputs, at);
   },
 };

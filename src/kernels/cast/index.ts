@@ -4,9 +4,9 @@
  * (formats/encode.ts). Tensors split across bindings are converted segment by segment.
  */
 import { DTypeMismatch } from '../../errors';
-import { type DType, isQuant, rowBytes } from '../../formats/dtype';
+import { type DType, byteSize, isQuant, rowBytes } from '../../formats/dtype';
 import { Uniforms } from '../../gpu/context';
-import { type KernelDef, type Meta, numelOf } from '../kernel';
+import { type KernelDef, type Meta, cudaDType, numelOf } from '../kernel';
 import { bind, chunkStarts, locate, segments } from '../segments';
 import { castForward } from './cpu';
 import { castWgsl } from './wgsl';
@@ -63,5 +63,12 @@ export const castKernel: KernelDef<{ dtype: DType }> = {
         workgroups: ctx.grid(Math.ceil((to === 'f32' ? len : words) / WG)),
       });
     }
+  },
+  cuda(ctx, [x], [out], { dtype }) {
+    const shape = x.meta.shape;
+    const n = numelOf(shape);
+    if (n === 0) return;
+    const cols = shape.length ? shape[shape.length - 1] : 1;
+    ctx.launch('cast', [x.ptr, out.ptr], [n, cols, cudaDType(x.meta.dtype), cudaDType(dtype), byteSize(x.meta.dtype, shape)]);
   },
 };

@@ -11,6 +11,18 @@ import { binaryWgsl, scaleWgsl, sumRowsWgsl } from './wgsl';
 export type { BinaryOp } from './cpu';
 const WG = 256;
 
+/** Rows each stage-1 segment of a CUDA column sum covers at least; below it the sum is one pass in row order. */
+const SUM_ROWS_SEG = 256;
+
+/**
+ * Row segments of the CUDA column sum (native/cuda/src/kernels/elementwise.cu): 1 (the CPU's own order)
+ * for short columns, else enough to give the device about 128k threads; a function of sizes only.
+ */
+export function sumRowsSegments(rows: number, cols: number): number {
+  if (rows <= SUM_ROWS_SEG) return 1;
+  return Math.min(Math.ceil(rows / SUM_ROWS_SEG), Math.max(1, Math.ceil(131072 / cols)), 65535);
+}
+
 export function binaryKernel(op: BinaryOp): KernelDef<void> {
   const name = `binary_${op}`;
   return {
@@ -36,6 +48,11 @@ export function binaryKernel(op: BinaryOp): KernelDef<void> {
         bindings: [binding(a, name), binding(b, name), binding(out, name)],
         workgroups: ctx.grid(Math.ceil(n / WG)),
       });
+    },
+    cuda(ctx, [a, b], [out]) {
+      const n = numelOf(a.meta.shape);
+      if (n === 0) return;
+      ctx.launch(name, [a.ptr, b.ptr, out.ptr], [n, Math.max(numelOf(b.meta.shape), 1)]);
     },
   };
 }
@@ -63,6 +80,11 @@ export const scaleKernel: KernelDef<{ alpha: number; beta?: number }> = {
       workgroups: ctx.grid(Math.ceil(n / WG)),
     });
   },
+  cuda(ctx, [a], [out], { alpha, beta = 0 }) {
+    const n = numelOf(a.meta.shape);
+    if (n === 0) return;
+    ctx.launch('scale', [a.ptr, out.ptr], [n], [alpha, beta]);
+  },
 };
 
 /** Sums `a` over its leading dims down to `shape` (a trailing slice of a's shape). */
@@ -89,5 +111,13 @@ export const sumRowsKernel: KernelDef<{ shape: readonly number[] }> = {
       bindings: [binding(a, 'sum_rows'), binding(out, 'sum_rows')],
       workgroups: ctx.grid(Math.ceil(cols / WG)),
     });
+  },
+  cuda(ctx, [a], [out], { shape }) {
+    if (numelOf(shape) === 0) return;
+    const cols = numelOf(shape);
+    const rows = numelOf(a.meta.shape) / cols;
+    const segs = sumRowsSegments(rows, cols);
+    const partials = segs > 1 ? ctx.temp(4 * segs * cols) : 0n;
+    ctx.launch('sum_rows', [a.ptr, out.ptr, partials], [rows, cols, segs]);
   },
 };

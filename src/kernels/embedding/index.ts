@@ -7,7 +7,7 @@
  */
 import { rowBytes, isQuant } from '../../formats/dtype';
 import { GpuContext, Uniforms } from '../../gpu/context';
-import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expectRank, numelOf } from '../kernel';
+import { type FloatArray, type KernelDef, type Meta, binding, cudaDType, expectDType, expectRank, numelOf } from '../kernel';
 import { ShapeMismatch } from '../../errors';
 import { bind, chunkStarts, locate, segments } from '../segments';
 import { embeddingBackward, embeddingForward } from './cpu';
@@ -57,6 +57,11 @@ export const embeddingKernel: KernelDef<void> = {
       });
     }
   },
+  cuda(ctx, [ids, table], [out]) {
+    const [V, d] = table.meta.shape;
+    const n = numelOf(ids.meta.shape);
+    if (n * d > 0) ctx.launch('embedding', [ids.ptr, table.ptr, out.ptr], [n, V, d, cudaDType(table.meta.dtype)]);
+  },
 };
 
 /** gTable [V, d] f32 = scatter-add of g [...ids, d] by ids; inputs [ids, g], attrs.V = table rows. */
@@ -103,5 +108,13 @@ export const embeddingBackwardKernel: KernelDef<{ V: number }> = {
       });
     }
     ctx.releaseBuffer(links); // reusable only after this batch is submitted
+  },
+  cuda(ctx, [ids, g], [out], { V }) {
+    const n = numelOf(ids.meta.shape);
+    const d = out.meta.shape[1];
+    if (V * d === 0) return;
+    // i32 scratch: per-id counts [V], bucket offsets [V + 1], positions by bucket [n], then sorted [n]
+    const work = ctx.temp(4 * (2 * V + 1 + 2 * n));
+    ctx.launch('embedding_backward', [ids.ptr, g.ptr, out.ptr, work], [n, V, d]);
   },
 };

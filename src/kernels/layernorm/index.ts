@@ -7,7 +7,7 @@
 import { Uniforms } from '../../gpu/context';
 import { InvalidArgument } from '../../errors';
 import type { DType } from '../../formats/dtype';
-import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expectSameShape, rowsCols } from '../kernel';
+import { type FloatArray, type KernelDef, type Meta, binding, cudaDType, expectDType, expectSameShape, rowsCols } from '../kernel';
 import { checkRowParam, floatValues, normWorkgroup } from '../rmsnorm';
 import { layernormBackward, layernormForward } from './cpu';
 import { layernormBackwardWgsl, layernormWgsl } from './wgsl';
@@ -51,6 +51,17 @@ export const layernormKernel: KernelDef<LayerNormAttrs> = {
       workgroups: ctx.grid(rows),
     });
   },
+  cuda(ctx, ins, [out], { eps, gamma, beta }) {
+    const [rows, cols] = rowsCols(ins[0].meta.shape);
+    const gm = gamma ? ins[1] : null;
+    const bt = beta ? ins[gamma ? 2 : 1] : null;
+    ctx.launch(
+      'layernorm',
+      [ins[0].ptr, gm?.ptr ?? 0n, bt?.ptr ?? 0n, out.ptr],
+      [rows, cols, gm ? cudaDType(gm.meta.dtype) : -1, bt ? cudaDType(bt.meta.dtype) : -1],
+      [eps],
+    );
+  },
 };
 
 export interface LayerNormBackwardAttrs {
@@ -91,5 +102,12 @@ export const layernormBackwardKernel: KernelDef<LayerNormBackwardAttrs> = {
       bindings: [...ins, ...outs].map((r) => binding(r, 'layernorm_backward')),
       workgroups: ctx.grid(rows),
     });
+  },
+  cuda(ctx, ins, outs, { eps, gamma, dx }) {
+    const [rows, cols] = rowsCols(ins[0].meta.shape);
+    const gm = dx && gamma ? ins[2] : null;
+    const x = ins[0].ptr;
+    const ptrs = dx ? [x, ins[1].ptr, gm?.ptr ?? 0n, outs[0].ptr, outs[1].ptr] : [x, 0n, 0n, 0n, outs[0].ptr];
+    ctx.launch('layernorm_backward', ptrs, [rows, cols, gm ? cudaDType(gm.meta.dtype) : -1, dx ? 1 : 0], [eps]);
   },
 };

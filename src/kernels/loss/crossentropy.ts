@@ -80,6 +80,11 @@ export const crossEntropyKernel: KernelDef<CrossEntropyAttrs> = {
     rowLoss.release();
     weight.release();
   },
+  cuda(ctx, [x, labels], [loss, lse, scale], { ignoreIndex }) {
+    const [rows, V] = rowsCols(x.meta.shape);
+    const work = ctx.temp(Math.max(1, 2 * rows) * 4); // row losses, then row weights
+    ctx.launch('cross_entropy', [x.ptr, labels.ptr, loss.ptr, lse.ptr, scale.ptr, work], [rows, V, ignoreIndex]);
+  },
 };
 
 /** dlogits from [logits, labels, lse, scale, g] (g: the loss gradient, [1]). */
@@ -111,5 +116,9 @@ export const crossEntropyBackwardKernel: KernelDef<CrossEntropyAttrs> = {
         workgroups: ctx.grid(Math.ceil(d.count / WG)),
       });
     });
+  },
+  cuda(ctx, [x, labels, lse, scale, g], [dx], { ignoreIndex }) {
+    const [rows, V] = rowsCols(x.meta.shape);
+    ctx.launch('cross_entropy_backward', [x.ptr, labels.ptr, lse.ptr, scale.ptr, g.ptr, dx.ptr], [rows, V, ignoreIndex]);
   },
 };

@@ -76,6 +76,11 @@ export const cosineLossKernel: KernelDef<void> = {
     encodeMaskedMean(ctx, rowLoss.binding, mask ? binding(mask, 'cosine_loss') : null, rows, 1, binding(loss, 'cosine_loss'), binding(scale, 'cosine_loss'));
     rowLoss.release();
   },
+  cuda(ctx, [a, b, mask], [loss, scale, stats]) {
+    const [rows, d] = rowsCols(a.meta.shape);
+    const work = ctx.temp(Math.max(1, rows) * 4); // row losses
+    ctx.launch('cosine_loss', [a.ptr, b.ptr, mask?.ptr ?? 0n, loss.ptr, scale.ptr, stats.ptr, work], [rows, d, mask ? 1 : 0]);
+  },
 };
 
 export const cosineLossBackwardKernel: KernelDef<WrtAttrs> = {
@@ -105,6 +110,15 @@ export const cosineLossBackwardKernel: KernelDef<WrtAttrs> = {
       workgroups: ctx.grid(Math.ceil(n / WG)),
     });
   },
+  cuda(ctx, [a, b, stats, scale, g, mask], [dx], { wrt }) {
+    const [rows, d] = rowsCols(a.meta.shape);
+    const [x, y] = wrt === 'a' ? [a, b] : [b, a];
+    ctx.launch(
+      'cosine_loss_backward',
+      [x.ptr, y.ptr, stats.ptr, mask?.ptr ?? 0n, scale.ptr, g.ptr, dx.ptr],
+      [rows, d, wrt === 'a' ? 1 : 2, mask ? 1 : 0],
+    );
+  },
 };
 
 export const mseLossKernel: KernelDef<void> = {
@@ -131,6 +145,11 @@ export const mseLossKernel: KernelDef<void> = {
     encodeMaskedMean(ctx, rowLoss.binding, mask ? binding(mask, 'mse_loss') : null, rows, d, binding(loss, 'mse_loss'), binding(scale, 'mse_loss'));
     rowLoss.release();
   },
+  cuda(ctx, [a, b, mask], [loss, scale]) {
+    const [rows, d] = rowsCols(a.meta.shape);
+    const work = ctx.temp(Math.max(1, rows) * 4); // row losses
+    ctx.launch('mse_loss', [a.ptr, b.ptr, mask?.ptr ?? 0n, loss.ptr, scale.ptr, work], [rows, d, mask ? 1 : 0]);
+  },
 };
 
 export const mseLossBackwardKernel: KernelDef<WrtAttrs> = {
@@ -156,5 +175,9 @@ export const mseLossBackwardKernel: KernelDef<WrtAttrs> = {
       bindings: [ab, binding(b, name), mask ? binding(mask, name) : ab, binding(scale, name), binding(g, name), binding(dx, name)],
       workgroups: ctx.grid(Math.ceil(n / WG)),
     });
+  },
+  cuda(ctx, [a, b, scale, g, mask], [dx], { wrt }) {
+    const [rows, d] = rowsCols(a.meta.shape);
+    ctx.launch('mse_loss_backward', [a.ptr, b.ptr, mask?.ptr ?? 0n, scale.ptr, g.ptr, dx.ptr], [rows, d, mask ? 1 : 0], [wrt === 'a' ? 1 : -1]);
   },
 };

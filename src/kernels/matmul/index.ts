@@ -10,6 +10,7 @@ import { isQuant, rowBytes } from '../../formats/dtype';
 import { type GpuContext, Uniforms } from '../../gpu/context';
 import type { FloatArray, GpuRef, KernelDef } from '../kernel';
 import { dequantize, matmulForward } from './cpu';
+import { cudaMatmul } from './cuda';
 import { type Axis, type Dim, type MatmulAttrs, type MatmulPlan, planMatmul } from './plan';
 import { bind, chunkStarts, locate, segments } from '../segments';
 import {
@@ -38,6 +39,9 @@ export const matmulKernel: KernelDef<MatmulAttrs> = {
   },
   webgpu(ctx, inputs, [out], attrs) {
     dispatchMatmul(ctx, inputs, out, attrs);
+  },
+  cuda(ctx, inputs, [out], attrs) {
+    cudaMatmul(ctx, inputs, out, attrs);
   },
 };
 

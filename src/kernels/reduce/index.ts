@@ -7,7 +7,7 @@ import { Uniforms } from '../../gpu/context';
 import { InvalidArgument, ShapeMismatch } from '../../errors';
 import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expectSameShape, numelOf } from '../kernel';
 import { clipGradNormCpu, reduceRowsBackward, reduceRowsForward } from './cpu';
-import { WG, encodeReduceAll, encodeReduceLast, spans } from './plan';
+import { WG, encodeReduceAll, encodeReduceLast, spans, splitsFor } from './plan';
 import { clipScaleWgsl, reduceBackwardWgsl } from './wgsl';
 
 export type ReduceOp = 'sum' | 'mean' | 'sumsq';
@@ -54,6 +54,15 @@ export const reduceKernel: KernelDef<ReduceAttrs> = {
     if (axis === 'all') encodeReduceAll(ctx, spans(x), opts, o);
     else encodeReduceLast(ctx, spans(x), numelOf(out.meta.shape), cols, opts, o);
   },
+  cuda(ctx, [x], [out], { op, axis }) {
+    const cols = group(x.meta.shape, axis);
+    const rows = numelOf(out.meta.shape);
+    if (rows === 0) return;
+    // the same segments as the WebGPU plan; an empty row still writes alpha * 0 (NaN for a mean)
+    const splits = splitsFor(cols);
+    const partials = splits > 1 ? ctx.temp(4 * rows * splits) : 0n;
+    ctx.launch('reduce', [x.ptr, out.ptr, partials], [rows, cols, splits, op === 'sumsq' ? 1 : 0], [alphaOf(op, cols)]);
+  },
 };
 
 export interface ReduceBackwardAttrs extends ReduceAttrs {
@@ -96,6 +105,12 @@ export const reduceBackwardKernel: KernelDef<ReduceBackwardAttrs> = {
       });
     });
   },
+  cuda(ctx, [g, x], [dx], { op, axis, shape }) {
+    const n = numelOf(shape);
+    if (n === 0) return;
+    const square = op === 'sumsq';
+    ctx.launch('reduce_backward', [g.ptr, square ? x.ptr : 0n, dx.ptr], [n, Math.max(group(shape, axis), 1)], [alphaOf(op, group(shape, axis))]);
+  },
 };
 
 /**
@@ -130,6 +145,13 @@ export const clipGradNormKernel: KernelDef<{ maxNorm: number }> = {
         workgroups: ctx.grid(Math.ceil(p.count / WG)),
       });
     }
+  },
+  cuda(ctx, grads, [out], { maxNorm }) {
+    const sizes = grads.map((g) => numelOf(g.meta.shape));
+    const splits = sizes.map(splitsFor);
+    const total = splits.reduce((a, b) => a + b, 0);
+    const partials = total > 0 ? ctx.temp(4 * total) : 0n;
+    ctx.launch('clip_grad_norm', [out.ptr, partials, ...grads.map((g) => g.ptr)], sizes.flatMap((n, i) => [n, splits[i]]), [maxNorm]);
   },
 };
 

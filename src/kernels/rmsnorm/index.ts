@@ -7,7 +7,7 @@
 import { Uniforms } from '../../gpu/context';
 import { ShapeMismatch } from '../../errors';
 import type { DType } from '../../formats/dtype';
-import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expectSameShape, rowsCols } from '../kernel';
+import { type FloatArray, type KernelDef, type Meta, binding, cudaDType, expectDType, expectSameShape, rowsCols } from '../kernel';
 import { floatValues, rmsnormBackward, rmsnormForward } from './cpu';
 import { rmsnormBackwardWgsl, rmsnormWgsl } from './wgsl';
 
@@ -62,6 +62,10 @@ export const rmsnormKernel: KernelDef<RmsNormAttrs> = {
       workgroups: ctx.grid(rows),
     });
   },
+  cuda(ctx, [x, w], [out], { eps, offset }) {
+    const [rows, cols] = rowsCols(x.meta.shape);
+    ctx.launch('rmsnorm', [x.ptr, w.ptr, out.ptr], [rows, cols, cudaDType(w.meta.dtype)], [eps, offset]);
+  },
 };
 
 export interface RmsNormBackwardAttrs extends RmsNormAttrs {
@@ -100,5 +104,11 @@ export const rmsnormBackwardKernel: KernelDef<RmsNormBackwardAttrs> = {
       bindings: [...ins, ...outs].map((r) => binding(r, name)),
       workgroups: ctx.grid(rows),
     });
+  },
+  cuda(ctx, ins, outs, { eps, offset, dx }) {
+    const [rows, cols] = rowsCols(ins[0].meta.shape);
+    const x = ins[0].ptr;
+    const ptrs = dx ? [x, ins[1].ptr, ins[2].ptr, outs[0].ptr, outs[1].ptr] : [x, 0n, 0n, 0n, outs[0].ptr];
+    ctx.launch('rmsnorm_backward', ptrs, [rows, cols, cudaDType(dx ? ins[1].meta.dtype : 'f32'), dx ? 1 : 0], [eps, offset]);
   },
 };

@@ -131,4 +131,14 @@ export const normParamGradKernel: KernelDef<ParamGradAttrs> = {
     // The pool hands the buffer out again only after this batch is submitted, so releasing now is safe.
     ctx.releaseBuffer(part);
   },
+  cuda(ctx, [g, x, stats], outs, a) {
+    const [rows, cols] = rowsCols(x.meta.shape);
+    const K = Number(a.gamma) + Number(a.beta);
+    const rb = rowsPerBlock(rows);
+    const nblk = Math.ceil(rows / rb);
+    const part = nblk ? ctx.temp(nblk * K * cols * 4) : 0n;
+    const dgamma = a.gamma ? outs[0].ptr : 0n;
+    const dbeta = a.beta ? outs[a.gamma ? 1 : 0].ptr : 0n;
+    ctx.launch('norm_param_grad', [g.ptr, x.ptr, stats.ptr, part, dgamma, dbeta], [rows, cols, Number(a.gamma), Number(a.beta), rb]);
+  },
 };

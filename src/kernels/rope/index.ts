@@ -52,4 +52,8 @@ export const ropeKernel: KernelDef<RopeAttrs> = {
       workgroups: ctx.grid(Math.ceil(n / WG)),
     });
   },
+  cuda(ctx, [x, pos, freq], [out], { inverse, scale }) {
+    const [T, H, D] = x.meta.shape;
+    ctx.launch('rope', [x.ptr, pos.ptr, freq.ptr, out.ptr], [T, H, D, freq.meta.shape[0]], [inverse ? -1 : 1, scale]);
+  },
 };

@@ -114,6 +114,10 @@ export const sliceRowsKernel: KernelDef<SliceRowsAttrs> = {
   webgpu(ctx, [x], [out], { start, n }) {
     copyRowsGpu(ctx, 'slice_rows', x, start, out, 0, n);
   },
+  cuda(ctx, [x], [out], { start, n }) {
+    const rowElems = rowElemsOf(x.meta);
+    if (n * rowElems > 0) ctx.launch('slice_rows', [x.ptr, out.ptr], [n * rowElems, start * rowElems]);
+  },
 };
 
 /** xs[i] [R_i, ...rest] -> [ΣR_i, ...rest]; zero-row inputs add nothing. */
@@ -132,6 +136,10 @@ export const concatRowsKernel: KernelDef<void> = {
       at += x.meta.shape[0];
     }
   },
+  cuda(ctx, xs, [out]) {
+    if (numelOf(out.meta.shape) === 0) return;
+    ctx.launch('concat_rows', [out.ptr, ...xs.map((x) => x.ptr)], xs.map((x) => numelOf(x.meta.shape)));
+  },
 };
 
 /** g [n, ...rest] -> zeros [rows, ...rest] with g at rows [start, start + n): sliceRows' backward. */
@@ -149,5 +157,9 @@ export const placeRowsKernel: KernelDef<PlaceRowsAttrs> = {
   webgpu(ctx, [g], [out], { start }) {
     for (const c of out.chunks) ctx.clear(c.buffer, c.offset, c.size);
     copyRowsGpu(ctx, 'place_rows', g, 0, out, start, g.meta.shape[0]);
+  },
+  cuda(ctx, [g], [out], { start }) {
+    const total = numelOf(out.meta.shape);
+    if (total > 0) ctx.launch('place_rows', [g.ptr, out.ptr], [total, start * rowElemsOf(g.meta), numelOf(g.meta.shape)]);
   },
 };

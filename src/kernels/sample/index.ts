@@ -7,7 +7,7 @@
 import { InvalidArgument, ShapeMismatch } from '../../errors';
 import { Uniforms } from '../../gpu/context';
 import type { GpuContext } from '../../gpu/context';
-import { type FloatArray, type GpuRef, type KernelDef, type Meta, binding, expectDType, expectRank } from '../kernel';
+import { type CudaRef, type FloatArray, type GpuRef, type KernelDef, type Meta, binding, expectDType, expectRank } from '../kernel';
 import { type SampleAttrs, sampleForward } from './cpu';
 import { argmaxWgsl, sampleWgsl } from './wgsl';
 
@@ -68,6 +68,11 @@ function dispatchArgmax(ctx: GpuContext, x: GpuRef, out: GpuRef) {
   );
 }
 
+/** ints [rows, V] of a [V] or [B, V] logits tensor (rows = the length of the ids output). */
+function cudaRows(x: CudaRef, ids: CudaRef): [rows: number, v: number] {
+  return [ids.meta.shape[0], x.meta.shape[x.meta.shape.length - 1]];
+}
+
 export const argmaxKernel: KernelDef<void> = {
   name: 'argmax',
   outputs: (inputs) => idsMeta('argmax', inputs),
@@ -77,6 +82,9 @@ export const argmaxKernel: KernelDef<void> = {
   },
   webgpu(ctx, [x], [out]) {
     dispatchArgmax(ctx, x, out);
+  },
+  cuda(ctx, [x], [out]) {
+    ctx.launch('argmax', [x.ptr, out.ptr], cudaRows(x, out));
   },
 };
 
@@ -106,5 +114,11 @@ export const sampleKernel: KernelDef<SampleAttrs> = {
         workgroups: ctx.grid(rows),
       }),
     );
+  },
+  cuda(ctx, [x], [out], a) {
+    const [rows, v] = cudaRows(x, out);
+    if (a.temperature === 0) return ctx.launch('argmax', [x.ptr, out.ptr], [rows, v]);
+    // floats travel as f64: top-p needs no f32 clamp here (the kernel compares in f64)
+    ctx.launch('sample', [x.ptr, out.ptr], [rows, v, a.topK >= v ? 0 : a.topK, a.seed, a.step], [a.temperature, a.topP]);
   },
 };

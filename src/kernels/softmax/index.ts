@@ -63,6 +63,10 @@ export const softmaxKernel: KernelDef<SoftmaxAttrs> = {
     const [, cols] = rowsCols(x.meta.shape);
     dispatchRows(ctx, `softmax_f32_${log ? 'log' : 'fwd'}_wg${WG}`, () => softmaxWgsl(log, WG), [x, y], cols);
   },
+  cuda(ctx, [x], [y], { log }) {
+    const [rows, cols] = rowsCols(x.meta.shape);
+    if (rows * cols > 0) ctx.launch('softmax', [x.ptr, y.ptr], [rows, cols, log ? 1 : 0]);
+  },
 };
 
 /** (y, dy) -> dx, where y is the forward output (softmax or log-softmax). */
@@ -81,5 +85,9 @@ export const softmaxBackwardKernel: KernelDef<SoftmaxAttrs> = {
   webgpu(ctx, [y, dy], [dx], { log }) {
     const [, cols] = rowsCols(y.meta.shape);
     dispatchRows(ctx, `softmax_f32_${log ? 'logbwd' : 'bwd'}_wg${WG}`, () => softmaxBackwardWgsl(log, WG), [y, dy, dx], cols);
+  },
+  cuda(ctx, [y, dy], [dx], { log }) {
+    const [rows, cols] = rowsCols(y.meta.shape);
+    if (rows * cols > 0) ctx.launch('softmax_backward', [y.ptr, dy.ptr, dx.ptr], [rows, cols, log ? 1 : 0]);
   },
 };

@@ -89,4 +89,8 @@ export const topkKernel: KernelDef<TopkAttrs> = {
   webgpu(ctx, [x], [values, indices], { k }) {
     dispatchTopk(ctx, x, values, indices, k);
   },
+  cuda(ctx, [x], [values, indices], { k }) {
+    const [rows, v] = rowsCols(x.meta.shape);
+    ctx.launch('topk', [x.ptr, values.ptr, indices.ptr], [rows, v, k]);
+  },
 };

@@ -1,0 +1,231 @@
+/**
+ * `npm run test:cuda` (bench/cuda.ts): the cuda backend on a GPU machine (a few minutes on one H100).
+ *   (a) every parity case of src/kernels/cases.ts on cuda against the CPU reference (each case's own tolerance);
+ *       an op without a `cuda` hook fails, named;
+ *   (b) the tiny models (models/tiny) against their torch golden files: hidden, logits, d L / d inputsEmbeds
+ *       (the loss of test/tiny-golden.gpu.test.ts), bound 1e-4 as for the other f32 backends;
+ *   (g) gemm_lt itself against an f64 reference: every transpose pair, f32/bf16/f16 weights, padded leading
+ *       dimensions and batch strides, bias, accumulate; the padding must stay untouched;
+ *   (c) cuBLASLt GEMM TFLOP/s at Qwen3-1.7B shapes (bf16 weights, f32 activations converted on the fly), and
+ *       decode tokens/s of a random-weights 4-layer decoder at that width (bf16 weights).
+ * Without a usable CUDA device it prints why and exits 0 ("skipped: needs a CUDA device").
+ * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf runs one part.
+ */
+import { readFileSync } from 'node:fs';
+import type { DType } from '../src/formats/dtype';
+import { decode, encode } from '../src/formats/encode';
+import { F, Tape } from '../src/autograd';
+import { CudaUnavailable } from '../src/errors';
+import { openCheckpoint } from '../src/formats/safetensors-sharded';
+import { CUDA_DTYPE } from '../src/kernels/kernel';
+import { allCases } from '../src/kernels/cases';
+import { Decoder, generate, loadDecoderWeights, parseDecoderConfig } from '../src/model';
+import { randomDecoder } from '../src/model/model.bench';
+import { scaledError, tinyConfig } from '../src/model/testing';
+import { CpuBackend } from '../src/tensor/cpu';
+import { CudaBackend } from '../src/tensor/cuda';
+import { newRng, type ParityEnv } from '../src/testing/parity';
+import { Rng } from '../src/testing/rng';
+
+const only = process.env.RMAS_CUDA_ONLY;
+const failures: string[] = [];
+const log = (s: string) => process.stdout.write(`${s}\n`);
+
+let cuda: CudaBackend;
+try {
+  cuda = await CudaBackend.create();
+} catch (e) {
+  if (!(e instanceof CudaUnavailable)) throw e;
+  log(`CudaUnavailable: ${e.message}`);
+  log('skipped: needs a CUDA device');
+  process.exit(0);
+}
+const probe = cuda.addon.probe();
+log(`${cuda.name}; driver ${probe.driverVersion}, runtime ${probe.runtimeVersion}, cuBLASLt ${probe.cublasLt ?? `missing (${probe.cublasLtError})`}`);
+log(`registered kernels: ${cuda.addon.kernels().join(', ')}`);
+
+async function parity() {
+  const missing = new Map<string, string[]>();
+  let passed = 0;
+  let total = 0;
+  for (const { group, cases } of allCases) {
+    for (const [i, c] of cases.entries()) {
+      total++;
+      // the cases use env.gpu only through the Backend interface; ParityEnv types it as the WebGPU backend
+      const env: ParityEnv = { gpu: cuda, cpu: new CpuBackend(), rng: newRng(1000 + i), f16: true };
+      try {
+        await c.run(env);
+        await cuda.sync();
+        passed++;
+      } catch (e) {
+        const err = e as Error;
+        const hook = /^(\S+): this op has no CUDA kernel yet/.exec(err.message);
+        if (err.name === 'UnsupportedFeature' && hook) missing.set(hook[1], [...(missing.get(hook[1]) ?? []), `${group}/${c.name}`]);
+        else failures.push(`parity ${group}/${c.name}: ${err.name}: ${err.message.split('\n')[0]}`);
+        try {
+          await cuda.sync();
+        } catch (s) {
+          failures.push(`parity ${group}/${c.name}: deferred CUDA error ${(s as Error).message}`);
+        }
+      }
+    }
+  }
+  for (const [op, cases] of missing) failures.push(`missing cuda hook: ${op} (${cases.length} case${cases.length > 1 ? 's' : ''}, e.g. ${cases[0]})`);
+  log(`(a) parity: ${passed}/${total} cases passed; ${missing.size} op(s) without a cuda hook`);
+}
+
+async function golden() {
+  for (const name of ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny']) {
+    const dir = `models/tiny/${name}`;
+    const g = JSON.parse(readFileSync(`test/golden/tiny-${name}.json`, 'utf8')) as {
+      ids: number[]; dims: { T: number; hidden: number; vocab: number; logit_cols: number }; hidden: string; logits: string; loss: number; grad: string;
+    };
+    const f64 = (b64: string) => { const b = Buffer.from(b64, 'base64'); return new Float64Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength)); };
+    const { T, hidden: d, vocab: V, logit_cols: C } = g.dims;
+    const R = Float64Array.from({ length: T * d }, (_, i) => Math.sin(0.37 * i + 0.1));
+    const R2 = new Float64Array(T * V);
+    for (let t = 0; t < T; t++) for (let j = 0; j < C; j++) R2[t * V + j] = Math.cos(0.23 * (t * C + j));
+    try {
+      const config = parseDecoderConfig(readFileSync(`${dir}/config.json`, 'utf8'), `${dir}/config.json`);
+      const store = await openCheckpoint(dir);
+      const weights = await loadDecoderWeights(config, store, cuda);
+      await store.close();
+      const model = new Decoder(config, weights);
+      const e = model.embed(cuda.fromValues(g.ids, [T], 'i32'));
+      e.requiresGrad = true;
+      const [r, r2] = [cuda.fromValues(R, [T, d]), cuda.fromValues(R2, [T, V])];
+      const tape = new Tape();
+      const out = tape.run(() => {
+        const o = model.forward({ inputsEmbeds: e, logits: 'all' });
+        const s1 = F.sumRows(F.reshape(F.mul(o.hidden, r), [T * d]), []);
+        const s2 = F.sumRows(F.reshape(F.mul(o.logits!, r2), [T * V]), []);
+        return { ...o, loss: F.add(s1, s2) };
+      });
+      const got = { hidden: await out.hidden.read(), logits: await out.logits!.read(), loss: (await out.loss.read())[0] };
+      await tape.backward(out.loss);
+      const err = {
+        hidden: scaledError(got.hidden, f64(g.hidden)),
+        logits: scaledError(got.logits, f64(g.logits)),
+        grad: scaledError(await e.grad!.read(), f64(g.grad)),
+        loss: Math.abs(got.loss - g.loss) / Math.abs(g.loss),
+      };
+      log(`(b) ${name}: ${Object.entries(err).map(([k, v]) => `${k} ${v.toExponential(2)}`).join(', ')}`);
+      for (const [k, v] of Object.entries(err)) if (!(v < 1e-4)) failures.push(`golden ${name}: ${k} off by ${v.toExponential(2)} (bound 1e-4)`);
+      tape.dispose();
+      weights.dispose();
+    } catch (x) {
+      failures.push(`golden ${name}: ${(x as Error).name}: ${(x as Error).message.split('\n')[0]}`);
+    }
+  }
+}
+
+/** One gemm_lt launch on padded, strided, batched operands against an f64 loop over the same (rounded) values. */
+function gemmCase(rng: Rng, tA: number, tB: number, dt: DType, bias: boolean, acc: boolean): number {
+  const a = cuda.addon;
+  const [M, N, K, batch, alpha] = [5, 7, 33, 3, 0.75];
+  const [rA, cA] = tA ? [K, M] : [M, K];
+  const [rB, cB] = tB ? [N, K] : [K, N];
+  const [lda, ldb, ldc] = [cA + 1, cB + 3, N + 2];
+  const [sA, sB, sC] = [rA * lda + 5, rB * ldb + 2, M * ldc + 3];
+  // values as the device will see them: A rounded to B's type (the addon converts), B stored in its type
+  const round = (v: Float32Array, d: DType) => (d === 'f32' ? v : decode(d, encode(d, v, [v.length]), [v.length]));
+  const A = rng.normals(batch * sA), B = round(rng.normals(batch * sB), dt), C0 = rng.normals(batch * sC), bv = rng.normals(N);
+  const Ar = round(A, dt);
+  const up = (v: Float32Array, d: DType) => { const b = encode(d, v, [v.length]); const p = a.malloc(b.byteLength); a.upload(p, b); return p; };
+  const pA = up(A, 'f32'), pB = up(B, dt), pC = up(C0, 'f32'), pBias = bias ? up(bv, 'f32') : 0n;
+  a.launch('gemm_lt', [pA, pB, pC, pBias], [M, N, K, batch, tA, tB, lda, ldb, ldc, sA, sB, sC, CUDA_DTYPE.f32, CUDA_DTYPE[dt], acc ? 1 : 0], [alpha]);
+  const got = decode('f32', a.download(pC, batch * sC * 4), [batch * sC]);
+  [pA, pB, pC, pBias].forEach((p) => p && a.free(p));
+  const want = Float64Array.from(C0);
+  let scale = 0;
+  for (let b = 0; b < batch; b++) {
+    for (let m = 0; m < M; m++) {
+      for (let n = 0; n < N; n++) {
+        let sum = 0;
+        for (let k = 0; k < K; k++) sum += Ar[b * sA + (tA ? k * lda + m : m * lda + k)] * B[b * sB + (tB ? n * ldb + k : k * ldb + n)];
+        const i = b * sC + m * ldc + n;
+        want[i] = alpha * sum + (bias ? bv[n] : 0) + (acc ? C0[i] : 0);
+        scale = Math.max(scale, Math.abs(want[i]));
+      }
+    }
+  }
+  let err = 0;
+  for (let i = 0; i < want.length; i++) err = Math.max(err, Math.abs(got[i] - want[i]));
+  return err / scale;
+}
+
+async function gemmCheck() {
+  const rng = new Rng(7);
+  let worst = 0;
+  let n = 0;
+  for (const dt of ['f32', 'bf16', 'f16'] as const) {
+    for (const [tA, tB] of [[0, 0], [0, 1], [1, 0], [1, 1]]) {
+      for (const [bias, acc] of [[false, false], [true, false], [false, true], [true, true]]) {
+        const label = `gemm_lt ${dt} transA=${tA} transB=${tB}${bias ? ' +bias' : ''}${acc ? ' +C' : ''}`;
+        try {
+          const e = gemmCase(rng, tA, tB, dt, bias, acc);
+          worst = Math.max(worst, e);
+          n++;
+          // f32 accumulation of 33 products; inputs already rounded on both sides
+          if (!(e < 1e-5)) failures.push(`${label}: max|Δ|/max|want| ${e.toExponential(2)} (bound 1e-5)`);
+        } catch (x) {
+          failures.push(`${label}: ${(x as Error).message}`);
+        }
+      }
+    }
+  }
+  log(`(g) gemm_lt vs f64 reference: ${n}/48 launches ran, worst scaled error ${worst.toExponential(2)}`);
+}
+
+/** cuBLASLt through gemm_lt: C[M,N] = A[M,K] (f32) · W[N,K]^T (bf16), the shape of a linear layer. */
+function gemmTflops(M: number, N: number, K: number): number {
+  const a = cuda.addon;
+  const A = a.malloc(M * K * 4), W = a.malloc(N * K * 2), Cm = a.malloc(M * N * 4);
+  a.memset(A, M * K * 4), a.memset(W, N * K * 2);
+  const ints = [M, N, K, 1, 0, 1, K, K, N, 0, 0, 0, CUDA_DTYPE.f32, CUDA_DTYPE.bf16, 0];
+  const run = () => a.launch('gemm_lt', [A, W, Cm, 0n], ints, [1]);
+  for (let i = 0; i < 3; i++) run();
+  a.sync();
+  const iters = M >= 4096 ? 20 : 100;
+  const t0 = performance.now();
+  for (let i = 0; i < iters; i++) run();
+  a.sync();
+  const s = (performance.now() - t0) / 1000 / iters;
+  [A, W, Cm].forEach((p) => a.free(p));
+  return (2 * M * N * K) / s / 1e12;
+}
+
+async function perf() {
+  for (const M of [1, 512, 4096]) {
+    const row = [[6144, 2048, 'gate/up 2048→6144'], [2048, 6144, 'down 6144→2048'], [2048, 2048, 'o 2048→2048']] as const;
+    try {
+      log(`(c) gemm_lt bf16 M=${M}: ${row.map(([N, K, what]) => `${what} ${gemmTflops(M, N, K).toFixed(M === 1 ? 3 : 1)} TFLOP/s`).join(', ')}`);
+    } catch (e) {
+      failures.push(`gemm_lt M=${M}: ${(e as Error).message}`);
+    }
+  }
+  try {
+    const layers = 4;
+    const c = tinyConfig('qwen3', { hidden_size: 2048, num_hidden_layers: layers, num_attention_heads: 16, num_key_value_heads: 8, head_dim: 128,
+      intermediate_size: 6144, vocab_size: 151936, tie_word_embeddings: true, max_position_embeddings: 4096 });
+    const model = await randomDecoder(c, cuda, null);
+    const prompt = Array.from({ length: 64 }, (_, i) => (i * 7919) % 151936);
+    await generate(model, { inputIds: prompt.slice(0, 8), maxNewTokens: 4, sampling: { greedy: true }, eosTokenIds: [] });
+    const r = await generate(model, { inputIds: prompt, maxNewTokens: 64, sampling: { greedy: true }, eosTokenIds: [] });
+    log(`(c) decode, random bf16 Qwen3-1.7B width (hidden 2048, ${layers} of 28 layers, vocab 151936): prefill ${r.prefillTokensPerSec.toFixed(0)} tokens/s, ` +
+      `decode ${r.decodeTokensPerSec.toFixed(1)} tokens/s (${(1000 / r.decodeTokensPerSec).toFixed(2)} ms/token)`);
+  } catch (e) {
+    failures.push(`decode: ${(e as Error).name}: ${(e as Error).message.split('\n')[0]}`);
+  }
+}
+
+const t0 = performance.now();
+if (!only || only === 'parity') await parity();
+if (!only || only === 'golden') await golden();
+if (!only || only === 'gemm') await gemmCheck();
+if (!only || only === 'perf') await perf();
+const m = cuda.memInfo();
+log(`pool ${(m.poolReserved / 2 ** 20).toFixed(0)} MiB reserved, ${(m.poolUsed / 2 ** 20).toFixed(0)} MiB in use; ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+for (const f of failures) log(`FAIL ${f}`);
+log(failures.length ? `${failures.length} failure(s)` : 'all cuda checks passed');
+process.exit(failures.length ? 1 : 0);

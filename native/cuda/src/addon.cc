@@ -1,0 +1,286 @@
+// The N-API surface of the CUDA backend (src/gpu/cuda-addon.ts types it). One device and one stream per
+// process: init(device) picks them; allocations come from the device's stream-ordered pool (cudaMallocAsync),
+// which keeps freed memory for reuse. Failures throw JS Errors carrying the CUDA error code and name.
+#include <napi.h>
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "cublaslt.h"
+#include "registry.h"
+
+namespace {
+
+struct State {
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  int ccMajor = 0, ccMinor = 0;
+  std::string name;
+} g;
+
+Napi::Error cudaError(Napi::Env env, cudaError_t e, const std::string& what, const std::string& detail = "") {
+  std::string msg = what + " failed: " + cudaGetErrorName(e) + " (" + std::to_string(int(e)) + "): " + cudaGetErrorString(e);
+  if (!detail.empty()) msg += "; " + detail;
+  Napi::Error err = Napi::Error::New(env, msg);
+  err.Set("code", Napi::Number::New(env, int(e)));
+  err.Set("cudaError", Napi::String::New(env, cudaGetErrorName(e)));
+  return err;
+}
+
+void check(Napi::Env env, cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) throw cudaError(env, e, what);
+}
+
+void needInit(Napi::Env env, const char* what) {
+  if (g.device < 0) throw Napi::Error::New(env, std::string(what) + ": call init(device) first");
+}
+
+uint64_t toPtr(const Napi::Value& v, const char* what) {
+  bool lossless = true;
+  if (v.IsBigInt()) return v.As<Napi::BigInt>().Uint64Value(&lossless);
+  if (v.IsNumber()) return uint64_t(v.As<Napi::Number>().Int64Value());
+  throw Napi::TypeError::New(v.Env(), std::string(what) + ": expected a bigint device address");
+}
+
+size_t toSize(const Napi::Value& v, const char* what) {
+  if (v.IsBigInt()) {
+    bool lossless = true;
+    return size_t(v.As<Napi::BigInt>().Uint64Value(&lossless));
+  }
+  if (!v.IsNumber() || v.As<Napi::Number>().DoubleValue() < 0) throw Napi::TypeError::New(v.Env(), std::string(what) + ": expected a byte count");
+  return size_t(v.As<Napi::Number>().Int64Value());
+}
+
+Napi::Value Probe(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object r = Napi::Object::New(env);
+  int count = 0, driver = 0, runtime = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  r.Set("code", Napi::Number::New(env, int(e)));
+  r.Set("error", e == cudaSuccess ? env.Null() : Napi::String::New(env, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e)));
+  Napi::Array devices = Napi::Array::New(env);
+  for (int i = 0; e == cudaSuccess && i < count; i++) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    Napi::Object d = Napi::Object::New(env);
+    d.Set("index", i);
+    d.Set("name", p.name);
+    d.Set("major", p.major);
+    d.Set("minor", p.minor);
+    d.Set("totalMem", double(p.totalGlobalMem));
+    d.Set("multiProcessors", p.multiProcessorCount);
+    devices.Set(devices.Length(), d);
+  }
+  r.Set("devices", devices);
+  r.Set("driverVersion", driver);
+  r.Set("runtimeVersion", runtime);
+  const char* path = rmas::lt::loaded_path();
+  r.Set("cublasLt", path ? Napi::String::New(env, path) : env.Null());
+  r.Set("cublasLtError", path ? env.Null() : Napi::String::New(env, rmas::lt::load_error()));
+  cudaGetLastError();  // probing leaves nothing sticky behind
+  return r;
+}
+
+Napi::Value Init(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const int device = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().Int32Value() : 0;
+  if (g.device >= 0 && g.device != device) throw Napi::Error::New(env, "init: device " + std::to_string(g.device) + " is already in use by this process");
+  if (g.device < 0) {
+    check(env, cudaSetDevice(device), "cudaSetDevice");
+    cudaDeviceProp p{};
+    check(env, cudaGetDeviceProperties(&p, device), "cudaGetDeviceProperties");
+    check(env, cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    // keep freed blocks in the pool instead of returning them to the driver at every sync
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    g.device = device, g.ccMajor = p.major, g.ccMinor = p.minor, g.name = p.name;
+  }
+  Napi::Object r = Napi::Object::New(env);
+  r.Set("device", g.device);
+  r.Set("name", g.name);
+  r.Set("major", g.ccMajor);
+  r.Set("minor", g.ccMinor);
+  return r;
+}
+
+Napi::Value Malloc(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  needInit(env, "malloc");
+  const size_t bytes = toSize(info[0], "malloc");
+  void* p = nullptr;
+  cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, g.stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw cudaError(env, e, "cudaMallocAsync(" + std::to_string(bytes) + " bytes)");
+  }
+  return Napi::BigInt::New(env, uint64_t(reinterpret_cast<uintptr_t>(p)));
+}
+
+Napi::Value Free(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  needInit(env, "free");
+  const uint64_t p = toPtr(info[0], "free");
+  if (p) check(env, cudaFreeAsync(reinterpret_cast<void*>(uintptr_t(p)), g.stream), "cudaFreeAsync");
+  return env.Undefined();
+}
+
+Napi::Value Upload(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  needInit(env, "upload");
+  const uint64_t p = toPtr(info[0], "upload");
+  if (!info[1].IsTypedArray()) throw Napi::TypeError::New(env, "upload: expected a Uint8Array");
+  Napi::TypedArray t = info[1].As<Napi::TypedArray>();
+  const uint8_t* src = static_cast<const uint8_t*>(t.ArrayBuffer().Data()) + t.ByteOffset();
+  // from pageable memory this returns once the bytes are staged, so the JS buffer may be reused at once
+  if (t.ByteLength()) check(env, cudaMemcpyAsync(reinterpret_cast<void*>(uintptr_t(p)), src, t.ByteLength(), cudaMemcpyHostToDevice, g.stream), "cudaMemcpy (upload)");
+  return env.Undefined();
+}
+
+Napi::Value Download(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  needInit(env, "download");
+  const uint64_t p = toPtr(info[0], "download");
+  const size_t bytes = toSize(info[1], "download");
+  Napi::Uint8Array out = Napi::Uint8Array::New(env, bytes);
+  if (bytes) {
+    check(env, cudaMemcpyAsync(out.Data(), reinterpret_cast<const void*>(uintptr_t(p)), bytes, cudaMemcpyDeviceToHost, g.stream), "cudaMemcpy (download)");
+    check(env, cudaStreamSynchronize(g.stream), "cudaStreamSynchronize (download)");
+  }
+  return out;
+}
+
+Napi::Value Memset(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  needInit(env, "memset");
+  const uint64_t p = toPtr(info[0], "memset");
+  const size_t bytes = toSize(info[1], "memset");
+  const int value = info.Length() > 2 && info[2].IsNumber() ? info[2].As<Napi::Number>().Int32Value() : 0;
+  if (bytes) check(env, cudaMemsetAsync(reinterpret_cast<void*>(uintptr_t(p)), value, bytes, g.stream), "cudaMemsetAsync");
+  return env.Undefined();
+}
+
+Napi::Value Copy(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  needInit(env, "copy");
+  const uint64_t dst = toPtr(info[0], "copy"), src = toPtr(info[1], "copy");
+  const size_t bytes = toSize(info[2], "copy");
+  if (bytes) check(env, cudaMemcpyAsync(reinterpret_cast<void*>(uintptr_t(dst)), reinterpret_cast<const void*>(uintptr_t(src)), bytes, cudaMemcpyDeviceToDevice, g.stream), "cudaMemcpy (copy)");
+  return env.Undefined();
+}
+
+Napi::Value Sync(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  needInit(env, "sync");
+  check(env, cudaStreamSynchronize(g.stream), "cudaStreamSynchronize");
+  return env.Undefined();
+}
+
+Napi::Value MemInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  needInit(env, "memInfo");
+  size_t free = 0, total = 0;
+  check(env, cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  Napi::Object r = Napi::Object::New(env);
+  r.Set("free", double(free));
+  r.Set("total", double(total));
+  cudaMemPool_t pool;
+  uint64_t used = 0, reserved = 0;
+  if (cudaDeviceGetDefaultMemPool(&pool, g.device) == cudaSuccess) {
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used);
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+  }
+  r.Set("poolUsed", double(used));
+  r.Set("poolReserved", double(reserved));
+  return r;
+}
+
+template <typename T>
+std::vector<T> numbers(const Napi::Value& v, const char* what, bool big) {
+  std::vector<T> out;
+  if (v.IsUndefined() || v.IsNull()) return out;
+  if (!v.IsArray()) throw Napi::TypeError::New(v.Env(), std::string("launch: ") + what + " must be an array");
+  Napi::Array a = v.As<Napi::Array>();
+  out.reserve(a.Length());
+  for (uint32_t i = 0; i < a.Length(); i++) {
+    Napi::Value x = a.Get(i);
+    if (big) out.push_back(T(toPtr(x, "launch ptrs")));
+    else if (x.IsNumber()) out.push_back(T(x.As<Napi::Number>().DoubleValue()));
+    else throw Napi::TypeError::New(v.Env(), std::string("launch: ") + what + "[" + std::to_string(i) + "] is not a number");
+  }
+  return out;
+}
+
+Napi::Value Launch(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsString()) throw Napi::TypeError::New(env, "launch: expected a kernel name");
+  const std::string name = info[0].As<Napi::String>();
+  rmas::KernelFn fn = rmas::find_kernel(name.c_str());
+  if (!fn) throw Napi::Error::New(env, "launch: no CUDA kernel named \"" + name + "\" is registered in this addon (rebuild it: npm run build:cuda)");
+  needInit(env, "launch");
+  const auto ptrs = numbers<uint64_t>(info[1], "ptrs", true);
+  const auto ints = numbers<int64_t>(info[2], "ints", false);
+  const auto floats = numbers<double>(info[3], "floats", false);
+  rmas::LaunchArgs a{g.stream, ptrs.data(), int(ptrs.size()), ints.data(), int(ints.size()), floats.data(), int(floats.size()), g.ccMajor, g.ccMinor};
+  rmas::lt::clear_detail();
+  cudaError_t e = fn(a);
+  if (e != cudaSuccess) {
+    std::string detail = rmas::lt::detail();
+    if (e == cudaErrorInvalidValue && detail.empty())
+      detail = "check the argument counts (" + std::to_string(ptrs.size()) + " ptrs, " + std::to_string(ints.size()) + " ints, " + std::to_string(floats.size()) + " floats)";
+    throw cudaError(env, e, "kernel " + name, detail);
+  }
+  return env.Undefined();
+}
+
+Napi::Value Kernels(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Array out = Napi::Array::New(env);
+  rmas::list_kernels([](const char* n, void* user) {
+    auto* arr = static_cast<Napi::Array*>(user);
+    arr->Set(arr->Length(), Napi::String::New(arr->Env(), n));
+  }, &out);
+  return out;
+}
+
+Napi::Value DeviceName(const Napi::CallbackInfo& info) {
+  needInit(info.Env(), "deviceName");
+  return Napi::String::New(info.Env(), g.name);
+}
+
+Napi::Value Capability(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  needInit(env, "capability");
+  Napi::Object r = Napi::Object::New(env);
+  r.Set("major", g.ccMajor);
+  r.Set("minor", g.ccMinor);
+  return r;
+}
+
+Napi::Object Module(Napi::Env env, Napi::Object exports) {
+  exports.Set("probe", Napi::Function::New(env, Probe));
+  exports.Set("init", Napi::Function::New(env, Init));
+  exports.Set("malloc", Napi::Function::New(env, Malloc));
+  exports.Set("free", Napi::Function::New(env, Free));
+  exports.Set("upload", Napi::Function::New(env, Upload));
+  exports.Set("download", Napi::Function::New(env, Download));
+  exports.Set("memset", Napi::Function::New(env, Memset));
+  exports.Set("copy", Napi::Function::New(env, Copy));
+  exports.Set("sync", Napi::Function::New(env, Sync));
+  exports.Set("memInfo", Napi::Function::New(env, MemInfo));
+  exports.Set("launch", Napi::Function::New(env, Launch));
+  exports.Set("kernels", Napi::Function::New(env, Kernels));
+  exports.Set("deviceName", Napi::Function::New(env, DeviceName));
+  exports.Set("capability", Napi::Function::New(env, Capability));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(rmas_cuda, Module)

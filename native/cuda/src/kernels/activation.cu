@@ -1,0 +1,145 @@
+// Activations on f32 tensors, forward and backward: SiLU, exact (erf) GELU, tanh GELU and SwiGLU; the
+// semantics are src/kernels/activation/cpu.ts. f32 math with the CPU's overflow-free forms: σ from
+// exp(-|x|), GELU's Φ from erf near zero and erfc in the tails (no 1 - erfc cancellation), tanh GELU
+// as x·σ(2u) with x clamped inside u (σ has saturated long before |x| = 30).
+#include "../registry.h"
+#include "rowops.cuh"
+
+namespace {
+
+using rmas::rows::grid_for;
+constexpr int kThreads = 256;
+
+/** Activation codes in ints (src/kernels/activation/index.ts ACTIVATION_CODE). */
+enum Act : int64_t { kSilu = 0, kGelu = 1, kGeluTanh = 2 };
+
+__device__ __forceinline__ float sigmoid(float x) {
+  const float e = expf(-fabsf(x));
+  const float s = 1.f / (1.f + e);
+  return x >= 0.f ? s : e * s;
+}
+
+// Φ(x) = 0.5·(1 + erf(x/√2))
+__device__ __forceinline__ float phi_cdf(float x) {
+  const float z = x * 0.70710678118654752f;
+  if (fabsf(z) < 0.75f) return 0.5f + 0.5f * erff(z);
+  return z > 0.f ? 1.f - 0.5f * erfcf(z) : 0.5f * erfcf(-z);
+}
+
+__device__ __forceinline__ float tanh_u2(float x) {
+  const float c = fminf(fmaxf(x, -30.f), 30.f);
+  return 1.5957691216057308f * (c + 0.044715f * c * c * c);
+}
+
+template <int64_t A>
+__device__ __forceinline__ float act_f(float x) {
+  if (A == kSilu) return x * sigmoid(x);
+  if (A == kGelu) return x * phi_cdf(x);
+  return x * sigmoid(tanh_u2(x));
+}
+
+template <int64_t A>
+__device__ __forceinline__ float act_df(float x) {
+  if (A == kSilu) return sigmoid(x) * (1.f + x * sigmoid(-x));
+  if (A == kGelu) {
+    const float c = fminf(fabsf(x), 20.f);  // the density has underflowed long before; keeps c² finite
+    return phi_cdf(x) + x * 0.39894228040143268f * expf(-0.5f * c * c);
+  }
+  const float u2 = tanh_u2(x);
+  const float s = sigmoid(u2);
+  const float c = fminf(fmaxf(x, -30.f), 30.f);
+  return s + x * s * sigmoid(-u2) * 1.5957691216057308f * (1.f + 0.134145f * c * c);
+}
+
+#define GRID_STRIDE(i, n) \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+template <int64_t A>
+__global__ void activation_kernel(const float* __restrict__ x, float* __restrict__ out, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = act_f<A>(x[i]);
+}
+
+template <int64_t A>
+__global__ void activation_backward_kernel(const float* __restrict__ x, const float* __restrict__ g, float* __restrict__ dx, int64_t n) {
+  GRID_STRIDE(i, n) dx[i] = g[i] * act_df<A>(x[i]);
+}
+
+// ptrs [x, out] (f32); ints [n, op] (op: 0 silu, 1 gelu, 2 gelu_tanh); floats [].
+cudaError_t launch_activation(const rmas::LaunchArgs& args) {
+  if (!rmas::counts(args, 2, 2, 0)) return cudaErrorInvalidValue;
+  const int64_t n = args.ints[0], op = args.ints[1];
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const auto x = rmas::ptr<const float>(args, 0);
+  const auto out = rmas::ptr<float>(args, 1);
+  const unsigned grid = grid_for(n, kThreads);
+  switch (op) {
+    case kSilu: activation_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
+    case kGelu: activation_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
+    case kGeluTanh: activation_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+// ptrs [x, g, dx] (f32; x is the forward input); ints [n, op]; floats []. dx = g·f'(x).
+cudaError_t launch_activation_backward(const rmas::LaunchArgs& args) {
+  if (!rmas::counts(args, 3, 2, 0)) return cudaErrorInvalidValue;
+  const int64_t n = args.ints[0], op = args.ints[1];
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  const auto x = rmas::ptr<const float>(args, 0), g = rmas::ptr<const float>(args, 1);
+  const auto dx = rmas::ptr<float>(args, 2);
+  const unsigned grid = grid_for(n, kThreads);
+  switch (op) {
+    case kSilu: activation_backward_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
+    case kGelu: activation_backward_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
+    case kGeluTanh: activation_backward_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+__global__ void swiglu_kernel(const float* __restrict__ gate, const float* __restrict__ up, float* __restrict__ out, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = act_f<kSilu>(gate[i]) * up[i];
+}
+
+// dgate = g·up·silu'(gate), dup = g·silu(gate); either output may be null
+__global__ void swiglu_backward_kernel(const float* __restrict__ gate, const float* __restrict__ up, const float* __restrict__ g,
+                                       float* __restrict__ dgate, float* __restrict__ dup, int64_t n) {
+  GRID_STRIDE(i, n) {
+    const float x = gate[i];
+    if (dgate) dgate[i] = g[i] * up[i] * act_df<kSilu>(x);
+    if (dup) dup[i] = g[i] * act_f<kSilu>(x);
+  }
+}
+
+// ptrs [gate, up, out] (f32); ints [n]; floats [].
+cudaError_t launch_swiglu(const rmas::LaunchArgs& args) {
+  if (!rmas::counts(args, 3, 1, 0)) return cudaErrorInvalidValue;
+  const int64_t n = args.ints[0];
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  swiglu_kernel<<<grid_for(n, kThreads), kThreads, 0, args.stream>>>(rmas::ptr<const float>(args, 0), rmas::ptr<const float>(args, 1),
+                                                                      rmas::ptr<float>(args, 2), n);
+  return cudaGetLastError();
+}
+
+// ptrs [gate, up, g, dgate or 0, dup or 0] (f32); ints [n]; floats [].
+cudaError_t launch_swiglu_backward(const rmas::LaunchArgs& args) {
+  if (!rmas::counts(args, 5, 1, 0)) return cudaErrorInvalidValue;
+  const int64_t n = args.ints[0];
+  if (n < 0) return cudaErrorInvalidValue;
+  if (n == 0 || (args.ptrs[3] == 0 && args.ptrs[4] == 0)) return cudaSuccess;
+  swiglu_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, args.stream>>>(
+      rmas::ptr<const float>(args, 0), rmas::ptr<const float>(args, 1), rmas::ptr<const float>(args, 2), rmas::ptr<float>(args, 3),
+      rmas::ptr<float>(args, 4), n);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+RMAS_KERNEL("activation", launch_activation);
+RMAS_KERNEL("activation_backward", launch_activation_backward);
+RMAS_KERNEL("swiglu", launch_swiglu);
+RMAS_KERNEL("swiglu_backward", launch_swiglu_backward);
