@@ -87,7 +87,7 @@ describe('rebuilding the tiny system from its seed', () => {
     const results = await trainTinyAgents({ out, seed: build.seed, stopAfter: steps, logEvery: 0, backend: new CpuBackend('f32') });
     for (const r of results) {
       const spec = AGENT_SPECS.find((s) => s.role === r.role)!;
-      expect(build.losses.agents[r.role]!.length, r.role).toBe(spec.steps ?? DEFAULTS.steps);
+      expect(build.losses.agents[r.role]!.length, r.role).toBe((spec.steps ?? DEFAULTS.steps) + (spec.finetune?.steps ?? 0));
       close(r.losses, build.losses.agents[r.role]!.slice(0, steps));
     }
   }, 240_000);

@@ -29,7 +29,7 @@ const ROOT = resolve(import.meta.dirname, '../..');
 export const BUILD_DEFAULTS = {
   seed: 7,
   inner: { steps: 400, batchSize: 8, lr: 2e-3 },
-  outer: { steps: 300, batchSize: 4, lr: 2e-3, rounds: 2, maxLatentTokens: 40 },
+  outer: { steps: 600, batchSize: 4, lr: 6e-3, rounds: 2, maxLatentTokens: 40 },
 } as const;
 
 interface BuildOptions {

@@ -7,7 +7,7 @@
  * with accuracy, mean seconds and generated tokens per question and latent steps. Prints a Markdown
  * table (the one in README.md) and, with --json FILE, writes every figure and each row's answer.
  *
- *   npx tsx models/tiny/eval.ts [--limit N] [--offset K] [--latent_steps M] [--backend cpu|webgpu]
+ *   npx tsx models/tiny/eval.ts [--split test|validation] [--limit N] [--offset K] [--latent_steps M] [--backend cpu|webgpu]
  *                               [--configs solver,text1,latent1,...] [--json FILE] [--system DIR]
  */
 import { writeFile } from 'node:fs/promises';
@@ -132,9 +132,9 @@ export async function evalTiny(opts: EvalOptions = {}): Promise<ConfigResult[]> 
 }
 
 /** The README table. */
-export function markdownTable(results: readonly ConfigResult[], backendName: string): string {
+export function markdownTable(results: readonly ConfigResult[], backendName: string, split = 'test'): string {
   const lines = [
-    `| system (greedy, ${results[0]?.total ?? 0} test questions, ${backendName}) | accuracy | s / question | generated tokens / question | latent steps / question |`,
+    `| system (greedy, ${results[0]?.total ?? 0} ${split} questions, ${backendName}) | accuracy | s / question | generated tokens / question | latent steps / question |`,
     '|---|---:|---:|---:|---:|',
     ...results.map((r) =>
       `| ${r.label} | ${(100 * r.accuracy).toFixed(1)}% (${r.correct}/${r.total}) | ${r.seconds.toFixed(2)} | ${r.tokens.toFixed(1)} | ${r.latentSteps.toFixed(0)} |`),
@@ -143,8 +143,8 @@ export function markdownTable(results: readonly ConfigResult[], backendName: str
 }
 
 function parseArgs(argv: string[]) {
-  const usage = 'usage: tsx models/tiny/eval.ts [--limit N] [--offset K] [--latent_steps M] [--backend cpu|webgpu] [--configs a,b,...] [--json FILE] [--system DIR]';
-  const a: { limit?: number; offset?: number; latent_steps?: number; backend?: string; configs?: EvalConfig[]; json?: string; system?: string } = {};
+  const usage = 'usage: tsx models/tiny/eval.ts [--split test|validation] [--limit N] [--offset K] [--latent_steps M] [--backend cpu|webgpu] [--configs a,b,...] [--json FILE] [--system DIR]';
+  const a: { limit?: number; offset?: number; latent_steps?: number; backend?: string; configs?: EvalConfig[]; json?: string; system?: string; split?: 'test' | 'validation' } = {};
   for (let i = 0; i < argv.length; i++) {
     const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const v = inline ?? argv[++i];
@@ -156,7 +156,11 @@ function parseArgs(argv: string[]) {
     } else if (k === '--backend') a.backend = v;
     else if (k === '--json') a.json = v;
     else if (k === '--system') a.system = v;
-    else if (k === '--configs') {
+    else if (k === '--split') {
+      // settings such as the latent length are chosen on validation; the reported table is on test
+      if (v !== 'test' && v !== 'validation') throw new InvalidArgument(`--split ${v}: expected test or validation`);
+      a.split = v;
+    } else if (k === '--configs') {
       const list = v.split(',').map((s) => s.trim()).filter(Boolean);
       const bad = list.find((c) => !(CONFIGS as readonly string[]).includes(c));
       if (bad) throw new InvalidArgument(`--configs: unknown '${bad}'; choose from ${CONFIGS.join(', ')}`);
@@ -171,7 +175,8 @@ async function main(argv: string[]) {
   const a = parseArgs(argv);
   let backend: Backend = new CpuBackend('f32');
   if (a.backend === 'webgpu') backend = await (await import('../../src/tensor/webgpu.ts')).WebGpuBackend.create();
-  const all = taskSplit('test');
+  const split = a.split ?? 'test';
+  const all = taskSplit(split);
   const offset = a.offset ?? 0;
   const rows = all.slice(offset, a.limit === undefined ? undefined : offset + a.limit);
   const t0 = performance.now();
@@ -179,10 +184,10 @@ async function main(argv: string[]) {
     backend, rows, configs: a.configs, latentSteps: a.latent_steps, systemDir: a.system,
     onRow: (c, i) => { if ((i + 1) % 50 === 0) process.stderr.write(`${c}: ${i + 1}/${rows.length}\n`); },
   });
-  process.stdout.write(`${markdownTable(results, backend.name)}\n`);
+  process.stdout.write(`${markdownTable(results, backend.name, split)}\n`);
   process.stdout.write(`(latent steps m = ${a.latent_steps ?? 32}; ${((performance.now() - t0) / 1000).toFixed(0)} s in all)\n`);
   if (a.json) {
-    await writeFile(a.json, `${JSON.stringify({ backend: backend.name, latentSteps: a.latent_steps ?? 32, offset, rows: rows.length, results }, null, 2)}\n`);
+    await writeFile(a.json, `${JSON.stringify({ backend: backend.name, split, latentSteps: a.latent_steps ?? 32, offset, rows: rows.length, results }, null, 2)}\n`);
   }
   process.exit(0);
 }

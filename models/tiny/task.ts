@@ -80,6 +80,21 @@ function apply(kind: OpKind, a: number, n: number): number {
   return kind === 'add' ? a + n : kind === 'sub' ? a - n : a * n;
 }
 
+/**
+ * Every equation a problem can contain ("7 + 5 = 12"), in a fixed order: each (value, kind, operand)
+ * that drawOp can produce from a running value in 1..MAX_VALUE. The critic's arithmetic drills
+ * (models/tiny/train-agents.ts) are drawn from these.
+ */
+export function arithmeticFacts(): string[] {
+  const facts: string[] = [];
+  for (let value = 1; value <= MAX_VALUE; value++) {
+    for (let n = 1; n <= Math.min(MAX_ADD, MAX_VALUE - value); n++) facts.push(`${value} + ${n} = ${value + n}`);
+    for (let n = 1; n <= Math.min(MAX_ADD, value - 1); n++) facts.push(`${value} - ${n} = ${value - n}`);
+    if (value <= MAX_MUL_BASE) for (const n of [2, 3].filter((k) => value * k <= MAX_VALUE)) facts.push(`${value} * ${n} = ${value * n}`);
+  }
+  return facts;
+}
+
 /** One step drawn so that the running value stays in 1..MAX_VALUE (some kind always fits). */
 function drawOp(rng: Rng, value: number): Op {
   const kinds: OpKind[] = [];

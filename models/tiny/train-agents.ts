@@ -16,7 +16,7 @@
  * generation_config.json, tokenizer files, model.safetensors). On the CPU backend the run is a pure
  * function of the seed: same bytes on every run.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { F, Tape } from '../../src/autograd/index.ts';
@@ -38,7 +38,11 @@ import { renderChat } from '../../src/tokenizer/slots.ts';
 import { buildConfig, buildGenerationConfig, specialIds, type TinySpec, vocabSize } from '../generate.ts';
 import { buildTinyTokenizer, type TinyTokenizer } from '../tokenizer.ts';
 import { TINY_PROMPT_FILE, TINY_PROMPTS } from './prompts.ts';
-import { scoreAnswer, taskSplit, type TaskRow } from './task.ts';
+import { Rng } from '../../src/testing/rng.ts';
+import { decode } from '../../src/formats/encode.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
+import { fileSource } from '../../src/formats/sources.ts';
+import { arithmeticFacts, scoreAnswer, taskSplit, type TaskRow } from './task.ts';
 
 export const ROLES = ['planner', 'critic', 'solver'] as const;
 export type AgentRole = (typeof ROLES)[number];
@@ -47,13 +51,24 @@ export interface AgentSpec extends Omit<TinySpec, 'seed' | 'separateTemplate'> {
   role: AgentRole;
   /** Optimizer steps of this agent when the run gives none (the critic, who computes, needs most). */
   steps?: number;
+  /** Arithmetic drill sequences mixed into this agent's data (drillExamples); default none. */
+  drills?: number;
+  /**
+   * A second phase on the same weights after `steps`, with a fresh optimizer and cosine schedule (a warm
+   * restart): the role's chats plus `drills` drill sequences, at `lr`. The critic learns its arithmetic in
+   * a drill-heavy first phase, which leaves its copying of operands from the plan undertrained; this phase
+   * restores the copying without losing the facts. The solver's copies results from the refined plan.
+   */
+  finetune?: { steps: number; drills: number; lr: number };
 }
 
 /** The default agents: different families and widths, context 512 (buildConfig's max_position_embeddings). */
 export const AGENT_SPECS: readonly AgentSpec[] = [
   { role: 'planner', name: 'planner-qwen3', family: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 176, tie: true, steps: 4000 },
-  { role: 'critic', name: 'critic-llama', family: 'llama', hidden: 96, layers: 2, heads: 6, kvHeads: 2, headDim: 16, intermediate: 256, tie: false, steps: 2400 },
-  { role: 'solver', name: 'solver-qwen2', family: 'qwen2', hidden: 64, layers: 3, heads: 4, kvHeads: 2, headDim: 16, intermediate: 176, tie: true, steps: 2500 },
+  { role: 'critic', name: 'critic-llama', family: 'llama', hidden: 96, layers: 2, heads: 6, kvHeads: 2, headDim: 16, intermediate: 256, tie: false, steps: 4000, drills: 3000,
+    finetune: { steps: 1500, drills: 500, lr: 2e-3 } },
+  { role: 'solver', name: 'solver-qwen2', family: 'qwen2', hidden: 64, layers: 3, heads: 4, kvHeads: 2, headDim: 16, intermediate: 176, tie: true, steps: 2500,
+    finetune: { steps: 1500, drills: 0, lr: 2e-3 } },
 ];
 
 export interface TrainAgentsOptions {
@@ -79,6 +94,12 @@ export interface TrainAgentsOptions {
   stopAfter?: number;
   /** Print the mean loss every N steps (0: never). */
   logEvery?: number;
+  /**
+   * Start the agents that have a fine-tune phase from the end of their first phase instead of running it:
+   * the folder of that phase's checkpoint (DIR/<role>/model.safetensors) and its recorded losses. The
+   * first phase is a pure function of the seed, so this equals the whole run; it saves its time.
+   */
+  firstPhase?: { dir: string; losses: Readonly<Record<string, readonly number[]>> };
   log?: (line: string) => void;
 }
 
@@ -147,9 +168,17 @@ async function writeAgentFiles(dir: string, spec: AgentSpec): Promise<Record<str
 }
 
 /** What one training sequence of a role shows: prompt kind, the text in its slot, the target. */
-function roleTurn(role: AgentRole, row: TaskRow, index: number): { kind: PromptKind; slot: string; target: string } {
-  // the planner's feedback is the solver's verdict line (the round-2 planner only needs to know a round ran)
-  if (role === 'planner') return index % 2 === 0 ? { kind: 'first', slot: '', target: row.plan } : { kind: 'feedback', slot: verdict(row), target: row.plan };
+function roleTurn(role: AgentRole, rows: readonly TaskRow[], index: number): { kind: PromptKind; slot: string; target: string } {
+  const row = rows[index]!;
+  // Half the planner's sequences are the feedback prompt of round ≥ 2, whose slot holds the solver's
+  // answer of the round before: its own row's gold answer, or (one in two) another row's, which may be
+  // as wrong as a tiny solver's. The plan follows from the question alone, so the planner learns to keep
+  // it whatever the feedback says; text-MAS rounds then repeat the plan instead of drifting.
+  if (role === 'planner') {
+    if (index % 2 === 0) return { kind: 'first', slot: '', target: row.plan };
+    const other = rows[(index * 7 + 13) % rows.length]!;
+    return { kind: 'feedback', slot: (index % 4 === 1 ? row : other).answer, target: row.plan };
+  }
   if (role === 'critic') return { kind: 'first', slot: row.plan, target: row.refined_plan };
   return { kind: 'first', slot: index % 4 === 3 ? '' : row.refined_plan, target: row.answer };
 }
@@ -167,7 +196,7 @@ export function roleExamples(tok: Tokenizer, role: AgentRole, rows: readonly Tas
   let skipped = 0;
   const enc = (text: string) => tok.encode(text, { addSpecialTokens: false });
   rows.forEach((row, i) => {
-    const turn = roleTurn(role, row, i);
+    const turn = roleTurn(role, rows, i);
     const prompt = enc(rolePrompt(tok, role, turn.kind, row.question, turn.slot));
     const target = enc(`${turn.target}<|im_end|>`);
     if (prompt.length + target.length > maxLength) {
@@ -179,8 +208,46 @@ export function roleExamples(tok: Tokenizer, role: AgentRole, rows: readonly Tas
   return { examples, skipped };
 }
 
+/** Lines per arithmetic drill sequence: about as many tokens as a critic's training chat. */
+export const DRILL_LINES = 10;
+
+/**
+ * Arithmetic drills: sequences of DRILL_LINES lines "Step k: a op b = c." (k = 1, 2, 3, 1, …), each an
+ * equation drawn uniformly from arithmeticFacts(), in exactly the tokens of a refined plan's lines, with
+ * the loss on the result tokens only. A refined plan holds 2–3 equations among ~110 tokens of chat, so
+ * the critic meets each of the task's 470 facts a few times per epoch; a drill carries 10 of them for about the
+ * same compute. They are plain text, no chat template, like pretraining data. A pure function of `seed`.
+ */
+export function drillExamples(tok: Tokenizer, count: number, seed: number): { ids: number[]; lossMask: number[] }[] {
+  const facts = arithmeticFacts();
+  const rng = new Rng(seed);
+  const enc = (text: string) => tok.encode(text, { addSpecialTokens: false });
+  const examples: { ids: number[]; lossMask: number[] }[] = [];
+  for (let e = 0; e < count; e++) {
+    const ids: number[] = [];
+    const lossMask: number[] = [];
+    const lines: string[] = [];
+    for (let j = 0; j < DRILL_LINES; j++) {
+      const fact = facts[rng.int(facts.length)]!;
+      const eq = fact.lastIndexOf(' = ');
+      const pieces: [string, number][] = [[`Step ${(j % 3) + 1}: ${fact.slice(0, eq)} =`, 0], [` ${fact.slice(eq + 3)}`, 1], [j + 1 < DRILL_LINES ? '.\n' : '.', 0]];
+      for (const [text, loss] of pieces) {
+        const t = enc(text);
+        ids.push(...t);
+        lossMask.push(...t.map(() => loss));
+      }
+      lines.push(`Step ${(j % 3) + 1}: ${fact}.`);
+    }
+    // the pieces must tokenize as the whole text does, or the drills would teach other tokens
+    const whole = enc(lines.join('\n'));
+    if (whole.length !== ids.length || whole.some((t, i) => t !== ids[i])) throw new Error(`drillExamples: piecewise tokens differ from the text's: ${JSON.stringify(lines.join('\n'))}`);
+    examples.push({ ids, lossMask });
+  }
+  return examples;
+}
+
 /** Trains one agent and writes its folder. */
-async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 'specs' | 'backend' | 'trainRows' | 'log' | 'stopAfter'>> & { backend: Backend; rows: readonly TaskRow[]; log: (s: string) => void; stopAfter: number | undefined }): Promise<AgentResult> {
+async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 'specs' | 'backend' | 'trainRows' | 'log' | 'stopAfter' | 'firstPhase'>> & { backend: Backend; rows: readonly TaskRow[]; log: (s: string) => void; stopAfter: number | undefined; firstPhase: TrainAgentsOptions['firstPhase'] }): Promise<AgentResult> {
   const dir = join(o.out, spec.role);
   const configJson = await writeAgentFiles(dir, spec);
   const config = parseDecoderConfig(json(configJson), join(dir, 'config.json'));
@@ -188,22 +255,26 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
   const { examples, skipped } = roleExamples(tok, spec.role, o.rows, o.maxLength);
   // each role draws its own init and data order from the run seed (independent of which specs run)
   const seed = o.seed * 1000 + ROLES.indexOf(spec.role);
+  if (spec.drills) examples.push(...drillExamples(tok, spec.drills, seed + 500));
   const { decoder, params } = createTrainableDecoder(config, o.backend, { seed });
-  const optimizer = new LinkOptimizer([params], { weightDecay: 0.01 });
   const losses: number[] = [];
   const t0 = performance.now();
   const stop = new AbortController();
-  try {
-    await trainLoop(examples.length, {
-      maxSteps: o.steps, batchSize: o.batchSize, gradAccumSteps: o.gradAccum, lr: o.lr, scheduler: 'cosine',
-      warmupSteps: Math.min(o.warmup, Math.max(0, o.steps - 1)), seed, shuffle: true, saveSteps: 0,
+  const phase = async (data: { ids: number[]; lossMask: number[] }[], steps: number, lr: number, phaseSeed: number) => {
+    // a fresh optimizer: the AdamW moments live in the parameter buffers, so they are zeroed too
+    params.resetOptimizerState();
+    const optimizer = new LinkOptimizer([params], { weightDecay: 0.01 });
+    optimizer.zeroGrad();
+    await trainLoop(data.length, {
+      maxSteps: steps, batchSize: o.batchSize, gradAccumSteps: o.gradAccum, lr, scheduler: 'cosine',
+      warmupSteps: Math.min(o.warmup, Math.max(0, steps - 1)), seed: phaseSeed, shuffle: true, saveSteps: 0,
     }, {
       optimizer,
       runBatch: async (indices, scale) => {
         let loss = 0;
         let tokens = 0;
         for (const i of indices) {
-          const ex = examples[i]!;
+          const ex = data[i]!;
           loss += (await sequenceStep(decoder, ex, scale / indices.length)) / indices.length;
           tokens += ex.ids.length;
         }
@@ -220,7 +291,30 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
           o.log(`${spec.name} step ${e.step}/${e.maxSteps} loss ${mean.toFixed(4)} lr ${e.lr.toExponential(2)} ${e.elapsedSec.toFixed(1)}s`);
         }
       },
-    }, initialState(examples.length, { seed, shuffle: true }));
+    }, initialState(data.length, { seed: phaseSeed, shuffle: true }));
+  };
+  try {
+    const first = spec.finetune && o.firstPhase;
+    if (first) {
+      // the first phase's end state, saved by an earlier run with the same seed
+      const file = await SafetensorsFile.open(fileSource(join(o.firstPhase!.dir, spec.role, 'model.safetensors')));
+      const values = new Map<string, Float32Array>();
+      try {
+        for (const name of file.names()) values.set(name, decode('f32', (await file.read(name)).bytes, file.info(name).shape));
+      } finally {
+        await file.close();
+      }
+      params.import(values);
+      const recorded = o.firstPhase!.losses[spec.role];
+      if (!recorded || recorded.length !== o.steps) throw new InvalidArgument(`firstPhase: ${spec.role} needs the ${o.steps} recorded losses of its first phase`);
+      losses.push(...recorded);
+    } else {
+      await phase(examples, o.steps, o.lr, seed);
+    }
+    if (spec.finetune && !stop.signal.aborted) {
+      const { examples: chats } = roleExamples(tok, spec.role, o.rows, o.maxLength);
+      await phase([...chats, ...drillExamples(tok, spec.finetune.drills, seed + 600)], spec.finetune.steps, spec.finetune.lr, seed + 1);
+    }
     await saveDecoderCheckpoint(dir, params, { dtype: 'f32' });
   } finally {
     params.dispose();
@@ -254,6 +348,7 @@ export async function trainTinyAgents(opts: TrainAgentsOptions): Promise<AgentRe
     gradAccum: opts.gradAccum ?? DEFAULTS.gradAccum, lr: opts.lr ?? DEFAULTS.lr, warmup: opts.warmup ?? DEFAULTS.warmup,
     maxLength: opts.maxLength ?? DEFAULTS.maxLength, logEvery: opts.logEvery ?? DEFAULTS.logEvery, stopAfter: opts.stopAfter,
     backend: opts.backend ?? new CpuBackend('f32'), rows, log: opts.log ?? ((s: string) => process.stdout.write(`${s}\n`)),
+    firstPhase: opts.firstPhase,
   };
   const results: AgentResult[] = [];
   const specs = opts.specs ?? AGENT_SPECS;
@@ -284,8 +379,8 @@ export async function evalSolver(dir: string, rows: readonly TaskRow[], backend:
 }
 
 function parseArgs(argv: string[]) {
-  const a: { out?: string; steps?: number; seed?: number; backend?: string; eval?: number; role?: AgentRole; losses?: string } = {};
-  const usage = 'usage: tsx models/tiny/train-agents.ts --out DIR [--role planner|critic|solver] [--steps N] [--seed S] [--backend cpu|webgpu] [--eval N] [--losses FILE.json]';
+  const a: { out?: string; steps?: number; seed?: number; backend?: string; eval?: number; role?: AgentRole; losses?: string; firstPhase?: string; firstPhaseLosses?: string } = {};
+  const usage = 'usage: tsx models/tiny/train-agents.ts --out DIR [--role planner|critic|solver] [--steps N] [--seed S] [--backend cpu|webgpu] [--eval N] [--losses FILE.json] [--first_phase DIR --first_phase_losses FILE.json]';
   for (let i = 0; i < argv.length; i++) {
     const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const v = inline ?? argv[++i];
@@ -297,12 +392,15 @@ function parseArgs(argv: string[]) {
       a[k.slice(2) as 'steps' | 'seed' | 'eval'] = n;
     } else if (k === '--backend') a.backend = v;
     else if (k === '--losses') a.losses = v;
+    else if (k === '--first_phase') a.firstPhase = v;
+    else if (k === '--first_phase_losses') a.firstPhaseLosses = v;
     else if (k === '--role') {
       if (!(ROLES as readonly string[]).includes(v)) throw new InvalidArgument(`--role ${v}: expected one of ${ROLES.join(', ')}`);
       a.role = v as AgentRole;
     } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
   }
   if (!a.out) throw new InvalidArgument(`no output folder; ${usage}`);
+  if ((a.firstPhase === undefined) !== (a.firstPhaseLosses === undefined)) throw new InvalidArgument(`--first_phase and --first_phase_losses go together; ${usage}`);
   if (a.backend !== undefined && a.backend !== 'cpu' && a.backend !== 'webgpu') throw new InvalidArgument(`--backend ${a.backend}: expected cpu or webgpu`);
   return a as typeof a & { out: string };
 }
@@ -313,7 +411,13 @@ async function main(argv: string[]) {
   if (a.backend === 'webgpu') backend = await (await import('../../src/tensor/webgpu.ts')).WebGpuBackend.create();
   const t0 = performance.now();
   const specs = a.role ? AGENT_SPECS.filter((sp) => sp.role === a.role) : AGENT_SPECS;
-  const results = await trainTinyAgents({ out: a.out, steps: a.steps, seed: a.seed, backend, specs });
+  let firstPhase: TrainAgentsOptions['firstPhase'];
+  if (a.firstPhase && a.firstPhaseLosses) {
+    // a --losses file of the first phase: { role: { losses: [...] } }
+    const record = JSON.parse(await readFile(a.firstPhaseLosses, 'utf8')) as Record<string, { losses: number[] }>;
+    firstPhase = { dir: a.firstPhase, losses: Object.fromEntries(Object.entries(record).map(([r, v]) => [r, v.losses])) };
+  }
+  const results = await trainTinyAgents({ out: a.out, steps: a.steps, seed: a.seed, backend, specs, firstPhase });
   if (a.losses) {
     const record = Object.fromEntries(results.map((r) => [r.role, { name: r.name, params: r.params, seconds: r.seconds, examples: r.examples, losses: r.losses }]));
     await writeFile(a.losses, json(record));

@@ -95,8 +95,9 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
     const { ctx, page, errors } = await open();
     try {
       await useCpu(page);
-      // test split row 1, which the recorded eval (models/tiny/system/eval.json) answers right in latent mode
-      const stats = await askTiny(page, 'Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?');
+      // test split row 78: the recorded 1-round latent run (models/tiny/system/eval.json, `npm run tiny:eval`)
+      // ends it with \boxed{3}; the page, on the same engine's CPU backend, must write the same answer
+      const stats = await askTiny(page, 'Sam has 8 eggs. He sells 5. He gives away 2. He triples them. How many eggs does Sam have now?');
       const states = await timelineStates(page);
       expect(states.length).toBe(3); // 1 round × planner, critic, solver
       expect(states.every((s) => s === 'done')).toBe(true);
@@ -104,7 +105,7 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       expect(m, stats).not.toBeNull();
       expect(Number(m![1])).toBeGreaterThan(0);
       expect(Number(m![2])).toBeGreaterThan(0);
-      expect((await page.locator('#panel-ask .answer .md').textContent())!).toContain('\\boxed{2}');
+      expect((await page.locator('#panel-ask .answer .md').textContent())!).toContain('\\boxed{3}');
       console.log(`[e2e] ask: ${stats}`);
       await shot(page, 'ask');
       expect(errors).toEqual([]);
