@@ -1,4 +1,5 @@
 import { BackendMismatch, InvalidArgument, ShapeMismatch } from '../errors';
+import { type DType, byteSize } from '../formats/dtype';
 import type { Backend } from './backend';
 import type { Tensor } from './tensor';
 
@@ -14,6 +15,22 @@ export function checkShape(shape: readonly number[]) {
   for (const s of shape) {
     if (!Number.isInteger(s) || s < 0) throw new InvalidArgument(`shape [${shape}] has a dimension that is not a non-negative integer`);
   }
+}
+
+/** fromValues' arguments: a valid shape and one value per element; returns the element count. */
+export function checkValues(values: ArrayLike<number>, shape: readonly number[]): number {
+  checkShape(shape);
+  const n = shape.reduce((a, b) => a * b, 1);
+  if (values.length !== n) throw new InvalidArgument(`fromValues: ${values.length} values for shape [${shape}] (${n} elements)`);
+  return n;
+}
+
+/** fromBytes' arguments: a valid shape and exactly its storage bytes; returns that byte count. */
+export function checkBytes(bytes: Uint8Array, shape: readonly number[], dtype: DType): number {
+  checkShape(shape);
+  const want = byteSize(dtype, shape);
+  if (bytes.byteLength !== want) throw new InvalidArgument(`fromBytes: ${bytes.byteLength} bytes for ${dtype} [${shape}], expected ${want}`);
+  return want;
 }
 
 export function checkReshape(t: Tensor, shape: readonly number[]) {

@@ -8,7 +8,7 @@ import { type DType, byteSize } from '../formats/dtype';
 import { decode, encode } from '../formats/encode';
 import type { CpuArray, KernelDef, Meta } from '../kernels/kernel';
 import type { Backend } from './backend';
-import { checkReshape, checkShape, checkView, sameBackend } from './check';
+import { checkBytes, checkReshape, checkShape, checkValues, checkView, sameBackend } from './check';
 import { type Storage, Tensor } from './tensor';
 
 export class CpuBackend implements Backend {
@@ -39,9 +39,7 @@ export class CpuBackend implements Backend {
   }
 
   fromValues(values: ArrayLike<number>, shape: readonly number[], dtype: DType = 'f32'): Tensor {
-    checkShape(shape);
-    const n = shape.reduce((a, b) => a * b, 1);
-    if (values.length !== n) throw new InvalidArgument(`fromValues: ${values.length} values for shape [${shape}] (${n} elements)`);
+    const n = checkValues(values, shape);
     if (dtype === 'f32' || dtype === 'i32') {
       const data = this.alloc(shape, dtype) as Float32Array | Float64Array | Int32Array;
       for (let i = 0; i < n; i++) data[i] = values[i];
@@ -51,9 +49,7 @@ export class CpuBackend implements Backend {
   }
 
   fromBytes(bytes: Uint8Array, shape: readonly number[], dtype: DType): Tensor {
-    checkShape(shape);
-    const want = byteSize(dtype, shape);
-    if (bytes.byteLength !== want) throw new InvalidArgument(`fromBytes: ${bytes.byteLength} bytes for ${dtype} [${shape}], expected ${want}`);
+    checkBytes(bytes, shape, dtype);
     const data = this.alloc(shape, dtype);
     if (dtype === 'f32' && this.precision === 'f64') {
       data.set(decode('f32', bytes, shape));

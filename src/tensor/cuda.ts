@@ -11,7 +11,7 @@ import { type CudaAddon, cudaUnavailableReason, isCudaError, loadCudaAddon } fro
 import type { CudaLauncher, CudaRef, KernelDef, Meta } from '../kernels/kernel';
 import type { Backend } from './backend';
 import { VIEW_ALIGN } from './backend';
-import { checkReshape, checkShape, checkView, sameBackend } from './check';
+import { checkBytes, checkReshape, checkShape, checkValues, checkView, sameBackend } from './check';
 import { type Storage, Tensor } from './tensor';
 
 export interface CudaOptions {
@@ -76,16 +76,12 @@ export class CudaBackend implements Backend {
   }
 
   fromValues(values: ArrayLike<number>, shape: readonly number[], dtype: DType = 'f32'): Tensor {
-    checkShape(shape);
-    const n = shape.reduce((a, b) => a * b, 1);
-    if (values.length !== n) throw new InvalidArgument(`fromValues: ${values.length} values for shape [${shape}] (${n} elements)`);
+    checkValues(values, shape);
     return this.fromBytes(encode(dtype, values, shape), shape, dtype);
   }
 
   fromBytes(bytes: Uint8Array, shape: readonly number[], dtype: DType): Tensor {
-    checkShape(shape);
-    const want = byteSize(dtype, shape);
-    if (bytes.byteLength !== want) throw new InvalidArgument(`fromBytes: ${bytes.byteLength} bytes for ${dtype} [${shape}], expected ${want}`);
+    const want = checkBytes(bytes, shape, dtype);
     const ptr = this.malloc(want, `fromBytes ${dtype} [${shape}]`);
     if (want) this.addon.upload(ptr, bytes);
     return this.wrap(ptr, shape, dtype);

@@ -10,7 +10,7 @@ import { decode, encode } from '../formats/encode';
 import { type ContextOptions, GpuContext } from '../gpu/context';
 import type { GpuChunk, GpuRef, KernelDef, Meta } from '../kernels/kernel';
 import type { Backend } from './backend';
-import { checkReshape, checkShape, checkView, sameBackend } from './check';
+import { checkBytes, checkReshape, checkShape, checkValues, checkView, sameBackend } from './check';
 import { VIEW_ALIGN } from './backend';
 import { type Storage, Tensor } from './tensor';
 
@@ -58,16 +58,12 @@ export class WebGpuBackend implements Backend {
   }
 
   fromValues(values: ArrayLike<number>, shape: readonly number[], dtype: DType = 'f32'): Tensor {
-    checkShape(shape);
-    const n = shape.reduce((a, b) => a * b, 1);
-    if (values.length !== n) throw new InvalidArgument(`fromValues: ${values.length} values for shape [${shape}] (${n} elements)`);
+    checkValues(values, shape);
     return this.fromBytes(encode(dtype, values, shape), shape, dtype);
   }
 
   fromBytes(bytes: Uint8Array, shape: readonly number[], dtype: DType): Tensor {
-    checkShape(shape);
-    const want = byteSize(dtype, shape);
-    if (bytes.byteLength !== want) throw new InvalidArgument(`fromBytes: ${bytes.byteLength} bytes for ${dtype} [${shape}], expected ${want}`);
+    checkBytes(bytes, shape, dtype);
     const chunks = this.alloc(shape, dtype);
     const sliceBytes = chunks.length > 1 ? byteSize(dtype, shape.slice(1)) : 0;
     let at = 0;
