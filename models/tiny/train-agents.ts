@@ -252,10 +252,10 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
   const configJson = await writeAgentFiles(dir, spec);
   const config = parseDecoderConfig(json(configJson), join(dir, 'config.json'));
   const tok = await loadTokenizerFromDir(dir);
-  const { examples, skipped } = roleExamples(tok, spec.role, o.rows, o.maxLength);
+  const { examples: chats, skipped } = roleExamples(tok, spec.role, o.rows, o.maxLength);
   // each role draws its own init and data order from the run seed (independent of which specs run)
   const seed = o.seed * 1000 + ROLES.indexOf(spec.role);
-  if (spec.drills) examples.push(...drillExamples(tok, spec.drills, seed + 500));
+  const examples = spec.drills ? [...chats, ...drillExamples(tok, spec.drills, seed + 500)] : chats;
   const { decoder, params } = createTrainableDecoder(config, o.backend, { seed });
   const losses: number[] = [];
   const t0 = performance.now();
@@ -294,10 +294,9 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
     }, initialState(data.length, { seed: phaseSeed, shuffle: true }));
   };
   try {
-    const first = spec.finetune && o.firstPhase;
-    if (first) {
+    if (spec.finetune && o.firstPhase) {
       // the first phase's end state, saved by an earlier run with the same seed
-      const file = await SafetensorsFile.open(fileSource(join(o.firstPhase!.dir, spec.role, 'model.safetensors')));
+      const file = await SafetensorsFile.open(fileSource(join(o.firstPhase.dir, spec.role, 'model.safetensors')));
       const values = new Map<string, Float32Array>();
       try {
         for (const name of file.names()) values.set(name, decode('f32', (await file.read(name)).bytes, file.info(name).shape));
@@ -305,14 +304,13 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
         await file.close();
       }
       params.import(values);
-      const recorded = o.firstPhase!.losses[spec.role];
+      const recorded = o.firstPhase.losses[spec.role];
       if (!recorded || recorded.length !== o.steps) throw new InvalidArgument(`firstPhase: ${spec.role} needs the ${o.steps} recorded losses of its first phase`);
       losses.push(...recorded);
     } else {
       await phase(examples, o.steps, o.lr, seed);
     }
     if (spec.finetune && !stop.signal.aborted) {
-      const { examples: chats } = roleExamples(tok, spec.role, o.rows, o.maxLength);
       await phase([...chats, ...drillExamples(tok, spec.finetune.drills, seed + 600)], spec.finetune.steps, spec.finetune.lr, seed + 1);
     }
     await saveDecoderCheckpoint(dir, params, { dtype: 'f32' });
