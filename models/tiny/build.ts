@@ -3,14 +3,15 @@
  * a researcher would build any RecursiveMAS with this project:
  *   1. the task's splits as JSONL (models/tiny/task.ts);
  *   2. the three agents trained from scratch (models/tiny/train-agents.ts, one process per agent);
- *   3. each role's inner link with `rmas train-inner`;
- *   4. the outer links with `rmas train-outer` over the assembled system;
+ *   3. each role's inner link with `rmas train-inner` (cosine plus the read-back term, --adapter_ce_weight 1);
+ *   4. the latent phase (models/tiny/latent-phase.ts): each agent learns to read its link's output, with the link;
+ *   5. the outer links with `rmas train-outer` over the assembled system;
  * then copies the result into --out (default models/tiny/system) with prompts.json and build.json (the
  * settings, each stage's seconds, and the recorded loss curves that test/tiny-system.test.ts checks).
  * Stages that do not depend on each other run side by side, two at a time on a two-core machine.
  *
  *   npx tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N]
- *                                [--outer_steps N] [--jobs J] [--from agents|inner|outer]
+ *                                [--outer_steps N] [--jobs J] [--from agents|inner|latent|outer]
  */
 import { spawn } from 'node:child_process';
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
@@ -21,6 +22,7 @@ import { InvalidArgument } from '../../src/errors.ts';
 import { TINY_SYSTEM_DIR } from './eval.ts';
 import { TINY_PROMPT_FILE } from './prompts.ts';
 import { taskSplit, toJsonl } from './task.ts';
+import { LATENT_DEFAULTS } from './latent-phase.ts';
 import { ROLES } from './train-agents.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -28,7 +30,7 @@ const ROOT = resolve(import.meta.dirname, '../..');
 /** The settings of the committed system; build.json records them with the figures. */
 export const BUILD_DEFAULTS = {
   seed: 7,
-  inner: { steps: 400, batchSize: 8, lr: 2e-3 },
+  inner: { steps: 400, batchSize: 8, lr: 2e-3, ceWeight: 1 },
   outer: { steps: 600, batchSize: 4, lr: 6e-3, rounds: 2, maxLatentTokens: 40 },
 } as const;
 
@@ -41,15 +43,15 @@ interface BuildOptions {
   innerSteps: number;
   outerSteps: number;
   jobs: number;
-  from: 'agents' | 'inner' | 'outer';
+  from: 'agents' | 'inner' | 'latent' | 'outer';
 }
 
 /** `rmas train-inner` arguments of a role's inner link, as the build runs them (tests stop them early). */
 export function innerTrainArgs(role: string, data: string, saveDir: string, steps: number, seed: number, logJsonl: string): string[] {
-  const { batchSize, lr } = BUILD_DEFAULTS.inner;
+  const { batchSize, lr, ceWeight } = BUILD_DEFAULTS.inner;
   return ['train-inner', '--style', 'tiny_sequential', '--role', role, '--dataset_name', data, '--save_dir', saveDir,
     '--max_steps', String(steps), '--batch_size', String(batchSize), '--adapter_lr', String(lr), '--seed', String(seed),
-    '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', logJsonl];
+    '--adapter_ce_weight', String(ceWeight), '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', logJsonl];
 }
 
 /** `rmas train-outer` arguments of the outer links, as the build runs them. */
@@ -116,7 +118,7 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
   await writeFile(join(data, 'train.jsonl'), toJsonl(taskSplit('train')));
   await writeFile(join(system, 'prompts.json'), `${JSON.stringify(TINY_PROMPT_FILE, null, 2)}\n`);
   const seconds: Record<string, number> = {};
-  const stageOrder = ['agents', 'inner', 'outer'];
+  const stageOrder = ['agents', 'inner', 'latent', 'outer'];
   const doStage = (s: string) => stageOrder.indexOf(s) >= stageOrder.indexOf(o.from);
 
   if (doStage('agents')) {
@@ -138,6 +140,15 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
     }
   }
 
+  if (doStage('latent')) {
+    // each agent learns to read its link's output, with the link (latent-phase.ts); both are written to system/<role>/
+    const times = await pool(o.jobs, ROLES.map((role) => () => run(`latent ${role}`, [
+      ...TSX, join(ROOT, 'models/tiny/latent-phase.ts'), '--system', system, '--role', role, '--link', join(work, `inner-${role}`, 'adapter.pt'),
+      '--seed', String(o.seed), '--losses', join(logs, `latent-${role}.json`),
+    ], system, join(logs, `latent-${role}.log`))));
+    ROLES.forEach((r, i) => { seconds[`latent ${r}`] = times[i]!; });
+  }
+
   const outer = BUILD_DEFAULTS.outer;
   if (doStage('outer')) {
     seconds.outer = await run('outer', [
@@ -154,11 +165,13 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
     return [r, rec[r]];
   })));
   const record = {
-    seed: o.seed, agentSteps: Object.fromEntries(ROLES.map((r) => [r, (agents[r] as { losses: number[] }).losses.length])), inner: { ...inner, steps: o.innerSteps }, outer: { ...outer, steps: o.outerSteps },
+    seed: o.seed, agentSteps: Object.fromEntries(ROLES.map((r) => [r, (agents[r] as { losses: number[] }).losses.length])), inner: { ...inner, steps: o.innerSteps },
+    latent: { ...LATENT_DEFAULTS }, outer: { ...outer, steps: o.outerSteps },
     seconds,
     losses: {
       agents: Object.fromEntries(ROLES.map((r) => [r, (agents[r] as { losses: number[] }).losses])),
       inner: Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await jsonlLosses(join(logs, `inner-${r}.jsonl`))]))),
+      latent: Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, (JSON.parse(await readFile(join(logs, `latent-${r}.json`), 'utf8')) as Record<string, { losses: number[] }>)[r]!.losses]))),
       outer: await jsonlLosses(join(logs, 'outer.jsonl')),
     },
   };
@@ -172,7 +185,7 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
 }
 
 function parseArgs(argv: string[]): BuildOptions {
-  const usage = 'usage: tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--jobs J] [--from agents|inner|outer]';
+  const usage = 'usage: tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--jobs J] [--from agents|inner|latent|outer]';
   const o: BuildOptions = {
     out: TINY_SYSTEM_DIR, work: join(ROOT, '.cache/tiny-build'), seed: BUILD_DEFAULTS.seed,
     innerSteps: BUILD_DEFAULTS.inner.steps, outerSteps: BUILD_DEFAULTS.outer.steps, jobs: Math.max(1, Math.min(3, availableParallelism())), from: 'agents',
@@ -194,7 +207,7 @@ function parseArgs(argv: string[]): BuildOptions {
     else if (k === '--outer_steps') o.outerSteps = int();
     else if (k === '--jobs') o.jobs = int();
     else if (k === '--from') {
-      if (v !== 'agents' && v !== 'inner' && v !== 'outer') throw new InvalidArgument(`--from ${v}: expected agents, inner or outer`);
+      if (v !== 'agents' && v !== 'inner' && v !== 'latent' && v !== 'outer') throw new InvalidArgument(`--from ${v}: expected agents, inner, latent or outer`);
       o.from = v;
     } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
   }

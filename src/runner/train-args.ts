@@ -20,7 +20,7 @@ export const TRAIN_OPTIONS = {
   // engine
   backend: s,
   // inner
-  model_name_or_path: s, mas_design: s, mas_role: s, role: s, adapter_type: s, adapter_lr: s, adapter_cos_weight: s, adapter_mse_weight: s, init_adapter: s,
+  model_name_or_path: s, mas_design: s, mas_role: s, role: s, adapter_type: s, adapter_lr: s, adapter_cos_weight: s, adapter_mse_weight: s, adapter_ce_weight: s, init_adapter: s,
   // outer
   style: s, outer_lr: s, outer_type: s, num_recursive_rounds: s, max_latent_tokens: s, supervise_final_only: s, non_last_loss_weight: s, init_outer: s,
   agent1_model_name_or_path: s, agent2_model_name_or_path: s, agent3_model_name_or_path: s, agent4_model_name_or_path: s,
@@ -36,7 +36,7 @@ export type TrainArgs = ReturnType<typeof parseArgs<{ options: typeof TRAIN_OPTI
 
 export const TRAIN_USAGE = `  rmas train-inner --model_name_or_path DIR --mas_design STYLE --mas_role ROLE --dataset_name NAME|FILE --save_dir DIR
                    [--mas_task math|choice|code] [--adapter_type ln_res_adapter] [--adapter_lr 5e-4]
-                   [--adapter_cos_weight 1.0] [--adapter_mse_weight 0.0] [--init_adapter PATH] [--max_length 2048]
+                   [--adapter_cos_weight 1.0] [--adapter_mse_weight 0.0] [--adapter_ce_weight 0.0] [--init_adapter PATH] [--max_length 2048]
   rmas train-outer --style STYLE --agent1_model_name_or_path DIR --agent1_inner_aligner_path PATH … --dataset_name NAME|FILE
                    --save_dir DIR [--outer_lr 5e-4] [--outer_type outer_ln_res_adapter] [--num_recursive_rounds 3]
                    [--max_latent_tokens 80] [--supervise_final_only 1] [--non_last_loss_weight 0.1] [--init_outer DIR]

@@ -169,7 +169,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       disposers.push(() => link.dispose());
       job = createInnerJob({
         decoder, tokenizer, link, rows, shape: style.shape, role, task, maxLength, optimizer,
-        weights: { cos: num(a, 'adapter_cos_weight', 1), mse: num(a, 'adapter_mse_weight', 0) }, ...(prompts ? { prompts } : {}),
+        weights: { cos: num(a, 'adapter_cos_weight', 1), mse: num(a, 'adapter_mse_weight', 0), ce: num(a, 'adapter_ce_weight', 0) }, ...(prompts ? { prompts } : {}),
       });
       manifests = { 'adapter_config.json': { adapter_type: link.type } };
       io.err(`inner link ${link.type} (d ${d}, ${link.numParams} parameters) for ${style.shape}/${role} on ${basename(dir)}\n`);

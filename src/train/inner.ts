@@ -23,6 +23,22 @@ export interface InnerExample {
 export interface InnerLossWeights {
   cos: number;
   mse: number;
+  /**
+   * Weight of the read-back term (ours, not upstream's; 0 or absent: off): the frozen agent reads its
+   * assistant span as the link writes it, Inner(Hs[t]) in place of Emb(x[t+1]) at every span position
+   * (as a latent rollout feeds it), and must still predict the gold tokens: cross-entropy of its logits at
+   * span positions t ≥ P against x[t+1]. Gradients reach the link through the agent's inputs.
+   */
+  ce?: number;
+}
+
+/** First position of the assistant span; the read-back term needs one contiguous span that ends the sample. */
+function spanStart(ex: InnerExample): number {
+  const P = ex.lossMask.indexOf(1);
+  if (P < 1 || ex.lossMask.slice(P).some((m) => !m)) {
+    throw new InvalidArgument('inner step: the read-back term (--adapter_ce_weight) needs a prompt followed by one assistant span that ends the sample');
+  }
+  return P;
 }
 
 /** Pairs (t, t + 1) the sample trains on: Σ_{t < T−1} lossMask[t + 1]. */
@@ -55,6 +71,18 @@ export async function innerSampleStep(model: Decoder, inner: InnerLink, ex: Inne
       const target = noGrad(() => model.embed(next));
       let l = F.scale(F.cosineLoss(pred, target, mask), w.cos * share);
       if (w.mse) l = F.add(l, F.scale(F.mseLoss(pred, target, mask), w.mse * share));
+      if (w.ce) {
+        const P = spanStart(ex);
+        // positions P..T-1 get Inner(Hs[P-1..T-2]); logits at P..T-2 score x[P+1..T-1]
+        if (T - P >= 2) {
+          const prefix = noGrad(() => model.embed(be.fromValues(ex.ids.slice(0, P), [P], 'i32')));
+          const x = F.concatRows([prefix, F.sliceRows(pred, P - 1, T - P)]);
+          const rows = Array.from({ length: T - P - 1 }, (_, i) => P + i);
+          const out = model.forward({ inputsEmbeds: x, logits: rows });
+          const ce = F.crossEntropy(out.logits!, be.fromValues(ex.ids.slice(P + 1), [T - P - 1], 'i32'));
+          l = F.add(l, F.scale(ce, w.ce * share));
+        }
+      }
       return l;
     }));
     if (!loss.requiresGrad) throw new InvalidArgument(`inner step: link ${inner.name} is frozen; unfreeze it to train`);

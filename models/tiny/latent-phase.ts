@@ -1,0 +1,194 @@
+/**
+ * The latent-reading phase of the tiny system (issue 7): each agent, already trained in text, learns to
+ * read its own inner link's output, together with the link.
+ *
+ * Why: agents trained from scratch on discrete tokens only are brittle off the embedding rows. Fed
+ * Inner(h) in place of the next token, the text-trained critic drifted into garbage after about five
+ * latent steps (argmax of lm_head over its rollout), although the same agent tolerates Gaussian noise of
+ * 30 % of an embedding's norm, and rescaling Inner(h) to the embeddings' norm changed nothing: the link's
+ * outputs were simply not read as the tokens they stand for. Released backbones read soft inputs from
+ * pretraining at scale; these agents have to be taught.
+ *
+ * What: per step, for each chat of the role (as train-agents builds them), the agent's text loss (masked
+ * LM cross-entropy over the assistant span) plus the inner loop's loss with the read-back term
+ * (src/train/inner.ts: cosine to the next token's embedding, and the cross-entropy of the agent reading
+ * its whole assistant span as Inner(Hs[t]) rows), backpropagated into both the agent's weights and the
+ * link's. One AdamW (no weight decay) over both, cosine schedule. It starts from the text-trained agent
+ * and the link `rmas train-inner --adapter_ce_weight 1` made for it, and writes both back (the agent's
+ * model.safetensors, the link's adapter.pt in upstream layout, f32).
+ *
+ *   npx tsx models/tiny/latent-phase.ts --system DIR --role R --link FILE.pt [--steps N] [--seed S] [--losses FILE.json]
+ *
+ * On the CPU backend the run is a pure function of its inputs and the seed.
+ */
+import { readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { F, Tape } from '../../src/autograd/index.ts';
+import { InvalidArgument } from '../../src/errors.ts';
+import { decode } from '../../src/formats/encode.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
+import { fileSource } from '../../src/formats/sources.ts';
+import { InnerLink } from '../../src/mas/links.ts';
+import { readLinkFile, writeLinkFile } from '../../src/mas/upstream.ts';
+import { parseDecoderConfig } from '../../src/model/config.ts';
+import { lmLoss } from '../../src/model/lm-loss.ts';
+import { createTrainableDecoder, saveDecoderCheckpoint } from '../../src/model/trainable.ts';
+import type { Backend } from '../../src/tensor/backend.ts';
+import { CpuBackend } from '../../src/tensor/cpu.ts';
+import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
+import { innerPairs, innerSampleStep } from '../../src/train/inner.ts';
+import { initialState, trainLoop } from '../../src/train/loop.ts';
+import { LinkOptimizer } from '../../src/train/optim.ts';
+import { taskSplit } from './task.ts';
+import { ROLES, roleExamples, type AgentRole } from './train-agents.ts';
+
+/** Settings of the committed system's latent phase; the critic, whose rollout computes, needs most steps. */
+export const LATENT_DEFAULTS = {
+  steps: { planner: 300, critic: 500, solver: 300 } as Record<AgentRole, number>,
+  batchSize: 8,
+  lr: 1e-3,
+  warmup: 10,
+  /** Weights of the link's loss terms (src/train/inner.ts); the agent's text loss has weight 1. */
+  weights: { cos: 1, mse: 0, ce: 1 },
+  maxLength: 512,
+} as const;
+
+export interface LatentPhaseOptions {
+  /** The system folder: the agent is read from and written to DIR/<role>/. */
+  system: string;
+  role: AgentRole;
+  /** The inner link to start from (upstream .pt); the result is written to DIR/<role>/adapter.pt. */
+  link: string;
+  steps?: number;
+  seed?: number;
+  backend?: Backend;
+  /** Use only the first N train rows (tests). */
+  trainRows?: number;
+  /** Stop after this many steps of the `steps`-step schedule (tests); nothing is written then. */
+  stopAfter?: number;
+  log?: (line: string) => void;
+}
+
+export interface LatentPhaseResult {
+  role: AgentRole;
+  /** Loss of every step: text cross-entropy + cos + read-back cross-entropy, batch means. */
+  losses: number[];
+  seconds: number;
+}
+
+async function loadAgentValues(file: string): Promise<Map<string, Float32Array>> {
+  const st = await SafetensorsFile.open(fileSource(file));
+  try {
+    const values = new Map<string, Float32Array>();
+    for (const name of st.names()) {
+      const info = st.info(name);
+      if (info.dtype !== 'F32') throw new InvalidArgument(`${file}: tensor ${name} is ${info.dtype}; the latent phase continues f32 training checkpoints only`);
+      values.set(name, decode('f32', (await st.read(name)).bytes, info.shape));
+    }
+    return values;
+  } finally {
+    await st.close();
+  }
+}
+
+export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhaseResult> {
+  const steps = opts.steps ?? LATENT_DEFAULTS.steps[opts.role];
+  if (!Number.isInteger(steps) || steps < 1) throw new InvalidArgument(`latent phase: steps must be a positive integer, got ${steps}`);
+  const seed = opts.seed ?? 7;
+  const be = opts.backend ?? new CpuBackend('f32');
+  const log = opts.log ?? ((s: string) => process.stdout.write(`${s}\n`));
+  const dir = join(resolve(opts.system), opts.role);
+  const config = parseDecoderConfig(JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')), join(dir, 'config.json'));
+  const tok = await loadTokenizerFromDir(dir);
+  const { decoder, params } = createTrainableDecoder(config, be, { seed });
+  const link = InnerLink.fromStateDict(be, await readLinkFile(opts.link), { d: config.hidden, name: `${opts.role} inner link` });
+  const t0 = performance.now();
+  try {
+    params.import(await loadAgentValues(join(dir, 'model.safetensors')));
+    const rows = taskSplit('train').slice(0, opts.trainRows ?? Infinity);
+    const { examples } = roleExamples(tok, opts.role, rows, LATENT_DEFAULTS.maxLength);
+    const phaseSeed = seed * 1000 + 700 + ROLES.indexOf(opts.role);
+    const optimizer = new LinkOptimizer([params, link.params], { weightDecay: 0 });
+    optimizer.zeroGrad();
+    const losses: number[] = [];
+    const stop = new AbortController();
+    await trainLoop(examples.length, {
+      maxSteps: steps, batchSize: LATENT_DEFAULTS.batchSize, gradAccumSteps: 1, lr: LATENT_DEFAULTS.lr, scheduler: 'cosine',
+      warmupSteps: Math.min(LATENT_DEFAULTS.warmup, steps - 1), seed: phaseSeed, shuffle: true, saveSteps: 0,
+    }, {
+      optimizer,
+      signal: stop.signal,
+      runBatch: async (indices, scale) => {
+        const batchPairs = indices.reduce((n, i) => n + innerPairs(examples[i]!), 0);
+        let loss = 0;
+        let tokens = 0;
+        for (const i of indices) {
+          const ex = examples[i]!;
+          const tape = new Tape();
+          try {
+            const text = tape.run(() => lmLoss(decoder, ex.ids, ex.lossMask));
+            loss += (await text.read())[0]! / indices.length;
+            await tape.backward(tape.run(() => F.scale(text, scale / indices.length)));
+          } finally {
+            tape.dispose();
+          }
+          // the link's share is already weighted by the sample's pairs over the batch's
+          const share = await innerSampleStep(decoder, link, ex, LATENT_DEFAULTS.weights, batchPairs / scale);
+          loss += (await share.read())[0]! / scale;
+          share.dispose();
+          tokens += ex.ids.length;
+        }
+        optimizer.gather();
+        return { loss, tokens, valid: indices.length, skipped: {} };
+      },
+      onStep: (e) => {
+        losses.push(e.loss);
+        if (opts.stopAfter !== undefined && e.step >= opts.stopAfter) stop.abort();
+        if (e.step % 20 === 0 || e.step === e.maxSteps) {
+          const recent = losses.slice(-20);
+          log(`${opts.role} latent step ${e.step}/${e.maxSteps} loss ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(4)} ${e.elapsedSec.toFixed(0)}s`);
+        }
+      },
+    }, initialState(examples.length, { seed: phaseSeed, shuffle: true }));
+    if (!stop.signal.aborted) {
+      await saveDecoderCheckpoint(dir, params, { dtype: 'f32' });
+      await writeLinkFile(link, join(dir, 'adapter.pt'), { dtype: 'f32' });
+    }
+    return { role: opts.role, losses, seconds: (performance.now() - t0) / 1000 };
+  } finally {
+    link.dispose();
+    params.dispose();
+    decoder.dispose();
+  }
+}
+
+function parseArgs(argv: string[]) {
+  const usage = 'usage: tsx models/tiny/latent-phase.ts --system DIR --role planner|critic|solver --link FILE.pt [--steps N] [--seed S] [--losses FILE.json]';
+  const a: { system?: string; role?: AgentRole; link?: string; steps?: number; seed?: number; losses?: string } = {};
+  for (let i = 0; i < argv.length; i++) {
+    const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
+    const v = inline ?? argv[++i];
+    if (v === undefined) throw new InvalidArgument(`${k} needs a value; ${usage}`);
+    if (k === '--system') a.system = v;
+    else if (k === '--link') a.link = v;
+    else if (k === '--losses') a.losses = v;
+    else if (k === '--steps' || k === '--seed') {
+      const n = Number(v);
+      if (!Number.isInteger(n)) throw new InvalidArgument(`${k} must be an integer, got ${v}; ${usage}`);
+      a[k.slice(2) as 'steps' | 'seed'] = n;
+    } else if (k === '--role') {
+      if (!(ROLES as readonly string[]).includes(v)) throw new InvalidArgument(`--role ${v}: expected one of ${ROLES.join(', ')}`);
+      a.role = v as AgentRole;
+    } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
+  }
+  if (!a.system || !a.role || !a.link) throw new InvalidArgument(`--system, --role and --link are required; ${usage}`);
+  return a as typeof a & { system: string; role: AgentRole; link: string };
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  const a = parseArgs(process.argv.slice(2));
+  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, steps: a.steps, seed: a.seed });
+  if (a.losses) await writeFile(a.losses, `${JSON.stringify({ [r.role]: { seconds: r.seconds, losses: r.losses } }, null, 2)}\n`);
+  process.stdout.write(`${r.role}: latent phase ${r.losses.length} steps, ${r.seconds.toFixed(1)}s\n`);
+}
