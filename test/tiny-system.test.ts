@@ -3,19 +3,22 @@
  *   - it loads as the default of `rmas ask` and answers a fixed subset of the held-out test split, greedy,
  *     as `npm run tiny:eval` recorded it in models/tiny/system/eval.json (same rows, same configs);
  *   - rebuilding it from its seed starts on the recorded loss curves: the first optimizer steps of each
- *     agent (train-agents.ts), of each inner link (`rmas train-inner`) and of the outer links
- *     (`rmas train-outer`) give the losses build.json holds (a full rebuild takes most of an hour).
+ *     agent (train-agents.ts), of an inner link (`rmas train-inner`, on the text-stage agents of
+ *     models/tiny/stages), of the latent phase (latent-phase.ts, from those agents and the inner stage's
+ *     link) and of the outer links (`rmas train-outer`, on the committed system) give the losses build.json
+ *     holds (a full rebuild takes about two hours).
  * The WebGPU twin of the accuracy check is test/tiny-system.gpu.test.ts.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { evalTiny, TINY_SYSTEM_DIR, type EvalConfig } from '../models/tiny/eval';
 import { taskSplit } from '../models/tiny/task';
 import { AGENT_SPECS, DEFAULTS, trainTinyAgents } from '../models/tiny/train-agents';
-import { innerTrainArgs, outerTrainArgs } from '../models/tiny/build';
+import { innerTrainArgs, outerTrainArgs, TINY_STAGES_DIR } from '../models/tiny/build';
+import { latentPhase } from '../models/tiny/latent-phase';
 import { CpuBackend } from '../src/tensor/cpu';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -28,7 +31,7 @@ interface EvalRecord {
 }
 interface BuildRecord {
   seed: number;
-  losses: { agents: Record<string, number[]>; inner: Record<string, number[]>; outer: number[] };
+  losses: { agents: Record<string, number[]>; inner: Record<string, number[]>; latent: Record<string, number[]>; outer: number[] };
 }
 
 const evalRecord = JSON.parse(readFileSync(join(SYSTEM, 'eval.json'), 'utf8')) as EvalRecord;
@@ -92,21 +95,32 @@ describe('rebuilding the tiny system from its seed', () => {
     }
   }, 240_000);
 
-  it('starts the inner and outer links on their recorded loss curves', () => {
+  it('starts the inner links, the latent phase and the outer links on their recorded loss curves', async () => {
     const work = mkdtempSync(join(tmpdir(), 'tiny-links-'));
     tmp.push(work);
     const data = join(work, 'train.jsonl');
     execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'models/tiny/task.ts'), '--out', work], { cwd: ROOT, stdio: 'pipe' });
     const read = (file: string) => readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => (JSON.parse(l) as { loss: number }).loss);
-    const env = { ...process.env, RMAS_TINY_SYSTEM: SYSTEM };
+    // the system as the text stage left it: the committed folders with the text-stage agents' weights
+    const textSystem = join(work, 'text-system');
+    cpSync(SYSTEM, textSystem, { recursive: true });
+    for (const role of ['planner', 'critic', 'solver']) cpSync(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`), join(textSystem, role, 'model.safetensors'));
     // the build's own arguments with the full step count replaced (warm-up steps do not depend on it), stopped early
     const innerSteps = 3;
     const log = join(work, 'inner.jsonl');
-    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), ...innerTrainArgs('critic', data, join(work, 'inner'), innerSteps, build.seed, log)], { cwd: ROOT, env, stdio: 'pipe' });
+    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), ...innerTrainArgs('critic', data, join(work, 'inner'), innerSteps, build.seed, log)], {
+      cwd: ROOT, env: { ...process.env, RMAS_TINY_SYSTEM: textSystem }, stdio: 'pipe',
+    });
     close(read(log), build.losses.inner.critic!.slice(0, innerSteps));
+    const latent = await latentPhase({
+      system: textSystem, role: 'planner', link: join(TINY_STAGES_DIR, 'inner', 'planner.pt'), seed: build.seed, stopAfter: 2, log: () => {},
+    });
+    close(latent.losses, build.losses.latent.planner!.slice(0, 2));
     const outerSteps = 2;
     const olog = join(work, 'outer.jsonl');
-    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), ...outerTrainArgs(data, join(work, 'outer'), outerSteps, build.seed, olog)], { cwd: ROOT, env, stdio: 'pipe' });
+    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), ...outerTrainArgs(data, join(work, 'outer'), outerSteps, build.seed, olog)], {
+      cwd: ROOT, env: { ...process.env, RMAS_TINY_SYSTEM: SYSTEM }, stdio: 'pipe',
+    });
     close(read(olog), build.losses.outer.slice(0, outerSteps));
-  }, 240_000);
+  }, 300_000);
 });

@@ -11,12 +11,18 @@
  * Stages that do not depend on each other run side by side, two at a time on a two-core machine.
  *
  *   npx tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N]
- *                                [--outer_steps N] [--jobs J] [--from agents|inner|latent|outer]
+ *                                [--outer_steps N] [--jobs J] [--from agents|inner|latent|outer] [--stages DIR]
+ *
+ * --from S starts at stage S in a --work folder that holds the earlier stages' results. The inputs of the
+ * stages that overwrite them are kept in DIR/stages and copied to --stages (default models/tiny/stages
+ * next to the committed system): stages/text/<role>.safetensors, the agents after their text phases, and
+ * stages/inner/<role>.pt, the inner stage's links where the latent phase starts.
  */
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InvalidArgument } from '../../src/errors.ts';
 import { TINY_SYSTEM_DIR } from './eval.ts';
@@ -34,8 +40,13 @@ export const BUILD_DEFAULTS = {
   outer: { steps: 600, batchSize: 4, lr: 6e-3, rounds: 2, maxLatentTokens: 40 },
 } as const;
 
+/** Where a build keeps the inputs of its later stages (text-stage agents, inner-stage links) for the tests. */
+export const TINY_STAGES_DIR = resolve(ROOT, 'models/tiny/stages');
+
 interface BuildOptions {
   out: string;
+  /** Copy of the stage snapshots (default TINY_STAGES_DIR when --out is the committed system). */
+  stages?: string;
   work: string;
   seed: number;
   /** Steps of every agent (default: each agent spec's own, AGENT_SPECS in train-agents.ts). */
@@ -107,6 +118,19 @@ async function jsonlLosses(file: string): Promise<number[]> {
   return text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { loss?: number }).filter((r) => typeof r.loss === 'number').map((r) => r.loss!);
 }
 
+/**
+ * The later stages overwrite the agents (latent phase) and the links, so their inputs are kept:
+ * stages/text/<role>.safetensors (the agents after their text phases) and stages/inner/<role>.pt (the
+ * inner stage's links, where the latent phase starts).
+ */
+async function snapshot(work: string, system: string, what: 'text' | 'inner'): Promise<void> {
+  await mkdir(join(work, 'stages', what), { recursive: true });
+  for (const role of ROLES) {
+    if (what === 'text') await cp(join(system, role, 'model.safetensors'), join(work, 'stages', 'text', `${role}.safetensors`));
+    else await cp(join(work, `inner-${role}`, 'adapter.pt'), join(work, 'stages', 'inner', `${role}.pt`));
+  }
+}
+
 export async function buildTinySystem(o: BuildOptions): Promise<void> {
   const work = resolve(o.work);
   const system = join(work, 'system');
@@ -127,6 +151,7 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
       '--seed', String(o.seed), '--losses', join(logs, `agent-${role}.json`),
     ], system, join(logs, `agent-${role}.log`))));
     ROLES.forEach((r, i) => { seconds[`agent ${r}`] = times[i]!; });
+    await snapshot(work, system, 'text');
   }
 
   const inner = BUILD_DEFAULTS.inner;
@@ -138,9 +163,13 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
     for (const role of ROLES) {
       for (const f of ['adapter.pt', 'adapter_config.json']) await cp(join(work, `inner-${role}`, f), join(system, role, f));
     }
+    await snapshot(work, system, 'inner');
   }
 
   if (doStage('latent')) {
+    // a work folder from before the snapshots: its system still holds the text-stage agents here
+    if (!existsSync(join(work, 'stages', 'text'))) await snapshot(work, system, 'text');
+    if (!existsSync(join(work, 'stages', 'inner'))) await snapshot(work, system, 'inner');
     // each agent learns to read its link's output, with the link (latent-phase.ts); both are written to system/<role>/
     const times = await pool(o.jobs, ROLES.map((role) => () => run(`latent ${role}`, [
       ...TSX, join(ROOT, 'models/tiny/latent-phase.ts'), '--system', system, '--role', role, '--link', join(work, `inner-${role}`, 'adapter.pt'),
@@ -181,11 +210,16 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
     await rm(out, { recursive: true, force: true });
     await cp(system, out, { recursive: true });
   }
+  const stages = resolve(o.stages ?? (out === TINY_SYSTEM_DIR ? TINY_STAGES_DIR : join(out, '..', `${basename(out)}-stages`)));
+  if (stages !== join(work, 'stages')) {
+    await rm(stages, { recursive: true, force: true });
+    await cp(join(work, 'stages'), stages, { recursive: true });
+  }
   process.stderr.write(`tiny system written to ${out}; stage seconds ${JSON.stringify(seconds)}\n`);
 }
 
 function parseArgs(argv: string[]): BuildOptions {
-  const usage = 'usage: tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--jobs J] [--from agents|inner|latent|outer]';
+  const usage = 'usage: tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--jobs J] [--from agents|inner|latent|outer] [--stages DIR]';
   const o: BuildOptions = {
     out: TINY_SYSTEM_DIR, work: join(ROOT, '.cache/tiny-build'), seed: BUILD_DEFAULTS.seed,
     innerSteps: BUILD_DEFAULTS.inner.steps, outerSteps: BUILD_DEFAULTS.outer.steps, jobs: Math.max(1, Math.min(3, availableParallelism())), from: 'agents',
@@ -201,6 +235,7 @@ function parseArgs(argv: string[]): BuildOptions {
     };
     if (k === '--out') o.out = v;
     else if (k === '--work') o.work = v;
+    else if (k === '--stages') o.stages = v;
     else if (k === '--seed') o.seed = int();
     else if (k === '--agent_steps') o.agentSteps = int();
     else if (k === '--inner_steps') o.innerSteps = int();

@@ -16,6 +16,7 @@ import { pathToFileURL } from 'node:url';
 import { InvalidArgument } from '../../src/errors.ts';
 import { ask } from '../../src/mas/run.ts';
 import { loadSystem, type MasSystem } from '../../src/mas/system.ts';
+import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
 import { generate } from '../../src/model/generate.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
@@ -73,7 +74,7 @@ export async function evalTiny(opts: EvalOptions = {}): Promise<ConfigResult[]> 
   const backend = opts.backend ?? new CpuBackend('f32');
   const rows = opts.rows ?? taskSplit('test');
   const configs = opts.configs ?? DEFAULT_CONFIGS;
-  const m = opts.latentSteps ?? 32;
+  const m = opts.latentSteps ?? defaultLatentSteps(getStyle('tiny_sequential'));
   const root = resolve(opts.systemDir ?? TINY_SYSTEM_DIR);
   const results: ConfigResult[] = [];
   const systems = new Map<'latent' | 'text', MasSystem>();
@@ -185,9 +186,10 @@ async function main(argv: string[]) {
     onRow: (c, i) => { if ((i + 1) % 50 === 0) process.stderr.write(`${c}: ${i + 1}/${rows.length}\n`); },
   });
   process.stdout.write(`${markdownTable(results, backend.name, split)}\n`);
-  process.stdout.write(`(latent steps m = ${a.latent_steps ?? 32}; ${((performance.now() - t0) / 1000).toFixed(0)} s in all)\n`);
+  const m = a.latent_steps ?? defaultLatentSteps(getStyle('tiny_sequential'));
+  process.stdout.write(`(latent steps m = ${m}; ${((performance.now() - t0) / 1000).toFixed(0)} s in all)\n`);
   if (a.json) {
-    await writeFile(a.json, `${JSON.stringify({ backend: backend.name, split, latentSteps: a.latent_steps ?? 32, offset, rows: rows.length, results }, null, 2)}\n`);
+    await writeFile(a.json, `${JSON.stringify({ backend: backend.name, split, latentSteps: m, offset, rows: rows.length, results }, null, 2)}\n`);
   }
   process.exit(0);
 }

@@ -16,7 +16,7 @@ import { hasFinalAnswer, lastBoxed, retryMaxTokens, retrySuffix, stripThink } fr
 import { DEFAULT_PROMPTS, detectTask, systemPrompt, userPrompt, type PromptSet, type TaskKind } from './prompts';
 import { checkCancelled, embedPieces, latentRollout, linkMessage, type Piece } from './rollout';
 import { ALL_SLOTS } from './slots';
-import { schedule } from './styles';
+import { defaultLatentSteps, schedule } from './styles';
 import type { Agent, MasSystem } from './system';
 import { endsToolCall, toolLoop, type ToolRunners } from './tools';
 
@@ -118,7 +118,7 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
   const { style, agents } = system;
   const mode = opts.mode ?? 'latent';
   const rounds = opts.rounds ?? 3;
-  const m = opts.latentSteps ?? 32;
+  const m = opts.latentSteps ?? defaultLatentSteps(style);
   const task = opts.task ?? detectTask(opts.question);
   const prompts = opts.prompts ?? system.prompts ?? DEFAULT_PROMPTS;
   const signal = opts.signal;

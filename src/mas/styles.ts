@@ -73,7 +73,15 @@ export interface StyleSpec {
    * then folders under the package root, and the style brings its own prompt file.
    */
   embedded?: EmbeddedSpec;
+  /**
+   * Latent steps per rollout when the caller gives none (ask, the playground, the tiny eval): the length
+   * this system's outer links were trained for. Absent: 32, upstream's default.
+   */
+  latentSteps?: number;
 }
+
+/** The latent steps a style runs with when none are asked for. */
+export const defaultLatentSteps = (style: Pick<StyleSpec, 'latentSteps'>): number => style.latentSteps ?? 32;
 
 const R = 'RecursiveMAS/';
 const stage = (role: string, kind: PromptKind, fill: [string, string][], linksOut: string[], decode = false): StageSpec => ({ role, kind, fill, linksOut, decode });
@@ -103,6 +111,8 @@ function tinySequential(): StyleSpec {
       role('solver', 'tiny Qwen2-style decoder trained from scratch (models/tiny/train-agents.ts)'),
     ], `${TINY_ROOT}/outer`, false),
     embedded: { root: TINY_ROOT, prompts: 'prompts.json' },
+    // its outer links were trained on up to 40 latents (models/tiny/build.ts), and a 3-step refined plan is 39 tokens
+    latentSteps: 40,
   };
 }
 

@@ -8,7 +8,7 @@ import { InvalidArgument } from '../errors';
 import { ask, type AskOptions } from '../mas/run';
 import { DumpWriter } from '../mas/dump';
 import { detectTask, loadPromptSet, type TaskKind } from '../mas/prompts';
-import { DEFAULT_STYLE, getStyle } from '../mas/styles';
+import { DEFAULT_STYLE, defaultLatentSteps, getStyle } from '../mas/styles';
 import { loadSystem } from '../mas/system';
 import { materializeOverrides } from '../store/bundle-node';
 import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
@@ -90,7 +90,7 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   if (a.task !== undefined && !['math', 'choice', 'code'].includes(a.task)) throw new AskUsageError(`--task ${a.task}: expected math, choice or code`);
   const task = (a.task as TaskKind | undefined) ?? detectTask(a.question);
   const rounds = num(a, 'num_recursive_rounds', true, 1) ?? 3;
-  const latentSteps = num(a, 'latent_length', true, 1) ?? 32;
+  const latentSteps = num(a, 'latent_length', true, 1) ?? defaultLatentSteps(style);
   const maxNewTokens = num(a, 'max_new_tokens', true, 1) ?? defaultMaxNewTokens(style.name, task);
   const temperature = num(a, 'temperature', false, 0);
   const topP = num(a, 'top_p', false, 0);

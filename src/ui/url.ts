@@ -2,6 +2,8 @@
  * The page's settings as a URL query, so that a link reproduces a setup and back/forward move through
  * earlier ones. Only values that differ from the defaults are written.
  */
+import { defaultLatentSteps, STYLES, type StyleName } from '../mas/styles';
+
 export type Tab = 'ask' | 'train' | 'checkpoints' | 'env';
 export type AskMode = 'latent' | 'text' | 'both';
 
@@ -19,8 +21,15 @@ export interface Settings {
 }
 
 export const TABS: readonly Tab[] = ['ask', 'train', 'checkpoints', 'env'];
+
+/** The latent steps a style runs with until the user picks others ('tiny' is tiny_sequential). */
+export function styleLatentSteps(style: string): number {
+  const spec = STYLES[(style === 'tiny' ? 'tiny_sequential' : style) as StyleName];
+  return spec ? defaultLatentSteps(spec) : 32;
+}
+
 export const DEFAULTS: Readonly<Settings> = {
-  tab: 'ask', style: 'tiny', rounds: 3, latentSteps: 32, temperature: 0.6, topP: 0.95, seed: 42, greedy: true, mode: 'latent',
+  tab: 'ask', style: 'tiny', rounds: 3, latentSteps: styleLatentSteps('tiny'), temperature: 0.6, topP: 0.95, seed: 42, greedy: true, mode: 'latent',
 };
 
 const num = (v: string | null, lo: number, hi: number, fallback: number, int = false): number => {
@@ -35,11 +44,12 @@ export function parseSettings(search: string): Settings {
   const q = new URLSearchParams(search);
   const tab = q.get('tab') as Tab | null;
   const mode = q.get('mode') as AskMode | null;
+  const style = q.get('style') || DEFAULTS.style;
   return {
     tab: tab && TABS.includes(tab) ? tab : DEFAULTS.tab,
-    style: q.get('style') || DEFAULTS.style,
+    style,
     rounds: num(q.get('rounds'), 1, 10, DEFAULTS.rounds, true),
-    latentSteps: num(q.get('latent'), 0, 256, DEFAULTS.latentSteps, true),
+    latentSteps: num(q.get('latent'), 0, 256, styleLatentSteps(style), true),
     temperature: num(q.get('temp'), 0, 2, DEFAULTS.temperature),
     topP: num(q.get('top_p'), 0, 1, DEFAULTS.topP),
     seed: num(q.get('seed'), 0, 2 ** 31 - 1, DEFAULTS.seed, true),
@@ -55,7 +65,7 @@ export function settingsQuery(s: Settings, base = ''): string {
   put('tab', s.tab, DEFAULTS.tab);
   put('style', s.style, DEFAULTS.style);
   put('rounds', String(s.rounds), String(DEFAULTS.rounds));
-  put('latent', String(s.latentSteps), String(DEFAULTS.latentSteps));
+  put('latent', String(s.latentSteps), String(styleLatentSteps(s.style)));
   put('temp', String(s.temperature), String(DEFAULTS.temperature));
   put('top_p', String(s.topP), String(DEFAULTS.topP));
   put('seed', String(s.seed), String(DEFAULTS.seed));
