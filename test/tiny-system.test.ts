@@ -5,8 +5,8 @@
  *   - rebuilding it from its seed starts on the recorded loss curves: the first optimizer steps of each
  *     agent (train-agents.ts), of an inner link (`rmas train-inner`, on the text-stage agents of
  *     models/tiny/stages), of the latent phase (latent-phase.ts, from those agents and the inner stage's
- *     link) and of the outer links (`rmas train-outer`, on the committed system) give the losses build.json
- *     holds (a full rebuild takes about two hours).
+ *     link) and of the outer links (`tiny:build --from outer` in a fresh folder, on the committed system)
+ *     give the losses build.json holds (a full rebuild takes about three hours).
  * The WebGPU twin of the accuracy check is test/tiny-system.gpu.test.ts.
  */
 import { execFileSync } from 'node:child_process';
@@ -17,7 +17,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { evalTiny, TINY_SYSTEM_DIR, type EvalConfig } from '../models/tiny/eval';
 import { taskSplit } from '../models/tiny/task';
 import { AGENT_SPECS, DEFAULTS, trainTinyAgents } from '../models/tiny/train-agents';
-import { innerTrainArgs, outerTrainArgs, TINY_STAGES_DIR } from '../models/tiny/build';
+import { innerTrainArgs, TINY_STAGES_DIR } from '../models/tiny/build';
 import { latentPhase } from '../models/tiny/latent-phase';
 import { CpuBackend } from '../src/tensor/cpu';
 
@@ -116,11 +116,25 @@ describe('rebuilding the tiny system from its seed', () => {
       system: textSystem, role: 'planner', link: join(TINY_STAGES_DIR, 'inner', 'planner.pt'), seed: build.seed, stopAfter: 2, log: () => {},
     });
     close(latent.losses, build.losses.latent.planner!.slice(0, 2));
-    const outerSteps = 2;
-    const olog = join(work, 'outer.jsonl');
-    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), ...outerTrainArgs(data, join(work, 'outer'), outerSteps, build.seed, olog)], {
-      cwd: ROOT, env: { ...process.env, RMAS_TINY_SYSTEM: SYSTEM }, stdio: 'pipe',
+  }, 300_000);
+
+  it('restarts at a later stage from the committed system: --from outer starts on the recorded outer curve', () => {
+    const work = mkdtempSync(join(tmpdir(), 'tiny-from-outer-'));
+    tmp.push(work);
+    const out = join(work, 'out');
+    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'models/tiny/build.ts'), '--work', join(work, 'w'), '--from', 'outer', '--outer_steps', '2', '--out', out], {
+      cwd: ROOT, stdio: 'pipe',
     });
-    close(read(olog), build.losses.outer.slice(0, outerSteps));
+    const rec = JSON.parse(readFileSync(join(out, 'build.json'), 'utf8')) as BuildRecord;
+    close(rec.losses.outer, build.losses.outer.slice(0, 2));
+    // the earlier stages' curves carried over from the committed record, and their snapshots copied next to --out
+    expect(rec.losses.agents).toEqual(build.losses.agents);
+    expect(rec.losses.inner).toEqual(build.losses.inner);
+    expect(rec.losses.latent).toEqual(build.losses.latent);
+    for (const role of ['planner', 'critic', 'solver']) {
+      expect(readFileSync(join(work, 'out-stages', 'text', `${role}.safetensors`))).toEqual(readFileSync(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`)));
+      // the agents the outer links trained on are the committed (latent-phase) ones
+      expect(readFileSync(join(out, role, 'model.safetensors'))).toEqual(readFileSync(join(SYSTEM, role, 'model.safetensors')));
+    }
   }, 300_000);
 });

@@ -131,11 +131,37 @@ async function snapshot(work: string, system: string, what: 'text' | 'inner'): P
   }
 }
 
+/**
+ * A fresh --work folder for a build that starts after the agents: the committed system, its stage
+ * snapshots, and the earlier stages' loss curves from its build.json, as the stages before `from` left them.
+ */
+async function seedWork(work: string, from: 'inner' | 'latent' | 'outer'): Promise<void> {
+  const system = join(work, 'system');
+  const logs = join(work, 'logs');
+  process.stderr.write(`--from ${from}: ${work} holds no agents; starting from the committed system and ${TINY_STAGES_DIR}\n`);
+  await cp(TINY_SYSTEM_DIR, system, { recursive: true });
+  await cp(TINY_STAGES_DIR, join(work, 'stages'), { recursive: true });
+  await mkdir(logs, { recursive: true });
+  const record = JSON.parse(await readFile(join(TINY_SYSTEM_DIR, 'build.json'), 'utf8')) as { losses: Record<string, Record<string, number[]>> };
+  const jsonl = (losses: readonly number[]) => losses.map((loss, i) => `${JSON.stringify({ step: i + 1, loss })}\n`).join('');
+  for (const role of ROLES) {
+    await writeFile(join(logs, `agent-${role}.json`), `${JSON.stringify({ [role]: { losses: record.losses.agents![role] } })}\n`);
+    // before the latent phase the agents are the text stage's
+    if (from !== 'outer') await cp(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`), join(system, role, 'model.safetensors'));
+    if (from === 'inner') continue;
+    await writeFile(join(logs, `inner-${role}.jsonl`), jsonl(record.losses.inner![role]!));
+    await mkdir(join(work, `inner-${role}`), { recursive: true });
+    await cp(join(TINY_STAGES_DIR, 'inner', `${role}.pt`), join(work, `inner-${role}`, 'adapter.pt'));
+    if (from === 'outer') await writeFile(join(logs, `latent-${role}.json`), `${JSON.stringify({ [role]: { losses: record.losses.latent![role] } })}\n`);
+  }
+}
+
 export async function buildTinySystem(o: BuildOptions): Promise<void> {
   const work = resolve(o.work);
   const system = join(work, 'system');
   const data = join(work, 'data');
   const logs = join(work, 'logs');
+  if (o.from !== 'agents' && !existsSync(join(system, ROLES[0], 'model.safetensors'))) await seedWork(work, o.from);
   await mkdir(logs, { recursive: true });
   await mkdir(data, { recursive: true });
   await mkdir(system, { recursive: true });
