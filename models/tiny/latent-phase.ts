@@ -17,7 +17,7 @@
  * and the link `rmas train-inner --adapter_ce_weight 1` made for it, and writes both back (the agent's
  * model.safetensors, the link's adapter.pt in upstream layout, f32).
  *
- *   npx tsx models/tiny/latent-phase.ts --system DIR --role R --link FILE.pt [--steps N] [--seed S] [--losses FILE.json]
+ *   npx tsx models/tiny/latent-phase.ts --system DIR --role R --link FILE.pt [--steps N (one cycle)] [--seed S] [--losses FILE.json]
  *
  * On the CPU backend the run is a pure function of its inputs and the seed.
  */
@@ -43,9 +43,13 @@ import { LinkOptimizer } from '../../src/train/optim.ts';
 import { taskSplit } from './task.ts';
 import { ROLES, roleExamples, type AgentRole } from './train-agents.ts';
 
-/** Settings of the committed system's latent phase; the critic, whose rollout computes, needs most steps. */
+/**
+ * Settings of the committed system's latent phase. Each role runs one or more cosine cycles (warm
+ * restarts: a fresh optimizer and schedule, data order from seed + k for cycle k); the critic, whose
+ * rollout copies operands and computes, needs most.
+ */
 export const LATENT_DEFAULTS = {
-  steps: { planner: 300, critic: 500, solver: 300 } as Record<AgentRole, number>,
+  cycles: { planner: [300], critic: [500], solver: [300] } as Record<AgentRole, readonly number[]>,
   batchSize: 8,
   lr: 1e-3,
   warmup: 10,
@@ -60,12 +64,13 @@ export interface LatentPhaseOptions {
   role: AgentRole;
   /** The inner link to start from (upstream .pt); the result is written to DIR/<role>/adapter.pt. */
   link: string;
-  steps?: number;
+  /** Steps of each cosine cycle (default LATENT_DEFAULTS.cycles[role]). */
+  cycles?: readonly number[];
   seed?: number;
   backend?: Backend;
   /** Use only the first N train rows (tests). */
   trainRows?: number;
-  /** Stop after this many steps of the `steps`-step schedule (tests); nothing is written then. */
+  /** Stop after this many steps in all (tests); nothing is written then. */
   stopAfter?: number;
   log?: (line: string) => void;
 }
@@ -93,8 +98,8 @@ async function loadAgentValues(file: string): Promise<Map<string, Float32Array>>
 }
 
 export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhaseResult> {
-  const steps = opts.steps ?? LATENT_DEFAULTS.steps[opts.role];
-  if (!Number.isInteger(steps) || steps < 1) throw new InvalidArgument(`latent phase: steps must be a positive integer, got ${steps}`);
+  const cycles = opts.cycles ?? LATENT_DEFAULTS.cycles[opts.role];
+  if (!cycles.length || cycles.some((n) => !Number.isInteger(n) || n < 1)) throw new InvalidArgument(`latent phase: cycles must be positive step counts, got [${cycles}]`);
   const seed = opts.seed ?? 7;
   const be = opts.backend ?? new CpuBackend('f32');
   const log = opts.log ?? ((s: string) => process.stdout.write(`${s}\n`));
@@ -108,49 +113,55 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
     params.import(await loadAgentValues(join(dir, 'model.safetensors')));
     const rows = taskSplit('train').slice(0, opts.trainRows ?? Infinity);
     const { examples } = roleExamples(tok, opts.role, rows, LATENT_DEFAULTS.maxLength);
-    const phaseSeed = seed * 1000 + 700 + ROLES.indexOf(opts.role);
-    const optimizer = new LinkOptimizer([params, link.params], { weightDecay: 0 });
-    optimizer.zeroGrad();
     const losses: number[] = [];
     const stop = new AbortController();
-    await trainLoop(examples.length, {
-      maxSteps: steps, batchSize: LATENT_DEFAULTS.batchSize, gradAccumSteps: 1, lr: LATENT_DEFAULTS.lr, scheduler: 'cosine',
-      warmupSteps: Math.min(LATENT_DEFAULTS.warmup, steps - 1), seed: phaseSeed, shuffle: true, saveSteps: 0,
-    }, {
-      optimizer,
-      signal: stop.signal,
-      runBatch: async (indices, scale) => {
-        const batchPairs = indices.reduce((n, i) => n + innerPairs(examples[i]!), 0);
-        let loss = 0;
-        let tokens = 0;
-        for (const i of indices) {
-          const ex = examples[i]!;
-          const tape = new Tape();
-          try {
-            const text = tape.run(() => lmLoss(decoder, ex.ids, ex.lossMask));
-            loss += (await text.read())[0]! / indices.length;
-            await tape.backward(tape.run(() => F.scale(text, scale / indices.length)));
-          } finally {
-            tape.dispose();
+    for (const [k, steps] of cycles.entries()) {
+      if (stop.signal.aborted) break;
+      const phaseSeed = (seed + k) * 1000 + 700 + ROLES.indexOf(opts.role);
+      // a fresh optimizer per cycle: the AdamW moments live in the parameter buffers, so they are zeroed too
+      params.resetOptimizerState();
+      link.params.resetOptimizerState();
+      const optimizer = new LinkOptimizer([params, link.params], { weightDecay: 0 });
+      optimizer.zeroGrad();
+      await trainLoop(examples.length, {
+        maxSteps: steps, batchSize: LATENT_DEFAULTS.batchSize, gradAccumSteps: 1, lr: LATENT_DEFAULTS.lr, scheduler: 'cosine',
+        warmupSteps: Math.min(LATENT_DEFAULTS.warmup, steps - 1), seed: phaseSeed, shuffle: true, saveSteps: 0,
+      }, {
+        optimizer,
+        signal: stop.signal,
+        runBatch: async (indices, scale) => {
+          const batchPairs = indices.reduce((n, i) => n + innerPairs(examples[i]!), 0);
+          let loss = 0;
+          let tokens = 0;
+          for (const i of indices) {
+            const ex = examples[i]!;
+            const tape = new Tape();
+            try {
+              const text = tape.run(() => lmLoss(decoder, ex.ids, ex.lossMask));
+              loss += (await text.read())[0]! / indices.length;
+              await tape.backward(tape.run(() => F.scale(text, scale / indices.length)));
+            } finally {
+              tape.dispose();
+            }
+            // the link's share is already weighted by the sample's pairs over the batch's
+            const share = await innerSampleStep(decoder, link, ex, LATENT_DEFAULTS.weights, batchPairs / scale);
+            loss += (await share.read())[0]! / scale;
+            share.dispose();
+            tokens += ex.ids.length;
           }
-          // the link's share is already weighted by the sample's pairs over the batch's
-          const share = await innerSampleStep(decoder, link, ex, LATENT_DEFAULTS.weights, batchPairs / scale);
-          loss += (await share.read())[0]! / scale;
-          share.dispose();
-          tokens += ex.ids.length;
-        }
-        optimizer.gather();
-        return { loss, tokens, valid: indices.length, skipped: {} };
-      },
-      onStep: (e) => {
-        losses.push(e.loss);
-        if (opts.stopAfter !== undefined && e.step >= opts.stopAfter) stop.abort();
-        if (e.step % 20 === 0 || e.step === e.maxSteps) {
-          const recent = losses.slice(-20);
-          log(`${opts.role} latent step ${e.step}/${e.maxSteps} loss ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(4)} ${e.elapsedSec.toFixed(0)}s`);
-        }
-      },
-    }, initialState(examples.length, { seed: phaseSeed, shuffle: true }));
+          optimizer.gather();
+          return { loss, tokens, valid: indices.length, skipped: {} };
+        },
+        onStep: (e) => {
+          losses.push(e.loss);
+          if (opts.stopAfter !== undefined && losses.length >= opts.stopAfter) stop.abort();
+          if (e.step % 20 === 0 || e.step === e.maxSteps) {
+            const recent = losses.slice(-20);
+            log(`${opts.role} latent cycle ${k + 1}/${cycles.length} step ${e.step}/${e.maxSteps} loss ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(4)} ${e.elapsedSec.toFixed(0)}s`);
+          }
+        },
+      }, initialState(examples.length, { seed: phaseSeed, shuffle: true }));
+    }
     if (!stop.signal.aborted) {
       await saveDecoderCheckpoint(dir, params, { dtype: 'f32' });
       await writeLinkFile(link, join(dir, 'adapter.pt'), { dtype: 'f32' });
@@ -188,7 +199,7 @@ function parseArgs(argv: string[]) {
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   const a = parseArgs(process.argv.slice(2));
-  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, steps: a.steps, seed: a.seed });
+  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles: [a.steps] } : {}), seed: a.seed });
   if (a.losses) await writeFile(a.losses, `${JSON.stringify({ [r.role]: { seconds: r.seconds, losses: r.losses } }, null, 2)}\n`);
   process.stdout.write(`${r.role}: latent phase ${r.losses.length} steps, ${r.seconds.toFixed(1)}s\n`);
 }
