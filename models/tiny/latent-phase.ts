@@ -13,9 +13,9 @@
  * LM cross-entropy over the assistant span) plus the inner loop's loss with the read-back term
  * (src/train/inner.ts: cosine to the next token's embedding, and the cross-entropy of the agent reading
  * its whole assistant span as Inner(Hs[t]) rows), backpropagated into both the agent's weights and the
- * link's. One AdamW (no weight decay) over both, cosine schedule. It starts from the text-trained agent
- * and the link `rmas train-inner --adapter_ce_weight 1` made for it, and writes both back (the agent's
- * model.safetensors, the link's adapter.pt in upstream layout, f32).
+ * link's. One AdamW (no weight decay) over both, in one or more cosine cycles (warm restarts). It starts
+ * from the text-trained agent and the link `rmas train-inner --adapter_ce_weight 1` made for it, and writes
+ * both back (the agent's model.safetensors, the link's adapter.pt in upstream layout, f32).
  *
  *   npx tsx models/tiny/latent-phase.ts --system DIR --role R --link FILE.pt [--steps N (one cycle)] [--seed S] [--losses FILE.json]
  *
