@@ -95,9 +95,10 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
     const { ctx, page, errors } = await open();
     try {
       await useCpu(page);
-      // test split row 78: the recorded 1-round latent run (models/tiny/system/eval.json, `npm run tiny:eval`)
-      // ends it with \boxed{3}; the page, on the same engine's CPU backend, must write the same answer
-      const stats = await askTiny(page, 'Sam has 8 eggs. He sells 5. He gives away 2. He triples them. How many eggs does Sam have now?');
+      // test split row 0: the recorded 1-round latent run (models/tiny/system/eval.json, `npm run tiny:eval`, 40
+      // latent steps, the style's default) ends it with \boxed{10}; the page, on the same engine's CPU backend,
+      // must write the same answer
+      const stats = await askTiny(page, 'Tom has 8 apples. He finds 8 more. He gives away 6. How many apples does Tom have now?');
       const states = await timelineStates(page);
       expect(states.length).toBe(3); // 1 round × planner, critic, solver
       expect(states.every((s) => s === 'done')).toBe(true);
@@ -105,7 +106,7 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       expect(m, stats).not.toBeNull();
       expect(Number(m![1])).toBeGreaterThan(0);
       expect(Number(m![2])).toBeGreaterThan(0);
-      expect((await page.locator('#panel-ask .answer .md').textContent())!).toContain('\\boxed{3}');
+      expect((await page.locator('#panel-ask .answer .md').textContent())!).toContain('\\boxed{10}');
       console.log(`[e2e] ask: ${stats}`);
       await shot(page, 'ask');
       expect(errors).toEqual([]);
