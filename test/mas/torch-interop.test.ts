@@ -1,6 +1,6 @@
 /**
  * Links move to PyTorch: our `.pt` export is loaded by the real torch.load(weights_only=True) (Debian's
- * python3-torch, when installed; CI does not install it, so there the test is skipped with a message) and
+ * python3-torch, which scripts/setup-system.sh installs; without it the test is skipped with a message) and
  * holds exactly our values under upstream's keys. The other direction, .pt files that torch.save wrote,
  * is covered by test/mas/golden.test.ts.
  */
