@@ -118,6 +118,13 @@ async function jsonlLosses(file: string): Promise<number[]> {
   return text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { loss?: number }).filter((r) => typeof r.loss === 'number').map((r) => r.loss!);
 }
 
+/** A stage's per-role record file ({ role: { losses, ... } }, as train-agents and latent-phase write them): its losses. */
+async function roleLosses(file: string, role: string): Promise<number[]> {
+  return (JSON.parse(await readFile(file, 'utf8')) as Record<string, { losses: number[] }>)[role]!.losses;
+}
+
+const roleRecord = (role: string, losses: readonly number[]) => `${JSON.stringify({ [role]: { losses } })}\n`;
+
 /**
  * The later stages overwrite the agents (latent phase) and the links, so their inputs are kept:
  * stages/text/<role>.safetensors (the agents after their text phases) and stages/inner/<role>.pt (the
@@ -145,14 +152,14 @@ async function seedWork(work: string, from: 'inner' | 'latent' | 'outer'): Promi
   const record = JSON.parse(await readFile(join(TINY_SYSTEM_DIR, 'build.json'), 'utf8')) as { losses: Record<string, Record<string, number[]>> };
   const jsonl = (losses: readonly number[]) => losses.map((loss, i) => `${JSON.stringify({ step: i + 1, loss })}\n`).join('');
   for (const role of ROLES) {
-    await writeFile(join(logs, `agent-${role}.json`), `${JSON.stringify({ [role]: { losses: record.losses.agents![role] } })}\n`);
+    await writeFile(join(logs, `agent-${role}.json`), roleRecord(role, record.losses.agents![role]!));
     // before the latent phase the agents are the text stage's
     if (from !== 'outer') await cp(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`), join(system, role, 'model.safetensors'));
     if (from === 'inner') continue;
     await writeFile(join(logs, `inner-${role}.jsonl`), jsonl(record.losses.inner![role]!));
     await mkdir(join(work, `inner-${role}`), { recursive: true });
     await cp(join(TINY_STAGES_DIR, 'inner', `${role}.pt`), join(work, `inner-${role}`, 'adapter.pt'));
-    if (from === 'outer') await writeFile(join(logs, `latent-${role}.json`), `${JSON.stringify({ [role]: { losses: record.losses.latent![role] } })}\n`);
+    if (from === 'outer') await writeFile(join(logs, `latent-${role}.json`), roleRecord(role, record.losses.latent![role]!));
   }
 }
 
@@ -215,18 +222,15 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
     }
   }
 
-  const agents = Object.fromEntries(await Promise.all(ROLES.map(async (r) => {
-    const rec = JSON.parse(await readFile(join(logs, `agent-${r}.json`), 'utf8')) as Record<string, unknown>;
-    return [r, rec[r]];
-  })));
+  const agentLosses = Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await roleLosses(join(logs, `agent-${r}.json`), r)])));
   const record = {
-    seed: o.seed, agentSteps: Object.fromEntries(ROLES.map((r) => [r, (agents[r] as { losses: number[] }).losses.length])), inner: { ...inner, steps: o.innerSteps },
+    seed: o.seed, agentSteps: Object.fromEntries(ROLES.map((r) => [r, agentLosses[r]!.length])), inner: { ...inner, steps: o.innerSteps },
     latent: { ...LATENT_DEFAULTS }, outer: { ...outer, steps: o.outerSteps },
     seconds,
     losses: {
-      agents: Object.fromEntries(ROLES.map((r) => [r, (agents[r] as { losses: number[] }).losses])),
+      agents: agentLosses,
       inner: Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await jsonlLosses(join(logs, `inner-${r}.jsonl`))]))),
-      latent: Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, (JSON.parse(await readFile(join(logs, `latent-${r}.json`), 'utf8')) as Record<string, { losses: number[] }>)[r]!.losses]))),
+      latent: Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await roleLosses(join(logs, `latent-${r}.json`), r)]))),
       outer: await jsonlLosses(join(logs, 'outer.jsonl')),
     },
   };

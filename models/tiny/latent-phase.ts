@@ -24,15 +24,10 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { F, Tape } from '../../src/autograd/index.ts';
 import { InvalidArgument } from '../../src/errors.ts';
-import { decode } from '../../src/formats/encode.ts';
-import { SafetensorsFile } from '../../src/formats/safetensors.ts';
-import { fileSource } from '../../src/formats/sources.ts';
 import { InnerLink } from '../../src/mas/links.ts';
 import { readLinkFile, writeLinkFile } from '../../src/mas/upstream.ts';
 import { parseDecoderConfig } from '../../src/model/config.ts';
-import { lmLoss } from '../../src/model/lm-loss.ts';
 import { createTrainableDecoder, saveDecoderCheckpoint } from '../../src/model/trainable.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
@@ -41,7 +36,7 @@ import { innerPairs, innerSampleStep } from '../../src/train/inner.ts';
 import { initialState, trainLoop } from '../../src/train/loop.ts';
 import { LinkOptimizer } from '../../src/train/optim.ts';
 import { taskSplit } from './task.ts';
-import { ROLES, roleExamples, type AgentRole } from './train-agents.ts';
+import { loadF32Checkpoint, ROLES, roleExamples, sequenceStep, type AgentRole } from './train-agents.ts';
 
 /**
  * Settings of the committed system's latent phase. Each role runs one or more cosine cycles (warm
@@ -82,21 +77,6 @@ export interface LatentPhaseResult {
   seconds: number;
 }
 
-async function loadAgentValues(file: string): Promise<Map<string, Float32Array>> {
-  const st = await SafetensorsFile.open(fileSource(file));
-  try {
-    const values = new Map<string, Float32Array>();
-    for (const name of st.names()) {
-      const info = st.info(name);
-      if (info.dtype !== 'F32') throw new InvalidArgument(`${file}: tensor ${name} is ${info.dtype}; the latent phase continues f32 training checkpoints only`);
-      values.set(name, decode('f32', (await st.read(name)).bytes, info.shape));
-    }
-    return values;
-  } finally {
-    await st.close();
-  }
-}
-
 export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhaseResult> {
   const cycles = opts.cycles ?? LATENT_DEFAULTS.cycles[opts.role];
   if (!cycles.length || cycles.some((n) => !Number.isInteger(n) || n < 1)) throw new InvalidArgument(`latent phase: cycles must be positive step counts, got [${cycles}]`);
@@ -110,7 +90,7 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
   const link = InnerLink.fromStateDict(be, await readLinkFile(opts.link), { d: config.hidden, name: `${opts.role} inner link` });
   const t0 = performance.now();
   try {
-    params.import(await loadAgentValues(join(dir, 'model.safetensors')));
+    params.import(await loadF32Checkpoint(join(dir, 'model.safetensors'), 'the latent phase'));
     const rows = taskSplit('train').slice(0, opts.trainRows ?? Infinity);
     const { examples } = roleExamples(tok, opts.role, rows, LATENT_DEFAULTS.maxLength);
     const losses: number[] = [];
@@ -135,14 +115,7 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
           let tokens = 0;
           for (const i of indices) {
             const ex = examples[i]!;
-            const tape = new Tape();
-            try {
-              const text = tape.run(() => lmLoss(decoder, ex.ids, ex.lossMask));
-              loss += (await text.read())[0]! / indices.length;
-              await tape.backward(tape.run(() => F.scale(text, scale / indices.length)));
-            } finally {
-              tape.dispose();
-            }
+            loss += (await sequenceStep(decoder, ex, scale / indices.length)) / indices.length;
             // the link's share is already weighted by the sample's pairs over the batch's
             const share = await innerSampleStep(decoder, link, ex, LATENT_DEFAULTS.weights, batchPairs / scale);
             loss += (await share.read())[0]! / scale;

@@ -296,14 +296,7 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
   try {
     if (spec.finetune && o.firstPhase) {
       // the first phase's end state, saved by an earlier run with the same seed
-      const file = await SafetensorsFile.open(fileSource(join(o.firstPhase.dir, spec.role, 'model.safetensors')));
-      const values = new Map<string, Float32Array>();
-      try {
-        for (const name of file.names()) values.set(name, decode('f32', (await file.read(name)).bytes, file.info(name).shape));
-      } finally {
-        await file.close();
-      }
-      params.import(values);
+      params.import(await loadF32Checkpoint(join(o.firstPhase.dir, spec.role, 'model.safetensors'), 'a second phase'));
       const recorded = o.firstPhase.losses[spec.role];
       if (!recorded || recorded.length !== o.steps) throw new InvalidArgument(`firstPhase: ${spec.role} needs the ${o.steps} recorded losses of its first phase`);
       losses.push(...recorded);
@@ -322,8 +315,27 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
   return { name: spec.name, role: spec.role, dir, losses, seconds, examples: examples.length, skipped, params: params.entries.reduce((s, e) => s + e.numel, 0) };
 }
 
+/**
+ * The tensors of a training checkpoint this script wrote (f32), to continue from; `what` names the
+ * continuation in the error a checkpoint of another dtype gets.
+ */
+export async function loadF32Checkpoint(file: string, what: string): Promise<Map<string, Float32Array>> {
+  const st = await SafetensorsFile.open(fileSource(file));
+  try {
+    const values = new Map<string, Float32Array>();
+    for (const name of st.names()) {
+      const info = st.info(name);
+      if (info.dtype !== 'F32') throw new InvalidArgument(`${file}: tensor ${name} is ${info.dtype}; ${what} continues f32 training checkpoints only`);
+      values.set(name, decode('f32', (await st.read(name)).bytes, info.shape));
+    }
+    return values;
+  } finally {
+    await st.close();
+  }
+}
+
 /** Forward + backward of one sequence's masked LM loss times `weight`; returns the unweighted loss. */
-async function sequenceStep(decoder: Decoder, ex: { ids: number[]; lossMask: number[] }, weight: number): Promise<number> {
+export async function sequenceStep(decoder: Decoder, ex: { ids: number[]; lossMask: number[] }, weight: number): Promise<number> {
   const tape = new Tape();
   try {
     const loss = tape.run(() => lmLoss(decoder, ex.ids, ex.lossMask));

@@ -24,8 +24,7 @@ export const TABS: readonly Tab[] = ['ask', 'train', 'checkpoints', 'env'];
 
 /** The latent steps a style runs with until the user picks others ('tiny' is tiny_sequential). */
 export function styleLatentSteps(style: string): number {
-  const spec = STYLES[(style === 'tiny' ? 'tiny_sequential' : style) as StyleName];
-  return spec ? defaultLatentSteps(spec) : 32;
+  return defaultLatentSteps(STYLES[(style === 'tiny' ? 'tiny_sequential' : style) as StyleName] ?? {});
 }
 
 export const DEFAULTS: Readonly<Settings> = {
