@@ -32,7 +32,7 @@ import { createTrainableDecoder, saveDecoderCheckpoint } from '../../src/model/t
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
-import { innerPairs, innerSampleStep } from '../../src/train/inner.ts';
+import { innerPairs, innerSampleStep, rolloutSampleStep } from '../../src/train/inner.ts';
 import { initialState, trainLoop } from '../../src/train/loop.ts';
 import { LinkOptimizer } from '../../src/train/optim.ts';
 import { taskSplit } from './task.ts';
@@ -67,6 +67,13 @@ export interface LatentPhaseOptions {
   trainRows?: number;
   /** Stop after this many steps in all (tests); nothing is written then. */
   stopAfter?: number;
+  /**
+   * Weight of the rollout read-back term (src/train/inner.ts rolloutSampleStep) added to every chat's loss;
+   * 0 or absent: off (the latent stage). The rollout stage turns it on.
+   */
+  rolloutWeight?: number;
+  /** Learning rate (default LATENT_DEFAULTS.lr). */
+  lr?: number;
   log?: (line: string) => void;
 }
 
@@ -104,7 +111,7 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
       const optimizer = new LinkOptimizer([params, link.params], { weightDecay: 0 });
       optimizer.zeroGrad();
       await trainLoop(examples.length, {
-        maxSteps: steps, batchSize: LATENT_DEFAULTS.batchSize, gradAccumSteps: 1, lr: LATENT_DEFAULTS.lr, scheduler: 'cosine',
+        maxSteps: steps, batchSize: LATENT_DEFAULTS.batchSize, gradAccumSteps: 1, lr: opts.lr ?? LATENT_DEFAULTS.lr, scheduler: 'cosine',
         warmupSteps: Math.min(LATENT_DEFAULTS.warmup, steps - 1), seed: phaseSeed, shuffle: true, saveSteps: 0,
       }, {
         optimizer,
@@ -120,6 +127,11 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
             const share = await innerSampleStep(decoder, link, ex, LATENT_DEFAULTS.weights, batchPairs / scale);
             loss += (await share.read())[0]! / scale;
             share.dispose();
+            if (opts.rolloutWeight) {
+              const r = await rolloutSampleStep(decoder, link, ex, opts.rolloutWeight, batchPairs / scale);
+              loss += (await r.read())[0]! / scale;
+              r.dispose();
+            }
             tokens += ex.ids.length;
           }
           optimizer.gather();
@@ -148,8 +160,8 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
 }
 
 function parseArgs(argv: string[]) {
-  const usage = 'usage: tsx models/tiny/latent-phase.ts --system DIR --role planner|critic|solver --link FILE.pt [--steps N] [--seed S] [--losses FILE.json]';
-  const a: { system?: string; role?: AgentRole; link?: string; steps?: number; seed?: number; losses?: string } = {};
+  const usage = 'usage: tsx models/tiny/latent-phase.ts --system DIR --role planner|critic|solver --link FILE.pt [--steps N] [--seed S] [--rollout W] [--lr LR] [--losses FILE.json]';
+  const a: { system?: string; role?: AgentRole; link?: string; steps?: number; seed?: number; losses?: string; rollout?: number; lr?: number } = {};
   for (let i = 0; i < argv.length; i++) {
     const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const v = inline ?? argv[++i];
@@ -157,6 +169,11 @@ function parseArgs(argv: string[]) {
     if (k === '--system') a.system = v;
     else if (k === '--link') a.link = v;
     else if (k === '--losses') a.losses = v;
+    else if (k === '--rollout' || k === '--lr') {
+      const x = Number(v);
+      if (!(x >= 0) || !Number.isFinite(x)) throw new InvalidArgument(`${k} must be a non-negative number, got ${v}; ${usage}`);
+      a[k.slice(2) as 'rollout' | 'lr'] = x;
+    }
     else if (k === '--steps' || k === '--seed') {
       const n = Number(v);
       if (!Number.isInteger(n)) throw new InvalidArgument(`${k} must be an integer, got ${v}; ${usage}`);
@@ -172,7 +189,7 @@ function parseArgs(argv: string[]) {
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   const a = parseArgs(process.argv.slice(2));
-  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles: [a.steps] } : {}), seed: a.seed });
+  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles: [a.steps] } : {}), seed: a.seed, rolloutWeight: a.rollout, lr: a.lr });
   if (a.losses) await writeFile(a.losses, `${JSON.stringify({ [r.role]: { seconds: r.seconds, losses: r.losses } }, null, 2)}\n`);
   process.stdout.write(`${r.role}: latent phase ${r.losses.length} steps, ${r.seconds.toFixed(1)}s\n`);
 }

@@ -10,6 +10,7 @@
 import { F, Tape, noGrad } from '../autograd';
 import { InvalidArgument } from '../errors';
 import type { InnerLink } from '../mas/links';
+import { latentRollout } from '../mas/rollout';
 import type { Decoder } from '../model/decoder';
 import { tidy } from '../tensor/scope';
 import type { Tensor } from '../tensor/tensor';
@@ -95,5 +96,53 @@ export async function innerSampleStep(model: Decoder, inner: InnerLink, ex: Inne
     ids.dispose();
     next.dispose();
     mask.dispose();
+  }
+}
+
+/**
+ * The rollout read-back term (ours; the tiny system's latent phase): the agent runs its own latent rollout
+ * from the sample's prompt, m = span length steps without grad (H_roll, as `latentRollout` computes it at
+ * inference), then reads prompt ⊕ Inner(H_roll[0..m−2]) with grad. That sequence's hidden states at
+ * positions P−1..T−2 are H_roll itself, so its logits there are the rollout's argmax-decoded logits; each
+ * is scored with cross-entropy against the gold span token x[P + k]. Unlike the read-back term, the link's
+ * inputs are the agent's own rollout states rather than teacher-forced ones, so it trains the rollout the
+ * system runs (gradients are truncated at H_roll: one step of the recursion, not all of it).
+ *
+ * Returns `weight` · share · mean CE as a [1] tensor (share = the sample's pairs over the batch's, as
+ * innerSampleStep) and accumulates its gradients into the link's and, when they train, the agent's
+ * parameters. `hidden` supplies H_roll [m, d] (tests); it is computed here otherwise.
+ */
+export async function rolloutSampleStep(
+  model: Decoder, inner: InnerLink, ex: InnerExample, weight: number, batchPairs: number, opts: { hidden?: Tensor } = {},
+): Promise<Tensor> {
+  const T = ex.ids.length;
+  if (ex.lossMask.length !== T) throw new InvalidArgument(`inner example: ${T} ids but ${ex.lossMask.length} mask values`);
+  if (!(batchPairs > 0)) throw new InvalidArgument(`rollout step: the batch has no trained pairs (${batchPairs})`);
+  const P = spanStart(ex);
+  const m = T - P;
+  const be = model.backend;
+  const share = innerPairs(ex) / batchPairs;
+  const H = opts.hidden ?? await latentRollout(model, inner, [ex.ids.slice(0, P)], m, { what: 'the rollout read-back term' });
+  if (H.rank !== 2 || H.shape[0] !== m || H.shape[1] !== model.config.hidden) {
+    if (!opts.hidden) H.dispose();
+    throw new InvalidArgument(`rollout step: H_roll must be [${m}, ${model.config.hidden}], got [${H.shape}]`);
+  }
+  const tape = new Tape();
+  try {
+    const loss = tidy(() => tape.run(() => {
+      const prefix = noGrad(() => model.embed(be.fromValues(ex.ids.slice(0, P), [P], 'i32')));
+      const x = m > 1 ? F.concatRows([prefix, inner.forward(F.sliceRows(H, 0, m - 1))]) : prefix;
+      const rows = Array.from({ length: m }, (_, k) => P - 1 + k);
+      const out = model.forward({ inputsEmbeds: x, logits: rows });
+      const ce = F.crossEntropy(out.logits!, be.fromValues(ex.ids.slice(P), [m], 'i32'));
+      return F.scale(ce, weight * share);
+    }));
+    if (!loss.requiresGrad) throw new InvalidArgument(`rollout step: neither link ${inner.name} nor the agent trains; unfreeze one`);
+    await tape.backward(loss);
+    const value = noGrad(() => F.scale(loss, 1));
+    return value;
+  } finally {
+    tape.dispose();
+    if (!opts.hidden) H.dispose();
   }
 }
