@@ -72,6 +72,33 @@ export interface RolloutOptions {
  */
 export async function latentRollout(model: Decoder, inner: InnerLink, pieces: readonly Piece[], m: number, opts: RolloutOptions = {}): Promise<Tensor> {
   const what = opts.what ?? 'the latent rollout';
+  const steps = rolloutSteps(model, inner, pieces, m, what);
+  try {
+    for (;;) {
+      checkCancelled(opts.signal, what);
+      const r = steps.next();
+      if (r.done) return r.value;
+      await yieldIfCancellable(opts.signal, what);
+    }
+  } finally {
+    steps.return(undefined as never); // a cancelled rollout still frees its cache and states
+  }
+}
+
+/**
+ * The same rollout without yielding between steps (no cancellation), for callers that must stay
+ * synchronous: a training loss recorded on a tape (src/train/outer.ts). Runs without grad.
+ */
+export function latentRolloutSync(model: Decoder, inner: InnerLink, pieces: readonly Piece[], m: number, what = 'the latent rollout'): Tensor {
+  const steps = rolloutSteps(model, inner, pieces, m, what);
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+  }
+}
+
+/** The rollout's steps; it pauses (yields) between two forwards and returns H [m, d]. */
+function* rolloutSteps(model: Decoder, inner: InnerLink, pieces: readonly Piece[], m: number, what: string): Generator<void, Tensor> {
   if (!Number.isInteger(m) || m < 1) throw new InvalidArgument(`${what}: latent steps must be a positive integer, got ${m}`);
   const d = model.config.hidden;
   if (inner.d !== d) throw new ShapeMismatch(`${what}: inner link ${inner.name} has size ${inner.d} but the model's hidden size is ${d}`);
@@ -81,12 +108,11 @@ export async function latentRollout(model: Decoder, inner: InnerLink, pieces: re
   const H = be.zeros([m, 1, d]);
   let h: Tensor | null = null;
   try {
-    checkCancelled(opts.signal, what);
     h = prefill(model, pieces, cache);
     for (let i = 0; ; i++) {
       noGrad(() => F.kvAppend(H, h!.reshape([1, 1, d]), i));
       if (i === m - 1) break;
-      await yieldIfCancellable(opts.signal, what);
+      yield;
       const prev: Tensor = h;
       h = noGrad(() => tidy(() => model.forward({ inputsEmbeds: inner.forward(prev), cache }).hidden));
       prev.dispose();

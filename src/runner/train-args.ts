@@ -22,7 +22,7 @@ export const TRAIN_OPTIONS = {
   // inner
   model_name_or_path: s, mas_design: s, mas_role: s, role: s, adapter_type: s, adapter_lr: s, adapter_cos_weight: s, adapter_mse_weight: s, adapter_ce_weight: s, init_adapter: s,
   // outer
-  style: s, outer_lr: s, outer_type: s, num_recursive_rounds: s, max_latent_tokens: s, supervise_final_only: s, non_last_loss_weight: s, init_outer: s,
+  style: s, outer_lr: s, outer_type: s, num_recursive_rounds: s, max_latent_tokens: s, supervise_final_only: s, non_last_loss_weight: s, init_outer: s, outer_latents: s,
   agent1_model_name_or_path: s, agent2_model_name_or_path: s, agent3_model_name_or_path: s, agent4_model_name_or_path: s,
   agent1_inner_aligner_path: s, agent2_inner_aligner_path: s, agent3_inner_aligner_path: s, agent4_inner_aligner_path: s,
   // PyTorch-only: accepted, no effect
@@ -40,7 +40,7 @@ export const TRAIN_USAGE = `  rmas train-inner --model_name_or_path DIR --mas_de
   rmas train-outer --style STYLE --agent1_model_name_or_path DIR --agent1_inner_aligner_path PATH … --dataset_name NAME|FILE
                    --save_dir DIR [--outer_lr 5e-4] [--outer_type outer_ln_res_adapter] [--num_recursive_rounds 3]
                    [--max_latent_tokens 80] [--supervise_final_only 1] [--non_last_loss_weight 0.1] [--init_outer DIR]
-                   [--max_length 4096]
+                   [--max_length 4096] [--outer_latents teacher|rollout]
       both: [--batch_size 2] [--grad_accum_steps 1] [--max_steps 20000 | --num_train_epochs N] [--lr_scheduler_type cosine]
             [--warmup_steps 10] [--max_grad_norm 1.0] [--weight_decay 0.0] [--seed 42] [--shuffle 1] [--save_steps 1000]
             [--resume DIR] [--log_jsonl FILE] [--dump_batches DIR] [--dataset_json_field data] [--dataset_split train]

@@ -53,6 +53,11 @@ const flag01 = (a: TrainArgs, k: keyof TrainArgs, def: boolean) => {
   if (!['0', '1', 'true', 'false'].includes(v.toLowerCase())) throw new TrainUsageError(`--${k} ${v}: expected 0 or 1`);
   return v === '1' || v.toLowerCase() === 'true';
 };
+/** --outer_latents: what a non-final stage sends while the outer links train (src/train/outer.ts). */
+function outerLatents(v: string | undefined): 'teacher' | 'rollout' {
+  if (v === undefined || v === 'teacher' || v === 'rollout') return v ?? 'teacher';
+  throw new TrainUsageError(`--outer_latents ${v}: expected teacher (upstream: the states of the gold text) or rollout (the stage's own latent rollout, as inference)`);
+}
 const need = (a: TrainArgs, k: keyof TrainArgs): string => {
   const v = a[k] as string | undefined;
   if (!v) throw new TrainUsageError(`--${k} is required`);
@@ -205,7 +210,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       const nonLastLossWeight = num(a, 'non_last_loss_weight', 0.1, { min: 0 });
       job = createOuterJob({
         style, agents, outer, rows, task, batchSize, optimizer, ...(prompts ? { prompts } : {}),
-        loss: { rounds, maxLatentTokens: num(a, 'max_latent_tokens', 80, { int: true, min: 1 }), superviseFinalOnly, nonLastLossWeight, maxLength },
+        loss: { rounds, maxLatentTokens: num(a, 'max_latent_tokens', 80, { int: true, min: 1 }), superviseFinalOnly, nonLastLossWeight, maxLength, latents: outerLatents(a.outer_latents) },
       });
       const m = outerManifests(style.shape, [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })));
       manifests = {

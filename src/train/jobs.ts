@@ -171,7 +171,7 @@ export function createOuterJob(c: OuterJobConfig): TrainJob & { samples: OuterSa
           out[`${p}slot_lens`] = i32(slotLens, [slotLens.length]);
           const T = first + rest;
           out[`${p}label_positions`] = i32(Array.from({ length: s.target.length }, (_, k) => T - s.target.length + k), [s.target.length]);
-          for (const key of st.linksOut) lens.set(key, Math.min(c.loss.maxLatentTokens, s.target.length));
+          for (const key of st.linksOut) lens.set(key, c.loss.latents === 'rollout' ? c.loss.maxLatentTokens : Math.min(c.loss.maxLatentTokens, s.target.length));
         }
       }
       return out;

@@ -3,7 +3,8 @@
  * style's order (styles.ts, the same schedule inference uses), each teacher-forced on its gold text:
  *   x = embed(piece_0) ⊕ L_0 ⊕ embed(piece_1) ⊕ … ⊕ embed(piece_k) ⊕ embed(target)
  * The latents a stage sends are Outer(Inner(H_target)) trimmed to the first `maxLatentTokens` rows,
- * where H_target are the last-layer states at its target (assistant) positions; the inner links are
+ * where H_target are the last-layer states at its target (assistant) positions (or, with latents
+ * 'rollout', the states of the stage's own latent rollout, as inference sends them); the inner links are
  * frozen but pass gradients. The final agent's stage of each round scores its gold answer with
  * cross-entropy (HF's shift: logits[t] predicts token t + 1, only answer tokens count). One tape holds
  * every round of a sample, so the loss reaches every outer link of every round. Stages with no latents
@@ -11,6 +12,7 @@
  */
 import { F, Tape, noGrad } from '../autograd';
 import type { InnerLink, OuterLink } from '../mas/links';
+import { latentRolloutSync } from '../mas/rollout';
 import { schedule, type StyleSpec } from '../mas/styles';
 import type { Decoder } from '../model/decoder';
 import { tidy } from '../tensor/scope';
@@ -41,6 +43,14 @@ export interface OuterLossOptions {
   nonLastLossWeight: number;
   /** Longest sequence a stage may feed its model (--max_length 4096); longer prompts are cut on the left. */
   maxLength: number;
+  /**
+   * What a non-final stage sends (--outer_latents): 'teacher' (default, upstream) the states of its gold
+   * text, trimmed to maxLatentTokens; 'rollout' (ours) what it sends at inference, the states of its own
+   * latent rollout of m = maxLatentTokens steps from the prompt and the latents it received (no grad), read
+   * back with grad as prompt ⊕ Inner(H_roll[0..m−2]), whose states at the rollout positions are H_roll:
+   * gradients reach the earlier outer links through this read, truncated at the recursion.
+   */
+  latents?: 'teacher' | 'rollout';
 }
 
 export type OuterSampleResult =
@@ -74,28 +84,51 @@ export async function outerSampleStep(
         const be = model.backend;
         const ex = sample.get(stageKey(st.round, st.role))!;
         const incoming = st.fill.map(([, key]) => latents.get(key)!);
+        const decodes = st.role === style.decoder;
+        // with latents 'rollout', a stage that sends latents sends its rollout's; one that also decodes (the
+        // final agent in an earlier round) still scores its gold text
+        const rollout = opts.latents === 'rollout' && st.linksOut.length > 0;
+        const teacher = !rollout || decodes;
         // left-truncate the first piece when the whole stage is too long (upstream: left truncation)
-        const fixed = ex.pieces.slice(1).reduce((n, p) => n + p.length, 0) + incoming.reduce((n, l) => n + l.shape[0], 0) + ex.target.length;
+        const tail = Math.max(rollout ? opts.maxLatentTokens - 1 : 0, teacher ? ex.target.length : 0);
+        const fixed = ex.pieces.slice(1).reduce((n, p) => n + p.length, 0) + incoming.reduce((n, l) => n + l.shape[0], 0) + tail;
         const first = ex.pieces[0];
         if (fixed > opts.maxLength) return `sequence_too_long:${st.role} round ${st.round + 1} needs ${fixed} positions beyond its prompt, over --max_length ${opts.maxLength}`;
         const cut = Math.max(0, first.length + fixed - opts.maxLength);
         const pieces = [first.slice(cut), ...ex.pieces.slice(1)];
+        if (rollout && pieces.every((p) => !p.length) && !incoming.length) {
+          return `sequence_too_long:${st.role} round ${st.round + 1} has no prompt left for its rollout under --max_length ${opts.maxLength}`;
+        }
         const embed = (ids: readonly number[]) => noGrad(() => model.embed(be.fromValues(ids, [ids.length], 'i32')));
         const parts: Tensor[] = [];
         pieces.forEach((p, i) => {
           if (p.length) parts.push(embed(p));
           if (i < incoming.length) parts.push(incoming[i]);
         });
+        if (rollout) {
+          const m = opts.maxLatentTokens;
+          const Hroll = noGrad(() => latentRolloutSync(model, agent.inner, parts, m, `${st.role} rollout, round ${st.round + 1}`));
+          let H = Hroll;
+          if (incoming.length) {
+            // read back with grad: its states at the rollout positions are H_roll, now a function of the incoming latents
+            const P = parts.reduce((n, p) => n + p.shape[0], 0);
+            const x = m > 1 ? [...parts, noGrad(() => agent.inner.forward(F.sliceRows(Hroll, 0, m - 1)))] : parts;
+            H = F.sliceRows(model.forward({ inputsEmbeds: F.concatRows(x) }).hidden, P - 1, m);
+            tokens += P + m - 1;
+          }
+          const h = agent.inner.forward(H);
+          for (const key of st.linksOut) latents.set(key, outer.get(key)!.forward(h));
+          if (!teacher) continue;
+        }
         parts.push(embed(ex.target));
         const T = parts.reduce((n, p) => n + p.shape[0], 0);
         tokens += T;
         const L = ex.target.length;
-        const decodes = st.role === style.decoder;
         const logitRows = decodes ? Array.from({ length: L }, (_, i) => T - L - 1 + i) : false;
         const forward = () => model.forward({ inputsEmbeds: F.concatRows(parts), logits: logitRows });
         const out = incoming.length ? forward() : noGrad(forward);
         if (decodes) ces.push(F.crossEntropy(out.logits!, be.fromValues(ex.target, [L], 'i32')));
-        if (st.linksOut.length) {
+        if (!rollout && st.linksOut.length) {
           const h = agent.inner.forward(F.sliceRows(out.hidden, T - L, L));
           const keep = Math.min(opts.maxLatentTokens, L);
           for (const key of st.linksOut) latents.set(key, F.sliceRows(outer.get(key)!.forward(h), 0, keep));
