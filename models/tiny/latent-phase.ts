@@ -45,6 +45,8 @@ import { loadF32Checkpoint, ROLES, roleExamples, sequenceStep, type AgentRole } 
  */
 export const LATENT_DEFAULTS = {
   cycles: { planner: [300], critic: [500], solver: [300] } as Record<AgentRole, readonly number[]>,
+  /** Weight of the rollout read-back term in each cycle (0: off). */
+  rollout: { planner: [0], critic: [0], solver: [0] } as Record<AgentRole, readonly number[]>,
   batchSize: 8,
   lr: 1e-3,
   warmup: 10,
@@ -68,10 +70,10 @@ export interface LatentPhaseOptions {
   /** Stop after this many steps in all (tests); nothing is written then. */
   stopAfter?: number;
   /**
-   * Weight of the rollout read-back term (src/train/inner.ts rolloutSampleStep) added to every chat's loss;
-   * 0 or absent: off (the latent stage). The rollout stage turns it on.
+   * Weight of the rollout read-back term (src/train/inner.ts rolloutSampleStep) in each cycle, added to
+   * every chat's loss (0: off); default LATENT_DEFAULTS.rollout[role], or 0 for every cycle given in `cycles`.
    */
-  rolloutWeight?: number;
+  rolloutWeights?: readonly number[];
   /** Learning rate (default LATENT_DEFAULTS.lr). */
   lr?: number;
   log?: (line: string) => void;
@@ -87,6 +89,10 @@ export interface LatentPhaseResult {
 export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhaseResult> {
   const cycles = opts.cycles ?? LATENT_DEFAULTS.cycles[opts.role];
   if (!cycles.length || cycles.some((n) => !Number.isInteger(n) || n < 1)) throw new InvalidArgument(`latent phase: cycles must be positive step counts, got [${cycles}]`);
+  const rollout = opts.rolloutWeights ?? (opts.cycles ? cycles.map(() => 0) : LATENT_DEFAULTS.rollout[opts.role]);
+  if (rollout.length !== cycles.length || rollout.some((w) => !(w >= 0) || !Number.isFinite(w))) {
+    throw new InvalidArgument(`latent phase: one non-negative rollout weight per cycle expected, got [${rollout}] for cycles [${cycles}]`);
+  }
   const seed = opts.seed ?? 7;
   const be = opts.backend ?? new CpuBackend('f32');
   const log = opts.log ?? ((s: string) => process.stdout.write(`${s}\n`));
@@ -127,8 +133,8 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
             const share = await innerSampleStep(decoder, link, ex, LATENT_DEFAULTS.weights, batchPairs / scale);
             loss += (await share.read())[0]! / scale;
             share.dispose();
-            if (opts.rolloutWeight) {
-              const r = await rolloutSampleStep(decoder, link, ex, opts.rolloutWeight, batchPairs / scale);
+            if (rollout[k]) {
+              const r = await rolloutSampleStep(decoder, link, ex, rollout[k]!, batchPairs / scale);
               loss += (await r.read())[0]! / scale;
               r.dispose();
             }
@@ -189,7 +195,9 @@ function parseArgs(argv: string[]) {
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   const a = parseArgs(process.argv.slice(2));
-  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles: [a.steps] } : {}), seed: a.seed, rolloutWeight: a.rollout, lr: a.lr });
+  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles: [a.steps] } : {}), seed: a.seed, lr: a.lr,
+    ...(a.rollout !== undefined ? { rolloutWeights: (a.steps ? [a.steps] : LATENT_DEFAULTS.cycles[a.role]).map(() => a.rollout!) } : {}),
+  });
   if (a.losses) await writeFile(a.losses, `${JSON.stringify({ [r.role]: { seconds: r.seconds, losses: r.losses } }, null, 2)}\n`);
   process.stdout.write(`${r.role}: latent phase ${r.losses.length} steps, ${r.seconds.toFixed(1)}s\n`);
 }

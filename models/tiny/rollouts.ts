@@ -4,8 +4,10 @@
  * from the question; the critic's refined plan from the question and the gold plan). A rollout that reads
  * its link's output as the token it stands for decodes to the text; one that does not drifts.
  *
- *   npx tsx models/tiny/rollouts.ts [--system DIR] [--split validation|test] [--limit N] [--roles planner,critic]
+ *   npx tsx models/tiny/rollouts.ts [--system DIR] [--split validation|test] [--limit N] [--roles planner,critic] [--chain]
  *
+ * --chain scores the rollouts inside the system instead (scoreChain: one latent round of `ask`, where the
+ * critic reads the planner's latents through the outer link).
  * Prints, per role, the rows whose decoded rollout is exactly the gold text and the share of gold tokens
  * decoded before the first wrong one.
  */
@@ -14,6 +16,9 @@ import { pathToFileURL } from 'node:url';
 import { F, noGrad } from '../../src/autograd/index.ts';
 import { InvalidArgument } from '../../src/errors.ts';
 import { latentRollout } from '../../src/mas/rollout.ts';
+import { ask } from '../../src/mas/run.ts';
+import type { Decoder } from '../../src/model/decoder.ts';
+import type { Tensor } from '../../src/tensor/tensor.ts';
 import { loadSystem } from '../../src/mas/system.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
@@ -34,6 +39,23 @@ export interface RolloutScore {
   decoded: string[];
 }
 
+/** Decodes H [n, d] by argmax(lm_head) and scores it against `gold`: the matched prefix and the decoded ids. */
+async function argmaxAgainst(decoder: Decoder, H: Tensor, gold: readonly number[]): Promise<{ ids: number[]; prefix: number }> {
+  const logits = noGrad(() => F.linear(H, decoder.weights.lmHead));
+  const v = await logits.read();
+  const V = logits.shape[1]!;
+  const n = Math.min(gold.length, logits.shape[0]!);
+  logits.dispose();
+  const ids = Array.from({ length: n }, (_, i) => {
+    let best = 0;
+    for (let j = 1; j < V; j++) if (v[i * V + j]! > v[i * V + best]!) best = j;
+    return best;
+  });
+  let k = 0;
+  while (k < n && ids[k] === gold[k]) k++;
+  return { ids, prefix: k };
+}
+
 export async function scoreRollouts(opts: { systemDir?: string; rows: readonly TaskRow[]; roles?: readonly RolloutRole[]; backend?: Backend }): Promise<RolloutScore[]> {
   const backend = opts.backend ?? new CpuBackend('f32');
   const system = await loadSystem('tiny_sequential', { backend, embeddedRoot: resolve(opts.systemDir ?? TINY_SYSTEM_DIR), task: 'math' });
@@ -51,18 +73,8 @@ export async function scoreRollouts(opts: { systemDir?: string; rows: readonly T
         const gold = tok.encode(role === 'critic' ? row.refined_plan : row.plan, { addSpecialTokens: false });
         const prompt = tok.encode(rolePrompt(tok, role, 'first', row.question, role === 'critic' ? row.plan : ''), { addSpecialTokens: false });
         const H = await latentRollout(agent.decoder, agent.inner, [prompt], gold.length);
-        const logits = noGrad(() => F.linear(H, agent.decoder.weights.lmHead));
-        const v = await logits.read();
-        const V = logits.shape[1]!;
-        logits.dispose();
+        const { ids, prefix: k } = await argmaxAgainst(agent.decoder, H, gold);
         H.dispose();
-        const ids = gold.map((_, i) => {
-          let best = 0;
-          for (let j = 1; j < V; j++) if (v[i * V + j]! > v[i * V + best]!) best = j;
-          return best;
-        });
-        let k = 0;
-        while (k < gold.length && ids[k] === gold[k]) k++;
         right += k;
         all += gold.length;
         if (k === gold.length) exact++;
@@ -76,12 +88,53 @@ export async function scoreRollouts(opts: { systemDir?: string; rows: readonly T
   }
 }
 
+/**
+ * The same score inside the running system: `ask` in latent mode, one round, m latent steps (the style's
+ * default), and each non-final stage's rollout decoded by its own lm_head against its gold text. Here the
+ * critic reads the planner's latent message through outer_12, not the gold plan.
+ */
+export async function scoreChain(opts: { systemDir?: string; rows: readonly TaskRow[]; latentSteps?: number; backend?: Backend }): Promise<RolloutScore[]> {
+  const backend = opts.backend ?? new CpuBackend('f32');
+  const system = await loadSystem('tiny_sequential', { backend, embeddedRoot: resolve(opts.systemDir ?? TINY_SYSTEM_DIR), task: 'math' });
+  try {
+    const acc = new Map<RolloutRole, { exact: number; right: number; all: number; decoded: string[] }>();
+    for (const row of opts.rows) {
+      await ask(system, {
+        question: row.question, task: 'math', rounds: 1, mode: 'latent', sampling: { greedy: true }, maxNewTokens: 1, answerRetry: false,
+        ...(opts.latentSteps ? { latentSteps: opts.latentSteps } : {}),
+        onStage: async (rec) => {
+          if (!rec.hidden || (rec.role !== 'planner' && rec.role !== 'critic')) return;
+          const agent = system.agents.get(rec.role)!;
+          const gold = agent.tokenizer.encode(rec.role === 'critic' ? row.refined_plan : row.plan, { addSpecialTokens: false });
+          const { ids, prefix } = await argmaxAgainst(agent.decoder, rec.hidden, gold);
+          const a = acc.get(rec.role) ?? { exact: 0, right: 0, all: 0, decoded: [] };
+          a.right += prefix;
+          a.all += gold.length;
+          if (prefix === gold.length) a.exact++;
+          a.decoded.push(agent.tokenizer.decode(ids));
+          acc.set(rec.role, a);
+        },
+      });
+    }
+    return (['planner', 'critic'] as const).map((role) => {
+      const a = acc.get(role) ?? { exact: 0, right: 0, all: 0, decoded: [] };
+      return { role, rows: opts.rows.length, exact: a.exact, prefixShare: a.all ? a.right / a.all : 0, decoded: a.decoded };
+    });
+  } finally {
+    system.dispose();
+  }
+}
+
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  const usage = 'usage: tsx models/tiny/rollouts.ts [--system DIR] [--split validation|test] [--limit N] [--roles planner,critic]';
-  const a: { system?: string; split: 'validation' | 'test'; limit: number; roles: RolloutRole[] } = { split: 'validation', limit: 40, roles: ['planner', 'critic'] };
+  const usage = 'usage: tsx models/tiny/rollouts.ts [--system DIR] [--split validation|test] [--limit N] [--roles planner,critic] [--chain]';
+  const a: { system?: string; split: 'validation' | 'test'; limit: number; roles: RolloutRole[]; chain: boolean } = { split: 'validation', limit: 40, roles: ['planner', 'critic'], chain: false };
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i]!;
+    if (k === '--chain') {
+      a.chain = true;
+      continue;
+    }
     const v = argv[++i];
     if (v === undefined) throw new InvalidArgument(`${k} needs a value; ${usage}`);
     if (k === '--system') a.system = v;
@@ -96,7 +149,8 @@ if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1]
       if (a.roles.some((r) => r !== 'planner' && r !== 'critic')) throw new InvalidArgument(`--roles ${v}: expected planner and/or critic`);
     } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
   }
-  const scores = await scoreRollouts({ systemDir: a.system, rows: taskSplit(a.split).slice(0, a.limit), roles: a.roles });
+  const rows = taskSplit(a.split).slice(0, a.limit);
+  const scores = a.chain ? await scoreChain({ systemDir: a.system, rows }) : await scoreRollouts({ systemDir: a.system, rows, roles: a.roles });
   for (const s of scores) {
     process.stdout.write(`${s.role}: the decoded rollout is the gold text on ${s.exact}/${s.rows} ${a.split} rows; `
       + `gold prefix ${(100 * s.prefixShare).toFixed(1)}% of tokens\n  first row: ${JSON.stringify(s.decoded[0] ?? '')}\n`);

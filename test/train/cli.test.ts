@@ -154,5 +154,20 @@ describe('rmas train-outer', () => {
     const asked = await runAsk({ style: 'sequential_light', question: 'What is 2 + 2?', ckpt_override: [...sys.filter((s) => !s.startsWith('outer=')), `outer=${save}`], latent_length: '2', greedy: true, max_new_tokens: '3', num_recursive_rounds: '1', json: true }, new CpuBackend('f32'));
     expect(asked.error).toBeNull();
     expect(asked.err).toContain(`outer links: loading ${save}`);
+
+    // --outer_latents rollout: every hand-off carries --max_latent_tokens rollout states; a bad value is a usage error
+    const base = {
+      style: 'sequential', agent1_model_name_or_path: dir('planner'), agent2_model_name_or_path: dir('critic'), agent3_model_name_or_path: dir('solver'),
+      dataset_name: rowsFile, max_steps: '1', num_recursive_rounds: '2', max_latent_tokens: '6',
+    };
+    const rolled = await train('outer', { ...base, save_dir: join(tmp, 'outer-rollout'), outer_latents: 'rollout', dump_batches: join(tmp, 'rollout-dump') });
+    expect(rolled.error).toBeNull();
+    const rd = await tensors(join(tmp, 'rollout-dump', 'step-1.safetensors'));
+    expect(rd.get('sample0.round1.critic.slot_lens')!.values).toEqual([6]);
+    expect(rd.get('sample0.round1.solver.slot_lens')!.values).toEqual([6]);
+    expect(rd.get('sample0.round2.planner.slot_lens')!.values).toEqual([6]);
+    const bad = await train('outer', { ...base, save_dir: join(tmp, 'outer-bad'), outer_latents: 'gold' });
+    expect(bad.error?.name).toBe('UsageError');
+    expect(bad.error?.message).toContain('--outer_latents gold');
   });
 });
