@@ -12,5 +12,6 @@ setAccumulate((a, b) => {
 
 export * from './tape';
 export * from './gradcheck';
+export * from './checkpoint';
 export * from './params';
 export * as F from './ops';

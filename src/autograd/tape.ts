@@ -101,6 +101,16 @@ export class Tape {
     return new Map([...leafGrads.keys()].map((k) => [k, k.grad!]));
   }
 
+  /**
+   * backward() without waiting for the backend: for a backward rule that backpropagates through a
+   * recomputed piece of the graph (checkpoint.ts) while the enclosing tape's backward runs.
+   */
+  backwardSync(root: Tensor, seed?: Tensor): void {
+    if (!root.requiresGrad) throw new InvalidArgument(`backward: ${root} does not depend on any tensor that requires grad`);
+    if (!seed && root.numel !== 1) throw new InvalidArgument(`backward: ${root} is not a scalar; pass a seed gradient of shape [${root.shape}]`);
+    noGrad(() => this.propagate(root, seed));
+  }
+
   private propagate(root: Tensor, seed?: Tensor): Map<Tensor, Tensor> {
     const grads = new Map<Tensor, Tensor>();
     grads.set(root, seed ?? root.backend.fromValues([1], root.shape, 'f32'));

@@ -7,13 +7,13 @@
  * A KV cache holds per layer k and v [maxLen, Hkv, D] and a length; attention reads the first
  * `length + T` rows, so feeding a sequence chunk by chunk computes what feeding it whole does.
  */
-import { F, currentTape } from '../autograd';
+import { F, checkpoint, currentTape } from '../autograd';
 import { InvalidArgument, ShapeMismatch } from '../errors';
 import { ropeInvFreq } from '../kernels/rope';
 import { tidy } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import type { DecoderConfig } from './config';
-import type { DecoderWeights } from './weights';
+import type { DecoderWeights, LayerWeights } from './weights';
 
 export class KVCache {
   length = 0;
@@ -44,6 +44,11 @@ export interface ForwardInput {
   positions?: Tensor | ArrayLike<number>;
   /** Which rows to project to logits: every row, the last, the listed rows, or none (default). */
   logits?: 'all' | 'last' | number[] | false;
+  /**
+   * Activation recomputation while a tape records (autograd/checkpoint.ts): each layer keeps only its
+   * input, and backward recomputes the layer. Same gradients, a layer's activations instead of all of them.
+   */
+  recompute?: boolean;
 }
 
 export interface ForwardOutput {
@@ -108,7 +113,11 @@ export class Decoder {
           'run the forward without a cache while recording a tape');
       }
       let x = x0;
-      for (let l = 0; l < c.layers; l++) x = this.layer(l, x, pos, T, past, cache);
+      for (let l = 0; l < c.layers; l++) {
+        x = input.recompute && tape && !cache
+          ? checkpoint((xl) => this.layer(l, xl, pos, T, past), [x], layerTensors(this.weights.layers[l]))
+          : this.layer(l, x, pos, T, past, cache);
+      }
       const hidden = F.rmsNorm(x, this.weights.norm, c.rmsEps);
       let logits: Tensor | undefined;
       let sel: Tensor | null = null;
@@ -174,6 +183,11 @@ export class Decoder {
     this.invFreq.dispose();
     this.weights.dispose();
   }
+}
+
+/** The tensors of a layer's weights (the trainable among them get gradients through a checkpoint). */
+function layerTensors(w: LayerWeights): Tensor[] {
+  return Object.values(w).filter((t): t is Tensor => t instanceof Tensor);
 }
 
 function selectRows(sel: ForwardInput['logits'], T: number): number[] | null {

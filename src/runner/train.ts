@@ -174,7 +174,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       disposers.push(() => link.dispose());
       job = createInnerJob({
         decoder, tokenizer, link, rows, shape: style.shape, role, task, maxLength, optimizer,
-        weights: { cos: num(a, 'adapter_cos_weight', 1), mse: num(a, 'adapter_mse_weight', 0), ce: num(a, 'adapter_ce_weight', 0) }, ...(prompts ? { prompts } : {}),
+        weights: { cos: num(a, 'adapter_cos_weight', 1), mse: num(a, 'adapter_mse_weight', 0), ce: num(a, 'adapter_ce_weight', 0), recompute: flag01(a, 'gradient_checkpointing', false) }, ...(prompts ? { prompts } : {}),
       });
       manifests = { 'adapter_config.json': { adapter_type: link.type } };
       io.err(`inner link ${link.type} (d ${d}, ${link.numParams} parameters) for ${style.shape}/${role} on ${basename(dir)}\n`);
@@ -210,7 +210,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       const nonLastLossWeight = num(a, 'non_last_loss_weight', 0.1, { min: 0 });
       job = createOuterJob({
         style, agents, outer, rows, task, batchSize, optimizer, ...(prompts ? { prompts } : {}),
-        loss: { rounds, maxLatentTokens: num(a, 'max_latent_tokens', 80, { int: true, min: 1 }), superviseFinalOnly, nonLastLossWeight, maxLength, latents: outerLatents(a.outer_latents) },
+        loss: { rounds, maxLatentTokens: num(a, 'max_latent_tokens', 80, { int: true, min: 1 }), superviseFinalOnly, nonLastLossWeight, maxLength, latents: outerLatents(a.outer_latents), recompute: flag01(a, 'gradient_checkpointing', false) },
       });
       const m = outerManifests(style.shape, [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })));
       manifests = {

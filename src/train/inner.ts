@@ -31,6 +31,8 @@ export interface InnerLossWeights {
    * span positions t ≥ P against x[t+1]. Gradients reach the link through the agent's inputs.
    */
   ce?: number;
+  /** Recompute the read-back forward's layer activations in backward (--gradient_checkpointing 1). */
+  recompute?: boolean;
 }
 
 /** First position of the assistant span; the read-back term needs one contiguous span that ends the sample. */
@@ -79,7 +81,7 @@ export async function innerSampleStep(model: Decoder, inner: InnerLink, ex: Inne
           const prefix = noGrad(() => model.embed(be.fromValues(ex.ids.slice(0, P), [P], 'i32')));
           const x = F.concatRows([prefix, F.sliceRows(pred, P - 1, T - P)]);
           const rows = Array.from({ length: T - P - 1 }, (_, i) => P + i);
-          const out = model.forward({ inputsEmbeds: x, logits: rows });
+          const out = model.forward({ inputsEmbeds: x, logits: rows, recompute: w.recompute });
           const ce = F.crossEntropy(out.logits!, be.fromValues(ex.ids.slice(P + 1), [T - P - 1], 'i32'));
           l = F.add(l, F.scale(ce, w.ce * share));
         }

@@ -51,6 +51,8 @@ export interface OuterLossOptions {
    * gradients reach the earlier outer links through this read, truncated at the recursion.
    */
   latents?: 'teacher' | 'rollout';
+  /** Recompute each layer's activations in backward (--gradient_checkpointing 1): same gradients, less memory. */
+  recompute?: boolean;
 }
 
 export type OuterSampleResult =
@@ -113,7 +115,7 @@ export async function outerSampleStep(
             // read back with grad: its states at the rollout positions are H_roll, now a function of the incoming latents
             const P = parts.reduce((n, p) => n + p.shape[0], 0);
             const x = m > 1 ? [...parts, noGrad(() => agent.inner.forward(F.sliceRows(Hroll, 0, m - 1)))] : parts;
-            H = F.sliceRows(model.forward({ inputsEmbeds: F.concatRows(x) }).hidden, P - 1, m);
+            H = F.sliceRows(model.forward({ inputsEmbeds: F.concatRows(x), recompute: opts.recompute }).hidden, P - 1, m);
             tokens += P + m - 1;
           }
           const h = agent.inner.forward(H);
@@ -125,7 +127,7 @@ export async function outerSampleStep(
         tokens += T;
         const L = ex.target.length;
         const logitRows = decodes ? Array.from({ length: L }, (_, i) => T - L - 1 + i) : false;
-        const forward = () => model.forward({ inputsEmbeds: F.concatRows(parts), logits: logitRows });
+        const forward = () => model.forward({ inputsEmbeds: F.concatRows(parts), logits: logitRows, recompute: opts.recompute });
         const out = incoming.length ? forward() : noGrad(forward);
         if (decodes) ces.push(F.crossEntropy(out.logits!, be.fromValues(ex.target, [L], 'i32')));
         if (!rollout && st.linksOut.length) {

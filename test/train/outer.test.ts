@@ -135,4 +135,25 @@ describe("outerSampleStep with latents 'rollout'", () => {
     expect(tooLong).toMatchObject({ skip: 'sequence_too_long' });
     zero();
   });
+
+  it('--gradient_checkpointing: recomputed layers give the same loss and outer-link gradients', async () => {
+    const grads = async (recompute: boolean) => {
+      zero();
+      const r = await outerSampleStep(style, s.agents, s.outer, s.samples[0], { ...ropts(2), recompute }, 1);
+      if (!('loss' in r)) throw new Error('unexpected skip');
+      const g: number[] = [];
+      for (const l of s.outer.values()) {
+        l.params.gatherGrads({ accumulate: true });
+        for (const v of (await l.params.export('grad')).values()) g.push(...v);
+      }
+      return { loss: r.loss, g };
+    };
+    const plain = await grads(false);
+    const re = await grads(true);
+    expect(re.loss).toBe(plain.loss);
+    const scale = Math.max(...plain.g.map(Math.abs));
+    expect(scale).toBeGreaterThan(0);
+    re.g.forEach((v, i) => expect(Math.abs(v - plain.g[i]!)).toBeLessThan(1e-5 * scale));
+    zero();
+  });
 });
