@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TINY_STAGES_DIR } from '../models/tiny/build';
 import { TINY_SYSTEM_DIR } from '../models/tiny/eval';
-import { scoreRollouts } from '../models/tiny/rollouts';
+import { scoreChain, scoreRollouts } from '../models/tiny/rollouts';
 import { taskSplit } from '../models/tiny/task';
 
 const tmp: string[] = [];
@@ -42,5 +42,15 @@ describe('latent rollouts of the tiny system', () => {
     expect(planner!.prefixShare).toBeCloseTo(0.148, 3);
     expect(critic!.exact).toBe(0);
     expect(critic!.prefixShare).toBeCloseTo(0.062, 3);
+  }, 120_000);
+
+  it('inside the running system (one latent round): the planner thinks its plan, the critic reading it through outer_12 does not', async () => {
+    const [planner, critic] = await scoreChain({ rows });
+    // the planner's rollout is the same as from its text prompt: it reads nothing from another agent
+    expect(planner!.exact).toBe(6);
+    expect(planner!.prefixShare).toBeCloseTo(0.954, 3);
+    expect(planner!.decoded[0]).toBe(rows[0]!.plan);
+    expect(critic!.exact).toBe(0);
+    expect(critic!.prefixShare).toBeCloseTo(0.0615, 3);
   }, 120_000);
 });
