@@ -59,3 +59,60 @@ export async function outerJob(be: Backend, rows: Row[], opts: { rounds?: number
   });
   return { job, outer, dispose: () => disposers.reverse().forEach((d) => d()) };
 }
+
+/** The read-back tests' setup: the qwen3 tiny decoder, a fresh inner link and a random sample whose span starts at P. */
+export async function readBackSetup(be: Backend, o: { linkSeed: number; rowSeed: number; T: number; P: number }) {
+  const decoder = await loadDecoderFromDir('models/tiny/qwen3-tiny', be);
+  const link = InnerLink.create(be, decoder.config.hidden, { seed: o.linkSeed, name: 'readback' });
+  const rng = new Rng(o.rowSeed);
+  const ex = {
+    ids: Array.from({ length: o.T }, () => rng.int(decoder.config.vocabSize)),
+    lossMask: Array.from({ length: o.T }, (_, t) => (t >= o.P ? 1 : 0)),
+  };
+  return { decoder, link, ex, P: o.P, T: o.T };
+}
+
+/** Mean cross-entropy of logit rows [n, V] (flat) against `targets`, in f64 in JS. */
+export function meanCrossEntropy(logits: ArrayLike<number>, V: number, targets: readonly number[]): number {
+  let sum = 0;
+  targets.forEach((g, k) => {
+    const row = Array.from({ length: V }, (_, j) => logits[k * V + j]!);
+    const max = Math.max(...row);
+    sum += max + Math.log(row.reduce((s, x) => s + Math.exp(x - max), 0)) - row[g]!;
+  });
+  return sum / targets.length;
+}
+
+/**
+ * Checks a link's gradients against central differences of `loss` at `picks` random coordinates of each
+ * named tensor; returns how many were checked. The losses carry f32-level rounding (~1e-7), so the step
+ * is large and the bound loose; a wrong gradient (a missed path, a sign, a dropped row) is off by far more.
+ */
+export async function checkLinkGrads(link: InnerLink, names: readonly string[], loss: () => Promise<number>, o: { seed: number; picks?: number; eps?: number }) {
+  const grads = await link.params.export('grad');
+  const values = await link.params.export('data');
+  const rng = new Rng(o.seed);
+  const eps = o.eps ?? 1e-2;
+  const { expect } = await import('vitest');
+  let checked = 0;
+  for (const name of names) {
+    const g = grads.get(name)!;
+    for (let k = 0; k < (o.picks ?? 3); k++) {
+      const i = rng.int(g.length);
+      const at = (delta: number) => {
+        const v = Float64Array.from(values.get(name)!);
+        v[i] += delta;
+        link.params.import(new Map([[name, v]]), { partial: true });
+      };
+      at(eps);
+      const up = await loss();
+      at(-eps);
+      const down = await loss();
+      at(0);
+      const fd = (up - down) / (2 * eps);
+      expect(Math.abs(g[i]! - fd), `${name}[${i}]: ${g[i]} vs ${fd}`).toBeLessThan(5e-4 * Math.abs(fd) + 5e-5);
+      checked++;
+    }
+  }
+  return checked;
+}

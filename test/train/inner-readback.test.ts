@@ -8,27 +8,15 @@ import { describe, expect, it } from 'vitest';
 import { F, noGrad } from '../../src/autograd';
 import { InvalidArgument } from '../../src/errors';
 import { InnerLink } from '../../src/mas/links';
-import { loadDecoderFromDir } from '../../src/model';
 import type { Decoder } from '../../src/model/decoder';
 import { CpuBackend } from '../../src/tensor/cpu';
-import { Rng } from '../../src/testing/rng';
 import { LinkOptimizer } from '../../src/train/optim';
 import { innerPairs, innerSampleStep, type InnerExample } from '../../src/train/inner';
+import { checkLinkGrads, meanCrossEntropy, readBackSetup } from './fixtures';
 
 const be = new CpuBackend('f64');
 
-async function setup() {
-  const decoder = await loadDecoderFromDir('models/tiny/qwen3-tiny', be);
-  const link = InnerLink.create(be, decoder.config.hidden, { seed: 11, name: 'readback' });
-  const rng = new Rng(5);
-  const T = 12;
-  const P = 5;
-  const ex: InnerExample = {
-    ids: Array.from({ length: T }, () => rng.int(decoder.config.vocabSize)),
-    lossMask: Array.from({ length: T }, (_, t) => (t >= P ? 1 : 0)),
-  };
-  return { decoder, link, ex, P, T };
-}
+const setup = () => readBackSetup(be, { linkSeed: 11, rowSeed: 5, T: 12, P: 5 });
 
 /** mean over t = P..T-2 of CE(logits_t, ids[t+1]), the span read as Inner(Hs[P-1..T-2]); f64 in JS. */
 async function reference(decoder: Decoder, link: InnerLink, ex: InnerExample, P: number): Promise<number> {
@@ -43,14 +31,7 @@ async function reference(decoder: Decoder, link: InnerLink, ex: InnerExample, P:
     return out.logits!.read();
   });
   const V = decoder.config.vocabSize;
-  let sum = 0;
-  for (let t = P; t < T - 1; t++) {
-    const row = Array.from(logits.slice(t * V, (t + 1) * V));
-    const max = Math.max(...row);
-    const lse = max + Math.log(row.reduce((s, x) => s + Math.exp(x - max), 0));
-    sum += lse - row[ex.ids[t + 1]!]!;
-  }
-  return sum / (T - 1 - P);
+  return meanCrossEntropy(logits.slice(P * V, (T - 1) * V), V, ex.ids.slice(P + 1));
 }
 
 describe('inner loop: the read-back term', () => {
@@ -85,33 +66,7 @@ describe('inner loop: the read-back term', () => {
     const l = await innerSampleStep(decoder, link, ex, { cos: 0, mse: 0, ce: 1 }, innerPairs(ex));
     l.dispose();
     opt.gather();
-    const grads = await link.params.export('grad');
-    const values = await link.params.export('data');
-    const rng = new Rng(9);
-    // the loss carries f32-level rounding (~1e-7: parameters are imported through f32 bytes, and the
-    // cross-entropy kernel rounds in places), so the step is large and the bound loose; a wrong gradient
-    // (a missed path, a sign, a dropped row) is off by far more
-    const eps = 1e-2;
-    let checked = 0;
-    for (const name of ['proj1.weight', 'proj1.bias', 'proj2.weight', 'post_ln.weight', 'pre_ln.bias']) {
-      const g = grads.get(name)!;
-      for (let k = 0; k < 3; k++) {
-        const i = rng.int(g.length);
-        const at = (delta: number) => {
-          const v = Float64Array.from(values.get(name)!);
-          v[i] += delta;
-          link.params.import(new Map([[name, v]]), { partial: true });
-        };
-        at(eps);
-        const up = await reference(decoder, link, ex, P);
-        at(-eps);
-        const down = await reference(decoder, link, ex, P);
-        at(0);
-        const fd = (up - down) / (2 * eps);
-        expect(Math.abs(g[i]! - fd), `${name}[${i}]: ${g[i]} vs ${fd}`).toBeLessThan(5e-4 * Math.abs(fd) + 5e-5);
-        checked++;
-      }
-    }
+    const checked = await checkLinkGrads(link, ['proj1.weight', 'proj1.bias', 'proj2.weight', 'post_ln.weight', 'pre_ln.bias'], () => reference(decoder, link, ex, P), { seed: 9 });
     expect(checked).toBe(15);
     link.dispose();
     decoder.dispose();

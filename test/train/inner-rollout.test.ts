@@ -9,40 +9,21 @@ import { F, noGrad } from '../../src/autograd';
 import { InvalidArgument } from '../../src/errors';
 import { InnerLink } from '../../src/mas/links';
 import { latentRollout } from '../../src/mas/rollout';
-import { loadDecoderFromDir } from '../../src/model';
 import type { Decoder } from '../../src/model/decoder';
 import { CpuBackend } from '../../src/tensor/cpu';
 import type { Tensor } from '../../src/tensor/tensor';
-import { Rng } from '../../src/testing/rng';
 import { LinkOptimizer } from '../../src/train/optim';
 import { innerPairs, rolloutSampleStep, type InnerExample } from '../../src/train/inner';
+import { checkLinkGrads, meanCrossEntropy, readBackSetup } from './fixtures';
 
 const be = new CpuBackend('f64');
 
-async function setup() {
-  const decoder = await loadDecoderFromDir('models/tiny/qwen3-tiny', be);
-  const link = InnerLink.create(be, decoder.config.hidden, { seed: 13, name: 'rollout' });
-  const rng = new Rng(21);
-  const T = 13;
-  const P = 6;
-  const ex: InnerExample = {
-    ids: Array.from({ length: T }, () => rng.int(decoder.config.vocabSize)),
-    lossMask: Array.from({ length: T }, (_, t) => (t >= P ? 1 : 0)),
-  };
-  return { decoder, link, ex, P, T };
-}
+const setup = () => readBackSetup(be, { linkSeed: 13, rowSeed: 21, T: 13, P: 6 });
 
 /** Mean over k of CE(lm_head(H[k]), ids[P + k]) in f64 in JS. */
 async function meanCe(decoder: Decoder, H: Tensor, gold: readonly number[]): Promise<number> {
   const logits = await noGrad(() => F.linear(H, decoder.weights.lmHead)).read();
-  const V = decoder.config.vocabSize;
-  let sum = 0;
-  gold.forEach((g, k) => {
-    const row = Array.from(logits.slice(k * V, (k + 1) * V));
-    const max = Math.max(...row);
-    sum += max + Math.log(row.reduce((s, x) => s + Math.exp(x - max), 0)) - row[g]!;
-  });
-  return sum / gold.length;
+  return meanCrossEntropy(logits, decoder.config.vocabSize, gold);
 }
 
 /** The loss with H_roll fixed, from the model's parts: prompt ⊕ Inner(H[0..m-2]) read, logits at P-1..T-2. */
@@ -94,30 +75,7 @@ describe('inner loop: the rollout read-back term', () => {
     expect(Math.abs((await l.read())[0]! - (await fixedReference(decoder, link, ex, P, H)))).toBeLessThan(1e-6);
     l.dispose();
     opt.gather();
-    const grads = await link.params.export('grad');
-    const values = await link.params.export('data');
-    const rng = new Rng(3);
-    const eps = 1e-2;
-    let checked = 0;
-    for (const name of ['proj1.weight', 'proj2.weight', 'proj2.bias', 'post_ln.weight']) {
-      const g = grads.get(name)!;
-      for (let k = 0; k < 3; k++) {
-        const i = rng.int(g.length);
-        const at = (delta: number) => {
-          const v = Float64Array.from(values.get(name)!);
-          v[i] += delta;
-          link.params.import(new Map([[name, v]]), { partial: true });
-        };
-        at(eps);
-        const up = await fixedReference(decoder, link, ex, P, H);
-        at(-eps);
-        const down = await fixedReference(decoder, link, ex, P, H);
-        at(0);
-        const fd = (up - down) / (2 * eps);
-        expect(Math.abs(g[i]! - fd), `${name}[${i}]: ${g[i]} vs ${fd}`).toBeLessThan(5e-4 * Math.abs(fd) + 5e-5);
-        checked++;
-      }
-    }
+    const checked = await checkLinkGrads(link, ['proj1.weight', 'proj2.weight', 'proj2.bias', 'post_ln.weight'], () => fixedReference(decoder, link, ex, P, H), { seed: 3 });
     expect(checked).toBe(12);
     H.dispose();
     link.dispose();
