@@ -36,7 +36,7 @@ import { innerPairs, innerSampleStep, rolloutSampleStep } from '../../src/train/
 import { initialState, trainLoop } from '../../src/train/loop.ts';
 import { LinkOptimizer } from '../../src/train/optim.ts';
 import { taskSplit } from './task.ts';
-import { loadF32Checkpoint, ROLES, roleExamples, sequenceStep, type AgentRole } from './train-agents.ts';
+import { drillExamples, loadF32Checkpoint, ROLES, roleExamples, sequenceStep, type AgentRole } from './train-agents.ts';
 
 /**
  * Settings of the committed system's latent phase. Each role runs one or more cosine cycles (warm
@@ -76,6 +76,11 @@ export interface LatentPhaseOptions {
   rolloutWeights?: readonly number[];
   /** Learning rate (default LATENT_DEFAULTS.lr). */
   lr?: number;
+  /**
+   * Arithmetic drills (train-agents' drillExamples) mixed into the role's chats: text loss on their results,
+   * and the link's terms with the whole drill read back as link outputs, scored on the results. Default 0.
+   */
+  drills?: number;
   log?: (line: string) => void;
 }
 
@@ -105,7 +110,12 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
   try {
     params.import(await loadF32Checkpoint(join(dir, 'model.safetensors'), 'the latent phase'));
     const rows = taskSplit('train').slice(0, opts.trainRows ?? Infinity);
-    const { examples } = roleExamples(tok, opts.role, rows, LATENT_DEFAULTS.maxLength);
+    const { examples: chats } = roleExamples(tok, opts.role, rows, LATENT_DEFAULTS.maxLength);
+    // a drill as a read-back sample: its first token is the prompt, the rest the span, scored on the results
+    const drills = drillExamples(tok, opts.drills ?? 0, seed * 1000 + 77).map((d) => ({
+      ids: d.ids, lossMask: d.ids.map((_, t) => (t ? 1 : 0)), readMask: d.lossMask, textMask: d.lossMask,
+    }));
+    const examples = [...chats.map((c) => ({ ...c, textMask: c.lossMask })), ...drills];
     const losses: number[] = [];
     const stop = new AbortController();
     for (const [k, steps] of cycles.entries()) {
@@ -128,12 +138,12 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
           let tokens = 0;
           for (const i of indices) {
             const ex = examples[i]!;
-            loss += (await sequenceStep(decoder, ex, scale / indices.length)) / indices.length;
+            loss += (await sequenceStep(decoder, { ids: ex.ids, lossMask: ex.textMask }, scale / indices.length)) / indices.length;
             // the link's share is already weighted by the sample's pairs over the batch's
             const share = await innerSampleStep(decoder, link, ex, LATENT_DEFAULTS.weights, batchPairs / scale);
             loss += (await share.read())[0]! / scale;
             share.dispose();
-            if (rollout[k]) {
+            if (rollout[k] && !('readMask' in ex)) {
               const r = await rolloutSampleStep(decoder, link, ex, rollout[k]!, batchPairs / scale);
               loss += (await r.read())[0]! / scale;
               r.dispose();
@@ -166,8 +176,8 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
 }
 
 function parseArgs(argv: string[]) {
-  const usage = 'usage: tsx models/tiny/latent-phase.ts --system DIR --role planner|critic|solver --link FILE.pt [--steps N] [--seed S] [--rollout W] [--lr LR] [--losses FILE.json]';
-  const a: { system?: string; role?: AgentRole; link?: string; steps?: number; seed?: number; losses?: string; rollout?: number; lr?: number } = {};
+  const usage = 'usage: tsx models/tiny/latent-phase.ts --system DIR --role planner|critic|solver --link FILE.pt [--steps N] [--seed S] [--rollout W] [--lr LR] [--drills N] [--losses FILE.json]';
+  const a: { system?: string; role?: AgentRole; link?: string; steps?: number; seed?: number; losses?: string; rollout?: number; lr?: number; drills?: number } = {};
   for (let i = 0; i < argv.length; i++) {
     const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
     const v = inline ?? argv[++i];
@@ -180,10 +190,10 @@ function parseArgs(argv: string[]) {
       if (!(x >= 0) || !Number.isFinite(x)) throw new InvalidArgument(`${k} must be a non-negative number, got ${v}; ${usage}`);
       a[k.slice(2) as 'rollout' | 'lr'] = x;
     }
-    else if (k === '--steps' || k === '--seed') {
+    else if (k === '--steps' || k === '--seed' || k === '--drills') {
       const n = Number(v);
       if (!Number.isInteger(n)) throw new InvalidArgument(`${k} must be an integer, got ${v}; ${usage}`);
-      a[k.slice(2) as 'steps' | 'seed'] = n;
+      a[k.slice(2) as 'steps' | 'seed' | 'drills'] = n;
     } else if (k === '--role') {
       if (!(ROLES as readonly string[]).includes(v)) throw new InvalidArgument(`--role ${v}: expected one of ${ROLES.join(', ')}`);
       a.role = v as AgentRole;
@@ -195,7 +205,7 @@ function parseArgs(argv: string[]) {
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   const a = parseArgs(process.argv.slice(2));
-  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles: [a.steps] } : {}), seed: a.seed, lr: a.lr,
+  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles: [a.steps] } : {}), seed: a.seed, lr: a.lr, drills: a.drills,
     ...(a.rollout !== undefined ? { rolloutWeights: (a.steps ? [a.steps] : LATENT_DEFAULTS.cycles[a.role]).map(() => a.rollout!) } : {}),
   });
   if (a.losses) await writeFile(a.losses, `${JSON.stringify({ [r.role]: { seconds: r.seconds, losses: r.losses } }, null, 2)}\n`);

@@ -19,6 +19,11 @@ export interface InnerExample {
   ids: readonly number[];
   /** 1 over the assistant span (end-of-turn tokens included), 0 over the prompt. */
   lossMask: readonly number[];
+  /**
+   * Which span tokens the read-back term scores (1) or not (0); default all of them. An arithmetic drill
+   * read back as link outputs scores its results only: its operands are drawn at random.
+   */
+  readMask?: readonly number[];
 }
 
 export interface InnerLossWeights {
@@ -82,7 +87,9 @@ export async function innerSampleStep(model: Decoder, inner: InnerLink, ex: Inne
           const x = F.concatRows([prefix, F.sliceRows(pred, P - 1, T - P)]);
           const rows = Array.from({ length: T - P - 1 }, (_, i) => P + i);
           const out = model.forward({ inputsEmbeds: x, logits: rows, recompute: w.recompute });
-          const ce = F.crossEntropy(out.logits!, be.fromValues(ex.ids.slice(P + 1), [T - P - 1], 'i32'));
+          if (ex.readMask && ex.readMask.length !== T) throw new InvalidArgument(`inner example: ${T} ids but ${ex.readMask.length} read-back mask values`);
+          const labels = ex.ids.slice(P + 1).map((id, i) => (!ex.readMask || ex.readMask[P + 1 + i] ? id : -100));
+          const ce = F.crossEntropy(out.logits!, be.fromValues(labels, [T - P - 1], 'i32'));
           l = F.add(l, F.scale(ce, w.ce * share));
         }
       }

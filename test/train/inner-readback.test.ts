@@ -31,7 +31,10 @@ async function reference(decoder: Decoder, link: InnerLink, ex: InnerExample, P:
     return out.logits!.read();
   });
   const V = decoder.config.vocabSize;
-  return meanCrossEntropy(logits.slice(P * V, (T - 1) * V), V, ex.ids.slice(P + 1));
+  // the rows whose target the read-back mask keeps (all of them without one)
+  const rows = Array.from({ length: T - 1 - P }, (_, i) => P + i).filter((t) => !ex.readMask || ex.readMask[t + 1]);
+  const kept = rows.flatMap((t) => Array.from(logits.slice(t * V, (t + 1) * V)));
+  return meanCrossEntropy(kept, V, rows.map((t) => ex.ids[t + 1]!));
 }
 
 describe('inner loop: the read-back term', () => {
@@ -55,6 +58,13 @@ describe('inner loop: the read-back term', () => {
     // a batch share scales it: the sample holds pairs / batchPairs of the batch
     const l = await innerSampleStep(decoder, link, ex, { cos: 0, mse: 0, ce: 1 }, 4 * pairs);
     expect(Math.abs((await l.read())[0]! - want / 4)).toBeLessThan(1e-6);
+    // a read-back mask scores only the span tokens it keeps (an arithmetic drill's results)
+    const masked = { ...ex, readMask: ex.ids.map((_, t) => (t % 3 === 0 ? 1 : 0)) };
+    const wantMasked = await reference(decoder, link, masked, P);
+    expect(Math.abs(wantMasked - want)).toBeGreaterThan(1e-3);
+    const lm = await innerSampleStep(decoder, link, masked, { cos: 0, mse: 0, ce: 1 }, pairs);
+    expect(Math.abs((await lm.read())[0]! - wantMasked)).toBeLessThan(1e-6 * wantMasked);
+    await expect(innerSampleStep(decoder, link, { ...ex, readMask: [1] }, { cos: 0, mse: 0, ce: 1 }, pairs)).rejects.toThrow(/read-back mask values/);
     link.dispose();
     decoder.dispose();
   }, 60_000);
