@@ -47,6 +47,8 @@ export const LATENT_DEFAULTS = {
   cycles: { planner: [300], critic: [500], solver: [300] } as Record<AgentRole, readonly number[]>,
   /** Weight of the rollout read-back term in each cycle (0: off). */
   rollout: { planner: [0], critic: [0], solver: [0] } as Record<AgentRole, readonly number[]>,
+  /** Arithmetic drill sequences mixed into each cycle's chats (0: none). */
+  drills: { planner: [0], critic: [0], solver: [0] } as Record<AgentRole, readonly number[]>,
   batchSize: 8,
   lr: 1e-3,
   warmup: 10,
@@ -77,10 +79,11 @@ export interface LatentPhaseOptions {
   /** Learning rate (default LATENT_DEFAULTS.lr). */
   lr?: number;
   /**
-   * Arithmetic drills (train-agents' drillExamples) mixed into the role's chats: text loss on their results,
-   * and the link's terms with the whole drill read back as link outputs, scored on the results. Default 0.
+   * Arithmetic drills (train-agents' drillExamples, drawn from the cycle's seed) mixed into each cycle's
+   * chats: text loss on their results, and the link's terms with the whole drill read back as link
+   * outputs, scored on the results; default LATENT_DEFAULTS.drills[role], or none in every cycle given in `cycles`.
    */
-  drills?: number;
+  drills?: readonly number[];
   log?: (line: string) => void;
 }
 
@@ -98,6 +101,10 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
   if (rollout.length !== cycles.length || rollout.some((w) => !(w >= 0) || !Number.isFinite(w))) {
     throw new InvalidArgument(`latent phase: one non-negative rollout weight per cycle expected, got [${rollout}] for cycles [${cycles}]`);
   }
+  const drillCounts = opts.drills ?? (opts.cycles ? cycles.map(() => 0) : LATENT_DEFAULTS.drills[opts.role]);
+  if (drillCounts.length !== cycles.length || drillCounts.some((n) => !Number.isInteger(n) || n < 0)) {
+    throw new InvalidArgument(`latent phase: one drill count (an integer >= 0) per cycle expected, got [${drillCounts}] for cycles [${cycles}]`);
+  }
   const seed = opts.seed ?? 7;
   const be = opts.backend ?? new CpuBackend('f32');
   const log = opts.log ?? ((s: string) => process.stdout.write(`${s}\n`));
@@ -110,17 +117,17 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
   try {
     params.import(await loadF32Checkpoint(join(dir, 'model.safetensors'), 'the latent phase'));
     const rows = taskSplit('train').slice(0, opts.trainRows ?? Infinity);
-    const { examples: chats } = roleExamples(tok, opts.role, rows, LATENT_DEFAULTS.maxLength);
-    // a drill as a read-back sample: its first token is the prompt, the rest the span, scored on the results
-    const drills = drillExamples(tok, opts.drills ?? 0, seed * 1000 + 77).map((d) => ({
-      ids: d.ids, lossMask: d.ids.map((_, t) => (t ? 1 : 0)), readMask: d.lossMask, textMask: d.lossMask,
-    }));
-    const examples = [...chats.map((c) => ({ ...c, textMask: c.lossMask })), ...drills];
+    const chats = roleExamples(tok, opts.role, rows, LATENT_DEFAULTS.maxLength).examples.map((c) => ({ ...c, textMask: c.lossMask }));
     const losses: number[] = [];
     const stop = new AbortController();
     for (const [k, steps] of cycles.entries()) {
       if (stop.signal.aborted) break;
       const phaseSeed = (seed + k) * 1000 + 700 + ROLES.indexOf(opts.role);
+      // a drill as a read-back sample: its first token is the prompt, the rest the span, scored on the results
+      const drills = drillExamples(tok, drillCounts[k]!, (seed + k) * 1000 + 77).map((d) => ({
+        ids: d.ids, lossMask: d.ids.map((_, t) => (t ? 1 : 0)), readMask: d.lossMask, textMask: d.lossMask,
+      }));
+      const examples = [...chats, ...drills];
       // a fresh optimizer per cycle: the AdamW moments live in the parameter buffers, so they are zeroed too
       params.resetOptimizerState();
       link.params.resetOptimizerState();
@@ -205,8 +212,9 @@ function parseArgs(argv: string[]) {
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   const a = parseArgs(process.argv.slice(2));
-  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles: [a.steps] } : {}), seed: a.seed, lr: a.lr, drills: a.drills,
+  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles: [a.steps] } : {}), seed: a.seed, lr: a.lr,
     ...(a.rollout !== undefined ? { rolloutWeights: (a.steps ? [a.steps] : LATENT_DEFAULTS.cycles[a.role]).map(() => a.rollout!) } : {}),
+    ...(a.drills !== undefined ? { drills: (a.steps ? [a.steps] : LATENT_DEFAULTS.cycles[a.role]).map(() => a.drills!) } : {}),
   });
   if (a.losses) await writeFile(a.losses, `${JSON.stringify({ [r.role]: { seconds: r.seconds, losses: r.losses } }, null, 2)}\n`);
   process.stdout.write(`${r.role}: latent phase ${r.losses.length} steps, ${r.seconds.toFixed(1)}s\n`);
