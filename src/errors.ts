@@ -66,3 +66,5 @@ export class QuotaExceeded extends named('QuotaExceeded') {}
 export class DownloadFailed extends named('DownloadFailed') {}
 /** The engine worker died (crash, out of memory, unresponsive) and was restarted; calls in flight were lost, stored data is intact. */
 export class EngineRestarted extends named('EngineRestarted') {}
+/** A training step's planned device memory (src/train/memory.ts) exceeds the budget; the message says what to change. */
+export class TrainingMemoryExceeded extends named('TrainingMemoryExceeded') {}

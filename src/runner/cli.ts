@@ -19,6 +19,7 @@ import { WebGpuBackend } from '../tensor/webgpu';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { ASK_USAGE, AskUsageError, askCmd, type AskArgs } from './ask';
 import { formatReport, healthcheck } from './healthcheck';
+import { PLAN_MEMORY_USAGE, PlanMemoryUsageError, planMemoryCmd } from './plan-memory';
 import { TrainUsageError, trainCmd } from './train';
 import { TRAIN_OPTIONS, TRAIN_USAGE } from './train-args';
 
@@ -32,6 +33,7 @@ export const USAGE = `usage:
       sampling defaults come from the model's generation_config.json
 ${ASK_USAGE}
 ${TRAIN_USAGE}
+${PLAN_MEMORY_USAGE}
   rmas healthcheck [--level 1|2|3] [--json]
       1: dependencies and styles; 2: + a test allocation on cpu, webgpu and cuda; 3: + Hugging Face reachability;
       exit 1 when a required check fails (an unavailable webgpu or cuda is a warning)
@@ -262,6 +264,14 @@ export async function main(argv: string[]): Promise<number> {
       });
       return 0;
     }
+    if (argv[0] === 'plan-memory') {
+      if (argv.includes('--help') || argv.includes('-h')) {
+        process.stdout.write(`${USAGE}\n`);
+        return 0;
+      }
+      planMemoryCmd(argv.slice(1), (s) => process.stdout.write(s));
+      return 0;
+    }
     let parsed;
     try {
       parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
@@ -286,7 +296,7 @@ export async function main(argv: string[]): Promise<number> {
     else throw new UsageError(cmd === undefined ? 'no command given' : `unknown command "${cmd}"`);
     return 0;
   } catch (e) {
-    if (e instanceof UsageError || e instanceof AskUsageError || e instanceof TrainUsageError) {
+    if (e instanceof UsageError || e instanceof AskUsageError || e instanceof TrainUsageError || e instanceof PlanMemoryUsageError) {
       process.stderr.write(`rmas: ${e.message}\n${USAGE}\n`);
       return 2;
     }
