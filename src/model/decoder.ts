@@ -114,9 +114,14 @@ export class Decoder {
       }
       let x = x0;
       for (let l = 0; l < c.layers; l++) {
-        x = input.recompute && tape && !cache
+        const prev = x;
+        // a layer's intermediates go when it returns, not when the whole forward does (recorded ones
+        // belong to the tape and stay)
+        x = tidy(() => input.recompute && tape && !cache
           ? checkpoint((xl) => this.layer(l, xl, pos, T, past), [x], layerTensors(this.weights.layers[l]))
-          : this.layer(l, x, pos, T, past, cache);
+          : this.layer(l, prev, pos, T, past, cache));
+        // off the tape nothing reads the previous layer's output again
+        if (!tape && prev !== x0) prev.dispose();
       }
       const hidden = F.rmsNorm(x, this.weights.norm, c.rmsEps);
       let logits: Tensor | undefined;

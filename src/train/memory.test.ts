@@ -146,7 +146,7 @@ describe.each(FAMILIES)('training memory plan against a CPU tape, %s', (family: 
     decoder.dispose();
   });
 
-  it('a forward off the tape peaks with every layer\'s intermediates, its inputs built as outer.ts builds them', async () => {
+  it('a forward off the tape peaks with one layer\'s intermediates, its inputs built as outer.ts builds them', async () => {
     const config = tinyConfig(family, { num_hidden_layers: 3, intermediate_size: 48 });
     const decoder = await frozenDecoder(config);
     const T = 9;
@@ -158,6 +158,18 @@ describe.each(FAMILIES)('training memory plan against a CPU tape, %s', (family: 
     // the token ids (i32, 9 elements) are the test's, not the planner's
     expect(meter.peak - base - 4 * T).toBe(planOne(forwardOf(config, T, 0, false), false).forwardTransient);
     decoder.dispose();
+    // with a wide vocabulary scored on every row, the logits at the end set the peak instead of a layer
+    const wide = tinyConfig(family, { num_hidden_layers: 2, intermediate_size: 48, vocab_size: 2000 });
+    const dw = await frozenDecoder(wide);
+    const b2 = meter.mark();
+    noGrad(() => tidy(() => {
+      const piece = (ids: number[]) => dw.embed(cpu.fromValues(ids, [ids.length], 'i32'));
+      dw.forward({ inputsEmbeds: F.concatRows([piece([1, 2, 3, 4]), piece([5, 6, 7, 8, 9])]), logits: 'all' });
+    }));
+    const plan = planOne(forwardOf(wide, T, T, false), false).forwardTransient;
+    expect(plan).toBeGreaterThan(4 * T * 2000);
+    expect(meter.peak - b2 - 4 * T).toBe(plan);
+    dw.dispose();
   });
 
   it('a recorded forward holds its inputs: the embedded pieces, the latents and their concatenation', async () => {

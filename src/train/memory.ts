@@ -75,7 +75,7 @@ export interface ForwardMemory {
   logits: number;
   /** Peak of gradients in flight while backward runs through this forward, plus, recomputing, one layer's activations. */
   backwardTransient: number;
-  /** A forward off the tape keeps all its layers' intermediates until it returns (its tidy frees them then). */
+  /** A forward off the tape: one layer's intermediates at a time (each layer's tidy frees them), or its logits at the end. */
   forwardTransient: number;
 }
 
@@ -174,8 +174,12 @@ function forwardFigures(f: AgentForward, recompute: boolean): ForwardMemory {
   const inputs = 2 * T * c.hidden;
   const rec = f.recorded && recompute;
   const layerBack = rec ? T * (A + layerBackwardFloats(c, true)) : T * layerBackwardFloats(c);
-  // off the tape, attention's logsumexp is freed at once; everything else waits for the forward's tidy
-  const offTape = c.layers * T * (A - c.heads) + finalFloats(c, T) + (R ? (R < T ? R + R * c.hidden : 0) + R * c.vocabSize : 0);
+  // off the tape each layer's intermediates go when it returns (attention's logsumexp at once): the peak is
+  // one layer's, with the positions and, after the first layer, the previous layer's output; or the end,
+  // the last layer's output with the final norm and the logits
+  const layerPeak = T * (A - c.heads) + T + (c.layers > 1 ? T * c.hidden : 0);
+  const endPeak = T * c.hidden + finalFloats(c, T) + (R ? (R < T ? R + R * c.hidden : 0) + R * c.vocabSize : 0);
+  const offTape = Math.max(layerPeak, endPeak);
   return {
     name: f.name, tokens: T, recorded: f.recorded, logitRows: R,
     activationsFull: ELEM * full,
