@@ -53,6 +53,15 @@ const flag01 = (a: TrainArgs, k: keyof TrainArgs, def: boolean) => {
   if (!['0', '1', 'true', 'false'].includes(v.toLowerCase())) throw new TrainUsageError(`--${k} ${v}: expected 0 or 1`);
   return v === '1' || v.toLowerCase() === 'true';
 };
+/** train-outer's --gradient_checkpointing: 0/1 (upstream's) or the roles to recompute, comma-separated. */
+function recomputeRoles(v: string | undefined, roles: readonly string[]): boolean | string[] {
+  if (v === undefined || ['0', '1', 'true', 'false'].includes(v.toLowerCase())) return v === '1' || v?.toLowerCase() === 'true';
+  const list = v.split(',').map((r) => r.trim());
+  const bad = list.filter((r) => !roles.includes(r));
+  if (bad.length) throw new TrainUsageError(`--gradient_checkpointing ${v}: expected 0, 1 or roles of this style (${roles.join(', ')}); ${bad.join(', ')} is not one`);
+  return list;
+}
+
 /** --outer_latents: what a non-final stage sends while the outer links train (src/train/outer.ts). */
 function outerLatents(v: string | undefined): 'teacher' | 'rollout' {
   if (v === undefined || v === 'teacher' || v === 'rollout') return v ?? 'teacher';
@@ -210,7 +219,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       const nonLastLossWeight = num(a, 'non_last_loss_weight', 0.1, { min: 0 });
       job = createOuterJob({
         style, agents, outer, rows, task, batchSize, optimizer, ...(prompts ? { prompts } : {}),
-        loss: { rounds, maxLatentTokens: num(a, 'max_latent_tokens', 80, { int: true, min: 1 }), superviseFinalOnly, nonLastLossWeight, maxLength, latents: outerLatents(a.outer_latents), recompute: flag01(a, 'gradient_checkpointing', false) },
+        loss: { rounds, maxLatentTokens: num(a, 'max_latent_tokens', 80, { int: true, min: 1 }), superviseFinalOnly, nonLastLossWeight, maxLength, latents: outerLatents(a.outer_latents), recompute: recomputeRoles(a.gradient_checkpointing, style.roles.map((r) => r.key)) },
       });
       const m = outerManifests(style.shape, [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })));
       manifests = {

@@ -51,8 +51,11 @@ export interface OuterLossOptions {
    * gradients reach the earlier outer links through this read, truncated at the recursion.
    */
   latents?: 'teacher' | 'rollout';
-  /** Recompute each layer's activations in backward (--gradient_checkpointing 1): same gradients, less memory. */
-  recompute?: boolean;
+  /**
+   * Recompute each layer's activations in backward (--gradient_checkpointing): same gradients, less
+   * memory; true for every agent, or the roles listed (what `rmas plan-memory --gradient_checkpointing auto` picks).
+   */
+  recompute?: boolean | readonly string[];
 }
 
 export type OuterSampleResult =
@@ -87,6 +90,7 @@ export async function outerSampleStep(
         const ex = sample.get(stageKey(st.round, st.role))!;
         const incoming = st.fill.map(([, key]) => latents.get(key)!);
         const decodes = st.role === style.decoder;
+        const recompute = opts.recompute === true || (Array.isArray(opts.recompute) && opts.recompute.includes(st.role));
         // with latents 'rollout', a stage that sends latents sends its rollout's; one that also decodes (the
         // final agent in an earlier round) still scores its gold text
         const rollout = opts.latents === 'rollout' && st.linksOut.length > 0;
@@ -115,7 +119,7 @@ export async function outerSampleStep(
             // read back with grad: its states at the rollout positions are H_roll, now a function of the incoming latents
             const P = parts.reduce((n, p) => n + p.shape[0], 0);
             const x = m > 1 ? [...parts, noGrad(() => agent.inner.forward(F.sliceRows(Hroll, 0, m - 1)))] : parts;
-            H = F.sliceRows(model.forward({ inputsEmbeds: F.concatRows(x), recompute: opts.recompute }).hidden, P - 1, m);
+            H = F.sliceRows(model.forward({ inputsEmbeds: F.concatRows(x), recompute }).hidden, P - 1, m);
             tokens += P + m - 1;
           }
           const h = agent.inner.forward(H);
@@ -127,7 +131,7 @@ export async function outerSampleStep(
         tokens += T;
         const L = ex.target.length;
         const logitRows = decodes ? Array.from({ length: L }, (_, i) => T - L - 1 + i) : false;
-        const forward = () => model.forward({ inputsEmbeds: F.concatRows(parts), logits: logitRows, recompute: opts.recompute });
+        const forward = () => model.forward({ inputsEmbeds: F.concatRows(parts), logits: logitRows, recompute });
         const out = incoming.length ? forward() : noGrad(forward);
         if (decodes) ces.push(F.crossEntropy(out.logits!, be.fromValues(ex.target, [L], 'i32')));
         if (!rollout && st.linksOut.length) {

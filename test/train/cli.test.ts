@@ -166,6 +166,8 @@ describe('rmas train-outer', () => {
     expect(rd.get('sample0.round1.critic.slot_lens')!.values).toEqual([6]);
     expect(rd.get('sample0.round1.solver.slot_lens')!.values).toEqual([6]);
     expect(rd.get('sample0.round2.planner.slot_lens')!.values).toEqual([6]);
+    const badRole = await train('outer', { ...base, save_dir: join(tmp, 'outer-bad'), gradient_checkpointing: 'planner,poet' });
+    expect(badRole.error?.message).toMatch(/--gradient_checkpointing planner,poet: .*poet is not one/);
     const bad = await train('outer', { ...base, save_dir: join(tmp, 'outer-bad'), outer_latents: 'gold' });
     expect(bad.error?.name).toBe('UsageError');
     expect(bad.error?.message).toContain('--outer_latents gold');
