@@ -97,14 +97,14 @@ export interface LatentPhaseResult {
 export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhaseResult> {
   const cycles = opts.cycles ?? LATENT_DEFAULTS.cycles[opts.role];
   if (!cycles.length || cycles.some((n) => !Number.isInteger(n) || n < 1)) throw new InvalidArgument(`latent phase: cycles must be positive step counts, got [${cycles}]`);
-  const rollout = opts.rolloutWeights ?? (opts.cycles ? cycles.map(() => 0) : LATENT_DEFAULTS.rollout[opts.role]);
-  if (rollout.length !== cycles.length || rollout.some((w) => !(w >= 0) || !Number.isFinite(w))) {
-    throw new InvalidArgument(`latent phase: one non-negative rollout weight per cycle expected, got [${rollout}] for cycles [${cycles}]`);
-  }
-  const drillCounts = opts.drills ?? (opts.cycles ? cycles.map(() => 0) : LATENT_DEFAULTS.drills[opts.role]);
-  if (drillCounts.length !== cycles.length || drillCounts.some((n) => !Number.isInteger(n) || n < 0)) {
-    throw new InvalidArgument(`latent phase: one drill count (an integer >= 0) per cycle expected, got [${drillCounts}] for cycles [${cycles}]`);
-  }
+  // a per-cycle setting: as given, else the defaults' with the default cycles, else 0 in every given cycle
+  const perCycle = (given: readonly number[] | undefined, defaults: readonly number[], what: string, ok: (x: number) => boolean) => {
+    const v = given ?? (opts.cycles ? cycles.map(() => 0) : defaults);
+    if (v.length !== cycles.length || !v.every(ok)) throw new InvalidArgument(`latent phase: one ${what} per cycle expected, got [${v}] for cycles [${cycles}]`);
+    return v;
+  };
+  const rollout = perCycle(opts.rolloutWeights, LATENT_DEFAULTS.rollout[opts.role], 'non-negative rollout weight', (w) => w >= 0 && Number.isFinite(w));
+  const drillCounts = perCycle(opts.drills, LATENT_DEFAULTS.drills[opts.role], 'drill count (an integer >= 0)', (n) => Number.isInteger(n) && n >= 0);
   const seed = opts.seed ?? 7;
   const be = opts.backend ?? new CpuBackend('f32');
   const log = opts.log ?? ((s: string) => process.stdout.write(`${s}\n`));
@@ -212,9 +212,11 @@ function parseArgs(argv: string[]) {
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
   const a = parseArgs(process.argv.slice(2));
-  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles: [a.steps] } : {}), seed: a.seed, lr: a.lr,
-    ...(a.rollout !== undefined ? { rolloutWeights: (a.steps ? [a.steps] : LATENT_DEFAULTS.cycles[a.role]).map(() => a.rollout!) } : {}),
-    ...(a.drills !== undefined ? { drills: (a.steps ? [a.steps] : LATENT_DEFAULTS.cycles[a.role]).map(() => a.drills!) } : {}),
+  // --rollout and --drills apply to every cycle run
+  const cycles = a.steps ? [a.steps] : LATENT_DEFAULTS.cycles[a.role];
+  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles } : {}), seed: a.seed, lr: a.lr,
+    ...(a.rollout !== undefined ? { rolloutWeights: cycles.map(() => a.rollout!) } : {}),
+    ...(a.drills !== undefined ? { drills: cycles.map(() => a.drills!) } : {}),
   });
   if (a.losses) await writeFile(a.losses, `${JSON.stringify({ [r.role]: { seconds: r.seconds, losses: r.losses } }, null, 2)}\n`);
   process.stdout.write(`${r.role}: latent phase ${r.losses.length} steps, ${r.seconds.toFixed(1)}s\n`);

@@ -19,6 +19,7 @@ import { latentRollout } from '../../src/mas/rollout.ts';
 import { ask } from '../../src/mas/run.ts';
 import type { Decoder } from '../../src/model/decoder.ts';
 import type { Tensor } from '../../src/tensor/tensor.ts';
+import type { Tokenizer } from '../../src/tokenizer/index.ts';
 import { loadSystem } from '../../src/mas/system.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
@@ -39,22 +40,39 @@ export interface RolloutScore {
   decoded: string[];
 }
 
-/** Decodes H [n, d] by argmax(lm_head) and scores it against `gold`: the matched prefix and the decoded ids. */
-async function argmaxAgainst(decoder: Decoder, H: Tensor, gold: readonly number[]): Promise<{ ids: number[]; prefix: number }> {
-  const logits = noGrad(() => F.linear(H, decoder.weights.lmHead));
-  const v = await logits.read();
-  const V = logits.shape[1]!;
-  const n = Math.min(gold.length, logits.shape[0]!);
-  logits.dispose();
-  const ids = Array.from({ length: n }, (_, i) => {
-    let best = 0;
-    for (let j = 1; j < V; j++) if (v[i * V + j]! > v[i * V + best]!) best = j;
-    return best;
-  });
-  let k = 0;
-  while (k < n && ids[k] === gold[k]) k++;
-  return { ids, prefix: k };
+/** One role's score over rows, added up row by row. */
+class Tally {
+  private exact = 0;
+  private right = 0;
+  private all = 0;
+  private readonly decoded: string[] = [];
+
+  /** Decodes H [n, d] by argmax(lm_head) and scores it against `gold` (the matched prefix). */
+  async add(agent: { decoder: Decoder; tokenizer: Tokenizer }, H: Tensor, gold: readonly number[]): Promise<void> {
+    const logits = noGrad(() => F.linear(H, agent.decoder.weights.lmHead));
+    const v = await logits.read();
+    const V = logits.shape[1]!;
+    const n = Math.min(gold.length, logits.shape[0]!);
+    logits.dispose();
+    const ids = Array.from({ length: n }, (_, i) => {
+      let best = 0;
+      for (let j = 1; j < V; j++) if (v[i * V + j]! > v[i * V + best]!) best = j;
+      return best;
+    });
+    let k = 0;
+    while (k < n && ids[k] === gold[k]) k++;
+    this.right += k;
+    this.all += gold.length;
+    if (k === gold.length) this.exact++;
+    this.decoded.push(agent.tokenizer.decode(ids));
+  }
+
+  score(role: RolloutRole, rows: number): RolloutScore {
+    return { role, rows, exact: this.exact, prefixShare: this.all ? this.right / this.all : 0, decoded: this.decoded };
+  }
 }
+
+const goldText = (role: RolloutRole, row: TaskRow) => (role === 'critic' ? row.refined_plan : row.plan);
 
 export async function scoreRollouts(opts: { systemDir?: string; rows: readonly TaskRow[]; roles?: readonly RolloutRole[]; backend?: Backend }): Promise<RolloutScore[]> {
   const backend = opts.backend ?? new CpuBackend('f32');
@@ -65,22 +83,15 @@ export async function scoreRollouts(opts: { systemDir?: string; rows: readonly T
       const agent = system.agents.get(role);
       if (!agent?.inner) throw new InvalidArgument(`the tiny system has no ${role} with an inner link`);
       const tok = agent.tokenizer;
-      let exact = 0;
-      let right = 0;
-      let all = 0;
-      const decoded: string[] = [];
+      const tally = new Tally();
       for (const row of opts.rows) {
-        const gold = tok.encode(role === 'critic' ? row.refined_plan : row.plan, { addSpecialTokens: false });
+        const gold = tok.encode(goldText(role, row), { addSpecialTokens: false });
         const prompt = tok.encode(rolePrompt(tok, role, 'first', row.question, role === 'critic' ? row.plan : ''), { addSpecialTokens: false });
         const H = await latentRollout(agent.decoder, agent.inner, [prompt], gold.length);
-        const { ids, prefix: k } = await argmaxAgainst(agent.decoder, H, gold);
+        await tally.add(agent, H, gold);
         H.dispose();
-        right += k;
-        all += gold.length;
-        if (k === gold.length) exact++;
-        decoded.push(tok.decode(ids));
       }
-      scores.push({ role, rows: opts.rows.length, exact, prefixShare: all ? right / all : 0, decoded });
+      scores.push(tally.score(role, opts.rows.length));
     }
     return scores;
   } finally {
@@ -97,29 +108,20 @@ export async function scoreChain(opts: { systemDir?: string; rows: readonly Task
   const backend = opts.backend ?? new CpuBackend('f32');
   const system = await loadSystem('tiny_sequential', { backend, embeddedRoot: resolve(opts.systemDir ?? TINY_SYSTEM_DIR), task: 'math' });
   try {
-    const acc = new Map<RolloutRole, { exact: number; right: number; all: number; decoded: string[] }>();
+    const tallies = new Map<RolloutRole, Tally>([['planner', new Tally()], ['critic', new Tally()]]);
     for (const row of opts.rows) {
       await ask(system, {
         question: row.question, task: 'math', rounds: 1, mode: 'latent', sampling: { greedy: true }, maxNewTokens: 1, answerRetry: false,
         ...(opts.latentSteps ? { latentSteps: opts.latentSteps } : {}),
         onStage: async (rec) => {
-          if (!rec.hidden || (rec.role !== 'planner' && rec.role !== 'critic')) return;
+          const tally = tallies.get(rec.role as RolloutRole);
+          if (!rec.hidden || !tally) return;
           const agent = system.agents.get(rec.role)!;
-          const gold = agent.tokenizer.encode(rec.role === 'critic' ? row.refined_plan : row.plan, { addSpecialTokens: false });
-          const { ids, prefix } = await argmaxAgainst(agent.decoder, rec.hidden, gold);
-          const a = acc.get(rec.role) ?? { exact: 0, right: 0, all: 0, decoded: [] };
-          a.right += prefix;
-          a.all += gold.length;
-          if (prefix === gold.length) a.exact++;
-          a.decoded.push(agent.tokenizer.decode(ids));
-          acc.set(rec.role, a);
+          await tally.add(agent, rec.hidden, agent.tokenizer.encode(goldText(rec.role as RolloutRole, row), { addSpecialTokens: false }));
         },
       });
     }
-    return (['planner', 'critic'] as const).map((role) => {
-      const a = acc.get(role) ?? { exact: 0, right: 0, all: 0, decoded: [] };
-      return { role, rows: opts.rows.length, exact: a.exact, prefixShare: a.all ? a.right / a.all : 0, decoded: a.decoded };
-    });
+    return [...tallies].map(([role, t]) => t.score(role, opts.rows.length));
   } finally {
     system.dispose();
   }

@@ -94,21 +94,20 @@ export class Tape {
    * gradients into every leaf that requires grad. Returns the map of leaf gradients.
    */
   async backward(root: Tensor, seed?: Tensor): Promise<Map<Tensor, Tensor>> {
-    if (!root.requiresGrad) throw new InvalidArgument(`backward: ${root} does not depend on any tensor that requires grad`);
-    if (!seed && root.numel !== 1) throw new InvalidArgument(`backward: ${root} is not a scalar; pass a seed gradient of shape [${root.shape}]`);
-    const leafGrads = noGrad(() => this.propagate(root, seed));
+    const leafGrads = this.backwardSync(root, seed);
     await root.backend.sync();
     return new Map([...leafGrads.keys()].map((k) => [k, k.grad!]));
   }
 
   /**
-   * backward() without waiting for the backend: for a backward rule that backpropagates through a
-   * recomputed piece of the graph (checkpoint.ts) while the enclosing tape's backward runs.
+   * backward() without waiting for the backend (returns the leaves it reached): for a backward rule that
+   * backpropagates through a recomputed piece of the graph (checkpoint.ts) while the enclosing tape's
+   * backward runs.
    */
-  backwardSync(root: Tensor, seed?: Tensor): void {
+  backwardSync(root: Tensor, seed?: Tensor): Map<Tensor, Tensor> {
     if (!root.requiresGrad) throw new InvalidArgument(`backward: ${root} does not depend on any tensor that requires grad`);
     if (!seed && root.numel !== 1) throw new InvalidArgument(`backward: ${root} is not a scalar; pass a seed gradient of shape [${root.shape}]`);
-    noGrad(() => this.propagate(root, seed));
+    return noGrad(() => this.propagate(root, seed));
   }
 
   private propagate(root: Tensor, seed?: Tensor): Map<Tensor, Tensor> {

@@ -74,11 +74,11 @@ export async function latentRollout(model: Decoder, inner: InnerLink, pieces: re
   const what = opts.what ?? 'the latent rollout';
   const steps = rolloutSteps(model, inner, pieces, m, what);
   try {
+    checkCancelled(opts.signal, what);
     for (;;) {
-      checkCancelled(opts.signal, what);
       const r = steps.next();
       if (r.done) return r.value;
-      await yieldIfCancellable(opts.signal, what);
+      await yieldIfCancellable(opts.signal, what); // checks after letting an abort arrive
     }
   } finally {
     steps.return(undefined as never); // a cancelled rollout still frees its cache and states

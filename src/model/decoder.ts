@@ -118,7 +118,7 @@ export class Decoder {
         // a layer's intermediates go when it returns, not when the whole forward does (recorded ones
         // belong to the tape and stay)
         x = tidy(() => input.recompute && tape && !cache
-          ? checkpoint((xl) => this.layer(l, xl, pos, T, past), [x], layerTensors(this.weights.layers[l]))
+          ? checkpoint((xl) => this.layer(l, xl, pos, T, past), [prev], layerTensors(this.weights.layers[l]))
           : this.layer(l, prev, pos, T, past, cache));
         // off the tape nothing reads the previous layer's output again
         if (!tape && prev !== x0) prev.dispose();

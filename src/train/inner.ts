@@ -64,6 +64,7 @@ export async function innerSampleStep(model: Decoder, inner: InnerLink, ex: Inne
   const T = ex.ids.length;
   if (ex.lossMask.length !== T) throw new InvalidArgument(`inner example: ${T} ids but ${ex.lossMask.length} mask values`);
   if (!(batchPairs > 0)) throw new InvalidArgument(`inner step: the batch has no trained pairs (${batchPairs})`);
+  if (ex.readMask && ex.readMask.length !== T) throw new InvalidArgument(`inner example: ${T} ids but ${ex.readMask.length} read-back mask values`);
   const be = model.backend;
   const pairs = innerPairs(ex);
   const share = pairs / batchPairs;
@@ -87,7 +88,6 @@ export async function innerSampleStep(model: Decoder, inner: InnerLink, ex: Inne
           const x = F.concatRows([prefix, F.sliceRows(pred, P - 1, T - P)]);
           const rows = Array.from({ length: T - P - 1 }, (_, i) => P + i);
           const out = model.forward({ inputsEmbeds: x, logits: rows, recompute: w.recompute });
-          if (ex.readMask && ex.readMask.length !== T) throw new InvalidArgument(`inner example: ${T} ids but ${ex.readMask.length} read-back mask values`);
           const labels = ex.ids.slice(P + 1).map((id, i) => (!ex.readMask || ex.readMask[P + 1 + i] ? id : -100));
           const ce = F.crossEntropy(out.logits!, be.fromValues(labels, [T - P - 1], 'i32'));
           l = F.add(l, F.scale(ce, w.ce * share));
@@ -140,10 +140,8 @@ export async function rolloutSampleStep(
   try {
     const loss = tidy(() => tape.run(() => {
       const prefix = noGrad(() => model.embed(be.fromValues(ex.ids.slice(0, P), [P], 'i32')));
-      const x = m > 1 ? F.concatRows([prefix, inner.forward(F.sliceRows(H, 0, m - 1))]) : prefix;
-      const rows = Array.from({ length: m }, (_, k) => P - 1 + k);
-      const out = model.forward({ inputsEmbeds: x, logits: rows });
-      const ce = F.crossEntropy(out.logits!, be.fromValues(ex.ids.slice(P), [m], 'i32'));
+      const logits = readBackRollout(model, inner, prefix, H, { output: 'logits' });
+      const ce = F.crossEntropy(logits, be.fromValues(ex.ids.slice(P), [m], 'i32'));
       return F.scale(ce, weight * share);
     }));
     if (!loss.requiresGrad) throw new InvalidArgument(`rollout step: neither link ${inner.name} nor the agent trains; unfreeze one`);
@@ -154,4 +152,23 @@ export async function rolloutSampleStep(
     tape.dispose();
     if (!opts.hidden) H.dispose();
   }
+}
+
+/**
+ * A latent rollout read back with grad (no grad was recorded while it ran): `prompt` (embedding rows
+ * [P, d]) ⊕ Inner(H[0..m−2]) through the agent. Causal attention makes the forward's states at positions
+ * P−1..P+m−2 equal to H, the rollout's own states, now as functions of the prompt rows, the link and the
+ * agent (the recursion itself is not differentiated). Returns those m rows' hidden states [m, d] or their
+ * logits [m, vocab]. Used by rolloutSampleStep and by the outer loop's 'rollout' latents.
+ */
+export function readBackRollout(
+  model: Decoder, inner: InnerLink, prompt: Tensor, H: Tensor, opts: { output: 'hidden' | 'logits'; recompute?: boolean },
+): Tensor {
+  const P = prompt.shape[0];
+  const m = H.shape[0];
+  const x = m > 1 ? F.concatRows([prompt, inner.forward(F.sliceRows(H, 0, m - 1))]) : prompt;
+  if (opts.output === 'logits') {
+    return model.forward({ inputsEmbeds: x, logits: Array.from({ length: m }, (_, k) => P - 1 + k), recompute: opts.recompute }).logits!;
+  }
+  return F.sliceRows(model.forward({ inputsEmbeds: x, recompute: opts.recompute }).hidden, P - 1, m);
 }

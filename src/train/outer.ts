@@ -13,6 +13,7 @@
 import { F, Tape, noGrad } from '../autograd';
 import type { InnerLink, OuterLink } from '../mas/links';
 import { latentRolloutSync } from '../mas/rollout';
+import { readBackRollout } from './inner';
 import { schedule, type StyleSpec } from '../mas/styles';
 import type { Decoder } from '../model/decoder';
 import { tidy } from '../tensor/scope';
@@ -116,11 +117,10 @@ export async function outerSampleStep(
           const Hroll = noGrad(() => latentRolloutSync(model, agent.inner, parts, m, `${st.role} rollout, round ${st.round + 1}`));
           let H = Hroll;
           if (incoming.length) {
-            // read back with grad: its states at the rollout positions are H_roll, now a function of the incoming latents
-            const P = parts.reduce((n, p) => n + p.shape[0], 0);
-            const x = m > 1 ? [...parts, noGrad(() => agent.inner.forward(F.sliceRows(Hroll, 0, m - 1)))] : parts;
-            H = F.sliceRows(model.forward({ inputsEmbeds: F.concatRows(x), recompute }).hidden, P - 1, m);
-            tokens += P + m - 1;
+            // read back with grad, so that the incoming latents' links train through this stage
+            const prompt = F.concatRows(parts);
+            H = readBackRollout(model, agent.inner, prompt, Hroll, { output: 'hidden', recompute });
+            tokens += prompt.shape[0] + m - 1;
           }
           const h = agent.inner.forward(H);
           for (const key of st.linksOut) latents.set(key, outer.get(key)!.forward(h));
