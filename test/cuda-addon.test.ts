@@ -66,6 +66,10 @@ describe.skipIf(!nvcc)('cuda addon (built with nvcc, no GPU needed)', () => {
       expect((err as Error).message).toContain(`(${p.code})`);
       expect(() => addon.malloc(16)).toThrow(/call init\(device\) first/);
       expect(() => addon.launch('gemm_lt', [0n, 0n, 0n, 0n], [], [])).toThrow(/call init\(device\) first/);
+      // the multi-device calls: nothing is open, nothing is current
+      expect(addon.current()).toBe(-1);
+      expect(() => addon.use(1)).toThrow(/use: device 1 is not open; call init\(1\) first/);
+      expect(() => addon.copyPeer(0n, 1, 0n, 0, 16)).toThrow(/copyPeer: device 0 is not open/);
     });
 
     it('CudaBackend.create() rejects with CudaUnavailable naming that error and what to do', async (ctx) => {

@@ -95,7 +95,8 @@ export class Tape {
    */
   async backward(root: Tensor, seed?: Tensor): Promise<Map<Tensor, Tensor>> {
     const leafGrads = this.backwardSync(root, seed);
-    await root.backend.sync();
+    // a graph may span backends (moveTo): wait for each one its gradients were computed on
+    await Promise.all([...new Set([root.backend, ...[...leafGrads.keys()].map((t) => t.backend)])].map((b) => b.sync()));
     return new Map([...leafGrads.keys()].map((k) => [k, k.grad!]));
   }
 

@@ -31,7 +31,14 @@ export interface CudaProbe {
 /** The exports of rmas_cuda.node (native/cuda/src/addon.cc). Failed CUDA calls throw CudaError. */
 export interface CudaAddon {
   probe(): CudaProbe;
+  /** Opens `device` (once; later calls only select it) and makes it the current device. */
   init(device: number): { device: number; name: string; major: number; minor: number };
+  /** Makes an open device the current one: every call below works on the current device. */
+  use(device: number): number;
+  /** The current device (-1 before any init). */
+  current(): number;
+  /** Copies `bytes` from `src` on `srcDevice` to `dst` on `dstDevice` (both open), ordered after both streams' queued work. */
+  copyPeer(dst: bigint, dstDevice: number, src: bigint, srcDevice: number, bytes: number): void;
   malloc(bytes: number): bigint;
   free(ptr: bigint): void;
   upload(ptr: bigint, bytes: Uint8Array): void;

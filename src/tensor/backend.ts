@@ -29,4 +29,12 @@ export interface Backend {
   release(s: Storage): void;
   /** Waits for queued work and raises deferred errors (GPU); a no-op on the CPU. */
   sync(): Promise<void>;
+  /**
+   * A copy of `t`, a tensor of another backend, made directly (a CUDA peer copy between two devices, an
+   * array copy between two CPU backends of one precision), or null when this backend cannot take it
+   * directly; moveTensor (tensor/move.ts) then goes through its bytes.
+   */
+  copyFrom?(t: Tensor): Tensor | null;
+  /** The raw storage bytes, at once: backends whose reads need not wait for a queue (cpu, cuda). */
+  readBytesSync?(t: Tensor): Uint8Array;
 }

@@ -79,9 +79,19 @@ export class CpuBackend implements Backend {
   }
 
   async readBytes(t: Tensor): Promise<Uint8Array> {
+    return this.readBytesSync(t);
+  }
+
+  readBytesSync(t: Tensor): Uint8Array {
     const d = this.data(t);
     if (d instanceof Float64Array) return new Uint8Array(Float32Array.from(d).buffer);
     return new Uint8Array(d.buffer, d.byteOffset, d.byteLength).slice();
+  }
+
+  /** A tensor of another CPU backend of this precision, copied value for value (f64 stays f64). */
+  copyFrom(t: Tensor): Tensor | null {
+    if (!(t.backend instanceof CpuBackend) || t.backend.precision !== this.precision) return null;
+    return this.wrap(t.backend.data(t).slice(), t.shape, t.dtype);
   }
 
   run<A>(def: KernelDef<A>, inputs: readonly Tensor[], attrs: A): Tensor[] {

@@ -1,13 +1,15 @@
 /**
  * The CUDA backend (Node): tensors in device memory from the addon's stream-ordered pool, kernels run through
  * their `cuda` hooks, which launch native kernels registered by name (native/cuda/src/registry.h). Everything is
- * queued on one stream, so frees and reuse are ordered after the work that reads the memory; read() waits.
+ * queued on the device's stream, so frees and reuse are ordered after the work that reads the memory; read() waits.
+ * One backend per device: a process may open several (a system placed one role per GPU); each selects its
+ * device before it calls the addon, and copyFrom moves a tensor from another device's backend directly.
  * Not exported from tensor/index.ts: it loads a .node file, which browsers cannot.
  */
 import { CudaUnavailable, GpuOutOfMemory, InvalidArgument, UnsupportedFeature } from '../errors';
 import { type DType, byteSize } from '../formats/dtype';
 import { decode, encode } from '../formats/encode';
-import { type CudaAddon, cudaUnavailableReason, isCudaError, loadCudaAddon } from '../gpu/cuda-addon';
+import { type CudaAddon, addonPath, cudaUnavailableReason, isCudaError, loadCudaAddon } from '../gpu/cuda-addon';
 import type { CudaLauncher, CudaRef, KernelDef, Meta } from '../kernels/kernel';
 import type { Backend } from './backend';
 import { VIEW_ALIGN } from './backend';
@@ -21,6 +23,11 @@ export interface CudaOptions {
 
 /** cudaErrorMemoryAllocation */
 const CUDA_OOM = 2;
+
+/** The device the addon calls go to now (the addon's current device; -1 before the first init). */
+let selected = -1;
+/** The backend of each open device: create() returns the same one for a device. */
+const opened = new Map<number, CudaBackend>();
 
 export class CudaBackend implements Backend {
   readonly kind = 'cuda' as const;
@@ -40,7 +47,12 @@ export class CudaBackend implements Backend {
   /** Opens device `device`; throws CudaUnavailable (addon not built, no driver, no such device) with what to do. */
   static async create(opts: CudaOptions = {}): Promise<CudaBackend> {
     const device = opts.device ?? 0;
+    const open = opened.get(device);
+    if (open) return open;
     const addon = loadCudaAddon();
+    if (typeof addon.use !== 'function') {
+      throw new CudaUnavailable(`the CUDA addon at ${addonPath()} predates multi-device support (no use()); rebuild it with \`npm run build:cuda -- --force\``);
+    }
     const reason = cudaUnavailableReason(addon.probe(), device);
     if (reason) throw new CudaUnavailable(reason);
     let info;
@@ -49,7 +61,17 @@ export class CudaBackend implements Backend {
     } catch (e) {
       throw new CudaUnavailable(`CUDA device ${device} could not be opened: ${(e as Error).message}`);
     }
-    return new CudaBackend(addon, device, info.name, { major: info.major, minor: info.minor });
+    selected = device;
+    const be = new CudaBackend(addon, device, info.name, { major: info.major, minor: info.minor });
+    opened.set(device, be);
+    return be;
+  }
+
+  /** Points the addon's calls at this backend's device (a no-op while it already is). */
+  private bind(): void {
+    if (selected === this.device) return;
+    this.addon.use(this.device);
+    selected = this.device;
   }
 
   private malloc(bytes: number, what: string): bigint {
@@ -82,6 +104,7 @@ export class CudaBackend implements Backend {
 
   fromBytes(bytes: Uint8Array, shape: readonly number[], dtype: DType): Tensor {
     const want = checkBytes(bytes, shape, dtype);
+    this.bind();
     const ptr = this.malloc(want, `fromBytes ${dtype} [${shape}]`);
     if (want) this.addon.upload(ptr, bytes);
     return this.wrap(ptr, shape, dtype);
@@ -90,14 +113,33 @@ export class CudaBackend implements Backend {
   zeros(shape: readonly number[], dtype: DType = 'f32'): Tensor {
     checkShape(shape);
     const bytes = byteSize(dtype, shape);
+    this.bind();
     const ptr = this.malloc(bytes, `zeros ${dtype} [${shape}]`);
     this.addon.memset(ptr, Math.max(bytes, 4));
     return this.wrap(ptr, shape, dtype);
   }
 
   async readBytes(t: Tensor): Promise<Uint8Array> {
+    return this.readBytesSync(t);
+  }
+
+  /** The bytes of t (download waits for the device's stream). */
+  readBytesSync(t: Tensor): Uint8Array {
     const { ptr } = this.ref(t);
+    this.bind();
     return this.addon.download(ptr, byteSize(t.dtype, t.shape));
+  }
+
+  /** A tensor of another device's backend, copied device to device (copyPeer orders both streams around it). */
+  copyFrom(t: Tensor): Tensor | null {
+    const src = t.backend;
+    if (!(src instanceof CudaBackend) || src.addon !== this.addon || src === this) return null;
+    const { ptr } = src.ref(t);
+    const bytes = byteSize(t.dtype, t.shape);
+    this.bind();
+    const dst = this.malloc(bytes, `copy of ${t} from device ${src.device}`);
+    this.addon.copyPeer(dst, this.device, ptr, src.device, bytes);
+    return this.wrap(dst, t.shape, t.dtype);
   }
 
   async read(t: Tensor): Promise<Float32Array> {
@@ -109,6 +151,7 @@ export class CudaBackend implements Backend {
     if (!def.cuda) {
       throw new UnsupportedFeature(`${def.name}: this op has no CUDA kernel yet (its kernel folder lacks a cuda hook); run with --backend webgpu or cpu`);
     }
+    this.bind();
     const inRefs = inputs.map((t) => this.ref(t));
     const outMeta: Meta[] = def.outputs(inRefs.map((r) => r.meta), attrs);
     const outRefs: CudaRef[] = [];
@@ -156,15 +199,18 @@ export class CudaBackend implements Backend {
   release(s: Storage) {
     if (s.kind !== 'cuda') return;
     if (--s.refs.n > 0) return;
+    this.bind(); // the free is queued on the stream of the device that owns the memory
     this.addon.free(s.refs.base);
   }
 
   async sync(): Promise<void> {
+    this.bind();
     this.addon.sync();
   }
 
   /** Device memory: free/total from the driver, and what the allocation pool holds. */
   memInfo() {
+    this.bind();
     return this.addon.memInfo();
   }
 }

@@ -4,3 +4,4 @@ export { type Backend, VIEW_ALIGN } from './backend';
 export { CpuBackend } from './cpu';
 export { WebGpuBackend } from './webgpu';
 export { tidy, untrack } from './scope';
+export { moveTensor } from './move';

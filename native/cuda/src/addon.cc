@@ -1,10 +1,14 @@
-// The N-API surface of the CUDA backend (src/gpu/cuda-addon.ts types it). One device and one stream per
-// process: init(device) picks them; allocations come from the device's stream-ordered pool (cudaMallocAsync),
-// which keeps freed memory for reuse. Failures throw JS Errors carrying the CUDA error code and name.
+// The N-API surface of the CUDA backend (src/gpu/cuda-addon.ts types it). A process may open several
+// devices (init(device) each), one stream per device; every call works on the current device, which init
+// and use(device) select, so that one backend per device (src/tensor/cuda.ts) selects its own before it
+// calls. copyPeer moves bytes between two open devices with both streams ordered around the copy.
+// Allocations come from each device's stream-ordered pool (cudaMallocAsync), which keeps freed memory for
+// reuse. Failures throw JS Errors carrying the CUDA error code and name.
 #include <napi.h>
 
 #include <cuda_runtime.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,12 +17,16 @@
 
 namespace {
 
-struct State {
+struct Device {
   int device = -1;
   cudaStream_t stream = nullptr;
   int ccMajor = 0, ccMinor = 0;
   std::string name;
-} g;
+};
+
+/** The open devices, and the current one (g: its state; g.device < 0 before any init). */
+std::map<int, Device> g_open;
+Device g;
 
 Napi::Error cudaError(Napi::Env env, cudaError_t e, const std::string& what, const std::string& detail = "") {
   std::string msg = what + " failed: " + cudaGetErrorName(e) + " (" + std::to_string(int(e)) + "): " + cudaGetErrorString(e);
@@ -35,6 +43,21 @@ void check(Napi::Env env, cudaError_t e, const std::string& what) {
 
 void needInit(Napi::Env env, const char* what) {
   if (g.device < 0) throw Napi::Error::New(env, std::string(what) + ": call init(device) first");
+}
+
+Device& openDevice(Napi::Env env, int device, const char* what) {
+  auto it = g_open.find(device);
+  if (it == g_open.end()) throw Napi::Error::New(env, std::string(what) + ": device " + std::to_string(device) + " is not open; call init(" + std::to_string(device) + ") first");
+  return it->second;
+}
+
+/** Makes `device` (open) the current one: the CUDA runtime's and this addon's. */
+void select(Napi::Env env, int device, const char* what) {
+  Device& d = openDevice(env, device, what);
+  if (g.device != device) {
+    check(env, cudaSetDevice(device), "cudaSetDevice");
+    g = d;
+  }
 }
 
 uint64_t toPtr(const Napi::Value& v, const char* what) {
@@ -88,26 +111,79 @@ Napi::Value Probe(const Napi::CallbackInfo& info) {
 Napi::Value Init(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const int device = info.Length() > 0 && info[0].IsNumber() ? info[0].As<Napi::Number>().Int32Value() : 0;
-  if (g.device >= 0 && g.device != device) throw Napi::Error::New(env, "init: device " + std::to_string(g.device) + " is already in use by this process");
-  if (g.device < 0) {
+  if (!g_open.count(device)) {
     check(env, cudaSetDevice(device), "cudaSetDevice");
+    Device d;
     cudaDeviceProp p{};
     check(env, cudaGetDeviceProperties(&p, device), "cudaGetDeviceProperties");
-    check(env, cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(env, cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking), "cudaStreamCreate");
     // keep freed blocks in the pool instead of returning them to the driver at every sync
     cudaMemPool_t pool;
     if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
       uint64_t keep = UINT64_MAX;
       cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
     }
-    g.device = device, g.ccMajor = p.major, g.ccMinor = p.minor, g.name = p.name;
+    d.device = device, d.ccMajor = p.major, d.ccMinor = p.minor, d.name = p.name;
+    g_open[device] = d;
+    // the runtime's current device changed above: the addon's follows it
+    g = d;
   }
+  select(env, device, "init");
   Napi::Object r = Napi::Object::New(env);
   r.Set("device", g.device);
   r.Set("name", g.name);
   r.Set("major", g.ccMajor);
   r.Set("minor", g.ccMinor);
   return r;
+}
+
+Napi::Value Use(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 1 || !info[0].IsNumber()) throw Napi::TypeError::New(env, "use: expected a device index");
+  select(env, info[0].As<Napi::Number>().Int32Value(), "use");
+  return Napi::Number::New(env, g.device);
+}
+
+Napi::Value Current(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), g.device);
+}
+
+// copyPeer(dst, dstDevice, src, srcDevice, bytes): the destination's stream waits for the work queued on
+// the source's, copies, and the source's stream waits for the copy, so that a free of src queued after
+// this call cannot hand its memory to a new allocation while the copy still reads it.
+Napi::Value CopyPeer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint64_t dst = toPtr(info[0], "copyPeer");
+  const int dstDevice = info[1].As<Napi::Number>().Int32Value();
+  const uint64_t src = toPtr(info[2], "copyPeer");
+  const int srcDevice = info[3].As<Napi::Number>().Int32Value();
+  const size_t bytes = toSize(info[4], "copyPeer");
+  Device& s = openDevice(env, srcDevice, "copyPeer");
+  Device& d = openDevice(env, dstDevice, "copyPeer");
+  // the runtime's current device goes back to the addon's on every way out, a thrown error included
+  struct Restore {
+    int device;
+    ~Restore() { if (device >= 0) cudaSetDevice(device); }
+  } restore{g.device};
+  if (bytes) {
+    cudaEvent_t ready = nullptr, done = nullptr;
+    check(env, cudaSetDevice(srcDevice), "cudaSetDevice");
+    check(env, cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+    check(env, cudaEventRecord(ready, s.stream), "cudaEventRecord");
+    check(env, cudaSetDevice(dstDevice), "cudaSetDevice");
+    check(env, cudaStreamWaitEvent(d.stream, ready, 0), "cudaStreamWaitEvent");
+    check(env, cudaMemcpyPeerAsync(reinterpret_cast<void*>(uintptr_t(dst)), dstDevice, reinterpret_cast<const void*>(uintptr_t(src)), srcDevice, bytes, d.stream),
+          "cudaMemcpyPeerAsync");
+    check(env, cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
+    check(env, cudaEventRecord(done, d.stream), "cudaEventRecord");
+    check(env, cudaSetDevice(srcDevice), "cudaSetDevice");
+    check(env, cudaStreamWaitEvent(s.stream, done, 0), "cudaStreamWaitEvent");
+    // destroying a recorded event is allowed: its resources go once it has completed
+    cudaEventDestroy(ready);
+    cudaSetDevice(dstDevice);
+    cudaEventDestroy(done);
+  }
+  return env.Undefined();
 }
 
 Napi::Value Malloc(const Napi::CallbackInfo& info) {
@@ -266,6 +342,9 @@ Napi::Value Capability(const Napi::CallbackInfo& info) {
 Napi::Object Module(Napi::Env env, Napi::Object exports) {
   exports.Set("probe", Napi::Function::New(env, Probe));
   exports.Set("init", Napi::Function::New(env, Init));
+  exports.Set("use", Napi::Function::New(env, Use));
+  exports.Set("current", Napi::Function::New(env, Current));
+  exports.Set("copyPeer", Napi::Function::New(env, CopyPeer));
   exports.Set("malloc", Napi::Function::New(env, Malloc));
   exports.Set("free", Napi::Function::New(env, Free));
   exports.Set("upload", Napi::Function::New(env, Upload));

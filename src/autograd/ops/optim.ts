@@ -6,16 +6,41 @@
 import { InvalidArgument } from '../../errors';
 import { type AdamWHyper, adamwKernel } from '../../kernels/adamw';
 import { clipGradNormKernel } from '../../kernels/reduce';
+import type { Backend } from '../../tensor/backend';
 import type { Tensor } from '../../tensor/tensor';
 import type { FlatParams } from '../params';
 
 /**
  * torch.nn.utils.clip_grad_norm_: scales every gradient in place by min(1, maxNorm / (total + 1e-6)),
- * total = sqrt(sum of squares over all of them). Returns the total before clipping, [1], on the device.
+ * total = sqrt(sum of squares over all of them). Returns the total before clipping, [1], on the device
+ * of the first gradient.
+ *
+ * Gradients on several backends (links of a system placed one role per device) are clipped together:
+ * each backend's norm is read back (synchronously: cpu and cuda), the global coefficient c is formed on
+ * the host, and each backend scales its own by c, as its kernel's coefficient maxNorm_b / (norm_b + 1e-6)
+ * with maxNorm_b = c (norm_b + 1e-6) (within an f32 rounding of c). A non-finite global norm leaves the
+ * gradients unscaled there (the backend that holds the NaN or Inf keeps it).
  */
 export function clipGradNorm(grads: Tensor[], maxNorm: number): Tensor {
   if (!grads.length) throw new InvalidArgument('clipGradNorm: no gradients given');
-  return grads[0].backend.run(clipGradNormKernel, grads, { maxNorm })[0];
+  const first = grads[0].backend;
+  const groups = new Map<Backend, Tensor[]>();
+  for (const g of grads) groups.set(g.backend, [...(groups.get(g.backend) ?? []), g]);
+  if (groups.size === 1) return first.run(clipGradNormKernel, grads, { maxNorm })[0];
+  if (!(maxNorm > 0)) throw new InvalidArgument(`clip_grad_norm: maxNorm must be positive, got ${maxNorm}`);
+  const norms = [...groups].map(([be, gs]) => {
+    if (!be.readBytesSync) throw new InvalidArgument(`clipGradNorm: gradients on ${be.name} cannot be clipped with others on other backends (no synchronous read)`);
+    const n = be.run(clipGradNormKernel, gs, { maxNorm: Infinity })[0];
+    const bytes = be.readBytesSync(n);
+    n.dispose();
+    return new Float32Array(bytes.buffer, bytes.byteOffset, 1)[0];
+  });
+  const total = Math.sqrt(norms.reduce((a, n) => a + n * n, 0));
+  const coef = Math.min(1, maxNorm / (total + 1e-6));
+  if (coef < 1 && Number.isFinite(total)) {
+    [...groups.values()].forEach((gs, i) => gs[0].backend.run(clipGradNormKernel, gs, { maxNorm: coef * (norms[i] + 1e-6) })[0].dispose());
+  }
+  return first.fromValues([total], [1]);
 }
 
 export interface AdamWStepOptions {

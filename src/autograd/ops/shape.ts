@@ -1,4 +1,6 @@
 import { currentTape } from '../tape';
+import type { Backend } from '../../tensor/backend';
+import { moveTensor } from '../../tensor/move';
 import type { Tensor } from '../../tensor/tensor';
 
 /**
@@ -10,6 +12,19 @@ export function reshape(x: Tensor, shape: readonly number[]): Tensor {
   const tape = currentTape();
   if (tape && x.requiresGrad) {
     tape.record({ name: 'reshape', inputs: [x], outputs: [y], backward: ([g]) => [g ? g.reshape(x.shape) : null] });
+  }
+  return y;
+}
+
+/**
+ * x on backend `to` (moveTensor), differentiable: the gradient moves back to x's backend. Latents cross
+ * devices through it when a system's roles live on different GPUs.
+ */
+export function moveTo(x: Tensor, to: Backend): Tensor {
+  const y = moveTensor(x, to);
+  const tape = currentTape();
+  if (tape && x.requiresGrad) {
+    tape.record({ name: 'moveTo', inputs: [x], outputs: [y], backward: ([g]) => [g ? moveTensor(g, x.backend) : null] });
   }
   return y;
 }
