@@ -10,6 +10,8 @@
 import { F, noGrad } from '../autograd';
 import { Cancelled, InvalidArgument, ShapeMismatch } from '../errors';
 import type { Decoder, KVCache } from '../model/decoder';
+import type { Backend } from '../tensor/backend';
+import { moveTensor } from '../tensor/move';
 import { tidy } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import type { InnerLink, OuterLink } from './links';
@@ -122,6 +124,19 @@ function* rolloutSteps(model: Decoder, inner: InnerLink, pieces: readonly Piece[
     H.dispose(); // the [m, d] reshape keeps the storage alive
     h?.dispose();
     cache.dispose();
+  }
+}
+
+/**
+ * A message on the receiving agent's backend (roles placed on different devices): L itself when it is
+ * already there, else a copy, and L is freed.
+ */
+export function deliver(L: Tensor, to: Backend): Tensor {
+  if (L.backend === to) return L;
+  try {
+    return moveTensor(L, to);
+  } finally {
+    L.dispose();
   }
 }
 

@@ -14,7 +14,7 @@ import type { Tensor } from '../tensor/tensor';
 import { renderChat, renderWithSlots, splitAtSlots } from '../tokenizer';
 import { hasFinalAnswer, lastBoxed, retryMaxTokens, retrySuffix, stripThink } from './answer';
 import { DEFAULT_PROMPTS, detectTask, systemPrompt, userPrompt, type PromptSet, type TaskKind } from './prompts';
-import { checkCancelled, embedPieces, latentRollout, linkMessage, type Piece } from './rollout';
+import { checkCancelled, deliver, embedPieces, latentRollout, linkMessage, type Piece } from './rollout';
 import { ALL_SLOTS } from './slots';
 import { defaultLatentSteps, schedule } from './styles';
 import type { Agent, MasSystem } from './system';
@@ -192,8 +192,9 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
           H = await latentRollout(agent.decoder, agent.inner!, pieces, m, { signal, what: `${st.role} rollout, round ${st.round + 1}` });
           result.latentSteps += m;
           for (const key of st.linksOut) {
-            const L = linkMessage(agent.inner!, system.outer.get(key)!, H);
-            outs.set(key, L);
+            // made on the sender's backend, read on the receiver's (roles placed on different devices)
+            const to = agents.get(style.links.find((l) => l.key === key)!.to)!.decoder.backend;
+            outs.set(key, deliver(linkMessage(agent.inner!, system.outer.get(key)!, H), to));
           }
           rec.hidden = H;
         }

@@ -33,7 +33,9 @@ export interface Agent {
 export interface MasSystem {
   style: StyleSpec;
   agents: ReadonlyMap<string, Agent>;
+  /** Each on its sender's backend (an agent's backend is its decoder's: decoder.backend). */
   outer: ReadonlyMap<string, OuterLink>;
+  /** The backend of the roles that LoadSystemOptions.placement does not place elsewhere. */
   backend: Backend;
   /** The adapter task the links were resolved for (null: one adapter per role). */
   adapterTask: 'math' | 'code' | null;
@@ -44,6 +46,12 @@ export interface MasSystem {
 
 export interface LoadSystemOptions {
   backend: Backend;
+  /**
+   * Role key → the backend that role runs on (its decoder, its inner link and the outer links it sends),
+   * for a system that does not fit on one device: one role per GPU. Roles not named run on `backend`.
+   * Messages move to the receiver's backend (moveTensor).
+   */
+  placement?: Readonly<Record<string, Backend>>;
   /** Role key (or `outer`) → local folder, like upstream's --ckpt_override KEY=PATH. */
   ckptOverride?: Readonly<Record<string, string>>;
   /** The question's task; code picks the code adapters of task-scoped styles. */
@@ -133,6 +141,10 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
   for (const k of Object.keys(override)) {
     if (!known.includes(k)) throw new InvalidArgument(`--ckpt_override ${k}=…: style ${style.name} has no role '${k}'; its keys are ${known.join(', ')}`);
   }
+  for (const k of Object.keys(opts.placement ?? {})) {
+    if (!style.roles.some((r) => r.key === k)) throw new InvalidArgument(`placement of role '${k}': style ${style.name} has no such role; its roles are ${style.roles.map((r) => r.key).join(', ')}`);
+  }
+  const backendOf = (role: string): Backend => opts.placement?.[role] ?? opts.backend;
   const adapterTask = style.taskScoped ? adapterTaskFor(opts.task) : null;
   const say = opts.onProgress ?? (() => {});
   const root = style.embedded ? await embeddedRoot(style, opts.embeddedRoot) : null;
@@ -156,14 +168,14 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
       const { dir, source, embedded } = await where(what, role.key, role.repo);
       await embeddedFiles(embedded, what, async () => {
         const ckpt = await resolveRoleFolder(role.key, dir, adapterTask, { requireInner: withLinks });
-        say(`${role.key}: loading ${source}`);
-        const decoder = await loadDecoderFromDir(dir, opts.backend, { what: `role ${role.key}` });
+        say(`${role.key}: loading ${source}${backendOf(role.key) !== opts.backend ? ` on ${backendOf(role.key).name}` : ''}`);
+        const decoder = await loadDecoderFromDir(dir, backendOf(role.key), { what: `role ${role.key}` });
         const agent: Agent = { role: role.key, source, dir, decoder, tokenizer: null!, inner: null, generation: { sampling: { greedy: true }, eosTokenIds: [] } };
         agents.set(role.key, agent);
         agent.tokenizer = await loadTokenizerFromDir(dir);
         agent.generation = await readGenerationConfig(dir, [...decoder.config.eosTokenIds, ...agent.tokenizer.eosTokenIds]);
         if (withLinks && ckpt.innerPath) {
-          agent.inner = InnerLink.fromStateDict(opts.backend, await readLinkFile(ckpt.innerPath), {
+          agent.inner = InnerLink.fromStateDict(backendOf(role.key), await readLinkFile(ckpt.innerPath), {
             type: ckpt.innerType, d: decoder.config.hidden, name: `${role.key} inner link (${ckpt.innerPath})`,
           });
           agent.inner.freeze();
@@ -184,7 +196,7 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
             `have hidden sizes ${dIn} → ${dOut}; the outer links belong to other models`);
         }
         const state = await embeddedFiles(embedded, what, () => readLinkFile(f.path));
-        const link = OuterLink.fromStateDict(opts.backend, state, {
+        const link = OuterLink.fromStateDict(backendOf(spec.from), state, {
           type: f.type, dIn, dOut, name: `${spec.key} (${spec.from} → ${spec.to}, ${f.path})`,
         });
         outer.set(spec.key, link.freeze());

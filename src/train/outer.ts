@@ -80,6 +80,11 @@ export async function outerSampleStep(
   }
   const tape = new Tape();
   const latents = new Map<string, Tensor>();
+  // a message moves to its receiver's backend when the roles live on different devices (gradients move back)
+  const toReceiver = (key: string, L: Tensor): Tensor => {
+    const to = agents.get(style.links.find((l) => l.key === key)!.to)!.decoder.backend;
+    return L.backend === to ? L : F.moveTo(L, to);
+  };
   let tokens = 0;
   try {
     const run = tidy(() => tape.run((): Record<string, Tensor> | string => {
@@ -123,7 +128,7 @@ export async function outerSampleStep(
             tokens += prompt.shape[0] + m - 1;
           }
           const h = agent.inner.forward(H);
-          for (const key of st.linksOut) latents.set(key, outer.get(key)!.forward(h));
+          for (const key of st.linksOut) latents.set(key, toReceiver(key, outer.get(key)!.forward(h)));
           if (!teacher) continue;
         }
         parts.push(embed(ex.target));
@@ -137,7 +142,7 @@ export async function outerSampleStep(
         if (!rollout && st.linksOut.length) {
           const h = agent.inner.forward(F.sliceRows(out.hidden, T - L, L));
           const keep = Math.min(opts.maxLatentTokens, L);
-          for (const key of st.linksOut) latents.set(key, F.sliceRows(outer.get(key)!.forward(h), 0, keep));
+          for (const key of st.linksOut) latents.set(key, toReceiver(key, F.sliceRows(outer.get(key)!.forward(h), 0, keep)));
         }
       }
       const last = ces[ces.length - 1];

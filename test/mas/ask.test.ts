@@ -239,3 +239,42 @@ describe('cancellation', () => {
     }
   });
 });
+
+describe('one role per device (placement)', () => {
+  it('roles on three backends answer as on one: same latents, same text; messages arrive on the receiver\'s backend', async () => {
+    const { loadSystem } = await import('../../src/mas/system');
+    const { ask } = await import('../../src/mas/run');
+    const o = Object.fromEntries((await overridesFor('sequential_light', join(tmp, 'placed'))).map((x) => x.split('=') as [string, string]));
+    const devices = [cpu, new CpuBackend('f32'), new CpuBackend('f32')];
+    const placement = { critic: devices[1], solver: devices[2] };
+    await expect(loadSystem('sequential_light', { backend: cpu, ckptOverride: o, task: 'math', placement: { judge: devices[1] } }))
+      .rejects.toMatchObject({ name: 'InvalidArgument', message: expect.stringContaining("placement of role 'judge'") });
+    const base = { question: 'What is 2 + 3?', rounds: 2, latentSteps: 3, sampling: { greedy: true }, maxNewTokens: 6, answerRetry: false };
+    const run = async (p?: Record<string, CpuBackend>) => {
+      const system = await loadSystem('sequential_light', { backend: cpu, ckptOverride: o, task: 'math', ...(p ? { placement: p } : {}) });
+      const sent: { key: string; on: unknown; values: number[] }[] = [];
+      try {
+        const r = await ask(system, {
+          ...base,
+          onStage: async (rec) => {
+            for (const [key, L] of rec.latentsOut) sent.push({ key, on: L.backend, values: Array.from(await L.read()) });
+          },
+        });
+        return { r, sent, backends: [...system.agents.values()].map((a) => a.decoder.backend), outer: system.outer };
+      } finally {
+        system.dispose();
+      }
+    };
+    const one = await run();
+    const placed = await run(placement);
+    expect(placed.backends).toEqual(devices);
+    expect(placed.r.text).toBe(one.r.text);
+    expect(placed.r.tokens).toBe(one.r.tokens);
+    expect(placed.sent.map((s) => s.key)).toEqual(['outer_12', 'outer_23', 'outer_31', 'outer_12', 'outer_23']);
+    placed.sent.forEach((s, i) => expect(s.values).toEqual(one.sent[i].values));
+    // outer_12 goes planner → critic, outer_23 critic → solver, outer_31 solver → planner
+    const receiver = { outer_12: devices[1], outer_23: devices[2], outer_31: devices[0] } as Record<string, unknown>;
+    for (const s of placed.sent) expect(s.on).toBe(receiver[s.key]);
+    expect(one.sent.every((s) => s.on === cpu)).toBe(true);
+  });
+});

@@ -14,7 +14,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/tensor/cpu';
-import { TRAIN_GOLDEN as G, runInnerGolden, runOuterGolden } from './golden';
+import { TRAIN_GOLDEN as G, outerSetup, runInnerGolden, runOuterGolden } from './golden';
 
 const TOL = { f64: { inner: 1e-6, outer: 1e-6 }, f32: { inner: 1e-5, outer: 1e-4 } } as const;
 
@@ -42,6 +42,29 @@ for (const precision of ['f64', 'f32'] as const) {
         expect(s.stateErr, `weights after step ${k}`).toBeLessThan(tol.outer);
       }
       expect(steps[0].gradErr).toBeLessThan(tol.outer);
+    });
+
+    it('outer loop with one role per device (a CPU backend each): the golden figures, and the one-backend run\'s', async () => {
+      // latents and their gradients cross backends (F.moveTo), the global norm is clipped over all three
+      const one = await runOuterGolden(new CpuBackend(precision), true, 2);
+      const devices = [0, 1, 2].map(() => new CpuBackend(precision));
+      const placement = { critic: devices[1], solver: devices[2] };
+      const setup = await outerSetup(devices[0], placement);
+      expect(['planner', 'critic', 'solver'].map((r) => setup.agents.get(r)!.decoder.backend)).toEqual(devices);
+      expect(['outer_12', 'outer_23', 'outer_31'].map((k) => setup.outer.get(k)!.backend)).toEqual(devices); // on the sender's
+      setup.dispose();
+      const placed = await runOuterGolden(devices[0], true, 2, placement);
+      for (const [k, s] of placed.entries()) {
+        const g = G.outer.config1.steps[k];
+        expect(Math.abs(s.loss - g.loss) / g.loss, `loss ${k}`).toBeLessThan(tol.outer);
+        expect(s.stateErr, `weights after step ${k}`).toBeLessThan(tol.outer);
+        // the forward and backward are the same arithmetic: equal; clipping per backend agrees to f32 rounding
+        expect(s.loss).toBe(one[k].loss);
+        expect(s.ce).toEqual(one[k].ce);
+        expect(Math.abs(s.gradNorm / one[k].gradNorm - 1)).toBeLessThan(1e-6);
+        expect(Math.abs(s.stateErr - one[k].stateErr)).toBeLessThan(1e-5);
+      }
+      expect(placed[0].gradErr).toBe(one[0].gradErr);
     });
 
     it('outer loop with non-last-round weighting 0.1', async () => {

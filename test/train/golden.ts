@@ -136,17 +136,20 @@ export interface OuterSetup {
   dispose(): void;
 }
 
-export async function outerSetup(backend: Backend): Promise<OuterSetup> {
+/** The golden tiny system; `placement` puts roles on other backends (one role per device), each outer link on its sender's. */
+export async function outerSetup(backend: Backend, placement: Readonly<Record<string, Backend>> = {}): Promise<OuterSetup> {
   const models = { planner: 'qwen3-tiny', critic: 'llama-tiny', solver: 'qwen2-tiny' };
+  const on = (role: string) => placement[role] ?? backend;
   const agents = new Map<string, OuterAgent>();
   for (const [role, m] of Object.entries(models)) {
-    const decoder = await loadDecoderFromDir(`models/tiny/${m}`, backend);
-    const inner = InnerLink.fromStateDict(backend, await readLinkFile(G.outer.inner_links[role]), { name: `${role} inner` }).freeze();
+    const decoder = await loadDecoderFromDir(`models/tiny/${m}`, on(role));
+    const inner = InnerLink.fromStateDict(on(role), await readLinkFile(G.outer.inner_links[role]), { name: `${role} inner` }).freeze();
     agents.set(role, { decoder, inner });
   }
+  const sender = new Map(getStyle('sequential_light').links.map((l) => [l.key, l.from]));
   const outer = new Map<string, OuterLink>();
   for (const [key, l] of Object.entries(G.outer.outer_links)) {
-    outer.set(key, OuterLink.fromStateDict(backend, await readLinkFile(l.file), { name: key, dIn: l.d_in, dOut: l.d_out }));
+    outer.set(key, OuterLink.fromStateDict(on(sender.get(key)!), await readLinkFile(l.file), { name: key, dIn: l.d_in, dOut: l.d_out }));
   }
   const samples: OuterSample[] = G.outer.samples.map((s) => {
     const m = new Map<string, OuterStage>();
@@ -170,9 +173,9 @@ export async function outerSetup(backend: Backend): Promise<OuterSetup> {
 export interface OuterReport { loss: number; gradNorm: number; ce: number[][]; stateErr: number; gradErr?: number }
 
 /** `steps` optimizer steps on the golden batch; config 2 (non-last weighting) when `finalOnly` is false. */
-export async function runOuterGolden(backend: Backend, finalOnly: boolean, steps: number): Promise<OuterReport[]> {
+export async function runOuterGolden(backend: Backend, finalOnly: boolean, steps: number, placement: Readonly<Record<string, Backend>> = {}): Promise<OuterReport[]> {
   const h = G.outer.hyper;
-  const s = await outerSetup(backend);
+  const s = await outerSetup(backend, placement);
   const keys = ['outer_12', 'outer_23', 'outer_31'];
   const opt = new LinkOptimizer(keys.map((k) => s.outer.get(k)!.params), { eps: h.eps, weightDecay: 0, maxGradNorm: h.max_grad_norm });
   const style = getStyle('sequential_light');
