@@ -28,7 +28,9 @@ describe('cudaUnavailableReason', () => {
     expect(cudaUnavailableReason(probe({ code: 100, error: 'cudaErrorNoDevice: no CUDA-capable device is detected' }))).toMatch(/code 100\).*nvidia-smi/);
     const one = probe({ devices: [{ index: 0, name: 'H100', major: 9, minor: 0, totalMem: 80e9, multiProcessors: 132 }] });
     expect(cudaUnavailableReason(one, 0)).toBeNull();
-    expect(cudaUnavailableReason(one, 2)).toBe('CUDA device 2 does not exist (1 device found); pick --device 0..0');
+    expect(cudaUnavailableReason(one, 2)).toBe('CUDA device 2 does not exist (1 device found); pick --devices 0');
+    const two = probe({ devices: [0, 1].map((index) => ({ index, name: 'H100', major: 9, minor: 0, totalMem: 80e9, multiProcessors: 132 })) });
+    expect(cudaUnavailableReason(two, 3)).toBe('CUDA device 3 does not exist (2 devices found); pick --devices among 0..1');
   });
 });
 
@@ -64,6 +66,27 @@ describe('rmas and the cuda backend without a GPU', () => {
     expect(lines[0]).toMatch(/^rmas: CudaUnavailable: /);
     expect(r.stderr).not.toMatch(/\n\s+at /);
   }, 60_000);
+
+  it('--devices: usage errors for a bad list, without --backend cuda, or several for one model; CudaUnavailable here', async () => {
+    const ask = ['ask', '--style', 'tiny_sequential', '--question', 'What is 2+3?'];
+    const cases: [string[], RegExp][] = [
+      [[...ask, '--devices', '0,1'], /--devices 0,1 picks CUDA devices: it needs --backend cuda/],
+      [[...ask, '--backend', 'cuda', '--devices', '0,x'], /--devices 0,x: expected CUDA device indices separated by commas/],
+      [[...ask, '--backend', 'cuda', '--devices', '1,1'], /--devices 1,1: device 1 is listed twice/],
+      [['forward', '--model', 'models/tiny/qwen3-tiny', '--ids', '1', '--out', '/tmp/unused.safetensors', '--backend', 'cuda', '--devices', '0,1'],
+        /--devices 0,1: this command runs one model; give one device/],
+      [['train-inner', '--style', 'tiny_sequential', '--role', 'critic', '--dataset_name', 'x.jsonl', '--save_dir', '/tmp/unused', '--backend', 'cuda', '--devices', '0,1'],
+        /--devices 0,1: this command runs one model; give one device/],
+    ];
+    for (const [args, message] of cases) {
+      const r = await rmas(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(message);
+    }
+    const r = await rmas([...ask, '--backend', 'cuda', '--devices', '0,1']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^rmas: CudaUnavailable: /m);
+  }, 120_000);
 
   it('an unknown --backend is a usage error naming the three choices', async () => {
     const r = await rmas(['forward', '--model', 'models/tiny/qwen3-tiny', '--ids', '1', '--out', '/tmp/unused.safetensors', '--backend', 'tpu']);

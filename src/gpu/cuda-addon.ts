@@ -92,7 +92,8 @@ function adviceFor(code: number): string {
 export function cudaUnavailableReason(probe: CudaProbe, device = 0): string | null {
   if (probe.code !== 0) return `CUDA reports ${probe.error ?? `error ${probe.code}`} (code ${probe.code}): ${adviceFor(probe.code)}`;
   if (device >= probe.devices.length) {
-    return `CUDA device ${device} does not exist (${probe.devices.length} device${probe.devices.length === 1 ? '' : 's'} found); pick --device 0..${probe.devices.length - 1}`;
+    const n = probe.devices.length;
+    return `CUDA device ${device} does not exist (${n} device${n === 1 ? '' : 's'} found); pick ${n === 1 ? '--devices 0' : `--devices among 0..${n - 1}`}`;
   }
   return null;
 }

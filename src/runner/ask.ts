@@ -18,7 +18,7 @@ import type { Backend } from '../tensor/backend';
 export const ASK_USAGE = `  rmas ask --question TEXT [--style STYLE] [--ckpt_override ROLE=PATH ...] [--num_recursive_rounds R]
            [--latent_length M] [--greedy | --temperature T --top_p P --top_k K --seed S] [--max_new_tokens N]
            [--mode latent|text] [--task math|choice|code] [--fn_name NAME] [--prompts FILE.json] [--no_ans]
-           [--backend webgpu|cpu|cuda] [--dump DIR] [--json]
+           [--backend webgpu|cpu|cuda [--devices 0,1,…]] [--dump DIR] [--json]
       styles: tiny_sequential (the default: the tiny system shipped in models/tiny/system, with its own
       prompts; RMAS_TINY_SYSTEM=DIR loads another copy), sequential_light, sequential_scaled, mixture,
       distillation, deliberation. ROLE is a role of the style or "outer"; roles not overridden come from
@@ -82,7 +82,12 @@ export function defaultMaxNewTokens(style: string, task: TaskKind): number {
   return style === 'sequential_light' && task === 'math' ? 1000 : 2000;
 }
 
-export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void) {
+/**
+ * `place`, when given, opens a backend for each role (--devices over several GPUs); without it every role
+ * runs on `backend`.
+ */
+export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void,
+  place?: (roles: readonly string[]) => Promise<Record<string, Backend>>) {
   if (!a.question) throw new AskUsageError('--question is required');
   const style = getStyle(a.style ?? DEFAULT_STYLE);
   const mode = a.mode ?? 'latent';
@@ -117,9 +122,10 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
     prompts = loadPromptSet(text);
   }
   const be = await backend();
+  const placement = place ? await place(style.roles.map((r) => r.key)) : undefined;
   const t0 = performance.now();
   const system = await loadSystem(style.name, {
-    backend: be, ckptOverride: await materializeOverrides(overrides(a.ckpt_override)), task, links: mode === 'latent', onProgress: (s) => err(`${s}\n`),
+    backend: be, ...(placement ? { placement } : {}), ckptOverride: await materializeOverrides(overrides(a.ckpt_override)), task, links: mode === 'latent', onProgress: (s) => err(`${s}\n`),
     stylePrompts: !prompts,
   });
   try {

@@ -18,6 +18,7 @@ import { CudaBackend } from '../tensor/cuda';
 import { WebGpuBackend } from '../tensor/webgpu';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { ASK_USAGE, AskUsageError, askCmd, type AskArgs } from './ask';
+import { openPlacement, parseDevices } from './devices';
 import { formatReport, healthcheck } from './healthcheck';
 import { PLAN_MEMORY_USAGE, PlanMemoryUsageError, planMemoryCmd } from './plan-memory';
 import { TrainUsageError, trainCmd } from './train';
@@ -38,7 +39,9 @@ ${PLAN_MEMORY_USAGE}
       1: dependencies and styles; 2: + a test allocation on cpu, webgpu and cuda; 3: + Hugging Face reachability;
       exit 1 when a required check fails (an unavailable webgpu or cuda is a warning)
   --backend defaults to webgpu when an adapter is found, else cpu; cuda needs an NVIDIA GPU and the addon
-      (npm run build:cuda)`;
+      (npm run build:cuda). With --backend cuda, --devices 0,1,… picks the GPUs: forward, generate and
+      train-inner use one; ask and train-outer place the roles over them in role order (role i on the
+      i-th device, wrapping), one role per GPU for a system that does not fit on one`;
 
 /** Bad command-line arguments: usage and exit code 2. */
 export class UsageError extends Error {
@@ -51,6 +54,7 @@ const OPTIONS = {
   embeds: { type: 'string' },
   out: { type: 'string' },
   backend: { type: 'string' },
+  devices: { type: 'string' },
   prompt: { type: 'string' },
   chat: { type: 'boolean' },
   'max-new-tokens': { type: 'string' },
@@ -103,11 +107,11 @@ function only(a: Args, cmd: string, allowed: (keyof Args)[]) {
   }
 }
 
-async function pickBackend(choice: string | undefined): Promise<Backend> {
+async function pickBackend(choice: string | undefined, device = 0): Promise<Backend> {
   if (choice !== undefined && choice !== 'webgpu' && choice !== 'cpu' && choice !== 'cuda') throw new UsageError(`--backend ${choice}: expected webgpu, cpu or cuda`);
   let be: Backend;
   if (choice === 'cpu') be = new CpuBackend('f32');
-  else if (choice === 'cuda') be = await CudaBackend.create();
+  else if (choice === 'cuda') be = await CudaBackend.create({ device });
   else if (choice === 'webgpu') be = await WebGpuBackend.create();
   else {
     try {
@@ -163,7 +167,7 @@ async function readEmbeds(path: string, hidden: number, backend: Backend) {
 const f32 = (a: Float32Array, shape: number[]) => ({ dtype: 'F32' as const, shape, bytes: new Uint8Array(a.buffer, a.byteOffset, a.byteLength) });
 
 async function forwardCmd(a: Args, backend: () => Promise<Backend>) {
-  only(a, 'forward', ['model', 'ids', 'embeds', 'out', 'backend']);
+  only(a, 'forward', ['model', 'ids', 'embeds', 'out', 'backend', 'devices']);
   const dir = need(a, 'model');
   const out = need(a, 'out');
   if ((a.ids === undefined) === (a.embeds === undefined)) throw new UsageError('give exactly one of --ids and --embeds');
@@ -181,7 +185,7 @@ async function forwardCmd(a: Args, backend: () => Promise<Backend>) {
 }
 
 async function generateCmd(a: Args, backend: () => Promise<Backend>) {
-  only(a, 'generate', ['model', 'prompt', 'chat', 'max-new-tokens', 'greedy', 'temperature', 'top-p', 'top-k', 'seed', 'backend']);
+  only(a, 'generate', ['model', 'prompt', 'chat', 'max-new-tokens', 'greedy', 'temperature', 'top-p', 'top-k', 'seed', 'backend', 'devices']);
   const dir = need(a, 'model');
   const prompt = need(a, 'prompt');
   const maxNewTokens = number(a, 'max-new-tokens', true) ?? 128;
@@ -245,7 +249,16 @@ async function healthcheckCmd(a: Args): Promise<number> {
 /** Runs one command; returns the exit code (never calls process.exit, so tests can call it in-process). */
 export async function main(argv: string[]): Promise<number> {
   let made: Backend | null = null;
-  const backend = async (choice?: string) => (made = await pickBackend(choice));
+  let devices: number[] | null = null;
+  const backend = async (choice?: string) => (made = await pickBackend(choice, devices?.[0]));
+  /** A system's roles over several GPUs (--devices with more than one), else none: every role on `backend`. */
+  const place = () => (devices && devices.length > 1
+    ? (roles: readonly string[]) => openPlacement(roles, devices!, (s) => process.stderr.write(s))
+    : undefined);
+  /** --devices for a command that runs one model: one device. */
+  const oneDevice = (usage: (m: string) => Error) => {
+    if (devices && devices.length > 1) throw usage(`--devices ${devices.join(',')}: this command runs one model; give one device`);
+  };
   try {
     if (argv[0] === 'train-inner' || argv[0] === 'train-outer') {
       let t;
@@ -259,9 +272,12 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       }
       if (t.positionals.length) throw new TrainUsageError(`unexpected argument ${t.positionals[0]}`);
+      const usage = (m: string) => new TrainUsageError(m);
+      devices = parseDevices(t.values.devices, t.values.backend, usage);
+      if (argv[0] === 'train-inner') oneDevice(usage);
       await trainCmd(argv[0] === 'train-inner' ? 'inner' : 'outer', t.values, () => backend(t.values.backend), {
         out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s), tty: !!process.stderr.isTTY,
-      });
+      }, place());
       return 0;
     }
     if (argv[0] === 'plan-memory') {
@@ -285,12 +301,18 @@ export async function main(argv: string[]): Promise<number> {
     }
     const [cmd, ...rest] = positionals;
     if (rest.length) throw new UsageError(`unexpected argument ${rest[0]}`);
-    if (cmd === 'forward') await forwardCmd(a, () => backend(a.backend));
-    else if (cmd === 'generate') await generateCmd(a, () => backend(a.backend));
-    else if (cmd === 'ask') {
+    const usage = (m: string) => new UsageError(m);
+    if (cmd === 'forward' || cmd === 'generate' || cmd === 'ask') devices = parseDevices(a.devices, a.backend, usage);
+    if (cmd === 'forward') {
+      oneDevice(usage);
+      await forwardCmd(a, () => backend(a.backend));
+    } else if (cmd === 'generate') {
+      oneDevice(usage);
+      await generateCmd(a, () => backend(a.backend));
+    } else if (cmd === 'ask') {
       only(a, 'ask', ['style', 'question', 'ckpt_override', 'num_recursive_rounds', 'latent_length', 'greedy', 'temperature', 'top_p', 'top_k',
-        'seed', 'max_new_tokens', 'mode', 'task', 'fn_name', 'prompts', 'no_ans', 'backend', 'dump', 'json']);
-      await askCmd(a as AskArgs, () => backend(a.backend), (s) => process.stdout.write(s), (s) => process.stderr.write(s));
+        'seed', 'max_new_tokens', 'mode', 'task', 'fn_name', 'prompts', 'no_ans', 'backend', 'devices', 'dump', 'json']);
+      await askCmd(a as AskArgs, () => backend(a.backend), (s) => process.stdout.write(s), (s) => process.stderr.write(s), place());
     }
     else if (cmd === 'healthcheck') return await healthcheckCmd(a);
     else throw new UsageError(cmd === undefined ? 'no command given' : `unknown command "${cmd}"`);

@@ -142,7 +142,12 @@ export function progressLine(e: StepEvent): string {
     `grad norm ${e.gradNorm.toFixed(3)} | ${e.tokensPerSec.toFixed(0)} tok/s | ETA ${fmtTime(e.etaSec)}${e.empty ? ' | no valid sample, no update' : ''}`;
 }
 
-export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: () => Promise<Backend>, io: TrainIO): Promise<void> {
+/**
+ * `place`, when given (train-outer with --devices over several GPUs), opens a backend for each role: its
+ * agent, its inner link and the outer links it sends live there. Without it everything runs on `backend`.
+ */
+export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: () => Promise<Backend>, io: TrainIO,
+  place?: (roles: readonly string[]) => Promise<Record<string, Backend>>): Promise<void> {
   for (const k of NO_EFFECT) if (a[k] !== undefined) io.err(`note: --${k} only tunes PyTorch; it has no effect here (links train in f32)\n`);
   if (a.enable_thinking !== undefined && flag01(a, 'enable_thinking', false)) throw new TrainUsageError('--enable_thinking 1 is not supported: upstream trains with thinking off');
   const saveDir = a.save_dir ?? a.output_dir;
@@ -189,14 +194,16 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       io.err(`inner link ${link.type} (d ${d}, ${link.numParams} parameters) for ${style.shape}/${role} on ${basename(dir)}\n`);
     } else {
       const adapterTask = style.taskScoped ? adapterTaskFor(task) : null;
+      const placement = place ? await place(style.roles.map((r) => r.key)) : {};
+      const on = (role: string): Backend => placement[role] ?? be;
       const agents = new Map<string, Parameters<typeof createOuterJob>[0]['agents'] extends ReadonlyMap<string, infer V> ? V : never>();
       for (const [i, r] of style.roles.entries()) {
         const k = `agent${i + 1}_model_name_or_path` as keyof TrainArgs;
         const dir = await modelArg(a, k, `--${k} (${r.key})`, style, r.key);
-        const decoder = await loadDecoderFromDir(dir, be, { what: `--${k}` });
+        const decoder = await loadDecoderFromDir(dir, on(r.key), { what: `--${k}` });
         disposers.push(() => decoder.dispose());
         const innerArg = await materialize((a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] as string | undefined) ?? dir);
-        const inner = InnerLink.fromStateDict(be, await readLinkFile(await innerLinkPath(`--agent${i + 1}_inner_aligner_path (${r.key})`, innerArg, adapterTask)), {
+        const inner = InnerLink.fromStateDict(on(r.key), await readLinkFile(await innerLinkPath(`--agent${i + 1}_inner_aligner_path (${r.key})`, innerArg, adapterTask)), {
           d: decoder.config.hidden, name: `${r.key} inner link`,
         }).freeze();
         disposers.push(() => inner.dispose());
@@ -209,8 +216,8 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
         const dIn = agents.get(l.from)!.decoder.config.hidden;
         const dOut = agents.get(l.to)!.decoder.config.hidden;
         const link = init
-          ? OuterLink.fromStateDict(be, await readLinkFile(init.get(l.key)!.path), { type: init.get(l.key)!.type, dIn, dOut, name: l.key })
-          : OuterLink.create(be, dIn, dOut, { type: outerType, seed: seed * 100 + i, name: l.key });
+          ? OuterLink.fromStateDict(on(l.from), await readLinkFile(init.get(l.key)!.path), { type: init.get(l.key)!.type, dIn, dOut, name: l.key })
+          : OuterLink.create(on(l.from), dIn, dOut, { type: outerType, seed: seed * 100 + i, name: l.key });
         disposers.push(() => link.dispose());
         outer.set(l.key, link);
       }

@@ -25,11 +25,11 @@ const rowsFile = join(tmp, 'rows.jsonl');
 const rows = arithmeticRows(6);
 writeFileSync(rowsFile, rows.map((r) => JSON.stringify(r)).join('\n'));
 
-async function train(kind: 'inner' | 'outer', a: TrainArgs) {
+async function train(kind: 'inner' | 'outer', a: TrainArgs, place?: Parameters<typeof trainCmd>[4]) {
   let out = '';
   let err = '';
   try {
-    await trainCmd(kind, a, async () => new CpuBackend('f32'), { out: (s) => (out += s), err: (s) => (err += s), tty: false });
+    await trainCmd(kind, a, async () => new CpuBackend('f32'), { out: (s) => (out += s), err: (s) => (err += s), tty: false }, place);
     return { out, err, error: null as Error | null };
   } catch (e) {
     return { out, err, error: e as Error };
@@ -171,5 +171,33 @@ describe('rmas train-outer', () => {
     const bad = await train('outer', { ...base, save_dir: join(tmp, 'outer-bad'), outer_latents: 'gold' });
     expect(bad.error?.name).toBe('UsageError');
     expect(bad.error?.message).toContain('--outer_latents gold');
+  });
+
+  it('with the roles placed on three backends (--devices): the same losses and the same links as on one', async () => {
+    const sys = await overridesFor('sequential_light', join(tmp, 'sys-placed'));
+    const dir = (role: string) => sys.find((s) => s.startsWith(`${role}=`))!.split('=')[1];
+    const args = (save: string): TrainArgs => ({
+      style: 'sequential', agent1_model_name_or_path: dir('planner'), agent2_model_name_or_path: dir('critic'), agent3_model_name_or_path: dir('solver'),
+      dataset_name: rowsFile, save_dir: save, max_steps: '2', num_recursive_rounds: '2', max_latent_tokens: '4', outer_lr: '1e-2', max_grad_norm: '1e9',
+      log_jsonl: `${save}.jsonl`,
+    });
+    const placedOn: Record<string, CpuBackend> = {};
+    const one = await train('outer', args(join(tmp, 'outer-one')));
+    const placed = await train('outer', args(join(tmp, 'outer-placed')), async (roles) => {
+      for (const r of roles) placedOn[r] = new CpuBackend('f32');
+      return placedOn;
+    });
+    expect(one.error).toBeNull();
+    expect(placed.error).toBeNull();
+    expect(Object.keys(placedOn)).toEqual(['planner', 'critic', 'solver']);
+    const losses = (f: string) => readFileSync(f, 'utf8').trim().split('\n').map((l) => (JSON.parse(l) as { loss: number }).loss);
+    const l1 = losses(join(tmp, 'outer-one.jsonl'));
+    expect(l1).toHaveLength(2);
+    // no clipping (--max_grad_norm 1e9): the same arithmetic in the same order, so the same bits
+    expect(losses(join(tmp, 'outer-placed.jsonl'))).toEqual(l1);
+    for (const k of ['outer_12', 'outer_23', 'outer_31']) {
+      const [a, b] = [await readLinkFile(join(tmp, 'outer-one', `${k}.safetensors`)), await readLinkFile(join(tmp, 'outer-placed', `${k}.safetensors`))];
+      for (const [n, t] of a) expect(Array.from(b.get(n)!.data), `${k} ${n}`).toEqual(Array.from(t.data));
+    }
   });
 });
