@@ -7,9 +7,11 @@
  *   (g) gemm_lt itself against an f64 reference: every transpose pair, f32/bf16/f16 weights, padded leading
  *       dimensions and batch strides, bias, accumulate; the padding must stay untouched;
  *   (c) cuBLASLt GEMM TFLOP/s at Qwen3-1.7B shapes (bf16 weights, f32 activations converted on the fly), and
- *       decode tokens/s of a random-weights 4-layer decoder at that width (bf16 weights).
+ *       decode tokens/s of a random-weights 4-layer decoder at that width (bf16 weights);
+ *   (d) devices: copyPeer on one device; with two or more, a tensor and its gradient moved between GPUs
+ *       (F.moveTo) and the outer golden run (test/train/golden.ts) with one role per GPU against one GPU.
  * Without a usable CUDA device it prints why and exits 0 ("skipped: needs a CUDA device").
- * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf runs one part.
+ * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices runs one part.
  */
 import { readFileSync } from 'node:fs';
 import type { DType } from '../src/formats/dtype';
@@ -219,11 +221,53 @@ async function perf() {
   }
 }
 
+async function devices() {
+  const a = cuda.addon;
+  try {
+    const bytes = Uint8Array.from({ length: 4096 }, (_, i) => (i * 37 + 11) & 255);
+    const [src, dst] = [a.malloc(bytes.length), a.malloc(bytes.length)];
+    a.upload(src, bytes);
+    a.copyPeer(dst, cuda.device, src, cuda.device, bytes.length);
+    const back = a.download(dst, bytes.length);
+    [src, dst].forEach((p) => a.free(p));
+    const same = back.every((v, i) => v === bytes[i]);
+    log(`(d) copyPeer on device ${cuda.device}: ${same ? 'bytes equal' : 'BYTES DIFFER'}`);
+    if (!same) failures.push('devices: copyPeer on one device changed the bytes');
+  } catch (e) {
+    failures.push(`devices: copyPeer: ${(e as Error).name}: ${(e as Error).message.split('\n')[0]}`);
+  }
+  if (probe.devices.length < 2) {
+    log(`(d) skipped: moving tensors between GPUs and one role per GPU need two CUDA devices (${probe.devices.length} here)`);
+    return;
+  }
+  try {
+    const other = await CudaBackend.create({ device: 1 });
+    const x = cuda.fromValues([1.5, -2, 0.25, 4], [2, 2]);
+    x.requiresGrad = true;
+    const tape = new Tape();
+    const loss = tape.run(() => F.sum(F.mul(F.moveTo(x, other), other.fromValues([1, 2, 3, 4], [2, 2]))));
+    await tape.backward(loss);
+    const [l, g] = [(await loss.read())[0], Array.from(await x.grad!.read())];
+    log(`(d) moveTo device 0 → 1: loss ${l} (want 15), gradient on device ${(x.grad!.backend as CudaBackend).device}: ${g.join(', ')}`);
+    if (l !== 15 || g.join() !== '1,2,3,4' || x.grad!.backend !== cuda) failures.push('devices: F.moveTo between GPUs');
+    tape.dispose();
+    const { runOuterGolden } = await import('../test/train/golden');
+    const one = await runOuterGolden(cuda, true, 2);
+    const placed = await runOuterGolden(cuda, true, 2, { critic: other, solver: probe.devices.length > 2 ? await CudaBackend.create({ device: 2 }) : other });
+    const rel = Math.max(...one.map((r, k) => Math.abs(placed[k].loss / r.loss - 1)), ...one.map((r, k) => Math.abs(placed[k].gradNorm / r.gradNorm - 1)));
+    log(`(d) outer golden run, one role per GPU against one GPU: worst relative difference of loss and grad norm ${rel.toExponential(2)}`);
+    if (!(rel < 1e-5)) failures.push(`devices: one role per GPU differs from one GPU by ${rel.toExponential(2)}`);
+  } catch (e) {
+    failures.push(`devices: ${(e as Error).name}: ${(e as Error).message.split('\n')[0]}`);
+  }
+}
+
 const t0 = performance.now();
 if (!only || only === 'parity') await parity();
 if (!only || only === 'golden') await golden();
 if (!only || only === 'gemm') await gemmCheck();
 if (!only || only === 'perf') await perf();
+if (!only || only === 'devices') await devices();
 const m = cuda.memInfo();
 log(`pool ${(m.poolReserved / 2 ** 20).toFixed(0)} MiB reserved, ${(m.poolUsed / 2 ** 20).toFixed(0)} MiB in use; ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 for (const f of failures) log(`FAIL ${f}`);
