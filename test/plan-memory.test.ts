@@ -89,6 +89,36 @@ describe('rmas plan-memory', () => {
     expect(small.stderr).toMatch(/rmas: TrainingMemoryExceeded: needs .* over the 1\.02 MiB budget.*--max_length/);
   });
 
+  it('--devices N plans each GPU with the agents train-outer --devices puts there; one GPU too small suggests one agent per GPU', async () => {
+    const r = await run('plan-memory', '--style', 'tiny_sequential', ...AGENTS, '--max_length', '32', '--answer_tokens', '8', '--devices', '2', '--json');
+    expect(r.code, r.stderr).toBe(0);
+    const res = JSON.parse(r.stdout) as PlanMemoryResult;
+    // planner on GPU 0, critic on 1, solver on 0 again (role i on i mod 2); links with their senders
+    expect(res.devices!.map((d) => [d.device, d.agents])).toEqual([[0, ['planner', 'solver']], [1, ['critic']]]);
+    expect(res.devices![0].plan.weightsTotal).toBe(res.plan.weights.planner + res.plan.weights.solver);
+    expect(res.devices![1].plan.forwards.map((f) => f.name)).toEqual(['critic', 'critic', 'critic']);
+    expect(res.devices![0].plan.links + res.devices![1].plan.links).toBe(res.plan.links);
+    const text = await run('plan-memory', '--style', 'tiny_sequential', ...AGENTS, '--max_length', '32', '--answer_tokens', '8', '--devices', '2');
+    expect(text.stdout).toMatch(/2 GPUs\n/);
+    expect(text.stdout).toMatch(/\nGPU 0 \(planner, solver\): weights .* peak .*; fits: /);
+    expect(text.stdout).toMatch(/\nGPU 1 \(critic\): weights .* peak .*; fits: /);
+
+    // a budget between the largest agent's GPU and the whole system: one GPU does not fit, one agent per GPU does
+    const one = JSON.parse((await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--json')).stdout) as PlanMemoryResult;
+    const perAgent = JSON.parse((await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--devices', '3', '--json')).stdout) as PlanMemoryResult;
+    const worst = Math.max(...perAgent.devices!.map((d) => d.plan.peak));
+    expect(worst).toBeLessThan(one.plan.peak);
+    const gb = ((worst + one.plan.peak) / 2 / 2 ** 30).toFixed(6);
+    const tight = await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--budget_gb', gb);
+    expect(tight.code).toBe(1);
+    expect(tight.stdout).toMatch(/\none agent per GPU \(--devices 3\): the largest GPU peak is .* on GPU \d \(\w+\); fits, with recompute nothing\n/);
+    const spread = await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--budget_gb', gb, '--devices', '3');
+    expect(spread.code, spread.stderr).toBe(0);
+    const over = await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--budget_gb', '0.0001', '--devices', '3');
+    expect(over.code).toBe(1);
+    expect(over.stderr).toMatch(/TrainingMemoryExceeded: GPU 0 \(planner\): needs .*; GPU 1 \(critic\): needs .*; GPU 2 \(solver\): needs/);
+  });
+
   it('bad arguments exit 2 with the usage, which lists the command', async () => {
     for (const [args, msg] of [
       [['--agent', 'planner'], /expected NAME=DIR/],
@@ -97,6 +127,7 @@ describe('rmas plan-memory', () => {
       [['--agent', 'x=models/tiny/nothing-here'], /cannot read models\/tiny\/nothing-here\/config\.json/],
       [['--style', 'distillation', ...AGENTS], /roles expert, learner.*missing: expert, learner/],
       [[], /at least one --agent/],
+      [[...AGENTS, '--devices', '0'], /--devices 0: expected an integer >= 1/],
     ] as const) {
       const r = await run('plan-memory', ...args);
       expect(r.code, args.join(' ')).toBe(2);

@@ -2,7 +2,9 @@
  * `rmas plan-memory`: the device memory of one train-outer step (src/train/memory.ts) from the agents'
  * config.json files, before any weight is read: weights, what the tape holds per forward, the scored agent's
  * logits, the backward's transient peak, the links and the CUDA matmul workspace, the peak against
- * --budget_gb, and with --gradient_checkpointing auto which agents to recompute. Exit 1 when it does not fit.
+ * --budget_gb, and with --gradient_checkpointing auto which agents to recompute. With --devices N the agents
+ * are placed over N GPUs as `rmas train-outer --devices` places them (role i on device i mod N) and each GPU
+ * is planned on its own. Exit 1 when it does not fit.
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -11,7 +13,8 @@ import { innerLinkShapes, outerLinkShapes, resolveInnerLinkType, resolveOuterLin
 import { getStyle, schedule } from '../mas/styles';
 import { type DecoderConfig, parseDecoderConfig } from '../model/config';
 import { VIEW_ALIGN } from '../tensor/backend';
-import { type AgentForward, type LinkParams, type MemoryPlan, type RecomputeMode, formatBytes as fmt, planTrainingMemory } from '../train/memory';
+import { type AgentForward, type DeviceMemoryPlan, type LinkParams, type MemoryPlan, type MemoryPlanInput, type RecomputeMode, formatBytes as fmt, planPlacedMemory, planTrainingMemory } from '../train/memory';
+import { placeRoles } from './devices';
 
 export class PlanMemoryUsageError extends Error {
   override name = 'UsageError';
@@ -22,7 +25,7 @@ const s = { type: 'string' } as const;
 export const PLAN_MEMORY_OPTIONS = {
   agent: { type: 'string', multiple: true },
   style: s, max_length: s, answer_tokens: s, gradient_checkpointing: s, budget_gb: s, num_recursive_rounds: s,
-  outer_type: s, adapter_type: s, weights_dtype: s,
+  outer_type: s, adapter_type: s, weights_dtype: s, devices: s,
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -31,15 +34,19 @@ type PlanArgs = ReturnType<typeof parseArgs<{ options: typeof PLAN_MEMORY_OPTION
 
 export const PLAN_MEMORY_USAGE = `  rmas plan-memory --agent NAME=DIR [--agent NAME=DIR …] [--max_length 4096] [--answer_tokens 1024]
                    [--gradient_checkpointing 0|1|auto] [--budget_gb 80] [--num_recursive_rounds R] [--style STYLE]
-                   [--outer_type outer_ln_res_adapter] [--adapter_type ln_res_adapter] [--weights_dtype bf16|f16|f32] [--json]
+                   [--outer_type outer_ln_res_adapter] [--adapter_type ln_res_adapter] [--weights_dtype bf16|f16|f32]
+                   [--devices N] [--json]
       device memory of one train-outer step from each DIR's config.json (no weights read): weights, what the tape
       holds per forward, logits, the backward's transient peak, links, CUDA workspace; the peak against --budget_gb
       (GiB); exit 1 when it does not fit. Agents run in the order given, each forward at --max_length positions
       and recorded, the last agent scored on --answer_tokens rows, R rounds (default 1), outer links in a ring;
       --style takes the style's roles, links and schedule instead (round 0's first stages run off the tape,
-      the style's decoder is scored; R defaults to train-outer's 3). Weights default to config.json's dtype.`;
+      the style's decoder is scored; R defaults to train-outer's 3). Weights default to config.json's dtype.
+      --devices N: the agents over N GPUs of --budget_gb each, as train-outer --devices places them (agent i on
+      GPU i mod N, each outer link with its sender), each GPU planned on its own; on one GPU that does not fit,
+      the verdict also gives the peak with one agent per GPU.`;
 
-function int(a: PlanArgs, k: 'max_length' | 'answer_tokens' | 'num_recursive_rounds', def: number, min: number): number {
+function int(a: PlanArgs, k: 'max_length' | 'answer_tokens' | 'num_recursive_rounds' | 'devices', def: number, min: number): number {
   const v = a[k];
   if (v === undefined) return def;
   const n = Number(v);
@@ -85,11 +92,26 @@ const flatSize = (shapes: [string, number[]][]) =>
   Math.max(1, shapes.reduce((n, [, sh]) => n + Math.ceil(sh.reduce((a, b) => a * b, 1) / VIEW_ALIGN) * VIEW_ALIGN, 0));
 
 export interface PlanMemoryResult {
+  /** The whole step on one device. */
   plan: MemoryPlan;
+  /** With --devices N > 1: each GPU's plan (agent i on GPU i mod N). */
+  devices?: DeviceMemoryPlan[];
+  /** On one GPU that does not fit, with two agents or more: the plans with one agent per GPU. */
+  spread?: DeviceMemoryPlan[];
   agents: { name: string; dir: string; family: string; layers: number; hidden: number; weightBytesPerParam: number }[];
   links: LinkParams[];
-  settings: { maxLength: number; answerTokens: number; rounds: number; recompute: RecomputeMode; budgetGb: number; style: string | null };
+  settings: { maxLength: number; answerTokens: number; rounds: number; recompute: RecomputeMode; budgetGb: number; style: string | null; devices: number };
 }
+
+/** The agents (in order) over `n` devices as --devices places roles, each link with its sender (`from`) or agent. */
+function placed(input: MemoryPlanInput, names: readonly string[], n: number, linkAgent: ReadonlyMap<string, string>): DeviceMemoryPlan[] {
+  const agentDevice = placeRoles(names, Array.from({ length: n }, (_, i) => i));
+  const linkDevice = Object.fromEntries([...linkAgent].map(([link, agent]) => [link, agentDevice[agent]]));
+  return planPlacedMemory(input, agentDevice, linkDevice);
+}
+
+/** Whether the run fits: on one device, or on every device of --devices. */
+export const planFits = (r: PlanMemoryResult): boolean => (r.devices ? r.devices.every((d) => d.plan.fits) : r.plan.fits);
 
 /** Builds the planner's input from the flags (the forwards in run order, the links) and plans. */
 export function planFromArgs(a: PlanArgs): PlanMemoryResult {
@@ -106,6 +128,7 @@ export function planFromArgs(a: PlanArgs): PlanMemoryResult {
   const budgetGb = a.budget_gb === undefined ? 80 : Number(a.budget_gb);
   if (!(budgetGb > 0) || !Number.isFinite(budgetGb)) throw new PlanMemoryUsageError(`--budget_gb ${a.budget_gb}: expected a positive number (GiB)`);
   const recompute = recomputeMode(a.gradient_checkpointing);
+  const nDevices = int(a, 'devices', 1, 1);
   const innerType = resolveInnerLinkType(a.adapter_type ?? 'ln_res_adapter');
   const outerType = resolveOuterLinkType(a.outer_type ?? 'outer_ln_res_adapter');
   const bytes = new Map(agents.map((x) => [x.name, weightBytes(a.weights_dtype, x.config)]));
@@ -138,11 +161,16 @@ export function planFromArgs(a: PlanArgs): PlanMemoryResult {
     // the inner links are frozen in outer training, but each still is a FlatParams with its optimizer buffers
     ...agents.map((x) => ({ name: `inner_${x.name}`, params: flatSize(innerLinkShapes(innerType, x.config.hidden)), trainable: false })),
   ];
-  const plan = planTrainingMemory({ agents: forwards, links, recompute, budgetBytes: Math.floor(budgetGb * GIB) });
+  const input: MemoryPlanInput = { agents: forwards, links, recompute, budgetBytes: Math.floor(budgetGb * GIB) };
+  const plan = planTrainingMemory(input);
+  const names = style ? style.roles.map((r) => r.key) : agents.map((x) => x.name);
+  const linkAgent = new Map<string, string>([...pairs.map(([name, from]) => [name, from] as [string, string]), ...agents.map((x) => [`inner_${x.name}`, x.name] as [string, string])]);
+  const devices = nDevices > 1 ? placed(input, names, nDevices, linkAgent) : undefined;
+  const spread = nDevices === 1 && !plan.fits && names.length > 1 ? placed(input, names, names.length, linkAgent) : undefined;
   return {
-    plan, links,
+    plan, links, ...(devices ? { devices } : {}), ...(spread ? { spread } : {}),
     agents: agents.map((x) => ({ name: x.name, dir: x.dir, family: x.config.family, layers: x.config.layers, hidden: x.config.hidden, weightBytesPerParam: bytes.get(x.name)! })),
-    settings: { maxLength, answerTokens, rounds, recompute, budgetGb, style: style?.name ?? null },
+    settings: { maxLength, answerTokens, rounds, recompute, budgetGb, style: style?.name ?? null, devices: nDevices },
   };
 }
 
@@ -184,9 +212,20 @@ export function formatPlan(r: PlanMemoryResult): string {
     ['CUDA matmul workspace', fmt(plan.workspace)],
     [`peak${plan.peakForward === null ? ' (backward)' : from(plan.peakForward)}`, fmt(plan.peak)],
   ], 'lr');
-  const verdict = plan.fits
-    ? `fits: ${fmt(plan.budget - plan.peak)} to spare; recompute ${plan.recomputed.length ? plan.recomputed.join(', ') : 'nothing'}`
-    : `does not fit: ${plan.advice}`;
+  const fitsLine = (p: MemoryPlan) => (p.fits
+    ? `fits: ${fmt(p.budget - p.peak)} to spare; recompute ${p.recomputed.length ? p.recomputed.join(', ') : 'nothing'}`
+    : `does not fit: ${p.advice}`);
+  if (r.devices) {
+    const per = r.devices.map((d) => `GPU ${d.device} (${d.agents.join(', ')}): weights ${fmt(d.plan.weightsTotal)}, peak ${fmt(d.plan.peak)}; ${fitsLine(d.plan)}`);
+    return `${head}, ${st.devices} GPUs\n\n${agents}\n\n${forwards}\n\non one GPU: peak ${fmt(plan.peak)}\n${per.join('\n')}\n`;
+  }
+  let verdict = fitsLine(plan);
+  if (r.spread) {
+    const worst = r.spread.reduce((a, b) => (b.plan.peak > a.plan.peak ? b : a));
+    const fit = r.spread.every((d) => d.plan.fits);
+    verdict += `\none agent per GPU (--devices ${r.spread.length}): the largest GPU peak is ${fmt(worst.plan.peak)} on GPU ${worst.device} (${worst.agents.join(', ')}); ` +
+      `${fit ? `fits, with recompute ${r.spread.flatMap((d) => d.plan.recomputed).join(', ') || 'nothing'}` : 'does not fit either'}`;
+  }
   return `${head}\n\n${agents}\n\n${forwards}\n\n${totals}\n${verdict}\n`;
 }
 
@@ -201,5 +240,8 @@ export function planMemoryCmd(argv: string[], out: (s: string) => void): void {
   if (parsed.positionals.length) throw new PlanMemoryUsageError(`unexpected argument ${parsed.positionals[0]}`);
   const r = planFromArgs(parsed.values);
   out(parsed.values.json ? `${JSON.stringify(r, null, 2)}\n` : formatPlan(r));
-  if (!r.plan.fits) throw new TrainingMemoryExceeded(r.plan.advice!);
+  if (!planFits(r)) {
+    const over = r.devices ? r.devices.filter((d) => !d.plan.fits).map((d) => `GPU ${d.device} (${d.agents.join(', ')}): ${d.plan.advice}`).join('; ') : r.plan.advice!;
+    throw new TrainingMemoryExceeded(over);
+  }
 }

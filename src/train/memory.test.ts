@@ -18,7 +18,7 @@ import { CpuBackend } from '../tensor/cpu';
 import { tidy } from '../tensor/scope';
 import type { Storage, Tensor } from '../tensor/tensor';
 import { Rng } from '../testing/rng';
-import { type AgentForward, layerActivationFloats, planTrainingMemory, weightBytes, weightParamCount } from './memory';
+import { type AgentForward, layerActivationFloats, planPlacedMemory, planTrainingMemory, weightBytes, weightParamCount } from './memory';
 
 /** Live bytes of a CpuBackend's tensors (views share their array's buffer) and their peak. */
 class Meter {
@@ -248,6 +248,40 @@ describe('training memory plan', () => {
     expect(auto.peak).toBeGreaterThan(all.peak);
     // the expert's activations at 4096 tokens are layers × T × the per-layer formula, in f32
     expect(none.forwards[0].activationsFull).toBe(4 * (36 * 4096 * layerActivationFloats(EXPERT) + 4096 * 4096 + 4096));
+  });
+
+  it('one role per GPU: each device holds its agents\' weights, links and forwards; auto chooses per device', () => {
+    const input = (recompute: 'none' | 'auto', budgetBytes = 80 * GiB) => ({
+      agents: [
+        { name: 'expert', config: EXPERT, weightBytesPerParam: 2, tokens: 4096, recorded: true },
+        { name: 'learner', config: LEARNER, weightBytesPerParam: 2, tokens: 4096, recorded: true, logitRows: 1024 },
+      ],
+      links: [{ name: 'outer_el', params: outerLinkParamCount(4096, 2560) }, { name: 'outer_le', params: outerLinkParamCount(2560, 4096) }],
+      recompute, budgetBytes,
+    });
+    const one = distillation('none');
+    const links = { outer_el: 0, outer_le: 1 };
+    const [e, l] = planPlacedMemory(input('none'), { expert: 0, learner: 1 }, links);
+    expect([e.device, e.agents, l.device, l.agents]).toEqual([0, ['expert'], 1, ['learner']]);
+    // the parts are the one-device plan's, split
+    expect(e.plan.weightsTotal).toBe(one.weights.expert);
+    expect(l.plan.weightsTotal).toBe(one.weights.learner);
+    expect(e.plan.links + l.plan.links).toBe(one.links);
+    expect(e.plan.forwards).toEqual([one.forwards[0]]);
+    expect(l.plan.forwards).toEqual([one.forwards[1]]);
+    expect(e.plan.activations + l.plan.activations).toBe(one.activations);
+    expect(e.plan.peak).toBe(e.plan.weightsTotal + e.plan.links + e.plan.workspace + e.plan.activations + e.plan.logits + e.plan.transient);
+    // 108 GiB on one 80 GiB GPU without recomputation; 62 and 46 GiB on two, each fits without it
+    expect(one.fits).toBe(false);
+    expect([e.plan.fits, l.plan.fits]).toEqual([true, true]);
+    expect([e.plan.peak / GiB, l.plan.peak / GiB, one.peak / GiB].map((x) => Math.round(x))).toEqual([62, 46, 108]);
+    // on 60 GiB GPUs, auto recomputes on the expert's GPU only
+    const [ea, la] = planPlacedMemory(input('auto', 60 * GiB), { expert: 0, learner: 1 }, links);
+    expect([ea.plan.recomputed, la.plan.recomputed, ea.plan.fits, la.plan.fits]).toEqual([['expert'], [], true, true]);
+    // everything on one device is the one-device plan
+    expect(planPlacedMemory(input('none'), { expert: 3, learner: 3 }, { outer_el: 3, outer_le: 3 })).toEqual([{ device: 3, agents: ['expert', 'learner'], plan: one }]);
+    expect(() => planPlacedMemory(input('none'), { expert: 0 }, links)).toThrow('planPlacedMemory: agent learner is not placed on a device');
+    expect(() => planPlacedMemory(input('none'), { expert: 0, learner: 1 }, { outer_el: 0 })).toThrow('planPlacedMemory: link outer_le is not placed on a device');
   });
 
   it('a budget too small even with recomputation: fits false and what to change', () => {

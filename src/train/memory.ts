@@ -310,3 +310,36 @@ function advise(input: MemoryPlanInput, plan: Omit<MemoryPlan, 'advice'>): strin
     'shorten --max_length (activations grow with it), score fewer answer tokens (logits are rows × vocab × 4 bytes), ' +
     'use smaller or quantized agents, or a card with more memory';
 }
+
+/** One device's share of a system placed over several (one role per GPU): its agents and its plan. */
+export interface DeviceMemoryPlan {
+  device: number;
+  agents: string[];
+  plan: MemoryPlan;
+}
+
+/**
+ * The plans of a step whose agents live on different devices: each device holds its agents' weights, the
+ * links placed on it (an outer link on its sender's device, an inner link on its agent's), what its forwards
+ * record, and its own backward transient and workspace; each is planned against the budget on its own, with
+ * the recomputation mode applied per device ('auto' chooses per device). The latents that cross devices
+ * (a few [rows, hidden] per hand-off) are not counted, as the links' own activations are not. Devices with
+ * nothing placed on them are left out; every agent and link must be placed.
+ */
+export function planPlacedMemory(
+  input: MemoryPlanInput, agentDevice: Readonly<Record<string, number>>, linkDevice: Readonly<Record<string, number>>,
+): DeviceMemoryPlan[] {
+  check(input);
+  for (const f of input.agents) {
+    if (agentDevice[f.name] === undefined) throw new InvalidArgument(`planPlacedMemory: agent ${f.name} is not placed on a device`);
+  }
+  for (const l of input.links) {
+    if (linkDevice[l.name] === undefined) throw new InvalidArgument(`planPlacedMemory: link ${l.name} is not placed on a device`);
+  }
+  const devices = [...new Set(input.agents.map((f) => agentDevice[f.name]))].sort((a, b) => a - b);
+  return devices.map((device) => {
+    const agents = input.agents.filter((f) => agentDevice[f.name] === device);
+    const plan = planTrainingMemory({ ...input, agents, links: input.links.filter((l) => linkDevice[l.name] === device) });
+    return { device, agents: [...new Set(agents.map((f) => f.name))], plan };
+  });
+}
