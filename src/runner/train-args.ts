@@ -44,7 +44,7 @@ export const TRAIN_USAGE = `  rmas train-inner --model_name_or_path DIR --mas_de
       both: [--batch_size 2] [--grad_accum_steps 1] [--max_steps 20000 | --num_train_epochs N] [--lr_scheduler_type cosine]
             [--warmup_steps 10] [--max_grad_norm 1.0] [--weight_decay 0.0] [--seed 42] [--shuffle 1] [--save_steps 1000]
             [--resume DIR] [--log_jsonl FILE] [--dump_batches DIR] [--dataset_json_field data] [--dataset_split train]
-            [--cache_dir DIR] [--prompts FILE.json] [--backend webgpu|cpu|cuda [--devices 0,1,…]] [--gradient_checkpointing 0|1|ROLE,…]
+            [--cache_dir DIR] [--prompts FILE.json] [--backend webgpu|cpu|cuda [--devices 0,1,…]] [--gradient_checkpointing 0|1|auto|ROLE,…]
       --init_adapter, --agentN_inner_aligner_path, --init_outer and --resume also take a .zip checkpoint bundle
       agents are numbered in the style's role order (sequential: planner, critic, solver; mixture: math, code,
       science, summarizer; distillation: expert, learner; deliberation: reflector, toolcaller)

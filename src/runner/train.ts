@@ -8,7 +8,7 @@ import { existsSync, statSync } from 'node:fs';
 import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { basename, join } from 'node:path';
-import { MissingCheckpoint } from '../errors';
+import { MissingCheckpoint, TrainingMemoryExceeded } from '../errors';
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
 import { InnerLink, OuterLink } from '../mas/links';
 import { loadPromptSet, type TaskKind } from '../mas/prompts';
@@ -22,6 +22,8 @@ import { latestCheckpoint, loadCheckpoint, saveCheckpoint, type TrainerState } f
 import { canonicalRole, loadRows, type RowSource } from '../train/data';
 import { createInnerJob, createOuterJob, type TrainJob } from '../train/jobs';
 import { initialState, trainLoop, type LoopOptions, type StepEvent } from '../train/loop';
+import { formatBytes, planPlacedMemory, weightParamCount } from '../train/memory';
+import { outerStepForwards, type OuterAgent, type OuterLossOptions, type OuterSample } from '../train/outer';
 import { parseSchedulerType } from '../train/schedule';
 import { nodeStore } from '../train/store';
 import { materialize } from '../store/bundle-node';
@@ -54,12 +56,64 @@ const flag01 = (a: TrainArgs, k: keyof TrainArgs, def: boolean) => {
   return v === '1' || v.toLowerCase() === 'true';
 };
 /** train-outer's --gradient_checkpointing: 0/1 (upstream's) or the roles to recompute, comma-separated. */
-function recomputeRoles(v: string | undefined, roles: readonly string[]): boolean | string[] {
+function recomputeRoles(v: string | undefined, roles: readonly string[]): boolean | string[] | 'auto' {
   if (v === undefined || ['0', '1', 'true', 'false'].includes(v.toLowerCase())) return v === '1' || v?.toLowerCase() === 'true';
+  if (v.toLowerCase() === 'auto') return 'auto';
   const list = v.split(',').map((r) => r.trim());
   const bad = list.filter((r) => !roles.includes(r));
-  if (bad.length) throw new TrainUsageError(`--gradient_checkpointing ${v}: expected 0, 1 or roles of this style (${roles.join(', ')}); ${bad.join(', ')} is not one`);
+  if (bad.length) throw new TrainUsageError(`--gradient_checkpointing ${v}: expected 0, 1, auto or roles of this style (${roles.join(', ')}); ${bad.join(', ')} is not one`);
   return list;
+}
+
+/** A backend that reports its device memory (CudaBackend.memInfo). */
+type MemoryReporting = Backend & { memInfo(): { free: number; total: number; poolUsed: number; poolReserved: number } };
+const reportsMemory = (b: Backend): b is MemoryReporting => typeof (b as Partial<MemoryReporting>).memInfo === 'function';
+
+/**
+ * --gradient_checkpointing auto: the roles whose layers to recompute so that each device's step fits the
+ * memory this process can use there (free memory plus what its pool already holds: the weights and links
+ * loaded so far), planned by src/train/memory.ts from the largest sample of each stage. Throws
+ * TrainingMemoryExceeded, before any step, when a device cannot fit the step even recomputing every agent.
+ */
+function autoRecompute(
+  style: StyleSpec, samples: readonly OuterSample[], loss: OuterLossOptions, agents: ReadonlyMap<string, OuterAgent>,
+  outer: ReadonlyMap<string, OuterLink>, say: (s: string) => void,
+): string[] {
+  const backends = [...new Set([...agents.values()].map((x) => x.decoder.backend))];
+  for (const b of backends) {
+    if (!reportsMemory(b)) {
+      throw new TrainUsageError(`--gradient_checkpointing auto reads the device's free memory, which ${b.name} does not report; ` +
+        'give 0, 1 or the roles to recompute (rmas plan-memory --gradient_checkpointing auto says which for a given budget)');
+    }
+  }
+  const device = (role: string) => backends.indexOf(agents.get(role)!.decoder.backend);
+  const budgets = Object.fromEntries(backends.map((b, i) => {
+    const m = (b as MemoryReporting).memInfo();
+    return [i, m.free + m.poolReserved];
+  }));
+  const forwards = outerStepForwards(style, samples, loss, agents, (role) => {
+    const d = agents.get(role)!.decoder;
+    return d.weights.totalBytes / weightParamCount(d.config);
+  });
+  const links = [
+    ...[...outer].map(([name, l]) => ({ name, params: l.params.size, trainable: true })),
+    ...[...agents].map(([role, x]) => ({ name: `inner_${role}`, params: x.inner.params.size, trainable: false })),
+  ];
+  const linkDevice = Object.fromEntries([
+    ...style.links.map((l) => [l.key, device(l.from)] as const),
+    ...[...agents.keys()].map((role) => [`inner_${role}`, device(role)] as const),
+  ]);
+  const plans = planPlacedMemory({ agents: forwards, links, recompute: 'auto', budgetBytes: budgets[0] }, Object.fromEntries([...agents.keys()].map((r) => [r, device(r)])), linkDevice, budgets);
+  const over = plans.filter((p) => !p.plan.fits);
+  if (over.length) {
+    throw new TrainingMemoryExceeded(over.map((p) => `${backends[p.device].name} (${p.agents.join(', ')}): ${p.plan.advice}`).join('; '));
+  }
+  const roles = plans.flatMap((p) => p.plan.recomputed);
+  for (const p of plans) {
+    say(`gradient_checkpointing auto on ${backends[p.device].name} (${p.agents.join(', ')}): recompute ${p.plan.recomputed.join(', ') || 'nothing'}; ` +
+      `planned peak ${formatBytes(p.plan.peak)} of ${formatBytes(p.plan.budget)}\n`);
+  }
+  return roles;
 }
 
 /** --outer_latents: what a non-final stage sends while the outer links train (src/train/outer.ts). */
@@ -224,10 +278,18 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       const rounds = num(a, 'num_recursive_rounds', 3, { int: true, min: 1 });
       const superviseFinalOnly = flag01(a, 'supervise_final_only', true);
       const nonLastLossWeight = num(a, 'non_last_loss_weight', 0.1, { min: 0 });
-      job = createOuterJob({
+      const recompute = recomputeRoles(a.gradient_checkpointing, style.roles.map((r) => r.key));
+      const loss: OuterLossOptions = {
+        rounds, maxLatentTokens: num(a, 'max_latent_tokens', 80, { int: true, min: 1 }), superviseFinalOnly, nonLastLossWeight, maxLength,
+        latents: outerLatents(a.outer_latents), recompute: recompute === 'auto' ? false : recompute,
+      };
+      const outerJob = createOuterJob({
         style, agents, outer, rows, task, batchSize, optimizer, ...(prompts ? { prompts } : {}),
-        loss: { rounds, maxLatentTokens: num(a, 'max_latent_tokens', 80, { int: true, min: 1 }), superviseFinalOnly, nonLastLossWeight, maxLength, latents: outerLatents(a.outer_latents), recompute: recomputeRoles(a.gradient_checkpointing, style.roles.map((r) => r.key)) },
+        loss,
       });
+      // the job holds the tokenised samples the plan sizes the step by; the loss options are read at every step
+      if (recompute === 'auto') loss.recompute = autoRecompute(style, outerJob.samples, loss, agents, outer, io.err);
+      job = outerJob;
       const m = outerManifests(style.shape, [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })));
       manifests = {
         'outerlink_config.json': m.outerlinkConfig,

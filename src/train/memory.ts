@@ -328,6 +328,8 @@ export interface DeviceMemoryPlan {
  */
 export function planPlacedMemory(
   input: MemoryPlanInput, agentDevice: Readonly<Record<string, number>>, linkDevice: Readonly<Record<string, number>>,
+  /** A device's own budget where it differs from input.budgetBytes (each GPU's free memory). */
+  budgets: Readonly<Record<number, number>> = {},
 ): DeviceMemoryPlan[] {
   check(input);
   for (const f of input.agents) {
@@ -339,7 +341,7 @@ export function planPlacedMemory(
   const devices = [...new Set(input.agents.map((f) => agentDevice[f.name]))].sort((a, b) => a - b);
   return devices.map((device) => {
     const agents = input.agents.filter((f) => agentDevice[f.name] === device);
-    const plan = planTrainingMemory({ ...input, agents, links: input.links.filter((l) => linkDevice[l.name] === device) });
+    const plan = planTrainingMemory({ ...input, agents, links: input.links.filter((l) => linkDevice[l.name] === device), budgetBytes: budgets[device] ?? input.budgetBytes });
     return { device, agents: [...new Set(agents.map((f) => f.name))], plan };
   });
 }

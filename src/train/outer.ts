@@ -18,6 +18,7 @@ import { schedule, type StyleSpec } from '../mas/styles';
 import type { Decoder } from '../model/decoder';
 import { tidy } from '../tensor/scope';
 import type { Tensor } from '../tensor/tensor';
+import type { AgentForward } from './memory';
 
 export interface OuterStage {
   /** k + 1 prompt pieces around the stage's k slots (the last ends with the assistant header). */
@@ -168,4 +169,33 @@ export async function outerSampleStep(
   } finally {
     tape.dispose();
   }
+}
+
+/**
+ * The forwards of one outer step as src/train/memory.ts plans them, at the largest size any sample reaches
+ * per stage: positions = prompt pieces + the latents received (maxLatentTokens per slot, the most a hand-off
+ * carries) + the gold target (or, for a stage that rolls out, the m - 1 read-back positions when that is
+ * longer), capped by maxLength; recorded when latents come in (outer.ts runs the others without grad); the
+ * style's decoder scores its longest target. `weightBytesPerParam` gives each role's bytes per weight.
+ */
+export function outerStepForwards(
+  style: StyleSpec, samples: readonly OuterSample[], opts: OuterLossOptions,
+  agents: ReadonlyMap<string, OuterAgent>, weightBytesPerParam: (role: string) => number,
+): AgentForward[] {
+  const m = opts.maxLatentTokens;
+  return schedule(style, opts.rounds).map((st) => {
+    const rollout = opts.latents === 'rollout' && st.linksOut.length > 0;
+    const decodes = st.role === style.decoder;
+    let tokens = 1;
+    let rows = 0;
+    for (const s of samples) {
+      const ex = s.get(stageKey(st.round, st.role));
+      if (!ex) continue;
+      const prompt = ex.pieces.reduce((n, p) => n + p.length, 0) + st.fill.length * m;
+      const tail = Math.max(rollout ? m - 1 : 0, !rollout || decodes ? ex.target.length : 0);
+      tokens = Math.max(tokens, Math.min(opts.maxLength, prompt + tail));
+      if (decodes) rows = Math.max(rows, Math.min(ex.target.length, tokens));
+    }
+    return { name: st.role, config: agents.get(st.role)!.decoder.config, weightBytesPerParam: weightBytesPerParam(st.role), tokens, recorded: st.fill.length > 0, logitRows: rows };
+  });
 }

@@ -201,3 +201,52 @@ describe('rmas train-outer', () => {
     }
   });
 });
+
+describe('rmas train-outer --gradient_checkpointing auto', () => {
+  /** A CPU backend that reports device memory as CudaBackend does. */
+  class ReportingCpu extends CpuBackend {
+    constructor(readonly free: number) { super('f32'); }
+    memInfo() { return { free: this.free, total: this.free, poolUsed: 0, poolReserved: 0 }; }
+  }
+  async function trainOn(save: string, backend: CpuBackend, extra: TrainArgs = {}) {
+    const sys = await overridesFor('sequential_light', join(tmp, 'sys-auto'));
+    const dir = (role: string) => sys.find((s) => s.startsWith(`${role}=`))!.split('=')[1];
+    let err = '';
+    try {
+      await trainCmd('outer', {
+        style: 'sequential', agent1_model_name_or_path: dir('planner'), agent2_model_name_or_path: dir('critic'), agent3_model_name_or_path: dir('solver'),
+        dataset_name: rowsFile, save_dir: save, max_steps: '1', num_recursive_rounds: '2', max_latent_tokens: '4', gradient_checkpointing: 'auto', ...extra,
+      }, async () => backend, { out: () => {}, err: (s) => (err += s), tty: false });
+      return { err, error: null as Error | null };
+    } catch (e) {
+      return { err, error: e as Error };
+    }
+  }
+  const peakOf = (err: string) => {
+    const m = /planned peak ([\d.]+) (KiB|MiB|GiB) of/.exec(err)!;
+    return Number(m[1]) * 1024 ** ['B', 'KiB', 'MiB', 'GiB'].indexOf(m[2]);
+  };
+
+  it('plans from the device\'s free memory: nothing to recompute when it is ample, the fewest agents when tight, a named error when nothing fits', async () => {
+    const ample = await trainOn(join(tmp, 'auto-ample'), new ReportingCpu(2 ** 30));
+    expect(ample.error).toBeNull();
+    expect(ample.err).toMatch(/gradient_checkpointing auto on cpu \(f32\) \(planner, critic, solver\): recompute nothing; planned peak .* of 1\.00 GiB/);
+    const none = peakOf(ample.err);
+    // a budget just under that peak: auto recomputes some agents, not necessarily all, and fits
+    const tight = await trainOn(join(tmp, 'auto-tight'), new ReportingCpu(Math.floor(none * 0.995)));
+    expect(tight.error).toBeNull();
+    const picked = /recompute ([a-z, ]+); planned peak/.exec(tight.err)![1];
+    expect(picked).not.toBe('nothing');
+    expect(peakOf(tight.err)).toBeLessThan(none);
+    // too small for any plan: TrainingMemoryExceeded before the first step, nothing saved
+    const save = join(tmp, 'auto-none');
+    const small = await trainOn(save, new ReportingCpu(1024));
+    expect(small.error?.name).toBe('TrainingMemoryExceeded');
+    expect(small.error?.message).toMatch(/^cpu \(f32\) \(planner, critic, solver\): needs .* over the 1.00 KiB budget/);
+    expect(() => readdirSync(save)).toThrow();
+    // a backend that does not report its memory: a usage error that says what to give instead
+    const plain = await trainOn(join(tmp, 'auto-plain'), new CpuBackend('f32'));
+    expect(plain.error?.name).toBe('UsageError');
+    expect(plain.error?.message).toMatch(/--gradient_checkpointing auto reads the device's free memory, which cpu \(f32\) does not report; give 0, 1 or the roles/);
+  });
+});
