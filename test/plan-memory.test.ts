@@ -46,14 +46,14 @@ describe('rmas plan-memory', () => {
       expect(plan.weights[name], name).toBe(weights.totalBytes);
       weights.dispose();
     }
-    // a ring of trained outer links (20 + 4 bytes per FlatParams element) and each agent's frozen inner link (20)
+    // a ring of trained outer links (20 + 4 bytes per FlatParams element) and each agent's frozen inner link (its values: 4)
     const names = Object.keys(DIRS);
     let links = 0;
     names.forEach((from, i) => {
       const to = names[(i + 1) % names.length];
       const outer = OuterLink.create(cpu, configs[from].hidden, configs[to].hidden);
       const inner = InnerLink.create(cpu, configs[from].hidden);
-      links += 24 * outer.params.size + 20 * inner.params.size;
+      links += 24 * outer.params.size + 4 * inner.params.size;
     });
     expect(plan.links).toBe(links);
     expect(plan.forwards.map((f) => [f.name, f.tokens, f.recorded, f.logitRows])).toEqual([

@@ -131,4 +131,38 @@ describe('FlatParams', () => {
     const w0 = new Rng(2).normals(32);
     assertClose(w.slice(16, 24), w0.slice(16, 24).map((v) => v * (1 - 0.1 * 0.01) ** 30), { atol: 1e-6, rtol: 1e-5 }, 'masked row');
   });
+
+  it('allocates only the values up front: gradient, moments and mask come with their first use', async () => {
+    const fp = new FlatParams(f64, innerSpecs());
+    expect(fp.allocated).toEqual([]);
+    // a frozen module read on a tape, as an inner link is in outer training: still the values only
+    for (const t of fp.list()) t.requiresGrad = false;
+    const x = f64.fromValues(seq(3), [1, 3]);
+    x.requiresGrad = true;
+    const tape = new Tape();
+    const y = tape.run(() => F.sum(F.matmul(x, fp.get('proj1.weight'), { transB: true })));
+    await tape.backward(y);
+    tape.dispose();
+    fp.zeroGrad();
+    fp.resetOptimizerState();
+    expect(fp.allocated).toEqual([]);
+    // the gradient buffer reads as zeros when first asked for; training brings the rest
+    expect(Array.from(await fp.grad.read()).every((v) => v === 0)).toBe(true);
+    expect(fp.allocated).toEqual(['grad']);
+    for (const t of fp.list()) t.requiresGrad = true;
+    const opt = new F.AdamW(fp, { lr: 0.1, weightDecay: 0.01 });
+    const tape2 = new Tape();
+    const loss = tape2.run(() => F.sum(F.matmul(x, fp.get('proj1.weight'), { transB: true })));
+    await tape2.backward(loss);
+    tape2.dispose();
+    opt.step().dispose();
+    expect(fp.allocated).toEqual(['grad', 'm', 'v', 'decayMask']);
+    // proj1.weight decays, the rest is masked out of decay (the mask built on first use)
+    const mask = Array.from(await fp.decayMask.read());
+    const w = fp.entries.find((e) => e.name === 'proj1.weight')!;
+    expect(mask.slice(w.offset, w.offset + 9)).toEqual(Array(9).fill(1));
+    expect(mask.reduce((a, b) => a + b, 0)).toBe(2 * 9);
+    fp.dispose();
+    expect(fp.allocated).toEqual([]);
+  });
 });

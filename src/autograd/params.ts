@@ -3,7 +3,9 @@
  * (llm.c style), so that gradient gathering, clipping, AdamW and checkpointing are single passes.
  * Each parameter is a view of the buffer that requires grad; the tape accumulates its `.grad`, and
  * gatherGrads() copies those into the flat gradient buffer in place. The AdamW moments m and v and
- * the per-element weight-decay mask live here too, all on the parameters' backend.
+ * the per-element weight-decay mask live here too, all on the parameters' backend. Only the values are
+ * allocated up front: the gradient, moments and mask come with their first use, so a frozen module
+ * (an inner link during outer training, every link at inference) holds one buffer, not five.
  *
  *   const fp = new FlatParams(backend, specs);
  *   ... tape.run(() => link(fp.get('proj1.weight'), ...)); await tape.backward(loss); tape.dispose();
@@ -52,13 +54,8 @@ export class FlatParams {
   /** Elements in each flat buffer, alignment padding included. */
   readonly size: number;
   readonly data: Tensor;
-  readonly grad: Tensor;
-  readonly m: Tensor;
-  readonly v: Tensor;
-  /** 1 where weight decay applies, 0 elsewhere (padding included). */
-  readonly decayMask: Tensor;
   private readonly views: Tensor[];
-  private readonly gradViews: Tensor[];
+  private lazy: { grad?: Tensor; m?: Tensor; v?: Tensor; decayMask?: Tensor; gradViews?: Tensor[] } = {};
   private readonly byName = new Map<string, number>();
 
   constructor(
@@ -82,22 +79,47 @@ export class FlatParams {
     this.entries = entries;
     this.size = Math.max(at, 1);
     const init = new Float32Array(this.size);
-    const mask = new Float32Array(this.size);
-    specs.forEach((s, i) => {
-      init.set(s.init, entries[i].offset);
-      if (entries[i].decay) mask.fill(1, entries[i].offset, entries[i].offset + entries[i].numel);
-    });
+    specs.forEach((s, i) => init.set(s.init, entries[i].offset));
     this.data = backend.fromValues(init, [this.size]);
-    this.grad = backend.zeros([this.size]);
-    this.m = backend.zeros([this.size]);
-    this.v = backend.zeros([this.size]);
-    this.decayMask = backend.fromValues(mask, [this.size]);
     this.views = entries.map((e) => {
       const t = this.data.view(e.offset, e.shape);
       t.requiresGrad = true;
       return t;
     });
-    this.gradViews = entries.map((e) => this.grad.view(e.offset, e.shape));
+  }
+
+  /** The flat gradient buffer (zeros when first used). */
+  get grad(): Tensor {
+    return (this.lazy.grad ??= this.backend.zeros([this.size]));
+  }
+
+  /** AdamW's first moment (zeros when first used). */
+  get m(): Tensor {
+    return (this.lazy.m ??= this.backend.zeros([this.size]));
+  }
+
+  /** AdamW's second moment (zeros when first used). */
+  get v(): Tensor {
+    return (this.lazy.v ??= this.backend.zeros([this.size]));
+  }
+
+  /** 1 where weight decay applies, 0 elsewhere (padding included). */
+  get decayMask(): Tensor {
+    if (!this.lazy.decayMask) {
+      const mask = new Float32Array(this.size);
+      for (const e of this.entries) if (e.decay) mask.fill(1, e.offset, e.offset + e.numel);
+      this.lazy.decayMask = this.backend.fromValues(mask, [this.size]);
+    }
+    return this.lazy.decayMask;
+  }
+
+  /** Which of the buffers beyond the values exist yet (memory accounting, tests). */
+  get allocated(): ('grad' | 'm' | 'v' | 'decayMask')[] {
+    return (['grad', 'm', 'v', 'decayMask'] as const).filter((k) => this.lazy[k]);
+  }
+
+  private get gradViews(): Tensor[] {
+    return (this.lazy.gradViews ??= this.entries.map((e) => this.grad.view(e.offset, e.shape)));
   }
 
   /** The trainable view of one parameter. */
@@ -134,13 +156,12 @@ export class FlatParams {
       p.grad?.dispose();
       p.grad = null;
     }
-    this.backend.run(fillKernel, [this.grad], { value: 0 });
+    if (this.lazy.grad) this.backend.run(fillKernel, [this.lazy.grad], { value: 0 });
   }
 
   /** Zeroes the AdamW moments (a fresh optimizer over the same parameters). */
   resetOptimizerState() {
-    this.backend.run(fillKernel, [this.m], { value: 0 });
-    this.backend.run(fillKernel, [this.v], { value: 0 });
+    for (const t of [this.lazy.m, this.lazy.v]) if (t) this.backend.run(fillKernel, [t], { value: 0 });
   }
 
   private buffer(part: ParamPart): Tensor {
@@ -180,6 +201,8 @@ export class FlatParams {
   }
 
   dispose() {
-    for (const t of [...this.views, ...this.gradViews, this.data, this.grad, this.m, this.v, this.decayMask]) t.dispose();
+    const { grad, m, v, decayMask, gradViews = [] } = this.lazy;
+    for (const t of [...this.views, ...gradViews, this.data, grad, m, v, decayMask]) t?.dispose();
+    this.lazy = {};
   }
 }

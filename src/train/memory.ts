@@ -17,7 +17,10 @@ import { weightSpecs } from '../model/weights';
 
 /** Activations, gradients, positions and labels are f32 or i32. */
 const ELEM = 4;
-/** FlatParams keeps data, grad, AdamW m and v and the decay mask, f32 each, for every link (frozen ones too). */
+/**
+ * FlatParams of a trained link: data, grad, AdamW m and v and the decay mask, f32 each. A frozen link only
+ * ever allocates its data (the others come with their first use).
+ */
 export const FLAT_PARAM_BUFFERS = 5;
 /** cuBLASLt's workspace (native/cuda/src/gemm_lt.cu kLtWorkspace), allocated once per device. */
 export const CUBLASLT_WORKSPACE_BYTES = 32 * 2 ** 20;
@@ -84,7 +87,7 @@ export interface MemoryPlan {
   /** Frozen weights per agent name (weightBytes). */
   weights: Record<string, number>;
   weightsTotal: number;
-  /** The links' FlatParams (FLAT_PARAM_BUFFERS × 4 bytes per element) and the trainable ones' per-parameter gradients. */
+  /** The links' FlatParams: a trained link's FLAT_PARAM_BUFFERS and per-parameter gradients, a frozen link's values only (4 bytes per element each). */
   links: number;
   /** Sum of `held` over the recorded forwards. */
   activations: number;
@@ -235,7 +238,7 @@ function evaluate(input: MemoryPlanInput, recomputed: ReadonlySet<string>): Omit
   const weights: Record<string, number> = {};
   for (const f of input.agents) weights[f.name] ??= weightBytes(f.config, f.weightBytesPerParam);
   const weightsTotal = Object.values(weights).reduce((a, b) => a + b, 0);
-  const links = input.links.reduce((n, l) => n + l.params * ELEM * (FLAT_PARAM_BUFFERS + (l.trainable === false ? 0 : 1)), 0);
+  const links = input.links.reduce((n, l) => n + l.params * ELEM * (l.trainable === false ? 1 : FLAT_PARAM_BUFFERS + 1), 0);
   const activations = forwards.reduce((n, f) => n + f.held, 0);
   const logits = forwards.reduce((n, f) => n + f.logits, 0);
   let transient = 0;

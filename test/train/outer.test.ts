@@ -159,4 +159,11 @@ describe("outerSampleStep with latents 'rollout'", () => {
     }
     zero();
   });
+
+  it('the frozen inner links allocate nothing beyond their values (FlatParams buffers come with first use)', async () => {
+    const r = await outerSampleStep(style, s.agents, s.outer, s.samples[0], ropts(2), 1);
+    expect('loss' in r).toBe(true);
+    for (const [role, a] of s.agents) expect(a.inner.params.allocated, role).toEqual([]);
+    zero();
+  });
 });
