@@ -9,9 +9,13 @@
  *   (c) cuBLASLt GEMM TFLOP/s at Qwen3-1.7B shapes (bf16 weights, f32 activations converted on the fly), and
  *       decode tokens/s of a random-weights 4-layer decoder at that width (bf16 weights);
  *   (d) devices: copyPeer on one device; with two or more, a tensor and its gradient moved between GPUs
- *       (F.moveTo) and the outer golden run (test/train/golden.ts) with one role per GPU against one GPU.
+ *       (F.moveTo) and the outer golden run (test/train/golden.ts) with one role per GPU against one GPU;
+ *   (e) train: the inner (3 steps) and outer (2 steps, and the non-last weighting) loops against PyTorch
+ *       float64 (test/train/golden.ts), the bounds of the other f32 backends (1e-5 inner, 1e-4 outer);
+ *   (f) ask: the shipped tiny system (models/tiny/system) on 16 test questions, greedy, text-MAS and
+ *       RecursiveMAS at 2 rounds, on cuda and on the CPU reference: the same number correct (±1).
  * Without a usable CUDA device it prints why and exits 0 ("skipped: needs a CUDA device").
- * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices runs one part.
+ * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices|train|ask runs one part.
  */
 import { readFileSync } from 'node:fs';
 import type { DType } from '../src/formats/dtype';
@@ -262,11 +266,54 @@ async function devices() {
   }
 }
 
+async function train() {
+  try {
+    const { TRAIN_GOLDEN: G, runInnerGolden, runOuterGolden } = await import('../test/train/golden');
+    const inner = await runInnerGolden(cuda);
+    const innerErr = Math.max(...inner.flatMap((st, k) => [Math.abs(st.loss / G.inner.steps[k].loss - 1), Math.abs(st.gradNorm / G.inner.steps[k].grad_norm - 1), st.stateErr]), inner[0].gradErr ?? 0);
+    const outer = await runOuterGolden(cuda, true, 2);
+    const [c2] = await runOuterGolden(cuda, false, 1);
+    const outerErr = Math.max(...outer.flatMap((st, k) => {
+      const g = G.outer.config1.steps[k];
+      return [Math.abs(st.loss / g.loss - 1), Math.abs(st.gradNorm / g.grad_norm - 1), st.stateErr];
+    }), outer[0].gradErr ?? 0, Math.abs(c2.loss / G.outer.config2.loss - 1), c2.gradErr ?? 0);
+    log(`(e) training vs PyTorch f64: inner loop worst ${innerErr.toExponential(2)} (bound 1e-5), outer loop worst ${outerErr.toExponential(2)} (bound 1e-4)`);
+    if (!(innerErr < 1e-5)) failures.push(`train: inner loop off by ${innerErr.toExponential(2)}`);
+    if (!(outerErr < 1e-4)) failures.push(`train: outer loop off by ${outerErr.toExponential(2)}`);
+  } catch (e) {
+    failures.push(`train: ${(e as Error).name}: ${(e as Error).message.split('\n')[0]}`);
+  }
+}
+
+async function askTiny() {
+  try {
+    const { evalTiny } = await import('../models/tiny/eval');
+    const { taskSplit } = await import('../models/tiny/task');
+    const rows = taskSplit('test').slice(0, 16);
+    const configs = ['text2', 'latent2'] as const;
+    const t = performance.now();
+    const onCuda = await evalTiny({ backend: cuda, rows, configs });
+    const secs = (performance.now() - t) / 1000;
+    const onCpu = await evalTiny({ backend: new CpuBackend('f32'), rows, configs });
+    for (const [i, r] of onCuda.entries()) {
+      const ref = onCpu[i];
+      const same = r.answers.filter((a, k) => a === ref.answers[k]).length;
+      log(`(f) ask, tiny system, ${r.label}: ${r.correct}/${r.total} correct on cuda, ${ref.correct}/${ref.total} on cpu; ${same}/${r.total} texts identical`);
+      if (Math.abs(r.correct - ref.correct) > 1) failures.push(`ask: ${r.label} scores ${r.correct} on cuda, ${ref.correct} on cpu`);
+    }
+    log(`(f) ask on cuda: ${secs.toFixed(1)} s for ${rows.length * configs.length} questions`);
+  } catch (e) {
+    failures.push(`ask: ${(e as Error).name}: ${(e as Error).message.split('\n')[0]}`);
+  }
+}
+
 const t0 = performance.now();
 if (!only || only === 'parity') await parity();
 if (!only || only === 'golden') await golden();
 if (!only || only === 'gemm') await gemmCheck();
 if (!only || only === 'perf') await perf();
+if (!only || only === 'train') await train();
+if (!only || only === 'ask') await askTiny();
 if (!only || only === 'devices') await devices();
 const m = cuda.memInfo();
 log(`pool ${(m.poolReserved / 2 ** 20).toFixed(0)} MiB reserved, ${(m.poolUsed / 2 ** 20).toFixed(0)} MiB in use; ${((performance.now() - t0) / 1000).toFixed(1)} s`);
