@@ -16,7 +16,7 @@ import { hasFinalAnswer, lastBoxed, retryMaxTokens, retrySuffix, stripThink } fr
 import { DEFAULT_PROMPTS, detectTask, systemPrompt, userPrompt, type PromptSet, type TaskKind } from './prompts';
 import { checkCancelled, deliver, embedPieces, latentRollout, linkMessage, type Piece } from './rollout';
 import { ALL_SLOTS } from './slots';
-import { defaultLatentSteps, schedule } from './styles';
+import { defaultLatentSteps, receiverOf, schedule } from './styles';
 import type { Agent, MasSystem } from './system';
 import { endsToolCall, toolLoop, type ToolRunners } from './tools';
 
@@ -193,7 +193,7 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
           result.latentSteps += m;
           for (const key of st.linksOut) {
             // made on the sender's backend, read on the receiver's (roles placed on different devices)
-            const to = agents.get(style.links.find((l) => l.key === key)!.to)!.decoder.backend;
+            const to = agents.get(receiverOf(style, key))!.decoder.backend;
             outs.set(key, deliver(linkMessage(agent.inner!, system.outer.get(key)!, H), to));
           }
           rec.hidden = H;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { UnknownStyle } from '../errors';
-import { STYLE_NAMES, getStyle, schedule } from './styles';
+import { STYLE_NAMES, getStyle, receiverOf, schedule } from './styles';
 
 describe('styles registry', () => {
   it('holds the five styles with upstream\'s roles and default repos (spec §3.3)', () => {
@@ -55,5 +55,14 @@ describe('styles registry', () => {
   it('an unknown style is UnknownStyle naming the known ones', () => {
     expect(() => getStyle('sequential')).toThrow(UnknownStyle);
     expect(() => getStyle('toString')).toThrow(/choose one of sequential_light, sequential_scaled, mixture, distillation, deliberation/);
+  });
+});
+
+describe('receiverOf', () => {
+  it('names the role that reads a link, and refuses a link the style lacks', () => {
+    const s = getStyle('sequential_light');
+    expect(['outer_12', 'outer_23', 'outer_31'].map((k) => receiverOf(s, k))).toEqual(['critic', 'solver', 'planner']);
+    expect(receiverOf(getStyle('distillation'), 'outer_el')).toBe('learner');
+    expect(() => receiverOf(s, 'outer_el')).toThrow('style sequential_light has no outer link outer_el; its links are outer_12, outer_23, outer_31');
   });
 });

@@ -7,7 +7,7 @@
  * A stage names its role, its prompt kind, which slot each incoming message fills, which outer links it
  * sends through (after a latent rollout), and whether it decodes text instead (the final agent, last round).
  */
-import { MissingCheckpoint, UnknownStyle } from '../errors';
+import { InvalidArgument, MissingCheckpoint, UnknownStyle } from '../errors';
 import type { PromptKind, StyleShape } from './prompts';
 import { SLOTS } from './slots';
 
@@ -197,6 +197,13 @@ export const STYLE_NAMES = ALL_STYLE_NAMES.filter((n) => !STYLES[n].embedded);
 export function getStyle(name: string): StyleSpec {
   if (!Object.hasOwn(STYLES, name)) throw new UnknownStyle(`unknown style '${name}'; choose one of ${ALL_STYLE_NAMES.join(', ')}`);
   return STYLES[name as StyleName];
+}
+
+/** The role that reads outer link `key`'s messages. */
+export function receiverOf(style: StyleSpec, key: string): string {
+  const link = style.links.find((l) => l.key === key);
+  if (!link) throw new InvalidArgument(`style ${style.name} has no outer link ${key}; its links are ${style.links.map((l) => l.key).join(', ')}`);
+  return link.to;
 }
 
 /** Every stage of a run of `rounds` rounds, in execution order, with its 0-based round. */

@@ -14,7 +14,7 @@ import { F, Tape, noGrad } from '../autograd';
 import type { InnerLink, OuterLink } from '../mas/links';
 import { latentRolloutSync } from '../mas/rollout';
 import { readBackRollout } from './inner';
-import { schedule, type StyleSpec } from '../mas/styles';
+import { receiverOf, schedule, type StyleSpec } from '../mas/styles';
 import type { Decoder } from '../model/decoder';
 import { tidy } from '../tensor/scope';
 import type { Tensor } from '../tensor/tensor';
@@ -83,7 +83,7 @@ export async function outerSampleStep(
   const latents = new Map<string, Tensor>();
   // a message moves to its receiver's backend when the roles live on different devices (gradients move back)
   const toReceiver = (key: string, L: Tensor): Tensor => {
-    const to = agents.get(style.links.find((l) => l.key === key)!.to)!.decoder.backend;
+    const to = agents.get(receiverOf(style, key))!.decoder.backend;
     return L.backend === to ? L : F.moveTo(L, to);
   };
   let tokens = 0;
