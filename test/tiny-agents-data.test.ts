@@ -1,6 +1,6 @@
-// What the tiny agents train on beyond their role chats (models/tiny/train-agents.ts): the critic's
-// arithmetic drills (every fact of the task, in the refined plan's exact tokens, loss on the results
-// only) and the planner's feedback chats (the slot holds a solver answer, its own row's or another's).
+// What the tiny agents train on beyond their role chats (models/tiny/train-agents.ts): the arithmetic
+// drills (every fact of the task, in the refined plan's exact tokens for the critic, in the answer's for the
+// solver's chain phase, loss on the results only) and the planner's feedback chats (the slot holds a solver answer, its own row's or another's).
 import { describe, expect, it } from 'vitest';
 import { arithmeticFacts, taskSplit } from '../models/tiny/task.ts';
 import { AGENT_SPECS, DRILL_LINES, drillExamples, roleExamples, taskTokenizer } from '../models/tiny/train-agents.ts';
@@ -78,6 +78,39 @@ describe('the critic arithmetic drills', () => {
     expect(AGENT_SPECS.find((s) => s.role === 'solver')!.finetune).toEqual({ steps: 1500, drills: 0, lr: 2e-3 });
     expect(AGENT_SPECS.filter((s) => s.drills).map((s) => s.role)).toEqual(['critic']);
     expect(AGENT_SPECS.find((s) => s.role === 'planner')!.finetune).toBeUndefined();
+  });
+});
+
+describe('the solver arithmetic drills (format answer)', () => {
+  const drills = drillExamples(tok, 20, 3, 'answer');
+
+  it('are equations in the solver\'s working tokens with the loss on each result only', () => {
+    const facts = new Set(arithmeticFacts());
+    for (const d of drills) {
+      expect(d.lossMask).toHaveLength(d.ids.length);
+      const text = tok.decode(d.ids);
+      expect(text.endsWith('.')).toBe(true);
+      const eqs = text.slice(0, -1).split(', ');
+      expect(eqs).toHaveLength(DRILL_LINES);
+      for (const e of eqs) expect(facts.has(e), e).toBe(true);
+      const supervised = d.ids.filter((_, i) => d.lossMask[i] === 1).map((t) => tok.decode([t])).join('');
+      expect(supervised).toBe(eqs.map((e) => ` ${e.split(' = ')[1]}`).join(''));
+    }
+  });
+
+  it('tokenize an equation as a solver\'s answer does', () => {
+    // "8 + 8 = 16, 16 - 6 = 10. The answer is …": the first equation and its comma, then the next
+    const row = train[0]!;
+    const first = row.answer.slice(0, row.answer.indexOf(',') + 1);
+    const inAnswer = tok.encode(row.answer, { addSpecialTokens: false });
+    const eq = tok.encode(first, { addSpecialTokens: false });
+    expect(inAnswer.slice(0, eq.length)).toEqual(eq);
+    const drill = tok.decode(drills[0]!.ids);
+    const drillFirst = tok.encode(drill.slice(0, drill.indexOf(',') + 1), { addSpecialTokens: false });
+    expect(drills[0]!.ids.slice(0, drillFirst.length)).toEqual(drillFirst);
+    // same seed, same facts as the plan format: only the layout differs
+    const plan = tok.decode(drillExamples(tok, 1, 3)[0]!.ids).split('\n').map((l) => l.slice(8).replace(/\.$/, ''));
+    expect(drill.slice(0, -1).split(', ')).toEqual(plan);
   });
 });
 

@@ -122,7 +122,7 @@ describe('rebuilding the tiny system from its seed', () => {
     const work = mkdtempSync(join(tmpdir(), 'tiny-from-outer-'));
     tmp.push(work);
     const out = join(work, 'out');
-    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'models/tiny/build.ts'), '--work', join(work, 'w'), '--from', 'outer', '--outer_steps', '2', '--out', out], {
+    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'models/tiny/build.ts'), '--work', join(work, 'w'), '--from', 'outer', '--until', 'outer', '--outer_steps', '2', '--out', out], {
       cwd: ROOT, stdio: 'pipe',
     });
     const rec = JSON.parse(readFileSync(join(out, 'build.json'), 'utf8')) as BuildRecord;

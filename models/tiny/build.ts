@@ -6,17 +6,22 @@
  *   3. each role's inner link with `rmas train-inner` (cosine plus the read-back term, --adapter_ce_weight 1);
  *   4. the latent phase (models/tiny/latent-phase.ts): each agent learns to read its link's output, with the link;
  *   5. the outer links with `rmas train-outer` over the assembled system;
+ *   6. the chain phase (models/tiny/chain-phase.ts): the solver, with outer_23, learns to answer from the
+ *      messages the system sends it and to do its own arithmetic;
  * then copies the result into --out (default models/tiny/system) with prompts.json and build.json (the
  * settings, each stage's seconds, and the recorded loss curves that test/tiny-system.test.ts checks).
  * Stages that do not depend on each other run side by side, two at a time on a two-core machine.
  *
  *   npx tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N]
- *                                [--outer_steps N] [--jobs J] [--from agents|inner|latent|outer] [--stages DIR]
+ *                                [--outer_steps N] [--jobs J] [--from agents|inner|latent|outer|chain]
+ *                                [--until agents|inner|latent|outer|chain] [--stages DIR]
  *
- * --from S starts at stage S in a --work folder that holds the earlier stages' results. The inputs of the
- * stages that overwrite them are kept in DIR/stages and copied to --stages (default models/tiny/stages
- * next to the committed system): stages/text/<role>.safetensors, the agents after their text phases, and
- * stages/inner/<role>.pt, the inner stage's links where the latent phase starts.
+ * --from S starts at stage S in a --work folder that holds the earlier stages' results; --until S stops
+ * after stage S. The inputs of the stages that overwrite them are kept in DIR/stages and copied to --stages
+ * (default models/tiny/stages next to the committed system): stages/text/<role>.safetensors, the agents
+ * after their text phases; stages/inner/<role>.pt, the inner stage's links where the latent phase starts;
+ * stages/chain/solver.safetensors and stages/chain/outer_23.pt, the solver after its latent phase and
+ * outer_23 after the outer stage, where the chain phase starts.
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -29,6 +34,7 @@ import { TINY_SYSTEM_DIR } from './eval.ts';
 import { TINY_PROMPT_FILE } from './prompts.ts';
 import { taskSplit, toJsonl } from './task.ts';
 import { LATENT_DEFAULTS } from './latent-phase.ts';
+import { CHAIN_DEFAULTS } from './chain-phase.ts';
 import { ROLES } from './train-agents.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -54,8 +60,13 @@ interface BuildOptions {
   innerSteps: number;
   outerSteps: number;
   jobs: number;
-  from: 'agents' | 'inner' | 'latent' | 'outer';
+  from: Stage;
+  /** The last stage to run (default chain); later stages keep the work folder's results. */
+  until: Stage;
 }
+
+const STAGES = ['agents', 'inner', 'latent', 'outer', 'chain'] as const;
+type Stage = (typeof STAGES)[number];
 
 /** `rmas train-inner` arguments of a role's inner link, as the build runs them (tests stop them early). */
 export function innerTrainArgs(role: string, data: string, saveDir: string, steps: number, seed: number, logJsonl: string): string[] {
@@ -126,12 +137,18 @@ async function roleLosses(file: string, role: string): Promise<number[]> {
 const roleRecord = (role: string, losses: readonly number[]) => `${JSON.stringify({ [role]: { losses } })}\n`;
 
 /**
- * The later stages overwrite the agents (latent phase) and the links, so their inputs are kept:
- * stages/text/<role>.safetensors (the agents after their text phases) and stages/inner/<role>.pt (the
- * inner stage's links, where the latent phase starts).
+ * The later stages overwrite the agents (latent phase, chain phase) and the links, so their inputs are
+ * kept: stages/text/<role>.safetensors (the agents after their text phases), stages/inner/<role>.pt (the
+ * inner stage's links, where the latent phase starts), stages/chain/ (the solver and outer_23 where the
+ * chain phase starts).
  */
-async function snapshot(work: string, system: string, what: 'text' | 'inner'): Promise<void> {
+async function snapshot(work: string, system: string, what: 'text' | 'inner' | 'chain'): Promise<void> {
   await mkdir(join(work, 'stages', what), { recursive: true });
+  if (what === 'chain') {
+    await cp(join(system, 'solver', 'model.safetensors'), join(work, 'stages', 'chain', 'solver.safetensors'));
+    await cp(join(system, 'outer', 'outer_23.pt'), join(work, 'stages', 'chain', 'outer_23.pt'));
+    return;
+  }
   for (const role of ROLES) {
     if (what === 'text') await cp(join(system, role, 'model.safetensors'), join(work, 'stages', 'text', `${role}.safetensors`));
     else await cp(join(work, `inner-${role}`, 'adapter.pt'), join(work, 'stages', 'inner', `${role}.pt`));
@@ -142,24 +159,32 @@ async function snapshot(work: string, system: string, what: 'text' | 'inner'): P
  * A fresh --work folder for a build that starts after the agents: the committed system, its stage
  * snapshots, and the earlier stages' loss curves from its build.json, as the stages before `from` left them.
  */
-async function seedWork(work: string, from: 'inner' | 'latent' | 'outer'): Promise<void> {
+async function seedWork(work: string, from: Exclude<Stage, 'agents'>): Promise<void> {
   const system = join(work, 'system');
   const logs = join(work, 'logs');
   process.stderr.write(`--from ${from}: ${work} holds no agents; starting from the committed system and ${TINY_STAGES_DIR}\n`);
   await cp(TINY_SYSTEM_DIR, system, { recursive: true });
   await cp(TINY_STAGES_DIR, join(work, 'stages'), { recursive: true });
   await mkdir(logs, { recursive: true });
-  const record = JSON.parse(await readFile(join(TINY_SYSTEM_DIR, 'build.json'), 'utf8')) as { losses: Record<string, Record<string, number[]>> };
+  const record = JSON.parse(await readFile(join(TINY_SYSTEM_DIR, 'build.json'), 'utf8')) as { losses: Record<'agents' | 'inner' | 'latent', Record<string, number[]>> & { outer: number[] } };
   const jsonl = (losses: readonly number[]) => losses.map((loss, i) => `${JSON.stringify({ step: i + 1, loss })}\n`).join('');
   for (const role of ROLES) {
-    await writeFile(join(logs, `agent-${role}.json`), roleRecord(role, record.losses.agents![role]!));
+    await writeFile(join(logs, `agent-${role}.json`), roleRecord(role, record.losses.agents[role]!));
     // before the latent phase the agents are the text stage's
-    if (from !== 'outer') await cp(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`), join(system, role, 'model.safetensors'));
+    if (from === 'inner' || from === 'latent') await cp(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`), join(system, role, 'model.safetensors'));
     if (from === 'inner') continue;
-    await writeFile(join(logs, `inner-${role}.jsonl`), jsonl(record.losses.inner![role]!));
+    await writeFile(join(logs, `inner-${role}.jsonl`), jsonl(record.losses.inner[role]!));
     await mkdir(join(work, `inner-${role}`), { recursive: true });
     await cp(join(TINY_STAGES_DIR, 'inner', `${role}.pt`), join(work, `inner-${role}`, 'adapter.pt'));
-    if (from === 'outer') await writeFile(join(logs, `latent-${role}.json`), roleRecord(role, record.losses.latent![role]!));
+    if (from === 'outer' || from === 'chain') await writeFile(join(logs, `latent-${role}.json`), roleRecord(role, record.losses.latent[role]!));
+  }
+  // the committed solver and outer_23 are the chain phase's; the stages before it left these
+  if (from === 'outer' || from === 'chain') {
+    await cp(join(TINY_STAGES_DIR, 'chain', 'solver.safetensors'), join(system, 'solver', 'model.safetensors'));
+    await cp(join(TINY_STAGES_DIR, 'chain', 'outer_23.pt'), join(system, 'outer', 'outer_23.pt'));
+  }
+  if (from === 'chain') {
+    await writeFile(join(logs, 'outer.jsonl'), jsonl(record.losses.outer));
   }
 }
 
@@ -175,8 +200,7 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
   await writeFile(join(data, 'train.jsonl'), toJsonl(taskSplit('train')));
   await writeFile(join(system, 'prompts.json'), `${JSON.stringify(TINY_PROMPT_FILE, null, 2)}\n`);
   const seconds: Record<string, number> = {};
-  const stageOrder = ['agents', 'inner', 'latent', 'outer'];
-  const doStage = (s: string) => stageOrder.indexOf(s) >= stageOrder.indexOf(o.from);
+  const doStage = (s: Stage) => STAGES.indexOf(s) >= STAGES.indexOf(o.from) && STAGES.indexOf(s) <= STAGES.indexOf(o.until);
 
   if (doStage('agents')) {
     const times = await pool(o.jobs, ROLES.map((role) => () => run(`agent ${role}`, [
@@ -222,16 +246,24 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
     }
   }
 
+  if (doStage('chain')) {
+    await snapshot(work, system, 'chain');
+    seconds.chain = await run('chain', [
+      ...TSX, join(ROOT, 'models/tiny/chain-phase.ts'), '--system', system, '--seed', String(o.seed), '--losses', join(logs, 'chain-solver.json'),
+    ], system, join(logs, 'chain.log'));
+  }
+
   const agentLosses = Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await roleLosses(join(logs, `agent-${r}.json`), r)])));
   const record = {
     seed: o.seed, agentSteps: Object.fromEntries(ROLES.map((r) => [r, agentLosses[r]!.length])), inner: { ...inner, steps: o.innerSteps },
-    latent: { ...LATENT_DEFAULTS }, outer: { ...outer, steps: o.outerSteps },
+    latent: { ...LATENT_DEFAULTS }, outer: { ...outer, steps: o.outerSteps }, chain: { ...CHAIN_DEFAULTS },
     seconds,
     losses: {
       agents: agentLosses,
       inner: Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await jsonlLosses(join(logs, `inner-${r}.jsonl`))]))),
       latent: Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await roleLosses(join(logs, `latent-${r}.json`), r)]))),
       outer: await jsonlLosses(join(logs, 'outer.jsonl')),
+      ...(existsSync(join(logs, 'chain-solver.json')) ? { chain: await roleLosses(join(logs, 'chain-solver.json'), 'solver') } : {}),
     },
   };
   await writeFile(join(system, 'build.json'), `${JSON.stringify(record)}\n`);
@@ -249,10 +281,10 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
 }
 
 function parseArgs(argv: string[]): BuildOptions {
-  const usage = 'usage: tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--jobs J] [--from agents|inner|latent|outer] [--stages DIR]';
+  const usage = 'usage: tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--jobs J] [--from STAGE] [--until STAGE] [--stages DIR] (stages: agents, inner, latent, outer, chain)';
   const o: BuildOptions = {
     out: TINY_SYSTEM_DIR, work: join(ROOT, '.cache/tiny-build'), seed: BUILD_DEFAULTS.seed,
-    innerSteps: BUILD_DEFAULTS.inner.steps, outerSteps: BUILD_DEFAULTS.outer.steps, jobs: Math.max(1, Math.min(3, availableParallelism())), from: 'agents',
+    innerSteps: BUILD_DEFAULTS.inner.steps, outerSteps: BUILD_DEFAULTS.outer.steps, jobs: Math.max(1, Math.min(3, availableParallelism())), from: 'agents', until: 'chain',
   };
   for (let i = 0; i < argv.length; i++) {
     const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
@@ -271,11 +303,12 @@ function parseArgs(argv: string[]): BuildOptions {
     else if (k === '--inner_steps') o.innerSteps = int();
     else if (k === '--outer_steps') o.outerSteps = int();
     else if (k === '--jobs') o.jobs = int();
-    else if (k === '--from') {
-      if (v !== 'agents' && v !== 'inner' && v !== 'latent' && v !== 'outer') throw new InvalidArgument(`--from ${v}: expected agents, inner, latent or outer`);
-      o.from = v;
+    else if (k === '--from' || k === '--until') {
+      if (!(STAGES as readonly string[]).includes(v)) throw new InvalidArgument(`${k} ${v}: expected one of ${STAGES.join(', ')}`);
+      o[k === '--from' ? 'from' : 'until'] = v as Stage;
     } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
   }
+  if (STAGES.indexOf(o.until) < STAGES.indexOf(o.from)) throw new InvalidArgument(`--until ${o.until} comes before --from ${o.from}; ${usage}`);
   return o;
 }
 

@@ -212,13 +212,14 @@ export function roleExamples(tok: Tokenizer, role: AgentRole, rows: readonly Tas
 export const DRILL_LINES = 10;
 
 /**
- * Arithmetic drills: sequences of DRILL_LINES lines "Step k: a op b = c." (k = 1, 2, 3, 1, …), each an
- * equation drawn uniformly from arithmeticFacts(), in exactly the tokens of a refined plan's lines, with
- * the loss on the result tokens only. A refined plan holds 2–3 equations among ~110 tokens of chat, so
- * the critic meets each of the task's 470 facts a few times per epoch; a drill carries 10 of them for about the
+ * Arithmetic drills: sequences of DRILL_LINES equations, each drawn uniformly from arithmeticFacts(), with
+ * the loss on the result tokens only. Format 'plan' (the critic's): lines "Step k: a op b = c." (k = 1, 2, 3,
+ * 1, …) in exactly the tokens of a refined plan's lines; 'answer' (the solver's): "a op b = c, d op e = f, …."
+ * in the tokens of a solver's working. A refined plan holds 2–3 equations among ~110 tokens of chat, so an
+ * agent meets each of the task's 470 facts a few times per epoch; a drill carries 10 of them for about the
  * same compute. They are plain text, no chat template, like pretraining data. A pure function of `seed`.
  */
-export function drillExamples(tok: Tokenizer, count: number, seed: number): { ids: number[]; lossMask: number[] }[] {
+export function drillExamples(tok: Tokenizer, count: number, seed: number, format: 'plan' | 'answer' = 'plan'): { ids: number[]; lossMask: number[] }[] {
   const facts = arithmeticFacts();
   const rng = new Rng(seed);
   const enc = (text: string) => tok.encode(text, { addSpecialTokens: false });
@@ -230,17 +231,21 @@ export function drillExamples(tok: Tokenizer, count: number, seed: number): { id
     for (let j = 0; j < DRILL_LINES; j++) {
       const fact = facts[rng.int(facts.length)]!;
       const eq = fact.lastIndexOf(' = ');
-      const pieces: [string, number][] = [[`Step ${(j % 3) + 1}: ${fact.slice(0, eq)} =`, 0], [` ${fact.slice(eq + 3)}`, 1], [j + 1 < DRILL_LINES ? '.\n' : '.', 0]];
+      const last = j + 1 === DRILL_LINES;
+      const head = format === 'plan' ? `Step ${(j % 3) + 1}: ` : j ? ' ' : '';
+      const end = format === 'plan' ? (last ? '.' : '.\n') : last ? '.' : ',';
+      const pieces: [string, number][] = [[`${head}${fact.slice(0, eq)} =`, 0], [` ${fact.slice(eq + 3)}`, 1], [end, 0]];
       for (const [text, loss] of pieces) {
         const t = enc(text);
         ids.push(...t);
         lossMask.push(...t.map(() => loss));
       }
-      lines.push(`Step ${(j % 3) + 1}: ${fact}.`);
+      lines.push(format === 'plan' ? `Step ${(j % 3) + 1}: ${fact}.` : fact);
     }
     // the pieces must tokenize as the whole text does, or the drills would teach other tokens
-    const whole = enc(lines.join('\n'));
-    if (whole.length !== ids.length || whole.some((t, i) => t !== ids[i])) throw new Error(`drillExamples: piecewise tokens differ from the text's: ${JSON.stringify(lines.join('\n'))}`);
+    const whole = format === 'plan' ? lines.join('\n') : `${lines.join(', ')}.`;
+    const wholeIds = enc(whole);
+    if (wholeIds.length !== ids.length || wholeIds.some((t, i) => t !== ids[i])) throw new Error(`drillExamples: piecewise tokens differ from the text's: ${JSON.stringify(whole)}`);
     examples.push({ ids, lossMask });
   }
   return examples;
