@@ -5,8 +5,9 @@
  *   - rebuilding it from its seed starts on the recorded loss curves: the first optimizer steps of each
  *     agent (train-agents.ts), of an inner link (`rmas train-inner`, on the text-stage agents of
  *     models/tiny/stages), of the latent phase (latent-phase.ts, from those agents and the inner stage's
- *     link) and of the outer links (`tiny:build --from outer` in a fresh folder, on the committed system)
- *     give the losses build.json holds (a full rebuild takes about three hours).
+ *     link), of the outer links (`tiny:build --from outer` in a fresh folder, on the committed system) and
+ *     of the chain phase (chain-phase.ts, from its inputs kept in models/tiny/stages/chain) give the losses
+ *     build.json holds (a full rebuild takes about three hours).
  * The WebGPU twin of the accuracy check is test/tiny-system.gpu.test.ts.
  */
 import { execFileSync } from 'node:child_process';
@@ -19,6 +20,7 @@ import { taskSplit } from '../models/tiny/task';
 import { AGENT_SPECS, DEFAULTS, trainTinyAgents } from '../models/tiny/train-agents';
 import { innerTrainArgs, TINY_STAGES_DIR } from '../models/tiny/build';
 import { latentPhase } from '../models/tiny/latent-phase';
+import { CHAIN_DEFAULTS, chainPhase } from '../models/tiny/chain-phase';
 import { CpuBackend } from '../src/tensor/cpu';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -31,7 +33,7 @@ interface EvalRecord {
 }
 interface BuildRecord {
   seed: number;
-  losses: { agents: Record<string, number[]>; inner: Record<string, number[]>; latent: Record<string, number[]>; outer: number[] };
+  losses: { agents: Record<string, number[]>; inner: Record<string, number[]>; latent: Record<string, number[]>; outer: number[]; chain: number[] };
 }
 
 const evalRecord = JSON.parse(readFileSync(join(SYSTEM, 'eval.json'), 'utf8')) as EvalRecord;
@@ -118,6 +120,18 @@ describe('rebuilding the tiny system from its seed', () => {
     close(latent.losses, build.losses.latent.planner!.slice(0, 2));
   }, 300_000);
 
+  it('starts the chain phase on its recorded loss curve, from its kept inputs', async () => {
+    const work = mkdtempSync(join(tmpdir(), 'tiny-chain-curve-'));
+    tmp.push(work);
+    // the system as the outer stage left it: the committed folders with the chain phase's inputs
+    cpSync(SYSTEM, work, { recursive: true });
+    cpSync(join(TINY_STAGES_DIR, 'chain', 'solver.safetensors'), join(work, 'solver', 'model.safetensors'));
+    cpSync(join(TINY_STAGES_DIR, 'chain', 'outer_23.pt'), join(work, 'outer', 'outer_23.pt'));
+    const r = await chainPhase({ system: work, seed: build.seed, stopAfter: 2, log: () => {} });
+    expect(build.losses.chain).toHaveLength(CHAIN_DEFAULTS.steps);
+    close(r.losses, build.losses.chain.slice(0, 2));
+  }, 300_000);
+
   it('restarts at a later stage from the committed system: --from outer starts on the recorded outer curve', () => {
     const work = mkdtempSync(join(tmpdir(), 'tiny-from-outer-'));
     tmp.push(work);
@@ -133,8 +147,10 @@ describe('rebuilding the tiny system from its seed', () => {
     expect(rec.losses.latent).toEqual(build.losses.latent);
     for (const role of ['planner', 'critic', 'solver']) {
       expect(readFileSync(join(work, 'out-stages', 'text', `${role}.safetensors`))).toEqual(readFileSync(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`)));
-      // the agents the outer links trained on are the committed (latent-phase) ones
-      expect(readFileSync(join(out, role, 'model.safetensors'))).toEqual(readFileSync(join(SYSTEM, role, 'model.safetensors')));
+      // the agents the outer links trained on are the latent phase's: the committed ones, but the solver, which
+      // the chain phase trained afterwards (its input is kept in stages/chain)
+      const agent = role === 'solver' ? join(TINY_STAGES_DIR, 'chain', 'solver.safetensors') : join(SYSTEM, role, 'model.safetensors');
+      expect(readFileSync(join(out, role, 'model.safetensors'))).toEqual(readFileSync(agent));
     }
   }, 300_000);
 });
