@@ -153,4 +153,29 @@ describe('rebuilding the tiny system from its seed', () => {
       expect(readFileSync(join(out, role, 'model.safetensors'))).toEqual(readFileSync(agent));
     }
   }, 300_000);
+
+  it('restarts at the chain phase from the committed system: --from chain starts on the recorded chain curve', () => {
+    const work = mkdtempSync(join(tmpdir(), 'tiny-from-chain-'));
+    tmp.push(work);
+    const out = join(work, 'out');
+    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'models/tiny/build.ts'), '--work', join(work, 'w'), '--from', 'chain', '--chain_steps', '2', '--out', out], {
+      cwd: ROOT, stdio: 'pipe',
+    });
+    const rec = JSON.parse(readFileSync(join(out, 'build.json'), 'utf8')) as BuildRecord;
+    // a 2-step schedule warms up in 1 step, so only the first loss (before any update) is the 2000-step run's
+    expect(rec.losses.chain).toHaveLength(2);
+    close(rec.losses.chain.slice(0, 1), build.losses.chain.slice(0, 1));
+    expect(Number.isFinite(rec.losses.chain[1])).toBe(true);
+    expect(rec.losses.outer).toEqual(build.losses.outer);
+    expect(rec.losses.latent).toEqual(build.losses.latent);
+    // the stage changed the solver and outer_23, from their kept inputs, and nothing else
+    for (const f of ['planner/model.safetensors', 'critic/model.safetensors', 'outer/outer_12.pt', 'outer/outer_31.pt', 'solver/adapter.pt']) {
+      expect(readFileSync(join(out, f)), f).toEqual(readFileSync(join(SYSTEM, f)));
+    }
+    for (const [f, input] of [['solver/model.safetensors', 'solver.safetensors'], ['outer/outer_23.pt', 'outer_23.pt']] as const) {
+      const got = readFileSync(join(out, f));
+      expect(got.equals(readFileSync(join(TINY_STAGES_DIR, 'chain', input))), f).toBe(false);
+      expect(got.equals(readFileSync(join(SYSTEM, f))), f).toBe(false);
+    }
+  }, 300_000);
 });

@@ -13,7 +13,7 @@
  * Stages that do not depend on each other run side by side, two at a time on a two-core machine.
  *
  *   npx tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N]
- *                                [--outer_steps N] [--jobs J] [--from agents|inner|latent|outer|chain]
+ *                                [--outer_steps N] [--chain_steps N] [--jobs J] [--from agents|inner|latent|outer|chain]
  *                                [--until agents|inner|latent|outer|chain] [--stages DIR]
  *
  * --from S starts at stage S in a --work folder that holds the earlier stages' results; --until S stops
@@ -59,6 +59,7 @@ interface BuildOptions {
   agentSteps?: number;
   innerSteps: number;
   outerSteps: number;
+  chainSteps: number;
   jobs: number;
   from: Stage;
   /** The last stage to run (default chain); later stages keep the work folder's results. */
@@ -249,14 +250,15 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
   if (doStage('chain')) {
     await snapshot(work, system, 'chain');
     seconds.chain = await run('chain', [
-      ...TSX, join(ROOT, 'models/tiny/chain-phase.ts'), '--system', system, '--seed', String(o.seed), '--losses', join(logs, 'chain-solver.json'),
+      ...TSX, join(ROOT, 'models/tiny/chain-phase.ts'), '--system', system, '--seed', String(o.seed), '--steps', String(o.chainSteps),
+      '--losses', join(logs, 'chain-solver.json'),
     ], system, join(logs, 'chain.log'));
   }
 
   const agentLosses = Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await roleLosses(join(logs, `agent-${r}.json`), r)])));
   const record = {
     seed: o.seed, agentSteps: Object.fromEntries(ROLES.map((r) => [r, agentLosses[r]!.length])), inner: { ...inner, steps: o.innerSteps },
-    latent: { ...LATENT_DEFAULTS }, outer: { ...outer, steps: o.outerSteps }, chain: { ...CHAIN_DEFAULTS },
+    latent: { ...LATENT_DEFAULTS }, outer: { ...outer, steps: o.outerSteps }, chain: { ...CHAIN_DEFAULTS, steps: o.chainSteps },
     seconds,
     losses: {
       agents: agentLosses,
@@ -281,10 +283,10 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
 }
 
 function parseArgs(argv: string[]): BuildOptions {
-  const usage = 'usage: tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--jobs J] [--from STAGE] [--until STAGE] [--stages DIR] (stages: agents, inner, latent, outer, chain)';
+  const usage = 'usage: tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--chain_steps N] [--jobs J] [--from STAGE] [--until STAGE] [--stages DIR] (stages: agents, inner, latent, outer, chain)';
   const o: BuildOptions = {
     out: TINY_SYSTEM_DIR, work: join(ROOT, '.cache/tiny-build'), seed: BUILD_DEFAULTS.seed,
-    innerSteps: BUILD_DEFAULTS.inner.steps, outerSteps: BUILD_DEFAULTS.outer.steps, jobs: Math.max(1, Math.min(3, availableParallelism())), from: 'agents', until: 'chain',
+    innerSteps: BUILD_DEFAULTS.inner.steps, outerSteps: BUILD_DEFAULTS.outer.steps, chainSteps: CHAIN_DEFAULTS.steps, jobs: Math.max(1, Math.min(3, availableParallelism())), from: 'agents', until: 'chain',
   };
   for (let i = 0; i < argv.length; i++) {
     const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
@@ -302,6 +304,7 @@ function parseArgs(argv: string[]): BuildOptions {
     else if (k === '--agent_steps') o.agentSteps = int();
     else if (k === '--inner_steps') o.innerSteps = int();
     else if (k === '--outer_steps') o.outerSteps = int();
+    else if (k === '--chain_steps') o.chainSteps = int();
     else if (k === '--jobs') o.jobs = int();
     else if (k === '--from' || k === '--until') {
       if (!(STAGES as readonly string[]).includes(v)) throw new InvalidArgument(`${k} ${v}: expected one of ${STAGES.join(', ')}`);
