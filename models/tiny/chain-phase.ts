@@ -41,7 +41,7 @@ import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import { initialState, trainLoop } from '../../src/train/loop.ts';
 import { LinkOptimizer } from '../../src/train/optim.ts';
 import { taskSplit, type TaskRow } from './task.ts';
-import { drillExamples, loadF32Checkpoint, rolePrompt, sequenceStep } from './train-agents.ts';
+import { drillExamples, loadF32Checkpoint, recordSteps, rolePrompt, sequenceStep } from './train-agents.ts';
 
 /** The settings of the committed system's chain phase. */
 export const CHAIN_DEFAULTS = {
@@ -223,14 +223,7 @@ export async function chainPhase(opts: ChainPhaseOptions): Promise<ChainPhaseRes
         optimizer.gather();
         return { loss, tokens, valid: indices.length, skipped: {} };
       },
-      onStep: (e) => {
-        losses.push(e.loss);
-        if (opts.stopAfter !== undefined && losses.length >= opts.stopAfter) stop.abort();
-        if (e.step % 50 === 0 || e.step === e.maxSteps) {
-          const recent = losses.slice(-50);
-          log(`chain phase step ${e.step}/${e.maxSteps} loss ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(4)} ${e.elapsedSec.toFixed(0)}s`);
-        }
-      },
+      onStep: recordSteps(losses, stop, { stopAfter: opts.stopAfter, every: 50, log, label: (e) => `chain phase step ${e.step}/${e.maxSteps}` }),
     }, initialState(examples.length, { seed: phaseSeed, shuffle: true }));
     if (!stop.signal.aborted) {
       await saveDecoderCheckpoint(dir, params, { dtype: 'f32' });

@@ -36,7 +36,7 @@ import { innerPairs, innerSampleStep, rolloutSampleStep } from '../../src/train/
 import { initialState, trainLoop } from '../../src/train/loop.ts';
 import { LinkOptimizer } from '../../src/train/optim.ts';
 import { taskSplit } from './task.ts';
-import { drillExamples, loadF32Checkpoint, ROLES, roleExamples, sequenceStep, type AgentRole } from './train-agents.ts';
+import { drillExamples, loadF32Checkpoint, recordSteps, ROLES, roleExamples, sequenceStep, type AgentRole } from './train-agents.ts';
 
 /**
  * Settings of the committed system's latent phase. Each role runs one or more cosine cycles (warm
@@ -160,14 +160,9 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
           optimizer.gather();
           return { loss, tokens, valid: indices.length, skipped: {} };
         },
-        onStep: (e) => {
-          losses.push(e.loss);
-          if (opts.stopAfter !== undefined && losses.length >= opts.stopAfter) stop.abort();
-          if (e.step % 20 === 0 || e.step === e.maxSteps) {
-            const recent = losses.slice(-20);
-            log(`${opts.role} latent cycle ${k + 1}/${cycles.length} step ${e.step}/${e.maxSteps} loss ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(4)} ${e.elapsedSec.toFixed(0)}s`);
-          }
-        },
+        onStep: recordSteps(losses, stop, {
+          stopAfter: opts.stopAfter, every: 20, log, label: (e) => `${opts.role} latent cycle ${k + 1}/${cycles.length} step ${e.step}/${e.maxSteps}`,
+        }),
       }, initialState(examples.length, { seed: phaseSeed, shuffle: true }));
     }
     if (!stop.signal.aborted) {

@@ -30,7 +30,7 @@ import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import type { Tokenizer } from '../../src/tokenizer/tokenizer.ts';
-import { initialState, trainLoop } from '../../src/train/loop.ts';
+import { initialState, trainLoop, type StepEvent } from '../../src/train/loop.ts';
 import { LinkOptimizer } from '../../src/train/optim.ts';
 import { userPrompt, type PromptKind } from '../../src/mas/prompts.ts';
 import { SLOTS } from '../../src/mas/slots.ts';
@@ -351,6 +351,22 @@ export async function sequenceStep(decoder: Decoder, ex: { ids: number[]; lossMa
   } finally {
     tape.dispose();
   }
+}
+
+/**
+ * A trainLoop onStep for runs of several schedules into one loss record: each step's loss goes to
+ * `losses`, `stop` aborts once `losses` holds `stopAfter` values, and every `every` steps (and at a
+ * schedule's end) `log` gets `label(e)` with the mean of the last `every` losses.
+ */
+export function recordSteps(losses: number[], stop: AbortController, o: { stopAfter?: number; every: number; log: (s: string) => void; label: (e: StepEvent) => string }) {
+  return (e: StepEvent) => {
+    losses.push(e.loss);
+    if (o.stopAfter !== undefined && losses.length >= o.stopAfter) stop.abort();
+    if (e.step % o.every === 0 || e.step === e.maxSteps) {
+      const recent = losses.slice(-o.every);
+      o.log(`${o.label(e)} loss ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(4)} ${e.elapsedSec.toFixed(0)}s`);
+    }
+  };
 }
 
 /** Trains every agent of `opts.specs` (default AGENT_SPECS) in turn; see the file comment. */
