@@ -1,12 +1,15 @@
-// Run-time loading of cuBLASLt (see cublaslt.h for why and for the checked declarations).
+// Run-time loading of cuBLASLt (see cublaslt.h for why and for the checked declarations). RMAS_CUBLASLT=<path>
+// picks a library file; the emulation build (native/cuda/emu) loads its CPU cuBLASLt from beside the addon.
 #include "cublaslt.h"
 
 #include <dlfcn.h>
 
 #include <cstdarg>
+#include <cstdlib>
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace rmas::lt {
 namespace {
@@ -25,10 +28,27 @@ bool sym(void* lib, const char* name, F& out, std::string& missing) {
   return out != nullptr;
 }
 
+/** Where to look: RMAS_CUBLASLT (a path) first; the emulation build's CPU cuBLASLt beside the addon; the CUDA releases. */
+std::vector<std::string> candidates() {
+  std::vector<std::string> names;
+  if (const char* env = std::getenv("RMAS_CUBLASLT"); env && *env) names.push_back(env);
+#ifdef RMAS_CUDA_EMU
+  Dl_info self{};
+  if (dladdr(reinterpret_cast<void*>(&candidates), &self) && self.dli_fname) {
+    std::string dir = self.dli_fname;
+    dir = dir.substr(0, dir.find_last_of('/') + 1);
+    names.push_back(dir + "libcublasLt_emu.so");
+  }
+#else
+  for (const char* n : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11"}) names.push_back(n);
+#endif
+  return names;
+}
+
 void load() {
-  const char* names[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11"};
   std::string tried;
-  for (const char* n : names) {
+  for (const std::string& name : candidates()) {
+    const char* n = name.c_str();
     void* lib = dlopen(n, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
       const char* e = dlerror();
@@ -59,7 +79,7 @@ void load() {
     char buf[4096];
     g_path = n;
     // the resolved file, for the healthcheck
-    if (dlinfo(lib, RTLD_DI_ORIGIN, buf) == 0) g_path = std::string(buf) + "/" + n;
+    if (name.find('/') == std::string::npos && dlinfo(lib, RTLD_DI_ORIGIN, buf) == 0) g_path = std::string(buf) + "/" + n;
     g_loaded = true;
     g_error.clear();
     return;

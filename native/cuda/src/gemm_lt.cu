@@ -214,8 +214,8 @@ cudaError_t launchGemmLt(const rmas::LaunchArgs& a) {
     const int64_t rowsA = transA ? K : M, colsA = transA ? M : K;
     const int64_t span = (batch - 1) * sA + (rowsA - 1) * lda + colsA;
     if ((e = ensure(dev.convert, dev.convertBytes, size_t(span) * 2, a.stream)) != cudaSuccess) return e;
-    if (dtB == rmas::BF16) convertKernel<<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A), static_cast<__nv_bfloat16*>(dev.convert), span);
-    else convertKernel<<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A), static_cast<__half*>(dev.convert), span);
+    if (dtB == rmas::BF16) convertKernel<__nv_bfloat16><<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A), static_cast<__nv_bfloat16*>(dev.convert), span);
+    else convertKernel<__half><<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A), static_cast<__half*>(dev.convert), span);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     A = dev.convert;
   }

@@ -1,0 +1,157 @@
+#!/usr/bin/env node
+// Builds the CUDA emulator: the addon's own sources (native/cuda/src) compiled by g++ for the CPU against
+// native/cuda/emu (its runtime, execution model and cuBLASLt), so that the cuda backend's kernels run, and are
+// tested, on machines without a GPU. Output: native/cuda/build-emu/rmas_cuda.node and libcublasLt_emu.so
+// (which the addon loads from beside itself). Use it with RMAS_CUDA_ADDON=native/cuda/build-emu/rmas_cuda.node.
+//
+// Two rewrites turn a .cu file into C++ (emu/emu.h explains them):
+//   callee<<<grid, block[, smem[, stream]]>>>(args)  ->  ::rmas_emu::launch(callee, "callee", grid, block, ...)(args)
+//                                                       (launch_deduced and a calling lambda when callee has no <...>)
+//   extern __shared__ T name[];                       ->  T* name = static_cast<T*>(::rmas_emu::dynamic_smem());
+// Incremental: a source is recompiled when it, or any header under native/cuda, is newer than its object.
+// --force rebuilds everything. Needs g++ (C++17) and the Node headers; fails with the compiler's message.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const cuda = join(root, 'native/cuda');
+const out = join(cuda, 'build-emu');
+const gen = join(out, 'gen');
+
+function die(msg) {
+  console.error(`rmas: cuda emulator build failed: ${msg}`);
+  process.exit(1);
+}
+
+/** The launch and dynamic-shared-memory rewrites of one .cu source (exported for the test of the rewrite). */
+export function rewrite(text, file) {
+  let s = text.replace(/extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+(?:\s*\*)?)\s+(\w+)\s*\[\s*\]\s*;/g,
+    (_m, type, name) => `${type}* ${name} = static_cast<${type}*>(::rmas_emu::dynamic_smem());`);
+  let at;
+  while ((at = s.indexOf('<<<')) >= 0) {
+    // the callee: an identifier (with ::) and optional template arguments, just before <<<
+    let i = at;
+    while (i > 0 && /\s/.test(s[i - 1])) i--;
+    if (s[i - 1] === '>') {
+      let depth = 0;
+      do {
+        i--;
+        if (s[i] === '>') depth++;
+        else if (s[i] === '<') depth--;
+      } while (i > 0 && depth > 0);
+    }
+    while (i > 0 && /[\w:]/.test(s[i - 1])) i--;
+    const callee = s.slice(i, at).trim();
+    const close = s.indexOf('>>>', at);
+    if (!callee || close < 0) die(`${file}: cannot parse the launch at offset ${at}`);
+    const cfg = s.slice(at + 3, close);
+    const name = JSON.stringify(callee.replace(/\s+/g, ' '));
+    // explicit template arguments (or none needed) give the kernel's address; a bare name may be a template
+    // whose arguments the call deduces, so a lambda makes the call
+    const launch = callee.includes('<')
+      ? `::rmas_emu::launch(${callee}, ${name}, ${cfg})`
+      : `::rmas_emu::launch_deduced([](auto&&... rmas_a) { ${callee}(rmas_a...); }, ${name}, ${cfg})`;
+    s = `${s.slice(0, i)}${launch}${s.slice(close + 3)}`;
+  }
+  return `#line 1 ${JSON.stringify(file)}\n${s}`;
+}
+
+function compiler() {
+  for (const c of [process.env.CXX, 'g++', 'c++']) {
+    if (!c) continue;
+    const found = (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, c))) || existsSync(c);
+    if (found) return c;
+  }
+  die('no C++ compiler (g++) on PATH; install g++ (Debian: apt-get install g++)');
+}
+
+function run(cmd, args) {
+  return new Promise((done) => {
+    const p = spawn(cmd, args, { cwd: root });
+    let text = '';
+    p.stdout.on('data', (d) => (text += d));
+    p.stderr.on('data', (d) => (text += d));
+    p.on('close', (code) => done({ code, text }));
+    p.on('error', (e) => done({ code: -1, text: String(e) }));
+  });
+}
+
+async function main() {
+  const t0 = performance.now();
+  const cxx = compiler();
+  const nodeInclude = [resolve(process.execPath, '../../include/node'), '/usr/include/node', '/usr/local/include/node'].find((d) =>
+    existsSync(join(d, 'node_api.h')),
+  );
+  if (!nodeInclude) die(`node_api.h not found next to ${process.execPath} or in /usr/include/node (install the Node.js headers)`);
+  let addonApi;
+  try {
+    addonApi = dirname(createRequire(join(root, 'package.json')).resolve('node-addon-api/napi.h'));
+  } catch {
+    die('node-addon-api is not installed (run npm install)');
+  }
+  if (process.argv.includes('--force')) rmSync(out, { recursive: true, force: true });
+  mkdirSync(gen, { recursive: true });
+
+  const src = join(cuda, 'src');
+  const sources = [
+    ...readdirSync(src).filter((f) => /\.(cc|cu)$/.test(f)).map((f) => join(src, f)),
+    ...readdirSync(join(src, 'kernels')).filter((f) => f.endsWith('.cu')).map((f) => join(src, 'kernels', f)),
+    join(cuda, 'emu/runtime.cc'),
+  ];
+  const headers = [
+    ...readdirSync(src).filter((f) => /\.(h|cuh)$/.test(f)).map((f) => join(src, f)),
+    ...readdirSync(join(src, 'kernels')).filter((f) => /\.(h|cuh)$/.test(f)).map((f) => join(src, 'kernels', f)),
+    join(cuda, 'emu/emu.h'),
+    ...readdirSync(join(cuda, 'emu/include')).map((f) => join(cuda, 'emu/include', f)),
+  ];
+  for (const h of headers) if (h.endsWith('.cuh') && readFileSync(h, 'utf8').includes('<<<')) die(`${h}: kernel launches belong in .cu files`);
+  const newestHeader = Math.max(...headers.map((h) => statSync(h).mtimeMs), statSync(fileURLToPath(import.meta.url)).mtimeMs);
+  const flags = ['-std=c++17', '-O2', '-g0', '-fPIC', '-ffp-contract=off', '-fvisibility=hidden', '-fexceptions', '-Wall', '-Wno-unknown-pragmas',
+    '-Wno-unused-function', '-DRMAS_CUDA_EMU', '-DNAPI_VERSION=8', '-DNODE_ADDON_API_CPP_EXCEPTIONS', '-DBUILDING_NODE_EXTENSION',
+    `-I${join(cuda, 'emu/include')}`, `-I${src}`, `-I${nodeInclude}`, `-I${addonApi}`, '-include', join(cuda, 'emu/emu.h')];
+
+  const jobs = [];
+  const objects = [];
+  for (const file of sources) {
+    const rel = file.slice(cuda.length + 1).replace(/[/\\]/g, '_');
+    const obj = join(out, `${rel}.o`);
+    objects.push(obj);
+    const stale = !existsSync(obj) || statSync(obj).mtimeMs < Math.max(statSync(file).mtimeMs, newestHeader);
+    if (!stale) continue;
+    let input = file;
+    if (file.endsWith('.cu')) {
+      input = join(gen, `${rel}.cc`);
+      writeFileSync(input, rewrite(readFileSync(file, 'utf8'), file));
+    }
+    // quoted includes resolve against the original file's folder
+    jobs.push([cxx, [...flags, `-iquote${dirname(file)}`, '-x', 'c++', '-c', input, '-o', obj], basename(file)]);
+  }
+  const width = Math.max(1, Math.min(4, availableParallelism()));
+  let next = 0;
+  const errors = [];
+  await Promise.all(Array.from({ length: width }, async () => {
+    while (next < jobs.length && !errors.length) {
+      const [cmd, args, name] = jobs[next++];
+      const r = await run(cmd, args);
+      if (r.code !== 0) errors.push(`${name}:\n${r.text.trim().split('\n').slice(0, 40).join('\n')}`);
+    }
+  }));
+  if (errors.length) die(errors.join('\n'));
+
+  const addon = join(out, 'rmas_cuda.node');
+  const lib = join(out, 'libcublasLt_emu.so');
+  const link = await run(cxx, ['-shared', '-o', addon, ...objects, '-ldl', '-Wl,--allow-shlib-undefined']);
+  if (link.code !== 0) die(link.text);
+  const lt = join(cuda, 'emu/cublaslt_emu.cc');
+  if (!existsSync(lib) || statSync(lib).mtimeMs < statSync(lt).mtimeMs) {
+    const r = await run(cxx, ['-std=c++17', '-O2', '-fPIC', '-shared', '-ffp-contract=off', '-o', lib, lt]);
+    if (r.code !== 0) die(r.text);
+  }
+  console.log(`rmas: cuda emulator built (${jobs.length} of ${sources.length} sources compiled) in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${addon}`);
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await main();
