@@ -15,7 +15,8 @@
  *   (f) ask: the shipped tiny system (models/tiny/system) on 16 test questions, greedy, text-MAS and
  *       RecursiveMAS at 2 rounds, on cuda and on the CPU reference: the same number correct (±1).
  * Without a usable CUDA device it prints why and exits 0 ("skipped: needs a CUDA device").
- * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices|train|ask runs one part.
+ * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices|train|ask runs one part;
+ * RMAS_CUDA_CASES=<regex> runs the parity cases whose "group/name" matches.
  */
 import { readFileSync } from 'node:fs';
 import type { DType } from '../src/formats/dtype';
@@ -54,8 +55,15 @@ async function parity() {
   const missing = new Map<string, string[]>();
   let passed = 0;
   let total = 0;
+  let webgpuOnly = 0;
+  const pick = process.env.RMAS_CUDA_CASES ? new RegExp(process.env.RMAS_CUDA_CASES) : null;
   for (const { group, cases } of allCases) {
     for (const [i, c] of cases.entries()) {
+      if (pick && !pick.test(`${group}/${c.name}`)) continue;
+      if (c.webgpuOnly) {
+        webgpuOnly++;
+        continue;
+      }
       total++;
       // the cases use env.gpu only through the Backend interface; ParityEnv types it as the WebGPU backend
       const env: ParityEnv = { gpu: cuda, cpu: new CpuBackend(), rng: newRng(1000 + i), f16: true };
@@ -77,7 +85,7 @@ async function parity() {
     }
   }
   for (const [op, cases] of missing) failures.push(`missing cuda hook: ${op} (${cases.length} case${cases.length > 1 ? 's' : ''}, e.g. ${cases[0]})`);
-  log(`(a) parity: ${passed}/${total} cases passed; ${missing.size} op(s) without a cuda hook`);
+  log(`(a) parity: ${passed}/${total} cases passed; ${missing.size} op(s) without a cuda hook; ${webgpuOnly} WebGPU-only case(s) not run`);
 }
 
 async function golden() {

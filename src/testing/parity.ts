@@ -22,6 +22,8 @@ export interface ParityEnv {
 export interface ParityCase {
   name: string;
   run(env: ParityEnv): Promise<void>;
+  /** The case checks WebGPU's own machinery (bindings split into chunks, folded grids) on a WebGpuBackend it makes; other backends' runs skip it. */
+  webgpuOnly?: true;
 }
 
 /** The same values on both backends. */

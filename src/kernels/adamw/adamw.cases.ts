@@ -107,6 +107,7 @@ export const cases: ParityCase[] = [
   {
     // grids fold into y above 7 workgroups on this device: 5000 elements are 20 workgroups
     name: 'adamw, assign and fill on folded grids [5000]',
+    webgpuOnly: true,
     async run(env) {
       const small = await smallDevice(null);
       try {

@@ -96,6 +96,7 @@ export const cases: ParityCase[] = [
   {
     // bindings of 1 KiB split [40, 17] logits into 3 chunks of 15 rows; grids fold above 7 workgroups
     name: 'losses on split logits and folded grids',
+    webgpuOnly: true,
     async run(env) {
       const small = await smallDevice();
       try {

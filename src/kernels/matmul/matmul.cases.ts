@@ -1,4 +1,4 @@
-import { F } from '../../autograd';
+import { F, Tape } from '../../autograd';
 import { decode, encode } from '../../formats/encode';
 import type { QuantDType } from '../../formats/dtype';
 import type { Tensor } from '../../tensor/tensor';
@@ -59,13 +59,36 @@ const batchCases: ParityCase[] = [
   },
 ];
 
-/** GEMV and tiled paths forced on the same problem, both against the CPU reference. */
-async function bothPaths(env: ParityEnv, x: { g: Tensor; c: Tensor }, w: { g: Tensor; c: Tensor }, bias: { g: Tensor; c: Tensor } | null, tol: Tolerance, label: string) {
-  const ins = (s: 'g' | 'c') => (bias ? [x[s], w[s], bias[s]] : [x[s], w[s]]);
-  const ref = env.cpu.run(matmulKernel, ins('c'), { transB: true })[0];
+type Pair = { g: Tensor; c: Tensor };
+
+/**
+ * GEMV and tiled paths forced on the same problem, both against the CPU reference. `xGemm` (when given) is
+ * the reference's x for the paths that reach cuBLASLt: cuda's 'gemv' hint with a half weight.
+ */
+async function bothPaths(env: ParityEnv, x: Pair, w: Pair, bias: Pair | null, tol: Tolerance, label: string, xGemm?: Tensor) {
+  const ins = (xs: Tensor, s: 'g' | 'c') => (bias ? [xs, w[s], bias[s]] : [xs, w[s]]);
   for (const path of ['gemv', 'tiled'] as const) {
-    await expectParity(env.gpu.run(matmulKernel, ins('g'), { transB: true, path })[0], ref, tol, `${label} ${path}`);
+    const xc = path === 'gemv' && xGemm ? xGemm : x.c;
+    const ref = env.cpu.run(matmulKernel, ins(xc, 'c'), { transB: true })[0];
+    await expectParity(env.gpu.run(matmulKernel, ins(x.g, 'g'), { transB: true, path })[0], ref, tol, `${label} ${path}`);
   }
+}
+
+/** dx = g·W through a frozen f16/bf16 weight on a backend that rounds g to the weight's type: against g rounded, times W, on the CPU. */
+async function halfInputDx(env: ParityEnv, dt: 'f16' | 'bf16', xv: Float32Array, bytes: Uint8Array, M: number, N: number, K: number) {
+  const seed = env.rng.normals(M * N);
+  const x = env.gpu.fromValues(xv, [M, K]);
+  x.requiresGrad = true;
+  const w = env.gpu.fromBytes(bytes, [N, K], dt);
+  const tape = new Tape();
+  const y = tape.run(() => F.linear(x, w));
+  const g = env.gpu.fromValues(seed, [M, N]);
+  await tape.backward(y, g);
+  const gr = env.cpu.fromValues(decode(dt, encode(dt, seed, [M, N]), [M, N]), [M, N]);
+  const wc = env.cpu.fromValues(decode(dt, bytes, [N, K]), [N, K]);
+  await expectParity(x.grad!, F.matmul(gr, wc), tolK(Math.max(K, N)), `${dt} dx (g rounded to ${dt})`);
+  tape.dispose();
+  for (const t of [x, w, g, gr, wc]) t.dispose();
 }
 
 const weightCases: ParityCase[] = (['f32', 'f16', 'bf16', 'q8_0', 'q4_0'] as const).flatMap((dt) =>
@@ -78,18 +101,25 @@ const weightCases: ParityCase[] = (['f32', 'f16', 'bf16', 'q8_0', 'q4_0'] as con
         const wv = env.rng.normals(N * K);
         const bv = env.rng.normals(N);
         const bytes = encode(dt, wv, [N, K]);
+        // cuda multiplies f16/bf16 weights on cuBLASLt's tensor cores, the f32 operand (x forward, the output
+        // gradient backward) rounded to the weight's type first (native/cuda/src/gemm_lt.cu; its matmul_tiled
+        // fallback multiplies in f32): the reference rounds it the same way, so the comparison stays at f32 tolerance
+        const halfInput = env.gpu.kind === 'cuda' && (dt === 'f16' || dt === 'bf16');
         const x = { g: env.gpu.fromValues(xv, [M, K]), c: env.cpu.fromValues(xv, [M, K]) };
+        const xGemm = halfInput ? env.cpu.fromValues(decode(dt, encode(dt, xv, [M, K]), [M, K]), [M, K]) : undefined;
         const w = { g: env.gpu.fromBytes(bytes, [N, K], dt), c: env.cpu.fromBytes(bytes, [N, K], dt) };
         const b = { g: env.gpu.fromValues(bv, [N]), c: env.cpu.fromValues(bv, [N]) };
-        await bothPaths(env, x, w, b, tolK(K), `${dt} linear`);
-        await bothPaths(env, x, w, null, tolK(K), `${dt} linear (no bias)`);
+        await bothPaths(env, x, w, b, tolK(K), `${dt} linear`, xGemm);
+        await bothPaths(env, x, w, null, tolK(K), `${dt} linear (no bias)`, xGemm);
+        xGemm?.dispose();
         if (dt === 'q8_0' || dt === 'q4_0') {
           // the issue's check, spelled out: dequantize on the CPU, then an f32 matmul, equals the fused kernel
           const wf = env.cpu.fromValues(decode(dt, bytes, [N, K]), [N, K]);
           await expectParity(F.linear(x.g, w.g), F.linear(x.c, wf), tolK(K), `${dt} fused vs dequantize-then-matmul`);
         }
         // frozen weight: only dx = g·W, the weight read without transB (a B split along K accumulates)
-        await expectGradParity(env, `${dt} dx`, (a, ww) => F.linear(a, ww), [{ values: xv, shape: [M, K] }, { values: decode(dt, bytes, [N, K]), shape: [N, K], dtype: dt === 'f32' ? undefined : dt, grad: false }], tolK(Math.max(K, N)));
+        if (halfInput) await halfInputDx(env, dt as 'f16' | 'bf16', xv, bytes, M, N, K);
+        else await expectGradParity(env, `${dt} dx`, (a, ww) => F.linear(a, ww), [{ values: xv, shape: [M, K] }, { values: decode(dt, bytes, [N, K]), shape: [N, K], dtype: dt === 'f32' ? undefined : dt, grad: false }], tolK(Math.max(K, N)));
         for (const t of [x, w, b]) t.g.dispose(), t.c.dispose();
       },
     })),

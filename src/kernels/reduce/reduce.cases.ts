@@ -88,6 +88,7 @@ export const cases: ParityCase[] = [
     // and that a grid dimension holds 7 workgroups (every grid above 7 folds into y, as grids above
     // 65,535 workgroups do on real devices, without running 65,536 workgroups here)
     name: 'reduce and clip walk tensors split across bindings, on folded grids',
+    webgpuOnly: true,
     async run(env) {
       const small = await smallDevice();
       try {

@@ -52,6 +52,7 @@ export const cases: ParityCase[] = [
   },
   {
     name: 'rows ops on tensors split across bindings (1 KiB bindings: 15 rows of 17 a chunk)',
+    webgpuOnly: true,
     async run(env) {
       const small = await WebGpuBackend.create({ bindingLimit: 1024, maxWorkgroupsPerDimension: 7 });
       try {

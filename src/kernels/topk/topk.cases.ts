@@ -65,6 +65,7 @@ export const cases: ParityCase[] = [
   },
   {
     name: 'topk on a tensor split across bindings (1 KiB bindings: 5 rows of 50 a chunk)',
+    webgpuOnly: true,
     async run(env) {
       const small = await WebGpuBackend.create({ bindingLimit: 1024, maxWorkgroupsPerDimension: 7 });
       try {

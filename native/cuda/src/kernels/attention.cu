@@ -346,7 +346,8 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int i = 0; i < RPW; i++) {
       const bool vis = j >= lo[i] && j < hi[i];
       const float pr = vis ? expf(dot[i] * p.scale - rowLse[i]) : 0.f;
-      const float ds = pr * (dp[i] - rowDi[i]) * p.scale;
+      // exactly 0 off the mask, whatever dp holds (a key slot past kvLen may hold anything, NaN included)
+      const float ds = vis ? pr * (dp[i] - rowDi[i]) * p.scale : 0.f;
       for (int jj = 0; jj < KT; jj++) {
         const float dsj = __shfl_sync(0xffffffffu, ds, jj);
 #pragma unroll
@@ -438,7 +439,8 @@ __global__ void __launch_bounds__(WARPS * 32)
       const int64_t j = j0 + warp * RPW + i;
       const bool vis = j < jEnd && j >= lo && j < hi;
       const float pr = vis ? expf(dot[i] * p.scale - ls[lane]) : 0.f;
-      const float ds = pr * (dp[i] - dis[lane]) * p.scale;
+      // exactly 0 off the mask: keys past kvLen are loaded (up to S) and may hold anything, NaN included
+      const float ds = vis ? pr * (dp[i] - dis[lane]) * p.scale : 0.f;
       for (int rr = 0; rr < KT; rr++) {
         const float prr = __shfl_sync(0xffffffffu, pr, rr), dsr = __shfl_sync(0xffffffffu, ds, rr);
 #pragma unroll
