@@ -100,6 +100,8 @@ async function main() {
   const sources = [
     ...readdirSync(src).filter((f) => /\.(cc|cu)$/.test(f)).map((f) => join(src, f)),
     ...readdirSync(join(src, 'kernels')).filter((f) => f.endsWith('.cu')).map((f) => join(src, 'kernels', f)),
+    // the emulator's own kernels (its self-tests), rewritten like the addon's
+    ...readdirSync(join(cuda, 'emu')).filter((f) => f.endsWith('.cu')).map((f) => join(cuda, 'emu', f)),
     join(cuda, 'emu/runtime.cc'),
   ];
   const headers = [

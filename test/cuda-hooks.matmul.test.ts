@@ -14,7 +14,7 @@ import {
   attentionBackwardKVKernel, attentionBackwardQKernel, attentionKernel, attentionRowDotKernel, kvAppendKernel,
 } from '../src/kernels/attention/index.ts';
 import type { AttentionAttrs } from '../src/kernels/attention/index.ts';
-import { type CpuArray, type CudaLauncher, type CudaRef, type KernelDef, type Meta, numelOf } from '../src/kernels/kernel.ts';
+import { type CpuArray, type CudaLauncher, type CudaRef, type HalfGemm, type KernelDef, type Meta, numelOf } from '../src/kernels/kernel.ts';
 import { type MatmulAttrs, matmulKernel } from '../src/kernels/matmul/index.ts';
 import { assertClose } from '../src/testing/close.ts';
 import { Rng } from '../src/testing/rng.ts';
@@ -30,6 +30,7 @@ interface Launch {
 
 class FakeDevice implements CudaLauncher {
   readonly capability = { major: 9, minor: 0 };
+  constructor(readonly halfGemm: HalfGemm = 'round') {}
   readonly launches: Launch[] = [];
   readonly temps: number[] = [];
   private readonly bufs = new Map<bigint, CpuArray>();
@@ -103,10 +104,12 @@ const MODELS: Record<string, Model> = {
   // the gemm_lt contract: row-major C[M, N] = alpha·op(A)·op(B) (+ bias[N]) (+ C when accumulate), batched
   gemm_lt(dev, { ptrs, ints, floats }) {
     expect(ptrs.length).toBe(4);
-    expect(ints.length).toBe(15);
+    expect(ints.length).toBe(16);
     expect(floats.length).toBe(1);
-    const [M, N, K, batch, tA, tB, lda, ldb, ldc, sA, sB, sC, dtA, dtB, accumulate] = ints;
+    const [M, N, K, batch, tA, tB, lda, ldb, ldc, sA, sB, sC, dtA, dtB, accumulate, split] = ints;
     expect(CODE[dtA]).toBe('f32');
+    // split (hi + lo halves of A) only with a half B; the model multiplies exactly, as split approximates
+    expect(split === 0 || (split === 1 && CODE[dtB] !== 'f32')).toBe(true);
     expect(lda).toBeGreaterThanOrEqual(tA ? M : K);
     expect(ldb).toBeGreaterThanOrEqual(tB ? K : N);
     expect(ldc).toBeGreaterThanOrEqual(N);
@@ -319,8 +322,8 @@ function weight(shape: number[], dtype: DType): Input {
   return { meta: { shape, dtype }, data };
 }
 
-function runBoth<A>(kernel: KernelDef<A>, inputs: Input[], attrs: A) {
-  const dev = new FakeDevice();
+function runBoth<A>(kernel: KernelDef<A>, inputs: Input[], attrs: A, halfGemm?: HalfGemm) {
+  const dev = new FakeDevice(halfGemm);
   const metas = inputs.map((x) => x.meta);
   const outMetas = kernel.outputs(metas, attrs);
   // in-place kernels (kv_append) write their inputs: give the device its own copy
@@ -350,36 +353,47 @@ describe('matmul cuda hook', () => {
   it('plain A·B: one gemm_lt, row-major, no transposes', () => {
     const r = mm([f64In([3, 5]), weight([5, 7], 'f32')], {});
     const [a, b] = A(r);
-    expect(r.dev.launches).toEqual([{ kernel: 'gemm_lt', ptrs: [a, b, O(r)[0], 0n], ints: [3, 7, 5, 1, 0, 0, 5, 7, 7, 15, 0, 21, 0, 0, 0], floats: [1] }]);
+    expect(r.dev.launches).toEqual([{ kernel: 'gemm_lt', ptrs: [a, b, O(r)[0], 0n], ints: [3, 7, 5, 1, 0, 0, 5, 7, 7, 15, 0, 21, 0, 0, 0, 0], floats: [1] }]);
     expectSameAsCpu(r);
   });
 
   it('x [2, 4, 16]·Wᵀ with a bf16 W [8, 16] and a bias: leading dims fold into M, transB, bias pointer', () => {
     const r = mm([f64In([2, 4, 16]), weight([8, 16], 'bf16'), f64In([8])], { transB: true });
     const [a, b, bias] = A(r);
-    expect(r.dev.launches).toEqual([{ kernel: 'gemm_lt', ptrs: [a, b, O(r)[0], bias], ints: [8, 8, 16, 1, 0, 1, 16, 16, 8, 0, 0, 0, 0, 2, 0], floats: [1] }]);
+    expect(r.dev.launches).toEqual([{ kernel: 'gemm_lt', ptrs: [a, b, O(r)[0], bias], ints: [8, 8, 16, 1, 0, 1, 16, 16, 8, 0, 0, 0, 0, 2, 0, 0], floats: [1] }]);
     expectSameAsCpu(r);
+  });
+
+  it("HalfGemm 'split' sets gemm_lt's split flag for half weights only", () => {
+    const mmSplit = (inputs: Input[], attrs: MatmulAttrs) => runBoth(matmulKernel, inputs, attrs, 'split');
+    for (const dt of ['bf16', 'f16'] as const) {
+      const r = mmSplit([f64In([2, 4, 16]), weight([8, 16], dt), f64In([8])], { transB: true });
+      expect(r.dev.launches.map((l) => [l.kernel, ...l.ints])).toEqual([['gemm_lt', 8, 8, 16, 1, 0, 1, 16, 16, 8, 0, 0, 0, 0, dt === 'bf16' ? 2 : 1, 0, 1]]);
+      expectSameAsCpu(r);
+    }
+    const f = mmSplit([f64In([3, 5]), weight([5, 7], 'f32')], {});
+    expect(f.dev.launches.map((l) => l.ints[15])).toEqual([0]);
   });
 
   it('batched: [2, 3, 4, 5]·[2, 3, 6, 5]ᵀ and [2, 5, 4]ᵀ·[2, 5, 6] map to strided batches', () => {
     const r1 = mm([f64In([2, 3, 4, 5]), weight([2, 3, 6, 5], 'f32')], { transB: true });
-    expect(r1.dev.launches.map((l) => l.ints)).toEqual([[4, 6, 5, 6, 0, 1, 5, 5, 6, 20, 30, 24, 0, 0, 0]]);
+    expect(r1.dev.launches.map((l) => l.ints)).toEqual([[4, 6, 5, 6, 0, 1, 5, 5, 6, 20, 30, 24, 0, 0, 0, 0]]);
     expectSameAsCpu(r1);
     const r2 = mm([f64In([2, 5, 4]), weight([2, 5, 6], 'f32')], { transA: true });
-    expect(r2.dev.launches.map((l) => l.ints)).toEqual([[4, 6, 5, 2, 1, 0, 4, 6, 6, 20, 30, 24, 0, 0, 0]]);
+    expect(r2.dev.launches.map((l) => l.ints)).toEqual([[4, 6, 5, 2, 1, 0, 4, 6, 6, 20, 30, 24, 0, 0, 0, 0]]);
     expectSameAsCpu(r2);
   });
 
   it('batch-sum (weight gradient): all rows of every batch form one K, a single transA gemm_lt', () => {
     const r = mm([f64In([2, 3, 4]), weight([2, 3, 5], 'f32')], { transA: true, sumBatch: true });
-    expect(r.dev.launches.map((l) => [l.kernel, ...l.ints])).toEqual([['gemm_lt', 4, 5, 6, 1, 1, 0, 4, 5, 5, 0, 0, 0, 0, 0, 0]]);
+    expect(r.dev.launches.map((l) => [l.kernel, ...l.ints])).toEqual([['gemm_lt', 4, 5, 6, 1, 1, 0, 4, 5, 5, 0, 0, 0, 0, 0, 0, 0]]);
     expectSameAsCpu(r);
   });
 
   it('transC: f32 B swaps operands (Cᵀ = op(B)ᵀ·op(A)ᵀ); a bf16 B falls back to matmul_tiled', () => {
     const r1 = mm([f64In([3, 7]), weight([5, 7], 'f32')], { transB: true, transC: true });
     const [a, b] = A(r1);
-    expect(r1.dev.launches).toEqual([{ kernel: 'gemm_lt', ptrs: [b, a, O(r1)[0], 0n], ints: [5, 3, 7, 1, 0, 1, 7, 7, 3, 0, 21, 15, 0, 0, 0], floats: [1] }]);
+    expect(r1.dev.launches).toEqual([{ kernel: 'gemm_lt', ptrs: [b, a, O(r1)[0], 0n], ints: [5, 3, 7, 1, 0, 1, 7, 7, 3, 0, 21, 15, 0, 0, 0, 0], floats: [1] }]);
     expectSameAsCpu(r1);
     const r2 = mm([f64In([3, 7]), weight([5, 7], 'bf16')], { transB: true, transC: true });
     expect(r2.dev.launches.map((l) => [l.kernel, ...l.ints])).toEqual([['matmul_tiled', 1, 3, 5, 7, 21, 7, 1, 0, 7, 1, 15, 1, 3, 2]]);

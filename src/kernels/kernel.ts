@@ -51,7 +51,17 @@ export interface CudaLauncher {
   temp(bytes: number): bigint;
   /** Compute capability of the device, e.g. { major: 9, minor: 0 } on H100/H200. */
   readonly capability: { major: number; minor: number };
+  /** How cuBLASLt products with f16/bf16 weights carry the f32 operand (default 'round'; see HalfGemm). */
+  readonly halfGemm?: HalfGemm;
 }
+
+/**
+ * The f32 operand of a cuBLASLt product with f16/bf16 weights (native/cuda/src/gemm_lt.cu): 'round' converts it
+ * to the weight's type (8 significant bits for bf16: upstream's bf16 numerics, the fastest); 'split' carries it
+ * as a sum of halves, one product each: 3 bf16 parts hold all of an f32 (f32 results, 3x the tensor-core work),
+ * 2 f16 parts 22 bits (2x).
+ */
+export type HalfGemm = 'round' | 'split';
 
 /** The dtype codes of native/cuda/src/registry.h (enum rmas::DType). */
 export const CUDA_DTYPE: Readonly<Record<DType, number>> = { f32: 0, f16: 1, bf16: 2, q8_0: 3, q4_0: 4, i32: 5 };

@@ -13,6 +13,7 @@ import { innerLinkShapes, outerLinkShapes, resolveInnerLinkType, resolveOuterLin
 import { getStyle, schedule } from '../mas/styles';
 import { type DecoderConfig, parseDecoderConfig } from '../model/config';
 import { VIEW_ALIGN } from '../tensor/backend';
+import { halfGemmFromEnv } from '../tensor/cuda';
 import { type AgentForward, type DeviceMemoryPlan, type LinkParams, type MemoryPlan, type MemoryPlanInput, type RecomputeMode, formatBytes as fmt, planPlacedMemory, planTrainingMemory } from '../train/memory';
 import { placeRoles } from './devices';
 
@@ -161,7 +162,8 @@ export function planFromArgs(a: PlanArgs): PlanMemoryResult {
     // the inner links are frozen in outer training, but each still is a FlatParams with its optimizer buffers
     ...agents.map((x) => ({ name: `inner_${x.name}`, params: flatSize(innerLinkShapes(innerType, x.config.hidden)), trainable: false })),
   ];
-  const input: MemoryPlanInput = { agents: forwards, links, recompute, budgetBytes: Math.floor(budgetGb * GIB) };
+  // the cuda runner's half-weight products follow RMAS_CUDA_HALF_GEMM; 'split' keeps a second copy of the operand
+  const input: MemoryPlanInput = { agents: forwards, links, recompute, budgetBytes: Math.floor(budgetGb * GIB), halfGemm: halfGemmFromEnv() };
   const plan = planTrainingMemory(input);
   const names = style ? style.roles.map((r) => r.key) : agents.map((x) => x.name);
   const linkAgent = new Map<string, string>([...pairs.map(([name, from]) => [name, from] as [string, string]), ...agents.map((x) => [`inner_${x.name}`, x.name] as [string, string])]);

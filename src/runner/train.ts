@@ -16,6 +16,7 @@ import { getStyle, type StyleSpec } from '../mas/styles';
 import { embeddedPath, embeddedRoot, loadEmbeddedPrompts, missingTinySystem } from '../mas/system';
 import { adapterTaskFor, hfCacheSnapshot, outerManifests, pickInnerFile, readLinkFile, resolveOuterFolder } from '../mas/upstream';
 import { loadDecoderFromDir } from '../model';
+import type { HalfGemm } from '../kernels/kernel';
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { latestCheckpoint, loadCheckpoint, saveCheckpoint, type TrainerState } from '../train/checkpoint';
@@ -103,7 +104,8 @@ function autoRecompute(
     ...style.links.map((l) => [l.key, device(l.from)] as const),
     ...[...agents.keys()].map((role) => [`inner_${role}`, device(role)] as const),
   ]);
-  const plans = planPlacedMemory({ agents: forwards, links, recompute: 'auto', budgetBytes: budgets[0] }, Object.fromEntries([...agents.keys()].map((r) => [r, device(r)])), linkDevice, budgets);
+  const halfGemm = (backends[0] as { halfGemm?: HalfGemm }).halfGemm;
+  const plans = planPlacedMemory({ agents: forwards, links, recompute: 'auto', budgetBytes: budgets[0], halfGemm }, Object.fromEntries([...agents.keys()].map((r) => [r, device(r)])), linkDevice, budgets);
   const over = plans.filter((p) => !p.plan.fits);
   if (over.length) {
     throw new TrainingMemoryExceeded(over.map((p) => `${backends[p.device].name} (${p.agents.join(', ')}): ${p.plan.advice}`).join('; '));

@@ -37,4 +37,6 @@ export interface Backend {
   copyFrom?(t: Tensor): Tensor | null;
   /** The raw storage bytes, at once: backends whose reads need not wait for a queue (cpu, cuda). */
   readBytesSync?(t: Tensor): Uint8Array;
+  /** True when products with f16/bf16 weights round the f32 operand to the weight's type (cuda, HalfGemm 'round'). */
+  readonly halfGemmRounds?: boolean;
 }

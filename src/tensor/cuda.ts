@@ -10,7 +10,7 @@ import { CudaUnavailable, GpuOutOfMemory, InvalidArgument, UnsupportedFeature } 
 import { type DType, byteSize } from '../formats/dtype';
 import { decode, encode } from '../formats/encode';
 import { type CudaAddon, addonPath, cudaUnavailableReason, isCudaError, loadCudaAddon } from '../gpu/cuda-addon';
-import type { CudaLauncher, CudaRef, KernelDef, Meta } from '../kernels/kernel';
+import type { CudaLauncher, CudaRef, HalfGemm, KernelDef, Meta } from '../kernels/kernel';
 import type { Backend } from './backend';
 import { VIEW_ALIGN } from './backend';
 import { checkBytes, checkReshape, checkShape, checkValues, checkView, sameBackend } from './check';
@@ -19,6 +19,16 @@ import { type Storage, Tensor } from './tensor';
 export interface CudaOptions {
   /** CUDA device index (default 0). */
   device?: number;
+  /** How products with f16/bf16 weights carry the f32 operand (default: RMAS_CUDA_HALF_GEMM, else 'round'). */
+  halfGemm?: HalfGemm;
+}
+
+/** The HalfGemm of RMAS_CUDA_HALF_GEMM ('round' when unset). */
+export function halfGemmFromEnv(): HalfGemm {
+  const v = process.env.RMAS_CUDA_HALF_GEMM;
+  if (v === undefined || v === '') return 'round';
+  if (v === 'round' || v === 'split') return v;
+  throw new InvalidArgument(`RMAS_CUDA_HALF_GEMM must be 'round' or 'split', got ${JSON.stringify(v)}`);
 }
 
 /** cudaErrorMemoryAllocation */
@@ -33,6 +43,8 @@ export class CudaBackend implements Backend {
   readonly kind = 'cuda' as const;
   readonly name: string;
   readonly capability: { major: number; minor: number };
+  /** How products with f16/bf16 weights carry the f32 operand (HalfGemm); may be changed between runs. */
+  halfGemm: HalfGemm = halfGemmFromEnv();
 
   private constructor(
     readonly addon: CudaAddon,
@@ -48,7 +60,10 @@ export class CudaBackend implements Backend {
   static async create(opts: CudaOptions = {}): Promise<CudaBackend> {
     const device = opts.device ?? 0;
     const open = opened.get(device);
-    if (open) return open;
+    if (open) {
+      if (opts.halfGemm) open.halfGemm = opts.halfGemm;
+      return open;
+    }
     const addon = loadCudaAddon();
     if (typeof addon.use !== 'function') {
       throw new CudaUnavailable(`the CUDA addon at ${addonPath()} predates multi-device support (no use()); rebuild it with \`npm run build:cuda -- --force\``);
@@ -63,8 +78,13 @@ export class CudaBackend implements Backend {
     }
     selected = device;
     const be = new CudaBackend(addon, device, info.name, { major: info.major, minor: info.minor });
+    if (opts.halfGemm) be.halfGemm = opts.halfGemm;
     opened.set(device, be);
     return be;
+  }
+
+  get halfGemmRounds(): boolean {
+    return this.halfGemm === 'round';
   }
 
   /** Points the addon's calls at this backend's device (a no-op while it already is). */
@@ -164,6 +184,7 @@ export class CudaBackend implements Backend {
         return p;
       },
       capability: this.capability,
+      halfGemm: this.halfGemm,
     };
     try {
       for (const meta of outMeta) outRefs.push({ meta, ptr: this.malloc(byteSize(meta.dtype, meta.shape), `${def.name} output [${meta.shape}]`) });

@@ -12,6 +12,7 @@
  * the CUDA context.
  */
 import { InvalidArgument } from '../errors';
+import type { HalfGemm } from '../kernels/kernel';
 import type { DecoderConfig } from '../model/config';
 import { weightSpecs } from '../model/weights';
 
@@ -56,6 +57,8 @@ export interface MemoryPlanInput {
   /** 'auto': recompute the fewest agents, largest saving first, that bring the peak under the budget. */
   recompute: RecomputeMode;
   budgetBytes: number;
+  /** How cuda's half-weight products carry the f32 operand: 'split' keeps up to three half copies of it (default 'round'). */
+  halfGemm?: HalfGemm;
 }
 
 /** One forward's figures, in bytes. */
@@ -196,8 +199,12 @@ function forwardFigures(f: AgentForward, recompute: boolean): ForwardMemory {
   };
 }
 
-/** The bf16/f16 copy gemm_lt makes of the f32 operand A: the largest A of any half-weight GEMM, kept at its largest. */
-function convertBytes(f: AgentForward): number {
+/**
+ * The bf16/f16 copy gemm_lt makes of the f32 operand A: the largest A of any half-weight GEMM, kept at its largest;
+ * with HalfGemm 'split', one copy per part, each 256-byte aligned: three for bf16 weights (two for f16; the plan
+ * knows 2 bytes a weight, not which type, so it counts three).
+ */
+function convertBytes(f: AgentForward, halfGemm: HalfGemm): number {
   if (f.weightBytesPerParam !== 2) return 0;
   const c = f.config;
   const T = f.tokens;
@@ -205,13 +212,17 @@ function convertBytes(f: AgentForward): number {
   // forward: x into q/k/v/gate/up [T, h], attention output into o_proj [T, q], SwiGLU into down_proj [T, I], rows into lm_head;
   // backward (dA = dC·W): q/k/v/o/gate/up/down output gradients (no wider than the forward's) and dlogits [R, V]
   const fwd = T * Math.max(c.hidden, qDim(c), c.intermediate);
-  return 2 * Math.max(fwd, f.recorded && R ? R * c.vocabSize : 0);
+  const half = 2 * Math.max(fwd, f.recorded && R ? R * c.vocabSize : 0);
+  return halfGemm === 'split' ? 3 * Math.ceil(half / 256) * 256 : half;
 }
 
 function check(input: MemoryPlanInput) {
   const pos = (x: number) => Number.isFinite(x) && x > 0;
   if (!input.agents.length) throw new InvalidArgument('planTrainingMemory: no agents');
   if (!pos(input.budgetBytes)) throw new InvalidArgument(`planTrainingMemory: budgetBytes must be positive, got ${input.budgetBytes}`);
+  if (input.halfGemm !== undefined && input.halfGemm !== 'round' && input.halfGemm !== 'split') {
+    throw new InvalidArgument(`planTrainingMemory: halfGemm must be 'round' or 'split', got ${JSON.stringify(input.halfGemm)}`);
+  }
   if (!['none', 'all', 'auto'].includes(input.recompute)) {
     throw new InvalidArgument(`planTrainingMemory: recompute must be 'none', 'all' or 'auto', got ${JSON.stringify(input.recompute)}`);
   }
@@ -247,7 +258,7 @@ function evaluate(input: MemoryPlanInput, recomputed: ReadonlySet<string>): Omit
     if (f.backwardTransient > transient) [transient, transientForward] = [f.backwardTransient, i];
   });
   // the links' f32 GEMMs go through cuBLASLt whatever the agents' weights are
-  const workspace = CUBLASLT_WORKSPACE_BYTES + Math.max(0, ...input.agents.map(convertBytes));
+  const workspace = CUBLASLT_WORKSPACE_BYTES + Math.max(0, ...input.agents.map((f) => convertBytes(f, input.halfGemm ?? 'round')));
   // an unrecorded forward peaks with what the tape already holds from the forwards before it
   let phase = activations + logits + transient;
   let peakForward: number | null = null;

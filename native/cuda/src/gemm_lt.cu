@@ -2,14 +2,21 @@
 //
 // Row-major, batched with element strides:  C[b] = alpha * op(A[b]) * op(B[b]) (+ bias[N]) (+ C[b] when accumulate)
 //   ptrs   [A, B, C, bias or 0]
-//   ints   [M, N, K, batch, transA, transB, lda, ldb, ldc, strideA, strideB, strideC, dtypeA, dtypeB, accumulate]
+//   ints   [M, N, K, batch, transA, transB, lda, ldb, ldc, strideA, strideB, strideC, dtypeA, dtypeB, accumulate, split]
 //           op(A) is [M, K] (A stored [M, K] with row stride lda, or [K, M] when transA = 1);
 //           op(B) is [K, N] (B stored [K, N] with row stride ldb, or [N, K] when transB = 1, i.e. a [out, in] weight);
 //           C is [M, N] with row stride ldc; strides step from one batch entry to the next (0 broadcasts);
 //           dtypeA: F32 (or the same half type as B); dtypeB: F32, F16 or BF16 (rmas::DType codes); C and bias are F32.
+//           split: 0 or 1, see below (only F32 A with half B uses it).
 //   floats [alpha]
 // Half B: A is converted to B's dtype in a workspace and the product runs bf16/f16 x bf16/f16 -> f32 with
-// CUBLAS_COMPUTE_32F. F32 B: CUBLAS_COMPUTE_32F (exact f32); RMAS_CUDA_TF32=1 in the environment allows TF32.
+// CUBLAS_COMPUTE_32F, so A carries 8 (bf16) or 11 (f16) significant bits, as upstream's bf16 training does.
+// With split = 1, A is carried as a sum of halves, each the rounding of what the previous ones leave (p0 = half(A),
+// p1 = half(A - p0), ...), one product per part accumulating into C: three bf16 parts hold all 24 bits of an f32
+// (the product is an f32 product up to summation order), two f16 parts 22 bits. That is 3 (bf16) or 2 (f16) times
+// the tensor-core work. (f16's range still applies: |A| over 65504 overflows, and the low part loses bits below
+// f16's subnormals.)
+// F32 B: CUBLAS_COMPUTE_32F (exact f32); RMAS_CUDA_TF32=1 in the environment allows TF32.
 // The bias goes through the BIAS epilogue, or a small kernel when no algorithm offers that epilogue.
 //
 // cuBLASLt is column-major: row-major C[M,N] is column-major C^T[N,M], so we compute C^T = op(B)^T op(A)^T,
@@ -71,10 +78,22 @@ template <>
 __device__ __half fromFloat<__half>(float x) { return __float2half_rn(x); }
 template <>
 __device__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ inline float toFloat(__half h) { return __half2float(h); }
+__device__ inline float toFloat(__nv_bfloat16 h) { return __bfloat162float(h); }
 
+// parts (1 to kMaxParts) half copies of in, part p at out + p * stride elements: p0 = half(in), p1 = half(in - p0),
+// ... (each remainder is exact in f32)
+constexpr int kMaxParts = 3;
 template <typename T>
-__global__ void convertKernel(const float* __restrict__ in, T* __restrict__ out, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) out[i] = fromFloat<T>(in[i]);
+__global__ void convertKernel(const float* __restrict__ in, T* __restrict__ out, int64_t stride, int parts, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    float x = in[i];
+    for (int p = 0; p < parts; p++) {
+      const T h = fromFloat<T>(x);
+      out[p * stride + i] = h;
+      x -= toFloat(h);
+    }
+  }
 }
 
 // C = (keep ? C : 0) + (bias ? bias[n] : 0) over batch x M x N (strided rows): the bias when no epilogue
@@ -155,7 +174,7 @@ cudaError_t makePlan(const rmas::lt::Api& lt, DeviceState& dev, const int64_t* v
     st = lt.matmulDescSetAttribute(plan.desc, rmas::lt::kDescEpilogue, &epi, sizeof epi);
     if (st == rmas::lt::kSuccess) st = lt.matmulDescSetAttribute(plan.desc, rmas::lt::kDescBiasPointer, &probe, sizeof probe);
     if (st == rmas::lt::kSuccess) st = lt.algoGetHeuristic(dev.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &res, &found);
-    plan.epilogueBias = st == rmas::lt::kSuccess && found > 0;
+    plan.epilogueBias = st == rmas::lt::kSuccess && found > 0 && res.state == rmas::lt::kSuccess;
     if (!plan.epilogueBias) {
       const uint32_t def = rmas::lt::kEpilogueDefault;
       st = lt.matmulDescSetAttribute(plan.desc, rmas::lt::kDescEpilogue, &def, sizeof def);
@@ -166,19 +185,27 @@ cudaError_t makePlan(const rmas::lt::Api& lt, DeviceState& dev, const int64_t* v
   lt.preferenceDestroy(pref);
   if (st != rmas::lt::kSuccess) return fail(st, "MatmulAlgoGetHeuristic");
   if (!found) return fail(15, "MatmulAlgoGetHeuristic (no algorithm for this shape and dtype)");
+  if (res.state != rmas::lt::kSuccess) return fail(res.state, "MatmulAlgoGetHeuristic (its result)");
   plan.algo = res.algo;
   return cudaSuccess;
 }
 
 cudaError_t launchGemmLt(const rmas::LaunchArgs& a) {
-  if (!rmas::counts(a, 4, 15, 1)) return cudaErrorInvalidValue;
+  if (!rmas::counts(a, 4, 16, 1)) return cudaErrorInvalidValue;
   const int64_t* v = a.ints;
-  const int64_t M = v[0], N = v[1], K = v[2], batch = v[3], transA = v[4], lda = v[6], ldc = v[8], sA = v[9], sC = v[11];
-  const int64_t dtA = v[12], dtB = v[13], accumulate = v[14];
+  const int64_t M = v[0], N = v[1], K = v[2], batch = v[3], transA = v[4], transB = v[5], lda = v[6], ldb = v[7], ldc = v[8];
+  const int64_t sA = v[9], sB = v[10], sC = v[11], dtA = v[12], dtB = v[13], accumulate = v[14], split = v[15];
   const float alpha = (float)a.floats[0];
   float* C = rmas::ptr<float>(a, 2);
   const float* bias = rmas::ptr<const float>(a, 3);
   if (M < 0 || N < 0 || K < 0 || batch < 0) return cudaErrorInvalidValue;
+  // row strides cover a row, batch strides are not negative (the conversion reads the span they describe)
+  if (lda < (transA ? M : K) || ldb < (transB ? K : N) || ldc < N || sA < 0 || sB < 0 || sC < 0 || (split != 0 && split != 1)) {
+    rmas::lt::set_detail("gemm_lt: lda %lld, ldb %lld, ldc %lld or a batch stride (%lld, %lld, %lld) does not fit M %lld, N %lld, K %lld, or split %lld is not 0/1",
+                         (long long)lda, (long long)ldb, (long long)ldc, (long long)sA, (long long)sB, (long long)sC, (long long)M, (long long)N,
+                         (long long)K, (long long)split);
+    return cudaErrorInvalidValue;
+  }
   if (dtB != rmas::F32 && dtB != rmas::F16 && dtB != rmas::BF16) {
     rmas::lt::set_detail("gemm_lt: dtypeB %lld is not F32, F16 or BF16", (long long)dtB);
     return cudaErrorInvalidValue;
@@ -207,43 +234,66 @@ cudaError_t launchGemmLt(const rmas::LaunchArgs& a) {
     if ((e = ensure(dev.workspace, have, kLtWorkspace, a.stream)) != cudaSuccess) return e;
   }
 
-  // A in B's half type, same layout (lda, strideA) over the span the product reads
+  // A in B's half type, same layout (lda, strideA) over the span the product reads; with split, every part of it,
+  // each part 256-byte aligned
   const void* A = rmas::ptr<const void>(a, 0);
+  const void* parts[kMaxParts] = {A, nullptr, nullptr};
+  int nparts = 1;
   const int64_t opType = dtB;
   if (dtA == rmas::F32 && dtB != rmas::F32) {
     const int64_t rowsA = transA ? K : M, colsA = transA ? M : K;
     const int64_t span = (batch - 1) * sA + (rowsA - 1) * lda + colsA;
-    if ((e = ensure(dev.convert, dev.convertBytes, size_t(span) * 2, a.stream)) != cudaSuccess) return e;
-    if (dtB == rmas::BF16) convertKernel<__nv_bfloat16><<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A), static_cast<__nv_bfloat16*>(dev.convert), span);
-    else convertKernel<__half><<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A), static_cast<__half*>(dev.convert), span);
+    const int64_t stride = (span + 127) / 128 * 128;  // elements: 256 bytes of halves
+    nparts = split ? (dtB == rmas::BF16 ? 3 : 2) : 1;
+    if ((e = ensure(dev.convert, dev.convertBytes, size_t(stride) * 2 * nparts, a.stream)) != cudaSuccess) return e;
+    if (dtB == rmas::BF16)
+      convertKernel<__nv_bfloat16><<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A), static_cast<__nv_bfloat16*>(dev.convert), stride, nparts, span);
+    else
+      convertKernel<__half><<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A), static_cast<__half*>(dev.convert), stride, nparts, span);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    A = dev.convert;
+    for (int p = 0; p < nparts; p++) parts[p] = static_cast<const char*>(dev.convert) + size_t(p) * stride * 2;
+    A = parts[0];
   }
 
-  const int align[4] = {alignmentOf(reinterpret_cast<uintptr_t>(A)), alignmentOf(a.ptrs[1]), alignmentOf(a.ptrs[2]),
-                        bias ? alignmentOf(a.ptrs[3]) : 0};
-  Key key{};
-  for (int i = 0; i < 12; i++) key[i] = v[i];
-  key[12] = opType, key[13] = bias != nullptr, key[14] = tf32Allowed(), key[15] = device;
-  for (int i = 0; i < 4; i++) key[16 + i] = align[i];
-  auto it = g_plans.find(key);
-  if (it == g_plans.end()) {
-    Plan plan;
-    e = makePlan(*lt, dev, v, opType, bias != nullptr, align, plan);
-    if (e != cudaSuccess) {
-      if (plan.desc) lt->matmulDescDestroy(plan.desc);
-      for (auto l : {plan.a, plan.b, plan.c}) if (l) lt->matrixLayoutDestroy(l);
-      return e;
+  // the plan for operand A at `Aptr`, with or without the bias (the split's second product adds no bias)
+  auto planFor = [&](const void* Aptr, bool withBias, Plan*& out) -> cudaError_t {
+    const int align[4] = {alignmentOf(reinterpret_cast<uintptr_t>(Aptr)), alignmentOf(a.ptrs[1]), alignmentOf(a.ptrs[2]),
+                          withBias ? alignmentOf(a.ptrs[3]) : 0};
+    Key key{};
+    for (int i = 0; i < 12; i++) key[i] = v[i];
+    key[12] = opType, key[13] = withBias, key[14] = tf32Allowed(), key[15] = device;
+    for (int i = 0; i < 4; i++) key[16 + i] = align[i];
+    auto it = g_plans.find(key);
+    if (it == g_plans.end()) {
+      Plan plan;
+      const cudaError_t pe = makePlan(*lt, dev, v, opType, withBias, align, plan);
+      if (pe != cudaSuccess) {
+        if (plan.desc) lt->matmulDescDestroy(plan.desc);
+        for (auto l : {plan.a, plan.b, plan.c}) if (l) lt->matrixLayoutDestroy(l);
+        return pe;
+      }
+      it = g_plans.emplace(key, plan).first;
     }
-    it = g_plans.emplace(key, plan).first;
-  }
-  Plan& plan = it->second;
-  if (plan.epilogueBias) LT(lt->matmulDescSetAttribute(plan.desc, rmas::lt::kDescBiasPointer, &bias, sizeof bias), "set BIAS_POINTER");
+    out = &it->second;
+    return cudaSuccess;
+  };
+  Plan* plan = nullptr;
+  if ((e = planFor(A, bias != nullptr, plan)) != cudaSuccess) return e;
+  if (plan->epilogueBias) LT(lt->matmulDescSetAttribute(plan->desc, rmas::lt::kDescBiasPointer, &bias, sizeof bias), "set BIAS_POINTER");
   const float beta = accumulate ? 1.f : 0.f;
-  LT(lt->matmul(dev.handle, plan.desc, &alpha, rmas::ptr<const void>(a, 1), plan.a, A, plan.b, &beta, C, plan.c, C, plan.c, &plan.algo,
+  LT(lt->matmul(dev.handle, plan->desc, &alpha, rmas::ptr<const void>(a, 1), plan->a, A, plan->b, &beta, C, plan->c, C, plan->c, &plan->algo,
                 dev.workspace, kLtWorkspace, a.stream),
      "Matmul");
-  if (bias && !plan.epilogueBias) biasKernel<<<blocksFor(batch * M * N), 256, 0, a.stream>>>(C, bias, M, N, ldc, sC, batch, 1);
+  const bool biasPending = bias && !plan->epilogueBias;
+  for (int p = 1; p < nparts; p++) {
+    Plan* partPlan = nullptr;
+    if ((e = planFor(parts[p], false, partPlan)) != cudaSuccess) return e;
+    const float one = 1.f;
+    LT(lt->matmul(dev.handle, partPlan->desc, &alpha, rmas::ptr<const void>(a, 1), partPlan->a, parts[p], partPlan->b, &one, C, partPlan->c, C,
+                  partPlan->c, &partPlan->algo, dev.workspace, kLtWorkspace, a.stream),
+       "Matmul (split, a lower part)");
+  }
+  if (biasPending) biasKernel<<<blocksFor(batch * M * N), 256, 0, a.stream>>>(C, bias, M, N, ldc, sC, batch, 1);
   return cudaGetLastError();
 }
 

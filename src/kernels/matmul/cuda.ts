@@ -8,7 +8,7 @@
  */
 import { InvalidArgument } from '../../errors';
 import { isQuant } from '../../formats/dtype';
-import { type CudaLauncher, type CudaRef, cudaDType } from '../kernel';
+import { type CudaLauncher, type CudaRef, type HalfGemm, cudaDType } from '../kernel';
 import { type MatmulAttrs, type MatmulPlan, planMatmul } from './plan';
 
 /** M up to this uses the quantized GEMV kernel (it keeps GEMV_MR = 8 rows of A in registers). */
@@ -34,9 +34,10 @@ function rowMajor(sr: number, sc: number, rows: number, cols: number): { trans: 
 /**
  * gemm_lt: row-major C[M, N] = alpha·op(A)·op(B) (+ bias[N]), batched with strides.
  * ptrs [A, B, C, bias or 0]; ints [M, N, K, batch, transA, transB, lda, ldb, ldc, strideA, strideB, strideC,
- * dtypeA, dtypeB, accumulate]; floats [alpha]. A and C f32, B f32/f16/bf16. Null when the plan does not fit.
+ * dtypeA, dtypeB, accumulate, split]; floats [alpha]. A and C f32, B f32/f16/bf16 (split: HalfGemm 'split' with a
+ * half B). Null when the plan does not fit.
  */
-export function gemmLtLaunch(p: MatmulPlan, a: CudaRef, b: CudaRef, out: CudaRef, bias: CudaRef | undefined): CudaLaunch | null {
+export function gemmLtLaunch(p: MatmulPlan, a: CudaRef, b: CudaRef, out: CudaRef, bias: CudaRef | undefined, halfGemm: HalfGemm = 'round'): CudaLaunch | null {
   if (p.K === 0) return null;
   const A = rowMajor(p.a.sm, p.a.sk, p.M, p.K);
   if (!A) return null;
@@ -49,7 +50,8 @@ export function gemmLtLaunch(p: MatmulPlan, a: CudaRef, b: CudaRef, out: CudaRef
     return {
       kernel: 'gemm_lt',
       ptrs: [a.ptr, b.ptr, out.ptr, bias ? bias.ptr : 0n],
-      ints: [p.M, p.N, p.K, p.batch, A.trans, transB, A.ld, p.b.cols, C.ld, p.a.sb, strideB, p.c.sb, cudaDType('f32'), dtB, 0],
+      ints: [p.M, p.N, p.K, p.batch, A.trans, transB, A.ld, p.b.cols, C.ld, p.a.sb, strideB, p.c.sb, cudaDType('f32'), dtB, 0,
+        halfGemm === 'split' && b.meta.dtype !== 'f32' ? 1 : 0],
       floats: [1],
     };
   }
@@ -58,7 +60,7 @@ export function gemmLtLaunch(p: MatmulPlan, a: CudaRef, b: CudaRef, out: CudaRef
     return {
       kernel: 'gemm_lt',
       ptrs: [b.ptr, a.ptr, out.ptr, 0n],
-      ints: [p.N, p.M, p.K, p.batch, 1 - transB, 1 - A.trans, p.b.cols, A.ld, C.ld, strideB, p.a.sb, p.c.sb, cudaDType('f32'), cudaDType('f32'), 0],
+      ints: [p.N, p.M, p.K, p.batch, 1 - transB, 1 - A.trans, p.b.cols, A.ld, C.ld, strideB, p.a.sb, p.c.sb, cudaDType('f32'), cudaDType('f32'), 0, 0],
       floats: [1],
     };
   }
@@ -76,7 +78,7 @@ export function tiledLaunch(p: MatmulPlan, a: CudaRef, b: CudaRef, out: CudaRef,
 }
 
 /** The launch the cuda hook makes for a plan; exported for tests. */
-export function planCudaMatmul(p: MatmulPlan, [a, b, bias]: CudaRef[], out: CudaRef, attrs: MatmulAttrs): CudaLaunch | null {
+export function planCudaMatmul(p: MatmulPlan, [a, b, bias]: CudaRef[], out: CudaRef, attrs: MatmulAttrs, halfGemm: HalfGemm = 'round'): CudaLaunch | null {
   if (p.M === 0 || p.N === 0 || p.batch === 0) return null;
   const dtype = b.meta.dtype;
   if (isQuant(dtype)) {
@@ -96,12 +98,12 @@ export function planCudaMatmul(p: MatmulPlan, [a, b, bias]: CudaRef[], out: Cuda
     return tiledLaunch(p, a, b, out, bias);
   }
   // f32/f16/bf16: cuBLASLt whatever the path hint, except a forced 'tiled' (tests of the fallback)
-  return (attrs.path !== 'tiled' && gemmLtLaunch(p, a, b, out, bias)) || tiledLaunch(p, a, b, out, bias);
+  return (attrs.path !== 'tiled' && gemmLtLaunch(p, a, b, out, bias, halfGemm)) || tiledLaunch(p, a, b, out, bias);
 }
 
 /** The matmul KernelDef's cuda hook. */
 export function cudaMatmul(ctx: CudaLauncher, inputs: CudaRef[], out: CudaRef, attrs: MatmulAttrs) {
   const p = planMatmul(inputs[0].meta, inputs[1].meta, inputs[2]?.meta, attrs);
-  const l = planCudaMatmul(p, inputs, out, attrs);
+  const l = planCudaMatmul(p, inputs, out, attrs, ctx.halfGemm);
   if (l) ctx.launch(l.kernel, l.ptrs, l.ints, l.floats);
 }
