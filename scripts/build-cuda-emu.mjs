@@ -8,6 +8,7 @@
 //   callee<<<grid, block[, smem[, stream]]>>>(args)  ->  ::rmas_emu::launch(callee, "callee", grid, block, ...)(args)
 //                                                       (launch_deduced and a calling lambda when callee has no <...>)
 //   extern __shared__ T name[];                       ->  T* name = static_cast<T*>(::rmas_emu::dynamic_smem());
+//   __shared__ T a[N], b[M];                          ->  static T a[N], b[M]; (each poisoned once per block)
 // Incremental: a source is recompiled when it, or any header under native/cuda, is newer than its object.
 // --force rebuilds everything. Needs g++ (C++17) and the Node headers; fails with the compiler's message.
 import { spawn } from 'node:child_process';
@@ -31,6 +32,13 @@ function die(msg) {
 export function rewrite(text, file) {
   let s = text.replace(/extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+(?:\s*\*)?)\s+(\w+)\s*\[\s*\]\s*;/g,
     (_m, type, name) => `${type}* ${name} = static_cast<${type}*>(::rmas_emu::dynamic_smem());`);
+  // static shared arrays: one block lives at a time, so a static; filled with 0xff once per block, as the
+  // launch's dynamic shared memory is, so that a read before any write shows NaN
+  s = s.replace(/__shared__\s+([^;{}]+);/g, (_m, decl) => {
+    const names = topLevelSplit(decl).map((d) => /(\w+)\s*(?:\[|$)/.exec(d.trim())?.[1]);
+    if (names.some((n) => !n)) die(`${file}: cannot parse the __shared__ declaration "${decl}"`);
+    return `static ${decl}; ${names.map((n) => `::rmas_emu::poison_shared(&${n}, sizeof ${n});`).join(' ')}`;
+  });
   let at;
   while ((at = s.indexOf('<<<')) >= 0) {
     // the callee: an identifier (with ::) and optional template arguments, just before <<<
@@ -58,6 +66,24 @@ export function rewrite(text, file) {
     s = `${s.slice(0, i)}${launch}${s.slice(close + 3)}`;
   }
   return `#line 1 ${JSON.stringify(file)}\n${s}`;
+}
+
+/** Declarators of a declaration, split at commas outside brackets. */
+function topLevelSplit(decl) {
+  const parts = [];
+  let depth = 0;
+  let start = 0;
+  for (let i = 0; i < decl.length; i++) {
+    const c = decl[i];
+    if ('[(<'.includes(c)) depth++;
+    else if ('])>'.includes(c)) depth--;
+    else if (c === ',' && depth === 0) {
+      parts.push(decl.slice(start, i));
+      start = i + 1;
+    }
+  }
+  parts.push(decl.slice(start));
+  return parts;
 }
 
 function compiler() {

@@ -96,6 +96,8 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
         'emu_selftest_dyn_smem',
         'emu_selftest_exited_lanes',
         'emu_selftest_missing_sync',
+        'emu_selftest_shared_unwritten',
+        'emu_selftest_split_barrier',
         'emu_selftest_write_past_end',
       ]);
       expect([...k].sort()).toEqual(k);
@@ -173,6 +175,8 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       a.memset(p, 66 * 1024, 0);
       const without = failure(() => a.launch('emu_selftest_dyn_smem', [p], [64 * 1024, 0], []));
       expect(without).toMatchObject({ code: 1, cudaError: 'cudaErrorInvalidValue' });
+      // the emulator says why, instead of the runtime's bare "invalid argument"
+      expect(without!.message).toMatch(/65536 bytes of dynamic shared memory without cudaFuncSetAttribute/);
       expect(floats(p, 4)).toEqual([0, 0, 0, 0]);
       // an opt-in past the device's limit (227 KiB on cc 9.0) is refused by cudaFuncSetAttribute itself
       expect(failure(() => a.launch('emu_selftest_dyn_smem', [p], [228 * 1024, 1], []))).toMatchObject({ code: 1, cudaError: 'cudaErrorInvalidValue' });
@@ -259,6 +263,33 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       );
       expect(r.after).toMatchObject({ code: 719, cudaError: 'cudaErrorLaunchFailure' });
       expect(r.after.message).toContain('barrier deadlock');
+    });
+
+    it('a __syncthreads on each side of a branch: cudaErrorLaunchFailure naming both barriers', () => {
+      const r = child({}, `
+        a.init(0);
+        const o = a.malloc(256);
+        out.launch = failure(() => a.launch('emu_selftest_split_barrier', [o], [], []));
+      `);
+      expect(r.launch).toMatchObject({ code: 719, cudaError: 'cudaErrorLaunchFailure' });
+      expect(r.launch.message).toMatch(/divergent __syncthreads in kernel split_barrier_kernel: thread 1 waits at \S*selftest\.cu:(\d+), others at \S*selftest\.cu:(\d+)/);
+      const [, a1, a2] = /selftest\.cu:(\d+), others at \S*selftest\.cu:(\d+)/.exec(r.launch.message)!;
+      expect(Number(a1)).toBeGreaterThan(Number(a2)); // the odd branch's barrier comes after the even one's
+    });
+
+    it('a static __shared__ array is poisoned per block: read before written, every block reads NaN', () => {
+      const r = child({}, `
+        a.init(0);
+        const o = a.malloc(256);
+        a.launch('emu_selftest_shared_unwritten', [o], [1], []);
+        out.written = Array.from(new Float32Array(a.download(o, 256).buffer));
+        a.launch('emu_selftest_shared_unwritten', [o], [0], []);
+        out.unwritten = Array.from(new Float32Array(a.download(o, 256).buffer)).map((v) => Number.isNaN(v) ? 'NaN' : v);
+      `);
+      // written: block b, thread t reads what thread 31 - t of the same block wrote
+      expect(r.written).toEqual(Array.from({ length: 64 }, (_, i) => Math.floor(i / 32) * 32 + 31 - (i % 32)));
+      // not written: NaN in both blocks, not the previous launch's or block's values
+      expect(r.unwritten).toEqual(new Array(64).fill('NaN'));
     });
 
     it('a full-mask shuffle in a block of 48 threads (a partial warp): cudaErrorLaunchFailure naming the partial warp', () => {
@@ -437,12 +468,9 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
         expect(r.inBounds).toEqual([...Array.from({ length: 63 }, (_, i) => i + 1), 7]);
       });
 
-      // KNOWN BUG (native/cuda/src/addon.cc, not the emulator): check() throws a failed runtime call's error but
-      // leaves it pending (only malloc calls cudaGetLastError()), so the next kernel launch, whose launch
-      // function returns cudaGetLastError(), throws that stale cudaErrorInvalidValue "check the argument counts".
-      // The real CUDA runtime keeps a failed call's error pending the same way. When addon.cc clears it, this
-      // test starts failing: turn it into a plain `it`.
-      it.fails('a launch after a failed copy succeeds (known bug: the stale error is reported by the next launch)', () => {
+      // the runtime keeps a failed call's error pending (the real one does too); addon.cc clears it when it throws,
+      // so the next kernel launch, whose launch function returns cudaGetLastError(), is not blamed for it
+      it('a launch after a failed copy succeeds (the failed call\'s error is not left pending)', () => {
         expect(r.launchAfter).toBeNull();
       });
     });

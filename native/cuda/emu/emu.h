@@ -31,6 +31,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __grid_constant__
+// __shared__ arrays become statics through the build's rewrite (poisoned per block); anything left is a static too
 #define __shared__ static
 #define __align__(n) alignas(n)
 
@@ -73,8 +74,10 @@ constexpr int warpSize = 32;
 
 namespace rmas_emu {
 
-/** Waits for every thread of the block (__syncthreads). */
-void sync_block();
+/** Waits for every thread of the block (__syncthreads at file:line: threads at different barriers diverge). */
+void sync_block(const char* file, int line);
+/** Fills a static shared array with 0xff the first time a thread of the running block reaches its declaration. */
+void poison_shared(void* p, size_t bytes);
 /** Exchanges 8 bytes within the warp: mode 0 = from lane `lane`, 1 = xor, 2 = down, 3 = up; width as in CUDA. */
 uint64_t shuffle(unsigned mask, uint64_t bits, int lane, int mode, int width);
 /** The current launch's dynamic shared memory (`extern __shared__`). */
@@ -150,7 +153,7 @@ T from_bits(uint64_t b) {
 
 }  // namespace rmas_emu
 
-inline void __syncthreads() { rmas_emu::sync_block(); }
+inline void __syncthreads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) { rmas_emu::sync_block(file, line); }
 
 template <typename T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {

@@ -74,7 +74,8 @@ struct State {
   int current = 0;
   cudaError_t last = cudaSuccess;
   cudaError_t sticky = cudaSuccess;
-  std::string detail;  // why the last launch failed, for cudaGetErrorString
+  std::string detail;  // why the call that returned detailCode failed, for cudaGetErrorString
+  cudaError_t detailCode = cudaSuccess;
   std::map<uintptr_t, Alloc> allocs;
   std::vector<size_t> used, high;
   std::map<const void*, int> smemOptin;
@@ -90,8 +91,17 @@ State& st() {
 }
 
 cudaError_t fail(cudaError_t e) {
-  st().last = e;
+  auto& s = st();
+  s.last = e;
+  if (!s.sticky) s.detailCode = cudaSuccess;  // a plain failure: the runtime's own text
   return e;
+}
+
+/** Records why a call fails with `e`, which cudaGetErrorString(e) then says. */
+void explain(cudaError_t e, std::string why) {
+  auto& s = st();
+  s.detail = std::move(why);
+  s.detailCode = e;
 }
 
 bool validDevice(int d) { return d >= 0 && d < config().devices && d < 64; }
@@ -128,7 +138,7 @@ void checkGuards(const char* kernel) {
     char buf[320];
     std::snprintf(buf, sizeof buf, "illegal address (emulator): kernel %s wrote outside the %zu-byte allocation at 0x%llx on device %d", kernel, a.bytes,
                   (unsigned long long)p, a.device);
-    s.detail = buf;
+    explain(cudaErrorIllegalAddress, buf);
     s.sticky = s.last = cudaErrorIllegalAddress;
     return;
   }
@@ -177,9 +187,8 @@ const char* text(cudaError_t e) {
 const char* cudaGetErrorName(cudaError_t e) { return name(e); }
 const char* cudaGetErrorString(cudaError_t e) {
   auto& s = st();
-  // the emulator knows why a launch failed: say it
-  if (e != cudaSuccess && !s.detail.empty() && (e == cudaErrorLaunchFailure || e == cudaErrorIllegalAddress || e == cudaErrorInvalidConfiguration))
-    return s.detail.c_str();
+  // the emulator knows why the call failed: say it
+  if (e != cudaSuccess && e == s.detailCode && !s.detail.empty()) return s.detail.c_str();
   return text(e);
 }
 cudaError_t cudaGetLastError() {
@@ -280,7 +289,7 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
   auto it = s.allocs.find(reinterpret_cast<uintptr_t>(p));
   if (it == s.allocs.end()) return fail(cudaErrorInvalidValue);
   if (!guardsIntact(it->first, it->second) && !s.sticky) {
-    s.detail = "illegal address (emulator): a kernel wrote outside an allocation freed now (" + std::to_string(it->second.bytes) + " bytes)";
+    explain(cudaErrorIllegalAddress, "illegal address (emulator): a kernel wrote outside an allocation freed now (" + std::to_string(it->second.bytes) + " bytes)");
     s.sticky = cudaErrorIllegalAddress;
   }
   std::memset(it->second.base, 0xff, roundUp(it->second.bytes ? it->second.bytes : 1, kGuard) + 2 * kGuard);
@@ -432,6 +441,10 @@ struct WarpState {
 };
 
 struct Grid {
+  // the barrier the block's threads gather at now: where the first arrival called it from
+  const char* barrierFile = nullptr;
+  int barrierLine = 0;
+  uint64_t block = 0;  // serial number of the running block, for poison_shared
   void (*entry)(void*) = nullptr;
   void* ctx = nullptr;
   const char* kernel = "";
@@ -450,6 +463,8 @@ struct Grid {
 
 Grid* g_grid = nullptr;
 uint8_t* g_stacks = nullptr;
+uint64_t g_blockSerial = 0;
+std::map<void*, uint64_t> g_poisoned;  // static shared array -> the block that last poisoned it
 
 uint8_t* stacks() {
   if (g_stacks) return g_stacks;
@@ -536,6 +551,8 @@ void start(Fiber& f, uint8_t* stackLo) {
 bool runBlock(Grid& g, uint8_t* stackBase, size_t each) {
   g.waiting = g.done = 0;
   g.gen = 0;
+  g.barrierFile = nullptr;
+  g.block = ++g_blockSerial;
   for (auto& w : g.warps) w.waiting = w.done = 0, w.gen = 0;
   for (int i = 0; i < g.n; i++) start(g.fibers[i], stackBase + i * each + (each - kStack));
   const bool reverse = config().reverse;
@@ -561,9 +578,17 @@ bool runBlock(Grid& g, uint8_t* stackBase, size_t each) {
 
 }  // namespace
 
-void sync_block() {
+void sync_block(const char* file, int line) {
   Grid& g = *g_grid;
   Fiber& f = *g.cur;
+  if (!g.waiting) g.barrierFile = file, g.barrierLine = line;
+  else if ((line != g.barrierLine || std::strcmp(file, g.barrierFile) != 0) && g.error.empty())
+    g.error = "divergent __syncthreads in kernel " + std::string(g.kernel) + ": thread " + std::to_string(f.tid.x) + " waits at " + file + ":" +
+              std::to_string(line) + ", others at " + g.barrierFile + ":" + std::to_string(g.barrierLine);
+  if (!g.error.empty()) {
+    toScheduler(f);
+    return;
+  }
   f.wait = Wait::Block;
   f.gen = g.gen;
   if (++g.waiting + g.done == g.n) {
@@ -619,12 +644,19 @@ uint64_t shuffle(unsigned mask, uint64_t bits, int lane, int mode, int width) {
 
 void* dynamic_smem() { return g_grid->smem.data(); }
 
+void poison_shared(void* p, size_t bytes) {
+  uint64_t& last = g_poisoned[p];
+  if (last == g_grid->block) return;
+  last = g_grid->block;
+  std::memset(p, 0xff, bytes);
+}
+
 void run_grid(const LaunchConfig& c, void (*entry)(void*), void* ctx) {
   auto& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.sticky) return;
   auto bad = [&](cudaError_t e, const std::string& why) {
-    s.detail = why + " (emulator; kernel " + c.name + ")";
+    explain(e, why + " (emulator; kernel " + c.name + ")");
     s.last = e;
   };
   const uint64_t threads = uint64_t(c.block.x) * c.block.y * c.block.z;
@@ -668,7 +700,7 @@ void run_grid(const LaunchConfig& c, void (*entry)(void*), void* ctx) {
       }
   g_grid = outer;
   if (!ok) {
-    s.detail = "unspecified launch failure (emulator): " + g.error;
+    explain(cudaErrorLaunchFailure, "unspecified launch failure (emulator): " + g.error);
     s.sticky = s.last = cudaErrorLaunchFailure;
     return;
   }

@@ -10,6 +10,8 @@
 //   emu_selftest_dyn_smem           64 KiB of dynamic shared memory, with or without the opt-in attribute
 //   emu_selftest_copy               correct copy: shows that never-written memory reads as NaN (0xff)
 //   emu_selftest_missing_sync       BUG (ints[0] = 0): a missing __syncthreads, exposed by RMAS_CUDA_EMU_ORDER
+//   emu_selftest_split_barrier      BUG: if/else with a __syncthreads on each side             -> divergent barriers
+//   emu_selftest_shared_unwritten   BUG (ints[0] = 0): reads a static __shared__ slot no thread wrote -> NaN
 //
 // Every launch function returns cudaGetLastError(), as the addon's kernels do, so a failed launch
 // throws from launch() with the runtime's code and reason.
@@ -162,8 +164,50 @@ cudaError_t launch_missing_sync(const rmas::LaunchArgs& a) {
   return cudaGetLastError();
 }
 
+// ---- BUG: both sides of a branch hold a barrier ----
+
+// Even and odd threads wait at two different __syncthreads. Every thread arrives at *a* barrier, so no
+// count of arrivals can tell; the emulator compares where they were called from.
+__global__ void split_barrier_kernel(float* out) {
+  if (threadIdx.x % 2 == 0) {
+    __syncthreads();
+    out[threadIdx.x] = 0.f;
+  } else {
+    __syncthreads();
+    out[threadIdx.x] = 1.f;
+  }
+}
+
+// ptrs [out (64 floats)]; ints []
+cudaError_t launch_split_barrier(const rmas::LaunchArgs& a) {
+  if (!rmas::counts(a, 1, 0, 0)) return cudaErrorInvalidValue;
+  split_barrier_kernel<<<1, 64, 0, a.stream>>>(rmas::ptr<float>(a, 0));
+  return cudaGetLastError();
+}
+
+// ---- BUG: a static __shared__ array read before any thread of the block wrote it ----
+
+// Two blocks of 32. With ints[0] = 1, thread t writes slot[t] before the barrier and reads slot[31 - t]
+// after it; with ints[0] = 0 the writes are skipped: on a GPU the reads see whatever the previous block
+// or kernel left, in the emulator 0xff (NaN) in every block, the second block included.
+__global__ void shared_unwritten_kernel(float* out, int write) {
+  __shared__ float slot[32];
+  if (write) slot[threadIdx.x] = float(blockIdx.x * 32 + threadIdx.x);
+  __syncthreads();
+  out[blockIdx.x * 32 + threadIdx.x] = slot[31 - threadIdx.x];
+}
+
+// ptrs [out (64 floats)]; ints [write (0 | 1)]
+cudaError_t launch_shared_unwritten(const rmas::LaunchArgs& a) {
+  if (!rmas::counts(a, 1, 1, 0)) return cudaErrorInvalidValue;
+  shared_unwritten_kernel<<<2, 32, 0, a.stream>>>(rmas::ptr<float>(a, 0), static_cast<int>(a.ints[0]));
+  return cudaGetLastError();
+}
+
 }  // namespace
 
+RMAS_KERNEL("emu_selftest_split_barrier", launch_split_barrier);
+RMAS_KERNEL("emu_selftest_shared_unwritten", launch_shared_unwritten);
 RMAS_KERNEL("emu_selftest_block_sum", launch_block_sum);
 RMAS_KERNEL("emu_selftest_divergent_barrier", launch_divergent_barrier);
 RMAS_KERNEL("emu_selftest_exited_lanes", launch_exited_lanes);

@@ -38,7 +38,12 @@ Napi::Error cudaError(Napi::Env env, cudaError_t e, const std::string& what, con
 }
 
 void check(Napi::Env env, cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess) throw cudaError(env, e, what);
+  if (e == cudaSuccess) return;
+  Napi::Error err = cudaError(env, e, what);
+  // the runtime also keeps a failed call's error as the last error: clear it, or the next kernel launch, which
+  // reads cudaGetLastError(), would report it (a sticky error stays regardless)
+  cudaGetLastError();
+  throw err;
 }
 
 void needInit(Napi::Env env, const char* what) {
@@ -309,8 +314,11 @@ Napi::Value Launch(const Napi::CallbackInfo& info) {
   if (e != cudaSuccess) {
     std::string detail = rmas::lt::detail();
     if (e == cudaErrorInvalidValue && detail.empty())
-      detail = "check the argument counts (" + std::to_string(ptrs.size()) + " ptrs, " + std::to_string(ints.size()) + " ints, " + std::to_string(floats.size()) + " floats)";
-    throw cudaError(env, e, "kernel " + name, detail);
+      detail = "check the argument counts (" + std::to_string(ptrs.size()) + " ptrs, " + std::to_string(ints.size()) + " ints, " + std::to_string(floats.size()) +
+               " floats), the shapes and the launch configuration";
+    Napi::Error err = cudaError(env, e, "kernel " + name, detail);
+    cudaGetLastError();  // a failure left pending (cudaFuncSetAttribute, a launch) must not be blamed on the next call
+    throw err;
   }
   return env.Undefined();
 }
