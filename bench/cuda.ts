@@ -18,7 +18,7 @@
  *       RecursiveMAS at 2 rounds, on cuda and on the CPU reference: the same number correct (±1).
  * Without a usable CUDA device it prints why and exits 0 ("skipped: needs a CUDA device").
  * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices|train|ask runs one part;
- * RMAS_CUDA_CASES=<regex> runs the parity cases whose "group/name" matches.
+ * RMAS_CUDA_CASES=<regex> runs the parity cases whose "group/name" matches; RMAS_CUDA_ASK_ROWS=n asks n questions in (f).
  */
 import { readFileSync } from 'node:fs';
 import type { DType } from '../src/formats/dtype';
@@ -371,7 +371,7 @@ async function askTiny() {
   try {
     const { evalTiny } = await import('../models/tiny/eval');
     const { taskSplit } = await import('../models/tiny/task');
-    const rows = taskSplit('test').slice(0, 16);
+    const rows = taskSplit('test').slice(0, Number(process.env.RMAS_CUDA_ASK_ROWS ?? 16));
     const configs = ['text2', 'latent2'] as const;
     const t = performance.now();
     const onCuda = await evalTiny({ backend: cuda, rows, configs });

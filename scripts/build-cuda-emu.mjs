@@ -23,9 +23,9 @@ const cuda = join(root, 'native/cuda');
 const out = join(cuda, 'build-emu');
 const gen = join(out, 'gen');
 
+/** A failed build: main's caller prints it and exits 1 (after the lock is released). */
 function die(msg) {
-  console.error(`rmas: cuda emulator build failed: ${msg}`);
-  process.exit(1);
+  throw Object.assign(new Error(msg), { build: true });
 }
 
 /** The launch and dynamic-shared-memory rewrites of one .cu source (exported for the test of the rewrite). */
@@ -182,4 +182,43 @@ async function main() {
   console.log(`rmas: cuda emulator built (${jobs.length} of ${sources.length} sources compiled) in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${addon}`);
 }
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await main();
+/**
+ * One build at a time (test files that build it may run in parallel workers): a lock folder beside the output,
+ * taken over when older than 15 minutes (a killed build).
+ */
+async function locked(fn) {
+  mkdirSync(cuda, { recursive: true });
+  const lock = join(cuda, '.build-emu.lock');
+  for (const t0 = Date.now(); ;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch (e) {
+      if (e.code !== 'EEXIST') throw e;
+      let age = 0;
+      try {
+        age = Date.now() - statSync(lock).mtimeMs;
+      } catch {
+        continue; // released meanwhile
+      }
+      if (age > 15 * 60_000) rmSync(lock, { recursive: true, force: true });
+      else if (Date.now() - t0 > 20 * 60_000) die(`${lock} is held by another build for over 20 minutes`);
+      else await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  try {
+    await fn();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  try {
+    await locked(main);
+  } catch (e) {
+    if (!e.build) throw e;
+    console.error(`rmas: cuda emulator build failed: ${e.message}`);
+    process.exit(1);
+  }
+}

@@ -4,6 +4,7 @@
 #  - libvulkan1 (the loader dawn.node opens)
 #  - python3-torch (PyTorch 1.13 for /usr/bin/python3: test/mas/torch-interop loads our link files with
 #    torch.load and writes torch.save files for us to read)
+#  - g++ (builds the CUDA emulator, native/cuda/emu, on which test/cuda-emu*.test.ts run the cuda backend's kernels)
 #  - Mesa 25 lavapipe from bookworm-backports, unpacked into .cache/lavapipe25 (the system's Mesa 22
 #    lavapipe has no adapter under Dawn); the system's apt state is left untouched.
 # Idempotent: does nothing for parts already present. Needs root for apt-get (CI and dev machines run as root).
@@ -15,6 +16,7 @@ need=()
 [ -x /usr/bin/chromium ] || need+=(chromium)
 ldconfig -p | grep -q 'libvulkan.so.1' || need+=(libvulkan1)
 /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "setup-system: missing ${need[*]}; run as root: apt-get update && apt-get install -y --no-install-recommends ${need[*]}" >&2

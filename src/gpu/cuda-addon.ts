@@ -58,8 +58,8 @@ export type CudaError = Error & { code: number; cudaError: string };
 export const isCudaError = (e: unknown): e is CudaError => e instanceof Error && typeof (e as CudaError).cudaError === 'string';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-/** Where the build puts the addon; RMAS_CUDA_ADDON overrides it. */
-export const addonPath = (): string => process.env.RMAS_CUDA_ADDON ?? resolve(root, 'native/cuda/build/rmas_cuda.node');
+/** Where the build puts the addon; RMAS_CUDA_ADDON (a path, relative to the working folder) overrides it. */
+export const addonPath = (): string => (process.env.RMAS_CUDA_ADDON ? resolve(process.env.RMAS_CUDA_ADDON) : resolve(root, 'native/cuda/build/rmas_cuda.node'));
 const BUILD_HINT = 'build it with `npm run build:cuda` (needs the CUDA toolkit: nvcc and cmake)';
 
 let cached: { addon: CudaAddon } | { error: string } | null = null;

@@ -1,0 +1,127 @@
+/**
+ * `npm run test:cuda` (bench/cuda.ts) on the CUDA emulator (native/cuda/emu): the addon's own kernels and its
+ * cuBLASLt calls, built by g++ and run as fibers on the CPU, against the CPU reference (every parity case,
+ * in both thread orders), the torch golden files, gemm_lt's f64 reference, PyTorch's training goldens, one role
+ * per device on three emulated devices, and the CPU tiny system. The bench exits 1 on any failed check; the tests
+ * here also read its figures back. What the emulator cannot show (speed, real concurrency, NVIDIA's cuBLASLt)
+ * still needs `npm run test:cuda` on a GPU.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { delimiter, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { beforeAll, describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain .mjs script without type declarations
+import { rewrite } from '../scripts/build-cuda-emu.mjs';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const addon = join(root, 'native/cuda/build-emu/rmas_cuda.node');
+const gxx = (process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'g++')).find((p) => existsSync(p));
+if (!gxx) console.log('skipped: the CUDA emulator checks need g++ (Debian: apt-get install g++; scripts/setup-system.sh installs it)');
+
+/** Runs one part of bench/cuda.ts on the emulator; its output, and its exit status checked. */
+function bench(only: string, env: Record<string, string> = {}): string {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('RMAS_CUDA')));
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'bench/cuda.ts'], {
+    cwd: root,
+    env: { ...base, RMAS_CUDA_ADDON: addon, RMAS_CUDA_ONLY: only, ...env },
+    encoding: 'utf8',
+    timeout: 900_000,
+    maxBuffer: 64 << 20,
+  });
+  const out = `${r.stdout}${r.stderr}`;
+  if (r.status !== 0) throw new Error(`bench/cuda.ts (${only}) exited with ${r.status ?? r.signal}:\n${out.split('\n').filter((l) => l.startsWith('FAIL') || l.startsWith('(')).join('\n') || out.slice(-4000)}`);
+  expect(out).toMatch(/^all cuda checks passed$/m);
+  expect(out).toMatch(/^cuda \(rmas CUDA emulator \(CPU\) 0, sm_90\); .*cuBLASLt \S+libcublasLt_emu\.so$/m);
+  return out;
+}
+
+/** The numbers of the first line matching `re` (its capture groups). */
+function figures(out: string, re: RegExp): number[] {
+  const m = re.exec(out);
+  if (!m) throw new Error(`no line matches ${re} in:\n${out}`);
+  return m.slice(1).map(Number);
+}
+
+describe('the emulator build rewrites CUDA syntax into C++', () => {
+  it('launches: template arguments give the address, a bare name a deducing lambda', () => {
+    const src = 'k<float, 4><<<grid, 256, bytes, s>>>(a, b);\nplain<<<dim3(2, 3), kThreads, 0, a.stream>>>(x);';
+    const out = rewrite(src, '/x/k.cu');
+    expect(out).toBe('#line 1 "/x/k.cu"\n' +
+      '::rmas_emu::launch(k<float, 4>, "k<float, 4>", grid, 256, bytes, s)(a, b);\n' +
+      '::rmas_emu::launch_deduced([](auto&&... rmas_a) { plain(rmas_a...); }, "plain", dim3(2, 3), kThreads, 0, a.stream)(x);');
+  });
+
+  it('shared memory: extern arrays point at the launch\'s dynamic memory; static ones are poisoned per block', () => {
+    const out = rewrite('  extern __shared__ float smem[];\n  __shared__ float sm[W], ss[f(1, 2)];\n', 'k.cu');
+    expect(out).toBe('#line 1 "k.cu"\n' +
+      '  float* smem = static_cast<float*>(::rmas_emu::dynamic_smem());\n' +
+      '  static float sm[W], ss[f(1, 2)]; ::rmas_emu::poison_shared(&sm, sizeof sm); ::rmas_emu::poison_shared(&ss, sizeof ss);\n');
+  });
+});
+
+describe.skipIf(!gxx)('test:cuda on the CUDA emulator', () => {
+  beforeAll(() => {
+    execFileSync(process.execPath, [join(root, 'scripts/build-cuda-emu.mjs')], { cwd: root, stdio: 'inherit', timeout: 900_000 });
+  }, 920_000);
+
+  for (const order of ['forward', 'reverse'] as const) {
+    it(`(a) every parity case against the CPU reference, threads resumed in ${order} order; matmul in both HalfGemm modes`, () => {
+      const out = bench('parity', { RMAS_CUDA_EMU_ORDER: order });
+      const [passed, total, missing, webgpuOnly] = figures(out, /^\(a\) parity, half gemm 'round': (\d+)\/(\d+) cases passed; (\d+) op\(s\) without a cuda hook; (\d+) WebGPU-only/m);
+      expect(passed).toBe(total);
+      expect(total).toBeGreaterThanOrEqual(180);
+      expect([missing, webgpuOnly]).toEqual([0, 5]);
+      const [mp, mt] = figures(out, /^\(a\) parity, half gemm 'split': (\d+)\/(\d+) matmul cases passed/m);
+      expect(mp).toBe(mt);
+      expect(mt).toBeGreaterThanOrEqual(30);
+    }, 900_000);
+  }
+
+  it('(b) the tiny models against the torch goldens: f32 bound with split, bf16-sized bound with round', () => {
+    const out = bench('golden');
+    for (const model of ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny']) {
+      const split = figures(out, new RegExp(`^\\(b\\) ${model}, half gemm 'split': hidden (\\S+), logits (\\S+), grad (\\S+), loss (\\S+)$`, 'm'));
+      const round = figures(out, new RegExp(`^\\(b\\) ${model}, half gemm 'round': hidden (\\S+), logits (\\S+), grad (\\S+), loss (\\S+)$`, 'm'));
+      for (const e of split) expect(e).toBeLessThan(1e-4);
+      for (const e of round) expect(e).toBeLessThan(2e-2);
+      // rounding the activations to bf16 costs far more than the split's summation order
+      expect(Math.max(...round)).toBeGreaterThan(10 * Math.max(...split));
+    }
+  }, 900_000);
+
+  it('(g) gemm_lt against f64: 80 launches over transposes, dtypes, split, bias, accumulate and padding', () => {
+    const [ran, all, worst, worstSplit] = figures(bench('gemm'), /^\(g\) gemm_lt vs f64 reference: (\d+)\/(\d+) launches ran, worst scaled error (\S+); split \(A unrounded\) (\S+)$/m);
+    expect([ran, all]).toEqual([80, 80]);
+    expect(worst).toBeLessThan(1e-5);
+    expect(worstSplit).toBeLessThan(1e-5);
+  }, 900_000);
+
+  it('(e) the inner and outer training loops against PyTorch f64 in both HalfGemm modes', () => {
+    const out = bench('train');
+    const [si, so] = figures(out, /^\(e\) training vs PyTorch f64, half gemm 'split': inner loop worst (\S+) \(bound \S+\), outer loop worst (\S+)/m);
+    expect(si).toBeLessThan(1e-5);
+    expect(so).toBeLessThan(1e-4);
+    const [ri, ro] = figures(out, /^\(e\) training vs PyTorch f64, half gemm 'round': inner loop worst (\S+) \(bound \S+\), outer loop worst (\S+)/m);
+    expect(ri).toBeLessThan(1e-2);
+    expect(ro).toBeLessThan(1e-2);
+  }, 900_000);
+
+  it('(d) three emulated devices: copyPeer, F.moveTo and its gradient, the outer run with one role per device', () => {
+    const out = bench('devices', { RMAS_CUDA_EMU_DEVICES: '3' });
+    expect(out).toMatch(/^\(d\) copyPeer on device 0: bytes equal$/m);
+    expect(out).toMatch(/^\(d\) moveTo device 0 → 1: loss 14\.25 \(want 14\.25\), gradient on device 0: 1, 2, 3, 4$/m);
+    const [rel] = figures(out, /^\(d\) outer golden run, one role per GPU against one GPU: worst relative difference of loss and grad norm (\S+)$/m);
+    expect(rel).toBeLessThan(1e-5);
+  }, 900_000);
+
+  it('(f) ask: the tiny system on 4 test questions answers as on the CPU', () => {
+    const out = bench('ask', { RMAS_CUDA_ASK_ROWS: '4' });
+    for (const label of ['text-MAS, 2 rounds', 'RecursiveMAS, 2 rounds']) {
+      const [c, n, cpu, , same, total] = figures(out, new RegExp(`^\\(f\\) ask, tiny system, ${label}: (\\d+)/(\\d+) correct on cuda, (\\d+)/(\\d+) on cpu; (\\d+)/(\\d+) texts identical$`, 'm'));
+      expect(n).toBe(4);
+      expect(c).toBe(cpu);
+      expect(same).toBe(total);
+    }
+  }, 900_000);
+});
