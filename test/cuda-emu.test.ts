@@ -115,6 +115,23 @@ describe.skipIf(!gxx)('test:cuda on the CUDA emulator', () => {
     expect(rel).toBeLessThan(1e-5);
   }, 900_000);
 
+  it('rmas ask --backend cuda --devices 0,1 (one role per emulated device) writes what --backend cpu writes', () => {
+    const ask = (backend: string[]) => {
+      const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('RMAS_CUDA')));
+      const r = spawnSync(process.execPath, ['bin/rmas.js', 'ask', '--question', 'What is 12 + 30?', '--greedy', '--json', ...backend], {
+        cwd: root, env: { ...base, RMAS_CUDA_ADDON: addon, RMAS_CUDA_EMU_DEVICES: '2' }, encoding: 'utf8', timeout: 600_000,
+      });
+      if (r.status !== 0) throw new Error(`rmas ask ${backend.join(' ')} exited with ${r.status}: ${r.stderr.slice(-2000)}`);
+      return { json: JSON.parse(r.stdout.trim().split('\n').pop()!) as { text: string; tokens: number; rounds: number }, log: r.stderr };
+    };
+    const cuda = ask(['--backend', 'cuda', '--devices', '0,1']);
+    const cpu = ask(['--backend', 'cpu']);
+    expect(cuda.log).toMatch(/planner on cuda:0, critic on cuda:1, solver on cuda:0/);
+    expect(cuda.json.rounds).toBe(3);
+    expect(cuda.json.tokens).toBeGreaterThan(5);
+    expect([cuda.json.text, cuda.json.tokens]).toEqual([cpu.json.text, cpu.json.tokens]);
+  }, 900_000);
+
   it('(f) ask: the tiny system on 4 test questions answers as on the CPU', () => {
     const out = bench('ask', { RMAS_CUDA_ASK_ROWS: '4' });
     for (const label of ['text-MAS, 2 rounds', 'RecursiveMAS, 2 rounds']) {
