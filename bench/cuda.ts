@@ -26,7 +26,7 @@ import { decode, encode } from '../src/formats/encode';
 import { F, Tape } from '../src/autograd';
 import { CudaUnavailable } from '../src/errors';
 import { openCheckpoint } from '../src/formats/safetensors-sharded';
-import { CUDA_DTYPE } from '../src/kernels/kernel';
+import { CUDA_DTYPE, type HalfGemm } from '../src/kernels/kernel';
 import { allCases } from '../src/kernels/cases';
 import { Decoder, generate, loadDecoderWeights, parseDecoderConfig } from '../src/model';
 import { randomDecoder } from '../src/model/model.bench';
@@ -56,10 +56,15 @@ log(`registered kernels: ${cuda.addon.kernels().join(', ')}`);
 /** Every parity case in the backend's HalfGemm, then the matmul cases again in the other one. */
 async function parity() {
   await parityRun(null);
+  await withHalfGemm(cuda.halfGemm === 'round' ? 'split' : 'round', () => parityRun('matmul'));
+}
+
+/** Runs fn with the backend's HalfGemm set to `mode`, then puts the backend's own back. */
+async function withHalfGemm(mode: HalfGemm, fn: () => Promise<void>) {
   const mode0 = cuda.halfGemm;
-  cuda.halfGemm = mode0 === 'round' ? 'split' : 'round';
+  cuda.halfGemm = mode;
   try {
-    await parityRun('matmul');
+    await fn();
   } finally {
     cuda.halfGemm = mode0;
   }
@@ -112,15 +117,7 @@ async function parityRun(onlyGroup: string | null) {
 const GOLDEN_BOUND = { split: 1e-4, round: 2e-2 } as const;
 
 async function golden() {
-  const mode0 = cuda.halfGemm;
-  for (const mode of ['split', 'round'] as const) {
-    cuda.halfGemm = mode;
-    try {
-      await goldenModels(mode);
-    } finally {
-      cuda.halfGemm = mode0;
-    }
-  }
+  for (const mode of ['split', 'round'] as const) await withHalfGemm(mode, () => goldenModels(mode));
 }
 
 async function goldenModels(mode: 'split' | 'round') {
@@ -331,15 +328,7 @@ async function devices() {
  * bf16 noise in near-zero gradients changes those updates wholesale.
  */
 async function train() {
-  const mode0 = cuda.halfGemm;
-  for (const mode of ['split', 'round'] as const) {
-    cuda.halfGemm = mode;
-    try {
-      await trainMode(mode);
-    } finally {
-      cuda.halfGemm = mode0;
-    }
-  }
+  for (const mode of ['split', 'round'] as const) await withHalfGemm(mode, () => trainMode(mode));
 }
 
 async function trainMode(mode: 'split' | 'round') {

@@ -13,10 +13,10 @@
 // --force rebuilds everything. Needs g++ (C++17) and the Node headers; fails with the compiler's message.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nodeHeaders } from './node-headers.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cuda = join(root, 'native/cuda');
@@ -109,16 +109,9 @@ function run(cmd, args) {
 async function main() {
   const t0 = performance.now();
   const cxx = compiler();
-  const nodeInclude = [resolve(process.execPath, '../../include/node'), '/usr/include/node', '/usr/local/include/node'].find((d) =>
-    existsSync(join(d, 'node_api.h')),
-  );
-  if (!nodeInclude) die(`node_api.h not found next to ${process.execPath} or in /usr/include/node (install the Node.js headers)`);
-  let addonApi;
-  try {
-    addonApi = dirname(createRequire(join(root, 'package.json')).resolve('node-addon-api/napi.h'));
-  } catch {
-    die('node-addon-api is not installed (run npm install)');
-  }
+  const node = nodeHeaders(root);
+  if (node.missing) die(node.missing);
+  const { nodeInclude, addonApi } = node;
   if (process.argv.includes('--force')) rmSync(out, { recursive: true, force: true });
   mkdirSync(gen, { recursive: true });
 

@@ -4,9 +4,9 @@
 // Options: --force rebuilds from scratch; RMAS_CUDA_ARCHS="80;90" picks the GPU architectures.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nodeHeaders } from './node-headers.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const src = join(root, 'native/cuda');
@@ -31,16 +31,9 @@ const cmake = which('cmake');
 if (!nvcc) notBuilt('nvcc not found on PATH or in /usr/local/cuda/bin');
 if (!cmake) notBuilt('cmake not found on PATH');
 
-const nodeInclude = [resolve(process.execPath, '../../include/node'), '/usr/include/node', '/usr/local/include/node'].find((d) =>
-  existsSync(join(d, 'node_api.h')),
-);
-if (!nodeInclude) notBuilt(`node_api.h not found next to ${process.execPath} or in /usr/include/node (install the Node.js headers)`);
-let addonApi;
-try {
-  addonApi = dirname(createRequire(join(root, 'package.json')).resolve('node-addon-api/napi.h'));
-} catch {
-  notBuilt('node-addon-api is not installed (run npm install)');
-}
+const headers = nodeHeaders(root);
+if (headers.missing) notBuilt(headers.missing);
+const { nodeInclude, addonApi } = headers;
 
 const t0 = performance.now();
 if (process.argv.includes('--force')) rmSync(build, { recursive: true, force: true });
