@@ -96,6 +96,7 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
         'emu_selftest_dyn_smem',
         'emu_selftest_exited_lanes',
         'emu_selftest_missing_sync',
+        'emu_selftest_read_at',
         'emu_selftest_shared_unwritten',
         'emu_selftest_split_barrier',
         'emu_selftest_write_past_end',
@@ -263,6 +264,24 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       );
       expect(r.after).toMatchObject({ code: 719, cudaError: 'cudaErrorLaunchFailure' });
       expect(r.after.message).toContain('barrier deadlock');
+    });
+
+    it('a read far past an allocation faults on its no-access page: sticky cudaErrorIllegalAddress naming the allocation', () => {
+      const r = child({}, `
+        a.init(0);
+        const src = a.malloc(1000 * 4), o = a.malloc(32 * 4);
+        a.upload(src, f32(Array.from({ length: 1000 }, (_, i) => i)));
+        a.launch('emu_selftest_read_at', [src, o], [900], []);
+        out.inBounds = Array.from(new Float32Array(a.download(o, 128).buffer));
+        out.far = failure(() => a.launch('emu_selftest_read_at', [src, o], [1000 + 64], []));
+        out.after = failure(() => a.download(o, 4));
+      `);
+      expect(r.inBounds).toEqual(Array.from({ length: 32 }, (_, i) => 900 + i));
+      expect(r.far).toMatchObject({ code: 700, cudaError: 'cudaErrorIllegalAddress' });
+      // 4000 bytes end 96 guard bytes before the no-access page (bytes 4096 on); thread 0 runs first and reads
+      // element 1064, byte 4256
+      expect(r.far.message).toMatch(/illegal address \(emulator\): kernel read_at_kernel read byte 4256 of the 4000-byte allocation at 0x[0-9a-f]+ on device 0 \(past its end\)/);
+      expect(r.after).toMatchObject({ code: 700 });
     });
 
     it('a __syncthreads on each side of a branch: cudaErrorLaunchFailure naming both barriers', () => {

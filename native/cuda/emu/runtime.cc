@@ -11,12 +11,19 @@
 //   - launch configurations (block and grid limits, dynamic shared memory over 48 KiB without the opt-in
 //     attribute, over the device's opt-in limit with it): cudaErrorInvalidConfiguration / InvalidValue;
 //   - barrier divergence, shuffles over exited or missing lanes: cudaErrorLaunchFailure;
-//   - writes just outside an allocation (guard bytes on both sides, checked after every launch and at
-//     free): cudaErrorIllegalAddress, sticky as on a GPU;
+//   - an access past the end of an allocation: every allocation ends at most 255 bytes (guard bytes, for
+//     writes) before an inaccessible page, so a kernel that reads or writes beyond that faults; the fault is
+//     caught, the launch fails with cudaErrorIllegalAddress (sticky, as on a GPU) saying which allocation and
+//     whether it was a read or a write. So does any other fault in a kernel (a null or wild pointer, a fiber's
+//     stack overflow). Writes into the guard bytes on either side are found after every launch and at free;
 //   - copies and memsets that leave their allocation: cudaErrorInvalidValue.
 // New allocations and new dynamic shared memory are filled with 0xff bytes (f32 NaN), so a kernel that
 // reads memory it never wrote shows NaN instead of a lucky zero.
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -63,10 +70,16 @@ const Config& config() {
   return c;
 }
 
+/**
+ * An allocation: its own mapping, [front guard bytes][bytes][tail guard bytes to a 256-byte boundary][no-access page],
+ * the data 256-byte aligned and ending right before the page, as closely as that alignment allows.
+ */
 struct Alloc {
   int device;
   size_t bytes;
-  uint8_t* base;  // guard, bytes, guard
+  uint8_t* base;  // the front guard bytes (kGuard before the data)
+  uint8_t* map;
+  size_t mapped;
 };
 
 struct State {
@@ -122,7 +135,7 @@ const Alloc* find(const void* p, size_t bytes) {
 bool guardsIntact(uintptr_t p, const Alloc& a) {
   const uint8_t* lo = a.base;
   const uint8_t* hi = reinterpret_cast<const uint8_t*>(p) + a.bytes;
-  const size_t tail = roundUp(a.bytes, kGuard) - a.bytes + kGuard;
+  const size_t tail = roundUp(a.bytes ? a.bytes : 1, kGuard) - a.bytes;
   for (size_t i = 0; i < kGuard; i++)
     if (lo[i] != kGuardByte) return false;
   for (size_t i = 0; i < tail; i++)
@@ -271,14 +284,19 @@ cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t stream) {
   *p = nullptr;
   const int device = stream ? stream->device : s.current;
   if (bytes > config().memory || s.used[device] + bytes > config().memory) return fail(cudaErrorMemoryAllocation);
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
   const size_t body = roundUp(bytes ? bytes : 1, kGuard);
-  auto* base = static_cast<uint8_t*>(std::aligned_alloc(kGuard, body + 2 * kGuard));
-  if (!base) return fail(cudaErrorMemoryAllocation);
-  std::memset(base, kGuardByte, kGuard);
-  std::memset(base + kGuard, 0xff, bytes);
-  std::memset(base + kGuard + bytes, kGuardByte, body - bytes + kGuard);
-  *p = base + kGuard;
-  s.allocs[reinterpret_cast<uintptr_t>(*p)] = Alloc{device, bytes, base};
+  const size_t span = roundUp(kGuard + body, page);
+  void* m = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+  auto* map = static_cast<uint8_t*>(m);
+  mprotect(map + span, page, PROT_NONE);
+  uint8_t* data = map + span - body;
+  std::memset(data - kGuard, kGuardByte, kGuard);
+  std::memset(data, 0xff, bytes);
+  std::memset(data + bytes, kGuardByte, body - bytes);
+  *p = data;
+  s.allocs[reinterpret_cast<uintptr_t>(*p)] = Alloc{device, bytes, data - kGuard, map, span + page};
   s.used[device] += bytes;
   s.high[device] = std::max(s.high[device], s.used[device]);
   return cudaSuccess;
@@ -292,8 +310,7 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
     explain(cudaErrorIllegalAddress, "illegal address (emulator): a kernel wrote outside an allocation freed now (" + std::to_string(it->second.bytes) + " bytes)");
     s.sticky = cudaErrorIllegalAddress;
   }
-  std::memset(it->second.base, 0xff, roundUp(it->second.bytes ? it->second.bytes : 1, kGuard) + 2 * kGuard);
-  std::free(it->second.base);
+  munmap(it->second.map, it->second.mapped);
   s.used[it->second.device] -= it->second.bytes;
   s.allocs.erase(it);
   return s.sticky;
@@ -463,6 +480,85 @@ struct Grid {
 
 Grid* g_grid = nullptr;
 uint8_t* g_stacks = nullptr;
+
+// A fault inside a kernel: the handler (installed around each grid) describes it and jumps back to run_grid.
+sigjmp_buf g_faultJump;
+volatile sig_atomic_t g_inGrid = 0;
+pthread_t g_gridThread;
+char g_fault[384];
+struct sigaction g_prevSegv, g_prevBus;
+
+void describeFault(uintptr_t a, bool write) {
+  const char* what = write ? "wrote" : "read";
+  const char* kernel = g_grid ? g_grid->kernel : "?";
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  auto& s = st();
+  auto it = s.allocs.upper_bound(a);
+  if (it != s.allocs.begin()) {
+    --it;
+    const uintptr_t end = it->first + roundUp(it->second.bytes ? it->second.bytes : 1, kGuard);
+    if (a >= end && a < end + page) {
+      std::snprintf(g_fault, sizeof g_fault, "illegal address (emulator): kernel %s %s byte %llu of the %zu-byte allocation at 0x%llx on device %d (past its end)",
+                    kernel, what, (unsigned long long)(a - it->first), it->second.bytes, (unsigned long long)it->first, it->second.device);
+      return;
+    }
+  }
+  if (g_stacks) {
+    const size_t each = (128 * 1024) + page;
+    if (a >= uintptr_t(g_stacks) && a < uintptr_t(g_stacks) + each * 1024 && (a - uintptr_t(g_stacks)) % each < page) {
+      std::snprintf(g_fault, sizeof g_fault, "illegal address (emulator): kernel %s overflowed a thread's 128 KiB stack (large local arrays?)", kernel);
+      return;
+    }
+  }
+  std::snprintf(g_fault, sizeof g_fault, "illegal address (emulator): kernel %s %s address 0x%llx, outside every allocation", kernel, what, (unsigned long long)a);
+}
+
+void onFault(int sig, siginfo_t* si, void* uc) {
+  if (g_inGrid && pthread_equal(pthread_self(), g_gridThread)) {
+    bool write = false;
+#if defined(__x86_64__)
+    write = (static_cast<ucontext_t*>(uc)->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+#endif
+    describeFault(reinterpret_cast<uintptr_t>(si->si_addr), write);
+    g_inGrid = 0;
+    siglongjmp(g_faultJump, 1);
+  }
+  // not a kernel's: whoever handled it before (V8's own trap handling, or the default)
+  const struct sigaction& prev = sig == SIGSEGV ? g_prevSegv : g_prevBus;
+  if (prev.sa_flags & SA_SIGINFO) {
+    prev.sa_sigaction(sig, si, uc);
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
+  } else {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
+}
+
+/** Catches faults of the kernel threads for the lifetime of one grid, on an alternate stack (a fiber may overflow). */
+struct FaultGuard {
+  stack_t prevStack{};
+  std::vector<uint8_t> alt = std::vector<uint8_t>(256 * 1024);
+  FaultGuard() {
+    stack_t ss{};
+    ss.ss_sp = alt.data();
+    ss.ss_size = alt.size();
+    sigaltstack(&ss, &prevStack);
+    struct sigaction sa{};
+    sa.sa_sigaction = onFault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &g_prevSegv);
+    sigaction(SIGBUS, &sa, &g_prevBus);
+    g_gridThread = pthread_self();
+  }
+  ~FaultGuard() {
+    g_inGrid = 0;
+    sigaction(SIGSEGV, &g_prevSegv, nullptr);
+    sigaction(SIGBUS, &g_prevBus, nullptr);
+    sigaltstack(&prevStack, nullptr);
+  }
+};
 uint64_t g_blockSerial = 0;
 std::map<void*, uint64_t> g_poisoned;  // static shared array -> the block that last poisoned it
 
@@ -690,15 +786,30 @@ void run_grid(const LaunchConfig& c, void (*entry)(void*), void* ctx) {
   blockDim = c.block, gridDim = c.grid;
   uint8_t* base = stacks();
   const size_t each = kStack + size_t(sysconf(_SC_PAGESIZE));
-  bool ok = true;
-  for (unsigned z = 0; ok && z < c.grid.z; z++)
-    for (unsigned y = 0; ok && y < c.grid.y; y++)
-      for (unsigned x = 0; ok && x < c.grid.x; x++) {
-        blockIdx = uint3{x, y, z};
-        if (c.smem) std::memset(g.smem.data(), 0xff, c.smem);
-        ok = runBlock(g, base, each);
-      }
+  volatile bool ok = true;
+  volatile bool faulted = false;
+  {
+    FaultGuard guard;
+    if (sigsetjmp(g_faultJump, 1) == 0) {
+      g_inGrid = 1;
+      for (unsigned z = 0; ok && z < c.grid.z; z++)
+        for (unsigned y = 0; ok && y < c.grid.y; y++)
+          for (unsigned x = 0; ok && x < c.grid.x; x++) {
+            blockIdx = uint3{x, y, z};
+            if (c.smem) std::memset(g.smem.data(), 0xff, c.smem);
+            ok = runBlock(g, base, each);
+          }
+      g_inGrid = 0;
+    } else {
+      faulted = true;  // the fibers of the faulting block are abandoned
+    }
+  }
   g_grid = outer;
+  if (faulted) {
+    explain(cudaErrorIllegalAddress, g_fault);
+    s.sticky = s.last = cudaErrorIllegalAddress;
+    return;
+  }
   if (!ok) {
     explain(cudaErrorLaunchFailure, "unspecified launch failure (emulator): " + g.error);
     s.sticky = s.last = cudaErrorLaunchFailure;

@@ -12,6 +12,7 @@
 //   emu_selftest_missing_sync       BUG (ints[0] = 0): a missing __syncthreads, exposed by RMAS_CUDA_EMU_ORDER
 //   emu_selftest_split_barrier      BUG: if/else with a __syncthreads on each side             -> divergent barriers
 //   emu_selftest_shared_unwritten   BUG (ints[0] = 0): reads a static __shared__ slot no thread wrote -> NaN
+//   emu_selftest_read_at            reads src[i] for a given i: past the end (beyond the tail guard bytes) -> illegal address
 //
 // Every launch function returns cudaGetLastError(), as the addon's kernels do, so a failed launch
 // throws from launch() with the runtime's code and reason.
@@ -204,8 +205,20 @@ cudaError_t launch_shared_unwritten(const rmas::LaunchArgs& a) {
   return cudaGetLastError();
 }
 
+// ---- a read at any index: in bounds a copy, far past the end the BUG an inaccessible page catches ----
+
+__global__ void read_at_kernel(const float* src, float* out, long long i) { out[threadIdx.x] = src[i + threadIdx.x]; }
+
+// ptrs [src, out (32 floats)]; ints [i]: 32 threads read src[i .. i + 31]
+cudaError_t launch_read_at(const rmas::LaunchArgs& a) {
+  if (!rmas::counts(a, 2, 1, 0)) return cudaErrorInvalidValue;
+  read_at_kernel<<<1, 32, 0, a.stream>>>(rmas::ptr<const float>(a, 0), rmas::ptr<float>(a, 1), static_cast<long long>(a.ints[0]));
+  return cudaGetLastError();
+}
+
 }  // namespace
 
+RMAS_KERNEL("emu_selftest_read_at", launch_read_at);
 RMAS_KERNEL("emu_selftest_split_barrier", launch_split_barrier);
 RMAS_KERNEL("emu_selftest_shared_unwritten", launch_shared_unwritten);
 RMAS_KERNEL("emu_selftest_block_sum", launch_block_sum);
