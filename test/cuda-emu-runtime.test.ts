@@ -146,6 +146,22 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       a.free(out);
     });
 
+    it('gemm_lt refuses leading dims, strides and overlapping C batches that do not fit, naming them, before any work', () => {
+      const A = a.malloc(64 * 4), B = a.malloc(64 * 4), C = a.malloc(64 * 4);
+      a.memset(C, 64 * 4, 0);
+      // ints [M, N, K, batch, transA, transB, lda, ldb, ldc, sA, sB, sC, dtA, dtB, accumulate, split]
+      const gemm = (ints: number[]) => failure(() => a.launch('gemm_lt', [A, B, C, 0n], ints, [1]));
+      const ok = [2, 3, 4, 2, 0, 0, 4, 3, 3, 8, 12, 6, 0, 0, 0, 0];
+      expect(gemm(ok)).toBeNull();
+      const ldc = gemm(ok.map((v, i) => (i === 8 ? 2 : v)));
+      expect(ldc).toMatchObject({ code: 1, cudaError: 'cudaErrorInvalidValue' });
+      expect(ldc!.message).toContain('gemm_lt: lda 4, ldb 3, ldc 2 or a batch stride (8, 12, 6) does not fit M 2, N 3, K 4');
+      const overlap = gemm(ok.map((v, i) => (i === 11 ? 5 : v)));
+      expect(overlap!.message).toContain('gemm_lt: strideC 5 makes the 2 batches of C [2, 3] (ldc 3) overlap');
+      expect(gemm(ok.map((v, i) => (i === 15 ? 2 : v)))!.message).toContain('or split 2 is not 0/1');
+      [A, B, C].forEach((p) => a.free(p));
+    });
+
     it('a block of 2048 threads (or 0) is cudaErrorInvalidConfiguration, not sticky: the next launch works', () => {
       const n = 300;
       const x = a.malloc(n * 4);

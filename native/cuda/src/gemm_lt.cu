@@ -206,6 +206,12 @@ cudaError_t launchGemmLt(const rmas::LaunchArgs& a) {
                          (long long)K, (long long)split);
     return cudaErrorInvalidValue;
   }
+  // batches of C must not overlap: the products of a batch run concurrently
+  if (batch > 1 && M > 0 && N > 0 && sC < (M - 1) * ldc + N) {
+    rmas::lt::set_detail("gemm_lt: strideC %lld makes the %lld batches of C [%lld, %lld] (ldc %lld) overlap", (long long)sC, (long long)batch, (long long)M,
+                         (long long)N, (long long)ldc);
+    return cudaErrorInvalidValue;
+  }
   if (dtB != rmas::F32 && dtB != rmas::F16 && dtB != rmas::BF16) {
     rmas::lt::set_detail("gemm_lt: dtypeB %lld is not F32, F16 or BF16", (long long)dtB);
     return cudaErrorInvalidValue;
