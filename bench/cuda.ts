@@ -17,7 +17,8 @@
  *   (f) ask: the shipped tiny system (models/tiny/system) on 16 test questions, greedy, text-MAS and
  *       RecursiveMAS at 2 rounds, on cuda and on the CPU reference: the same number correct (±1).
  * Without a usable CUDA device it prints why and exits 0 ("skipped: needs a CUDA device").
- * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices|train|ask runs one part;
+ *   (h) scale: a forward, backward and decode at Qwen3-8B width and 4096 tokens (2 layers; see scale());
+ * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices|train|ask|scale runs one part;
  * RMAS_CUDA_CASES=<regex> runs the parity cases whose "group/name" matches; RMAS_CUDA_ASK_ROWS=n asks n questions in (f).
  */
 import { readFileSync } from 'node:fs';
@@ -29,6 +30,7 @@ import { openCheckpoint } from '../src/formats/safetensors-sharded';
 import { CUDA_DTYPE, type HalfGemm } from '../src/kernels/kernel';
 import { allCases } from '../src/kernels/cases';
 import { Decoder, generate, loadDecoderWeights, parseDecoderConfig } from '../src/model';
+import { type WeightSource, weightSpecs } from '../src/model/weights';
 import { randomDecoder } from '../src/model/model.bench';
 import { scaledError, tinyConfig } from '../src/model/testing';
 import { CpuBackend } from '../src/tensor/cpu';
@@ -378,6 +380,56 @@ async function askTiny() {
   }
 }
 
+/**
+ * (h) scale: real sizes at reduced depth, the launches a full-size run makes: Qwen3-8B width (hidden 4096, 32 / 8
+ * heads of 128, intermediate 12288, vocab 151936), 2 of its 36 layers, bf16 weights (zeros: nothing to read from
+ * disk), a forward and backward of 4096 tokens with cross-entropy over every row's logits, then 4 greedy tokens
+ * after the 4096-token prompt. Zero weights give uniform logits, so the loss is ln 151936 exactly. On the
+ * emulator with RMAS_CUDA_EMU_DRYRUN=1, every launch's configuration is checked against the device's limits and
+ * not run (the loss is then garbage and not checked): what a GPU would refuse at these sizes fails here.
+ */
+async function scale() {
+  const dry = process.env.RMAS_CUDA_EMU_DRYRUN === '1' && cuda.name.includes('emulator');
+  const T = 4096;
+  const c = tinyConfig('qwen3', { hidden_size: 4096, num_hidden_layers: 2, num_attention_heads: 32, num_key_value_heads: 8, head_dim: 128,
+    intermediate_size: 12288, vocab_size: 151936, tie_word_embeddings: false, max_position_embeddings: 40960 });
+  const specs = new Map(weightSpecs(c).map((w) => [w.name, w.shape]));
+  const zeros: WeightSource = {
+    name: 'zero weights (Qwen3-8B width)',
+    has: (n) => specs.has(n),
+    read: async (n) => ({ dtype: 'BF16', shape: specs.get(n)!, bytes: new Uint8Array(2 * specs.get(n)!.reduce((a, b) => a * b, 1)) }),
+  };
+  let weights: Awaited<ReturnType<typeof loadDecoderWeights>> | null = null;
+  try {
+    weights = await loadDecoderWeights(c, zeros, cuda);
+    const model = new Decoder(c, weights);
+    const ids = Array.from({ length: T }, (_, i) => (i * 7919) % c.vocabSize);
+    const t = performance.now();
+    const e = model.embed(cuda.fromValues(ids, [T], 'i32'));
+    e.requiresGrad = true;
+    const labels = cuda.fromValues(ids.map((x) => (x + 1) % c.vocabSize), [T], 'i32');
+    const tape = new Tape();
+    const loss = tape.run(() => F.crossEntropy(model.forward({ inputsEmbeds: e, logits: 'all' }).logits!, labels));
+    await tape.backward(loss);
+    const l = (await loss.read())[0];
+    const train = (performance.now() - t) / 1000;
+    tape.dispose();
+    const t2 = performance.now();
+    const r = await generate(model, { inputIds: ids, maxNewTokens: 4, sampling: { greedy: true }, eosTokenIds: [] });
+    const decode = (performance.now() - t2) / 1000;
+    const m = cuda.memInfo();
+    log(`(h) scale${dry ? ' (emulator dry run: every launch checked, none run)' : ''}, Qwen3-8B width, 2 of 36 layers, bf16: ` +
+      `forward + backward of ${T} tokens with cross-entropy over all logits ${train.toFixed(2)} s` + (dry ? '' : ` (loss ${l.toFixed(4)}, want ${Math.log(c.vocabSize).toFixed(4)})`) +
+      `; ${r.tokens.length} tokens after the ${T}-token prompt ${decode.toFixed(2)} s; pool peak ${(m.poolReserved / 2 ** 30).toFixed(2)} GiB`);
+    if (!dry && !(Math.abs(l - Math.log(c.vocabSize)) < 1e-3)) failures.push(`scale: loss ${l} with zero weights, want ln ${c.vocabSize} = ${Math.log(c.vocabSize)}`);
+    for (const x of [e, labels, loss]) x.dispose();
+  } catch (x) {
+    failures.push(`scale: ${(x as Error).name}: ${(x as Error).message.split('\n')[0]}`);
+  } finally {
+    weights?.dispose();
+  }
+}
+
 const t0 = performance.now();
 if (!only || only === 'parity') await parity();
 if (!only || only === 'golden') await golden();
@@ -386,6 +438,7 @@ if (!only || only === 'perf') await perf();
 if (!only || only === 'train') await train();
 if (!only || only === 'ask') await askTiny();
 if (!only || only === 'devices') await devices();
+if (!only || only === 'scale') await scale();
 const m = cuda.memInfo();
 log(`pool ${(m.poolReserved / 2 ** 20).toFixed(0)} MiB reserved, ${(m.poolUsed / 2 ** 20).toFixed(0)} MiB in use; ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 for (const f of failures) log(`FAIL ${f}`);

@@ -379,6 +379,26 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       });
     });
 
+    it('RMAS_CUDA_EMU_DRYRUN=1: launches are checked, not run; copies to the device are skipped, reads work', () => {
+      const r = child({ RMAS_CUDA_EMU_DRYRUN: '1' }, `
+        a.init(0);
+        const x = a.malloc(64 * 4), o = a.malloc(4);
+        a.upload(x, f32(new Array(64).fill(1)));
+        out.fresh = Array.from(a.download(o, 4));
+        out.ok = failure(() => a.launch('emu_selftest_block_sum', [x, o], [64, 64], []));
+        out.after = Array.from(a.download(o, 4));
+        out.big = failure(() => a.launch('emu_selftest_block_sum', [x, o], [64, 2048], []));
+        out.deadlock = failure(() => a.launch('emu_selftest_divergent_barrier', [x, o], [], []));
+      `);
+      // nothing filled, nothing uploaded, nothing run: the mapping's zeros stay
+      expect(r.fresh).toEqual([0, 0, 0, 0]);
+      expect(r.ok).toBeNull();
+      expect(r.after).toEqual([0, 0, 0, 0]);
+      // the configuration is still checked; a barrier bug, which needs the kernel to run, is not seen
+      expect(r.big).toMatchObject({ code: 9, cudaError: 'cudaErrorInvalidConfiguration' });
+      expect(r.deadlock).toBeNull();
+    });
+
     it('RMAS_CUDA_EMU_DEVICES=0: probe() reports cudaErrorNoDevice (100); init throws it', () => {
       const r = child({ RMAS_CUDA_EMU_DEVICES: '0' }, `
         out.probe = a.probe();

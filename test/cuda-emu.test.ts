@@ -32,7 +32,7 @@ function bench(only: string, env: Record<string, string> = {}): string {
   const out = `${r.stdout}${r.stderr}`;
   if (r.status !== 0) throw new Error(`bench/cuda.ts (${only}) exited with ${r.status ?? r.signal}:\n${out.split('\n').filter((l) => l.startsWith('FAIL') || l.startsWith('(')).join('\n') || out.slice(-4000)}`);
   expect(out).toMatch(/^all cuda checks passed$/m);
-  expect(out).toMatch(/^cuda \(rmas CUDA emulator \(CPU\) 0, sm_90\); .*cuBLASLt \S+libcublasLt_emu\.so$/m);
+  expect(out).toMatch(new RegExp(`^cuda \\(rmas CUDA emulator \\(CPU\\) 0, sm_${(env.RMAS_CUDA_EMU_CC ?? '9.0').replace('.', '')}\\); .*cuBLASLt \\S+libcublasLt_emu\\.so$`, 'm'));
   return out;
 }
 
@@ -114,6 +114,16 @@ describe.skipIf(!gxx)('test:cuda on the CUDA emulator', () => {
     const [rel] = figures(out, /^\(d\) outer golden run, one role per GPU against one GPU: worst relative difference of loss and grad norm (\S+)$/m);
     expect(rel).toBeLessThan(1e-5);
   }, 900_000);
+
+  for (const cc of ['9.0', '8.0']) {
+    it(`(h) dry run at Qwen3-8B width and 4096 tokens: every launch of a forward, backward and decode is valid on sm_${cc.replace('.', '')}`, () => {
+      const out = bench('scale', { RMAS_CUDA_EMU_DRYRUN: '1', RMAS_CUDA_EMU_CC: cc, RMAS_CUDA_EMU_MEMORY: String(80 * 2 ** 30) });
+      const [peak] = figures(out, /^\(h\) scale \(emulator dry run: every launch checked, none run\), Qwen3-8B width, 2 of 36 layers, bf16: .* 4 tokens after the 4096-token prompt \S+ s; pool peak (\S+) GiB$/m);
+      // at least the logits [4096, 151936] f32 and their gradient, and the weights (2.5 GB of embeddings alone)
+      expect(peak).toBeGreaterThan(2 * (4096 * 151936 * 4) / 2 ** 30);
+      expect(peak).toBeLessThan(20);
+    }, 900_000);
+  }
 
   it('rmas ask --backend cuda --devices 0,1 (one role per emulated device) writes what --backend cpu writes', () => {
     const ask = (backend: string[]) => {

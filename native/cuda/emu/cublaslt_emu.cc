@@ -438,6 +438,13 @@ LT_API int cublasLtMatmul(Handle* handle, Desc* desc, const void* alphaP, const 
   }
   if (batchSelfOverlap(ld)) return kInvalidValue;
 
+  // RMAS_CUDA_EMU_DRYRUN=1 (the emulator's dry run): everything above is checked, nothing is computed
+  static const bool dryRun = [] {
+    const char* v = std::getenv("RMAS_CUDA_EMU_DRYRUN");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  if (dryRun) return kSuccess;
+
   // Columns of D are independent; large products split them over threads (each element's sum order is unchanged).
   const int64_t batches = la.batch, n = p.n;
   const double work = double(p.m) * double(n) * double(p.k);  // per batch entry

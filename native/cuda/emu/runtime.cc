@@ -6,6 +6,8 @@
 //                          cudaErrorMemoryAllocation, as a full GPU does
 //   RMAS_CUDA_EMU_CC       compute capability, "9.0" by default
 //   RMAS_CUDA_EMU_ORDER    forward (default) or reverse: the order in which runnable threads are resumed
+//   RMAS_CUDA_EMU_DRYRUN   1: launches are checked (configuration, shared memory) and not run, and new memory is
+//                          not filled, so real sizes cost address space, not time or RAM; results are garbage
 //
 // Checks a GPU makes (or fails on without saying why), made here with a reason:
 //   - launch configurations (block and grid limits, dynamic shared memory over 48 KiB without the opt-in
@@ -56,11 +58,13 @@ struct Config {
   size_t memory = size_t(16) << 30;
   int major = 9, minor = 0;
   bool reverse = false;
+  bool dryRun = false;
   Config() {
     if (const char* v = std::getenv("RMAS_CUDA_EMU_DEVICES")) devices = std::atoi(v);
     if (const char* v = std::getenv("RMAS_CUDA_EMU_MEMORY")) memory = size_t(std::strtoull(v, nullptr, 10));
     if (const char* v = std::getenv("RMAS_CUDA_EMU_CC")) std::sscanf(v, "%d.%d", &major, &minor);
     if (const char* v = std::getenv("RMAS_CUDA_EMU_ORDER")) reverse = std::string(v) == "reverse";
+    if (const char* v = std::getenv("RMAS_CUDA_EMU_DRYRUN")) dryRun = std::string(v) == "1";
   }
   size_t optinSmem() const { return major >= 9 ? 227 * 1024 : major == 8 && minor == 0 ? 163 * 1024 : 99 * 1024; }
 };
@@ -293,7 +297,7 @@ cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t stream) {
   mprotect(map + span, page, PROT_NONE);
   uint8_t* data = map + span - body;
   std::memset(data - kGuard, kGuardByte, kGuard);
-  std::memset(data, 0xff, bytes);
+  if (!config().dryRun) std::memset(data, 0xff, bytes);
   std::memset(data + bytes, kGuardByte, body - bytes);
   *p = data;
   s.allocs[reinterpret_cast<uintptr_t>(*p)] = Alloc{device, bytes, data - kGuard, map, span + page};
@@ -325,6 +329,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   const bool sDev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (kind == cudaMemcpyHostToHost || kind == cudaMemcpyDefault) return fail(cudaErrorInvalidValue);
   if ((dDev && !find(dst, bytes)) || (sDev && !find(src, bytes))) return fail(cudaErrorInvalidValue);
+  if (config().dryRun && kind != cudaMemcpyDeviceToHost) return cudaSuccess;  // device contents do not matter
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
@@ -344,7 +349,7 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
   auto& s = st();
   if (s.sticky) return s.sticky;
   if (!find(p, bytes)) return fail(cudaErrorInvalidValue);
-  std::memset(p, value, bytes);
+  if (!config().dryRun) std::memset(p, value, bytes);
   return cudaSuccess;
 }
 
@@ -366,8 +371,9 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
   auto& s = st();
   const int d = pool->device;
   uint64_t v = 0;
-  if (attr == cudaMemPoolAttrUsedMemCurrent || attr == cudaMemPoolAttrReservedMemCurrent) v = s.used[d];
-  else if (attr == cudaMemPoolAttrUsedMemHigh || attr == cudaMemPoolAttrReservedMemHigh) v = s.high[d];
+  // the addon sets the release threshold to the maximum, so a real pool keeps what it ever held: reserved = high water
+  if (attr == cudaMemPoolAttrUsedMemCurrent) v = s.used[d];
+  else if (attr == cudaMemPoolAttrReservedMemCurrent || attr == cudaMemPoolAttrUsedMemHigh || attr == cudaMemPoolAttrReservedMemHigh) v = s.high[d];
   else if (attr == cudaMemPoolAttrReleaseThreshold) v = UINT64_MAX;
   else return fail(cudaErrorInvalidValue);
   *static_cast<uint64_t*>(value) = v;
@@ -769,6 +775,8 @@ void run_grid(const LaunchConfig& c, void (*entry)(void*), void* ctx) {
     if (it == s.smemOptin.end() || size_t(it->second) < c.smem)
       return bad(cudaErrorInvalidValue, std::to_string(c.smem) + " bytes of dynamic shared memory without cudaFuncSetAttribute(MaxDynamicSharedMemorySize) at least that large");
   }
+
+  if (config().dryRun) return;  // checked, not run
 
   Grid g;
   g.entry = entry, g.ctx = ctx, g.kernel = c.name;
