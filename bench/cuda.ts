@@ -252,6 +252,7 @@ function gemmTflops(M: number, N: number, K: number, split = false): number {
 }
 
 async function perf() {
+  if (process.env.RMAS_CUDA_EMU_DRYRUN === '1' && cuda.name.includes('emulator')) log('(c) emulator dry run: the launches below are checked, not run, so their figures time nothing');
   for (const M of [1, 512, 4096]) {
     const row = [[6144, 2048, 'gate/up 2048→6144'], [2048, 6144, 'down 6144→2048'], [2048, 2048, 'o 2048→2048']] as const;
     try {

@@ -7,10 +7,14 @@
  * still needs `npm run test:cuda` on a GPU.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { SafetensorsFile } from '../src/formats/safetensors';
+import { fileSource } from '../src/formats/sources';
+import { arithmeticRows } from './train/fixtures';
 // @ts-expect-error: a plain .mjs script without type declarations
 import { rewrite } from '../scripts/build-cuda-emu.mjs';
 
@@ -140,6 +144,40 @@ describe.skipIf(!gxx)('test:cuda on the CUDA emulator', () => {
     expect(cuda.json.rounds).toBe(3);
     expect(cuda.json.tokens).toBeGreaterThan(5);
     expect([cuda.json.text, cuda.json.tokens]).toEqual([cpu.json.text, cpu.json.tokens]);
+  }, 900_000);
+
+  it("rmas train-inner --backend cuda trains the planner's inner link as --backend cpu does (HalfGemm 'split': to 1e-5)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rmas-emu-inner-'));
+    try {
+      const rows = join(dir, 'rows.jsonl');
+      writeFileSync(rows, arithmeticRows(6).map((r) => JSON.stringify(r)).join('\n'));
+      const links: Record<string, Map<string, Float32Array>> = {};
+      for (const backend of ['cuda', 'cpu']) {
+        const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('RMAS_CUDA')));
+        const save = join(dir, backend);
+        const r = spawnSync(process.execPath, ['bin/rmas.js', 'train-inner', '--model_name_or_path', 'models/tiny/qwen3-tiny', '--mas_design', 'sequential',
+          '--mas_role', 'planner', '--dataset_name', rows, '--save_dir', save, '--max_steps', '3', '--batch_size', '2', '--adapter_lr', '1e-2',
+          '--warmup_steps', '1', '--seed', '3', '--backend', backend], {
+          cwd: root, env: { ...base, RMAS_CUDA_ADDON: addon, RMAS_CUDA_HALF_GEMM: 'split' }, encoding: 'utf8', timeout: 600_000,
+        });
+        if (r.status !== 0) throw new Error(`train-inner --backend ${backend} exited with ${r.status}: ${r.stderr.slice(-2000)}`);
+        expect(r.stderr + r.stdout).toMatch(/done: 3 steps/);
+        const f = await SafetensorsFile.open(fileSource(join(save, 'adapter.safetensors')));
+        links[backend] = new Map();
+        for (const n of f.names()) {
+          const t = await f.read(n);
+          links[backend].set(n, new Float32Array(t.bytes.slice().buffer));
+        }
+        await f.close();
+      }
+      expect([...links.cuda.keys()].sort()).toEqual([...links.cpu.keys()].sort());
+      expect(links.cpu.size).toBeGreaterThan(0);
+      let worst = 0;
+      for (const [n, v] of links.cpu) v.forEach((x, i) => (worst = Math.max(worst, Math.abs(x - links.cuda.get(n)![i]))));
+      expect(worst).toBeLessThan(1e-5);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 900_000);
 
   it('(f) ask: the tiny system on 4 test questions answers as on the CPU', () => {
