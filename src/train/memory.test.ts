@@ -220,6 +220,20 @@ function distillation(recompute: 'none' | 'all' | 'auto', budgetBytes = 80 * GiB
 }
 
 describe('training memory plan', () => {
+  it("HalfGemm 'split' keeps three 256-byte-aligned half copies of the largest f32 GEMM operand instead of one", () => {
+    const plan = (halfGemm: 'round' | 'split') => planTrainingMemory({
+      agents: [{ name: 'learner', config: LEARNER, weightBytesPerParam: 2, tokens: 4096, recorded: true, logitRows: 1024 }],
+      links: [], recompute: 'none', budgetBytes: 80 * GiB, halfGemm,
+    });
+    const [round, split] = [plan('round'), plan('split')];
+    // the largest operand: dlogits [1024 rows, vocab], larger than any [4096, hidden | q | intermediate] activation
+    const copy = 2 * 1024 * LEARNER.vocabSize;
+    expect(round.workspace).toBe(32 * 2 ** 20 + copy);
+    expect(split.workspace).toBe(32 * 2 ** 20 + 3 * Math.ceil(copy / 256) * 256);
+    expect(split.peak - round.peak).toBe(split.workspace - round.workspace);
+    expect(() => plan('half' as 'round')).toThrow(/halfGemm must be 'round' or 'split', got "half"/);
+  });
+
   it('sums the parts into the peak, counting an agent\'s weights once however many forwards it runs', () => {
     const c = tinyConfig('qwen3');
     const f = forwardOf(c, 8, 2);
