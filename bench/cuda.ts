@@ -17,7 +17,8 @@
  *   (f) ask: the shipped tiny system (models/tiny/system) on 16 test questions, greedy, text-MAS and
  *       RecursiveMAS at 2 rounds, on cuda and on the CPU reference: the same number correct (±1).
  * Without a usable CUDA device it prints why and exits 0 ("skipped: needs a CUDA device").
- *   (h) scale: a forward, backward and decode at Qwen3-8B width and 4096 tokens (2 layers; see scale());
+ *   (h) scale: a forward, backward and decode at Qwen3-8B width and 4096 tokens (2 layers; see scale()), the
+ *       step's pool peak against its training memory plan (src/train/memory.ts): within [0.95, 1.01] of it;
  * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices|train|ask|scale runs one part;
  * RMAS_CUDA_CASES=<regex> runs the parity cases whose "group/name" matches; RMAS_CUDA_ASK_ROWS=n asks n questions in (f).
  */
@@ -31,6 +32,7 @@ import { CUDA_DTYPE, type HalfGemm } from '../src/kernels/kernel';
 import { allCases } from '../src/kernels/cases';
 import { Decoder, generate, loadDecoderWeights, parseDecoderConfig } from '../src/model';
 import { type WeightSource, weightSpecs } from '../src/model/weights';
+import { planTrainingMemory } from '../src/train/memory';
 import { randomDecoder } from '../src/model/model.bench';
 import { scaledError, tinyConfig } from '../src/model/testing';
 import { CpuBackend } from '../src/tensor/cpu';
@@ -385,7 +387,9 @@ async function askTiny() {
  * (h) scale: real sizes at reduced depth, the launches a full-size run makes: Qwen3-8B width (hidden 4096, 32 / 8
  * heads of 128, intermediate 12288, vocab 151936), 2 of its 36 layers, bf16 weights (zeros: nothing to read from
  * disk), a forward and backward of 4096 tokens with cross-entropy over every row's logits, then 4 greedy tokens
- * after the 4096-token prompt. Zero weights give uniform logits, so the loss is ln 151936 exactly. On the
+ * after the 4096-token prompt. Zero weights give uniform logits, so the loss is ln 151936 exactly. The pool's
+ * peak over the forward and backward (every allocation: tensors, hook scratch, cuBLASLt's workspace and operand
+ * copies) is compared with the memory plan of that step, which decides what fits on a GPU. On the
  * emulator with RMAS_CUDA_EMU_DRYRUN=1, every launch's configuration is checked against the device's limits and
  * not run (the loss is then garbage and not checked): what a GPU would refuse at these sizes fails here.
  */
@@ -401,7 +405,13 @@ async function scale() {
     read: async (n) => ({ dtype: 'BF16', shape: specs.get(n)!, bytes: new Uint8Array(2 * specs.get(n)!.reduce((a, b) => a * b, 1)) }),
   };
   let weights: Awaited<ReturnType<typeof loadDecoderWeights>> | null = null;
+  // the training memory plan of this very step (src/train/memory.ts; what plan-memory prints), against the pool's peak
+  const plan = planTrainingMemory({ agents: [{ name: 'scale', config: c, weightBytesPerParam: 2, tokens: T, recorded: true, logitRows: T }], links: [],
+    recompute: 'none', budgetBytes: 2 ** 50, halfGemm: cuda.halfGemm });
   try {
+    await cuda.sync();
+    const base = cuda.memInfo().poolUsed;
+    cuda.resetMemoryPeak();
     weights = await loadDecoderWeights(c, zeros, cuda);
     const model = new Decoder(c, weights);
     const ids = Array.from({ length: T }, (_, i) => (i * 7919) % c.vocabSize);
@@ -414,15 +424,20 @@ async function scale() {
     await tape.backward(loss);
     const l = (await loss.read())[0];
     const train = (performance.now() - t) / 1000;
+    const peak = cuda.memInfo().poolUsedHigh - base;
     tape.dispose();
     const t2 = performance.now();
     const r = await generate(model, { inputIds: ids, maxNewTokens: 4, sampling: { greedy: true }, eosTokenIds: [] });
     const decode = (performance.now() - t2) / 1000;
-    const m = cuda.memInfo();
+    const G = (x: number) => (x / 2 ** 30).toFixed(3);
     log(`(h) scale${dry ? ' (emulator dry run: every launch checked, none run)' : ''}, Qwen3-8B width, 2 of 36 layers, bf16: ` +
       `forward + backward of ${T} tokens with cross-entropy over all logits ${train.toFixed(2)} s` + (dry ? '' : ` (loss ${l.toFixed(4)}, want ${Math.log(c.vocabSize).toFixed(4)})`) +
-      `; ${r.tokens.length} tokens after the ${T}-token prompt ${decode.toFixed(2)} s; pool peak ${(m.poolReserved / 2 ** 30).toFixed(2)} GiB`);
+      `; ${r.tokens.length} tokens after the ${T}-token prompt ${decode.toFixed(2)} s`);
+    log(`(h) scale, memory of the training step (half gemm '${cuda.halfGemm}'): pool peak ${G(peak)} GiB, memory plan ${G(plan.peak)} GiB ` +
+      `(weights ${G(plan.weightsTotal)}, activations ${G(plan.activations)}, logits ${G(plan.logits)}, backward transient ${G(plan.transient)}, workspace ${G(plan.workspace)})`);
     if (!dry && !(Math.abs(l - Math.log(c.vocabSize)) < 1e-3)) failures.push(`scale: loss ${l} with zero weights, want ln ${c.vocabSize} = ${Math.log(c.vocabSize)}`);
+    // the plan decides what fits: it must not be below what the step takes (1% for the device allocator's rounding), nor far above
+    if (!(peak <= plan.peak * 1.01 && peak >= plan.peak * 0.95)) failures.push(`scale: the step's pool peak ${G(peak)} GiB is not within [0.95, 1.01] of the memory plan's ${G(plan.peak)} GiB`);
     for (const x of [e, labels, loss]) x.dispose();
   } catch (x) {
     failures.push(`scale: ${(x as Error).name}: ${(x as Error).message.split('\n')[0]}`);

@@ -130,6 +130,20 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       expect(a.memInfo().free).toBe(before.free);
     });
 
+    it('memInfo().poolUsedHigh keeps the peak until resetPeak() restarts it from what is in use', () => {
+      a.resetPeak();
+      const base = a.memInfo().poolUsed;
+      expect(a.memInfo().poolUsedHigh).toBe(base);
+      const p = a.malloc(5000), q = a.malloc(7000);
+      a.free(p);
+      a.free(q);
+      const r = a.malloc(1000);
+      expect(a.memInfo().poolUsedHigh - base).toBe(12000);
+      a.resetPeak();
+      expect(a.memInfo().poolUsedHigh - base).toBe(1000);
+      a.free(r);
+    });
+
     it('a correct block reduction (shared memory, __syncthreads, __shfl_xor_sync) sums exactly for 1 to 32 warps', () => {
       const n = 1000;
       const x = a.malloc(n * 4);

@@ -46,7 +46,10 @@ export interface CudaAddon {
   memset(ptr: bigint, bytes: number, value?: number): void;
   copy(dst: bigint, src: bigint, bytes: number): void;
   sync(): void;
-  memInfo(): { free: number; total: number; poolUsed: number; poolReserved: number };
+  /** poolUsedHigh: the most the pool has had in use since init or resetPeak(). */
+  memInfo(): { free: number; total: number; poolUsed: number; poolReserved: number; poolUsedHigh: number };
+  /** Restarts the pool's high-water marks from what is in use now. */
+  resetPeak(): void;
   launch(name: string, ptrs: readonly bigint[], ints: readonly number[], floats: readonly number[]): void;
   kernels(): string[];
   deviceName(): string;

@@ -229,9 +229,15 @@ export class CudaBackend implements Backend {
     this.addon.sync();
   }
 
-  /** Device memory: free/total from the driver, and what the allocation pool holds. */
+  /** Device memory: free/total from the driver, and what the allocation pool holds (and has held at most). */
   memInfo() {
     this.bind();
     return this.addon.memInfo();
+  }
+
+  /** Restarts memInfo().poolUsedHigh from what is in use now, to measure the peak of what follows. */
+  resetMemoryPeak() {
+    this.bind();
+    this.addon.resetPeak();
   }
 }

@@ -365,7 +365,15 @@ cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
   *pool = &st().pools[device];
   return cudaSuccess;
 }
-cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr, void*) { return pool ? cudaSuccess : fail(cudaErrorInvalidValue); }
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
+  if (!pool || !value) return fail(cudaErrorInvalidValue);
+  // the high-water marks can only be reset, to zero, which restarts them from what is in use now
+  if (attr == cudaMemPoolAttrUsedMemHigh || attr == cudaMemPoolAttrReservedMemHigh) {
+    if (*static_cast<const uint64_t*>(value) != 0) return fail(cudaErrorInvalidValue);
+    st().high[pool->device] = st().used[pool->device];
+  }
+  return cudaSuccess;
+}
 cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, void* value) {
   if (!pool) return fail(cudaErrorInvalidValue);
   auto& s = st();

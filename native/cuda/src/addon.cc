@@ -272,14 +272,29 @@ Napi::Value MemInfo(const Napi::CallbackInfo& info) {
   r.Set("free", double(free));
   r.Set("total", double(total));
   cudaMemPool_t pool;
-  uint64_t used = 0, reserved = 0;
+  uint64_t used = 0, reserved = 0, usedHigh = 0;
   if (cudaDeviceGetDefaultMemPool(&pool, g.device) == cudaSuccess) {
     cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used);
     cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &usedHigh);
   }
   r.Set("poolUsed", double(used));
   r.Set("poolReserved", double(reserved));
+  r.Set("poolUsedHigh", double(usedHigh));
+  cudaGetLastError();
   return r;
+}
+
+// resetPeak(): the pool's high-water marks restart from what is in use now (memInfo().poolUsedHigh).
+Napi::Value ResetPeak(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  needInit(env, "resetPeak");
+  cudaMemPool_t pool;
+  check(env, cudaDeviceGetDefaultMemPool(&pool, g.device), "cudaDeviceGetDefaultMemPool");
+  uint64_t zero = 0;
+  check(env, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero), "cudaMemPoolSetAttribute (UsedMemHigh)");
+  check(env, cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero), "cudaMemPoolSetAttribute (ReservedMemHigh)");
+  return env.Undefined();
 }
 
 template <typename T>
@@ -361,6 +376,7 @@ Napi::Object Module(Napi::Env env, Napi::Object exports) {
   exports.Set("copy", Napi::Function::New(env, Copy));
   exports.Set("sync", Napi::Function::New(env, Sync));
   exports.Set("memInfo", Napi::Function::New(env, MemInfo));
+  exports.Set("resetPeak", Napi::Function::New(env, ResetPeak));
   exports.Set("launch", Napi::Function::New(env, Launch));
   exports.Set("kernels", Napi::Function::New(env, Kernels));
   exports.Set("deviceName", Napi::Function::New(env, DeviceName));
