@@ -16,7 +16,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, wri
 import { availableParallelism } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { nodeHeaders } from './node-headers.mjs';
+import { nodeHeaders, which } from './build-tools.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const cuda = join(root, 'native/cuda');
@@ -88,9 +88,7 @@ function topLevelSplit(decl) {
 
 function compiler() {
   for (const c of [process.env.CXX, 'g++', 'c++']) {
-    if (!c) continue;
-    const found = (process.env.PATH ?? '').split(':').some((d) => d && existsSync(join(d, c))) || existsSync(c);
-    if (found) return c;
+    if (c && (which(c) || existsSync(c))) return c;
   }
   die('no C++ compiler (g++) on PATH; install g++ (Debian: apt-get install g++)');
 }

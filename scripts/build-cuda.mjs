@@ -4,22 +4,15 @@
 // Options: --force rebuilds from scratch; RMAS_CUDA_ARCHS="80;90" picks the GPU architectures.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
-import { delimiter, dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { nodeHeaders } from './node-headers.mjs';
+import { nodeHeaders, which } from './build-tools.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const src = join(root, 'native/cuda');
 const build = join(src, 'build');
 const postinstall = process.env.npm_lifecycle_event === 'postinstall';
 const retry = 'npm run build:cuda';
-
-function which(cmd, extra = []) {
-  for (const d of [...(process.env.PATH ?? '').split(delimiter), ...extra]) {
-    if (d && existsSync(join(d, cmd))) return join(d, cmd);
-  }
-  return null;
-}
 
 function notBuilt(why) {
   console.log(`rmas: cuda backend not built (${why}); install the CUDA toolkit (nvcc) and cmake, then run ${retry}`);

@@ -5,13 +5,13 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { delimiter, join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { which } from '../scripts/build-tools.mjs';
 import { CudaUnavailable } from '../src/errors';
 import { type CudaAddon, addonPath, isCudaError } from '../src/gpu/cuda-addon';
 import { CudaBackend } from '../src/tensor/cuda';
 
-const nvcc = [...(process.env.PATH ?? '').split(delimiter), '/usr/local/cuda/bin'].map((dir) => join(dir, 'nvcc')).find((p) => existsSync(p));
+const nvcc = which('nvcc', ['/usr/local/cuda/bin']);
 const why = 'needs nvcc to build the CUDA addon (native/cuda)';
 if (!nvcc) console.log(`skipped: cuda addon checks ${why}; nvcc is not on PATH or in /usr/local/cuda/bin`);
 

@@ -12,12 +12,13 @@
  * The main process runs the defaults: 1 device, 16 GiB, forward fiber order.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { delimiter, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { which } from '../scripts/build-tools.mjs';
 import type { CudaAddon, CudaProbe } from '../src/gpu/cuda-addon';
 
 const root = resolve(fileURLToPath(import.meta.url), '../..');
@@ -25,7 +26,7 @@ const buildDir = join(root, 'native/cuda/build-emu');
 const addonFile = join(buildDir, 'rmas_cuda.node');
 const ltFile = join(buildDir, 'libcublasLt_emu.so');
 
-const gxx = (process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'g++')).find((p) => existsSync(p));
+const gxx = which('g++');
 if (!gxx) console.log('skipped: cuda emulator checks need g++ (C++17) to build native/cuda/build-emu');
 
 /** What the addon throws, reduced to what the tests compare (null: the call did not throw). */

@@ -7,11 +7,12 @@
  * still needs `npm run test:cuda` on a GPU.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { which } from '../scripts/build-tools.mjs';
 import { SafetensorsFile } from '../src/formats/safetensors';
 import { fileSource } from '../src/formats/sources';
 import { arithmeticRows } from './train/fixtures';
@@ -20,7 +21,7 @@ import { rewrite } from '../scripts/build-cuda-emu.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const addon = join(root, 'native/cuda/build-emu/rmas_cuda.node');
-const gxx = (process.env.PATH ?? '').split(delimiter).map((d) => join(d, 'g++')).find((p) => existsSync(p));
+const gxx = which('g++');
 if (!gxx) console.log('skipped: the CUDA emulator checks need g++ (Debian: apt-get install g++; scripts/setup-system.sh installs it)');
 
 /** Runs one part of bench/cuda.ts on the emulator; its output, and its exit status checked. */

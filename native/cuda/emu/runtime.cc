@@ -121,9 +121,18 @@ void explain(cudaError_t e, std::string why) {
   s.detailCode = e;
 }
 
+/** A fault that corrupts the device context, as on a GPU: every later call fails with `e`, explained by `why`. */
+void stick(cudaError_t e, std::string why) {
+  explain(e, std::move(why));
+  st().sticky = st().last = e;
+}
+
 bool validDevice(int d) { return d >= 0 && d < config().devices && d < 64; }
 
 size_t roundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+/** An allocation's data and tail guard bytes: its size up to a 256-byte boundary (at least one). */
+size_t bodyBytes(size_t bytes) { return roundUp(bytes ? bytes : 1, kGuard); }
 
 /** The allocation holding [p, p + bytes), or nullptr. */
 const Alloc* find(const void* p, size_t bytes) {
@@ -139,7 +148,7 @@ const Alloc* find(const void* p, size_t bytes) {
 bool guardsIntact(uintptr_t p, const Alloc& a) {
   const uint8_t* lo = a.base;
   const uint8_t* hi = reinterpret_cast<const uint8_t*>(p) + a.bytes;
-  const size_t tail = roundUp(a.bytes ? a.bytes : 1, kGuard) - a.bytes;
+  const size_t tail = bodyBytes(a.bytes) - a.bytes;
   for (size_t i = 0; i < kGuard; i++)
     if (lo[i] != kGuardByte) return false;
   for (size_t i = 0; i < tail; i++)
@@ -155,8 +164,7 @@ void checkGuards(const char* kernel) {
     char buf[320];
     std::snprintf(buf, sizeof buf, "illegal address (emulator): kernel %s wrote outside the %zu-byte allocation at 0x%llx on device %d", kernel, a.bytes,
                   (unsigned long long)p, a.device);
-    explain(cudaErrorIllegalAddress, buf);
-    s.sticky = s.last = cudaErrorIllegalAddress;
+    stick(cudaErrorIllegalAddress, buf);
     return;
   }
 }
@@ -289,7 +297,7 @@ cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t stream) {
   const int device = stream ? stream->device : s.current;
   if (bytes > config().memory || s.used[device] + bytes > config().memory) return fail(cudaErrorMemoryAllocation);
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  const size_t body = roundUp(bytes ? bytes : 1, kGuard);
+  const size_t body = bodyBytes(bytes);
   const size_t span = roundUp(kGuard + body, page);
   void* m = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
@@ -310,10 +318,8 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
   auto& s = st();
   auto it = s.allocs.find(reinterpret_cast<uintptr_t>(p));
   if (it == s.allocs.end()) return fail(cudaErrorInvalidValue);
-  if (!guardsIntact(it->first, it->second) && !s.sticky) {
-    explain(cudaErrorIllegalAddress, "illegal address (emulator): a kernel wrote outside an allocation freed now (" + std::to_string(it->second.bytes) + " bytes)");
-    s.sticky = cudaErrorIllegalAddress;
-  }
+  if (!guardsIntact(it->first, it->second) && !s.sticky)
+    stick(cudaErrorIllegalAddress, "illegal address (emulator): a kernel wrote outside an allocation freed now (" + std::to_string(it->second.bytes) + " bytes)");
   munmap(it->second.map, it->second.mapped);
   s.used[it->second.device] -= it->second.bytes;
   s.allocs.erase(it);
@@ -452,6 +458,9 @@ namespace {
 constexpr size_t kStack = 128 * 1024;
 constexpr int kMaxThreads = 1024;
 
+/** From one fiber stack to the next: the stack and the no-access page below it. */
+size_t stackStride() { return kStack + size_t(sysconf(_SC_PAGESIZE)); }
+
 enum class Wait { None, Block, Warp, Done };
 
 struct Fiber {
@@ -510,7 +519,7 @@ void describeFault(uintptr_t a, bool write) {
   auto it = s.allocs.upper_bound(a);
   if (it != s.allocs.begin()) {
     --it;
-    const uintptr_t end = it->first + roundUp(it->second.bytes ? it->second.bytes : 1, kGuard);
+    const uintptr_t end = it->first + bodyBytes(it->second.bytes);
     if (a >= end && a < end + page) {
       std::snprintf(g_fault, sizeof g_fault, "illegal address (emulator): kernel %s %s byte %llu of the %zu-byte allocation at 0x%llx on device %d (past its end)",
                     kernel, what, (unsigned long long)(a - it->first), it->second.bytes, (unsigned long long)it->first, it->second.device);
@@ -518,9 +527,9 @@ void describeFault(uintptr_t a, bool write) {
     }
   }
   if (g_stacks) {
-    const size_t each = (128 * 1024) + page;
-    if (a >= uintptr_t(g_stacks) && a < uintptr_t(g_stacks) + each * 1024 && (a - uintptr_t(g_stacks)) % each < page) {
-      std::snprintf(g_fault, sizeof g_fault, "illegal address (emulator): kernel %s overflowed a thread's 128 KiB stack (large local arrays?)", kernel);
+    const size_t each = stackStride();
+    if (a >= uintptr_t(g_stacks) && a < uintptr_t(g_stacks) + each * kMaxThreads && (a - uintptr_t(g_stacks)) % each < page) {
+      std::snprintf(g_fault, sizeof g_fault, "illegal address (emulator): kernel %s overflowed a thread's %zu KiB stack (large local arrays?)", kernel, kStack / 1024);
       return;
     }
   }
@@ -579,7 +588,7 @@ std::map<void*, uint64_t> g_poisoned;  // static shared array -> the block that 
 uint8_t* stacks() {
   if (g_stacks) return g_stacks;
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  const size_t each = kStack + page;  // a guard page below every stack
+  const size_t each = stackStride();
   void* m = mmap(nullptr, each * kMaxThreads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) {
     std::fprintf(stderr, "rmas CUDA emulator: cannot map %zu bytes of fiber stacks\n", each * kMaxThreads);
@@ -801,7 +810,7 @@ void run_grid(const LaunchConfig& c, void (*entry)(void*), void* ctx) {
   g_grid = &g;
   blockDim = c.block, gridDim = c.grid;
   uint8_t* base = stacks();
-  const size_t each = kStack + size_t(sysconf(_SC_PAGESIZE));
+  const size_t each = stackStride();
   volatile bool ok = true;
   volatile bool faulted = false;
   {
@@ -821,16 +830,8 @@ void run_grid(const LaunchConfig& c, void (*entry)(void*), void* ctx) {
     }
   }
   g_grid = outer;
-  if (faulted) {
-    explain(cudaErrorIllegalAddress, g_fault);
-    s.sticky = s.last = cudaErrorIllegalAddress;
-    return;
-  }
-  if (!ok) {
-    explain(cudaErrorLaunchFailure, "unspecified launch failure (emulator): " + g.error);
-    s.sticky = s.last = cudaErrorLaunchFailure;
-    return;
-  }
+  if (faulted) return stick(cudaErrorIllegalAddress, g_fault);
+  if (!ok) return stick(cudaErrorLaunchFailure, "unspecified launch failure (emulator): " + g.error);
   checkGuards(c.name);
 }
 

@@ -1,8 +1,16 @@
-// Where the headers a Node addon build needs are: node_api.h (next to the running node, or the system's) and
-// napi.h (the node-addon-api package). Shared by build-cuda.mjs and build-cuda-emu.mjs.
+// What the two CUDA addon builds (build-cuda.mjs, build-cuda-emu.mjs) look up: a program on PATH, and the
+// headers a Node addon needs: node_api.h (next to the running node, or the system's) and napi.h (node-addon-api).
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
+import { delimiter, dirname, join, resolve } from 'node:path';
+
+/** The path of `cmd` in a folder of PATH, then of `extra`; null when none has it. */
+export function which(cmd, extra = []) {
+  for (const d of [...(process.env.PATH ?? '').split(delimiter), ...extra]) {
+    if (d && existsSync(join(d, cmd))) return join(d, cmd);
+  }
+  return null;
+}
 
 /** { nodeInclude, addonApi } folders, or { missing: why } */
 export function nodeHeaders(root) {
