@@ -561,8 +561,8 @@ void onFault(int sig, siginfo_t* si, void* uc) {
 /** Catches faults of the kernel threads for the lifetime of one grid, on an alternate stack (a fiber may overflow). */
 struct FaultGuard {
   stack_t prevStack{};
-  std::vector<uint8_t> alt = std::vector<uint8_t>(256 * 1024);
   FaultGuard() {
+    static std::vector<uint8_t> alt(256 * 1024);  // launches run one at a time (the runtime's mutex)
     stack_t ss{};
     ss.ss_sp = alt.data();
     ss.ss_size = alt.size();
