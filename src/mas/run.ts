@@ -48,8 +48,22 @@ export interface AskOptions {
   signal?: AbortSignal;
   /** Called after each stage with its inputs and outputs, before its tensors are released. */
   onStage?: (record: StageRecord) => void | Promise<void>;
-  /** Streaming of the text the final agent writes. */
+  /** Streaming of the text the final agent writes (the first rollout's). */
   onToken?: (role: string, id: number) => void;
+  /**
+   * Final decodes from the same final prompt and latents (upstream's --num_rollouts, for pass@k): rollout r
+   * samples with seed + r and gets its own answer retry. Default 1.
+   */
+  rollouts?: number;
+}
+
+/** One final decode of a question, its answer retry included. */
+export interface RolloutResult {
+  answer: string;
+  text: string;
+  /** Tokens of this decode and its retry. */
+  tokens: number;
+  retried: boolean;
 }
 
 export interface StageRecord {
@@ -94,6 +108,8 @@ export interface AskResult {
   /** generate()'s figures for the final agent's decode (absent with tools, whose decode is several calls). */
   prefillTokensPerSec?: number;
   decodeTokensPerSec?: number;
+  /** Every rollout of the final decode, the first one being answer/text/retried above. */
+  rollouts: RolloutResult[];
 }
 
 const skip = (tok: Agent['tokenizer'], ids: readonly number[]) => tok.decode(ids, { skipSpecialTokens: true });
@@ -125,6 +141,8 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
   if (!Number.isInteger(rounds) || rounds < 1) throw new InvalidArgument(`rounds must be a positive integer, got ${rounds}`);
   if (mode === 'latent' && (!Number.isInteger(m) || m < 1)) throw new InvalidArgument(`latent steps must be a positive integer, got ${m}`);
   if (!opts.question.trim()) throw new InvalidArgument('the question is empty');
+  const nRollouts = opts.rollouts ?? 1;
+  if (!Number.isInteger(nRollouts) || nRollouts < 1) throw new InvalidArgument(`rollouts must be a positive integer, got ${nRollouts}`);
   if (mode === 'latent') {
     for (const a of agents.values()) {
       if (!a.inner) throw new InvalidArgument(`role ${a.role} has no inner link loaded; load the system with links for latent mode`);
@@ -136,8 +154,9 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
   const latents = new Map<string, Tensor>();
   const texts = new Map<string, string>();
   const result: AskResult = {
-    answer: '', text: '', tokens: 0, latentSteps: 0, seconds: 0, rounds, mode, task, retried: false, toolCalls: [], stages: [],
+    answer: '', text: '', tokens: 0, latentSteps: 0, seconds: 0, rounds, mode, task, retried: false, toolCalls: [], stages: [], rollouts: [],
   };
+  const finals: { ids: number[]; text: string }[] = [];
   const t0 = performance.now();
   try {
     const stages = schedule(style, rounds);
@@ -177,6 +196,13 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
           const out: { ids: number[]; text: string; prefillTokensPerSec?: number; decodeTokensPerSec?: number } = final && style.tools
             ? await decodeWithTools(agent, pieces, budget, opts, result)
             : await decode(agent, pieces, budget, opts, final);
+          if (final) {
+            finals.push(out);
+            for (let r = 1; r < nRollouts; r++) {
+              const again = { ...opts, sampling: reseed(opts.sampling, r) };
+              finals.push(style.tools ? await decodeWithTools(agent, pieces, budget, again, { toolCalls: [] }) : await decode(agent, pieces, budget, again, false));
+            }
+          }
           rec.generatedIds = out.ids;
           rec.text = out.text;
           result.tokens += out.ids.length;
@@ -213,25 +239,39 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
     }
 
     const decoder = agents.get(style.decoder)!;
-    if ((opts.answerRetry ?? true) && !hasFinalAnswer(result.text, task)) {
-      checkCancelled(signal, 'the answer retry');
-      // upstream feeds the output as a raw prompt, without chat template, and appends what it generates
-      const raw = result.text + retrySuffix(task);
-      const r = await generate(decoder.decoder, {
-        inputIds: decoder.tokenizer.encode(raw), maxNewTokens: retryMaxTokens(task), sampling: samplingFor(decoder, opts.sampling),
-        eosTokenIds: decoder.generation.eosTokenIds, signal, onToken: (id) => opts.onToken?.(decoder.role, id),
-      });
-      checkCancelled(signal, 'the answer retry');
-      result.text = raw + skip(decoder.tokenizer, r.tokens);
-      result.tokens += r.tokens.length;
-      result.retried = true;
+    for (const [r, f] of finals.entries()) {
+      const o: RolloutResult = { answer: '', text: f.text, tokens: f.ids.length, retried: false };
+      if ((opts.answerRetry ?? true) && !hasFinalAnswer(o.text, task)) {
+        checkCancelled(signal, 'the answer retry');
+        // upstream feeds the output as a raw prompt, without chat template, and appends what it generates
+        const raw = o.text + retrySuffix(task);
+        const g = await generate(decoder.decoder, {
+          inputIds: decoder.tokenizer.encode(raw), maxNewTokens: retryMaxTokens(task), sampling: samplingFor(decoder, reseed(opts.sampling, r)),
+          eosTokenIds: decoder.generation.eosTokenIds, signal, ...(r === 0 ? { onToken: (id: number) => opts.onToken?.(decoder.role, id) } : {}),
+        });
+        checkCancelled(signal, 'the answer retry');
+        o.text = raw + skip(decoder.tokenizer, g.tokens);
+        o.tokens += g.tokens.length;
+        o.retried = true;
+        if (r === 0) result.tokens += g.tokens.length;
+      }
+      o.answer = extractAnswer(o.text, task);
+      result.rollouts.push(o);
     }
-    result.answer = extractAnswer(result.text, task);
+    const first = result.rollouts[0]!;
+    result.text = first.text;
+    result.retried = first.retried;
+    result.answer = first.answer;
     result.seconds = (performance.now() - t0) / 1000;
     return result;
   } finally {
     for (const L of latents.values()) L.dispose();
   }
+}
+
+/** Rollout r's sampling: seed + r (upstream's set_rollout_seed(sample_seed + r)); greedy stays greedy. */
+function reseed(s: SamplingOptions, r: number): SamplingOptions {
+  return r === 0 || s.greedy || s.temperature === 0 ? s : { ...s, seed: (s.seed ?? 0) + r };
 }
 
 type GenerateFn = typeof generate;

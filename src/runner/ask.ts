@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { InvalidArgument } from '../errors';
 import { ask, type AskOptions } from '../mas/run';
 import { DumpWriter } from '../mas/dump';
-import { detectTask, loadPromptSet, type TaskKind } from '../mas/prompts';
+import { detectTask, loadPromptSet, type PromptSet, type TaskKind } from '../mas/prompts';
 import { DEFAULT_STYLE, defaultLatentSteps, getStyle } from '../mas/styles';
 import { loadSystem } from '../mas/system';
 import { materializeOverrides } from '../store/bundle-node';
@@ -65,7 +65,7 @@ function num(a: AskArgs, k: keyof AskArgs, integer: boolean, min: number): numbe
   return n;
 }
 
-function overrides(list: readonly string[] = []): Record<string, string> {
+export function overrides(list: readonly string[] = []): Record<string, string> {
   const out: Record<string, string> = {};
   for (const s of list) {
     const i = s.indexOf('=');
@@ -73,6 +73,17 @@ function overrides(list: readonly string[] = []): Record<string, string> {
     out[s.slice(0, i)] = s.slice(i + 1);
   }
   return out;
+}
+
+/** The prompt set of a --prompts file. */
+export function readPrompts(path: string): PromptSet {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new InvalidArgument(`--prompts ${path}: cannot read it (${(e as Error).message})`);
+  }
+  return loadPromptSet(text);
 }
 
 /** Upstream's max-new-tokens rule for a single question (infer_max_new_tokens, math500-like by default); 64 for the tiny system. */
@@ -111,16 +122,7 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
     // upstream's --top_k -1 means: the model's generation_config
     ...(topK !== undefined && topK >= 0 ? { topK } : {}),
   };
-  let prompts;
-  if (a.prompts) {
-    let text: string;
-    try {
-      text = readFileSync(a.prompts, 'utf8');
-    } catch (e) {
-      throw new InvalidArgument(`--prompts ${a.prompts}: cannot read it (${(e as Error).message})`);
-    }
-    prompts = loadPromptSet(text);
-  }
+  const prompts = a.prompts ? readPrompts(a.prompts) : undefined;
   const be = await backend();
   const placement = place ? await place(style.roles.map((r) => r.key)) : undefined;
   const t0 = performance.now();

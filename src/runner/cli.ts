@@ -21,6 +21,7 @@ import { ASK_USAGE, AskUsageError, askCmd, type AskArgs } from './ask';
 import { openPlacement, parseDevices } from './devices';
 import { formatReport, healthcheck } from './healthcheck';
 import { PLAN_MEMORY_USAGE, PlanMemoryUsageError, planMemoryCmd } from './plan-memory';
+import { RUN_OPTIONS, RUN_USAGE, RunUsageError, runCmd } from './run';
 import { TrainUsageError, trainCmd } from './train';
 import { TRAIN_OPTIONS, TRAIN_USAGE } from './train-args';
 
@@ -33,6 +34,7 @@ export const USAGE = `usage:
       prints the generated text, then prefill and decode tokens/s on stderr;
       sampling defaults come from the model's generation_config.json
 ${ASK_USAGE}
+${RUN_USAGE}
 ${TRAIN_USAGE}
 ${PLAN_MEMORY_USAGE}
   rmas healthcheck [--level 1|2|3] [--json]
@@ -40,7 +42,7 @@ ${PLAN_MEMORY_USAGE}
       exit 1 when a required check fails (an unavailable webgpu or cuda is a warning)
   --backend defaults to webgpu when an adapter is found, else cpu; cuda needs an NVIDIA GPU and the addon
       (npm run build:cuda). With --backend cuda, --devices 0,1,… picks the GPUs: forward, generate and
-      train-inner use one; ask and train-outer place the roles over them in role order (role i on the
+      train-inner use one; ask, run and train-outer place the roles over them in role order (role i on the
       i-th device, wrapping), one role per GPU for a system that does not fit on one`;
 
 /** Bad command-line arguments: usage and exit code 2. */
@@ -280,6 +282,22 @@ export async function main(argv: string[]): Promise<number> {
       }, place());
       return 0;
     }
+    if (argv[0] === 'run') {
+      let r;
+      try {
+        r = parseArgs({ args: argv.slice(1), options: RUN_OPTIONS, allowPositionals: true, strict: true });
+      } catch (e) {
+        throw new RunUsageError((e as Error).message);
+      }
+      if (r.values.help) {
+        process.stdout.write(`${USAGE}\n`);
+        return 0;
+      }
+      if (r.positionals.length) throw new RunUsageError(`unexpected argument ${r.positionals[0]}`);
+      devices = parseDevices(r.values.devices, r.values.backend, (m) => new RunUsageError(m));
+      await runCmd(r.values, () => backend(r.values.backend), (s) => process.stdout.write(s), (s) => process.stderr.write(s), place());
+      return 0;
+    }
     if (argv[0] === 'plan-memory') {
       if (argv.includes('--help') || argv.includes('-h')) {
         process.stdout.write(`${USAGE}\n`);
@@ -318,7 +336,7 @@ export async function main(argv: string[]): Promise<number> {
     else throw new UsageError(cmd === undefined ? 'no command given' : `unknown command "${cmd}"`);
     return 0;
   } catch (e) {
-    if (e instanceof UsageError || e instanceof AskUsageError || e instanceof TrainUsageError || e instanceof PlanMemoryUsageError) {
+    if (e instanceof UsageError || e instanceof AskUsageError || e instanceof RunUsageError || e instanceof TrainUsageError || e instanceof PlanMemoryUsageError) {
       process.stderr.write(`rmas: ${e.message}\n${USAGE}\n`);
       return 2;
     }

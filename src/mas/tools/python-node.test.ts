@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { toolLoop } from './loop';
 import { formatPythonOutput } from './python-format';
-import { nodePythonRunner } from './python-node';
+import { nodePythonRunner, spawnPython } from './python-node';
 
 const hasPython = spawnSync('python3', ['--version']).status === 0;
 const hasSympy = hasPython && spawnSync('python3', ['-c', 'import sympy']).status === 0;
@@ -70,7 +70,31 @@ describe.skipIf(!hasPython)('nodePythonRunner (python3)', () => {
   });
 });
 
+describe.skipIf(!hasPython)('spawnPython (python3)', () => {
+  it('writes the files, passes the arguments and stdin, and reports the exit code and streams', async () => {
+    const r = await spawnPython({
+      args: ['main.py', 'x'],
+      files: { 'main.py': 'import sys\nprint(open("data.txt").read(), sys.argv[1:], sys.stdin.read())\nsys.exit(4)', 'data.txt': 'd' },
+      stdin: 'in',
+      timeoutMs: 10_000,
+    });
+    expect(r).toEqual({ exitCode: 4, signal: null, stdout: "d ['x'] in\n", stderr: '', timedOut: false, aborted: false });
+  });
+
+  it('keeps at most maxOutputChars of a stream (plus the last chunk read) and reports a timeout', async () => {
+    const r = await spawnPython({ args: ['-'], stdin: 'print("a" * 10**6, flush=True)\nimport time\ntime.sleep(30)', timeoutMs: 500, maxOutputChars: 10 });
+    expect(r.timedOut).toBe(true);
+    expect(r.exitCode).toBeNull();
+    expect(r.stdout.length).toBeGreaterThanOrEqual(10);
+    expect(r.stdout.length).toBeLessThan(1 << 20);
+  });
+});
+
 describe('nodePythonRunner without an interpreter', () => {
+  it('spawnPython rejects with the spawn error', async () => {
+    await expect(spawnPython({ python: '/nonexistent/python3', args: ['-'], timeoutMs: 1000 })).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
   it('returns a text saying how to install Python instead of throwing', async () => {
     const run = nodePythonRunner({ python: '/nonexistent/python3' });
     const out = await run('print(1)', { timeoutMs: 1000 });

@@ -1,102 +1,161 @@
 /**
- * The Python tool in Node: each call is a fresh `python3` process in a fresh temporary folder with
- * a stripped environment, killed (with its process group) on timeout or abort.
+ * Python in Node: each run is a fresh `python3` process in a fresh temporary folder with a stripped
+ * environment, killed (with its process group) on timeout or abort. `spawnPython` is that core, shared
+ * by the tool runner here and the code-benchmark scoring in src/eval/code.ts.
  * Node built-ins are imported inside the call so that the folder's index stays importable in a page.
  */
 import type { ToolRunners } from './loop';
 import { ABORTED_TEXT, formatPythonOutput, PYTHON_PRELUDE, timeoutText } from './python-format';
 
-/** Output kept per stream; beyond it a runaway print loop would only grow memory (results are cut to 6000 chars anyway). */
+/** Output kept per stream by default; beyond it a runaway print loop would only grow memory (tool results are cut to 6000 chars anyway). */
 const MAX_STREAM_CHARS = 1 << 20;
+
+export interface SpawnPythonOptions {
+  /** Interpreter command or path; default `python3`. */
+  python?: string;
+  /** Command-line arguments after the interpreter, e.g. `['-']` or `['main.py']`. */
+  args: string[];
+  /** Files written into the fresh working folder before the start (name → UTF-8 text). */
+  files?: Record<string, string>;
+  /** Text written to the process's stdin, which is then closed. */
+  stdin?: string;
+  timeoutMs: number;
+  signal?: AbortSignal;
+  /** Characters kept per stream; default 1 Mi. */
+  maxOutputChars?: number;
+}
+
+export interface PythonProcessResult {
+  /** null when the process was killed by a signal (then `signal` says which) or never finished. */
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  aborted: boolean;
+}
+
+type ChildProcess = typeof import('node:child_process');
+
+// Version-manager shims (pyenv, asdf) cost about a second per start; the interpreter they lead to is
+// asked for once per command and started directly afterwards. On any failure the command itself is used.
+const interpreters = new Map<string, Promise<string>>();
+const stripEnv = () => ({ PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: process.env.LANG ?? 'C.UTF-8' });
+
+function resolveInterpreter(python: string, execFile: ChildProcess['execFile']): Promise<string> {
+  let p = interpreters.get(python);
+  if (!p) {
+    p = new Promise<string>((resolve) => {
+      execFile(python, ['-c', 'import sys; print(sys.executable)'], { env: stripEnv(), timeout: 20_000 }, (err, out) => {
+        const exe = String(out ?? '').trim();
+        resolve(!err && exe ? exe : python);
+      });
+    });
+    interpreters.set(python, p);
+  }
+  return p;
+}
+
+/**
+ * Runs Python once in a fresh temporary folder (removed afterwards) with only PATH and LANG in its
+ * environment, in its own process group, which is killed on timeout or abort. Rejects only when the
+ * process cannot start (the spawn error, `code` 'ENOENT' for a missing interpreter).
+ */
+export async function spawnPython(opts: SpawnPythonOptions): Promise<PythonProcessResult> {
+  const { signal, timeoutMs } = opts;
+  const python = opts.python ?? 'python3';
+  const cap = opts.maxOutputChars ?? MAX_STREAM_CHARS;
+  const notRun = (): PythonProcessResult =>
+    ({ exitCode: null, signal: null, stdout: '', stderr: '', timedOut: false, aborted: true });
+  if (signal?.aborted) return notRun();
+  const [{ spawn, execFile }, fs, path, os] = await Promise.all([
+    import('node:child_process'),
+    import('node:fs/promises'),
+    import('node:path'),
+    import('node:os'),
+  ]);
+  const exe = await resolveInterpreter(python, execFile);
+  if (signal?.aborted) return notRun();
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'rmas-python-'));
+  try {
+    for (const [name, text] of Object.entries(opts.files ?? {})) await fs.writeFile(path.join(dir, name), text, 'utf8');
+    return await new Promise<PythonProcessResult>((resolve, reject) => {
+      const child = spawn(exe, opts.args, {
+        cwd: dir,
+        env: stripEnv(),
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true, // own process group, so that a kill also reaches anything the code started
+      });
+      let stdout = '';
+      let stderr = '';
+      let settled = false;
+      const settle = () => {
+        if (settled) return false;
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        return true;
+      };
+      const finish = (r: Pick<PythonProcessResult, 'exitCode' | 'signal' | 'timedOut' | 'aborted'>) => {
+        if (settle()) resolve({ ...r, stdout, stderr });
+      };
+      const kill = () => {
+        try {
+          if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          child.kill('SIGKILL');
+        }
+      };
+      const onAbort = () => {
+        kill();
+        finish({ exitCode: null, signal: 'SIGKILL', timedOut: false, aborted: true });
+      };
+      const timer = setTimeout(() => {
+        kill();
+        finish({ exitCode: null, signal: 'SIGKILL', timedOut: true, aborted: false });
+      }, timeoutMs);
+      signal?.addEventListener('abort', onAbort, { once: true });
+
+      child.stdout.setEncoding('utf8').on('data', (s: string) => {
+        if (stdout.length < cap) stdout += s;
+      });
+      child.stderr.setEncoding('utf8').on('data', (s: string) => {
+        if (stderr.length < cap) stderr += s;
+      });
+      child.on('error', (err) => {
+        if (settle()) reject(err);
+      });
+      // 'close' waits for the streams to drain, so the output is complete
+      child.on('close', (status, sig) => finish({ exitCode: status, signal: sig, timedOut: false, aborted: false }));
+      child.stdin.on('error', () => {}); // EPIPE when the process exits before reading all its input
+      child.stdin.end(opts.stdin ?? '');
+    });
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
 
 /** Node runner: a fresh `python3` subprocess per call (see the module comment); never throws for tool failures. */
 export function nodePythonRunner(opts: { python?: string } = {}): ToolRunners['python'] {
   const python = opts.python ?? 'python3';
-  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: process.env.LANG ?? 'C.UTF-8' };
-  // Version-manager shims (pyenv, asdf) cost about a second per start; the interpreter they lead
-  // to is asked for once and started directly afterwards. On any failure `python` itself is used.
-  let interpreter: Promise<string> | null = null;
-  const resolveInterpreter = (execFile: typeof import('node:child_process').execFile) =>
-    (interpreter ??= new Promise<string>((resolve) => {
-      execFile(python, ['-c', 'import sys; print(sys.executable)'], { env, timeout: 20_000 }, (err, out) => {
-        const exe = String(out ?? '').trim();
-        resolve(!err && exe ? exe : python);
-      });
-    }));
-
   return async (code, { timeoutMs, signal }) => {
-    if (signal?.aborted) return ABORTED_TEXT;
-    const [{ spawn, execFile }, fs, os, path] = await Promise.all([
-      import('node:child_process'),
-      import('node:fs/promises'),
-      import('node:os'),
-      import('node:path'),
-    ]);
-    const exe = await resolveInterpreter(execFile);
-    if (signal?.aborted) return ABORTED_TEXT;
-    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'rmas-python-'));
+    let r: PythonProcessResult;
     try {
-      return await new Promise<string>((resolve) => {
-        // the script goes in on stdin (`python3 -`): no argument-length limit, tracebacks say <stdin>
-        const child = spawn(exe, ['-'], {
-          cwd: dir,
-          env,
-          stdio: ['pipe', 'pipe', 'pipe'],
-          detached: true, // own process group, so that a kill also reaches anything the code started
-        });
-        let stdout = '';
-        let stderr = '';
-        let settled = false;
-        const finish = (text: string) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-          resolve(text);
-        };
-        const kill = () => {
-          try {
-            if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
-          } catch {
-            child.kill('SIGKILL');
-          }
-        };
-        const onAbort = () => {
-          kill();
-          finish(ABORTED_TEXT);
-        };
-        const timer = setTimeout(() => {
-          kill();
-          finish(timeoutText(timeoutMs));
-        }, timeoutMs);
-        signal?.addEventListener('abort', onAbort, { once: true });
-
-        child.stdout.setEncoding('utf8').on('data', (s: string) => {
-          if (stdout.length < MAX_STREAM_CHARS) stdout += s;
-        });
-        child.stderr.setEncoding('utf8').on('data', (s: string) => {
-          if (stderr.length < MAX_STREAM_CHARS) stderr += s;
-        });
-        child.on('error', (err: NodeJS.ErrnoException) => {
-          finish(
-            err.code === 'ENOENT'
-              ? `[error] The Python tool is unavailable: the interpreter \`${python}\` was not found. ` +
-                  'Install Python 3 (for example `apt-get install python3`, or from python.org) ' +
-                  'or pass its path as nodePythonRunner({ python: "/path/to/python3" }).'
-              : `[error] The Python tool could not start \`${python}\`: ${err.message}`,
-          );
-        });
-        // 'close' waits for the streams to drain, so the output is complete
-        child.on('close', (status, sig) => {
-          // killed by a signal: Python's subprocess convention, minus the signal number
-          const code = status ?? -(sig ? os.constants.signals[sig] : 1);
-          finish(formatPythonOutput(stdout, stderr, code));
-        });
-        child.stdin.on('error', () => {}); // EPIPE when the process exits before reading its script
-        child.stdin.end(PYTHON_PRELUDE + code + '\n');
-      });
-    } finally {
-      await fs.rm(dir, { recursive: true, force: true });
+      // the script goes in on stdin (`python3 -`): no argument-length limit, tracebacks say <stdin>
+      r = await spawnPython({ python, args: ['-'], stdin: PYTHON_PRELUDE + code + '\n', timeoutMs, signal });
+    } catch (e) {
+      const err = e as NodeJS.ErrnoException;
+      return err.code === 'ENOENT'
+        ? `[error] The Python tool is unavailable: the interpreter \`${python}\` was not found. ` +
+            'Install Python 3 (for example `apt-get install python3`, or from python.org) ' +
+            'or pass its path as nodePythonRunner({ python: "/path/to/python3" }).'
+        : `[error] The Python tool could not start \`${python}\`: ${err.message}`;
     }
+    if (r.aborted) return ABORTED_TEXT;
+    if (r.timedOut) return timeoutText(timeoutMs);
+    const os = await import('node:os');
+    // killed by a signal: Python's subprocess convention, minus the signal number
+    const status = r.exitCode ?? -(r.signal ? os.constants.signals[r.signal] : 1);
+    return formatPythonOutput(r.stdout, r.stderr, status);
   };
 }

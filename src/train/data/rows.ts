@@ -26,6 +26,8 @@ export interface LoadRowsOptions {
   /** Folder for the JSONL cache of downloaded datasets (Node only); no cache when absent. */
   cacheDir?: string;
   onProgress?: (loaded: number, total: number) => void;
+  /** A Hugging Face access token, sent to the rows API for gated datasets (GPQA). */
+  token?: string;
 }
 
 type FsPromises = typeof import('node:fs/promises');
@@ -106,12 +108,12 @@ interface RowsPage {
   num_rows_total?: number;
 }
 
-async function fetchPage(f: typeof fetch, dataset: string, config: string, split: string, offset: number): Promise<RowsPage> {
+async function fetchPage(f: typeof fetch, dataset: string, config: string, split: string, offset: number, token?: string): Promise<RowsPage> {
   const url = `${ROWS_API}?dataset=${encodeURIComponent(dataset)}&config=${encodeURIComponent(config)}&split=${encodeURIComponent(split)}&offset=${offset}&length=${PAGE}`;
   const local = 'download the dataset (e.g. its parquet converted to JSONL) and pass it as a local JSONL or JSON file instead';
   let res: Response;
   try {
-    res = await f(url);
+    res = token ? await f(url, { headers: { Authorization: `Bearer ${token}` } }) : await f(url);
   } catch (e) {
     throw new InvalidArgument(`the dataset ${dataset} could not be fetched from ${ROWS_API} (${(e as Error).message}); check the network, or ${local}`);
   }
@@ -121,7 +123,8 @@ async function fetchPage(f: typeof fetch, dataset: string, config: string, split
       const body = (await res.json()) as { error?: unknown };
       if (typeof body.error === 'string') detail = `: ${body.error}`;
     } catch { /* no JSON body */ }
-    const what = res.status === 404 ? `; check the dataset name '${dataset}', config '${config}' and split '${split}'` : '';
+    const what = res.status === 404 ? `; check the dataset name '${dataset}', config '${config}' and split '${split}'`
+      : res.status === 401 || res.status === 403 ? `; ${dataset} may be gated: accept its terms on huggingface.co and set HF_TOKEN to an access token` : '';
     throw new InvalidArgument(`the dataset ${dataset} could not be fetched (HTTP ${res.status} at offset ${offset}${detail})${what}; or ${local}`);
   }
   try {
@@ -137,7 +140,7 @@ async function downloadRows(dataset: string, config: string, split: string, opts
   const rows: Row[] = [];
   let total = Infinity;
   while (rows.length < total) {
-    const page = await fetchPage(f, dataset, config, split, rows.length);
+    const page = await fetchPage(f, dataset, config, split, rows.length, opts.token);
     if (typeof page.num_rows_total !== 'number' || !Array.isArray(page.rows)) {
       throw new InvalidArgument(`the rows API answered for ${dataset} without rows or num_rows_total; try again later, or pass a local file`);
     }

@@ -1,0 +1,153 @@
+/**
+ * A benchmark through a RecursiveMAS system (upstream's run.py): each question asked with ask(), each of
+ * its rollouts scored, one record per question, and a summary with accuracy and pass@k (spec §7.1, §7.5).
+ * Records come out one at a time so that a long run can be written as it goes and resumed.
+ */
+import { InvalidArgument } from '../errors';
+import { ask, type AskOptions } from '../mas/run';
+import type { MasSystem } from '../mas/system';
+import type { SamplingOptions } from '../model/generate';
+import { extractCode, scoreLcb, scoreMbppPlus } from './code';
+import type { EvalItem } from './datasets';
+import { extractChoice, extractPredAnswer, mathMatch } from './score';
+
+export interface RolloutRecord {
+  raw_output: string;
+  /** The parsed answer: math content, choice letter, or code (null when the output holds none). */
+  pred: string | null;
+  correct: boolean;
+  tokens: number;
+  retried: boolean;
+  /** Why code failed (a stderr tail, "timeout", "no code"), or which normaliser matched a math answer. */
+  detail?: string;
+}
+
+/** One question's record (a line of --result_jsonl). */
+export interface SampleRecord {
+  type: 'sample';
+  sample_idx: number;
+  question: string;
+  task: EvalItem['task'];
+  /** Math and choice: the gold answer; code: null (the tests decide). */
+  gold: string | null;
+  pred_answer_parsed: string | null;
+  pred_code_parsed: string | null;
+  raw_output: string;
+  /** The first rollout's verdict. */
+  correct: boolean;
+  /** Any rollout right (pass@k). */
+  solved: boolean;
+  rollouts: RolloutRecord[];
+  tokens: number;
+  latent_steps: number;
+  seconds: number;
+  seed: number | null;
+}
+
+export interface EvalSummary {
+  type: 'summary';
+  samples: number;
+  /** Mean of the per-rollout accuracies (the first rollout's accuracy when there is one). */
+  accuracy: number;
+  /** Share of questions any of the k rollouts got right. */
+  pass_at_k: number;
+  k: number;
+  per_rollout_accuracy: number[];
+  tokens_mean: number;
+  seconds_mean: number;
+}
+
+export interface EvaluateOptions extends Pick<AskOptions, 'rounds' | 'latentSteps' | 'mode' | 'maxNewTokens' | 'prompts' | 'answerRetry' | 'tools' | 'signal'> {
+  /** Question i's rollout r samples with seed + i·k + r (k rollouts); greedy ignores it. */
+  sampling: SamplingOptions;
+  /** k, the final decodes per question. Default 1. */
+  rollouts?: number;
+  /** MBPP+ program time limit (upstream's --mbppplus_timeout_s). Default 10 s. */
+  mbppTimeoutMs?: number;
+  /** LiveCodeBench limit per test. Default 6 s. */
+  lcbTimeoutMs?: number;
+  python?: string;
+  /** Questions already recorded (a resumed run): not asked again, counted in the summary. */
+  done?: ReadonlyMap<number, SampleRecord>;
+  onSample?: (record: SampleRecord, index: number, total: number) => void | Promise<void>;
+}
+
+/** Scores one output against its question's check. */
+export async function scoreOutput(item: EvalItem, text: string, opts: Pick<EvaluateOptions, 'mbppTimeoutMs' | 'lcbTimeoutMs' | 'python' | 'signal'> = {}):
+  Promise<Pick<RolloutRecord, 'pred' | 'correct' | 'detail'>> {
+  const c = item.check;
+  if (c.kind === 'math') {
+    const pred = extractPredAnswer(text);
+    const how = mathMatch(pred, c.gold);
+    return { pred, correct: how !== null, ...(how ? { detail: how } : {}) };
+  }
+  if (c.kind === 'choice') {
+    const pred = extractChoice(text);
+    return { pred, correct: pred === c.gold };
+  }
+  const code = extractCode(text);
+  if (code === null) return { pred: null, correct: false, detail: 'no code' };
+  const run = { ...(opts.python ? { python: opts.python } : {}), ...(opts.signal ? { signal: opts.signal } : {}) };
+  if (c.kind === 'mbppplus') {
+    const r = await scoreMbppPlus(code, c.test, { timeoutMs: opts.mbppTimeoutMs ?? 10_000, ...run });
+    return { pred: code, correct: r.passed, ...(r.passed ? {} : { detail: r.detail }) };
+  }
+  const r = await scoreLcb(code, c.tests, { timeoutMs: opts.lcbTimeoutMs ?? 6_000, ...(item.fnName ? { fnName: item.fnName } : {}), ...run });
+  return { pred: code, correct: r.passed, ...(r.passed ? {} : { detail: r.detail }) };
+}
+
+/** The summary of a run's records (k rollouts each). */
+export function summarize(records: readonly SampleRecord[], k: number): EvalSummary {
+  const n = records.length;
+  const per = Array.from({ length: k }, (_, r) => (n ? records.filter((s) => s.rollouts[r]?.correct).length / n : 0));
+  return {
+    type: 'summary', samples: n, k,
+    accuracy: per.reduce((a, b) => a + b, 0) / k,
+    pass_at_k: n ? records.filter((s) => s.solved).length / n : 0,
+    per_rollout_accuracy: per,
+    tokens_mean: n ? records.reduce((a, s) => a + s.tokens, 0) / n : 0,
+    seconds_mean: n ? records.reduce((a, s) => a + s.seconds, 0) / n : 0,
+  };
+}
+
+/** Asks every question (skipping `done` ones), scores every rollout, and returns the records in item order with their summary. */
+export async function evaluate(system: MasSystem, items: readonly EvalItem[], opts: EvaluateOptions): Promise<{ records: SampleRecord[]; summary: EvalSummary }> {
+  const k = opts.rollouts ?? 1;
+  if (!Number.isInteger(k) || k < 1) throw new InvalidArgument(`rollouts must be a positive integer, got ${k}`);
+  const records: SampleRecord[] = [];
+  for (const item of items) {
+    const old = opts.done?.get(item.index);
+    if (old) {
+      if (old.rollouts.length !== k) {
+        throw new InvalidArgument(`the recorded question ${item.index} has ${old.rollouts.length} rollouts, this run asks for ${k}; resume with the same --num_rollouts`);
+      }
+      records.push(old);
+      continue;
+    }
+    const greedy = opts.sampling.greedy || opts.sampling.temperature === 0;
+    const seed = greedy ? null : (opts.sampling.seed ?? 0) + item.index * k;
+    const r = await ask(system, {
+      question: item.question, task: item.task, ...(item.fnName ? { fnName: item.fnName } : {}),
+      rounds: opts.rounds, latentSteps: opts.latentSteps, mode: opts.mode, maxNewTokens: opts.maxNewTokens,
+      sampling: seed === null ? opts.sampling : { ...opts.sampling, seed }, rollouts: k,
+      ...(opts.prompts ? { prompts: opts.prompts } : {}), ...(opts.answerRetry !== undefined ? { answerRetry: opts.answerRetry } : {}),
+      ...(opts.tools ? { tools: opts.tools } : {}), ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    const rollouts: RolloutRecord[] = [];
+    for (const o of r.rollouts) {
+      rollouts.push({ raw_output: o.text, tokens: o.tokens, retried: o.retried, ...(await scoreOutput(item, o.text, opts)) });
+    }
+    const first = rollouts[0]!;
+    const code = item.task === 'code';
+    const rec: SampleRecord = {
+      type: 'sample', sample_idx: item.index, question: item.question, task: item.task,
+      gold: item.check.kind === 'math' || item.check.kind === 'choice' ? item.check.gold : null,
+      pred_answer_parsed: code ? null : first.pred, pred_code_parsed: code ? first.pred : null,
+      raw_output: first.raw_output, correct: first.correct, solved: rollouts.some((o) => o.correct), rollouts,
+      tokens: r.tokens, latent_steps: r.latentSteps, seconds: r.seconds, seed,
+    };
+    records.push(rec);
+    await opts.onSample?.(rec, records.length - 1, items.length);
+  }
+  return { records, summary: summarize(records, k) };
+}

@@ -1,0 +1,197 @@
+/**
+ * `rmas run`: a benchmark through a RecursiveMAS system, as upstream's run.py runs it (flags spelled the
+ * same: --style, --dataset, --dataset_split, --seed, --sample_seed, --num_recursive_rounds, --latent_length,
+ * --temperature, --top_p, --top_k, --num_samples, --num_rollouts, --ckpt_override, --result_jsonl,
+ * --mbppplus_timeout_s, --mbppplus_num_prompt_tests, --lcb_use_private_tests). Prints `accuracy=X%` (and
+ * `pass@k=Y%` with several rollouts) as upstream's modules do. --result_jsonl is written one question at a
+ * time, after a config line; --resume continues such a file with the same settings.
+ */
+import { appendFileSync, existsSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { InvalidArgument } from '../errors';
+import { BENCHMARK_NAMES, loadBenchmark, type BenchmarkName } from '../eval/datasets';
+import { evaluate, type SampleRecord } from '../eval/run';
+import type { TaskKind } from '../mas/prompts';
+import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
+import { loadSystem } from '../mas/system';
+import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
+import type { SamplingOptions } from '../model/generate';
+import { materializeOverrides } from '../store/bundle-node';
+import type { Backend } from '../tensor/backend';
+import { overrides, readPrompts } from './ask';
+
+const s = { type: 'string' } as const;
+const b = { type: 'boolean' } as const;
+
+export const RUN_OPTIONS = {
+  style: s, dataset: s, dataset_file: s, dataset_split: s, cache_dir: s, seed: s, sample_seed: s, num_recursive_rounds: s, latent_length: s,
+  greedy: b, temperature: s, top_p: s, top_k: s, num_samples: s, num_rollouts: s, max_new_tokens: s, mode: s, ckpt_override: { type: 'string', multiple: true },
+  prompts: s, no_ans: b, result_jsonl: s, resume: b, mbppplus_timeout_s: s, mbppplus_num_prompt_tests: s, lcb_use_private_tests: s,
+  backend: s, devices: s, json: b, help: { type: 'boolean', short: 'h' },
+} as const;
+
+export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.join('|')}|FILE.json[l] [--dataset_file FILE] [--dataset_split S]
+           [--num_samples N] [--num_rollouts K] [--seed 42] [--sample_seed S] [--num_recursive_rounds 3] [--latent_length M]
+           [--greedy | --temperature T --top_p 0.95 --top_k -1] [--max_new_tokens N] [--mode latent|text] [--ckpt_override ROLE=PATH ...]
+           [--prompts FILE.json] [--no_ans] [--result_jsonl FILE [--resume]] [--mbppplus_timeout_s 10] [--mbppplus_num_prompt_tests 3]
+           [--lcb_use_private_tests 1] [--cache_dir DIR] [--backend webgpu|cpu|cuda [--devices 0,1,…]] [--json]
+      asks each question of the benchmark (the first N with --num_samples) and scores it as upstream does; prints accuracy=X%
+      (and pass@k=Y% with K rollouts: K final decodes from the same latents, seeds sample_seed + i·K + r). Benchmarks come from
+      the Hugging Face rows API (HF_TOKEN for gated GPQA; cached under --cache_dir) or --dataset_file (medqa needs it:
+      upstream's inference/dataset/medqa.json); a plain FILE is MedQA-style choice when its rows have options, else math.
+      Defaults as upstream: temperature 0.6 (0.2 for code), latent steps and max new tokens per style and dataset.
+      --result_jsonl writes a config line, one record per question as it is scored and a summary; --resume continues it`;
+
+export class RunUsageError extends Error {
+  override name = 'UsageError';
+}
+
+export type RunArgs = { [K in keyof typeof RUN_OPTIONS]?: (typeof RUN_OPTIONS)[K] extends { multiple: true } ? string[] : (typeof RUN_OPTIONS)[K]['type'] extends 'boolean' ? boolean : string };
+
+function num(a: RunArgs, k: keyof RunArgs, integer: boolean, min: number): number | undefined {
+  const v = a[k];
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (typeof v !== 'string' || v.trim() === '' || !Number.isFinite(n) || (integer && !Number.isInteger(n)) || n < min) {
+    throw new RunUsageError(`--${k} ${String(v)}: expected ${integer ? 'an integer' : 'a number'} >= ${min}`);
+  }
+  return n;
+}
+
+/** Upstream's RELEASE_RECOMMENDED_SETTINGS latent steps (spec §4.5); the style's default elsewhere. */
+export function recommendedLatentSteps(style: StyleSpec, dataset: BenchmarkName | null): number {
+  const table: Partial<Record<string, Partial<Record<BenchmarkName, number>>>> = {
+    sequential_light: { math500: 48, medqa: 32, gpqa: 32, mbppplus: 16 },
+    sequential_scaled: { math500: 32, medqa: 48, gpqa: 48, mbppplus: 16 },
+  };
+  return (dataset && table[style.name]?.[dataset]) ?? defaultLatentSteps(style);
+}
+
+/** Upstream's infer_max_new_tokens (spec §7.1); 64 for the tiny system. */
+export function benchmarkMaxNewTokens(style: string, dataset: BenchmarkName | null): number {
+  if (style === 'tiny_sequential') return 64;
+  if (dataset === 'math500' || dataset === null) return style === 'sequential_light' ? 1000 : 2000;
+  return 4000;
+}
+
+/** The settings a resumed file must share with the run that continues it. */
+type RunConfig = Record<string, string | number | boolean | null>;
+
+function readResults(path: string, err: (s: string) => void): { config: RunConfig | null; done: Map<number, SampleRecord> } {
+  let raw = readFileSync(path, 'utf8');
+  const cut = raw.lastIndexOf('\n');
+  if (cut !== raw.length - 1) {
+    // a run stopped in the middle of a line: drop the partial record, it is asked again
+    err(`${path}: its last line is incomplete (the run was interrupted while writing); asking that question again\n`);
+    truncateSync(path, Buffer.byteLength(raw.slice(0, cut + 1)));
+    raw = raw.slice(0, cut + 1);
+  }
+  let config: RunConfig | null = null;
+  const done = new Map<number, SampleRecord>();
+  raw.split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    let rec: { type?: string };
+    try {
+      rec = JSON.parse(line) as { type?: string };
+    } catch {
+      throw new InvalidArgument(`${path}: line ${i + 1} is not JSON; it is not a result file of rmas run (nothing was changed)`);
+    }
+    if (rec.type === 'config') config = rec as RunConfig;
+    else if (rec.type === 'sample') done.set((rec as SampleRecord).sample_idx, rec as SampleRecord);
+  });
+  return { config, done };
+}
+
+export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void,
+  place?: (roles: readonly string[]) => Promise<Record<string, Backend>>) {
+  if (!a.style) throw new RunUsageError('--style is required (e.g. sequential_light)');
+  if (!a.dataset) throw new RunUsageError(`--dataset is required: ${BENCHMARK_NAMES.join(', ')}, or a .json/.jsonl file`);
+  const style = getStyle(a.style);
+  const mode = a.mode ?? 'latent';
+  if (mode !== 'latent' && mode !== 'text') throw new RunUsageError(`--mode ${mode}: expected latent or text`);
+  if (a.resume && !a.result_jsonl) throw new RunUsageError('--resume continues a --result_jsonl file; give its path');
+  const seed = num(a, 'seed', true, 0) ?? 42;
+  const sampleSeed = num(a, 'sample_seed', true, -1) ?? -1;
+  const rounds = num(a, 'num_recursive_rounds', true, 1) ?? 3;
+  const k = num(a, 'num_rollouts', true, 1) ?? 1;
+  const limit = num(a, 'num_samples', true, -1) ?? -1;
+  const temperature = num(a, 'temperature', false, 0);
+  const topP = num(a, 'top_p', false, 0);
+  const topK = num(a, 'top_k', true, -1);
+  if (a.greedy && [temperature, topP, topK, a.sample_seed].some((x) => x !== undefined)) {
+    throw new RunUsageError('--greedy does not combine with --temperature, --top_p, --top_k or --sample_seed');
+  }
+  const mbppTimeout = num(a, 'mbppplus_timeout_s', false, 0.001) ?? 10;
+  const promptTests = num(a, 'mbppplus_num_prompt_tests', true, 0) ?? 3;
+  const privateTests = (num(a, 'lcb_use_private_tests', true, 0) ?? 1) !== 0;
+  const prompts = a.prompts ? readPrompts(a.prompts) : undefined;
+
+  const { name, items: all } = await loadBenchmark(a.dataset, {
+    ...(a.dataset_file ? { file: a.dataset_file } : {}), ...(a.dataset_split ? { split: a.dataset_split } : {}),
+    ...(a.cache_dir ? { cacheDir: a.cache_dir } : {}), ...(process.env.HF_TOKEN ? { token: process.env.HF_TOKEN } : {}),
+    seed, privateTests, promptTests, onProgress: (n, total) => err(`\rdataset: ${n}/${total} rows`),
+  });
+  const items = limit < 0 ? all : all.slice(0, limit);
+  if (!items.length) throw new InvalidArgument(`--dataset ${a.dataset} gave no questions${limit === 0 ? ' (--num_samples 0)' : ''}`);
+  const task: TaskKind = items[0]!.task;
+  const latentSteps = num(a, 'latent_length', true, 1) ?? recommendedLatentSteps(style, name);
+  const maxNewTokens = num(a, 'max_new_tokens', true, 1) ?? benchmarkMaxNewTokens(style.name, name);
+  const sampling: SamplingOptions = a.greedy ? { greedy: true } : {
+    temperature: temperature ?? (task === 'code' ? 0.2 : 0.6),
+    topP: topP ?? 0.95,
+    seed: sampleSeed >= 0 ? sampleSeed : seed,
+    ...(topK !== undefined && topK >= 0 ? { topK } : {}),
+  };
+  const config: RunConfig = {
+    type: 'config', style: style.name, dataset: a.dataset, dataset_file: a.dataset_file ?? null, dataset_split: a.dataset_split ?? null, seed,
+    sampling: JSON.stringify(sampling), num_recursive_rounds: rounds, latent_length: latentSteps, max_new_tokens: maxNewTokens, mode,
+    num_rollouts: k, answer_retry: !a.no_ans, prompts: a.prompts ?? null, ckpt_override: (a.ckpt_override ?? []).join(' ') || null,
+  };
+
+  let done = new Map<number, SampleRecord>();
+  const file = a.result_jsonl;
+  if (file && existsSync(file)) {
+    if (!a.resume) throw new InvalidArgument(`--result_jsonl ${file} exists; pass --resume to continue it, or name another file (it was not changed)`);
+    const prev = readResults(file, err);
+    for (const [key, v] of Object.entries(prev.config ?? {})) {
+      if (key !== 'type' && v !== config[key]) {
+        throw new InvalidArgument(`--resume ${file}: it was run with ${key} = ${JSON.stringify(v)}, this run has ${JSON.stringify(config[key])}; use the same settings (the file was not changed)`);
+      }
+    }
+    done = prev.done;
+    err(`resuming ${file}: ${[...done.keys()].filter((i) => i < items.length).length} of ${items.length} questions recorded\n`);
+  } else if (file) {
+    writeFileSync(file, `${JSON.stringify(config)}\n`);
+  }
+
+  const be = await backend();
+  const placement = place ? await place(style.roles.map((r) => r.key)) : undefined;
+  const t0 = performance.now();
+  const system = await loadSystem(style.name, {
+    backend: be, ...(placement ? { placement } : {}), ckptOverride: await materializeOverrides(overrides(a.ckpt_override)), task,
+    links: mode === 'latent', onProgress: (m) => err(`${m}\n`), stylePrompts: !prompts,
+  });
+  try {
+    err(`loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${items.length} questions of ${name ?? a.dataset}, ${mode} mode, ` +
+      `${rounds} round(s)${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, ${k} rollout(s), max ${maxNewTokens} new tokens\n`);
+    let right = [...done.values()].filter((r) => r.sample_idx < items.length && r.correct).length;
+    let seen = [...done.keys()].filter((i) => i < items.length).length;
+    const { summary } = await evaluate(system, items, {
+      rounds, latentSteps, mode, maxNewTokens, sampling, rollouts: k, answerRetry: !a.no_ans, done,
+      ...(prompts ? { prompts } : {}), mbppTimeoutMs: mbppTimeout * 1000,
+      ...(style.tools ? { tools: { python: nodePythonRunner(), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) } } : {}),
+      onSample: (rec) => {
+        seen++;
+        if (rec.correct) right++;
+        if (file) appendFileSync(file, `${JSON.stringify(rec)}\n`);
+        const pred = (rec.pred_answer_parsed ?? (rec.pred_code_parsed ? 'code' : 'none')).replace(/\s+/g, ' ').slice(0, 40);
+        err(`[${seen}/${items.length}] question ${rec.sample_idx}: ${rec.correct ? 'right' : 'wrong'} (${pred}${rec.gold !== null ? ` vs ${rec.gold.slice(0, 40)}` : ''}); ` +
+          `${rec.tokens} tokens, ${rec.seconds.toFixed(1)} s; accuracy so far ${((100 * right) / seen).toFixed(2)}%\n`);
+      },
+    });
+    if (file) appendFileSync(file, `${JSON.stringify(summary)}\n`);
+    if (a.json) out(`${JSON.stringify(summary)}\n`);
+    else out(`accuracy=${(100 * summary.accuracy).toFixed(2)}%\n${k > 1 ? `pass@${k}=${(100 * summary.pass_at_k).toFixed(2)}%\n` : ''}`);
+  } finally {
+    system.dispose();
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * `rmas run` end to end on the committed tiny system (CPU): the questions of a JSONL file asked as
+ * `npm run tiny:eval` asked them (models/tiny/system/eval.json, 3 rounds, latent, greedy), scored as the
+ * tiny task scores them, written to --result_jsonl one record at a time and resumed; the settings check
+ * of --resume; several rollouts sampled from the same final latents with seeds sample_seed + r.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { TINY_SYSTEM_DIR } from '../models/tiny/eval';
+import { scoreAnswer, taskSplit, toJsonl } from '../models/tiny/task';
+import type { EvalSummary, SampleRecord } from '../src/eval/run';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const dir = mkdtempSync(join(tmpdir(), 'rmas-run-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const rows = taskSplit('test').slice(0, 6);
+const data = join(dir, 'rows.jsonl');
+writeFileSync(data, toJsonl(rows));
+const recorded = JSON.parse(readFileSync(join(TINY_SYSTEM_DIR, 'eval.json'), 'utf8')) as {
+  offset: number; latentSteps: number; results: { config: string; answers: string[] }[];
+};
+const latent3 = recorded.results.find((r) => r.config === 'latent3')!;
+
+function rmas(...args: string[]) {
+  const r = spawnSync(process.execPath, [join(ROOT, 'bin/rmas.js'), 'run', '--style', 'tiny_sequential', '--backend', 'cpu', ...args], {
+    cwd: dir, encoding: 'utf8', env: { ...process.env, RMAS_TINY_SYSTEM: '' },
+  });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+}
+
+const lines = (file: string) => readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { type: string });
+
+describe('rmas run', () => {
+  const results = join(dir, 'results.jsonl');
+
+  it('asks each question as the tiny eval did, scores it, and writes a record per question', () => {
+    expect(recorded.offset).toBe(0);
+    const r = rmas('--dataset', data, '--greedy', '--num_samples', '3', '--latent_length', String(recorded.latentSteps), '--result_jsonl', results);
+    expect(r.code, r.err).toBe(0);
+    const recs = lines(results);
+    expect(recs.map((x) => x.type)).toEqual(['config', 'sample', 'sample', 'sample', 'summary']);
+    const samples = recs.filter((x) => x.type === 'sample') as SampleRecord[];
+    samples.forEach((s, i) => {
+      expect(s.sample_idx).toBe(i);
+      expect(s.raw_output).toBe(latent3.answers[i]);
+      expect(s.correct).toBe(scoreAnswer(s.raw_output, rows[i]!));
+      expect(s.gold).toBe(String(rows[i]!.answer_value));
+      expect(s.latent_steps).toBe(3 * 3 * recorded.latentSteps - recorded.latentSteps);
+    });
+    const right = samples.filter((s) => s.correct).length;
+    expect(r.out).toBe(`accuracy=${((100 * right) / 3).toFixed(2)}%\n`);
+    expect((recs[4] as EvalSummary).accuracy).toBeCloseTo(right / 3, 12);
+  }, 180_000);
+
+  it('refuses to overwrite a result file, and resumes one only with the same settings', () => {
+    const before = readFileSync(results);
+    const again = rmas('--dataset', data, '--greedy', '--num_samples', '3', '--latent_length', String(recorded.latentSteps), '--result_jsonl', results);
+    expect(again.code).toBe(1);
+    expect(again.err).toMatch(/results\.jsonl exists; pass --resume to continue it/);
+    const other = rmas('--dataset', data, '--greedy', '--num_samples', '5', '--latent_length', '8', '--result_jsonl', results, '--resume');
+    expect(other.code).toBe(1);
+    expect(other.err).toMatch(/it was run with latent_length = 40, this run has 8/);
+    expect(readFileSync(results).equals(before)).toBe(true);
+  }, 60_000);
+
+  it('resumes after an interrupted write: the recorded questions are kept, the rest asked', () => {
+    // a run killed while writing its fourth record leaves half a line
+    writeFileSync(results, `${readFileSync(results, 'utf8').split('\n').slice(0, 4).join('\n')}\n{"type":"sample","sample_i`);
+    const r = rmas('--dataset', data, '--greedy', '--num_samples', '5', '--latent_length', String(recorded.latentSteps), '--result_jsonl', results, '--resume');
+    expect(r.code, r.err).toBe(0);
+    expect(r.err).toMatch(/last line is incomplete/);
+    expect(r.err).toMatch(/resuming .*: 3 of 5 questions recorded/);
+    expect(r.err.match(/\] question \d+:/g)).toHaveLength(2);
+    const recs = lines(results);
+    expect(recs.map((x) => x.type)).toEqual(['config', 'sample', 'sample', 'sample', 'sample', 'sample', 'summary']);
+    const samples = recs.filter((x) => x.type === 'sample') as SampleRecord[];
+    expect(samples.map((s) => s.sample_idx)).toEqual([0, 1, 2, 3, 4]);
+    samples.forEach((s, i) => expect(s.raw_output).toBe(latent3.answers[i]));
+    const summary = recs[6] as EvalSummary;
+    expect(summary.samples).toBe(5);
+    expect(summary.accuracy).toBeCloseTo(samples.filter((s) => s.correct).length / 5, 12);
+  }, 180_000);
+
+  it('samples k rollouts from the same latents: rollout r is the single-rollout run seeded sample_seed + r', () => {
+    const sampled = ['--dataset', data, '--num_samples', '1', '--temperature', '1.5', '--top_p', '1', '--top_k', '0', '--latent_length', '8', '--num_recursive_rounds', '1', '--json'];
+    const file = join(dir, 'k2.jsonl');
+    const two = rmas(...sampled, '--sample_seed', '11', '--num_rollouts', '2', '--result_jsonl', file);
+    expect(two.code, two.err).toBe(0);
+    const rec = lines(file).find((x) => x.type === 'sample') as SampleRecord;
+    expect(rec.rollouts).toHaveLength(2);
+    const single = (seed: number) => {
+      const f = join(dir, `k1-${seed}.jsonl`);
+      expect(rmas(...sampled, '--sample_seed', String(seed), '--result_jsonl', f).code).toBe(0);
+      return (lines(f).find((x) => x.type === 'sample') as SampleRecord).raw_output;
+    };
+    expect(rec.rollouts[0]!.raw_output).toBe(single(11));
+    expect(rec.rollouts[1]!.raw_output).toBe(single(12));
+    expect(rec.rollouts[0]!.raw_output).not.toBe(rec.rollouts[1]!.raw_output);
+    const summary = JSON.parse(two.out) as EvalSummary;
+    expect(summary.k).toBe(2);
+    expect(summary.pass_at_k).toBe(rec.rollouts.some((o) => o.correct) ? 1 : 0);
+    expect(summary.per_rollout_accuracy).toEqual(rec.rollouts.map((o) => (o.correct ? 1 : 0)));
+  }, 180_000);
+
+  it('fails clearly on bad arguments', () => {
+    expect(rmas('--dataset', 'mmlu').err).toMatch(/expected one of math500, gpqa, medqa, mbppplus, livecodebench/);
+    const r = rmas('--dataset', data, '--num_rollouts', '0');
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/--num_rollouts 0: expected an integer >= 1/);
+    expect(rmas('--dataset', data, '--resume').err).toMatch(/--resume continues a --result_jsonl file/);
+  }, 60_000);
+});
