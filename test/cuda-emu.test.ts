@@ -7,7 +7,7 @@
  * still needs `npm run test:cuda` on a GPU.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { which } from '../scripts/build-tools.mjs';
 import { SafetensorsFile } from '../src/formats/safetensors';
 import { fileSource } from '../src/formats/sources';
+import { taskSplit, toJsonl } from '../models/tiny/task';
 import { arithmeticRows } from './train/fixtures';
 // @ts-expect-error: a plain .mjs script without type declarations
 import { rewrite } from '../scripts/build-cuda-emu.mjs';
@@ -150,6 +151,34 @@ describe.skipIf(!gxx)('test:cuda on the CUDA emulator', () => {
     expect(cuda.json.rounds).toBe(3);
     expect(cuda.json.tokens).toBeGreaterThan(5);
     expect([cuda.json.text, cuda.json.tokens]).toEqual([cpu.json.text, cpu.json.tokens]);
+  }, 900_000);
+
+  it('rmas run --backend cuda --devices 0,1 scores a benchmark file as --backend cpu does, record for record', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rmas-emu-run-'));
+    try {
+      const rows = join(dir, 'rows.jsonl');
+      writeFileSync(rows, toJsonl(taskSplit('test').slice(0, 2)));
+      const run = (name: string, backend: string[]) => {
+        const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('RMAS_CUDA')));
+        const file = join(dir, `${name}.jsonl`);
+        const r = spawnSync(process.execPath, ['bin/rmas.js', 'run', '--style', 'tiny_sequential', '--dataset', rows, '--greedy', '--num_recursive_rounds', '2',
+          '--latent_length', '16', '--result_jsonl', file, ...backend], {
+          cwd: root, env: { ...base, RMAS_CUDA_ADDON: addon, RMAS_CUDA_EMU_DEVICES: '2' }, encoding: 'utf8', timeout: 600_000,
+        });
+        if (r.status !== 0) throw new Error(`rmas run ${backend.join(' ')} exited with ${r.status}: ${r.stderr.slice(-2000)}`);
+        const recs = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { type: string; raw_output?: string; correct?: boolean; tokens?: number });
+        return { out: r.stdout, log: r.stderr, samples: recs.filter((x) => x.type === 'sample') };
+      };
+      const cuda = run('cuda', ['--backend', 'cuda', '--devices', '0,1']);
+      const cpu = run('cpu', ['--backend', 'cpu']);
+      expect(cuda.log).toMatch(/planner on cuda:0, critic on cuda:1, solver on cuda:0/);
+      expect(cuda.samples).toHaveLength(2);
+      expect(cuda.samples.map((x) => [x.raw_output, x.correct, x.tokens])).toEqual(cpu.samples.map((x) => [x.raw_output, x.correct, x.tokens]));
+      expect(cuda.out).toMatch(/^accuracy=\d+\.\d\d%$/m);
+      expect(cuda.out).toBe(cpu.out);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   }, 900_000);
 
   it("rmas train-inner --backend cuda trains the planner's inner link as --backend cpu does (HalfGemm 'split': to 1e-5)", async () => {
