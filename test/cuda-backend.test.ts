@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { addonPath, type CudaProbe, cudaUnavailableReason } from '../src/gpu/cuda-addon';
-import type { HealthReport } from '../src/runner/healthcheck';
+import { pythonCheck, type HealthReport } from '../src/runner/healthcheck';
 
 function rmas(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((res) => {
@@ -43,12 +43,21 @@ describe('rmas and the cuda backend without a GPU', () => {
     expect(report.ok).toBe(true);
     expect(by.cpu.status).toBe('ok');
     expect(by.cpu.detail).toBe('cpu (f32): 16-byte allocation written and read back');
+    expect(by.python.status).toBe('ok');
+    expect(by.python.detail).toMatch(/^python3: Python 3\.\d+\.\d+$/);
     expect(by.cuda.status).toBe('warn');
     expect(by.cuda.detail).toMatch(/^unavailable: CudaUnavailable: /);
     if (existsSync(addonPath())) expect(by.cuda.detail).toMatch(/cudaError(InsufficientDriver|NoDevice)/);
     else expect(by.cuda.detail).toContain('npm run build:cuda');
     expect(report.checks.filter((c) => c.status === 'fail')).toEqual([]);
   }, 60_000);
+
+  it('healthcheck warns, without failing, when python3 is missing', () => {
+    expect(pythonCheck('/nonexistent/python3')).toEqual({
+      level: 1, name: 'python', status: 'warn',
+      detail: "/nonexistent/python3 unavailable (ENOENT); code benchmarks (mbppplus, livecodebench) and deliberation's Python tool need Python 3 (apt-get install python3)",
+    });
+  });
 
   it('healthcheck says how to build the addon when it is missing', async () => {
     const r = await rmas(['healthcheck', '--level', '2', '--json'], { RMAS_CUDA_ADDON: '/nonexistent/rmas_cuda.node' });

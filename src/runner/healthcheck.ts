@@ -1,11 +1,12 @@
 /**
  * `rmas healthcheck --level 1|2|3` (upstream's health check, for this runner):
- *   1  dependencies present (Node version, webgpu, tokenizers) and the styles registered;
+ *   1  dependencies present (Node version, webgpu, tokenizers, python3 for code benchmarks) and the styles registered;
  *   2  + devices: a test allocation and read-back per backend (cpu, webgpu, cuda);
  *   3  + Hugging Face reachability.
  * Levels include the ones below. A check is ok, warn (a backend that is unavailable here: the runner falls back)
  * or fail; the exit code is 1 when any check fails. Never throws for what it checks.
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -72,6 +73,18 @@ function stylesCheck(): Check {
   };
 }
 
+/** python3 runs the answers of code benchmarks (rmas run) and deliberation's Python tool; without it only those fail. */
+export function pythonCheck(python = 'python3'): Check {
+  const r = spawnSync(python, ['--version'], { encoding: 'utf8', timeout: 20_000 });
+  const version = `${r.stdout ?? ''}${r.stderr ?? ''}`.trim();
+  if (r.status === 0 && /^Python 3\./.test(version)) return { level: 1, name: 'python', status: 'ok', detail: `${python}: ${version}` };
+  const why = r.error ? (r.error as NodeJS.ErrnoException).code ?? r.error.message : version || `exit ${r.status}`;
+  return {
+    level: 1, name: 'python', status: 'warn',
+    detail: `${python} unavailable (${why}); code benchmarks (mbppplus, livecodebench) and deliberation's Python tool need Python 3 (apt-get install python3)`,
+  };
+}
+
 /** Writes 4 values, reads them back, and compares. */
 async function roundTrip(b: Backend): Promise<string> {
   const want = [1, -2.5, 3.25, 1e-3];
@@ -126,7 +139,7 @@ async function hubCheck(deps: HealthDeps): Promise<Check> {
 }
 
 export async function healthcheck(level: 1 | 2 | 3, deps: HealthDeps): Promise<HealthReport> {
-  const checks: Check[] = [nodeCheck(), packageCheck('webgpu', 'WebGPU (Dawn)'), packageCheck('@huggingface/transformers', 'tokenizers'), stylesCheck()];
+  const checks: Check[] = [nodeCheck(), packageCheck('webgpu', 'WebGPU (Dawn)'), packageCheck('@huggingface/transformers', 'tokenizers'), pythonCheck(), stylesCheck()];
   if (level >= 2) {
     checks.push(await backendCheck('cpu', async () => ({ backend: new CpuBackend('f32') }), true));
     checks.push(await backendCheck('webgpu', deps.webgpu, false));
