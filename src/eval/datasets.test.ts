@@ -70,6 +70,16 @@ describe('benchmark rows as questions', () => {
     expect(a!.check).toEqual({ kind: 'lcb', tests: [{ input: '1\n2', output: '3', testtype: 'functional' }] });
   });
 
+  it('aime and search QA: math items, and exact-match answers with their aliases', async () => {
+    const [a] = await toItems('aime25', [{ id: 'I-1', problem: 'Find n.', answer: 70 }]);
+    expect(a).toEqual({ index: 0, question: 'Find n.', task: 'math', check: { kind: 'math', gold: '70' } });
+    const [b, c] = await toItems('bamboogle', [{ Question: 'Who?', Answer: 'Ada Lovelace' }, { question: 'Where?', answers: ['NYC', 'New York City', ''] }]);
+    expect(b!.check).toEqual({ kind: 'freeform', gold: ['Ada Lovelace'] });
+    expect(c!.check).toEqual({ kind: 'freeform', gold: ['NYC', 'New York City'] });
+    await expect(toItems('hotpotqa', [{ question: 'q', answer: '' }])).rejects.toThrow(/row 0 of hotpotqa has no "answer", "Answer" or "answers" field with text/);
+    await expect(loadBenchmark('aime26')).rejects.toThrow(/aime26 has no published source .* pass a JSON\/JSONL copy with --dataset_file \(rows with problem or question, and answer\)/);
+  });
+
   it('names what a row lacks', async () => {
     await expect(toItems('math500', [{ problem: 'x' }])).rejects.toThrow(/row 0 of math500 has no "answer" field \(it has problem\)/);
     await expect(toItems('gpqa', [{ Question: 'q', 'Correct Answer': 'a' }])).rejects.toThrow(/"Incorrect Answer 1"/);

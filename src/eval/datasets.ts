@@ -1,7 +1,9 @@
 /**
  * Benchmark loaders (spec §7.2): the rows of a benchmark, from the Hugging Face rows API (cached as JSONL)
  * or a local JSON/JSONL file, turned into questions as upstream's run.py asks them and the check that
- * scores each answer. A local file given without a benchmark name is read as MedQA-style multiple choice
+ * scores each answer. AIME and the search-QA sets (bamboogle, hotpotqa) come from local files, as release 2's
+ * loaders for them are not published; search QA is scored by exact match (upstream adds an LLM judge). A local
+ * file given without a benchmark name is read as MedQA-style multiple choice
  * when its rows carry `options`, else as math with the gold in `answer`.
  */
 import { InvalidArgument } from '../errors';
@@ -12,7 +14,7 @@ import { decodeLcbPrivateTests, parseLcbTests, type LcbTest } from './code';
 import { shuffleGpqaOptions } from './pyrandom';
 import { normalizeEm } from './score';
 
-export type BenchmarkName = 'math500' | 'gpqa' | 'medqa' | 'mbppplus' | 'livecodebench';
+export type BenchmarkName = 'math500' | 'gpqa' | 'medqa' | 'mbppplus' | 'livecodebench' | 'aime25' | 'aime26' | 'bamboogle' | 'hotpotqa';
 
 export interface BenchmarkSpec {
   /** Hugging Face dataset id; null when upstream reads a file of its own repository. */
@@ -28,6 +30,11 @@ export const BENCHMARKS: Readonly<Record<BenchmarkName, BenchmarkSpec>> = {
   medqa: { repo: null, config: 'default', split: 'train', task: 'choice' },
   mbppplus: { repo: 'evalplus/mbppplus', config: 'default', split: 'test', task: 'code' },
   livecodebench: { repo: 'livecodebench/code_generation_lite', config: 'release_v6', split: 'test', task: 'code' },
+  // release 2's own loaders (eval_datasets_extra.py) are unpublished: these take a local file
+  aime25: { repo: null, config: 'default', split: 'test', task: 'math' },
+  aime26: { repo: null, config: 'default', split: 'test', task: 'math' },
+  bamboogle: { repo: null, config: 'default', split: 'test', task: 'math' },
+  hotpotqa: { repo: null, config: 'default', split: 'validation', task: 'math' },
 };
 export const BENCHMARK_NAMES = Object.keys(BENCHMARKS) as BenchmarkName[];
 
@@ -35,7 +42,9 @@ export type EvalCheck =
   | { kind: 'math'; gold: string }
   | { kind: 'choice'; gold: string }
   | { kind: 'mbppplus'; test: string }
-  | { kind: 'lcb'; tests: LcbTest[] };
+  | { kind: 'lcb'; tests: LcbTest[] }
+  /** Search QA: exact match after normalisation against any of the gold answers. */
+  | { kind: 'freeform'; gold: string[] };
 
 export interface EvalItem {
   /** Row index in the dataset (upstream's sample_idx). */
@@ -168,13 +177,23 @@ async function lcbItem(row: Row, index: number, privateTests: boolean, where: st
   return { index, question, task: 'code', ...(fnName ? { fnName } : {}), check: { kind: 'lcb', tests } };
 }
 
+/** A search-QA row: its question and every accepted answer (a string, or a list of aliases). */
+function qaItem(row: Row, index: number, where: string): EvalItem {
+  const question = text(row, ['question', 'Question'], where).trim();
+  const raw = row.answer ?? row.Answer ?? row.answers;
+  const gold = (Array.isArray(raw) ? raw : [raw]).filter((g) => typeof g === 'string' || typeof g === 'number').map((g) => String(g).trim()).filter(Boolean);
+  if (!gold.length) throw new InvalidArgument(`${where} has no "answer", "Answer" or "answers" field with text (it has ${Object.keys(row).join(', ') || 'none'})`);
+  return { index, question, task: 'math', check: { kind: 'freeform', gold } };
+}
+
 /** Turns rows into questions with their checks; `name` null reads a plain file (MedQA-style with options, else math). */
 export async function toItems(name: BenchmarkName | null, rows: readonly Row[], opts: LoadBenchmarkOptions = {}): Promise<EvalItem[]> {
   const items: EvalItem[] = [];
   for (const [i, row] of rows.entries()) {
     const where = `row ${i} of ${name ?? 'the dataset file'}`;
     switch (name) {
-      case 'math500': items.push(mathItem(row, i, where)); break;
+      case 'math500': case 'aime25': case 'aime26': items.push(mathItem(row, i, where)); break;
+      case 'bamboogle': case 'hotpotqa': items.push(qaItem(row, i, where)); break;
       case 'gpqa': items.push(await gpqaItem(row, i, opts.seed ?? 42, where)); break;
       case 'medqa': items.push(medqaItem(row, i, where)); break;
       case 'mbppplus': items.push(mbppItem(row, i, opts.promptTests ?? 3, where)); break;
@@ -200,7 +219,9 @@ export async function loadBenchmark(dataset: string, opts: LoadBenchmarkOptions 
   } else {
     const spec = BENCHMARKS[name];
     if (!spec.repo) {
-      throw new InvalidArgument(`${name} is read from a file of upstream's repository (inference/dataset/medqa.json); pass its path with --dataset_file`);
+      throw new InvalidArgument(name === 'medqa'
+        ? "medqa is read from a file of upstream's repository (inference/dataset/medqa.json); pass its path with --dataset_file"
+        : `${name} has no published source this runner can name; pass a JSON/JSONL copy with --dataset_file (rows with ${spec.task === 'math' && !name.startsWith('aime') ? 'question and answer' : 'problem or question, and answer'})`);
     }
     rows = await loadRows({ datasetName: spec.repo, config: spec.config, split: opts.split ?? spec.split }, opts);
   }

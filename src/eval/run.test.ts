@@ -39,6 +39,9 @@ describe('scoreOutput', () => {
     expect(await scoreOutput(math, 'so \\boxed{2}')).toEqual({ pred: '2', correct: false });
     expect(await scoreOutput(choice, 'Final Choice: B')).toEqual({ pred: 'B', correct: true });
     expect(await scoreOutput(choice, 'no idea')).toEqual({ pred: 'A', correct: false });
+    const qa: EvalItem = { index: 0, question: 'q', task: 'math', check: { kind: 'freeform', gold: ['NYC', 'New York City'] } };
+    expect(await scoreOutput(qa, 'Searching...\nFinal Answer: new york city.')).toEqual({ pred: 'new york city.', correct: true });
+    expect(await scoreOutput(qa, 'It is \\boxed{Boston}')).toEqual({ pred: 'Boston', correct: false });
   });
 
   it('runs code against its tests', async () => {

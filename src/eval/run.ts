@@ -9,7 +9,7 @@ import type { MasSystem } from '../mas/system';
 import type { SamplingOptions } from '../model/generate';
 import { extractCode, scoreLcb, scoreMbppPlus } from './code';
 import type { EvalItem } from './datasets';
-import { extractChoice, extractPredAnswer, mathMatch } from './score';
+import { extractChoice, extractPredAnswer, freeFormMatch, mathMatch } from './score';
 
 export interface RolloutRecord {
   raw_output: string;
@@ -28,7 +28,7 @@ export interface SampleRecord {
   sample_idx: number;
   question: string;
   task: EvalItem['task'];
-  /** Math and choice: the gold answer; code: null (the tests decide). */
+  /** Math and choice: the gold answer; search QA: the accepted answers joined by " | "; code: null (the tests decide). */
   gold: string | null;
   pred_answer_parsed: string | null;
   pred_code_parsed: string | null;
@@ -84,6 +84,10 @@ export async function scoreOutput(item: EvalItem, text: string, opts: Pick<Evalu
   if (c.kind === 'choice') {
     const pred = extractChoice(text);
     return { pred, correct: pred === c.gold };
+  }
+  if (c.kind === 'freeform') {
+    const pred = extractPredAnswer(text);
+    return { pred, correct: c.gold.some((g) => freeFormMatch(pred, g)) };
   }
   const code = extractCode(text);
   if (code === null) return { pred: null, correct: false, detail: 'no code' };
@@ -141,7 +145,7 @@ export async function evaluate(system: MasSystem, items: readonly EvalItem[], op
     const code = item.task === 'code';
     const rec: SampleRecord = {
       type: 'sample', sample_idx: item.index, question: item.question, task: item.task,
-      gold: item.check.kind === 'math' || item.check.kind === 'choice' ? item.check.gold : null,
+      gold: item.check.kind === 'math' || item.check.kind === 'choice' ? item.check.gold : item.check.kind === 'freeform' ? item.check.gold.join(' | ') : null,
       pred_answer_parsed: code ? null : first.pred, pred_code_parsed: code ? first.pred : null,
       raw_output: first.raw_output, correct: first.correct, solved: rollouts.some((o) => o.correct), rollouts,
       tokens: r.tokens, latent_steps: r.latentSteps, seconds: r.seconds, seed,

@@ -36,9 +36,11 @@ export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.j
            [--lcb_use_private_tests 1] [--cache_dir DIR] [--backend webgpu|cpu|cuda [--devices 0,1,…]] [--json]
       asks each question of the benchmark (the first N with --num_samples) and scores it as upstream does; prints accuracy=X%
       (and pass@k=Y% with K rollouts: K final decodes from the same latents, seeds sample_seed + i·K + r). Benchmarks come from
-      the Hugging Face rows API (HF_TOKEN for gated GPQA; cached under --cache_dir) or --dataset_file (medqa needs it:
-      upstream's inference/dataset/medqa.json); a plain FILE is MedQA-style choice when its rows have options, else math.
-      Defaults as upstream: temperature 0.6 (0.2 for code), latent steps and max new tokens per style and dataset.
+      the Hugging Face rows API (HF_TOKEN for gated GPQA; cached under --cache_dir) or --dataset_file (needed by medqa,
+      upstream's inference/dataset/medqa.json, and by aime25, aime26, bamboogle, hotpotqa, whose loaders are unpublished;
+      search QA is scored by exact match); a plain FILE is MedQA-style choice when its rows have options, else math.
+      Defaults as upstream: temperature 0.6 (0.2 for code), latent steps and max new tokens per style and dataset,
+      10 rollouts for AIME.
       --result_jsonl writes a config line, one record per question as it is scored and a summary; --resume continues it`;
 
 export class RunUsageError extends Error {
@@ -70,6 +72,7 @@ export function recommendedLatentSteps(style: StyleSpec, dataset: BenchmarkName 
 export function benchmarkMaxNewTokens(style: string, dataset: BenchmarkName | null): number {
   if (style === 'tiny_sequential') return 64;
   if (dataset === 'math500' || dataset === null) return style === 'sequential_light' ? 1000 : 2000;
+  if (dataset === 'aime25' || dataset === 'aime26') return style === 'sequential_light' ? 8192 : 16000;
   return 4000;
 }
 
@@ -112,7 +115,8 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   const seed = num(a, 'seed', true, 0) ?? 42;
   const sampleSeed = num(a, 'sample_seed', true, -1) ?? -1;
   const rounds = num(a, 'num_recursive_rounds', true, 1) ?? 3;
-  const k = num(a, 'num_rollouts', true, 1) ?? 1;
+  // upstream samples AIME 10 times (pass@10)
+  const k = num(a, 'num_rollouts', true, 1) ?? (a.dataset === 'aime25' || a.dataset === 'aime26' ? 10 : 1);
   const limit = num(a, 'num_samples', true, -1) ?? -1;
   const temperature = num(a, 'temperature', false, 0);
   const topP = num(a, 'top_p', false, 0);
