@@ -43,7 +43,12 @@ export function embedPieces(model: Decoder, pieces: readonly Piece[]): Tensor[] 
         if (p.rank !== 2 || p.shape[1] !== d) throw new ShapeMismatch(`latents of shape [${p.shape}] cannot enter a model of hidden size ${d}`);
         return p;
       }
-      return model.embed(model.backend.fromValues(p, [p.length], 'i32'));
+      const ids = model.backend.fromValues(p, [p.length], 'i32');
+      try {
+        return model.embed(ids);
+      } finally {
+        ids.dispose();
+      }
     }),
   );
 }
@@ -112,7 +117,8 @@ function* rolloutSteps(model: Decoder, inner: InnerLink, pieces: readonly Piece[
   try {
     h = prefill(model, pieces, cache);
     for (let i = 0; ; i++) {
-      noGrad(() => F.kvAppend(H, h!.reshape([1, 1, d]), i));
+      // in a scope: the [1, 1, d] view would otherwise keep h's storage alive after h.dispose()
+      noGrad(() => tidy(() => F.kvAppend(H, h!.reshape([1, 1, d]), i)));
       if (i === m - 1) break;
       yield;
       const prev: Tensor = h;
