@@ -265,7 +265,7 @@ export async function readLinkFile(path: string): Promise<LinkStateDict> {
   return parseLinkBytes(bytes, path);
 }
 
-type F32State = Map<string, { shape: readonly number[]; data: Float32Array }>;
+type F32State = ReadonlyMap<string, { readonly shape: readonly number[]; readonly data: ArrayLike<number> }>;
 
 /** A state dict as .pt or .safetensors bytes in `dtype` (bf16 rounds to nearest even), keys in map order. */
 export function linkFileBytes(state: F32State, format: 'pt' | 'safetensors', dtype: 'bf16' | 'f32'): Uint8Array {

@@ -18,6 +18,7 @@ import { CudaBackend } from '../tensor/cuda';
 import { WebGpuBackend } from '../tensor/webgpu';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { ASK_USAGE, AskUsageError, askCmd, type AskArgs } from './ask';
+import { CONVERT_USAGE, ConvertUsageError, convertCmd } from './convert';
 import { openPlacement, parseDevices } from './devices';
 import { formatReport, healthcheck } from './healthcheck';
 import { PLAN_MEMORY_USAGE, PlanMemoryUsageError, planMemoryCmd } from './plan-memory';
@@ -37,6 +38,7 @@ ${ASK_USAGE}
 ${RUN_USAGE}
 ${TRAIN_USAGE}
 ${PLAN_MEMORY_USAGE}
+${CONVERT_USAGE}
   rmas healthcheck [--level 1|2|3] [--json]
       1: dependencies (python3 for code benchmarks a warning) and styles; 2: + a test allocation on cpu, webgpu and cuda; 3: + Hugging Face reachability;
       exit 1 when a required check fails (an unavailable webgpu or cuda is a warning)
@@ -82,6 +84,11 @@ const OPTIONS = {
   dump: { type: 'string' },
   json: { type: 'boolean' },
   level: { type: 'string' },
+  // rmas convert
+  in: { type: 'string' },
+  dtype: { type: 'string' },
+  kind: { type: 'string' },
+  role: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -333,10 +340,14 @@ export async function main(argv: string[]): Promise<number> {
       await askCmd(a as AskArgs, () => backend(a.backend), (s) => process.stdout.write(s), (s) => process.stderr.write(s), place());
     }
     else if (cmd === 'healthcheck') return await healthcheckCmd(a);
+    else if (cmd === 'convert') {
+      only(a, 'convert', ['in', 'out', 'dtype', 'kind', 'style', 'role']);
+      process.stdout.write(await convertCmd(a));
+    }
     else throw new UsageError(cmd === undefined ? 'no command given' : `unknown command "${cmd}"`);
     return 0;
   } catch (e) {
-    if (e instanceof UsageError || e instanceof AskUsageError || e instanceof RunUsageError || e instanceof TrainUsageError || e instanceof PlanMemoryUsageError) {
+    if (e instanceof UsageError || e instanceof AskUsageError || e instanceof RunUsageError || e instanceof ConvertUsageError || e instanceof TrainUsageError || e instanceof PlanMemoryUsageError) {
       process.stderr.write(`rmas: ${e.message}\n${USAGE}\n`);
       return 2;
     }
