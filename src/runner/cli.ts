@@ -6,7 +6,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { DTypeMismatch, RmasError, ShapeMismatch, WebGpuUnavailable } from '../errors';
 import { SafetensorsFile, writeSafetensors } from '../formats/safetensors';
 import { openCheckpoint } from '../formats/safetensors-sharded';
@@ -255,6 +255,25 @@ async function healthcheckCmd(a: Args): Promise<number> {
   return report.ok ? 0 : 1;
 }
 
+/**
+ * The flags of a command with its own option table (argv[0] is the command); null after printing the usage
+ * for --help. Unknown flags and stray arguments throw `usage`'s error.
+ */
+function commandArgs<O extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: O, usage: (m: string) => Error) {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv.slice(1), options, allowPositionals: true, strict: true });
+  } catch (e) {
+    throw usage((e as Error).message);
+  }
+  if ((parsed.values as { help?: boolean }).help) {
+    process.stdout.write(`${USAGE}\n`);
+    return null;
+  }
+  if (parsed.positionals.length) throw usage(`unexpected argument ${parsed.positionals[0]}`);
+  return parsed;
+}
+
 /** Runs one command; returns the exit code (never calls process.exit, so tests can call it in-process). */
 export async function main(argv: string[]): Promise<number> {
   let made: Backend | null = null;
@@ -270,18 +289,9 @@ export async function main(argv: string[]): Promise<number> {
   };
   try {
     if (argv[0] === 'train-inner' || argv[0] === 'train-outer') {
-      let t;
-      try {
-        t = parseArgs({ args: argv.slice(1), options: TRAIN_OPTIONS, allowPositionals: true, strict: true });
-      } catch (e) {
-        throw new TrainUsageError((e as Error).message);
-      }
-      if (t.values.help) {
-        process.stdout.write(`${USAGE}\n`);
-        return 0;
-      }
-      if (t.positionals.length) throw new TrainUsageError(`unexpected argument ${t.positionals[0]}`);
       const usage = (m: string) => new TrainUsageError(m);
+      const t = commandArgs(argv, TRAIN_OPTIONS, usage);
+      if (!t) return 0;
       devices = parseDevices(t.values.devices, t.values.backend, usage);
       if (argv[0] === 'train-inner') oneDevice(usage);
       await trainCmd(argv[0] === 'train-inner' ? 'inner' : 'outer', t.values, () => backend(t.values.backend), {
@@ -290,18 +300,10 @@ export async function main(argv: string[]): Promise<number> {
       return 0;
     }
     if (argv[0] === 'run') {
-      let r;
-      try {
-        r = parseArgs({ args: argv.slice(1), options: RUN_OPTIONS, allowPositionals: true, strict: true });
-      } catch (e) {
-        throw new RunUsageError((e as Error).message);
-      }
-      if (r.values.help) {
-        process.stdout.write(`${USAGE}\n`);
-        return 0;
-      }
-      if (r.positionals.length) throw new RunUsageError(`unexpected argument ${r.positionals[0]}`);
-      devices = parseDevices(r.values.devices, r.values.backend, (m) => new RunUsageError(m));
+      const usage = (m: string) => new RunUsageError(m);
+      const r = commandArgs(argv, RUN_OPTIONS, usage);
+      if (!r) return 0;
+      devices = parseDevices(r.values.devices, r.values.backend, usage);
       await runCmd(r.values, () => backend(r.values.backend), (s) => process.stdout.write(s), (s) => process.stderr.write(s), place());
       return 0;
     }
