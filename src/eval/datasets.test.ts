@@ -47,16 +47,18 @@ describe('benchmark rows as questions', () => {
   });
 
   it('mbppplus: prompt, the first asserts, the function name and the test script', async () => {
-    const [a] = await toItems('mbppplus', [{
+    const [a, b] = await toItems('mbppplus', [{
       task_id: 'Mbpp/2', prompt: 'Write a function to find the shared elements.',
       test_list: ['assert set(similar_elements((3, 4), (5, 4))) == set((4,))', 'assert similar_elements((1,), (1,)) == (1,)', 'assert x', 'assert y'],
       test: 'inputs = []\n', code: 'def similar_elements(a, b):\n    return tuple(set(a) & set(b))\n',
-    }], { promptTests: 2 });
+    }, { prompt: 'p', test_list: ['assert f(1) == 1'], test_imports: ['import math', ''], test: 'assert f(1) == math.floor(1.2)' }], { promptTests: 2 });
     expect(a).toEqual({
       index: 0, task: 'code', fnName: 'similar_elements', check: { kind: 'mbppplus', test: 'inputs = []\n' },
       question: 'Write a function to find the shared elements.\n\nYour solution should satisfy assertions like:\n' +
         'assert set(similar_elements((3, 4), (5, 4))) == set((4,))\nassert similar_elements((1,), (1,)) == (1,)',
     });
+    // the test's own imports go before it
+    expect(b).toMatchObject({ fnName: 'f', check: { kind: 'mbppplus', test: 'import math\nassert f(1) == math.floor(1.2)' } });
   });
 
   it('livecodebench: statement, starter code, public tests and the function name from metadata', async () => {

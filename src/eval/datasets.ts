@@ -150,7 +150,9 @@ function mbppFnName(tests: readonly string[], code: string | undefined): string 
 function mbppItem(row: Row, index: number, promptTests: number, where: string): EvalItem {
   const prompt = text(row, ['prompt', 'text'], where).trim();
   const tests = Array.isArray(row.test_list) ? row.test_list.map(String) : [];
-  const test = text(row, ['test'], where);
+  // the imports some test scripts rely on without making them (e.g. `import math`)
+  const imports = Array.isArray(row.test_imports) ? row.test_imports.map(String).filter((l) => l.trim()) : [];
+  const test = [...imports, text(row, ['test'], where)].join('\n');
   const fnName = mbppFnName(tests, typeof row.code === 'string' ? row.code : undefined);
   const shown = tests.slice(0, promptTests);
   const question = shown.length ? `${prompt}\n\nYour solution should satisfy assertions like:\n${shown.join('\n')}` : prompt;
