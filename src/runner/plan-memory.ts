@@ -133,9 +133,11 @@ export function planFromArgs(a: PlanArgs): PlanMemoryResult {
   const innerType = resolveInnerLinkType(a.adapter_type ?? 'ln_res_adapter');
   const outerType = resolveOuterLinkType(a.outer_type ?? 'outer_ln_res_adapter');
   const bytes = new Map(agents.map((x) => [x.name, weightBytes(a.weights_dtype, x.config)]));
+  // --weights_dtype names the half type for every agent; without it each config.json's dtype does
+  const halfType = a.weights_dtype && /^(f16|float16)$/i.test(a.weights_dtype) ? 'f16' as const : a.weights_dtype ? 'bf16' as const : undefined;
 
   const forward = (name: string, recorded: boolean, scored: boolean): AgentForward => ({
-    name, config: byName.get(name)!.config, weightBytesPerParam: bytes.get(name)!, tokens: maxLength, recorded, logitRows: scored ? answerTokens : 0,
+    name, config: byName.get(name)!.config, weightBytesPerParam: bytes.get(name)!, ...(halfType ? { halfType } : {}), tokens: maxLength, recorded, logitRows: scored ? answerTokens : 0,
   });
   let forwards: AgentForward[];
   let pairs: [string, string, string][];
@@ -162,7 +164,7 @@ export function planFromArgs(a: PlanArgs): PlanMemoryResult {
     // the inner links are frozen in outer training, but each still is a FlatParams with its optimizer buffers
     ...agents.map((x) => ({ name: `inner_${x.name}`, params: flatSize(innerLinkShapes(innerType, x.config.hidden)), trainable: false })),
   ];
-  // the cuda runner's half-weight products follow RMAS_CUDA_HALF_GEMM; 'split' keeps a second copy of the operand
+  // the cuda runner's half-weight products follow RMAS_CUDA_HALF_GEMM; 'split' keeps 3 (bf16) or 2 (f16) copies of the operand
   const input: MemoryPlanInput = { agents: forwards, links, recompute, budgetBytes: Math.floor(budgetGb * GIB), halfGemm: halfGemmFromEnv() };
   const plan = planTrainingMemory(input);
   const names = style ? style.roles.map((r) => r.key) : agents.map((x) => x.name);

@@ -220,9 +220,9 @@ function distillation(recompute: 'none' | 'all' | 'auto', budgetBytes = 80 * GiB
 }
 
 describe('training memory plan', () => {
-  it("HalfGemm 'split' keeps three 256-byte-aligned half copies of the largest f32 GEMM operand instead of one", () => {
-    const plan = (halfGemm: 'round' | 'split') => planTrainingMemory({
-      agents: [{ name: 'learner', config: LEARNER, weightBytesPerParam: 2, tokens: 4096, recorded: true, logitRows: 1024 }],
+  it("HalfGemm 'split' keeps three (bf16) or two (f16) 256-byte-aligned half copies of the largest f32 GEMM operand instead of one", () => {
+    const plan = (halfGemm: 'round' | 'split', extra: Partial<AgentForward> = {}) => planTrainingMemory({
+      agents: [{ name: 'learner', config: LEARNER, weightBytesPerParam: 2, tokens: 4096, recorded: true, logitRows: 1024, ...extra }],
       links: [], recompute: 'none', budgetBytes: 80 * GiB, halfGemm,
     });
     const [round, split] = [plan('round'), plan('split')];
@@ -231,6 +231,12 @@ describe('training memory plan', () => {
     expect(round.workspace).toBe(32 * 2 ** 20 + copy);
     expect(split.workspace).toBe(32 * 2 ** 20 + 3 * Math.ceil(copy / 256) * 256);
     expect(split.peak - round.peak).toBe(split.workspace - round.workspace);
+    // f16 weights: two parts (gemm_lt.cu), whether told or read from config.json's torch_dtype
+    const twoParts = 32 * 2 ** 20 + 2 * Math.ceil(copy / 256) * 256;
+    expect(plan('split', { halfType: 'f16' }).workspace).toBe(twoParts);
+    expect(plan('split', { config: { ...LEARNER, savedDtype: 'float16' } }).workspace).toBe(twoParts);
+    expect(plan('split', { config: { ...LEARNER, savedDtype: 'float16' }, halfType: 'bf16' }).workspace).toBe(split.workspace);
+    expect(plan('round', { halfType: 'f16' }).workspace).toBe(round.workspace);
     expect(() => plan('half' as 'round')).toThrow(/halfGemm must be 'round' or 'split', got "half"/);
   });
 

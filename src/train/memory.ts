@@ -35,6 +35,8 @@ export interface AgentForward {
   config: DecoderConfig;
   /** Bytes per weight on the device: 2 for bf16 or f16, 4 for f32 (biases are f32 whatever this says). */
   weightBytesPerParam: number;
+  /** Which half type 2-byte weights are (HalfGemm 'split' keeps 3 bf16 or 2 f16 parts); default config.savedDtype's, else bf16. */
+  halfType?: 'bf16' | 'f16';
   /** Positions the forward sees (prompt pieces, latents and target). */
   tokens: number;
   /** On the tape: the forward reads latents that require grad (outer.ts runs the others under noGrad). */
@@ -201,8 +203,8 @@ function forwardFigures(f: AgentForward, recompute: boolean): ForwardMemory {
 
 /**
  * The bf16/f16 copy gemm_lt makes of the f32 operand A: the largest A of any half-weight GEMM, kept at its largest;
- * with HalfGemm 'split', one copy per part, each 256-byte aligned: three for bf16 weights (two for f16; the plan
- * knows 2 bytes a weight, not which type, so it counts three).
+ * with HalfGemm 'split', one copy per part, each 256-byte aligned: three for bf16 weights, two for f16
+ * (native/cuda/src/gemm_lt.cu).
  */
 function convertBytes(f: AgentForward, halfGemm: HalfGemm): number {
   if (f.weightBytesPerParam !== 2) return 0;
@@ -213,7 +215,8 @@ function convertBytes(f: AgentForward, halfGemm: HalfGemm): number {
   // backward (dA = dC·W): q/k/v/o/gate/up/down output gradients (no wider than the forward's) and dlogits [R, V]
   const fwd = T * Math.max(c.hidden, qDim(c), c.intermediate);
   const half = 2 * Math.max(fwd, f.recorded && R ? R * c.vocabSize : 0);
-  return halfGemm === 'split' ? 3 * Math.ceil(half / 256) * 256 : half;
+  const f16 = (f.halfType ?? (/^(f16|float16)$/i.test(c.savedDtype ?? '') ? 'f16' : 'bf16')) === 'f16';
+  return halfGemm === 'split' ? (f16 ? 2 : 3) * Math.ceil(half / 256) * 256 : half;
 }
 
 function check(input: MemoryPlanInput) {
