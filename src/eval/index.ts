@@ -1,5 +1,6 @@
-/** Benchmarks: loaders (datasets), upstream's scoring (score, code), and the evaluation loop with its records (run). */
+/** Benchmarks: loaders (datasets), upstream's scoring (score, code), the evaluation loop with its records (run), the paper's figures (paper). */
 export * from './datasets';
 export * from './score';
 export * from './code';
 export * from './run';
+export * from './paper';

@@ -9,6 +9,7 @@
 import { appendFileSync, existsSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { InvalidArgument } from '../errors';
 import { BENCHMARK_NAMES, loadBenchmark, type BenchmarkName } from '../eval/datasets';
+import { paperAccuracy } from '../eval/paper';
 import { evaluate, type SampleRecord } from '../eval/run';
 import type { TaskKind } from '../mas/prompts';
 import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
@@ -193,6 +194,8 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
       },
     });
     if (file) appendFileSync(file, `${JSON.stringify(summary)}\n`);
+    const paper = paperAccuracy(style.name, name, rounds, mode);
+    if (paper) err(`the paper: ${paper.accuracy.toFixed(1)}% (${paper.source}; its mean of 5 runs${k > 1 && (name === 'aime25' || name === 'aime26') ? ', pass@10' : ''})\n`);
     if (a.json) out(`${JSON.stringify(summary)}\n`);
     else out(`accuracy=${(100 * summary.accuracy).toFixed(2)}%\n${k > 1 ? `pass@${k}=${(100 * summary.pass_at_k).toFixed(2)}%\n` : ''}`);
   } finally {
