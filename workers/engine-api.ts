@@ -11,7 +11,9 @@ import { SafetensorsFile } from '../src/formats/safetensors';
 import { INDEX_FILE, SINGLE_FILE, parseIndex } from '../src/formats/safetensors-sharded';
 import { isNotFound, readAll, urlSource } from '../src/formats/sources';
 import { ask as askSystem, type AskResult, type StageRecord } from '../src/mas/run';
-import { getStyle, schedule } from '../src/mas/styles';
+import { defaultLatentSteps, getStyle, schedule } from '../src/mas/styles';
+import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName } from '../src/eval/datasets';
+import { evaluate as evaluateSystem } from '../src/eval/run';
 import { adapterTaskFor, pickOuterFiles, type AdapterTask } from '../src/mas/upstream';
 import { parseDecoderConfig } from '../src/model/config';
 import { describePlan, planGgufModel, planSystemDownload, type PlanLimits, type PlanModel } from '../src/store/plan';
@@ -48,6 +50,14 @@ export interface PlaygroundDeps {
 export const CPU_PLAN_LIMITS: PlanLimits = { maxStorageBufferBindingSize: Number.MAX_SAFE_INTEGER, maxBufferSize: Number.MAX_SAFE_INTEGER, features: [] };
 
 export const OFFLINE_MANIFEST = 'models/tiny-system.json';
+
+/** Rows the page sent, read as the named benchmark's rows (null: a plain file). */
+function benchmarkRows(dataset: string | null, rows: Record<string, unknown>[]) {
+  if (dataset !== null && !(BENCHMARK_NAMES as readonly string[]).includes(dataset)) {
+    throw new InvalidArgument(`evaluate: unknown benchmark ${JSON.stringify(dataset)}; expected one of ${BENCHMARK_NAMES.join(', ')} or null`);
+  }
+  return toItems(dataset as BenchmarkName | null, rows).then((items) => ({ items }));
+}
 
 /** FNV-1a over bytes, so that a spec holding link bytes has a cheap stable key. */
 function fnv(b: Uint8Array): string {
@@ -331,6 +341,43 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
           s.emit({ type: 'done', result: view });
           await s.flush();
           return view;
+        } finally {
+          l.busy--;
+          release(l);
+        }
+      });
+    },
+
+    async evaluate(req, onEvent, opts = {}) {
+      return call(opts.callId, onEvent, async (signal, s) => {
+        if (req.mode !== 'latent' && req.mode !== 'text') throw new InvalidArgument(`evaluate: mode must be 'latent' or 'text', got ${JSON.stringify(req.mode)}`);
+        const src = req.source;
+        const { items: all } = 'benchmark' in src ? await loadBenchmark(src.benchmark) : await benchmarkRows(src.dataset ?? null, src.rows);
+        const items = req.limit !== undefined ? all.slice(0, req.limit) : all;
+        if (!items.length) throw new InvalidArgument('evaluate: the dataset has no questions');
+        if (items.some((i) => i.task === 'code')) {
+          throw new InvalidArgument('evaluate: code benchmarks are scored by running the answers in Python, which the tab does not do; run them with rmas run');
+        }
+        const t0 = performance.now();
+        const { l, fresh } = await ensure({ ...req.system, task: items[0]!.task }, req.backend, req.mode === 'latent', s.emit, signal);
+        l.busy++;
+        try {
+          if (!fresh) s.emit({ type: 'ready', backend: l.backend, ...(l.reason ? { reason: l.reason } : {}), seconds: (performance.now() - t0) / 1000 });
+          const { summary } = await evaluateSystem(l.system, items, {
+            mode: req.mode, rounds: req.rounds ?? 3, latentSteps: req.latentSteps ?? defaultLatentSteps(l.system.style),
+            maxNewTokens: req.maxNewTokens ?? (l.system.style.embedded ? 64 : 512), answerRetry: req.answerRetry ?? true,
+            sampling: req.sampling?.greedy ? { greedy: true } : { ...req.sampling }, signal,
+            onSample: async (rec, index, total) => {
+              s.emit({
+                type: 'sample', index, total, record: {
+                  index: rec.sample_idx, question: rec.question, gold: rec.gold, pred: rec.pred_answer_parsed, correct: rec.correct,
+                  text: rec.raw_output, tokens: rec.tokens, seconds: rec.seconds,
+                },
+              });
+              await s.flush();
+            },
+          });
+          return summary;
         } finally {
           l.busy--;
           release(l);

@@ -189,6 +189,8 @@ export type EngineEvent =
     }
   | { type: 'token'; role: string; text: string }
   | { type: 'done'; result: AskResultView }
+  /** A benchmark question scored (PlaygroundApi.evaluate); `index` counts from 0 in the order asked. */
+  | { type: 'sample'; index: number; total: number; record: EvalRecordView }
   | { type: 'error'; name: string; message: string };
 
 export interface LatentMessage {
@@ -219,6 +221,40 @@ export type AskResultView = Pick<AskResult, 'answer' | 'text' | 'tokens' | 'late
   decodeTokensPerSec: number;
 };
 
+/**
+ * A benchmark in the tab (PlaygroundApi.evaluate): rows of a JSON/JSONL file or the tiny task, read as
+ * `dataset` reads them (src/eval/datasets.ts; null: MedQA-style choice with options, else math), or a
+ * benchmark fetched from the Hugging Face rows API. Code benchmarks run their answers in Python and stay
+ * with `rmas run`.
+ */
+export interface EvalRequest {
+  system: SystemSpec;
+  source: { rows: Record<string, unknown>[]; dataset?: string | null } | { benchmark: string };
+  /** The first n questions (default all). */
+  limit?: number;
+  mode: 'latent' | 'text';
+  rounds?: number;
+  latentSteps?: number;
+  sampling?: AskRequest['sampling'];
+  maxNewTokens?: number;
+  backend?: 'webgpu' | 'cpu';
+  answerRetry?: boolean;
+}
+
+/** One scored question, as the page shows it. */
+export interface EvalRecordView {
+  index: number;
+  question: string;
+  gold: string | null;
+  pred: string | null;
+  correct: boolean;
+  text: string;
+  tokens: number;
+  seconds: number;
+}
+
+export type { EvalSummary } from '../src/eval/run';
+
 /** What loading a system will cost, found before any weight is downloaded (PlaygroundApi.planSystem). */
 export interface SystemPlanView {
   plan: DownloadPlan;
@@ -242,7 +278,9 @@ export interface PlaygroundApi {
    * and emits no events. quantize defaults to the spec's.
    */
   planSystem(spec: SystemSpec, opts?: { backend?: 'webgpu' | 'cpu'; quantize?: PlanQuantize }): Promise<SystemPlanView>;
-  /** Cancels a long call (loadSystem, ask, train) by the callId it was given; the call rejects with Cancelled. */
+  /** Asks every question of a benchmark and scores it as rmas run does; a sample event per question. */
+  evaluate(req: EvalRequest, onEvent: (e: EngineEvent) => void, opts?: { callId?: string }): Promise<import('../src/eval/run').EvalSummary>;
+  /** Cancels a long call (loadSystem, ask, evaluate, train) by the callId it was given; the call rejects with Cancelled. */
   cancel(callId: string): Promise<void>;
   /** The offline tiny system's spec (served with the app), or null if this build has none. */
   offlineSystem(): Promise<SystemSpec | null>;
