@@ -115,6 +115,38 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
     }
   });
 
+  test('1b. evaluate the offline tiny system on its first 3 test questions, as the tiny eval recorded them', async () => {
+    const { ctx, page, errors } = await open();
+    try {
+      await useCpu(page);
+      await tab(page, 'ask');
+      await page.getByTestId('ask-style').selectOption('tiny');
+      await page.getByTestId('ask-rounds').fill('1');
+      await page.getByTestId('ask-greedy').check();
+      await page.getByTestId('eval-panel').locator('summary').click();
+      await page.getByTestId('eval-source').selectOption('tiny');
+      await page.getByTestId('eval-limit').fill('3');
+      await page.getByTestId('eval-button').click();
+      const score = page.getByTestId('eval-score');
+      await expect.poll(() => score.textContent(), { timeout: 150_000, interval: 500 }).toMatch(/a question/);
+      // models/tiny/system/eval.json: `npm run tiny:eval`, 1 round, latent, greedy, the style's 40 latent steps
+      const recorded = (JSON.parse(readFileSync('models/tiny/system/eval.json', 'utf8')) as { results: { config: string; answers: string[]; ok: boolean[] }[] })
+        .results.find((r) => r.config === 'latent1')!;
+      const rows = await page.locator('[data-testid=eval-table] tbody tr').evaluateAll((trs) => trs.map((tr) => ({
+        text: tr.getAttribute('title'), cells: [...tr.querySelectorAll('td')].map((td) => td.textContent),
+      })));
+      expect(rows.map((r) => r.text)).toEqual(recorded.answers.slice(0, 3));
+      expect(rows.map((r) => r.cells[4])).toEqual(recorded.ok.slice(0, 3).map((ok) => (ok ? '✓' : '✗')));
+      const right = recorded.ok.slice(0, 3).filter(Boolean).length;
+      expect(await score.textContent()).toContain(`(${right}/3)`);
+      console.log(`[e2e] evaluate: ${(await score.textContent())!.replace(/\s+/g, ' ').trim()}`);
+      await shot(page, 'evaluate');
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  });
+
   test('2–5. train 10 steps, reload and find the checkpoint, export/import equal bytes, delete', async () => {
     const { ctx, page, errors } = await open();
     try {
