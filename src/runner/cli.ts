@@ -40,7 +40,7 @@ ${TRAIN_USAGE}
 ${PLAN_MEMORY_USAGE}
 ${CONVERT_USAGE}
   rmas healthcheck [--level 1|2|3] [--json]
-      1: dependencies (python3 for code benchmarks a warning) and styles; 2: + a test allocation on cpu, webgpu and cuda; 3: + Hugging Face reachability;
+      1: dependencies (python3 for code benchmarks a warning) and styles; 2: + a test allocation on cpu, webgpu and cuda; 3: + Hugging Face reachability (hub and datasets rows API);
       exit 1 when a required check fails (an unavailable webgpu or cuda is a warning)
   --backend defaults to webgpu when an adapter is found, else cpu; cuda needs an NVIDIA GPU and the addon
       (npm run build:cuda). With --backend cuda, --devices 0,1,… picks the GPUs: forward, generate and

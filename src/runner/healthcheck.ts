@@ -2,7 +2,7 @@
  * `rmas healthcheck --level 1|2|3` (upstream's health check, for this runner):
  *   1  dependencies present (Node version, webgpu, tokenizers, python3 for code benchmarks) and the styles registered;
  *   2  + devices: a test allocation and read-back per backend (cpu, webgpu, cuda);
- *   3  + Hugging Face reachability.
+ *   3  + Hugging Face reachability (the hub, and the datasets rows API that training data and benchmarks come through).
  * Levels include the ones below. A check is ok, warn (a backend that is unavailable here: the runner falls back)
  * or fail; the exit code is 1 when any check fails. Never throws for what it checks.
  */
@@ -14,6 +14,7 @@ import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
 import { STYLES, DEFAULT_STYLE } from '../mas/styles';
 import { cudaStatus } from '../gpu/cuda-addon';
+import { ROWS_API } from '../train/data/rows';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 export interface Check {
@@ -125,16 +126,16 @@ function cudaAddonCheck(): Check {
   return { level: 2, name: 'cuda-addon', status: s.hint ? 'warn' : 'ok', detail: `${s.path}: ${versions}${devices ? `; ${devices}` : ''}${s.hint ? `; ${s.hint}` : ''}` };
 }
 
-async function hubCheck(deps: HealthDeps): Promise<Check> {
-  const url = 'https://huggingface.co';
+/** A HEAD of `url` within 5 s: reachable (any status below 500) or not, and what depends on it. */
+async function reachCheck(deps: HealthDeps, name: string, url: string, offline: string): Promise<Check> {
   try {
     const status = await deps.head(url, 5000);
     const ok = status < 500;
-    return { level: 3, name: 'huggingface', status: ok ? 'ok' : 'fail', detail: `HEAD ${url}: HTTP ${status}` };
+    return { level: 3, name, status: ok ? 'ok' : 'fail', detail: `HEAD ${url}: HTTP ${status}` };
   } catch (e) {
     const err = e as Error & { cause?: { code?: string } };
     const why = err.name === 'TimeoutError' || err.name === 'AbortError' ? 'no answer within 5 s' : (err.cause?.code ?? err.message);
-    return { level: 3, name: 'huggingface', status: 'fail', detail: `offline: HEAD ${url} failed (${why}); models must come from local folders or the cache` };
+    return { level: 3, name, status: 'fail', detail: `offline: HEAD ${url} failed (${why}); ${offline}` };
   }
 }
 
@@ -146,7 +147,10 @@ export async function healthcheck(level: 1 | 2 | 3, deps: HealthDeps): Promise<H
     checks.push(cudaAddonCheck());
     checks.push(await backendCheck('cuda', async () => ({ backend: await deps.cuda() }), false));
   }
-  if (level >= 3) checks.push(await hubCheck(deps));
+  if (level >= 3) {
+    checks.push(await reachCheck(deps, 'huggingface', 'https://huggingface.co', 'models must come from local folders or the cache'));
+    checks.push(await reachCheck(deps, 'datasets', `${new URL(ROWS_API).origin}/`, 'datasets and benchmarks must come from local files (--dataset_name FILE, --dataset_file) or the cache'));
+  }
   return { level, ok: checks.every((c) => c.status !== 'fail'), checks };
 }
 
