@@ -42,6 +42,7 @@ describe('rmas convert', () => {
       expect(Array.from(again.get(k)!.data)).toEqual(Array.from(t.data));
       expect((await f.read(k)).dtype).toBe('F32');
     }
+    await f.close();
   });
 
   it('--dtype bf16 writes BF16 rounded to nearest even', async () => {
@@ -57,6 +58,7 @@ describe('rmas convert', () => {
       for (let i = 0; i < t.data.length; i++) expect(g[i]).toBe(bf16(t.data[i]!));
       checked += t.data.length;
     }
+    await f.close();
     expect(checked).toBeGreaterThan(1000);
   });
 
