@@ -12,6 +12,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TINY_SYSTEM_DIR } from '../models/tiny/eval';
 import { scoreAnswer, taskSplit, toJsonl } from '../models/tiny/task';
 import type { EvalSummary, SampleRecord } from '../src/eval/run';
+import { runCmd } from '../src/runner/run';
+import { CpuBackend } from '../src/tensor/cpu';
+import { overridesFor, runAsk } from './mas/ask-util';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const dir = mkdtempSync(join(tmpdir(), 'rmas-run-'));
@@ -113,4 +116,24 @@ describe('rmas run', () => {
     expect(r.err).toMatch(/--num_rollouts 0: expected an integer >= 1/);
     expect(rmas('--dataset', data, '--resume').err).toMatch(/--resume continues a --result_jsonl file/);
   }, 60_000);
+
+  for (const style of ['sequential_light', 'mixture', 'distillation', 'deliberation'] as const) {
+    it(`${style} (tiny upstream-layout models): each record is what rmas ask writes for its question`, async () => {
+      const o = await overridesFor(style, join(dir, `sys-${style}`));
+      const cpu = new CpuBackend('f32');
+      const flags = { ckpt_override: o, num_recursive_rounds: '1', latent_length: '2', greedy: true, max_new_tokens: '6' };
+      const file = join(dir, `${style}.jsonl`);
+      let out = '';
+      await runCmd({ style, dataset: data, num_samples: '2', result_jsonl: file, ...flags }, async () => cpu, (x) => (out += x), () => {});
+      const samples = lines(file).filter((x) => x.type === 'sample') as SampleRecord[];
+      expect(samples).toHaveLength(2);
+      for (const [i, rec] of samples.entries()) {
+        const r = await runAsk({ style, question: rows[i]!.question, task: 'math', json: true, ...flags }, cpu);
+        expect(r.error).toBeNull();
+        expect(rec.tokens).toBeGreaterThan(0);
+        expect(rec.raw_output).toBe((JSON.parse(r.out) as { text: string }).text);
+      }
+      expect(out).toMatch(/^accuracy=\d+\.\d\d%\n$/);
+    }, 120_000);
+  }
 });
