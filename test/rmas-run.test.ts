@@ -88,6 +88,22 @@ describe('rmas run', () => {
     expect(summary.accuracy).toBeCloseTo(samples.filter((s) => s.correct).length / 5, 12);
   }, 180_000);
 
+  it('a settings mismatch leaves even a half-written file as it was; a file cut inside its config line gets one', async () => {
+    const cpu = new CpuBackend('f32');
+    const run = (args: Record<string, unknown>) => runCmd({ style: 'tiny_sequential', dataset: data, greedy: true, num_recursive_rounds: '1', latent_length: '4', ...args },
+      async () => cpu, () => {}, () => {});
+    const half = join(dir, 'half.jsonl');
+    const text = `${readFileSync(results, 'utf8').split('\n').slice(0, 2).join('\n')}\n{"type":"sam`;
+    writeFileSync(half, text);
+    await expect(run({ num_samples: '1', result_jsonl: half, resume: true })).rejects.toThrow(/it was run with num_recursive_rounds = 3, this run has 1/);
+    expect(readFileSync(half, 'utf8')).toBe(text);
+    const cut = join(dir, 'cut.jsonl');
+    writeFileSync(cut, '{"type":"config","sty');
+    await run({ num_samples: '1', result_jsonl: cut, resume: true });
+    expect(lines(cut).map((x) => x.type)).toEqual(['config', 'sample', 'summary']);
+    expect((lines(cut)[0] as { num_recursive_rounds?: number }).num_recursive_rounds).toBe(1);
+  }, 120_000);
+
   it('samples k rollouts from the same latents: rollout r is the single-rollout run seeded sample_seed + r', () => {
     const sampled = ['--dataset', data, '--num_samples', '1', '--temperature', '1.5', '--top_p', '1', '--top_k', '0', '--latent_length', '8', '--num_recursive_rounds', '1', '--json'];
     const file = join(dir, 'k2.jsonl');

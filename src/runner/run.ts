@@ -80,14 +80,15 @@ export function benchmarkMaxNewTokens(style: string, dataset: BenchmarkName | nu
 /** The settings a resumed file must share with the run that continues it. */
 type RunConfig = Record<string, string | number | boolean | null>;
 
-function readResults(path: string, err: (s: string) => void): { config: RunConfig | null; done: Map<number, SampleRecord> } {
+/** A result file's config and records; `keep` is the byte length to cut it to when its last line was half written. */
+function readResults(path: string): { config: RunConfig | null; done: Map<number, SampleRecord>; keep: number | null } {
   let raw = readFileSync(path, 'utf8');
   const cut = raw.lastIndexOf('\n');
+  let keep: number | null = null;
   if (cut !== raw.length - 1) {
-    // a run stopped in the middle of a line: drop the partial record, it is asked again
-    err(`${path}: its last line is incomplete (the run was interrupted while writing); asking that question again\n`);
-    truncateSync(path, Buffer.byteLength(raw.slice(0, cut + 1)));
+    // a run stopped in the middle of a line: the partial record is dropped and its question asked again
     raw = raw.slice(0, cut + 1);
+    keep = Buffer.byteLength(raw);
   }
   let config: RunConfig | null = null;
   const done = new Map<number, SampleRecord>();
@@ -102,7 +103,7 @@ function readResults(path: string, err: (s: string) => void): { config: RunConfi
     if (rec.type === 'config') config = rec as RunConfig;
     else if (rec.type === 'sample') done.set((rec as SampleRecord).sample_idx, rec as SampleRecord);
   });
-  return { config, done };
+  return { config, done, keep };
 }
 
 export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void,
@@ -156,12 +157,18 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   const file = a.result_jsonl;
   if (file && existsSync(file)) {
     if (!a.resume) throw new InvalidArgument(`--result_jsonl ${file} exists; pass --resume to continue it, or name another file (it was not changed)`);
-    const prev = readResults(file, err);
+    const prev = readResults(file);
     for (const [key, v] of Object.entries(prev.config ?? {})) {
       if (key !== 'type' && v !== config[key]) {
         throw new InvalidArgument(`--resume ${file}: it was run with ${key} = ${JSON.stringify(v)}, this run has ${JSON.stringify(config[key])}; use the same settings (the file was not changed)`);
       }
     }
+    if (prev.keep !== null) {
+      err(`${file}: its last line is incomplete (the run was interrupted while writing); asking that question again\n`);
+      truncateSync(file, prev.keep);
+    }
+    // a file cut before its config line was complete gets one now, so that a later resume checks the settings
+    if (!prev.config) appendFileSync(file, `${JSON.stringify(config)}\n`);
     done = prev.done;
     err(`resuming ${file}: ${[...done.keys()].filter((i) => i < items.length).length} of ${items.length} questions recorded\n`);
   } else if (file) {
