@@ -47,11 +47,16 @@ async function useCpu(page: Page): Promise<void> {
 }
 
 /** Ask → the offline tiny system, 1 round, greedy; Ctrl+Enter; waits for the stats line. Returns its text. */
-async function askTiny(page: Page, question: string): Promise<string> {
+/** The Ask view set to the offline tiny system, 1 round, greedy. */
+async function tinyOneRound(page: Page): Promise<void> {
   await tab(page, 'ask');
   await page.getByTestId('ask-style').selectOption('tiny');
   await page.getByTestId('ask-rounds').fill('1');
   await page.getByTestId('ask-greedy').check();
+}
+
+async function askTiny(page: Page, question: string): Promise<string> {
+  await tinyOneRound(page);
   await page.getByRole('textbox', { name: 'question' }).fill(question);
   await page.getByRole('textbox', { name: 'question' }).press('Control+Enter');
   const stats = page.locator('#panel-ask [data-testid=ask-stats]');
@@ -119,10 +124,7 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
     const { ctx, page, errors } = await open();
     try {
       await useCpu(page);
-      await tab(page, 'ask');
-      await page.getByTestId('ask-style').selectOption('tiny');
-      await page.getByTestId('ask-rounds').fill('1');
-      await page.getByTestId('ask-greedy').check();
+      await tinyOneRound(page);
       await page.getByTestId('eval-panel').locator('summary').click();
       await page.getByTestId('eval-source').selectOption('tiny');
       await page.getByTestId('eval-limit').fill('3');
