@@ -12,6 +12,10 @@ describe('benchmark rows as questions', () => {
     ]);
     expect(a).toEqual({ index: 0, question: 'What is $1+1$?', task: 'math', check: { kind: 'math', gold: '2' } });
     expect(b!.check).toEqual({ kind: 'math', gold: '2' });
+    // the row's subject and level become its groups, for per-group accuracy
+    const [c] = await toItems('math500', [{ problem: 'p', answer: '1', subject: 'Algebra', level: 3, unique_id: 'test/algebra/1.json' }]);
+    expect(c!.groups).toEqual({ subject: 'Algebra', level: '3' });
+    expect(a!.groups).toBeUndefined();
   });
 
   it('gpqa: options in the order Python gives them for md5(seed::stem), the gold letter follows the correct one', async () => {

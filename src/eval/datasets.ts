@@ -54,6 +54,20 @@ export interface EvalItem {
   /** Code: the function the solution must define (its interface line). */
   fnName?: string;
   check: EvalCheck;
+  /** What the row says it belongs to (MATH-500's subject and level, GPQA's domain, LiveCodeBench's difficulty), for per-group accuracy. */
+  groups?: Record<string, string>;
+}
+
+/** Row fields that name a group, and the key they are reported under. */
+const GROUP_FIELDS: readonly (readonly [string, string])[] = [['subject', 'subject'], ['level', 'level'], ['High-level domain', 'domain'], ['difficulty', 'difficulty']];
+
+function groupsOf(row: Row): Record<string, string> | undefined {
+  const g: Record<string, string> = {};
+  for (const [field, key] of GROUP_FIELDS) {
+    const v = row[field];
+    if ((typeof v === 'string' && v.trim()) || typeof v === 'number') g[key] = String(v).trim();
+  }
+  return Object.keys(g).length ? g : undefined;
 }
 
 export interface LoadBenchmarkOptions extends LoadRowsOptions {
@@ -202,6 +216,8 @@ export async function toItems(name: BenchmarkName | null, rows: readonly Row[], 
       case 'livecodebench': items.push(await lcbItem(row, i, opts.privateTests ?? true, where)); break;
       case null: items.push(row.options !== undefined ? medqaItem(row, i, where) : mathItem(row, i, where)); break;
     }
+    const groups = groupsOf(row);
+    if (groups) items[items.length - 1]!.groups = groups;
   }
   return items;
 }

@@ -19,6 +19,17 @@ describe('summarize', () => {
     expect(s.tokens_mean).toBe(25);
     expect(s.seconds_mean).toBe(2.5);
     expect(summarize([], 1)).toMatchObject({ samples: 0, accuracy: 0, pass_at_k: 0 });
+    expect(s.by_group).toBeUndefined();
+  });
+
+  it('gives the first rollout\'s accuracy per group, groups in natural order', () => {
+    const g = (correct: boolean, level: string, subject: string) => ({ ...sample([correct], 1, 1), groups: { level, subject } });
+    const s = summarize([g(true, '10', 'Algebra'), g(false, '2', 'Algebra'), g(true, '2', 'Geometry'), g(true, '2', 'Algebra')], 1);
+    expect(s.by_group).toEqual({
+      'level=2': { samples: 3, accuracy: 2 / 3 }, 'level=10': { samples: 1, accuracy: 1 },
+      'subject=Algebra': { samples: 3, accuracy: 2 / 3 }, 'subject=Geometry': { samples: 1, accuracy: 1 },
+    });
+    expect(Object.keys(s.by_group!)).toEqual(['level=2', 'level=10', 'subject=Algebra', 'subject=Geometry']);
   });
 });
 

@@ -42,6 +42,8 @@ export interface SampleRecord {
   latent_steps: number;
   seconds: number;
   seed: number | null;
+  /** The row's groups (EvalItem.groups), when it names any. */
+  groups?: Record<string, string>;
 }
 
 export interface EvalSummary {
@@ -55,6 +57,8 @@ export interface EvalSummary {
   per_rollout_accuracy: number[];
   tokens_mean: number;
   seconds_mean: number;
+  /** Per group value ("level=5", "subject=Algebra"): questions and the first rollout's accuracy; absent when no row names a group. */
+  by_group?: Record<string, { samples: number; accuracy: number }>;
 }
 
 export interface EvaluateOptions extends Pick<AskOptions, 'rounds' | 'latentSteps' | 'mode' | 'maxNewTokens' | 'prompts' | 'answerRetry' | 'tools' | 'signal'> {
@@ -104,6 +108,17 @@ export async function scoreOutput(item: EvalItem, text: string, opts: Pick<Evalu
 export function summarize(records: readonly SampleRecord[], k: number): EvalSummary {
   const n = records.length;
   const per = Array.from({ length: k }, (_, r) => (n ? records.filter((s) => s.rollouts[r]?.correct).length / n : 0));
+  const groups = new Map<string, { samples: number; right: number }>();
+  for (const s of records) {
+    for (const [key, v] of Object.entries(s.groups ?? {})) {
+      const g = groups.get(`${key}=${v}`) ?? { samples: 0, right: 0 };
+      g.samples++;
+      if (s.correct) g.right++;
+      groups.set(`${key}=${v}`, g);
+    }
+  }
+  const byGroup = [...groups].sort(([a], [b]) => a.localeCompare(b, 'en', { numeric: true }))
+    .map(([name, g]) => [name, { samples: g.samples, accuracy: g.right / g.samples }] as const);
   return {
     type: 'summary', samples: n, k,
     accuracy: per.reduce((a, b) => a + b, 0) / k,
@@ -111,6 +126,7 @@ export function summarize(records: readonly SampleRecord[], k: number): EvalSumm
     per_rollout_accuracy: per,
     tokens_mean: n ? records.reduce((a, s) => a + s.tokens, 0) / n : 0,
     seconds_mean: n ? records.reduce((a, s) => a + s.seconds, 0) / n : 0,
+    ...(byGroup.length ? { by_group: Object.fromEntries(byGroup) } : {}),
   };
 }
 
@@ -148,7 +164,7 @@ export async function evaluate(system: MasSystem, items: readonly EvalItem[], op
       gold: item.check.kind === 'math' || item.check.kind === 'choice' ? item.check.gold : item.check.kind === 'freeform' ? item.check.gold.join(' | ') : null,
       pred_answer_parsed: code ? null : first.pred, pred_code_parsed: code ? first.pred : null,
       raw_output: first.raw_output, correct: first.correct, solved: rollouts.some((o) => o.correct), rollouts,
-      tokens: r.tokens, latent_steps: r.latentSteps, seconds: r.seconds, seed,
+      tokens: r.tokens, latent_steps: r.latentSteps, seconds: r.seconds, seed, ...(item.groups ? { groups: item.groups } : {}),
     };
     records.push(rec);
     await opts.onSample?.(rec, records.length - 1, items.length);

@@ -201,6 +201,13 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
       },
     });
     if (file) appendFileSync(file, `${JSON.stringify(summary)}\n`);
+    // per group (MATH-500's level and subject, GPQA's domain, …): one line per kind of group
+    const kinds = new Map<string, string[]>();
+    for (const [g, v] of Object.entries(summary.by_group ?? {})) {
+      const [kind, value] = [g.slice(0, g.indexOf('=')), g.slice(g.indexOf('=') + 1)];
+      kinds.set(kind, [...(kinds.get(kind) ?? []), `${value} ${(100 * v.accuracy).toFixed(1)}% (${v.samples})`]);
+    }
+    for (const [kind, parts] of kinds) err(`by ${kind}: ${parts.join(' · ')}\n`);
     const paper = paperAccuracy(style.name, name, rounds, mode);
     if (paper) err(`the paper: ${paper.accuracy.toFixed(1)}% (${paper.source}; its mean of 5 runs${k > 1 && (name === 'aime25' || name === 'aime26') ? ', pass@10' : ''})\n`);
     if (a.json) out(`${JSON.stringify(summary)}\n`);
