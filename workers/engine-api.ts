@@ -56,7 +56,7 @@ function benchmarkRows(dataset: string | null, rows: Record<string, unknown>[]) 
   if (dataset !== null && !(BENCHMARK_NAMES as readonly string[]).includes(dataset)) {
     throw new InvalidArgument(`evaluate: unknown benchmark ${JSON.stringify(dataset)}; expected one of ${BENCHMARK_NAMES.join(', ')} or null`);
   }
-  return toItems(dataset as BenchmarkName | null, rows).then((items) => ({ items }));
+  return toItems(dataset as BenchmarkName | null, rows);
 }
 
 /** FNV-1a over bytes, so that a spec holding link bytes has a cheap stable key. */
@@ -263,6 +263,24 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
     }
   }
 
+  /**
+   * Runs `body` on the system of `spec` (loaded or reused; a reused one is announced ready), held busy so that
+   * a load of another system does not release it underneath.
+   */
+  async function holding<T>(spec: SystemSpec, want: 'webgpu' | 'cpu' | undefined, links: boolean, s: ReturnType<typeof sequencer>, signal: AbortSignal,
+    body: (l: Loaded) => Promise<T>): Promise<T> {
+    const t0 = performance.now();
+    const { l, fresh } = await ensure(spec, want, links, s.emit, signal);
+    l.busy++;
+    try {
+      if (!fresh) s.emit({ type: 'ready', backend: l.backend, ...(l.reason ? { reason: l.reason } : {}), seconds: (performance.now() - t0) / 1000 });
+      return await body(l);
+    } finally {
+      l.busy--;
+      release(l);
+    }
+  }
+
   /** Runs `body` with its call registered; errors after an abort become Cancelled, and every error is also an event. */
   async function call<T>(callId: string | undefined, onEvent: (e: EngineEvent) => unknown, body: (signal: AbortSignal, s: ReturnType<typeof sequencer>) => Promise<T>): Promise<T> {
     const reg = register(callId);
@@ -294,11 +312,7 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
     async ask(req, onEvent, opts = {}) {
       return call(opts.callId, onEvent, async (signal, s) => {
         if (req.mode !== 'latent' && req.mode !== 'text') throw new InvalidArgument(`ask: mode must be 'latent' or 'text', got ${JSON.stringify(req.mode)}`);
-        const t0 = performance.now();
-        const { l, fresh } = await ensure(req.system, req.backend, req.mode === 'latent', s.emit, signal);
-        l.busy++;
-        try {
-          if (!fresh) s.emit({ type: 'ready', backend: l.backend, ...(l.reason ? { reason: l.reason } : {}), seconds: (performance.now() - t0) / 1000 });
+        return holding(req.system, req.backend, req.mode === 'latent', s, signal, async (l) => {
           const { system } = l;
           const rounds = req.rounds ?? 3;
           const stages = schedule(system.style, rounds);
@@ -341,10 +355,7 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
           s.emit({ type: 'done', result: view });
           await s.flush();
           return view;
-        } finally {
-          l.busy--;
-          release(l);
-        }
+        });
       });
     },
 
@@ -352,17 +363,13 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
       return call(opts.callId, onEvent, async (signal, s) => {
         if (req.mode !== 'latent' && req.mode !== 'text') throw new InvalidArgument(`evaluate: mode must be 'latent' or 'text', got ${JSON.stringify(req.mode)}`);
         const src = req.source;
-        const { items: all } = 'benchmark' in src ? await loadBenchmark(src.benchmark) : await benchmarkRows(src.dataset ?? null, src.rows);
+        const all = 'benchmark' in src ? (await loadBenchmark(src.benchmark)).items : await benchmarkRows(src.dataset ?? null, src.rows);
         const items = req.limit !== undefined ? all.slice(0, req.limit) : all;
         if (!items.length) throw new InvalidArgument('evaluate: the dataset has no questions');
         if (items.some((i) => i.task === 'code')) {
           throw new InvalidArgument('evaluate: code benchmarks are scored by running the answers in Python, which the tab does not do; run them with rmas run');
         }
-        const t0 = performance.now();
-        const { l, fresh } = await ensure({ ...req.system, task: items[0]!.task }, req.backend, req.mode === 'latent', s.emit, signal);
-        l.busy++;
-        try {
-          if (!fresh) s.emit({ type: 'ready', backend: l.backend, ...(l.reason ? { reason: l.reason } : {}), seconds: (performance.now() - t0) / 1000 });
+        return holding({ ...req.system, task: items[0]!.task }, req.backend, req.mode === 'latent', s, signal, async (l) => {
           const { summary } = await evaluateSystem(l.system, items, {
             mode: req.mode, rounds: req.rounds ?? 3, latentSteps: req.latentSteps ?? defaultLatentSteps(l.system.style),
             maxNewTokens: req.maxNewTokens ?? (l.system.style.embedded ? 64 : 512), answerRetry: req.answerRetry ?? true,
@@ -378,10 +385,7 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
             },
           });
           return summary;
-        } finally {
-          l.busy--;
-          release(l);
-        }
+        });
       });
     },
 

@@ -6,7 +6,7 @@
 import { InvalidArgument } from '../errors';
 import { ask, type AskOptions } from '../mas/run';
 import type { MasSystem } from '../mas/system';
-import type { SamplingOptions } from '../model/generate';
+import { isGreedy, type SamplingOptions } from '../model/generate';
 import { extractCode, scoreLcb, scoreMbppPlus } from './code';
 import type { EvalItem } from './datasets';
 import { extractChoice, extractPredAnswer, freeFormMatch, mathMatch } from './score';
@@ -144,8 +144,7 @@ export async function evaluate(system: MasSystem, items: readonly EvalItem[], op
       records.push(old);
       continue;
     }
-    const greedy = opts.sampling.greedy || opts.sampling.temperature === 0;
-    const seed = greedy ? null : (opts.sampling.seed ?? 0) + item.index * k;
+    const seed = isGreedy(opts.sampling) ? null : (opts.sampling.seed ?? 0) + item.index * k;
     const r = await ask(system, {
       question: item.question, task: item.task, ...(item.fnName ? { fnName: item.fnName } : {}),
       rounds: opts.rounds, latentSteps: opts.latentSteps, mode: opts.mode, maxNewTokens: opts.maxNewTokens,

@@ -9,7 +9,7 @@
  * stage records (the dump), the tensors it reads itself.
  */
 import { InvalidArgument } from '../errors';
-import { generate, type SamplingOptions } from '../model/generate';
+import { generate, isGreedy, type SamplingOptions } from '../model/generate';
 import type { Tensor } from '../tensor/tensor';
 import { renderChat, renderWithSlots, splitAtSlots } from '../tokenizer';
 import { hasFinalAnswer, lastBoxed, retryMaxTokens, retrySuffix, stripThink } from './answer';
@@ -115,7 +115,7 @@ export interface AskResult {
 const skip = (tok: Agent['tokenizer'], ids: readonly number[]) => tok.decode(ids, { skipSpecialTokens: true });
 
 function samplingFor(agent: Agent, s: SamplingOptions): SamplingOptions {
-  if (s.greedy || s.temperature === 0) return s;
+  if (isGreedy(s)) return s;
   const fromRepo = agent.generation.sampling.greedy ? undefined : agent.generation.sampling.topK;
   return { ...s, topK: s.topK ?? fromRepo ?? 50 };
 }
@@ -271,7 +271,7 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
 
 /** Rollout r's sampling: seed + r (upstream's set_rollout_seed(sample_seed + r)); greedy stays greedy. */
 function reseed(s: SamplingOptions, r: number): SamplingOptions {
-  return r === 0 || s.greedy || s.temperature === 0 ? s : { ...s, seed: (s.seed ?? 0) + r };
+  return r === 0 || isGreedy(s) ? s : { ...s, seed: (s.seed ?? 0) + r };
 }
 
 type GenerateFn = typeof generate;

@@ -24,6 +24,9 @@ export interface SamplingOptions {
   seed?: number;
 }
 
+/** Sampling that always picks the argmax: greedy, or temperature 0. */
+export const isGreedy = (s: SamplingOptions): boolean => !!s.greedy || s.temperature === 0;
+
 export interface GenerateOptions {
   /** Prompt token ids [T] (numbers or an i32 tensor); exactly one of inputIds / inputsEmbeds. */
   inputIds?: ArrayLike<number> | Tensor;
@@ -56,7 +59,7 @@ export interface GenerateResult {
 }
 
 function pick(logits: Tensor, s: SamplingOptions, step: number): Tensor {
-  if (s.greedy || s.temperature === 0) return F.argmax(logits);
+  if (isGreedy(s)) return F.argmax(logits);
   return F.sample(logits, { temperature: s.temperature, topK: s.topK, topP: s.topP, seed: s.seed, step });
 }
 

@@ -55,14 +55,27 @@ export class AskUsageError extends Error {
   override name = 'UsageError';
 }
 
-function num(a: AskArgs, k: keyof AskArgs, integer: boolean, min: number): number | undefined {
-  const v = a[k] as string | undefined;
+/** A numeric flag's value: undefined when absent, `usage`'s error unless it is a number (an integer) >= min. */
+export function numberFlag(flag: string, v: unknown, integer: boolean, min: number, usage: (m: string) => Error): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (v.trim() === '' || !Number.isFinite(n) || (integer && !Number.isInteger(n)) || n < min) {
-    throw new AskUsageError(`--${k} ${v}: expected ${integer ? 'an integer' : 'a number'} >= ${min}`);
+  if (typeof v !== 'string' || v.trim() === '' || !Number.isFinite(n) || (integer && !Number.isInteger(n)) || n < min) {
+    throw usage(`--${flag} ${String(v)}: expected ${integer ? 'an integer' : 'a number'} >= ${min}`);
   }
   return n;
+}
+
+const num = (a: AskArgs, k: keyof AskArgs, integer: boolean, min: number) => numberFlag(k, a[k], integer, min, (m) => new AskUsageError(m));
+
+/** Upstream run.py's sampling: temperature 0.6 (0.2 for code), top_p 0.95, top_k from the model's generation_config unless >= 0. */
+export function upstreamSampling(f: { temperature?: number; topP?: number; topK?: number; seed: number }, task: TaskKind): SamplingOptions {
+  return {
+    temperature: f.temperature ?? (task === 'code' ? 0.2 : 0.6),
+    topP: f.topP ?? 0.95,
+    seed: f.seed,
+    // upstream's --top_k -1 means: the model's generation_config
+    ...(f.topK !== undefined && f.topK >= 0 ? { topK: f.topK } : {}),
+  };
 }
 
 export function overrides(list: readonly string[] = []): Record<string, string> {
@@ -115,13 +128,7 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   if (a.greedy && [temperature, topP, topK, seed].some((x) => x !== undefined)) {
     throw new AskUsageError('--greedy does not combine with --temperature, --top_p, --top_k or --seed');
   }
-  const sampling: SamplingOptions = a.greedy ? { greedy: true } : {
-    temperature: temperature ?? (task === 'code' ? 0.2 : 0.6),
-    topP: topP ?? 0.95,
-    seed: seed ?? 42,
-    // upstream's --top_k -1 means: the model's generation_config
-    ...(topK !== undefined && topK >= 0 ? { topK } : {}),
-  };
+  const sampling: SamplingOptions = a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: seed ?? 42 }, task);
   const prompts = a.prompts ? readPrompts(a.prompts) : undefined;
   const be = await backend();
   const placement = place ? await place(style.roles.map((r) => r.key)) : undefined;

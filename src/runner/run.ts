@@ -18,7 +18,7 @@ import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
 import type { SamplingOptions } from '../model/generate';
 import { materializeOverrides } from '../store/bundle-node';
 import type { Backend } from '../tensor/backend';
-import { overrides, readPrompts } from './ask';
+import { numberFlag, overrides, readPrompts, upstreamSampling } from './ask';
 
 const s = { type: 'string' } as const;
 const b = { type: 'boolean' } as const;
@@ -50,15 +50,7 @@ export class RunUsageError extends Error {
 
 export type RunArgs = { [K in keyof typeof RUN_OPTIONS]?: (typeof RUN_OPTIONS)[K] extends { multiple: true } ? string[] : (typeof RUN_OPTIONS)[K]['type'] extends 'boolean' ? boolean : string };
 
-function num(a: RunArgs, k: keyof RunArgs, integer: boolean, min: number): number | undefined {
-  const v = a[k];
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (typeof v !== 'string' || v.trim() === '' || !Number.isFinite(n) || (integer && !Number.isInteger(n)) || n < min) {
-    throw new RunUsageError(`--${k} ${String(v)}: expected ${integer ? 'an integer' : 'a number'} >= ${min}`);
-  }
-  return n;
-}
+const num = (a: RunArgs, k: keyof RunArgs, integer: boolean, min: number) => numberFlag(k, a[k], integer, min, (m) => new RunUsageError(m));
 
 /** Upstream's RELEASE_RECOMMENDED_SETTINGS latent steps (spec §4.5); the style's default elsewhere. */
 export function recommendedLatentSteps(style: StyleSpec, dataset: BenchmarkName | null): number {
@@ -141,12 +133,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   const task: TaskKind = items[0]!.task;
   const latentSteps = num(a, 'latent_length', true, 1) ?? recommendedLatentSteps(style, name);
   const maxNewTokens = num(a, 'max_new_tokens', true, 1) ?? benchmarkMaxNewTokens(style.name, name);
-  const sampling: SamplingOptions = a.greedy ? { greedy: true } : {
-    temperature: temperature ?? (task === 'code' ? 0.2 : 0.6),
-    topP: topP ?? 0.95,
-    seed: sampleSeed >= 0 ? sampleSeed : seed,
-    ...(topK !== undefined && topK >= 0 ? { topK } : {}),
-  };
+  const sampling: SamplingOptions = a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: sampleSeed >= 0 ? sampleSeed : seed }, task);
   const config: RunConfig = {
     type: 'config', style: style.name, dataset: a.dataset, dataset_file: a.dataset_file ?? null, dataset_split: a.dataset_split ?? null, seed,
     sampling: JSON.stringify(sampling), num_recursive_rounds: rounds, latent_length: latentSteps, max_new_tokens: maxNewTokens, mode,

@@ -20,6 +20,11 @@ export interface Settings {
   mode: AskMode;
 }
 
+/** The sampling the settings ask for, as the worker takes it. */
+export function samplingOf(s: Pick<Settings, 'greedy' | 'temperature' | 'topP' | 'seed'>): { greedy: true } | { temperature: number; topP: number; seed: number } {
+  return s.greedy ? { greedy: true } : { temperature: s.temperature, topP: s.topP, seed: s.seed };
+}
+
 export const TABS: readonly Tab[] = ['ask', 'train', 'checkpoints', 'env'];
 
 /** The latent steps a style runs with until the user picks others ('tiny' is tiny_sequential). */
