@@ -22,22 +22,21 @@
  * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices|train|ask|scale runs one part;
  * RMAS_CUDA_CASES=<regex> runs the parity cases whose "group/name" matches; RMAS_CUDA_ASK_ROWS=n asks n questions in (f).
  */
-import { readFileSync } from 'node:fs';
 import type { DType } from '../src/formats/dtype';
 import { decode, encode } from '../src/formats/encode';
 import { F, Tape } from '../src/autograd';
 import { CudaUnavailable } from '../src/errors';
-import { openCheckpoint } from '../src/formats/safetensors-sharded';
 import { CUDA_DTYPE, type HalfGemm } from '../src/kernels/kernel';
 import { allCases } from '../src/kernels/cases';
-import { Decoder, generate, loadDecoderWeights, parseDecoderConfig } from '../src/model';
+import { Decoder, generate, loadDecoderWeights } from '../src/model';
 import { type WeightSource, weightSpecs } from '../src/model/weights';
 import { planTrainingMemory } from '../src/train/memory';
 import { randomDecoder } from '../src/model/model.bench';
-import { scaledError, tinyConfig } from '../src/model/testing';
+import { tinyConfig } from '../src/model/testing';
 import { CpuBackend } from '../src/tensor/cpu';
 import { CudaBackend } from '../src/tensor/cuda';
 import { newRng, type ParityEnv } from '../src/testing/parity';
+import { TINY_GOLDEN_MODELS, formatGoldenErrors, tinyGoldenErrors } from '../src/testing/tiny-golden';
 import { Rng } from '../src/testing/rng';
 
 const only = process.env.RMAS_CUDA_ONLY;
@@ -126,44 +125,11 @@ async function golden() {
 
 async function goldenModels(mode: 'split' | 'round') {
   const bound = GOLDEN_BOUND[mode];
-  for (const name of ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny']) {
-    const dir = `models/tiny/${name}`;
-    const g = JSON.parse(readFileSync(`test/golden/tiny-${name}.json`, 'utf8')) as {
-      ids: number[]; dims: { T: number; hidden: number; vocab: number; logit_cols: number }; hidden: string; logits: string; loss: number; grad: string;
-    };
-    const f64 = (b64: string) => { const b = Buffer.from(b64, 'base64'); return new Float64Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength)); };
-    const { T, hidden: d, vocab: V, logit_cols: C } = g.dims;
-    const R = Float64Array.from({ length: T * d }, (_, i) => Math.sin(0.37 * i + 0.1));
-    const R2 = new Float64Array(T * V);
-    for (let t = 0; t < T; t++) for (let j = 0; j < C; j++) R2[t * V + j] = Math.cos(0.23 * (t * C + j));
+  for (const name of TINY_GOLDEN_MODELS) {
     try {
-      const config = parseDecoderConfig(readFileSync(`${dir}/config.json`, 'utf8'), `${dir}/config.json`);
-      const store = await openCheckpoint(dir);
-      const weights = await loadDecoderWeights(config, store, cuda);
-      await store.close();
-      const model = new Decoder(config, weights);
-      const e = model.embed(cuda.fromValues(g.ids, [T], 'i32'));
-      e.requiresGrad = true;
-      const [r, r2] = [cuda.fromValues(R, [T, d]), cuda.fromValues(R2, [T, V])];
-      const tape = new Tape();
-      const out = tape.run(() => {
-        const o = model.forward({ inputsEmbeds: e, logits: 'all' });
-        const s1 = F.sumRows(F.reshape(F.mul(o.hidden, r), [T * d]), []);
-        const s2 = F.sumRows(F.reshape(F.mul(o.logits!, r2), [T * V]), []);
-        return { ...o, loss: F.add(s1, s2) };
-      });
-      const got = { hidden: await out.hidden.read(), logits: await out.logits!.read(), loss: (await out.loss.read())[0] };
-      await tape.backward(out.loss);
-      const err = {
-        hidden: scaledError(got.hidden, f64(g.hidden)),
-        logits: scaledError(got.logits, f64(g.logits)),
-        grad: scaledError(await e.grad!.read(), f64(g.grad)),
-        loss: Math.abs(got.loss - g.loss) / Math.abs(g.loss),
-      };
-      log(`(b) ${name}, half gemm '${mode}': ${Object.entries(err).map(([k, v]) => `${k} ${v.toExponential(2)}`).join(', ')}`);
+      const err = await tinyGoldenErrors(cuda, name);
+      log(`(b) ${name}, half gemm '${mode}': ${formatGoldenErrors(err)}`);
       for (const [k, v] of Object.entries(err)) if (!(v < bound)) failures.push(`golden ${name} (half gemm '${mode}'): ${k} off by ${v.toExponential(2)} (bound ${bound})`);
-      tape.dispose();
-      weights.dispose();
     } catch (x) {
       failures.push(`golden ${name} (half gemm '${mode}'): ${(x as Error).name}: ${(x as Error).message.split('\n')[0]}`);
     }

@@ -1,5 +1,6 @@
 // Every benchmark case still runs, at tiny size, on both backends through the harness `npm run bench`
 // uses. Figures are only checked to be finite and positive: timing is not a test.
+import { spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
 import { allBenches } from '../bench/all';
 import { formatTable, timeCase } from '../bench/harness';
@@ -24,5 +25,24 @@ describe.each([
     expect(r.gflops !== null || r.gbps !== null, 'a case declares flops or bytes').toBe(true);
     expect(positive(r.gflops), `GFLOP/s ${r.gflops}`).toBe(true);
     expect(positive(r.gbps), `GB/s ${r.gbps}`).toBe(true);
+  });
+});
+
+// `npm run test:webgpu`, the check for a machine with a real GPU, on this machine's adapter (lavapipe here): the
+// layernorm parity cases (one-column rows among them) and the three tiny goldens, each error read back and bounded
+describe('npm run test:webgpu (bench/webgpu.ts)', () => {
+  it('passes the layernorm cases and the tiny goldens within 1e-4, and exits 0', () => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'bench/webgpu.ts'], {
+      env: { ...process.env, RMAS_WEBGPU_CASES: '^layernorm/' }, encoding: 'utf8', timeout: 300_000,
+    });
+    const out = `${r.stdout}${r.stderr}`;
+    expect(r.status, out.slice(-3000)).toBe(0);
+    expect(out).toMatch(/^\(a\) parity \(shader-f16 (yes|no)\): 6\/6 cases passed$/m);
+    for (const name of ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny']) {
+      const m = new RegExp(`^\\(b\\) ${name}: hidden (\\S+), logits (\\S+), grad (\\S+), loss (\\S+)$`, 'm').exec(out);
+      expect(m, `${name} in:\n${out}`).not.toBeNull();
+      for (const v of m!.slice(1).map(Number)) expect(v).toBeLessThan(1e-4);
+    }
+    expect(out).toMatch(/^all webgpu checks passed$/m);
   });
 });

@@ -44,6 +44,9 @@ ${mainSignature(wg)} {
 /**
  * Backward: dx = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ·x̂)), ĝ = g·γ; stats (mean, rstd) per row for dγ/dβ.
  * Without `withDx` only the stats (frozen input, trainable γ/β).
+ * A one-column row normalises to 0 whatever x is, so its dx is exactly 0. The formula gives that only when ĝ is
+ * rounded alike in both loops; WGSL cannot forbid a driver from fusing ĝ − mean(ĝ) into an FMA (NVIDIA's Vulkan
+ * driver does), which leaves ĝ's rounding error times rstd = 1/sqrt(eps) (3.5e-5 on an H200), so that row is set.
  */
 export function layernormBackwardWgsl(gdt: DType | null, wg: number, withDx: boolean): string {
   const list: [string, DType | 'out'][] = [['x', 'f32']];
@@ -69,7 +72,7 @@ ${mainSignature(wg)} {
   }
   let m = wg_sum(acc, lid.x) / f32(u.cols);
   for (var c = lid.x; c < u.cols; c += ${wg}u) {
-    dx[base + c] = rstd * (${gh} - m.x - (x[base + c] - mean) * rstd * m.y);
+    dx[base + c] = select(rstd * (${gh} - m.x - (x[base + c] - mean) * rstd * m.y), 0.0, u.cols == 1u);
   }` : ''}
 }`;
 }
