@@ -80,10 +80,13 @@ describe('engine api (cpu, offline tiny system)', () => {
     expect(stages.map((e) => `${e.round} ${e.role} ${e.state}`)).toEqual(order.flatMap((role, i) => [`${i < 3 ? 1 : 2} ${role} running`, `${i < 3 ? 1 : 2} ${role} done`]));
     expect(stages.filter((e) => e.state === 'done').map((e) => e.latents ?? 0)).toEqual([3, 3, 3, 3, 3, 0]);
     expect(stages.at(-1)!.decode).toBe(true);
-    const tokens = ev.filter((e): e is Extract<EngineEvent, { type: 'token' }> => e.type === 'token');
+    // text events: the whole answer so far, each one extending the last, the last one the answer itself
+    const texts = ev.filter((e): e is Extract<EngineEvent, { type: 'text' }> => e.type === 'text');
     const lastStage = ev.indexOf(stages.at(-2)!);
-    expect(tokens.every((t) => t.role === 'solver' && ev.indexOf(t) > lastStage)).toBe(true);
-    if (tokens.length) expect(r.text.startsWith(tokens.at(-1)!.text)).toBe(true);
+    expect(texts.length).toBeGreaterThan(1);
+    expect(texts.every((t) => t.role === 'solver' && ev.indexOf(t) > lastStage)).toBe(true);
+    for (let i = 1; i < texts.length; i++) expect(texts[i]!.text.startsWith(texts[i - 1]!.text) && texts[i]!.text !== texts[i - 1]!.text).toBe(true);
+    expect(texts.at(-1)!.text).toBe(r.text);
     expect(ev.at(-1)).toEqual({ type: 'done', result: r });
     expect(r.tokens).toBeGreaterThan(0);
     expect(r.decodeTokensPerSec >= 0 && r.prefillTokensPerSec > 0).toBe(true);

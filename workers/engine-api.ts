@@ -71,11 +71,6 @@ export function specKey(spec: SystemSpec, extra: string): string {
   return extra + JSON.stringify(spec, (_k, v: unknown) => (v instanceof Uint8Array ? `bytes ${fnv(v)}` : v));
 }
 
-/** Text decoded so far, without special tokens and holding back an incomplete UTF-8 tail (U+FFFD at the end). */
-export function streamText(tok: Tokenizer, ids: readonly number[]): string {
-  return tok.decode(ids, { skipSpecialTokens: true }).replace(/\uFFFD+$/, '');
-}
-
 /**
  * The receiving model's LM head on each latent row → top-k (text, probability), and each row's L2 norm.
  * Softmax and top-k run on the backend, so only [m, k] probabilities and ids and [m] norms come back
@@ -318,8 +313,6 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
           const stages = schedule(system.style, rounds);
           const decodes = (i: number) => stages[i].decode || req.mode === 'text';
           const running = (i: number) => s.emit({ type: 'stage', index: i, round: stages[i].round + 1, role: stages[i].role, state: 'running', decode: decodes(i) });
-          let ids: number[] = [];
-          let shown = '';
           const onStage = async (rec: StageRecord) => {
             const messages: LatentMessage[] = [];
             for (const [key, L] of rec.latentsOut) {
@@ -331,22 +324,16 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
               type: 'stage', index: rec.index, round: rec.round + 1, role: rec.role, state: 'done', decode: decodes(rec.index), seconds: rec.seconds,
               ...(rec.hidden ? { latents: rec.hidden.shape[0] } : {}), ...(messages.length ? { messages } : {}),
             });
-            ids = [];
-            shown = '';
             if (rec.index + 1 < stages.length) running(rec.index + 1);
             await s.flush();
           };
-          const onToken = (role: string, id: number) => {
-            ids.push(id);
-            const text = streamText(system.agents.get(role)!.tokenizer, ids);
-            if (text !== shown) s.emit({ type: 'token', role, text: (shown = text) });
-          };
+          const onText = (role: string, text: string) => void s.emit({ type: 'text', role, text });
           if (stages.length) running(0);
           const sampling = req.sampling?.greedy ? { greedy: true } : { ...req.sampling };
           const r: AskResult = await askSystem(system, {
             question: req.question, mode: req.mode, rounds, ...(req.latentSteps !== undefined ? { latentSteps: req.latentSteps } : {}),
             ...(req.task ? { task: req.task } : {}), sampling, maxNewTokens: req.maxNewTokens ?? (system.style.embedded ? 64 : 512), answerRetry: req.answerRetry ?? true,
-            signal, onStage, onToken,
+            signal, onStage, onText,
           });
           const view: AskResultView = {
             answer: r.answer, text: r.text, tokens: r.tokens, latentSteps: r.latentSteps, seconds: r.seconds, rounds: r.rounds, mode: r.mode,

@@ -187,7 +187,12 @@ export type EngineEvent =
       /** For each outer link applied: per latent, its norm and the receiving model's LM-head top tokens. */
       messages?: LatentMessage[];
     }
-  | { type: 'token'; role: string; text: string }
+  /**
+   * The answer as it is written: `text` is the whole answer so far (the final agent's decode, then the answer
+   * retry's prompt and continuation), to show in place of the previous text event's, never to append. After
+   * `done`, the result's text is the answer (what `rmas ask --json` writes as "text").
+   */
+  | { type: 'text'; role: string; text: string }
   | { type: 'done'; result: AskResultView }
   /** A benchmark question scored (PlaygroundApi.evaluate); `index` counts from 0 in the order asked. */
   | { type: 'sample'; index: number; total: number; record: EvalRecordView }

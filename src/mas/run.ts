@@ -51,6 +51,12 @@ export interface AskOptions {
   /** Streaming of the text the final agent writes (the first rollout's). */
   onToken?: (role: string, id: number) => void;
   /**
+   * The same stream as text: the first rollout's whole answer so far (its final decode, then the answer retry's
+   * prompt and continuation), each call replacing the previous one, never a piece to append. The last call's
+   * text is AskResult.text once the stream completes it (an incomplete UTF-8 tail is held back meanwhile).
+   */
+  onText?: (role: string, text: string) => void;
+  /**
    * Final decodes from the same final prompt and latents (upstream's --num_rollouts, for pass@k): rollout r
    * samples with seed + r and gets its own answer retry. Default 1.
    */
@@ -157,6 +163,8 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
     answer: '', text: '', tokens: 0, latentSteps: 0, seconds: 0, rounds, mode, task, retried: false, toolCalls: [], stages: [], rollouts: [],
   };
   const finals: { ids: number[]; text: string }[] = [];
+  const stream = answerStream(opts, (role) => agents.get(role)!.tokenizer);
+  opts = { ...opts, onToken: stream.onToken };
   const t0 = performance.now();
   try {
     const stages = schedule(style, rounds);
@@ -245,6 +253,7 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
         checkCancelled(signal, 'the answer retry');
         // upstream feeds the output as a raw prompt, without chat template, and appends what it generates
         const raw = o.text + retrySuffix(task);
+        if (r === 0) stream.restart(raw);
         const g = await generate(decoder.decoder, {
           inputIds: decoder.tokenizer.encode(raw), maxNewTokens: retryMaxTokens(task), sampling: samplingFor(decoder, reseed(opts.sampling, r)),
           eosTokenIds: decoder.generation.eosTokenIds, signal, ...(r === 0 ? { onToken: (id: number) => opts.onToken?.(decoder.role, id) } : {}),
@@ -267,6 +276,29 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
   } finally {
     for (const L of latents.values()) L.dispose();
   }
+}
+
+/**
+ * One token stream for onToken and onText: the text is `prefix` (the retry's prompt, once it starts) followed by
+ * the stream's tokens decoded, and is passed on only when it changed.
+ */
+function answerStream(opts: AskOptions, tokenizerOf: (role: string) => Agent['tokenizer']) {
+  let ids: number[] = [];
+  let prefix = '';
+  let last = '';
+  return {
+    restart(p: string) {
+      ids = [];
+      prefix = p;
+    },
+    onToken(role: string, id: number) {
+      opts.onToken?.(role, id);
+      if (!opts.onText) return;
+      ids.push(id);
+      const text = prefix + tokenizerOf(role).decodeStreaming(ids);
+      if (text !== last) opts.onText(role, (last = text));
+    },
+  };
 }
 
 /** Rollout r's sampling: seed + r (upstream's set_rollout_seed(sample_seed + r)); greedy stays greedy. */

@@ -220,12 +220,11 @@ async function generateCmd(a: Args, backend: () => Promise<Backend>) {
   const ids = tok.encode(text, { addSpecialTokens: !a.chat });
   process.stderr.write(`prompt: ${ids.length} tokens; sampling ${JSON.stringify(sampling)}; eos ${JSON.stringify(defaults.eosTokenIds)}\n`);
 
-  // Stream the text as it grows; hold back while the tail is an incomplete UTF-8 sequence (U+FFFD).
+  // Stream the text as it grows (an incomplete UTF-8 tail held back until the next token completes it).
   const tokens: number[] = [];
   let shown = '';
   const show = (final: boolean) => {
-    const s = tok.decode(tokens, { skipSpecialTokens: true });
-    if (!final && s.endsWith('\uFFFD')) return;
+    const s = final ? tok.decode(tokens, { skipSpecialTokens: true }) : tok.decodeStreaming(tokens);
     if (s.startsWith(shown)) process.stdout.write(s.slice(shown.length));
     shown = s;
   };

@@ -148,6 +148,15 @@ export class Tokenizer {
     });
   }
 
+  /**
+   * The text of tokens still being generated: decode without special tokens, holding back an incomplete UTF-8
+   * tail (the U+FFFD a token cut inside a character decodes to). Once generation ends, decode(ids,
+   * { skipSpecialTokens: true }) gives the whole text.
+   */
+  decodeStreaming(ids: readonly number[]): string {
+    return this.decode(ids, { skipSpecialTokens: true }).replace(/\uFFFD+$/, '');
+  }
+
   /** Render (not tokenize) a conversation with the model's chat template. */
   applyChatTemplate(messages: readonly ChatMessage[], opts: ApplyChatTemplateOptions = {}): string {
     const template = this.chatTemplate;

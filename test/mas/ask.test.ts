@@ -278,3 +278,35 @@ describe('one role per device (placement)', () => {
     expect(one.sent.every((s) => s.on === cpu)).toBe(true);
   });
 });
+
+describe('onText: the answer as it is written', () => {
+  it('each call holds the whole answer so far, through the answer retry, and the last is the result text', async () => {
+    const { loadSystem } = await import('../../src/mas/system');
+    const { ask } = await import('../../src/mas/run');
+    const { retrySuffix } = await import('../../src/mas/answer');
+    const o = Object.fromEntries((await overridesFor('sequential_light', join(tmp, 'ontext'))).map((x) => x.split('=') as [string, string]));
+    const system = await loadSystem('sequential_light', { backend: cpu, ckptOverride: o, task: 'math' });
+    try {
+      const texts: string[] = [];
+      const ids: number[] = [];
+      // random links write no \boxed{}, so the retry runs: its prompt is the decode's text plus the retry suffix
+      const r = await ask(system, {
+        question: 'What is 2 + 3?', rounds: 1, latentSteps: 2, sampling: { greedy: true }, maxNewTokens: 6,
+        onText: (role, t) => { expect(role).toBe('solver'); texts.push(t); }, onToken: (_, id) => void ids.push(id),
+      });
+      expect(r.retried).toBe(true);
+      expect(texts.at(-1)).toBe(r.text);
+      const decoded = r.text.slice(0, r.text.indexOf(retrySuffix('math')));
+      const tok = system.agents.get('solver')!.tokenizer;
+      // before the retry each text is the decode so far; from the retry on, the decode's text + suffix + continuation
+      const i = texts.findIndex((t) => t.startsWith(decoded + retrySuffix('math')));
+      expect(i).toBeGreaterThan(0);
+      expect(texts[i - 1]).toBe(decoded);
+      for (const t of texts.slice(0, i)) expect(decoded.startsWith(t)).toBe(true);
+      expect(tok.decode(ids.slice(0, r.stages.at(-1)!.tokens), { skipSpecialTokens: true })).toBe(decoded);
+      expect(new Set(texts).size).toBe(texts.length); // a call only when the text changed
+    } finally {
+      system.dispose();
+    }
+  });
+});

@@ -46,9 +46,9 @@ describe('AskView', () => {
     const { api, services } = fakeServices(async (req, on) => {
       on({ type: 'stage', index: 0, round: 1, role: 'planner', state: 'done', decode: false, latents: 2, seconds: 0.25,
         messages: [{ link: 'outer_12', to: 'critic', norms: [3.5, 4.25], top: [[{ token: ' the', prob: 0.5 }], [{ token: '7', prob: 0.125 }]] }] });
-      on({ type: 'token', role: 'solver', text: 'So **25** is it: ' });
-      on({ type: 'token', role: 'solver', text: '$\\boxed{25}$ <b>x</b>' });
-      const result = { answer: '25', text: '', tokens: 12, latentSteps: 2, seconds: 1.5, rounds: req.rounds!, mode: req.mode, prefillTokensPerSec: 250, decodeTokensPerSec: 8.5 };
+      on({ type: 'text', role: 'solver', text: 'So **25** is it: ' });
+      on({ type: 'text', role: 'solver', text: 'So **25** is it: $\\boxed{25}$ <b>x</b>' });
+      const result = { answer: '25', text: 'So **25** is it: $\\boxed{25}$ <b>x</b>', tokens: 12, latentSteps: 2, seconds: 1.5, rounds: req.rounds!, mode: req.mode, prefillTokensPerSec: 250, decodeTokensPerSec: 8.5 };
       on({ type: 'done', result });
       return result;
     });
@@ -74,6 +74,7 @@ describe('AskView', () => {
     expect(md.querySelector('strong')!.textContent).toBe('25');
     expect(md.querySelector('b')).toBeNull(); // the model's HTML stays text
     expect(md.textContent).toContain('<b>x</b>');
+    expect(md.textContent!.match(/is it/g)).toHaveLength(1); // each text event replaces the last, never appends
     expect(target.querySelector('[data-testid="ask-stats"]')!.textContent!.replace(/\s+/g, ' ').trim())
       .toBe('12 tokens · prefill 250 tok/s · decode 8.50 tok/s · 2 latent steps · 1.50 s total');
     expect(target.querySelector('.dl .bytes')!.textContent).toBe('512 B / 1.00 KiB');
