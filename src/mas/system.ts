@@ -16,7 +16,7 @@ import { loadTokenizerFromDir, type Tokenizer } from '../tokenizer';
 import { InnerLink, OuterLink } from './links';
 import { loadPromptSet, type PromptSet, type TaskKind } from './prompts';
 import { getStyle, missingEmbedded, TINY_REBUILD, type StyleSpec } from './styles';
-import { adapterTaskFor, hfCacheSnapshot, readLinkFile, resolveOuterFolder, resolveRoleFolder } from './upstream';
+import { adapterTaskFor, hfCacheSnapshot, holdsLinksOnly, readLinkFile, resolveOuterFolder, resolveRoleFolder } from './upstream';
 
 export interface Agent {
   role: string;
@@ -149,8 +149,9 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
   const say = opts.onProgress ?? (() => {});
   const root = style.embedded ? await embeddedRoot(style, opts.embeddedRoot) : null;
   /** A role's (or the outer links') folder: the override, the embedded folder, or the hub cache snapshot. */
-  const where = async (what: string, key: string, repo: string): Promise<{ dir: string; source: string; embedded: boolean }> => {
-    if (root === null || override[key]) return { ...(await locate(what, key, repo, override[key])), embedded: false };
+  const where = async (what: string, key: string, repo: string, useOverride = true): Promise<{ dir: string; source: string; embedded: boolean }> => {
+    const over = useOverride ? override[key] : undefined;
+    if (root === null || over) return { ...(await locate(what, key, repo, over)), embedded: false };
     const dir = embeddedPath(style, root, repo);
     // the dump records the package path when the package's own system ran
     return { dir, source: opts.embeddedRoot || tinyEnv() ? dir : repo, embedded: true };
@@ -165,10 +166,16 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
   try {
     for (const role of style.roles) {
       const what = `role ${role.key} of ${style.name}`;
-      const { dir, source, embedded } = await where(what, role.key, role.repo);
-      await embeddedFiles(embedded, what, async () => {
-        const ckpt = await resolveRoleFolder(role.key, dir, adapterTask, { requireInner: withLinks });
-        say(`${role.key}: loading ${source}${backendOf(role.key) !== opts.backend ? ` on ${backendOf(role.key).name}` : ''}`);
+      // an override of links only (a train-inner save_dir, a bundle of one): the model is the style's own
+      const linkDir = override[role.key] !== undefined && (await holdsLinksOnly(override[role.key]!)) ? override[role.key]! : null;
+      const { dir, source, embedded } = await where(what, role.key, role.repo, linkDir === null).catch((e: unknown) => {
+        if (linkDir === null || !(e instanceof MissingCheckpoint)) throw e;
+        throw new MissingCheckpoint(`${what}: ${linkDir} holds its inner link only, so the model comes from the style's repo ${role.repo}, ` +
+          `which is not in the Hugging Face cache (huggingface-cli download ${role.repo}); or copy the link files into the role's model folder and pass that`);
+      });
+      await embeddedFiles(embedded && linkDir === null, what, async () => {
+        const ckpt = await resolveRoleFolder(role.key, linkDir ?? dir, adapterTask, { requireInner: withLinks, linksOnly: linkDir !== null });
+        say(`${role.key}: loading ${source}${linkDir !== null ? ` with the inner link of ${linkDir}` : ''}${backendOf(role.key) !== opts.backend ? ` on ${backendOf(role.key).name}` : ''}`);
         const decoder = await loadDecoderFromDir(dir, backendOf(role.key), { what: `role ${role.key}` });
         const agent: Agent = { role: role.key, source, dir, decoder, tokenizer: null!, inner: null, generation: { sampling: { greedy: true }, eosTokenIds: [] } };
         agents.set(role.key, agent);

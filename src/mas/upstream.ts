@@ -194,10 +194,10 @@ export interface RoleCheckpoint {
  * `adapter_type` (default ln_res_adapter). No config.json → MissingCheckpoint; no inner file → innerPath
  * null, or MissingCheckpoint listing the names tried when `requireInner`.
  */
-export async function resolveRoleFolder(role: string, dir: string, task: AdapterTask | null, opts: { requireInner?: boolean } = {}): Promise<RoleCheckpoint> {
+export async function resolveRoleFolder(role: string, dir: string, task: AdapterTask | null, opts: { requireInner?: boolean; linksOnly?: boolean } = {}): Promise<RoleCheckpoint> {
   const fs = await fsp();
   const files = await listDir(fs, dir, `role ${role}`);
-  if (!files.includes('config.json')) {
+  if (!files.includes('config.json') && !opts.linksOnly) {
     throw new MissingCheckpoint(`role ${role}: ${dir} has no config.json; point to the role's model folder (the repo with model.safetensors and its inner links)`);
   }
   const adapterConfig = await readManifest(fs, dir, files, 'adapter_config.json');
@@ -209,6 +209,21 @@ export async function resolveRoleFolder(role: string, dir: string, task: Adapter
     throw new MissingCheckpoint(`role ${role}: ${dir} has no inner link for task ${task ?? '(none)'}; looked for ${tried.join(', ')}. Download the role repo with its adapter files`);
   }
   return { role, dir, innerPath: name ? join(dir, name) : null, innerType };
+}
+
+/**
+ * Whether a role override holds links only: no config.json but an inner link file (a `rmas train-inner` save_dir,
+ * or a checkpoint bundle of one). Such a folder gives the role's inner link; its model stays the style's own.
+ */
+export async function holdsLinksOnly(dir: string): Promise<boolean> {
+  const fs = await fsp();
+  let files: string[];
+  try {
+    files = await listDir(fs, dir, 'the folder');
+  } catch {
+    return false; // not a folder: resolveRoleFolder says so
+  }
+  return !files.includes('config.json') && files.some((f) => /^adapter(\(.+\))?\.(pt|safetensors)$/.test(f) || f === 'innerlink_config.json');
 }
 
 /** Outer folder: the files of exactly `keys` (see pickOuterFiles), with absolute-as-given paths. */

@@ -32,6 +32,14 @@ async function bundleOf(dir: string, file: string, kind: 'inner' | 'outer'): Pro
   return file;
 }
 
+/** A bundle of a role folder's inner-link files only (adapter*, innerlink_config.json), as the playground exports one. */
+async function linkBundle(roleDir: string, file: string): Promise<string> {
+  const names = readdirSync(roleDir).filter((n) => /^adapter|^innerlink_config\.json$/.test(n));
+  expect(names.length).toBeGreaterThan(0);
+  writeFileSync(file, await exportBundle(Object.fromEntries(names.map((n) => [n, new Uint8Array(readFileSync(join(roleDir, n)))])), { kind: 'inner' }));
+  return file;
+}
+
 describe('materialize', () => {
   it('extracts an outer-links bundle into a folder that resolves and reads like the original', async () => {
     const sys = await buildTinySystem('sequential_light', join(tmp, 'sys'));
@@ -55,7 +63,7 @@ describe('materialize', () => {
     await expect(materialize(join(tmp, 'none.zip'))).rejects.toThrow(/none\.zip does not exist/);
   });
 
-  it('rmas ask --ckpt_override outer=bundle.zip answers exactly like the folder; a role bundle is refused', async () => {
+  it('rmas ask --ckpt_override outer=bundle.zip answers exactly like the folder; a role bundle of links only needs the style\'s model', async () => {
     const dir = join(tmp, 'ask');
     const o = await overridesFor('sequential_light', dir);
     const outerDir = o.find((s) => s.startsWith('outer='))!.slice(6);
@@ -73,9 +81,33 @@ describe('materialize', () => {
     expect(d1.flatMap((s) => [...s.tensors.keys()]).length).toBeGreaterThan(6);
     for (const [i, s] of d1.entries()) for (const [k, t] of s.tensors) expect(Array.from(d2[i]!.tensors.get(k)!.values), `${i} ${k}`).toEqual(Array.from(t.values));
     expect(viaZip.err).toMatch(/outer links: loading \/.*rmas-bundle-/);
+    // a role bundle of links only: the model comes from the style's repo, which no cache holds here
+    const plannerDir = o.find((s) => s.startsWith('planner='))!.slice(8);
+    const innerZip = await linkBundle(plannerDir, join(tmp, 'ask-planner.zip'));
+    const noModel = await runAsk({ ...args, ckpt_override: [...o.filter((s) => !s.startsWith('planner=')), `planner=${innerZip}`] }, cpu);
+    expect(noModel.error?.name).toBe('MissingCheckpoint');
+    expect(noModel.error?.message).toMatch(/role planner of sequential_light: .*rmas-bundle-.* holds its inner link only, so the model comes from the style's repo RecursiveMAS\//);
+    // a bundle with no inner link (the outer links) given for a role: no model, no link
     const r = await runAsk({ ...args, ckpt_override: [...o.filter((s) => !s.startsWith('planner=')), `planner=${zip}`] }, cpu);
-    expect(r.error?.name).toBe('InvalidArgument');
-    expect(r.error?.message).toMatch(/--ckpt_override planner=.*a role override must be a folder/);
+    expect(r.error?.name).toBe('MissingCheckpoint');
+    expect(r.error?.message).toMatch(/role planner: .*rmas-bundle-.* has no config\.json/);
+  });
+});
+
+describe('a role override of links only', () => {
+  it('rmas ask --ckpt_override planner=bundle.zip (the tiny planner\'s link files) keeps the package\'s planner model and answers as without it', async () => {
+    const args = { question: 'What is 12 + 30?', num_recursive_rounds: '1', latent_length: '3', greedy: true, max_new_tokens: '8', no_ans: true, json: true };
+    const zip = await linkBundle('models/tiny/system/planner', join(tmp, 'tiny-planner.zip'));
+    const plain = await runAsk(args, cpu);
+    const withZip = await runAsk({ ...args, ckpt_override: [`planner=${zip}`] }, cpu);
+    expect(plain.error).toBeNull();
+    expect(withZip.error).toBeNull();
+    expect(JSON.parse(withZip.out)).toMatchObject({ text: JSON.parse(plain.out).text, tokens: JSON.parse(plain.out).tokens });
+    expect(withZip.err).toMatch(/planner: loading \S+ with the inner link of \/.*rmas-bundle-/);
+    // a link that does not fit the model (the critic's, hidden 64, for the planner, hidden 48) is refused by name
+    const wrong = await linkBundle('models/tiny/system/critic', join(tmp, 'tiny-critic.zip'));
+    const r = await runAsk({ ...args, ckpt_override: [`planner=${wrong}`] }, cpu);
+    expect(r.error?.name).toBe('ShapeMismatch');
   });
 });
 

@@ -1,13 +1,13 @@
 /**
  * Checkpoint bundles on the runner (Node): a `.zip` bundle given where a checkpoint folder is expected is
  * extracted once per process (per path, size and mtime) into a temp folder, which is used in its place
- * and removed when the process exits. Role folders (model files + inner links) must stay folders.
+ * and removed when the process exits. A role's bundle holds its inner link only; the role keeps the style's model.
  */
 import { rmSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { InvalidArgument, MissingCheckpoint } from '../errors';
+import { MissingCheckpoint } from '../errors';
 import { importBundle } from './bundle';
 
 const cache = new Map<string, Promise<string>>();
@@ -58,17 +58,11 @@ export async function materialize(path: string): Promise<string> {
 }
 
 /**
- * `--ckpt_override` entries with the outer links' bundle extracted; a bundle for a role is refused (a role
- * needs its model folder, and a bundle carries only links).
+ * `--ckpt_override` entries with every bundle extracted: the outer links', or a role's inner link (a bundle holds
+ * links only, so that role keeps the style's model; see holdsLinksOnly in src/mas/upstream.ts).
  */
 export async function materializeOverrides(o: Readonly<Record<string, string>>): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(o)) {
-    if (k !== 'outer' && isZipPath(v)) {
-      throw new InvalidArgument(`--ckpt_override ${k}=${v}: a role override must be a folder with the model files and its inner link; ` +
-        `unzip the bundle's adapter files into a copy of the role's model folder and pass that folder (only outer=… takes a bundle)`);
-    }
-    out[k] = await materialize(v);
-  }
+  for (const [k, v] of Object.entries(o)) out[k] = await materialize(v);
   return out;
 }
