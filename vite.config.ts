@@ -11,7 +11,16 @@ export default defineConfig({
     // the `webgpu` package (Dawn for Node) must never be bundled into the page
     rollupOptions: { external: ['webgpu'], input: { main: 'index.html', bench: 'bench.html' } },
   },
-  // comlink and pyodide pre-bundled up front, so Vite does not re-optimise in the middle of a browser test run
-  optimizeDeps: { exclude: ['webgpu'], include: ['comlink', 'pyodide', 'idb-keyval'] },
+  // Every dependency the page and its workers import is pre-bundled when the dev server starts. The scanner
+  // crawls index.html but not the workers (started by new Worker(new URL(…))), so they are entries too:
+  // otherwise the first visit finds @huggingface/transformers in the engine worker, re-optimises and reloads
+  // the page under the user (test/e2e/dev-server.test.ts).
+  optimizeDeps: {
+    entries: ['index.html', 'bench.html', 'workers/*.worker.ts'],
+    exclude: ['webgpu'],
+    include: ['comlink', 'pyodide', 'idb-keyval', '@huggingface/transformers', '@huggingface/gguf', 'marked', 'katex'],
+  },
+  // a test starts the dev server on a cache folder of its own, as a fresh clone has none
+  ...(process.env.RMAS_VITE_CACHE_DIR ? { cacheDir: process.env.RMAS_VITE_CACHE_DIR } : {}),
   worker: { format: 'es' },
 });

@@ -21,6 +21,7 @@ import { loadSystemFromSpec, type LoadSpecOptions } from '../src/mas/system-url'
 import type { MasSystem } from '../src/mas/system';
 import { folderUrl, ggufTokenizerFolder, isGgufUrl, modelFetch } from '../src/model/url';
 import type { Backend } from '../src/tensor/backend';
+import type { WebGpuBackend } from '../src/tensor/webgpu';
 import { tidy } from '../src/tensor/scope';
 import type { Tensor } from '../src/tensor/tensor';
 import type { Tokenizer } from '../src/tokenizer';
@@ -71,13 +72,18 @@ export function specKey(spec: SystemSpec, extra: string): string {
   return extra + JSON.stringify(spec, (_k, v: unknown) => (v instanceof Uint8Array ? `bytes ${fnv(v)}` : v));
 }
 
+/** GPU pipelines the backend has compiled so far (0 for a backend without a pipeline cache: the CPU). */
+function pipelineCount(b: Backend): number {
+  return (b as Partial<WebGpuBackend>).ctx?.pipelines.size ?? 0;
+}
+
 /**
  * The receiving model's LM head on each latent row → top-k (text, probability), and each row's L2 norm.
  * Softmax and top-k run on the backend, so only [m, k] probabilities and ids and [m] norms come back
  * (not the [m, V] probabilities: ~19 MB for 32 rows over a 151,936-token vocabulary). Ties go to the
  * lower id; k is capped at the vocabulary size (F.topk takes at most 32).
  */
-export async function logitLens(L: Tensor, lmHead: Tensor, tok: Tokenizer, k: number): Promise<Pick<LatentMessage, 'norms' | 'top'>> {
+export async function logitLens(L: Tensor, lmHead: Tensor, tok: Tokenizer, k: number): Promise<Pick<LatentMessage, 'norms' | 'top' | 'vocab'>> {
   const [values, indices, sq] = noGrad(() =>
     tidy(() => {
       const probs = F.softmax(F.linear(L, lmHead));
@@ -93,7 +99,7 @@ export async function logitLens(L: Tensor, lmHead: Tensor, tok: Tokenizer, k: nu
       const row = Array.from({ length: kk }, (_, j) => r * kk + j);
       top.push(row.map((j) => ({ token: tok.decode([ids[j]], { skipSpecialTokens: false }), prob: p[j] })));
     }
-    return { norms: [...s].map((x) => Math.sqrt(x)), top };
+    return { norms: [...s].map((x) => Math.sqrt(x)), top, vocab: lmHead.shape[0]! };
   } finally {
     values.dispose();
     indices.dispose();
@@ -313,13 +319,17 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
           const stages = schedule(system.style, rounds);
           const decodes = (i: number) => stages[i].decode || req.mode === 'text';
           const running = (i: number) => s.emit({ type: 'stage', index: i, round: stages[i].round + 1, role: stages[i].role, state: 'running', decode: decodes(i) });
+          let lensSeconds = 0;
+          const pipelines0 = pipelineCount(system.backend);
           const onStage = async (rec: StageRecord) => {
             const messages: LatentMessage[] = [];
+            const tl = performance.now();
             for (const [key, L] of rec.latentsOut) {
               const to = system.style.links.find((x) => x.key === key)!.to;
               const recv = system.agents.get(to)!;
               messages.push({ link: key, to, ...(await logitLens(L, recv.decoder.weights.lmHead, recv.tokenizer, k)) });
             }
+            lensSeconds += (performance.now() - tl) / 1000;
             s.emit({
               type: 'stage', index: rec.index, round: rec.round + 1, role: rec.role, state: 'done', decode: decodes(rec.index), seconds: rec.seconds,
               ...(rec.hidden ? { latents: rec.hidden.shape[0] } : {}), ...(messages.length ? { messages } : {}),
@@ -337,7 +347,9 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
           });
           const view: AskResultView = {
             answer: r.answer, text: r.text, tokens: r.tokens, latentSteps: r.latentSteps, seconds: r.seconds, rounds: r.rounds, mode: r.mode,
-            prefillTokensPerSec: r.prefillTokensPerSec ?? 0, decodeTokensPerSec: r.decodeTokensPerSec ?? 0,
+            prefillTokensPerSec: r.prefillTokensPerSec ?? 0, decodeTokensPerSec: r.decodeTokensPerSec ?? 0, backend: l.backend,
+            stageSeconds: r.stages.reduce((a, st) => a + st.seconds, 0), lensSeconds, retrySeconds: r.retrySeconds,
+            pipelinesCompiled: pipelineCount(system.backend) - pipelines0,
           };
           s.emit({ type: 'done', result: view });
           await s.flush();

@@ -198,12 +198,19 @@ export type EngineEvent =
   | { type: 'sample'; index: number; total: number; record: EvalRecordView }
   | { type: 'error'; name: string; message: string };
 
+/**
+ * One latent message through the logit lens: each latent (a row in the receiving agent's embedding space) read
+ * by the receiver's LM head as if it were a hidden state, softmax over its vocabulary.
+ */
 export interface LatentMessage {
   link: string;
+  /** The receiving role, whose embedding space the latents are in and whose LM head reads them. */
   to: string;
   norms: number[];
   /** top[i] = the k most likely tokens (text, probability) for latent i. */
   top: { token: string; prob: number }[][];
+  /** The receiver's vocabulary size: a uniform lens gives each token 1/vocab. */
+  vocab: number;
 }
 
 export interface AskRequest {
@@ -221,9 +228,16 @@ export interface AskRequest {
 }
 
 /** What the page gets of an AskResult (the decode speeds always present: 0 when not measured). */
-export type AskResultView = Pick<AskResult, 'answer' | 'text' | 'tokens' | 'latentSteps' | 'seconds' | 'rounds' | 'mode'> & {
+export type AskResultView = Pick<AskResult, 'answer' | 'text' | 'tokens' | 'latentSteps' | 'seconds' | 'rounds' | 'mode' | 'retrySeconds'> & {
   prefillTokensPerSec: number;
   decodeTokensPerSec: number;
+  /** The backend the system ran on. */
+  backend: 'webgpu' | 'cpu';
+  /** Where `seconds` went besides the answer retry: the stages' own seconds summed, and the logit lens of the latent messages. */
+  stageSeconds: number;
+  lensSeconds: number;
+  /** GPU pipelines compiled during the ask (each kernel variant on first use; 0 on the CPU backend or once warm). */
+  pipelinesCompiled: number;
 };
 
 /**

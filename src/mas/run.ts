@@ -111,6 +111,8 @@ export interface AskResult {
   retried: boolean;
   toolCalls: { tool: string; body: string; result: string }[];
   stages: { round: number; role: string; seconds: number; tokens: number }[];
+  /** Seconds in the answer retries (every rollout's), part of `seconds`. */
+  retrySeconds: number;
   /** generate()'s figures for the final agent's decode (absent with tools, whose decode is several calls). */
   prefillTokensPerSec?: number;
   decodeTokensPerSec?: number;
@@ -160,7 +162,7 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
   const latents = new Map<string, Tensor>();
   const texts = new Map<string, string>();
   const result: AskResult = {
-    answer: '', text: '', tokens: 0, latentSteps: 0, seconds: 0, rounds, mode, task, retried: false, toolCalls: [], stages: [], rollouts: [],
+    answer: '', text: '', tokens: 0, latentSteps: 0, seconds: 0, rounds, mode, task, retried: false, toolCalls: [], stages: [], retrySeconds: 0, rollouts: [],
   };
   const finals: { ids: number[]; text: string }[] = [];
   const stream = answerStream(opts, (role) => agents.get(role)!.tokenizer);
@@ -251,6 +253,7 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
       const o: RolloutResult = { answer: '', text: f.text, tokens: f.ids.length, retried: false };
       if ((opts.answerRetry ?? true) && !hasFinalAnswer(o.text, task)) {
         checkCancelled(signal, 'the answer retry');
+        const tr = performance.now();
         // upstream feeds the output as a raw prompt, without chat template, and appends what it generates
         const raw = o.text + retrySuffix(task);
         if (r === 0) stream.restart(raw);
@@ -259,6 +262,7 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
           eosTokenIds: decoder.generation.eosTokenIds, signal, ...(r === 0 ? { onToken: (id: number) => opts.onToken?.(decoder.role, id) } : {}),
         });
         checkCancelled(signal, 'the answer retry');
+        result.retrySeconds += (performance.now() - tr) / 1000;
         o.text = raw + skip(decoder.tokenizer, g.tokens);
         o.tokens += g.tokens.length;
         o.retried = true;

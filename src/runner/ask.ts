@@ -23,14 +23,13 @@ export const ASK_USAGE = `  rmas ask --question TEXT [--style STYLE] [--ckpt_ove
       prompts; RMAS_TINY_SYSTEM=DIR loads another copy), sequential_light, sequential_scaled, mixture,
       distillation, deliberation. ROLE is a role of the style or "outer"; roles not overridden come from
       the package (tiny_sequential) or the Hugging Face cache (RecursiveMAS repos). A role's PATH is its
-      model folder (model files + inner links), or a folder or .zip bundle of its inner link only (a
-      train-inner save_dir, a playground export): the role then keeps the style's model. outer=PATH also
-      takes a .zip bundle. --prompts replaces
-      the style's prompts. Defaults as upstream: 3 rounds, 32 latent steps, temperature 0.6 (0.2 for
-      code), top_p 0.95, top_k from the final agent's generation_config.json, seed 42; max_new_tokens 64
-      for tiny_sequential. --json prints {answer, text, tokens, seconds, rounds}; --dump DIR writes
-      manifest.json and one safetensors file per stage. Deliberation's search tool reads its key from
-      TAVILY_API_KEY (never written anywhere).`;
+      model folder (model files + inner links), or a folder or .zip bundle of its inner link alone (a
+      train-inner save_dir, a playground export), the role keeping the style's model; outer=PATH also
+      takes a .zip bundle. --prompts replaces the style's prompts. Defaults as upstream: 3 rounds, 32
+      latent steps, temperature 0.6 (0.2 for code), top_p 0.95, top_k from the final agent's
+      generation_config.json, seed 42; max_new_tokens 64 for tiny_sequential. --json prints {answer, text,
+      tokens, seconds, rounds}; --dump DIR writes manifest.json and one safetensors file per stage.
+      Deliberation's search tool reads its key from TAVILY_API_KEY (never written anywhere).`;
 
 export interface AskArgs {
   style?: string;
