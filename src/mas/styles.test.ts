@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { UnknownStyle } from '../errors';
-import { STYLE_NAMES, getStyle, receiverOf, schedule } from './styles';
+import { STYLES, STYLE_NAMES, checkBackbones, getStyle, receiverOf, schedule } from './styles';
 
 describe('styles registry', () => {
   it('holds the five styles with upstream\'s roles and default repos (spec §3.3)', () => {
@@ -64,5 +64,33 @@ describe('receiverOf', () => {
     expect(['outer_12', 'outer_23', 'outer_31'].map((k) => receiverOf(s, k))).toEqual(['critic', 'solver', 'planner']);
     expect(receiverOf(getStyle('distillation'), 'outer_el')).toBe('learner');
     expect(() => receiverOf(s, 'outer_el')).toThrow('style sequential_light has no outer link outer_el; its links are outer_12, outer_23, outer_31');
+  });
+});
+
+describe('checkBackbones', () => {
+  it('passes the styles whose released backbones the engine runs, and names the roles of the others', async () => {
+    const { FAMILIES } = await import('../model/config');
+    expect(() => checkBackbones(STYLES.sequential_light)).not.toThrow();
+    expect(() => checkBackbones(getStyle('tiny_sequential'))).not.toThrow();
+    // each refused role is one whose model_type the decoder does not parse
+    for (const name of ['sequential_scaled', 'mixture', 'distillation', 'deliberation'] as const) {
+      const unsupported = STYLES[name].roles.filter((r) => !(FAMILIES as readonly string[]).includes(r.modelType)).map((r) => r.key);
+      expect(unsupported.length, name).toBeGreaterThan(0);
+      let err: Error | null = null;
+      try {
+        checkBackbones(STYLES[name]);
+      } catch (e) {
+        err = e as Error;
+      }
+      expect(err?.name).toBe('UnknownModelType');
+      for (const r of STYLES[name].roles) expect(err!.message.includes(`${r.key} (${r.base}, model_type ${r.modelType})`), `${name} ${r.key}`).toBe(unsupported.includes(r.key));
+      // a role given its own model is not asked about
+      expect(() => checkBackbones(STYLES[name], unsupported)).not.toThrow();
+    }
+    expect(() => checkBackbones(STYLES.sequential_scaled)).toThrow(
+      'style sequential_scaled needs backbones this engine cannot run yet: planner (google/gemma-3-4b-it, model_type gemma3), solver (Qwen/Qwen3.5-4B, model_type qwen3_5); ' +
+      'it runs llama, qwen2, qwen3 decoders (Llama 3.x, Qwen2/2.5, Qwen3). Use sequential_light or the tiny system, or give those roles models it runs ' +
+      "(--ckpt_override ROLE=DIR with a model folder; in the playground, the role's backbone URL)",
+    );
   });
 });

@@ -7,7 +7,8 @@
  * A stage names its role, its prompt kind, which slot each incoming message fills, which outer links it
  * sends through (after a latent rollout), and whether it decodes text instead (the final agent, last round).
  */
-import { InvalidArgument, MissingCheckpoint, UnknownStyle } from '../errors';
+import { InvalidArgument, MissingCheckpoint, UnknownModelType, UnknownStyle } from '../errors';
+import { SUPPORTED_DECODERS, isSupportedModelType } from '../model/config';
 import type { PromptKind, StyleShape } from './prompts';
 import { SLOTS } from './slots';
 
@@ -25,6 +26,8 @@ export interface RoleSpec {
   repo: string;
   /** The frozen base model it was trained on (for messages and docs). */
   base: string;
+  /** config.json's model_type of the released checkpoint, read before any download to say whether the engine runs it. */
+  modelType: string;
 }
 
 export interface OuterLinkSpec {
@@ -103,12 +106,12 @@ const TINY_ROOT = 'models/tiny/system';
 
 /** The tiny sequential system trained from scratch with this project (issue 7), one adapter.pt per role. */
 function tinySequential(): StyleSpec {
-  const role = (key: string, base: string): RoleSpec => ({ key, repo: `${TINY_ROOT}/${key}`, base });
+  const role = (key: string, base: string, modelType: string): RoleSpec => ({ key, repo: `${TINY_ROOT}/${key}`, base, modelType });
   return {
     ...sequential('tiny_sequential', [
-      role('planner', 'tiny Qwen3-style decoder trained from scratch (models/tiny/train-agents.ts)'),
-      role('critic', 'tiny Llama-style decoder trained from scratch (models/tiny/train-agents.ts)'),
-      role('solver', 'tiny Qwen2-style decoder trained from scratch (models/tiny/train-agents.ts)'),
+      role('planner', 'tiny Qwen3-style decoder trained from scratch (models/tiny/train-agents.ts)', 'qwen3'),
+      role('critic', 'tiny Llama-style decoder trained from scratch (models/tiny/train-agents.ts)', 'llama'),
+      role('solver', 'tiny Qwen2-style decoder trained from scratch (models/tiny/train-agents.ts)', 'qwen2'),
     ], `${TINY_ROOT}/outer`, false),
     embedded: { root: TINY_ROOT, prompts: 'prompts.json' },
     // its outer links were trained on up to 40 latents (models/tiny/build.ts), and a 3-step refined plan is 39 tokens
@@ -120,22 +123,22 @@ const EXPERTS = [['math', '1', SLOTS.hieMath], ['code', '2', SLOTS.hieCode], ['s
 
 export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
   sequential_light: sequential('sequential_light', [
-    { key: 'planner', repo: `${R}Sequential-Light-Planner-Qwen3-1.7B`, base: 'Qwen/Qwen3-1.7B' },
-    { key: 'critic', repo: `${R}Sequential-Light-Critic-Llama3.2-1B`, base: 'meta-llama/Llama-3.2-1B-Instruct' },
-    { key: 'solver', repo: `${R}Sequential-Light-Solver-Qwen2.5-Math-1.5B`, base: 'Qwen/Qwen2.5-Math-1.5B-Instruct' },
+    { key: 'planner', repo: `${R}Sequential-Light-Planner-Qwen3-1.7B`, base: 'Qwen/Qwen3-1.7B', modelType: 'qwen3' },
+    { key: 'critic', repo: `${R}Sequential-Light-Critic-Llama3.2-1B`, base: 'meta-llama/Llama-3.2-1B-Instruct', modelType: 'llama' },
+    { key: 'solver', repo: `${R}Sequential-Light-Solver-Qwen2.5-Math-1.5B`, base: 'Qwen/Qwen2.5-Math-1.5B-Instruct', modelType: 'qwen2' },
   ], `${R}Sequential-Light-Outerlinks`),
   sequential_scaled: sequential('sequential_scaled', [
-    { key: 'planner', repo: `${R}Sequential-Scaled-Planner-Gemma3-4B`, base: 'google/gemma-3-4b-it' },
-    { key: 'critic', repo: `${R}Sequential-Scaled-Critic-Llama3.2-3B`, base: 'meta-llama/Llama-3.2-3B-Instruct' },
-    { key: 'solver', repo: `${R}Sequential-Scaled-Solver-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B' },
+    { key: 'planner', repo: `${R}Sequential-Scaled-Planner-Gemma3-4B`, base: 'google/gemma-3-4b-it', modelType: 'gemma3' },
+    { key: 'critic', repo: `${R}Sequential-Scaled-Critic-Llama3.2-3B`, base: 'meta-llama/Llama-3.2-3B-Instruct', modelType: 'llama' },
+    { key: 'solver', repo: `${R}Sequential-Scaled-Solver-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B', modelType: 'qwen3_5' },
   ], `${R}Sequential-Scaled-Outerlinks`),
   mixture: {
     name: 'mixture', shape: 'hie', outerRepo: `${R}Mixture-Outerlinks`, taskScoped: false, decoder: 'summarizer', tools: false,
     roles: [
-      { key: 'math', repo: `${R}Mixture-Math-DeepSeek-R1-Distill-Qwen-1.5B`, base: 'deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B' },
-      { key: 'code', repo: `${R}Mixture-Code-Qwen2.5-Coder-3B`, base: 'Qwen/Qwen2.5-Coder-3B-Instruct' },
-      { key: 'science', repo: `${R}Mixture-Science-BioMistral-7B`, base: 'BioMistral/BioMistral-7B' },
-      { key: 'summarizer', repo: `${R}Mixture-Summarizer-Qwen3.5-2B`, base: 'Qwen/Qwen3.5-2B' },
+      { key: 'math', repo: `${R}Mixture-Math-DeepSeek-R1-Distill-Qwen-1.5B`, base: 'deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B', modelType: 'qwen2' },
+      { key: 'code', repo: `${R}Mixture-Code-Qwen2.5-Coder-3B`, base: 'Qwen/Qwen2.5-Coder-3B-Instruct', modelType: 'qwen2' },
+      { key: 'science', repo: `${R}Mixture-Science-BioMistral-7B`, base: 'BioMistral/BioMistral-7B', modelType: 'mistral' },
+      { key: 'summarizer', repo: `${R}Mixture-Summarizer-Qwen3.5-2B`, base: 'Qwen/Qwen3.5-2B', modelType: 'qwen3_5' },
     ],
     links: [
       ...EXPERTS.map(([role, n]) => ({ key: `outer_${n}s`, from: role, to: 'summarizer' })),
@@ -155,8 +158,8 @@ export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
   distillation: {
     name: 'distillation', shape: 'distill', outerRepo: `${R}Distillation-Outerlinks`, taskScoped: false, decoder: 'learner', tools: false,
     roles: [
-      { key: 'expert', repo: `${R}Distillation-Expert-Qwen3.5-9B`, base: 'Qwen/Qwen3.5-9B' },
-      { key: 'learner', repo: `${R}Distillation-Learner-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B' },
+      { key: 'expert', repo: `${R}Distillation-Expert-Qwen3.5-9B`, base: 'Qwen/Qwen3.5-9B', modelType: 'qwen3_5' },
+      { key: 'learner', repo: `${R}Distillation-Learner-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B', modelType: 'qwen3_5' },
     ],
     links: [{ key: 'outer_el', from: 'expert', to: 'learner' }, { key: 'outer_le', from: 'learner', to: 'expert' }],
     stages: (round, rounds) => [
@@ -167,8 +170,8 @@ export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
   deliberation: {
     name: 'deliberation', shape: 'deliberation', outerRepo: `${R}Deliberation-Outerlinks`, taskScoped: false, decoder: 'toolcaller', tools: true,
     roles: [
-      { key: 'reflector', repo: `${R}Deliberation-Reflector-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B' },
-      { key: 'toolcaller', repo: `${R}Deliberation-Toolcaller-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B' },
+      { key: 'reflector', repo: `${R}Deliberation-Reflector-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B', modelType: 'qwen3_5' },
+      { key: 'toolcaller', repo: `${R}Deliberation-Toolcaller-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B', modelType: 'qwen3_5' },
     ],
     links: [{ key: 'outer_rt', from: 'reflector', to: 'toolcaller' }, { key: 'outer_tr', from: 'toolcaller', to: 'reflector' }],
     stages: (round, rounds) => [
@@ -209,4 +212,20 @@ export function receiverOf(style: StyleSpec, key: string): string {
 /** Every stage of a run of `rounds` rounds, in execution order, with its 0-based round. */
 export function schedule(style: StyleSpec, rounds: number): (StageSpec & { round: number })[] {
   return Array.from({ length: rounds }, (_, r) => style.stages(r, rounds).map((s) => ({ ...s, round: r }))).flat();
+}
+
+/**
+ * Refuses, before anything is read or downloaded, a style whose released backbones this engine cannot run yet:
+ * every role not in `ownBackbone` (roles given a model of their own) whose modelType is not supported. The runner
+ * and the playground say the same thing.
+ */
+export function checkBackbones(style: StyleSpec, ownBackbone: Iterable<string> = []): void {
+  const own = new Set(ownBackbone);
+  const missing = style.roles.filter((r) => !own.has(r.key) && !isSupportedModelType(r.modelType));
+  if (!missing.length) return;
+  throw new UnknownModelType(
+    `style ${style.name} needs backbones this engine cannot run yet: ${missing.map((r) => `${r.key} (${r.base}, model_type ${r.modelType})`).join(', ')}; ` +
+      `it runs ${SUPPORTED_DECODERS}. Use sequential_light or the tiny system, or give ${missing.length > 1 ? 'those roles models' : 'that role a model'} ` +
+      'it runs (--ckpt_override ROLE=DIR with a model folder; in the playground, the role\'s backbone URL)',
+  );
 }

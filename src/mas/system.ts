@@ -15,7 +15,7 @@ import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir, type Tokenizer } from '../tokenizer';
 import { InnerLink, OuterLink } from './links';
 import { loadPromptSet, type PromptSet, type TaskKind } from './prompts';
-import { getStyle, missingEmbedded, TINY_REBUILD, type StyleSpec } from './styles';
+import { checkBackbones, getStyle, missingEmbedded, TINY_REBUILD, type StyleSpec } from './styles';
 import { adapterTaskFor, hfCacheSnapshot, holdsLinksOnly, readLinkFile, resolveOuterFolder, resolveRoleFolder } from './upstream';
 
 export interface Agent {
@@ -163,11 +163,14 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
     for (const a of agents.values()) { a.decoder.dispose(); a.inner?.dispose(); }
     for (const l of outer.values()) l.dispose();
   };
+  // an override of links only (a train-inner save_dir, a bundle of one) keeps the style's model for that role
+  const linksOnly = new Map<string, string>();
+  for (const r of style.roles) if (override[r.key] !== undefined && (await holdsLinksOnly(override[r.key]!))) linksOnly.set(r.key, override[r.key]!);
+  checkBackbones(style, style.roles.filter((r) => override[r.key] !== undefined && !linksOnly.has(r.key)).map((r) => r.key));
   try {
     for (const role of style.roles) {
       const what = `role ${role.key} of ${style.name}`;
-      // an override of links only (a train-inner save_dir, a bundle of one): the model is the style's own
-      const linkDir = override[role.key] !== undefined && (await holdsLinksOnly(override[role.key]!)) ? override[role.key]! : null;
+      const linkDir = linksOnly.get(role.key) ?? null;
       const { dir, source, embedded } = await where(what, role.key, role.repo, linkDir === null).catch((e: unknown) => {
         if (linkDir === null || !(e instanceof MissingCheckpoint)) throw e;
         throw new MissingCheckpoint(`${what}: ${linkDir} holds its inner link only, so the model comes from the style's repo ${role.repo}, ` +

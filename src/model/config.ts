@@ -10,6 +10,9 @@ import type { RopeConfig, RopeScaling } from '../kernels/rope';
 
 export const FAMILIES = ['llama', 'qwen2', 'qwen3'] as const;
 export type Family = (typeof FAMILIES)[number];
+/** What the engine runs, for messages that refuse another model_type. */
+export const SUPPORTED_DECODERS = `${FAMILIES.join(', ')} decoders (Llama 3.x, Qwen2/2.5, Qwen3)`;
+export const isSupportedModelType = (t: unknown): t is Family => typeof t === 'string' && (FAMILIES as readonly string[]).includes(t);
 
 export interface DecoderConfig {
   family: Family;
@@ -55,10 +58,8 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   if (!c || typeof c !== 'object' || Array.isArray(c)) throw new InvalidModelConfig(`${file} must hold a JSON object`);
 
   const type = c.model_type;
-  if (typeof type !== 'string' || !(FAMILIES as readonly string[]).includes(type)) {
-    throw new UnknownModelType(
-      `${file}: model_type ${JSON.stringify(type)} is not supported; this engine runs ${FAMILIES.join(', ')} decoders (Llama 3.x, Qwen2/2.5, Qwen3)`,
-    );
+  if (!isSupportedModelType(type)) {
+    throw new UnknownModelType(`${file}: model_type ${JSON.stringify(type)} is not supported; this engine runs ${SUPPORTED_DECODERS}`);
   }
   const family = type as Family;
   const int = (key: string, fallback?: number): number => {

@@ -1,7 +1,7 @@
 /** The system the Ask view loads: a registry style or the offline tiny one, with checkpoint overrides per role. */
 import type { FileRef, SystemSpec } from '../../workers/protocol';
 import { InvalidArgument } from '../errors';
-import { STYLE_NAMES, STYLES, type StyleName } from '../mas/styles';
+import { STYLE_NAMES, STYLES, checkBackbones, type StyleName } from '../mas/styles';
 import type { CheckpointInfo, CheckpointRegistry } from './services';
 
 /** The style picker's value for the offline tiny system. */
@@ -100,6 +100,8 @@ export async function buildSpec(style: string, choice: Record<string, string>, o
     spec = { style, roles: Object.fromEntries(s.roles.map((r) => [r.key, { model: hfFolder(r.repo) }])), outerRepo: hfFolder(s.outerRepo), label: 'released' };
   }
   const swapped = withBackbones(spec, backbones);
+  // before anything is planned or downloaded, as rmas ask refuses it
+  if (style !== TINY) checkBackbones(STYLES[style as StyleName], Object.entries(backbones).filter(([, b]) => b.model.trim()).map(([r]) => r));
   spec = swapped.spec;
   const overrides = swapped.changed.map((c) => `backbone ${c}`);
   for (const role of Object.keys(spec.roles)) {

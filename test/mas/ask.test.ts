@@ -310,3 +310,21 @@ describe('onText: the answer as it is written', () => {
     }
   });
 });
+
+describe('a style whose backbones the engine cannot run yet', () => {
+  it('rmas ask --style sequential_scaled stops with UnknownModelType naming the roles, before looking for any checkpoint', async () => {
+    const { checkBackbones, STYLES } = await import('../../src/mas/styles');
+    const cache = join(tmp, 'empty-hub');
+    const saved = process.env.HF_HUB_CACHE;
+    process.env.HF_HUB_CACHE = cache; // not even created: nothing is looked up
+    try {
+      const r = await runAsk({ style: 'sequential_scaled', question: 'What is 1 + 1?', json: true }, cpu);
+      expect(r.error?.name).toBe('UnknownModelType');
+      expect(() => checkBackbones(STYLES.sequential_scaled)).toThrow(r.error!.message);
+      expect(r.error!.message).toMatch(/planner \(google\/gemma-3-4b-it, model_type gemma3\), solver \(Qwen\/Qwen3\.5-4B, model_type qwen3_5\)/);
+    } finally {
+      if (saved === undefined) delete process.env.HF_HUB_CACHE;
+      else process.env.HF_HUB_CACHE = saved;
+    }
+  });
+});
