@@ -6,7 +6,8 @@
 import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { extname, join, normalize, resolve } from 'node:path';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { expect } from 'vitest';
 
 export const SHOTS = resolve('.cache/test-output/e2e');
 const DIST = resolve('.cache/e2e-dist');
@@ -60,4 +61,36 @@ export async function shot(page: Page, name: string): Promise<string> {
   const path = join(SHOTS, `${name}.png`);
   await page.screenshot({ path, fullPage: true });
   return path;
+}
+
+/** A page of a fresh context (own IndexedDB) at `url`, collecting uncaught page errors. */
+export async function openPage(browser: Browser, url: string, ctx?: BrowserContext): Promise<{ ctx: BrowserContext; page: Page; errors: string[] }> {
+  ctx ??= await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
+  const page = await ctx.newPage();
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(url);
+  await page.locator('#tab-ask').waitFor();
+  return { ctx, page, errors };
+}
+
+export const tab = (page: Page, t: 'ask' | 'train' | 'checkpoints' | 'env') => page.locator(`#tab-${t}`).click();
+
+/** The Ask view set to the offline tiny system, 1 round, greedy (and `mode`). */
+export async function tinyOneRound(page: Page, mode: 'latent' | 'text' | 'both' = 'latent'): Promise<void> {
+  await tab(page, 'ask');
+  await page.getByTestId('ask-style').selectOption('tiny');
+  await page.getByTestId('ask-rounds').fill('1');
+  await page.getByTestId('ask-greedy').check();
+  await page.getByTestId('ask-mode').selectOption(mode);
+}
+
+/** Asks `question` in the Ask view as it is set (Ctrl+Enter) and waits until every run shows its stats; returns them. */
+export async function ask(page: Page, question: string, runs = 1): Promise<string[]> {
+  await page.getByRole('textbox', { name: 'question' }).fill(question);
+  await page.getByRole('textbox', { name: 'question' }).press('Control+Enter');
+  const stats = page.locator('#panel-ask [data-testid=ask-stats]');
+  await expect.poll(async () => (await stats.allTextContents()).filter((t) => /s total/.test(t)).length, { timeout: 300_000, interval: 500 }).toBe(runs);
+  await expect.poll(() => page.getByTestId('ask-status').textContent(), { timeout: 10_000 }).toBe('done');
+  return (await stats.allTextContents()).map((t) => t.replace(/\s+/g, ' ').trim());
 }

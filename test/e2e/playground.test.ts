@@ -1,12 +1,13 @@
 /**
- * End-to-end: the built playground in headless Chromium, as a user drives it. Asking and training use the
- * CPU backend (SwiftShader WebGPU is too slow for a test). Screenshots land in .cache/test-output/e2e/.
+ * End-to-end: the built playground in headless Chromium, as a user drives it, on the CPU fallback (a browser
+ * without WebGPU): asking, evaluating, training, the checkpoint registry, a full disk, a dead worker. The page's
+ * default backend, WebGPU, is driven by test/e2e/webgpu.test.ts. Screenshots land in .cache/test-output/e2e/.
  */
 import { readFileSync } from 'node:fs';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { importBundle } from '../../src/store/bundle';
-import { buildApp, launch, serve, shot } from './app';
+import { ask, buildApp, launch, openPage, serve, shot, tab, tinyOneRound } from './app';
 
 let browser: Browser;
 let server: { url: string; close(): Promise<void> };
@@ -23,18 +24,7 @@ afterAll(async () => {
   await server?.close();
 });
 
-/** A page of a fresh context (own IndexedDB), collecting uncaught page errors. */
-async function open(ctx?: BrowserContext): Promise<{ ctx: BrowserContext; page: Page; errors: string[] }> {
-  ctx ??= await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
-  const page = await ctx.newPage();
-  const errors: string[] = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  await page.goto(server.url);
-  await page.locator('#tab-ask').waitFor();
-  return { ctx, page, errors };
-}
-
-const tab = (page: Page, t: 'ask' | 'train' | 'checkpoints' | 'env') => page.locator(`#tab-${t}`).click();
+const open = (ctx?: BrowserContext) => openPage(browser, server.url, ctx);
 
 /** Environment → the CPU backend (the checkbox, or the automatic fallback when there is no WebGPU). */
 async function useCpu(page: Page): Promise<void> {
@@ -47,22 +37,9 @@ async function useCpu(page: Page): Promise<void> {
 }
 
 /** Ask → the offline tiny system, 1 round, greedy; Ctrl+Enter; waits for the stats line. Returns its text. */
-/** The Ask view set to the offline tiny system, 1 round, greedy. */
-async function tinyOneRound(page: Page): Promise<void> {
-  await tab(page, 'ask');
-  await page.getByTestId('ask-style').selectOption('tiny');
-  await page.getByTestId('ask-rounds').fill('1');
-  await page.getByTestId('ask-greedy').check();
-}
-
 async function askTiny(page: Page, question: string): Promise<string> {
   await tinyOneRound(page);
-  await page.getByRole('textbox', { name: 'question' }).fill(question);
-  await page.getByRole('textbox', { name: 'question' }).press('Control+Enter');
-  const stats = page.locator('#panel-ask [data-testid=ask-stats]');
-  await expect.poll(() => stats.textContent(), { timeout: 150_000, interval: 500 }).toMatch(/s total/);
-  await expect.poll(() => page.getByTestId('ask-status').textContent(), { timeout: 10_000 }).toBe('done');
-  return (await stats.textContent())!.replace(/\s+/g, ' ').trim();
+  return (await ask(page, question))[0]!;
 }
 
 /** Every timeline cell of the ask panel's run is done (and there are some). */

@@ -1,0 +1,210 @@
+/**
+ * End-to-end on the page's default backend, WebGPU (SwiftShader in headless Chromium), against what the runner
+ * computes for the same input: the text the page shows, character for character, is what `rmas ask --json` writes
+ * (in latent mode, text mode side by side, and in the evaluation table); a style the engine cannot run yet is
+ * refused as the runner refuses it, before any download; and the Train view's loop: the tiny training split,
+ * Start, the loss falls, before/after on held-out questions, ask with the trained link, export, and the runner
+ * (child processes) reads the exported bundle and writes the answer the page showed. Slow (a few minutes on two
+ * cores: SwiftShader runs WGSL on the CPU), and run in CI. Screenshots land in .cache/test-output/e2e/.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { taskSplit, toJsonl } from '../../models/tiny/task';
+import { readLinkFile } from '../../src/mas/upstream';
+import { CpuBackend } from '../../src/tensor/cpu';
+import { renderMarkdown } from '../../src/ui/markdown';
+import { runAsk } from '../mas/ask-util';
+import { ask, buildApp, launch, openPage, serve, shot, tab, tinyOneRound } from './app';
+
+let browser: Browser;
+let server: { url: string; close(): Promise<void> };
+const tmp = mkdtempSync(join(tmpdir(), 'rmas-e2e-webgpu-'));
+const cpu = new CpuBackend('f32');
+const QUESTION = 'Mia has 9 stamps. She buys 4 more. She gives away 5. How many stamps does Mia have now?';
+
+beforeAll(async () => {
+  server = await serve(await buildApp());
+  browser = await launch();
+}, 180_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.close();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+/** What `rmas ask --json` writes as "text" for the tiny system, 1 round, greedy, with `flags` (in-process, CPU backend). */
+async function runnerText(question: string, flags: Record<string, string | boolean | string[]> = {}): Promise<string> {
+  const r = await runAsk({ question, num_recursive_rounds: '1', greedy: true, json: true, ...flags }, cpu);
+  expect(r.error).toBeNull();
+  return (JSON.parse(r.out) as { text: string }).text;
+}
+
+/** The answer of the run `mode` as the page shows it: the exact text, and the rendered Markdown's HTML. */
+async function shown(page: Page, mode: 'latent' | 'text'): Promise<{ text: string; html: string; stats: string }> {
+  const run = page.locator(`#panel-ask .run[data-mode=${mode}]`);
+  return {
+    text: (await run.getByTestId('answer-text').textContent())!,
+    html: (await run.locator('.answer .md').innerHTML()).replace(/<!--[^]*?-->/g, ''),
+    stats: (await run.getByTestId('ask-stats').textContent())!.replace(/\s+/g, ' ').trim(),
+  };
+}
+
+/** The page shows exactly `want`: the text as written, and the Markdown rendering of that text. */
+function expectShown(got: { text: string; html: string; stats: string }, want: string) {
+  expect(got.text).toBe(want);
+  expect(got.html).toBe(renderMarkdown(want));
+  expect(got.stats).toMatch(/ s total on webgpu$/);
+}
+
+describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', () => {
+  test('ask: the answer shown is the text rmas ask --json writes, on the WebGPU backend', async () => {
+    const { ctx, page, errors } = await openPage(browser, server.url);
+    try {
+      await tinyOneRound(page);
+      const latent = await page.getByTestId('ask-latent').inputValue();
+      await ask(page, QUESTION);
+      const want = await runnerText(QUESTION, { latent_length: latent });
+      expectShown(await shown(page, 'latent'), want);
+      // the stats say where the time went, and the status where the system ran
+      await expect(page.getByTestId('ask-time').textContent()).resolves.toMatch(
+        /^of the [\d.]+ s: stages [\d.]+ s · latent-message lens [\d.]+ s · answer retry [\d.]+ s · other [\d.]+ s; \d+ GPU kernels compiled on first use, inside these; before it, loading the system [\d.]+ s \(downloads, weights to the GPU\)$/);
+      await expect(page.getByTestId('lens-note').first().textContent()).resolves.toMatch(/read as near uniform/);
+      console.log(`[e2e webgpu] ask: ${(await shown(page, 'latent')).stats}`);
+      await shot(page, 'ask-webgpu');
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('both, side by side: the latent and the text run each show what rmas ask writes in that mode', async () => {
+    const { ctx, page, errors } = await openPage(browser, server.url);
+    try {
+      await tinyOneRound(page, 'both');
+      await ask(page, QUESTION, 2);
+      expectShown(await shown(page, 'latent'), await runnerText(QUESTION));
+      expectShown(await shown(page, 'text'), await runnerText(QUESTION, { mode: 'text' }));
+      await shot(page, 'ask-both');
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('evaluate: each row of the table holds the text rmas ask writes for its question', async () => {
+    const { ctx, page, errors } = await openPage(browser, server.url);
+    try {
+      await tinyOneRound(page);
+      await page.getByTestId('eval-panel').locator('summary').click();
+      await page.getByTestId('eval-source').selectOption('tiny');
+      await page.getByTestId('eval-limit').fill('3');
+      await page.getByTestId('eval-button').click();
+      await expect.poll(() => page.getByTestId('eval-score').textContent(), { timeout: 300_000, interval: 1000 }).toMatch(/a question/);
+      const rows = await page.locator('[data-testid=eval-table] tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('title')));
+      const questions = taskSplit('test').slice(0, 3).map((r) => r.question);
+      expect(rows).toEqual(await Promise.all(questions.map((q) => runnerText(q))));
+      await shot(page, 'evaluate-webgpu');
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('a style whose backbones the engine cannot run yet: UnknownModelType as rmas ask says it, and nothing is fetched', async () => {
+    const { ctx, page, errors } = await openPage(browser, server.url);
+    const remote: string[] = [];
+    page.on('request', (r) => { if (!r.url().startsWith(server.url)) remote.push(r.url()); });
+    try {
+      await tab(page, 'ask');
+      await page.getByTestId('ask-style').selectOption('sequential_scaled');
+      await page.getByRole('textbox', { name: 'question' }).fill(QUESTION);
+      await page.getByTestId('ask-button').click();
+      const box = page.locator('#panel-ask .error-box').first();
+      await box.waitFor({ timeout: 30_000 });
+      const cli = await runAsk({ style: 'sequential_scaled', question: QUESTION, json: true }, cpu);
+      expect(cli.error?.name).toBe('UnknownModelType');
+      expect(await box.getAttribute('data-error-name')).toBe('UnknownModelType');
+      await expect(box.locator('.msg').textContent()).resolves.toBe(cli.error!.message);
+      expect(remote).toEqual([]);
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  });
+
+  test('train: the tiny split, Start, the loss falls, before/after, ask with it, export; the runner reads the bundle', async () => {
+    const { ctx, page, errors } = await openPage(browser, server.url);
+    try {
+      // the Train view opens on the offline tiny system with its own training split loaded: one click to Start
+      await tab(page, 'train');
+      await expect.poll(() => page.getByTestId('data-summary').textContent(), { timeout: 20_000 })
+        .toBe('tiny task, training split (offline): 2000 rows, 2000 usable for planner');
+      await expect(page.getByTestId('train-init').inputValue()).resolves.toBe('system');
+      await expect(page.getByTestId('train-max-steps').inputValue()).resolves.toBe('40');
+      await page.getByTestId('train-max-steps').fill('10'); // a short run: 40 steps take about 80 s on SwiftShader
+      const t0 = Date.now();
+      await page.getByTestId('train-start').click();
+      const status = page.getByTestId('train-status');
+      await expect.poll(async () => (await status.textContent())?.trim(), { timeout: 300_000, interval: 1000 }).toMatch(/^saved “.*” at step 10$/);
+      console.log(`[e2e webgpu] train: 10 steps in ${((Date.now() - t0) / 1000).toFixed(1)} s; ${await page.locator('.figures').textContent()}`);
+      await expect(page.locator('.figures').textContent()).resolves.toMatch(/^2000 samples on webgpu/);
+      const trend = page.getByTestId('loss-trend');
+      const [first, last] = [Number(await trend.getAttribute('data-first')), Number(await trend.getAttribute('data-last'))];
+      expect(last).toBeLessThan(first);
+      await expect(trend.textContent()).resolves.toMatch(/mean of the first 5 steps [\d.]+ → last 5 [\d.]+/);
+      await shot(page, 'train-webgpu');
+
+      // before / after on two held-out questions
+      await page.getByTestId('try-n').fill('2');
+      await page.getByTestId('try-compare').click();
+      for (const side of ['try-before', 'try-after']) {
+        await expect.poll(() => page.getByTestId(side).textContent(), { timeout: 300_000, interval: 1000 }).toMatch(/^\d\/2 correct, [\d.]+ tokens a question$/);
+      }
+      await expect(page.getByTestId('try-compare').isEnabled()).resolves.toBe(true);
+      console.log(`[e2e webgpu] before ${await page.getByTestId('try-before').textContent()}; after ${await page.getByTestId('try-after').textContent()}`);
+
+      // export: the bundle the runner reads
+      const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 20_000 }), page.getByTestId('try-export').click()]);
+      const zip = join(tmp, dl.suggestedFilename());
+      writeFileSync(zip, readFileSync((await dl.path())!));
+      await expect(page.getByTestId('try-cli').textContent()).resolves.toContain(`--ckpt_override planner=${dl.suggestedFilename()}`);
+      await shot(page, 'train-try');
+
+      // ask with it: the Ask view with the trained planner link
+      await page.getByTestId('try-ask').click();
+      await expect.poll(() => page.locator('#panel-ask details.links select').first().inputValue()).not.toBe('released');
+      await page.getByTestId('ask-rounds').fill('1');
+      await page.getByTestId('ask-greedy').check();
+      await ask(page, QUESTION);
+      const onPage = await shown(page, 'latent');
+
+      // the runner, as a user types it, reads the bundle and writes the answer the page showed
+      const rmas = (args: string[]) => spawnSync(process.execPath, ['bin/rmas.js', ...args], { encoding: 'utf8', timeout: 300_000 });
+      const r = rmas(['ask', '--question', QUESTION, '--num_recursive_rounds', '1', '--greedy', '--json', '--backend', 'cpu', '--ckpt_override', `planner=${zip}`]);
+      expect(r.status, r.stderr).toBe(0);
+      expectShown(onPage, (JSON.parse(r.stdout) as { text: string }).text);
+      // and starts a training run from it: with a learning rate of 0, its one step saves the bundle's link unchanged
+      const data = join(tmp, 'rows.jsonl');
+      writeFileSync(data, toJsonl(taskSplit('train').slice(0, 4)));
+      const save = join(tmp, 'from-bundle');
+      const t = rmas(['train-inner', '--style', 'tiny_sequential', '--role', 'planner', '--init_adapter', zip, '--dataset_name', data,
+        '--save_dir', save, '--max_steps', '1', '--adapter_lr', '0', '--backend', 'cpu']);
+      expect(t.status, t.stderr).toBe(0);
+      const { importBundle } = await import('../../src/store/bundle');
+      const { files } = await importBundle(new Uint8Array(readFileSync(zip)), zip);
+      const name = Object.keys(files).find((f) => /^adapter\.(safetensors|pt)$/.test(f))!;
+      writeFileSync(join(tmp, name), files[name]!);
+      const [exported, saved] = [await readLinkFile(join(tmp, name)), await readLinkFile(join(save, 'adapter.safetensors'))];
+      expect([...saved.keys()].sort()).toEqual([...exported.keys()].sort());
+      for (const [k, v] of exported) expect(Array.from(saved.get(k)!.data), k).toEqual(Array.from(v.data));
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  });
+});
