@@ -2,7 +2,7 @@
 import type { FileRef, SystemSpec } from '../../workers/protocol';
 import { InvalidArgument } from '../errors';
 import { STYLE_NAMES, STYLES, checkBackbones, type StyleName } from '../mas/styles';
-import type { CheckpointInfo, CheckpointRegistry } from './services';
+import type { CheckpointInfo, CheckpointRegistry, Services } from './services';
 
 /** The style picker's value for the offline tiny system. */
 export const TINY = 'tiny';
@@ -11,6 +11,22 @@ export const STYLE_CHOICES: readonly string[] = [TINY, ...STYLE_NAMES];
 export const RELEASED = 'released';
 /** Key of the outer-link choice in the per-role choice map. */
 export const OUTER = 'outer';
+
+const offlineSpecs = new WeakMap<Services, Promise<SystemSpec | null>>();
+
+/**
+ * The offline tiny system's spec, asked of the engine once per page. A view awaits it before using the tiny system:
+ * the worker may still be starting when the user asks (seconds on the dev server, which serves it unbundled).
+ */
+export function offlineSystem(services: Services): Promise<SystemSpec | null> {
+  let p = offlineSpecs.get(services);
+  if (!p) {
+    p = services.engine.api().offlineSystem();
+    offlineSpecs.set(services, p);
+    p.catch(() => offlineSpecs.delete(services)); // asked again next time
+  }
+  return p;
+}
 
 /** Base URL of a Hugging Face repo's files. */
 export const hfFolder = (repo: string): string => `https://huggingface.co/${repo}/resolve/main`;

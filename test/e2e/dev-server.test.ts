@@ -1,0 +1,71 @@
+/**
+ * `npm start` on a fresh clone: the dev server starts with no dependency cache (a new RMAS_VITE_CACHE_DIR, as a
+ * clone has no node_modules/.vite), the user opens the page and asks within two seconds of its load, on WebGPU,
+ * and the answer arrives: the page never reloads under them (vite.config.ts pre-bundles what the page and its
+ * workers import) and the dev server never re-optimises. The answer is the one rmas ask --json writes.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
+import { afterAll, describe, expect, test } from 'vitest';
+import { CpuBackend } from '../../src/tensor/cpu';
+import { runAsk } from '../mas/ask-util';
+import { launch, openPage, tinyOneRound } from './app';
+
+const cache = mkdtempSync(join(tmpdir(), 'rmas-vite-cache-'));
+let vite: ChildProcess | null = null;
+let browser: Browser | null = null;
+let log = '';
+
+afterAll(async () => {
+  await browser?.close();
+  vite?.kill();
+  rmSync(cache, { recursive: true, force: true });
+});
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address() as { port: number };
+  await new Promise((r) => s.close(r));
+  return port;
+}
+
+describe('the dev server on a fresh clone', () => {
+  test('the first visit is the last load: ask within 2 s of it, the answer arrives, no reload', async () => {
+    const port = await freePort();
+    vite = spawn(process.execPath, ['node_modules/vite/bin/vite.js', '--host', '127.0.0.1', '--port', String(port), '--strictPort'], {
+      env: { ...process.env, RMAS_VITE_CACHE_DIR: cache },
+    });
+    vite.stdout!.on('data', (d) => (log += d));
+    vite.stderr!.on('data', (d) => (log += d));
+    await expect.poll(() => log, { timeout: 60_000, interval: 200 }).toMatch(/Local:/);
+    browser = await launch();
+    const { ctx, page, errors } = await openPage(browser, `http://127.0.0.1:${port}/`);
+    const loaded = Date.now(); // openPage returns once the page has loaded and shows its tabs
+    try {
+      // a reload would start a new document: no second load event, and this document's mark survives
+      let loads = 0;
+      page.on('load', () => loads++);
+      await page.evaluate(() => ((globalThis as { rmasFirstDocument?: boolean }).rmasFirstDocument = true));
+      await tinyOneRound(page);
+      await page.getByRole('textbox', { name: 'question' }).fill('Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?');
+      await page.getByRole('textbox', { name: 'question' }).press('Control+Enter');
+      expect(Date.now() - loaded).toBeLessThan(2_000);
+      const stats = page.locator('#panel-ask [data-testid=ask-stats]');
+      await expect.poll(async () => `${await stats.textContent()} | ${await page.getByTestId('ask-status').textContent()}`, { timeout: 150_000, interval: 500 })
+        .toMatch(/s total on webgpu/);
+      const want = await runAsk({ question: 'Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?', num_recursive_rounds: '1', greedy: true, json: true }, new CpuBackend('f32'));
+      expect(await page.getByTestId('answer-text').textContent()).toBe((JSON.parse(want.out) as { text: string }).text);
+      expect(loads).toBe(0);
+      expect(await page.evaluate(() => (globalThis as { rmasFirstDocument?: boolean }).rmasFirstDocument)).toBe(true);
+      expect(log).not.toMatch(/reloading|new dependencies optimized|optimized dependencies changed/);
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  }, 240_000);
+});
