@@ -160,11 +160,13 @@ describe('planning a GGUF backbone', () => {
     const { model } = await planGgufModel(Q8, rangeFetch);
     const small = planSystemDownload([], [model], { maxStorageBufferBindingSize: 100, maxBufferSize: 2 ** 30, features: [] }, null);
     // the embedding row: 48 bf16 values = 96 bytes fits; down_proj's q8_0 row: 128 values → 128 + 4·2 = 136 bytes does not
+    expect(small.refusalName).toBe('BindingLimitExceeded');
     expect(small.refusal).toBe('model 1: one row of "model.layers.0.mlp.down_proj.weight" (q8_0, 136 bytes) is larger than this adapter\'s 100-byte ' +
       'storage-binding limit, so it cannot be split to fit; use a device with larger limits or a smaller model');
     const odd = { ...model, tensors: model.tensors!.map((t, i) => (i === 3 ? { ...t, dtype: null, typeName: 'Q5_K' } : t)) };
-    expect(planSystemDownload([], [odd], { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30, features: [] }, null).refusal)
-      .toBe(`model 1: "${model.tensors![3].name}" is stored as Q5_K, which this engine does not read; use a GGUF converted to f16, q8_0 or q4_0`);
+    const oddPlan = planSystemDownload([], [odd], { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30, features: [] }, null);
+    expect([oddPlan.refusalName, oddPlan.refusal])
+      .toEqual(['UnsupportedFeature', `model 1: "${model.tensors![3].name}" is stored as Q5_K, which this engine does not read; use a GGUF converted to f16, q8_0 or q4_0`]);
   });
 });
 

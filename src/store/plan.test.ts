@@ -71,6 +71,7 @@ describe('planSystemDownload', () => {
     const p = planSystemDownload([], [{ config: qwen3, weightsBytes: 0 }], tiny, 'f16');
     // The embedding row is 2048 · 2 = 4096 B (fits); down_proj's row is 6144 · 2 = 12288 B.
     expect(p.refusal).toMatch(/^model 1: one row of "model\.layers\.0\.mlp\.down_proj\.weight" \(f16, 12288 bytes\) is larger than this adapter's 4096-byte/);
+    expect(p.refusalName).toBe('BindingLimitExceeded');
     // In q4_0 the same row is 3456 B and fits.
     expect(planSystemDownload([], [{ config: qwen3, weightsBytes: 0 }], tiny, 'q4_0').refusal).toBeNull();
     const noF16 = planSystemDownload([], [{ config: qwen3, weightsBytes: 0 }], { ...big, features: [] }, 'f16');

@@ -70,6 +70,8 @@ export interface DownloadPlan {
   gpuBytes: number;
   /** Why this adapter cannot run it, or null when it can. */
   refusal: string | null;
+  /** The error the engine would stop with, named as the runner names it (BindingLimitExceeded, …), or null. */
+  refusalName: 'BindingLimitExceeded' | 'UnsupportedFeature' | 'InvalidArgument' | null;
 }
 
 /** A weight as a GGUF stores it: `dtype` is what the reader turns it into (null: a type the engine cannot read). */
@@ -156,7 +158,12 @@ export function planSystemDownload(
   const T = opts.prefillTokens ?? Math.min(context, 512);
   const binding = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   let refusal: string | null = null;
-  const refuse = (why: string) => (refusal ??= why);
+  let refusalName: DownloadPlan['refusalName'] = null;
+  const refuse = (name: NonNullable<DownloadPlan['refusalName']>, why: string) => {
+    if (refusal !== null) return;
+    refusal = why;
+    refusalName = name;
+  };
 
   // f16 weights need no 'shader-f16': the kernels read f16/bf16 as packed u32 pairs (src/kernels/wgsl.ts)
   // and use the feature only as a faster path where it exists
@@ -167,28 +174,28 @@ export function planSystemDownload(
     for (const s of tensors ?? weightSpecs(c)) {
       const stored = 'dtype' in s ? s.dtype : undefined;
       if (stored === null) {
-        refuse(`model ${i + 1}: "${s.name}" is stored as ${(s as PlanTensor).typeName}, which this engine does not read; use a GGUF converted to f16, q8_0 or q4_0`);
+        refuse('UnsupportedFeature', `model ${i + 1}: "${s.name}" is stored as ${(s as PlanTensor).typeName}, which this engine does not read; use a GGUF converted to f16, q8_0 or q4_0`);
         continue;
       }
       let dt: DType = s.kind === 'bias' ? 'f32' : stored !== undefined ? (s.kind === 'norm' && isQuant(stored) ? 'f32' : stored) : quantize === 'f16' ? 'f16' : saved;
       // a GGUF's quantized weights are uploaded as stored; only its float projections take `quantize`
       if (s.kind === 'proj' && (quantize === 'q4_0' || quantize === 'q8_0') && !(stored && isQuant(stored))) {
         if (s.shape[1] % 32) {
-          refuse(`model ${i + 1}: "${s.name}" has ${s.shape[1]} columns, not a multiple of 32, so it cannot be ${quantize}; choose f16 or no quantization`);
+          refuse('InvalidArgument', `model ${i + 1}: "${s.name}" has ${s.shape[1]} columns, not a multiple of 32, so it cannot be ${quantize}; choose f16 or no quantization`);
         } else dt = quantize;
       }
       weights += byteSize(dt, s.shape);
       // The backend splits a tensor over bindings at dim-0 boundaries: one row must fit a binding.
       const row = s.shape.length > 1 ? rowBytes(dt, s.shape[s.shape.length - 1]) : byteSize(dt, s.shape);
       if (row > binding) {
-        refuse(`model ${i + 1}: one row of "${s.name}" (${dt}, ${row} bytes) is larger than this adapter's ` +
+        refuse('BindingLimitExceeded', `model ${i + 1}: one row of "${s.name}" (${dt}, ${row} bytes) is larger than this adapter's ` +
           `${binding}-byte storage-binding limit, so it cannot be split to fit; use a device with larger limits or a smaller model`);
       }
     }
     if (quantize === null && !tensors) weights = weightsBytes;
     const kvCache = 2 * c.layers * context * c.kvHeads * c.headDim * 4;
     const kvRow = c.kvHeads * c.headDim * 4;
-    if (kvRow > binding) refuse(`model ${i + 1}: one KV-cache row (${kvRow} bytes) exceeds the ${binding}-byte binding limit`);
+    if (kvRow > binding) refuse('BindingLimitExceeded', `model ${i + 1}: one KV-cache row (${kvRow} bytes) exceeds the ${binding}-byte binding limit`);
     const activations = 4 * T * (6 * c.hidden + 3 * c.intermediate + (c.heads + 2 * c.kvHeads) * c.headDim)
       + 4 * c.heads * T * context + 4 * c.vocabSize;
     const next = models[(i + 1) % models.length].config.hidden;
@@ -197,7 +204,7 @@ export function planSystemDownload(
     return { weights, kvCache, activations, links, total: weights + kvCache + activations + links };
   });
   const gpuBytes = plans.reduce((a, p) => a + p.total, 0);
-  return { fetchBytes, cachedBytes, totalBytes: fetchBytes + cachedBytes, models: plans, gpuBytes, refusal };
+  return { fetchBytes, cachedBytes, totalBytes: fetchBytes + cachedBytes, models: plans, gpuBytes, refusal, refusalName };
 }
 
 /** "fetch 1.2 GiB (0.3 GiB cached), GPU ≈ 2.1 GiB" for the page before a download starts. */

@@ -13,12 +13,24 @@ const reg = async () => ({ files: async (id: string) => stored[id]! }) as unknow
 
 describe('system spec', () => {
   it('points each role of a released style at its repo', async () => {
-    const spec = await buildSpec('distillation', {}, null, reg, new Map());
+    const spec = await buildSpec('sequential_light', {}, null, reg, new Map());
     expect(spec.roles).toEqual({
-      expert: { model: 'https://huggingface.co/RecursiveMAS/Distillation-Expert-Qwen3.5-9B/resolve/main' },
-      learner: { model: 'https://huggingface.co/RecursiveMAS/Distillation-Learner-Qwen3.5-4B/resolve/main' },
+      planner: { model: 'https://huggingface.co/RecursiveMAS/Sequential-Light-Planner-Qwen3-1.7B/resolve/main' },
+      critic: { model: 'https://huggingface.co/RecursiveMAS/Sequential-Light-Critic-Llama3.2-1B/resolve/main' },
+      solver: { model: 'https://huggingface.co/RecursiveMAS/Sequential-Light-Solver-Qwen2.5-Math-1.5B/resolve/main' },
     });
     expect(spec.outer).toBeUndefined();
+    expect(spec.outerRepo).toBe('https://huggingface.co/RecursiveMAS/Sequential-Light-Outerlinks/resolve/main');
+  });
+
+  it('refuses a style whose backbones the engine cannot run yet, unless those roles get backbones of their own', async () => {
+    await expect(buildSpec('distillation', {}, null, reg, new Map())).rejects.toMatchObject({
+      name: 'UnknownModelType', message: expect.stringMatching(/^style distillation needs backbones this engine cannot run yet: expert \(Qwen\/Qwen3\.5-9B, model_type qwen3_5\), learner/),
+    });
+    const own = { model: 'https://example.org/qwen3-4b/' };
+    const spec = await buildSpec('distillation', {}, null, reg, new Map(), { expert: own, learner: own });
+    expect(spec.roles).toEqual({ expert: own, learner: own });
+    await expect(buildSpec('distillation', {}, null, reg, new Map(), { expert: own })).rejects.toMatchObject({ message: expect.stringMatching(/cannot run yet: learner \(/) });
   });
 
   it('puts checkpoint bytes in place of the tiny system’s links and says so in the label', async () => {

@@ -17,7 +17,7 @@ afterEach(() => {
 const offline: SystemSpec = { style: 'sequential_light', roles: { planner: { model: '/p' }, critic: { model: '/c' }, solver: { model: '/s' } } };
 
 const plan = (refusal: string | null) => ({
-  plan: { fetchBytes: 3 * 2 ** 20, cachedBytes: 2 ** 20, totalBytes: 4 * 2 ** 20, models: [], gpuBytes: 1.5 * 2 ** 30, refusal },
+  plan: { fetchBytes: 3 * 2 ** 20, cachedBytes: 2 ** 20, totalBytes: 4 * 2 ** 20, models: [], gpuBytes: 1.5 * 2 ** 30, refusal, refusalName: refusal ? 'BindingLimitExceeded' as const : null },
   text: '', refusal, files: [],
 });
 
