@@ -3,11 +3,11 @@
  * the offline playground use: `npx tsx models/generate.ts [--out models/tiny]` (or `npm run models:tiny`).
  *
  * One folder per family, each shaped like the real checkpoint it stands for (Qwen3-1.7B,
- * Llama-3.2-1B-Instruct, Qwen2.5-Math-1.5B-Instruct) but tiny, and each exercising what is particular to
- * its family: Qwen3's explicit head_dim (deliberately ≠ hidden/heads) and q/k RMSNorm, Llama 3's rope
- * scaling (original_max_position_embeddings small enough that all three frequency bands of the llama3
- * rule occur at head_dim 16), an untied lm_head, an eos list and a separate chat_template.jinja, and
- * Qwen2's q/k/v biases. Widths differ between families so that a shape mix-up cannot pass by accident.
+ * Llama-3.2-1B-Instruct, Qwen2.5-Math-1.5B-Instruct, BioMistral-7B) but tiny, and each exercising what is
+ * particular to its family: Qwen3's explicit head_dim (deliberately ≠ hidden/heads) and q/k RMSNorm, Llama 3's
+ * rope scaling (original_max_position_embeddings small enough that all three frequency bands of the llama3
+ * rule occur at head_dim 16), an untied lm_head, an eos list and a separate chat_template.jinja, Qwen2's q/k/v
+ * biases, and Mistral's sliding window on every layer. Widths differ between families so that a shape mix-up cannot pass by accident.
  *
  * Everything is a pure function of the specs below: the same bytes on every run and platform, which
  * test/tiny-models.test.ts checks against the committed folders.
@@ -25,7 +25,7 @@ export const TINY_MERGES = 200;
 
 export interface TinySpec {
   name: string;
-  family: 'qwen3' | 'llama' | 'qwen2';
+  family: 'qwen3' | 'llama' | 'qwen2' | 'mistral';
   seed: number;
   hidden: number;
   layers: number;
@@ -42,7 +42,12 @@ export const TINY_SPECS: readonly TinySpec[] = [
   { name: 'qwen3-tiny', family: 'qwen3', seed: 3, hidden: 48, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, tie: true, separateTemplate: false },
   { name: 'llama-tiny', family: 'llama', seed: 1, hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 160, tie: false, separateTemplate: true },
   { name: 'qwen2-tiny', family: 'qwen2', seed: 2, hidden: 32, layers: 2, heads: 4, kvHeads: 2, headDim: 8, intermediate: 88, tie: true, separateTemplate: false },
+  // Mistral 7B's shape: 4 query heads per kv head, head_dim = hidden / heads (no head_dim key), untied, and a
+  // sliding window (4) shorter than the golden's 7 tokens, so that the window changes the outputs
+  { name: 'mistral-tiny', family: 'mistral', seed: 4, hidden: 40, layers: 2, heads: 4, kvHeads: 1, headDim: 10, intermediate: 96, tie: false, separateTemplate: false },
 ];
+/** mistral-tiny's sliding_window (BioMistral-7B: 4096). */
+export const TINY_MISTRAL_WINDOW = 4;
 
 const MAX_POSITIONS = 512;
 const TRANSFORMERS_VERSION = '4.51.0';
@@ -100,6 +105,11 @@ export function buildConfig(spec: TinySpec, vocab: number, ids: ReturnType<typeo
       // lies between 64/4 and 64/1 and is smoothed, i ≥ 2 exceed 64 and are divided by the factor.
       rope_scaling: { factor: 8.0, high_freq_factor: 4.0, low_freq_factor: 1.0, original_max_position_embeddings: 64, rope_type: 'llama3' },
       rope_theta: 500000.0,
+    };
+  } else if (spec.family === 'mistral') {
+    config = {
+      ...common, architectures: ['MistralForCausalLM'], eos_token_id: ids.imEnd, rms_norm_eps: 1e-5, rope_theta: 10000.0,
+      sliding_window: TINY_MISTRAL_WINDOW,
     };
   } else {
     config = {

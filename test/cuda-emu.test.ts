@@ -16,6 +16,7 @@ import { which } from '../scripts/build-tools.mjs';
 import { SafetensorsFile } from '../src/formats/safetensors';
 import { fileSource } from '../src/formats/sources';
 import { parseLinkBytes } from '../src/mas/upstream';
+import { TINY_GOLDEN_MODELS } from '../src/testing/tiny-golden';
 import { taskSplit, toJsonl } from '../models/tiny/task';
 import { arithmeticRows } from './train/fixtures';
 // @ts-expect-error: a plain .mjs script without type declarations
@@ -87,7 +88,7 @@ describe.skipIf(!gxx)('test:cuda on the CUDA emulator', () => {
 
   it('(b) the tiny models against the torch goldens: f32 bound with split, bf16-sized bound with round', () => {
     const out = bench('golden');
-    for (const model of ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny']) {
+    for (const model of TINY_GOLDEN_MODELS) {
       const split = figures(out, new RegExp(`^\\(b\\) ${model}, half gemm 'split': hidden (\\S+), logits (\\S+), grad (\\S+), loss (\\S+)$`, 'm'));
       const round = figures(out, new RegExp(`^\\(b\\) ${model}, half gemm 'round': hidden (\\S+), logits (\\S+), grad (\\S+), loss (\\S+)$`, 'm'));
       for (const e of split) expect(e).toBeLessThan(1e-4);

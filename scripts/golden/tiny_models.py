@@ -3,12 +3,12 @@
 
 Run (Debian's torch 1.13; no transformers or safetensors package needed):
     /usr/bin/python3 scripts/golden/tiny_models.py
-writes test/golden/tiny-{qwen3,llama,qwen2}-tiny.json.
+writes test/golden/tiny-{qwen3,llama,qwen2,mistral}-tiny.json.
 
-An independent float64 forward written from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3
-(transformers 4.51): RMSNorm, q/k/v projections (+ bias for qwen2), Qwen3's per-head q/k RMSNorm before RoPE,
+An independent float64 forward written from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3 /
+modeling_mistral (transformers 4.51): RMSNorm, q/k/v projections (+ bias for qwen2), Qwen3's per-head q/k RMSNorm before RoPE,
 rotate_half RoPE (default or Llama-3 scaled inv_freq, reimplemented from `_compute_llama3_parameters`), GQA
-repeat_kv, causal softmax attention, o_proj, SwiGLU MLP, final norm, tied or untied lm_head. The checkpoint
+repeat_kv, causal softmax attention (Mistral's sliding window: a query sees the last sliding_window keys), o_proj, SwiGLU MLP, final norm, tied or untied lm_head. The checkpoint
 is read by hand (header length, JSON header, bf16 bits placed in the high half of an f32), so bf16 weights
 are exact in f64.
 
@@ -49,6 +49,7 @@ IDS = {
     "qwen3-tiny": [456, 17, 203, 98, 311, 5, 460],
     "llama-tiny": [456, 42, 7, 399, 128, 250, 13],
     "qwen2-tiny": [3, 77, 458, 160, 91, 222, 300],
+    "mistral-tiny": [456, 12, 345, 67, 89, 401, 23],
 }
 
 
@@ -116,6 +117,11 @@ def forward(cfg, w, x):
     cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
     qk_norm = cfg["model_type"] == "qwen3"
     causal = torch.ones(T, T, dtype=torch.bool).tril()
+    # Mistral: every layer sees only the last sliding_window keys, the query's own included (t - s < W)
+    window = cfg.get("sliding_window") if cfg["model_type"] == "mistral" else None
+    if window is not None:
+        t_idx, s_idx = torch.arange(T)[:, None], torch.arange(T)[None, :]
+        causal = causal & (t_idx - s_idx < window)
 
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."

@@ -59,12 +59,36 @@ describe('decoder config', () => {
   });
 
   it('names unknown families and malformed values', () => {
-    expect(() => parseDecoderConfig({ ...qwen3, model_type: 'gemma3' }, 'm/config.json')).toThrow(UnknownModelType);
-    expect(() => parseDecoderConfig({ ...qwen3, model_type: 'gemma3' }, 'm/config.json')).toThrow(/m\/config.json.*gemma3/);
+    expect(() => parseDecoderConfig({ ...qwen3, model_type: 'gpt2' }, 'm/config.json')).toThrow(UnknownModelType);
+    expect(() => parseDecoderConfig({ ...qwen3, model_type: 'gpt2' }, 'm/config.json')).toThrow(/m\/config.json.*gpt2/);
+    // an image-text wrapper's decoder is under text_config
+    expect(() => parseDecoderConfig({ ...qwen3, model_type: 'gemma3' }, 'm/config.json')).toThrow(/m\/config.json: a gemma3 config holds its decoder under text_config/);
     expect(() => parseDecoderConfig('{ not json')).toThrow(InvalidModelConfig);
     expect(() => parseDecoderConfig({ ...qwen3, hidden_size: '2048' })).toThrow(/hidden_size/);
     expect(() => parseDecoderConfig({ ...qwen3, num_key_value_heads: 5 })).toThrow(/multiple/);
     expect(() => parseDecoderConfig({ ...llama, rope_scaling: { rope_type: 'yarn', factor: 4 } })).toThrow(/yarn/);
     expect(() => parseDecoderConfig({ ...qwen2, head_dim: undefined, hidden_size: 1537 })).toThrow(/divisible/);
+  });
+
+  it("reads an image-text checkpoint's text_config, with the wrapper's tie_word_embeddings and dtype where it has none", () => {
+    const { tie_word_embeddings: _t, torch_dtype: _d, ...inner } = { ...qwen3, torch_dtype: 'bfloat16' } as Record<string, unknown>;
+    const wrapped = { model_type: 'llava_like', tie_word_embeddings: false, torch_dtype: 'float16', vision_config: { hidden_size: 7 }, text_config: inner };
+    const c = parseDecoderConfig(wrapped);
+    expect([c.family, c.hidden, c.tieEmbeddings, c.savedDtype]).toEqual(['qwen3', parseDecoderConfig(qwen3).hidden, false, 'float16']);
+    // the text config's own value wins
+    expect(parseDecoderConfig({ ...wrapped, text_config: { ...inner, tie_word_embeddings: true } }).tieEmbeddings).toBe(true);
+    // gemma3_text and qwen3_5_text name their families
+    expect(() => parseDecoderConfig({ ...wrapped, model_type: 'gemma3', text_config: { ...inner, model_type: 'gemma3_text' } }, 'g/config.json'))
+      .toThrow(/g\/config.json: model_type "gemma3"/);
+    expect(() => parseDecoderConfig({ ...wrapped, text_config: 3 })).toThrow(/text_config must be a JSON object/);
+  });
+
+  it('mistral: the sliding window on every layer when set (v0.1, BioMistral), none when null (v0.2)', () => {
+    const mistral = { ...llama, model_type: 'mistral', rope_scaling: null, rope_theta: 10000, sliding_window: 4096 };
+    const c = parseDecoderConfig(mistral);
+    expect([c.family, c.slidingWindow, c.windowFromLayer, c.qkvBias, c.qkNorm]).toEqual(['mistral', 4096, 0, false, false]);
+    expect(parseDecoderConfig({ ...mistral, sliding_window: null }).slidingWindow).toBeNull();
+    // max_window_layers is Qwen2's, not Mistral's
+    expect(parseDecoderConfig({ ...mistral, max_window_layers: 5 }).windowFromLayer).toBe(0);
   });
 });

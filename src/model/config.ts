@@ -1,6 +1,7 @@
 /**
  * Decoder configuration from a Hugging Face `config.json`, for the families the engine runs: llama
- * (Llama 3.x), qwen2 (Qwen2 / Qwen2.5) and qwen3. Family differences that matter to the forward pass are
+ * (Llama 3.x), qwen2 (Qwen2 / Qwen2.5), qwen3 and mistral; an image-text checkpoint's decoder is read from
+ * its `text_config`. Family differences that matter to the forward pass are
  * made explicit here (q/k/v biases, q/k RMSNorm, head_dim, rope scaling), so the layer code has no
  * `model_type` switches. Both rope spellings are accepted: the older `rope_theta` + `rope_scaling` and
  * the newer `rope_parameters` (transformers ≥ 4.56 / 5.x).
@@ -8,10 +9,15 @@
 import { InvalidModelConfig, UnknownModelType } from '../errors';
 import type { RopeConfig, RopeScaling } from '../kernels/rope';
 
-export const FAMILIES = ['llama', 'qwen2', 'qwen3'] as const;
+export const FAMILIES = ['llama', 'qwen2', 'qwen3', 'mistral'] as const;
 export type Family = (typeof FAMILIES)[number];
 /** What the engine runs, for messages that refuse another model_type. */
-export const SUPPORTED_DECODERS = `${FAMILIES.join(', ')} decoders (Llama 3.x, Qwen2/2.5, Qwen3)`;
+export const SUPPORTED_DECODERS = `${FAMILIES.join(', ')} decoders (Llama 3.x, Qwen2/2.5, Qwen3, Mistral)`;
+/**
+ * The decoder model_type inside an image-text checkpoint's `text_config` → its family. The wrapper's own
+ * model_type (gemma3, qwen3_5) is the family too.
+ */
+const TEXT_MODEL_TYPES: Readonly<Record<string, string>> = { gemma3_text: 'gemma3', qwen3_5_text: 'qwen3_5' };
 export const isSupportedModelType = (t: unknown): t is Family => typeof t === 'string' && (FAMILIES as readonly string[]).includes(t);
 
 export interface DecoderConfig {
@@ -56,6 +62,7 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     }
   } else c = input;
   if (!c || typeof c !== 'object' || Array.isArray(c)) throw new InvalidModelConfig(`${file} must hold a JSON object`);
+  c = textConfig(c, file);
 
   const type = c.model_type;
   if (!isSupportedModelType(type)) {
@@ -91,7 +98,9 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   if (act !== 'silu') throw new InvalidModelConfig(`${file}: hidden_act '${String(act)}' is not supported (these families use silu)`);
 
   const attentionBias = bool('attention_bias', false);
-  const useWindow = family === 'qwen2' && bool('use_sliding_window', false);
+  // Qwen2 windows only when use_sliding_window says so, from max_window_layers on; Mistral whenever
+  // sliding_window is set (null in v0.2 and later), on every layer
+  const useWindow = family === 'qwen2' ? bool('use_sliding_window', false) : family === 'mistral' && c.sliding_window != null;
   const eos = c.eos_token_id;
   const eosTokenIds = Array.isArray(eos) ? eos.filter((x): x is number => typeof x === 'number') : typeof eos === 'number' ? [eos] : [];
   const layers = int('num_hidden_layers');
@@ -114,11 +123,31 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     rope: parseRope(c, headDim, file),
     maxPositions: int('max_position_embeddings', 32768),
     slidingWindow: useWindow ? int('sliding_window') : null,
-    windowFromLayer: useWindow ? (typeof c.max_window_layers === 'number' ? c.max_window_layers : 0) : layers,
+    windowFromLayer: useWindow ? (family === 'qwen2' && typeof c.max_window_layers === 'number' ? c.max_window_layers : 0) : layers,
     bosTokenId: typeof c.bos_token_id === 'number' ? c.bos_token_id : null,
     eosTokenIds,
     savedDtype: typeof (c.torch_dtype ?? c.dtype) === 'string' ? String(c.torch_dtype ?? c.dtype) : null,
   };
+}
+
+/**
+ * The decoder's own config: an image-text config's `text_config` (with the wrapper's tie_word_embeddings and
+ * dtype where the text config leaves them out), else the config itself.
+ */
+function textConfig(c: Json, file: string): Json {
+  const inner = c.text_config;
+  if (inner === undefined || inner === null) {
+    if (c.model_type === 'gemma3' || c.model_type === 'qwen3_5') {
+      throw new InvalidModelConfig(`${file}: a ${c.model_type} config holds its decoder under text_config, which is missing; re-download config.json`);
+    }
+    return c;
+  }
+  if (typeof inner !== 'object' || Array.isArray(inner)) throw new InvalidModelConfig(`${file}: text_config must be a JSON object`);
+  const t = { ...(inner as Json) };
+  for (const k of ['tie_word_embeddings', 'torch_dtype', 'dtype', 'bos_token_id', 'eos_token_id']) if (t[k] === undefined && c[k] !== undefined) t[k] = c[k];
+  const mt = typeof t.model_type === 'string' ? t.model_type : typeof c.model_type === 'string' ? c.model_type : undefined;
+  t.model_type = mt !== undefined ? TEXT_MODEL_TYPES[mt] ?? mt : mt;
+  return t;
 }
 
 function parseRope(c: Json, headDim: number, file: string): RopeConfig {

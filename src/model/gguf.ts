@@ -18,7 +18,10 @@ import type { StTensor, StorageTensor } from '../formats/safetensors';
 import type { ByteSource } from '../formats/sources';
 import type { RopeScaling } from '../kernels/rope';
 import type { Backend } from '../tensor/backend';
-import { type DecoderConfig, FAMILIES, type Family } from './config';
+import type { DecoderConfig, Family } from './config';
+
+/** The general.architecture values read: llama.cpp's names, which are these families' own. */
+const GGUF_ARCHES: readonly Family[] = ['llama', 'qwen2', 'qwen3'];
 import { type DecoderWeights, type LoadOptions, type WeightSource, loadDecoderWeights } from './weights';
 
 /** The llama.cpp tensor name for a Hugging Face decoder tensor name, or null for names it has no place for. */
@@ -80,9 +83,9 @@ export function f32Decimal(v: number): number {
 /** A DecoderConfig from GGUF metadata (see the module comment for what is recovered and how). */
 export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConfig> {
   const arch = meta(file, 'general.architecture');
-  if (typeof arch !== 'string' || !(FAMILIES as readonly string[]).includes(arch)) {
-    throw new UnknownModelType(`${file.name}: general.architecture ${JSON.stringify(arch)} is not supported; this engine runs ` +
-      `${FAMILIES.join(', ')} decoders (Llama 3.x, Qwen2/2.5, Qwen3)`);
+  if (typeof arch !== 'string' || !(GGUF_ARCHES as readonly string[]).includes(arch)) {
+    throw new UnknownModelType(`${file.name}: general.architecture ${JSON.stringify(arch)} is not supported; this engine reads ` +
+      `${GGUF_ARCHES.join(', ')} GGUF files (llama.cpp writes Mistral 7B as llama)`);
   }
   const family = arch as Family;
   const num = (key: string, fallback?: number): number => {

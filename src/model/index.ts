@@ -1,7 +1,8 @@
-// model/: decoder families (llama, qwen2, qwen3): configuration now; weights, KV cache, forward and
-// generation follow with the engine issue.
+// model/: decoder families (config), released checkpoint layouts, weights, the decoder with its caches,
+// generation, GGUF and folder/URL loading.
 export * from './config';
 export * from './weights';
+export * from './layout';
 export * from './decoder';
 export * from './generate';
 export * from './gguf';

@@ -23,6 +23,8 @@ export function tinyConfigJson(family: Family, over: Record<string, unknown> = {
     qwen2: { rope_theta: 10000, use_sliding_window: true, sliding_window: 3, max_window_layers: 1, tie_word_embeddings: true },
     // explicit head_dim larger than hidden / heads, as in Qwen3-1.7B
     qwen3: { rope_theta: 1000000, head_dim: 16 },
+    // the sliding window on every layer, narrower than the test sequences (BioMistral-7B: 4096)
+    mistral: { rope_theta: 10000, sliding_window: 3 },
   };
   return { ...base, ...fam[family], ...over };
 }

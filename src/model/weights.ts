@@ -17,6 +17,7 @@ import { type StTensor, type StorageTensor, toStorage } from '../formats/safeten
 import type { Backend } from '../tensor/backend';
 import type { Tensor } from '../tensor/tensor';
 import type { DecoderConfig } from './config';
+import { layoutSource } from './layout';
 
 /** What loading needs from a checkpoint (TensorStore satisfies it). */
 export interface WeightSource {
@@ -177,6 +178,8 @@ export async function loadDecoderWeights(
   if (quantize !== null && quantize !== 'q8_0' && quantize !== 'q4_0') {
     throw new InvalidArgument(`quantize must be 'q8_0', 'q4_0' or null, got ${JSON.stringify(quantize)}`);
   }
+  // image-text checkpoints keep the decoder under another prefix (layout.ts); only its tensors are read
+  src = layoutSource(src);
   const specs = weightSpecs(config);
   const missing = specs.filter((s) => !src.has(s.name));
   if (missing.length) {
