@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DType } from '../src/formats/dtype';
-import { activationBackwardKernel, activationKernel, swigluBackwardKernel, swigluKernel } from '../src/kernels/activation';
+import { activationBackwardKernel, activationKernel, gluBackwardKernel, gluKernel } from '../src/kernels/activation';
 import { castKernel } from '../src/kernels/cast';
 import { addKernel, mulKernel, scaleKernel, subKernel, sumRowsKernel, sumRowsSegments } from '../src/kernels/elementwise';
 import { embeddingBackwardKernel, embeddingKernel } from '../src/kernels/embedding';
@@ -112,19 +112,20 @@ describe('cuda hooks: activation', () => {
     expect(record(activationKernel, [[[0, 5]]], { op: 'gelu' }).launches).toEqual([]);
   });
 
-  it('swiglu and its backward put absent gradients as null pointers', () => {
-    expectLaunches(record(swigluKernel, [[[3, 5]], [[3, 5]]], undefined).launches, [{ name: 'swiglu', ptrs: p(0x1000, 0x2000, 0x3000), ints: [15], floats: [] }]);
+  it('glu (SwiGLU, GeGLU) and its backward pass the activation code and put absent gradients as null pointers', () => {
+    expectLaunches(record(gluKernel, [[[3, 5]], [[3, 5]]], { act: 'silu' }).launches, [{ name: 'glu', ptrs: p(0x1000, 0x2000, 0x3000), ints: [15, 0], floats: [] }]);
+    expectLaunches(record(gluKernel, [[[3, 5]], [[3, 5]]], { act: 'gelu_tanh' }).launches, [{ name: 'glu', ptrs: p(0x1000, 0x2000, 0x3000), ints: [15, 2], floats: [] }]);
     const ins: [number[]][] = [[[3, 5]], [[3, 5]], [[3, 5]]];
-    expectLaunches(record(swigluBackwardKernel, ins, { dgate: true, dup: true }).launches, [
-      { name: 'swiglu_backward', ptrs: p(0x1000, 0x2000, 0x3000, 0x4000, 0x5000), ints: [15], floats: [] },
+    expectLaunches(record(gluBackwardKernel, ins, { act: 'silu', dgate: true, dup: true }).launches, [
+      { name: 'glu_backward', ptrs: p(0x1000, 0x2000, 0x3000, 0x4000, 0x5000), ints: [15, 0], floats: [] },
     ]);
-    expectLaunches(record(swigluBackwardKernel, ins, { dgate: true, dup: false }).launches, [
-      { name: 'swiglu_backward', ptrs: p(0x1000, 0x2000, 0x3000, 0x4000, 0), ints: [15], floats: [] },
+    expectLaunches(record(gluBackwardKernel, ins, { act: 'gelu_tanh', dgate: true, dup: false }).launches, [
+      { name: 'glu_backward', ptrs: p(0x1000, 0x2000, 0x3000, 0x4000, 0), ints: [15, 2], floats: [] },
     ]);
-    expectLaunches(record(swigluBackwardKernel, ins, { dgate: false, dup: true }).launches, [
-      { name: 'swiglu_backward', ptrs: p(0x1000, 0x2000, 0x3000, 0, 0x4000), ints: [15], floats: [] },
+    expectLaunches(record(gluBackwardKernel, ins, { act: 'silu', dgate: false, dup: true }).launches, [
+      { name: 'glu_backward', ptrs: p(0x1000, 0x2000, 0x3000, 0, 0x4000), ints: [15, 0], floats: [] },
     ]);
-    expect(record(swigluBackwardKernel, ins, { dgate: false, dup: false }).launches).toEqual([]);
+    expect(record(gluBackwardKernel, ins, { act: 'silu', dgate: false, dup: false }).launches).toEqual([]);
   });
 });
 
@@ -220,8 +221,8 @@ describe('cuda hooks: native registry', () => {
   it('every kernel of these families is registered with a counts guard, except the variadic ones', () => {
     expect([...native.keys()].sort()).toEqual([
       'activation', 'activation_backward', 'binary_add', 'binary_mul', 'binary_sub', 'cast', 'clip_grad_norm', 'concat_rows',
-      'embedding', 'embedding_backward', 'place_rows', 'reduce', 'reduce_backward', 'scale', 'slice_rows', 'softmax',
-      'softmax_backward', 'sum_rows', 'swiglu', 'swiglu_backward',
+      'embedding', 'embedding_backward', 'glu', 'glu_backward', 'place_rows', 'reduce', 'reduce_backward', 'scale', 'slice_rows', 'softmax',
+      'softmax_backward', 'sum_rows',
     ]);
     expect([...native].filter(([, c]) => c === null).map(([n]) => n).sort()).toEqual(['clip_grad_norm', 'concat_rows']);
   });

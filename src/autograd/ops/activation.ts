@@ -1,5 +1,5 @@
 import {
-  type Activation, activationBackwardKernel, activationKernel, swigluBackwardKernel, swigluKernel,
+  type Activation, activationBackwardKernel, activationKernel, gluBackwardKernel, gluKernel,
 } from '../../kernels/activation';
 import type { Tensor } from '../../tensor/tensor';
 import { runOp, runOp1 } from './op';
@@ -17,12 +17,16 @@ export const gelu = (x: Tensor) => unary('gelu', x);
 /** GELU with PyTorch's approximate='tanh'. */
 export const geluTanh = (x: Tensor) => unary('gelu_tanh', x);
 
-/** silu(gate)·up, the Llama/Qwen MLP gate; gradients flow to both operands. */
-export function swiglu(gate: Tensor, up: Tensor): Tensor {
-  return runOp1(swigluKernel, [gate, up], undefined, () => ({
+function glu(act: Activation, gate: Tensor, up: Tensor): Tensor {
+  return runOp1(gluKernel, [gate, up], { act }, () => ({
     backward: ([g], [ng, nu]) => {
-      const outs = runOp(swigluBackwardKernel, [gate, up, g!], { dgate: ng, dup: nu });
+      const outs = runOp(gluBackwardKernel, [gate, up, g!], { act, dgate: ng, dup: nu });
       return [ng ? outs[0] : null, nu ? outs[ng ? 1 : 0] : null];
     },
   }));
 }
+
+/** silu(gate)·up, the Llama/Qwen/Mistral MLP gate; gradients flow to both operands. */
+export const swiglu = (gate: Tensor, up: Tensor) => glu('silu', gate, up);
+/** geluTanh(gate)·up, Gemma's MLP gate (GeGLU with PyTorch's approximate='tanh'). */
+export const geglu = (gate: Tensor, up: Tensor) => glu('gelu_tanh', gate, up);

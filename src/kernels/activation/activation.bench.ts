@@ -2,7 +2,7 @@ import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
 import type { BenchCase } from '../../testing';
 import { Rng } from '../../testing/rng';
-import { swigluBackwardKernel } from '.';
+import { gluBackwardKernel } from '.';
 
 const count = (size: 'tiny' | 'full') => (size === 'tiny' ? 4096 : 1 << 22);
 
@@ -36,7 +36,7 @@ export const benches: BenchCase[] = [
       const rng = new Rng(1);
       const [gate, up, g] = [0, 1, 2].map(() => backend.fromValues(rng.normals(n), [n]));
       return {
-        run: () => backend.run(swigluBackwardKernel, [gate, up, g], { dgate: true, dup: true }).forEach((t) => t.dispose()),
+        run: () => backend.run(gluBackwardKernel, [gate, up, g], { act: 'silu', dgate: true, dup: true }).forEach((t) => t.dispose()),
         flops: 10 * n,
         bytes: 20 * n,
         dispose: () => [gate, up, g].forEach((t) => t.dispose()),

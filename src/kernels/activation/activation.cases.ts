@@ -10,7 +10,7 @@ const EXTREMES = [-1e20, -1e4, -100, -30, -12, -9, 9, 12, 30, 100, 1e4, 1e20, 0,
 
 export const cases: ParityCase[] = [
   ...[1, 3, 17, 96, 200].map((n) => ({
-    name: `activation silu/gelu/geluTanh/swiglu forward and backward [${n}, 5]`,
+    name: `activation silu/gelu/geluTanh/swiglu/geglu forward and backward [${n}, 5]`,
     async run(env: Parameters<ParityCase['run']>[0]) {
       const xv = env.rng.normals(n * 5, 3);
       for (const [name, fn] of UNARY) {
@@ -21,6 +21,7 @@ export const cases: ParityCase[] = [
       for (const [ng, nu] of [[true, true], [true, false], [false, true]]) {
         const ins = [{ values: gate, shape: [n, 5], grad: ng }, { values: up, shape: [n, 5], grad: nu }];
         await expectGradParity(env, `swiglu gate ${ng} up ${nu}`, F.swiglu, ins, TOL.f32);
+        await expectGradParity(env, `geglu gate ${ng} up ${nu}`, F.geglu, ins, TOL.f32);
       }
     },
   })),
@@ -33,6 +34,7 @@ export const cases: ParityCase[] = [
       const up = pair(env, EXTREMES.map((_, i) => i - 6), [EXTREMES.length]);
       const gate = pair(env, EXTREMES, [EXTREMES.length]);
       await expectParity(F.swiglu(gate.g, up.g), F.swiglu(gate.c, up.c), TOL.f32, 'swiglu');
+      await expectParity(F.geglu(gate.g, up.g), F.geglu(gate.c, up.c), TOL.f32, 'geglu');
     },
   },
   {

@@ -5,7 +5,7 @@ import { CpuBackend } from '../../tensor/cpu';
 import type { Tensor } from '../../tensor/tensor';
 import { assertClose } from '../../testing/close';
 import { Rng } from '../../testing/rng';
-import { activationBackwardKernel, erf, erfc, swigluBackwardKernel } from '.';
+import { activationBackwardKernel, erf, erfc, gluBackwardKernel } from '.';
 
 const cpu = new CpuBackend();
 const f64 = new CpuBackend('f64');
@@ -54,7 +54,15 @@ describe('activations (CPU reference)', () => {
     assertClose(y, [2 * (-1 / (1 + Math.E)), 0, -0.5 * (2 / (1 + Math.exp(-2)))], { atol: 1e-7, rtol: 1e-6 }, 'swiglu');
   });
 
-  it('passes gradcheck for silu, gelu, gelu_tanh and both swiglu operands', async () => {
+  it('computes GeGLU as geluTanh(gate)·up (PyTorch gelu approximate="tanh")', async () => {
+    const gate = cpu.fromValues([-1, 0, 2], [3]);
+    const up = cpu.fromValues([2, 5, -0.5], [3]);
+    const k = Math.sqrt(2 / Math.PI);
+    const gt = (v: number) => 0.5 * v * (1 + Math.tanh(k * (v + 0.044715 * v ** 3)));
+    assertClose(await F.geglu(gate, up).read(), [gt(-1) * 2, 0, gt(2) * -0.5], { atol: 1e-7, rtol: 1e-6 }, 'geglu');
+  });
+
+  it('passes gradcheck for silu, gelu, gelu_tanh and both operands of swiglu and geglu', async () => {
     const rng = new Rng(8);
     const x = f64.fromValues([...rng.normals(20, 2), -8, 8, 0, -0.1], [4, 6]);
     x.requiresGrad = true;
@@ -67,8 +75,10 @@ describe('activations (CPU reference)', () => {
       const up = f64.fromValues(rng.normals(12), [3, 4]);
       gate.requiresGrad = ng;
       up.requiresGrad = nu;
-      const r = await gradcheck((a, b) => F.swiglu(a, b), [gate, up]);
-      expect(r.ok, `swiglu gate ${ng} up ${nu}\n${r.message}`).toBe(true);
+      for (const [name, glu] of [['swiglu', F.swiglu], ['geglu', F.geglu]] as const) {
+        const r = await gradcheck((a, b) => glu(a, b), [gate, up]);
+        expect(r.ok, `${name} gate ${ng} up ${nu}\n${r.message}`).toBe(true);
+      }
     }
   });
 
@@ -80,7 +90,7 @@ describe('activations (CPU reference)', () => {
     const x = cpu.fromValues([1, 2], [2]);
     expect(() => cpu.run(activationBackwardKernel, [x, cpu.fromValues([1, 2, 3], [3])], { op: 'silu' })).toThrow(ShapeMismatch);
     expect(() => cpu.run(activationBackwardKernel, [x, cpu.fromValues([1, 2], [2], 'bf16')], { op: 'gelu' })).toThrow(DTypeMismatch);
-    expect(() => cpu.run(swigluBackwardKernel, [x, x, cpu.fromValues([1], [1])], { dgate: true, dup: true })).toThrow(ShapeMismatch);
-    expect(() => cpu.run(swigluBackwardKernel, [x, x, cpu.fromValues([1, 2], [2], 'f16')], { dgate: true, dup: false })).toThrow(DTypeMismatch);
+    expect(() => cpu.run(gluBackwardKernel, [x, x, cpu.fromValues([1], [1])], { act: 'silu', dgate: true, dup: true })).toThrow(ShapeMismatch);
+    expect(() => cpu.run(gluBackwardKernel, [x, x, cpu.fromValues([1, 2], [2], 'f16')], { act: 'gelu_tanh', dgate: true, dup: false })).toThrow(DTypeMismatch);
   });
 });

@@ -90,14 +90,16 @@ export function activationBackward(op: Activation, x: FloatArray, g: FloatArray,
   for (let i = 0; i < x.length; i++) dx[i] = g[i] * df(x[i]);
 }
 
-/** silu(gate) · up */
-export function swigluForward(gate: FloatArray, up: FloatArray, out: FloatArray) {
-  for (let i = 0; i < gate.length; i++) out[i] = ACT.silu.f(gate[i]) * up[i];
+/** act(gate) · up */
+export function gluForward(act: Activation, gate: FloatArray, up: FloatArray, out: FloatArray) {
+  const f = ACT[act].f;
+  for (let i = 0; i < gate.length; i++) out[i] = f(gate[i]) * up[i];
 }
 
-export function swigluBackward(gate: FloatArray, up: FloatArray, g: FloatArray, dgate: FloatArray | null, dup: FloatArray | null) {
+export function gluBackward(act: Activation, gate: FloatArray, up: FloatArray, g: FloatArray, dgate: FloatArray | null, dup: FloatArray | null) {
+  const { f, df } = ACT[act];
   for (let i = 0; i < gate.length; i++) {
-    if (dgate) dgate[i] = g[i] * up[i] * ACT.silu.df(gate[i]);
-    if (dup) dup[i] = g[i] * ACT.silu.f(gate[i]);
+    if (dgate) dgate[i] = g[i] * up[i] * df(gate[i]);
+    if (dup) dup[i] = g[i] * f(gate[i]);
   }
 }

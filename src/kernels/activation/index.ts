@@ -4,8 +4,8 @@
  */
 import { Uniforms } from '../../gpu/context';
 import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expectSameShape, numelOf } from '../kernel';
-import { type Activation, activationBackward, activationForward, swigluBackward, swigluForward } from './cpu';
-import { activationBackwardWgsl, activationWgsl, swigluBackwardWgsl, swigluWgsl } from './wgsl';
+import { type Activation, activationBackward, activationForward, gluBackward, gluForward } from './cpu';
+import { activationBackwardWgsl, activationWgsl, gluBackwardWgsl, gluWgsl } from './wgsl';
 
 export { type Activation, erf, erfc } from './cpu';
 const WG = 256;
@@ -62,57 +62,58 @@ export const activationBackwardKernel: KernelDef<{ op: Activation }> = {
   },
 };
 
-function checkSwiglu(name: string, gate: Meta, up: Meta) {
+function checkGlu(name: string, gate: Meta, up: Meta) {
   expectDType(name, 'gate', gate, 'f32');
   expectDType(name, 'up', up, 'f32');
   expectSameShape(name, gate, up, 'gate', 'up');
 }
 
-export const swigluKernel: KernelDef<void> = {
-  name: 'swiglu',
+/** act(gate)·up, the gated MLP activation: SwiGLU (act silu: Llama, Qwen, Mistral) or GeGLU (act gelu_tanh: Gemma). */
+export const gluKernel: KernelDef<{ act: Activation }> = {
+  name: 'glu',
   outputs([gate, up]) {
-    checkSwiglu('swiglu', gate, up);
+    checkGlu('glu', gate, up);
     return [{ shape: gate.shape, dtype: 'f32' }];
   },
-  cpu([gate, up], [out]) {
-    swigluForward(gate as FloatArray, up as FloatArray, out as FloatArray);
+  cpu([gate, up], [out], { act }) {
+    gluForward(act, gate as FloatArray, up as FloatArray, out as FloatArray);
   },
-  webgpu(ctx, [gate, up], [out]) {
-    elementwise(ctx, `swiglu_f32_wg${WG}`, () => swigluWgsl(WG), numelOf(gate.meta.shape), [gate, up, out], 'swiglu');
+  webgpu(ctx, [gate, up], [out], { act }) {
+    elementwise(ctx, `glu_${act}_f32_wg${WG}`, () => gluWgsl(act, WG), numelOf(gate.meta.shape), [gate, up, out], 'glu');
   },
-  cuda(ctx, [gate, up], [out]) {
+  cuda(ctx, [gate, up], [out], { act }) {
     const n = numelOf(gate.meta.shape);
-    if (n > 0) ctx.launch('swiglu', [gate.ptr, up.ptr, out.ptr], [n]);
+    if (n > 0) ctx.launch('glu', [gate.ptr, up.ptr, out.ptr], [n, ACTIVATION_CODE[act]]);
   },
 };
 
 /** Inputs gate, up, g; outputs dgate (if `dgate`) then dup (if `dup`). */
-export const swigluBackwardKernel: KernelDef<{ dgate: boolean; dup: boolean }> = {
-  name: 'swiglu_backward',
+export const gluBackwardKernel: KernelDef<{ act: Activation; dgate: boolean; dup: boolean }> = {
+  name: 'glu_backward',
   outputs([gate, up, g], { dgate, dup }) {
-    const name = 'swiglu_backward';
-    checkSwiglu(name, gate, up);
+    const name = 'glu_backward';
+    checkGlu(name, gate, up);
     expectDType(name, 'g', g, 'f32');
     expectSameShape(name, gate, g, 'gate', 'g');
     const m: Meta = { shape: gate.shape, dtype: 'f32' };
     return [...(dgate ? [m] : []), ...(dup ? [m] : [])];
   },
-  cpu([gate, up, g], outs, { dgate, dup }) {
+  cpu([gate, up, g], outs, { act, dgate, dup }) {
     const dg = dgate ? (outs[0] as FloatArray) : null;
     const du = dup ? (outs[dgate ? 1 : 0] as FloatArray) : null;
-    swigluBackward(gate as FloatArray, up as FloatArray, g as FloatArray, dg, du);
+    gluBackward(act, gate as FloatArray, up as FloatArray, g as FloatArray, dg, du);
   },
-  webgpu(ctx, [gate, up, g], outs, { dgate, dup }) {
+  webgpu(ctx, [gate, up, g], outs, { act, dgate, dup }) {
     if (!dgate && !dup) return;
     const v = dgate && dup ? 'both' : dgate ? 'gate' : 'up';
     const ins = dgate ? [gate, up, g] : [gate, g];
-    elementwise(ctx, `swiglu_bwd_f32_${v}_wg${WG}`, () => swigluBackwardWgsl(WG, dgate, dup), numelOf(gate.meta.shape), [...ins, ...outs], 'swiglu_backward');
+    elementwise(ctx, `glu_bwd_${act}_f32_${v}_wg${WG}`, () => gluBackwardWgsl(act, WG, dgate, dup), numelOf(gate.meta.shape), [...ins, ...outs], 'glu_backward');
   },
-  cuda(ctx, [gate, up, g], outs, { dgate, dup }) {
+  cuda(ctx, [gate, up, g], outs, { act, dgate, dup }) {
     const n = numelOf(gate.meta.shape);
     if (n === 0 || (!dgate && !dup)) return;
     const dg = dgate ? outs[0].ptr : 0n;
     const du = dup ? outs[dgate ? 1 : 0].ptr : 0n;
-    ctx.launch('swiglu_backward', [gate.ptr, up.ptr, g.ptr, dg, du], [n]);
+    ctx.launch('glu_backward', [gate.ptr, up.ptr, g.ptr, dg, du], [n, ACTIVATION_CODE[act]]);
   },
 };

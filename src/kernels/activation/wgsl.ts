@@ -1,6 +1,6 @@
 /**
  * Activation shaders: one invocation per element over a folded 1-D grid. The math lives in WGSL
- * functions `act_f` / `act_df` so that forward, backward and SwiGLU share one definition.
+ * functions `act_f` / `act_df` so that forward, backward and the gated units (SwiGLU, GeGLU) share one definition.
  */
 import { flatIndex, mainSignature } from '../wgsl';
 import type { Activation } from './cpu';
@@ -98,9 +98,9 @@ ${mainSignature(wg)} {
 }`;
 }
 
-export function swigluWgsl(wg: number): string {
+export function gluWgsl(act: Activation, wg: number): string {
   return `${header([['gate', 'r'], ['up', 'r'], ['out', 'w']])}
-${ACT_WGSL.silu}
+${ACT_WGSL[act]}
 ${mainSignature(wg)} {
   let i = ${flatIndex(wg)};
   if (i >= u.n) { return; }
@@ -108,15 +108,15 @@ ${mainSignature(wg)} {
 }`;
 }
 
-/** Backward of silu(gate)·up; `up` is only bound when dgate is wanted. */
-export function swigluBackwardWgsl(wg: number, dgate: boolean, dup: boolean): string {
+/** Backward of act(gate)·up; `up` is only bound when dgate is wanted. */
+export function gluBackwardWgsl(act: Activation, wg: number, dgate: boolean, dup: boolean): string {
   const names: [string, 'r' | 'w'][] = [['gate', 'r']];
   if (dgate) names.push(['up', 'r']);
   names.push(['g', 'r']);
   if (dgate) names.push(['dgate', 'w']);
   if (dup) names.push(['dup', 'w']);
   return `${header(names)}
-${ACT_WGSL.silu}
+${ACT_WGSL[act]}
 ${mainSignature(wg)} {
   let i = ${flatIndex(wg)};
   if (i >= u.n) { return; }

@@ -100,40 +100,59 @@ cudaError_t launch_activation_backward(const rmas::LaunchArgs& args) {
   return cudaGetLastError();
 }
 
-__global__ void swiglu_kernel(const float* __restrict__ gate, const float* __restrict__ up, float* __restrict__ out, int64_t n) {
-  GRID_STRIDE(i, n) out[i] = act_f<kSilu>(gate[i]) * up[i];
+template <int64_t A>
+__global__ void glu_kernel(const float* __restrict__ gate, const float* __restrict__ up, float* __restrict__ out, int64_t n) {
+  GRID_STRIDE(i, n) out[i] = act_f<A>(gate[i]) * up[i];
 }
 
-// dgate = g·up·silu'(gate), dup = g·silu(gate); either output may be null
-__global__ void swiglu_backward_kernel(const float* __restrict__ gate, const float* __restrict__ up, const float* __restrict__ g,
-                                       float* __restrict__ dgate, float* __restrict__ dup, int64_t n) {
+// dgate = g·up·act'(gate), dup = g·act(gate); either output may be null
+template <int64_t A>
+__global__ void glu_backward_kernel(const float* __restrict__ gate, const float* __restrict__ up, const float* __restrict__ g,
+                                    float* __restrict__ dgate, float* __restrict__ dup, int64_t n) {
   GRID_STRIDE(i, n) {
     const float x = gate[i];
-    if (dgate) dgate[i] = g[i] * up[i] * act_df<kSilu>(x);
-    if (dup) dup[i] = g[i] * act_f<kSilu>(x);
+    if (dgate) dgate[i] = g[i] * up[i] * act_df<A>(x);
+    if (dup) dup[i] = g[i] * act_f<A>(x);
   }
 }
 
-// ptrs [gate, up, out] (f32); ints [n]; floats [].
-cudaError_t launch_swiglu(const rmas::LaunchArgs& args) {
-  if (!rmas::counts(args, 3, 1, 0)) return cudaErrorInvalidValue;
+// "glu": act(gate)·up (SwiGLU with act silu, GeGLU with gelu_tanh). ptrs [gate, up, out] (f32); ints [n, act]; floats [].
+cudaError_t launch_glu(const rmas::LaunchArgs& args) {
+  if (!rmas::counts(args, 3, 2, 0)) return cudaErrorInvalidValue;
   const int64_t n = args.ints[0];
   if (n < 0) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  swiglu_kernel<<<grid_for(n, kThreads), kThreads, 0, args.stream>>>(rmas::ptr<const float>(args, 0), rmas::ptr<const float>(args, 1),
-                                                                      rmas::ptr<float>(args, 2), n);
+  const auto gate = rmas::ptr<const float>(args, 0);
+  const auto up = rmas::ptr<const float>(args, 1);
+  const auto out = rmas::ptr<float>(args, 2);
+  const unsigned grid = grid_for(n, kThreads);
+  switch (args.ints[1]) {
+    case kSilu: glu_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
+    case kGelu: glu_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
+    case kGeluTanh: glu_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
+    default: return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 
-// ptrs [gate, up, g, dgate or 0, dup or 0] (f32); ints [n]; floats [].
-cudaError_t launch_swiglu_backward(const rmas::LaunchArgs& args) {
-  if (!rmas::counts(args, 5, 1, 0)) return cudaErrorInvalidValue;
+// ptrs [gate, up, g, dgate or 0, dup or 0] (f32); ints [n, act]; floats [].
+cudaError_t launch_glu_backward(const rmas::LaunchArgs& args) {
+  if (!rmas::counts(args, 5, 2, 0)) return cudaErrorInvalidValue;
   const int64_t n = args.ints[0];
   if (n < 0) return cudaErrorInvalidValue;
   if (n == 0 || (args.ptrs[3] == 0 && args.ptrs[4] == 0)) return cudaSuccess;
-  swiglu_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, args.stream>>>(
-      rmas::ptr<const float>(args, 0), rmas::ptr<const float>(args, 1), rmas::ptr<const float>(args, 2), rmas::ptr<float>(args, 3),
-      rmas::ptr<float>(args, 4), n);
+  const auto gate = rmas::ptr<const float>(args, 0);
+  const auto up = rmas::ptr<const float>(args, 1);
+  const auto g = rmas::ptr<const float>(args, 2);
+  const auto dg = rmas::ptr<float>(args, 3);
+  const auto du = rmas::ptr<float>(args, 4);
+  const unsigned grid = grid_for(n, kThreads);
+  switch (args.ints[1]) {
+    case kSilu: glu_backward_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
+    case kGelu: glu_backward_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
+    case kGeluTanh: glu_backward_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
+    default: return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 
@@ -141,5 +160,5 @@ cudaError_t launch_swiglu_backward(const rmas::LaunchArgs& args) {
 
 RMAS_KERNEL("activation", launch_activation);
 RMAS_KERNEL("activation_backward", launch_activation_backward);
-RMAS_KERNEL("swiglu", launch_swiglu);
-RMAS_KERNEL("swiglu_backward", launch_swiglu_backward);
+RMAS_KERNEL("glu", launch_glu);
+RMAS_KERNEL("glu_backward", launch_glu_backward);
