@@ -23,7 +23,7 @@ const INTENDED: Record<(typeof NAMES)[number], Partial<DecoderConfig>> = {
   'qwen3-tiny': { family: 'qwen3', hidden: 48, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, tieEmbeddings: true, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458] },
   'llama-tiny': { family: 'llama', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 160, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: false, rmsEps: 1e-5, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458, 456] },
   'qwen2-tiny': { family: 'qwen2', hidden: 32, layers: 2, heads: 4, kvHeads: 2, headDim: 8, intermediate: 88, tieEmbeddings: true, qkvBias: true, oBias: false, qkNorm: false, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458] },
-  'mistral-tiny': { family: 'mistral', hidden: 40, layers: 2, heads: 4, kvHeads: 1, headDim: 10, intermediate: 96, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: false, rmsEps: 1e-5, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458], slidingWindow: 4, windowFromLayer: 0 },
+  'mistral-tiny': { family: 'mistral', hidden: 40, layers: 2, heads: 4, kvHeads: 1, headDim: 10, intermediate: 96, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: false, rmsEps: 1e-5, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458], slidingWindow: 4, windowLayers: [true, true] },
 };
 const THETA = { 'qwen3-tiny': 1e6, 'llama-tiny': 5e5, 'qwen2-tiny': 1e4, 'mistral-tiny': 1e4 };
 
@@ -113,7 +113,7 @@ describe.each(NAMES)('tiny model %s', (name) => {
     expect(c.vocabSize).toBe(461); // 256 bytes + 200 merges + 5 added tokens
     expect(c.rope.theta).toBe(THETA[name]);
     // only Mistral windows (every layer); the others attend to the whole prefix
-    if (name !== 'mistral-tiny') expect([c.slidingWindow, c.windowFromLayer]).toEqual([null, 2]);
+    if (name !== 'mistral-tiny') expect([c.slidingWindow, c.windowLayers]).toEqual([null, [false, false]]);
     const gen = JSON.parse(await readFile(join(dir, 'generation_config.json'), 'utf8')) as Record<string, unknown>;
     expect(gen).toMatchObject({ do_sample: true, temperature: 0.6, top_p: 0.95, top_k: 20, eos_token_id: [458, 456] });
   });

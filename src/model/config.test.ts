@@ -47,8 +47,9 @@ describe('decoder config', () => {
 
   it('reads Qwen2.5-Math-1.5B: q/k/v biases, head_dim derived, window off', () => {
     const c = parseDecoderConfig(qwen2);
-    expect(c).toMatchObject({ family: 'qwen2', hidden: 1536, heads: 12, kvHeads: 2, headDim: 128, qkvBias: true, oBias: false, slidingWindow: null, windowFromLayer: 28 });
-    expect(parseDecoderConfig({ ...qwen2, use_sliding_window: true })).toMatchObject({ slidingWindow: 4096, windowFromLayer: 21 });
+    expect(c).toMatchObject({ family: 'qwen2', hidden: 1536, heads: 12, kvHeads: 2, headDim: 128, qkvBias: true, oBias: false, slidingWindow: null });
+    expect(parseDecoderConfig(qwen2).windowLayers).toEqual(Array(28).fill(false));
+    expect(parseDecoderConfig({ ...qwen2, use_sliding_window: true })).toMatchObject({ slidingWindow: 4096, windowLayers: [...Array(21).fill(false), ...Array(7).fill(true)] });
   });
 
   it('accepts the newer rope_parameters form', () => {
@@ -86,9 +87,9 @@ describe('decoder config', () => {
   it('mistral: the sliding window on every layer when set (v0.1, BioMistral), none when null (v0.2)', () => {
     const mistral = { ...llama, model_type: 'mistral', rope_scaling: null, rope_theta: 10000, sliding_window: 4096 };
     const c = parseDecoderConfig(mistral);
-    expect([c.family, c.slidingWindow, c.windowFromLayer, c.qkvBias, c.qkNorm]).toEqual(['mistral', 4096, 0, false, false]);
+    expect([c.family, c.slidingWindow, c.windowLayers.every(Boolean), c.qkvBias, c.qkNorm]).toEqual(['mistral', 4096, true, false, false]);
     expect(parseDecoderConfig({ ...mistral, sliding_window: null }).slidingWindow).toBeNull();
     // max_window_layers is Qwen2's, not Mistral's
-    expect(parseDecoderConfig({ ...mistral, max_window_layers: 5 }).windowFromLayer).toBe(0);
+    expect(parseDecoderConfig({ ...mistral, max_window_layers: 5 }).windowLayers.every(Boolean)).toBe(true);
   });
 });

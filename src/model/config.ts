@@ -18,6 +18,9 @@ export const SUPPORTED_DECODERS = `${FAMILIES.join(', ')} decoders (Llama 3.x, Q
  * model_type (gemma3, qwen3_5) is the family too.
  */
 const TEXT_MODEL_TYPES: Readonly<Record<string, string>> = { gemma3_text: 'gemma3', qwen3_5_text: 'qwen3_5' };
+/** The window layer `l` attends through, or null for full attention. */
+export const layerWindow = (c: DecoderConfig, l: number): number | null => (c.windowLayers[l] ? c.slidingWindow : null);
+
 export const isSupportedModelType = (t: unknown): t is Family => typeof t === 'string' && (FAMILIES as readonly string[]).includes(t);
 
 export interface DecoderConfig {
@@ -39,10 +42,13 @@ export interface DecoderConfig {
   qkNorm: boolean;
   rope: RopeConfig;
   maxPositions: number;
-  /** Sliding-window attention size, or null for full attention (Qwen2's use_sliding_window). */
+  /** Sliding-window attention size, or null for full attention everywhere. */
   slidingWindow: number | null;
-  /** Layers from this index on use the window (Qwen2's max_window_layers). */
-  windowFromLayer: number;
+  /**
+   * Per layer, whether it attends through the window (Qwen2: from max_window_layers on; Mistral: every layer);
+   * all false when slidingWindow is null.
+   */
+  windowLayers: readonly boolean[];
   bosTokenId: number | null;
   eosTokenIds: number[];
   /** The dtype the weights were saved in (`torch_dtype` / `dtype`), e.g. 'bfloat16'. */
@@ -123,7 +129,8 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     rope: parseRope(c, headDim, file),
     maxPositions: int('max_position_embeddings', 32768),
     slidingWindow: useWindow ? int('sliding_window') : null,
-    windowFromLayer: useWindow ? (family === 'qwen2' && typeof c.max_window_layers === 'number' ? c.max_window_layers : 0) : layers,
+    windowLayers: Array.from({ length: layers }, (_, l) =>
+      useWindow && l >= (family === 'qwen2' && typeof c.max_window_layers === 'number' ? c.max_window_layers : 0)),
     bosTokenId: typeof c.bos_token_id === 'number' ? c.bos_token_id : null,
     eosTokenIds,
     savedDtype: typeof (c.torch_dtype ?? c.dtype) === 'string' ? String(c.torch_dtype ?? c.dtype) : null,

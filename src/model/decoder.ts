@@ -12,7 +12,7 @@ import { InvalidArgument, ShapeMismatch } from '../errors';
 import { ropeInvFreq } from '../kernels/rope';
 import { tidy } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
-import type { DecoderConfig } from './config';
+import { type DecoderConfig, layerWindow } from './config';
 import type { DecoderWeights, LayerWeights } from './weights';
 
 export class KVCache {
@@ -169,7 +169,7 @@ export class Decoder {
     q = F.rope(q, pos, this.invFreq);
     k = F.rope(k, pos, this.invFreq);
 
-    const window = c.slidingWindow !== null && l >= c.windowFromLayer ? c.slidingWindow : undefined;
+    const window = layerWindow(c, l) ?? undefined;
     let o: Tensor;
     if (cache) {
       F.kvAppend(cache.k[l], k, past);

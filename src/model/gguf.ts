@@ -136,7 +136,7 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
     maxPositions: num('context_length', 32768),
     // GGUF keeps no sliding-window setting for qwen2 (llama.cpp runs it with full attention too)
     slidingWindow: null,
-    windowFromLayer: layers,
+    windowLayers: Array.from({ length: layers }, () => false),
     bosTokenId: id('bos_token_id'),
     eosTokenIds: eos === null ? [] : [eos],
     savedDtype: null,

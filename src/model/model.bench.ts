@@ -21,7 +21,7 @@ import type { Tensor } from '../tensor/tensor';
 import type { BenchCase, BenchRun, BenchSize } from '../testing/bench';
 import { Rng } from '../testing/rng';
 import qwen3TinyJson from '../../models/tiny/qwen3-tiny/config.json';
-import { type DecoderConfig, parseDecoderConfig } from './config';
+import { type DecoderConfig, layerWindow, parseDecoderConfig } from './config';
 import { Decoder, KVCache } from './decoder';
 import { type DecoderWeights, type WeightSource, loadDecoderWeights, weightSpecs } from './weights';
 import { bf16Tensor } from './testing';
@@ -63,7 +63,7 @@ export function forwardCost(c: DecoderConfig, w: DecoderWeights, o: { T: number;
   const projParams = d * (Hq * D + 2 * Hkv * D) + Hq * D * d + 3 * d * I;
   // token t (0-based in the chunk) attends to past + t + 1 positions: Σ = T·past + T(T+1)/2
   const attended = T * past + (T * (T + 1)) / 2;
-  const window = (l: number) => c.slidingWindow !== null && l >= c.windowFromLayer;
+  const window = (l: number) => layerWindow(c, l) !== null;
   let flops = 0;
   let bytes = 0;
   for (let l = 0; l < c.layers; l++) {

@@ -8,7 +8,7 @@ import { ropeInvFreq } from '../kernels/rope';
 import type { GgufKv } from '../formats/gguf-writer';
 import { SafetensorsFile, type StTensor, writeSafetensors } from '../formats/safetensors';
 import { Rng } from '../testing/rng';
-import { type DecoderConfig, type Family, parseDecoderConfig } from './config';
+import { type DecoderConfig, type Family, layerWindow, parseDecoderConfig } from './config';
 import { weightSpecs } from './weights';
 
 /** config.json of a tiny model: hidden 32 and every projection's input a multiple of 32 (q8_0/q4_0 blocks). */
@@ -127,7 +127,7 @@ export function referenceForward(c: DecoderConfig, w: W, x0: Float64Array, posit
     }
     rope(q, T, Hq, D, pos, inv);
     rope(k, T, Hkv, D, pos, inv);
-    const window = c.slidingWindow !== null && l >= c.windowFromLayer ? c.slidingWindow : Infinity;
+    const window = layerWindow(c, l) ?? Infinity;
     const o = new Float64Array(T * Hq * D);
     const rep = Hq / Hkv;
     for (let t = 0; t < T; t++) {
