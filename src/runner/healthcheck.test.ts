@@ -31,3 +31,15 @@ describe('healthcheck level 3', () => {
     expect(slow.checks.find((c) => c.name === 'huggingface')!.detail).toBe('offline: HEAD https://huggingface.co failed (no answer within 5 s); models must come from local folders or the cache');
   });
 });
+
+describe('healthcheck level 1', () => {
+  it('lists the decoder families and warns about the styles whose released backbones need others', async () => {
+    const r = await healthcheck(1, deps(async () => 200));
+    const fam = r.checks.find((c) => c.name === 'families')!;
+    expect(fam).toEqual({
+      level: 1, name: 'families', status: 'warn',
+      detail: 'decoders: llama, qwen2, qwen3, mistral; released backbones not runnable yet: sequential_scaled (gemma3, qwen3_5), ' +
+        'mixture (qwen3_5), distillation (qwen3_5), deliberation (qwen3_5) (give those roles models of these families)',
+    });
+  });
+});

@@ -12,7 +12,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
-import { STYLES, DEFAULT_STYLE } from '../mas/styles';
+import { STYLES, DEFAULT_STYLE, checkBackbones } from '../mas/styles';
+import { FAMILIES, isSupportedModelType } from '../model/config';
 import { cudaStatus } from '../gpu/cuda-addon';
 import { ROWS_API } from '../train/data/rows';
 
@@ -71,6 +72,23 @@ function stylesCheck(): Check {
   return {
     level: 1, name: 'styles', status: ok ? 'ok' : 'fail',
     detail: ok ? `${names.length} registered: ${names.join(', ')}` : `registry broken: ${empty.length ? `no roles in ${empty.join(', ')}` : `default ${DEFAULT_STYLE} missing`}`,
+  };
+}
+
+/** The decoder families the engine runs, and the styles whose released backbones need one it does not (a warning). */
+function familiesCheck(): Check {
+  const lacking = Object.values(STYLES).flatMap((s) => {
+    try {
+      checkBackbones(s);
+      return [];
+    } catch {
+      const types = [...new Set(s.roles.filter((r) => !isSupportedModelType(r.modelType)).map((r) => r.modelType))];
+      return [`${s.name} (${types.join(', ')})`];
+    }
+  });
+  return {
+    level: 1, name: 'families', status: lacking.length ? 'warn' : 'ok',
+    detail: `decoders: ${FAMILIES.join(', ')}${lacking.length ? `; released backbones not runnable yet: ${lacking.join(', ')} (give those roles models of these families)` : ''}`,
   };
 }
 
@@ -140,7 +158,7 @@ async function reachCheck(deps: HealthDeps, name: string, url: string, offline: 
 }
 
 export async function healthcheck(level: 1 | 2 | 3, deps: HealthDeps): Promise<HealthReport> {
-  const checks: Check[] = [nodeCheck(), packageCheck('webgpu', 'WebGPU (Dawn)'), packageCheck('@huggingface/transformers', 'tokenizers'), pythonCheck(), stylesCheck()];
+  const checks: Check[] = [nodeCheck(), packageCheck('webgpu', 'WebGPU (Dawn)'), packageCheck('@huggingface/transformers', 'tokenizers'), pythonCheck(), stylesCheck(), familiesCheck()];
   if (level >= 2) {
     checks.push(await backendCheck('cpu', async () => ({ backend: new CpuBackend('f32') }), true));
     checks.push(await backendCheck('webgpu', deps.webgpu, false));
