@@ -16,6 +16,8 @@ export const silu = (x: Tensor) => unary('silu', x);
 export const gelu = (x: Tensor) => unary('gelu', x);
 /** GELU with PyTorch's approximate='tanh'. */
 export const geluTanh = (x: Tensor) => unary('gelu_tanh', x);
+/** tanh(x) (Gemma's soft-capping: cap·tanh(x/cap)). */
+export const tanh = (x: Tensor) => unary('tanh', x);
 
 function glu(act: Activation, gate: Tensor, up: Tensor): Tensor {
   return runOp1(gluKernel, [gate, up], { act }, () => ({

@@ -1,11 +1,11 @@
 /**
  * CPU references for the activations: SiLU, exact GELU (erf form, PyTorch's default), tanh-approximated
- * GELU (PyTorch approximate='tanh') and SwiGLU. Everything is f64-accurate (erf/erfc to ~1e-15), so the
+ * GELU (PyTorch approximate='tanh'), tanh, and the gated units act(gate)·up. Everything is f64-accurate (erf/erfc to ~1e-15), so the
  * f64 backend is exact enough for gradcheck and the f32 backend for GPU parity.
  */
 import type { FloatArray } from '../kernel';
 
-export type Activation = 'silu' | 'gelu' | 'gelu_tanh';
+export type Activation = 'silu' | 'gelu' | 'gelu_tanh' | 'tanh';
 
 const SQRT_PI = Math.sqrt(Math.PI);
 const SQRT_2 = Math.SQRT2;
@@ -68,6 +68,11 @@ export const ACT: Record<Activation, { f(x: number): number; df(x: number): numb
     // 0.5·x·(1 + erf(x/√2)) written with erfc so that large negative x keeps its tiny value
     f: (x) => 0.5 * x * erfc(-x / SQRT_2),
     df: (x) => 0.5 * erfc(-x / SQRT_2) + x * INV_SQRT_2PI * Math.exp(-0.5 * x * x),
+  },
+  // Gemma's logit soft-capping, cap·tanh(x/cap)
+  tanh: {
+    f: (x) => Math.tanh(x),
+    df: (x) => 1 - Math.tanh(x) ** 2,
   },
   gelu_tanh: {
     // 0.5·x·(1 + tanh(u)) = x·σ(2u), u = √(2/π)(x + 0.044715x³): the same function, no 1 + tanh cancellation

@@ -63,6 +63,16 @@ fn act_df(x: f32) -> f32 {
   let c = min(abs(x), 20.0);
   return phi_cdf(x) + x * 0.39894228040143268 * exp(-0.5 * c * c);
 }`,
+  // 1 − 2/(e^{2x} + 1) with e^{2x} of −|x| only (no overflow, no WGSL tanh, which some implementations
+  // return as NaN for large |x|); |x| < 1e-3 takes x − x³/3, where the subtraction would lose digits
+  tanh: `fn tanh_s(x: f32) -> f32 {
+  let a = abs(x);
+  let e = exp(-2.0 * a);
+  let t = select((1.0 - e) / (1.0 + e), a - a * a * a / 3.0, a < 1e-3);
+  return select(t, -t, x < 0.0);
+}
+fn act_f(x: f32) -> f32 { return tanh_s(x); }
+fn act_df(x: f32) -> f32 { let t = tanh_s(x); return 1.0 - t * t; }`,
   gelu_tanh: `fn tanh_u2(x: f32) -> f32 { let c = clamp(x, -30.0, 30.0); return 1.5957691216057308 * (c + 0.044715 * c * c * c); }
 fn act_f(x: f32) -> f32 { return x * sigmoid(tanh_u2(x)); }
 fn act_df(x: f32) -> f32 {

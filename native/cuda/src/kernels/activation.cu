@@ -11,7 +11,7 @@ using rmas::rows::grid_for;
 constexpr int kThreads = 256;
 
 /** Activation codes in ints (src/kernels/activation/index.ts ACTIVATION_CODE). */
-enum Act : int64_t { kSilu = 0, kGelu = 1, kGeluTanh = 2 };
+enum Act : int64_t { kSilu = 0, kGelu = 1, kGeluTanh = 2, kTanh = 3 };
 
 __device__ __forceinline__ float sigmoid(float x) {
   const float e = expf(-fabsf(x));
@@ -35,12 +35,17 @@ template <int64_t A>
 __device__ __forceinline__ float act_f(float x) {
   if (A == kSilu) return x * sigmoid(x);
   if (A == kGelu) return x * phi_cdf(x);
+  if (A == kTanh) return tanhf(x);
   return x * sigmoid(tanh_u2(x));
 }
 
 template <int64_t A>
 __device__ __forceinline__ float act_df(float x) {
   if (A == kSilu) return sigmoid(x) * (1.f + x * sigmoid(-x));
+  if (A == kTanh) {
+    const float t = tanhf(x);
+    return 1.f - t * t;
+  }
   if (A == kGelu) {
     const float c = fminf(fabsf(x), 20.f);  // the density has underflowed long before; keeps c² finite
     return phi_cdf(x) + x * 0.39894228040143268f * expf(-0.5f * c * c);
@@ -77,6 +82,7 @@ cudaError_t launch_activation(const rmas::LaunchArgs& args) {
     case kSilu: activation_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
     case kGelu: activation_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
     case kGeluTanh: activation_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
+    case kTanh: activation_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -95,6 +101,7 @@ cudaError_t launch_activation_backward(const rmas::LaunchArgs& args) {
     case kSilu: activation_backward_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
     case kGelu: activation_backward_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
     case kGeluTanh: activation_backward_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
+    case kTanh: activation_backward_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -130,6 +137,7 @@ cudaError_t launch_glu(const rmas::LaunchArgs& args) {
     case kSilu: glu_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
     case kGelu: glu_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
     case kGeluTanh: glu_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
+    case kTanh: glu_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -151,6 +159,7 @@ cudaError_t launch_glu_backward(const rmas::LaunchArgs& args) {
     case kSilu: glu_backward_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
     case kGelu: glu_backward_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
     case kGeluTanh: glu_backward_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
+    case kTanh: glu_backward_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
