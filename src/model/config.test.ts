@@ -78,9 +78,9 @@ describe('decoder config', () => {
     expect([c.family, c.hidden, c.tieEmbeddings, c.savedDtype]).toEqual(['qwen3', parseDecoderConfig(qwen3).hidden, false, 'float16']);
     // the text config's own value wins
     expect(parseDecoderConfig({ ...wrapped, text_config: { ...inner, tie_word_embeddings: true } }).tieEmbeddings).toBe(true);
-    // gemma3_text and qwen3_5_text name their families
-    expect(() => parseDecoderConfig({ ...wrapped, model_type: 'gemma3', text_config: { ...inner, model_type: 'gemma3_text' } }, 'g/config.json'))
-      .toThrow(/g\/config.json: model_type "gemma3"/);
+    // qwen3_5_text names its family (not run yet)
+    expect(() => parseDecoderConfig({ ...wrapped, model_type: 'qwen3_5', text_config: { ...inner, model_type: 'qwen3_5_text' } }, 'q/config.json'))
+      .toThrow(/q\/config.json: model_type "qwen3_5"/);
     expect(() => parseDecoderConfig({ ...wrapped, text_config: 3 })).toThrow(/text_config must be a JSON object/);
   });
 
@@ -91,5 +91,35 @@ describe('decoder config', () => {
     expect(parseDecoderConfig({ ...mistral, sliding_window: null }).slidingWindow).toBeNull();
     // max_window_layers is Qwen2's, not Mistral's
     expect(parseDecoderConfig({ ...mistral, max_window_layers: 5 }).windowLayers.every(Boolean)).toBe(true);
+  });
+
+  it("gemma-3-4b-it's config.json: its text_config and Gemma3TextConfig's defaults", () => {
+    // the released file's text_config lists only what differs from the defaults
+    const released = {
+      architectures: ['Gemma3ForConditionalGeneration'], boi_token_index: 255999, eoi_token_index: 256000, eos_token_id: [1, 106],
+      image_token_index: 262144, initializer_range: 0.02, mm_tokens_per_image: 256, model_type: 'gemma3',
+      text_config: { hidden_size: 2560, intermediate_size: 10240, model_type: 'gemma3_text', num_hidden_layers: 34,
+        rope_scaling: { factor: 8.0, rope_type: 'linear' }, sliding_window: 1024 },
+      torch_dtype: 'bfloat16', transformers_version: '4.50.0.dev0',
+      vision_config: { hidden_size: 1152, image_size: 896, intermediate_size: 4304, model_type: 'siglip_vision_model', num_attention_heads: 16, num_hidden_layers: 27, patch_size: 14 },
+    };
+    const c = parseDecoderConfig(released);
+    expect(c).toMatchObject({
+      family: 'gemma3', vocabSize: 262208, hidden: 2560, layers: 34, heads: 8, kvHeads: 4, headDim: 256, intermediate: 10240, rmsEps: 1e-6,
+      tieEmbeddings: true, qkvBias: false, oBias: false, qkNorm: true, normOffset: 1, sandwichNorms: true, mlpAct: 'gelu_tanh',
+      embedScale: Math.sqrt(2560), attnScale: 1 / 16, finalSoftcap: null, slidingWindow: 1024, maxPositions: 131072,
+      bosTokenId: 2, eosTokenIds: [1, 106], savedDtype: 'bfloat16',
+    });
+    // every sixth layer is global: 5, 11, 17, 23, 29
+    expect(c.windowLayers.map((w, i) => (w ? -1 : i)).filter((i) => i >= 0)).toEqual([5, 11, 17, 23, 29]);
+    expect([c.rope.theta, c.rope.scaling, c.ropeLocal!.theta, c.ropeLocal!.scaling]).toEqual([1e6, { factor: 8, rope_type: 'linear' }, 10000, null]);
+    // transformers 5 spells the rope per layer type, and may list layer_types
+    const t5 = parseDecoderConfig({ ...released, text_config: { ...released.text_config, rope_scaling: undefined,
+      rope_parameters: { full_attention: { rope_type: 'linear', factor: 8, rope_theta: 1e6 }, sliding_attention: { rope_type: 'default', rope_theta: 10000 } },
+      layer_types: Array.from({ length: 34 }, (_, i) => ((i + 1) % 6 ? 'sliding_attention' : 'full_attention')) } });
+    expect([t5.rope, t5.ropeLocal, t5.windowLayers]).toEqual([{ ...c.rope, scaling: { rope_type: 'linear', factor: 8, rope_theta: 1e6 } }, c.ropeLocal, c.windowLayers]);
+    expect([...ropeInvFreq(t5.rope)]).toEqual([...ropeInvFreq(c.rope)]);
+    expect(() => parseDecoderConfig({ ...released, text_config: { ...released.text_config, attn_logit_softcapping: 50 } })).toThrow(/attn_logit_softcapping/);
+    expect(() => parseDecoderConfig({ ...released, text_config: { ...released.text_config, layer_types: ['full_attention'] } })).toThrow(/layer_types must list 34/);
   });
 });

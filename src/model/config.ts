@@ -6,13 +6,13 @@
  * `model_type` switches. Both rope spellings are accepted: the older `rope_theta` + `rope_scaling` and
  * the newer `rope_parameters` (transformers ≥ 4.56 / 5.x).
  */
-import { InvalidModelConfig, UnknownModelType } from '../errors';
+import { InvalidModelConfig, UnknownModelType, UnsupportedFeature } from '../errors';
 import type { RopeConfig, RopeScaling } from '../kernels/rope';
 
-export const FAMILIES = ['llama', 'qwen2', 'qwen3', 'mistral'] as const;
+export const FAMILIES = ['llama', 'qwen2', 'qwen3', 'mistral', 'gemma3'] as const;
 export type Family = (typeof FAMILIES)[number];
 /** What the engine runs, for messages that refuse another model_type. */
-export const SUPPORTED_DECODERS = `${FAMILIES.join(', ')} decoders (Llama 3.x, Qwen2/2.5, Qwen3, Mistral)`;
+export const SUPPORTED_DECODERS = `${FAMILIES.join(', ')} decoders (Llama 3.x, Qwen2/2.5, Qwen3, Mistral, Gemma 3)`;
 /**
  * The decoder model_type inside an image-text checkpoint's `text_config` → its family. The wrapper's own
  * model_type (gemma3, qwen3_5) is the family too.
@@ -38,9 +38,26 @@ export interface DecoderConfig {
   qkvBias: boolean;
   oBias: boolean;
   mlpBias: boolean;
-  /** Qwen3's per-head RMSNorm on q and k before RoPE. */
+  /** Qwen3's and Gemma 3's per-head RMSNorm on q and k before RoPE. */
   qkNorm: boolean;
+  /** RMSNorm weights scale by (offset + w): 1 for Gemma (zero-centred weights), 0 elsewhere. */
+  normOffset: number;
+  /**
+   * Gemma's four norms per layer: post_attention_layernorm normalises the attention output before its residual
+   * add, pre_/post_feedforward_layernorm wrap the MLP. Otherwise post_attention_layernorm is the MLP's input norm.
+   */
+  sandwichNorms: boolean;
+  /** The MLP's gate activation: silu (SwiGLU) or gelu_tanh (Gemma's GeGLU). */
+  mlpAct: 'silu' | 'gelu_tanh';
+  /** embed(ids) multiplies the rows by this in the table's dtype (Gemma: √hidden), or null. */
+  embedScale: number | null;
+  /** The attention's softmax scale (Gemma: query_pre_attn_scalar^−½), or null for 1/√head_dim. */
+  attnScale: number | null;
+  /** Logits become cap·tanh(logits/cap) (final_logit_softcapping), or null. */
+  finalSoftcap: number | null;
   rope: RopeConfig;
+  /** The rotary embedding of the sliding-window layers when it differs from `rope` (Gemma 3's local base), or null. */
+  ropeLocal: RopeConfig | null;
   maxPositions: number;
   /** Sliding-window attention size, or null for full attention everywhere. */
   slidingWindow: number | null;
@@ -75,6 +92,8 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     throw new UnknownModelType(`${file}: model_type ${JSON.stringify(type)} is not supported; this engine runs ${SUPPORTED_DECODERS}`);
   }
   const family = type as Family;
+  // a released gemma-3 text_config leaves most sizes to Gemma3TextConfig's defaults
+  if (family === 'gemma3') c = { ...GEMMA3_DEFAULTS, ...c };
   const int = (key: string, fallback?: number): number => {
     const v = c[key] ?? fallback;
     if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) {
@@ -100,13 +119,20 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   // head_dim is explicit in Qwen3 (128 with hidden 2048 and 16 heads) and optional elsewhere
   const headDim = c.head_dim == null ? hidden / heads : int('head_dim');
   if (!Number.isInteger(headDim)) throw new InvalidModelConfig(`${file}: hidden_size ${hidden} is not divisible by ${heads} heads and no head_dim is given`);
-  const act = c.hidden_act ?? 'silu';
-  if (act !== 'silu') throw new InvalidModelConfig(`${file}: hidden_act '${String(act)}' is not supported (these families use silu)`);
+  const gemma = family === 'gemma3';
+  const act = gemma ? c.hidden_activation ?? c.hidden_act : c.hidden_act ?? 'silu';
+  const mlpAct = act === 'silu' ? 'silu' : act === 'gelu_pytorch_tanh' || act === 'gelu_tanh' ? 'gelu_tanh' : null;
+  if (!mlpAct || (gemma && mlpAct !== 'gelu_tanh')) {
+    throw new InvalidModelConfig(`${file}: hidden activation '${String(act)}' is not supported (${gemma ? 'Gemma 3 uses gelu_pytorch_tanh' : 'these families use silu'})`);
+  }
+  if (c.attn_logit_softcapping != null) {
+    throw new UnsupportedFeature(`${file}: attn_logit_softcapping (Gemma 2's soft-capped attention scores) is not supported; Gemma 3 has none`);
+  }
 
   const attentionBias = bool('attention_bias', false);
   // Qwen2 windows only when use_sliding_window says so, from max_window_layers on; Mistral whenever
   // sliding_window is set (null in v0.2 and later), on every layer
-  const useWindow = family === 'qwen2' ? bool('use_sliding_window', false) : family === 'mistral' && c.sliding_window != null;
+  const useWindow = family === 'qwen2' ? bool('use_sliding_window', false) : (family === 'mistral' || gemma) && c.sliding_window != null;
   const eos = c.eos_token_id;
   const eosTokenIds = Array.isArray(eos) ? eos.filter((x): x is number => typeof x === 'number') : typeof eos === 'number' ? [eos] : [];
   const layers = int('num_hidden_layers');
@@ -125,16 +151,61 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     qkvBias: family === 'qwen2' ? true : attentionBias,
     oBias: family === 'qwen2' ? false : attentionBias,
     mlpBias: bool('mlp_bias', false),
-    qkNorm: family === 'qwen3',
-    rope: parseRope(c, headDim, file),
+    qkNorm: family === 'qwen3' || gemma,
+    normOffset: gemma ? 1 : 0,
+    sandwichNorms: gemma,
+    mlpAct,
+    embedScale: gemma ? Math.sqrt(hidden) : null,
+    attnScale: gemma ? num('query_pre_attn_scalar', headDim) ** -0.5 : null,
+    finalSoftcap: c.final_logit_softcapping == null ? null : num('final_logit_softcapping', 0),
+    rope: parseRope(gemma ? ropeOf(c, 'full_attention') : c, headDim, file),
+    ropeLocal: gemma ? parseRope(ropeOf(c, 'sliding_attention'), headDim, file) : null,
     maxPositions: int('max_position_embeddings', 32768),
     slidingWindow: useWindow ? int('sliding_window') : null,
-    windowLayers: Array.from({ length: layers }, (_, l) =>
-      useWindow && l >= (family === 'qwen2' && typeof c.max_window_layers === 'number' ? c.max_window_layers : 0)),
+    windowLayers: gemma
+      ? gemmaSlidingLayers(c, layers, file).map((sliding) => useWindow && sliding)
+      : Array.from({ length: layers }, (_, l) => useWindow && l >= (family === 'qwen2' && typeof c.max_window_layers === 'number' ? c.max_window_layers : 0)),
     bosTokenId: typeof c.bos_token_id === 'number' ? c.bos_token_id : null,
     eosTokenIds,
     savedDtype: typeof (c.torch_dtype ?? c.dtype) === 'string' ? String(c.torch_dtype ?? c.dtype) : null,
   };
+}
+
+/** Gemma3TextConfig's defaults (transformers), for the fields a released text_config leaves out. */
+const GEMMA3_DEFAULTS: Json = {
+  vocab_size: 262208, hidden_size: 2304, intermediate_size: 9216, num_hidden_layers: 26, num_attention_heads: 8,
+  num_key_value_heads: 4, head_dim: 256, hidden_activation: 'gelu_pytorch_tanh', max_position_embeddings: 131072,
+  rms_norm_eps: 1e-6, rope_theta: 1000000, rope_local_base_freq: 10000, rope_scaling: null, query_pre_attn_scalar: 256,
+  sliding_window: 4096, sliding_window_pattern: 6, final_logit_softcapping: null, attn_logit_softcapping: null,
+  tie_word_embeddings: true, attention_bias: false, bos_token_id: 2, eos_token_id: 1,
+};
+
+/**
+ * Gemma 3's rope settings of one layer type as parseRope reads them: transformers 5's rope_parameters keyed by
+ * layer type, or the older rope_theta + rope_scaling (full attention) and rope_local_base_freq (sliding, unscaled).
+ */
+function ropeOf(c: Json, type: 'full_attention' | 'sliding_attention'): Json {
+  const p = c.rope_parameters as Record<string, unknown> | undefined;
+  if (p && typeof p === 'object' && type in p) return { rope_parameters: p[type] };
+  return type === 'full_attention'
+    ? { rope_theta: c.rope_theta, rope_scaling: c.rope_scaling }
+    : { rope_theta: c.rope_local_base_freq, rope_scaling: null };
+}
+
+/** Which Gemma 3 layers are sliding: layer_types, else every layer but each sliding_window_pattern-th. */
+function gemmaSlidingLayers(c: Json, layers: number, file: string): boolean[] {
+  const types = c.layer_types;
+  if (Array.isArray(types)) {
+    if (types.length !== layers || types.some((t) => t !== 'sliding_attention' && t !== 'full_attention')) {
+      throw new InvalidModelConfig(`${file}: layer_types must list ${layers} of 'sliding_attention' / 'full_attention'`);
+    }
+    return types.map((t) => t === 'sliding_attention');
+  }
+  const pattern = c.sliding_window_pattern;
+  if (typeof pattern !== 'number' || !Number.isInteger(pattern) || pattern < 1) {
+    throw new InvalidModelConfig(`${file}: sliding_window_pattern must be a positive integer, got ${JSON.stringify(pattern)}`);
+  }
+  return Array.from({ length: layers }, (_, i) => (i + 1) % pattern !== 0);
 }
 
 /**
@@ -147,7 +218,8 @@ function textConfig(c: Json, file: string): Json {
     if (c.model_type === 'gemma3' || c.model_type === 'qwen3_5') {
       throw new InvalidModelConfig(`${file}: a ${c.model_type} config holds its decoder under text_config, which is missing; re-download config.json`);
     }
-    return c;
+    // a text-only checkpoint of such a family (gemma-3-1b-it is gemma3_text)
+    return typeof c.model_type === 'string' && TEXT_MODEL_TYPES[c.model_type] ? { ...c, model_type: TEXT_MODEL_TYPES[c.model_type] } : c;
   }
   if (typeof inner !== 'object' || Array.isArray(inner)) throw new InvalidModelConfig(`${file}: text_config must be a JSON object`);
   const t = { ...(inner as Json) };

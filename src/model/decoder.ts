@@ -1,14 +1,16 @@
 /**
- * The decoder forward pass (Llama 3.x, Qwen2/2.5, Qwen3), written only with differentiable F ops so that a
- * recording Tape backpropagates from the hidden states to `inputsEmbeds` through the frozen weights.
- * Family differences come from DecoderConfig (biases, per-head q/k RMSNorm before RoPE, rope scaling,
- * Qwen2's sliding window), not from model_type switches.
+ * The decoder forward pass (Llama 3.x, Qwen2/2.5, Qwen3, Mistral, Gemma 3), written only with differentiable F
+ * ops so that a recording Tape backpropagates from the hidden states to `inputsEmbeds` through the frozen weights.
+ * Family differences come from DecoderConfig (biases, per-head q/k RMSNorm before RoPE, rope scaling, sliding
+ * windows per layer with their own rope, Gemma's (1 + w) norms, sandwich norms, GeGLU, scaled embeddings,
+ * attention scale and logit soft-capping), not from model_type switches.
  *
  * A KV cache holds per layer k and v [maxLen, Hkv, D] and a length; attention reads the first
  * `length + T` rows, so feeding a sequence chunk by chunk computes what feeding it whole does.
  */
 import { F, checkpoint, currentTape } from '../autograd';
 import { InvalidArgument, ShapeMismatch } from '../errors';
+import { roundBf16, roundF16 } from '../formats/dtype';
 import { ropeInvFreq } from '../kernels/rope';
 import { tidy } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
@@ -61,23 +63,40 @@ export interface ForwardOutput {
 export class Decoder {
   /** RoPE inverse frequencies, uploaded once (rope would upload a Float32Array on every call). */
   private readonly invFreq: Tensor;
+  /** The sliding-window layers' own frequencies (Gemma 3's local base), or the same tensor. */
+  private readonly invFreqLocal: Tensor;
 
   constructor(
     readonly config: DecoderConfig,
     readonly weights: DecoderWeights,
   ) {
-    const inv = ropeInvFreq(config.rope);
-    this.invFreq = weights.backend.fromValues(inv, [inv.length]);
+    const upload = (r: DecoderConfig['rope']) => {
+      const inv = ropeInvFreq(r);
+      return weights.backend.fromValues(inv, [inv.length]);
+    };
+    this.invFreq = upload(config.rope);
+    this.invFreqLocal = config.ropeLocal ? upload(config.ropeLocal) : this.invFreq;
   }
 
   get backend() {
     return this.weights.backend;
   }
 
-  /** Exactly the rows of the input embedding table at i32 `ids` [T]: [T, hidden] f32. */
+  /**
+   * The model's input embeddings of i32 `ids` [T]: [T, hidden] f32. Exactly the table's rows, or for Gemma the
+   * rows times √hidden computed in the table's dtype, as Gemma3TextScaledWordEmbedding does (the scale rounded to
+   * that dtype, the product rounded again): upstream's "input embeddings" are the scaled rows.
+   */
   embed(ids: Tensor): Tensor {
     if (ids.dtype !== 'i32') throw new InvalidArgument(`embed: token ids must be i32, got ${ids.dtype}`);
-    return F.embedding(ids, this.weights.embed);
+    const s = this.config.embedScale;
+    if (s === null) return F.embedding(ids, this.weights.embed);
+    const dt = this.weights.embed.dtype;
+    return tidy(() => {
+      const rows = F.embedding(ids, this.weights.embed);
+      if (dt !== 'bf16' && dt !== 'f16') return F.scale(rows, Math.fround(s));
+      return F.cast(F.cast(F.scale(rows, dt === 'bf16' ? roundBf16(s) : roundF16(s)), dt), 'f32');
+    });
   }
 
   /** A cache for up to `maxLen` positions (all layers; f32 k and v). */
@@ -123,13 +142,14 @@ export class Decoder {
         // off the tape nothing reads the previous layer's output again
         if (!tape && prev !== x0) prev.dispose();
       }
-      const hidden = F.rmsNorm(x, this.weights.norm, c.rmsEps);
+      const hidden = F.rmsNorm(x, this.weights.norm, c.rmsEps, { offset: c.normOffset });
       let logits: Tensor | undefined;
       let sel: Tensor | null = null;
       if (rows) {
         // the selected rows are gathered with embedding (differentiable w.r.t. its table, here hidden)
         sel = rows.length === T && rows.every((r, i) => r === i) ? null : this.backend.fromValues(rows, [rows.length], 'i32');
         logits = F.linear(sel ? F.embedding(sel, hidden) : hidden, this.weights.lmHead);
+        if (c.finalSoftcap !== null) logits = F.scale(F.tanh(F.scale(logits, 1 / c.finalSoftcap)), c.finalSoftcap);
       }
       // rope's and embedding's backward rules read these after the forward: hand them to the tape so that
       // tidy leaves them alive (record disposes them at once when nothing requires grad)
@@ -159,33 +179,44 @@ export class Decoder {
     const eps = c.rmsEps;
     const heads = (t: Tensor, n: number) => F.reshape(t, [T, n, D]);
 
-    const h = F.rmsNorm(x, w.inputNorm, eps);
+    const norm = (t: Tensor, weight: Tensor) => F.rmsNorm(t, weight, eps, { offset: c.normOffset });
+
+    const h = norm(x, w.inputNorm);
     let q = heads(F.linear(h, w.q, w.qBias ?? undefined), c.heads);
     let k = heads(F.linear(h, w.k, w.kBias ?? undefined), c.kvHeads);
     const v = heads(F.linear(h, w.v, w.vBias ?? undefined), c.kvHeads);
-    // Qwen3 normalises each head before rotating it
-    if (w.qNorm) q = F.rmsNorm(q, w.qNorm, eps);
-    if (w.kNorm) k = F.rmsNorm(k, w.kNorm, eps);
-    q = F.rope(q, pos, this.invFreq);
-    k = F.rope(k, pos, this.invFreq);
-
+    // Qwen3 and Gemma 3 normalise each head before rotating it
+    if (w.qNorm) q = norm(q, w.qNorm);
+    if (w.kNorm) k = norm(k, w.kNorm);
     const window = layerWindow(c, l) ?? undefined;
+    const inv = window !== undefined ? this.invFreqLocal : this.invFreq;
+    q = F.rope(q, pos, inv);
+    k = F.rope(k, pos, inv);
+
+    const scale = c.attnScale ?? undefined;
     let o: Tensor;
     if (cache) {
       F.kvAppend(cache.k[l], k, past);
       F.kvAppend(cache.v[l], v, past);
-      o = F.attention(q, cache.k[l], cache.v[l], { kvLen: past + T, window });
+      o = F.attention(q, cache.k[l], cache.v[l], { kvLen: past + T, window, scale });
     } else {
-      o = F.attention(q, k, v, { window });
+      o = F.attention(q, k, v, { window, scale });
     }
-    const x1 = F.add(x, F.linear(F.reshape(o, [T, c.heads * D]), w.o, w.oBias ?? undefined));
-    const h2 = F.rmsNorm(x1, w.postNorm, eps);
-    const act = F.swiglu(F.linear(h2, w.gate, w.gateBias ?? undefined), F.linear(h2, w.up, w.upBias ?? undefined));
-    return F.add(x1, F.linear(act, w.down, w.downBias ?? undefined));
+    let attn = F.linear(F.reshape(o, [T, c.heads * D]), w.o, w.oBias ?? undefined);
+    // Gemma's sandwich: the attention output is normalised before its residual add, the MLP wrapped in two norms
+    if (c.sandwichNorms) attn = norm(attn, w.postNorm);
+    const x1 = F.add(x, attn);
+    const h2 = norm(x1, c.sandwichNorms ? w.preFfnNorm! : w.postNorm);
+    const gate = F.linear(h2, w.gate, w.gateBias ?? undefined);
+    const up = F.linear(h2, w.up, w.upBias ?? undefined);
+    let mlp = F.linear(c.mlpAct === 'silu' ? F.swiglu(gate, up) : F.geglu(gate, up), w.down, w.downBias ?? undefined);
+    if (c.sandwichNorms) mlp = norm(mlp, w.postFfnNorm!);
+    return F.add(x1, mlp);
   }
 
   dispose() {
     this.invFreq.dispose();
+    if (this.invFreqLocal !== this.invFreq) this.invFreqLocal.dispose();
     this.weights.dispose();
   }
 }

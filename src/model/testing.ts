@@ -1,9 +1,10 @@
 /**
  * Test support for the decoder: tiny configs of each family, deterministic random bf16 checkpoints built
  * in memory with writeSafetensors, and an independent plain-JS f64 forward (no kernels, no F ops) written
- * from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3 to check the engine against.
+ * from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3 / modeling_mistral / modeling_gemma3 to
+ * check the engine against.
  */
-import { bf16BitsToF32, f32ToBf16Bits } from '../formats/dtype';
+import { bf16BitsToF32, f32ToBf16Bits, roundBf16, roundF16 } from '../formats/dtype';
 import { ropeInvFreq } from '../kernels/rope';
 import type { GgufKv } from '../formats/gguf-writer';
 import { SafetensorsFile, type StTensor, writeSafetensors } from '../formats/safetensors';
@@ -25,6 +26,12 @@ export function tinyConfigJson(family: Family, over: Record<string, unknown> = {
     qwen3: { rope_theta: 1000000, head_dim: 16 },
     // the sliding window on every layer, narrower than the test sequences (BioMistral-7B: 4096)
     mistral: { rope_theta: 10000, sliding_window: 3 },
+    // a text-only Gemma 3 (gemma3_text): head_dim and query_pre_attn_scalar apart, local and global layers
+    // (pattern 2: layer 0 sliding, layer 1 full) with a window narrower than the test sequences and different
+    // rope bases, the global one scaled; tied embeddings scaled by √hidden
+    gemma3: { model_type: 'gemma3_text', head_dim: 16, query_pre_attn_scalar: 12, sliding_window: 3, sliding_window_pattern: 2,
+      rope_theta: 1000000, rope_local_base_freq: 10000, rope_scaling: { rope_type: 'linear', factor: 8 }, tie_word_embeddings: true,
+      hidden_activation: 'gelu_pytorch_tanh', final_logit_softcapping: null },
   };
   return { ...base, ...fam[family], ...over };
 }
@@ -62,16 +69,20 @@ export function tinyCheckpoint(tensors: Map<string, { shape: number[]; values: F
 
 type W = Map<string, { values: Float64Array }>;
 
-function rmsNorm(x: Float64Array, rows: number, cols: number, w: Float64Array, eps: number): Float64Array {
+/** x·rsqrt(mean(x²) + eps)·(offset + w) per row (offset 1: Gemma's zero-centred weights). */
+function rmsNorm(x: Float64Array, rows: number, cols: number, w: Float64Array, eps: number, offset = 0): Float64Array {
   const y = new Float64Array(rows * cols);
   for (let r = 0; r < rows; r++) {
     let ss = 0;
     for (let j = 0; j < cols; j++) ss += x[r * cols + j] ** 2;
     const inv = 1 / Math.sqrt(ss / cols + eps);
-    for (let j = 0; j < cols; j++) y[r * cols + j] = x[r * cols + j] * inv * w[j];
+    for (let j = 0; j < cols; j++) y[r * cols + j] = x[r * cols + j] * inv * (offset + w[j]);
   }
   return y;
 }
+
+/** PyTorch's gelu(approximate='tanh'). */
+const geluTanh = (z: number) => 0.5 * z * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (z + 0.044715 * z ** 3)));
 
 /** x [rows, in] · wᵀ (w [out, in]) + b */
 function linear(x: Float64Array, rows: number, w: Float64Array, out: number, b?: Float64Array): Float64Array {
@@ -111,23 +122,28 @@ export function referenceForward(c: DecoderConfig, w: W, x0: Float64Array, posit
   const { hidden: d, heads: Hq, kvHeads: Hkv, headDim: D, intermediate: I, rmsEps: eps } = c;
   const T = x0.length / d;
   const pos = positions ?? Array.from({ length: T }, (_, t) => t);
-  const inv = ropeInvFreq(c.rope);
+  const invGlobal = ropeInvFreq(c.rope);
+  const invLocal = c.ropeLocal ? ropeInvFreq(c.ropeLocal) : invGlobal;
   const g = (n: string) => w.get(n)?.values;
+  const off = c.normOffset;
   let x = Float64Array.from(x0);
   for (let l = 0; l < c.layers; l++) {
     const p = `model.layers.${l}.`;
     const a = `${p}self_attn.`;
-    const h = rmsNorm(x, T, d, g(`${p}input_layernorm.weight`)!, eps);
+    const h = rmsNorm(x, T, d, g(`${p}input_layernorm.weight`)!, eps, off);
     let q = linear(h, T, g(`${a}q_proj.weight`)!, Hq * D, g(`${a}q_proj.bias`));
     let k = linear(h, T, g(`${a}k_proj.weight`)!, Hkv * D, g(`${a}k_proj.bias`));
     const v = linear(h, T, g(`${a}v_proj.weight`)!, Hkv * D, g(`${a}v_proj.bias`));
     if (c.qkNorm) {
-      q = rmsNorm(q, T * Hq, D, g(`${a}q_norm.weight`)!, eps);
-      k = rmsNorm(k, T * Hkv, D, g(`${a}k_norm.weight`)!, eps);
+      q = rmsNorm(q, T * Hq, D, g(`${a}q_norm.weight`)!, eps, off);
+      k = rmsNorm(k, T * Hkv, D, g(`${a}k_norm.weight`)!, eps, off);
     }
+    const window = layerWindow(c, l) ?? Infinity;
+    // Gemma 3's sliding layers rotate with their own (local) base
+    const inv = window !== Infinity ? invLocal : invGlobal;
     rope(q, T, Hq, D, pos, inv);
     rope(k, T, Hkv, D, pos, inv);
-    const window = layerWindow(c, l) ?? Infinity;
+    const scale = c.attnScale ?? 1 / Math.sqrt(D);
     const o = new Float64Array(T * Hq * D);
     const rep = Hq / Hkv;
     for (let t = 0; t < T; t++) {
@@ -137,7 +153,7 @@ export function referenceForward(c: DecoderConfig, w: W, x0: Float64Array, posit
         const sc = js.map((j) => {
           let s = 0;
           for (let i = 0; i < D; i++) s += q[(t * Hq + hq) * D + i] * k[(j * Hkv + hk) * D + i];
-          return s / Math.sqrt(D);
+          return s * scale;
         });
         const m = Math.max(...sc);
         const e = sc.map((s) => Math.exp(s - m));
@@ -147,26 +163,38 @@ export function referenceForward(c: DecoderConfig, w: W, x0: Float64Array, posit
         });
       }
     }
-    const att = linear(o, T, g(`${a}o_proj.weight`)!, d, g(`${a}o_proj.bias`));
+    let att = linear(o, T, g(`${a}o_proj.weight`)!, d, g(`${a}o_proj.bias`));
+    // Gemma: post_attention_layernorm on the attention output, pre/post_feedforward_layernorm around the MLP
+    if (c.sandwichNorms) att = rmsNorm(att, T, d, g(`${p}post_attention_layernorm.weight`)!, eps, off);
     for (let i = 0; i < x.length; i++) x[i] += att[i];
-    const h2 = rmsNorm(x, T, d, g(`${p}post_attention_layernorm.weight`)!, eps);
+    const h2 = rmsNorm(x, T, d, g(c.sandwichNorms ? `${p}pre_feedforward_layernorm.weight` : `${p}post_attention_layernorm.weight`)!, eps, off);
     const gate = linear(h2, T, g(`${p}mlp.gate_proj.weight`)!, I);
     const up = linear(h2, T, g(`${p}mlp.up_proj.weight`)!, I);
-    const act = gate.map((z, i) => (z / (1 + Math.exp(-z))) * up[i]);
-    const mlp = linear(act, T, g(`${p}mlp.down_proj.weight`)!, d);
+    const act = gate.map((z, i) => (c.mlpAct === 'silu' ? z / (1 + Math.exp(-z)) : geluTanh(z)) * up[i]);
+    let mlp = linear(act, T, g(`${p}mlp.down_proj.weight`)!, d);
+    if (c.sandwichNorms) mlp = rmsNorm(mlp, T, d, g(`${p}post_feedforward_layernorm.weight`)!, eps, off);
     x = x.map((z, i) => z + mlp[i]);
   }
-  const hidden = rmsNorm(x, T, d, g('model.norm.weight')!, eps);
+  const hidden = rmsNorm(x, T, d, g('model.norm.weight')!, eps, off);
   const head = c.tieEmbeddings ? g('model.embed_tokens.weight')! : g('lm_head.weight')!;
-  return { hidden, logits: linear(hidden, T, head, c.vocabSize) };
+  let logits = linear(hidden, T, head, c.vocabSize);
+  const cap = c.finalSoftcap;
+  if (cap !== null) logits = logits.map((z) => cap * Math.tanh(z / cap));
+  return { hidden, logits };
 }
 
-/** Rows `ids` of the embedding table, f64. */
-export function referenceEmbed(c: DecoderConfig, w: W, ids: number[]): Float64Array {
+/**
+ * Rows `ids` of the embedding table, f64; with an embedScale (Gemma) times the scale, both rounded to `dtype`
+ * (the table's: bf16 for the tiny checkpoints) as the reference computes it in the weights' dtype.
+ */
+export function referenceEmbed(c: DecoderConfig, w: W, ids: number[], dtype: 'bf16' | 'f16' | 'f32' = 'bf16'): Float64Array {
   const e = w.get('model.embed_tokens.weight')!.values;
   const out = new Float64Array(ids.length * c.hidden);
   ids.forEach((id, t) => out.set(e.subarray(id * c.hidden, (id + 1) * c.hidden), t * c.hidden));
-  return out;
+  if (c.embedScale === null) return out;
+  const round = dtype === 'bf16' ? roundBf16 : dtype === 'f16' ? roundF16 : Math.fround;
+  const s = round(c.embedScale);
+  return out.map((v) => round(v * s));
 }
 
 /** max |a − b| / max |b|: the error measure the tests quote (robust to entries that cancel to ~0). */

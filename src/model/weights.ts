@@ -49,7 +49,11 @@ export interface LayerWeights {
   oBias: Tensor | null;
   qNorm: Tensor | null;
   kNorm: Tensor | null;
+  /** post_attention_layernorm: the MLP's input norm, or with sandwich norms (Gemma) the attention output's. */
   postNorm: Tensor;
+  /** Gemma's pre_feedforward_layernorm and post_feedforward_layernorm (sandwich norms), else null. */
+  preFfnNorm: Tensor | null;
+  postFfnNorm: Tensor | null;
   gate: Tensor;
   up: Tensor;
   down: Tensor;
@@ -104,8 +108,11 @@ export function weightSpecs(c: DecoderConfig): Spec[] {
     if (c.qkNorm) {
       specs.push({ name: `${a}q_norm.weight`, shape: [D], kind: 'norm' }, { name: `${a}k_norm.weight`, shape: [D], kind: 'norm' });
     }
+    specs.push({ name: `${p}post_attention_layernorm.weight`, shape: [d], kind: 'norm' });
+    if (c.sandwichNorms) {
+      specs.push({ name: `${p}pre_feedforward_layernorm.weight`, shape: [d], kind: 'norm' }, { name: `${p}post_feedforward_layernorm.weight`, shape: [d], kind: 'norm' });
+    }
     specs.push(
-      { name: `${p}post_attention_layernorm.weight`, shape: [d], kind: 'norm' },
       { name: `${p}mlp.gate_proj.weight`, shape: [I, d], kind: 'proj' },
       { name: `${p}mlp.up_proj.weight`, shape: [I, d], kind: 'proj' },
       { name: `${p}mlp.down_proj.weight`, shape: [d, I], kind: 'proj' },
@@ -164,6 +171,7 @@ export function layerWeights(config: DecoderConfig, w: (name: string) => Tensor,
       qBias: opt(`${a}q_proj.bias`), kBias: opt(`${a}k_proj.bias`), vBias: opt(`${a}v_proj.bias`), oBias: opt(`${a}o_proj.bias`),
       qNorm: opt(`${a}q_norm.weight`), kNorm: opt(`${a}k_norm.weight`),
       postNorm: w(`${p}post_attention_layernorm.weight`),
+      preFfnNorm: opt(`${p}pre_feedforward_layernorm.weight`), postFfnNorm: opt(`${p}post_feedforward_layernorm.weight`),
       gate: w(`${p}mlp.gate_proj.weight`), up: w(`${p}mlp.up_proj.weight`), down: w(`${p}mlp.down_proj.weight`),
       gateBias: opt(`${p}mlp.gate_proj.bias`), upBias: opt(`${p}mlp.up_proj.bias`), downBias: opt(`${p}mlp.down_proj.bias`),
     };
