@@ -7,7 +7,8 @@
  * particular to its family: Qwen3's explicit head_dim (deliberately ≠ hidden/heads) and q/k RMSNorm, Llama 3's
  * rope scaling (original_max_position_embeddings small enough that all three frequency bands of the llama3
  * rule occur at head_dim 16), an untied lm_head, an eos list and a separate chat_template.jinja, Qwen2's q/k/v
- * biases, and Mistral's sliding window on every layer. Widths differ between families so that a shape mix-up cannot pass by accident.
+ * biases, Mistral's sliding window on every layer, and Gemma 3's released image-text layout with its sliding and
+ * global layers, sandwich norms, GeGLU and scaled embeddings. Widths differ between families so that a shape mix-up cannot pass by accident.
  *
  * Everything is a pure function of the specs below: the same bytes on every run and platform, which
  * test/tiny-models.test.ts checks against the committed folders.
@@ -25,7 +26,7 @@ export const TINY_MERGES = 200;
 
 export interface TinySpec {
   name: string;
-  family: 'qwen3' | 'llama' | 'qwen2' | 'mistral';
+  family: 'qwen3' | 'llama' | 'qwen2' | 'mistral' | 'gemma3';
   seed: number;
   hidden: number;
   layers: number;
@@ -45,9 +46,28 @@ export const TINY_SPECS: readonly TinySpec[] = [
   // Mistral 7B's shape: 4 query heads per kv head, head_dim = hidden / heads (no head_dim key), untied, and a
   // sliding window (4) shorter than the golden's 7 tokens, so that the window changes the outputs
   { name: 'mistral-tiny', family: 'mistral', seed: 4, hidden: 40, layers: 2, heads: 4, kvHeads: 1, headDim: 10, intermediate: 96, tie: false, separateTemplate: false },
+  // gemma-3-4b-it's layout: an image-text checkpoint (model_type gemma3, the decoder under text_config and under
+  // language_model.model.*, a small vision tower and projector beside it that the engine must never read).
+  // head_dim ≠ hidden/heads and query_pre_attn_scalar ≠ head_dim (as 256 vs 2560/8 = 320 on the 4B), three layers
+  // with sliding_window_pattern 2 (sliding, full, sliding) so both rope bases and the window (4 < the golden's
+  // 7 tokens) act, the global rope linearly scaled by 8, tied embeddings scaled by √hidden, zero-centred norms.
+  { name: 'gemma3-tiny', family: 'gemma3', seed: 5, hidden: 64, layers: 3, heads: 4, kvHeads: 2, headDim: 24, intermediate: 128, tie: true, separateTemplate: false },
 ];
 /** mistral-tiny's sliding_window (BioMistral-7B: 4096). */
 export const TINY_MISTRAL_WINDOW = 4;
+/** gemma3-tiny's text_config values that the released gemma-3-4b-it sets or inherits differently (4B: 1024, 256, 6). */
+export const TINY_GEMMA3 = { slidingWindow: 4, queryPreAttnScalar: 20, pattern: 2 } as const;
+/** The image-text checkpoint's prefix of the decoder (gemma-3-4b-it as released). */
+const GEMMA3_PREFIX = 'language_model.';
+/** Vision tower and projector tensors of gemma3-tiny: stand-ins, never read by the engine. */
+export const GEMMA3_VISION_TENSORS: readonly [string, number[]][] = [
+  ['vision_tower.vision_model.embeddings.patch_embedding.weight', [8, 3, 2, 2]],
+  ['vision_tower.vision_model.embeddings.position_embedding.weight', [16, 8]],
+  ['vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight', [8, 8]],
+  ['vision_tower.vision_model.post_layernorm.weight', [8]],
+  ['multi_modal_projector.mm_input_projection_weight', [8, 64]],
+  ['multi_modal_projector.mm_soft_emb_norm.weight', [8]],
+];
 
 const MAX_POSITIONS = 512;
 const TRANSFORMERS_VERSION = '4.51.0';
@@ -106,6 +126,21 @@ export function buildConfig(spec: TinySpec, vocab: number, ids: ReturnType<typeo
       rope_scaling: { factor: 8.0, high_freq_factor: 4.0, low_freq_factor: 1.0, original_max_position_embeddings: 64, rope_type: 'llama3' },
       rope_theta: 500000.0,
     };
+  } else if (spec.family === 'gemma3') {
+    // the wrapper as gemma-3-4b-it ships it: text_config lists only what differs from Gemma3TextConfig's defaults
+    // (the tiny sizes, the window, the rope), ids and dtype live at the top
+    const text = sortKeys({
+      hidden_size: spec.hidden, intermediate_size: spec.intermediate, model_type: 'gemma3_text', num_attention_heads: spec.heads,
+      num_hidden_layers: spec.layers, num_key_value_heads: spec.kvHeads, head_dim: spec.headDim, max_position_embeddings: MAX_POSITIONS,
+      query_pre_attn_scalar: TINY_GEMMA3.queryPreAttnScalar, rope_scaling: { factor: 8.0, rope_type: 'linear' },
+      sliding_window: TINY_GEMMA3.slidingWindow, sliding_window_pattern: TINY_GEMMA3.pattern, vocab_size: vocab,
+    });
+    return sortKeys({
+      architectures: ['Gemma3ForConditionalGeneration'], bos_token_id: ids.endOfText, eos_token_id: [ids.imEnd, ids.endOfText],
+      image_token_index: vocab - 1, initializer_range: 0.02, mm_tokens_per_image: 4, model_type: 'gemma3', text_config: text,
+      torch_dtype: 'bfloat16', transformers_version: '4.50.0',
+      vision_config: { hidden_size: 8, image_size: 8, intermediate_size: 16, model_type: 'siglip_vision_model', num_attention_heads: 2, num_hidden_layers: 1, patch_size: 2 },
+    });
   } else if (spec.family === 'mistral') {
     config = {
       ...common, architectures: ['MistralForCausalLM'], eos_token_id: ids.imEnd, rms_norm_eps: 1e-5, rope_theta: 10000.0,
@@ -149,19 +184,24 @@ export function tensorShapes(spec: TinySpec, vocab: number): [string, number[]][
       out.push([`${p}.self_attn.k_proj.bias`, [kvHeads * hd]]);
       out.push([`${p}.self_attn.v_proj.bias`, [kvHeads * hd]]);
     }
-    if (spec.family === 'qwen3') {
+    if (spec.family === 'qwen3' || spec.family === 'gemma3') {
       out.push([`${p}.self_attn.q_norm.weight`, [hd]]);
       out.push([`${p}.self_attn.k_norm.weight`, [hd]]);
     }
     out.push([`${p}.self_attn.o_proj.weight`, [d, heads * hd]]);
     out.push([`${p}.post_attention_layernorm.weight`, [d]]);
+    if (spec.family === 'gemma3') {
+      out.push([`${p}.pre_feedforward_layernorm.weight`, [d]]);
+      out.push([`${p}.post_feedforward_layernorm.weight`, [d]]);
+    }
     out.push([`${p}.mlp.gate_proj.weight`, [ff, d]]);
     out.push([`${p}.mlp.up_proj.weight`, [ff, d]]);
     out.push([`${p}.mlp.down_proj.weight`, [d, ff]]);
   }
   out.push(['model.norm.weight', [d]]);
   if (!spec.tie) out.push(['lm_head.weight', [vocab, d]]);
-  return out;
+  if (spec.family !== 'gemma3') return out;
+  return [...out.map(([n, sh]): [string, number[]] => [GEMMA3_PREFIX + n, sh]), ...GEMMA3_VISION_TENSORS];
 }
 
 /**
@@ -171,16 +211,17 @@ export function tensorShapes(spec: TinySpec, vocab: number): [string, number[]][
  * then spread over a few units, so greedy decoding is not a tie-break); norm weights 1 ± 0.1 and
  * biases std 0.1, so a missing norm weight or bias shows up too.
  */
-function values(rng: Rng, name: string, shape: number[]): Float32Array {
+function values(rng: Rng, name: string, shape: number[], family: TinySpec['family']): Float32Array {
   const n = shape.reduce((a, b) => a * b, 1);
   if (name.endsWith('norm.weight')) {
+    // Gemma's norms scale by (1 + w): zero-centred weights
     const v = rng.normals(n, 0.1);
-    for (let i = 0; i < n; i++) v[i] = v[i]! + 1;
+    if (family !== 'gemma3') for (let i = 0; i < n; i++) v[i] = v[i]! + 1;
     return v;
   }
   if (name.endsWith('.bias')) return rng.normals(n, 0.1);
-  if (name === 'model.embed_tokens.weight') return rng.normals(n, 1);
-  return rng.normals(n, 1 / Math.sqrt(shape[1]!));
+  if (name.endsWith('model.embed_tokens.weight')) return rng.normals(n, 1);
+  return rng.normals(n, 1 / Math.sqrt(shape[shape.length - 1]!));
 }
 
 function toBf16(v: Float32Array): Uint8Array {
@@ -203,7 +244,7 @@ export function buildTinyModel(spec: TinySpec): Map<string, Uint8Array> {
   const vocab = vocabSize(tok.tokenizerJson);
   const rng = new Rng(spec.seed);
   const tensors: [string, StTensor][] = tensorShapes(spec, vocab).map(([name, shape]) => [
-    name, { dtype: 'BF16', shape, bytes: toBf16(values(rng, name, shape)) },
+    name, { dtype: 'BF16', shape, bytes: toBf16(values(rng, name, shape, spec.family)) },
   ]);
 
   const tokenizerConfig: Record<string, unknown> = { ...tok.tokenizerConfig };

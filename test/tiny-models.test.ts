@@ -13,10 +13,10 @@ import { SafetensorsFile } from '../src/formats/safetensors.ts';
 import { ropeInvFreq } from '../src/kernels/rope/index.ts';
 import { type DecoderConfig, parseDecoderConfig } from '../src/model/config.ts';
 import { loadTokenizerFromDir } from '../src/tokenizer/index.ts';
-import { writeTinyModels } from '../models/generate.ts';
+import { GEMMA3_VISION_TENSORS, writeTinyModels } from '../models/generate.ts';
 
 const ROOT = resolve(import.meta.dirname, '../models/tiny');
-const NAMES = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny', 'mistral-tiny'] as const;
+const NAMES = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny', 'mistral-tiny', 'gemma3-tiny'] as const;
 
 // What each folder is meant to be (the issue's brief), written out rather than read from the generator.
 const INTENDED: Record<(typeof NAMES)[number], Partial<DecoderConfig>> = {
@@ -24,8 +24,10 @@ const INTENDED: Record<(typeof NAMES)[number], Partial<DecoderConfig>> = {
   'llama-tiny': { family: 'llama', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 160, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: false, rmsEps: 1e-5, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458, 456] },
   'qwen2-tiny': { family: 'qwen2', hidden: 32, layers: 2, heads: 4, kvHeads: 2, headDim: 8, intermediate: 88, tieEmbeddings: true, qkvBias: true, oBias: false, qkNorm: false, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458] },
   'mistral-tiny': { family: 'mistral', hidden: 40, layers: 2, heads: 4, kvHeads: 1, headDim: 10, intermediate: 96, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: false, rmsEps: 1e-5, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458], slidingWindow: 4, windowLayers: [true, true] },
+  // the rest from Gemma3TextConfig's defaults: eps 1e-6, tied, local base 1e4, global 1e6 scaled linearly by 8
+  'gemma3-tiny': { family: 'gemma3', hidden: 64, layers: 3, heads: 4, kvHeads: 2, headDim: 24, intermediate: 128, tieEmbeddings: true, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458, 456], slidingWindow: 4, windowLayers: [true, false, true], normOffset: 1, sandwichNorms: true, mlpAct: 'gelu_tanh', embedScale: 8, attnScale: 20 ** -0.5 },
 };
-const THETA = { 'qwen3-tiny': 1e6, 'llama-tiny': 5e5, 'qwen2-tiny': 1e4, 'mistral-tiny': 1e4 };
+const THETA = { 'qwen3-tiny': 1e6, 'llama-tiny': 5e5, 'qwen2-tiny': 1e4, 'mistral-tiny': 1e4, 'gemma3-tiny': 1e6 };
 
 async function config(name: string): Promise<DecoderConfig> {
   return parseDecoderConfig(await readFile(join(ROOT, name, 'config.json'), 'utf8'), `${name}/config.json`);
@@ -60,8 +62,14 @@ function expectedShapes(c: DecoderConfig): Map<string, number[]> {
     m.set(`${p}.mlp.down_proj.weight`, [c.hidden, c.intermediate]);
     m.set(`${p}.input_layernorm.weight`, [c.hidden]);
     m.set(`${p}.post_attention_layernorm.weight`, [c.hidden]);
+    if (c.sandwichNorms) {
+      m.set(`${p}.pre_feedforward_layernorm.weight`, [c.hidden]);
+      m.set(`${p}.post_feedforward_layernorm.weight`, [c.hidden]);
+    }
   }
-  return m;
+  if (c.family !== 'gemma3') return m;
+  // gemma-3-4b-it's layout: the decoder under language_model.*, a vision tower and projector beside it
+  return new Map([...[...m].map(([n, sh]): [string, number[]] => [`language_model.${n}`, sh]), ...GEMMA3_VISION_TENSORS]);
 }
 
 function bf16Values(bytes: Uint8Array): Float64Array {
@@ -112,8 +120,8 @@ describe.each(NAMES)('tiny model %s', (name) => {
     expect(c).toMatchObject(INTENDED[name]);
     expect(c.vocabSize).toBe(461); // 256 bytes + 200 merges + 5 added tokens
     expect(c.rope.theta).toBe(THETA[name]);
-    // only Mistral windows (every layer); the others attend to the whole prefix
-    if (name !== 'mistral-tiny') expect([c.slidingWindow, c.windowLayers]).toEqual([null, [false, false]]);
+    // only Mistral (every layer) and Gemma 3 (its sliding layers) window; the others attend to the whole prefix
+    if (name !== 'mistral-tiny' && name !== 'gemma3-tiny') expect([c.slidingWindow, c.windowLayers]).toEqual([null, [false, false]]);
     const gen = JSON.parse(await readFile(join(dir, 'generation_config.json'), 'utf8')) as Record<string, unknown>;
     expect(gen).toMatchObject({ do_sample: true, temperature: 0.6, top_p: 0.95, top_k: 20, eos_token_id: [458, 456] });
   });
@@ -130,22 +138,24 @@ describe.each(NAMES)('tiny model %s', (name) => {
     }
   });
 
-  it('weights have the documented scales: norms 1 ± 0.1, linear 1/√fan_in, embeddings 1, biases 0.1', async () => {
+  it('weights have the documented scales: norms 1 ± 0.1 (Gemma 0 ± 0.1), linear 1/√fan_in, embeddings 1, biases 0.1', async () => {
     const c = await config(name);
     const st = await SafetensorsFile.fromBytes(new Uint8Array(await readFile(join(dir, 'model.safetensors'))));
     for (const [tensor, shape] of expectedShapes(c)) {
       const v = bf16Values((await st.read(tensor)).bytes);
       expect(v.every(Number.isFinite), tensor).toBe(true);
       // Norm and bias vectors have 8-64 values, so their sample std is loose (±50%); matrices are tight.
+      if (GEMMA3_VISION_TENSORS.some(([n]) => n === tensor)) continue; // stand-ins the engine never reads
       if (tensor.endsWith('norm.weight')) {
-        expect(Math.abs(mean(v) - 1), tensor).toBeLessThan(0.1);
+        // Gemma's norms scale by (1 + w): zero-centred
+        expect(Math.abs(mean(v) - (c.normOffset ? 0 : 1)), tensor).toBeLessThan(0.1);
         expect(std(v), tensor).toBeGreaterThan(0.05);
         expect(std(v), tensor).toBeLessThan(0.15);
       } else if (tensor.endsWith('.bias')) {
         expect(std(v), tensor).toBeGreaterThan(0.05);
         expect(std(v), tensor).toBeLessThan(0.15);
       } else {
-        const target = tensor === 'model.embed_tokens.weight' ? 1 : 1 / Math.sqrt(shape[1]!);
+        const target = tensor.endsWith('model.embed_tokens.weight') ? 1 : 1 / Math.sqrt(shape[1]!);
         expect(Math.abs(mean(v)), tensor).toBeLessThan(0.1 * target);
         expect(std(v) / target, tensor).toBeGreaterThan(0.9);
         expect(std(v) / target, tensor).toBeLessThan(1.1);

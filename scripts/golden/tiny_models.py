@@ -3,7 +3,7 @@
 
 Run (Debian's torch 1.13; no transformers or safetensors package needed):
     /usr/bin/python3 scripts/golden/tiny_models.py
-writes test/golden/tiny-{qwen3,llama,qwen2,mistral}-tiny.json.
+writes test/golden/tiny-{qwen3,llama,qwen2,mistral,gemma3}-tiny.json.
 
 An independent float64 forward written from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3 /
 modeling_mistral (transformers 4.51): RMSNorm, q/k/v projections (+ bias for qwen2), Qwen3's per-head q/k RMSNorm before RoPE,
@@ -18,7 +18,10 @@ Deliberate numerical choices (as in scripts/golden/decoder.py):
   rounding that is not a convention);
 - RMSNorm and softmax stay in f64 (HF upcasts to f32 only, which for an f64 model is again rounding).
 
-Per model: `ids` (7 token ids, positions 0..6), `inputs_embeds` = embedding rows (requires grad), and
+Gemma 3 (gemma3_forward) from modeling_gemma3 (transformers 4.50), its inputs_embeds the scaled embedding rows.
+
+Per model: `ids` (7 token ids, positions 0..6), `inputs_embeds` = the model's input embeddings of those ids
+(the embedding rows; Gemma 3's scaled rows) (requires grad), and
   hidden  [T, d]  post-final-norm hidden states,
   logits  [T, V]  every row,
   grad    [T, d]  dL/d inputs_embeds of L = sum(hidden * R) + sum(logits[:, :16] * R2) with
@@ -50,7 +53,17 @@ IDS = {
     "llama-tiny": [456, 42, 7, 399, 128, 250, 13],
     "qwen2-tiny": [3, 77, 458, 160, 91, 222, 300],
     "mistral-tiny": [456, 12, 345, 67, 89, 401, 23],
+    "gemma3-tiny": [456, 33, 210, 99, 5, 377, 141],
 }
+
+# Gemma3TextConfig's defaults (transformers 4.50), for what a released text_config leaves out
+GEMMA3_DEFAULTS = {
+    "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8,
+    "num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": None, "query_pre_attn_scalar": 256,
+    "sliding_window": 4096, "sliding_window_pattern": 6, "final_logit_softcapping": None, "tie_word_embeddings": True,
+}
+GEMMA3_PREFIX = "language_model."
 
 
 def b64(t):
@@ -149,6 +162,76 @@ def forward(cfg, w, x):
     return hidden, F.linear(hidden, head)
 
 
+def gemma3_forward(cfg, w, x):
+    """Gemma3ForCausalLM's text decoder in f64: (1 + w) RMSNorms, q/k norms before RoPE, the attention scale
+    query_pre_attn_scalar ** -0.5, sliding layers (every layer but each sliding_window_pattern-th) that see the last
+    sliding_window keys and rotate with rope_local_base_freq (unscaled), global layers with rope_theta and the
+    rope scaling (linear: inv_freq / factor), the post-attention norm on the attention output, the MLP
+    gelu_tanh(gate) * up between pre- and post-feedforward norms, the final norm, tied lm_head, optional
+    final-logit soft-capping."""
+    T = x.shape[0]
+    d, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    Hq, Hkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    eps = cfg["rms_norm_eps"]
+    W = cfg["sliding_window"]
+    sliding = [bool((i + 1) % cfg["sliding_window_pattern"]) for i in range(L)]
+
+    def norm(t, weight):
+        return rms_norm(t, 1.0 + weight, eps)
+
+    def angles(inv_freq):
+        angle = (inv_freq[None, :] * torch.arange(T).to(torch.float)[:, None]).to(f64)  # f32-rounded, as HF
+        emb = torch.cat([angle, angle], dim=-1)
+        return emb.cos()[:, None, :], emb.sin()[:, None, :]
+
+    scaling = cfg.get("rope_scaling")
+    inv_global = default_inv_freq(cfg["rope_theta"], D)
+    if scaling:
+        if scaling.get("rope_type", scaling.get("type")) != "linear":
+            raise ValueError(f"unsupported rope_scaling {scaling}")
+        inv_global = inv_global / scaling["factor"]  # HF _compute_linear_scaling_rope_parameters, f32
+    rope_global = angles(inv_global)
+    rope_local = angles(default_inv_freq(cfg["rope_local_base_freq"], D))
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    t_idx, s_idx = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    window_mask = causal & (t_idx - s_idx < W)
+
+    for l in range(L):
+        p = f"model.layers.{l}."
+        a = p + "self_attn."
+        h = norm(x, w[p + "input_layernorm.weight"])
+        q = F.linear(h, w[a + "q_proj.weight"]).view(T, Hq, D)
+        k = F.linear(h, w[a + "k_proj.weight"]).view(T, Hkv, D)
+        v = F.linear(h, w[a + "v_proj.weight"]).view(T, Hkv, D)
+        q, k = norm(q, w[a + "q_norm.weight"]), norm(k, w[a + "k_norm.weight"])
+        cos, sin = rope_local if sliding[l] else rope_global
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k, v = repeat_kv(k, Hq // Hkv), repeat_kv(v, Hq // Hkv)
+        scores = torch.einsum("thd,shd->hts", q, k) * cfg["query_pre_attn_scalar"] ** -0.5
+        scores = scores.masked_fill(~(window_mask if sliding[l] else causal), float("-inf"))
+        o = torch.einsum("hts,shd->thd", torch.softmax(scores, dim=-1), v).reshape(T, Hq * D)
+        x = x + norm(F.linear(o, w[a + "o_proj.weight"]), w[p + "post_attention_layernorm.weight"])
+        m = p + "mlp."
+        h = norm(x, w[p + "pre_feedforward_layernorm.weight"])
+        mlp = F.linear(F.gelu(F.linear(h, w[m + "gate_proj.weight"]), approximate="tanh") * F.linear(h, w[m + "up_proj.weight"]),
+                       w[m + "down_proj.weight"])
+        x = x + norm(mlp, w[p + "post_feedforward_layernorm.weight"])
+    hidden = norm(x, w["model.norm.weight"])
+    logits = F.linear(hidden, w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"])
+    cap = cfg.get("final_logit_softcapping")
+    if cap is not None:
+        logits = torch.tanh(logits / cap) * cap
+    return hidden, logits
+
+
+def gemma3_inputs(cfg, w, ids):
+    """Gemma3TextScaledWordEmbedding: the rows times sqrt(hidden), both in the table's dtype (bf16 here)."""
+    rows = w["model.embed_tokens.weight"][torch.tensor(ids)].to(torch.bfloat16)
+    scale = torch.tensor(cfg["hidden_size"] ** 0.5).to(torch.bfloat16)
+    return (rows * scale).to(f64)
+
+
 def seeds(T, d):
     R = torch.tensor([math.sin(0.37 * i + 0.1) for i in range(T * d)], dtype=f64).view(T, d)
     R2 = torch.tensor([math.cos(0.23 * i) for i in range(T * LOGIT_COLS)], dtype=f64).view(T, LOGIT_COLS)
@@ -161,10 +244,17 @@ def main():
         with open(os.path.join(folder, "config.json")) as fh:
             cfg = json.load(fh)
         w = read_safetensors(os.path.join(folder, "model.safetensors"))
+        if cfg["model_type"] == "gemma3":
+            # the decoder's config and tensors inside the image-text checkpoint; the vision tower is left unread
+            cfg = {**GEMMA3_DEFAULTS, **{k: cfg[k] for k in ("tie_word_embeddings",) if k in cfg}, **cfg["text_config"]}
+            w = {n[len(GEMMA3_PREFIX):]: t for n, t in w.items() if n.startswith(GEMMA3_PREFIX)}
+            x = gemma3_inputs(cfg, w, ids).clone().requires_grad_(True)
+            hidden, logits = gemma3_forward(cfg, w, x)
+        else:
+            x = w["model.embed_tokens.weight"][torch.tensor(ids)].clone().requires_grad_(True)
+            hidden, logits = forward(cfg, w, x)
         if cfg.get("tie_word_embeddings") and "lm_head.weight" in w:
             raise ValueError(f"{name}: tied embeddings but the checkpoint has lm_head.weight")
-        x = w["model.embed_tokens.weight"][torch.tensor(ids)].clone().requires_grad_(True)
-        hidden, logits = forward(cfg, w, x)
         T, d = hidden.shape
         R, R2 = seeds(T, d)
         loss = (hidden * R).sum() + (logits[:, :LOGIT_COLS] * R2).sum()
