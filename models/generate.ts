@@ -51,7 +51,7 @@ export const TINY_SPECS: readonly TinySpec[] = [
   // head_dim ≠ hidden/heads and query_pre_attn_scalar ≠ head_dim (as 256 vs 2560/8 = 320 on the 4B), three layers
   // with sliding_window_pattern 2 (sliding, full, sliding) so both rope bases and the window (4 < the golden's
   // 7 tokens) act, the global rope linearly scaled by 8, tied embeddings scaled by √hidden, zero-centred norms.
-  { name: 'gemma3-tiny', family: 'gemma3', seed: 5, hidden: 64, layers: 3, heads: 4, kvHeads: 2, headDim: 24, intermediate: 128, tie: true, separateTemplate: false },
+  { name: 'gemma3-tiny', family: 'gemma3', seed: 5, hidden: 56, layers: 3, heads: 4, kvHeads: 2, headDim: 24, intermediate: 128, tie: true, separateTemplate: false },
 ];
 /** mistral-tiny's sliding_window (BioMistral-7B: 4096). */
 export const TINY_MISTRAL_WINDOW = 4;
@@ -65,7 +65,7 @@ export const GEMMA3_VISION_TENSORS: readonly [string, number[]][] = [
   ['vision_tower.vision_model.embeddings.position_embedding.weight', [16, 8]],
   ['vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight', [8, 8]],
   ['vision_tower.vision_model.post_layernorm.weight', [8]],
-  ['multi_modal_projector.mm_input_projection_weight', [8, 64]],
+  ['multi_modal_projector.mm_input_projection_weight', [8, 56]],
   ['multi_modal_projector.mm_soft_emb_norm.weight', [8]],
 ];
 

@@ -11,7 +11,7 @@
  *
  * Links are InnerLink / OuterLink default inits from fixed seeds, written bf16: the same bytes on every run.
  */
-import { copyFile, mkdir, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { InvalidArgument, UnknownStyle } from '../src/errors.ts';
 import { InnerLink, OuterLink } from '../src/mas/links.ts';
@@ -22,14 +22,18 @@ export type TinyStyle = 'sequential_light' | 'sequential_scaled' | 'mixture' | '
 export const TINY_STYLES: readonly TinyStyle[] = ['sequential_light', 'sequential_scaled', 'mixture', 'distillation', 'deliberation'];
 
 const TINY_DIR = resolve(import.meta.dirname, 'tiny');
-export const TINY_HIDDEN: Readonly<Record<string, number>> = { 'qwen3-tiny': 48, 'llama-tiny': 64, 'qwen2-tiny': 32 };
+export const TINY_HIDDEN: Readonly<Record<string, number>> = { 'qwen3-tiny': 48, 'llama-tiny': 64, 'qwen2-tiny': 32, 'mistral-tiny': 40, 'gemma3-tiny': 56 };
 
-const SEQUENTIAL = { planner: 'qwen3-tiny', critic: 'llama-tiny', solver: 'qwen2-tiny' };
-/** style → role → tiny model folder name (under models/tiny/). */
+/**
+ * style → role → tiny model folder name (under models/tiny/): each role of its released backbone's family
+ * (sequential_light: Qwen3 / Llama / Qwen2; sequential_scaled: Gemma 3 / Llama / -; mixture: Qwen2 / Qwen2 /
+ * Mistral / -), Qwen3 standing in for the Qwen3.5 roles until that family runs. Sizes differ between the two ends
+ * of every link, so that a mix-up of senders and receivers cannot pass by accident.
+ */
 export const TINY_MAS_ROLES: Readonly<Record<TinyStyle, Readonly<Record<string, string>>>> = {
-  sequential_light: SEQUENTIAL,
-  sequential_scaled: SEQUENTIAL,
-  mixture: { math: 'qwen2-tiny', code: 'qwen3-tiny', science: 'llama-tiny', summarizer: 'qwen3-tiny' },
+  sequential_light: { planner: 'qwen3-tiny', critic: 'llama-tiny', solver: 'qwen2-tiny' },
+  sequential_scaled: { planner: 'gemma3-tiny', critic: 'llama-tiny', solver: 'qwen3-tiny' },
+  mixture: { math: 'qwen2-tiny', code: 'qwen2-tiny', science: 'mistral-tiny', summarizer: 'qwen3-tiny' },
   distillation: { expert: 'llama-tiny', learner: 'qwen3-tiny' },
   deliberation: { reflector: 'qwen3-tiny', toolcaller: 'qwen3-tiny' },
 };
@@ -69,6 +73,19 @@ const json = (v: unknown) => `${JSON.stringify(v, null, 2)}\n`;
 
 const folderName = (style: TinyStyle, role: string) => `${style}-${role}`;
 
+/**
+ * The released sliding window in a role copy's config.json (Mistral 7B: 4096, Gemma 3: 1024). The tiny models'
+ * windows (4) are narrow so that the decoder goldens test the window; in a system they would cut the latents in
+ * a prompt's middle off from the positions that answer, which the released windows never do at these lengths.
+ */
+async function releasedWindow(file: string): Promise<void> {
+  const c = JSON.parse(await readFile(file, 'utf8')) as Record<string, unknown>;
+  const t = (c.text_config ?? c) as Record<string, unknown>;
+  if (typeof t.sliding_window !== 'number') return;
+  t.sliding_window = t.model_type === 'gemma3_text' ? 1024 : 4096;
+  await writeFile(file, json(c));
+}
+
 /** Writes role folders and an outer folder for `style` under outDir; returns their paths. */
 export async function buildTinySystem(
   style: TinyStyle,
@@ -96,6 +113,7 @@ export async function buildTinySystem(
         if (e.code !== 'ENOENT' || f !== 'chat_template.jinja') throw e;
       });
     }
+    await releasedWindow(join(dir, 'config.json'));
     await writeFile(join(dir, 'adapter_config.json'), json({ adapter_type: 'ln_res_adapter' }));
     const d = TINY_HIDDEN[model];
     const inner = async (file: string) => {

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/tensor/cpu.ts';
+import { parseDecoderConfig } from '../src/model/config.ts';
 import { InnerLink, OuterLink } from '../src/mas/links.ts';
 import { type AdapterTask, readLinkFile, resolveOuterFolder, resolveRoleFolder } from '../src/mas/upstream.ts';
 import { TINY_MAS_LINKS, TINY_MAS_ROLES, TINY_STYLES, type TinyStyle, buildTinySystem } from '../models/tiny-mas.ts';
@@ -21,7 +22,7 @@ afterAll(async () => {
 });
 
 const cpu = new CpuBackend('f32');
-const hidden = async (dir: string) => (JSON.parse(await readFile(join(dir, 'config.json'), 'utf8')) as { hidden_size: number }).hidden_size;
+const hidden = async (dir: string) => parseDecoderConfig(await readFile(join(dir, 'config.json'), 'utf8')).hidden;
 
 /** sha256 of every file under each folder of a system, by relative name. */
 async function digest(sys: { roles: Record<string, string>; outer: string }): Promise<Record<string, string>> {
@@ -36,7 +37,8 @@ async function digest(sys: { roles: Record<string, string>; outer: string }): Pr
 
 it('the roles table matches the brief', () => {
   expect(TINY_MAS_ROLES.sequential_light).toEqual({ planner: 'qwen3-tiny', critic: 'llama-tiny', solver: 'qwen2-tiny' });
-  expect(TINY_MAS_ROLES.mixture).toEqual({ math: 'qwen2-tiny', code: 'qwen3-tiny', science: 'llama-tiny', summarizer: 'qwen3-tiny' });
+  expect(TINY_MAS_ROLES.sequential_scaled).toEqual({ planner: 'gemma3-tiny', critic: 'llama-tiny', solver: 'qwen3-tiny' });
+  expect(TINY_MAS_ROLES.mixture).toEqual({ math: 'qwen2-tiny', code: 'qwen2-tiny', science: 'mistral-tiny', summarizer: 'qwen3-tiny' });
   expect(TINY_MAS_LINKS.mixture.map((l) => l.key)).toEqual(['outer_1s', 'outer_2s', 'outer_3s', 'outer_s1', 'outer_s2', 'outer_s3']);
 });
 

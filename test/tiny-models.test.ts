@@ -25,7 +25,7 @@ const INTENDED: Record<(typeof NAMES)[number], Partial<DecoderConfig>> = {
   'qwen2-tiny': { family: 'qwen2', hidden: 32, layers: 2, heads: 4, kvHeads: 2, headDim: 8, intermediate: 88, tieEmbeddings: true, qkvBias: true, oBias: false, qkNorm: false, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458] },
   'mistral-tiny': { family: 'mistral', hidden: 40, layers: 2, heads: 4, kvHeads: 1, headDim: 10, intermediate: 96, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: false, rmsEps: 1e-5, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458], slidingWindow: 4, windowLayers: [true, true] },
   // the rest from Gemma3TextConfig's defaults: eps 1e-6, tied, local base 1e4, global 1e6 scaled linearly by 8
-  'gemma3-tiny': { family: 'gemma3', hidden: 64, layers: 3, heads: 4, kvHeads: 2, headDim: 24, intermediate: 128, tieEmbeddings: true, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458, 456], slidingWindow: 4, windowLayers: [true, false, true], normOffset: 1, sandwichNorms: true, mlpAct: 'gelu_tanh', embedScale: 8, attnScale: 20 ** -0.5 },
+  'gemma3-tiny': { family: 'gemma3', hidden: 56, layers: 3, heads: 4, kvHeads: 2, headDim: 24, intermediate: 128, tieEmbeddings: true, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458, 456], slidingWindow: 4, windowLayers: [true, false, true], normOffset: 1, sandwichNorms: true, mlpAct: 'gelu_tanh', embedScale: Math.sqrt(56), attnScale: 20 ** -0.5 },
 };
 const THETA = { 'qwen3-tiny': 1e6, 'llama-tiny': 5e5, 'qwen2-tiny': 1e4, 'mistral-tiny': 1e4, 'gemma3-tiny': 1e6 };
 

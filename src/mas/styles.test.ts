@@ -88,8 +88,8 @@ describe('checkBackbones', () => {
       expect(() => checkBackbones(STYLES[name], unsupported)).not.toThrow();
     }
     expect(() => checkBackbones(STYLES.sequential_scaled)).toThrow(
-      'style sequential_scaled needs backbones this engine cannot run yet: planner (google/gemma-3-4b-it, model_type gemma3), solver (Qwen/Qwen3.5-4B, model_type qwen3_5); ' +
-      'it runs llama, qwen2, qwen3 decoders (Llama 3.x, Qwen2/2.5, Qwen3). Use sequential_light or the tiny system, or give those roles models it runs ' +
+      'style sequential_scaled needs backbones this engine cannot run yet: solver (Qwen/Qwen3.5-4B, model_type qwen3_5); ' +
+      'it runs llama, qwen2, qwen3, mistral, gemma3 decoders (Llama 3.x, Qwen2/2.5, Qwen3, Mistral, Gemma 3). Use sequential_light or the tiny system, or give that role a model it runs ' +
       "(--ckpt_override ROLE=DIR with a model folder; in the playground, the role's backbone URL)",
     );
   });

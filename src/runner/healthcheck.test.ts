@@ -38,7 +38,7 @@ describe('healthcheck level 1', () => {
     const fam = r.checks.find((c) => c.name === 'families')!;
     expect(fam).toEqual({
       level: 1, name: 'families', status: 'warn',
-      detail: 'decoders: llama, qwen2, qwen3, mistral; released backbones not runnable yet: sequential_scaled (gemma3, qwen3_5), ' +
+      detail: 'decoders: llama, qwen2, qwen3, mistral, gemma3; released backbones not runnable yet: sequential_scaled (qwen3_5), ' +
         'mixture (qwen3_5), distillation (qwen3_5), deliberation (qwen3_5) (give those roles models of these families)',
     });
   });
