@@ -138,7 +138,8 @@ export function weightBytes(c: DecoderConfig, bytesPerParam: number): number {
 export function layerActivationFloats(c: DecoderConfig): number {
   const h = c.hidden;
   const [q, k] = [qDim(c), kvDim(c)];
-  return 6 * h + 3 * q + 3 * k + c.heads + 3 * c.intermediate + (c.qkNorm ? q + k : 0);
+  // Gemma's sandwich norms add the attention output's and the MLP output's norms (h each)
+  return 6 * h + 3 * q + 3 * k + c.heads + 3 * c.intermediate + (c.qkNorm ? q + k : 0) + (c.sandwichNorms ? 2 * h : 0);
 }
 
 /**
