@@ -18,6 +18,10 @@ export const gelu = (x: Tensor) => unary('gelu', x);
 export const geluTanh = (x: Tensor) => unary('gelu_tanh', x);
 /** tanh(x) (Gemma's soft-capping: cap·tanh(x/cap)). */
 export const tanh = (x: Tensor) => unary('tanh', x);
+/** σ(x) = 1/(1 + e⁻ˣ). */
+export const sigmoid = (x: Tensor) => unary('sigmoid', x);
+/** log(1 + eˣ), PyTorch's (β 1, linear above 20). */
+export const softplus = (x: Tensor) => unary('softplus', x);
 
 function glu(act: Activation, gate: Tensor, up: Tensor): Tensor {
   return runOp1(gluKernel, [gate, up], { act }, () => ({

@@ -5,7 +5,7 @@
  */
 import type { FloatArray } from '../kernel';
 
-export type Activation = 'silu' | 'gelu' | 'gelu_tanh' | 'tanh';
+export type Activation = 'silu' | 'gelu' | 'gelu_tanh' | 'tanh' | 'sigmoid' | 'softplus';
 
 const SQRT_PI = Math.sqrt(Math.PI);
 const SQRT_2 = Math.SQRT2;
@@ -68,6 +68,16 @@ export const ACT: Record<Activation, { f(x: number): number; df(x: number): numb
     // 0.5·x·(1 + erf(x/√2)) written with erfc so that large negative x keeps its tiny value
     f: (x) => 0.5 * x * erfc(-x / SQRT_2),
     df: (x) => 0.5 * erfc(-x / SQRT_2) + x * INV_SQRT_2PI * Math.exp(-0.5 * x * x),
+  },
+  // Qwen3.5's gates: the attention output gate and the DeltaNet's β
+  sigmoid: {
+    f: (x) => sigmoid(x),
+    df: (x) => sigmoid(x) * sigmoid(-x),
+  },
+  // PyTorch's softplus (β 1, threshold 20): x above the threshold, else log(1 + eˣ) (the DeltaNet's decay)
+  softplus: {
+    f: (x) => (x > 20 ? x : Math.log1p(Math.exp(x))),
+    df: (x) => (x > 20 ? 1 : sigmoid(x)),
   },
   // Gemma's logit soft-capping, cap·tanh(x/cap)
   tanh: {

@@ -63,6 +63,15 @@ fn act_df(x: f32) -> f32 {
   let c = min(abs(x), 20.0);
   return phi_cdf(x) + x * 0.39894228040143268 * exp(-0.5 * c * c);
 }`,
+  sigmoid: `fn act_f(x: f32) -> f32 { return sigmoid(x); }
+fn act_df(x: f32) -> f32 { return sigmoid(x) * sigmoid(-x); }`,
+  // log(1 + eˣ) without overflow (x above 20 is x, as PyTorch's threshold) and without log(1 + tiny) = 0 for very
+  // negative x (there eˣ − e²ˣ/2 is exact to f32)
+  softplus: `fn act_f(x: f32) -> f32 {
+  let e = exp(min(x, 20.0));
+  return select(select(log(1.0 + e), e - 0.5 * e * e, e < 1e-4), x, x > 20.0);
+}
+fn act_df(x: f32) -> f32 { return select(sigmoid(x), 1.0, x > 20.0); }`,
   // 1 − 2/(e^{2x} + 1) with e^{2x} of −|x| only (no overflow, no WGSL tanh, which some implementations
   // return as NaN for large |x|); |x| < 1e-3 takes x − x³/3, where the subtraction would lose digits
   tanh: `fn tanh_s(x: f32) -> f32 {

@@ -11,7 +11,7 @@ using rmas::rows::grid_for;
 constexpr int kThreads = 256;
 
 /** Activation codes in ints (src/kernels/activation/index.ts ACTIVATION_CODE). */
-enum Act : int64_t { kSilu = 0, kGelu = 1, kGeluTanh = 2, kTanh = 3 };
+enum Act : int64_t { kSilu = 0, kGelu = 1, kGeluTanh = 2, kTanh = 3, kSigmoid = 4, kSoftplus = 5 };
 
 __device__ __forceinline__ float sigmoid(float x) {
   const float e = expf(-fabsf(x));
@@ -36,6 +36,8 @@ __device__ __forceinline__ float act_f(float x) {
   if (A == kSilu) return x * sigmoid(x);
   if (A == kGelu) return x * phi_cdf(x);
   if (A == kTanh) return tanhf(x);
+  if (A == kSigmoid) return sigmoid(x);
+  if (A == kSoftplus) return x > 20.f ? x : log1pf(expf(x));  // PyTorch's threshold 20
   return x * sigmoid(tanh_u2(x));
 }
 
@@ -46,6 +48,8 @@ __device__ __forceinline__ float act_df(float x) {
     const float t = tanhf(x);
     return 1.f - t * t;
   }
+  if (A == kSigmoid) return sigmoid(x) * sigmoid(-x);
+  if (A == kSoftplus) return x > 20.f ? 1.f : sigmoid(x);
   if (A == kGelu) {
     const float c = fminf(fabsf(x), 20.f);  // the density has underflowed long before; keeps c² finite
     return phi_cdf(x) + x * 0.39894228040143268f * expf(-0.5f * c * c);
@@ -83,6 +87,8 @@ cudaError_t launch_activation(const rmas::LaunchArgs& args) {
     case kGelu: activation_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
     case kGeluTanh: activation_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
     case kTanh: activation_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
+    case kSigmoid: activation_kernel<kSigmoid><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
+    case kSoftplus: activation_kernel<kSoftplus><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -102,6 +108,8 @@ cudaError_t launch_activation_backward(const rmas::LaunchArgs& args) {
     case kGelu: activation_backward_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
     case kGeluTanh: activation_backward_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
     case kTanh: activation_backward_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
+    case kSigmoid: activation_backward_kernel<kSigmoid><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
+    case kSoftplus: activation_backward_kernel<kSoftplus><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -138,6 +146,8 @@ cudaError_t launch_glu(const rmas::LaunchArgs& args) {
     case kGelu: glu_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
     case kGeluTanh: glu_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
     case kTanh: glu_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
+    case kSigmoid: glu_kernel<kSigmoid><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
+    case kSoftplus: glu_kernel<kSoftplus><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -160,6 +170,8 @@ cudaError_t launch_glu_backward(const rmas::LaunchArgs& args) {
     case kGelu: glu_backward_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
     case kGeluTanh: glu_backward_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
     case kTanh: glu_backward_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
+    case kSigmoid: glu_backward_kernel<kSigmoid><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
+    case kSoftplus: glu_backward_kernel<kSoftplus><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
