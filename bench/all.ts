@@ -16,6 +16,7 @@ import { benches as adamw } from '../src/kernels/adamw/adamw.bench';
 import { benches as sample } from '../src/kernels/sample/sample.bench';
 import { benches as rows } from '../src/kernels/rows/rows.bench';
 import { benches as topk } from '../src/kernels/topk/topk.bench';
+import { benches as conv1d } from '../src/kernels/conv1d/conv1d.bench';
 import { benches as model } from '../src/model/model.bench';
 import { benches as mas } from '../src/mas/mas.bench';
 import { benches as train } from '../src/train/train.bench';
@@ -37,6 +38,7 @@ export const allBenches: BenchCase[] = [
   ...sample,
   ...rows,
   ...topk,
+  ...conv1d,
   ...model,
   ...mas,
   ...train,

@@ -17,6 +17,7 @@ import { cases as adamw } from './adamw/adamw.cases';
 import { cases as sample } from './sample/sample.cases';
 import { cases as rows } from './rows/rows.cases';
 import { cases as topk } from './topk/topk.cases';
+import { cases as conv1d } from './conv1d/conv1d.cases';
 
 export interface CaseGroup {
   group: string;
@@ -40,4 +41,5 @@ export const allCases: CaseGroup[] = [
   { group: 'sample', cases: sample },
   { group: 'rows', cases: rows },
   { group: 'topk', cases: topk },
+  { group: 'conv1d', cases: conv1d },
 ];

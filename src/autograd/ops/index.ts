@@ -14,3 +14,4 @@ export * from './sample';
 export * from './shape';
 export * from './rows';
 export * from './topk';
+export * from './conv';
