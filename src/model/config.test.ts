@@ -89,6 +89,8 @@ describe('decoder config', () => {
     const c = parseDecoderConfig(mistral);
     expect([c.family, c.slidingWindow, c.windowLayers.every(Boolean), c.qkvBias, c.qkNorm]).toEqual(['mistral', 4096, true, false, false]);
     expect(parseDecoderConfig({ ...mistral, sliding_window: null }).slidingWindow).toBeNull();
+    const { sliding_window: _w, ...noKey } = mistral;
+    expect(parseDecoderConfig(noKey).slidingWindow).toBe(4096); // MistralConfig's default
     // max_window_layers is Qwen2's, not Mistral's
     expect(parseDecoderConfig({ ...mistral, max_window_layers: 5 }).windowLayers.every(Boolean)).toBe(true);
   });
@@ -119,7 +121,9 @@ describe('decoder config', () => {
       layer_types: Array.from({ length: 34 }, (_, i) => ((i + 1) % 6 ? 'sliding_attention' : 'full_attention')) } });
     expect([t5.rope, t5.ropeLocal, t5.windowLayers]).toEqual([{ ...c.rope, scaling: { rope_type: 'linear', factor: 8, rope_theta: 1e6 } }, c.ropeLocal, c.windowLayers]);
     expect([...ropeInvFreq(t5.rope)]).toEqual([...ropeInvFreq(c.rope)]);
-    expect(() => parseDecoderConfig({ ...released, text_config: { ...released.text_config, attn_logit_softcapping: 50 } })).toThrow(/attn_logit_softcapping/);
+    // as in transformers: attention soft-capping is never applied by Gemma 3, the final one only by the text-only model
+    expect(parseDecoderConfig({ ...released, text_config: { ...released.text_config, attn_logit_softcapping: 50, final_logit_softcapping: 30 } }).finalSoftcap).toBeNull();
+    expect(parseDecoderConfig({ ...released.text_config, final_logit_softcapping: 30 }).finalSoftcap).toBe(30);
     expect(() => parseDecoderConfig({ ...released, text_config: { ...released.text_config, layer_types: ['full_attention'] } })).toThrow(/layer_types must list 34/);
   });
 });

@@ -6,7 +6,7 @@
  * `model_type` switches. Both rope spellings are accepted: the older `rope_theta` + `rope_scaling` and
  * the newer `rope_parameters` (transformers ≥ 4.56 / 5.x).
  */
-import { InvalidModelConfig, UnknownModelType, UnsupportedFeature } from '../errors';
+import { InvalidModelConfig, UnknownModelType } from '../errors';
 import type { RopeConfig, RopeScaling } from '../kernels/rope';
 
 export const FAMILIES = ['llama', 'qwen2', 'qwen3', 'mistral', 'gemma3'] as const;
@@ -85,6 +85,7 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     }
   } else c = input;
   if (!c || typeof c !== 'object' || Array.isArray(c)) throw new InvalidModelConfig(`${file} must hold a JSON object`);
+  const imageText = c.text_config != null;
   c = textConfig(c, file);
 
   const type = c.model_type;
@@ -125,13 +126,14 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   if (!mlpAct || (gemma && mlpAct !== 'gelu_tanh')) {
     throw new InvalidModelConfig(`${file}: hidden activation '${String(act)}' is not supported (${gemma ? 'Gemma 3 uses gelu_pytorch_tanh' : 'these families use silu'})`);
   }
-  if (c.attn_logit_softcapping != null) {
-    throw new UnsupportedFeature(`${file}: attn_logit_softcapping (Gemma 2's soft-capped attention scores) is not supported; Gemma 3 has none`);
-  }
+  // attn_logit_softcapping is read by Gemma 3's config but never passed to its attention (only Gemma 2 used it):
+  // ignored here as there; a family that would use it does not reach this point
 
   const attentionBias = bool('attention_bias', false);
   // Qwen2 windows only when use_sliding_window says so, from max_window_layers on; Mistral whenever
   // sliding_window is set (null in v0.2 and later), on every layer
+  // MistralConfig's sliding_window defaults to 4096 when the key is absent; null turns it off
+  if (family === 'mistral' && c.sliding_window === undefined) c = { ...c, sliding_window: 4096 };
   const useWindow = family === 'qwen2' ? bool('use_sliding_window', false) : (family === 'mistral' || gemma) && c.sliding_window != null;
   const eos = c.eos_token_id;
   const eosTokenIds = Array.isArray(eos) ? eos.filter((x): x is number => typeof x === 'number') : typeof eos === 'number' ? [eos] : [];
@@ -157,7 +159,8 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     mlpAct,
     embedScale: gemma ? Math.sqrt(hidden) : null,
     attnScale: gemma ? num('query_pre_attn_scalar', headDim) ** -0.5 : null,
-    finalSoftcap: c.final_logit_softcapping == null ? null : num('final_logit_softcapping', 0),
+    // transformers applies it in Gemma3ForCausalLM (text-only checkpoints) but not in the image-text model
+    finalSoftcap: c.final_logit_softcapping == null || (gemma && imageText) ? null : num('final_logit_softcapping', 0),
     rope: parseRope(gemma ? ropeOf(c, 'full_attention') : c, headDim, file),
     ropeLocal: gemma ? parseRope(ropeOf(c, 'sliding_attention'), headDim, file) : null,
     maxPositions: int('max_position_embeddings', 32768),
