@@ -214,14 +214,19 @@ export function schedule(style: StyleSpec, rounds: number): (StageSpec & { round
   return Array.from({ length: rounds }, (_, r) => style.stages(r, rounds).map((s) => ({ ...s, round: r }))).flat();
 }
 
+/** The roles of `style` (but those in `ownBackbone`) whose released backbone's model_type the engine does not run. */
+export function unrunnableRoles(style: StyleSpec, ownBackbone: Iterable<string> = []): RoleSpec[] {
+  const own = new Set(ownBackbone);
+  return style.roles.filter((r) => !own.has(r.key) && !isSupportedModelType(r.modelType));
+}
+
 /**
  * Refuses, before anything is read or downloaded, a style whose released backbones this engine cannot run yet:
  * every role not in `ownBackbone` (roles given a model of their own) whose modelType is not supported. The runner
  * and the playground say the same thing.
  */
 export function checkBackbones(style: StyleSpec, ownBackbone: Iterable<string> = []): void {
-  const own = new Set(ownBackbone);
-  const missing = style.roles.filter((r) => !own.has(r.key) && !isSupportedModelType(r.modelType));
+  const missing = unrunnableRoles(style, ownBackbone);
   if (!missing.length) return;
   throw new UnknownModelType(
     `style ${style.name} needs backbones this engine cannot run yet: ${missing.map((r) => `${r.key} (${r.base}, model_type ${r.modelType})`).join(', ')}; ` +

@@ -130,10 +130,10 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   // ignored here as there; a family that would use it does not reach this point
 
   const attentionBias = bool('attention_bias', false);
-  // Qwen2 windows only when use_sliding_window says so, from max_window_layers on; Mistral whenever
-  // sliding_window is set (null in v0.2 and later), on every layer
   // MistralConfig's sliding_window defaults to 4096 when the key is absent; null turns it off
   if (family === 'mistral' && c.sliding_window === undefined) c = { ...c, sliding_window: 4096 };
+  // Qwen2 windows only when use_sliding_window says so, from max_window_layers on; Mistral whenever
+  // sliding_window is set (null in v0.2 and later), on every layer; Gemma 3 on its sliding layers
   const useWindow = family === 'qwen2' ? bool('use_sliding_window', false) : (family === 'mistral' || gemma) && c.sliding_window != null;
   const eos = c.eos_token_id;
   const eosTokenIds = Array.isArray(eos) ? eos.filter((x): x is number => typeof x === 'number') : typeof eos === 'number' ? [eos] : [];

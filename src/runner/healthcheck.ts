@@ -12,8 +12,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
-import { STYLES, DEFAULT_STYLE, checkBackbones } from '../mas/styles';
-import { FAMILIES, isSupportedModelType } from '../model/config';
+import { STYLES, DEFAULT_STYLE, unrunnableRoles } from '../mas/styles';
+import { FAMILIES } from '../model/config';
 import { cudaStatus } from '../gpu/cuda-addon';
 import { ROWS_API } from '../train/data/rows';
 
@@ -78,13 +78,8 @@ function stylesCheck(): Check {
 /** The decoder families the engine runs, and the styles whose released backbones need one it does not (a warning). */
 function familiesCheck(): Check {
   const lacking = Object.values(STYLES).flatMap((s) => {
-    try {
-      checkBackbones(s);
-      return [];
-    } catch {
-      const types = [...new Set(s.roles.filter((r) => !isSupportedModelType(r.modelType)).map((r) => r.modelType))];
-      return [`${s.name} (${types.join(', ')})`];
-    }
+    const types = [...new Set(unrunnableRoles(s).map((r) => r.modelType))];
+    return types.length ? [`${s.name} (${types.join(', ')})`] : [];
   });
   return {
     level: 1, name: 'families', status: lacking.length ? 'warn' : 'ok',
