@@ -2,6 +2,8 @@
 // semantics are src/kernels/activation/cpu.ts. f32 math with the CPU's overflow-free forms: σ from
 // exp(-|x|), GELU's Φ from erf near zero and erfc in the tails (no 1 - erfc cancellation), tanh GELU
 // as x·σ(2u) with x clamped inside u (σ has saturated long before |x| = 30).
+#include <type_traits>
+
 #include "../registry.h"
 #include "rowops.cuh"
 
@@ -63,6 +65,22 @@ __device__ __forceinline__ float act_df(float x) {
 #define GRID_STRIDE(i, n) \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
+// Calls launch(std::integral_constant<int64_t, A>{}) for the activation code `op`: the one list of codes the four
+// launchers below share. An unknown code is an invalid value.
+template <typename F>
+cudaError_t by_act(int64_t op, F&& launch) {
+  switch (op) {
+    case kSilu: launch(std::integral_constant<int64_t, kSilu>{}); break;
+    case kGelu: launch(std::integral_constant<int64_t, kGelu>{}); break;
+    case kGeluTanh: launch(std::integral_constant<int64_t, kGeluTanh>{}); break;
+    case kTanh: launch(std::integral_constant<int64_t, kTanh>{}); break;
+    case kSigmoid: launch(std::integral_constant<int64_t, kSigmoid>{}); break;
+    case kSoftplus: launch(std::integral_constant<int64_t, kSoftplus>{}); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
 template <int64_t A>
 __global__ void activation_kernel(const float* __restrict__ x, float* __restrict__ out, int64_t n) {
   GRID_STRIDE(i, n) out[i] = act_f<A>(x[i]);
@@ -73,7 +91,7 @@ __global__ void activation_backward_kernel(const float* __restrict__ x, const fl
   GRID_STRIDE(i, n) dx[i] = g[i] * act_df<A>(x[i]);
 }
 
-// ptrs [x, out] (f32); ints [n, op] (op: 0 silu, 1 gelu, 2 gelu_tanh); floats [].
+// ptrs [x, out] (f32); ints [n, op] (op: 0 silu, 1 gelu, 2 gelu_tanh, 3 tanh, 4 sigmoid, 5 softplus); floats [].
 cudaError_t launch_activation(const rmas::LaunchArgs& args) {
   if (!rmas::counts(args, 2, 2, 0)) return cudaErrorInvalidValue;
   const int64_t n = args.ints[0], op = args.ints[1];
@@ -82,16 +100,7 @@ cudaError_t launch_activation(const rmas::LaunchArgs& args) {
   const auto x = rmas::ptr<const float>(args, 0);
   const auto out = rmas::ptr<float>(args, 1);
   const unsigned grid = grid_for(n, kThreads);
-  switch (op) {
-    case kSilu: activation_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
-    case kGelu: activation_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
-    case kGeluTanh: activation_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
-    case kTanh: activation_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
-    case kSigmoid: activation_kernel<kSigmoid><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
-    case kSoftplus: activation_kernel<kSoftplus><<<grid, kThreads, 0, args.stream>>>(x, out, n); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return by_act(op, [&](auto a) { activation_kernel<decltype(a)::value><<<grid, kThreads, 0, args.stream>>>(x, out, n); });
 }
 
 // ptrs [x, g, dx] (f32; x is the forward input); ints [n, op]; floats []. dx = g·f'(x).
@@ -103,16 +112,7 @@ cudaError_t launch_activation_backward(const rmas::LaunchArgs& args) {
   const auto x = rmas::ptr<const float>(args, 0), g = rmas::ptr<const float>(args, 1);
   const auto dx = rmas::ptr<float>(args, 2);
   const unsigned grid = grid_for(n, kThreads);
-  switch (op) {
-    case kSilu: activation_backward_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
-    case kGelu: activation_backward_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
-    case kGeluTanh: activation_backward_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
-    case kTanh: activation_backward_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
-    case kSigmoid: activation_backward_kernel<kSigmoid><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
-    case kSoftplus: activation_backward_kernel<kSoftplus><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return by_act(op, [&](auto a) { activation_backward_kernel<decltype(a)::value><<<grid, kThreads, 0, args.stream>>>(x, g, dx, n); });
 }
 
 template <int64_t A>
@@ -141,16 +141,7 @@ cudaError_t launch_glu(const rmas::LaunchArgs& args) {
   const auto up = rmas::ptr<const float>(args, 1);
   const auto out = rmas::ptr<float>(args, 2);
   const unsigned grid = grid_for(n, kThreads);
-  switch (args.ints[1]) {
-    case kSilu: glu_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
-    case kGelu: glu_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
-    case kGeluTanh: glu_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
-    case kTanh: glu_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
-    case kSigmoid: glu_kernel<kSigmoid><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
-    case kSoftplus: glu_kernel<kSoftplus><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return by_act(args.ints[1], [&](auto a) { glu_kernel<decltype(a)::value><<<grid, kThreads, 0, args.stream>>>(gate, up, out, n); });
 }
 
 // ptrs [gate, up, g, dgate or 0, dup or 0] (f32); ints [n, act]; floats [].
@@ -165,16 +156,7 @@ cudaError_t launch_glu_backward(const rmas::LaunchArgs& args) {
   const auto dg = rmas::ptr<float>(args, 3);
   const auto du = rmas::ptr<float>(args, 4);
   const unsigned grid = grid_for(n, kThreads);
-  switch (args.ints[1]) {
-    case kSilu: glu_backward_kernel<kSilu><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
-    case kGelu: glu_backward_kernel<kGelu><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
-    case kGeluTanh: glu_backward_kernel<kGeluTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
-    case kTanh: glu_backward_kernel<kTanh><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
-    case kSigmoid: glu_backward_kernel<kSigmoid><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
-    case kSoftplus: glu_backward_kernel<kSoftplus><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return by_act(args.ints[1], [&](auto a) { glu_backward_kernel<decltype(a)::value><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); });
 }
 
 }  // namespace
