@@ -88,6 +88,11 @@ export const activeRun = {
   },
 };
 
+/** The tiny task's test split as benchmark rows (question and answer), read as plain math; the first `n` when given. */
+export function tinyTestRows(n?: number): { question: string; answer: string }[] {
+  return taskSplit('test').slice(0, n).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
+}
+
 /** The tiny task's training split as training rows (its upstream columns; every role finds its target). */
 export function tinyTrainRows(): Row[] {
   return taskSplit('train').map((r) => ({ question: r.question, plan: r.plan, refined_plan: r.refined_plan, answer: r.answer }));

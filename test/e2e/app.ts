@@ -7,7 +7,7 @@ import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { extname, join, normalize, resolve } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 
 export const SHOTS = resolve('.cache/test-output/e2e');
 const DIST = resolve('.cache/e2e-dist');
@@ -61,6 +61,32 @@ export async function shot(page: Page, name: string): Promise<string> {
   const path = join(SHOTS, `${name}.png`);
   await page.screenshot({ path, fullPage: true });
   return path;
+}
+
+/** The built app served and a browser launched around a test file's tests (its beforeAll / afterAll). */
+export function builtApp(): { browser: () => Browser; url: () => string } {
+  let browser: Browser | undefined;
+  let server: Awaited<ReturnType<typeof serve>> | undefined;
+  beforeAll(async () => {
+    server = await serve(await buildApp());
+    browser = await launch();
+  }, 180_000);
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+  return { browser: () => browser!, url: () => server!.url };
+}
+
+/** `body` on a page of a fresh context of the app; then no uncaught page error may have happened. The context closes. */
+export async function withPage(app: ReturnType<typeof builtApp>, body: (page: Page) => Promise<void>): Promise<void> {
+  const { ctx, page, errors } = await openPage(app.browser(), app.url());
+  try {
+    await body(page);
+    expect(errors).toEqual([]);
+  } finally {
+    await ctx.close();
+  }
 }
 
 /** A page of a fresh context (own IndexedDB) at `url`, collecting uncaught page errors. */

@@ -4,27 +4,16 @@
  * default backend, WebGPU, is driven by test/e2e/webgpu.test.ts. Screenshots land in .cache/test-output/e2e/.
  */
 import { readFileSync } from 'node:fs';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { BrowserContext, Page } from 'playwright-core';
+import { describe, expect, test } from 'vitest';
 import { importBundle } from '../../src/store/bundle';
-import { ask, buildApp, launch, openPage, serve, shot, tab, tinyOneRound } from './app';
+import { ask, builtApp, openPage, shot, tab, tinyOneRound } from './app';
 
-let browser: Browser;
-let server: { url: string; close(): Promise<void> };
+const app = builtApp();
 /** The first export of the trained checkpoint (test 4), re-imported by tests 6 and 7. */
 let exported: Buffer | null = null;
 
-beforeAll(async () => {
-  server = await serve(await buildApp());
-  browser = await launch();
-}, 180_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-});
-
-const open = (ctx?: BrowserContext) => openPage(browser, server.url, ctx);
+const open = (ctx?: BrowserContext) => openPage(app.browser(), app.url(), ctx);
 
 /** Environment → the CPU backend (the checkbox, or the automatic fallback when there is no WebGPU). */
 async function useCpu(page: Page): Promise<void> {

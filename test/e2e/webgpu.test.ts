@@ -11,31 +11,21 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import type { Page } from 'playwright-core';
+import { afterAll, describe, expect, test } from 'vitest';
 import { taskSplit, toJsonl } from '../../models/tiny/task';
 import { readLinkFile } from '../../src/mas/upstream';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { renderMarkdown } from '../../src/ui/markdown';
 import { runAsk } from '../mas/ask-util';
-import { ask, buildApp, launch, openPage, serve, shot, tab, tinyOneRound } from './app';
+import { ask, builtApp, shot, tab, tinyOneRound, withPage } from './app';
 
-let browser: Browser;
-let server: { url: string; close(): Promise<void> };
+const app = builtApp();
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-e2e-webgpu-'));
 const cpu = new CpuBackend('f32');
 const QUESTION = 'Mia has 9 stamps. She buys 4 more. She gives away 5. How many stamps does Mia have now?';
 
-beforeAll(async () => {
-  server = await serve(await buildApp());
-  browser = await launch();
-}, 180_000);
-
-afterAll(async () => {
-  await browser?.close();
-  await server?.close();
-  rmSync(tmp, { recursive: true, force: true });
-});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
 /** What `rmas ask --json` writes as "text" for the tiny system, 1 round, greedy, with `flags` (in-process, CPU backend). */
 async function runnerText(question: string, flags: Record<string, string | boolean | string[]> = {}): Promise<string> {
@@ -63,8 +53,7 @@ function expectShown(got: { text: string; html: string; stats: string }, want: s
 
 describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', () => {
   test('ask: the answer shown is the text rmas ask --json writes, on the WebGPU backend', async () => {
-    const { ctx, page, errors } = await openPage(browser, server.url);
-    try {
+    await withPage(app, async (page) => {
       await tinyOneRound(page);
       const latent = await page.getByTestId('ask-latent').inputValue();
       await ask(page, QUESTION);
@@ -76,29 +65,21 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       await expect(page.getByTestId('lens-note').first().textContent()).resolves.toMatch(/read as near uniform/);
       console.log(`[e2e webgpu] ask: ${(await shown(page, 'latent')).stats}`);
       await shot(page, 'ask-webgpu');
-      expect(errors).toEqual([]);
-    } finally {
-      await ctx.close();
-    }
+    });
   });
 
   test('both, side by side: the latent and the text run each show what rmas ask writes in that mode', async () => {
-    const { ctx, page, errors } = await openPage(browser, server.url);
-    try {
+    await withPage(app, async (page) => {
       await tinyOneRound(page, 'both');
       await ask(page, QUESTION, 2);
       expectShown(await shown(page, 'latent'), await runnerText(QUESTION));
       expectShown(await shown(page, 'text'), await runnerText(QUESTION, { mode: 'text' }));
       await shot(page, 'ask-both');
-      expect(errors).toEqual([]);
-    } finally {
-      await ctx.close();
-    }
+    });
   });
 
   test('evaluate: each row of the table holds the text rmas ask writes for its question', async () => {
-    const { ctx, page, errors } = await openPage(browser, server.url);
-    try {
+    await withPage(app, async (page) => {
       await tinyOneRound(page);
       await page.getByTestId('eval-panel').locator('summary').click();
       await page.getByTestId('eval-source').selectOption('tiny');
@@ -109,17 +90,13 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       const questions = taskSplit('test').slice(0, 3).map((r) => r.question);
       expect(rows).toEqual(await Promise.all(questions.map((q) => runnerText(q))));
       await shot(page, 'evaluate-webgpu');
-      expect(errors).toEqual([]);
-    } finally {
-      await ctx.close();
-    }
+    });
   });
 
   test('a style whose backbones the engine cannot run yet: UnknownModelType as rmas ask says it, and nothing is fetched', async () => {
-    const { ctx, page, errors } = await openPage(browser, server.url);
-    const remote: string[] = [];
-    page.on('request', (r) => { if (!r.url().startsWith(server.url)) remote.push(r.url()); });
-    try {
+    await withPage(app, async (page) => {
+      const remote: string[] = [];
+      page.on('request', (r) => { if (!r.url().startsWith(app.url())) remote.push(r.url()); });
       await tab(page, 'ask');
       await page.getByTestId('ask-style').selectOption('sequential_scaled');
       await page.getByRole('textbox', { name: 'question' }).fill(QUESTION);
@@ -131,15 +108,11 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       expect(await box.getAttribute('data-error-name')).toBe('UnknownModelType');
       await expect(box.locator('.msg').textContent()).resolves.toBe(cli.error!.message);
       expect(remote).toEqual([]);
-      expect(errors).toEqual([]);
-    } finally {
-      await ctx.close();
-    }
+    });
   });
 
   test('train: the tiny split, Start, the loss falls, before/after, ask with it, export; the runner reads the bundle', async () => {
-    const { ctx, page, errors } = await openPage(browser, server.url);
-    try {
+    await withPage(app, async (page) => {
       // the Train view opens on the offline tiny system with its own training split loaded: one click to Start
       await tab(page, 'train');
       await expect.poll(() => page.getByTestId('data-summary').textContent(), { timeout: 20_000 })
@@ -202,9 +175,6 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       const [exported, saved] = [await readLinkFile(join(tmp, name)), await readLinkFile(join(save, 'adapter.safetensors'))];
       expect([...saved.keys()].sort()).toEqual([...exported.keys()].sort());
       for (const [k, v] of exported) expect(Array.from(saved.get(k)!.data), k).toEqual(Array.from(v.data));
-      expect(errors).toEqual([]);
-    } finally {
-      await ctx.close();
-    }
+    });
   });
 });
