@@ -17,6 +17,8 @@ import { benches as sample } from '../src/kernels/sample/sample.bench';
 import { benches as rows } from '../src/kernels/rows/rows.bench';
 import { benches as topk } from '../src/kernels/topk/topk.bench';
 import { benches as conv1d } from '../src/kernels/conv1d/conv1d.bench';
+import { benches as deltarule } from '../src/kernels/deltarule/deltarule.bench';
+import { benches as cols } from '../src/kernels/cols/cols.bench';
 import { benches as model } from '../src/model/model.bench';
 import { benches as mas } from '../src/mas/mas.bench';
 import { benches as train } from '../src/train/train.bench';
@@ -39,6 +41,8 @@ export const allBenches: BenchCase[] = [
   ...rows,
   ...topk,
   ...conv1d,
+  ...deltarule,
+  ...cols,
   ...model,
   ...mas,
   ...train,

@@ -7,8 +7,10 @@
  * particular to its family: Qwen3's explicit head_dim (deliberately ≠ hidden/heads) and q/k RMSNorm, Llama 3's
  * rope scaling (original_max_position_embeddings small enough that all three frequency bands of the llama3
  * rule occur at head_dim 16), an untied lm_head, an eos list and a separate chat_template.jinja, Qwen2's q/k/v
- * biases, Mistral's sliding window on every layer, and Gemma 3's released image-text layout with its sliding and
- * global layers, sandwich norms, GeGLU and scaled embeddings. Widths differ between families so that a shape mix-up cannot pass by accident.
+ * biases, Mistral's sliding window on every layer, Gemma 3's released image-text layout with its sliding and
+ * global layers, sandwich norms, GeGLU and scaled embeddings, and Qwen3.5's image-text layout with Gated DeltaNet
+ * and gated attention layers, a vision tower and multi-token-prediction tensors beside them. Widths differ between
+ * families so that a shape mix-up cannot pass by accident.
  *
  * Everything is a pure function of the specs below: the same bytes on every run and platform, which
  * test/tiny-models.test.ts checks against the committed folders.
@@ -26,7 +28,7 @@ export const TINY_MERGES = 200;
 
 export interface TinySpec {
   name: string;
-  family: 'qwen3' | 'llama' | 'qwen2' | 'mistral' | 'gemma3';
+  family: 'qwen3' | 'llama' | 'qwen2' | 'mistral' | 'gemma3' | 'qwen3_5';
   seed: number;
   hidden: number;
   layers: number;
@@ -52,11 +54,30 @@ export const TINY_SPECS: readonly TinySpec[] = [
   // with sliding_window_pattern 2 (sliding, full, sliding) so both rope bases and the window (4 < the golden's
   // 7 tokens) act, the global rope linearly scaled by 8, tied embeddings scaled by √hidden, zero-centred norms.
   { name: 'gemma3-tiny', family: 'gemma3', seed: 5, hidden: 56, layers: 3, heads: 4, kvHeads: 2, headDim: 24, intermediate: 128, tie: true, separateTemplate: false },
+  // Qwen3.5-9B's layout: an image-text checkpoint (model_type qwen3_5, the decoder under text_config and under
+  // model.language_model.*, lm_head.weight at the top, untied; model.visual.* and mtp.* beside it, never read).
+  // Three Gated DeltaNet layers then a gated attention layer (as every 4th on the real models), two value heads
+  // per key head and key ≠ value dims (TINY_QWEN3_5), head_dim 32 of which a quarter rotates, zero-centred norms.
+  { name: 'qwen3_5-tiny', family: 'qwen3_5', seed: 6, hidden: 48, layers: 4, heads: 2, kvHeads: 1, headDim: 32, intermediate: 96, tie: false, separateTemplate: false },
 ];
 /** mistral-tiny's sliding_window (BioMistral-7B: 4096). */
 export const TINY_MISTRAL_WINDOW = 4;
 /** gemma3-tiny's text_config values that the released gemma-3-4b-it sets or inherits differently (4B: 1024, 256, 6). */
 export const TINY_GEMMA3 = { slidingWindow: 4, queryPreAttnScalar: 20, pattern: 2 } as const;
+/** qwen3_5-tiny's Gated DeltaNet sizes (4B/9B: 16 key heads, 32 value heads, 128, 128, 4) and layer pattern. */
+export const TINY_QWEN3_5 = {
+  keyHeads: 2, valueHeads: 4, keyDim: 16, valueDim: 12, convKernel: 4,
+  layerTypes: ['linear_attention', 'linear_attention', 'linear_attention', 'full_attention'],
+} as const;
+/** Vision tower and multi-token-prediction tensors of qwen3_5-tiny: stand-ins, never read by the engine. */
+export const QWEN3_5_UNREAD_TENSORS: readonly [string, number[]][] = [
+  ['model.visual.patch_embed.proj.weight', [8, 3, 2, 2, 2]],
+  ['model.visual.blocks.0.attn.qkv.weight', [24, 8]],
+  ['model.visual.merger.linear_fc2.weight', [48, 32]],
+  ['mtp.fc.weight', [48, 96]],
+  ['mtp.layers.0.self_attn.q_proj.weight', [128, 48]],
+  ['mtp.norm.weight', [48]],
+];
 /** The image-text checkpoint's prefix of the decoder (gemma-3-4b-it as released). */
 const GEMMA3_PREFIX = 'language_model.';
 /** Vision tower and projector tensors of gemma3-tiny: stand-ins, never read by the engine. */
@@ -141,6 +162,28 @@ export function buildConfig(spec: TinySpec, vocab: number, ids: ReturnType<typeo
       torch_dtype: 'bfloat16', transformers_version: '4.50.0',
       vision_config: { hidden_size: 8, image_size: 8, intermediate_size: 16, model_type: 'siglip_vision_model', num_attention_heads: 2, num_hidden_layers: 1, patch_size: 2 },
     });
+  } else if (spec.family === 'qwen3_5') {
+    // as the Qwen3.5 releases ship it: every text field written out, rope_parameters with the partial rotary and
+    // mRoPE sections (a text-only input makes mRoPE plain RoPE), the special ids of the image-text wrapper
+    const q = TINY_QWEN3_5;
+    const text = sortKeys({
+      attention_bias: false, attention_dropout: 0.0, attn_output_gate: true, dtype: 'bfloat16', eos_token_id: ids.endOfText,
+      full_attention_interval: 4, head_dim: spec.headDim, hidden_act: 'silu', hidden_size: spec.hidden, initializer_range: 0.02,
+      intermediate_size: spec.intermediate, layer_types: [...q.layerTypes], linear_conv_kernel_dim: q.convKernel,
+      linear_key_head_dim: q.keyDim, linear_num_key_heads: q.keyHeads, linear_num_value_heads: q.valueHeads,
+      linear_value_head_dim: q.valueDim, mamba_ssm_dtype: 'float32', max_position_embeddings: MAX_POSITIONS, mlp_only_layers: [],
+      model_type: 'qwen3_5_text', mtp_num_hidden_layers: 1, mtp_use_dedicated_embeddings: false, num_attention_heads: spec.heads,
+      num_hidden_layers: spec.layers, num_key_value_heads: spec.kvHeads, rms_norm_eps: 1e-6,
+      rope_parameters: { mrope_interleaved: true, mrope_section: [1, 1, 2], partial_rotary_factor: 0.25, rope_theta: 10000000, rope_type: 'default' },
+      tie_word_embeddings: spec.tie, use_cache: true, vocab_size: vocab,
+    });
+    return sortKeys({
+      architectures: ['Qwen3_5ForConditionalGeneration'], image_token_id: vocab - 1, model_type: 'qwen3_5', text_config: text,
+      tie_word_embeddings: spec.tie, transformers_version: '4.57.0.dev0', video_token_id: vocab - 2,
+      vision_config: { deepstack_visual_indexes: [], depth: 1, hidden_act: 'gelu_pytorch_tanh', hidden_size: 8, in_channels: 3,
+        intermediate_size: 16, model_type: 'qwen3_5', num_heads: 2, out_hidden_size: spec.hidden, patch_size: 2, spatial_merge_size: 2, temporal_patch_size: 2 },
+      vision_end_token_id: vocab - 3, vision_start_token_id: vocab - 4,
+    });
   } else if (spec.family === 'mistral') {
     config = {
       ...common, architectures: ['MistralForCausalLM'], eos_token_id: ids.imEnd, rms_norm_eps: 1e-5, rope_theta: 10000.0,
@@ -176,7 +219,19 @@ export function tensorShapes(spec: TinySpec, vocab: number): [string, number[]][
   for (let i = 0; i < spec.layers; i++) {
     const p = `model.layers.${i}`;
     out.push([`${p}.input_layernorm.weight`, [d]]);
-    out.push([`${p}.self_attn.q_proj.weight`, [heads * hd, d]]);
+    if (spec.family === 'qwen3_5' && TINY_QWEN3_5.layerTypes[i] === 'linear_attention') {
+      const { keyHeads: nk, valueHeads: nv, keyDim: dk, valueDim: dv, convKernel: K } = TINY_QWEN3_5;
+      const C = 2 * nk * dk + nv * dv;
+      const l = `${p}.linear_attn`;
+      out.push([`${l}.in_proj_qkv.weight`, [C, d]], [`${l}.in_proj_z.weight`, [nv * dv, d]], [`${l}.in_proj_b.weight`, [nv, d]],
+        [`${l}.in_proj_a.weight`, [nv, d]], [`${l}.conv1d.weight`, [C, 1, K]], [`${l}.A_log`, [nv]], [`${l}.dt_bias`, [nv]],
+        [`${l}.norm.weight`, [dv]], [`${l}.out_proj.weight`, [d, nv * dv]]);
+      out.push([`${p}.post_attention_layernorm.weight`, [d]]);
+      out.push([`${p}.mlp.gate_proj.weight`, [ff, d]], [`${p}.mlp.up_proj.weight`, [ff, d]], [`${p}.mlp.down_proj.weight`, [d, ff]]);
+      continue;
+    }
+    // Qwen3.5's q_proj holds each head's query and then its output gate
+    out.push([`${p}.self_attn.q_proj.weight`, [heads * hd * (spec.family === 'qwen3_5' ? 2 : 1), d]]);
     out.push([`${p}.self_attn.k_proj.weight`, [kvHeads * hd, d]]);
     out.push([`${p}.self_attn.v_proj.weight`, [kvHeads * hd, d]]);
     if (spec.family === 'qwen2') {
@@ -184,7 +239,7 @@ export function tensorShapes(spec: TinySpec, vocab: number): [string, number[]][
       out.push([`${p}.self_attn.k_proj.bias`, [kvHeads * hd]]);
       out.push([`${p}.self_attn.v_proj.bias`, [kvHeads * hd]]);
     }
-    if (spec.family === 'qwen3' || spec.family === 'gemma3') {
+    if (spec.family === 'qwen3' || spec.family === 'gemma3' || spec.family === 'qwen3_5') {
       out.push([`${p}.self_attn.q_norm.weight`, [hd]]);
       out.push([`${p}.self_attn.k_norm.weight`, [hd]]);
     }
@@ -200,6 +255,10 @@ export function tensorShapes(spec: TinySpec, vocab: number): [string, number[]][
   }
   out.push(['model.norm.weight', [d]]);
   if (!spec.tie) out.push(['lm_head.weight', [vocab, d]]);
+  if (spec.family === 'qwen3_5') {
+    const moved = out.map(([n, sh]): [string, number[]] => [n.startsWith('model.') ? `model.language_model.${n.slice('model.'.length)}` : n, sh]);
+    return [...moved, ...QWEN3_5_UNREAD_TENSORS];
+  }
   if (spec.family !== 'gemma3') return out;
   return [...out.map(([n, sh]): [string, number[]] => [GEMMA3_PREFIX + n, sh]), ...GEMMA3_VISION_TENSORS];
 }
@@ -214,11 +273,15 @@ export function tensorShapes(spec: TinySpec, vocab: number): [string, number[]][
 function values(rng: Rng, name: string, shape: number[], family: TinySpec['family']): Float32Array {
   const n = shape.reduce((a, b) => a * b, 1);
   if (name.endsWith('norm.weight')) {
-    // Gemma's norms scale by (1 + w): zero-centred weights
+    // Gemma's and Qwen3.5's norms scale by (1 + w): zero-centred weights; the DeltaNet's gated norm uses plain w
     const v = rng.normals(n, 0.1);
-    if (family !== 'gemma3') for (let i = 0; i < n; i++) v[i] = v[i]! + 1;
+    const centred = family === 'gemma3' || (family === 'qwen3_5' && !name.endsWith('linear_attn.norm.weight'));
+    if (!centred) for (let i = 0; i < n; i++) v[i] = v[i]! + 1;
     return v;
   }
+  // the decay rate exp(A_log) near 0.2, so that the state keeps a few tokens (α = e^{−0.2·softplus(·)} ≈ 0.87)
+  if (name.endsWith('.A_log')) return rng.normals(n, 0.3).map((x) => x - 1.6);
+  if (name.endsWith('.dt_bias')) return rng.normals(n, 0.1);
   if (name.endsWith('.bias')) return rng.normals(n, 0.1);
   if (name.endsWith('model.embed_tokens.weight')) return rng.normals(n, 1);
   return rng.normals(n, 1 / Math.sqrt(shape[shape.length - 1]!));

@@ -21,7 +21,7 @@ import { Decoder } from '../src/model/decoder';
 import { ggufTensorName, loadDecoderFromGguf } from '../src/model/gguf';
 import { loadDecoderFromUrl, loadGgufDecoderFromUrl } from '../src/model/url';
 import { ggufMetadata } from '../src/model/testing';
-import { weightSpecs } from '../src/model/weights';
+import { attentionLayer, weightSpecs } from '../src/model/weights';
 import { planGgufModel, planSystemDownload } from '../src/store/plan';
 import { CpuBackend } from '../src/tensor/cpu';
 import { buildSpec, withBackbones } from '../src/ui/system';
@@ -106,9 +106,9 @@ describe('a GGUF backbone by URL', () => {
     const g = await loadGgufDecoderFromUrl(Q8, cpu, { fetch: rangeFetch });
     const ref = await loadDecoderFromGguf(memorySource(files.get(Q8)!, 'q8.gguf'), cpu);
     // qwen3-tiny: o_proj [48, 64] and down_proj [48, 128] have whole q8_0 rows; q/k/v/gate/up (48 columns) stay bf16
-    const L = g.weights.layers[0];
+    const L = attentionLayer(g.weights.layers[0]);
     expect([L.o.dtype, L.down.dtype, L.q.dtype, L.gate.dtype]).toEqual(['q8_0', 'q8_0', 'bf16', 'bf16']);
-    expect(Array.from(await cpu.readBytes(L.o))).toEqual(Array.from(await cpu.readBytes(ref.weights.layers[0].o)));
+    expect(Array.from(await cpu.readBytes(L.o))).toEqual(Array.from(await cpu.readBytes(attentionLayer(ref.weights.layers[0]).o)));
     const ids = cpu.fromValues(IDS, [IDS.length], 'i32');
     expect(vals(g.decoder.forward({ inputIds: ids, logits: 'all' }).logits!))
       .toEqual(vals(new Decoder(ref.config, ref.weights).forward({ inputIds: ids, logits: 'all' }).logits!));

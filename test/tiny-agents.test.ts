@@ -55,7 +55,7 @@ describe('train-agents: a short CPU run', () => {
       const tok = await loadTokenizerFromDir(r.dir);
       expect(tok.idOf('<|im_end|>')).toBeTypeOf('number');
       const config = JSON.parse(await readFile(join(r.dir, 'config.json'), 'utf8'));
-      expect(config.architectures).toEqual([{ qwen3: 'Qwen3ForCausalLM', llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', mistral: 'MistralForCausalLM', gemma3: 'Gemma3ForConditionalGeneration' }[SMALL[i]!.family]]);
+      expect(config.architectures).toEqual([{ qwen3: 'Qwen3ForCausalLM', llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', mistral: 'MistralForCausalLM', gemma3: 'Gemma3ForConditionalGeneration', qwen3_5: 'Qwen3_5ForConditionalGeneration' }[SMALL[i]!.family]]);
       expect(config.max_position_embeddings).toBeGreaterThanOrEqual(256);
     }
   }, 60_000);

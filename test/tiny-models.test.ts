@@ -13,10 +13,10 @@ import { SafetensorsFile } from '../src/formats/safetensors.ts';
 import { ropeInvFreq } from '../src/kernels/rope/index.ts';
 import { type DecoderConfig, parseDecoderConfig } from '../src/model/config.ts';
 import { loadTokenizerFromDir } from '../src/tokenizer/index.ts';
-import { GEMMA3_VISION_TENSORS, writeTinyModels } from '../models/generate.ts';
+import { GEMMA3_VISION_TENSORS, QWEN3_5_UNREAD_TENSORS, writeTinyModels } from '../models/generate.ts';
 
 const ROOT = resolve(import.meta.dirname, '../models/tiny');
-const NAMES = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny', 'mistral-tiny', 'gemma3-tiny'] as const;
+const NAMES = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny', 'mistral-tiny', 'gemma3-tiny', 'qwen3_5-tiny'] as const;
 
 // What each folder is meant to be (the issue's brief), written out rather than read from the generator.
 const INTENDED: Record<(typeof NAMES)[number], Partial<DecoderConfig>> = {
@@ -26,8 +26,10 @@ const INTENDED: Record<(typeof NAMES)[number], Partial<DecoderConfig>> = {
   'mistral-tiny': { family: 'mistral', hidden: 40, layers: 2, heads: 4, kvHeads: 1, headDim: 10, intermediate: 96, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: false, rmsEps: 1e-5, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458], slidingWindow: 4, windowLayers: [true, true] },
   // the rest from Gemma3TextConfig's defaults: eps 1e-6, tied, local base 1e4, global 1e6 scaled linearly by 8
   'gemma3-tiny': { family: 'gemma3', hidden: 56, layers: 3, heads: 4, kvHeads: 2, headDim: 24, intermediate: 128, tieEmbeddings: true, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458, 456], slidingWindow: 4, windowLayers: [true, false, true], normOffset: 1, sandwichNorms: true, mlpAct: 'gelu_tanh', embedScale: Math.sqrt(56), attnScale: 20 ** -0.5 },
+  // Qwen3.5-9B's shape: untied, no BOS, eos <|endoftext|> in the text_config, three DeltaNets then gated attention
+  'qwen3_5-tiny': { family: 'qwen3_5', hidden: 48, layers: 4, heads: 2, kvHeads: 1, headDim: 32, intermediate: 96, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: null, eosTokenIds: [456], normOffset: 1, sandwichNorms: false, mlpAct: 'silu', attnOutputGate: true, linearLayers: [true, true, true, false], deltaNet: { keyHeads: 2, valueHeads: 4, keyDim: 16, valueDim: 12, convKernel: 4 } },
 };
-const THETA = { 'qwen3-tiny': 1e6, 'llama-tiny': 5e5, 'qwen2-tiny': 1e4, 'mistral-tiny': 1e4, 'gemma3-tiny': 1e6 };
+const THETA = { 'qwen3-tiny': 1e6, 'llama-tiny': 5e5, 'qwen2-tiny': 1e4, 'mistral-tiny': 1e4, 'gemma3-tiny': 1e6, 'qwen3_5-tiny': 1e7 };
 
 async function config(name: string): Promise<DecoderConfig> {
   return parseDecoderConfig(await readFile(join(ROOT, name, 'config.json'), 'utf8'), `${name}/config.json`);
@@ -43,7 +45,23 @@ function expectedShapes(c: DecoderConfig): Map<string, number[]> {
   if (!c.tieEmbeddings) m.set('lm_head.weight', [c.vocabSize, c.hidden]);
   for (let l = 0; l < c.layers; l++) {
     const a = `model.layers.${l}.self_attn`;
-    m.set(`${a}.q_proj.weight`, [q, c.hidden]);
+    const dn = c.deltaNet;
+    if (c.linearLayers[l] && dn) {
+      // transformers' Qwen3_5GatedDeltaNet: q|k|v through the conv, z, b and a per value head, the gated norm over valueDim
+      const p = `model.layers.${l}.linear_attn`;
+      const C = 2 * dn.keyHeads * dn.keyDim + dn.valueHeads * dn.valueDim;
+      m.set(`${p}.in_proj_qkv.weight`, [C, c.hidden]);
+      m.set(`${p}.in_proj_z.weight`, [dn.valueHeads * dn.valueDim, c.hidden]);
+      m.set(`${p}.in_proj_b.weight`, [dn.valueHeads, c.hidden]);
+      m.set(`${p}.in_proj_a.weight`, [dn.valueHeads, c.hidden]);
+      m.set(`${p}.conv1d.weight`, [C, 1, dn.convKernel]);
+      m.set(`${p}.A_log`, [dn.valueHeads]);
+      m.set(`${p}.dt_bias`, [dn.valueHeads]);
+      m.set(`${p}.norm.weight`, [dn.valueDim]);
+      m.set(`${p}.out_proj.weight`, [c.hidden, dn.valueHeads * dn.valueDim]);
+    } else {
+      // with the output gate, q_proj yields each head's query and gate
+      m.set(`${a}.q_proj.weight`, [q * (c.attnOutputGate ? 2 : 1), c.hidden]);
     m.set(`${a}.k_proj.weight`, [kv, c.hidden]);
     m.set(`${a}.v_proj.weight`, [kv, c.hidden]);
     m.set(`${a}.o_proj.weight`, [c.hidden, q]);
@@ -56,6 +74,7 @@ function expectedShapes(c: DecoderConfig): Map<string, number[]> {
       m.set(`${a}.q_norm.weight`, [c.headDim]);
       m.set(`${a}.k_norm.weight`, [c.headDim]);
     }
+    }
     const p = `model.layers.${l}`;
     m.set(`${p}.mlp.gate_proj.weight`, [c.intermediate, c.hidden]);
     m.set(`${p}.mlp.up_proj.weight`, [c.intermediate, c.hidden]);
@@ -66,6 +85,11 @@ function expectedShapes(c: DecoderConfig): Map<string, number[]> {
       m.set(`${p}.pre_feedforward_layernorm.weight`, [c.hidden]);
       m.set(`${p}.post_feedforward_layernorm.weight`, [c.hidden]);
     }
+  }
+  if (c.family === 'qwen3_5') {
+    // Qwen3.5's layout: the decoder under model.language_model.*, lm_head at the top, the vision tower and MTP beside it
+    const moved = [...m].map(([n, sh]): [string, number[]] => [n.startsWith('model.') ? `model.language_model.${n.slice(6)}` : n, sh]);
+    return new Map([...moved, ...QWEN3_5_UNREAD_TENSORS]);
   }
   if (c.family !== 'gemma3') return m;
   // gemma-3-4b-it's layout: the decoder under language_model.*, a vision tower and projector beside it
@@ -121,7 +145,7 @@ describe.each(NAMES)('tiny model %s', (name) => {
     expect(c.vocabSize).toBe(461); // 256 bytes + 200 merges + 5 added tokens
     expect(c.rope.theta).toBe(THETA[name]);
     // only Mistral (every layer) and Gemma 3 (its sliding layers) window; the others attend to the whole prefix
-    if (name !== 'mistral-tiny' && name !== 'gemma3-tiny') expect([c.slidingWindow, c.windowLayers]).toEqual([null, [false, false]]);
+    if (name !== 'mistral-tiny' && name !== 'gemma3-tiny') expect([c.slidingWindow, c.windowLayers]).toEqual([null, Array(c.layers).fill(false)]);
     const gen = JSON.parse(await readFile(join(dir, 'generation_config.json'), 'utf8')) as Record<string, unknown>;
     expect(gen).toMatchObject({ do_sample: true, temperature: 0.6, top_p: 0.95, top_k: 20, eos_token_id: [458, 456] });
   });
@@ -145,20 +169,30 @@ describe.each(NAMES)('tiny model %s', (name) => {
       const v = bf16Values((await st.read(tensor)).bytes);
       expect(v.every(Number.isFinite), tensor).toBe(true);
       // Norm and bias vectors have 8-64 values, so their sample std is loose (±50%); matrices are tight.
-      if (GEMMA3_VISION_TENSORS.some(([n]) => n === tensor)) continue; // stand-ins the engine never reads
-      if (tensor.endsWith('norm.weight')) {
-        // Gemma's norms scale by (1 + w): zero-centred
-        expect(Math.abs(mean(v) - (c.normOffset ? 0 : 1)), tensor).toBeLessThan(0.1);
+      if ([...GEMMA3_VISION_TENSORS, ...QWEN3_5_UNREAD_TENSORS].some(([n]) => n === tensor)) continue; // stand-ins the engine never reads
+      if (tensor.endsWith('.A_log')) {
+        // the DeltaNet's decay rate exp(A_log) near 0.2 (4 values: loose)
+        expect(Math.abs(mean(v) + 1.6), tensor).toBeLessThan(0.5);
+      } else if (tensor.endsWith('.dt_bias')) {
+        expect(std(v), tensor).toBeLessThan(0.2);
+      } else if (tensor.endsWith('norm.weight')) {
+        // Gemma's and Qwen3.5's norms scale by (1 + w): zero-centred; the DeltaNet's gated norm has a plain w
+        const plain = !c.normOffset || tensor.endsWith('linear_attn.norm.weight');
+        expect(Math.abs(mean(v) - (plain ? 1 : 0)), tensor).toBeLessThan(0.1);
         expect(std(v), tensor).toBeGreaterThan(0.05);
         expect(std(v), tensor).toBeLessThan(0.15);
       } else if (tensor.endsWith('.bias')) {
         expect(std(v), tensor).toBeGreaterThan(0.05);
         expect(std(v), tensor).toBeLessThan(0.15);
       } else {
-        const target = tensor.endsWith('model.embed_tokens.weight') ? 1 : 1 / Math.sqrt(shape[1]!);
-        expect(Math.abs(mean(v)), tensor).toBeLessThan(0.1 * target);
-        expect(std(v) / target, tensor).toBeGreaterThan(0.9);
-        expect(std(v) / target, tensor).toBeLessThan(1.1);
+        // the conv's fan-in is its kernel (depthwise)
+        const target = tensor.endsWith('model.embed_tokens.weight') ? 1 : 1 / Math.sqrt(shape[shape.length - 1]!);
+        // the sample mean of n values is within 3 standard errors (the DeltaNet's b and a rows hold a few hundred)
+        expect(Math.abs(mean(v)), tensor).toBeLessThan(Math.max(0.1, 3 / Math.sqrt(v.length)) * target);
+        // the sample std of n values within 4 of its standard errors (1/√(2n)), and never looser than ±10%
+        const tol = Math.max(0.1, 4 / Math.sqrt(2 * v.length));
+        expect(std(v) / target, tensor).toBeGreaterThan(1 - tol);
+        expect(std(v) / target, tensor).toBeLessThan(1 + tol);
       }
     }
   });
@@ -168,9 +202,10 @@ describe.each(NAMES)('tiny model %s', (name) => {
     const tok = await loadTokenizerFromDir(dir);
     expect(tok.vocabSize).toBeLessThanOrEqual(c.vocabSize);
     expect(tok.vocabSize).toBe(461);
-    expect(tok.idOf('<|endoftext|>')).toBe(c.bosTokenId);
+    // Qwen3.5 has no BOS, and its text_config's eos is <|endoftext|> (generation stops on either, generation_config.json)
+    expect(tok.idOf('<|endoftext|>')).toBe(name === 'qwen3_5-tiny' ? 456 : c.bosTokenId);
     expect(tok.eosTokenIds).toEqual([458]);
-    expect(c.eosTokenIds).toContain(tok.eosTokenIds[0]);
+    expect(c.eosTokenIds).toContain(name === 'qwen3_5-tiny' ? 456 : tok.eosTokenIds[0]);
     // The same tokenizer in every folder; pinned ids catch a change of merges or tokenizer class.
     const ids = tok.encode('The answer is 42.');
     expect(ids).toEqual([267, 297, 266, 32, 52, 50, 46]);

@@ -3,7 +3,7 @@
 
 Run (Debian's torch 1.13; no transformers or safetensors package needed):
     /usr/bin/python3 scripts/golden/tiny_models.py
-writes test/golden/tiny-{qwen3,llama,qwen2,mistral,gemma3}-tiny.json.
+writes test/golden/tiny-{qwen3,llama,qwen2,mistral,gemma3,qwen3_5}-tiny.json.
 
 An independent float64 forward written from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3 /
 modeling_mistral (transformers 4.51): RMSNorm, q/k/v projections (+ bias for qwen2), Qwen3's per-head q/k RMSNorm before RoPE,
@@ -19,6 +19,10 @@ Deliberate numerical choices (as in scripts/golden/decoder.py):
 - RMSNorm and softmax stay in f64 (HF upcasts to f32 only, which for an f64 model is again rounding).
 
 Gemma 3 (gemma3_forward) from modeling_gemma3 (transformers 4.50), its inputs_embeds the scaled embedding rows.
+
+Qwen3.5 (qwen3_5_forward) from modeling_qwen3_5: Gated DeltaNet layers run the delta rule as the plain recurrence
+(transformers' torch_recurrent_gated_delta_rule, which its chunked prefill equals up to rounding), written here with
+torch ops over the whole state so that autograd gives the input gradient; gated attention layers with partial RoPE.
 
 Per model: `ids` (7 token ids, positions 0..6), `inputs_embeds` = the model's input embeddings of those ids
 (the embedding rows; Gemma 3's scaled rows) (requires grad), and
@@ -54,6 +58,7 @@ IDS = {
     "qwen2-tiny": [3, 77, 458, 160, 91, 222, 300],
     "mistral-tiny": [456, 12, 345, 67, 89, 401, 23],
     "gemma3-tiny": [456, 33, 210, 99, 5, 377, 141],
+    "qwen3_5-tiny": [456, 61, 302, 14, 188, 77, 420],
 }
 
 # Gemma3TextConfig's defaults (transformers 4.50), for what a released text_config leaves out
@@ -64,6 +69,7 @@ GEMMA3_DEFAULTS = {
     "sliding_window": 4096, "sliding_window_pattern": 6, "final_logit_softcapping": None, "tie_word_embeddings": True,
 }
 GEMMA3_PREFIX = "language_model."
+QWEN3_5_PREFIX = "model.language_model."
 
 
 def b64(t):
@@ -225,6 +231,88 @@ def gemma3_forward(cfg, w, x):
     return hidden, logits
 
 
+def qwen3_5_forward(cfg, w, x):
+    """Qwen3_5ForCausalLM's text decoder in f64. Zero-centred (1 + w) RMSNorms everywhere but the DeltaNet's gated
+    norm (plain w). Layers of layer_types "linear_attention" are Gated DeltaNets: in_proj_qkv, a causal depthwise
+    conv (kernel K, zeros before the sequence, w[:, 0, K-1] on the current token) and SiLU over q|k|v; q and k
+    L2-normalised (x / sqrt(sum x^2 + 1e-6)), q times dk^-0.5; beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias);
+    value head h reads key head h // (nv / nk); per head S <- exp(g) S, delta = beta (v - S^T k), S <- S + k delta^T,
+    o = S^T q; then rms_norm(o) * w * silu(z) per value head and out_proj. "full_attention" layers: q_proj gives per
+    head [query | gate], q/k norms before a rotate_half RoPE over the first partial_rotary_factor of head_dim,
+    causal GQA attention, the output times sigmoid(gate) before o_proj. Dense SwiGLU MLP in every layer."""
+    T = x.shape[0]
+    d, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    Hq, Hkv, D = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    eps = cfg["rms_norm_eps"]
+    nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    dk, dv, K = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"]
+    rope = cfg["rope_parameters"]
+    R = int(D * rope["partial_rotary_factor"])
+    inv_freq = default_inv_freq(rope["rope_theta"], R)
+    angle = (inv_freq[None, :] * torch.arange(T).to(torch.float)[:, None]).to(f64)  # f32-rounded, as HF
+    emb = torch.cat([angle, angle], dim=-1)
+    cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+
+    def norm(t, weight):
+        return rms_norm(t, 1.0 + weight, eps)
+
+    def rot(t):
+        r, rest = t[..., :R], t[..., R:]
+        return torch.cat([r * cos + rotate_half(r) * sin, rest], dim=-1)
+
+    def l2(t):
+        return t / torch.sqrt((t * t).sum(-1, keepdim=True) + 1e-6)
+
+    for l in range(L):
+        p = f"model.layers.{l}."
+        h = norm(x, w[p + "input_layernorm.weight"])
+        if cfg["layer_types"][l] == "linear_attention":
+            a = p + "linear_attn."
+            mixed = F.linear(h, w[a + "in_proj_qkv.weight"])  # [T, C]
+            C = mixed.shape[1]
+            conv = F.conv1d(mixed.t()[None], w[a + "conv1d.weight"], groups=C, padding=K - 1)[0, :, :T].t()
+            conv = F.silu(conv)
+            q = conv[:, : nk * dk].reshape(T, nk, dk)
+            k = conv[:, nk * dk: 2 * nk * dk].reshape(T, nk, dk)
+            v = conv[:, 2 * nk * dk:].reshape(T, nv, dv)
+            q, k = l2(q) * dk ** -0.5, l2(k)
+            rep = nv // nk
+            q, k = q.repeat_interleave(rep, dim=1), k.repeat_interleave(rep, dim=1)  # value head h -> key head h // rep
+            beta = torch.sigmoid(F.linear(h, w[a + "in_proj_b.weight"]))
+            g = -torch.exp(w[a + "A_log"]) * F.softplus(F.linear(h, w[a + "in_proj_a.weight"]) + w[a + "dt_bias"])
+            S = torch.zeros(nv, dk, dv, dtype=f64)
+            outs = []
+            for t in range(T):
+                S = S * torch.exp(g[t])[:, None, None]
+                m = torch.einsum("hij,hi->hj", S, k[t])
+                delta = beta[t][:, None] * (v[t] - m)
+                S = S + k[t][:, :, None] * delta[:, None, :]
+                outs.append(torch.einsum("hij,hi->hj", S, q[t]))
+            o = torch.stack(outs)  # [T, nv, dv]
+            z = F.linear(h, w[a + "in_proj_z.weight"]).view(T, nv, dv)
+            y = rms_norm(o, w[a + "norm.weight"], eps) * F.silu(z)
+            x = x + F.linear(y.reshape(T, nv * dv), w[a + "out_proj.weight"])
+        else:
+            a = p + "self_attn."
+            qg = F.linear(h, w[a + "q_proj.weight"]).view(T, Hq, 2 * D)
+            q, gate = qg[..., :D], qg[..., D:].reshape(T, Hq * D)
+            k = F.linear(h, w[a + "k_proj.weight"]).view(T, Hkv, D)
+            v = F.linear(h, w[a + "v_proj.weight"]).view(T, Hkv, D)
+            q, k = rot(norm(q, w[a + "q_norm.weight"])), rot(norm(k, w[a + "k_norm.weight"]))
+            k, v = repeat_kv(k, Hq // Hkv), repeat_kv(v, Hq // Hkv)
+            scores = torch.einsum("thd,shd->hts", q, k) * D ** -0.5
+            scores = scores.masked_fill(~causal, float("-inf"))
+            o = torch.einsum("hts,shd->thd", torch.softmax(scores, dim=-1), v).reshape(T, Hq * D)
+            x = x + F.linear(o * torch.sigmoid(gate), w[a + "o_proj.weight"])
+        m = p + "mlp."
+        h = norm(x, w[p + "post_attention_layernorm.weight"])
+        x = x + F.linear(F.silu(F.linear(h, w[m + "gate_proj.weight"])) * F.linear(h, w[m + "up_proj.weight"]), w[m + "down_proj.weight"])
+    hidden = norm(x, w["model.norm.weight"])
+    head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
+    return hidden, F.linear(hidden, head)
+
+
 def gemma3_inputs(cfg, w, ids):
     """Gemma3TextScaledWordEmbedding: the rows times sqrt(hidden), both in the table's dtype (bf16 here)."""
     rows = w["model.embed_tokens.weight"][torch.tensor(ids)].to(torch.bfloat16)
@@ -250,6 +338,13 @@ def main():
             w = {n[len(GEMMA3_PREFIX):]: t for n, t in w.items() if n.startswith(GEMMA3_PREFIX)}
             x = gemma3_inputs(cfg, w, ids).clone().requires_grad_(True)
             hidden, logits = gemma3_forward(cfg, w, x)
+        elif cfg["model_type"] == "qwen3_5":
+            # the decoder under model.language_model.*, lm_head at the top; model.visual.* and mtp.* left unread
+            cfg = {**cfg["text_config"], "tie_word_embeddings": cfg["tie_word_embeddings"]}
+            w = {("model." + n[len(QWEN3_5_PREFIX):] if n.startswith(QWEN3_5_PREFIX) else n): t for n, t in w.items()
+                 if n.startswith(QWEN3_5_PREFIX) or n == "lm_head.weight"}
+            x = w["model.embed_tokens.weight"][torch.tensor(ids)].clone().requires_grad_(True)
+            hidden, logits = qwen3_5_forward(cfg, w, x)
         else:
             x = w["model.embed_tokens.weight"][torch.tensor(ids)].clone().requires_grad_(True)
             hidden, logits = forward(cfg, w, x)

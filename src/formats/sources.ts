@@ -4,7 +4,7 @@
  * so a multi-GB checkpoint is never held in memory whole (except from a server that ignores Range,
  * where the one full download is kept, up to `maxFullBytes`).
  */
-import { CorruptCheckpoint, InvalidArgument } from '../errors';
+import { CorruptCheckpoint, DownloadFailed, InvalidArgument } from '../errors';
 
 export interface ByteSource {
   /** The file name or URL, used in error messages. */
@@ -138,13 +138,14 @@ export function urlSource(url: string, opts: UrlSourceOptions = {}): ByteSource 
     try {
       res = await doFetch(url, { headers });
     } catch (e) {
-      throw new CorruptCheckpoint(`${url}: the request failed (${(e as Error).message}); check the URL and the network`);
+      // the network, not the file: nothing was read, so nothing can be corrupt
+      throw new DownloadFailed(`${url}: the request failed (${(e as Error).message}); check the URL and the network`);
     }
     if (res.status === 404 || res.status === 410) {
       throw notFound(`${url} does not exist (HTTP ${res.status}); check the URL, or that the repository has this file`);
     }
     if (!res.ok) {
-      throw new CorruptCheckpoint(`${url}: HTTP ${res.status} ${res.statusText}; check the URL, access rights (gated repos need a token) and the server`);
+      throw new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}; check the URL, access rights (gated repos need a token) and the server`);
     }
     return res;
   };

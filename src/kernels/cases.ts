@@ -18,6 +18,8 @@ import { cases as sample } from './sample/sample.cases';
 import { cases as rows } from './rows/rows.cases';
 import { cases as topk } from './topk/topk.cases';
 import { cases as conv1d } from './conv1d/conv1d.cases';
+import { cases as deltarule } from './deltarule/deltarule.cases';
+import { cases as cols } from './cols/cols.cases';
 
 export interface CaseGroup {
   group: string;
@@ -42,4 +44,6 @@ export const allCases: CaseGroup[] = [
   { group: 'rows', cases: rows },
   { group: 'topk', cases: topk },
   { group: 'conv1d', cases: conv1d },
+  { group: 'deltarule', cases: deltarule },
+  { group: 'cols', cases: cols },
 ];

@@ -17,5 +17,7 @@
  *   reduce       sum / mean / sum of squares (all or last dim), global gradient-norm clipping
  *   adamw        AdamW over flat parameter buffers, with a weight-decay mask
  *   sample       temperature / top-k / top-p / argmax token selection, seeded
+ *   deltarule    gated delta rule (Qwen3.5's Gated DeltaNet core): forward with a carried state, column/row/gate backward
+ *   cols         sliceCols / splitCols / concatCols along the last dim (fused q | k | v and query | gate splits)
  */
 export type { KernelDef, GpuRef, GpuChunk, Meta, CpuArray, FloatArray } from './kernel';

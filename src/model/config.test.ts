@@ -78,10 +78,38 @@ describe('decoder config', () => {
     expect([c.family, c.hidden, c.tieEmbeddings, c.savedDtype]).toEqual(['qwen3', parseDecoderConfig(qwen3).hidden, false, 'float16']);
     // the text config's own value wins
     expect(parseDecoderConfig({ ...wrapped, text_config: { ...inner, tie_word_embeddings: true } }).tieEmbeddings).toBe(true);
-    // qwen3_5_text names its family (not run yet)
-    expect(() => parseDecoderConfig({ ...wrapped, model_type: 'qwen3_5', text_config: { ...inner, model_type: 'qwen3_5_text' } }, 'q/config.json'))
-      .toThrow(/q\/config.json: model_type "qwen3_5"/);
+    // qwen3_5_text names its family
+    expect(parseDecoderConfig({ ...wrapped, model_type: 'qwen3_5', text_config: { ...inner, model_type: 'qwen3_5_text' } }, 'q/config.json').family).toBe('qwen3_5');
     expect(() => parseDecoderConfig({ ...wrapped, text_config: 3 })).toThrow(/text_config must be a JSON object/);
+  });
+
+  it('qwen3_5: Qwen3.5-4B as released (image-text wrapper, DeltaNet sizes, every 4th layer attends, partial rotary)', () => {
+    const L = 'linear_attention';
+    const F4 = 'full_attention';
+    const text = {
+      attention_bias: false, attn_output_gate: true, dtype: 'bfloat16', eos_token_id: 248044, full_attention_interval: 4, head_dim: 256,
+      hidden_act: 'silu', hidden_size: 2560, intermediate_size: 9216, layer_types: Array.from({ length: 8 }, () => [L, L, L, F4]).flat(),
+      linear_conv_kernel_dim: 4, linear_key_head_dim: 128, linear_num_key_heads: 16, linear_num_value_heads: 32, linear_value_head_dim: 128,
+      max_position_embeddings: 262144, model_type: 'qwen3_5_text', mtp_num_hidden_layers: 1, num_attention_heads: 16, num_hidden_layers: 32,
+      num_key_value_heads: 4, rms_norm_eps: 1e-6, tie_word_embeddings: true, vocab_size: 248320,
+      rope_parameters: { mrope_interleaved: true, mrope_section: [11, 11, 10], rope_type: 'default', rope_theta: 10000000, partial_rotary_factor: 0.25 },
+    };
+    const wrapper = { architectures: ['Qwen3_5ForConditionalGeneration'], model_type: 'qwen3_5', tie_word_embeddings: true, text_config: text, vision_config: { depth: 24 } };
+    const c = parseDecoderConfig(wrapper);
+    expect([c.family, c.hidden, c.layers, c.heads, c.kvHeads, c.headDim, c.tieEmbeddings, c.normOffset, c.qkNorm, c.attnOutputGate, c.eosTokenIds])
+      .toEqual(['qwen3_5', 2560, 32, 16, 4, 256, true, 1, true, true, [248044]]);
+    expect(c.deltaNet).toEqual({ keyHeads: 16, valueHeads: 32, keyDim: 128, valueDim: 128, convKernel: 4 });
+    expect(c.linearLayers.flatMap((lin, i) => (lin ? [] : [i]))).toEqual([3, 7, 11, 15, 19, 23, 27, 31]);
+    expect([c.rope.theta, c.rope.partialRotaryFactor, c.rope.scaling, c.slidingWindow]).toEqual([1e7, 0.25, null, null]);
+    expect(ropeInvFreq(c.rope)).toHaveLength(32); // 64 of the 256 dims rotate
+    // without layer_types, full_attention_interval (default 4) places the attention layers; a quarter rotates by default
+    const { layer_types: _l, ...bare } = text;
+    const { partial_rotary_factor: _p, ...rope } = text.rope_parameters;
+    const d = parseDecoderConfig({ ...bare, rope_parameters: rope, num_hidden_layers: 6, full_attention_interval: 3 });
+    expect([d.linearLayers, d.rope.partialRotaryFactor]).toEqual([[true, true, false, true, true, false], 0.25]);
+    expect(() => parseDecoderConfig({ ...text, layer_types: [L, F4] }, 'q/config.json')).toThrow(/q\/config.json: layer_types must list 32/);
+    expect(() => parseDecoderConfig({ ...text, linear_num_value_heads: 24 })).toThrow(/linear_num_value_heads \(24\) must be a multiple of linear_num_key_heads \(16\)/);
+    expect(() => parseDecoderConfig({ ...text, hidden_act: 'gelu' })).toThrow(InvalidModelConfig);
   });
 
   it('mistral: the sliding window on every layer when set (v0.1, BioMistral), none when null (v0.2)', () => {

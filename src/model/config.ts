@@ -1,7 +1,7 @@
 /**
  * Decoder configuration from a Hugging Face `config.json`, for the families the engine runs: llama
- * (Llama 3.x), qwen2 (Qwen2 / Qwen2.5), qwen3 and mistral; an image-text checkpoint's decoder is read from
- * its `text_config`. Family differences that matter to the forward pass are
+ * (Llama 3.x), qwen2 (Qwen2 / Qwen2.5), qwen3, mistral, gemma3 and qwen3_5 (Qwen3.5's hybrid of Gated DeltaNet
+ * and gated attention layers); an image-text checkpoint's decoder is read from its `text_config`. Family differences that matter to the forward pass are
  * made explicit here (q/k/v biases, q/k RMSNorm, head_dim, rope scaling), so the layer code has no
  * `model_type` switches. Both rope spellings are accepted: the older `rope_theta` + `rope_scaling` and
  * the newer `rope_parameters` (transformers ≥ 4.56 / 5.x).
@@ -9,10 +9,10 @@
 import { InvalidModelConfig, UnknownModelType } from '../errors';
 import type { RopeConfig, RopeScaling } from '../kernels/rope';
 
-export const FAMILIES = ['llama', 'qwen2', 'qwen3', 'mistral', 'gemma3'] as const;
+export const FAMILIES = ['llama', 'qwen2', 'qwen3', 'mistral', 'gemma3', 'qwen3_5'] as const;
 export type Family = (typeof FAMILIES)[number];
 /** What the engine runs, for messages that refuse another model_type. */
-export const SUPPORTED_DECODERS = `${FAMILIES.join(', ')} decoders (Llama 3.x, Qwen2/2.5, Qwen3, Mistral, Gemma 3)`;
+export const SUPPORTED_DECODERS = `${FAMILIES.join(', ')} decoders (Llama 3.x, Qwen2/2.5, Qwen3, Mistral, Gemma 3, Qwen3.5)`;
 /**
  * The decoder model_type inside an image-text checkpoint's `text_config` → its family. The wrapper's own
  * model_type (gemma3, qwen3_5) is the family too.
@@ -66,11 +66,35 @@ export interface DecoderConfig {
    * all false when slidingWindow is null.
    */
   windowLayers: readonly boolean[];
+  /** Per layer, whether it is a Gated DeltaNet (Qwen3.5's linear_attention layers); all false elsewhere. */
+  linearLayers: readonly boolean[];
+  /** The Gated DeltaNet's sizes (Qwen3.5), or null when no layer is linear. */
+  deltaNet: DeltaNetConfig | null;
+  /**
+   * Qwen3.5's attention output gate: q_proj yields per head [query (head_dim) | gate (head_dim)] and
+   * sigmoid(gate) scales the attention output before o_proj.
+   */
+  attnOutputGate: boolean;
   bosTokenId: number | null;
   eosTokenIds: number[];
   /** The dtype the weights were saved in (`torch_dtype` / `dtype`), e.g. 'bfloat16'. */
   savedDtype: string | null;
 }
+
+/** Sizes of a Gated DeltaNet layer (Qwen3.5's linear_* fields). */
+export interface DeltaNetConfig {
+  /** linear_num_key_heads: heads of q and k. */
+  keyHeads: number;
+  /** linear_num_value_heads: a multiple of keyHeads; value head h reads key head ⌊h / (valueHeads / keyHeads)⌋. */
+  valueHeads: number;
+  keyDim: number;
+  valueDim: number;
+  /** linear_conv_kernel_dim: the causal depthwise conv's width over q|k|v. */
+  convKernel: number;
+}
+
+/** Channels of the DeltaNet's conv: q and k (keyHeads·keyDim each), then v (valueHeads·valueDim). */
+export const convChannels = (d: DeltaNetConfig): number => 2 * d.keyHeads * d.keyDim + d.valueHeads * d.valueDim;
 
 type Json = Record<string, unknown>;
 
@@ -95,6 +119,7 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   const family = type as Family;
   // a released gemma-3 text_config leaves most sizes to Gemma3TextConfig's defaults
   if (family === 'gemma3') c = { ...GEMMA3_DEFAULTS, ...c };
+  if (family === 'qwen3_5') c = { ...QWEN3_5_DEFAULTS, ...c };
   const int = (key: string, fallback?: number): number => {
     const v = c[key] ?? fallback;
     if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) {
@@ -138,6 +163,20 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   const eos = c.eos_token_id;
   const eosTokenIds = Array.isArray(eos) ? eos.filter((x): x is number => typeof x === 'number') : typeof eos === 'number' ? [eos] : [];
   const layers = int('num_hidden_layers');
+  const qwen35 = family === 'qwen3_5';
+  const linearLayers = qwen35 ? qwen35LinearLayers(c, layers, file) : Array.from({ length: layers }, () => false);
+  let deltaNet: DeltaNetConfig | null = null;
+  if (qwen35) {
+    deltaNet = {
+      keyHeads: int('linear_num_key_heads'), valueHeads: int('linear_num_value_heads'),
+      keyDim: int('linear_key_head_dim'), valueDim: int('linear_value_head_dim'), convKernel: int('linear_conv_kernel_dim'),
+    };
+    if (deltaNet.valueHeads % deltaNet.keyHeads) {
+      throw new InvalidModelConfig(`${file}: linear_num_value_heads (${deltaNet.valueHeads}) must be a multiple of linear_num_key_heads (${deltaNet.keyHeads})`);
+    }
+    // Qwen3_5TextConfig has no other activation: the MLP and the conv both use SiLU
+    if (mlpAct !== 'silu') throw new InvalidModelConfig(`${file}: Qwen3.5 uses hidden_act silu, got '${String(act)}'`);
+  }
 
   return {
     family,
@@ -153,21 +192,26 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     qkvBias: family === 'qwen2' ? true : attentionBias,
     oBias: family === 'qwen2' ? false : attentionBias,
     mlpBias: bool('mlp_bias', false),
-    qkNorm: family === 'qwen3' || gemma,
-    normOffset: gemma ? 1 : 0,
+    qkNorm: family === 'qwen3' || gemma || qwen35,
+    // Qwen3.5's norms are zero-centred as Gemma's (its DeltaNet's gated norm is not: plain w, in the decoder)
+    normOffset: gemma || qwen35 ? 1 : 0,
     sandwichNorms: gemma,
     mlpAct,
     embedScale: gemma ? Math.sqrt(hidden) : null,
     attnScale: gemma ? num('query_pre_attn_scalar', headDim) ** -0.5 : null,
     // transformers applies it in Gemma3ForCausalLM (text-only checkpoints) but not in the image-text model
     finalSoftcap: c.final_logit_softcapping == null || (gemma && imageText) ? null : num('final_logit_softcapping', 0),
-    rope: parseRope(gemma ? ropeOf(c, 'full_attention') : c, headDim, file),
+    rope: parseRope(gemma ? ropeOf(c, 'full_attention') : c, headDim, file, qwen35 ? 0.25 : undefined),
     ropeLocal: gemma ? parseRope(ropeOf(c, 'sliding_attention'), headDim, file) : null,
     maxPositions: int('max_position_embeddings', 32768),
     slidingWindow: useWindow ? int('sliding_window') : null,
     windowLayers: gemma
       ? gemmaSlidingLayers(c, layers, file).map((sliding) => useWindow && sliding)
       : Array.from({ length: layers }, (_, l) => useWindow && l >= (family === 'qwen2' && typeof c.max_window_layers === 'number' ? c.max_window_layers : 0)),
+    linearLayers,
+    deltaNet,
+    // config.json's attn_output_gate is true in every release and transformers never reads it: the gate is always on
+    attnOutputGate: qwen35,
     bosTokenId: typeof c.bos_token_id === 'number' ? c.bos_token_id : null,
     eosTokenIds,
     savedDtype: typeof (c.torch_dtype ?? c.dtype) === 'string' ? String(c.torch_dtype ?? c.dtype) : null,
@@ -182,6 +226,36 @@ const GEMMA3_DEFAULTS: Json = {
   sliding_window: 4096, sliding_window_pattern: 6, final_logit_softcapping: null, attn_logit_softcapping: null,
   tie_word_embeddings: true, attention_bias: false, bos_token_id: 2, eos_token_id: 1,
 };
+
+/**
+ * Qwen3_5TextConfig's defaults for the fields that shape the model (transformers); released text_configs give
+ * them all, so these matter only for hand-written configs.
+ */
+const QWEN3_5_DEFAULTS: Json = {
+  vocab_size: 248320, hidden_size: 4096, intermediate_size: 12288, num_hidden_layers: 32, num_attention_heads: 16,
+  num_key_value_heads: 4, head_dim: 256, hidden_act: 'silu', max_position_embeddings: 32768, rms_norm_eps: 1e-6,
+  linear_conv_kernel_dim: 4, linear_key_head_dim: 128, linear_value_head_dim: 128, linear_num_key_heads: 16,
+  linear_num_value_heads: 32, attention_bias: false,
+};
+
+/**
+ * Which Qwen3.5 layers are Gated DeltaNets: layer_types ('linear_attention' / 'full_attention'), else every layer but
+ * each full_attention_interval-th (default 4: layers 3, 7, … attend).
+ */
+function qwen35LinearLayers(c: Json, layers: number, file: string): boolean[] {
+  const types = c.layer_types;
+  if (Array.isArray(types)) {
+    if (types.length !== layers || types.some((t) => t !== 'linear_attention' && t !== 'full_attention')) {
+      throw new InvalidModelConfig(`${file}: layer_types must list ${layers} of 'linear_attention' / 'full_attention'`);
+    }
+    return types.map((t) => t === 'linear_attention');
+  }
+  const every = c.full_attention_interval ?? 4;
+  if (typeof every !== 'number' || !Number.isInteger(every) || every < 1) {
+    throw new InvalidModelConfig(`${file}: full_attention_interval must be a positive integer, got ${JSON.stringify(every)}`);
+  }
+  return Array.from({ length: layers }, (_, i) => (i + 1) % every !== 0);
+}
 
 /**
  * Gemma 3's rope settings of one layer type as parseRope reads them: transformers 5's rope_parameters keyed by
@@ -232,7 +306,7 @@ function textConfig(c: Json, file: string): Json {
   return t;
 }
 
-function parseRope(c: Json, headDim: number, file: string): RopeConfig {
+function parseRope(c: Json, headDim: number, file: string, defaultPartial?: number): RopeConfig {
   const params = c.rope_parameters as (RopeScaling & { rope_theta?: number; partial_rotary_factor?: number }) | undefined;
   const scaling = (params ?? (c.rope_scaling as RopeScaling | null | undefined)) ?? null;
   const theta = params?.rope_theta ?? c.rope_theta ?? 10000;
@@ -241,7 +315,8 @@ function parseRope(c: Json, headDim: number, file: string): RopeConfig {
   if (!['default', 'linear', 'llama3'].includes(type)) {
     throw new InvalidModelConfig(`${file}: rope type '${type}' is not supported (default, linear and llama3 are)`);
   }
-  const partial = params?.partial_rotary_factor ?? c.partial_rotary_factor;
+  // Qwen3.5 rotates a quarter of each head unless told otherwise (its config's default)
+  const partial = params?.partial_rotary_factor ?? c.partial_rotary_factor ?? defaultPartial;
   return {
     theta,
     headDim,

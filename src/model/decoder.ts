@@ -1,37 +1,70 @@
 /**
- * The decoder forward pass (Llama 3.x, Qwen2/2.5, Qwen3, Mistral, Gemma 3), written only with differentiable F
- * ops so that a recording Tape backpropagates from the hidden states to `inputsEmbeds` through the frozen weights.
- * Family differences come from DecoderConfig (biases, per-head q/k RMSNorm before RoPE, rope scaling, sliding
- * windows per layer with their own rope, Gemma's (1 + w) norms, sandwich norms, GeGLU, scaled embeddings,
- * attention scale and logit soft-capping), not from model_type switches.
+ * The decoder forward pass (Llama 3.x, Qwen2/2.5, Qwen3, Mistral, Gemma 3, Qwen3.5), written only with
+ * differentiable F ops so that a recording Tape backpropagates from the hidden states to `inputsEmbeds` through the
+ * frozen weights. Family differences come from DecoderConfig (biases, per-head q/k RMSNorm before RoPE, rope
+ * scaling and partial rotary, sliding windows per layer with their own rope, (1 + w) norms, sandwich norms, GeGLU,
+ * scaled embeddings, attention scale, logit soft-capping, an attention output gate, Gated DeltaNet layers), not
+ * from model_type switches.
  *
- * A KV cache holds per layer k and v [maxLen, Hkv, D] and a length; attention reads the first
- * `length + T` rows, so feeding a sequence chunk by chunk computes what feeding it whole does.
+ * A cache holds per attention layer k and v [maxLen, Hkv, D] and a length; attention reads the first
+ * `length + T` rows, so feeding a sequence chunk by chunk computes what feeding it whole does. A Gated DeltaNet
+ * layer keeps instead the last K − 1 rows its conv saw and the delta rule's state, replaced by each forward: such
+ * a cache goes on from where it stopped, never from an earlier length.
  */
 import { F, checkpoint, currentTape } from '../autograd';
 import { InvalidArgument, ShapeMismatch } from '../errors';
 import { roundBf16, roundF16 } from '../formats/dtype';
 import { ropeInvFreq } from '../kernels/rope';
-import { tidy } from '../tensor/scope';
+import { tidy, untrack } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import { type DecoderConfig, layerWindow } from './config';
-import type { DecoderWeights, LayerWeights } from './weights';
+import { type DecoderWeights, type DecoderLayerWeights, type DeltaNetWeights, type LayerWeights, isDeltaNetLayer } from './weights';
 
 export class KVCache {
   length = 0;
-  constructor(
-    readonly k: Tensor[],
-    readonly v: Tensor[],
-    readonly maxLen: number,
-  ) {}
+  /** Per Gated DeltaNet layer: the last K − 1 rows its conv saw [K − 1, channels]; null before the first forward. */
+  readonly conv: (Tensor | null)[];
+  /** Per Gated DeltaNet layer: the delta rule's state [valueHeads, keyDim, valueDim]; null before the first forward. */
+  readonly ssm: (Tensor | null)[];
+  /** The length at which the DeltaNet states were written (they cannot be rewound as k and v rows can). */
+  stateLength = 0;
 
-  /** Starts a new sequence; the buffers are reused (rows past `length` are never read). */
+  /** `k` and `v` per layer ([maxLen, Hkv, D]; null for a Gated DeltaNet layer). */
+  constructor(
+    readonly k: (Tensor | null)[],
+    readonly v: (Tensor | null)[],
+    readonly maxLen: number,
+  ) {
+    this.conv = k.map(() => null);
+    this.ssm = k.map(() => null);
+  }
+
+  /** Starts a new sequence; the buffers are reused (rows past `length` are never read), the DeltaNet states dropped. */
   reset() {
     this.length = 0;
+    this.stateLength = 0;
+    this.dropStates();
+  }
+
+  /** Replaces layer `l`'s DeltaNet states. */
+  setStates(l: number, conv: Tensor, ssm: Tensor) {
+    this.conv[l]?.dispose();
+    this.ssm[l]?.dispose();
+    this.conv[l] = conv;
+    this.ssm[l] = ssm;
+  }
+
+  private dropStates() {
+    for (let l = 0; l < this.conv.length; l++) {
+      this.conv[l]?.dispose();
+      this.ssm[l]?.dispose();
+      this.conv[l] = this.ssm[l] = null;
+    }
   }
 
   dispose() {
-    [...this.k, ...this.v].forEach((t) => t.dispose());
+    [...this.k, ...this.v].forEach((t) => t?.dispose());
+    this.dropStates();
   }
 }
 
@@ -65,6 +98,11 @@ export class Decoder {
   private readonly invFreq: Tensor;
   /** The sliding-window layers' own frequencies (Gemma 3's local base), or the same tensor. */
   private readonly invFreqLocal: Tensor;
+  /**
+   * The Gated DeltaNet's L2 norms as RMSNorm weights (null without such layers): rmsNorm(x, w, 1e-6/d) with w = 1/√d
+   * is x·rsqrt(Σx² + 1e-6), the L2 norm with transformers' eps; for q, w = 1/d also applies the 1/√d scale.
+   */
+  private readonly l2: { q: Tensor; k: Tensor } | null;
 
   constructor(
     readonly config: DecoderConfig,
@@ -76,6 +114,11 @@ export class Decoder {
     };
     this.invFreq = upload(config.rope);
     this.invFreqLocal = config.ropeLocal ? upload(config.ropeLocal) : this.invFreq;
+    const dk = config.deltaNet?.keyDim;
+    this.l2 = dk === undefined ? null : {
+      q: weights.backend.fromValues(new Float32Array(dk).fill(1 / dk), [dk]),
+      k: weights.backend.fromValues(new Float32Array(dk).fill(1 / Math.sqrt(dk)), [dk]),
+    };
   }
 
   get backend() {
@@ -99,11 +142,11 @@ export class Decoder {
     });
   }
 
-  /** A cache for up to `maxLen` positions (all layers; f32 k and v). */
+  /** A cache for up to `maxLen` positions (f32 k and v for every attention layer). */
   newCache(maxLen: number): KVCache {
     if (!Number.isInteger(maxLen) || maxLen < 1) throw new InvalidArgument(`newCache: maxLen must be a positive integer, got ${maxLen}`);
-    const { layers, kvHeads, headDim } = this.config;
-    const make = () => Array.from({ length: layers }, () => this.backend.zeros([maxLen, kvHeads, headDim]));
+    const { layers, kvHeads, headDim, linearLayers } = this.config;
+    const make = () => Array.from({ length: layers }, (_, l) => (linearLayers[l] ? null : this.backend.zeros([maxLen, kvHeads, headDim])));
     return new KVCache(make(), make(), maxLen);
   }
 
@@ -119,6 +162,10 @@ export class Decoder {
     const past = cache?.length ?? 0;
     if (cache && past + T > cache.maxLen) {
       throw new InvalidArgument(`forward: ${T} new positions after ${past} cached ones exceed the cache's ${cache.maxLen}; allocate a longer cache`);
+    }
+    if (cache && c.deltaNet && past !== cache.stateLength) {
+      throw new InvalidArgument(`forward: the cache's length was set to ${past}, but its Gated DeltaNet states hold ${cache.stateLength} positions ` +
+        'and cannot be rewound; reset() it and feed the sequence again, or use a new cache');
     }
     const rows = selectRows(input.logits ?? false, T);
     const tape = currentTape();
@@ -156,7 +203,7 @@ export class Decoder {
       tape?.record({ name: 'decoder.keep', inputs: [x0], outputs: [], saved: [...(ownPos ? [pos] : []), ...(sel ? [sel] : [])], backward: () => [null] });
       return logits ? { hidden, logits } : { hidden };
     });
-    if (cache) cache.length = past + T;
+    if (cache) cache.length = cache.stateLength = past + T;
     return out as unknown as ForwardOutput;
   }
 
@@ -175,14 +222,38 @@ export class Decoder {
   private layer(l: number, x: Tensor, pos: Tensor, T: number, past: number, cache?: KVCache): Tensor {
     const c = this.config;
     const w = this.weights.layers[l];
-    const D = c.headDim;
-    const eps = c.rmsEps;
-    const heads = (t: Tensor, n: number) => F.reshape(t, [T, n, D]);
-
-    const norm = (t: Tensor, weight: Tensor) => F.rmsNorm(t, weight, eps, { offset: c.normOffset });
+    const norm = (t: Tensor, weight: Tensor) => F.rmsNorm(t, weight, c.rmsEps, { offset: c.normOffset });
 
     const h = norm(x, w.inputNorm);
-    let q = heads(F.linear(h, w.q, w.qBias ?? undefined), c.heads);
+    let attn = isDeltaNetLayer(w) ? this.deltaNet(l, w.deltaNet, h, T, past, cache) : this.attention(l, w, h, pos, T, past, cache);
+    // Gemma's sandwich: the attention output is normalised before its residual add, the MLP wrapped in two norms
+    if (c.sandwichNorms) attn = norm(attn, w.postNorm);
+    const x1 = F.add(x, attn);
+    const h2 = norm(x1, c.sandwichNorms ? w.preFfnNorm! : w.postNorm);
+    const gate = F.linear(h2, w.gate, w.gateBias ?? undefined);
+    const up = F.linear(h2, w.up, w.upBias ?? undefined);
+    let mlp = F.linear(c.mlpAct === 'silu' ? F.swiglu(gate, up) : F.geglu(gate, up), w.down, w.downBias ?? undefined);
+    if (c.sandwichNorms) mlp = norm(mlp, w.postFfnNorm!);
+    return F.add(x1, mlp);
+  }
+
+  /** Attention of the normalised input `h` [T, hidden], o_proj applied. */
+  private attention(l: number, w: LayerWeights, h: Tensor, pos: Tensor, T: number, past: number, cache?: KVCache): Tensor {
+    const c = this.config;
+    const D = c.headDim;
+    const heads = (t: Tensor, n: number) => F.reshape(t, [T, n, D]);
+    const norm = (t: Tensor, weight: Tensor) => F.rmsNorm(t, weight, c.rmsEps, { offset: c.normOffset });
+
+    let q: Tensor;
+    let outGate: Tensor | null = null;
+    if (c.attnOutputGate) {
+      // q_proj yields per head its query then its gate (D rows each)
+      const [query, gate] = F.splitCols(F.reshape(F.linear(h, w.q, w.qBias ?? undefined), [T * c.heads, 2 * D]), [D, D]);
+      q = heads(query, c.heads);
+      outGate = F.reshape(gate, [T, c.heads * D]);
+    } else {
+      q = heads(F.linear(h, w.q, w.qBias ?? undefined), c.heads);
+    }
     let k = heads(F.linear(h, w.k, w.kBias ?? undefined), c.kvHeads);
     const v = heads(F.linear(h, w.v, w.vBias ?? undefined), c.kvHeads);
     // Qwen3 and Gemma 3 normalise each head before rotating it
@@ -196,25 +267,63 @@ export class Decoder {
     const scale = c.attnScale ?? undefined;
     let o: Tensor;
     if (cache) {
-      F.kvAppend(cache.k[l], k, past);
-      F.kvAppend(cache.v[l], v, past);
-      o = F.attention(q, cache.k[l], cache.v[l], { kvLen: past + T, window, scale });
+      const [ck, cv] = [cache.k[l]!, cache.v[l]!];
+      F.kvAppend(ck, k, past);
+      F.kvAppend(cv, v, past);
+      o = F.attention(q, ck, cv, { kvLen: past + T, window, scale });
     } else {
       o = F.attention(q, k, v, { window, scale });
     }
-    let attn = F.linear(F.reshape(o, [T, c.heads * D]), w.o, w.oBias ?? undefined);
-    // Gemma's sandwich: the attention output is normalised before its residual add, the MLP wrapped in two norms
-    if (c.sandwichNorms) attn = norm(attn, w.postNorm);
-    const x1 = F.add(x, attn);
-    const h2 = norm(x1, c.sandwichNorms ? w.preFfnNorm! : w.postNorm);
-    const gate = F.linear(h2, w.gate, w.gateBias ?? undefined);
-    const up = F.linear(h2, w.up, w.upBias ?? undefined);
-    let mlp = F.linear(c.mlpAct === 'silu' ? F.swiglu(gate, up) : F.geglu(gate, up), w.down, w.downBias ?? undefined);
-    if (c.sandwichNorms) mlp = norm(mlp, w.postFfnNorm!);
-    return F.add(x1, mlp);
+    let flat = F.reshape(o, [T, c.heads * D]);
+    // Qwen3.5: sigmoid(gate) scales the attention output before o_proj
+    if (outGate) flat = F.mul(flat, F.sigmoid(outGate));
+    return F.linear(flat, w.o, w.oBias ?? undefined);
+  }
+
+  /**
+   * A Gated DeltaNet (Qwen3.5's linear attention) of the normalised input `h` [T, hidden], out_proj applied:
+   * q|k|v through the causal conv and SiLU, q and k L2-normalised (q also by 1/√keyDim), the decay
+   * g = −exp(A_log)·softplus(a + dt_bias) and β = sigmoid(b) per value head, the delta rule, then per value head an
+   * RMSNorm with the plain weight, gated by SiLU(z). With a cache the conv and the delta rule go on from its states.
+   */
+  private deltaNet(l: number, w: DeltaNetWeights, h: Tensor, T: number, past: number, cache?: KVCache): Tensor {
+    const c = this.config;
+    const d = c.deltaNet!;
+    const { keyHeads: nk, valueHeads: nv, keyDim: dk, valueDim: dv, convKernel: K } = d;
+    const C = 2 * nk * dk + nv * dv;
+    const mixed = F.linear(h, w.qkv);
+    const resume = cache && past > 0;
+    const convState = resume ? cache.conv[l]! : undefined;
+    const conv = F.silu(F.causalConv1d(mixed, F.reshape(w.conv, [C, K]), convState));
+    const [q, k, v] = F.splitCols(conv, [nk * dk, nk * dk, nv * dv]);
+    const l2 = this.l2!;
+    const eps = 1e-6 / dk;
+    const qn = F.rmsNorm(F.reshape(q, [T, nk, dk]), l2.q, eps);
+    const kn = F.rmsNorm(F.reshape(k, [T, nk, dk]), l2.k, eps);
+    const beta = F.sigmoid(F.linear(h, w.b));
+    const g = F.mul(F.softplus(F.add(F.linear(h, w.a), w.dtBias)), F.scale(F.exp(w.aLog), -1));
+    const rule = F.gatedDeltaRule(qn, kn, F.reshape(v, [T, nv, dv]), g, beta, resume ? cache.ssm[l]! : undefined);
+    if (cache) {
+      // the conv's next state: the last K − 1 rows of (its state, or zeros) followed by this chunk's inputs
+      const rows = K - 1;
+      let next: Tensor;
+      if (T >= rows) next = F.sliceRows(mixed, T - rows, rows);
+      else {
+        const before = convState ?? this.backend.zeros([rows, C]);
+        next = F.sliceRows(F.concatRows([before, mixed]), T, rows);
+      }
+      untrack(next);
+      untrack(rule.state);
+      cache.setStates(l, next, rule.state);
+    }
+    // without a cache the final state goes with the layer's intermediates (or with the tape that recorded it)
+    const y = F.mul(F.rmsNorm(rule.o, w.norm, c.rmsEps), F.silu(F.reshape(F.linear(h, w.z), [T, nv, dv])));
+    return F.linear(F.reshape(y, [T, nv * dv]), w.out);
   }
 
   dispose() {
+    this.l2?.q.dispose();
+    this.l2?.k.dispose();
     this.invFreq.dispose();
     if (this.invFreqLocal !== this.invFreq) this.invFreqLocal.dispose();
     this.weights.dispose();
@@ -222,8 +331,9 @@ export class Decoder {
 }
 
 /** The tensors of a layer's weights (the trainable among them get gradients through a checkpoint). */
-function layerTensors(w: LayerWeights): Tensor[] {
-  return Object.values(w).filter((t): t is Tensor => t instanceof Tensor);
+function layerTensors(w: DecoderLayerWeights): Tensor[] {
+  const own = Object.values(w).filter((t): t is Tensor => t instanceof Tensor);
+  return isDeltaNetLayer(w) ? [...own, ...Object.values(w.deltaNet)] : own;
 }
 
 function selectRows(sel: ForwardInput['logits'], T: number): number[] | null {

@@ -19,7 +19,7 @@ import { type DecoderConfig, parseDecoderConfig } from './config';
 import { Decoder } from './decoder';
 import { f32Decimal, ggufTensorName, loadDecoderFromGguf, unpermuteRows } from './gguf';
 import { ggufMetadata, scaledError } from './testing';
-import { loadDecoderWeights, weightSpecs } from './weights';
+import { attentionLayer, loadDecoderWeights, weightSpecs } from './weights';
 
 const ROOT = resolve(import.meta.dirname, '../../models/tiny');
 const NAMES = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny'] as const;
@@ -142,10 +142,10 @@ describe.each(NAMES)('GGUF conversion of %s', (name) => {
     // the loaded q/k (un-permuted from quantized rows) equal the HF tensor quantized directly
     const q = values.get('model.layers.1.self_attn.q_proj.weight')!;
     if (config.hidden % QK === 0) {
-      expect(g.weights.layers[1].q.dtype).toBe('q8_0');
-      expect(Array.from(await cpu.readBytes(g.weights.layers[1].q))).toEqual(Array.from(encode('q8_0', q.v, q.shape)));
+      expect(attentionLayer(g.weights.layers[1]).q.dtype).toBe('q8_0');
+      expect(Array.from(await cpu.readBytes(attentionLayer(g.weights.layers[1]).q))).toEqual(Array.from(encode('q8_0', q.v, q.shape)));
     }
-    expect(g.weights.layers[0].o.dtype).toBe('q8_0');
+    expect(attentionLayer(g.weights.layers[0]).o.dtype).toBe('q8_0');
     const ids = cpu.fromValues(IDS, [IDS.length], 'i32');
     const a = new Decoder(f.config, f.weights).forward({ inputIds: ids, logits: 'all' });
     const b = new Decoder(g.config, g.weights).forward({ inputIds: ids, logits: 'all' });

@@ -144,6 +144,9 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
     // GGUF keeps no sliding-window setting for qwen2 (llama.cpp runs it with full attention too)
     slidingWindow: null,
     windowLayers: Array.from({ length: layers }, () => false),
+    linearLayers: Array.from({ length: layers }, () => false),
+    deltaNet: null,
+    attnOutputGate: false,
     bosTokenId: id('bos_token_id'),
     eosTokenIds: eos === null ? [] : [eos],
     savedDtype: null,

@@ -32,6 +32,12 @@ export function tinyConfigJson(family: Family, over: Record<string, unknown> = {
     gemma3: { model_type: 'gemma3_text', head_dim: 16, query_pre_attn_scalar: 12, sliding_window: 3, sliding_window_pattern: 2,
       rope_theta: 1000000, rope_local_base_freq: 10000, rope_scaling: { rope_type: 'linear', factor: 8 }, tie_word_embeddings: true,
       hidden_activation: 'gelu_pytorch_tanh', final_logit_softcapping: null },
+    // Qwen3.5's hybrid (qwen3_5_text): a Gated DeltaNet then a gated attention layer (every 2nd attends); two value
+    // heads per key head (GVA), key and value dims apart, a quarter of each attention head rotated; (1 + w) norms
+    qwen3_5: { model_type: 'qwen3_5_text', head_dim: 16, num_attention_heads: 2, num_key_value_heads: 1,
+      full_attention_interval: 2, linear_num_key_heads: 2, linear_num_value_heads: 4,
+      linear_key_head_dim: 16, linear_value_head_dim: 8, linear_conv_kernel_dim: 4,
+      rope_parameters: { rope_type: 'default', rope_theta: 10000000, partial_rotary_factor: 0.25 } },
   };
   return { ...base, ...fam[family], ...over };
 }
@@ -98,7 +104,7 @@ function linear(x: Float64Array, rows: number, w: Float64Array, out: number, b?:
   return y;
 }
 
-/** HF rotate_half RoPE on [T, H, D] in place. */
+/** HF rotate_half RoPE on [T, H, D] in place, over the first 2·inv.length dims of each head. */
 function rope(x: Float64Array, T: number, H: number, D: number, pos: number[], inv: Float32Array) {
   const half = inv.length;
   for (let t = 0; t < T; t++) {
@@ -108,30 +114,108 @@ function rope(x: Float64Array, T: number, H: number, D: number, pos: number[], i
         // HF computes inv_freq @ positions in f32: the angle is an f32 product, as in the engine's kernels
         const a = Math.fround(pos[t] * inv[i]);
         const [c, s] = [Math.cos(a), Math.sin(a)];
+        // pairs (i, i + half): the rotated dims 2·half ≤ D (partial rotary leaves the rest as they are)
         const x1 = x[o + i];
-        const x2 = x[o + i + D / 2];
+        const x2 = x[o + i + half];
         x[o + i] = x1 * c - x2 * s;
-        x[o + i + D / 2] = x2 * c + x1 * s;
+        x[o + i + half] = x2 * c + x1 * s;
       }
     }
   }
 }
 
+const sigmoid = (z: number) => 1 / (1 + Math.exp(-z));
+const silu = (z: number) => z * sigmoid(z);
+
+/**
+ * transformers' Qwen3_5GatedDeltaNet on the normalised input h [T, d], written out step by step: the causal conv
+ * over q|k|v (zeros before the sequence) and SiLU, L2-normalised q (then · 1/√dk) and k, and per value head the
+ * recurrence S ← αS; δ = β(v − Sᵀk); S ← S + kδᵀ; o = Sᵀq, then the gated RMSNorm (plain w) and out_proj.
+ */
+function referenceDeltaNet(c: DecoderConfig, g: (n: string) => Float64Array | undefined, p: string, h: Float64Array, T: number): Float64Array {
+  const { keyHeads: nk, valueHeads: nv, keyDim: dk, valueDim: dv, convKernel: K } = c.deltaNet!;
+  const C = 2 * nk * dk + nv * dv;
+  const mixed = linear(h, T, g(`${p}in_proj_qkv.weight`)!, C);
+  const cw = g(`${p}conv1d.weight`)!;
+  const conv = new Float64Array(T * C);
+  for (let t = 0; t < T; t++) {
+    for (let ch = 0; ch < C; ch++) {
+      let s = 0;
+      for (let j = 0; j < K; j++) {
+        const u = t - (K - 1) + j;
+        if (u >= 0) s += cw[ch * K + j] * mixed[u * C + ch];
+      }
+      conv[t * C + ch] = silu(s);
+    }
+  }
+  const l2 = (off: number, n: number, scale: number) => {
+    let ss = 0;
+    for (let i = 0; i < n; i++) ss += conv[off + i] ** 2;
+    const inv = scale / Math.sqrt(ss + 1e-6);
+    return Array.from({ length: n }, (_, i) => conv[off + i] * inv);
+  };
+  const z = linear(h, T, g(`${p}in_proj_z.weight`)!, nv * dv);
+  const b = linear(h, T, g(`${p}in_proj_b.weight`)!, nv);
+  const a = linear(h, T, g(`${p}in_proj_a.weight`)!, nv);
+  const [aLog, dtBias, nw] = [g(`${p}A_log`)!, g(`${p}dt_bias`)!, g(`${p}norm.weight`)!];
+  const y = new Float64Array(T * nv * dv);
+  for (let hv = 0; hv < nv; hv++) {
+    const hk = Math.floor(hv / (nv / nk));
+    const S = new Float64Array(dk * dv);
+    for (let t = 0; t < T; t++) {
+      const q = l2(t * C + hk * dk, dk, 1 / Math.sqrt(dk));
+      const k = l2(t * C + nk * dk + hk * dk, dk, 1);
+      const v = conv.subarray(t * C + 2 * nk * dk + hv * dv, t * C + 2 * nk * dk + (hv + 1) * dv);
+      const sp = (x: number) => (x > 20 ? x : Math.log1p(Math.exp(x)));
+      const alpha = Math.exp(-Math.exp(aLog[hv]) * sp(a[t * nv + hv] + dtBias[hv]));
+      const beta = sigmoid(b[t * nv + hv]);
+      for (let i = 0; i < S.length; i++) S[i] *= alpha;
+      for (let j = 0; j < dv; j++) {
+        let m = 0;
+        for (let i = 0; i < dk; i++) m += S[i * dv + j] * k[i];
+        const delta = beta * (v[j] - m);
+        for (let i = 0; i < dk; i++) S[i * dv + j] += k[i] * delta;
+      }
+      const o = Array.from({ length: dv }, (_, j) => q.reduce((s, qi, i) => s + S[i * dv + j] * qi, 0));
+      const inv = 1 / Math.sqrt(o.reduce((s, x) => s + x * x, 0) / dv + c.rmsEps);
+      for (let j = 0; j < dv; j++) y[(t * nv + hv) * dv + j] = o[j] * inv * nw[j] * silu(z[(t * nv + hv) * dv + j]);
+    }
+  }
+  return linear(y, T, g(`${p}out_proj.weight`)!, c.hidden);
+}
+
 /** Hidden states (post final norm) and logits of every position for input embeddings x0 [T, d]. */
 export function referenceForward(c: DecoderConfig, w: W, x0: Float64Array, positions?: number[]) {
-  const { hidden: d, heads: Hq, kvHeads: Hkv, headDim: D, intermediate: I, rmsEps: eps } = c;
+  const { hidden: d, heads: Hq, kvHeads: Hkv, headDim: D, rmsEps: eps } = c;
   const T = x0.length / d;
   const pos = positions ?? Array.from({ length: T }, (_, t) => t);
   const invGlobal = ropeInvFreq(c.rope);
   const invLocal = c.ropeLocal ? ropeInvFreq(c.ropeLocal) : invGlobal;
   const g = (n: string) => w.get(n)?.values;
   const off = c.normOffset;
-  let x = Float64Array.from(x0);
+  let x: Float64Array = Float64Array.from(x0);
   for (let l = 0; l < c.layers; l++) {
     const p = `model.layers.${l}.`;
     const a = `${p}self_attn.`;
     const h = rmsNorm(x, T, d, g(`${p}input_layernorm.weight`)!, eps, off);
-    let q = linear(h, T, g(`${a}q_proj.weight`)!, Hq * D, g(`${a}q_proj.bias`));
+    if (c.linearLayers[l]) {
+      const mix = referenceDeltaNet(c, g, `${p}linear_attn.`, h, T);
+      for (let i = 0; i < x.length; i++) x[i] += mix[i];
+      x = mlpResidual(c, g, p, x, T);
+      continue;
+    }
+    let q: Float64Array;
+    let outGate: Float64Array | null = null;
+    if (c.attnOutputGate) {
+      // q_proj's rows: per head the query (D) then the gate (D)
+      const qg = linear(h, T, g(`${a}q_proj.weight`)!, 2 * Hq * D);
+      q = new Float64Array(T * Hq * D);
+      outGate = new Float64Array(T * Hq * D);
+      for (let r = 0; r < T * Hq; r++) {
+        q.set(qg.subarray(r * 2 * D, r * 2 * D + D), r * D);
+        outGate.set(qg.subarray(r * 2 * D + D, (r + 1) * 2 * D), r * D);
+      }
+    } else q = linear(h, T, g(`${a}q_proj.weight`)!, Hq * D, g(`${a}q_proj.bias`));
     let k = linear(h, T, g(`${a}k_proj.weight`)!, Hkv * D, g(`${a}k_proj.bias`));
     const v = linear(h, T, g(`${a}v_proj.weight`)!, Hkv * D, g(`${a}v_proj.bias`));
     if (c.qkNorm) {
@@ -163,17 +247,12 @@ export function referenceForward(c: DecoderConfig, w: W, x0: Float64Array, posit
         });
       }
     }
+    if (outGate) for (let i = 0; i < o.length; i++) o[i] *= sigmoid(outGate[i]);
     let att = linear(o, T, g(`${a}o_proj.weight`)!, d, g(`${a}o_proj.bias`));
     // Gemma: post_attention_layernorm on the attention output, pre/post_feedforward_layernorm around the MLP
     if (c.sandwichNorms) att = rmsNorm(att, T, d, g(`${p}post_attention_layernorm.weight`)!, eps, off);
     for (let i = 0; i < x.length; i++) x[i] += att[i];
-    const h2 = rmsNorm(x, T, d, g(c.sandwichNorms ? `${p}pre_feedforward_layernorm.weight` : `${p}post_attention_layernorm.weight`)!, eps, off);
-    const gate = linear(h2, T, g(`${p}mlp.gate_proj.weight`)!, I);
-    const up = linear(h2, T, g(`${p}mlp.up_proj.weight`)!, I);
-    const act = gate.map((z, i) => (c.mlpAct === 'silu' ? z / (1 + Math.exp(-z)) : geluTanh(z)) * up[i]);
-    let mlp = linear(act, T, g(`${p}mlp.down_proj.weight`)!, d);
-    if (c.sandwichNorms) mlp = rmsNorm(mlp, T, d, g(`${p}post_feedforward_layernorm.weight`)!, eps, off);
-    x = x.map((z, i) => z + mlp[i]);
+    x = mlpResidual(c, g, p, x, T);
   }
   const hidden = rmsNorm(x, T, d, g('model.norm.weight')!, eps, off);
   const head = c.tieEmbeddings ? g('model.embed_tokens.weight')! : g('lm_head.weight')!;
@@ -181,6 +260,18 @@ export function referenceForward(c: DecoderConfig, w: W, x0: Float64Array, posit
   const cap = c.finalSoftcap;
   if (cap !== null) logits = logits.map((z) => cap * Math.tanh(z / cap));
   return { hidden, logits };
+}
+
+/** x + MLP(norm(x)) of layer prefix `p` (Gemma: the MLP wrapped in its two norms). */
+function mlpResidual(c: DecoderConfig, g: (n: string) => Float64Array | undefined, p: string, x: Float64Array, T: number): Float64Array {
+  const { hidden: d, intermediate: I, rmsEps: eps, normOffset: off } = c;
+  const h2 = rmsNorm(x, T, d, g(c.sandwichNorms ? `${p}pre_feedforward_layernorm.weight` : `${p}post_attention_layernorm.weight`)!, eps, off);
+  const gate = linear(h2, T, g(`${p}mlp.gate_proj.weight`)!, I);
+  const up = linear(h2, T, g(`${p}mlp.up_proj.weight`)!, I);
+  const act = gate.map((z, i) => (c.mlpAct === 'silu' ? silu(z) : geluTanh(z)) * up[i]);
+  let mlp = linear(act, T, g(`${p}mlp.down_proj.weight`)!, d);
+  if (c.sandwichNorms) mlp = rmsNorm(mlp, T, d, g(`${p}post_feedforward_layernorm.weight`)!, eps, off);
+  return x.map((z, i) => z + mlp[i]);
 }
 
 /**

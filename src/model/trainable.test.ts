@@ -19,7 +19,7 @@ import { Decoder } from './decoder';
 import { lmLoss } from './lm-loss';
 import { tinyConfig, tinyTensors } from './testing';
 import { createTrainableDecoder, decoderStateDict, saveDecoderCheckpoint } from './trainable';
-import { loadDecoderWeights, weightSpecs } from './weights';
+import { attentionLayer, loadDecoderWeights, weightSpecs } from './weights';
 
 const data = (cpu: CpuBackend, t: Parameters<CpuBackend['data']>[0]) => cpu.data(t) as Float64Array;
 
@@ -168,8 +168,8 @@ describe('trainable decoder: training and checkpoints', () => {
       const w16 = await loadDecoderWeights(config, store16, cpu);
       await store16.close();
       const q = (await params.export()).get('model.layers.1.self_attn.q_proj.weight')!;
-      expect(w16.layers[1].q.dtype).toBe('bf16');
-      expect(Array.from(cpu.data(w16.layers[1].q) as Uint16Array)).toEqual(Array.from(q, (x) => f32ToBf16Bits(x)));
+      expect(attentionLayer(w16.layers[1]).q.dtype).toBe('bf16');
+      expect(Array.from(cpu.data(attentionLayer(w16.layers[1]).q) as Uint16Array)).toEqual(Array.from(q, (x) => f32ToBf16Bits(x)));
       w16.dispose();
     } finally {
       await rm(dir, { recursive: true, force: true });

@@ -8,7 +8,8 @@
  *   `quantize`, are decoded to f32 and re-encoded as q8_0/q4_0 (ggml's block layout, formats/encode.ts).
  * - The embedding table stays as stored even when quantizing: embed(ids) must return exactly the rows the
  *   checkpoint holds (RecursiveMAS compares latent vectors with them), and a tied lm_head reads it too.
- * - Norm weights stay as stored (rmsNorm reads f16/bf16 directly); biases become f32 (matmul's bias is f32).
+ * - Norm weights stay as stored (rmsNorm reads f16/bf16 directly); biases become f32 (matmul's bias is f32), and
+ *   so do the Gated DeltaNet's small parameters (conv1d weights, A_log, dt_bias), which f32 kernels read.
  */
 import { CorruptCheckpoint, DTypeMismatch, InvalidArgument, ShapeMismatch } from '../errors';
 import { type DType, type QuantDType, QK, byteSize, isQuant } from '../formats/dtype';
@@ -16,7 +17,7 @@ import { decode, encode } from '../formats/encode';
 import { type StTensor, type StorageTensor, toStorage } from '../formats/safetensors';
 import type { Backend } from '../tensor/backend';
 import type { Tensor } from '../tensor/tensor';
-import type { DecoderConfig } from './config';
+import { type DecoderConfig, convChannels } from './config';
 import { layoutSource } from './layout';
 
 /** What loading needs from a checkpoint (TensorStore satisfies it). */
@@ -62,10 +63,52 @@ export interface LayerWeights {
   downBias: Tensor | null;
 }
 
+/** A Gated DeltaNet's weights (Qwen3.5's linear_attn.*, named as released). */
+export interface DeltaNetWeights {
+  /** in_proj_qkv [convChannels, hidden]: q | k | v, head-major. */
+  qkv: Tensor;
+  /** in_proj_z [valueHeads·valueDim, hidden]: the output gate. */
+  z: Tensor;
+  /** in_proj_b [valueHeads, hidden]: β = sigmoid(b). */
+  b: Tensor;
+  /** in_proj_a [valueHeads, hidden]: the decay's input. */
+  a: Tensor;
+  /** conv1d.weight [convChannels, 1, kernel], f32. */
+  conv: Tensor;
+  /** A_log [valueHeads], f32: the decay g = −exp(A_log)·softplus(a + dt_bias). */
+  aLog: Tensor;
+  /** dt_bias [valueHeads], f32. */
+  dtBias: Tensor;
+  /** norm.weight [valueDim]: the gated RMSNorm's plain weight (no 1 +). */
+  norm: Tensor;
+  /** out_proj [hidden, valueHeads·valueDim]. */
+  out: Tensor;
+}
+
+/** The parts every layer has: its norms and the MLP. */
+export type MlpWeights = Pick<LayerWeights, 'inputNorm' | 'postNorm' | 'preFfnNorm' | 'postFfnNorm' | 'gate' | 'up' | 'down' | 'gateBias' | 'upBias' | 'downBias'>;
+
+/** A Qwen3.5 linear layer: its norms and MLP around a Gated DeltaNet instead of attention. */
+export type DeltaNetLayerWeights = MlpWeights & { deltaNet: DeltaNetWeights };
+
+/**
+ * One decoder layer: attention (q_proj is [query | gate] per head with Qwen3.5's output gate) or, for Qwen3.5's
+ * linear layers, a Gated DeltaNet.
+ */
+export type DecoderLayerWeights = LayerWeights | DeltaNetLayerWeights;
+
+export const isDeltaNetLayer = (w: DecoderLayerWeights): w is DeltaNetLayerWeights => 'deltaNet' in w;
+
+/** An attention layer's weights; a Gated DeltaNet layer is refused by name. */
+export function attentionLayer(w: DecoderLayerWeights): LayerWeights {
+  if (isDeltaNetLayer(w)) throw new InvalidArgument('this is a Gated DeltaNet layer: it has no attention weights (q, k, v, o)');
+  return w;
+}
+
 export interface DecoderWeights {
   backend: Backend;
   embed: Tensor;
-  layers: LayerWeights[];
+  layers: DecoderLayerWeights[];
   norm: Tensor;
   /** The output projection [vocab, hidden]; the embedding table itself when embeddings are tied. */
   lmHead: Tensor;
@@ -83,30 +126,55 @@ interface Spec {
   kind: Kind;
 }
 
+/** An attention block's tensors under prefix `a` (`model.layers.{i}.self_attn.`). */
+function attentionSpecs(c: DecoderConfig, a: string): Spec[] {
+  const { hidden: d, heads, kvHeads, headDim: D } = c;
+  // with Qwen3.5's output gate, q_proj yields each head's query and then its gate
+  const qRows = heads * D * (c.attnOutputGate ? 2 : 1);
+  const specs: Spec[] = [
+    { name: `${a}q_proj.weight`, shape: [qRows, d], kind: 'proj' },
+    { name: `${a}k_proj.weight`, shape: [kvHeads * D, d], kind: 'proj' },
+    { name: `${a}v_proj.weight`, shape: [kvHeads * D, d], kind: 'proj' },
+    { name: `${a}o_proj.weight`, shape: [d, heads * D], kind: 'proj' },
+  ];
+  if (c.qkvBias) {
+    specs.push(
+      { name: `${a}q_proj.bias`, shape: [qRows], kind: 'bias' },
+      { name: `${a}k_proj.bias`, shape: [kvHeads * D], kind: 'bias' },
+      { name: `${a}v_proj.bias`, shape: [kvHeads * D], kind: 'bias' },
+    );
+  }
+  if (c.oBias) specs.push({ name: `${a}o_proj.bias`, shape: [d], kind: 'bias' });
+  if (c.qkNorm) specs.push({ name: `${a}q_norm.weight`, shape: [D], kind: 'norm' }, { name: `${a}k_norm.weight`, shape: [D], kind: 'norm' });
+  return specs;
+}
+
 /** Every tensor the config implies, with the shape it must have. */
 export function weightSpecs(c: DecoderConfig): Spec[] {
-  const { hidden: d, heads, kvHeads, headDim: D, intermediate: I, vocabSize: V } = c;
+  const { hidden: d, intermediate: I, vocabSize: V } = c;
   const specs: Spec[] = [{ name: 'model.embed_tokens.weight', shape: [V, d], kind: 'embed' }];
+  const dn = c.deltaNet;
   for (let i = 0; i < c.layers; i++) {
     const p = `model.layers.${i}.`;
     const a = `${p}self_attn.`;
-    specs.push(
-      { name: `${p}input_layernorm.weight`, shape: [d], kind: 'norm' },
-      { name: `${a}q_proj.weight`, shape: [heads * D, d], kind: 'proj' },
-      { name: `${a}k_proj.weight`, shape: [kvHeads * D, d], kind: 'proj' },
-      { name: `${a}v_proj.weight`, shape: [kvHeads * D, d], kind: 'proj' },
-      { name: `${a}o_proj.weight`, shape: [d, heads * D], kind: 'proj' },
-    );
-    if (c.qkvBias) {
+    specs.push({ name: `${p}input_layernorm.weight`, shape: [d], kind: 'norm' });
+    if (c.linearLayers[i] && dn) {
+      const l = `${p}linear_attn.`;
+      const C = convChannels(dn);
+      const vDim = dn.valueHeads * dn.valueDim;
       specs.push(
-        { name: `${a}q_proj.bias`, shape: [heads * D], kind: 'bias' },
-        { name: `${a}k_proj.bias`, shape: [kvHeads * D], kind: 'bias' },
-        { name: `${a}v_proj.bias`, shape: [kvHeads * D], kind: 'bias' },
+        { name: `${l}in_proj_qkv.weight`, shape: [C, d], kind: 'proj' },
+        { name: `${l}in_proj_z.weight`, shape: [vDim, d], kind: 'proj' },
+        { name: `${l}in_proj_b.weight`, shape: [dn.valueHeads, d], kind: 'proj' },
+        { name: `${l}in_proj_a.weight`, shape: [dn.valueHeads, d], kind: 'proj' },
+        { name: `${l}conv1d.weight`, shape: [C, 1, dn.convKernel], kind: 'bias' },
+        { name: `${l}A_log`, shape: [dn.valueHeads], kind: 'bias' },
+        { name: `${l}dt_bias`, shape: [dn.valueHeads], kind: 'bias' },
+        { name: `${l}norm.weight`, shape: [dn.valueDim], kind: 'norm' },
+        { name: `${l}out_proj.weight`, shape: [d, vDim], kind: 'proj' },
       );
-    }
-    if (c.oBias) specs.push({ name: `${a}o_proj.bias`, shape: [d], kind: 'bias' });
-    if (c.qkNorm) {
-      specs.push({ name: `${a}q_norm.weight`, shape: [D], kind: 'norm' }, { name: `${a}k_norm.weight`, shape: [D], kind: 'norm' });
+    } else {
+      specs.push(...attentionSpecs(c, a));
     }
     specs.push({ name: `${p}post_attention_layernorm.weight`, shape: [d], kind: 'norm' });
     if (c.sandwichNorms) {
@@ -161,19 +229,32 @@ async function loadOne(src: WeightSource, spec: Spec, backend: Backend, quantize
 }
 
 /** Each layer's weights under the Hugging Face names, from a lookup of required (`w`) and optional (`opt`) tensors. */
-export function layerWeights(config: DecoderConfig, w: (name: string) => Tensor, opt: (name: string) => Tensor | null): LayerWeights[] {
-  return Array.from({ length: config.layers }, (_, i) => {
+export function layerWeights(config: DecoderConfig, w: (name: string) => Tensor, opt: (name: string) => Tensor | null): DecoderLayerWeights[] {
+  return Array.from({ length: config.layers }, (_, i): DecoderLayerWeights => {
     const p = `model.layers.${i}.`;
     const a = `${p}self_attn.`;
-    return {
+    const mlp: MlpWeights = {
       inputNorm: w(`${p}input_layernorm.weight`),
-      q: w(`${a}q_proj.weight`), k: w(`${a}k_proj.weight`), v: w(`${a}v_proj.weight`), o: w(`${a}o_proj.weight`),
-      qBias: opt(`${a}q_proj.bias`), kBias: opt(`${a}k_proj.bias`), vBias: opt(`${a}v_proj.bias`), oBias: opt(`${a}o_proj.bias`),
-      qNorm: opt(`${a}q_norm.weight`), kNorm: opt(`${a}k_norm.weight`),
       postNorm: w(`${p}post_attention_layernorm.weight`),
       preFfnNorm: opt(`${p}pre_feedforward_layernorm.weight`), postFfnNorm: opt(`${p}post_feedforward_layernorm.weight`),
       gate: w(`${p}mlp.gate_proj.weight`), up: w(`${p}mlp.up_proj.weight`), down: w(`${p}mlp.down_proj.weight`),
       gateBias: opt(`${p}mlp.gate_proj.bias`), upBias: opt(`${p}mlp.up_proj.bias`), downBias: opt(`${p}mlp.down_proj.bias`),
+    };
+    if (config.linearLayers[i]) {
+      const l = `${p}linear_attn.`;
+      return {
+        ...mlp,
+        deltaNet: {
+          qkv: w(`${l}in_proj_qkv.weight`), z: w(`${l}in_proj_z.weight`), b: w(`${l}in_proj_b.weight`), a: w(`${l}in_proj_a.weight`),
+          conv: w(`${l}conv1d.weight`), aLog: w(`${l}A_log`), dtBias: w(`${l}dt_bias`), norm: w(`${l}norm.weight`), out: w(`${l}out_proj.weight`),
+        },
+      };
+    }
+    return {
+      ...mlp,
+      q: w(`${a}q_proj.weight`), k: w(`${a}k_proj.weight`), v: w(`${a}v_proj.weight`), o: w(`${a}o_proj.weight`),
+      qBias: opt(`${a}q_proj.bias`), kBias: opt(`${a}k_proj.bias`), vBias: opt(`${a}v_proj.bias`), oBias: opt(`${a}o_proj.bias`),
+      qNorm: opt(`${a}q_norm.weight`), kNorm: opt(`${a}k_norm.weight`),
     };
   });
 }

@@ -138,8 +138,25 @@ export function weightBytes(c: DecoderConfig, bytesPerParam: number): number {
 export function layerActivationFloats(c: DecoderConfig): number {
   const h = c.hidden;
   const [q, k] = [qDim(c), kvDim(c)];
-  // Gemma's sandwich norms add the attention output's and the MLP output's norms (h each)
-  return 6 * h + 3 * q + 3 * k + c.heads + 3 * c.intermediate + (c.qkNorm ? q + k : 0) + (c.sandwichNorms ? 2 * h : 0);
+  // Gemma's sandwich norms add the attention output's and the MLP output's norms (h each); Qwen3.5's output gate
+  // the wider q_proj output, the gate, its sigmoid and the gated output (q each)
+  const attention = 6 * h + 3 * q + 3 * k + c.heads + 3 * c.intermediate + (c.qkNorm ? q + k : 0) + (c.sandwichNorms ? 2 * h : 0) +
+    (c.attnOutputGate ? 4 * q : 0);
+  // a plan is a bound: a hybrid decoder is counted as if every layer were its wider kind
+  return c.deltaNet ? Math.max(attention, deltaNetActivationFloats(c)) : attention;
+}
+
+/**
+ * f32 elements a Gated DeltaNet layer records per token: the input norm (h), the q|k|v projection, the conv, its
+ * SiLU and the split parts (C each), q and k normalised (2·nk·dk), b and a and their gates (6 per value head),
+ * the delta rule's output and saved v − Sᵀk, the gated norm, z, SiLU(z) and their product (nv·dv each), then
+ * out_proj, the residual, the second norm, the MLP (3I) and its residual as an attention layer. The rule's state
+ * (nv·dk·dv per sequence, not per token) is left out.
+ */
+function deltaNetActivationFloats(c: DecoderConfig): number {
+  const d = c.deltaNet!;
+  const C = 2 * d.keyHeads * d.keyDim + d.valueHeads * d.valueDim;
+  return 6 * c.hidden + 4 * C + 2 * d.keyHeads * d.keyDim + 6 * d.valueHeads + 6 * d.valueHeads * d.valueDim + 3 * c.intermediate;
 }
 
 /**
@@ -154,7 +171,11 @@ export function layerActivationFloats(c: DecoderConfig): number {
 export function layerBackwardFloats(c: DecoderConfig, pinned = false): number {
   const { hidden: h, intermediate: I, heads } = c;
   const [q, k] = [qDim(c), kvDim(c)];
-  return (pinned ? h : 0) + Math.max(h + 3 * I, 4 * h + q, h + 2 * q + 2 * k + (c.qkNorm ? 2 : 1) * heads);
+  // a Gated DeltaNet's backward: the conv input's and output's gradients (C each), the rule's per-column and
+  // per-row parts (dv and v's part, q's and k's parts per value head) and the gradients of q, k, v they sum to
+  const d = c.deltaNet;
+  const deltaNet = d ? h + 4 * (2 * d.keyHeads * d.keyDim + d.valueHeads * d.valueDim) + 2 * d.valueHeads * (d.valueDim + d.keyDim) : 0;
+  return (pinned ? h : 0) + Math.max(h + 3 * I, 4 * h + q * (c.attnOutputGate ? 2 : 1), h + 2 * q + 2 * k + (c.qkNorm ? 2 : 1) * heads, deltaNet);
 }
 
 /** Elements the decoder keeps outside its layers while recording: the final norm [T, h] and positions [T] (i32). */

@@ -23,14 +23,14 @@ describe('system spec', () => {
     expect(spec.outerRepo).toBe('https://huggingface.co/RecursiveMAS/Sequential-Light-Outerlinks/resolve/main');
   });
 
-  it('refuses a style whose backbones the engine cannot run yet, unless those roles get backbones of their own', async () => {
-    await expect(buildSpec('distillation', {}, null, reg, new Map())).rejects.toMatchObject({
-      name: 'UnknownModelType', message: expect.stringMatching(/^style distillation needs backbones this engine cannot run yet: expert \(Qwen\/Qwen3\.5-9B, model_type qwen3_5\), learner/),
+  it('points the roles of a Qwen3.5 style at their repos, or at backbones of their own', async () => {
+    const spec = await buildSpec('distillation', {}, null, reg, new Map());
+    expect(spec.roles).toEqual({
+      expert: { model: 'https://huggingface.co/RecursiveMAS/Distillation-Expert-Qwen3.5-9B/resolve/main' },
+      learner: { model: 'https://huggingface.co/RecursiveMAS/Distillation-Learner-Qwen3.5-4B/resolve/main' },
     });
     const own = { model: 'https://example.org/qwen3-4b/' };
-    const spec = await buildSpec('distillation', {}, null, reg, new Map(), { expert: own, learner: own });
-    expect(spec.roles).toEqual({ expert: own, learner: own });
-    await expect(buildSpec('distillation', {}, null, reg, new Map(), { expert: own })).rejects.toMatchObject({ message: expect.stringMatching(/cannot run yet: learner \(/) });
+    expect((await buildSpec('distillation', {}, null, reg, new Map(), { expert: own, learner: own })).roles).toEqual({ expert: own, learner: own });
   });
 
   it('puts checkpoint bytes in place of the tiny system’s links and says so in the label', async () => {

@@ -93,21 +93,25 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
     });
   });
 
-  test('a style whose backbones the engine cannot run yet: UnknownModelType as rmas ask says it, and nothing is fetched', async () => {
+  test('a released style with the hub out of reach: the named error of the first file, and no weights were asked for', async () => {
     await withPage(app, async (page) => {
+      // every released style's backbones are runnable; offline, the hub's files cannot be had
       const remote: string[] = [];
-      page.on('request', (r) => { if (!r.url().startsWith(app.url())) remote.push(r.url()); });
+      await page.route((u) => !u.href.startsWith(app.url()), (route) => {
+        remote.push(route.request().url());
+        return route.abort('internetdisconnected');
+      });
       await tab(page, 'ask');
       await page.getByTestId('ask-style').selectOption('sequential_scaled');
       await page.getByRole('textbox', { name: 'question' }).fill(QUESTION);
       await page.getByTestId('ask-button').click();
       const box = page.locator('#panel-ask .error-box').first();
-      await box.waitFor({ timeout: 30_000 });
-      const cli = await runAsk({ style: 'sequential_scaled', question: QUESTION, json: true }, cpu);
-      expect(cli.error?.name).toBe('UnknownModelType');
-      expect(await box.getAttribute('data-error-name')).toBe('UnknownModelType');
-      await expect(box.locator('.msg').textContent()).resolves.toBe(cli.error!.message);
-      expect(remote).toEqual([]);
+      await box.waitFor({ timeout: 60_000 });
+      // the planner's config.json is the first file the plan reads; nothing more is asked for once it fails
+      const first = 'https://huggingface.co/RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B/resolve/main/config.json';
+      expect(await box.getAttribute('data-error-name')).toBe('DownloadFailed');
+      await expect(box.locator('.msg').textContent()).resolves.toBe(`${first}: the request failed (Failed to fetch); check the URL and the network`);
+      expect(remote).toEqual([first]);
     });
   });
 

@@ -22,6 +22,8 @@ export const tanh = (x: Tensor) => unary('tanh', x);
 export const sigmoid = (x: Tensor) => unary('sigmoid', x);
 /** log(1 + eˣ), PyTorch's (β 1, linear above 20). */
 export const softplus = (x: Tensor) => unary('softplus', x);
+/** eˣ (Qwen3.5's decay rate exp(A_log)). */
+export const exp = (x: Tensor) => unary('exp', x);
 
 function glu(act: Activation, gate: Tensor, up: Tensor): Tensor {
   return runOp1(gluKernel, [gate, up], { act }, () => ({

@@ -15,3 +15,5 @@ export * from './shape';
 export * from './rows';
 export * from './topk';
 export * from './conv';
+export * from './deltarule';
+export * from './cols';

@@ -66,7 +66,7 @@ describe('activations (CPU reference)', () => {
     const rng = new Rng(8);
     const x = f64.fromValues([...rng.normals(20, 2), -8, 8, 0, -0.1], [4, 6]);
     x.requiresGrad = true;
-    for (const [name, fn] of [['silu', F.silu], ['gelu', F.gelu], ['geluTanh', F.geluTanh], ['tanh', F.tanh], ['sigmoid', F.sigmoid], ['softplus', F.softplus]] as const) {
+    for (const [name, fn] of [['silu', F.silu], ['gelu', F.gelu], ['geluTanh', F.geluTanh], ['tanh', F.tanh], ['sigmoid', F.sigmoid], ['softplus', F.softplus], ['exp', F.exp]] as const) {
       const r = await gradcheck(fn, [x]);
       expect(r.ok, `${name}\n${r.message}`).toBe(true);
     }

@@ -5,7 +5,7 @@
  */
 import type { FloatArray } from '../kernel';
 
-export type Activation = 'silu' | 'gelu' | 'gelu_tanh' | 'tanh' | 'sigmoid' | 'softplus';
+export type Activation = 'silu' | 'gelu' | 'gelu_tanh' | 'tanh' | 'sigmoid' | 'softplus' | 'exp';
 
 const SQRT_PI = Math.sqrt(Math.PI);
 const SQRT_2 = Math.SQRT2;
@@ -78,6 +78,11 @@ export const ACT: Record<Activation, { f(x: number): number; df(x: number): numb
   softplus: {
     f: (x) => (x > 20 ? x : Math.log1p(Math.exp(x))),
     df: (x) => (x > 20 ? 1 : sigmoid(x)),
+  },
+  // the DeltaNet's decay rate exp(A_log) (A_log is stored as a log)
+  exp: {
+    f: (x) => Math.exp(x),
+    df: (x) => Math.exp(x),
   },
   // Gemma's logit soft-capping, cap·tanh(x/cap)
   tanh: {

@@ -11,7 +11,7 @@ export { type Activation, erf, erfc } from './cpu';
 const WG = 256;
 
 /** The activation codes of native/cuda/src/kernels/activation.cu. */
-export const ACTIVATION_CODE: Readonly<Record<Activation, number>> = { silu: 0, gelu: 1, gelu_tanh: 2, tanh: 3, sigmoid: 4, softplus: 5 };
+export const ACTIVATION_CODE: Readonly<Record<Activation, number>> = { silu: 0, gelu: 1, gelu_tanh: 2, tanh: 3, sigmoid: 4, softplus: 5, exp: 6 };
 
 function elementwise(ctx: Parameters<KernelDef<unknown>['webgpu']>[0], key: string, wgsl: () => string, n: number, refs: Parameters<typeof binding>[0][], what: string) {
   ctx.dispatch({

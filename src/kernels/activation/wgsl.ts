@@ -72,6 +72,8 @@ fn act_df(x: f32) -> f32 { return sigmoid(x) * sigmoid(-x); }`,
   return select(select(log(1.0 + e), e - 0.5 * e * e, e < 1e-4), x, x > 20.0);
 }
 fn act_df(x: f32) -> f32 { return select(sigmoid(x), 1.0, x > 20.0); }`,
+  exp: `fn act_f(x: f32) -> f32 { return exp(x); }
+fn act_df(x: f32) -> f32 { return exp(x); }`,
   // 1 − 2/(e^{2x} + 1) with e^{2x} of −|x| only (no overflow, no WGSL tanh, which some implementations
   // return as NaN for large |x|); |x| < 1e-3 takes x − x³/3, where the subtraction would lose digits
   tanh: `fn tanh_s(x: f32) -> f32 {

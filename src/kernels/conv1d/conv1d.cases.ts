@@ -20,5 +20,9 @@ export const cases: ParityCase[] = SHAPES.map(([T, C, K]) => ({
     const wv = await w.c.read();
     const fn = (t: Tensor) => F.causalConv1d(t, t.backend.fromValues(wv, [C, K]));
     await expectGradParity(env, 'backward', fn, [{ values: xv, shape: [T, C] }], TOL.f32);
+    // the weights' gradient (a trainable decoder's), after a cached state when there is one
+    const sv = env.rng.normals(Math.max(K - 1, 0) * C);
+    const fw = (t: Tensor) => F.causalConv1d(t.backend.fromValues(xv, [T, C]), t, K > 1 ? t.backend.fromValues(sv, [K - 1, C]) : undefined);
+    await expectGradParity(env, 'backward to w', fw, [{ values: wv, shape: [C, K] }], TOL.f32);
   },
 }));

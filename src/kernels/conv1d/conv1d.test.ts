@@ -42,12 +42,23 @@ describe('causal depthwise conv1d (CPU reference)', () => {
     expect(r.ok, r.message).toBe(true);
   });
 
-  it('refuses wrong shapes and trainable weights by name', () => {
+  it('passes gradcheck (f64) for w, from zeros and from a state', async () => {
+    const x = f64.fromValues(Array.from({ length: 5 * 3 }, (_, i) => Math.sin(1.3 * i)), [5, 3]);
+    const w = f64.fromValues(Array.from({ length: 3 * 4 }, (_, i) => Math.cos(0.7 * i)), [3, 4]);
+    w.requiresGrad = true;
+    const st = f64.fromValues(Array.from({ length: 3 * 3 }, (_, i) => Math.cos(2.1 * i + 1)), [3, 3]);
+    for (const state of [undefined, st]) {
+      const r = await gradcheck((t) => F.causalConv1d(x, t, state), [w]);
+      expect(r.ok, r.message).toBe(true);
+    }
+  });
+
+  it('refuses wrong shapes and a trainable state by name', () => {
     const x = cpu.fromValues([1, 2, 3, 4], [2, 2]);
     expect(() => F.causalConv1d(x, cpu.fromValues([1, 2, 3], [3, 1]))).toThrow(ShapeMismatch);
     expect(() => F.causalConv1d(x, cpu.fromValues([1, 2, 3, 4], [2, 2]), cpu.fromValues([1, 2, 3, 4], [2, 2]))).toThrow(/state has rows \(kernel size − 1\) 2, expected 1/);
-    const w = cpu.fromValues([1, 2], [2, 1]);
-    w.requiresGrad = true;
-    expect(() => F.causalConv1d(x, w)).toThrow(/weights and a cached state are frozen/);
+    const st = cpu.fromValues([1, 2], [1, 2]);
+    st.requiresGrad = true;
+    expect(() => F.causalConv1d(x, cpu.fromValues([1, 2, 3, 4], [2, 2]), st)).toThrow(/a cached state is not trained through/);
   });
 });

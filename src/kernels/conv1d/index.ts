@@ -1,15 +1,15 @@
 /**
  * conv1d: the causal depthwise 1-D convolution of Qwen3.5's Gated DeltaNet layers (cpu.ts has the formula),
  * over x [T, C] with weights w [C, K] and, when decoding goes on from a cache, the K − 1 positions before x as
- * `state` [K − 1, C]. The backward reaches x only: the weights are frozen and a cached state is not trained
+ * `state` [K − 1, C]. The backward reaches x and, for a trainable decoder, w; a cached state is not trained
  * through. f32 throughout.
  */
 import { Uniforms } from '../../gpu/context';
 import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expectDim, expectRank } from '../kernel';
-import { causalConv1dBackward, causalConv1dForward } from './cpu';
-import { causalConv1dBackwardWgsl, causalConv1dWgsl } from './wgsl';
+import { causalConv1dBackward, causalConv1dBackwardW, causalConv1dForward } from './cpu';
+import { causalConv1dBackwardWWgsl, causalConv1dBackwardWgsl, causalConv1dWgsl } from './wgsl';
 
-export { causalConv1dBackward, causalConv1dForward } from './cpu';
+export { causalConv1dBackward, causalConv1dBackwardW, causalConv1dForward } from './cpu';
 const WG = 256;
 
 function dims(op: string, x: Meta, w: Meta, state?: Meta): { T: number; C: number; K: number } {
@@ -86,5 +86,38 @@ export const causalConv1dBackwardKernel: KernelDef<void> = {
   cuda(ctx, [g, w], [dx]) {
     const { T, C, K } = dims('causal_conv1d_backward', g.meta, w.meta);
     if (T * C > 0) ctx.launch('causal_conv1d_backward', [g.ptr, w.ptr, dx.ptr], [T, C, K]);
+  },
+};
+
+/** Inputs g [T, C] (the output's gradient), x [T, C] and optionally state [K − 1, C]; attrs: K; output dw [C, K]. */
+export const causalConv1dBackwardWKernel: KernelDef<{ k: number }> = {
+  name: 'causal_conv1d_backward_w',
+  outputs([g, x, state], { k }) {
+    expectDType('causal_conv1d_backward_w', 'g', g, 'f32');
+    expectDim('causal_conv1d_backward_w', 'g', g.shape.length, 2, 'rank');
+    dims('causal_conv1d_backward_w', x, { shape: [g.shape[1], k], dtype: 'f32' }, state);
+    expectDim('causal_conv1d_backward_w', 'g', g.shape[0], x.shape[0], 'positions');
+    return [{ shape: [x.shape[1], k], dtype: 'f32' }];
+  },
+  cpu([g, x, state], [dw], { k }, { inputs }) {
+    const [T, C] = inputs[1].shape;
+    causalConv1dBackwardW(g as FloatArray, x as FloatArray, (state as FloatArray | undefined) ?? null, dw as FloatArray, T, C, k);
+  },
+  webgpu(ctx, ins, [dw], { k }) {
+    const [T, C] = ins[1].meta.shape;
+    const n = C * k;
+    if (!n) return;
+    const withState = ins.length === 3;
+    ctx.dispatch({
+      key: `causal_conv1d_bwd_w_${withState ? 'state' : 'zeros'}_wg${WG}`,
+      wgsl: () => causalConv1dBackwardWWgsl(WG, withState),
+      uniforms: new Uniforms().u32(n).u32(T).u32(C).u32(k),
+      bindings: [...ins, dw].map((r) => binding(r, 'causal_conv1d_backward_w')),
+      workgroups: ctx.grid(Math.ceil(n / WG)),
+    });
+  },
+  cuda(ctx, [g, x, state], [dw], { k }) {
+    const [T, C] = x.meta.shape;
+    if (C * k > 0) ctx.launch('causal_conv1d_backward_w', [g.ptr, x.ptr, state ? state.ptr : 0n, dw.ptr], [T, C, k]);
   },
 };

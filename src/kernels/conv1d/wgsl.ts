@@ -1,4 +1,4 @@
-/** The causal depthwise conv1d and its backward to x (cpu.ts), one invocation per output element. */
+/** The causal depthwise conv1d and its backward to x and to w (cpu.ts), one invocation per output element. */
 import { flatIndex, mainSignature } from '../wgsl';
 
 const HEADER = 'struct P { n: u32, t: u32, c: u32, k: u32 }\n@group(0) @binding(0) var<uniform> u: P;';
@@ -42,5 +42,28 @@ ${mainSignature(wg)} {
     if (t < u.t) { s += w[ch * u.k + j] * g[t * u.c + ch]; }
   }
   dx[i] = s;
+}`;
+}
+
+/** dw [C, K]: one invocation per (c, j), summing over the positions. */
+export function causalConv1dBackwardWWgsl(wg: number, withState: boolean): string {
+  return `${HEADER}
+@group(0) @binding(1) var<storage, read> g: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+${withState ? '@group(0) @binding(3) var<storage, read> st: array<f32>;\n@group(0) @binding(4)' : '@group(0) @binding(3)'} var<storage, read_write> dw: array<f32>;
+${mainSignature(wg)} {
+  let i = ${flatIndex(wg)};
+  if (i >= u.n) { return; }
+  let ch = i / u.k;
+  let j = i % u.k;
+  var s = 0.0;
+  for (var t = 0u; t < u.t; t++) {
+    if (t + j >= u.k - 1u) {
+      s += g[t * u.c + ch] * x[(t + j - (u.k - 1u)) * u.c + ch];
+    }${withState ? ` else {
+      s += g[t * u.c + ch] * st[(t + j) * u.c + ch];
+    }` : ''}
+  }
+  dw[i] = s;
 }`;
 }

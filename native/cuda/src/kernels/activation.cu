@@ -13,7 +13,7 @@ using rmas::rows::grid_for;
 constexpr int kThreads = 256;
 
 /** Activation codes in ints (src/kernels/activation/index.ts ACTIVATION_CODE). */
-enum Act : int64_t { kSilu = 0, kGelu = 1, kGeluTanh = 2, kTanh = 3, kSigmoid = 4, kSoftplus = 5 };
+enum Act : int64_t { kSilu = 0, kGelu = 1, kGeluTanh = 2, kTanh = 3, kSigmoid = 4, kSoftplus = 5, kExp = 6 };
 
 __device__ __forceinline__ float sigmoid(float x) {
   const float e = expf(-fabsf(x));
@@ -40,6 +40,7 @@ __device__ __forceinline__ float act_f(float x) {
   if (A == kTanh) return tanhf(x);
   if (A == kSigmoid) return sigmoid(x);
   if (A == kSoftplus) return x > 20.f ? x : log1pf(expf(x));  // PyTorch's threshold 20
+  if (A == kExp) return expf(x);
   return x * sigmoid(tanh_u2(x));
 }
 
@@ -52,6 +53,7 @@ __device__ __forceinline__ float act_df(float x) {
   }
   if (A == kSigmoid) return sigmoid(x) * sigmoid(-x);
   if (A == kSoftplus) return x > 20.f ? 1.f : sigmoid(x);
+  if (A == kExp) return expf(x);
   if (A == kGelu) {
     const float c = fminf(fabsf(x), 20.f);  // the density has underflowed long before; keeps c² finite
     return phi_cdf(x) + x * 0.39894228040143268f * expf(-0.5f * c * c);
@@ -76,6 +78,7 @@ cudaError_t by_act(int64_t op, F&& launch) {
     case kTanh: launch(std::integral_constant<int64_t, kTanh>{}); break;
     case kSigmoid: launch(std::integral_constant<int64_t, kSigmoid>{}); break;
     case kSoftplus: launch(std::integral_constant<int64_t, kSoftplus>{}); break;
+    case kExp: launch(std::integral_constant<int64_t, kExp>{}); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -91,7 +94,7 @@ __global__ void activation_backward_kernel(const float* __restrict__ x, const fl
   GRID_STRIDE(i, n) dx[i] = g[i] * act_df<A>(x[i]);
 }
 
-// ptrs [x, out] (f32); ints [n, op] (op: 0 silu, 1 gelu, 2 gelu_tanh, 3 tanh, 4 sigmoid, 5 softplus); floats [].
+// ptrs [x, out] (f32); ints [n, op] (op: 0 silu, 1 gelu, 2 gelu_tanh, 3 tanh, 4 sigmoid, 5 softplus, 6 exp); floats [].
 cudaError_t launch_activation(const rmas::LaunchArgs& args) {
   if (!rmas::counts(args, 2, 2, 0)) return cudaErrorInvalidValue;
   const int64_t n = args.ints[0], op = args.ints[1];
