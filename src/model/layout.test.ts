@@ -6,6 +6,9 @@ import { CpuBackend } from '../tensor/cpu';
 import { LAYOUTS, detectLayout, layoutSource, storedName } from './layout';
 import { bf16Tensor, tinyConfig, tinyTensors } from './testing';
 import { Decoder } from './decoder';
+import { readFileSync } from 'node:fs';
+import { openCheckpoint } from '../formats/safetensors-sharded';
+import { parseDecoderConfig } from './config';
 import { type WeightSource, loadDecoderWeights } from './weights';
 
 const config = tinyConfig('qwen3', { tie_word_embeddings: false });
@@ -65,5 +68,19 @@ describe('released layouts', () => {
     expect(() => detectLayout(both)).toThrow(/two\.safetensors holds a decoder under several prefixes/);
     const plain = await checkpoint(LAYOUTS[0]!);
     expect(layoutSource(plain)).toBe(plain); // text-only: the source itself
+  });
+
+  it('qwen3_5-tiny as released: every tensor read once but model.visual.* and mtp.*', async () => {
+    const dir = 'models/tiny/qwen3_5-tiny';
+    const c = parseDecoderConfig(readFileSync(`${dir}/config.json`, 'utf8'));
+    const store = await openCheckpoint(dir);
+    const all = [...store.names()];
+    const { src, reads } = counted(store);
+    const w = await loadDecoderWeights(c, src, new CpuBackend('f32'));
+    const unread = all.filter((n) => n.startsWith('model.visual.') || n.startsWith('mtp.'));
+    expect(unread.length).toBeGreaterThan(0);
+    expect(reads.slice().sort()).toEqual(all.filter((n) => !unread.includes(n)).sort());
+    w.dispose();
+    await store.close();
   });
 });

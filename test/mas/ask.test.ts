@@ -311,17 +311,17 @@ describe('onText: the answer as it is written', () => {
   });
 });
 
-describe('a style whose backbones the engine cannot run yet', () => {
-  it('rmas ask --style sequential_scaled stops with UnknownModelType naming the roles, before looking for any checkpoint', async () => {
-    const { checkBackbones, STYLES } = await import('../../src/mas/styles');
+describe('a released style without its checkpoints', () => {
+  it('rmas ask --style sequential_scaled (Gemma 3, Llama, Qwen3.5) stops with the named error of its first missing role', async () => {
     const cache = join(tmp, 'empty-hub');
     const saved = process.env.HF_HUB_CACHE;
-    process.env.HF_HUB_CACHE = cache; // not even created: nothing is looked up
+    process.env.HF_HUB_CACHE = cache; // not even created
     try {
       const r = await runAsk({ style: 'sequential_scaled', question: 'What is 1 + 1?', json: true }, cpu);
-      expect(r.error?.name).toBe('UnknownModelType');
-      expect(() => checkBackbones(STYLES.sequential_scaled)).toThrow(r.error!.message);
-      expect(r.error!.message).toMatch(/cannot run yet: solver \(Qwen\/Qwen3\.5-4B, model_type qwen3_5\); it runs/);
+      // every backbone family is runnable now: what stops it is the planner's checkpoint, named with the way to get it
+      expect([r.error?.name, r.error?.message]).toEqual(['MissingCheckpoint',
+        'role planner of sequential_scaled has no checkpoint: pass --ckpt_override planner=DIR with a local folder, or download ' +
+        'RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B into the Hugging Face cache (huggingface-cli download RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B)']);
     } finally {
       if (saved === undefined) delete process.env.HF_HUB_CACHE;
       else process.env.HF_HUB_CACHE = saved;
