@@ -59,16 +59,32 @@ export const TINY_SPECS: readonly TinySpec[] = [
   // Three Gated DeltaNet layers then a gated attention layer (as every 4th on the real models), two value heads
   // per key head and key ≠ value dims (TINY_QWEN3_5), head_dim 32 of which a quarter rotates, zero-centred norms.
   { name: 'qwen3_5-tiny', family: 'qwen3_5', seed: 6, hidden: 48, layers: 4, heads: 2, kvHeads: 1, headDim: 32, intermediate: 96, tie: false, separateTemplate: false },
+  // Qwen3.5-4B's (and 2B's): tied embeddings, at both levels of the config; no layer_types, so that
+  // full_attention_interval (2 here: linear, full, linear, full) places the attention layers
+  { name: 'qwen3_5-tied-tiny', family: 'qwen3_5', seed: 7, hidden: 40, layers: 4, heads: 2, kvHeads: 1, headDim: 24, intermediate: 80, tie: true, separateTemplate: false },
 ];
 /** mistral-tiny's sliding_window (BioMistral-7B: 4096). */
 export const TINY_MISTRAL_WINDOW = 4;
 /** gemma3-tiny's text_config values that the released gemma-3-4b-it sets or inherits differently (4B: 1024, 256, 6). */
 export const TINY_GEMMA3 = { slidingWindow: 4, queryPreAttnScalar: 20, pattern: 2 } as const;
-/** qwen3_5-tiny's Gated DeltaNet sizes (4B/9B: 16 key heads, 32 value heads, 128, 128, 4) and layer pattern. */
-export const TINY_QWEN3_5 = {
-  keyHeads: 2, valueHeads: 4, keyDim: 16, valueDim: 12, convKernel: 4,
-  layerTypes: ['linear_attention', 'linear_attention', 'linear_attention', 'full_attention'],
-} as const;
+/** The tiny Qwen3.5 models' Gated DeltaNet sizes (4B/9B: 16 key heads, 32 value heads, 128, 128, 4) and layer pattern. */
+export const TINY_QWEN3_5: Readonly<Record<string, {
+  keyHeads: number; valueHeads: number; keyDim: number; valueDim: number; convKernel: number;
+  /** layer_types as written in config.json, or null: every `interval`-th layer attends. */
+  layerTypes: readonly string[] | null; interval: number;
+}>> = {
+  'qwen3_5-tiny': {
+    keyHeads: 2, valueHeads: 4, keyDim: 16, valueDim: 12, convKernel: 4, interval: 4,
+    layerTypes: ['linear_attention', 'linear_attention', 'linear_attention', 'full_attention'],
+  },
+  'qwen3_5-tied-tiny': { keyHeads: 2, valueHeads: 4, keyDim: 8, valueDim: 10, convKernel: 4, interval: 2, layerTypes: null },
+};
+
+/** Whether layer `i` of a tiny Qwen3.5 is a Gated DeltaNet. */
+const tinyLinear = (name: string, i: number): boolean => {
+  const q = TINY_QWEN3_5[name]!;
+  return q.layerTypes ? q.layerTypes[i] === 'linear_attention' : (i + 1) % q.interval !== 0;
+};
 /** Vision tower and multi-token-prediction tensors of qwen3_5-tiny: stand-ins, never read by the engine. */
 export const QWEN3_5_UNREAD_TENSORS: readonly [string, number[]][] = [
   ['model.visual.patch_embed.proj.weight', [8, 3, 2, 2, 2]],
@@ -165,11 +181,11 @@ export function buildConfig(spec: TinySpec, vocab: number, ids: ReturnType<typeo
   } else if (spec.family === 'qwen3_5') {
     // as the Qwen3.5 releases ship it: every text field written out, rope_parameters with the partial rotary and
     // mRoPE sections (a text-only input makes mRoPE plain RoPE), the special ids of the image-text wrapper
-    const q = TINY_QWEN3_5;
+    const q = TINY_QWEN3_5[spec.name]!;
     const text = sortKeys({
       attention_bias: false, attention_dropout: 0.0, attn_output_gate: true, dtype: 'bfloat16', eos_token_id: ids.endOfText,
-      full_attention_interval: 4, head_dim: spec.headDim, hidden_act: 'silu', hidden_size: spec.hidden, initializer_range: 0.02,
-      intermediate_size: spec.intermediate, layer_types: [...q.layerTypes], linear_conv_kernel_dim: q.convKernel,
+      full_attention_interval: q.interval, head_dim: spec.headDim, hidden_act: 'silu', hidden_size: spec.hidden, initializer_range: 0.02,
+      intermediate_size: spec.intermediate, ...(q.layerTypes ? { layer_types: [...q.layerTypes] } : {}), linear_conv_kernel_dim: q.convKernel,
       linear_key_head_dim: q.keyDim, linear_num_key_heads: q.keyHeads, linear_num_value_heads: q.valueHeads,
       linear_value_head_dim: q.valueDim, mamba_ssm_dtype: 'float32', max_position_embeddings: MAX_POSITIONS, mlp_only_layers: [],
       model_type: 'qwen3_5_text', mtp_num_hidden_layers: 1, mtp_use_dedicated_embeddings: false, num_attention_heads: spec.heads,
@@ -219,8 +235,8 @@ export function tensorShapes(spec: TinySpec, vocab: number): [string, number[]][
   for (let i = 0; i < spec.layers; i++) {
     const p = `model.layers.${i}`;
     out.push([`${p}.input_layernorm.weight`, [d]]);
-    if (spec.family === 'qwen3_5' && TINY_QWEN3_5.layerTypes[i] === 'linear_attention') {
-      const { keyHeads: nk, valueHeads: nv, keyDim: dk, valueDim: dv, convKernel: K } = TINY_QWEN3_5;
+    if (spec.family === 'qwen3_5' && tinyLinear(spec.name, i)) {
+      const { keyHeads: nk, valueHeads: nv, keyDim: dk, valueDim: dv, convKernel: K } = TINY_QWEN3_5[spec.name]!;
       const C = 2 * nk * dk + nv * dv;
       const l = `${p}.linear_attn`;
       out.push([`${l}.in_proj_qkv.weight`, [C, d]], [`${l}.in_proj_z.weight`, [nv * dv, d]], [`${l}.in_proj_b.weight`, [nv, d]],

@@ -22,20 +22,24 @@ export type TinyStyle = 'sequential_light' | 'sequential_scaled' | 'mixture' | '
 export const TINY_STYLES: readonly TinyStyle[] = ['sequential_light', 'sequential_scaled', 'mixture', 'distillation', 'deliberation'];
 
 const TINY_DIR = resolve(import.meta.dirname, 'tiny');
-export const TINY_HIDDEN: Readonly<Record<string, number>> = { 'qwen3-tiny': 48, 'llama-tiny': 64, 'qwen2-tiny': 32, 'mistral-tiny': 40, 'gemma3-tiny': 56 };
+export const TINY_HIDDEN: Readonly<Record<string, number>> = {
+  'qwen3-tiny': 48, 'llama-tiny': 64, 'qwen2-tiny': 32, 'mistral-tiny': 40, 'gemma3-tiny': 56, 'qwen3_5-tiny': 48, 'qwen3_5-tied-tiny': 40,
+};
 
 /**
- * style → role → tiny model folder name (under models/tiny/): each role of its released backbone's family
- * (sequential_light: Qwen3 / Llama / Qwen2; sequential_scaled: Gemma 3 / Llama / -; mixture: Qwen2 / Qwen2 /
- * Mistral / -), Qwen3 standing in for the Qwen3.5 roles until that family runs. Sizes differ between the two ends
- * of every link, so that a mix-up of senders and receivers cannot pass by accident.
+ * style → role → tiny model folder name (under models/tiny/): each role of its released backbone's family and
+ * layout (sequential_light: Qwen3 / Llama / Qwen2; sequential_scaled: Gemma 3 / Llama / Qwen3.5-4B; mixture: Qwen2 /
+ * Qwen2 / Mistral / Qwen3.5-2B; distillation: Qwen3.5-9B / Qwen3.5-4B; deliberation: Qwen3.5-4B twice), the 9B as
+ * qwen3_5-tiny (untied), the 2B and 4B as qwen3_5-tied-tiny. Sizes differ between the two ends of every link but
+ * deliberation's, whose two agents share one backbone as released, so that a mix-up of senders and receivers
+ * cannot pass by accident.
  */
 export const TINY_MAS_ROLES: Readonly<Record<TinyStyle, Readonly<Record<string, string>>>> = {
   sequential_light: { planner: 'qwen3-tiny', critic: 'llama-tiny', solver: 'qwen2-tiny' },
-  sequential_scaled: { planner: 'gemma3-tiny', critic: 'llama-tiny', solver: 'qwen3-tiny' },
-  mixture: { math: 'qwen2-tiny', code: 'qwen2-tiny', science: 'mistral-tiny', summarizer: 'qwen3-tiny' },
-  distillation: { expert: 'llama-tiny', learner: 'qwen3-tiny' },
-  deliberation: { reflector: 'qwen3-tiny', toolcaller: 'qwen3-tiny' },
+  sequential_scaled: { planner: 'gemma3-tiny', critic: 'llama-tiny', solver: 'qwen3_5-tied-tiny' },
+  mixture: { math: 'qwen2-tiny', code: 'qwen2-tiny', science: 'mistral-tiny', summarizer: 'qwen3_5-tied-tiny' },
+  distillation: { expert: 'qwen3_5-tiny', learner: 'qwen3_5-tied-tiny' },
+  deliberation: { reflector: 'qwen3_5-tied-tiny', toolcaller: 'qwen3_5-tied-tiny' },
 };
 
 export interface TinyOuterSpec {

@@ -37,8 +37,10 @@ async function digest(sys: { roles: Record<string, string>; outer: string }): Pr
 
 it('the roles table matches the brief', () => {
   expect(TINY_MAS_ROLES.sequential_light).toEqual({ planner: 'qwen3-tiny', critic: 'llama-tiny', solver: 'qwen2-tiny' });
-  expect(TINY_MAS_ROLES.sequential_scaled).toEqual({ planner: 'gemma3-tiny', critic: 'llama-tiny', solver: 'qwen3-tiny' });
-  expect(TINY_MAS_ROLES.mixture).toEqual({ math: 'qwen2-tiny', code: 'qwen2-tiny', science: 'mistral-tiny', summarizer: 'qwen3-tiny' });
+  expect(TINY_MAS_ROLES.sequential_scaled).toEqual({ planner: 'gemma3-tiny', critic: 'llama-tiny', solver: 'qwen3_5-tied-tiny' });
+  expect(TINY_MAS_ROLES.mixture).toEqual({ math: 'qwen2-tiny', code: 'qwen2-tiny', science: 'mistral-tiny', summarizer: 'qwen3_5-tied-tiny' });
+  expect(TINY_MAS_ROLES.distillation).toEqual({ expert: 'qwen3_5-tiny', learner: 'qwen3_5-tied-tiny' });
+  expect(TINY_MAS_ROLES.deliberation).toEqual({ reflector: 'qwen3_5-tied-tiny', toolcaller: 'qwen3_5-tied-tiny' });
   expect(TINY_MAS_LINKS.mixture.map((l) => l.key)).toEqual(['outer_1s', 'outer_2s', 'outer_3s', 'outer_s1', 'outer_s2', 'outer_s3']);
 });
 
@@ -88,8 +90,8 @@ describe.each(CASES)('%s', (style, tasks) => {
 
 it('the model files are copies of models/tiny', async () => {
   const sys = await buildTinySystem('distillation', join(root, 'c'));
-  for (const f of ['config.json', 'model.safetensors', 'tokenizer.json', 'chat_template.jinja']) {
-    const [got, want] = await Promise.all([readFile(join(sys.roles.expert, f)), readFile(join(import.meta.dirname, '../models/tiny/llama-tiny', f))]);
+  for (const f of ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']) {
+    const [got, want] = await Promise.all([readFile(join(sys.roles.expert, f)), readFile(join(import.meta.dirname, '../models/tiny/qwen3_5-tiny', f))]);
     expect(got.equals(want), f).toBe(true);
   }
   expect((await readdir(sys.roles.learner)).sort()).toEqual(

@@ -16,7 +16,7 @@ import { loadTokenizerFromDir } from '../src/tokenizer/index.ts';
 import { GEMMA3_VISION_TENSORS, QWEN3_5_UNREAD_TENSORS, writeTinyModels } from '../models/generate.ts';
 
 const ROOT = resolve(import.meta.dirname, '../models/tiny');
-const NAMES = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny', 'mistral-tiny', 'gemma3-tiny', 'qwen3_5-tiny'] as const;
+const NAMES = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny', 'mistral-tiny', 'gemma3-tiny', 'qwen3_5-tiny', 'qwen3_5-tied-tiny'] as const;
 
 // What each folder is meant to be (the issue's brief), written out rather than read from the generator.
 const INTENDED: Record<(typeof NAMES)[number], Partial<DecoderConfig>> = {
@@ -28,8 +28,10 @@ const INTENDED: Record<(typeof NAMES)[number], Partial<DecoderConfig>> = {
   'gemma3-tiny': { family: 'gemma3', hidden: 56, layers: 3, heads: 4, kvHeads: 2, headDim: 24, intermediate: 128, tieEmbeddings: true, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458, 456], slidingWindow: 4, windowLayers: [true, false, true], normOffset: 1, sandwichNorms: true, mlpAct: 'gelu_tanh', embedScale: Math.sqrt(56), attnScale: 20 ** -0.5 },
   // Qwen3.5-9B's shape: untied, no BOS, eos <|endoftext|> in the text_config, three DeltaNets then gated attention
   'qwen3_5-tiny': { family: 'qwen3_5', hidden: 48, layers: 4, heads: 2, kvHeads: 1, headDim: 32, intermediate: 96, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: null, eosTokenIds: [456], normOffset: 1, sandwichNorms: false, mlpAct: 'silu', attnOutputGate: true, linearLayers: [true, true, true, false], deltaNet: { keyHeads: 2, valueHeads: 4, keyDim: 16, valueDim: 12, convKernel: 4 } },
+  // Qwen3.5-4B's: tied; no layer_types, full_attention_interval 2 alternates linear and full layers
+  'qwen3_5-tied-tiny': { family: 'qwen3_5', hidden: 40, layers: 4, heads: 2, kvHeads: 1, headDim: 24, intermediate: 80, tieEmbeddings: true, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: null, eosTokenIds: [456], normOffset: 1, sandwichNorms: false, mlpAct: 'silu', attnOutputGate: true, linearLayers: [true, false, true, false], deltaNet: { keyHeads: 2, valueHeads: 4, keyDim: 8, valueDim: 10, convKernel: 4 } },
 };
-const THETA = { 'qwen3-tiny': 1e6, 'llama-tiny': 5e5, 'qwen2-tiny': 1e4, 'mistral-tiny': 1e4, 'gemma3-tiny': 1e6, 'qwen3_5-tiny': 1e7 };
+const THETA = { 'qwen3-tiny': 1e6, 'llama-tiny': 5e5, 'qwen2-tiny': 1e4, 'mistral-tiny': 1e4, 'gemma3-tiny': 1e6, 'qwen3_5-tiny': 1e7, 'qwen3_5-tied-tiny': 1e7 };
 
 async function config(name: string): Promise<DecoderConfig> {
   return parseDecoderConfig(await readFile(join(ROOT, name, 'config.json'), 'utf8'), `${name}/config.json`);
@@ -203,9 +205,9 @@ describe.each(NAMES)('tiny model %s', (name) => {
     expect(tok.vocabSize).toBeLessThanOrEqual(c.vocabSize);
     expect(tok.vocabSize).toBe(461);
     // Qwen3.5 has no BOS, and its text_config's eos is <|endoftext|> (generation stops on either, generation_config.json)
-    expect(tok.idOf('<|endoftext|>')).toBe(name === 'qwen3_5-tiny' ? 456 : c.bosTokenId);
+    expect(tok.idOf('<|endoftext|>')).toBe(name.startsWith('qwen3_5') ? 456 : c.bosTokenId);
     expect(tok.eosTokenIds).toEqual([458]);
-    expect(c.eosTokenIds).toContain(name === 'qwen3_5-tiny' ? 456 : tok.eosTokenIds[0]);
+    expect(c.eosTokenIds).toContain(name.startsWith('qwen3_5') ? 456 : tok.eosTokenIds[0]);
     // The same tokenizer in every folder; pinned ids catch a change of merges or tokenizer class.
     const ids = tok.encode('The answer is 42.');
     expect(ids).toEqual([267, 297, 266, 32, 52, 50, 46]);

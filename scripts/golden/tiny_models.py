@@ -3,7 +3,7 @@
 
 Run (Debian's torch 1.13; no transformers or safetensors package needed):
     /usr/bin/python3 scripts/golden/tiny_models.py
-writes test/golden/tiny-{qwen3,llama,qwen2,mistral,gemma3,qwen3_5}-tiny.json.
+writes test/golden/tiny-{qwen3,llama,qwen2,mistral,gemma3,qwen3_5,qwen3_5-tied}-tiny.json.
 
 An independent float64 forward written from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3 /
 modeling_mistral (transformers 4.51): RMSNorm, q/k/v projections (+ bias for qwen2), Qwen3's per-head q/k RMSNorm before RoPE,
@@ -59,6 +59,7 @@ IDS = {
     "mistral-tiny": [456, 12, 345, 67, 89, 401, 23],
     "gemma3-tiny": [456, 33, 210, 99, 5, 377, 141],
     "qwen3_5-tiny": [456, 61, 302, 14, 188, 77, 420],
+    "qwen3_5-tied-tiny": [456, 120, 9, 333, 57, 264, 402],
 }
 
 # Gemma3TextConfig's defaults (transformers 4.50), for what a released text_config leaves out
@@ -264,10 +265,13 @@ def qwen3_5_forward(cfg, w, x):
     def l2(t):
         return t / torch.sqrt((t * t).sum(-1, keepdim=True) + 1e-6)
 
+    # layer_types, else every full_attention_interval-th layer attends (Qwen3_5TextConfig's default 4)
+    types = cfg.get("layer_types") or ["full_attention" if (i + 1) % cfg.get("full_attention_interval", 4) == 0 else "linear_attention"
+                                       for i in range(L)]
     for l in range(L):
         p = f"model.layers.{l}."
         h = norm(x, w[p + "input_layernorm.weight"])
-        if cfg["layer_types"][l] == "linear_attention":
+        if types[l] == "linear_attention":
             a = p + "linear_attn."
             mixed = F.linear(h, w[a + "in_proj_qkv.weight"])  # [T, C]
             C = mixed.shape[1]

@@ -13,7 +13,7 @@ import { scaledError } from '../model/testing';
 import type { Backend } from '../tensor/backend';
 import type { Tensor } from '../tensor/tensor';
 
-export const TINY_GOLDEN_MODELS = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny', 'mistral-tiny', 'gemma3-tiny', 'qwen3_5-tiny'] as const;
+export const TINY_GOLDEN_MODELS = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny', 'mistral-tiny', 'gemma3-tiny', 'qwen3_5-tiny', 'qwen3_5-tied-tiny'] as const;
 
 interface Golden {
   ids: number[];
