@@ -1,29 +1,32 @@
 /**
- * Model-level benchmarks: prefill and decode tokens/s of a tiny model, and one decode step of a single
- * layer at a realistic width (Qwen3-1.7B's: hidden 2048, 16 heads, 8 KV heads, head_dim 128, intermediate
- * 6144) with q4_0 projections, read as ms per layer and achieved GB/s.
+ * Model-level benchmarks: prefill and decode tokens/s of a tiny model, and one decode step of layers at realistic
+ * widths with q4_0 projections, read as ms per layer and achieved GB/s: Qwen3-1.7B's layer (hidden 2048, 16 heads,
+ * 8 KV heads, head_dim 128, intermediate 6144), a Gemma 3 4B layer, and a Qwen3.5-4B layer pair (one Gated DeltaNet,
+ * one gated attention layer).
  *
  * Weights are random, built in memory and loaded through loadDecoderWeights (so q4_0 comes from the real
  * quantize-on-load path); no files are read, so the same cases run on the bench page. Timing does not
  * depend on the values.
  *
  * Accounting: `flops` is 2 × (projection params) × tokens + attention (QKᵀ and PV, 4·Hq·D per cached
- * position per token) + the LM head for the logits rows; `bytes` is the minimum traffic of one iteration:
- * every layer weight and norm once, the LM head when logits are taken, the embedding rows gathered, and
- * the KV cache rows attention reads (plus the rows written). Activations are left out (negligible at T ≤ 32).
+ * position per token) or a DeltaNet's conv (2·K per channel) and delta rule (8·dk·dv per value head per token:
+ * decay, Sᵀk, update, Sᵀq) + the LM head for the logits rows; `bytes` is the minimum traffic of one iteration:
+ * every layer weight and norm once, the LM head when logits are taken, the embedding rows gathered, the KV cache
+ * rows attention reads (plus the rows written), and a DeltaNet's state read and written once (f32). Activations
+ * are left out (negligible at T ≤ 32).
  */
 import { F } from '../autograd';
 import { byteSize, type QuantDType } from '../formats/dtype';
 import type { StTensor } from '../formats/safetensors';
 import type { Backend } from '../tensor/backend';
 import { tidy } from '../tensor/scope';
-import type { Tensor } from '../tensor/tensor';
+import { Tensor } from '../tensor/tensor';
 import type { BenchCase, BenchRun, BenchSize } from '../testing/bench';
 import { Rng } from '../testing/rng';
 import qwen3TinyJson from '../../models/tiny/qwen3-tiny/config.json';
-import { type DecoderConfig, layerWindow, parseDecoderConfig } from './config';
+import { type DecoderConfig, convChannels, layerWindow, parseDecoderConfig } from './config';
 import { Decoder, KVCache } from './decoder';
-import { type DecoderWeights, type WeightSource, loadDecoderWeights, weightSpecs } from './weights';
+import { type DecoderWeights, type WeightSource, isDeltaNetLayer, loadDecoderWeights, weightSpecs } from './weights';
 import { bf16Tensor } from './testing';
 
 /**
@@ -60,7 +63,8 @@ const bytesOf = (t: Tensor | null) => (t ? byteSize(t.dtype, t.shape) : 0);
 export function forwardCost(c: DecoderConfig, w: DecoderWeights, o: { T: number; past: number; logitsRows: number; ids: boolean }) {
   const { T, past, logitsRows } = o;
   const { hidden: d, heads: Hq, kvHeads: Hkv, headDim: D, intermediate: I } = c;
-  const projParams = d * (Hq * D + 2 * Hkv * D) + Hq * D * d + 3 * d * I;
+  // with Qwen3.5's output gate q_proj is twice as tall
+  const projParams = d * (Hq * D * (c.attnOutputGate ? 2 : 1) + 2 * Hkv * D) + Hq * D * d + 3 * d * I;
   // token t (0-based in the chunk) attends to past + t + 1 positions: Σ = T·past + T(T+1)/2
   const attended = T * past + (T * (T + 1)) / 2;
   const window = (l: number) => layerWindow(c, l) !== null;
@@ -68,6 +72,16 @@ export function forwardCost(c: DecoderConfig, w: DecoderWeights, o: { T: number;
   let bytes = 0;
   for (let l = 0; l < c.layers; l++) {
     const L = w.layers[l];
+    if (isDeltaNetLayer(L)) {
+      const n = c.deltaNet!;
+      const C = convChannels(n);
+      const vDim = n.valueHeads * n.valueDim;
+      const params = d * (C + vDim + 2 * n.valueHeads) + vDim * d + 3 * d * I;
+      flops += 2 * params * T + 2 * n.convKernel * C * T + 8 * n.valueHeads * n.keyDim * n.valueDim * T;
+      bytes += [...Object.values(L), ...Object.values(L.deltaNet)].reduce((s, t) => s + (t instanceof Tensor ? bytesOf(t) : 0), 0);
+      bytes += 2 * 4 * n.valueHeads * n.keyDim * n.valueDim;
+      continue;
+    }
     flops += 2 * projParams * T + 4 * Hq * D * (window(l) ? Math.min(attended, T * c.slidingWindow!) : attended);
     bytes += Object.values(L).reduce((s, t) => s + bytesOf(t as Tensor | null), 0);
     // k and v: the rows attention reads once, and the T rows appended (f32 cache)
@@ -162,8 +176,75 @@ async function wideLayerDecode(backend: Backend, size: BenchSize): Promise<Bench
   };
 }
 
+// ---- Gemma 3 and Qwen3.5 layers at the 4B widths (sequential_scaled's planner and solver), one decode step ----
+
+/** gemma-3-4b-it's layer (a global one: every 6th); hidden 2560, 8 heads, 4 KV heads, head_dim 256, GeGLU 10240. */
+export function gemma3LayerConfig(size: BenchSize): DecoderConfig {
+  const full = size === 'full';
+  return parseDecoderConfig({
+    model_type: 'gemma3_text', vocab_size: full ? 1024 : 64, hidden_size: full ? 2560 : 256, num_hidden_layers: 1,
+    num_attention_heads: full ? 8 : 4, num_key_value_heads: full ? 4 : 2, head_dim: full ? 256 : 64,
+    intermediate_size: full ? 10240 : 1024, query_pre_attn_scalar: full ? 256 : 64, sliding_window_pattern: 1,
+    rope_theta: 1000000, rope_local_base_freq: 10000, max_position_embeddings: 131072,
+  }, 'gemma3 layer config');
+}
+
+/**
+ * Qwen3.5-4B's layer pair: a Gated DeltaNet (16 key heads, 32 value heads, 128 × 128, conv 4) then a gated attention
+ * layer (16 heads, 4 KV heads, head_dim 256, a quarter rotated); hidden 2560, intermediate 9216.
+ */
+export function qwen35PairConfig(size: BenchSize): DecoderConfig {
+  const full = size === 'full';
+  return parseDecoderConfig({
+    model_type: 'qwen3_5_text', vocab_size: full ? 1024 : 64, hidden_size: full ? 2560 : 256, num_hidden_layers: 2,
+    layer_types: ['linear_attention', 'full_attention'], num_attention_heads: full ? 16 : 4, num_key_value_heads: full ? 4 : 2,
+    head_dim: full ? 256 : 64, intermediate_size: full ? 9216 : 768, linear_num_key_heads: full ? 16 : 2,
+    linear_num_value_heads: full ? 32 : 4, linear_key_head_dim: full ? 128 : 32, linear_value_head_dim: full ? 128 : 32,
+    linear_conv_kernel_dim: 4, rope_parameters: { rope_type: 'default', rope_theta: 10000000, partial_rotary_factor: 0.25 },
+    tie_word_embeddings: true,
+  }, 'qwen3_5 layer pair config');
+}
+
+/**
+ * One decode step of `c`'s layers (q4_0) after `past` positions: random k/v rows for the attention layers and random
+ * DeltaNet states stand in for a prefill (the cost does not depend on what they hold).
+ */
+async function layersDecode(backend: Backend, size: BenchSize, c: DecoderConfig): Promise<BenchRun> {
+  const past = size === 'full' ? 512 : 64;
+  const model = await randomDecoder(c, backend, 'q4_0');
+  const rng = new Rng(6);
+  const kv = () => Array.from({ length: c.layers }, (_, l) => (c.linearLayers[l] ? null
+    : backend.fromValues(rng.normals((past + 1) * c.kvHeads * c.headDim), [past + 1, c.kvHeads, c.headDim])));
+  const cache = new KVCache(kv(), kv(), past + 1);
+  const states = () => {
+    const n = c.deltaNet;
+    if (!n) return;
+    for (let l = 0; l < c.layers; l++) {
+      if (!c.linearLayers[l]) continue;
+      const C = convChannels(n);
+      cache.setStates(l, backend.fromValues(rng.normals((n.convKernel - 1) * C), [n.convKernel - 1, C]),
+        backend.fromValues(rng.normals(n.valueHeads * n.keyDim * n.valueDim, 0.1), [n.valueHeads, n.keyDim, n.valueDim]));
+    }
+  };
+  states();
+  const x = backend.fromValues(rng.normals(c.hidden), [1, c.hidden]);
+  const pos = backend.fromValues([past], [1], 'i32');
+  return {
+    // the same position every iteration: the k/v row is overwritten, the DeltaNet states go on from the last step's
+    // (a rewind the decoder refuses unless both lengths are set, as here)
+    run: () => {
+      cache.length = cache.stateLength = past;
+      model.forward({ inputsEmbeds: x, cache, positions: pos }).hidden.dispose();
+    },
+    ...forwardCost(c, model.weights, { T: 1, past, logitsRows: 0, ids: false }),
+    dispose: () => (x.dispose(), pos.dispose(), cache.dispose(), model.dispose()),
+  };
+}
+
 export const benches: BenchCase[] = [
   { name: `tiny model prefill (qwen3-tiny, ${PROMPT} tokens)`, setup: (b) => tinyPrefill(b) },
   { name: 'tiny model decode step (qwen3-tiny)', setup: (b) => tinyDecodeStep(b) },
   { name: 'decode layer hidden 2048 q4_0 (one layer, KV 512; tiny hidden 256, KV 64)', setup: (b, s) => wideLayerDecode(b, s) },
+  { name: 'decode Gemma 3 4B layer q4_0 (global, KV 512; tiny hidden 256, KV 64)', setup: (b, s) => layersDecode(b, s, gemma3LayerConfig(s)) },
+  { name: 'decode Qwen3.5-4B layer pair q4_0 (DeltaNet + gated attention, KV 512; tiny hidden 256, KV 64)', setup: (b, s) => layersDecode(b, s, qwen35PairConfig(s)) },
 ];
