@@ -117,16 +117,17 @@ const SHAPES: { over: Record<string, unknown>; T: number; R: number }[] = [
 ];
 
 /**
- * The plan is exact for attention decoders. For Qwen3.5's hybrid it is an estimate so far: every layer is counted
- * as the wider of its two kinds, and the DeltaNet's per-sequence state and row statistics are left out. Measured on
- * these shapes it lies between 8% below and 20% above the tape; the test holds it to [−10%, +25%].
+ * Peaks (a backward's, a forward's off the tape) are planned exactly for attention decoders. For Qwen3.5's hybrid
+ * the plan bounds them: its Gated DeltaNet layer's backward transient is an estimate from above (the rule's
+ * column and row parts, the conv's gradients), so the plan must lie above the measurement and within a quarter of
+ * it. What the tape holds is exact for every family.
  */
-function expectPlanned(config: DecoderConfig, measured: number, planned: number, what: string) {
+function expectPeak(config: DecoderConfig, measured: number, planned: number, what: string) {
   if (!config.deltaNet) {
     expect(measured, what).toBe(planned);
     return;
   }
-  expect(planned / measured, `${what}: planned ${planned} against ${measured} measured`).toBeGreaterThan(0.9);
+  expect(planned, `${what}: the plan bounds the measurement`).toBeGreaterThanOrEqual(measured);
   expect(planned / measured, `${what}: planned ${planned} against ${measured} measured`).toBeLessThan(1.25);
 }
 
@@ -156,8 +157,8 @@ describe.each(FAMILIES)('training memory plan against a CPU tape, %s', (family: 
       const activations = recompute ? plan.activationsRecompute : plan.activationsFull;
       // unscored, the test's hand-off loss is on the tape: the slice, cross-entropy's loss, logsumexp, scale, and labels
       const own = R ? plan.logits : 4 * (HANDOFF * config.hidden + HANDOFF + 1 + 1 + HANDOFF);
-      expectPlanned(config, held, activations + own, `held, recompute ${recompute}`);
-      expectPlanned(config, peak, activations + own + plan.backwardTransient, `backward peak, recompute ${recompute}`);
+      expect(held, `held, recompute ${recompute}`).toBe(activations + own);
+      expectPeak(config, peak, activations + own + plan.backwardTransient, `backward peak, recompute ${recompute}`);
     }
     decoder.dispose();
   });
@@ -172,7 +173,7 @@ describe.each(FAMILIES)('training memory plan against a CPU tape, %s', (family: 
       decoder.forward({ inputsEmbeds: F.concatRows([piece([1, 2, 3, 4]), piece([5, 6, 7, 8, 9])]) });
     }));
     // the token ids (i32, 9 elements) are the test's, not the planner's
-    expectPlanned(config, meter.peak - base - 4 * T, planOne(forwardOf(config, T, 0, false), false).forwardTransient, 'off-tape peak');
+    expectPeak(config, meter.peak - base - 4 * T, planOne(forwardOf(config, T, 0, false), false).forwardTransient, 'off-tape peak');
     decoder.dispose();
     // with a wide vocabulary scored on every row, the logits at the end set the peak instead of a layer
     const wide = tinyConfig(family, { num_hidden_layers: 2, intermediate_size: 48, vocab_size: 2000 });
@@ -184,7 +185,7 @@ describe.each(FAMILIES)('training memory plan against a CPU tape, %s', (family: 
     }));
     const plan = planOne(forwardOf(wide, T, T, false), false).forwardTransient;
     expect(plan).toBeGreaterThan(4 * T * 2000);
-    expectPlanned(wide, meter.peak - b2 - 4 * T, plan, 'off-tape peak with wide logits');
+    expectPeak(wide, meter.peak - b2 - 4 * T, plan, 'off-tape peak with wide logits');
     dw.dispose();
   });
 
@@ -208,7 +209,7 @@ describe.each(FAMILIES)('training memory plan against a CPU tape, %s', (family: 
       latents.dispose();
       const plan = planOne(forwardOf(config, T, R), recompute);
       expect(plan.held - plan.inputs).toBe(recompute ? plan.activationsRecompute : plan.activationsFull);
-      expectPlanned(config, held, plan.held + plan.logits, `held, recompute ${recompute}`);
+      expect(held).toBe(plan.held + plan.logits);
     }
     decoder.dispose();
   });

@@ -13,7 +13,7 @@
  */
 import { InvalidArgument } from '../errors';
 import type { HalfGemm } from '../kernels/kernel';
-import type { DecoderConfig } from '../model/config';
+import { type DecoderConfig, convChannels } from '../model/config';
 import { weightSpecs } from '../model/weights';
 
 /** Activations, gradients, positions and labels are f32 or i32. */
@@ -130,33 +130,46 @@ export function weightBytes(c: DecoderConfig, bytesPerParam: number): number {
 }
 
 /**
- * f32 elements one decoder layer records per token: the input norm (h), q, k, v projections, q and k after
+ * f32 elements one attention layer records per token: the input norm (h), q, k, v projections, q and k after
  * RoPE, attention's output (q) and logsumexp (heads), the o projection, the residual sum and the second norm
  * (h each), gate, up and their SwiGLU (I each), the down projection and the residual sum (h each); Qwen3's
  * head norms add q + k. Reshapes are views of the same storage. Biases add nothing (fused into the matmul).
+ * Qwen3.5's output gate adds the taller q_proj output (q), its query and gate parts, the gate's sigmoid and the
+ * gated output (q each).
  */
 export function layerActivationFloats(c: DecoderConfig): number {
   const h = c.hidden;
   const [q, k] = [qDim(c), kvDim(c)];
-  // Gemma's sandwich norms add the attention output's and the MLP output's norms (h each); Qwen3.5's output gate
-  // the wider q_proj output, the gate, its sigmoid and the gated output (q each)
-  const attention = 6 * h + 3 * q + 3 * k + c.heads + 3 * c.intermediate + (c.qkNorm ? q + k : 0) + (c.sandwichNorms ? 2 * h : 0) +
-    (c.attnOutputGate ? 4 * q : 0);
-  // a plan is a bound: a hybrid decoder is counted as if every layer were its wider kind
-  return c.deltaNet ? Math.max(attention, deltaNetActivationFloats(c)) : attention;
+  // Gemma's sandwich norms add the attention output's and the MLP output's norms (h each)
+  return 6 * h + 3 * q + 3 * k + c.heads + 3 * c.intermediate + (c.qkNorm ? q + k : 0) + (c.sandwichNorms ? 2 * h : 0) +
+    (c.attnOutputGate ? 5 * q : 0);
 }
 
 /**
  * f32 elements a Gated DeltaNet layer records per token: the input norm (h), the q|k|v projection, the conv, its
- * SiLU and the split parts (C each), q and k normalised (2·nk·dk), b and a and their gates (6 per value head),
- * the delta rule's output and saved v − Sᵀk, the gated norm, z, SiLU(z) and their product (nv·dv each), then
- * out_proj, the residual, the second norm, the MLP (3I) and its residual as an attention layer. The rule's state
- * (nv·dk·dv per sequence, not per token) is left out.
+ * SiLU and the split parts (C each), q and k normalised (2·nk·dk), b, its sigmoid, a, a + dt_bias, its softplus and
+ * the decay (nv each), the delta rule's output and saved v − Sᵀk, the gated norm, z, SiLU(z) and their product
+ * (nv·dv each), then out_proj, the residual, the second norm, the MLP (3I) and its residual as an attention layer.
  */
 function deltaNetActivationFloats(c: DecoderConfig): number {
   const d = c.deltaNet!;
-  const C = 2 * d.keyHeads * d.keyDim + d.valueHeads * d.valueDim;
-  return 6 * c.hidden + 4 * C + 2 * d.keyHeads * d.keyDim + 6 * d.valueHeads + 6 * d.valueHeads * d.valueDim + 3 * c.intermediate;
+  return 6 * c.hidden + 4 * convChannels(d) + 2 * d.keyHeads * d.keyDim + 6 * d.valueHeads + 6 * d.valueHeads * d.valueDim + 3 * c.intermediate;
+}
+
+/**
+ * What a Gated DeltaNet layer records once per sequence: the rule's final state (nv·dk·dv), and the constants the
+ * tape takes over, the decay rate −exp(A_log) (nv) and the conv weights' [C, K] view.
+ */
+function deltaNetSequenceFloats(c: DecoderConfig): number {
+  const d = c.deltaNet!;
+  return d.valueHeads * d.keyDim * d.valueDim + d.valueHeads + convChannels(d) * d.convKernel;
+}
+
+/** f32 elements every layer records for T tokens: per layer its kind's per-token floats, and a DeltaNet's per-sequence ones. */
+export function layersActivationFloats(c: DecoderConfig, T: number): number {
+  let n = 0;
+  for (let l = 0; l < c.layers; l++) n += c.linearLayers[l] ? T * deltaNetActivationFloats(c) + deltaNetSequenceFloats(c) : T * layerActivationFloats(c);
+  return n;
 }
 
 /**
@@ -199,15 +212,23 @@ function forwardFigures(f: AgentForward, recompute: boolean): ForwardMemory {
   const T = f.tokens;
   const R = f.logitRows ?? 0;
   const A = layerActivationFloats(c);
-  const full = c.layers * T * A + finalFloats(c, T);
+  const full = layersActivationFloats(c, T) + finalFloats(c, T);
   const re = c.layers * T * c.hidden + finalFloats(c, T);
   const inputs = 2 * T * c.hidden;
   const rec = f.recorded && recompute;
-  const layerBack = rec ? T * (A + layerBackwardFloats(c, true)) : T * layerBackwardFloats(c);
+  let layerBack = rec ? T * (A + layerBackwardFloats(c, true)) : T * layerBackwardFloats(c);
+  // recomputing a Gated DeltaNet layer holds its own intermediates, per token and per sequence, during its backward
+  if (rec && c.deltaNet && c.linearLayers.some(Boolean)) {
+    layerBack = Math.max(layerBack, T * (deltaNetActivationFloats(c) + layerBackwardFloats(c, true)) + deltaNetSequenceFloats(c));
+  }
   // off the tape each layer's intermediates go when it returns (attention's logsumexp at once): the peak is
   // one layer's, with the positions and, after the first layer, the previous layer's output; or the end,
   // the last layer's output with the final norm and the logits
-  const layerPeak = T * (A - c.heads) + T + (c.layers > 1 ? T * c.hidden : 0);
+  // a Gated DeltaNet layer's intermediates: its recorded ones, the per-sequence ones and exp(A_log) (nv)
+  const own = c.deltaNet && c.linearLayers.some(Boolean)
+    ? Math.max(T * (A - c.heads), T * deltaNetActivationFloats(c) + deltaNetSequenceFloats(c) + c.deltaNet.valueHeads)
+    : T * (A - c.heads);
+  const layerPeak = own + T + (c.layers > 1 ? T * c.hidden : 0);
   const endPeak = T * c.hidden + finalFloats(c, T) + (R ? (R < T ? R + R * c.hidden : 0) + R * c.vocabSize : 0);
   const offTape = Math.max(layerPeak, endPeak);
   return {
