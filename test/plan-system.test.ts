@@ -12,15 +12,23 @@ import { CpuBackend } from '../src/tensor/cpu';
 import { createPlaygroundApi } from '../workers/engine-api';
 import type { SystemSpec } from '../workers/protocol';
 import { buildTinyStandIn } from './tiny-style-standin';
+import { buildTinySystem } from '../models/tiny-mas';
+import { loadSystemFromSpec } from '../src/mas/system-url';
+import { isMissingFile, memoryKv, modelCache } from '../src/store/models';
 
 const root = 'http://app.test/';
 const tmp = mkdtempSync(join(tmpdir(), 'plan-system-'));
 const standIn = join(tmp, 'system');
-beforeAll(() => buildTinyStandIn(standIn));
+const DIST = 'dist/';
+beforeAll(async () => {
+  buildTinyStandIn(standIn);
+  await buildTinySystem('distillation', join(tmp, 'dist'));
+});
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 const SYSTEM = 'models/tiny/system/';
 /** A path of the app (repository-relative) on disk: the tiny system's from the stand-in. */
-const diskOf = (rel: string) => (rel.startsWith(SYSTEM) ? join(standIn, rel.slice(SYSTEM.length)) : join(resolve('.'), rel));
+const diskOf = (rel: string) => (rel.startsWith(SYSTEM) ? join(standIn, rel.slice(SYSTEM.length))
+  : rel.startsWith(DIST) ? join(tmp, rel) : join(resolve('.'), rel));
 const pathOf = (url: string) => diskOf(decodeURIComponent(url.slice(root.length)));
 const read = (url: string) => {
   try {
@@ -108,5 +116,75 @@ describe('planSystem (offline tiny system, Range reads)', () => {
     // on the CPU backend the same system fits
     expect((await api.planSystem(spec, { backend: 'cpu' })).refusal).toBeNull();
     api.dispose();
+  });
+});
+
+describe('a Qwen3.5 (image-text) role: its vision tower and mtp.* tensors', () => {
+  // distillation's tiny system: expert qwen3_5-tiny, learner qwen3_5-tied-tiny, both with model.visual.* and mtp.* stand-ins
+  const spec: SystemSpec = {
+    style: 'distillation',
+    roles: { expert: { model: `${root}${DIST}distillation-expert/` }, learner: { model: `${root}${DIST}distillation-learner/` } },
+    outerRepo: `${root}${DIST}distillation-outerlinks/`,
+  };
+  /** The file's header length and the data byte ranges of the tensors the engine reads and of those it never reads. */
+  const layoutOf = (rel: string) => {
+    const disk = readFileSync(diskOf(rel));
+    const n = Number(new DataView(disk.buffer, disk.byteOffset, 8).getBigUint64(0, true));
+    const header = JSON.parse(new TextDecoder().decode(disk.subarray(8, 8 + n))) as Record<string, { data_offsets: [number, number] }>;
+    const spans = Object.entries(header).filter(([k]) => k !== '__metadata__')
+      .map(([k, v]) => ({ unread: k.startsWith('model.visual.') || k.startsWith('mtp.'), a: 8 + n + v.data_offsets[0], b: 8 + n + v.data_offsets[1] }));
+    return { headerEnd: 8 + n, spans, size: disk.length };
+  };
+  const model = (role: string) => `${DIST}distillation-${role}/model.safetensors`;
+
+  it('the download plan counts the header and the decoder tensors only', async () => {
+    const api = createPlaygroundApi(deps);
+    const r = await api.planSystem(spec);
+    for (const role of ['expert', 'learner']) {
+      const l = layoutOf(model(role));
+      const read = l.spans.filter((s) => !s.unread).reduce((a, s) => a + s.b - s.a, 0);
+      const unread = l.spans.filter((s) => s.unread).reduce((a, s) => a + s.b - s.a, 0);
+      expect(unread).toBeGreaterThan(10_000);
+      expect(r.files.find((f) => f.url === `${root}${model(role)}`)!.bytes).toBe(l.headerEnd + read);
+      expect(l.headerEnd + read + unread).toBe(l.size);
+    }
+    api.dispose();
+  });
+
+  it('loaded through the model cache read in place, no chunk that lies wholly in them is downloaded', async () => {
+    const kv = memoryKv();
+    const cache = modelCache({ kv, fetch: planFetch, chunkBytes: 512 });
+    // as the engine worker's: a file the server does not have is null (→ 404)
+    const fetchRange = async (url: string, a: number, b: number) => {
+      try {
+        const src = await cache.ranged(url);
+        const total = await src.size();
+        const to = Math.min(b + 1, total);
+        return { bytes: await src.read(a, to - a), total };
+      } catch (e) {
+        if (isMissingFile(e)) return null;
+        throw e;
+      }
+    };
+    const system = await loadSystemFromSpec(spec, cpu, { fetchFile, fetchRange });
+    try {
+      for (const role of ['expert', 'learner']) {
+        const url = `${root}${model(role)}`;
+        const l = layoutOf(model(role));
+        const stored = [...kv.map.keys()].filter((k) => k.startsWith(`c|${url}|`)).map((k) => Number(k.split('|').at(-1)));
+        const inside = (i: number) => l.spans.some((s) => s.unread && s.a <= i * 512 && Math.min((i + 1) * 512, l.size) <= s.b);
+        const never = Array.from({ length: Math.ceil(l.size / 512) }, (_, i) => i).filter(inside);
+        expect(never.length, role).toBeGreaterThan(10);
+        expect(stored.filter(inside), role).toEqual([]);
+        // the header's and every decoder tensor's chunks are there
+        const touches = (i: number, a: number, b: number) => a < (i + 1) * 512 && i * 512 < b;
+        const needed = Array.from({ length: Math.ceil(l.size / 512) }, (_, i) => i)
+          .filter((i) => touches(i, 0, l.headerEnd) || l.spans.some((s) => !s.unread && s.b > s.a && touches(i, s.a, s.b)));
+        expect(needed.filter((i) => !stored.includes(i)), role).toEqual([]);
+      }
+      expect(system.agents.get('expert')!.decoder.config.family).toBe('qwen3_5');
+    } finally {
+      system.dispose();
+    }
   });
 });

@@ -15,7 +15,9 @@ import { defaultLatentSteps, getStyle, schedule } from '../src/mas/styles';
 import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName } from '../src/eval/datasets';
 import { evaluate as evaluateSystem } from '../src/eval/run';
 import { adapterTaskFor, pickOuterFiles, type AdapterTask } from '../src/mas/upstream';
-import { parseDecoderConfig } from '../src/model/config';
+import { type DecoderConfig, parseDecoderConfig } from '../src/model/config';
+import { detectLayout, storedName } from '../src/model/layout';
+import { weightSpecs } from '../src/model/weights';
 import { describePlan, planGgufModel, planSystemDownload, type PlanLimits, type PlanModel } from '../src/store/plan';
 import { loadSystemFromSpec, type LoadSpecOptions } from '../src/mas/system-url';
 import type { MasSystem } from '../src/mas/system';
@@ -34,6 +36,8 @@ export interface PlaygroundDeps {
   appBase?: string;
   /** Whole-file reads instead of the network (see LoadSpecOptions.fetchFile). */
   fetchFile?: LoadSpecOptions['fetchFile'];
+  /** Range reads instead of the network (see LoadSpecOptions.fetchRange). */
+  fetchRange?: LoadSpecOptions['fetchRange'];
   /** Tokens shown per latent in the logit lens. Default 5. */
   lensTopK?: number;
   /**
@@ -135,12 +139,26 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
     const b = await whole(url, true);
     return b ? (JSON.parse(new TextDecoder().decode(b)) as Record<string, unknown>) : null;
   };
-  const payload = async (url: string): Promise<number> => {
+  /**
+   * The bytes of `config`'s tensors in the safetensors file at `url` (the only ones the loader reads: never a
+   * vision tower's or Qwen3.5's mtp.*); the file is listed with its header and those bytes. `names` are the
+   * checkpoint's tensor names (a sharded checkpoint's index), to tell its layout by; default the file's own.
+   */
+  const payload = async (url: string, config: DecoderConfig, names?: readonly string[]): Promise<number> => {
     const src = urlSource(url, { fetch: f });
     const st = await SafetensorsFile.open(src);
-    const n = await src.size();
-    files.set(url, n);
-    return n - st.dataStart;
+    const all = new Set(names ?? st.names());
+    const layout = detectLayout({ name: url, has: (n) => all.has(n) });
+    const own = new Set(st.names());
+    let n = 0;
+    for (const s of weightSpecs(config)) {
+      const stored = storedName(layout, s.name);
+      if (!own.has(stored)) continue;
+      const t = st.info(stored);
+      n += t.end - t.begin;
+    }
+    files.set(url, st.dataStart + n);
+    return n;
   };
   const task: AdapterTask | null = style.taskScoped ? adapterTaskFor(spec.task ?? 'math') : null;
   const linkUrl = (ref: string) => folderUrl(ref).replace(/\/$/, '');
@@ -166,10 +184,11 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
     const index = await whole(root + INDEX_FILE, true);
     let weightsBytes = 0;
     if (index) {
-      for (const shard of new Set(parseIndex(root + INDEX_FILE, index).weightMap.values())) weightsBytes += await payload(new URL(shard, root).href);
+      const map = parseIndex(root + INDEX_FILE, index).weightMap;
+      for (const shard of new Set(map.values())) weightsBytes += await payload(new URL(shard, root).href, config, [...map.keys()]);
     } else {
       try {
-        weightsBytes = await payload(root + SINGLE_FILE);
+        weightsBytes = await payload(root + SINGLE_FILE, config);
       } catch (e) {
         if (!isNotFound(e)) throw e;
         throw new MissingCheckpoint(`role ${role.key}: ${root} has neither ${INDEX_FILE} nor ${SINGLE_FILE}; point at a folder that holds the safetensors weights`);
@@ -250,7 +269,8 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
     const promise = (async () => {
       const { backend, reason } = await deps.backend(want);
       if (current) { current.stale = true; release(current); current = null; }
-      const system = await loadSystemFromSpec(spec, backend, { onEvent: (e) => void emit(e), signal, links, ...(deps.fetchFile ? { fetchFile: deps.fetchFile } : {}) });
+      const system = await loadSystemFromSpec(spec, backend, { onEvent: (e) => void emit(e), signal, links, ...(deps.fetchFile ? { fetchFile: deps.fetchFile } : {}),
+        ...(deps.fetchRange ? { fetchRange: deps.fetchRange } : {}) });
       const l: Loaded = { key, system, busy: 0, stale: false, backend: backend.kind as Loaded['backend'], ...(reason ? { reason } : {}) }; // workers run in the browser: webgpu or cpu
       current = l;
       emit({ type: 'ready', backend: l.backend, ...(reason ? { reason } : {}), seconds: (performance.now() - t0) / 1000 });

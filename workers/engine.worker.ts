@@ -222,6 +222,7 @@ const playground = createPlaygroundApi({
   },
   appBase: new URL(import.meta.env?.BASE_URL ?? '/', self.location.origin).href,
   fetchFile: cachedFetch,
+  fetchRange: cachedRange,
   planFetch,
   cachedUrls: async () => (await cachedComplete()).keys(),
   async planLimits(want) {
@@ -240,7 +241,8 @@ function cachedComplete(): Promise<Set<string>> {
   const urls = (async () => {
     const { modelCache } = await import('../src/store/models');
     cache ??= modelCache();
-    return new Set((await cache.list()).filter((f) => f.complete).map((f) => f.url));
+    // a checkpoint read in place counts once stored (what a finished load leaves: its header and the tensors read)
+    return new Set((await cache.list()).filter((f) => f.complete || f.sparse).map((f) => f.url));
   })();
   completeMemo = { at: performance.now(), urls };
   urls.catch(() => (completeMemo = null));
@@ -252,9 +254,19 @@ let completeMemo: { at: number; urls: Promise<Set<string>> } | null = null;
 async function planFetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
   const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
   if (!(await cachedComplete()).has(url)) return fetch(input, init);
+  const m = /bytes=(\d+)-(\d*)/.exec(new Headers(init?.headers).get('range') ?? '');
+  const listed = (await cache!.list()).find((f) => f.url === url);
+  if (listed && !listed.complete) {
+    // read in place: the ranges it holds come from IndexedDB, others from the network
+    const a = m ? Number(m[1]) : 0;
+    const size = listed.size ?? 0;
+    const b = Math.min(m?.[2] ? Number(m[2]) : size - 1, size - 1);
+    const held = m && a <= b ? await cache!.peek(url, a, b - a + 1) : null;
+    if (!held) return fetch(input, init);
+    return new Response(held as BodyInit, { status: 206, headers: { 'content-range': `bytes ${a}-${b}/${size}`, 'content-length': String(held.byteLength) } });
+  }
   const src = await cache!.source(url); // complete: served from IndexedDB, nothing downloaded
   const size = await src.size();
-  const m = /bytes=(\d+)-(\d*)/.exec(new Headers(init?.headers).get('range') ?? '');
   if (!m) return new Response(await src.read(0, size) as BodyInit, { status: 200, headers: { 'content-length': String(size) } });
   const a = Number(m[1]);
   const b = Math.min(m[2] ? Number(m[2]) : size - 1, size - 1);
@@ -283,6 +295,28 @@ async function cachedFetch(url: string, signal?: AbortSignal, onProgress?: (load
   }
 }
 let cache: import('../src/store/models').ModelCache | null = null;
+
+/**
+ * A checkpoint's Range reads: files of other origins are read in place through the model cache (only the chunks
+ * read are downloaded and kept: a vision tower or Qwen3.5's mtp.* never is); the app's own files whole.
+ */
+async function cachedRange(url: string, start: number, end: number, signal?: AbortSignal): Promise<{ bytes: Uint8Array; total: number } | null> {
+  if (new URL(url).origin === self.location.origin) {
+    const whole = await cachedFetch(url, signal);
+    return whole && { bytes: whole.subarray(start, Math.min(end + 1, whole.byteLength)), total: whole.byteLength };
+  }
+  const { modelCache, isMissingFile } = await import('../src/store/models');
+  cache ??= modelCache();
+  try {
+    const src = await cache.ranged(url, signal ? { signal } : {});
+    const total = await src.size();
+    const to = Math.min(end + 1, total);
+    return { bytes: start < to ? await src.read(start, to - start) : new Uint8Array(0), total };
+  } catch (e) {
+    if (isMissingFile(e)) return null;
+    throw e;
+  }
+}
 const { dispose: _dispose, ...playgroundCalls } = playground;
 
 expose({ ...api, ...playgroundCalls } satisfies EngineApi & PlaygroundApi);

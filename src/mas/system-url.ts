@@ -30,6 +30,13 @@ export interface LoadSpecOptions {
    * where the file does not exist (→ 404). `onProgress` reports a download the hook makes itself.
    */
   fetchFile?: (url: string, signal?: AbortSignal, onProgress?: (loaded: number, total: number) => void) => Promise<Uint8Array | null>;
+  /**
+   * Range reads (a checkpoint's header and tensors) in place of the network: bytes start..end (inclusive, clipped
+   * to the file) and the file's size, or null where the file does not exist (→ 404). With it, a store-backed cache
+   * keeps only what the loader reads (never a vision tower's or Qwen3.5's mtp.* bytes); without it Range reads are
+   * served from fetchFile's whole files.
+   */
+  fetchRange?: (url: string, start: number, end: number, signal?: AbortSignal) => Promise<{ bytes: Uint8Array; total: number } | null>;
   /** Load inner and outer links (false: text mode only). Default true. */
   links?: boolean;
 }
@@ -53,6 +60,15 @@ export function progressFetch(opts: LoadSpecOptions): typeof fetch {
   const base: typeof fetch = opts.fetchFile
     ? async (input, init) => {
       const url = urlOf(input);
+      const range = /^bytes=(\d+)-(\d+)$/.exec(new Headers(init?.headers).get('range') ?? '');
+      if (range && opts.fetchRange && (init?.method ?? 'GET') === 'GET') {
+        const got = await opts.fetchRange(url, Number(range[1]), Number(range[2]), opts.signal);
+        if (!got) return new Response(null, { status: 404, statusText: 'Not Found' });
+        const a = Number(range[1]);
+        return new Response(got.bytes as BodyInit, { status: 206, headers: {
+          'content-range': `bytes ${a}-${a + got.bytes.byteLength - 1}/${got.total}`, 'content-length': String(got.bytes.byteLength),
+        } });
+      }
       const file = url.replace(/^[a-z]+:\/\/[^/]*/i, '');
       let announced = false;
       const bytes = await opts.fetchFile!(url, opts.signal, (loaded, total) => {

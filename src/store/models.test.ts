@@ -20,14 +20,17 @@ function server(body: Uint8Array, o: { ranges?: boolean; cutAt?: number; onCut?:
     calls.push({ url, range });
     if (url.endsWith('/missing')) return new Response('<html>', { status: 200, headers: { 'content-type': 'text/html' } });
     let start = 0;
+    let end = body.byteLength - 1;
     const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
     let status = 200;
     if (range && o.ranges !== false) {
-      start = Number(/bytes=(\d+)-/.exec(range)![1]);
+      const m = /bytes=(\d+)-(\d*)/.exec(range)!;
+      start = Number(m[1]);
+      if (m[2]) end = Math.min(Number(m[2]), end);
       status = 206;
-      headers['content-range'] = `bytes ${start}-${body.byteLength - 1}/${body.byteLength}`;
+      headers['content-range'] = `bytes ${start}-${end}/${body.byteLength}`;
     }
-    const rest = body.subarray(start);
+    const rest = body.subarray(start, end + 1);
     headers['content-length'] = String(rest.byteLength);
     const piece = o.piece ?? 700;
     let at = 0;
@@ -59,6 +62,82 @@ describe('Sha256 (incremental)', () => {
       expect(h.hex(), `${n}`).toBe(hexOf(data.subarray(0, n)));
     }
     expect(new Sha256().update(new TextEncoder().encode('abc')).hex()).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+  });
+});
+
+describe('modelCache: a file read in place (ranged)', () => {
+  const chunksOf = (kv: ReturnType<typeof memoryKv>) => [...kv.map.keys()].filter((k) => k.startsWith('c|')).map((k) => Number(k.split('|')[2])).sort((a, b) => a - b);
+
+  it('downloads only the chunks reads touch, one request per run of missing chunks, and keeps them', async () => {
+    const kv = memoryKv();
+    const s = server(data);
+    const cache = modelCache({ kv, fetch: s.fetch, chunkBytes: 1024 });
+    const src = await cache.ranged(URL0);
+    expect(await src.read(5000, 100)).toEqual(data.slice(5000, 5100));
+    expect(s.calls.map((c) => c.range)).toEqual(['bytes=4096-5119']);
+    expect(await src.size()).toBe(10_000);
+    expect(await src.read(4100, 20)).toEqual(data.slice(4100, 4120)); // the same chunk: no request
+    expect(await src.read(6000, 3000)).toEqual(data.slice(6000, 9000)); // chunks 5..8 in one request
+    expect(s.calls.map((c) => c.range)).toEqual(['bytes=4096-5119', 'bytes=5120-9215']);
+    expect(chunksOf(kv)).toEqual([4, 5, 6, 7, 8]);
+    // peek: what is stored, or null, never the network
+    expect(await cache.peek(URL0, 4100, 4000)).toEqual(data.slice(4100, 8100));
+    expect(await cache.peek(URL0, 3000, 1200)).toBeNull();
+    expect(await cache.peek('https://example.test/m/other', 0, 1)).toBeNull();
+    expect(await cache.list()).toEqual([{ url: URL0, bytes: 5 * 1024, size: 10_000, complete: false, sparse: true, storedAt: expect.any(Number) }]);
+    // another cache over the same store reads them without the network; wanted whole, only the missing chunks are fetched
+    const again = modelCache({ kv, fetch: s.fetch, chunkBytes: 1024 });
+    expect(await (await again.ranged(URL0)).read(7000, 10)).toEqual(data.slice(7000, 7010));
+    expect(s.calls).toHaveLength(2);
+    expect(await again.bytes(URL0)).toEqual(data);
+    expect(s.calls.map((c) => c.range).slice(2)).toEqual(['bytes=0-4095', 'bytes=9216-9999']);
+    expect(await cache.list()).toEqual([{ url: URL0, bytes: 10_000, size: 10_000, complete: true, sparse: true, storedAt: expect.any(Number) }]);
+  });
+
+  it('a server without ranges gives the whole file; a missing file is not-found; a changed file is DownloadFailed and dropped', async () => {
+    const kv = memoryKv();
+    const s = server(data, { ranges: false });
+    const cache = modelCache({ kv, fetch: s.fetch, chunkBytes: 1024 });
+    expect(await (await cache.ranged(URL0)).read(3000, 5)).toEqual(data.slice(3000, 3005));
+    expect((await cache.list())[0]).toMatchObject({ complete: true, bytes: 10_000 });
+    const miss = await (await cache.ranged('https://example.test/m/missing')).read(0, 4).catch((e: Error) => e);
+    expect(miss).toMatchObject({ name: 'DownloadFailed', notFound: true });
+    // a file that grew on the server after some chunks were kept
+    const kv2 = memoryKv();
+    const c1 = modelCache({ kv: kv2, fetch: server(data).fetch, chunkBytes: 1024 });
+    await (await c1.ranged(URL0)).read(0, 10);
+    const grown = new Uint8Array(12_000);
+    grown.set(data);
+    const c2 = modelCache({ kv: kv2, fetch: server(grown).fetch, chunkBytes: 1024 });
+    const err = await (await c2.ranged(URL0)).read(8000, 10).catch((e: Error) => e);
+    expect(err).toMatchObject({ name: 'DownloadFailed' });
+    expect((err as Error).message).toMatch(/changed on the server/);
+    expect(chunksOf(kv2)).toEqual([]);
+  });
+
+  it('a damaged stored chunk is CorruptCheckpoint and drops the file; a full store is QuotaExceeded and keeps what was stored', async () => {
+    const kv = memoryKv();
+    const cache = modelCache({ kv, fetch: server(data).fetch, chunkBytes: 1024 });
+    await (await cache.ranged(URL0)).read(2048, 10);
+    const key = 'c|' + URL0 + '|2';
+    (kv.map.get(key) as Uint8Array)[5] ^= 1;
+    const err = await (await modelCache({ kv, fetch: server(data).fetch, chunkBytes: 1024 }).ranged(URL0)).read(2048, 10).catch((e: Error) => e);
+    expect(err).toMatchObject({ name: 'CorruptCheckpoint' });
+    expect(kv.map.size).toBe(0);
+    // the store refuses the second run's chunks
+    const base = memoryKv();
+    let writes = 0;
+    const full: Kv = { ...base, setMany: async (e) => {
+      if (++writes > 1) throw Object.assign(new Error('quota'), { name: 'QuotaExceededError' });
+      return base.setMany(e);
+    } };
+    const q = modelCache({ kv: full, fetch: server(data).fetch, chunkBytes: 1024 });
+    const src = await q.ranged(URL0);
+    expect(await src.read(0, 10)).toEqual(data.slice(0, 10));
+    const qe = await src.read(5000, 10).catch((e: Error) => e);
+    expect(qe).toMatchObject({ name: 'QuotaExceeded' });
+    expect((qe as Error).message).toMatch(/1024 bytes of it are stored and kept/);
+    expect(await src.read(0, 10)).toEqual(data.slice(0, 10));
   });
 });
 

@@ -3,6 +3,8 @@
  * idb-keyval; the page and workers both have it) in chunks of at most 8 MiB, each with its SHA-256, checked
  * on every read. Downloads report progress, stop on an AbortSignal and resume with an HTTP Range request
  * from the last stored chunk. Keys: `m|<url>` → FileMeta, `c|<url>|<i>` → chunk i (bytes i·C .. (i+1)·C).
+ * A file read in place (`ranged`: checkpoints, of which the engine reads some tensors and never a vision tower's)
+ * is stored sparsely: only the chunks its reads touched.
  */
 import { clear as idbClear, createStore, delMany, get, keys as idbKeys, setMany, type UseStore } from 'idb-keyval';
 import { Cancelled, CorruptCheckpoint, DownloadFailed, InvalidArgument, QuotaExceeded } from '../errors';
@@ -59,6 +61,8 @@ export interface FileMeta {
   sha256?: string;
   /** The server answered 404: remembered so that an offline load can skip optional files. */
   missing?: boolean;
+  /** Stored by `ranged` reads: `hashes` has '' for the chunks not stored (yet). */
+  sparse?: boolean;
 }
 
 export interface SourceOptions {
@@ -77,6 +81,8 @@ export interface ModelCacheOptions {
 
 export interface CachedFile {
   url: string;
+  /** Read in place: the chunks the engine read are stored, not (necessarily) the whole file. */
+  sparse?: boolean;
   /** Bytes stored (all of them when complete). */
   bytes: number;
   size: number | null;
@@ -85,6 +91,14 @@ export interface CachedFile {
 }
 
 const mk = (url: string) => `m|${url}`;
+/** Bytes of the chunks a (possibly sparse) meta holds. */
+function storedBytes(m: FileMeta): number {
+  let n = 0;
+  m.hashes.forEach((h, i) => {
+    if (h) n += m.size === null ? m.chunkBytes : Math.min(m.chunkBytes, m.size - i * m.chunkBytes);
+  });
+  return n;
+}
 const ck = (url: string, i: number) => `c|${url}|${i}`;
 const hex = (b: ArrayBuffer) => Array.from(new Uint8Array(b), (x) => x.toString(16).padStart(2, '0')).join('');
 
@@ -183,6 +197,12 @@ export function modelCache(opts: ModelCacheOptions = {}) {
   async function download(url: string, o: SourceOptions): Promise<FileMeta> {
     let meta = (await kv.get(mk(url))) as FileMeta | undefined;
     if (meta?.complete) return meta;
+    // read in place before, now wanted whole: the chunks it lacks, by Range
+    if (meta?.sparse && meta.size !== null) {
+      const src = await rangedSource(url, o);
+      await src.read(0, meta.size);
+      return (await kv.get(mk(url))) as FileMeta;
+    }
     const cancelled = (kept: number) => new Cancelled(`download of ${url} cancelled; ${kept} bytes are kept: load again to resume`);
     if (o.signal?.aborted) throw cancelled(meta ? meta.hashes.length * meta.chunkBytes : 0);
     const chunk = meta && !meta.missing ? meta.chunkBytes : C;
@@ -306,11 +326,14 @@ export function modelCache(opts: ModelCacheOptions = {}) {
     return done;
   }
 
-  /** A ByteSource over the stored chunks of a complete file; every chunk is checked against its SHA-256. */
-  function storedSource(meta: FileMeta): ByteSource {
+  /**
+   * A ByteSource over the stored chunks of a file (complete, or the chunks a read needs of a sparse one); every chunk
+   * is checked against its SHA-256. `recent` keeps the last two verified chunks (shared by the readers of one file:
+   * a stored chunk never changes).
+   */
+  function storedSource(meta: FileMeta, recent = new Map<number, Uint8Array>()): ByteSource {
     const { url, chunkBytes: C0 } = meta;
     const size = meta.size!;
-    const recent = new Map<number, Uint8Array>(); // the last two verified chunks
     const chunk = async (i: number): Promise<Uint8Array> => {
       const hit = recent.get(i);
       if (hit) return hit;
@@ -347,7 +370,155 @@ export function modelCache(opts: ModelCacheOptions = {}) {
     };
   }
 
+  /** One meta update at a time per URL (concurrent reads of one file add chunks to one meta). */
+  const locks = new Map<string, Promise<unknown>>();
+  const locked = <T>(url: string, fn: () => Promise<T>): Promise<T> => {
+    const p = (locks.get(url) ?? Promise.resolve()).catch(() => {}).then(fn);
+    locks.set(url, p);
+    return p.finally(() => {
+      if (locks.get(url) === p) locks.delete(url);
+    });
+  };
+
+  /**
+   * `url` read in place: the chunks a read touches are downloaded (one Range request per run of missing chunks)
+   * and kept, the rest of the file never. A complete file is read as stored; a server that ignores Range gives
+   * the whole file (stored whole).
+   */
+  async function rangedSource(url: string, o: SourceOptions): Promise<ByteSource> {
+    const first = (await kv.get(mk(url))) as FileMeta | undefined;
+    if (first?.complete) return storedSource(first);
+    let whole: ByteSource | null = null;
+    const recent = new Map<number, Uint8Array>();
+    const metaOf = async () => (await kv.get(mk(url))) as FileMeta | undefined;
+
+    /** Downloads chunks [i0, i1] (i1 inclusive; clipped to the file once its size is known) into the store. */
+    const fetchRun = (i0: number, i1: number) => locked(url, async () => {
+      let meta = await metaOf();
+      const C0 = meta && !meta.missing ? meta.chunkBytes : C;
+      if (meta?.complete) return;
+      const a = i0 * C0;
+      const b = meta?.size != null ? Math.min((i1 + 1) * C0, meta.size) - 1 : (i1 + 1) * C0 - 1;
+      if (meta?.size != null && a >= meta.size) return;
+      let res: Response;
+      try {
+        res = await doFetch(url, { headers: { ...opts.headers, Range: `bytes=${a}-${b}` }, signal: o.signal });
+      } catch (e) {
+        if (o.signal?.aborted) throw new Cancelled(`reading ${url} was cancelled; the chunks read so far are kept`);
+        throw new DownloadFailed(`${url}: network error (${(e as Error).message}); check the connection and load again`);
+      }
+      if (res.status === 404 || res.status === 410) {
+        await remove(url);
+        await kv.setMany([[mk(url), { url, size: null, chunkBytes: C, hashes: [], complete: false, storedAt: Date.now(), missing: true }]]);
+        throw notFoundError(`${url} does not exist (HTTP ${res.status}); check the URL, or that the repository has this file`, res.status);
+      }
+      if (res.status === 200) {
+        // no Range support: the whole file, stored as download() stores it (from the start)
+        void res.body?.cancel();
+        if (meta) await remove(url);
+        whole = storedSource(await download(url, o));
+        return;
+      }
+      if (res.status !== 206) {
+        void res.body?.cancel();
+        throw Object.assign(new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}; ` +
+          (res.status === 401 || res.status === 403 ? 'the repository is gated or private: accept its terms and give an access token' : 'check the URL and load again later')),
+        { status: res.status });
+      }
+      const cr = parseContentRange(res.headers.get('content-range'));
+      if (!cr || cr.total === undefined || cr.start !== a || (meta?.size != null && cr.total !== meta.size)) {
+        void res.body?.cancel();
+        await remove(url);
+        throw new DownloadFailed(`${url}: the server answered bytes ${res.headers.get('content-range')} to a request for ${a}-${b} of a ` +
+          `${meta?.size ?? 'new'}-byte file (the file changed on the server, or the server is broken); load again`);
+      }
+      const total = cr.total;
+      const body = new Uint8Array(await res.arrayBuffer());
+      const end = Math.min(b, total - 1);
+      if (body.byteLength !== end - a + 1) {
+        await remove(url);
+        throw new DownloadFailed(`${url}: bytes ${a}-${end} came back as ${body.byteLength} bytes; load again`);
+      }
+      const base: FileMeta = meta && !meta.missing ? meta : { url, size: total, chunkBytes: C0, hashes: [], complete: false, storedAt: Date.now(), sparse: true };
+      const hashes = [...base.hashes];
+      const entries: [string, unknown][] = [];
+      for (let i = i0; i * C0 <= end; i++) {
+        const part = body.slice(i * C0 - a, Math.min((i + 1) * C0, end + 1) - a);
+        while (hashes.length < i) hashes.push('');
+        hashes[i] = await sha256Hex(part);
+        entries.push([ck(url, i), part]);
+      }
+      const chunks = Math.ceil(total / C0);
+      const complete = hashes.length === chunks && hashes.every(Boolean);
+      const next: FileMeta = { ...base, size: total, hashes, sparse: true, complete, storedAt: Date.now() };
+      try {
+        await kv.setMany([...entries, [mk(url), next]]);
+      } catch (e) {
+        if (isQuota(e)) {
+          throw new QuotaExceeded(`storing ${end - a + 1} bytes of ${url} needs more space than the browser allows this site ` +
+            `(${storedBytes(base)} bytes of it are stored and kept); delete models or checkpoints you no longer need in the cache manager, then load again (${(e as Error).message})`);
+        }
+        throw e;
+      }
+    });
+
+    let sizeKnown = first?.size ?? null;
+    const ensure = async (offset: number, length: number) => {
+      if (sizeKnown === null) {
+        // the first request tells the size (Content-Range): it asks for the chunks this read touches
+        await fetchRun(Math.floor(offset / C), Math.floor((offset + Math.max(length, 1) - 1) / C));
+        sizeKnown = (await metaOf())?.size ?? null;
+      }
+      const meta = await metaOf();
+      if (!meta || meta.complete) return;
+      const C0 = meta.chunkBytes;
+      const lastChunk = Math.floor((Math.min(offset + length, meta.size!) - 1) / C0);
+      let run: number | null = null;
+      for (let i = Math.floor(offset / C0); i <= lastChunk + 1; i++) {
+        const missing = i <= lastChunk && !meta.hashes[i];
+        if (missing && run === null) run = i;
+        if (!missing && run !== null) {
+          await fetchRun(run, i - 1);
+          run = null;
+        }
+      }
+    };
+    return {
+      name: url,
+      async size() {
+        if (whole) return whole.size();
+        const known = (await metaOf())?.size;
+        if (known != null) return known;
+        await ensure(0, 1);
+        if (whole) return (whole as ByteSource).size();
+        return (await metaOf())!.size!;
+      },
+      async read(offset, length) {
+        if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0) {
+          throw new InvalidArgument(`${url}: read(${offset}, ${length}) needs non-negative integer offset and length`);
+        }
+        if (!whole) await ensure(offset, length);
+        if (whole) return (whole as ByteSource).read(offset, length);
+        return storedSource((await metaOf())!, recent).read(offset, length);
+      },
+    };
+  }
+
   const cache = {
+    /** `url` read in place (rangedSource): only the chunks its reads touch are downloaded and kept. */
+    ranged: (url: string, o: SourceOptions = {}) => rangedSource(url, o),
+    /**
+     * Bytes offset..offset + length of `url` if the cache holds every chunk they lie in (checked), else null; never
+     * the network (an offline plan reads a checkpoint's header this way).
+     */
+    async peek(url: string, offset: number, length: number): Promise<Uint8Array | null> {
+      const meta = (await kv.get(mk(url))) as FileMeta | undefined;
+      if (!meta || meta.missing || meta.size === null || offset + length > meta.size) return null;
+      if (!meta.complete) {
+        for (let i = Math.floor(offset / meta.chunkBytes); i * meta.chunkBytes < offset + length; i++) if (!meta.hashes[i]) return null;
+      }
+      return storedSource(meta).read(offset, length);
+    },
     /** The file at `url`, from the cache or downloaded into it first. Parallel calls for one URL share a download. */
     async source(url: string, o: SourceOptions = {}): Promise<ByteSource> {
       let p = inflight.get(url);
@@ -386,8 +557,8 @@ export function modelCache(opts: ModelCacheOptions = {}) {
     async list(): Promise<CachedFile[]> {
       const metas = await Promise.all((await kv.keys()).filter((k) => k.startsWith('m|')).map((k) => kv.get(k) as Promise<FileMeta>));
       return metas.filter((m) => m && !m.missing).map((m) => ({
-        url: m.url, size: m.size, complete: m.complete, storedAt: m.storedAt,
-        bytes: m.complete ? m.size! : m.hashes.length * m.chunkBytes,
+        url: m.url, size: m.size, complete: m.complete, storedAt: m.storedAt, ...(m.sparse ? { sparse: true } : {}),
+        bytes: m.complete ? m.size! : storedBytes(m),
       })).sort((a, b) => a.url.localeCompare(b.url));
     },
     remove,
