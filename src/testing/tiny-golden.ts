@@ -24,6 +24,14 @@ interface Golden {
   grad: string;
 }
 
+/**
+ * The bound on each golden error when every product's f32 operand is rounded to bf16 (cuda's HalfGemm 'round'):
+ * 2e-2, and 0.15 for the Qwen3.5 models, whose Gated DeltaNets normalise q, k and each head's output on its own, so
+ * that the rounding turns the direction of a near-cancelling random head (measured on the CUDA emulator:
+ * qwen3_5-tiny's input gradient 1.6e-2, qwen3_5-tied-tiny's loss 7.6e-2). Unrounded, every model keeps 1e-4.
+ */
+export const roundGoldenBound = (name: string): number => (name.startsWith('qwen3_5') ? 0.15 : 2e-2);
+
 /** max |got − want| / max |want| of each output. */
 export interface TinyGoldenErrors {
   hidden: number;
