@@ -86,6 +86,18 @@ describe('benchmark rows as questions', () => {
     await expect(loadBenchmark('aime26')).rejects.toThrow(/aime26 has no published source .* pass a JSON\/JSONL copy with --dataset_file \(rows with problem or question, and answer\)/);
   });
 
+  it('marks search QA and rows that say "judge": true for the LLM judge', async () => {
+    const [b, c] = await toItems('bamboogle', [{ question: 'Who?', answer: 'Ada' }, { question: 'Where?', answer: 'NYC', judge: false }]);
+    expect([b!.judge, c!.judge]).toEqual([true, undefined]);
+    expect((await toItems('hotpotqa', [{ question: 'q', answer: 'a' }]))[0]!.judge).toBe(true);
+    const [m, n] = await toItems(null, [{ question: '1+1?', answer: '2', judge: true }, { question: '2+2?', answer: '4' }]);
+    expect(m).toEqual({ index: 0, question: '1+1?', task: 'math', check: { kind: 'math', gold: '2' }, judge: true });
+    expect(n!.judge).toBeUndefined();
+    await expect(toItems(null, [{ question: 'q', answer: 'a', judge: 'yes' }])).rejects.toThrow(/row 0 of the dataset file: "judge" must be true or false, got "yes"/);
+    await expect(toItems('mbppplus', [{ prompt: 'Write f.', test_list: ['assert f() == 1'], test: 'assert f() == 1', judge: true }]))
+      .rejects.toThrow(/row 0 of mbppplus asks for the LLM judge, but code is scored by running its tests/);
+  });
+
   it('names what a row lacks', async () => {
     await expect(toItems('math500', [{ problem: 'x' }])).rejects.toThrow(/row 0 of math500 has no "answer" field \(it has problem\)/);
     await expect(toItems('gpqa', [{ Question: 'q', 'Correct Answer': 'a' }])).rejects.toThrow(/"Incorrect Answer 1"/);

@@ -2,8 +2,9 @@
  * Benchmark loaders (spec §7.2): the rows of a benchmark, from the Hugging Face rows API (cached as JSONL)
  * or a local JSON/JSONL file, turned into questions as upstream's run.py asks them and the check that
  * scores each answer. AIME and the search-QA sets (bamboogle, hotpotqa) come from local files, as release 2's
- * loaders for them are not published; search QA is scored by exact match (upstream adds an LLM judge). A local
- * file given without a benchmark name is read as MedQA-style multiple choice
+ * loaders for them are not published; search QA is scored by exact match and by the LLM judge (judge.ts), as
+ * is any row that says `"judge": true` (and a search-QA row that says `"judge": false` is scored by exact match
+ * only). A local file given without a benchmark name is read as MedQA-style multiple choice
  * when its rows carry `options`, else as math with the gold in `answer`.
  */
 import { InvalidArgument } from '../errors';
@@ -56,6 +57,8 @@ export interface EvalItem {
   check: EvalCheck;
   /** What the row says it belongs to (MATH-500's subject and level, GPQA's domain, LiveCodeBench's difficulty), for per-group accuracy. */
   groups?: Record<string, string>;
+  /** The LLM judge scores its answers too (bamboogle, hotpotqa, or the row's own `"judge": true`); exact match is kept beside it. */
+  judge?: boolean;
 }
 
 /** Row fields that name a group, and the key they are reported under. */
@@ -202,6 +205,14 @@ function qaItem(row: Row, index: number, where: string): EvalItem {
   return { index, question, task: 'math', check: { kind: 'freeform', gold } };
 }
 
+/** Whether a row's answers go to the LLM judge: its own boolean `judge` field, else yes for search QA. */
+function judgeOf(row: Row, name: BenchmarkName | null, where: string): boolean {
+  const v = row.judge;
+  if (v === undefined || v === null) return name === 'bamboogle' || name === 'hotpotqa';
+  if (typeof v !== 'boolean') throw new InvalidArgument(`${where}: "judge" must be true or false, got ${JSON.stringify(v)}`);
+  return v;
+}
+
 /** Turns rows into questions with their checks; `name` null reads a plain file (MedQA-style with options, else math). */
 export async function toItems(name: BenchmarkName | null, rows: readonly Row[], opts: LoadBenchmarkOptions = {}): Promise<EvalItem[]> {
   const items: EvalItem[] = [];
@@ -216,8 +227,14 @@ export async function toItems(name: BenchmarkName | null, rows: readonly Row[], 
       case 'livecodebench': items.push(await lcbItem(row, i, opts.privateTests ?? true, where)); break;
       case null: items.push(row.options !== undefined ? medqaItem(row, i, where) : mathItem(row, i, where)); break;
     }
+    const item = items[items.length - 1]!;
     const groups = groupsOf(row);
-    if (groups) items[items.length - 1]!.groups = groups;
+    if (groups) item.groups = groups;
+    const judge = judgeOf(row, name, where);
+    if (judge) {
+      if (item.task === 'code') throw new InvalidArgument(`${where} asks for the LLM judge, but code is scored by running its tests`);
+      item.judge = true;
+    }
   }
   return items;
 }

@@ -1,7 +1,8 @@
 /**
  * A benchmark through a RecursiveMAS system (upstream's run.py): each question asked with ask(), each of
  * its rollouts scored, one record per question, and a summary with accuracy and pass@k (spec §7.1, §7.5).
- * Records come out one at a time so that a long run can be written as it goes and resumed.
+ * Records come out one at a time so that a long run can be written as it goes and resumed. Questions that ask for
+ * the LLM judge (judge.ts) are scored by its verdict, exact match kept beside it as `em`.
  */
 import { InvalidArgument } from '../errors';
 import { ask, type AskOptions } from '../mas/run';
@@ -9,6 +10,7 @@ import type { MasSystem } from '../mas/system';
 import { isGreedy, type SamplingOptions } from '../model/generate';
 import { extractCode, scoreLcb, scoreMbppPlus } from './code';
 import type { EvalItem } from './datasets';
+import { createJudge, type Judge, type JudgeOptions, type JudgeVerdict } from './judge';
 import { extractChoice, extractPredAnswer, freeFormMatch, mathMatch } from './score';
 
 export interface RolloutRecord {
@@ -20,6 +22,20 @@ export interface RolloutRecord {
   retried: boolean;
   /** Why code failed (a stderr tail, "timeout", "no code"), or which normaliser matched a math answer. */
   detail?: string;
+  /** Judged answers: exact match, kept beside the judge's verdict (which `correct` then holds). */
+  em?: boolean;
+  judge?: JudgeRecord;
+}
+
+/** What the LLM judge said about one answer. */
+export interface JudgeRecord {
+  model: string;
+  /** null when the reply was not one word, CORRECT or INCORRECT. */
+  verdict: JudgeVerdict | null;
+  /** The reply as it came. */
+  reply: string;
+  /** What `correct` holds: the verdict, or exact match when the reply was malformed. */
+  scored_by: 'judge' | 'em';
 }
 
 /** One question's record (a line of --result_jsonl). */
@@ -44,6 +60,9 @@ export interface SampleRecord {
   seed: number | null;
   /** The row's groups (EvalItem.groups), when it names any. */
   groups?: Record<string, string>;
+  /** Judged questions: the first rollout's exact match and judge record (`correct` is then the judge's). */
+  em?: boolean;
+  judge?: JudgeRecord;
 }
 
 export interface EvalSummary {
@@ -59,6 +78,10 @@ export interface EvalSummary {
   seconds_mean: number;
   /** Per group value ("level=5", "subject=Algebra"): questions and the first rollout's accuracy; absent when no row names a group. */
   by_group?: Record<string, { samples: number; accuracy: number }>;
+  /** Present when the judge scored any answer (`accuracy` is then the judge's): the same mean by exact match alone. */
+  em_accuracy?: number;
+  /** Present when the judge scored any answer: its model, the answers it judged and how many replies were malformed (scored by exact match). */
+  judge?: { model: string; judged: number; malformed: number };
 }
 
 export interface EvaluateOptions extends Pick<AskOptions, 'rounds' | 'latentSteps' | 'mode' | 'maxNewTokens' | 'prompts' | 'answerRetry' | 'tools' | 'signal'> {
@@ -74,6 +97,37 @@ export interface EvaluateOptions extends Pick<AskOptions, 'rounds' | 'latentStep
   /** Questions already recorded (a resumed run): not asked again, counted in the summary. */
   done?: ReadonlyMap<number, SampleRecord>;
   onSample?: (record: SampleRecord, index: number, total: number) => void | Promise<void>;
+  /**
+   * The LLM judge for questions that ask for it (EvalItem.judge): settings (API_KEY, API_BASE_URL, API_MODEL read
+   * from `env`, fields override them), a judge made by createJudge, or 'off' to score them by exact match only.
+   * Default: settings from process.env where there is one (Node); 'off' where there is none (a browser tab).
+   */
+  judge?: JudgeOptions | Judge | 'off';
+}
+
+/** The judge a run uses: null when no question asks for one or it is off; throws, naming what is unset, when one is needed. */
+export function runJudge(items: readonly EvalItem[], judge: EvaluateOptions['judge']): Judge | null {
+  if (!items.some((i) => i.judge)) return null;
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+  const j = judge ?? (env ? { env } : 'off');
+  if (j === 'off') return null;
+  return typeof (j as Judge).judge === 'function' ? (j as Judge) : createJudge(j as JudgeOptions);
+}
+
+/** The accepted answers a judge compares with. */
+function goldAnswers(item: EvalItem): string[] {
+  const c = item.check;
+  return c.kind === 'freeform' ? c.gold : c.kind === 'math' || c.kind === 'choice' ? [c.gold] : [];
+}
+
+/** Scores one output, and when the question asks for it and a judge is given, has the judge decide (exact match kept as `em`). */
+export async function scoreRollout(item: EvalItem, text: string, opts: Pick<EvaluateOptions, 'mbppTimeoutMs' | 'lcbTimeoutMs' | 'python' | 'signal'>,
+  judge: Judge | null): Promise<Pick<RolloutRecord, 'pred' | 'correct' | 'detail' | 'em' | 'judge'>> {
+  const s = await scoreOutput(item, text, opts);
+  if (!item.judge || !judge) return s;
+  const r = await judge.judge({ question: item.question, gold: goldAnswers(item), prediction: s.pred ?? '' }, opts.signal);
+  const rec: JudgeRecord = { model: judge.model, verdict: r.verdict, reply: r.reply, scored_by: r.verdict === null ? 'em' : 'judge' };
+  return { ...s, correct: r.verdict === null ? s.correct : r.verdict === 'CORRECT', em: s.correct, judge: rec };
 }
 
 /** Scores one output against its question's check. */
@@ -117,6 +171,8 @@ export function summarize(records: readonly SampleRecord[], k: number): EvalSumm
       groups.set(`${key}=${v}`, g);
     }
   }
+  const judged = records.flatMap((s) => s.rollouts).filter((r) => r.judge);
+  const em = Array.from({ length: k }, (_, r) => (n ? records.filter((s) => s.rollouts[r]?.em ?? s.rollouts[r]?.correct).length / n : 0));
   const byGroup = [...groups].sort(([a], [b]) => a.localeCompare(b, 'en', { numeric: true }))
     .map(([name, g]) => [name, { samples: g.samples, accuracy: g.right / g.samples }] as const);
   return {
@@ -127,13 +183,29 @@ export function summarize(records: readonly SampleRecord[], k: number): EvalSumm
     tokens_mean: n ? records.reduce((a, s) => a + s.tokens, 0) / n : 0,
     seconds_mean: n ? records.reduce((a, s) => a + s.seconds, 0) / n : 0,
     ...(byGroup.length ? { by_group: Object.fromEntries(byGroup) } : {}),
+    ...(judged.length ? {
+      em_accuracy: em.reduce((a, b) => a + b, 0) / k,
+      judge: { model: [...new Set(judged.map((r) => r.judge!.model))].join(', '), judged: judged.length, malformed: judged.filter((r) => r.judge!.verdict === null).length },
+    } : {}),
   };
+}
+
+/**
+ * The lines a run prints, as upstream's modules print them: `accuracy=X%` (the judge's when it scored any answer),
+ * then `em=Y%` (exact match) when it did, then `pass@k=Z%` with several rollouts.
+ */
+export function accuracyLines(summary: EvalSummary): string {
+  const pct = (x: number) => `${(100 * x).toFixed(2)}%`;
+  return `accuracy=${pct(summary.accuracy)}\n${summary.em_accuracy !== undefined ? `em=${pct(summary.em_accuracy)}\n` : ''}` +
+    `${summary.k > 1 ? `pass@${summary.k}=${pct(summary.pass_at_k)}\n` : ''}`;
 }
 
 /** Asks every question (skipping `done` ones), scores every rollout, and returns the records in item order with their summary. */
 export async function evaluate(system: MasSystem, items: readonly EvalItem[], opts: EvaluateOptions): Promise<{ records: SampleRecord[]; summary: EvalSummary }> {
   const k = opts.rollouts ?? 1;
   if (!Number.isInteger(k) || k < 1) throw new InvalidArgument(`rollouts must be a positive integer, got ${k}`);
+  // before the first question: a run that needs the judge and lacks its settings stops here
+  const judge = runJudge(items.filter((i) => !opts.done?.has(i.index)), opts.judge);
   const records: SampleRecord[] = [];
   for (const item of items) {
     const old = opts.done?.get(item.index);
@@ -154,7 +226,7 @@ export async function evaluate(system: MasSystem, items: readonly EvalItem[], op
     });
     const rollouts: RolloutRecord[] = [];
     for (const o of r.rollouts) {
-      rollouts.push({ raw_output: o.text, tokens: o.tokens, retried: o.retried, ...(await scoreOutput(item, o.text, opts)) });
+      rollouts.push({ raw_output: o.text, tokens: o.tokens, retried: o.retried, ...(await scoreRollout(item, o.text, opts, judge)) });
     }
     const first = rollouts[0]!;
     const code = item.task === 'code';
@@ -164,6 +236,7 @@ export async function evaluate(system: MasSystem, items: readonly EvalItem[], op
       pred_answer_parsed: code ? null : first.pred, pred_code_parsed: code ? first.pred : null,
       raw_output: first.raw_output, correct: first.correct, solved: rollouts.some((o) => o.correct), rollouts,
       tokens: r.tokens, latent_steps: r.latentSteps, seconds: r.seconds, seed, ...(item.groups ? { groups: item.groups } : {}),
+      ...(first.judge ? { em: first.em!, judge: first.judge } : {}),
     };
     records.push(rec);
     await opts.onSample?.(rec, records.length - 1, items.length);
