@@ -66,5 +66,7 @@ export class QuotaExceeded extends named('QuotaExceeded') {}
 export class DownloadFailed extends named('DownloadFailed') {}
 /** The engine worker died (crash, out of memory, unresponsive) and was restarted; calls in flight were lost, stored data is intact. */
 export class EngineRestarted extends named('EngineRestarted') {}
+/** The LLM judge (API_BASE_URL) could not be reached or refused the request, after retries where they make sense; the message says what to check. */
+export class JudgeUnavailable extends named('JudgeUnavailable') {}
 /** A training step's planned device memory (src/train/memory.ts) exceeds the budget; the message says what to change. */
 export class TrainingMemoryExceeded extends named('TrainingMemoryExceeded') {}

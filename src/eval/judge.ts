@@ -8,15 +8,11 @@
  * The key lives only in the closure of createJudge(): it is sent in the Authorization header and nowhere else,
  * and every message, log line and stored reply has it replaced by "***".
  */
-import { Cancelled, InvalidArgument, RmasError } from '../errors';
+import { Cancelled, InvalidArgument, JudgeUnavailable } from '../errors';
+
+export { JudgeUnavailable } from '../errors';
 import { stripThink } from '../mas/answer';
 
-/** The judge could not be reached or refused the request (after retries where retrying makes sense); the message says what to check. */
-export class JudgeUnavailable extends RmasError {
-  constructor(message: string) {
-    super('JudgeUnavailable', message);
-  }
-}
 
 /** The variables that configure the judge, and what each is for. */
 export const JUDGE_ENV = {
