@@ -1,41 +1,141 @@
-import { describe, expect, it } from 'vitest';
-import { healthcheck, type HealthDeps } from './healthcheck';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { STYLES, type StyleSpec } from '../mas/styles';
+import { healthcheck, healthLevel, hfCacheCheck, hubFilesCheck, stylesCheck, type HealthDeps } from './healthcheck';
 
-const deps = (head: HealthDeps['head']): HealthDeps => ({
+const root = mkdtempSync(join(tmpdir(), 'rmas-health-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+/** A hub cache folder holding `repos` (as the hub client lays them out: models--Org--Name/snapshots). */
+function hubCache(name: string, repos: string[]): string {
+  const dir = join(root, name);
+  for (const r of repos) mkdirSync(join(dir, `models--${r.replace('/', '--')}`, 'snapshots'), { recursive: true });
+  mkdirSync(join(dir, 'datasets--openai--gsm8k'), { recursive: true }); // not a model: not counted
+  return dir;
+}
+
+const OUTER_FILES = ['.gitattributes', 'README.md', 'outer_12(math).pt', 'outer_23(math).pt', 'outer_31(math).pt', 'outerlink_config.json'];
+const listing = (files: string[]) => new Response(JSON.stringify({ id: 'RecursiveMAS/Sequential-Light-Outerlinks', siblings: files.map((rfilename) => ({ rfilename })) }), { status: 200 });
+
+const deps = (over: Partial<HealthDeps> = {}): HealthDeps => ({
   webgpu: async () => { throw new Error('no webgpu in this test'); },
   cuda: async () => { throw new Error('no cuda in this test'); },
-  head,
+  head: async () => 200,
+  fetch: async () => listing(OUTER_FILES),
+  hfHubCache: hubCache('empty', []),
+  hfToken: '',
+  ...over,
+});
+
+const offline = async (): Promise<never> => { throw Object.assign(new Error('fetch failed'), { cause: { code: 'ENOTFOUND' } }); };
+
+describe('healthcheck level', () => {
+  it('defaults to 3, as upstream\'s; anything but 1, 2, 3 is refused', () => {
+    expect(healthLevel(undefined)).toBe(3);
+    expect(['1', '2', '3'].map(healthLevel)).toEqual([1, 2, 3]);
+    expect(['0', '4', 'x', ''].map(healthLevel)).toEqual([null, null, null, null]);
+  });
 });
 
 describe('healthcheck level 3', () => {
-  it('checks the hub and the datasets rows API; a 4xx still counts as reachable', async () => {
-    const asked: string[] = [];
-    const r = await healthcheck(3, deps(async (url) => { asked.push(url); return url.includes('datasets') ? 404 : 200; }));
-    expect(asked).toEqual(['https://huggingface.co', 'https://datasets-server.huggingface.co/']);
+  it('lists the Sequential-Light outer links\' files through the hub API and checks the datasets rows API', async () => {
+    const asked: { url: string; auth?: string }[] = [];
+    const r = await healthcheck(3, deps({
+      hfToken: 'hf_secret_never_shown',
+      fetch: async (url, init) => { asked.push({ url, auth: init.headers.authorization }); return listing(OUTER_FILES); },
+      head: async (url) => { asked.push({ url }); return 404; },
+    }));
+    expect(asked).toEqual([
+      { url: 'https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks', auth: 'Bearer hf_secret_never_shown' },
+      { url: 'https://datasets-server.huggingface.co/' },
+    ]);
     const by = Object.fromEntries(r.checks.map((c) => [c.name, c]));
-    expect(by.huggingface).toEqual({ level: 3, name: 'huggingface', status: 'ok', detail: 'HEAD https://huggingface.co: HTTP 200' });
+    expect(by.huggingface).toEqual({
+      level: 3, name: 'huggingface', status: 'ok',
+      detail: 'RecursiveMAS/Sequential-Light-Outerlinks: 6 files (.gitattributes, README.md, outer_12(math).pt, outer_23(math).pt, outer_31(math).pt, outerlink_config.json)',
+    });
+    // a 4xx still counts as reachable
     expect(by.datasets).toEqual({ level: 3, name: 'datasets', status: 'ok', detail: 'HEAD https://datasets-server.huggingface.co/: HTTP 404' });
-    // levels include the ones below: cpu's allocation is checked too
+    // levels include the ones below: cpu's allocation and the cache are checked too
     expect(by.cpu!.status).toBe('ok');
+    expect(by['hf-cache']!.level).toBe(1);
+    expect(r.ok).toBe(true);
+    expect(JSON.stringify(r)).not.toContain('hf_secret');
   });
 
-  it('fails offline with what must come from local files instead', async () => {
-    const r = await healthcheck(3, deps(async () => { throw Object.assign(new Error('fetch failed'), { cause: { code: 'ENOTFOUND' } }); }));
-    expect(r.ok).toBe(false);
-    const ds = r.checks.find((c) => c.name === 'datasets')!;
-    expect(ds).toEqual({
-      level: 3, name: 'datasets', status: 'fail',
+  it('a long listing shows its first 12 files and how many more; no token, no authorization header', async () => {
+    const files = Array.from({ length: 15 }, (_, i) => `f${i}.pt`);
+    let auth: string | undefined = 'unset';
+    const c = await hubFilesCheck({ hfToken: '', fetch: async (_u, init) => { auth = init.headers.authorization; return listing(files); } });
+    expect(auth).toBeUndefined();
+    expect(c.detail).toBe(`RecursiveMAS/Sequential-Light-Outerlinks: 15 files (${files.slice(0, 12).join(', ')}, … 3 more)`);
+  });
+
+  it('warns offline, without failing, with what must come from local files instead', async () => {
+    const r = await healthcheck(3, deps({ fetch: offline, head: offline }));
+    expect(r.ok).toBe(true);
+    const by = Object.fromEntries(r.checks.map((c) => [c.name, c]));
+    expect(by.huggingface).toEqual({
+      level: 3, name: 'huggingface', status: 'warn',
+      detail: 'offline: GET https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks failed (ENOTFOUND); models must come from local folders or the cache',
+    });
+    expect(by.datasets).toEqual({
+      level: 3, name: 'datasets', status: 'warn',
       detail: 'offline: HEAD https://datasets-server.huggingface.co/ failed (ENOTFOUND); datasets and benchmarks must come from local files (--dataset_name FILE, --dataset_file) or the cache',
     });
-    const slow = await healthcheck(3, deps(async () => { throw Object.assign(new Error('t'), { name: 'TimeoutError' }); }));
-    expect(slow.checks.find((c) => c.name === 'huggingface')!.detail).toBe('offline: HEAD https://huggingface.co failed (no answer within 5 s); models must come from local folders or the cache');
+    const slow = await hubFilesCheck({ hfToken: '', fetch: async () => { throw Object.assign(new Error('t'), { name: 'TimeoutError' }); } });
+    expect(slow.detail).toBe('offline: GET https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks failed (no answer within 5 s); models must come from local folders or the cache');
+  });
+
+  it('fails when the hub answers without the listing: a missing repository, a bad token, a body without siblings', async () => {
+    const answer = (body: string, status: number) => hubFilesCheck({ hfToken: '', fetch: async () => new Response(body, { status }) });
+    expect(await answer('{"error":"Repository not found"}', 404)).toEqual({
+      level: 3, name: 'huggingface', status: 'fail',
+      detail: 'GET https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks: HTTP 404; the repository is gone or renamed',
+    });
+    expect((await answer('', 401)).detail).toMatch(/HTTP 401; HF_TOKEN may be invalid$/);
+    expect((await answer('{"id":"x"}', 200)).detail).toMatch(/HTTP 200 but no file list \(no siblings\)$/);
+    expect((await answer('<html>', 200)).status).toBe('fail');
+    const r = await healthcheck(3, deps({ fetch: async () => new Response('', { status: 404 }) }));
+    expect(r.ok).toBe(false);
   });
 });
 
 describe('healthcheck level 1', () => {
-  it('lists the decoder families; every released style\'s backbones are among them', async () => {
-    const r = await healthcheck(1, deps(async () => 200));
-    const fam = r.checks.find((c) => c.name === 'families')!;
-    expect(fam).toEqual({ level: 1, name: 'families', status: 'ok', detail: 'decoders: llama, qwen2, qwen3, mistral, gemma3, qwen3_5' });
+  it('lists the decoder families, and every released style as registered and runnable', async () => {
+    const r = await healthcheck(1, deps({ fetch: offline, head: offline }));
+    const by = Object.fromEntries(r.checks.map((c) => [c.name, c]));
+    expect(by.families).toEqual({ level: 1, name: 'families', status: 'ok', detail: 'decoders: llama, qwen2, qwen3, mistral, gemma3, qwen3_5' });
+    expect(by.styles).toEqual({
+      level: 1, name: 'styles', status: 'ok',
+      detail: '5 styles registered, all runnable: sequential_light, sequential_scaled, mixture, distillation, deliberation; embedded: tiny_sequential',
+    });
+    expect(r.checks.every((c) => c.level === 1)).toBe(true);
+  });
+
+  it('reports a style whose backbones the engine cannot run as not runnable, not as registered', () => {
+    const mamba: StyleSpec = { ...STYLES.mixture, roles: STYLES.mixture.roles.map((r) => r.key === 'science' ? { ...r, modelType: 'mamba' } : r) };
+    const c = stylesCheck({ ...STYLES, mixture: mamba, distillation: { ...STYLES.distillation, roles: STYLES.distillation.roles.map((r) => ({ ...r, modelType: 'rwkv' })) } });
+    expect(c).toEqual({
+      level: 1, name: 'styles', status: 'warn',
+      detail: '3 of 5 styles runnable: sequential_light, sequential_scaled, deliberation; not runnable, their released backbones need decoders this engine lacks: ' +
+        'mixture (science: mamba); distillation (expert: rwkv, learner: rwkv) (give those roles models of a family it runs: --ckpt_override ROLE=DIR); embedded: tiny_sequential',
+    });
+    expect(stylesCheck({ ...STYLES, mixture: { ...STYLES.mixture, roles: [] } })).toEqual({ level: 1, name: 'styles', status: 'fail', detail: 'registry broken: no roles in mixture' });
+  });
+
+  it('counts the models in the Hugging Face cache and names the styles cached whole', async () => {
+    const light = [...STYLES.sequential_light.roles.map((r) => r.repo), STYLES.sequential_light.outerRepo];
+    const dir = hubCache('light', [...light, 'Qwen/Qwen3-1.7B', STYLES.mixture.roles[0]!.repo]);
+    expect(await hfCacheCheck(dir)).toEqual({ level: 1, name: 'hf-cache', status: 'ok', detail: `${dir}: 6 models; styles cached whole: sequential_light` });
+    const one = hubCache('one', ['Qwen/Qwen3-1.7B']);
+    expect((await hfCacheCheck(one)).detail).toBe(`${one}: 1 model; styles cached whole: none`);
+    const none = join(root, 'absent');
+    expect(await hfCacheCheck(none)).toEqual({ level: 1, name: 'hf-cache', status: 'ok', detail: `${none}: no cache yet (0 models); released styles download there on first use` });
+    // healthcheck reads the folder it is given
+    const r = await healthcheck(1, deps({ hfHubCache: dir }));
+    expect(r.checks.find((c) => c.name === 'hf-cache')!.detail).toBe(`${dir}: 6 models; styles cached whole: sequential_light`);
   });
 });

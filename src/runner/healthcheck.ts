@@ -1,18 +1,23 @@
 /**
- * `rmas healthcheck --level 1|2|3` (upstream's health check, for this runner):
- *   1  dependencies present (Node version, webgpu, tokenizers, python3 for code benchmarks) and the styles registered;
+ * `rmas healthcheck --level 1|2|3` (upstream's healthcheck.py, for this runner; level 3 by default, as upstream's):
+ *   1  dependencies present (Node version, webgpu, tokenizers, python3 for code benchmarks), the styles registered
+ *      and whether their backbones run here, and the models in the Hugging Face cache;
  *   2  + devices: a test allocation and read-back per backend (cpu, webgpu, cuda);
- *   3  + Hugging Face reachability (the hub, and the datasets rows API that training data and benchmarks come through).
- * Levels include the ones below. A check is ok, warn (a backend that is unavailable here: the runner falls back)
- * or fail; the exit code is 1 when any check fails. Never throws for what it checks.
+ *   3  + the hub: the files of RecursiveMAS/Sequential-Light-Outerlinks (upstream's list_repo_files), and the
+ *      datasets rows API that training data and benchmarks come through.
+ * Levels include the ones below. A check is ok, warn (a backend that is unavailable here, or no network: the runner
+ * falls back to local folders) or fail; the exit code is 1 when any check fails. Never throws for what it checks.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
+import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
-import { STYLES, DEFAULT_STYLE, unrunnableRoles } from '../mas/styles';
+import { STYLES, DEFAULT_STYLE, unrunnableRoles, type StyleSpec } from '../mas/styles';
+import { hfHubCacheDir } from '../mas/upstream';
 import { FAMILIES } from '../model/config';
 import { cudaStatus } from '../gpu/cuda-addon';
 import { ROWS_API } from '../train/data/rows';
@@ -35,9 +40,27 @@ export interface HealthDeps {
   webgpu(): Promise<{ backend: Backend; close(): void }>;
   /** Opens the CUDA backend (CudaBackend.create). */
   cuda(): Promise<Backend>;
-  /** HEAD request with a timeout; resolves to the HTTP status. */
-  head(url: string, timeoutMs: number): Promise<number>;
+  /** HEAD request with a timeout; resolves to the HTTP status. Default: global fetch. */
+  head?(url: string, timeoutMs: number): Promise<number>;
+  /** GET for the hub API (level 3). Default: global fetch. */
+  fetch?(url: string, init: { signal: AbortSignal; headers: Record<string, string> }): Promise<Response>;
+  /** The Hugging Face hub cache folder. Default: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub. */
+  hfHubCache?: string;
+  /** HF_TOKEN for the hub API, as upstream's list_repo_files uses it. Default: process.env.HF_TOKEN. */
+  hfToken?: string;
 }
+
+/** Upstream's `rmas healthcheck` level when --level is absent. */
+export const DEFAULT_HEALTH_LEVEL = 3;
+
+/** --level's value (absent: upstream's default, 3); null when it is not 1, 2 or 3. */
+export function healthLevel(raw: string | undefined): 1 | 2 | 3 | null {
+  const level = raw === undefined ? DEFAULT_HEALTH_LEVEL : Number(raw);
+  return level === 1 || level === 2 || level === 3 ? level : null;
+}
+
+/** The repository upstream's level 3 lists. */
+export const HUB_PROBE_REPO = 'RecursiveMAS/Sequential-Light-Outerlinks';
 
 const MIN_NODE = [20, 19];
 
@@ -65,25 +88,58 @@ function packageCheck(pkg: string, what: string): Check {
   }
 }
 
-function stylesCheck(): Check {
-  const names = Object.keys(STYLES);
-  const empty = names.filter((n) => !STYLES[n as keyof typeof STYLES].roles.length);
-  const ok = names.length > 0 && !empty.length && names.includes(DEFAULT_STYLE);
+/**
+ * The styles registered, and which of them the engine runs with their released backbones: a style with a role
+ * whose model_type is not among the decoder families is reported as not runnable (a warning), not as registered.
+ */
+export function stylesCheck(styles: Readonly<Record<string, StyleSpec>> = STYLES): Check {
+  const all = Object.values(styles);
+  const empty = all.filter((s) => !s.roles.length).map((s) => s.name);
+  if (!all.length || empty.length || !Object.hasOwn(styles, DEFAULT_STYLE)) {
+    return { level: 1, name: 'styles', status: 'fail', detail: `registry broken: ${empty.length ? `no roles in ${empty.join(', ')}` : `default ${DEFAULT_STYLE} missing`}` };
+  }
+  const released = all.filter((s) => !s.embedded);
+  const lacking = released.flatMap((s) => {
+    const roles = unrunnableRoles(s);
+    return roles.length ? [`${s.name} (${roles.map((r) => `${r.key}: ${r.modelType}`).join(', ')})`] : [];
+  });
+  const runnable = released.filter((s) => !unrunnableRoles(s).length).map((s) => s.name);
+  const embedded = all.filter((s) => s.embedded).map((s) => s.name);
+  const tail = embedded.length ? `; embedded: ${embedded.join(', ')}` : '';
+  if (!lacking.length) return { level: 1, name: 'styles', status: 'ok', detail: `${released.length} styles registered, all runnable: ${runnable.join(', ')}${tail}` };
   return {
-    level: 1, name: 'styles', status: ok ? 'ok' : 'fail',
-    detail: ok ? `${names.length} registered: ${names.join(', ')}` : `registry broken: ${empty.length ? `no roles in ${empty.join(', ')}` : `default ${DEFAULT_STYLE} missing`}`,
+    level: 1, name: 'styles', status: 'warn',
+    detail: `${runnable.length} of ${released.length} styles runnable${runnable.length ? `: ${runnable.join(', ')}` : ''}; ` +
+      `not runnable, their released backbones need decoders this engine lacks: ${lacking.join('; ')} ` +
+      `(give those roles models of a family it runs: --ckpt_override ROLE=DIR)${tail}`,
   };
 }
 
-/** The decoder families the engine runs, and the styles whose released backbones need one it does not (a warning). */
+/** The decoder families the engine runs. */
 function familiesCheck(): Check {
-  const lacking = Object.values(STYLES).flatMap((s) => {
-    const types = [...new Set(unrunnableRoles(s).map((r) => r.modelType))];
-    return types.length ? [`${s.name} (${types.join(', ')})`] : [];
-  });
+  return { level: 1, name: 'families', status: 'ok', detail: `decoders: ${FAMILIES.join(', ')}` };
+}
+
+/**
+ * The models in the Hugging Face hub cache (upstream counts `models--*` under $HF_HOME/hub), and the released
+ * styles whose every repo is there (they ask offline). No cache yet is fine: models download there on first use.
+ */
+export async function hfCacheCheck(dir: string, styles: Readonly<Record<string, StyleSpec>> = STYLES): Promise<Check> {
+  let names: string[];
+  try {
+    names = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isDirectory() && e.name.startsWith('models--')).map((e) => e.name);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return { level: 1, name: 'hf-cache', status: 'ok', detail: `${dir}: no cache yet (0 models); released styles download there on first use` };
+    return { level: 1, name: 'hf-cache', status: 'warn', detail: `${dir}: unreadable (${code ?? (e as Error).message})` };
+  }
+  const have = new Set(names);
+  const cached = Object.values(styles)
+    .filter((s) => !s.embedded && [...s.roles.map((r) => r.repo), s.outerRepo].every((repo) => have.has(`models--${repo.replace('/', '--')}`)))
+    .map((s) => s.name);
   return {
-    level: 1, name: 'families', status: lacking.length ? 'warn' : 'ok',
-    detail: `decoders: ${FAMILIES.join(', ')}${lacking.length ? `; released backbones not runnable yet: ${lacking.join(', ')} (give those roles models of these families)` : ''}`,
+    level: 1, name: 'hf-cache', status: 'ok',
+    detail: `${dir}: ${names.length} model${names.length === 1 ? '' : 's'}; styles cached whole: ${cached.length ? cached.join(', ') : 'none'}`,
   };
 }
 
@@ -139,21 +195,65 @@ function cudaAddonCheck(): Check {
   return { level: 2, name: 'cuda-addon', status: s.hint ? 'warn' : 'ok', detail: `${s.path}: ${versions}${devices ? `; ${devices}` : ''}${s.hint ? `; ${s.hint}` : ''}` };
 }
 
-/** A HEAD of `url` within 5 s: reachable (any status below 500) or not, and what depends on it. */
+const TIMEOUT_MS = 5000;
+
+/** Why a request got no answer, in a few words. */
+function noAnswer(e: unknown): string {
+  const err = e as Error & { cause?: { code?: string } };
+  return err.name === 'TimeoutError' || err.name === 'AbortError' ? `no answer within ${TIMEOUT_MS / 1000} s` : (err.cause?.code ?? err.message);
+}
+
+const defaultHead = async (url: string, timeoutMs: number): Promise<number> =>
+  (await fetch(url, { method: 'HEAD', signal: AbortSignal.timeout(timeoutMs) })).status;
+
+/** A HEAD of `url` within 5 s: reachable (any status below 500) or not (a warning: no network), and what depends on it. */
 async function reachCheck(deps: HealthDeps, name: string, url: string, offline: string): Promise<Check> {
   try {
-    const status = await deps.head(url, 5000);
+    const status = await (deps.head ?? defaultHead)(url, TIMEOUT_MS);
     const ok = status < 500;
     return { level: 3, name, status: ok ? 'ok' : 'fail', detail: `HEAD ${url}: HTTP ${status}` };
   } catch (e) {
-    const err = e as Error & { cause?: { code?: string } };
-    const why = err.name === 'TimeoutError' || err.name === 'AbortError' ? 'no answer within 5 s' : (err.cause?.code ?? err.message);
-    return { level: 3, name, status: 'fail', detail: `offline: HEAD ${url} failed (${why}); ${offline}` };
+    return { level: 3, name, status: 'warn', detail: `offline: HEAD ${url} failed (${noAnswer(e)}); ${offline}` };
   }
 }
 
+const SHOWN_FILES = 12;
+
+/**
+ * Upstream's level 3: list_repo_files of the Sequential-Light outer links, through the hub API's siblings.
+ * No answer is a warning (models then come from local folders or the cache); an answer without the listing fails.
+ */
+export async function hubFilesCheck(deps: Pick<HealthDeps, 'fetch' | 'hfToken'>, repo = HUB_PROBE_REPO): Promise<Check> {
+  const url = `https://huggingface.co/api/models/${repo}`;
+  const token = deps.hfToken ?? process.env.HF_TOKEN;
+  let res: Response;
+  try {
+    res = await (deps.fetch ?? fetch)(url, { signal: AbortSignal.timeout(TIMEOUT_MS), headers: token ? { authorization: `Bearer ${token}` } : {} });
+  } catch (e) {
+    return { level: 3, name: 'huggingface', status: 'warn', detail: `offline: GET ${url} failed (${noAnswer(e)}); models must come from local folders or the cache` };
+  }
+  if (!res.ok) {
+    const hint = res.status === 401 || res.status === 403 ? '; HF_TOKEN may be invalid' : res.status === 404 ? '; the repository is gone or renamed' : '';
+    return { level: 3, name: 'huggingface', status: 'fail', detail: `GET ${url}: HTTP ${res.status}${hint}` };
+  }
+  let files: string[];
+  try {
+    const body = (await res.json()) as { siblings?: { rfilename?: unknown }[] };
+    if (!Array.isArray(body.siblings)) throw new Error('no siblings');
+    files = body.siblings.map((f) => f.rfilename).filter((f): f is string => typeof f === 'string');
+  } catch (e) {
+    return { level: 3, name: 'huggingface', status: 'fail', detail: `GET ${url}: HTTP ${res.status} but no file list (${(e as Error).message})` };
+  }
+  const shown = files.slice(0, SHOWN_FILES).join(', ');
+  const more = files.length > SHOWN_FILES ? `, … ${files.length - SHOWN_FILES} more` : '';
+  return { level: 3, name: 'huggingface', status: 'ok', detail: `${repo}: ${files.length} file${files.length === 1 ? '' : 's'}${files.length ? ` (${shown}${more})` : ''}` };
+}
+
 export async function healthcheck(level: 1 | 2 | 3, deps: HealthDeps): Promise<HealthReport> {
-  const checks: Check[] = [nodeCheck(), packageCheck('webgpu', 'WebGPU (Dawn)'), packageCheck('@huggingface/transformers', 'tokenizers'), pythonCheck(), stylesCheck(), familiesCheck()];
+  const checks: Check[] = [
+    nodeCheck(), packageCheck('webgpu', 'WebGPU (Dawn)'), packageCheck('@huggingface/transformers', 'tokenizers'), pythonCheck(), stylesCheck(), familiesCheck(),
+    await hfCacheCheck(deps.hfHubCache ?? hfHubCacheDir(process.env, homedir())),
+  ];
   if (level >= 2) {
     checks.push(await backendCheck('cpu', async () => ({ backend: new CpuBackend('f32') }), true));
     checks.push(await backendCheck('webgpu', deps.webgpu, false));
@@ -161,7 +261,7 @@ export async function healthcheck(level: 1 | 2 | 3, deps: HealthDeps): Promise<H
     checks.push(await backendCheck('cuda', async () => ({ backend: await deps.cuda() }), false));
   }
   if (level >= 3) {
-    checks.push(await reachCheck(deps, 'huggingface', 'https://huggingface.co', 'models must come from local folders or the cache'));
+    checks.push(await hubFilesCheck(deps));
     checks.push(await reachCheck(deps, 'datasets', `${new URL(ROWS_API).origin}/`, 'datasets and benchmarks must come from local files (--dataset_name FILE, --dataset_file) or the cache'));
   }
   return { level, ok: checks.every((c) => c.status !== 'fail'), checks };

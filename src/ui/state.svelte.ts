@@ -1,4 +1,4 @@
-/** Page-wide state the views share: the engine's health, and the per-role checkpoint choice of Ask. */
+/** Page-wide state the views share: the engine's health, the per-role checkpoint choice of Ask, Ask's history. */
 import { errorParts } from './services';
 
 export interface Problem {
@@ -20,6 +20,24 @@ export function problem(e: unknown): Problem {
 
 /** Ask's checkpoint choice: per role 'released' or a checkpoint id; 'outer' likewise for the outer links. */
 export const askChoice = $state({ byRole: {} as Record<string, string> });
+
+/** One question asked in the Ask view and what each mode answered (or why it did not). */
+export interface AskedQuestion {
+  /** When it was asked, in ms since the epoch. */
+  at: number;
+  question: string;
+  /** The style as Ask's picker names it. */
+  style: string;
+  /** Rounds, latent steps, sampling and device, in words. */
+  setup: string;
+  answers: { mode: 'latent' | 'text'; answer: string; text: string; error: string | null }[];
+}
+
+/**
+ * The page's questions and answers in Ask, oldest first, as upstream's demo chat keeps them: in memory for the
+ * page's life (a reload or Clear empties it; never stored).
+ */
+export const askHistory = $state({ entries: [] as AskedQuestion[] });
 
 const PREFS_KEY = 'rmas.prefs';
 

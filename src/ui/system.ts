@@ -7,6 +7,8 @@ import type { CheckpointInfo, CheckpointRegistry, Services } from './services';
 /** The style picker's value for the offline tiny system. */
 export const TINY = 'tiny';
 export const STYLE_CHOICES: readonly string[] = [TINY, ...STYLE_NAMES];
+/** A style choice as the pickers name it. */
+export const styleLabel = (style: string): string => (style === TINY ? 'tiny sequential (offline)' : style);
 /** The choice meaning "the released (or shipped) links". */
 export const RELEASED = 'released';
 /** Key of the outer-link choice in the per-role choice map. */

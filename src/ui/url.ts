@@ -32,9 +32,32 @@ export function styleLatentSteps(style: string): number {
   return defaultLatentSteps(STYLES[(style === 'tiny' ? 'tiny_sequential' : style) as StyleName] ?? {});
 }
 
+/** Upstream's demo (serve.py) samples at temperature 0.6, top-p 0.95; greedy is a choice here. */
 export const DEFAULTS: Readonly<Settings> = {
-  tab: 'ask', style: 'tiny', rounds: 3, latentSteps: styleLatentSteps('tiny'), temperature: 0.6, topP: 0.95, seed: 42, greedy: true, mode: 'latent',
+  tab: 'ask', style: 'tiny', rounds: 3, latentSteps: styleLatentSteps('tiny'), temperature: 0.6, topP: 0.95, seed: 42, greedy: false, mode: 'latent',
 };
+
+export interface Range {
+  min: number;
+  max: number;
+  step: number;
+}
+/** Upstream's demo sliders (serve.py): rounds 1–5, latent steps 8–64 in steps of 8. */
+export const UPSTREAM_RANGE = { rounds: { min: 1, max: 5, step: 1 }, latentSteps: { min: 8, max: 64, step: 8 } } as const satisfies Record<string, Range>;
+/** What the page takes past them (Ask's "beyond upstream's ranges", and the URL). */
+export const WIDE_RANGE = { rounds: { min: 1, max: 10, step: 1 }, latentSteps: { min: 0, max: 256, step: 1 } } as const satisfies Record<string, Range>;
+
+const inRange = (v: number, r: Range): boolean => Number.isInteger(v) && v >= r.min && v <= r.max && (v - r.min) % r.step === 0;
+
+/** `v` moved into `r`: the nearest step inside it; `fallback` when `v` is not a number (an emptied field). */
+export function fitRange(v: number | null | undefined, r: Range, fallback: number): number {
+  if (typeof v !== 'number' || !Number.isFinite(v)) return fallback;
+  return Math.min(r.max, Math.max(r.min, r.min + Math.round((v - r.min) / r.step) * r.step));
+}
+
+/** The settings' rounds and latent steps lie on upstream's demo sliders. */
+export const withinUpstream = (s: Pick<Settings, 'rounds' | 'latentSteps'>): boolean =>
+  inRange(s.rounds, UPSTREAM_RANGE.rounds) && inRange(s.latentSteps, UPSTREAM_RANGE.latentSteps);
 
 const num = (v: string | null, lo: number, hi: number, fallback: number, int = false): number => {
   if (v === null || v.trim() === '') return fallback;
@@ -52,8 +75,8 @@ export function parseSettings(search: string): Settings {
   return {
     tab: tab && TABS.includes(tab) ? tab : DEFAULTS.tab,
     style,
-    rounds: num(q.get('rounds'), 1, 10, DEFAULTS.rounds, true),
-    latentSteps: num(q.get('latent'), 0, 256, styleLatentSteps(style), true),
+    rounds: num(q.get('rounds'), WIDE_RANGE.rounds.min, WIDE_RANGE.rounds.max, DEFAULTS.rounds, true),
+    latentSteps: num(q.get('latent'), WIDE_RANGE.latentSteps.min, WIDE_RANGE.latentSteps.max, styleLatentSteps(style), true),
     temperature: num(q.get('temp'), 0, 2, DEFAULTS.temperature),
     topP: num(q.get('top_p'), 0, 1, DEFAULTS.topP),
     seed: num(q.get('seed'), 0, 2 ** 31 - 1, DEFAULTS.seed, true),

@@ -79,7 +79,17 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       expect(Number(m![2])).toBeGreaterThan(0);
       expect((await page.locator('#panel-ask .answer .md').textContent())!).toContain('\\boxed{10}');
       console.log(`[e2e] ask: ${stats}`);
+      // Ask's device is Environment's choice; the question and its answer are in the page's history until Clear
+      await expect(page.getByTestId('ask-device').inputValue()).resolves.toBe('cpu');
+      const entry = page.locator('#panel-ask [data-testid=history-entry]');
+      expect(await entry.count()).toBe(1);
+      await expect(entry.locator('.question').textContent()).resolves.toBe('Tom has 8 apples. He finds 8 more. He gives away 6. How many apples does Tom have now?');
+      await expect(entry.locator('.meta').textContent()).resolves.toMatch(/tiny sequential \(offline\) · latent · 1 round · 40 latent steps · greedy · cpu$/);
+      await expect(entry.getByTestId('history-answer').textContent()).resolves.toBe('10');
+      await expect(entry.getByTestId('history-text').textContent()).resolves.toContain('\\boxed{10}');
       await shot(page, 'ask');
+      await page.getByTestId('history-clear').click();
+      await expect.poll(() => entry.count()).toBe(0);
       expect(errors).toEqual([]);
     } finally {
       await ctx.close();

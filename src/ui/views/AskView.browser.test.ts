@@ -1,10 +1,12 @@
-// Ask view over a fake engine: Ctrl+Enter asks, stage/token/done events fill the timeline, messages and answer.
+// Ask view over a fake engine: Ctrl+Enter asks, stage/token/done events fill the timeline, messages and answer;
+// upstream's demo controls (sampling defaults, slider ranges and past them, device) and the page's history.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { flushSync, mount, unmount } from 'svelte';
 import type { AskRequest, AskResultView, EngineEvent, SystemSpec } from '../../../workers/protocol';
 import { reactiveProps } from '../components/props.svelte';
 import type { EngineRemote, Services } from '../services';
-import { DEFAULTS } from '../url';
+import { askHistory, prefs } from '../state.svelte';
+import { DEFAULTS, type Settings } from '../url';
 import AskView from './AskView.svelte';
 
 let app: ReturnType<typeof mount> | null = null;
@@ -12,6 +14,9 @@ afterEach(() => {
   if (app) unmount(app);
   app = null;
   document.body.replaceChildren();
+  askHistory.entries = [];
+  prefs.backend = 'auto';
+  localStorage.removeItem('rmas.prefs');
 });
 
 const offline: SystemSpec = { style: 'sequential_light', roles: { planner: { model: '/p' }, critic: { model: '/c' }, solver: { model: '/s' } } };
@@ -133,4 +138,154 @@ describe('AskView', () => {
     expect(box.textContent).toContain('the text baseline needs a decoder');
     expect(target.querySelector('[data-mode="latent"] [role="alert"]')).toBeNull();
   });
+
+  it("sends upstream's demo sampling by default (temperature 0.6, top-p 0.95), greedy when ticked, on the device chosen", async () => {
+    const { api, services } = fakeServices(async (req) => answered(req, '7'));
+    const target = document.body.appendChild(document.createElement('div'));
+    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS } }) });
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    const input = (id: string) => target.querySelector<HTMLInputElement>(`[data-testid="${id}"]`)!;
+    expect([input('ask-greedy').checked, input('ask-temperature').value, input('ask-top-p').value]).toEqual([false, '0.6', '0.95']);
+    expect(input('ask-temperature').disabled).toBe(false);
+    // upstream's sliders: rounds 1–5, latent steps 8–64 by 8; defaults 3 and the style's 40 (the tiny system's)
+    expect(['min', 'max', 'step', 'value'].map((a) => input('ask-rounds')[a as 'min'])).toEqual(['1', '5', '1', '3']);
+    expect(['min', 'max', 'step', 'value'].map((a) => input('ask-latent')[a as 'min'])).toEqual(['8', '64', '8', '40']);
+    expect(input('ask-beyond').checked).toBe(false);
+    const device = target.querySelector<HTMLSelectElement>('[data-testid="ask-device"]')!;
+    expect(device.value).toBe('auto');
+    expect([...device.options].map((o) => o.textContent)).toEqual(['webgpu', 'cpu']);
+
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(1));
+    const first = api.ask.mock.calls[0]![0];
+    expect([first.sampling, first.rounds, first.latentSteps, first.backend]).toEqual([{ temperature: 0.6, topP: 0.95, seed: 42 }, 3, 40, undefined]);
+    await vi.waitFor(() => expect(askHistory.entries).toHaveLength(1));
+
+    // greedy, and the CPU backend: the same choice as Environment's (prefs, kept across reloads)
+    input('ask-greedy').click();
+    device.value = 'cpu';
+    device.dispatchEvent(new Event('change', { bubbles: true }));
+    flushSync();
+    expect(prefs.backend).toBe('cpu');
+    expect(JSON.parse(localStorage.getItem('rmas.prefs')!)).toEqual({ backend: 'cpu' });
+    expect(input('ask-temperature').disabled).toBe(true);
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(2));
+    const second = api.ask.mock.calls[1]![0];
+    expect([second.sampling, second.backend]).toEqual([{ greedy: true }, 'cpu']);
+  });
+
+  it("keeps rounds and latent steps in upstream's ranges, and goes past them when asked", async () => {
+    const { api, services } = fakeServices(async (req) => answered(req, '7'));
+    const target = document.body.appendChild(document.createElement('div'));
+    const settings: Settings = reactiveProps({ ...DEFAULTS });
+    app = mount(AskView, { target, props: { services, settings } });
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    const input = (id: string) => target.querySelector<HTMLInputElement>(`[data-testid="${id}"]`)!;
+    const type = (id: string, v: string) => {
+      input(id).value = v;
+      input(id).dispatchEvent(new Event('input', { bubbles: true }));
+      input(id).dispatchEvent(new Event('change', { bubbles: true }));
+      flushSync();
+    };
+    type('ask-rounds', '9');
+    type('ask-latent', '100');
+    expect([settings.rounds, settings.latentSteps]).toEqual([5, 64]);
+    type('ask-latent', '21');
+    expect(settings.latentSteps).toBe(24);
+    type('ask-latent', '');
+    expect(settings.latentSteps).toBe(40); // an emptied field: the style's default
+
+    input('ask-beyond').click();
+    flushSync();
+    expect([input('ask-rounds').max, input('ask-latent').min, input('ask-latent').max, input('ask-latent').step]).toEqual(['10', '0', '256', '1']);
+    type('ask-rounds', '9');
+    type('ask-latent', '100');
+    expect([settings.rounds, settings.latentSteps]).toEqual([9, 100]);
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(1));
+    expect([api.ask.mock.calls[0]![0].rounds, api.ask.mock.calls[0]![0].latentSteps]).toEqual([9, 100]);
+    await vi.waitFor(() => expect(askHistory.entries).toHaveLength(1));
+
+    // back within them: the values move onto upstream's sliders
+    input('ask-beyond').click();
+    flushSync();
+    expect([settings.rounds, settings.latentSteps, input('ask-latent').max]).toEqual([5, 64, '64']);
+  });
+
+  it('opens past the ranges when the settings (a shared link) already are', async () => {
+    const { api, services } = fakeServices(async (req) => answered(req, '7'));
+    const target = document.body.appendChild(document.createElement('div'));
+    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS, rounds: 8, latentSteps: 12 } }) });
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    expect(target.querySelector<HTMLInputElement>('[data-testid="ask-beyond"]')!.checked).toBe(true);
+    expect(target.querySelector<HTMLInputElement>('[data-testid="ask-rounds"]')!.value).toBe('8');
+  });
+
+  it("lists this page's questions and answers under the answer, in order, until Clear", async () => {
+    const { api, services } = fakeServices(async (req) => {
+      if (req.question.startsWith('Why')) throw Object.assign(new Error('the tiny model has no opinion'), { name: 'InvalidArgument' });
+      return answered(req, req.question.includes('1 + 2') ? '\\boxed{3}' : 'It is \\boxed{12}.');
+    });
+    const target = document.body.appendChild(document.createElement('div'));
+    const settings: Settings = reactiveProps({ ...DEFAULTS, rounds: 1 });
+    app = mount(AskView, { target, props: { services, settings } });
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    const box = target.querySelector<HTMLTextAreaElement>('textarea')!;
+    const entries = () => [...target.querySelectorAll('[data-testid="history-entry"]')];
+    const askQ = async (q: string, n: number) => {
+      box.value = q;
+      box.dispatchEvent(new Event('input', { bubbles: true }));
+      flushSync();
+      target.querySelector<HTMLButtonElement>('button.primary')!.click();
+      await vi.waitFor(() => expect(entries()).toHaveLength(n));
+      await vi.waitFor(() => expect(target.querySelector<HTMLButtonElement>('button.primary')!.disabled).toBe(false));
+    };
+    expect(entries()).toHaveLength(0);
+    expect(target.querySelector<HTMLButtonElement>('[data-testid="history-clear"]')!.disabled).toBe(true);
+
+    const t0 = Date.now();
+    await askQ('What is 1 + 2?', 1);
+    settings.greedy = true;
+    settings.mode = 'both';
+    flushSync();
+    await askQ('What is 5 + 7?', 2);
+    expect(api.ask).toHaveBeenCalledTimes(3); // the second question in both modes
+
+    const [a, b] = entries();
+    expect(a!.querySelector('.question')!.textContent).toBe('What is 1 + 2?');
+    expect(a!.querySelector('.style')!.textContent).toBe('tiny sequential (offline)');
+    expect(a!.querySelector('.meta')!.textContent).toContain('latent · 1 round · 40 latent steps · temperature 0.6, top-p 0.95, seed 42 · webgpu');
+    expect(a!.querySelector('[data-testid="history-answer"]')!.textContent).toBe('3');
+    expect(a!.querySelector('[data-testid="history-text"]')!.textContent).toBe('\\boxed{3}');
+    const at = Date.parse(a!.querySelector('time')!.getAttribute('datetime')!);
+    expect(at).toBeGreaterThanOrEqual(Math.floor(t0 / 1000) * 1000);
+    expect(at).toBeLessThanOrEqual(Date.now());
+    expect(b!.querySelector('.question')!.textContent).toBe('What is 5 + 7?');
+    expect(b!.querySelector('.meta')!.textContent).toContain('latent and text · 1 round · 40 latent steps · greedy · webgpu');
+    expect([...b!.querySelectorAll('.reply')].map((r) => [r.getAttribute('data-mode'), r.querySelector('[data-testid="history-answer"]')?.textContent]))
+      .toEqual([['latent', '12'], ['text', '12']]);
+    expect(target.querySelector('[data-testid="ask-history"] h3')!.textContent).toBe("This page's questions (2)");
+    // the history sits under the answer
+    const runs = target.querySelector('.runs')!;
+    expect(runs.compareDocumentPosition(target.querySelector('[data-testid="ask-history"]')!) & Node.DOCUMENT_POSITION_FOLLOWING).toBeTruthy();
+
+    // an error is kept as the answer it was
+    settings.mode = 'latent';
+    flushSync();
+    await askQ('Why?', 3);
+    expect(entries()[2]!.querySelector('[data-testid="history-error"]')!.textContent).toBe('InvalidArgument: the tiny model has no opinion');
+
+    target.querySelector<HTMLButtonElement>('[data-testid="history-clear"]')!.click();
+    flushSync();
+    expect(entries()).toHaveLength(0);
+    expect(askHistory.entries).toEqual([]);
+    expect(target.querySelector<HTMLButtonElement>('[data-testid="history-clear"]')!.disabled).toBe(true);
+  });
 });
+
+/** A finished run that wrote `text` (its boxed value as the answer). */
+function answered(req: AskRequest, text: string): AskResultView {
+  return { answer: /\\boxed\{([^}]*)\}/.exec(text)?.[1] ?? '', text, tokens: 3, latentSteps: req.latentSteps ?? 0, seconds: 0.5, rounds: req.rounds ?? 3, mode: req.mode,
+    prefillTokensPerSec: 100, decodeTokensPerSec: 10, backend: 'cpu', stageSeconds: 0.25, lensSeconds: 0, retrySeconds: 0, pipelinesCompiled: 0 };
+}
