@@ -48,7 +48,7 @@ async function folderGguf(dir: string, q8 = false): Promise<Uint8Array> {
     const v = decode(t.dtype, t.bytes, t.shape);
     const dtype = s.kind === 'norm' ? 'f16' : q8 && s.kind === 'proj' && s.shape[1] % QK === 0 ? 'q8_0' : t.dtype;
     const { type, data } = ggufBlocks(dtype, dtype === t.dtype ? t.bytes : encode(dtype, v, t.shape), t.shape);
-    tensors.push({ name: ggufTensorName(s.name)!, ne: [...t.shape].reverse(), type, data });
+    tensors.push({ name: ggufTensorName(s.name, c.family)!, ne: [...t.shape].reverse(), type, data });
   }
   return writeGguf(kv, tensors);
 }

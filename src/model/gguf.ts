@@ -2,46 +2,59 @@
  * Decoders from a llama.cpp GGUF file: the DecoderConfig from its metadata and a WeightSource that serves
  * the Hugging Face tensor names loadDecoderWeights asks for from llama.cpp's names, in our storage dtypes.
  * Quantized tensors (q8_0/q4_0) pass through as stored, so the model runs on exactly the values ggml would.
+ * Architectures: llama (also Mistral), qwen2, qwen3, gemma3 and qwen35 (Qwen3.5's text model).
  *
- * Two conversions in convert_hf_to_gguf.py are undone here:
- * - `LlamaModel.permute` reorders the rows of q/k (architecture `llama` only; Qwen2/Qwen3 are written as
- *   is) from Hugging Face's half-split rotary layout to GPT-J's interleaved one. It moves whole rows, so
- *   undoing it works on quantized rows byte for byte.
+ * What convert_hf_to_gguf.py changes, and what is done about it here (docs/backbones/gguf.md has the sources):
+ * - `LlamaModel.permute` reorders the rows of q/k (architecture `llama` only) from Hugging Face's half-split
+ *   rotary layout to GPT-J's interleaved one. It moves whole rows, so undoing it works on quantized rows byte for byte.
  * - Llama 3 rope scaling becomes a `rope_freqs.weight` tensor of per-frequency divisors; we recover the
  *   `rope_scaling` parameters that produce exactly those divisors, and refuse the file if none do.
+ * - Gemma 3 and Qwen3.5 compute their RMSNorms with (1 + w); the converter stores 1 + w in f32 and llama.cpp
+ *   multiplies by it. The config takes normOffset 0 and the stored values, so the engine multiplies by exactly
+ *   the numbers ggml does (subtracting 1 again would round for weights far from 1). The DeltaNet's gated norm is plain w.
+ * - Qwen3.5's Gated DeltaNet: A_log is stored as ssm_a = −exp(A_log) (read back as log(−ssm_a), one f32 rounding),
+ *   conv1d [C, 1, K] squeezed to [C, K], dt_bias renamed ssm_dt.bias; with more value heads than key heads the
+ *   value heads are reordered from grouped by key head to tiled (see `vHeadAt`), which we move back.
  */
 import { CorruptCheckpoint, UnknownModelType, UnsupportedFeature } from '../errors';
-import { rowBytes } from '../formats/dtype';
+import { QK, isQuant, quantBytesPerRow, rowBytes } from '../formats/dtype';
 import { decode } from '../formats/encode';
 import { type GgufFile, readGgufHeader, readGgufTensor } from '../formats/gguf';
 import type { StTensor, StorageTensor } from '../formats/safetensors';
 import type { ByteSource } from '../formats/sources';
-import type { RopeScaling } from '../kernels/rope';
+import type { RopeConfig, RopeScaling } from '../kernels/rope';
 import type { Backend } from '../tensor/backend';
-import type { DecoderConfig, Family } from './config';
-
-/** The general.architecture values read: llama.cpp's names, which are these families' own. */
-const GGUF_ARCHES: readonly Family[] = ['llama', 'qwen2', 'qwen3'];
+import type { DecoderConfig, DeltaNetConfig, Family } from './config';
 import { type DecoderWeights, type LoadOptions, type WeightSource, loadDecoderWeights } from './weights';
 
-/** The llama.cpp tensor name for a Hugging Face decoder tensor name, or null for names it has no place for. */
-export function ggufTensorName(hf: string): string | null {
+/** general.architecture → the family read: llama.cpp's names (Qwen3.5's text model is `qwen35`). */
+const GGUF_ARCHES: Readonly<Record<string, Family>> = { llama: 'llama', qwen2: 'qwen2', qwen3: 'qwen3', gemma3: 'gemma3', qwen35: 'qwen3_5' };
+
+/** The llama.cpp tensor name for a Hugging Face decoder tensor name of `family`, or null for names it has no place for. */
+export function ggufTensorName(hf: string, family: Family): string | null {
   const fixed: Record<string, string> = {
     'model.embed_tokens.weight': 'token_embd.weight',
     'model.norm.weight': 'output_norm.weight',
     'lm_head.weight': 'output.weight',
   };
   if (fixed[hf]) return fixed[hf];
+  const p = /^model\.layers\.(\d+)\.linear_attn\.(A_log|dt_bias)$/.exec(hf);
+  if (p) return `blk.${p[1]}.${p[2] === 'A_log' ? 'ssm_a' : 'ssm_dt.bias'}`;
   const m = /^model\.layers\.(\d+)\.(.+)\.(weight|bias)$/.exec(hf);
   if (!m) return null;
   const part: Record<string, string> = {
-    input_layernorm: 'attn_norm', post_attention_layernorm: 'ffn_norm',
+    input_layernorm: 'attn_norm',
+    // gemma3 and qwen35 list it as the attention's post norm (in Qwen3.5 it is still the MLP's input norm)
+    post_attention_layernorm: family === 'gemma3' || family === 'qwen3_5' ? 'post_attention_norm' : 'ffn_norm',
+    pre_feedforward_layernorm: 'ffn_norm', post_feedforward_layernorm: 'post_ffw_norm',
     'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output',
     'self_attn.q_norm': 'attn_q_norm', 'self_attn.k_norm': 'attn_k_norm',
     'mlp.gate_proj': 'ffn_gate', 'mlp.up_proj': 'ffn_up', 'mlp.down_proj': 'ffn_down',
+    'linear_attn.in_proj_qkv': 'attn_qkv', 'linear_attn.in_proj_z': 'attn_gate', 'linear_attn.in_proj_b': 'ssm_beta',
+    'linear_attn.in_proj_a': 'ssm_alpha', 'linear_attn.conv1d': 'ssm_conv1d', 'linear_attn.norm': 'ssm_norm', 'linear_attn.out_proj': 'ssm_out',
   };
-  const p = part[m[2]];
-  return p ? `blk.${m[1]}.${p}.${m[3]}` : null;
+  const g = part[m[2]];
+  return g ? `blk.${m[1]}.${g}.${m[3]}` : null;
 }
 
 /**
@@ -52,18 +65,80 @@ export function ggufTensorName(hf: string): string | null {
 export function unpermuteRows(bytes: Uint8Array, rows: number, rowStride: number, nHead: number): Uint8Array {
   const D = rows / nHead;
   if (!Number.isInteger(D) || D % 2) throw new CorruptCheckpoint(`cannot undo the q/k permutation: ${rows} rows do not split into ${nHead} heads of even size`);
-  const out = new Uint8Array(bytes.length);
   const half = D / 2;
-  for (let h = 0; h < nHead; h++) {
-    for (let i = 0; i < half; i++) {
-      for (let s = 0; s < 2; s++) {
-        const from = h * D + 2 * i + s;
-        const to = h * D + s * half + i;
-        out.set(bytes.subarray(from * rowStride, (from + 1) * rowStride), to * rowStride);
-      }
-    }
+  return moveRowBytes(bytes, rows, rowStride, (to) => {
+    const h = Math.floor(to / D), s = Math.floor((to % D) / half), i = to % half;
+    return h * D + 2 * i + s;
+  });
+}
+
+/** Rows of `rowStride` bytes rearranged: output row r is input row `from(r)`. */
+function moveRowBytes(bytes: Uint8Array, rows: number, rowStride: number, from: (row: number) => number): Uint8Array {
+  const out = new Uint8Array(bytes.length);
+  for (let r = 0; r < rows; r++) {
+    const f = from(r);
+    out.set(bytes.subarray(f * rowStride, (f + 1) * rowStride), r * rowStride);
   }
   return out;
+}
+
+/**
+ * Where Hugging Face value head `h` sits in a qwen35 GGUF. The converter's `_LinearAttentionVReorderBase` turns
+ * the grouped order (value head h reads key head ⌊h / R⌋, R = valueHeads / keyHeads) into the tiled one
+ * (position j reads key head j mod keyHeads, what ggml_repeat gives): head k·R + r goes to r·keyHeads + k.
+ */
+export const vHeadAt = (h: number, keyHeads: number, valueHeads: number): number => {
+  const R = valueHeads / keyHeads;
+  return (h % R) * keyHeads + Math.floor(h / R);
+};
+
+/** `t` with output row r taken from row `from(r)` (any dtype; a 1-D quantized tensor is decoded first). */
+export function moveRows(t: StorageTensor, from: (row: number) => number): StorageTensor {
+  if (t.shape.length === 1 && isQuant(t.dtype)) t = { dtype: 'f32', shape: t.shape, bytes: new Uint8Array(decode(t.dtype, t.bytes, t.shape).buffer) };
+  const rows = t.shape[0];
+  return { ...t, bytes: moveRowBytes(t.bytes, rows, t.bytes.length / rows, from) };
+}
+
+/**
+ * `t` [rows, cols] with output column c taken from column `from(c)`. Quantized rows stay quantized when every
+ * output block draws from a single input block (its scale moves with it); otherwise the values are decoded to f32,
+ * which holds them exactly (a q8_0/q4_0 value is a small integer times an f16 scale).
+ */
+export function moveCols(t: StorageTensor, from: (col: number) => number): StorageTensor {
+  const [rows, cols] = t.shape;
+  const src = Array.from({ length: cols }, (_, c) => from(c));
+  if (isQuant(t.dtype)) {
+    const blockOf = (b: number) => Math.floor(src[b * QK] / QK);
+    const whole = src.every((s, c) => Math.floor(s / QK) === blockOf(Math.floor(c / QK)));
+    if (!whole) return moveCols({ dtype: 'f32', shape: t.shape, bytes: new Uint8Array(decode(t.dtype, t.bytes, t.shape).buffer) }, from);
+    const stride = rowBytes(t.dtype, cols);
+    const qBytes = quantBytesPerRow(t.dtype, cols);
+    const out = new Uint8Array(t.bytes.length);
+    for (let r = 0; r < rows; r++) {
+      const base = r * stride;
+      for (let b = 0; b < cols / QK; b++) {
+        const sb = blockOf(b);
+        out.set(t.bytes.subarray(base + qBytes + 2 * sb, base + qBytes + 2 * sb + 2), base + qBytes + 2 * b);
+      }
+      for (let c = 0; c < cols; c++) {
+        if (t.dtype === 'q8_0') {
+          out[base + c] = t.bytes[base + src[c]];
+        } else {
+          // q4_0: element j of a block is the low nibble of byte j (j < 16) or the high nibble of byte j − 16
+          const s = src[c], sj = s % QK, cj = c % QK;
+          const nib = (t.bytes[base + (s - sj) / 2 + (sj % 16)] >> (sj < 16 ? 0 : 4)) & 15;
+          out[base + (c - cj) / 2 + (cj % 16)] |= nib << (cj < 16 ? 0 : 4);
+        }
+      }
+    }
+    return { ...t, bytes: out };
+  }
+  const e = rowBytes(t.dtype, 1);
+  const out = new Uint8Array(t.bytes.length);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) out.set(t.bytes.subarray((r * cols + src[c]) * e, (r * cols + src[c] + 1) * e), (r * cols + c) * e);
+  }
+  return { ...t, bytes: out };
 }
 
 const meta = (f: GgufFile, key: string) => f.metadata[key];
@@ -80,15 +155,18 @@ export function f32Decimal(v: number): number {
   return v;
 }
 
+type Num = (key: string, fallback?: number) => number;
+
 /** A DecoderConfig from GGUF metadata (see the module comment for what is recovered and how). */
 export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConfig> {
   const arch = meta(file, 'general.architecture');
-  if (typeof arch !== 'string' || !(GGUF_ARCHES as readonly string[]).includes(arch)) {
-    throw new UnknownModelType(`${file.name}: general.architecture ${JSON.stringify(arch)} is not supported; this engine reads ` +
-      `${GGUF_ARCHES.join(', ')} GGUF files (llama.cpp writes Mistral 7B as llama)`);
+  const family = typeof arch === 'string' && Object.hasOwn(GGUF_ARCHES, arch) ? GGUF_ARCHES[arch] : undefined;
+  if (typeof arch !== 'string' || !family) {
+    const moe = arch === 'qwen35moe' || arch === 'qwen3next' ? ' (mixture-of-experts models are not)' : '';
+    throw new UnknownModelType(`${file.name}: general.architecture ${JSON.stringify(arch)} is not supported${moe}; this engine reads ` +
+      `${Object.keys(GGUF_ARCHES).join(', ')} GGUF files (llama.cpp writes Mistral 7B as llama)`);
   }
-  const family = arch as Family;
-  const num = (key: string, fallback?: number): number => {
+  const num: Num = (key, fallback) => {
     const v = meta(file, `${arch}.${key}`) ?? fallback;
     const n = typeof v === 'bigint' ? Number(v) : v;
     if (typeof n !== 'number' || !Number.isFinite(n)) {
@@ -102,7 +180,7 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
   const kvHeads = num('attention.head_count_kv', heads);
   const headDim = num('attention.key_length', hidden / heads);
   const rotary = num('rope.dimension_count', headDim);
-  if (rotary !== headDim) {
+  if (rotary !== headDim && family !== 'qwen3_5') {
     throw new UnsupportedFeature(`${file.name}: partial rotary embeddings (rope.dimension_count ${rotary} of head_dim ${headDim}) are not supported`);
   }
   const embd = tensor('token_embd.weight');
@@ -116,8 +194,10 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
     return typeof v === 'number' || typeof v === 'bigint' ? Number(v) : null;
   };
   const eos = id('eos_token_id');
-  const layers = num('block_count');
-  return {
+  // Qwen3.5's multi-token-prediction block is appended after the decoder's own layers (llama.cpp: n_layer_nextn)
+  const layers = num('block_count') - (family === 'qwen3_5' ? num('nextn_predict_layers', 0) : 0);
+  const scaling = await ropeScaling(file, arch, theta, headDim, num('context_length', 0));
+  const base: DecoderConfig = {
     family,
     vocabSize,
     hidden,
@@ -138,7 +218,7 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
     embedScale: null,
     attnScale: null,
     finalSoftcap: null,
-    rope: { theta, headDim, scaling: await ropeScaling(file, arch, theta, headDim, num('context_length', 0)) },
+    rope: { theta, headDim, scaling },
     ropeLocal: null,
     maxPositions: num('context_length', 32768),
     // GGUF keeps no sliding-window setting for qwen2 (llama.cpp runs it with full attention too)
@@ -151,12 +231,88 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
     eosTokenIds: eos === null ? [] : [eos],
     savedDtype: null,
   };
+  if (family === 'gemma3') return { ...base, ...gemma3Fields(file, num, base) };
+  if (family === 'qwen3_5') return { ...base, ...qwen35Fields(file, num, base, rotary) };
+  return base;
+}
+
+/** Gemma 3 as llama.cpp's llama_model_gemma3 reads it: what the file leaves out is hard-coded there. */
+function gemma3Fields(file: GgufFile, num: Num, c: DecoderConfig): Partial<DecoderConfig> {
+  const { hidden, heads, headDim, layers } = c;
+  const window = num('attention.sliding_window', 0);
+  if (Array.isArray(meta(file, 'gemma3.attention.sliding_window_pattern'))) {
+    throw new UnsupportedFeature(`${file.name}: gemma3.attention.sliding_window_pattern is a per-layer array; llama.cpp's gemma3 reads one period`);
+  }
+  // the converter writes no pattern: llama.cpp's default period 6 makes every 6th layer global (set_swa_pattern)
+  const period = num('attention.sliding_window_pattern', 6);
+  const cap = num('final_logit_softcapping', 0);
+  return {
+    qkNorm: true,
+    sandwichNorms: true,
+    mlpAct: 'gelu_tanh',
+    embedScale: Math.sqrt(hidden),
+    // query_pre_attn_scalar is not in the file: llama.cpp scales by 1/√head_dim, or 1/√(hidden/heads) for the
+    // 62-layer 27B (both what the released configs say)
+    attnScale: (layers === 62 ? Math.floor(hidden / heads) : headDim) ** -0.5,
+    finalSoftcap: cap ? f32Decimal(cap) : null,
+    // the local layers rotate with their own base (default 10000) and no scaling
+    ropeLocal: window > 0 ? { theta: f32Decimal(num('rope.freq_base_swa', 10000)), headDim, scaling: null } : null,
+    slidingWindow: window > 0 ? window : null,
+    windowLayers: Array.from({ length: layers }, (_, i) => window > 0 && (period === 0 || i % period < period - 1)),
+  };
+}
+
+/** Qwen3.5 as llama.cpp's llama_model_qwen35 reads it (ssm.* keys for the Gated DeltaNet). */
+function qwen35Fields(file: GgufFile, num: Num, c: DecoderConfig, rotary: number): Partial<DecoderConfig> {
+  const { layers, headDim } = c;
+  const d: DeltaNetConfig = {
+    keyHeads: num('ssm.group_count'), valueHeads: num('ssm.time_step_rank'), keyDim: num('ssm.state_size'),
+    valueDim: num('ssm.inner_size') / num('ssm.time_step_rank'), convKernel: num('ssm.conv_kernel'),
+  };
+  if (!Number.isInteger(d.valueDim) || d.valueHeads % d.keyHeads) {
+    throw new CorruptCheckpoint(`${file.name}: qwen35.ssm.inner_size ${d.valueDim * d.valueHeads} and time_step_rank ${d.valueHeads} ` +
+      `(value heads) do not fit group_count ${d.keyHeads} (key heads); convert the model again`);
+  }
+  let linearLayers: boolean[];
+  const rec = meta(file, 'qwen35.attention.recurrent_layers');
+  if (Array.isArray(rec)) {
+    if (rec.length < layers) throw new CorruptCheckpoint(`${file.name}: qwen35.attention.recurrent_layers lists ${rec.length} layers, block_count says ${layers}`);
+    linearLayers = rec.slice(0, layers).map((v) => Number(v) !== 0);
+  } else {
+    const every = num('full_attention_interval', 4);
+    if (!Number.isInteger(every) || every < 1) throw new CorruptCheckpoint(`${file.name}: qwen35.full_attention_interval must be a positive integer, got ${every}`);
+    linearLayers = Array.from({ length: layers }, (_, i) => (i + 1) % every !== 0);
+  }
+  checkTextRope(file, rotary);
+  const partial = rotary / headDim;
+  const rope: RopeConfig = { ...c.rope, partialRotaryFactor: partial, ...(Math.trunc(headDim * partial) === rotary ? {} : { rotaryDim: rotary }) };
+  return { qkNorm: true, attnOutputGate: true, deltaNet: d, linearLayers, rope };
+}
+
+/**
+ * qwen35 rotates with ggml's interleaved multi-axis rope: rotary pair i takes its position from the axis that
+ * rope.dimension_sections gives its sector. For text llama.cpp sets the first three axes to the token position
+ * and the fourth to 0, so the rope is the plain one exactly when no rotated pair falls on the fourth axis.
+ */
+function checkTextRope(file: GgufFile, rotary: number) {
+  const raw = meta(file, 'qwen35.rope.dimension_sections');
+  if (!Array.isArray(raw)) return;
+  const s = Array.from({ length: 4 }, (_, i) => Number(raw[i] ?? 0));
+  const total = s.reduce((a, b) => a + b, 0);
+  for (let i = 0; i < rotary / 2; i++) {
+    const sector = total > 0 ? i % total : 0;
+    const axis = [0, 1, 2].find((a) => sector % 3 === a && sector < 3 * s[a]);
+    if (axis === undefined) {
+      throw new UnsupportedFeature(`${file.name}: qwen35.rope.dimension_sections [${s.join(', ')}] put rotary pair ${i} on the fourth ` +
+        'axis, which llama.cpp rotates by position 0 for text; this engine rotates every pair by the token position');
+    }
+  }
 }
 
 async function ropeScaling(file: GgufFile, arch: string, theta: number, headDim: number, ctx: number): Promise<RopeScaling | null> {
   const type = meta(file, `${arch}.rope.scaling.type`);
   const factor = meta(file, `${arch}.rope.scaling.factor`);
-  if (type === 'linear' && typeof factor === 'number') return { rope_type: 'linear', factor };
+  if (type === 'linear' && typeof factor === 'number') return { rope_type: 'linear', factor: f32Decimal(factor) };
   if (type !== undefined && type !== 'none' && type !== 'linear') {
     throw new UnsupportedFeature(`${file.name}: rope scaling type ${JSON.stringify(type)} is not supported (default, linear and llama3 are)`);
   }
@@ -189,14 +345,51 @@ function llama3Divisor(freq: number, s: RopeScaling): number {
   return 1 / ((1 - smooth) / factor + smooth);
 }
 
-/** Serves Hugging Face tensor names from a GGUF file, in storage dtypes, with llama's q/k rows restored. */
+/**
+ * A qwen35 DeltaNet tensor (`part` of linear_attn) back in Hugging Face's layout: the value heads in grouped order,
+ * conv1d [C, 1, K], A_log from ssm_a. A tensor of an unexpected size is left as read for the loader's shape check.
+ */
+function deltaNetTensor(t: StorageTensor, part: string, d: DeltaNetConfig, file: string): StorageTensor {
+  const { keyHeads: nk, valueHeads: nv, keyDim: dk, valueDim: dv } = d;
+  const qk = 2 * nk * dk;
+  if (part === 'conv1d' && t.shape.length === 2) t = { ...t, shape: [t.shape[0], 1, t.shape[1]] };
+  if (part === 'A_log') {
+    const a = decode(t.dtype, t.bytes, t.shape);
+    if (!a.every((v) => v < 0)) throw new CorruptCheckpoint(`${file}: ssm_a must hold −exp(A_log) < 0, as convert_hf_to_gguf.py writes it; convert the model again`);
+    t = { dtype: 'f32', shape: t.shape, bytes: new Uint8Array(Float32Array.from(a, (v) => Math.log(-v)).buffer) };
+  }
+  if (nv === nk) return t;
+  const at = (h: number) => vHeadAt(h, nk, nv);
+  const head = (i: number, size: number) => at(Math.floor(i / size)) * size + (i % size);
+  const rows = t.shape[0];
+  switch (part) {
+    case 'in_proj_qkv':
+    case 'conv1d':
+      return rows === qk + nv * dv ? moveRows(t, (r) => (r < qk ? r : qk + head(r - qk, dv))) : t;
+    case 'in_proj_z':
+      return rows === nv * dv ? moveRows(t, (r) => head(r, dv)) : t;
+    case 'in_proj_b':
+    case 'in_proj_a':
+    case 'A_log':
+    case 'dt_bias':
+      return rows === nv ? moveRows(t, at) : t;
+    case 'out_proj':
+      return t.shape[1] === nv * dv ? moveCols(t, (c) => head(c, dv)) : t;
+    default:
+      return t;
+  }
+}
+
+/** Serves Hugging Face tensor names from a GGUF file, in storage dtypes, with llama.cpp's layout changes undone. */
 export function ggufWeightSource(file: GgufFile, config: DecoderConfig): WeightSource {
   const names = new Set(file.tensors.map((t) => t.name));
-  const map = (n: string) => ggufTensorName(n);
+  const map = (n: string) => ggufTensorName(n, config.family);
   const readStorage = async (name: string): Promise<StorageTensor> => {
     const g = map(name);
     if (!g || !names.has(g)) throw new CorruptCheckpoint(`${file.name} has no tensor "${g ?? name}" (${name}); the file is incomplete or belongs to another model`);
     const t = await readGgufTensor(file, g);
+    const dn = /\.linear_attn\.(\w+?)(?:\.weight)?$/.exec(name);
+    if (dn && config.deltaNet) return deltaNetTensor(t, dn[1], config.deltaNet, file.name);
     const m = /\.(attn_q|attn_k)\.(weight|bias)$/.exec(g);
     if (config.family !== 'llama' || !m) return t;
     const nHead = m[1] === 'attn_q' ? config.heads : config.kvHeads;

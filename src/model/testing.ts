@@ -299,18 +299,42 @@ export function scaledError(a: ArrayLike<number>, b: ArrayLike<number>): number 
   return a.length !== b.length || Number.isNaN(diff) ? Infinity : diff / peak;
 }
 
-/** The GGUF metadata llama.cpp's converter writes for a decoder config (architecture `arch`, default the family). */
-export function ggufMetadata(c: DecoderConfig, arch: string = c.family): GgufKv[] {
+/**
+ * The GGUF metadata llama.cpp's convert_hf_to_gguf.py writes for a decoder config (architecture `arch`: the family,
+ * or qwen35 for Qwen3.5), from its set_gguf_parameters: LlamaModel's keys for llama/qwen2/qwen3/mistral, Gemma3Model's
+ * (no rope.dimension_count; the local rope base; the window but not its pattern), Qwen3NextModel's ssm.* keys and
+ * the Qwen3.5 mixins' default rope.dimension_sections.
+ */
+export function ggufMetadata(c: DecoderConfig, arch: string = c.family === 'qwen3_5' ? 'qwen35' : c.family): GgufKv[] {
   const u32 = (k: string, value: number): GgufKv => ({ key: `${arch}.${k}`, type: 'u32', value });
-  return [
+  const f32 = (k: string, value: number): GgufKv => ({ key: `${arch}.${k}`, type: 'f32', value });
+  const kv: GgufKv[] = [
     { key: 'general.architecture', type: 'str', value: arch },
     u32('context_length', c.maxPositions), u32('embedding_length', c.hidden), u32('block_count', c.layers),
     u32('feed_forward_length', c.intermediate), u32('attention.head_count', c.heads), u32('attention.head_count_kv', c.kvHeads),
-    u32('attention.key_length', c.headDim), u32('attention.value_length', c.headDim), u32('rope.dimension_count', c.headDim),
-    { key: `${arch}.rope.freq_base`, type: 'f32', value: c.rope.theta },
-    { key: `${arch}.attention.layer_norm_rms_epsilon`, type: 'f32', value: c.rmsEps },
-    { key: 'tokenizer.ggml.tokens', type: 'arr_str', value: Array.from({ length: c.vocabSize }, (_, i) => `t${i}`) },
-    { key: 'tokenizer.ggml.bos_token_id', type: 'u32', value: c.bosTokenId! },
-    { key: 'tokenizer.ggml.eos_token_id', type: 'u32', value: c.eosTokenIds[0]! },
+    u32('attention.key_length', c.headDim), u32('attention.value_length', c.headDim),
+    f32('rope.freq_base', c.rope.theta), f32('attention.layer_norm_rms_epsilon', c.rmsEps),
   ];
+  if (c.family === 'gemma3') {
+    const s = c.rope.scaling;
+    if (s && (s.rope_type ?? s.type) === 'linear') kv.push({ key: `${arch}.rope.scaling.type`, type: 'str', value: 'linear' }, f32('rope.scaling.factor', s.factor!));
+    if (c.ropeLocal) kv.push(f32('rope.freq_base_swa', c.ropeLocal.theta));
+    if (c.slidingWindow !== null && c.windowLayers.some(Boolean)) kv.push(u32('attention.sliding_window', c.slidingWindow));
+    if (c.finalSoftcap !== null) kv.push(f32('final_logit_softcapping', c.finalSoftcap));
+  } else if (c.family === 'qwen3_5') {
+    const d = c.deltaNet!;
+    kv.push(
+      u32('ssm.conv_kernel', d.convKernel), u32('ssm.state_size', d.keyDim), u32('ssm.group_count', d.keyHeads),
+      u32('ssm.time_step_rank', d.valueHeads), u32('ssm.inner_size', d.valueDim * d.valueHeads),
+      u32('full_attention_interval', c.linearLayers.indexOf(false) + 1 || 4),
+      u32('rope.dimension_count', Math.trunc(c.headDim * (c.rope.partialRotaryFactor ?? 0.25))),
+      { key: `${arch}.rope.dimension_sections`, type: 'arr_i32', value: [11, 11, 10, 0] },
+    );
+  } else {
+    kv.push(u32('rope.dimension_count', c.headDim));
+  }
+  kv.push({ key: 'tokenizer.ggml.tokens', type: 'arr_str', value: Array.from({ length: c.vocabSize }, (_, i) => `t${i}`) });
+  if (c.bosTokenId !== null) kv.push({ key: 'tokenizer.ggml.bos_token_id', type: 'u32', value: c.bosTokenId });
+  if (c.eosTokenIds.length) kv.push({ key: 'tokenizer.ggml.eos_token_id', type: 'u32', value: c.eosTokenIds[0] });
+  return kv;
 }

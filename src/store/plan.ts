@@ -112,7 +112,7 @@ export async function planGgufModel(url: string, fetcher: typeof fetch): Promise
   const tensors: PlanTensor[] = [];
   let weightsBytes = 0;
   for (const s of weightSpecs(config)) {
-    const t = byName.get(ggufTensorName(s.name) ?? '');
+    const t = byName.get(ggufTensorName(s.name, config.family) ?? '');
     // a tensor the file lacks fails the load with its name; the plan counts it at f32
     tensors.push({ name: s.name, kind: s.kind, shape: s.shape, dtype: t ? t.dtype : 'f32', typeName: t?.typeName ?? 'missing' });
     weightsBytes += t?.byteLength ?? 0;
