@@ -3,37 +3,57 @@
  * (--style, --ckpt_override KEY=PATH, --num_recursive_rounds, --latent_length, --temperature, --top_p,
  * --top_k, --seed, --max_new_tokens) so that upstream commands translate.
  */
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { InvalidArgument } from '../errors';
+import { stripThink } from '../mas/answer';
 import { ask, type AskOptions } from '../mas/run';
 import { DumpWriter } from '../mas/dump';
-import { detectTask, loadPromptSet, type PromptSet, type TaskKind } from '../mas/prompts';
+import { DEFAULT_PROMPTS, detectTask, loadPromptSet, type PromptSet, type TaskKind } from '../mas/prompts';
 import { DEFAULT_STYLE, defaultLatentSteps, getStyle } from '../mas/styles';
-import { loadSystem } from '../mas/system';
+import { loadSystem, type MasSystem } from '../mas/system';
 import { materializeOverrides } from '../store/bundle-node';
 import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
 import type { SamplingOptions } from '../model/generate';
 import type { Backend } from '../tensor/backend';
+import type { Tokenizer } from '../tokenizer';
+import { parseQuestionsFile, reasoningPrompts, type CustomQuestion } from './custom';
 
-export const ASK_USAGE = `  rmas ask --question TEXT [--style STYLE] [--ckpt_override ROLE=PATH ...] [--num_recursive_rounds R]
-           [--latent_length M] [--greedy | --temperature T --top_p P --top_k K --seed S] [--max_new_tokens N]
-           [--mode latent|text] [--task math|choice|code] [--fn_name NAME] [--prompts FILE.json] [--no_ans]
-           [--backend webgpu|cpu|cuda [--devices 0,1,…]] [--dump DIR] [--json]
+export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --questions_file FILE) [--style STYLE] [--ckpt_override ROLE=PATH ...]
+           [--num_recursive_rounds R] [--latent_length M] [--greedy | --temperature T --top_p P --top_k K --seed S]
+           [--max_new_tokens N] [--mode latent|text] [--task math|reasoning|choice|code] [--fn_name NAME] [--prompts FILE.json]
+           [--no_ans] [--output_jsonl OUT] [--backend webgpu|cpu|cuda [--devices 0,1,…] | --device cuda|cpu|cuda:N]
+           [--enable_thinking 0|1] [--batch_size 8] [--trust_remote_code 1] [--dtype auto] [--dump DIR] [--json]
       styles: tiny_sequential (the default: the tiny system shipped in models/tiny/system, with its own
       prompts; RMAS_TINY_SYSTEM=DIR loads another copy), sequential_light, sequential_scaled, mixture,
       distillation, deliberation. ROLE is a role of the style or "outer"; roles not overridden come from
       the package (tiny_sequential) or the Hugging Face cache (RecursiveMAS repos). A role's PATH is its
-      model folder (model files + inner links), or a folder or .zip bundle of its inner link alone (a
-      train-inner save_dir, a playground export), the role keeping the style's model; outer=PATH also
+      model folder (model files + inner links; a train-inner save_dir is one), or a folder or .zip bundle of
+      its inner link alone (a playground export), the role keeping the style's model; outer=PATH also
       takes a .zip bundle. --prompts replaces the style's prompts. Defaults as upstream: 3 rounds, 32
       latent steps, temperature 0.6 (0.2 for code), top_p 0.95, top_k from the final agent's
       generation_config.json, seed 42; max_new_tokens 64 for tiny_sequential. --json prints {answer, text,
-      tokens, seconds, rounds}; --dump DIR writes manifest.json and one safetensors file per stage.
-      Deliberation's search tool reads its key from TAVILY_API_KEY (never written anywhere).`;
+      tokens, seconds, rounds} (a line per question); --dump DIR writes manifest.json and one safetensors
+      file per stage (DIR/<index>/ with several questions).
+      As upstream's run_custom.py: -q is --question and may be repeated; --questions_file reads .txt (a question
+      per line, or per blank-line-separated block), .json (a list of strings or of objects with "question",
+      or {"questions": [...]}) or .jsonl (a string or such an object per line); the system is loaded once and
+      the questions asked in turn; --output_jsonl OUT gets one --json record per question with its index and
+      question (written to OUT.partial as they come, renamed to OUT at the end). --task reasoning: open-ended
+      questions (math's context and links, plan/outline prompts, a natural-language answer in the format the
+      question asks for), no answer retry and no extraction: answer is the whole text.
+      --device is upstream's spelling of --backend (cuda:N = --backend cuda --devices N); --enable_thinking is the
+      chat template's variable (0, upstream's default, renders Qwen3's empty think block). --batch_size is accepted
+      (upstream's default 8) but questions run one at a time; --trust_remote_code is accepted and changes nothing:
+      no code from a model repository is ever run; --dtype auto (upstream's) is what the engine does, other dtypes
+      only tune PyTorch. Deliberation's search tool reads its key from TAVILY_API_KEY (never written anywhere).`;
 
 export interface AskArgs {
   style?: string;
-  question?: string;
+  /** One question, or several (-q repeated). */
+  question?: string | readonly string[];
+  questions_file?: string;
+  output_jsonl?: string;
   ckpt_override?: readonly string[];
   num_recursive_rounds?: string;
   latent_length?: string;
@@ -50,6 +70,12 @@ export interface AskArgs {
   no_ans?: boolean;
   dump?: string;
   json?: boolean;
+  enable_thinking?: string;
+  batch_size?: string;
+  trust_remote_code?: string;
+  dtype?: string;
+  /** Read by the command line (cli.ts) into --backend and --devices. */
+  device?: string;
 }
 
 export class AskUsageError extends Error {
@@ -107,21 +133,84 @@ export function defaultMaxNewTokens(style: string, task: TaskKind): number {
   return style === 'sequential_light' && task === 'math' ? 1000 : 2000;
 }
 
+/** Upstream's 0|1 flags (argparse type=int, choices [0, 1]); `def` when absent. */
+export function flag01(flag: string, v: string | undefined, def: boolean, usage: (m: string) => Error): boolean {
+  if (v === undefined) return def;
+  if (v !== '0' && v !== '1') throw usage(`--${flag} ${v}: expected 0 or 1`);
+  return v === '1';
+}
+
+/**
+ * The flags run.py and run_custom.py take that this engine has no use for, checked as upstream checks them:
+ * --batch_size (questions run one at a time; said once when N > 1 is given), --trust_remote_code (no code
+ * from a repository is ever run), --dtype (auto is what the engine does; others only tune PyTorch), and
+ * --enable_thinking, which is honoured (thinkingTokenizer).
+ */
+export function upstreamFlags(a: { batch_size?: string; trust_remote_code?: string; dtype?: string; enable_thinking?: string },
+  usage: (m: string) => Error, err: (s: string) => void): { batchSize: number; thinking: boolean } {
+  const batchSize = numberFlag('batch_size', a.batch_size, true, 1, usage) ?? 8;
+  if (a.batch_size !== undefined && batchSize > 1) err(`note: --batch_size ${batchSize}: questions run one at a time here (no batched decoding yet)\n`);
+  flag01('trust_remote_code', a.trust_remote_code, true, usage);
+  if (a.dtype !== undefined && !['auto', 'float32', 'float16', 'bfloat16'].includes(a.dtype)) throw usage(`--dtype ${a.dtype}: expected auto, float32, float16 or bfloat16`);
+  if (a.dtype !== undefined && a.dtype !== 'auto') err(`note: --dtype ${a.dtype} only tunes PyTorch; here weights are read as stored and the engine computes in f32 (upstream's auto)\n`);
+  return { batchSize, thinking: flag01('enable_thinking', a.enable_thinking, false, usage) };
+}
+
+/**
+ * `tok` with the chat template's `enable_thinking` set to `on` wherever a render sets it (the engine renders
+ * with it false, upstream's --enable_thinking 0, and falls back to a render without it for templates that
+ * reject it). `tok` itself for false.
+ */
+export function thinkingTokenizer(tok: Tokenizer, on: boolean): Tokenizer {
+  if (!on) return tok;
+  const t = Object.create(tok) as Tokenizer;
+  t.applyChatTemplate = (messages, opts = {}) =>
+    tok.applyChatTemplate(messages, opts.kwargs && 'enable_thinking' in opts.kwargs ? { ...opts, kwargs: { ...opts.kwargs, enable_thinking: true } } : opts);
+  return t;
+}
+
+/** Every agent of `system` renders its chats with `enable_thinking` on. */
+export function thinkAll(system: MasSystem, on: boolean): void {
+  for (const agent of system.agents.values()) agent.tokenizer = thinkingTokenizer(agent.tokenizer, on);
+}
+
+/** The questions of -q/--question (in order) and then of --questions_file. */
+function questionsOf(a: AskArgs): CustomQuestion[] {
+  const given = a.question === undefined ? [] : typeof a.question === 'string' ? [a.question] : [...a.question];
+  const out: CustomQuestion[] = given.map((q) => ({ question: q.trim() })).filter((q) => q.question !== '');
+  if (a.questions_file) {
+    let text: string;
+    try {
+      text = readFileSync(a.questions_file, 'utf8');
+    } catch (e) {
+      throw new InvalidArgument(`--questions_file ${a.questions_file}: cannot read it (${(e as Error).message})`);
+    }
+    out.push(...parseQuestionsFile(text, a.questions_file));
+  }
+  return out;
+}
+
 /**
  * `place`, when given, opens a backend for each role (--devices over several GPUs); without it every role
- * runs on `backend`.
+ * runs on `backend`. Several questions (-q repeated, --questions_file) are asked in turn through one system.
  */
 export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void,
   place?: (roles: readonly string[]) => Promise<Record<string, Backend>>) {
-  if (!a.question) throw new AskUsageError('--question is required');
+  const usage = (m: string) => new AskUsageError(m);
+  const questions = questionsOf(a);
+  if (!questions.length) {
+    throw new AskUsageError(a.questions_file ? `--questions_file ${a.questions_file} holds no question` : '--question (-q) or --questions_file is required');
+  }
   const style = getStyle(a.style ?? DEFAULT_STYLE);
   const mode = a.mode ?? 'latent';
   if (mode !== 'latent' && mode !== 'text') throw new AskUsageError(`--mode ${mode}: expected latent or text`);
-  if (a.task !== undefined && !['math', 'choice', 'code'].includes(a.task)) throw new AskUsageError(`--task ${a.task}: expected math, choice or code`);
-  const task = (a.task as TaskKind | undefined) ?? detectTask(a.question);
+  if (a.task !== undefined && !['math', 'reasoning', 'choice', 'code'].includes(a.task)) throw new AskUsageError(`--task ${a.task}: expected math, reasoning, choice or code`);
+  const reasoning = a.task === 'reasoning';
+  // reasoning questions run as math ones (upstream maps the task to math500's loaders and links) with their own prompts
+  const taskOf = (q: string): TaskKind => (reasoning ? 'math' : (a.task as TaskKind | undefined) ?? detectTask(q));
   const rounds = num(a, 'num_recursive_rounds', true, 1) ?? 3;
   const latentSteps = num(a, 'latent_length', true, 1) ?? defaultLatentSteps(style);
-  const maxNewTokens = num(a, 'max_new_tokens', true, 1) ?? defaultMaxNewTokens(style.name, task);
+  const maxNewTokensFlag = num(a, 'max_new_tokens', true, 1);
   const temperature = num(a, 'temperature', false, 0);
   const topP = num(a, 'top_p', false, 0);
   const topK = num(a, 'top_k', true, -1);
@@ -129,37 +218,56 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   if (a.greedy && [temperature, topP, topK, seed].some((x) => x !== undefined)) {
     throw new AskUsageError('--greedy does not combine with --temperature, --top_p, --top_k or --seed');
   }
-  const sampling: SamplingOptions = a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: seed ?? 42 }, task);
-  const prompts = a.prompts ? readPrompts(a.prompts) : undefined;
+  const { thinking } = upstreamFlags(a, usage, err);
+  const samplingOf = (task: TaskKind): SamplingOptions => (a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: seed ?? 42 }, task));
+  const given = a.prompts ? readPrompts(a.prompts) : undefined;
+  const partial = a.output_jsonl ? `${a.output_jsonl}.partial` : null;
   const be = await backend();
   const placement = place ? await place(style.roles.map((r) => r.key)) : undefined;
   const t0 = performance.now();
+  const firstTask = taskOf(questions[0]!.question);
   const system = await loadSystem(style.name, {
-    backend: be, ...(placement ? { placement } : {}), ckptOverride: await materializeOverrides(overrides(a.ckpt_override)), task, links: mode === 'latent', onProgress: (s) => err(`${s}\n`),
-    stylePrompts: !prompts,
+    backend: be, ...(placement ? { placement } : {}), ckptOverride: await materializeOverrides(overrides(a.ckpt_override)), task: firstTask,
+    links: mode === 'latent', onProgress: (s) => err(`${s}\n`), stylePrompts: !given,
   });
   try {
+    thinkAll(system, thinking);
+    const prompts = reasoning ? reasoningPrompts(given ?? system.prompts ?? DEFAULT_PROMPTS) : given;
     err(`loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${mode} mode, ${rounds} round(s)` +
-      `${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, task ${task}${system.adapterTask ? ` (${system.adapterTask} links)` : ''}\n`);
-    const dump = a.dump ? await DumpWriter.create(a.dump) : null;
-    const opts: AskOptions = {
-      question: a.question, task, rounds, latentSteps, mode, sampling, maxNewTokens,
-      answerRetry: !a.no_ans,
-      ...(a.fn_name ? { fnName: a.fn_name } : {}),
-      ...(prompts ? { prompts } : {}),
-      ...(style.tools ? { tools: { python: nodePythonRunner(), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) } } : {}),
-      onStage: async (r) => {
-        err(`round ${r.round + 1} ${r.role}: ${r.generatedIds ? `${r.generatedIds.length} tokens` : `${r.hidden?.shape[0] ?? 0} latent steps → ${r.linksOut.join(', ')}`} ` +
-          `(${r.seconds.toFixed(2)} s)\n`);
-        await dump?.stage(r);
-      },
-    };
-    const r = await ask(system, opts);
-    if (a.json) {
-      out(`${JSON.stringify({ answer: r.answer, text: r.text, tokens: r.tokens, seconds: Number(r.seconds.toFixed(3)), rounds: r.rounds })}\n`);
-    } else {
-      out(`${r.text}\n`);
-      err(`answer: ${r.answer}\n${r.tokens} tokens, ${r.latentSteps} latent steps, ${r.seconds.toFixed(2)} s${r.retried ? ' (answer retry ran)' : ''}\n`);
+      `${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, task ${reasoning ? 'reasoning' : firstTask}${system.adapterTask ? ` (${system.adapterTask} links)` : ''}` +
+      `${questions.length > 1 ? `; ${questions.length} questions` : ''}${thinking ? '; thinking on' : ''}\n`);
+    if (partial) writeFileSync(partial, '');
+    const tools = style.tools ? { python: nodePythonRunner(), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) } : undefined;
+    for (const [index, q] of questions.entries()) {
+      const task = taskOf(q.question);
+      if (questions.length > 1) err(`question ${index + 1}/${questions.length}\n`);
+      const dump = a.dump ? await DumpWriter.create(questions.length > 1 ? join(a.dump, String(index)) : a.dump) : null;
+      const fnName = q.fnName ?? a.fn_name;
+      const opts: AskOptions = {
+        question: q.question, task, rounds, latentSteps, mode, sampling: samplingOf(task), maxNewTokens: maxNewTokensFlag ?? defaultMaxNewTokens(style.name, task),
+        answerRetry: !a.no_ans && !reasoning,
+        ...(fnName ? { fnName } : {}),
+        ...(prompts ? { prompts } : {}),
+        ...(tools ? { tools } : {}),
+        onStage: async (r) => {
+          err(`round ${r.round + 1} ${r.role}: ${r.generatedIds ? `${r.generatedIds.length} tokens` : `${r.hidden?.shape[0] ?? 0} latent steps → ${r.linksOut.join(', ')}`} ` +
+            `(${r.seconds.toFixed(2)} s)\n`);
+          await dump?.stage(r);
+        },
+      };
+      const r = await ask(system, opts);
+      const record = { answer: reasoning ? stripThink(r.text).trim() : r.answer, text: r.text, tokens: r.tokens, seconds: Number(r.seconds.toFixed(3)), rounds: r.rounds };
+      if (a.json) {
+        out(`${JSON.stringify(record)}\n`);
+      } else {
+        out(`${r.text}\n`);
+        err(`answer: ${record.answer}\n${r.tokens} tokens, ${r.latentSteps} latent steps, ${r.seconds.toFixed(2)} s${r.retried ? ' (answer retry ran)' : ''}\n`);
+      }
+      if (partial) appendFileSync(partial, `${JSON.stringify({ index, question: q.question, ...record })}\n`);
+    }
+    if (partial) {
+      renameSync(partial, a.output_jsonl!);
+      err(`wrote ${questions.length} record(s) to ${a.output_jsonl}\n`);
     }
   } finally {
     system.dispose();

@@ -42,6 +42,7 @@ ${CONVERT_USAGE}
   rmas healthcheck [--level 1|2|3] [--json]
       1: dependencies (python3 for code benchmarks a warning) and styles; 2: + a test allocation on cpu, webgpu and cuda; 3: + Hugging Face reachability (hub and datasets rows API);
       exit 1 when a required check fails (an unavailable webgpu or cuda is a warning)
+  --device cuda|cpu|cuda:N (forward, generate, ask, run) is upstream's spelling of --backend cuda|cpu [--devices N]
   --backend defaults to webgpu when an adapter is found, else cpu; cuda needs an NVIDIA GPU and the addon
       (npm run build:cuda). With --backend cuda, --devices 0,1,… picks the GPUs: forward, generate and
       train-inner use one; ask, run and train-outer place the roles over them in role order (role i on the
@@ -69,7 +70,13 @@ const OPTIONS = {
   seed: { type: 'string' },
   // rmas ask (upstream run.py spellings)
   style: { type: 'string' },
-  question: { type: 'string' },
+  question: { type: 'string', short: 'q', multiple: true },
+  questions_file: { type: 'string' },
+  output_jsonl: { type: 'string' },
+  device: { type: 'string' },
+  enable_thinking: { type: 'string' },
+  batch_size: { type: 'string' },
+  trust_remote_code: { type: 'string' },
   ckpt_override: { type: 'string', multiple: true },
   num_recursive_rounds: { type: 'string' },
   latent_length: { type: 'string' },
@@ -108,6 +115,27 @@ function number(a: Args, k: 'max-new-tokens' | 'temperature' | 'top-p' | 'top-k'
     throw new UsageError(`--${k} ${v}: expected ${integer ? 'an integer' : 'a number'}`);
   }
   return n;
+}
+
+/**
+ * Upstream's --device (run.py, run_custom.py): `cuda`, `cpu` or `cuda:N`, spelled here as --backend and
+ * --devices. The values of --backend and --devices to use; a --backend or --devices that says otherwise is
+ * a usage error naming both.
+ */
+export function deviceFlag(v: { device?: string; backend?: string; devices?: string }, usage: (m: string) => Error): { backend?: string; devices?: string } {
+  const { device, backend, devices } = v;
+  if (device === undefined) return { backend, devices };
+  const m = /^(cuda|cpu)(?::(\d+))?$/.exec(device.trim());
+  if (!m || (m[1] === 'cpu' && m[2] !== undefined)) throw usage(`--device ${device}: expected cuda, cpu or cuda:N (upstream's spelling; --backend webgpu for WebGPU)`);
+  const be = m[1]!;
+  if (backend !== undefined && backend !== be) throw usage(`--device ${device} asks for the ${be} backend but --backend is ${backend}; give one of them`);
+  if (m[2] !== undefined) {
+    if (devices !== undefined && devices.split(',').map((x) => x.trim()).join(',') !== String(Number(m[2]))) {
+      throw usage(`--device ${device} picks CUDA device ${Number(m[2])} but --devices is ${devices}; give one of them`);
+    }
+    return { backend: be, devices: String(Number(m[2])) };
+  }
+  return { backend: be, devices };
 }
 
 function only(a: Args, cmd: string, allowed: (keyof Args)[]) {
@@ -176,7 +204,7 @@ async function readEmbeds(path: string, hidden: number, backend: Backend) {
 const f32 = (a: Float32Array, shape: number[]) => ({ dtype: 'F32' as const, shape, bytes: new Uint8Array(a.buffer, a.byteOffset, a.byteLength) });
 
 async function forwardCmd(a: Args, backend: () => Promise<Backend>) {
-  only(a, 'forward', ['model', 'ids', 'embeds', 'out', 'backend', 'devices']);
+  only(a, 'forward', ['model', 'ids', 'embeds', 'out', 'backend', 'devices', 'device']);
   const dir = need(a, 'model');
   const out = need(a, 'out');
   if ((a.ids === undefined) === (a.embeds === undefined)) throw new UsageError('give exactly one of --ids and --embeds');
@@ -194,7 +222,7 @@ async function forwardCmd(a: Args, backend: () => Promise<Backend>) {
 }
 
 async function generateCmd(a: Args, backend: () => Promise<Backend>) {
-  only(a, 'generate', ['model', 'prompt', 'chat', 'max-new-tokens', 'greedy', 'temperature', 'top-p', 'top-k', 'seed', 'backend', 'devices']);
+  only(a, 'generate', ['model', 'prompt', 'chat', 'max-new-tokens', 'greedy', 'temperature', 'top-p', 'top-k', 'seed', 'backend', 'devices', 'device']);
   const dir = need(a, 'model');
   const prompt = need(a, 'prompt');
   const maxNewTokens = number(a, 'max-new-tokens', true) ?? 128;
@@ -302,6 +330,7 @@ export async function main(argv: string[]): Promise<number> {
       const usage = (m: string) => new RunUsageError(m);
       const r = commandArgs(argv, RUN_OPTIONS, usage);
       if (!r) return 0;
+      Object.assign(r.values, deviceFlag(r.values, usage));
       devices = parseDevices(r.values.devices, r.values.backend, usage);
       await runCmd(r.values, () => backend(r.values.backend), (s) => process.stdout.write(s), (s) => process.stderr.write(s), place());
       return 0;
@@ -328,7 +357,10 @@ export async function main(argv: string[]): Promise<number> {
     const [cmd, ...rest] = positionals;
     if (rest.length) throw new UsageError(`unexpected argument ${rest[0]}`);
     const usage = (m: string) => new UsageError(m);
-    if (cmd === 'forward' || cmd === 'generate' || cmd === 'ask') devices = parseDevices(a.devices, a.backend, usage);
+    if (cmd === 'forward' || cmd === 'generate' || cmd === 'ask') {
+      Object.assign(a, deviceFlag(a, usage));
+      devices = parseDevices(a.devices, a.backend, usage);
+    }
     if (cmd === 'forward') {
       oneDevice(usage);
       await forwardCmd(a, () => backend(a.backend));
@@ -336,8 +368,9 @@ export async function main(argv: string[]): Promise<number> {
       oneDevice(usage);
       await generateCmd(a, () => backend(a.backend));
     } else if (cmd === 'ask') {
-      only(a, 'ask', ['style', 'question', 'ckpt_override', 'num_recursive_rounds', 'latent_length', 'greedy', 'temperature', 'top_p', 'top_k',
-        'seed', 'max_new_tokens', 'mode', 'task', 'fn_name', 'prompts', 'no_ans', 'backend', 'devices', 'dump', 'json']);
+      only(a, 'ask', ['style', 'question', 'questions_file', 'output_jsonl', 'ckpt_override', 'num_recursive_rounds', 'latent_length', 'greedy', 'temperature',
+        'top_p', 'top_k', 'seed', 'max_new_tokens', 'mode', 'task', 'fn_name', 'prompts', 'no_ans', 'backend', 'devices', 'device', 'dump', 'json',
+        'enable_thinking', 'batch_size', 'trust_remote_code', 'dtype']);
       await askCmd(a as AskArgs, () => backend(a.backend), (s) => process.stdout.write(s), (s) => process.stderr.write(s), place());
     }
     else if (cmd === 'healthcheck') return await healthcheckCmd(a);

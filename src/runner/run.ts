@@ -4,7 +4,10 @@
  * --temperature, --top_p, --top_k, --num_samples, --num_rollouts, --ckpt_override, --result_jsonl,
  * --mbppplus_timeout_s, --mbppplus_num_prompt_tests, --lcb_use_private_tests). Prints `accuracy=X%` (and
  * `pass@k=Y%` with several rollouts) as upstream's modules do. --result_jsonl is written one question at a
- * time, after a config line; --resume continues such a file with the same settings.
+ * time, after a config line; --resume continues such a file with the same settings. run.py's other flags are
+ * taken too: --batch_size (recorded; questions run one at a time), --trust_remote_code, --device (cli.ts),
+ * --tavily_keys_file and --tavily_sentinel_file; and those it always passes to its modules: --dtype auto,
+ * --enable_thinking 0, --do_sample, --ans.
  */
 import { appendFileSync, existsSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
 import { InvalidArgument } from '../errors';
@@ -14,11 +17,11 @@ import { evaluate, type SampleRecord } from '../eval/run';
 import type { TaskKind } from '../mas/prompts';
 import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
 import { loadSystem } from '../mas/system';
-import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
+import { nodePythonRunner, parseTavilyKeys, tavilySearchRunner, type ToolRunners } from '../mas/tools';
 import type { SamplingOptions } from '../model/generate';
 import { materializeOverrides } from '../store/bundle-node';
 import type { Backend } from '../tensor/backend';
-import { numberFlag, overrides, readPrompts, upstreamSampling } from './ask';
+import { numberFlag, overrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask';
 
 const s = { type: 'string' } as const;
 const b = { type: 'boolean' } as const;
@@ -27,14 +30,18 @@ export const RUN_OPTIONS = {
   style: s, dataset: s, dataset_file: s, dataset_split: s, cache_dir: s, seed: s, sample_seed: s, num_recursive_rounds: s, latent_length: s,
   greedy: b, temperature: s, top_p: s, top_k: s, num_samples: s, num_rollouts: s, max_new_tokens: s, mode: s, ckpt_override: { type: 'string', multiple: true },
   prompts: s, no_ans: b, result_jsonl: s, resume: b, mbppplus_timeout_s: s, mbppplus_num_prompt_tests: s, lcb_use_private_tests: s,
-  backend: s, devices: s, json: b, help: { type: 'boolean', short: 'h' },
+  backend: s, devices: s, device: s, json: b, help: { type: 'boolean', short: 'h' },
+  // run.py's remaining flags, and those it always passes to its modules
+  batch_size: s, trust_remote_code: s, tavily_keys_file: s, tavily_sentinel_file: s, dtype: s, enable_thinking: s, do_sample: b, ans: b,
 } as const;
 
 export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.join('|')}|FILE.json[l] [--dataset_file FILE] [--dataset_split S]
            [--num_samples N] [--num_rollouts K] [--seed 42] [--sample_seed S] [--num_recursive_rounds 3] [--latent_length M]
            [--greedy | --temperature T --top_p 0.95 --top_k -1] [--max_new_tokens N] [--mode latent|text] [--ckpt_override ROLE=PATH ...]
            [--prompts FILE.json] [--no_ans] [--result_jsonl FILE [--resume]] [--mbppplus_timeout_s 10] [--mbppplus_num_prompt_tests 3]
-           [--lcb_use_private_tests 1] [--cache_dir DIR] [--backend webgpu|cpu|cuda [--devices 0,1,…]] [--json]
+           [--lcb_use_private_tests 1] [--cache_dir DIR] [--backend webgpu|cpu|cuda [--devices 0,1,…] | --device cuda|cpu|cuda:N] [--json]
+           [--batch_size 8] [--trust_remote_code 1] [--tavily_keys_file FILE [--tavily_sentinel_file FILE]]
+           [--dtype auto] [--enable_thinking 0|1] [--do_sample] [--ans]
       asks each question of the benchmark (the first N with --num_samples) and scores it as upstream does; prints accuracy=X%
       (and pass@k=Y% with K rollouts: K final decodes from the same latents, seeds sample_seed + i·K + r). Benchmarks come from
       the Hugging Face rows API (HF_TOKEN for gated GPQA; cached under --cache_dir) or --dataset_file (needed by medqa,
@@ -42,7 +49,19 @@ export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.j
       search QA is scored by exact match); a plain FILE is MedQA-style choice when its rows have options, else math.
       Defaults as upstream: temperature 0.6 (0.2 for code), latent steps and max new tokens per style and dataset,
       10 rollouts for AIME.
-      --result_jsonl writes a config line, one record per question as it is scored and a summary; --resume continues it`;
+      --result_jsonl writes a config line, one record per question as it is scored and a summary; --resume continues it
+      Upstream's run.py flags: --batch_size N is recorded in the config line, but questions run one at a time (no
+      batched decoding yet); --trust_remote_code 0|1 is accepted and changes nothing: no code from a model repository
+      is ever run; --device cuda|cpu|cuda:N is --backend cuda|cpu (with --devices N). --tavily_keys_file FILE: the
+      deliberation search tool's Tavily keys, one per line (blank lines and # comments skipped; without it
+      TAVILY_API_KEY): a key refused for auth or quota (HTTP 401, 403, 429, 432, 433, or a 4xx whose body says usage
+      limit) is skipped for the rest of the run and the search goes to the next; keys are never printed or written,
+      messages say "key 2 of 3". --tavily_sentinel_file FILE: upstream documents only that it is written when all
+      Tavily keys are exhausted; read so here: written then, with one line saying when and why (no key), for a caller
+      to stop on, while the run goes on with search off (upstream's contents and whether its run stops are unknown).
+      What run.py always passes: --dtype auto (the engine reads weights as stored; other dtypes only tune PyTorch),
+      --enable_thinking 0 (1 sets the chat templates' enable_thinking), --do_sample (sampling, the default; not with
+      --greedy), --ans (the answer retry, the default; not with --no_ans)`;
 
 export class RunUsageError extends Error {
   override name = 'UsageError';
@@ -69,8 +88,38 @@ export function benchmarkMaxNewTokens(style: string, dataset: BenchmarkName | nu
   return 4000;
 }
 
-/** The settings a resumed file must share with the run that continues it. */
+/** The settings a resumed file must share with the run that continues it (UNCHECKED ones excepted). */
 type RunConfig = Record<string, string | number | boolean | null>;
+/** Config entries recorded but not compared on --resume: they do not change what a question gets. */
+const UNCHECKED = new Set(['type', 'batch_size']);
+
+/**
+ * The deliberation search tool of --tavily_keys_file (else TAVILY_API_KEY): keys rotated on auth and quota
+ * errors; --tavily_sentinel_file written when every key is gone. Messages name keys by position only.
+ */
+export function searchTool(a: Pick<RunArgs, 'tavily_keys_file' | 'tavily_sentinel_file'>, err: (s: string) => void, opts: { url?: string; env?: NodeJS.ProcessEnv } = {}): ToolRunners['search'] {
+  const env = opts.env ?? process.env;
+  if (a.tavily_sentinel_file && !a.tavily_keys_file) err('note: --tavily_sentinel_file is written when the keys of --tavily_keys_file are exhausted; without a keys file it is not used\n');
+  if (!a.tavily_keys_file) return tavilySearchRunner({ apiKey: env.TAVILY_API_KEY, ...(opts.url ? { url: opts.url } : {}) });
+  let text: string;
+  try {
+    text = readFileSync(a.tavily_keys_file, 'utf8');
+  } catch (e) {
+    throw new InvalidArgument(`--tavily_keys_file ${a.tavily_keys_file}: cannot read it (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+  const keys = parseTavilyKeys(text);
+  if (!keys.length) throw new InvalidArgument(`--tavily_keys_file ${a.tavily_keys_file} holds no key (one per line; blank lines and # comments are skipped)`);
+  err(`search: ${keys.length} Tavily key(s) from ${a.tavily_keys_file}\n`);
+  const sentinel = a.tavily_sentinel_file;
+  return tavilySearchRunner({
+    keys, ...(opts.url ? { url: opts.url } : {}),
+    onKeyEvent: (m) => err(`search: ${m}\n`),
+    onExhausted: (m) => {
+      err(`search: ${m}; web search is off for the rest of the run${sentinel ? `; wrote ${sentinel}` : ''}\n`);
+      if (sentinel) writeFileSync(sentinel, `${new Date().toISOString()} ${m} (${a.tavily_keys_file})\n`);
+    },
+  });
+}
 
 /** A result file's config and records; `keep` is the byte length to cut it to when its last line was half written. */
 function readResults(path: string): { config: RunConfig | null; done: Map<number, SampleRecord>; keep: number | null } {
@@ -118,6 +167,11 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   if (a.greedy && [temperature, topP, topK, a.sample_seed].some((x) => x !== undefined)) {
     throw new RunUsageError('--greedy does not combine with --temperature, --top_p, --top_k or --sample_seed');
   }
+  if (a.greedy && a.do_sample) throw new RunUsageError('--do_sample (sampling, the default) and --greedy contradict each other; give one');
+  if (a.no_ans && a.ans) throw new RunUsageError('--ans (the answer retry, the default) and --no_ans contradict each other; give one');
+  const { batchSize, thinking } = upstreamFlags(a, (m) => new RunUsageError(m), err);
+  if ((a.tavily_keys_file || a.tavily_sentinel_file) && !style.tools) err(`note: --tavily_keys_file is for deliberation's search tool; ${style.name} has no tools\n`);
+  const search = style.tools ? searchTool(a, err) : null;
   const mbppTimeout = num(a, 'mbppplus_timeout_s', false, 0.001) ?? 10;
   const promptTests = num(a, 'mbppplus_num_prompt_tests', true, 0) ?? 3;
   const privateTests = (num(a, 'lcb_use_private_tests', true, 0) ?? 1) !== 0;
@@ -138,6 +192,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     type: 'config', style: style.name, dataset: a.dataset, dataset_file: a.dataset_file ?? null, dataset_split: a.dataset_split ?? null, seed,
     sampling: JSON.stringify(sampling), num_recursive_rounds: rounds, latent_length: latentSteps, max_new_tokens: maxNewTokens, mode,
     num_rollouts: k, answer_retry: !a.no_ans, prompts: a.prompts ?? null, ckpt_override: (a.ckpt_override ?? []).join(' ') || null,
+    enable_thinking: thinking, batch_size: batchSize,
   };
 
   let done = new Map<number, SampleRecord>();
@@ -146,7 +201,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     if (!a.resume) throw new InvalidArgument(`--result_jsonl ${file} exists; pass --resume to continue it, or name another file (it was not changed)`);
     const prev = readResults(file);
     for (const [key, v] of Object.entries(prev.config ?? {})) {
-      if (key !== 'type' && v !== config[key]) {
+      if (!UNCHECKED.has(key) && v !== config[key]) {
         throw new InvalidArgument(`--resume ${file}: it was run with ${key} = ${JSON.stringify(v)}, this run has ${JSON.stringify(config[key])}; use the same settings (the file was not changed)`);
       }
     }
@@ -170,6 +225,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     links: mode === 'latent', onProgress: (m) => err(`${m}\n`), stylePrompts: !prompts,
   });
   try {
+    thinkAll(system, thinking);
     err(`loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${items.length} questions of ${name ?? a.dataset}, ${mode} mode, ` +
       `${rounds} round(s)${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, ${k} rollout(s), max ${maxNewTokens} new tokens\n`);
     let right = [...done.values()].filter((r) => r.sample_idx < items.length && r.correct).length;
@@ -177,7 +233,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     const { summary } = await evaluate(system, items, {
       rounds, latentSteps, mode, maxNewTokens, sampling, rollouts: k, answerRetry: !a.no_ans, done,
       ...(prompts ? { prompts } : {}), mbppTimeoutMs: mbppTimeout * 1000,
-      ...(style.tools ? { tools: { python: nodePythonRunner(), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) } } : {}),
+      ...(search ? { tools: { python: nodePythonRunner(), search } } : {}),
       onSample: (rec) => {
         seen++;
         if (rec.correct) right++;

@@ -25,12 +25,24 @@ export const TRAIN_OPTIONS = {
   style: s, outer_lr: s, outer_type: s, num_recursive_rounds: s, max_latent_tokens: s, supervise_final_only: s, non_last_loss_weight: s, init_outer: s, outer_latents: s,
   agent1_model_name_or_path: s, agent2_model_name_or_path: s, agent3_model_name_or_path: s, agent4_model_name_or_path: s,
   agent1_inner_aligner_path: s, agent2_inner_aligner_path: s, agent3_inner_aligner_path: s, agent4_inner_aligner_path: s,
+  // train_outer.py's role-named spellings of the agentN flags (distillation, deliberation)
+  expert_model_name_or_path: s, learner_model_name_or_path: s, expert_inner_aligner_path: s, learner_inner_aligner_path: s,
+  reflector_model_name_or_path: s, toolcaller_model_name_or_path: s, reflector_inner_aligner_path: s, toolcaller_inner_aligner_path: s,
+  // chat template: the enable_thinking variable (0 as upstream trains)
+  enable_thinking: s,
   // PyTorch-only: accepted, no effect
-  dtype: s, adapter_dtype: s, outer_dtype: s, gradient_checkpointing: s, trust_remote_code: s, enable_thinking: s, report_to: s, bf16: b,
+  dtype: s, adapter_dtype: s, outer_dtype: s, gradient_checkpointing: s, trust_remote_code: s, report_to: s, bf16: b,
   help: { type: 'boolean', short: 'h' },
 } as const;
 
 export const NO_EFFECT = ['dtype', 'adapter_dtype', 'outer_dtype', 'trust_remote_code', 'report_to', 'bf16'] as const;
+
+/**
+ * Roles whose upstream train_outer.py command names them (--expert_model_name_or_path,
+ * --reflector_inner_aligner_path, …): aliases of --agentN_* with N the role's place in the style's order.
+ */
+export const ROLE_FLAG_ROLES = ['expert', 'learner', 'reflector', 'toolcaller'] as const;
+export const ROLE_FLAG_SUFFIXES = ['model_name_or_path', 'inner_aligner_path'] as const;
 
 export type TrainArgs = ReturnType<typeof parseArgs<{ options: typeof TRAIN_OPTIONS; allowPositionals: true }>>['values'];
 
@@ -41,10 +53,17 @@ export const TRAIN_USAGE = `  rmas train-inner --model_name_or_path DIR --mas_de
                    --save_dir DIR [--outer_lr 5e-4] [--outer_type outer_ln_res_adapter] [--num_recursive_rounds 3]
                    [--max_latent_tokens 80] [--supervise_final_only 1] [--non_last_loss_weight 0.1] [--init_outer DIR]
                    [--max_length 4096] [--outer_latents teacher|rollout]
+      train-outer also takes upstream's role-named spellings: distillation --expert_model_name_or_path,
+      --learner_model_name_or_path, --expert_inner_aligner_path, --learner_inner_aligner_path (agent1, agent2);
+      deliberation --reflector_* and --toolcaller_* (agent1, agent2); giving one with its agentN flag is an error
       both: [--batch_size 2] [--grad_accum_steps 1] [--max_steps 20000 | --num_train_epochs N] [--lr_scheduler_type cosine]
             [--warmup_steps 10] [--max_grad_norm 1.0] [--weight_decay 0.0] [--seed 42] [--shuffle 1] [--save_steps 1000]
             [--resume DIR] [--log_jsonl FILE] [--dump_batches DIR] [--dataset_json_field data] [--dataset_split train]
             [--cache_dir DIR] [--prompts FILE.json] [--backend webgpu|cpu|cuda [--devices 0,1,…]] [--gradient_checkpointing 0|1|auto|ROLE,…]
+            [--enable_thinking 0|1] (the chat template's enable_thinking variable; 0, upstream's, renders Qwen3's empty think block)
+      train-inner's --save_dir (and each checkpoint-N) is a whole role folder, as upstream's save_pretrained leaves it:
+      the link files beside the model's config.json, generation_config.json, tokenizer files and weights, hard-linked
+      from --model_name_or_path on the same filesystem, else copied (train_args.json says which)
       --init_adapter, --agentN_inner_aligner_path, --init_outer and --resume also take a .zip checkpoint bundle
       agents are numbered in the style's role order (sequential: planner, critic, solver; mixture: math, code,
       science, summarizer; distillation: expert, learner; deliberation: reflector, toolcaller)

@@ -4,7 +4,7 @@
  * optional per-step JSONL log and batch dumps, and saves checkpoints into --save_dir (periodic ones in
  * checkpoint-<step>/, the last one at the top, upstream's layout).
  */
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -21,6 +21,7 @@ import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { latestCheckpoint, loadCheckpoint, saveCheckpoint, type TrainerState } from '../train/checkpoint';
 import { canonicalRole, loadRows, type RowSource } from '../train/data';
+import { placeModelFiles, type PlacedModel } from '../train/model-files';
 import { createInnerJob, createOuterJob, type TrainJob } from '../train/jobs';
 import { initialState, trainLoop, type LoopOptions, type StepEvent } from '../train/loop';
 import { formatBytes, planPlacedMemory, weightParamCount } from '../train/memory';
@@ -28,7 +29,8 @@ import { outerStepForwards, type OuterAgent, type OuterLossOptions, type OuterSa
 import { parseSchedulerType } from '../train/schedule';
 import { nodeStore } from '../train/store';
 import { materialize } from '../store/bundle-node';
-import { NO_EFFECT, type TrainArgs } from './train-args';
+import { thinkingTokenizer } from './ask';
+import { NO_EFFECT, ROLE_FLAG_ROLES, ROLE_FLAG_SUFFIXES, type TrainArgs } from './train-args';
 
 export class TrainUsageError extends Error {
   override name = 'UsageError';
@@ -199,13 +201,38 @@ export function progressLine(e: StepEvent): string {
 }
 
 /**
+ * train_outer.py's role-named flags (--expert_model_name_or_path, --reflector_inner_aligner_path, …) as the
+ * --agentN_* flags of the role's place in the style's order; both spellings of one flag is a usage error.
+ */
+export function agentFlags(a: TrainArgs, style: StyleSpec): TrainArgs {
+  const out: Record<string, unknown> = { ...a };
+  for (const role of ROLE_FLAG_ROLES) {
+    for (const suffix of ROLE_FLAG_SUFFIXES) {
+      const alias = `${role}_${suffix}`;
+      const v = out[alias];
+      if (v === undefined) continue;
+      const i = style.roles.findIndex((r) => r.key === role);
+      if (i < 0) {
+        throw new TrainUsageError(`--${alias} names the role ${role}, which style ${style.name} does not have; its roles are ` +
+          `${style.roles.map((r, k) => `${r.key} (--agent${k + 1}_${suffix})`).join(', ')}`);
+      }
+      const agent = `agent${i + 1}_${suffix}`;
+      if (out[agent] !== undefined) throw new TrainUsageError(`--${alias} and --${agent} are the same flag (${role} is agent ${i + 1} of ${style.name}); give one of them`);
+      out[agent] = v;
+      delete out[alias];
+    }
+  }
+  return out as TrainArgs;
+}
+
+/**
  * `place`, when given (train-outer with --devices over several GPUs), opens a backend for each role: its
  * agent, its inner link and the outer links it sends live there. Without it everything runs on `backend`.
  */
 export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: () => Promise<Backend>, io: TrainIO,
   place?: (roles: readonly string[]) => Promise<Record<string, Backend>>): Promise<void> {
   for (const k of NO_EFFECT) if (a[k] !== undefined) io.err(`note: --${k} only tunes PyTorch; it has no effect here (links train in f32)\n`);
-  if (a.enable_thinking !== undefined && flag01(a, 'enable_thinking', false)) throw new TrainUsageError('--enable_thinking 1 is not supported: upstream trains with thinking off');
+  const thinking = flag01(a, 'enable_thinking', false);
   const saveDir = a.save_dir ?? a.output_dir;
   if (!saveDir) throw new TrainUsageError('--save_dir is required');
   const task = taskOf(a);
@@ -217,6 +244,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
   const optimizer = { weightDecay: num(a, 'weight_decay', 0, { min: 0 }), maxGradNorm: num(a, 'max_grad_norm', 1, { min: 0 }) || Infinity };
   const scheduler = parseSchedulerType(a.lr_scheduler_type ?? 'cosine');
   const style = styleFor(kind === 'inner' ? (a.mas_design ?? a.style ?? need(a, 'mas_design')) : need(a, 'style'));
+  if (kind === 'outer') a = agentFlags(a, style);
   // an embedded style's own prompts unless --prompts replaces them
   const prompts = a.prompts ? loadPromptSet((await import('node:fs')).readFileSync(a.prompts, 'utf8'))
     : style.embedded ? await loadEmbeddedPrompts(style, await embeddedRoot(style)) : undefined;
@@ -227,6 +255,8 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
   const be = await backend();
   let job: TrainJob;
   let manifests: Record<string, unknown>;
+  /** train-inner: the model folder whose files make each saved folder a whole role repository. */
+  let modelDir: string | null = null;
   const disposers: (() => void)[] = [];
   try {
     if (kind === 'inner') {
@@ -235,7 +265,8 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       const dir = await modelArg(a, 'model_name_or_path', '--model_name_or_path', style, role);
       const decoder = await loadDecoderFromDir(dir, be, { what: '--model_name_or_path' });
       disposers.push(() => decoder.dispose());
-      const tokenizer = await loadTokenizerFromDir(dir);
+      const tokenizer = thinkingTokenizer(await loadTokenizerFromDir(dir), thinking);
+      modelDir = dir;
       const type = a.adapter_type ?? 'ln_res_adapter';
       const d = decoder.config.hidden;
       const link = a.init_adapter
@@ -263,7 +294,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
           d: decoder.config.hidden, name: `${r.key} inner link`,
         }).freeze();
         disposers.push(() => inner.dispose());
-        agents.set(r.key, { decoder, inner, tokenizer: await loadTokenizerFromDir(dir) });
+        agents.set(r.key, { decoder, inner, tokenizer: thinkingTokenizer(await loadTokenizerFromDir(dir), thinking) });
       }
       const outerType = a.outer_type ?? 'outer_ln_res_adapter';
       const outer = new Map<string, OuterLink>();
@@ -297,7 +328,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
         'outerlink_config.json': m.outerlinkConfig,
         'outer_adapter_config.json': {
           ...m.outerAdapterConfig, mas_shape: style.shape, mas_task: task, num_recursive_rounds: rounds, supervise_final_only: superviseFinalOnly ? 1 : 0,
-          non_last_loss_weight: nonLastLossWeight, enable_thinking: 0,
+          non_last_loss_weight: nonLastLossWeight, enable_thinking: thinking ? 1 : 0,
           ...Object.fromEntries(style.roles.flatMap((_, i) => [[`agent${i + 1}_model_name_or_path`, a[`agent${i + 1}_model_name_or_path` as keyof TrainArgs]], [`agent${i + 1}_inner_aligner_path`, a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] ?? null]])),
         },
       };
@@ -329,6 +360,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     if (a.dump_batches) await mkdir(a.dump_batches, { recursive: true });
     if (a.log_jsonl) await mkdir(join(a.log_jsonl, '..'), { recursive: true });
 
+    let lastPlaced: PlacedModel | null = null;
     const final = await trainLoop(job.size, loopOpts, {
       optimizer: job.optimizer,
       runBatch: (idx, scale) => job.runBatch(idx, scale),
@@ -346,12 +378,23 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
         }
       },
       save: async (s, last) => {
-        await saveCheckpoint(store, last ? '.' : `checkpoint-${s.step}`, { kind, links: job.links, optimizerT: job.optimizer.t, state: s, args, manifests });
+        const dir = last ? '.' : `checkpoint-${s.step}`;
+        // the model files first (placed, never rewritten), the checkpoint's own commit last
+        let placed: PlacedModel | null = null;
+        if (modelDir !== null) {
+          mkdirSync(join(saveDir, dir), { recursive: true });
+          placed = placeModelFiles(modelDir, join(saveDir, dir));
+        }
+        if (placed && last) lastPlaced = placed;
+        const saved = placed ? { ...args, model_files: placed } : args;
+        await saveCheckpoint(store, dir, { kind, links: job.links, optimizerT: job.optimizer.t, state: s, args: saved, manifests });
       },
     }, state);
     if (io.tty) io.err('\n');
     const skippedText = Object.entries(final.skipped).map(([k, v]) => `${k} ${v}`).join(', ');
-    io.err(`done: ${final.step} steps${skippedText ? `, skipped samples: ${skippedText}` : ''}; saved to ${saveDir}\n`);
+    const lp = lastPlaced as PlacedModel | null; // assigned in save()
+    io.err(`done: ${final.step} steps${skippedText ? `, skipped samples: ${skippedText}` : ''}; saved to ${saveDir}` +
+      `${lp ? ` with the model files of ${lp.source} (${lp.method})` : ''}\n`);
     io.out(`${JSON.stringify({ steps: final.step, save_dir: saveDir, skipped: final.skipped, dropped: job.dropped })}\n`);
   } finally {
     for (const d of disposers.reverse()) d();

@@ -47,7 +47,7 @@ describe('rmas ask (child process)', () => {
     const usage = await rmas('ask', '--style', 'mixture', '--question', 'q', '--num_recursive_rounds', 'two');
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('--num_recursive_rounds two: expected an integer');
-    expect(usage.stderr).toContain('rmas ask --question TEXT [--style STYLE]');
+    expect(usage.stderr).toContain('rmas ask (--question TEXT | -q TEXT ... | --questions_file FILE) [--style STYLE]');
     expect(usage.stderr).toContain('styles: tiny_sequential (the default');
   });
 });

@@ -57,7 +57,9 @@ describe('rmas train-inner', () => {
     const save = join(tmp, 'inner');
     const r = await train('inner', innerArgs(save, { save_steps: '2', log_jsonl: join(tmp, 'inner.jsonl'), dump_batches: join(tmp, 'inner-dump') }));
     expect(r.error).toBeNull();
-    expect(readdirSync(save).sort()).toEqual(['adapter.pt', 'adapter.safetensors', 'adapter_config.json', 'checkpoint-2', 'optimizer.safetensors', 'train_args.json', 'trainer_state.json']);
+    // the link files beside the model's own files (a whole role folder; test/train/save-dir.test.ts checks them)
+    expect(readdirSync(save).sort()).toEqual(['adapter.pt', 'adapter.safetensors', 'adapter_config.json', 'checkpoint-2', 'config.json', 'generation_config.json',
+      'model.safetensors', 'optimizer.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'train_args.json', 'trainer_state.json']);
     expect(JSON.parse(readFileSync(join(save, 'adapter_config.json'), 'utf8'))).toEqual({ adapter_type: 'ln_res_adapter' });
     const args = JSON.parse(readFileSync(join(save, 'train_args.json'), 'utf8')) as Record<string, unknown>;
     expect([args.command, args.mas_role, args.adapter_lr]).toEqual(['train-inner', 'planner', '1e-2']);
@@ -114,7 +116,7 @@ describe('rmas train-inner', () => {
     expect((await train('inner', innerArgs(join(tmp, 'x'), { mas_role: 'poet' }))).error?.message).toMatch(/no trainable role 'poet'.*planner, critic, solver/);
     expect((await train('inner', { ...innerArgs(join(tmp, 'x')), save_dir: undefined })).error?.name).toBe('UsageError');
     expect((await train('inner', innerArgs(join(tmp, 'x'), { dataset_name: join(tmp, 'nope.json') }))).error?.name).toBe('InvalidArgument');
-    expect((await train('inner', innerArgs(join(tmp, 'x'), { enable_thinking: '1' }))).error?.message).toContain('--enable_thinking 1 is not supported');
+    expect((await train('inner', innerArgs(join(tmp, 'x'), { enable_thinking: '2' }))).error?.message).toContain('--enable_thinking 2: expected 0 or 1');
     expect((await train('inner', innerArgs(join(tmp, 'x'), { model_name_or_path: join(tmp, 'no-model') }))).error?.name).toBe('MissingCheckpoint');
   });
 });
