@@ -20,7 +20,7 @@ import { loadTokenizerFromDir } from '../tokenizer';
 import { ASK_USAGE, AskUsageError, askCmd, type AskArgs } from './ask';
 import { CONVERT_USAGE, ConvertUsageError, convertCmd } from './convert';
 import { openPlacement, parseDevices } from './devices';
-import { formatReport, healthcheck } from './healthcheck';
+import { formatReport, healthcheck, healthLevel } from './healthcheck';
 import { PLAN_MEMORY_USAGE, PlanMemoryUsageError, planMemoryCmd } from './plan-memory';
 import { RUN_OPTIONS, RUN_USAGE, RunUsageError, runCmd } from './run';
 import { TrainUsageError, trainCmd } from './train';
@@ -39,8 +39,9 @@ ${RUN_USAGE}
 ${TRAIN_USAGE}
 ${PLAN_MEMORY_USAGE}
 ${CONVERT_USAGE}
-  rmas healthcheck [--level 1|2|3] [--json]
-      1: dependencies (python3 for code benchmarks a warning) and styles; 2: + a test allocation on cpu, webgpu and cuda; 3: + Hugging Face reachability (hub and datasets rows API);
+  rmas healthcheck [--level 1|2|3 (default 3, as upstream)] [--json]
+      1: dependencies (python3 for code benchmarks a warning), styles and the models in the Hugging Face cache; 2: + a test allocation on
+      cpu, webgpu and cuda; 3: + the files of RecursiveMAS/Sequential-Light-Outerlinks and the datasets rows API (a warning offline);
       exit 1 when a required check fails (an unavailable webgpu or cuda is a warning)
   --device cuda|cpu|cuda:N (forward, generate, ask, run) is upstream's spelling of --backend cuda|cpu [--devices N]
   --backend defaults to webgpu when an adapter is found, else cpu; cuda needs an NVIDIA GPU and the addon
@@ -268,15 +269,14 @@ async function generateCmd(a: Args, backend: () => Promise<Backend>) {
 
 async function healthcheckCmd(a: Args): Promise<number> {
   only(a, 'healthcheck', ['level', 'json']);
-  const level = Number(a.level ?? '1');
-  if (level !== 1 && level !== 2 && level !== 3) throw new UsageError(`--level ${a.level}: expected 1, 2 or 3`);
+  const level = healthLevel(a.level);
+  if (level === null) throw new UsageError(`--level ${a.level}: expected 1, 2 or 3`);
   const report = await healthcheck(level, {
     webgpu: async () => {
       const backend = await WebGpuBackend.create();
       return { backend, close: () => backend.ctx.destroy() };
     },
     cuda: () => CudaBackend.create(),
-    head: async (url, timeoutMs) => (await fetch(url, { method: 'HEAD', signal: AbortSignal.timeout(timeoutMs) })).status,
   });
   process.stdout.write(a.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report));
   return report.ok ? 0 : 1;
