@@ -153,3 +153,63 @@ describe('rmas run', () => {
     }, 120_000);
   }
 });
+
+describe('rmas run with the LLM judge (rows that ask for it)', () => {
+  const judged = join(dir, 'judged.jsonl');
+  writeFileSync(judged, rows.slice(0, 2).map((r) => JSON.stringify({ ...r, judge: true })).join('\n') + '\n');
+  const KEY = 'sk-judge-test-secret';
+  const saved = { API_KEY: process.env.API_KEY, API_BASE_URL: process.env.API_BASE_URL, API_MODEL: process.env.API_MODEL };
+  const restore = () => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  };
+  afterAll(restore);
+  const flags = { style: 'tiny_sequential', dataset: judged, greedy: true, num_recursive_rounds: '1', latent_length: '4' };
+
+  it('without API_KEY, API_BASE_URL and API_MODEL it stops naming them, before any model loads; --no_judge scores by exact match', async () => {
+    for (const k of Object.keys(saved)) delete process.env[k];
+    let loads = 0;
+    const backend = async () => (loads++, new CpuBackend('f32'));
+    await expect(runCmd(flags, backend, () => {}, () => {})).rejects.toMatchObject({ name: 'InvalidArgument', message: expect.stringMatching(/API_KEY/) });
+    expect(loads).toBe(0);
+    let out = '';
+    await runCmd({ ...flags, no_judge: true }, backend, (x) => (out += x), () => {});
+    expect(out).toMatch(/^accuracy=\d+\.\d\d%\n$/);
+  }, 120_000);
+
+  it('the judge decides, exact match is kept beside it, and the key is written nowhere', async () => {
+    const { createServer } = await import('node:http');
+    const seen: { auth: string | undefined; model: string }[] = [];
+    const server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        seen.push({ auth: req.headers.authorization, model: (JSON.parse(body) as { model: string }).model });
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ choices: [{ message: { role: 'assistant', content: 'CORRECT' } }] }));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as { port: number };
+    Object.assign(process.env, { API_KEY: KEY, API_BASE_URL: `http://127.0.0.1:${port}/v1`, API_MODEL: 'judge-1' });
+    const file = join(dir, 'judged-results.jsonl');
+    let out = '';
+    let log = '';
+    try {
+      await runCmd({ ...flags, result_jsonl: file }, async () => new CpuBackend('f32'), (x) => (out += x), (x) => (log += x));
+    } finally {
+      server.close();
+      restore();
+    }
+    const recs = lines(file) as unknown as (SampleRecord & { type: string })[];
+    const samples = recs.filter((x) => x.type === 'sample');
+    expect(samples.map((x) => [x.correct, x.judge?.verdict, x.judge?.model])).toEqual([[true, 'CORRECT', 'judge-1'], [true, 'CORRECT', 'judge-1']]);
+    const em = samples.filter((x) => x.em).length;
+    expect(out).toBe(`accuracy=100.00%\nem=${((100 * em) / 2).toFixed(2)}%\n`);
+    expect(seen).toEqual([{ auth: `Bearer ${KEY}`, model: 'judge-1' }, { auth: `Bearer ${KEY}`, model: 'judge-1' }]);
+    expect((recs[0] as unknown as { judge_model: string }).judge_model).toBe('judge-1');
+    for (const text of [out, log, readFileSync(file, 'utf8')]) expect(text).not.toContain(KEY);
+  }, 120_000);
+});

@@ -393,6 +393,8 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
             mode: req.mode, rounds: req.rounds ?? 3, latentSteps: req.latentSteps ?? defaultLatentSteps(l.system.style),
             maxNewTokens: req.maxNewTokens ?? (l.system.style.embedded ? 64 : 512), answerRetry: req.answerRetry ?? true,
             sampling: req.sampling?.greedy ? { greedy: true } : { ...req.sampling }, signal,
+            // a tab holds no API key: open-ended answers are scored by exact match (rmas run asks the LLM judge)
+            judge: 'off',
             onSample: async (rec, index, total) => {
               s.emit({
                 type: 'sample', index, total, record: {

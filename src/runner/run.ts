@@ -13,7 +13,7 @@ import { appendFileSync, existsSync, readFileSync, truncateSync, writeFileSync }
 import { InvalidArgument } from '../errors';
 import { BENCHMARK_NAMES, loadBenchmark, type BenchmarkName } from '../eval/datasets';
 import { paperAccuracy } from '../eval/paper';
-import { evaluate, type SampleRecord } from '../eval/run';
+import { accuracyLines, evaluate, runJudge, type SampleRecord } from '../eval/run';
 import type { TaskKind } from '../mas/prompts';
 import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
 import { loadSystem } from '../mas/system';
@@ -29,7 +29,7 @@ const b = { type: 'boolean' } as const;
 export const RUN_OPTIONS = {
   style: s, dataset: s, dataset_file: s, dataset_split: s, cache_dir: s, seed: s, sample_seed: s, num_recursive_rounds: s, latent_length: s,
   greedy: b, temperature: s, top_p: s, top_k: s, num_samples: s, num_rollouts: s, max_new_tokens: s, mode: s, ckpt_override: { type: 'string', multiple: true },
-  prompts: s, no_ans: b, result_jsonl: s, resume: b, mbppplus_timeout_s: s, mbppplus_num_prompt_tests: s, lcb_use_private_tests: s,
+  prompts: s, no_ans: b, no_judge: b, result_jsonl: s, resume: b, mbppplus_timeout_s: s, mbppplus_num_prompt_tests: s, lcb_use_private_tests: s,
   backend: s, devices: s, device: s, json: b, help: { type: 'boolean', short: 'h' },
   // run.py's remaining flags, and those it always passes to its modules
   batch_size: s, trust_remote_code: s, tavily_keys_file: s, tavily_sentinel_file: s, dtype: s, enable_thinking: s, do_sample: b, ans: b,
@@ -46,7 +46,9 @@ export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.j
       (and pass@k=Y% with K rollouts: K final decodes from the same latents, seeds sample_seed + i·K + r). Benchmarks come from
       the Hugging Face rows API (HF_TOKEN for gated GPQA; cached under --cache_dir) or --dataset_file (needed by medqa,
       upstream's inference/dataset/medqa.json, and by aime25, aime26, bamboogle, hotpotqa, whose loaders are unpublished;
-      search QA is scored by exact match); a plain FILE is MedQA-style choice when its rows have options, else math.
+      search QA (and rows with "judge": true) is scored by an LLM judge as upstream: an OpenAI-compatible endpoint set by
+      API_KEY, API_BASE_URL and API_MODEL, exact match kept beside its verdict (--no_judge: exact match only); a plain
+      FILE is MedQA-style choice when its rows have options, else math.
       Defaults as upstream: temperature 0.6 (0.2 for code), latent steps and max new tokens per style and dataset,
       10 rollouts for AIME.
       --result_jsonl writes a config line, one record per question as it is scored and a summary; --resume continues it
@@ -184,6 +186,8 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   });
   const items = limit < 0 ? all : all.slice(0, limit);
   if (!items.length) throw new InvalidArgument(`--dataset ${a.dataset} gave no questions${limit === 0 ? ' (--num_samples 0)' : ''}`);
+  // the judge's settings are checked before any model loads (a missing API_KEY stops the run at once)
+  const judge = a.no_judge ? null : runJudge(items, { env: process.env, log: (l) => err(`${l}\n`) });
   const task: TaskKind = items[0]!.task;
   const latentSteps = num(a, 'latent_length', true, 1) ?? recommendedLatentSteps(style, name);
   const maxNewTokens = num(a, 'max_new_tokens', true, 1) ?? benchmarkMaxNewTokens(style.name, name);
@@ -192,7 +196,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     type: 'config', style: style.name, dataset: a.dataset, dataset_file: a.dataset_file ?? null, dataset_split: a.dataset_split ?? null, seed,
     sampling: JSON.stringify(sampling), num_recursive_rounds: rounds, latent_length: latentSteps, max_new_tokens: maxNewTokens, mode,
     num_rollouts: k, answer_retry: !a.no_ans, prompts: a.prompts ?? null, ckpt_override: (a.ckpt_override ?? []).join(' ') || null,
-    enable_thinking: thinking, batch_size: batchSize,
+    enable_thinking: thinking, batch_size: batchSize, judge_model: judge?.model ?? null,
   };
 
   let done = new Map<number, SampleRecord>();
@@ -231,7 +235,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     let right = [...done.values()].filter((r) => r.sample_idx < items.length && r.correct).length;
     let seen = [...done.keys()].filter((i) => i < items.length).length;
     const { summary } = await evaluate(system, items, {
-      rounds, latentSteps, mode, maxNewTokens, sampling, rollouts: k, answerRetry: !a.no_ans, done,
+      rounds, latentSteps, mode, maxNewTokens, sampling, rollouts: k, answerRetry: !a.no_ans, done, judge: judge ?? 'off',
       ...(prompts ? { prompts } : {}), mbppTimeoutMs: mbppTimeout * 1000,
       ...(search ? { tools: { python: nodePythonRunner(), search } } : {}),
       onSample: (rec) => {
@@ -239,7 +243,8 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
         if (rec.correct) right++;
         if (file) appendFileSync(file, `${JSON.stringify(rec)}\n`);
         const pred = (rec.pred_answer_parsed ?? (rec.pred_code_parsed ? 'code' : 'none')).replace(/\s+/g, ' ').slice(0, 40);
-        err(`[${seen}/${items.length}] question ${rec.sample_idx}: ${rec.correct ? 'right' : 'wrong'} (${pred}${rec.gold !== null ? ` vs ${rec.gold.slice(0, 40)}` : ''}); ` +
+        const by = rec.judge ? ` by the judge${rec.judge.verdict === null ? ' (malformed reply: exact match)' : ''}` : '';
+        err(`[${seen}/${items.length}] question ${rec.sample_idx}: ${rec.correct ? 'right' : 'wrong'}${by} (${pred}${rec.gold !== null ? ` vs ${rec.gold.slice(0, 40)}` : ''}); ` +
           `${rec.tokens} tokens, ${rec.seconds.toFixed(1)} s; accuracy so far ${((100 * right) / seen).toFixed(2)}%\n`);
       },
     });
@@ -254,7 +259,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     const paper = paperAccuracy(style.name, name, rounds, mode);
     if (paper) err(`the paper: ${paper.accuracy.toFixed(1)}% (${paper.source}; its mean of 5 runs${k > 1 && (name === 'aime25' || name === 'aime26') ? ', pass@10' : ''})\n`);
     if (a.json) out(`${JSON.stringify(summary)}\n`);
-    else out(`accuracy=${(100 * summary.accuracy).toFixed(2)}%\n${k > 1 ? `pass@${k}=${(100 * summary.pass_at_k).toFixed(2)}%\n` : ''}`);
+    else out(accuracyLines(summary));
   } finally {
     system.dispose();
   }
