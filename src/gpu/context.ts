@@ -4,12 +4,17 @@
  * - uniforms for a whole batch live in one arena buffer, written once just before submit;
  * - buffers come from the pool and recycle only after submit;
  * - one readback path (read) that flushes, copies to a mappable buffer and maps it;
- * - validation errors, compile errors and device loss surface as named errors at the next sync point.
+ * - validation errors, compile errors and device loss surface as named errors at the next sync point;
+ * - counters of the work issued (dispatches, submits, readbacks, and the bytes bound per dispatch, split into
+ *   weights and activations) for the engine's figures that hold on any machine.
  */
 import {
   BindingLimitExceeded, DeviceLost, GpuOutOfMemory, GpuValidationError, ShaderCompileError, UnsupportedFeature,
 } from '../errors';
 import { type AcquireOptions, type AdapterReport, type WantedFeature, acquireDevice } from './device';
+import type { GpuCounters } from './counters';
+
+export type { GpuCounters } from './counters';
 import { BufferPool } from './pool';
 import { PipelineCache } from './pipelines';
 
@@ -71,6 +76,12 @@ export class GpuContext {
   private readonly uniformAlign: number;
   /** Dispatches encoded since creation (benchmarks and tests read it). */
   dispatchCount = 0;
+  private submitCount = 0;
+  private readbackCount = 0;
+  private weightBound = 0;
+  private activationBound = 0;
+  /** Buffers holding model weights (markWeight); a buffer leaves the set when it goes back to the pool. */
+  private readonly weights = new WeakSet<GPUBuffer>();
 
   private constructor(readonly device: GPUDevice, readonly report: AdapterReport, opts: ContextOptions) {
     if (opts.maxWorkgroupsPerDimension) {
@@ -156,7 +167,21 @@ export class GpuContext {
   }
 
   releaseBuffer(buf: GPUBuffer) {
+    this.weights.delete(buf);
     if (!this.lostError) this.pool.release(buf);
+  }
+
+  /** Counts the bindings of `buf` as weight bytes from now on (until it is released). */
+  markWeight(buf: GPUBuffer) {
+    this.weights.add(buf);
+  }
+
+  /** A snapshot of the counters (see GpuCounters). */
+  counters(): GpuCounters {
+    return {
+      dispatches: this.dispatchCount, submits: this.submitCount, readbacks: this.readbackCount,
+      weightBytes: this.weightBound, activationBytes: this.activationBound,
+    };
   }
 
   /** Usage flags of tensor storage. */
@@ -188,7 +213,10 @@ export class GpuContext {
       this.arenaCursor += Math.ceil(size / this.uniformAlign) * this.uniformAlign;
     }
     d.bindings.forEach((b, i) => {
-      if ((b.size ?? b.buffer.size) > this.bindingLimit) this.checkBinding(b.size ?? b.buffer.size, d.key);
+      const bytes = b.size ?? b.buffer.size - (b.offset ?? 0);
+      if (bytes > this.bindingLimit) this.checkBinding(bytes, d.key);
+      if (this.weights.has(b.buffer)) this.weightBound += bytes;
+      else this.activationBound += bytes;
       entries.push({ binding: i + 1, resource: b });
     });
     const bindGroup = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
@@ -231,7 +259,10 @@ export class GpuContext {
     if (this.lostError) return;
     this.endPass();
     if (this.arena && this.arenaCursor > 0) this.device.queue.writeBuffer(this.arena, 0, this.arenaData, 0, this.arenaCursor);
-    if (this.encoder) this.device.queue.submit([this.encoder.finish()]);
+    if (this.encoder) {
+      this.device.queue.submit([this.encoder.finish()]);
+      this.submitCount++;
+    }
     this.encoder = null;
     if (this.arena) this.pool.release(this.arena);
     this.arena = null;
@@ -262,6 +293,7 @@ export class GpuContext {
   /** The single readback path: copies `size` bytes at `offset` of `buf` to the host. */
   async read(buf: GPUBuffer, offset: number, size: number): Promise<ArrayBuffer> {
     this.assertAlive();
+    this.readbackCount++;
     const aligned = Math.ceil(size / 4) * 4;
     const staging = this.device.createBuffer({ size: Math.max(aligned, 4), usage: 0x01 | 0x08 }); // MAP_READ | COPY_DST
     try {

@@ -9,6 +9,7 @@ import { F } from '../autograd';
 import { InvalidArgument, InvalidModelConfig } from '../errors';
 import { tidy } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
+import { type GpuCounters, counterDelta } from '../gpu/counters';
 import type { Decoder } from './decoder';
 
 export interface SamplingOptions {
@@ -56,6 +57,11 @@ export interface GenerateResult {
   prefillMs: number;
   decodeMs: number;
   stoppedBy: 'eos' | 'length' | 'abort' | 'stop';
+  /**
+   * The work of the decode steps after the first (each samples one token: forward, pick, read back one id), summed
+   * over `steps` of them, on a backend that counts (WebGPU); null elsewhere or with fewer than two decode steps.
+   */
+  decodeCounters: (GpuCounters & { steps: number }) | null;
 }
 
 function pick(logits: Tensor, s: SamplingOptions, step: number): Tensor {
@@ -93,6 +99,7 @@ export async function generate(model: Decoder, opts: GenerateOptions): Promise<G
   if (T < 1) throw new InvalidArgument('generate: the prompt is empty; give at least one token or embedding row');
 
   const tokens: number[] = [];
+  let counted: { from: GpuCounters; to: GpuCounters; steps: number } | null = null;
   const result = (stoppedBy: GenerateResult['stoppedBy'], prefillMs: number, decodeMs: number): GenerateResult => ({
     tokens,
     prefillMs,
@@ -100,6 +107,7 @@ export async function generate(model: Decoder, opts: GenerateOptions): Promise<G
     prefillTokensPerSec: prefillMs > 0 ? (T * 1000) / prefillMs : 0,
     decodeTokensPerSec: decodeMs > 0 ? ((tokens.length - 1) * 1000) / decodeMs : 0,
     stoppedBy,
+    decodeCounters: counted && counted.steps > 0 ? { ...counterDelta(counted.from, counted.to), steps: counted.steps } : null,
   });
   if (signal?.aborted) {
     if (ownIds) ids!.dispose();
@@ -126,10 +134,13 @@ export async function generate(model: Decoder, opts: GenerateOptions): Promise<G
       if (opts.stop?.(tokens)) { stoppedBy = 'stop'; break; }
       if (step >= maxNewTokens) break;
       if (signal?.aborted) { stoppedBy = 'abort'; break; }
+      // the counters cover the steps after the first decode step (whose pipelines may still be compiling)
+      if (step === 2 && be.counters) counted = { from: be.counters(), to: be.counters(), steps: 0 };
       const prev: Tensor = next;
       next = tidy(() => pick(model.forward({ inputIds: prev, cache, logits: 'last' }).logits!, sampling, step));
       prev.dispose();
       id = (await next.readI32())[0];
+      if (counted) counted = { ...counted, to: be.counters!(), steps: counted.steps + 1 };
       tokens.push(id);
       onToken?.(id);
     }

@@ -225,6 +225,8 @@ async function loadOne(src: WeightSource, spec: Spec, backend: Backend, quantize
     t = backend.fromBytes(s.bytes, s.shape, s.dtype);
   }
   t.requiresGrad = false;
+  // a GPU backend counts the bytes its kernels bind from weights apart from activations (GpuCounters)
+  backend.markWeight?.(t);
   return t;
 }
 

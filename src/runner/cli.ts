@@ -31,8 +31,11 @@ export const USAGE = `usage:
       writes F32 hidden_states [T, d] (after the final norm) and logits [T, vocab];
       --embeds reads the F32 tensor inputs_embeds [T, d]
   rmas generate --model DIR --prompt TEXT [--chat] [--max-new-tokens N]
-                [--greedy | --temperature T --top-p P --top-k K --seed S] [--backend webgpu|cpu|cuda]
-      prints the generated text, then prefill and decode tokens/s on stderr;
+                [--greedy | --temperature T --top-p P --top-k K --seed S] [--backend webgpu|cpu|cuda] [--json]
+      prints the generated text, then prefill and decode tokens/s on stderr; --json prints one object instead: text,
+      tokens, prefill_tokens_per_s, decode_tokens_per_s, and per token of the decode steps after the first what the
+      backend counted (WebGPU; null elsewhere): dispatches_per_token, submits_per_token, readbacks_per_token,
+      weight_bytes_per_token (bytes bound from weights; the model's weight_bytes when each is read once);
       sampling defaults come from the model's generation_config.json
 ${ASK_USAGE}
 ${RUN_USAGE}
@@ -223,7 +226,7 @@ async function forwardCmd(a: Args, backend: () => Promise<Backend>) {
 }
 
 async function generateCmd(a: Args, backend: () => Promise<Backend>) {
-  only(a, 'generate', ['model', 'prompt', 'chat', 'max-new-tokens', 'greedy', 'temperature', 'top-p', 'top-k', 'seed', 'backend', 'devices', 'device']);
+  only(a, 'generate', ['model', 'prompt', 'chat', 'max-new-tokens', 'greedy', 'temperature', 'top-p', 'top-k', 'seed', 'backend', 'devices', 'device', 'json']);
   const dir = need(a, 'model');
   const prompt = need(a, 'prompt');
   const maxNewTokens = number(a, 'max-new-tokens', true) ?? 128;
@@ -259,8 +262,21 @@ async function generateCmd(a: Args, backend: () => Promise<Backend>) {
   };
   const r = await generate(model, {
     inputIds: ids, maxNewTokens, sampling, eosTokenIds: defaults.eosTokenIds,
-    onToken: (id) => { tokens.push(id); show(false); },
+    onToken: (id) => { tokens.push(id); if (!a.json) show(false); },
   });
+  if (a.json) {
+    // decode steps after the first: per token, the work the backend counted (null on a backend that counts none)
+    const c = r.decodeCounters;
+    const per = (n: number | undefined) => (c && n !== undefined ? n / c.steps : null);
+    process.stdout.write(`${JSON.stringify({
+      text: tok.decode(r.tokens, { skipSpecialTokens: true }), tokens: r.tokens.length, stopped_by: r.stoppedBy,
+      prefill_tokens_per_s: r.prefillTokensPerSec, decode_tokens_per_s: r.decodeTokensPerSec,
+      dispatches_per_token: per(c?.dispatches), submits_per_token: per(c?.submits), readbacks_per_token: per(c?.readbacks),
+      weight_bytes_per_token: per(c?.weightBytes), activation_bytes_per_token: per(c?.activationBytes),
+      weight_bytes: model.weights.totalBytes, counted_steps: c?.steps ?? 0,
+    })}\n`);
+    return;
+  }
   show(true);
   process.stdout.write('\n');
   process.stderr.write(`${r.tokens.length} tokens, stopped by ${r.stoppedBy}; prefill ${r.prefillTokensPerSec.toFixed(1)} tokens/s ` +

@@ -1,4 +1,5 @@
 import type { DType } from '../formats/dtype';
+import type { GpuCounters } from '../gpu/counters';
 import type { KernelDef } from '../kernels/kernel';
 import type { Storage, Tensor } from './tensor';
 
@@ -37,6 +38,10 @@ export interface Backend {
   copyFrom?(t: Tensor): Tensor | null;
   /** The raw storage bytes, at once: backends whose reads need not wait for a queue (cpu, cuda). */
   readBytesSync?(t: Tensor): Uint8Array;
+  /** The work issued so far (WebGPU: dispatches, submits, readbacks, bytes bound); absent where none is counted. */
+  counters?(): GpuCounters;
+  /** Counts `t`'s storage as weights in counters() (model weights, marked on load). */
+  markWeight?(t: Tensor): void;
   /** True when products with f16/bf16 weights round the f32 operand to the weight's type (cuda, HalfGemm 'round'). */
   readonly halfGemmRounds?: boolean;
 }

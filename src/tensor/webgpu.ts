@@ -7,7 +7,7 @@
 import { BindingLimitExceeded, InvalidArgument } from '../errors';
 import { type DType, byteSize } from '../formats/dtype';
 import { decode, encode } from '../formats/encode';
-import { type ContextOptions, GpuContext } from '../gpu/context';
+import { type ContextOptions, GpuContext, type GpuCounters } from '../gpu/context';
 import type { GpuChunk, GpuRef, KernelDef, Meta } from '../kernels/kernel';
 import type { Backend } from './backend';
 import { checkBytes, checkReshape, checkShape, checkValues, checkView, sameBackend } from './check';
@@ -21,6 +21,15 @@ export class WebGpuBackend implements Backend {
   constructor(readonly ctx: GpuContext) {
     const r = ctx.report;
     this.name = `webgpu (${[r.vendor, r.architecture, r.description].filter(Boolean).join(' ') || 'unknown adapter'})`;
+  }
+
+  counters(): GpuCounters {
+    return this.ctx.counters();
+  }
+
+  markWeight(t: Tensor) {
+    const s = t.storage;
+    if (s.kind === 'webgpu') for (const c of s.chunks) this.ctx.markWeight(c.buffer);
   }
 
   /** Allocates storage for `shape`, split along dim 0 when one binding cannot hold it. */

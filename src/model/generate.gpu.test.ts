@@ -1,0 +1,70 @@
+/**
+ * generate()'s decode counters on Node WebGPU (Dawn): the work it reports per decode step equals what one step
+ * issued by hand (forward of one id on the cache, argmax, read back one i32) counts, and every weight is bound at
+ * least once per token. `rmas generate --json` prints the same figures per token.
+ */
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { F } from '../autograd';
+import { counterDelta } from '../gpu/counters';
+import { main } from '../runner/cli';
+import { tidy } from '../tensor/scope';
+import type { WebGpuBackend } from '../tensor/webgpu';
+import { freshGpuBackend } from '../../test/util/gpu';
+import { FAMILIES } from './config';
+import { Decoder } from './decoder';
+import { generate } from './generate';
+import { tinyCheckpoint, tinyConfig, tinyTensors } from './testing';
+import { loadDecoderWeights } from './weights';
+
+let gpu: WebGpuBackend;
+beforeAll(async () => {
+  gpu = await freshGpuBackend();
+});
+afterAll(() => gpu?.ctx.device.destroy());
+
+describe.each(FAMILIES)('decode counters, %s (WebGPU)', (family) => {
+  it('per step, what one step issued by hand counts; every weight bound at least once', async () => {
+    const config = tinyConfig(family);
+    const model = new Decoder(config, await loadDecoderWeights(config, await tinyCheckpoint(tinyTensors(config, 11)), gpu));
+    try {
+      const r = await generate(model, { inputIds: [3, 17, 5], maxNewTokens: 6, sampling: { greedy: true } });
+      const c = r.decodeCounters!;
+      expect(c.steps).toBe(4); // the decode steps after the first of 5
+      // by hand: a prefill, then one decode step
+      const cache = model.newCache(3 + 6); // as generate sizes it: bindings of the cache are its whole buffers
+      const first = tidy(() => F.argmax(model.forward({ inputIds: gpu.fromValues([3, 17, 5], [3], 'i32'), cache, logits: 'last' }).logits!));
+      await first.readI32();
+      const before = gpu.counters();
+      const next = tidy(() => F.argmax(model.forward({ inputIds: first, cache, logits: 'last' }).logits!));
+      await next.readI32();
+      const one = counterDelta(before, gpu.counters());
+      expect([c.dispatches / 4, c.submits / 4, c.readbacks / 4, c.weightBytes / 4, c.activationBytes / 4])
+        .toEqual([one.dispatches, one.submits, one.readbacks, one.weightBytes, one.activationBytes]);
+      expect([one.submits, one.readbacks]).toEqual([1, 1]);
+      expect(one.weightBytes).toBeGreaterThanOrEqual(model.weights.totalBytes);
+      [first, next].forEach((t) => t.dispose());
+      cache.dispose();
+    } finally {
+      model.dispose();
+    }
+  });
+});
+
+it('rmas generate --json prints the counters per token of the decode steps after the first', async () => {
+  let out = '';
+  vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => ((out += String(s)), true));
+  vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
+  try {
+    expect(await main(['generate', '--model', 'models/tiny/qwen3-tiny', '--prompt', 'Add 17 and 25.', '--greedy', '--max-new-tokens', '6', '--json', '--backend', 'webgpu'])).toBe(0);
+    expect(await main(['generate', '--model', 'models/tiny/qwen3-tiny', '--prompt', 'Add 17 and 25.', '--greedy', '--max-new-tokens', '6', '--json', '--backend', 'cpu'])).toBe(0);
+  } finally {
+    vi.restoreAllMocks();
+  }
+  const [g, c] = out.trim().split('\n').map((l) => JSON.parse(l) as Record<string, number | string | null>);
+  expect(g!.text).toBe(c!.text); // the same greedy tokens on both backends
+  expect(g).toMatchObject({ tokens: 6, counted_steps: 4, submits_per_token: 1, readbacks_per_token: 1 });
+  expect(Number.isInteger(g!.dispatches_per_token)).toBe(true);
+  expect(g!.weight_bytes_per_token as number).toBeGreaterThanOrEqual(g!.weight_bytes as number);
+  // the CPU backend counts nothing
+  expect([c!.dispatches_per_token, c!.weight_bytes_per_token, c!.counted_steps]).toEqual([null, null, 0]);
+}, 120_000);
