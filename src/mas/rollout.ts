@@ -9,6 +9,7 @@
  */
 import { F, noGrad } from '../autograd';
 import { Cancelled, InvalidArgument, ShapeMismatch } from '../errors';
+import { type GpuCounters, counterDelta } from '../gpu/counters';
 import type { Decoder, KVCache } from '../model/decoder';
 import type { Backend } from '../tensor/backend';
 import { moveTensor } from '../tensor/move';
@@ -71,6 +72,11 @@ export interface RolloutOptions {
   signal?: AbortSignal;
   /** For messages ("planner, round 2"). */
   what?: string;
+  /**
+   * On a backend that counts (WebGPU), called once with the work of the latent steps after the first (each: Inner(h)
+   * fed through the model, its state appended to H), summed over `steps` of them; not called for m = 1.
+   */
+  onCounted?: (c: GpuCounters, steps: number) => void;
 }
 
 /**
@@ -79,7 +85,7 @@ export interface RolloutOptions {
  */
 export async function latentRollout(model: Decoder, inner: InnerLink, pieces: readonly Piece[], m: number, opts: RolloutOptions = {}): Promise<Tensor> {
   const what = opts.what ?? 'the latent rollout';
-  const steps = rolloutSteps(model, inner, pieces, m, what);
+  const steps = rolloutSteps(model, inner, pieces, m, what, opts.onCounted);
   try {
     checkCancelled(opts.signal, what);
     for (;;) {
@@ -105,7 +111,8 @@ export function latentRolloutSync(model: Decoder, inner: InnerLink, pieces: read
 }
 
 /** The rollout's steps; it pauses (yields) between two forwards and returns H [m, d]. */
-function* rolloutSteps(model: Decoder, inner: InnerLink, pieces: readonly Piece[], m: number, what: string): Generator<void, Tensor> {
+function* rolloutSteps(model: Decoder, inner: InnerLink, pieces: readonly Piece[], m: number, what: string,
+  onCounted?: RolloutOptions['onCounted']): Generator<void, Tensor> {
   if (!Number.isInteger(m) || m < 1) throw new InvalidArgument(`${what}: latent steps must be a positive integer, got ${m}`);
   const d = model.config.hidden;
   if (inner.d !== d) throw new ShapeMismatch(`${what}: inner link ${inner.name} has size ${inner.d} but the model's hidden size is ${d}`);
@@ -116,10 +123,15 @@ function* rolloutSteps(model: Decoder, inner: InnerLink, pieces: readonly Piece[
   let h: Tensor | null = null;
   try {
     h = prefill(model, pieces, cache);
+    let from: GpuCounters | null = null;
     for (let i = 0; ; i++) {
       // in a scope: the [1, 1, d] view would otherwise keep h's storage alive after h.dispose()
       noGrad(() => tidy(() => F.kvAppend(H, h!.reshape([1, 1, d]), i)));
-      if (i === m - 1) break;
+      if (i === 0 && onCounted && be.counters) from = be.counters();
+      if (i === m - 1) {
+        if (from && m > 1) onCounted!(counterDelta(from, be.counters!()), m - 1);
+        break;
+      }
       yield;
       const prev: Tensor = h;
       h = noGrad(() => tidy(() => model.forward({ inputsEmbeds: inner.forward(prev), cache }).hidden));

@@ -9,7 +9,8 @@
  * stage records (the dump), the tensors it reads itself.
  */
 import { InvalidArgument } from '../errors';
-import { generate, isGreedy, type SamplingOptions } from '../model/generate';
+import { type GenerateResult, generate, isGreedy, type SamplingOptions } from '../model/generate';
+import type { GpuCounters } from '../gpu/counters';
 import type { Tensor } from '../tensor/tensor';
 import { renderChat, renderWithSlots, splitAtSlots } from '../tokenizer';
 import { hasFinalAnswer, lastBoxed, retryMaxTokens, retrySuffix, stripThink } from './answer';
@@ -116,6 +117,11 @@ export interface AskResult {
   /** generate()'s figures for the final agent's decode (absent with tools, whose decode is several calls). */
   prefillTokensPerSec?: number;
   decodeTokensPerSec?: number;
+  /**
+   * What the backends counted (WebGPU; absent elsewhere): the latent steps after each rollout's first, summed over
+   * every rollout, and the final agent's decode steps after its first (generate()'s decodeCounters).
+   */
+  counters?: { latent: (GpuCounters & { steps: number }) | null; decode: (GpuCounters & { steps: number }) | null };
   /** Every rollout of the final decode, the first one being answer/text/retried above. */
   rollouts: RolloutResult[];
 }
@@ -203,7 +209,7 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
         if (st.decode || mode === 'text') {
           const final = st.decode;
           const budget = final ? opts.maxNewTokens : opts.stageMaxNewTokens ?? opts.maxNewTokens;
-          const out: { ids: number[]; text: string; prefillTokensPerSec?: number; decodeTokensPerSec?: number } = final && style.tools
+          const out: { ids: number[]; text: string; prefillTokensPerSec?: number; decodeTokensPerSec?: number; decodeCounters?: GenerateResult['decodeCounters'] } = final && style.tools
             ? await decodeWithTools(agent, pieces, budget, opts, result)
             : await decode(agent, pieces, budget, opts, final);
           if (final) {
@@ -223,9 +229,16 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
               result.prefillTokensPerSec = out.prefillTokensPerSec;
               result.decodeTokensPerSec = out.decodeTokensPerSec;
             }
+            if (out.decodeCounters) (result.counters ??= { latent: null, decode: null }).decode = out.decodeCounters;
           }
         } else {
-          H = await latentRollout(agent.decoder, agent.inner!, pieces, m, { signal, what: `${st.role} rollout, round ${st.round + 1}` });
+          H = await latentRollout(agent.decoder, agent.inner!, pieces, m, {
+            signal, what: `${st.role} rollout, round ${st.round + 1}`,
+            onCounted: (c, steps) => {
+              const counted = (result.counters ??= { latent: null, decode: null });
+              counted.latent = addCounters(counted.latent, c, steps);
+            },
+          });
           result.latentSteps += m;
           for (const key of st.linksOut) {
             // made on the sender's backend, read on the receiver's (roles placed on different devices)
@@ -312,6 +325,15 @@ function reseed(s: SamplingOptions, r: number): SamplingOptions {
 
 type GenerateFn = typeof generate;
 
+/** `sum` with `steps` more steps of work `c` added (null: none counted yet). */
+function addCounters(sum: (GpuCounters & { steps: number }) | null, c: GpuCounters, steps: number): GpuCounters & { steps: number } {
+  if (!sum) return { ...c, steps };
+  return {
+    dispatches: sum.dispatches + c.dispatches, submits: sum.submits + c.submits, readbacks: sum.readbacks + c.readbacks,
+    weightBytes: sum.weightBytes + c.weightBytes, activationBytes: sum.activationBytes + c.activationBytes, steps: sum.steps + steps,
+  };
+}
+
 async function decode(agent: Agent, pieces: Piece[], maxNewTokens: number, opts: AskOptions, stream: boolean, stop?: (t: readonly number[]) => boolean, gen: GenerateFn = generate) {
   const embeds = embedPieces(agent.decoder, pieces);
   try {
@@ -320,7 +342,8 @@ async function decode(agent: Agent, pieces: Piece[], maxNewTokens: number, opts:
       signal: opts.signal, ...(stream ? { onToken: (id: number) => opts.onToken?.(agent.role, id) } : {}), ...(stop ? { stop } : {}),
     });
     checkCancelled(opts.signal, `${agent.role} decoding`);
-    return { ids: r.tokens, text: skip(agent.tokenizer, r.tokens), stoppedBy: r.stoppedBy, prefillTokensPerSec: r.prefillTokensPerSec, decodeTokensPerSec: r.decodeTokensPerSec };
+    return { ids: r.tokens, text: skip(agent.tokenizer, r.tokens), stoppedBy: r.stoppedBy, prefillTokensPerSec: r.prefillTokensPerSec,
+      decodeTokensPerSec: r.decodeTokensPerSec, decodeCounters: r.decodeCounters };
   } finally {
     for (const e of embeds) if (!pieces.includes(e)) e.dispose(); // ids became new tensors; latents stay
   }

@@ -6,6 +6,7 @@
 import { appendFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidArgument } from '../errors';
+import type { GpuCounters } from '../gpu/counters';
 import { stripThink } from '../mas/answer';
 import { ask, type AskOptions } from '../mas/run';
 import { DumpWriter } from '../mas/dump';
@@ -33,7 +34,8 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
       takes a .zip bundle. --prompts replaces the style's prompts. Defaults as upstream: 3 rounds, 32
       latent steps, temperature 0.6 (0.2 for code), top_p 0.95, top_k from the final agent's
       generation_config.json, seed 42; max_new_tokens 64 for tiny_sequential. --json prints {answer, text,
-      tokens, seconds, rounds} (a line per question); --dump DIR writes manifest.json and one safetensors
+      tokens, seconds, rounds} (a line per question; on WebGPU also per_latent_step and per_decoded_token: the
+      dispatches, submits, readbacks and weight/activation bytes bound per step, after each rollout's first); --dump DIR writes manifest.json and one safetensors
       file per stage (DIR/<index>/ with several questions).
       As upstream's run_custom.py: -q is --question and may be repeated; --questions_file reads .txt (a question
       per line, or per blank-line-separated block), .json (a list of strings or of objects with "question",
@@ -256,7 +258,11 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
         },
       };
       const r = await ask(system, opts);
-      const record = { answer: reasoning ? stripThink(r.text).trim() : r.answer, text: r.text, tokens: r.tokens, seconds: Number(r.seconds.toFixed(3)), rounds: r.rounds };
+      const record = {
+        answer: reasoning ? stripThink(r.text).trim() : r.answer, text: r.text, tokens: r.tokens, seconds: Number(r.seconds.toFixed(3)), rounds: r.rounds,
+        // what a counting backend (WebGPU) issued per latent step and per decoded token (steps after each first)
+        ...(r.counters ? { per_latent_step: perStep(r.counters.latent), per_decoded_token: perStep(r.counters.decode) } : {}),
+      };
       if (a.json) {
         out(`${JSON.stringify(record)}\n`);
       } else {
@@ -272,4 +278,13 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   } finally {
     system.dispose();
   }
+}
+
+/** Counted work per step, with the names rmas generate --json uses; null when nothing was counted. */
+function perStep(c: (GpuCounters & { steps: number }) | null) {
+  if (!c || !c.steps) return null;
+  return {
+    steps: c.steps, dispatches: c.dispatches / c.steps, submits: c.submits / c.steps, readbacks: c.readbacks / c.steps,
+    weight_bytes: c.weightBytes / c.steps, activation_bytes: c.activationBytes / c.steps,
+  };
 }
