@@ -30,6 +30,8 @@ export interface BenchResult {
   tokensPerSec?: number | null;
   /** Set only for cases that report peak device memory (bytes; NaN where the backend keeps no count). */
   peakBytes?: number;
+  /** What one iteration issues, on a backend that counts (WebGPU): figures that hold on any adapter. */
+  perIter?: { dispatches: number; submits: number; readbacks: number; weightBytes: number; activationBytes: number };
   error?: string;
 }
 
@@ -56,6 +58,18 @@ export async function timeCase(backend: Backend, c: BenchCase, opts: BenchOption
   try {
     await iterate(run, warmup);
     await backend.sync();
+    // one counted iteration (untimed): dispatches, submits, readbacks and bytes bound are the same every iteration
+    let perIter: BenchResult['perIter'];
+    if (backend.counters) {
+      const a = backend.counters();
+      await iterate(run, 1);
+      await backend.sync();
+      const b = backend.counters();
+      perIter = {
+        dispatches: b.dispatches - a.dispatches, submits: b.submits - a.submits, readbacks: b.readbacks - a.readbacks,
+        weightBytes: b.weightBytes - a.weightBytes, activationBytes: b.activationBytes - a.activationBytes,
+      };
+    }
     let iters = 0;
     let elapsed = 0;
     let n = 1;
@@ -79,6 +93,7 @@ export async function timeCase(backend: Backend, c: BenchCase, opts: BenchOption
       gbps: run.bytes > 0 ? (run.bytes * perSec) / 1e9 : null,
       ...(run.tokens !== undefined && run.tokens > 0 ? { tokensPerSec: run.tokens * perSec } : {}),
       ...(run.peakBytes ? { peakBytes: run.peakBytes() } : {}),
+      ...(perIter ? { perIter } : {}),
     };
   } finally {
     run.dispose();
@@ -110,20 +125,24 @@ export async function runBenches(
 const fmt = (v: number | null) => (v === null || !Number.isFinite(v) ? '-' : v >= 100 ? v.toFixed(0) : v.toPrecision(3));
 
 /**
- * Plain-text table: name, ms/iter, GFLOP/s, GB/s, tokens/s when a case declares tokens, and peak MB when a
- * case reports peak device memory (errors in place of figures).
+ * Plain-text table: name, ms/iter, GFLOP/s, GB/s, tokens/s when a case declares tokens, peak MB when a case
+ * reports peak device memory, and per iteration the dispatches, submits and weight MB bound where the backend
+ * counts them (errors in place of figures).
  */
 export function formatTable(results: readonly BenchResult[]): string {
   const withTokens = results.some((r) => r.tokensPerSec != null);
   const withPeak = results.some((r) => r.peakBytes !== undefined);
-  const head = ['case', 'ms/iter', 'GFLOP/s', 'GB/s', ...(withTokens ? ['tokens/s'] : []), ...(withPeak ? ['peak MB'] : [])];
+  const withCounts = results.some((r) => r.perIter !== undefined);
+  const head = ['case', 'ms/iter', 'GFLOP/s', 'GB/s', ...(withTokens ? ['tokens/s'] : []), ...(withPeak ? ['peak MB'] : []),
+    ...(withCounts ? ['dispatches', 'submits', 'weight MB'] : [])];
   const rows = results.map((r) => {
     if (r.error) return { error: r.error.split('\n')[0], cells: [r.name] };
     const ms = r.msPerIter < 0.01 ? r.msPerIter.toExponential(2) : fmt(r.msPerIter);
     const peak = r.peakBytes !== undefined ? r.peakBytes / 1e6 : null;
     return {
       error: null,
-      cells: [r.name, ms, fmt(r.gflops), fmt(r.gbps), ...(withTokens ? [fmt(r.tokensPerSec ?? null)] : []), ...(withPeak ? [fmt(peak)] : [])],
+      cells: [r.name, ms, fmt(r.gflops), fmt(r.gbps), ...(withTokens ? [fmt(r.tokensPerSec ?? null)] : []), ...(withPeak ? [fmt(peak)] : []),
+        ...(withCounts ? (r.perIter ? [String(r.perIter.dispatches), String(r.perIter.submits), fmt(r.perIter.weightBytes / 1e6)] : ['-', '-', '-']) : [])],
     };
   });
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r.cells[i] ?? '').length)));
