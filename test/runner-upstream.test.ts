@@ -13,13 +13,14 @@ import { join, resolve } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { DEFAULT_PROMPTS, userPrompt } from '../src/mas/prompts';
 import { SLOTS } from '../src/mas/slots';
-import { deviceFlag, main } from '../src/runner/cli';
+import { deviceFlag } from '../src/runner/cli';
 import { REASONING_FINAL_INSTRUCTION, parseQuestionsFile, reasoningPrompts } from '../src/runner/custom';
 import { searchTool } from '../src/runner/run';
 import { CpuBackend } from '../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../src/tokenizer';
 import { TINY_MAS_ROLES } from '../models/tiny-mas';
 import { overridesFor, readDump, runAsk } from './mas/ask-util';
+import { rmasInProcess as rmas } from './util/rmas';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-upstream-'));
@@ -38,19 +39,6 @@ beforeAll(async () => {
   writeFileSync(data, ['What is 2 + 3?', 'What is 7 - 4?'].map((q, i) => JSON.stringify({ question: q, answer: String([5, 3][i]) })).join('\n'));
 });
 const ckpt = (o: string[]) => o.flatMap((x) => ['--ckpt_override', x]);
-
-/** main() in-process: exit code, stdout and stderr. */
-async function rmas(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => ((out += String(s)), true));
-  vi.spyOn(process.stderr, 'write').mockImplementation((s: string | Uint8Array) => ((err += String(s)), true));
-  try {
-    return { code: await main(argv), out, err };
-  } finally {
-    vi.restoreAllMocks();
-  }
-}
 
 const jsonl = (file: string) => readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
 

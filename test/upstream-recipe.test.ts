@@ -10,10 +10,10 @@
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { getStyle, STYLE_NAMES } from '../src/mas/styles';
-import { main } from '../src/runner/cli';
 import { buildTinySystem, type TinyStyle } from '../models/tiny-mas';
+import { rmasInProcess as rmas } from './util/rmas';
 
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-recipe-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -31,19 +31,6 @@ const keys = join(tmp, 'tavily_keys.txt');
 writeFileSync(keys, '# one Tavily key per line\ntvly-recipe-test-key\n');
 const evalFile = join(tmp, 'eval.jsonl');
 writeFileSync(evalFile, `${JSON.stringify({ question: 'What is 2 + 3?', answer: '5' })}\n`);
-
-/** main() in-process: exit code and what it wrote. */
-async function rmas(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => ((out += String(s)), true));
-  vi.spyOn(process.stderr, 'write').mockImplementation((s: string | Uint8Array) => ((err += String(s)), true));
-  try {
-    return { code: await main(argv), out, err };
-  } finally {
-    vi.restoreAllMocks();
-  }
-}
 
 /** train_outer.py's spelling of agent i's flag: role-named where upstream's guide names them. */
 const agentFlag = (style: string, role: string, i: number, what: 'model_name_or_path' | 'inner_aligner_path') =>

@@ -3,13 +3,13 @@
  * issued by hand (forward of one id on the cache, argmax, read back one i32) counts, and every weight is bound at
  * least once per token. `rmas generate --json` prints the same figures per token.
  */
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { F } from '../autograd';
 import { counterDelta } from '../gpu/counters';
-import { main } from '../runner/cli';
 import { tidy } from '../tensor/scope';
 import type { WebGpuBackend } from '../tensor/webgpu';
 import { freshGpuBackend } from '../../test/util/gpu';
+import { rmasInProcess } from '../../test/util/rmas';
 import { FAMILIES } from './config';
 import { Decoder } from './decoder';
 import { generate } from './generate';
@@ -51,16 +51,10 @@ describe.each(FAMILIES)('decode counters, %s (WebGPU)', (family) => {
 });
 
 it('rmas generate --json prints the counters per token of the decode steps after the first', async () => {
-  let out = '';
-  vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => ((out += String(s)), true));
-  vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
-  try {
-    expect(await main(['generate', '--model', 'models/tiny/qwen3-tiny', '--prompt', 'Add 17 and 25.', '--greedy', '--max-new-tokens', '6', '--json', '--backend', 'webgpu'])).toBe(0);
-    expect(await main(['generate', '--model', 'models/tiny/qwen3-tiny', '--prompt', 'Add 17 and 25.', '--greedy', '--max-new-tokens', '6', '--json', '--backend', 'cpu'])).toBe(0);
-  } finally {
-    vi.restoreAllMocks();
-  }
-  const [g, c] = out.trim().split('\n').map((l) => JSON.parse(l) as Record<string, number | string | null>);
+  const args = ['generate', '--model', 'models/tiny/qwen3-tiny', '--prompt', 'Add 17 and 25.', '--greedy', '--max-new-tokens', '6', '--json'];
+  const [gr, cr] = [await rmasInProcess(...args, '--backend', 'webgpu'), await rmasInProcess(...args, '--backend', 'cpu')];
+  expect([gr.code, cr.code]).toEqual([0, 0]);
+  const [g, c] = [gr, cr].map((r) => JSON.parse(r.out) as Record<string, number | string | null>);
   expect(g!.text).toBe(c!.text); // the same greedy tokens on both backends
   expect(g).toMatchObject({ tokens: 6, counted_steps: 4, submits_per_token: 1, readbacks_per_token: 1 });
   expect(Number.isInteger(g!.dispatches_per_token)).toBe(true);
