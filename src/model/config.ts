@@ -164,7 +164,7 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   const eosTokenIds = Array.isArray(eos) ? eos.filter((x): x is number => typeof x === 'number') : typeof eos === 'number' ? [eos] : [];
   const layers = int('num_hidden_layers');
   const qwen35 = family === 'qwen3_5';
-  const linearLayers = qwen35 ? qwen35LinearLayers(c, layers, file) : Array.from({ length: layers }, () => false);
+  const linearLayers = qwen35 ? layersOfKind(c, layers, file, 'linear_attention', { key: 'full_attention_interval', fallback: 4 }) : Array.from({ length: layers }, () => false);
   let deltaNet: DeltaNetConfig | null = null;
   if (qwen35) {
     deltaNet = {
@@ -206,7 +206,7 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     maxPositions: int('max_position_embeddings', 32768),
     slidingWindow: useWindow ? int('sliding_window') : null,
     windowLayers: gemma
-      ? gemmaSlidingLayers(c, layers, file).map((sliding) => useWindow && sliding)
+      ? layersOfKind(c, layers, file, 'sliding_attention', { key: 'sliding_window_pattern' }).map((sliding) => useWindow && sliding)
       : Array.from({ length: layers }, (_, l) => useWindow && l >= (family === 'qwen2' && typeof c.max_window_layers === 'number' ? c.max_window_layers : 0)),
     linearLayers,
     deltaNet,
@@ -239,25 +239,6 @@ const QWEN3_5_DEFAULTS: Json = {
 };
 
 /**
- * Which Qwen3.5 layers are Gated DeltaNets: layer_types ('linear_attention' / 'full_attention'), else every layer but
- * each full_attention_interval-th (default 4: layers 3, 7, … attend).
- */
-function qwen35LinearLayers(c: Json, layers: number, file: string): boolean[] {
-  const types = c.layer_types;
-  if (Array.isArray(types)) {
-    if (types.length !== layers || types.some((t) => t !== 'linear_attention' && t !== 'full_attention')) {
-      throw new InvalidModelConfig(`${file}: layer_types must list ${layers} of 'linear_attention' / 'full_attention'`);
-    }
-    return types.map((t) => t === 'linear_attention');
-  }
-  const every = c.full_attention_interval ?? 4;
-  if (typeof every !== 'number' || !Number.isInteger(every) || every < 1) {
-    throw new InvalidModelConfig(`${file}: full_attention_interval must be a positive integer, got ${JSON.stringify(every)}`);
-  }
-  return Array.from({ length: layers }, (_, i) => (i + 1) % every !== 0);
-}
-
-/**
  * Gemma 3's rope settings of one layer type as parseRope reads them: transformers 5's rope_parameters keyed by
  * layer type, or the older rope_theta + rope_scaling (full attention) and rope_local_base_freq (sliding, unscaled).
  */
@@ -269,20 +250,24 @@ function ropeOf(c: Json, type: 'full_attention' | 'sliding_attention'): Json {
     : { rope_theta: c.rope_local_base_freq, rope_scaling: null };
 }
 
-/** Which Gemma 3 layers are sliding: layer_types, else every layer but each sliding_window_pattern-th. */
-function gemmaSlidingLayers(c: Json, layers: number, file: string): boolean[] {
+/**
+ * Per layer, whether it is of `kind` rather than full attention: config.json's layer_types (`kind` / 'full_attention'),
+ * else every layer but each `period.key`-th (Gemma 3's sliding_window_pattern; Qwen3.5's full_attention_interval,
+ * default 4: layers 3, 7, … attend).
+ */
+function layersOfKind(c: Json, layers: number, file: string, kind: 'sliding_attention' | 'linear_attention', period: { key: string; fallback?: number }): boolean[] {
   const types = c.layer_types;
   if (Array.isArray(types)) {
-    if (types.length !== layers || types.some((t) => t !== 'sliding_attention' && t !== 'full_attention')) {
-      throw new InvalidModelConfig(`${file}: layer_types must list ${layers} of 'sliding_attention' / 'full_attention'`);
+    if (types.length !== layers || types.some((t) => t !== kind && t !== 'full_attention')) {
+      throw new InvalidModelConfig(`${file}: layer_types must list ${layers} of '${kind}' / 'full_attention'`);
     }
-    return types.map((t) => t === 'sliding_attention');
+    return types.map((t) => t === kind);
   }
-  const pattern = c.sliding_window_pattern;
-  if (typeof pattern !== 'number' || !Number.isInteger(pattern) || pattern < 1) {
-    throw new InvalidModelConfig(`${file}: sliding_window_pattern must be a positive integer, got ${JSON.stringify(pattern)}`);
+  const every = c[period.key] ?? period.fallback;
+  if (typeof every !== 'number' || !Number.isInteger(every) || every < 1) {
+    throw new InvalidModelConfig(`${file}: ${period.key} must be a positive integer, got ${JSON.stringify(every)}`);
   }
-  return Array.from({ length: layers }, (_, i) => (i + 1) % pattern !== 0);
+  return Array.from({ length: layers }, (_, i) => (i + 1) % every !== 0);
 }
 
 /**
