@@ -234,36 +234,37 @@ const playground = createPlaygroundApi({
   },
 });
 
-/** URLs complete in the model cache (none where there is no IndexedDB); one listing serves a plan's many reads for 2 s. */
-function cachedComplete(): Promise<Set<string>> {
-  if (typeof indexedDB === 'undefined') return Promise.resolve(new Set());
+/**
+ * URLs the model cache holds (none where there is no IndexedDB) → true when complete, false when read in place (a
+ * checkpoint counts once stored: what a finished load leaves, its header and the tensors read); one listing serves a
+ * plan's many reads for 2 s.
+ */
+function cachedComplete(): Promise<Map<string, boolean>> {
+  if (typeof indexedDB === 'undefined') return Promise.resolve(new Map());
   if (completeMemo && performance.now() - completeMemo.at < 2000) return completeMemo.urls;
   const urls = (async () => {
     const { modelCache } = await import('../src/store/models');
     cache ??= modelCache();
-    // a checkpoint read in place counts once stored (what a finished load leaves: its header and the tensors read)
-    return new Set((await cache.list()).filter((f) => f.complete || f.sparse).map((f) => f.url));
+    return new Map((await cache.list()).filter((f) => f.complete || f.sparse).map((f) => [f.url, f.complete]));
   })();
   completeMemo = { at: performance.now(), urls };
   urls.catch(() => (completeMemo = null));
   return urls;
 }
-let completeMemo: { at: number; urls: Promise<Set<string>> } | null = null;
+let completeMemo: { at: number; urls: Promise<Map<string, boolean>> } | null = null;
 
 /** planSystem's Range reads: a file complete in the model cache is read from there (works offline), others from the network. */
 async function planFetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
   const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-  if (!(await cachedComplete()).has(url)) return fetch(input, init);
+  const complete = (await cachedComplete()).get(url);
+  if (complete === undefined) return fetch(input, init);
   const m = /bytes=(\d+)-(\d*)/.exec(new Headers(init?.headers).get('range') ?? '');
-  const listed = (await cache!.list()).find((f) => f.url === url);
-  if (listed && !listed.complete) {
+  if (!complete) {
     // read in place: the ranges it holds come from IndexedDB, others from the network
-    const a = m ? Number(m[1]) : 0;
-    const size = listed.size ?? 0;
-    const b = Math.min(m?.[2] ? Number(m[2]) : size - 1, size - 1);
-    const held = m && a <= b ? await cache!.peek(url, a, b - a + 1) : null;
+    const held = m ? await cache!.peek(url, Number(m[1]), m[2] ? Number(m[2]) - Number(m[1]) + 1 : undefined) : null;
     if (!held) return fetch(input, init);
-    return new Response(held as BodyInit, { status: 206, headers: { 'content-range': `bytes ${a}-${b}/${size}`, 'content-length': String(held.byteLength) } });
+    const [a, n] = [Number(m![1]), held.bytes.byteLength];
+    return new Response(held.bytes as BodyInit, { status: 206, headers: { 'content-range': `bytes ${a}-${a + n - 1}/${held.size}`, 'content-length': String(n) } });
   }
   const src = await cache!.source(url); // complete: served from IndexedDB, nothing downloaded
   const size = await src.size();

@@ -81,7 +81,7 @@ describe('modelCache: a file read in place (ranged)', () => {
     expect(s.calls.map((c) => c.range)).toEqual(['bytes=4096-5119', 'bytes=5120-9215']);
     expect(chunksOf(kv)).toEqual([4, 5, 6, 7, 8]);
     // peek: what is stored, or null, never the network
-    expect(await cache.peek(URL0, 4100, 4000)).toEqual(data.slice(4100, 8100));
+    expect(await cache.peek(URL0, 4100, 4000)).toEqual({ bytes: data.slice(4100, 8100), size: 10_000 });
     expect(await cache.peek(URL0, 3000, 1200)).toBeNull();
     expect(await cache.peek('https://example.test/m/other', 0, 1)).toBeNull();
     expect(await cache.list()).toEqual([{ url: URL0, bytes: 5 * 1024, size: 10_000, complete: false, sparse: true, storedAt: expect.any(Number) }]);

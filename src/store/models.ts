@@ -508,16 +508,18 @@ export function modelCache(opts: ModelCacheOptions = {}) {
     /** `url` read in place (rangedSource): only the chunks its reads touch are downloaded and kept. */
     ranged: (url: string, o: SourceOptions = {}) => rangedSource(url, o),
     /**
-     * Bytes offset..offset + length of `url` if the cache holds every chunk they lie in (checked), else null; never
-     * the network (an offline plan reads a checkpoint's header this way).
+     * Bytes offset..offset + length of `url` (clipped to the file; default to its end) and the file's size, if the
+     * cache holds every chunk they lie in (checked), else null; never the network (an offline plan reads a
+     * checkpoint's header this way).
      */
-    async peek(url: string, offset: number, length: number): Promise<Uint8Array | null> {
+    async peek(url: string, offset: number, length?: number): Promise<{ bytes: Uint8Array; size: number } | null> {
       const meta = (await kv.get(mk(url))) as FileMeta | undefined;
-      if (!meta || meta.missing || meta.size === null || offset + length > meta.size) return null;
+      if (!meta || meta.missing || meta.size === null || offset >= meta.size) return null;
+      const n = Math.min(length ?? meta.size, meta.size - offset);
       if (!meta.complete) {
-        for (let i = Math.floor(offset / meta.chunkBytes); i * meta.chunkBytes < offset + length; i++) if (!meta.hashes[i]) return null;
+        for (let i = Math.floor(offset / meta.chunkBytes); i * meta.chunkBytes < offset + n; i++) if (!meta.hashes[i]) return null;
       }
-      return storedSource(meta).read(offset, length);
+      return { bytes: await storedSource(meta).read(offset, n), size: meta.size };
     },
     /** The file at `url`, from the cache or downloaded into it first. Parallel calls for one URL share a download. */
     async source(url: string, o: SourceOptions = {}): Promise<ByteSource> {
