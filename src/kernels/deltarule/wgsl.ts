@@ -10,22 +10,20 @@ import { flatIndex, mainSignature } from '../wgsl';
 
 // n: invocations; t, nk, nv; r = nv / nk (value heads per key head)
 const HEADER = 'struct P { n: u32, t: u32, nk: u32, nv: u32, r: u32 }\n@group(0) @binding(0) var<uniform> u: P;';
-const ro = (b: number, name: string) => `@group(0) @binding(${b}) var<storage, read> ${name}: array<f32>;`;
-const rw = (b: number, name: string) => `@group(0) @binding(${b}) var<storage, read_write> ${name}: array<f32>;`;
+
+/**
+ * A pass's shader up to its body: the uniforms, `reads` then `writes` bound from binding 1 on (f32 arrays), the
+ * state sizes DK and DV as constants, and the entry point's signature.
+ */
+function preamble(wg: number, dk: number, dv: number, reads: readonly string[], writes: readonly string[]): string {
+  const bind = (name: string, b: number, access: string) => `@group(0) @binding(${b}) var<storage, ${access}> ${name}: array<f32>;`;
+  return [HEADER, ...reads.map((n, i) => bind(n, i + 1, 'read')), ...writes.map((n, i) => bind(n, reads.length + i + 1, 'read_write')),
+    `const DK = ${dk}u;`, `const DV = ${dv}u;`, mainSignature(wg)].join('\n');
+}
 
 /** Forward: one invocation per (h, j) holding S[:, j]. Writes o, u and the final state. */
 export function deltaRuleForwardWgsl(wg: number, dk: number, dv: number, withState: boolean): string {
-  return `${HEADER}
-${ro(1, 'q')}
-${ro(2, 'k')}
-${ro(3, 'v')}
-${ro(4, 'gs')}
-${rw(5, 'o')}
-${rw(6, 'st')}
-${rw(7, 'res')}
-const DK = ${dk}u;
-const DV = ${dv}u;
-${mainSignature(wg)} {
+  return `${preamble(wg, dk, dv, ['q', 'k', 'v', 'gs'], ['o', 'st', 'res'])} {
   let id = ${flatIndex(wg)};
   if (id >= u.n) { return; }
   let h = id / DV;
@@ -59,17 +57,7 @@ ${withState ? '  for (var i = 0u; i < DK; i++) { s[i] = gs[2u * nb + (h * DK + i
 
 /** Column pass: one invocation per (h, j) holding dS[:, j], t in reverse. Writes dv and bpart = dδ ⊙ u. */
 export function deltaRuleColsWgsl(wg: number, dk: number, dv: number): string {
-  return `${HEADER}
-${ro(1, 'q')}
-${ro(2, 'k')}
-${ro(3, 'gs')}
-${ro(4, 'res')}
-${ro(5, 'dout')}
-${rw(6, 'dvo')}
-${rw(7, 'bpart')}
-const DK = ${dk}u;
-const DV = ${dv}u;
-${mainSignature(wg)} {
+  return `${preamble(wg, dk, dv, ['q', 'k', 'gs', 'res', 'dout'], ['dvo', 'bpart'])} {
   let id = ${flatIndex(wg)};
   if (id >= u.n) { return; }
   let h = id / DV;
@@ -102,18 +90,7 @@ ${mainSignature(wg)} {
  * in reverse (dk's dS δ term). Writes value head h's parts of dq and dk at [t, kh, i, ρ]. dm = −dv.
  */
 export function deltaRuleRowsWgsl(wg: number, dk: number, dv: number, withState: boolean): string {
-  return `${HEADER}
-${ro(1, 'q')}
-${ro(2, 'k')}
-${ro(3, 'gs')}
-${ro(4, 'res')}
-${ro(5, 'dvi')}
-${ro(6, 'dout')}
-${rw(7, 'dqp')}
-${rw(8, 'dkp')}
-const DK = ${dk}u;
-const DV = ${dv}u;
-${mainSignature(wg)} {
+  return `${preamble(wg, dk, dv, ['q', 'k', 'gs', 'res', 'dvi', 'dout'], ['dqp', 'dkp'])} {
   let id = ${flatIndex(wg)};
   if (id >= u.n) { return; }
   let h = id / DK;
@@ -160,17 +137,7 @@ ${withState ? '  for (var j = 0u; j < DV; j++) { row[j] = gs[2u * nb + (h * DK +
 
 /** Gates pass: one invocation per value head; dβ = Σ_j bpart, dg = reverse cumulative sum of Σ_j dm v + Σ_i q dq. */
 export function deltaRuleGatesWgsl(wg: number, dk: number, dv: number): string {
-  return `${HEADER}
-${ro(1, 'q')}
-${ro(2, 'v')}
-${ro(3, 'dvi')}
-${ro(4, 'bpart')}
-${ro(5, 'dqp')}
-${rw(6, 'dg')}
-${rw(7, 'db')}
-const DK = ${dk}u;
-const DV = ${dv}u;
-${mainSignature(wg)} {
+  return `${preamble(wg, dk, dv, ['q', 'v', 'dvi', 'bpart', 'dqp'], ['dg', 'db'])} {
   let h = ${flatIndex(wg)};
   if (h >= u.n) { return; }
   let kh = h / u.r;
