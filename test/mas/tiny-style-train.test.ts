@@ -12,13 +12,12 @@ import { SafetensorsFile } from '../../src/formats/safetensors';
 import { fileSource } from '../../src/formats/sources';
 import { loadSystemFromSpec } from '../../src/mas/system-url';
 import { TINY_SYSTEM_ENV } from '../../src/mas/system';
-import { trainCmd } from '../../src/runner/train';
-import type { TrainArgs } from '../../src/runner/train-args';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../../src/tokenizer';
 import { createPlaygroundApi } from '../../workers/engine-api';
 import { arithmeticRows } from '../train/fixtures';
 import { buildTinyStandIn, standInFetch } from '../tiny-style-standin';
+import { trainInProcess as train } from '../util/rmas';
 
 const tmp = mkdtempSync(join(tmpdir(), 'tiny-style-train-'));
 const cpu = new CpuBackend('f32');
@@ -35,16 +34,6 @@ afterAll(() => {
   else process.env[TINY_SYSTEM_ENV] = saved;
   rmSync(tmp, { recursive: true, force: true });
 });
-
-async function train(kind: 'inner' | 'outer', a: TrainArgs) {
-  let err = '';
-  try {
-    await trainCmd(kind, a, async () => cpu, { out: () => {}, err: (s) => (err += s), tty: false });
-    return { err, error: null as Error | null };
-  } catch (e) {
-    return { err, error: e as Error };
-  }
-}
 
 async function inputIds(file: string, key: string): Promise<number[][]> {
   const f = await SafetensorsFile.open(fileSource(file));

@@ -18,23 +18,13 @@ import { loadTokenizerFromDir } from '../../src/tokenizer';
 import { innerExample } from '../../src/train/data';
 import { overridesFor, runAsk } from '../mas/ask-util';
 import { arithmeticRows } from './fixtures';
+import { trainInProcess as train } from '../util/rmas';
 
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-train-cli-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 const rowsFile = join(tmp, 'rows.jsonl');
 const rows = arithmeticRows(6);
 writeFileSync(rowsFile, rows.map((r) => JSON.stringify(r)).join('\n'));
-
-async function train(kind: 'inner' | 'outer', a: TrainArgs, place?: Parameters<typeof trainCmd>[4]) {
-  let out = '';
-  let err = '';
-  try {
-    await trainCmd(kind, a, async () => new CpuBackend('f32'), { out: (s) => (out += s), err: (s) => (err += s), tty: false }, place);
-    return { out, err, error: null as Error | null };
-  } catch (e) {
-    return { out, err, error: e as Error };
-  }
-}
 
 const innerArgs = (save: string, extra: TrainArgs = {}): TrainArgs => ({
   model_name_or_path: 'models/tiny/qwen3-tiny', mas_design: 'sequential', mas_role: 'planner', dataset_name: rowsFile, save_dir: save,

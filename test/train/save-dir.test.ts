@@ -12,13 +12,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SafetensorsFile } from '../../src/formats/safetensors';
 import { fileSource } from '../../src/formats/sources';
 import { holdsLinksOnly, resolveRoleFolder } from '../../src/mas/upstream';
-import { trainCmd } from '../../src/runner/train';
 import type { TrainArgs } from '../../src/runner/train-args';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../../src/tokenizer';
 import { modelFileNames, placeModelFiles } from '../../src/train/model-files';
 import { buildTinySystem } from '../../models/tiny-mas';
 import { runAsk } from '../mas/ask-util';
+import { trainInProcess as train } from '../util/rmas';
 
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-save-dir-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
@@ -31,16 +31,6 @@ const ROW = {
   deliberation_reflector: 'Check by counting.', deliberation_toolcaller: 'Counting gives 7. \\boxed{7}',
 };
 beforeAll(() => writeFileSync(rowsFile, [ROW, ROW].map((r) => JSON.stringify(r)).join('\n')));
-
-async function train(kind: 'inner' | 'outer', a: TrainArgs) {
-  let err = '';
-  try {
-    await trainCmd(kind, a, async () => cpu, { out: () => {}, err: (s) => (err += s), tty: false });
-    return { err, error: null as Error | null };
-  } catch (e) {
-    return { err, error: e as Error };
-  }
-}
 
 async function decodedIds(file: string, key: string, dir: string): Promise<string[]> {
   const f = await SafetensorsFile.open(fileSource(file));
