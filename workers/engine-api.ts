@@ -16,7 +16,7 @@ import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName } from '../
 import { evaluate as evaluateSystem } from '../src/eval/run';
 import { adapterTaskFor, pickOuterFiles, type AdapterTask } from '../src/mas/upstream';
 import { type DecoderConfig, parseDecoderConfig } from '../src/model/config';
-import { detectLayout, storedName } from '../src/model/layout';
+import { type TensorLayout, detectLayout, storedName } from '../src/model/layout';
 import { weightSpecs } from '../src/model/weights';
 import { describePlan, planGgufModel, planSystemDownload, type PlanLimits, type PlanModel } from '../src/store/plan';
 import { loadSystemFromSpec, type LoadSpecOptions } from '../src/mas/system-url';
@@ -141,15 +141,14 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
   };
   /**
    * The bytes of `config`'s tensors in the safetensors file at `url` (the only ones the loader reads: never a
-   * vision tower's or Qwen3.5's mtp.*); the file is listed with its header and those bytes. `names` are the
-   * checkpoint's tensor names (a sharded checkpoint's index), to tell its layout by; default the file's own.
+   * vision tower's or Qwen3.5's mtp.*); the file is listed with its header and those bytes. `layout`: the
+   * checkpoint's (a sharded one's, told by its index), default told by the file's own tensors.
    */
-  const payload = async (url: string, config: DecoderConfig, names?: readonly string[]): Promise<number> => {
+  const payload = async (url: string, config: DecoderConfig, layout?: TensorLayout): Promise<number> => {
     const src = urlSource(url, { fetch: f });
     const st = await SafetensorsFile.open(src);
-    const all = new Set(names ?? st.names());
-    const layout = detectLayout({ name: url, has: (n) => all.has(n) });
     const own = new Set(st.names());
+    layout ??= detectLayout({ name: url, has: (n) => own.has(n) });
     let n = 0;
     for (const s of weightSpecs(config)) {
       const stored = storedName(layout, s.name);
@@ -185,7 +184,8 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
     let weightsBytes = 0;
     if (index) {
       const map = parseIndex(root + INDEX_FILE, index).weightMap;
-      for (const shard of new Set(map.values())) weightsBytes += await payload(new URL(shard, root).href, config, [...map.keys()]);
+      const layout = detectLayout({ name: root + INDEX_FILE, has: (n) => map.has(n) });
+      for (const shard of new Set(map.values())) weightsBytes += await payload(new URL(shard, root).href, config, layout);
     } else {
       try {
         weightsBytes = await payload(root + SINGLE_FILE, config);
