@@ -20,6 +20,7 @@ import { cases as topk } from './topk/topk.cases';
 import { cases as conv1d } from './conv1d/conv1d.cases';
 import { cases as deltarule } from './deltarule/deltarule.cases';
 import { cases as cols } from './cols/cols.cases';
+import { cases as fused } from './fused/fused.cases';
 
 export interface CaseGroup {
   group: string;
@@ -46,4 +47,5 @@ export const allCases: CaseGroup[] = [
   { group: 'conv1d', cases: conv1d },
   { group: 'deltarule', cases: deltarule },
   { group: 'cols', cases: cols },
+  { group: 'fused', cases: fused },
 ];

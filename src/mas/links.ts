@@ -12,7 +12,8 @@
  * `outer_ln_res_adapter` (released). Outer "residual" is always `residual_proj` (W3·x + b3), never an
  * identity, even when d_in == d_out.
  */
-import { F, FlatParams, type ParamSpec } from '../autograd';
+import { F, FlatParams, type ParamSpec, currentTape } from '../autograd';
+import { fusedGemvKernel } from '../kernels/fused';
 import { CorruptCheckpoint, InvalidArgument, ShapeMismatch } from '../errors';
 import { Rng } from '../testing/rng';
 import type { Backend } from '../tensor/backend';
@@ -301,6 +302,7 @@ export class InnerLink extends Link {
 
   forward(x: Tensor): Tensor {
     this.checkInput(x);
+    if (this.fusable(x)) return this.fusedForward(x);
     const { linear, residual, ln } = this.variant;
     const h = ln ? F.layerNorm(x, this.p('pre_ln.weight'), this.p('pre_ln.bias'), LINK_LN_EPS) : x;
     const a = F.linear(h, this.p('proj1.weight'), this.p('proj1.bias'));
@@ -308,7 +310,45 @@ export class InnerLink extends Link {
     const sum = residual ? F.add(x, branch) : branch;
     return ln ? F.layerNorm(sum, this.p('post_ln.weight'), this.p('post_ln.bias'), LINK_LN_EPS) : sum;
   }
+
+  /**
+   * Whether forward takes the fused path: nothing records, a latent step's few rows, on WebGPU (where dispatches
+   * cost; `fusedSteps` off keeps the plain ops, as the decoder's option does).
+   */
+  fusable(x: Tensor): boolean {
+    return this.fusedSteps && !currentTape() && x.rank === 2 && x.shape[0] <= FUSED_LINK_ROWS;
+  }
+
+  /** On by default on WebGPU. */
+  fusedSteps = this.backend.kind === 'webgpu';
+
+  /**
+   * The same function in at most 3 dispatches: LN folded into the first product with its bias and GELU, the second
+   * product with its bias and the residual, then the last LN (plain ops: up to 6).
+   */
+  fusedForward(x: Tensor): Tensor {
+    const { linear, residual, ln } = this.variant;
+    const b = this.backend;
+    const pre = ln ? [this.p('pre_ln.weight'), this.p('pre_ln.bias')] : [];
+    const norm = ln ? { kind: 'layer' as const, eps: LINK_LN_EPS } : undefined;
+    const res = residual ? [x] : [];
+    let sum: Tensor;
+    if (linear) {
+      [sum] = b.run(fusedGemvKernel, [x, ...pre, this.p('proj1.weight'), this.p('proj1.bias'), ...res], { norm, weights: 1, bias: true, residual });
+    } else {
+      const [a] = b.run(fusedGemvKernel, [x, ...pre, this.p('proj1.weight'), this.p('proj1.bias')], { norm, weights: 1, bias: true, act: 'gelu' });
+      [sum] = b.run(fusedGemvKernel, [a, this.p('proj2.weight'), this.p('proj2.bias'), ...res], { weights: 1, bias: true, residual });
+      a.dispose();
+    }
+    if (!ln) return sum;
+    const out = F.layerNorm(sum, this.p('post_ln.weight'), this.p('post_ln.bias'), LINK_LN_EPS);
+    sum.dispose();
+    return out;
+  }
 }
+
+/** Rows up to which the inner link's fused path runs (the GEMV reads each weight once per 4 rows). */
+const FUSED_LINK_ROWS = 4;
 
 export interface OuterLinkInit extends LinkOptions {
   type?: OuterLinkType | string;

@@ -55,7 +55,24 @@ function message(backend: Backend, size: BenchSize): BenchRun {
   };
 }
 
+/** The inner link alone on one latent row at Qwen3-1.7B's width (tiny: 256), fused (≤ 3 dispatches) or plain. */
+function innerStep(backend: Backend, size: BenchSize, fused: boolean): BenchRun {
+  const d = size === 'full' ? 2048 : 256;
+  const inner = InnerLink.create(backend, d, { seed: 5 });
+  inner.fusedSteps = fused && inner.fusedSteps;
+  const h = backend.fromValues(new Rng(8).normals(d), [1, d]);
+  return {
+    run: () => noGrad(() => tidy(() => inner.forward(h))).dispose(),
+    flops: 2 * 2 * d * d,
+    bytes: 4 * (innerLinkParamCount(d) + 2 * d),
+    tokens: 1,
+    dispose: () => (h.dispose(), inner.dispose()),
+  };
+}
+
 export const benches: BenchCase[] = [
+  { name: 'inner link on a latent step, d 2048 (tiny 256)', setup: (b, s) => innerStep(b, s, true) },
+  { name: 'inner link on a latent step, d 2048 (tiny 256), plain ops', setup: (b, s) => innerStep(b, s, false) },
   { name: `latent step (qwen3-tiny + inner link, KV ${PAST})`, setup: (b) => latentStep(b) },
   { name: 'link message Outer(Inner(H)) 32 x 2048 -> 1536 (tiny 8 x 256 -> 192)', setup: (b, s) => message(b, s) },
 ];

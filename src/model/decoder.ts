@@ -18,6 +18,7 @@ import { ropeInvFreq } from '../kernels/rope';
 import { tidy, untrack } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import { type DecoderConfig, layerWindow } from './config';
+import { FusedPath } from './fused';
 import { type DecoderWeights, type DecoderLayerWeights, type DeltaNetWeights, type LayerWeights, isDeltaNetLayer } from './weights';
 
 export class KVCache {
@@ -50,6 +51,14 @@ export class KVCache {
   setStates(l: number, conv: Tensor, ssm: Tensor) {
     this.conv[l]?.dispose();
     this.ssm[l]?.dispose();
+    this.conv[l] = conv;
+    this.ssm[l] = ssm;
+  }
+
+  /** Layer `l`'s conv rows replaced and its delta-rule state kept (updated in place by the fused step). */
+  advanceStates(l: number, conv: Tensor, ssm: Tensor) {
+    if (this.conv[l] !== conv) this.conv[l]?.dispose();
+    if (this.ssm[l] !== ssm) this.ssm[l]?.dispose();
     this.conv[l] = conv;
     this.ssm[l] = ssm;
   }
@@ -103,6 +112,13 @@ export class Decoder {
    * is x·rsqrt(Σx² + 1e-6), the L2 norm with transformers' eps; for q, w = 1/d also applies the 1/√d scale.
    */
   private readonly l2: { q: Tensor; k: Tensor } | null;
+  /**
+   * One-token steps with a cache and no tape run the fused inference path (model/fused.ts): a few dispatches per
+   * layer instead of one per op, equal within f32 rounding. On by default on WebGPU, where dispatches cost; the CPU
+   * backend can run it too (tests compare the two paths there); CUDA has no fused kernels yet.
+   */
+  fusedSteps: boolean;
+  private fusedImpl: FusedPath | null = null;
 
   constructor(
     readonly config: DecoderConfig,
@@ -114,6 +130,7 @@ export class Decoder {
     };
     this.invFreq = upload(config.rope);
     this.invFreqLocal = config.ropeLocal ? upload(config.ropeLocal) : this.invFreq;
+    this.fusedSteps = weights.backend.kind === 'webgpu';
     const dk = config.deltaNet?.keyDim;
     this.l2 = dk === undefined ? null : {
       q: weights.backend.fromValues(new Float32Array(dk).fill(1 / dk), [dk]),
@@ -123,6 +140,13 @@ export class Decoder {
 
   get backend() {
     return this.weights.backend;
+  }
+
+  /** The fused inference path (prepared on first use). */
+  get fused(): FusedPath {
+    if (!FusedPath.supports(this.backend)) throw new InvalidArgument(`the fused inference path has no kernels on the ${this.backend.kind} backend; set fusedSteps = false`);
+    this.fusedImpl ??= new FusedPath(this.config, this.weights, this.invFreq, this.invFreqLocal);
+    return this.fusedImpl;
   }
 
   /**
@@ -169,6 +193,7 @@ export class Decoder {
     }
     const rows = selectRows(input.logits ?? false, T);
     const tape = currentTape();
+    const fused = this.fusedSteps && !tape && cache && T === 1 ? this.fused : null;
 
     const out = tidy((): Record<string, Tensor> => {
       const pos = this.positions(input.positions, past, T);
@@ -183,7 +208,7 @@ export class Decoder {
         const prev = x;
         // a layer's intermediates go when it returns, not when the whole forward does (recorded ones
         // belong to the tape and stay)
-        x = tidy(() => input.recompute && tape && !cache
+        x = tidy(() => fused?.has(l) ? fused.layer(l, prev, pos, past, cache!) : input.recompute && tape && !cache
           ? checkpoint((xl) => this.layer(l, xl, pos, T, past), [prev], layerTensors(this.weights.layers[l]))
           : this.layer(l, prev, pos, T, past, cache));
         // off the tape nothing reads the previous layer's output again
@@ -322,6 +347,7 @@ export class Decoder {
   }
 
   dispose() {
+    this.fusedImpl?.dispose();
     this.l2?.q.dispose();
     this.l2?.k.dispose();
     this.invFreq.dispose();

@@ -209,9 +209,11 @@ export function qwen35PairConfig(size: BenchSize): DecoderConfig {
  * One decode step of `c`'s layers (q4_0) after `past` positions: random k/v rows for the attention layers and random
  * DeltaNet states stand in for a prefill (the cost does not depend on what they hold).
  */
-async function layersDecode(backend: Backend, size: BenchSize, c: DecoderConfig): Promise<BenchRun> {
+async function layersDecode(backend: Backend, size: BenchSize, c: DecoderConfig, fused = true): Promise<BenchRun> {
   const past = size === 'full' ? 512 : 64;
   const model = await randomDecoder(c, backend, 'q4_0');
+  // the fused path is the default on WebGPU; the plain variant shows what it saves
+  if (!fused) model.fusedSteps = false;
   const rng = new Rng(6);
   const kv = () => Array.from({ length: c.layers }, (_, l) => (c.linearLayers[l] ? null
     : backend.fromValues(rng.normals((past + 1) * c.kvHeads * c.headDim), [past + 1, c.kvHeads, c.headDim])));
@@ -269,5 +271,9 @@ export const benches: BenchCase[] = [
     name: `decode 2 layers of sequential_light's ${role} (${{ planner: 'Qwen3-1.7B', critic: 'Llama-3.2-1B', solver: 'Qwen2.5-Math-1.5B' }[role]} width) q4_0, KV 512 (tiny: ¼ width, KV 64)`,
     setup: (b, s) => layersDecode(b, s, sequentialLightLayers(role, s)),
   })),
+  {
+    name: "decode 2 layers of sequential_light's planner, plain ops (the unfused path, for the dispatch count it saves)",
+    setup: (b, s) => layersDecode(b, s, sequentialLightLayers('planner', s), false),
+  },
   { name: 'decode Qwen3.5-4B layer pair q4_0 (DeltaNet + gated attention, KV 512; tiny hidden 256, KV 64)', setup: (b, s) => layersDecode(b, s, qwen35PairConfig(s)) },
 ];

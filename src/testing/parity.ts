@@ -22,7 +22,11 @@ export interface ParityEnv {
 export interface ParityCase {
   name: string;
   run(env: ParityEnv): Promise<void>;
-  /** The case checks WebGPU's own machinery (bindings split into chunks, folded grids) on a WebGpuBackend it makes; other backends' runs skip it. */
+  /**
+   * The case checks what only WebGPU has: its own machinery (bindings split into chunks, folded grids) on a
+   * WebGpuBackend it makes, or the fused inference kernels (kernels/fused; CUDA keeps the plain path). Other
+   * backends' runs skip it.
+   */
   webgpuOnly?: true;
 }
 

@@ -11,7 +11,7 @@ import type { Activation } from './cpu';
  * 1e-7 absolute; the 2.5e-5 Abramowitz–Stegun formula would not hold f32 tolerances. |x| is capped at 10,
  * where erfc already underflows f32, so exp never sees a huge argument.
  */
-const MATH = `fn sigmoid(x: f32) -> f32 {
+export const MATH = `fn sigmoid(x: f32) -> f32 {
   let e = exp(-abs(x));
   let s = 1.0 / (1.0 + e);
   return select(e * s, s, x >= 0.0);
@@ -53,7 +53,7 @@ fn phi_cdf(x: f32) -> f32 {
  * 0.5·x·(1 + tanh u)): no tanh, which some WGSL implementations return as NaN for large |u|, and no
  * 1 + tanh cancellation; x is clamped inside u (σ has saturated long before |x| = 30) so x³ stays finite.
  */
-const ACT_WGSL: Record<Activation, string> = {
+export const ACT_WGSL: Record<Activation, string> = {
   silu: `fn act_f(x: f32) -> f32 { return x * sigmoid(x); }
 fn act_df(x: f32) -> f32 { return sigmoid(x) * (1.0 + x * sigmoid(-x)); }`,
   gelu: `${PHI}

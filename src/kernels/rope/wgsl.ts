@@ -26,7 +26,7 @@ const lit = (v: number) => v.toPrecision(17);
  * [−π/4, π/4] (about 1 ulp). WGSL's own sin/cos promise only 2^-11 absolute inside [−π, π], and
  * SwiftShader delivers about that (2e-4); long contexts put angles at 1e5 rad.
  */
-const COS_SIN = (() => {
+export const COS_SIN = (() => {
   const [p1, p2, p3, p4] = splitHalfPi().map(lit);
   return `fn cos_sin(a: f32) -> vec2<f32> {
   let k = round(a * ${lit(2 / Math.PI)});
