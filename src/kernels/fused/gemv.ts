@@ -127,8 +127,11 @@ export const fusedGemvKernel: KernelDef<FusedGemvAttrs> = {
     const dtypes = (n: string) => inputs[names.indexOf(n)].meta.dtype;
     const walks = Array.from({ length: attrs.weights }, (_, s) => walkOf(dtypes(`w${s}`), d.K));
     // the pipeline depends on the structure and dtypes only; sizes, eps and offsets are uniforms
-    const v: Variant = { attrs, walks, paramDtypes: ['wpost', 'gamma', 'beta'].filter((n) => names.includes(n)).map(dtypes) };
-    const key = `fused_gemv_${JSON.stringify([walks.map((w) => `${w.dtype}:${w.mode}`), v.paramDtypes, attrs.norm?.kind ?? '', !!attrs.preAdd, !!attrs.inputGate, attrs.weights, attrs.glu ?? '', attrs.act ?? '', !!attrs.bias, !!attrs.residual])}`;
+    // a transformed input (norm, gate, pre-add) small enough is staged in workgroup memory once instead of being
+    // recomputed for each of the workgroup's 8 weight rows
+    const stage = !!(attrs.norm || attrs.preAdd || attrs.inputGate) && Math.min(d.M, MR) * d.K <= STAGE;
+    const v: Variant = { attrs, walks, stage, paramDtypes: ['wpost', 'gamma', 'beta'].filter((n) => names.includes(n)).map(dtypes) };
+    const key = `fused_gemv_${JSON.stringify([walks.map((w) => `${w.dtype}:${w.mode}`), stage, v.paramDtypes, attrs.norm?.kind ?? '', !!attrs.preAdd, !!attrs.inputGate, attrs.weights, attrs.glu ?? '', attrs.act ?? '', !!attrs.bias, !!attrs.residual])}`;
     const starts = [0];
     for (const n of d.rows) starts.push(starts[starts.length - 1] + n);
     const g = attrs.inputGate ?? { ld: 0, head: 1, headStride: 0, offset: 0 };
@@ -156,6 +159,8 @@ export const fusedGemvKernel: KernelDef<FusedGemvAttrs> = {
 const ROWS = 8; // weight rows (outputs) per workgroup, 32 lanes each
 const MR = 4; // rows of x per workgroup (one vec4 accumulator)
 const WG = ROWS * 32;
+/** Floats of staged input: with the 4 KB reduction array, 16 KB of workgroup memory (every device's minimum). */
+const STAGE = 3072;
 
 /** How one weight row is walked: whole vec4 words, scalar words, or one element per load; `ld` in those units' words. */
 interface Walk {
@@ -178,6 +183,8 @@ function walkOf(dtype: DType, K: number): Walk {
 interface Variant {
   attrs: FusedGemvAttrs;
   walks: Walk[];
+  /** The transformed input rows live in workgroup memory (sa[i·K + k]). */
+  stage: boolean;
   paramDtypes: DType[];
 }
 
@@ -359,11 +366,17 @@ fn wsum(v: vec4<f32>, l: u32) -> vec4<f32> {
   return s;
 }
 fn xin(i: u32, k: u32) -> f32 { return ${xin}; }
+fn aval(i: u32, k: u32) -> f32 { return ${aval}; }
+${v.stage ? `var<workgroup> sa: array<f32, ${STAGE}>;
 fn aCol(k: u32) -> vec4<f32> {
   var v = vec4<f32>(0.0);
-  for (var i = 0u; i < mr; i++) { v[i] = ${aval}; }
+  for (var i = 0u; i < mr; i++) { v[i] = sa[i * u.K + k]; }
   return v;
-}
+}` : `fn aCol(k: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  for (var i = 0u; i < mr; i++) { v[i] = aval(i, k); }
+  return v;
+}`}
 ${segs}
 ${mainSignature(WG)} {
   m0 = wid.z * ${MR}u;
@@ -372,6 +385,8 @@ ${mainSignature(WG)} {
   ${a.preAdd ? `if (${flatWorkgroup} == 0u) {
     for (var k = lid.x; k < u.K; k += ${WG}u) { for (var i = 0u; i < mr; i++) { x1[(m0 + i) * u.K + k] = xin(i, k); } }
   }` : ''}
+  ${v.stage ? `for (var k = lid.x; k < u.K; k += ${WG}u) { for (var i = 0u; i < mr; i++) { sa[i * u.K + k] = aval(i, k); } }
+  workgroupBarrier();` : ''}
   let lane = lid.x % 32u;
   let n = ${flatWorkgroup} * ${ROWS}u + lid.x / 32u;
   var acc = vec4<f32>(0.0);
