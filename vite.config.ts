@@ -9,14 +9,14 @@ export default defineConfig({
   build: {
     target: 'es2022',
     // the `webgpu` package (Dawn for Node) must never be bundled into the page
-    rollupOptions: { external: ['webgpu'], input: { main: 'index.html', bench: 'bench.html' } },
+    rollupOptions: { external: ['webgpu'], input: { main: 'index.html', bench: 'bench.html', peer: 'peer.html' } },
   },
   // Every dependency the page and its workers import is pre-bundled when the dev server starts. The scanner
   // crawls index.html but not the workers (started by new Worker(new URL(…))), so they are entries too:
   // otherwise the first visit finds @huggingface/transformers in the engine worker, re-optimises and reloads
   // the page under the user (test/e2e/dev-server.test.ts).
   optimizeDeps: {
-    entries: ['index.html', 'bench.html', 'workers/*.worker.ts'],
+    entries: ['index.html', 'bench.html', 'peer.html', 'workers/*.worker.ts'],
     exclude: ['webgpu'],
     include: ['comlink', 'pyodide', 'idb-keyval', '@huggingface/transformers', '@huggingface/gguf', 'marked', 'katex'],
   },

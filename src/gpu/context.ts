@@ -44,6 +44,11 @@ export interface Dispatch {
   uniforms?: Uniforms;
   bindings: GPUBufferBinding[];
   workgroups: readonly [number, number?, number?];
+  /**
+   * For the counters: the most bytes the kernel reads of each binding when that is less than the binding (a gather
+   * reads its rows of a bound table); absent entries count the whole binding.
+   */
+  reads?: readonly (number | undefined)[];
 }
 
 export interface ContextOptions extends AcquireOptions {
@@ -215,8 +220,9 @@ export class GpuContext {
     d.bindings.forEach((b, i) => {
       const bytes = b.size ?? b.buffer.size - (b.offset ?? 0);
       if (bytes > this.bindingLimit) this.checkBinding(bytes, d.key);
-      if (this.weights.has(b.buffer)) this.weightBound += bytes;
-      else this.activationBound += bytes;
+      const read = Math.min(bytes, d.reads?.[i] ?? bytes);
+      if (this.weights.has(b.buffer)) this.weightBound += read;
+      else this.activationBound += read;
       entries.push({ binding: i + 1, resource: b });
     });
     const bindGroup = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });

@@ -2,8 +2,9 @@
 
 /**
  * Work a context has issued since creation. `weightBytes` / `activationBytes`: the sizes of every storage binding of
- * every dispatch, whether its buffer holds a weight (markWeight) or anything else: a kernel reads at most what
- * is bound, so weight bytes per token equal to the model's weight bytes mean each weight is bound once per token.
+ * every dispatch (a gather counts only the rows it reads of its table), whether its buffer holds a weight
+ * (markWeight) or anything else: a kernel reads at most that, so weight bytes per token equal to the model's weight
+ * bytes mean each weight is read once per token.
  */
 export interface GpuCounters {
   dispatches: number;

@@ -314,3 +314,14 @@ export function formatWeightBytes(w: Pick<DecoderWeights, 'bytes' | 'totalBytes'
   const parts = Object.entries(w.bytes).map(([d, n]) => `${d} ${mb(n!)}`);
   return `${parts.join(', ')} (total ${mb(w.totalBytes)})`;
 }
+
+/**
+ * The weight bytes one decode step reads when every weight is read once: all of them, except that the embedding
+ * lookup reads only its row of the table (the whole table again when the LM head is tied to it). The counters'
+ * weight bytes per token equal this on the fused path (GpuCounters).
+ */
+export function stepWeightBytes(w: Pick<DecoderWeights, 'embed' | 'lmHead' | 'totalBytes'>): number {
+  const table = byteSize(w.embed.dtype, w.embed.shape);
+  const row = table / w.embed.shape[0];
+  return w.totalBytes - table + row + (w.lmHead === w.embed ? table : 0);
+}

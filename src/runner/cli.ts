@@ -35,7 +35,8 @@ export const USAGE = `usage:
       prints the generated text, then prefill and decode tokens/s on stderr; --json prints one object instead: text,
       tokens, prefill_tokens_per_s, decode_tokens_per_s, and per token of the decode steps after the first what the
       backend counted (WebGPU; null elsewhere): dispatches_per_token, submits_per_token, readbacks_per_token,
-      weight_bytes_per_token (bytes bound from weights; the model's weight_bytes when each is read once);
+      weight_bytes_per_token (bytes read of weights: each weight once, the embedding table only its row, again whole
+      when the LM head is tied to it), activation_bytes_per_token, weight_bytes;
       sampling defaults come from the model's generation_config.json
 ${ASK_USAGE}
 ${RUN_USAGE}

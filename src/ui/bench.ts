@@ -26,7 +26,7 @@ app.innerHTML = `
   <span id="status" class="muted"></span>
 </form>
 <table><thead><tr><th>case</th><th>ms/iter</th><th>GFLOP/s</th><th>GB/s</th><th>tokens/s</th></tr></thead><tbody></tbody></table>
-<p class="muted"><a href="/">start page</a></p>`;
+<p class="muted"><a href="/peer.html">peer benchmark: ours against transformers.js</a> · <a href="/">start page</a></p>`;
 
 const form = app.querySelector('form')!;
 const tbody = app.querySelector('tbody')!;

@@ -1,0 +1,57 @@
+/**
+ * peer.html driven headlessly: the Vite dev server on the repository (what `npm start` serves, so the page finds
+ * models/tiny and .cache/peer as a person's browser does) and Debian's Chromium through playwright-core
+ * (SwiftShader WebGPU). The page runs both engines; this only calls window.rmasPeer.run and returns its report.
+ */
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { type Browser, type Page, chromium } from 'playwright-core';
+import type { PeerOptions, PeerReport } from '../src/ui/peer-run';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const CHROMIUM_ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+export interface PeerPage {
+  page: Page;
+  url: string;
+  run(opts: Partial<PeerOptions>): Promise<PeerReport>;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the dev server (its dependency cache in `cacheDir`, so that it never races another server's) and a
+ * browser on peer.html; page errors and the page's console errors go to `log`.
+ */
+export async function openPeerPage(opts: { cacheDir?: string; log?: (line: string) => void } = {}): Promise<PeerPage> {
+  const log = opts.log ?? (() => {});
+  const { createServer } = await import('vite');
+  const server = await createServer({
+    configFile: join(ROOT, 'vite.config.ts'), root: ROOT, cacheDir: opts.cacheDir ?? join(ROOT, '.cache/peer-vite'),
+    logLevel: 'error', server: { host: '127.0.0.1', port: 0, hmr: false, strictPort: false },
+  });
+  let browser: Browser | undefined;
+  try {
+    await server.listen();
+    const url = `${server.resolvedUrls!.local[0]}peer.html`;
+    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
+    const page = await browser.newPage();
+    page.on('pageerror', (e) => log(`page error: ${e.message}`));
+    page.on('console', (m) => { if (m.type() === 'error') log(`page console: ${m.text()}`); });
+    await page.goto(url);
+    await page.waitForFunction(() => !!window.rmasPeer, null, { timeout: 120_000 });
+    const b = browser;
+    return {
+      page, url,
+      run: (o) => page.evaluate((o2) => window.rmasPeer!.run(o2), o),
+      async close() {
+        await b.close();
+        await server.close();
+      },
+    };
+  } catch (e) {
+    await browser?.close();
+    await server.close();
+    throw e;
+  }
+}
