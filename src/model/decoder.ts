@@ -12,70 +12,17 @@
  * a cache goes on from where it stopped, never from an earlier length.
  */
 import { F, checkpoint, currentTape } from '../autograd';
-import { InvalidArgument, ShapeMismatch } from '../errors';
+import { InvalidArgument, ShapeMismatch, UnsupportedFeature } from '../errors';
 import { roundBf16, roundF16 } from '../formats/dtype';
 import { ropeInvFreq } from '../kernels/rope';
 import { tidy, untrack } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import { type DecoderConfig, layerWindow } from './config';
+import { BatchCache, KVCache } from './cache';
 import { FusedPath } from './fused';
 import { type DecoderWeights, type DecoderLayerWeights, type DeltaNetWeights, type LayerWeights, isDeltaNetLayer } from './weights';
 
-export class KVCache {
-  length = 0;
-  /** Per Gated DeltaNet layer: the last K − 1 rows its conv saw [K − 1, channels]; null before the first forward. */
-  readonly conv: (Tensor | null)[];
-  /** Per Gated DeltaNet layer: the delta rule's state [valueHeads, keyDim, valueDim]; null before the first forward. */
-  readonly ssm: (Tensor | null)[];
-  /** The length at which the DeltaNet states were written (they cannot be rewound as k and v rows can). */
-  stateLength = 0;
-
-  /** `k` and `v` per layer ([maxLen, Hkv, D]; null for a Gated DeltaNet layer). */
-  constructor(
-    readonly k: (Tensor | null)[],
-    readonly v: (Tensor | null)[],
-    readonly maxLen: number,
-  ) {
-    this.conv = k.map(() => null);
-    this.ssm = k.map(() => null);
-  }
-
-  /** Starts a new sequence; the buffers are reused (rows past `length` are never read), the DeltaNet states dropped. */
-  reset() {
-    this.length = 0;
-    this.stateLength = 0;
-    this.dropStates();
-  }
-
-  /** Replaces layer `l`'s DeltaNet states. */
-  setStates(l: number, conv: Tensor, ssm: Tensor) {
-    this.conv[l]?.dispose();
-    this.ssm[l]?.dispose();
-    this.conv[l] = conv;
-    this.ssm[l] = ssm;
-  }
-
-  /** Layer `l`'s conv rows replaced and its delta-rule state kept (updated in place by the fused step). */
-  advanceStates(l: number, conv: Tensor, ssm: Tensor) {
-    if (this.conv[l] !== conv) this.conv[l]?.dispose();
-    if (this.ssm[l] !== ssm) this.ssm[l]?.dispose();
-    this.conv[l] = conv;
-    this.ssm[l] = ssm;
-  }
-
-  private dropStates() {
-    for (let l = 0; l < this.conv.length; l++) {
-      this.conv[l]?.dispose();
-      this.ssm[l]?.dispose();
-      this.conv[l] = this.ssm[l] = null;
-    }
-  }
-
-  dispose() {
-    [...this.k, ...this.v].forEach((t) => t?.dispose());
-    this.dropStates();
-  }
-}
+export { BatchCache, KVCache } from './cache';
 
 export interface ForwardInput {
   /** i32 token ids [T]; exactly one of inputIds / inputsEmbeds. */
@@ -193,7 +140,8 @@ export class Decoder {
     }
     const rows = selectRows(input.logits ?? false, T);
     const tape = currentTape();
-    const fused = this.fusedSteps && !tape && cache && T === 1 ? this.fused : null;
+    // one-token steps with host-known positions take the fused path (its kernels read positions from a small table)
+    const fused = this.fusedSteps && !tape && cache && T === 1 && !(input.positions instanceof Tensor) ? this.fused : null;
 
     const out = tidy((): Record<string, Tensor> => {
       const pos = this.positions(input.positions, past, T);
@@ -204,11 +152,14 @@ export class Decoder {
           'run the forward without a cache while recording a tape');
       }
       let x = x0;
+      const step = fused && cache
+        ? { cache, rows: this.backend.fromValues([(input.positions as ArrayLike<number> | undefined)?.[0] ?? past, past, 0], [3, 1], 'i32'), maxKeys: past + 1 }
+        : null;
       for (let l = 0; l < c.layers; l++) {
         const prev = x;
         // a layer's intermediates go when it returns, not when the whole forward does (recorded ones
         // belong to the tape and stay)
-        x = tidy(() => fused?.has(l) ? fused.layer(l, prev, pos, past, cache!) : input.recompute && tape && !cache
+        x = tidy(() => step && fused?.has(l) ? fused.layer(l, prev, step) : input.recompute && tape && !cache
           ? checkpoint((xl) => this.layer(l, xl, pos, T, past), [prev], layerTensors(this.weights.layers[l]))
           : this.layer(l, prev, pos, T, past, cache));
         // off the tape nothing reads the previous layer's output again
@@ -229,6 +180,83 @@ export class Decoder {
       return logits ? { hidden, logits } : { hidden };
     });
     if (cache) cache.length = cache.stateLength = past + T;
+    return out as unknown as ForwardOutput;
+  }
+
+  /** Caches for `rows` sequences of up to `maxLen` positions each, for stepBatch (prefill each with prefillRow). */
+  newBatchCache(rows: number, maxLen: number): BatchCache {
+    return BatchCache.create(this.config, this.backend, rows, maxLen);
+  }
+
+  /**
+   * Prefills sequence `b` of a batch cache with a prompt (pieces of embeddings, or token ids), on the plain path as
+   * forward does it alone; returns the last piece's output (`logits` as in forward).
+   */
+  prefillRow(cache: BatchCache, b: number, prompt: { inputIds: Tensor } | { inputsEmbeds: readonly Tensor[] }, logits: ForwardInput['logits'] = false): ForwardOutput {
+    if (cache.lengths[b] !== 0) throw new InvalidArgument(`prefillRow: sequence ${b} already holds ${cache.lengths[b]} positions; batch caches are filled once`);
+    const row = cache.rowCache(b);
+    try {
+      const pieces = 'inputIds' in prompt ? [prompt.inputIds] : prompt.inputsEmbeds.filter((p) => p.shape[0] > 0);
+      if (!pieces.length) throw new InvalidArgument('prefillRow: the prompt is empty');
+      let out: ForwardOutput | null = null;
+      for (const [i, piece] of pieces.entries()) {
+        out?.hidden.dispose();
+        out?.logits?.dispose();
+        const last = i === pieces.length - 1;
+        out = this.forward({ ...('inputIds' in prompt ? { inputIds: piece } : { inputsEmbeds: piece }), cache: row, logits: last ? logits : false });
+      }
+      cache.takeStates(b, row);
+      return out!;
+    } finally {
+      row.dispose();
+    }
+  }
+
+  /**
+   * One token for each of the listed sequences of a batch cache (default all), on the fused path: x [M, hidden] (or
+   * ids [M]) at each sequence's next position. A row's numbers do not depend on the other rows, so a batch gives what
+   * the same sequences give one at a time (batched decoding is token-identical). Returns the post-norm hidden states
+   * and, with `logits`, the LM head's [M, vocab].
+   */
+  stepBatch(input: { inputsEmbeds?: Tensor; inputIds?: Tensor; cache: BatchCache; rows?: readonly number[]; logits?: boolean }): ForwardOutput {
+    const { cache } = input;
+    const c = this.config;
+    const rows = input.rows ?? Array.from({ length: cache.rows }, (_, i) => i);
+    const x0 = input.inputsEmbeds;
+    if (!!input.inputIds === !!x0) throw new InvalidArgument('stepBatch: pass exactly one of inputIds and inputsEmbeds');
+    const M = x0 ? x0.shape[0] : input.inputIds!.shape[0];
+    if (M !== rows.length) throw new ShapeMismatch(`stepBatch: ${M} input rows for ${rows.length} sequences`);
+    if (x0 && (x0.rank !== 2 || x0.shape[1] !== c.hidden)) throw new ShapeMismatch(`stepBatch: inputsEmbeds [${x0.shape}], expected [${M}, ${c.hidden}]`);
+    if (new Set(rows).size !== rows.length) throw new InvalidArgument('stepBatch: a sequence is listed twice');
+    for (const r of rows) {
+      if (!Number.isInteger(r) || r < 0 || r >= cache.rows) throw new InvalidArgument(`stepBatch: sequence ${r} is not one of the cache's ${cache.rows}`);
+      if (cache.lengths[r] < 1) throw new InvalidArgument(`stepBatch: sequence ${r} was not prefilled (prefillRow)`);
+      if (cache.lengths[r] >= cache.maxLen) throw new InvalidArgument(`stepBatch: sequence ${r} is full (${cache.maxLen} positions); allocate a longer batch cache`);
+    }
+    if (currentTape()) throw new InvalidArgument('stepBatch: batched steps are inference only; run forward while recording a tape');
+    const fused = this.fused;
+    if (fused.fusedLayers !== c.layers) {
+      throw new UnsupportedFeature(`stepBatch: ${c.layers - fused.fusedLayers} layer(s) hold weights split across bindings, which batched steps cannot read; ` +
+        'use a batch size of 1, or a device with a larger maxStorageBufferBindingSize');
+    }
+    const out = tidy((): Record<string, Tensor> => {
+      const len = rows.map((r) => cache.lengths[r]);
+      const info = this.backend.fromValues([...len, ...rows.map((r, i) => r * cache.stride + len[i]), ...rows.map((r) => r * cache.stride)], [3, M], 'i32');
+      const step = { cache, rows: info, maxKeys: Math.max(...len) + 1 };
+      let x = x0 ?? this.embed(input.inputIds!);
+      for (let l = 0; l < c.layers; l++) {
+        const prev = x;
+        x = tidy(() => fused.layer(l, prev, step));
+        if (prev !== x0) prev.dispose();
+      }
+      const hidden = F.rmsNorm(x, this.weights.norm, c.rmsEps, { offset: c.normOffset });
+      if (!input.logits) return { hidden };
+      // the LM head as a fused GEMV when its weight is one binding: per row the same bits whatever M is
+      let logits = fused.lmHead(x) ?? F.linear(hidden, this.weights.lmHead);
+      if (c.finalSoftcap !== null) logits = F.scale(F.tanh(F.scale(logits, 1 / c.finalSoftcap)), c.finalSoftcap);
+      return { hidden, logits };
+    });
+    for (const r of rows) cache.lengths[r]++;
     return out as unknown as ForwardOutput;
   }
 

@@ -14,14 +14,21 @@
  * kernels hold, takes the differentiable path; the choice is made once per layer.
  */
 import { F } from '../autograd';
-import { attentionKernel } from '../kernels/attention';
-import { DELTA_STEP_MAX_DIM, type FusedGemvAttrs, deltaStepKernel, fusedGemvKernel, normAddKernel, ropeAppendKernel } from '../kernels/fused';
+import { DELTA_STEP_MAX_DIM, type FusedGemvAttrs, decodeAttentionKernel, deltaStepKernel, fusedGemvKernel, normAddKernel, ropeAppendKernel } from '../kernels/fused';
 import type { Backend } from '../tensor/backend';
 import { tidy, untrack } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import { type DecoderConfig, layerWindow } from './config';
-import type { KVCache } from './decoder';
+import { BatchCache, type KVCache } from './decoder';
 import { type DeltaNetLayerWeights, type LayerWeights, type MlpWeights, isDeltaNetLayer, type DecoderWeights } from './weights';
+
+/** One step of the fused path: the cache, the rows' positions and cache rows, and the most keys a row attends to. */
+export interface StepInput {
+  cache: KVCache | BatchCache;
+  /** i32 [3, M]: per row its RoPE position, the cache row it writes (the stacked k/v's row index), and its sequence's first cache row. */
+  rows: Tensor;
+  maxKeys: number;
+}
 
 /** Per layer: what the fused kernels need beyond the loaded weights (concatenated biases, the decay's constants). */
 interface Prepared {
@@ -110,8 +117,11 @@ export class FusedPath {
     return this.backend.run(fusedGemvKernel, inputs, attrs);
   }
 
-  /** Layer `l` on x [1, hidden] at position `pos`, `past` tokens cached: x's next value. */
-  layer(l: number, x: Tensor, pos: Tensor, past: number, cache: KVCache): Tensor {
+  /**
+   * Layer `l` on x [M, hidden], one token of each step row: x's next value. `step.rows` says each row's position and
+   * cache rows (StepRows); a KVCache holds one sequence (M = 1), a BatchCache one per row.
+   */
+  layer(l: number, x: Tensor, step: StepInput): Tensor {
     const w = this.weights.layers[l];
     const p = this.prepared[l]!;
     const c = this.config;
@@ -120,20 +130,24 @@ export class FusedPath {
     let gate: { tensor: Tensor; attrs: FusedGemvAttrs['inputGate'] } | null = null;
     let oWeight: Tensor;
     let oBias: Tensor | null = null;
+    const { cache } = step;
+    const M = x.shape[0];
     if (isDeltaNetLayer(w)) {
-      attn = this.deltaNet(l, w, p, x, cache);
+      attn = this.deltaNet(l, w, p, x, step);
       oWeight = w.deltaNet.out;
     } else {
       const [qkv] = this.gemv([x, w.inputNorm, w.q, w.k, w.v, ...(p.qkvBias ? [p.qkvBias] : [])], { norm, weights: 3, bias: !!p.qkvBias });
       const D = c.headDim;
       const inv = layerWindow(c, l) !== null ? this.invFreqLocal : this.invFreq;
       const [ck, cv] = [cache.k[l]!, cache.v[l]!];
-      const [q] = this.backend.run(ropeAppendKernel, [qkv, ...(w.qNorm && w.kNorm ? [w.qNorm, w.kNorm] : []), pos, inv, ck, cv], {
-        heads: c.heads, kvHeads: c.kvHeads, headDim: D, gated: c.attnOutputGate, qkNorm: !!(w.qNorm && w.kNorm), eps: c.rmsEps, offset: c.normOffset, at: past,
+      const [q] = this.backend.run(ropeAppendKernel, [qkv, ...(w.qNorm && w.kNorm ? [w.qNorm, w.kNorm] : []), step.rows, inv, ck, cv], {
+        heads: c.heads, kvHeads: c.kvHeads, headDim: D, gated: c.attnOutputGate, qkNorm: !!(w.qNorm && w.kNorm), eps: c.rmsEps, offset: c.normOffset,
       });
-      const [o, lse] = this.backend.run(attentionKernel, [q, ck, cv], { kvLen: past + 1, window: layerWindow(c, l) ?? undefined, scale: c.attnScale ?? undefined });
-      lse.dispose();
-      attn = this.backend.reshape(o, [1, c.heads * D]);
+      const window = layerWindow(c, l) ?? undefined;
+      const [o] = this.backend.run(decodeAttentionKernel, [q, ck, cv, step.rows], {
+        window, scale: c.attnScale ?? undefined, maxKeys: Math.min(step.maxKeys, window ?? Infinity),
+      });
+      attn = this.backend.reshape(o, [M, c.heads * D]);
       if (c.attnOutputGate) {
         gate = { tensor: qkv, attrs: { ld: qkv.shape[1], head: D, headStride: 2 * D, offset: D } };
       }
@@ -164,13 +178,28 @@ export class FusedPath {
     return this.gemv([h, w.down, ...(w.downBias ? [w.downBias] : []), x1], { weights: 1, bias: !!w.downBias, residual: true })[0];
   }
 
-  /** The Gated DeltaNet of one token: its output before out_proj [1, valueHeads·valueDim]; the cache's states advance. */
-  private deltaNet(l: number, w: DeltaNetLayerWeights, p: Prepared, x: Tensor, cache: KVCache): Tensor {
+  /** Logits [M, vocab] of the last layer's output x through the final norm and the LM head in one GEMV; null when the head is split across bindings. */
+  lmHead(x: Tensor): Tensor | null {
+    const head = this.weights.lmHead;
+    if (!whole(head) || !whole(this.weights.norm)) return null;
+    const c = this.config;
+    return this.gemv([x, this.weights.norm, head], { norm: { kind: 'rms', eps: c.rmsEps, offset: c.normOffset }, weights: 1 })[0];
+  }
+
+  /** The Gated DeltaNet of one token per row: its output before out_proj [M, valueHeads·valueDim]; the states advance. */
+  private deltaNet(l: number, w: DeltaNetLayerWeights, p: Prepared, x: Tensor, step: StepInput): Tensor {
     const c = this.config;
     const d = c.deltaNet!;
     const dn = w.deltaNet;
     const C = 2 * d.keyHeads * d.keyDim + d.valueHeads * d.valueDim;
     const [proj] = this.gemv([x, w.inputNorm, dn.qkv, dn.z, dn.b, dn.a], { norm: { kind: 'rms', eps: c.rmsEps, offset: c.normOffset }, weights: 4 });
+    const conv = this.backend.reshape(dn.conv, [C, d.convKernel]);
+    const attrs = { keyHeads: d.keyHeads, valueHeads: d.valueHeads, keyDim: d.keyDim, valueDim: d.valueDim, convKernel: d.convKernel, eps: c.rmsEps };
+    const { cache } = step;
+    if (cache instanceof BatchCache) {
+      // the stacked rings and states are updated in place
+      return this.backend.run(deltaStepKernel, [proj, conv, cache.conv[l]!, cache.ssm[l]!, p.gates!, dn.norm, step.rows], { ...attrs, rowStride: cache.stride })[0];
+    }
     const fresh = (shape: number[]) => {
       const t = this.backend.zeros(shape);
       untrack(t);
@@ -178,9 +207,7 @@ export class FusedPath {
     };
     const convState = cache.conv[l] ?? fresh([d.convKernel - 1, C]);
     const state = cache.ssm[l] ?? fresh([d.valueHeads, d.keyDim, d.valueDim]);
-    const [y, convNext] = this.backend.run(deltaStepKernel, [proj, this.backend.reshape(dn.conv, [C, d.convKernel]), convState, state, p.gates!, dn.norm], {
-      keyHeads: d.keyHeads, valueHeads: d.valueHeads, keyDim: d.keyDim, valueDim: d.valueDim, convKernel: d.convKernel, eps: c.rmsEps,
-    });
+    const [y, convNext] = this.backend.run(deltaStepKernel, [proj, conv, convState, state, p.gates!, dn.norm], attrs);
     untrack(convNext);
     // the state was updated in place: the cache keeps it and takes the conv's next rows
     if (!cache.conv[l]) convState.dispose();

@@ -152,6 +152,129 @@ export async function generate(model: Decoder, opts: GenerateOptions): Promise<G
   }
 }
 
+export interface BatchPrompt {
+  /** Token ids, or embedding pieces [T_i, hidden] prefilled in order (as generate's inputsEmbeds). */
+  inputIds?: ArrayLike<number>;
+  inputsEmbeds?: readonly Tensor[];
+}
+
+export interface GenerateBatchOptions extends Pick<GenerateOptions, 'maxNewTokens' | 'sampling' | 'eosTokenIds' | 'signal'> {
+  prompts: readonly BatchPrompt[];
+  /** Called with each new id of sequence `row` as soon as it has been read back. */
+  onToken?: (row: number, id: number) => void;
+  /** Called after each token of sequence `row` with its tokens so far; true ends that sequence with stoppedBy 'stop'. */
+  stop?: (row: number, tokens: readonly number[]) => boolean;
+}
+
+export interface BatchResult {
+  /** Per sequence, in prompt order. */
+  rows: { tokens: number[]; stoppedBy: GenerateResult['stoppedBy'] }[];
+  /** Decode steps (each one token for every sequence still running) and their tokens per second. */
+  steps: number;
+  decodeTokensPerSec: number;
+  prefillMs: number;
+  decodeMs: number;
+}
+
+/**
+ * Several prompts at once: each is prefilled into its own rows of a batch cache, then every step feeds one token of
+ * each sequence still running through one batched forward (Decoder.stepBatch), reading back one id per sequence.
+ * A sequence stops on its own (EOS, its stop callback, the length) and leaves the batch. A row's numbers do not depend
+ * on the others, so the tokens are those of the prompts run one at a time through this function (greedy: identical;
+ * sampled: the same draws, each sequence drawing as a lone one would, from (seed, step)).
+ */
+export async function generateBatch(model: Decoder, opts: GenerateBatchOptions): Promise<BatchResult> {
+  const { prompts, maxNewTokens, signal } = opts;
+  const sampling = opts.sampling ?? { greedy: true };
+  const eos = new Set(opts.eosTokenIds ?? []);
+  if (!prompts.length) throw new InvalidArgument('generateBatch: no prompts');
+  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new InvalidArgument(`generateBatch: maxNewTokens must be a positive integer, got ${maxNewTokens}`);
+  checkSampling(sampling);
+  const be = model.backend;
+  const lengths = prompts.map((p, i) => {
+    if ((p.inputIds === undefined) === (p.inputsEmbeds === undefined)) throw new InvalidArgument(`generateBatch: prompt ${i}: pass exactly one of inputIds and inputsEmbeds`);
+    const n = p.inputIds ? p.inputIds.length : p.inputsEmbeds!.reduce((s, t) => s + t.shape[0], 0);
+    if (n < 1) throw new InvalidArgument(`generateBatch: prompt ${i} is empty`);
+    return n;
+  });
+  const rows: BatchResult['rows'] = prompts.map(() => ({ tokens: [], stoppedBy: 'length' }));
+  const cache = model.newBatchCache(prompts.length, Math.max(...lengths) + maxNewTokens);
+  const pickRows = (logits: Tensor, step: number): Tensor[] => {
+    if (isGreedy(sampling)) return [F.argmax(logits)];
+    // each row draws as a lone sequence does: from its own [1, V] logits, as batch row 0
+    return Array.from({ length: logits.shape[0] }, (_, i) => pick(F.sliceRows(logits, i, 1), sampling, step));
+  };
+  const readIds = async (ts: Tensor[]) => {
+    const got = (await Promise.all(ts.map((t) => t.readI32()))).flatMap((a) => Array.from(a));
+    ts.forEach((t) => t.dispose());
+    return got;
+  };
+  let running: number[] = [];
+  let ids: number[] = [];
+  const take = (r: number, id: number) => {
+    const row = rows[r];
+    row.tokens.push(id);
+    opts.onToken?.(r, id);
+    if (eos.has(id)) row.stoppedBy = 'eos';
+    else if (opts.stop?.(r, row.tokens)) row.stoppedBy = 'stop';
+    else if (row.tokens.length >= maxNewTokens) row.stoppedBy = 'length';
+    else return true;
+    return false;
+  };
+  try {
+    const t0 = performance.now();
+    for (const [b, p] of prompts.entries()) {
+      if (signal?.aborted) {
+        rows.slice(b).forEach((r) => (r.stoppedBy = 'abort'));
+        break;
+      }
+      const own = p.inputIds ? be.fromValues(Array.from(p.inputIds), [p.inputIds.length], 'i32') : null;
+      const next = tidy(() => {
+        const out = model.prefillRow(cache, b, own ? { inputIds: own } : { inputsEmbeds: p.inputsEmbeds! }, 'last');
+        return pick(out.logits!, sampling, 0);
+      });
+      own?.dispose();
+      const id = (await next.readI32())[0];
+      next.dispose();
+      if (take(b, id)) {
+        running.push(b);
+        ids.push(id);
+      }
+    }
+    const prefillMs = performance.now() - t0;
+    const t1 = performance.now();
+    let steps = 0;
+    let tokens = 0;
+    for (let step = 1; running.length; step++) {
+      if (signal?.aborted) {
+        for (const r of running) rows[r].stoppedBy = 'abort';
+        break;
+      }
+      const next = tidy(() => {
+        const x = be.fromValues(ids, [ids.length], 'i32');
+        return pickRows(model.stepBatch({ inputIds: x, cache, rows: running, logits: true }).logits!, step);
+      });
+      const got = await readIds(next);
+      steps++;
+      tokens += running.length;
+      const still: number[] = [];
+      const stillIds: number[] = [];
+      running.forEach((r, i) => {
+        if (take(r, got[i])) {
+          still.push(r);
+          stillIds.push(got[i]);
+        }
+      });
+      running = still;
+      ids = stillIds;
+    }
+    const decodeMs = steps ? performance.now() - t1 : 0;
+    return { rows, steps, decodeTokensPerSec: decodeMs > 0 ? (tokens * 1000) / decodeMs : 0, prefillMs, decodeMs };
+  } finally {
+    cache.dispose();
+  }
+}
+
 export interface GenerationDefaults {
   sampling: SamplingOptions;
   eosTokenIds: number[];

@@ -33,7 +33,7 @@ import { bf16Tensor } from './testing';
  * A bf16 checkpoint of random weights for `c`, generated tensor by tensor as the loader asks for it (the
  * realistic-width layer is ~50 M values; holding them all as f64 first would cost 400 MB).
  */
-function randomSource(c: DecoderConfig, seed: number): WeightSource {
+export function randomSource(c: DecoderConfig, seed: number): WeightSource {
   const specs = new Map(weightSpecs(c).map((s, i) => [s.name, { ...s, seed: seed * 1000 + i }]));
   return {
     name: `random ${c.family} (hidden ${c.hidden}, ${c.layers} layer(s))`,
@@ -128,17 +128,16 @@ async function tinyDecodeStep(backend: Backend): Promise<BenchRun> {
   // a real prefill fills the cache, so every timed step attends to the same 32 meaningful positions
   tidy(() => model.forward({ inputIds: prompt, cache }).hidden).dispose();
   const id = backend.fromValues([rng.int(c.vocabSize)], [1], 'i32');
-  const pos = backend.fromValues([PROMPT], [1], 'i32');
   return {
     // rewinding the length each iteration overwrites the same row: the cache never overflows, whatever
     // the harness's iteration count
     run: () => {
       cache.length = PROMPT;
-      tidy(() => F.argmax(model.forward({ inputIds: id, cache, positions: pos, logits: 'last' }).logits!)).dispose();
+      tidy(() => F.argmax(model.forward({ inputIds: id, cache, logits: 'last' }).logits!)).dispose();
     },
     ...forwardCost(c, model.weights, { T: 1, past: PROMPT, logitsRows: 1, ids: true }),
     tokens: 1,
-    dispose: () => (prompt.dispose(), id.dispose(), pos.dispose(), cache.dispose(), model.dispose()),
+    dispose: () => (prompt.dispose(), id.dispose(), cache.dispose(), model.dispose()),
   };
 }
 
@@ -164,15 +163,14 @@ async function wideLayerDecode(backend: Backend, size: BenchSize): Promise<Bench
   const kv = () => [backend.fromValues(rng.normals((past + 1) * c.kvHeads * c.headDim), [past + 1, c.kvHeads, c.headDim])];
   const cache = new KVCache(kv(), kv(), past + 1);
   const x = backend.fromValues(rng.normals(c.hidden), [1, c.hidden]);
-  const pos = backend.fromValues([past], [1], 'i32');
   return {
     // embeddings in, hidden out (the final norm is the only non-layer work, d values): one layer's decode step
     run: () => {
       cache.length = past;
-      model.forward({ inputsEmbeds: x, cache, positions: pos }).hidden.dispose();
+      model.forward({ inputsEmbeds: x, cache }).hidden.dispose();
     },
     ...forwardCost(c, model.weights, { T: 1, past, logitsRows: 0, ids: false }),
-    dispose: () => (x.dispose(), pos.dispose(), cache.dispose(), model.dispose()),
+    dispose: () => (x.dispose(), cache.dispose(), model.dispose()),
   };
 }
 
@@ -230,16 +228,15 @@ async function layersDecode(backend: Backend, size: BenchSize, c: DecoderConfig,
   };
   states();
   const x = backend.fromValues(rng.normals(c.hidden), [1, c.hidden]);
-  const pos = backend.fromValues([past], [1], 'i32');
   return {
     // the same position every iteration: the k/v row is overwritten, the DeltaNet states go on from the last step's
     // (a rewind the decoder refuses unless both lengths are set, as here)
     run: () => {
       cache.length = cache.stateLength = past;
-      model.forward({ inputsEmbeds: x, cache, positions: pos }).hidden.dispose();
+      model.forward({ inputsEmbeds: x, cache }).hidden.dispose();
     },
     ...forwardCost(c, model.weights, { T: 1, past, logitsRows: 0, ids: false }),
-    dispose: () => (x.dispose(), pos.dispose(), cache.dispose(), model.dispose()),
+    dispose: () => (x.dispose(), cache.dispose(), model.dispose()),
   };
 }
 

@@ -3,7 +3,7 @@ import type { DType } from '../../formats/dtype';
 import type { Backend } from '../../tensor/backend';
 import type { Tensor } from '../../tensor/tensor';
 import { type ParityCase, type ParityEnv, TOL, expectParity, observedClose, pair } from '../../testing';
-import { type FusedGemvAttrs, deltaStepKernel, fusedGemvKernel, normAddKernel, ropeAppendKernel } from '.';
+import { type FusedGemvAttrs, SPLIT_KEYS, decodeAttentionKernel, deltaStepKernel, fusedGemvKernel, normAddKernel, ropeAppendKernel } from '.';
 
 // Each fused kernel twice: the device against the CPU reference (kernel parity), and the CPU reference against the
 // chain of differentiable ops it replaces (the fused path computes what the plain path does). The fused path runs on
@@ -100,7 +100,10 @@ export const cases: ParityCase[] = [
         const qkv = pair(env, env.rng.normals(T * width), [T, width]);
         const qn = pair(env, env.rng.normals(D, 0.2), [D], 'bf16');
         const kn = pair(env, env.rng.normals(D, 0.2), [D], 'f32');
-        const pos = pair(env, [7, 300, 4095], [T], 'i32');
+        const positions = [7, 300, 4095];
+        // rows: RoPE positions, then the cache rows written (at, at + 1, …), then the sequence's first row
+        const rows = pair(env, [...positions, ...positions.map((_, t) => at + t), 0, 0, 0], [3, T], 'i32');
+        const pos = pair(env, positions, [T], 'i32');
         const freq = pair(env, Array.from({ length: half }, (_, i) => 10000 ** (-i / half)), [half]);
         // both caches start from the same rows: those before `at` must survive the append
         const [kv0, vv0] = [env.rng.normals(maxLen * Hkv * D), env.rng.normals(maxLen * Hkv * D)];
@@ -108,8 +111,8 @@ export const cases: ParityCase[] = [
         const [fc, pc] = [cache(), cache()];
         const label = `gated ${gated} norm ${norm} rotary ${2 * half}/${D}`;
         await both(env, `${label} q`, (b, s) => {
-          const fused = b.run(ropeAppendKernel, [qkv[s], ...(norm ? [qn[s], kn[s]] : []), pos[s], freq[s], fc.k[s], fc.v[s]], {
-            heads: H, kvHeads: Hkv, headDim: D, gated, qkNorm: norm, eps: 1e-6, offset: 1, at,
+          const fused = b.run(ropeAppendKernel, [qkv[s], ...(norm ? [qn[s], kn[s]] : []), rows[s], freq[s], fc.k[s], fc.v[s]], {
+            heads: H, kvHeads: Hkv, headDim: D, gated, qkNorm: norm, eps: 1e-6, offset: 1,
           })[0];
           const [qa, k, v] = F.splitCols(qkv[s], [qw, Hkv * D, Hkv * D]);
           let q = gated ? F.splitCols(F.reshape(qa, [T * H, 2 * D]), [D, D])[0] : qa;
@@ -177,6 +180,84 @@ export const cases: ParityCase[] = [
           fused: b.run(normAddKernel, [y[s], w[s], r[s]], { eps: 1e-6, offset: 1 })[0],
           plain: F.add(r[s], F.rmsNorm(y[s], w[s], 1e-6, { offset: 1 })),
         }));
+      }
+    },
+  },
+  {
+    name: `fused decode attention over stacked caches: rows of different lengths (one past ${SPLIT_KEYS} keys: split), windows, GQA; a row alone gives the same bits`,
+    webgpuOnly: true,
+    async run(env) {
+      const [Hq, Hkv, stride] = [4, 2, 320];
+      for (const [D, window] of [[16, 0], [16, 7], [40, 0]] as const) {
+        // sequences in cache rows 2, 0, 1 hold 5, 300 and 1 positions; each row's query is its last position
+        const seqs = [[2, 5], [0, 300], [1, 1]] as const;
+        const R = 3 * stride;
+        const kv = [env.rng.normals(R * Hkv * D), env.rng.normals(R * Hkv * D)];
+        const [k, v] = kv.map((x) => pair(env, x, [R, Hkv, D]));
+        const qv = env.rng.normals(seqs.length * Hq * D);
+        const q = pair(env, qv, [seqs.length, Hq, D]);
+        const rowsOf = (ss: readonly (readonly [number, number])[]) => [...ss.map(([, n]) => n - 1), ...ss.map(([r, n]) => r * stride + n - 1), ...ss.map(([r]) => r * stride)];
+        const rows = pair(env, rowsOf(seqs), [3, seqs.length], 'i32');
+        const maxKeys = Math.min(300, window || 300);
+        const label = `D ${D} window ${window}`;
+        await both(env, label, (b, s) => ({ fused: b.run(decodeAttentionKernel, [q[s], k[s], v[s], rows[s]], { window, maxKeys })[0] }));
+        // against the plain attention of each sequence alone, and the same kernel with that row alone
+        const all = await env.gpu.run(decodeAttentionKernel, [q.g, k.g, v.g, rows.g], { window, maxKeys })[0].read();
+        for (const [i, [r, n]] of seqs.entries()) {
+          const cut = (x: Float32Array) => env.cpu.fromValues(x.subarray(r * stride * Hkv * D, (r * stride + n) * Hkv * D), [n, Hkv, D]);
+          const qi = env.cpu.fromValues(qv.subarray(i * Hq * D, (i + 1) * Hq * D), [1, Hq, D]);
+          const plain = F.attention(qi, cut(kv[0]), cut(kv[1]), { window: window || undefined, kvLen: n });
+          observedClose(all.subarray(i * Hq * D, (i + 1) * Hq * D), await plain.read(), TOL.f32, `${label} sequence ${i} vs plain attention`);
+          const alone = await env.gpu.run(decodeAttentionKernel, [env.gpu.fromValues(qv.subarray(i * Hq * D, (i + 1) * Hq * D), [1, Hq, D]), k.g, v.g,
+            env.gpu.fromValues(rowsOf([[r, n]]), [3, 1], 'i32')], { window, maxKeys: Math.min(n, window || n) })[0].read();
+          const diff = alone.reduce((m, x, j) => Math.max(m, Math.abs(x - all[i * Hq * D + j])), 0);
+          if (diff !== 0) throw new Error(`${label} sequence ${i}: alone differs from batched by ${diff}`);
+        }
+      }
+    },
+  },
+  {
+    name: 'fused Gated DeltaNet step over stacked rings and states: two of three sequences, equal to each one alone',
+    webgpuOnly: true,
+    async run(env) {
+      const [nk, nv, dk, dv, K, R, stride] = [2, 4, 16, 8, 4, 3, 64];
+      const C = 2 * nk * dk + nv * dv;
+      const W = C + nv * dv + 2 * nv;
+      const seqs = [[2, 5], [0, 1]] as const;
+      const projv = env.rng.normals(seqs.length * W);
+      const cwv = env.rng.normals(C * K, 0.5);
+      const ringv = env.rng.normals(R * K * C);
+      const stv = env.rng.normals(R * nv * dk * dv, 0.3);
+      const aLog = env.rng.uniforms(nv, -1, 1);
+      const dtBias = env.rng.normals(nv);
+      const nwv = env.rng.normals(dv, 0.2).map((x) => 1 + x);
+      const attrs = { keyHeads: nk, valueHeads: nv, keyDim: dk, valueDim: dv, convKernel: K, eps: 1e-6 };
+      const gates = (b: Backend) => b.fromValues([...aLog.map((x) => -Math.exp(x)), ...dtBias], [2, nv]);
+      const info = [...seqs.map(([, n]) => n), ...seqs.map(([r, n]) => r * stride + n), ...seqs.map(([r]) => r * stride)];
+      const out: Record<'g' | 'c', Float32Array[]> = { g: [], c: [] };
+      for (const s of ['g', 'c'] as const) {
+        const b = s === 'g' ? env.gpu : env.cpu;
+        const ring = b.fromValues(ringv, [R * K, C]);
+        const st = b.fromValues(stv, [R * nv, dk, dv]);
+        const [y] = b.run(deltaStepKernel, [b.fromValues(projv, [seqs.length, W]), b.fromValues(cwv, [C, K]), ring, st, gates(b), b.fromValues(nwv, [dv]),
+          b.fromValues(info, [3, seqs.length], 'i32')], { ...attrs, rowStride: stride });
+        out[s] = [await y.read(), await ring.read(), await st.read()];
+      }
+      for (let i = 0; i < 3; i++) observedClose(out.g[i], out.c[i], TOL.f32, `${['output', 'rings', 'states'][i]}: device vs CPU`);
+      // each sequence alone through the one-sequence kernel: its K − 1 rows in order, its state
+      for (const [i, [r, n]] of seqs.entries()) {
+        const b = env.gpu;
+        const ordered = Array.from({ length: (K - 1) * C }, (_, x) => ringv[(r * K + (n + 1 + Math.floor(x / C)) % K) * C + (x % C)]);
+        const st = b.fromValues(stv.subarray(r * nv * dk * dv, (r + 1) * nv * dk * dv), [nv, dk, dv]);
+        const [y, next] = b.run(deltaStepKernel, [b.fromValues(projv.subarray(i * W, (i + 1) * W), [1, W]), b.fromValues(cwv, [C, K]),
+          b.fromValues(ordered, [K - 1, C]), st, gates(b), b.fromValues(nwv, [dv])], attrs);
+        const same = (a: ArrayLike<number>, e: ArrayLike<number>, what: string) => {
+          for (let j = 0; j < e.length; j++) if (a[j] !== e[j]) throw new Error(`sequence ${i} ${what}: element ${j} is ${a[j]} batched, ${e[j]} alone`);
+        };
+        same(out.g[0].subarray(i * nv * dv, (i + 1) * nv * dv), await y.read(), 'output');
+        same(out.g[2].subarray(r * nv * dk * dv, (r + 1) * nv * dk * dv), await st.read(), 'state');
+        const nx = await next.read();
+        same(Array.from({ length: C }, (_, c) => out.g[1][(r * K + (n % K)) * C + c]), nx.subarray((K - 2) * C), 'newest conv row');
       }
     },
   },

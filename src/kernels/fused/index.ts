@@ -6,3 +6,4 @@ export { type FusedGemvAttrs, fusedGemvKernel } from './gemv';
 export { type RopeAppendAttrs, ropeAppendKernel } from './rope-append';
 export { DELTA_STEP_MAX_DIM, type DeltaStepAttrs, deltaStepKernel } from './delta-step';
 export { type NormAddAttrs, normAddKernel } from './norm-add';
+export { type DecodeAttentionAttrs, SPLIT_KEYS, decodeAttentionKernel } from './decode-attention';

@@ -1,6 +1,8 @@
 /**
  * One dispatch between the QKV product and attention: per token and head, the per-head RMSNorm (Qwen3, Gemma 3), the
- * rotation (half-split layout, partial rotary), and for key/value heads the write into the KV cache at row at + t.
+ * rotation (half-split layout, partial rotary), and for key/value heads the write into the KV cache. Each row t says
+ * its RoPE position and the cache row it writes (`rows`, StepRows): consecutive rows of one sequence, or one row for
+ * each sequence of a batch whose caches are stacked in one tensor.
  * Queries go to a fresh [T, Hq, D] output. With `gated` (Qwen3.5) q_proj wrote per head its query then its gate; the
  * gate stays where it is and the o-projection reads it there (FusedGemvAttrs.inputGate).
  */
@@ -22,13 +24,11 @@ export interface RopeAppendAttrs {
   qkNorm: boolean;
   eps: number;
   offset: number;
-  /** The cache row of the first token. */
-  at: number;
 }
 
 const WG = 64;
 
-/** Inputs: qkv [T, width], with qkNorm qNorm and kNorm [D], pos [T] i32, freq [R/2], k cache, v cache. */
+/** Inputs: qkv [T, width], with qkNorm qNorm and kNorm [D], rows [3, T] i32 (StepRows), freq [R/2], k cache, v cache. */
 function check(inputs: readonly Meta[], a: RopeAppendAttrs) {
   const n = a.qkNorm ? 7 : 5;
   if (inputs.length !== n) throw new InvalidArgument(`rope_append: expected ${n} inputs, got ${inputs.length}`);
@@ -45,16 +45,13 @@ function check(inputs: readonly Meta[], a: RopeAppendAttrs) {
     expectDType(op, n, m, 'f32', 'f16', 'bf16');
     if (m.shape.length !== 1 || m.shape[0] !== D) throw new ShapeMismatch(`${op}: ${n} has shape [${m.shape}], expected [${D}]`);
   }
-  expectDType(op, 'positions', pos, 'i32');
-  if (pos.shape.length !== 1 || pos.shape[0] !== T) throw new ShapeMismatch(`${op}: positions [${pos.shape}] for ${T} tokens`);
+  expectDType(op, 'rows', pos, 'i32');
+  if (pos.shape.length !== 2 || pos.shape[0] !== 3 || pos.shape[1] !== T) throw new ShapeMismatch(`${op}: rows [${pos.shape}] for ${T} tokens, expected [3, ${T}]`);
   const half = freq.shape[0];
   if (freq.shape.length !== 1 || half < 1 || 2 * half > D) throw new ShapeMismatch(`${op}: frequencies [${freq.shape}] do not fit head_dim ${D}`);
   for (const [n, m] of [['k cache', kc], ['v cache', vc]] as const) {
     expectDType(op, n, m, 'f32');
     if (m.shape.length !== 3 || m.shape[1] !== Hkv || m.shape[2] !== D) throw new ShapeMismatch(`${op}: ${n} is [${m.shape}], expected [maxLen, ${Hkv}, ${D}]`);
-    if (!Number.isInteger(a.at) || a.at < 0 || a.at + T > m.shape[0]) {
-      throw new InvalidArgument(`${op}: cannot write ${T} rows at row ${a.at} of a cache with ${m.shape[0]} rows; allocate a longer cache`);
-    }
   }
   return { T, width, qw, half };
 }
@@ -78,7 +75,7 @@ export const ropeAppendKernel: KernelDef<RopeAppendAttrs> = {
       key: `rope_append_q${qd}_k${kd}_${a.qkNorm ? 'norm' : 'plain'}_wg${WG}`,
       wgsl: () => ropeAppendWgsl(qd, kd, a.qkNorm),
       uniforms: new Uniforms().u32(T).u32(a.heads).u32(a.kvHeads).u32(a.headDim).u32(width).u32(qw).u32(a.gated ? 2 * a.headDim : a.headDim)
-        .u32(half).u32(a.at).f32(a.eps).f32(a.offset),
+        .u32(half).f32(a.eps).f32(a.offset),
       bindings: [...inputs, q].map((r) => binding(r, 'rope_append')),
       workgroups: groups <= max ? [groups] : [max, Math.ceil(groups / max)],
     });
@@ -87,7 +84,7 @@ export const ropeAppendKernel: KernelDef<RopeAppendAttrs> = {
 
 function ropeAppendWgsl(qd: Meta['dtype'], kd: Meta['dtype'], norm: boolean): string {
   const b = norm ? 2 : 0;
-  return `struct P { T: u32, H: u32, Hkv: u32, D: u32, width: u32, qw: u32, qstride: u32, half: u32, at: u32, eps: f32, off: f32 }
+  return `struct P { T: u32, H: u32, Hkv: u32, D: u32, width: u32, qw: u32, qstride: u32, half: u32, eps: f32, off: f32 }
 @group(0) @binding(0) var<uniform> u: P;
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;
 ${norm ? `${loadFn('qn', 2, qd)}\n${loadFn('kn', 3, kd)}` : ''}
@@ -116,7 +113,7 @@ ${mainSignature(WG)} {
   isq = h < u.H;
   let kh = h - u.H;
   let src = select(t * u.width + u.qw + kh * u.D, t * u.width + h * u.qstride, isq);
-  let dst = select(((u.at + t) * u.Hkv + kh) * u.D, (t * u.H + h) * u.D, isq);
+  let dst = select((u32(pos[u.T + t]) * u.Hkv + kh) * u.D, (t * u.H + h) * u.D, isq);
   r = 1.0;
   ${norm ? `var ss = 0.0;
   for (var d = lid.x; d < u.D; d += ${WG}u) { let v = qkv[src + d]; ss += v * v; }
@@ -149,6 +146,10 @@ function ropeAppendCpu(inputs: CpuArray[], q: FloatArray, a: RopeAppendAttrs, me
   const { T, width, qw, half } = check(metas, a);
   const [qkv, pos, freq, kc, vc] = (a.qkNorm ? [inputs[0], ...inputs.slice(3)] : inputs) as [FloatArray, Int32Array, FloatArray, FloatArray, FloatArray];
   const { heads: H, kvHeads: Hkv, headDim: D } = a;
+  const rows = kc.length / (Hkv * D);
+  for (let t = 0; t < T; t++) {
+    if (!(pos[T + t] >= 0 && pos[T + t] < rows)) throw new InvalidArgument(`rope_append: row ${t} writes cache row ${pos[T + t]} of ${rows}`);
+  }
   const qn = a.qkNorm ? floatValues(inputs[1], metas[1].dtype) : null;
   const kn = a.qkNorm ? floatValues(inputs[2], metas[2].dtype) : null;
   const head = new Float64Array(D);
@@ -172,7 +173,7 @@ function ropeAppendCpu(inputs: CpuArray[], q: FloatArray, a: RopeAppendAttrs, me
   for (let t = 0; t < T; t++) {
     for (let h = 0; h < H; h++) put(t * width + h * (a.gated ? 2 * D : D), qn, t, q, (t * H + h) * D);
     for (let h = 0; h < Hkv; h++) {
-      const row = ((a.at + t) * Hkv + h) * D;
+      const row = (pos[T + t] * Hkv + h) * D;
       put(t * width + qw + h * D, kn, t, kc, row);
       vc.set(qkv.subarray(t * width + qw + Hkv * D + h * D, t * width + qw + Hkv * D + (h + 1) * D), row);
     }
