@@ -75,14 +75,15 @@ describe('--device: upstream\'s spelling of --backend and --devices', () => {
 });
 
 describe('rmas run with run.py\'s flags', () => {
-  it('upstream\'s documented command line runs (--device cpu for cuda); --batch_size is recorded and said once; the run is the plain run', async () => {
+  it('upstream\'s documented command line runs (--device cpu for cuda); --batch_size is recorded; the run is the plain run', async () => {
     const file = join(tmp, 'upstream.jsonl');
     const r = await rmas('run', '--style', 'sequential_light', '--batch_size', '32', '--temperature', '0.6', '--top_p', '0.95', '--dataset', data,
       '--seed', '42', '--trust_remote_code', '1', '--device', 'cpu', '--dtype', 'auto', '--enable_thinking', '0', '--do_sample', '--ans',
       ...ckpt(seq), ...SMALL, '--num_samples', '1', '--result_jsonl', file);
     expect(r.code, r.err).toBe(0);
     expect(r.out).toMatch(/^accuracy=\d+\.\d\d%\n$/);
-    expect(r.err.match(/--batch_size 32: questions run one at a time/g)).toHaveLength(1);
+    // on the CPU questions are asked one after another (batched steps are WebGPU's), with the same answers
+    expect(r.err).not.toMatch(/batch/);
     const [config, sample] = jsonl(file);
     expect([config.batch_size, config.enable_thinking, config.answer_retry]).toEqual([32, false, true]);
     // the same question without run.py's extra flags: the same record

@@ -5,7 +5,8 @@
  * the LLM judge (judge.ts) are scored by its verdict, exact match kept beside it as `em`.
  */
 import { InvalidArgument } from '../errors';
-import { ask, type AskOptions } from '../mas/run';
+import { askBatch } from '../mas/batch';
+import type { AskOptions, AskResult } from '../mas/run';
 import type { MasSystem } from '../mas/system';
 import { isGreedy, type SamplingOptions } from '../model/generate';
 import { extractCode, scoreLcb, scoreMbppPlus } from './code';
@@ -85,6 +86,8 @@ export interface EvalSummary {
 }
 
 export interface EvaluateOptions extends Pick<AskOptions, 'rounds' | 'latentSteps' | 'mode' | 'maxNewTokens' | 'prompts' | 'answerRetry' | 'tools' | 'signal'> {
+  /** Questions asked at once (askBatch: the same answers as one at a time). Default 1. */
+  batchSize?: number;
   /** Question i's rollout r samples with seed + i·k + r (k rollouts); greedy ignores it. */
   sampling: SamplingOptions;
   /** k, the final decodes per question. Default 1. */
@@ -207,6 +210,23 @@ export async function evaluate(system: MasSystem, items: readonly EvalItem[], op
   // before the first question: a run that needs the judge and lacks its settings stops here
   const judge = runJudge(items.filter((i) => !opts.done?.has(i.index)), opts.judge);
   const records: SampleRecord[] = [];
+  const batchSize = opts.batchSize ?? 1;
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidArgument(`batch size must be a positive integer, got ${batchSize}`);
+  const seedOf = (item: EvalItem) => (isGreedy(opts.sampling) ? null : (opts.sampling.seed ?? 0) + item.index * k);
+  const askOptions = (item: EvalItem): AskOptions => {
+    const seed = seedOf(item);
+    return {
+      question: item.question, task: item.task, ...(item.fnName ? { fnName: item.fnName } : {}),
+      rounds: opts.rounds, latentSteps: opts.latentSteps, mode: opts.mode, maxNewTokens: opts.maxNewTokens,
+      sampling: seed === null ? opts.sampling : { ...opts.sampling, seed }, rollouts: k,
+      ...(opts.prompts ? { prompts: opts.prompts } : {}), ...(opts.answerRetry !== undefined ? { answerRetry: opts.answerRetry } : {}),
+      ...(opts.tools ? { tools: opts.tools } : {}), ...(opts.signal ? { signal: opts.signal } : {}),
+    };
+  };
+  // questions to ask, batchSize at a time (askBatch answers each as ask() would alone); recorded ones are kept as they are
+  const answered = new Map<number, AskResult>();
+  const pending = items.filter((item) => !opts.done?.has(item.index));
+  let next = 0;
   for (const item of items) {
     const old = opts.done?.get(item.index);
     if (old) {
@@ -216,14 +236,15 @@ export async function evaluate(system: MasSystem, items: readonly EvalItem[], op
       records.push(old);
       continue;
     }
-    const seed = isGreedy(opts.sampling) ? null : (opts.sampling.seed ?? 0) + item.index * k;
-    const r = await ask(system, {
-      question: item.question, task: item.task, ...(item.fnName ? { fnName: item.fnName } : {}),
-      rounds: opts.rounds, latentSteps: opts.latentSteps, mode: opts.mode, maxNewTokens: opts.maxNewTokens,
-      sampling: seed === null ? opts.sampling : { ...opts.sampling, seed }, rollouts: k,
-      ...(opts.prompts ? { prompts: opts.prompts } : {}), ...(opts.answerRetry !== undefined ? { answerRetry: opts.answerRetry } : {}),
-      ...(opts.tools ? { tools: opts.tools } : {}), ...(opts.signal ? { signal: opts.signal } : {}),
-    });
+    if (!answered.has(item.index)) {
+      const chunk = pending.slice(next, next + batchSize);
+      next += chunk.length;
+      const results = await askBatch(system, chunk.map(askOptions));
+      chunk.forEach((c, i) => answered.set(c.index, results[i]));
+    }
+    const seed = seedOf(item);
+    const r = answered.get(item.index)!;
+    answered.delete(item.index);
     const rollouts: RolloutRecord[] = [];
     for (const o of r.rollouts) {
       rollouts.push({ raw_output: o.text, tokens: o.tokens, retried: o.retried, ...(await scoreRollout(item, o.text, opts, judge)) });

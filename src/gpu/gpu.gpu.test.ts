@@ -25,6 +25,17 @@ describe('GPU runtime (Node, Dawn)', () => {
     expect(ctx.bindingLimit).toBe(Math.min(r.limits.maxStorageBufferBindingSize, r.limits.maxBufferSize));
   });
 
+  it('a reshape that changes dim 0 gives its chunk the new row count (a gather reads every row of the reshaped table)', async () => {
+    const gpu = await gpuBackend();
+    const [m, B, d] = [4, 2, 8];
+    const H = gpu.fromValues(Array.from({ length: m * B * d }, (_, i) => i), [m, B, d]);
+    const table = H.reshape([m * B, d]);
+    const rows = await F.embedding(gpu.fromValues([0, 2, 4, 7], [4], 'i32'), table).read();
+    // row r of the table starts at r·d
+    expect([0, 1, 2, 3].map((i) => rows[i * d] / d)).toEqual([0, 2, 4, 7]);
+    [H, table].forEach((t) => t.dispose());
+  });
+
   it('pools buffers by size class and recycles them only after submit', async () => {
     expect(sizeClass(1)).toBe(16);
     expect(sizeClass(1000)).toBe(1024);

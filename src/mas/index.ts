@@ -10,3 +10,4 @@ export * from './upstream';
 export * from './system';
 export * from './run';
 export * from './dump';
+export * from './batch';

@@ -312,11 +312,12 @@ export class InnerLink extends Link {
   }
 
   /**
-   * Whether forward takes the fused path: nothing records, a latent step's few rows, on WebGPU (where dispatches
-   * cost; `fusedSteps` off keeps the plain ops, as the decoder's option does).
+   * Whether forward takes the fused path: nothing records, on WebGPU (where dispatches cost; `fusedSteps` off keeps
+   * the plain ops, as the decoder's option does). Any number of rows: each row's result does not depend on the others
+   * (a batch of latent steps gives each question what it gets alone).
    */
   fusable(x: Tensor): boolean {
-    return this.fusedSteps && !currentTape() && x.rank === 2 && x.shape[0] <= FUSED_LINK_ROWS;
+    return this.fusedSteps && !currentTape() && x.rank === 2;
   }
 
   /** On by default on WebGPU. */
@@ -346,9 +347,6 @@ export class InnerLink extends Link {
     return out;
   }
 }
-
-/** Rows up to which the inner link's fused path runs (the GEMV reads each weight once per 4 rows). */
-const FUSED_LINK_ROWS = 4;
 
 export interface OuterLinkInit extends LinkOptions {
   type?: OuterLinkType | string;

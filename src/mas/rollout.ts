@@ -146,6 +146,53 @@ function* rolloutSteps(model: Decoder, inner: InnerLink, pieces: readonly Piece[
 }
 
 /**
+ * The rollouts of several prompts through one agent at once, each as latentRollout runs it alone (the same bits: each
+ * prompt is prefilled into its own rows of a batch cache, then each latent step feeds Inner(h) of every prompt through
+ * one batched forward, Decoder.stepBatch). Returns each prompt's H [m, d].
+ */
+export async function latentRolloutBatch(model: Decoder, inner: InnerLink, prompts: readonly (readonly Piece[])[], m: number,
+  opts: Pick<RolloutOptions, 'signal' | 'what'> = {}): Promise<Tensor[]> {
+  const what = opts.what ?? 'the latent rollouts';
+  if (!Number.isInteger(m) || m < 1) throw new InvalidArgument(`${what}: latent steps must be a positive integer, got ${m}`);
+  const d = model.config.hidden;
+  if (inner.d !== d) throw new ShapeMismatch(`${what}: inner link ${inner.name} has size ${inner.d} but the model's hidden size is ${d}`);
+  const B = prompts.length;
+  const be = model.backend;
+  const T = Math.max(...prompts.map((p) => p.reduce((n, x) => n + pieceLength(x), 0)));
+  const cache = model.newBatchCache(B, T + m);
+  // every prompt's state of step i sits at row i·B + b
+  const H = be.zeros([m, B, d]);
+  let h: Tensor | null = null;
+  try {
+    checkCancelled(opts.signal, what);
+    h = noGrad(() => tidy(() => F.concatRows(prompts.map((pieces, b) => {
+      const xs = embedPieces(model, pieces);
+      if (!xs.length) throw new InvalidArgument(`${what}: prompt ${b} is empty`);
+      const { hidden } = model.prefillRow(cache, b, { inputsEmbeds: xs });
+      return F.embedding(be.fromValues([hidden.shape[0] - 1], [1], 'i32'), hidden);
+    }))));
+    for (let i = 0; ; i++) {
+      noGrad(() => tidy(() => F.kvAppend(H, h!.reshape([1, B, d]), i)));
+      if (i === m - 1) break;
+      await yieldIfCancellable(opts.signal, what);
+      const prev: Tensor = h;
+      h = noGrad(() => tidy(() => model.stepBatch({ inputsEmbeds: inner.forward(prev), cache }).hidden));
+      prev.dispose();
+    }
+    const all = H.reshape([m * B, d]);
+    try {
+      return prompts.map((_, b) => noGrad(() => tidy(() => F.embedding(be.fromValues(Array.from({ length: m }, (_, i) => i * B + b), [m], 'i32'), all))));
+    } finally {
+      all.dispose();
+    }
+  } finally {
+    H.dispose();
+    h?.dispose();
+    cache.dispose();
+  }
+}
+
+/**
  * A message on the receiving agent's backend (roles placed on different devices): L itself when it is
  * already there, else a copy, and L is freed.
  */

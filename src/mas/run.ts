@@ -15,7 +15,7 @@ import type { Tensor } from '../tensor/tensor';
 import { renderChat, renderWithSlots, splitAtSlots } from '../tokenizer';
 import { hasFinalAnswer, lastBoxed, retryMaxTokens, retrySuffix, stripThink } from './answer';
 import { DEFAULT_PROMPTS, detectTask, systemPrompt, userPrompt, type PromptSet, type TaskKind } from './prompts';
-import { checkCancelled, deliver, embedPieces, latentRollout, linkMessage, type Piece } from './rollout';
+import { type RolloutOptions, checkCancelled, deliver, embedPieces, latentRollout, linkMessage, type Piece } from './rollout';
 import { ALL_SLOTS } from './slots';
 import { defaultLatentSteps, receiverOf, schedule } from './styles';
 import type { Agent, MasSystem } from './system';
@@ -144,7 +144,21 @@ export function extractAnswer(text: string, task: TaskKind): string {
   return lastBoxed(t) ?? t.trim();
 }
 
-export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResult> {
+/**
+ * Where ask() sends its heavy steps: a latent rollout and a generation. One question alone uses latentRollout and
+ * generate; askBatch (batch.ts) gathers the same calls of several questions and runs them together.
+ */
+export interface AskEngine {
+  rollout(agent: Agent, pieces: readonly Piece[], m: number, opts: RolloutOptions): Promise<Tensor>;
+  generate: GenerateFn;
+}
+
+export const SINGLE_ENGINE: AskEngine = {
+  rollout: (agent, pieces, m, opts) => latentRollout(agent.decoder, agent.inner!, pieces, m, opts),
+  generate,
+};
+
+export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine = SINGLE_ENGINE): Promise<AskResult> {
   const { style, agents } = system;
   const mode = opts.mode ?? 'latent';
   const rounds = opts.rounds ?? 3;
@@ -210,13 +224,14 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
           const final = st.decode;
           const budget = final ? opts.maxNewTokens : opts.stageMaxNewTokens ?? opts.maxNewTokens;
           const out: { ids: number[]; text: string; prefillTokensPerSec?: number; decodeTokensPerSec?: number; decodeCounters?: GenerateResult['decodeCounters'] } = final && style.tools
-            ? await decodeWithTools(agent, pieces, budget, opts, result)
-            : await decode(agent, pieces, budget, opts, final);
+            ? await decodeWithTools(agent, pieces, budget, opts, result, engine.generate)
+            : await decode(agent, pieces, budget, opts, final, undefined, engine.generate);
           if (final) {
             finals.push(out);
             for (let r = 1; r < nRollouts; r++) {
               const again = { ...opts, sampling: reseed(opts.sampling, r) };
-              finals.push(style.tools ? await decodeWithTools(agent, pieces, budget, again, { toolCalls: [] }) : await decode(agent, pieces, budget, again, false));
+              finals.push(style.tools ? await decodeWithTools(agent, pieces, budget, again, { toolCalls: [] }, engine.generate)
+                : await decode(agent, pieces, budget, again, false, undefined, engine.generate));
             }
           }
           rec.generatedIds = out.ids;
@@ -232,7 +247,7 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
             if (out.decodeCounters) (result.counters ??= { latent: null, decode: null }).decode = out.decodeCounters;
           }
         } else {
-          H = await latentRollout(agent.decoder, agent.inner!, pieces, m, {
+          H = await engine.rollout(agent, pieces, m, {
             signal, what: `${st.role} rollout, round ${st.round + 1}`,
             onCounted: (c, steps) => {
               const counted = (result.counters ??= { latent: null, decode: null });
@@ -270,7 +285,7 @@ export async function ask(system: MasSystem, opts: AskOptions): Promise<AskResul
         // upstream feeds the output as a raw prompt, without chat template, and appends what it generates
         const raw = o.text + retrySuffix(task);
         if (r === 0) stream.restart(raw);
-        const g = await generate(decoder.decoder, {
+        const g = await engine.generate(decoder.decoder, {
           inputIds: decoder.tokenizer.encode(raw), maxNewTokens: retryMaxTokens(task), sampling: samplingFor(decoder, reseed(opts.sampling, r)),
           eosTokenIds: decoder.generation.eosTokenIds, signal, ...(r === 0 ? { onToken: (id: number) => opts.onToken?.(decoder.role, id) } : {}),
         });
@@ -323,7 +338,7 @@ function reseed(s: SamplingOptions, r: number): SamplingOptions {
   return r === 0 || isGreedy(s) ? s : { ...s, seed: (s.seed ?? 0) + r };
 }
 
-type GenerateFn = typeof generate;
+export type GenerateFn = typeof generate;
 
 /** `sum` with `steps` more steps of work `c` added (null: none counted yet). */
 function addCounters(sum: (GpuCounters & { steps: number }) | null, c: GpuCounters, steps: number): GpuCounters & { steps: number } {

@@ -171,7 +171,8 @@ export class Decoder {
       if (rows) {
         // the selected rows are gathered with embedding (differentiable w.r.t. its table, here hidden)
         sel = rows.length === T && rows.every((r, i) => r === i) ? null : this.backend.fromValues(rows, [rows.length], 'i32');
-        logits = F.linear(sel ? F.embedding(sel, hidden) : hidden, this.weights.lmHead);
+        // a fused step's logits as stepBatch computes them (the same bits)
+        logits = (step && !sel ? fused!.lmHead(hidden) : null) ?? F.linear(sel ? F.embedding(sel, hidden) : hidden, this.weights.lmHead);
         if (c.finalSoftcap !== null) logits = F.scale(F.tanh(F.scale(logits, 1 / c.finalSoftcap)), c.finalSoftcap);
       }
       // rope's and embedding's backward rules read these after the forward: hand them to the tape so that
@@ -252,7 +253,7 @@ export class Decoder {
       const hidden = F.rmsNorm(x, this.weights.norm, c.rmsEps, { offset: c.normOffset });
       if (!input.logits) return { hidden };
       // the LM head as a fused GEMV when its weight is one binding: per row the same bits whatever M is
-      let logits = fused.lmHead(x) ?? F.linear(hidden, this.weights.lmHead);
+      let logits = fused.lmHead(hidden) ?? F.linear(hidden, this.weights.lmHead);
       if (c.finalSoftcap !== null) logits = F.scale(F.tanh(F.scale(logits, 1 / c.finalSoftcap)), c.finalSoftcap);
       return { hidden, logits };
     });

@@ -178,12 +178,14 @@ export class FusedPath {
     return this.gemv([h, w.down, ...(w.downBias ? [w.downBias] : []), x1], { weights: 1, bias: !!w.downBias, residual: true })[0];
   }
 
-  /** Logits [M, vocab] of the last layer's output x through the final norm and the LM head in one GEMV; null when the head is split across bindings. */
-  lmHead(x: Tensor): Tensor | null {
+  /**
+   * Logits [M, vocab] of the post-norm hidden states through the LM head, one GEMV whose rows do not depend on M (the
+   * plain matmul picks its path by M); null when the head is split across bindings.
+   */
+  lmHead(hidden: Tensor): Tensor | null {
     const head = this.weights.lmHead;
-    if (!whole(head) || !whole(this.weights.norm)) return null;
-    const c = this.config;
-    return this.gemv([x, this.weights.norm, head], { norm: { kind: 'rms', eps: c.rmsEps, offset: c.normOffset }, weights: 1 })[0];
+    if (!whole(head)) return null;
+    return this.gemv([hidden, head], { weights: 1 })[0];
   }
 
   /** The Gated DeltaNet of one token per row: its output before out_proj [M, valueHeads·valueDim]; the states advance. */

@@ -156,14 +156,17 @@ export interface BatchPrompt {
   /** Token ids, or embedding pieces [T_i, hidden] prefilled in order (as generate's inputsEmbeds). */
   inputIds?: ArrayLike<number>;
   inputsEmbeds?: readonly Tensor[];
+  /** This sequence's own settings (default: the batch's). */
+  maxNewTokens?: number;
+  sampling?: SamplingOptions;
+  eosTokenIds?: readonly number[];
+  onToken?: (id: number) => void;
+  stop?: (tokens: readonly number[]) => boolean;
 }
 
-export interface GenerateBatchOptions extends Pick<GenerateOptions, 'maxNewTokens' | 'sampling' | 'eosTokenIds' | 'signal'> {
+export interface GenerateBatchOptions extends Pick<GenerateOptions, 'sampling' | 'eosTokenIds' | 'signal'> {
   prompts: readonly BatchPrompt[];
-  /** Called with each new id of sequence `row` as soon as it has been read back. */
-  onToken?: (row: number, id: number) => void;
-  /** Called after each token of sequence `row` with its tokens so far; true ends that sequence with stoppedBy 'stop'. */
-  stop?: (row: number, tokens: readonly number[]) => boolean;
+  maxNewTokens?: number;
 }
 
 export interface BatchResult {
@@ -179,31 +182,31 @@ export interface BatchResult {
 /**
  * Several prompts at once: each is prefilled into its own rows of a batch cache, then every step feeds one token of
  * each sequence still running through one batched forward (Decoder.stepBatch), reading back one id per sequence.
- * A sequence stops on its own (EOS, its stop callback, the length) and leaves the batch. A row's numbers do not depend
- * on the others, so the tokens are those of the prompts run one at a time through this function (greedy: identical;
- * sampled: the same draws, each sequence drawing as a lone one would, from (seed, step)).
+ * A sequence stops on its own (EOS, its stop callback, its length) and leaves the batch. A row's numbers do not depend
+ * on the others, and a lone sequence's steps are generate()'s, so each sequence gets the tokens generate() gives it
+ * (greedy: identical; sampled: the same draws, each sequence drawing as a lone one does, from (seed, step)).
  */
 export async function generateBatch(model: Decoder, opts: GenerateBatchOptions): Promise<BatchResult> {
-  const { prompts, maxNewTokens, signal } = opts;
-  const sampling = opts.sampling ?? { greedy: true };
-  const eos = new Set(opts.eosTokenIds ?? []);
+  const { prompts, signal } = opts;
   if (!prompts.length) throw new InvalidArgument('generateBatch: no prompts');
-  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new InvalidArgument(`generateBatch: maxNewTokens must be a positive integer, got ${maxNewTokens}`);
-  checkSampling(sampling);
-  const be = model.backend;
-  const lengths = prompts.map((p, i) => {
+  const rowOpts = prompts.map((p, i) => {
+    const maxNewTokens = p.maxNewTokens ?? opts.maxNewTokens;
+    if (!Number.isInteger(maxNewTokens) || maxNewTokens! < 1) throw new InvalidArgument(`generateBatch: prompt ${i}: maxNewTokens must be a positive integer, got ${maxNewTokens}`);
+    const sampling = p.sampling ?? opts.sampling ?? { greedy: true };
+    checkSampling(sampling);
     if ((p.inputIds === undefined) === (p.inputsEmbeds === undefined)) throw new InvalidArgument(`generateBatch: prompt ${i}: pass exactly one of inputIds and inputsEmbeds`);
-    const n = p.inputIds ? p.inputIds.length : p.inputsEmbeds!.reduce((s, t) => s + t.shape[0], 0);
-    if (n < 1) throw new InvalidArgument(`generateBatch: prompt ${i} is empty`);
-    return n;
+    const length = p.inputIds ? p.inputIds.length : p.inputsEmbeds!.reduce((s, t) => s + t.shape[0], 0);
+    if (length < 1) throw new InvalidArgument(`generateBatch: prompt ${i} is empty`);
+    return { maxNewTokens: maxNewTokens!, sampling, eos: new Set(p.eosTokenIds ?? opts.eosTokenIds ?? []), length };
   });
+  const be = model.backend;
   const rows: BatchResult['rows'] = prompts.map(() => ({ tokens: [], stoppedBy: 'length' }));
-  const cache = model.newBatchCache(prompts.length, Math.max(...lengths) + maxNewTokens);
-  const pickRows = (logits: Tensor, step: number): Tensor[] => {
-    if (isGreedy(sampling)) return [F.argmax(logits)];
-    // each row draws as a lone sequence does: from its own [1, V] logits, as batch row 0
-    return Array.from({ length: logits.shape[0] }, (_, i) => pick(F.sliceRows(logits, i, 1), sampling, step));
-  };
+  const cache = model.newBatchCache(prompts.length, Math.max(...rowOpts.map((o) => o.length + o.maxNewTokens)));
+  const greedy = rowOpts.every((o) => isGreedy(o.sampling));
+  // greedy: one argmax over the rows; sampled: each row draws as a lone sequence does, from its own [1, V] logits
+  const pickRows = (logits: Tensor, running: readonly number[], step: number): Tensor[] => greedy
+    ? [F.argmax(logits)]
+    : running.map((r, i) => pick(F.sliceRows(logits, i, 1), rowOpts[r].sampling, step));
   const readIds = async (ts: Tensor[]) => {
     const got = (await Promise.all(ts.map((t) => t.readI32()))).flatMap((a) => Array.from(a));
     ts.forEach((t) => t.dispose());
@@ -214,10 +217,10 @@ export async function generateBatch(model: Decoder, opts: GenerateBatchOptions):
   const take = (r: number, id: number) => {
     const row = rows[r];
     row.tokens.push(id);
-    opts.onToken?.(r, id);
-    if (eos.has(id)) row.stoppedBy = 'eos';
-    else if (opts.stop?.(r, row.tokens)) row.stoppedBy = 'stop';
-    else if (row.tokens.length >= maxNewTokens) row.stoppedBy = 'length';
+    prompts[r].onToken?.(id);
+    if (rowOpts[r].eos.has(id)) row.stoppedBy = 'eos';
+    else if (prompts[r].stop?.(row.tokens)) row.stoppedBy = 'stop';
+    else if (row.tokens.length >= rowOpts[r].maxNewTokens) row.stoppedBy = 'length';
     else return true;
     return false;
   };
@@ -231,7 +234,7 @@ export async function generateBatch(model: Decoder, opts: GenerateBatchOptions):
       const own = p.inputIds ? be.fromValues(Array.from(p.inputIds), [p.inputIds.length], 'i32') : null;
       const next = tidy(() => {
         const out = model.prefillRow(cache, b, own ? { inputIds: own } : { inputsEmbeds: p.inputsEmbeds! }, 'last');
-        return pick(out.logits!, sampling, 0);
+        return pick(out.logits!, rowOpts[b].sampling, 0);
       });
       own?.dispose();
       const id = (await next.readI32())[0];
@@ -250,23 +253,22 @@ export async function generateBatch(model: Decoder, opts: GenerateBatchOptions):
         for (const r of running) rows[r].stoppedBy = 'abort';
         break;
       }
+      const now = running;
       const next = tidy(() => {
         const x = be.fromValues(ids, [ids.length], 'i32');
-        return pickRows(model.stepBatch({ inputIds: x, cache, rows: running, logits: true }).logits!, step);
+        return pickRows(model.stepBatch({ inputIds: x, cache, rows: now, logits: true }).logits!, now, step);
       });
       const got = await readIds(next);
       steps++;
-      tokens += running.length;
-      const still: number[] = [];
-      const stillIds: number[] = [];
-      running.forEach((r, i) => {
+      tokens += now.length;
+      running = [];
+      ids = [];
+      now.forEach((r, i) => {
         if (take(r, got[i])) {
-          still.push(r);
-          stillIds.push(got[i]);
+          running.push(r);
+          ids.push(got[i]);
         }
       });
-      running = still;
-      ids = stillIds;
     }
     const decodeMs = steps ? performance.now() - t1 : 0;
     return { rows, steps, decodeTokensPerSec: decodeMs > 0 ? (tokens * 1000) / decodeMs : 0, prefillMs, decodeMs };

@@ -46,7 +46,7 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
       question asks for), no answer retry and no extraction: answer is the whole text.
       --device is upstream's spelling of --backend (cuda:N = --backend cuda --devices N); --enable_thinking is the
       chat template's variable (0, upstream's default, renders Qwen3's empty think block). --batch_size is accepted
-      (upstream's default 8) but questions run one at a time; --trust_remote_code is accepted and changes nothing:
+      (upstream's default 8); rmas ask takes its questions one at a time (rmas run batches them); --trust_remote_code is accepted and changes nothing:
       no code from a model repository is ever run; --dtype auto (upstream's) is what the engine does, other dtypes
       only tune PyTorch. Deliberation's search tool reads its key from TAVILY_API_KEY (never written anywhere).`;
 
@@ -144,14 +144,13 @@ export function flag01(flag: string, v: string | undefined, def: boolean, usage:
 
 /**
  * The flags run.py and run_custom.py take that this engine has no use for, checked as upstream checks them:
- * --batch_size (questions run one at a time; said once when N > 1 is given), --trust_remote_code (no code
+ * --batch_size (rmas run asks that many questions at once; one question has nothing to batch), --trust_remote_code (no code
  * from a repository is ever run), --dtype (auto is what the engine does; others only tune PyTorch), and
  * --enable_thinking, which is honoured (thinkingTokenizer).
  */
 export function upstreamFlags(a: { batch_size?: string; trust_remote_code?: string; dtype?: string; enable_thinking?: string },
   usage: (m: string) => Error, err: (s: string) => void): { batchSize: number; thinking: boolean } {
   const batchSize = numberFlag('batch_size', a.batch_size, true, 1, usage) ?? 8;
-  if (a.batch_size !== undefined && batchSize > 1) err(`note: --batch_size ${batchSize}: questions run one at a time here (no batched decoding yet)\n`);
   flag01('trust_remote_code', a.trust_remote_code, true, usage);
   if (a.dtype !== undefined && !['auto', 'float32', 'float16', 'bfloat16'].includes(a.dtype)) throw usage(`--dtype ${a.dtype}: expected auto, float32, float16 or bfloat16`);
   if (a.dtype !== undefined && a.dtype !== 'auto') err(`note: --dtype ${a.dtype} only tunes PyTorch; here weights are read as stored and the engine computes in f32 (upstream's auto)\n`);

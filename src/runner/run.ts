@@ -5,7 +5,7 @@
  * --mbppplus_timeout_s, --mbppplus_num_prompt_tests, --lcb_use_private_tests). Prints `accuracy=X%` (and
  * `pass@k=Y%` with several rollouts) as upstream's modules do. --result_jsonl is written one question at a
  * time, after a config line; --resume continues such a file with the same settings. run.py's other flags are
- * taken too: --batch_size (recorded; questions run one at a time), --trust_remote_code, --device (cli.ts),
+ * taken too: --batch_size (questions asked at once, answered as alone), --trust_remote_code, --device (cli.ts),
  * --tavily_keys_file and --tavily_sentinel_file; and those it always passes to its modules: --dtype auto,
  * --enable_thinking 0, --do_sample, --ans.
  */
@@ -52,8 +52,9 @@ export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.j
       Defaults as upstream: temperature 0.6 (0.2 for code), latent steps and max new tokens per style and dataset,
       10 rollouts for AIME.
       --result_jsonl writes a config line, one record per question as it is scored and a summary; --resume continues it
-      Upstream's run.py flags: --batch_size N is recorded in the config line, but questions run one at a time (no
-      batched decoding yet); --trust_remote_code 0|1 is accepted and changes nothing: no code from a model repository
+      Upstream's run.py flags: --batch_size N (default 8) asks N questions at once: their latent rollouts and decodes
+      run as batched steps (WebGPU), each question answered as it would be alone (greedy: token for token);
+      --trust_remote_code 0|1 is accepted and changes nothing: no code from a model repository
       is ever run; --device cuda|cpu|cuda:N is --backend cuda|cpu (with --devices N). --tavily_keys_file FILE: the
       deliberation search tool's Tavily keys, one per line (blank lines and # comments skipped; without it
       TAVILY_API_KEY): a key refused for auth or quota (HTTP 401, 403, 429, 432, 433, or a 4xx whose body says usage
@@ -235,7 +236,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     let right = [...done.values()].filter((r) => r.sample_idx < items.length && r.correct).length;
     let seen = [...done.keys()].filter((i) => i < items.length).length;
     const { summary } = await evaluate(system, items, {
-      rounds, latentSteps, mode, maxNewTokens, sampling, rollouts: k, answerRetry: !a.no_ans, done, judge: judge ?? 'off',
+      rounds, latentSteps, mode, maxNewTokens, sampling, rollouts: k, answerRetry: !a.no_ans, done, judge: judge ?? 'off', batchSize,
       ...(prompts ? { prompts } : {}), mbppTimeoutMs: mbppTimeout * 1000,
       ...(search ? { tools: { python: nodePythonRunner(), search } } : {}),
       onSample: (rec) => {

@@ -132,7 +132,10 @@ export class WebGpuBackend implements Backend {
       throw new BindingLimitExceeded(`reshape: ${t} is split across ${s.chunks.length} bindings along dim 0, so dim 0 must stay ${t.shape[0]}`);
     }
     s.refs.n++;
-    return this.wrap(s.chunks, shape, t.dtype, s.refs);
+    // a chunk counts its rows along dim 0: a whole tensor's one chunk takes the new dim 0 (kernels that walk chunks,
+    // such as embedding's gather, read it)
+    const chunks = s.chunks.length === 1 ? [{ ...s.chunks[0], rows: shape[0] ?? 1 }] : s.chunks;
+    return this.wrap(chunks, shape, t.dtype, s.refs);
   }
 
   view(t: Tensor, offset: number, shape: readonly number[]): Tensor {
