@@ -392,7 +392,7 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
           const { summary } = await evaluateSystem(l.system, items, {
             mode: req.mode, rounds: req.rounds ?? 3, latentSteps: req.latentSteps ?? defaultLatentSteps(l.system.style),
             maxNewTokens: req.maxNewTokens ?? (l.system.style.embedded ? 64 : 512), answerRetry: req.answerRetry ?? true,
-            sampling: req.sampling?.greedy ? { greedy: true } : { ...req.sampling }, signal,
+            sampling: req.sampling?.greedy ? { greedy: true } : { ...req.sampling }, signal, batchSize: req.batchSize ?? 4,
             // a tab holds no API key: open-ended answers are scored by exact match (rmas run asks the LLM judge)
             judge: 'off',
             onSample: async (rec, index, total) => {

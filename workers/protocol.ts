@@ -258,6 +258,8 @@ export interface EvalRequest {
   maxNewTokens?: number;
   backend?: 'webgpu' | 'cpu';
   answerRetry?: boolean;
+  /** Questions asked at once (default 4): batched steps on WebGPU, each question answered as it is alone. */
+  batchSize?: number;
 }
 
 /** One scored question, as the page shows it. */
