@@ -1,7 +1,8 @@
 #!/bin/bash
-# Runs the GPU checks from the kit scripts/gpu-kit.sh packed: npm run test:cuda part by part, npm run test:webgpu and
-# npm run bench on the GPU through Dawn, each bounded in time (GPU_KIT_BUDGET seconds in all, default 530). Writes
-# everything to OUTDIR/log.txt (default .gpu-kit/out). CUDA_PARTS picks parts of test:cuda; SKIP_BENCH=1 skips the bench.
+# Runs the GPU checks from the kit scripts/gpu-kit.sh packed: npm run test:cuda part by part, npm run test:webgpu,
+# npm run bench:gpu (WebGPU and CUDA; JSON in OUTDIR/bench-gpu.json) and npm run bench on the GPU through Dawn, each
+# bounded in time (GPU_KIT_BUDGET seconds in all, default 530). Writes everything to OUTDIR/log.txt (default
+# .gpu-kit/out). CUDA_PARTS picks parts of test:cuda; SKIP_BENCH_GPU=1 skips bench:gpu, SKIP_BENCH=1 the bench.
 cd "$(dirname "$0")/.."
 out=${1:-.gpu-kit/out}; mkdir -p "$out"; log=$out/log.txt
 start=$(date +%s); deadline=$((start + ${GPU_KIT_BUDGET:-530}))
@@ -35,5 +36,7 @@ for j in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/
   [ -f "$j" ] && { export VK_DRIVER_FILES=$j VK_ICD_FILENAMES=$j; break; }
 done
 step "test:webgpu" 120 node models/tiny/.kit-webgpu.mjs
+# the kit carries no onnxruntime-node (nor PyTorch for the ONNX export): no peer run; --budget-s ends it inside its step
+[ -z "${SKIP_BENCH_GPU:-}" ] && step "bench:gpu" 300 sh -c "node models/tiny/.kit-gpu.mjs --no-peer --json --budget-s 270 >'$out/bench-gpu.json'"
 [ -z "${SKIP_BENCH:-}" ] && step "bench" 200 node models/tiny/.kit-run.mjs --size full
 echo "total $(($(date +%s) - start)) s" | tee -a "$log"

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Packs what the GPU checks need into .gpu-kit/ for a GPU machine that has a driver and the CUDA toolkit but no
 # Node.js and no package registry (a machine lent for a few minutes): this machine's node binary, the checks bundled
-# into single files (bench/cuda.ts, bench/webgpu.ts, bench/run.ts), the CUDA addon built here (sm_80, sm_90), Dawn
+# into single files (bench/cuda.ts, bench/webgpu.ts, bench/run.ts, bench/gpu.ts), the CUDA addon built here (sm_80, sm_90), Dawn
 # for Linux x64, Vulkan's loader, and the headers that rebuild the addon there if the carried one cannot load.
-# On a machine with npm, `npm install && npm run test:cuda && npm run test:webgpu && npm run bench` do the same.
+# On a machine with npm, `npm install && npm run test:cuda && npm run test:webgpu && npm run bench:gpu && npm run bench` do the same.
 # Then copy the repository with .gpu-kit/ and models/tiny/.kit-*.mjs, and run: bash scripts/gpu-kit-run.sh [OUTDIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +30,7 @@ o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp
 mkdir -p /tmp/gpu-kit-apt/partial
 apt-get $o update -qq && (cd $kit/debs && apt-get $o download -qq libvulkan1 libglvnd0 libglx0 libegl1 libgl1 2>/dev/null)
 # one file per check; placed in models/tiny/ so that the paths the code derives from its own location hold
-for c in cuda webgpu run; do
+for c in cuda webgpu run gpu; do
   npx esbuild bench/$c.ts --bundle --platform=node --format=esm --target=node20 --outfile=models/tiny/.kit-$c.mjs \
     --external:webgpu --external:onnxruntime-node --alias:sharp=./scripts/gpu-kit-empty.mjs --log-level=error \
     --banner:js="import { createRequire as __kitRequire } from 'node:module'; const require = __kitRequire(import.meta.url);"

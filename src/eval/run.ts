@@ -4,7 +4,7 @@
  * Records come out one at a time so that a long run can be written as it goes and resumed. Questions that ask for
  * the LLM judge (judge.ts) are scored by its verdict, exact match kept beside it as `em`.
  */
-import { InvalidArgument } from '../errors';
+import { Cancelled, InvalidArgument } from '../errors';
 import { askBatch } from '../mas/batch';
 import type { AskOptions, AskResult } from '../mas/run';
 import type { MasSystem } from '../mas/system';
@@ -228,6 +228,8 @@ export async function evaluate(system: MasSystem, items: readonly EvalItem[], op
   const pending = items.filter((item) => !opts.done?.has(item.index));
   let next = 0;
   for (const item of items) {
+    // a cancel stops between questions, also between those of one batch already answered
+    if (opts.signal?.aborted) throw new Cancelled('cancelled between questions');
     const old = opts.done?.get(item.index);
     if (old) {
       if (old.rollouts.length !== k) {

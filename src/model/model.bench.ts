@@ -259,6 +259,30 @@ export function sequentialLightLayers(role: 'planner' | 'critic' | 'solver', siz
   }, `sequential_light ${role} layers`);
 }
 
+/**
+ * One batched decode step (Decoder.stepBatch) of `rows` sequences through 2 layers of sequential_light's planner
+ * width, each sequence `past` positions in: tokens/s counts every row's token, so batch 1, 4 and 16 compare directly.
+ */
+async function layersDecodeBatch(backend: Backend, size: BenchSize, rows: number): Promise<BenchRun> {
+  const c = sequentialLightLayers('planner', size);
+  const past = size === 'full' ? 512 : 64;
+  const model = await randomDecoder(c, backend, 'q4_0');
+  const rng = new Rng(7);
+  const cache = model.newBatchCache(rows, past + 1);
+  // random k/v rows stand in for prefilled contexts: every sequence is `past` positions in
+  for (const k of [...cache.k, ...cache.v]) if (k) tidy(() => F.kvAppend(k, backend.fromValues(rng.normals(k.shape[0] * c.kvHeads * c.headDim), k.shape), 0));
+  const x = backend.fromValues(rng.normals(rows * c.hidden), [rows, c.hidden]);
+  return {
+    run: () => {
+      cache.lengths.fill(past);
+      model.stepBatch({ inputsEmbeds: x, cache }).hidden.dispose();
+    },
+    ...forwardCost(c, model.weights, { T: 1, past, logitsRows: 0, ids: false }),
+    tokens: rows,
+    dispose: () => (x.dispose(), cache.dispose(), model.dispose()),
+  };
+}
+
 export const benches: BenchCase[] = [
   { name: `tiny model prefill (qwen3-tiny, ${PROMPT} tokens)`, setup: (b) => tinyPrefill(b) },
   { name: 'tiny model decode step (qwen3-tiny)', setup: (b) => tinyDecodeStep(b) },
@@ -267,6 +291,10 @@ export const benches: BenchCase[] = [
   ...(['planner', 'critic', 'solver'] as const).map((role): BenchCase => ({
     name: `decode 2 layers of sequential_light's ${role} (${{ planner: 'Qwen3-1.7B', critic: 'Llama-3.2-1B', solver: 'Qwen2.5-Math-1.5B' }[role]} width) q4_0, KV 512 (tiny: ¼ width, KV 64)`,
     setup: (b, s) => layersDecode(b, s, sequentialLightLayers(role, s)),
+  })),
+  ...[1, 4, 16].map((rows): BenchCase => ({
+    name: `decode 2 layers of sequential_light's planner, batch ${rows} (stepBatch; tokens/s over the batch)`,
+    setup: (b, s) => layersDecodeBatch(b, s, rows),
   })),
   {
     name: "decode 2 layers of sequential_light's planner, plain ops (the unfused path, for the dispatch count it saves)",
