@@ -62,6 +62,48 @@ const ROWS = `
   let t_last = (min(r0 + BR, nrows) - 1u) / u.group;`;
 
 /**
+ * The online-softmax loop over keys [lo, hi) in blocks of L, shared by the forward and the decode attention over
+ * stacked caches: scores of q·k summed by the L lanes through workgroup memory, the running max m and sum l, acc the
+ * weighted v. `row0` is added to every key index (the first row of the sequence's cache); `visible` is the WGSL
+ * condition under which key `key` counts. Declares m and l; reads qr, lane, rl, kstr, kvh, dmax, lo, hi.
+ */
+export function flashLoop(row0: string, visible: string): string {
+  const row = (k: string) => (row0 ? `(${row0} + ${k})` : k);
+  return `var m = NEG;
+  var l = 0.0;
+  // Inner loops are branch-free (clamped indices, zero weights instead of ifs) so lanes stay converged.
+  for (var kb = lo; kb < hi; kb += L) {
+    for (var j = 0u; j < u.lanes; j++) {
+      let kbase = ${row('min(kb + j, hi - 1u)')} * kstr + kvh * u.d;
+      var s = 0.0;
+      for (var i = 0u; i < DPT; i++) { s += qr[i] * k[kbase + min(lane + i * L, dmax)]; }
+      part[(rl * L + j) * PAD + lane] = s;
+    }
+    workgroupBarrier();
+    var s = 0.0;
+    for (var x = 0u; x < u.lanes; x++) { s += part[(rl * L + lane) * PAD + x]; }
+    let key = kb + lane;
+    sc[rl * L + lane] = select(NEG, s, ${visible});
+    workgroupBarrier();
+    var bm = NEG;
+    for (var j = 0u; j < u.lanes; j++) { bm = max(bm, sc[rl * L + j]); }
+    // with nothing visible yet, m = mn = NEG, alpha = 1 and every p is 0: no branch needed
+    let mn = max(m, bm);
+    let alpha = exp(m - mn);
+    l *= alpha;
+    for (var i = 0u; i < DPT; i++) { acc[i] *= alpha; }
+    for (var j = 0u; j < u.lanes; j++) {
+      let sj = sc[rl * L + j];
+      let p = select(0.0, exp(sj - mn), sj > NEG);
+      l += p;
+      let vbase = ${row('min(kb + j, hi - 1u)')} * kstr + kvh * u.d;
+      for (var i = 0u; i < DPT; i++) { acc[i] += p * v[vbase + min(lane + i * L, dmax)]; }
+    }
+    m = mn;
+  }`;
+}
+
+/**
  * Forward: o and lse of each query row over the key range of split wid.z (keys from
  * split_base + z·split_len, split_len of them); with several splits o and lse are partials that combineWgsl merges.
  */
@@ -86,38 +128,7 @@ ${mainSignature(FWD_ROWS * LANES)} {
     let d = lane + i * L;
     if (d < u.d) { qr[i] = q[qb + d] * u.scale; }
   }
-  var m = NEG;
-  var l = 0.0;
-  // Inner loops are branch-free (clamped indices, zero weights instead of ifs) so lanes stay converged.
-  for (var kb = lo; kb < hi; kb += L) {
-    for (var j = 0u; j < u.lanes; j++) {
-      let kbase = min(kb + j, hi - 1u) * kstr + kvh * u.d;
-      var s = 0.0;
-      for (var i = 0u; i < DPT; i++) { s += qr[i] * k[kbase + min(lane + i * L, dmax)]; }
-      part[(rl * L + j) * PAD + lane] = s;
-    }
-    workgroupBarrier();
-    var s = 0.0;
-    for (var x = 0u; x < u.lanes; x++) { s += part[(rl * L + lane) * PAD + x]; }
-    let key = kb + lane;
-    sc[rl * L + lane] = select(NEG, s, key >= lo_row && key <= pos && key < hi);
-    workgroupBarrier();
-    var bm = NEG;
-    for (var j = 0u; j < u.lanes; j++) { bm = max(bm, sc[rl * L + j]); }
-    // with nothing visible yet, m = mn = NEG, alpha = 1 and every p is 0: no branch needed
-    let mn = max(m, bm);
-    let alpha = exp(m - mn);
-    l *= alpha;
-    for (var i = 0u; i < DPT; i++) { acc[i] *= alpha; }
-    for (var j = 0u; j < u.lanes; j++) {
-      let sj = sc[rl * L + j];
-      let p = select(0.0, exp(sj - mn), sj > NEG);
-      l += p;
-      let vbase = min(kb + j, hi - 1u) * kstr + kvh * u.d;
-      for (var i = 0u; i < DPT; i++) { acc[i] += p * v[vbase + min(lane + i * L, dmax)]; }
-    }
-    m = mn;
-  }
+  ${flashLoop('', 'key >= lo_row && key <= pos && key < hi')}
   if (r < nrows) {
     let inv = select(0.0, 1.0 / l, l > 0.0);
     let ob = split * u.t * u.hq * u.d + qb;

@@ -13,7 +13,7 @@
  */
 import { InvalidArgument, ShapeMismatch } from '../../errors';
 import { GpuContext, Uniforms } from '../../gpu/context';
-import { FWD_ROWS as BR, LANES as L, dimsPerLane } from '../attention/wgsl';
+import { FWD_ROWS as BR, LANES as L, dimsPerLane, flashLoop } from '../attention/wgsl';
 import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expectRank } from '../kernel';
 import { flatIndex, mainSignature } from '../wgsl';
 
@@ -133,35 +133,7 @@ ${mainSignature(BR * L)} {
     let d = lane + i * L;
     if (d < u.d) { qr[i] = q[qb + d] * u.scale; }
   }
-  var m = NEG;
-  var l = 0.0;
-  for (var kb = lo; kb < hi; kb += L) {
-    for (var j = 0u; j < u.lanes; j++) {
-      let kbase = (cache0 + min(kb + j, hi - 1u)) * kstr + kvh * u.d;
-      var sd = 0.0;
-      for (var i = 0u; i < DPT; i++) { sd += qr[i] * k[kbase + min(lane + i * L, dmax)]; }
-      part[(rl * L + j) * PAD + lane] = sd;
-    }
-    workgroupBarrier();
-    var sd = 0.0;
-    for (var x = 0u; x < u.lanes; x++) { sd += part[(rl * L + lane) * PAD + x]; }
-    sc[rl * L + lane] = select(NEG, sd, kb + lane < hi);
-    workgroupBarrier();
-    var bm = NEG;
-    for (var j = 0u; j < u.lanes; j++) { bm = max(bm, sc[rl * L + j]); }
-    let mn = max(m, bm);
-    let alpha = exp(m - mn);
-    l *= alpha;
-    for (var i = 0u; i < DPT; i++) { acc[i] *= alpha; }
-    for (var j = 0u; j < u.lanes; j++) {
-      let sj = sc[rl * L + j];
-      let p = select(0.0, exp(sj - mn), sj > NEG);
-      l += p;
-      let vbase = (cache0 + min(kb + j, hi - 1u)) * kstr + kvh * u.d;
-      for (var i = 0u; i < DPT; i++) { acc[i] += p * v[vbase + min(lane + i * L, dmax)]; }
-    }
-    m = mn;
-  }
+  ${flashLoop('cache0', 'key < hi')}
   if (r < u.group) {
     // an empty split (past the row's keys) leaves o = 0 and lse = −∞, which weigh nothing in the merge
     let inv = select(0.0, 1.0 / l, l > 0.0);

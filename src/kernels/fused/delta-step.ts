@@ -11,6 +11,7 @@ import { ACT } from '../activation/cpu';
 import { MATH } from '../activation/wgsl';
 import { type CpuArray, type FloatArray, type KernelDef, type Meta, binding, expectDType } from '../kernel';
 import { floatValues } from '../rmsnorm/cpu';
+import { wgSumWgsl } from '../rmsnorm/wgsl';
 import { loadFn, mainSignature } from '../wgsl';
 
 export interface DeltaStepAttrs {
@@ -147,23 +148,12 @@ fn softplus(x: f32) -> f32 {
 var<workgroup> qs: array<f32, ${M}>;
 var<workgroup> ks: array<f32, ${M}>;
 var<workgroup> os: array<f32, ${M}>;
-var<workgroup> red: array<vec2<f32>, ${WG}>;
 // channel c through the causal conv (the K − 1 cached rows, then this token) and SiLU; keep: write the next state
 var<private> p0: u32;
 var<private> ring0: u32;
 var<private> len: u32;
 ${conv}
-fn sum2(v: vec2<f32>, l: u32) -> vec2<f32> {
-  red[l] = v;
-  workgroupBarrier();
-  for (var k = ${WG / 2}u; k > 0u; k >>= 1u) {
-    if (l < k) { red[l] += red[l + k]; }
-    workgroupBarrier();
-  }
-  let s = red[0];
-  workgroupBarrier();
-  return s;
-}
+${wgSumWgsl(WG)}
 ${mainSignature(WG)} {
   let h = wid.x;
   let b = wid.y;
@@ -183,7 +173,7 @@ ${mainSignature(WG)} {
     ks[i] = kv;
     sq += vec2<f32>(qv * qv, kv * kv);
   }
-  let n2 = sum2(sq, lid.x);
+  let n2 = wg_sum(sq, lid.x);
   let rq = inverseSqrt(n2.x / f32(u.dk) + u.l2eps) * u.wq;
   let rk = inverseSqrt(n2.y / f32(u.dk) + u.l2eps) * u.wk;
   for (var i = lid.x; i < u.dk; i += ${WG}u) { qs[i] *= rq; ks[i] *= rk; }
@@ -209,7 +199,7 @@ ${mainSignature(WG)} {
     os[j] = o;
     oo += o * o;
   }
-  let rn = inverseSqrt(sum2(vec2<f32>(oo, 0.0), lid.x).x / f32(u.dv) + u.eps);
+  let rn = inverseSqrt(wg_sum(vec2<f32>(oo, 0.0), lid.x).x / f32(u.dv) + u.eps);
   for (var j = lid.x; j < u.dv; j += ${WG}u) {
     let z = proj[p0 + zb + h * u.dv + j];
     y[b * u.nv * u.dv + h * u.dv + j] = os[j] * rn * load_nw(j) * (z * sigmoid(z));
