@@ -11,6 +11,9 @@ import type { Backend } from '../tensor/backend';
 import type { Tensor } from '../tensor/tensor';
 import type { DecoderConfig } from './config';
 
+/** The dtype of k and v in a cache: f32, or f16 (half the memory and the bytes attention reads; WebGPU with shader-f16, and the CPU). */
+export type KvDType = 'f32' | 'f16';
+
 export class KVCache {
   length = 0;
   /** Per Gated DeltaNet layer: the last K − 1 rows its conv saw [K − 1, channels]; null before the first forward. */
@@ -92,15 +95,16 @@ export class BatchCache {
     this.lengths = new Array<number>(rows).fill(0);
   }
 
-  static create(config: DecoderConfig, backend: Backend, rows: number, maxLen: number): BatchCache {
+  static create(config: DecoderConfig, backend: Backend, rows: number, maxLen: number, kvDtype: KvDType = 'f32'): BatchCache {
     if (!Number.isInteger(rows) || rows < 1) throw new InvalidArgument(`batch cache: rows must be a positive integer, got ${rows}`);
     if (!Number.isInteger(maxLen) || maxLen < 1) throw new InvalidArgument(`batch cache: maxLen must be a positive integer, got ${maxLen}`);
     const { layers, kvHeads, headDim, linearLayers, deltaNet: d } = config;
     const per = kvHeads * headDim;
-    // a view of sequence b starts at element b·stride·per, which must be a multiple of VIEW_ALIGN
+    // a view of sequence b starts at element b·stride·per, which must sit at a multiple of 256 bytes (VIEW_ALIGN f32)
+    const align = kvDtype === 'f16' ? 2 * VIEW_ALIGN : VIEW_ALIGN;
     let stride = maxLen;
-    while ((stride * per) % VIEW_ALIGN !== 0) stride++;
-    const kv = () => Array.from({ length: layers }, (_, l) => (linearLayers[l] ? null : backend.zeros([rows * stride, kvHeads, headDim])));
+    while ((stride * per) % align !== 0) stride++;
+    const kv = () => Array.from({ length: layers }, (_, l) => (linearLayers[l] ? null : backend.zeros([rows * stride, kvHeads, headDim], kvDtype)));
     const C = d ? 2 * d.keyHeads * d.keyDim + d.valueHeads * d.valueDim : 0;
     const conv = Array.from({ length: layers }, (_, l) => (linearLayers[l] && d ? backend.zeros([rows * d.convKernel, C]) : null));
     const ssm = Array.from({ length: layers }, (_, l) => (linearLayers[l] && d ? backend.zeros([rows * d.valueHeads, d.keyDim, d.valueDim]) : null));

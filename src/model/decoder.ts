@@ -17,12 +17,13 @@ import { roundBf16, roundF16 } from '../formats/dtype';
 import { ropeInvFreq } from '../kernels/rope';
 import { tidy, untrack } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
+import type { WebGpuBackend } from '../tensor/webgpu';
 import { type DecoderConfig, layerWindow } from './config';
-import { BatchCache, KVCache } from './cache';
+import { BatchCache, KVCache, type KvDType } from './cache';
 import { FusedPath } from './fused';
 import { type DecoderWeights, type DecoderLayerWeights, type DeltaNetWeights, type LayerWeights, isDeltaNetLayer } from './weights';
 
-export { BatchCache, KVCache } from './cache';
+export { BatchCache, KVCache, type KvDType } from './cache';
 
 export interface ForwardInput {
   /** i32 token ids [T]; exactly one of inputIds / inputsEmbeds. */
@@ -65,6 +66,11 @@ export class Decoder {
    * backend can run it too (tests compare the two paths there); CUDA has no fused kernels yet.
    */
   fusedSteps: boolean;
+  /**
+   * The dtype of the k and v caches newCache and newBatchCache make: 'f16' halves their memory and what attention
+   * reads (values rounded to f16 as they are written). WebGPU needs shader-f16 for it; CUDA keeps f32.
+   */
+  kvDtype: KvDType = 'f32';
   private fusedImpl: FusedPath | null = null;
 
   constructor(
@@ -117,7 +123,8 @@ export class Decoder {
   newCache(maxLen: number): KVCache {
     if (!Number.isInteger(maxLen) || maxLen < 1) throw new InvalidArgument(`newCache: maxLen must be a positive integer, got ${maxLen}`);
     const { layers, kvHeads, headDim, linearLayers } = this.config;
-    const make = () => Array.from({ length: layers }, (_, l) => (linearLayers[l] ? null : this.backend.zeros([maxLen, kvHeads, headDim])));
+    this.checkKvDtype();
+    const make = () => Array.from({ length: layers }, (_, l) => (linearLayers[l] ? null : this.backend.zeros([maxLen, kvHeads, headDim], this.kvDtype)));
     return new KVCache(make(), make(), maxLen);
   }
 
@@ -186,7 +193,18 @@ export class Decoder {
 
   /** Caches for `rows` sequences of up to `maxLen` positions each, for stepBatch (prefill each with prefillRow). */
   newBatchCache(rows: number, maxLen: number): BatchCache {
-    return BatchCache.create(this.config, this.backend, rows, maxLen);
+    this.checkKvDtype();
+    return BatchCache.create(this.config, this.backend, rows, maxLen, this.kvDtype);
+  }
+
+  /** An f16 cache needs a backend that reads and writes it. */
+  private checkKvDtype() {
+    if (this.kvDtype === 'f32') return;
+    if (this.kvDtype !== 'f16') throw new InvalidArgument(`kvDtype must be 'f32' or 'f16', got ${JSON.stringify(this.kvDtype)}`);
+    const b = this.backend;
+    if (b.kind === 'cuda' || (b.kind === 'webgpu' && !(b as WebGpuBackend).ctx.hasFeature('shader-f16'))) {
+      throw new UnsupportedFeature(`an f16 KV cache needs ${b.kind === 'cuda' ? 'the WebGPU or CPU backend (CUDA keeps f32 caches)' : 'a WebGPU device with shader-f16'}; set kvDtype 'f32'`);
+    }
   }
 
   /**

@@ -46,7 +46,7 @@ export function checkReshape(t: Tensor, shape: readonly number[]) {
 
 export function checkView(t: Tensor, offset: number, shape: readonly number[]) {
   checkShape(shape);
-  if (t.dtype !== 'f32' && t.dtype !== 'i32') throw new InvalidArgument(`view: ${t} has dtype ${t.dtype}; views exist for f32 and i32 only`);
+  if (t.dtype !== 'f32' && t.dtype !== 'i32' && t.dtype !== 'f16') throw new InvalidArgument(`view: ${t} has dtype ${t.dtype}; views exist for f32, i32 and f16 only`);
   const n = shape.reduce((a, b) => a * b, 1);
   if (!Number.isInteger(offset) || offset < 0 || offset + n > t.numel) {
     throw new ShapeMismatch(`view: elements [${offset}, ${offset + n}) are outside ${t} (${t.numel} elements)`);

@@ -110,7 +110,7 @@ export class CpuBackend implements Backend {
 
   view(t: Tensor, offset: number, shape: readonly number[]): Tensor {
     checkView(t, offset, shape);
-    const d = this.data(t) as Float32Array | Float64Array | Int32Array;
+    const d = this.data(t) as Float32Array | Float64Array | Int32Array | Uint16Array;
     return this.wrap(d.subarray(offset, offset + shape.reduce((a, b) => a * b, 1)), shape, t.dtype);
   }
 

@@ -143,12 +143,15 @@ export class WebGpuBackend implements Backend {
     const s = t.storage;
     if (s.kind !== 'webgpu') throw new InvalidArgument(`${t} is not a WebGPU tensor`);
     if (s.chunks.length !== 1) throw new BindingLimitExceeded(`view: ${t} is split across ${s.chunks.length} bindings; views need one`);
-    if (offset % VIEW_ALIGN) throw new InvalidArgument(`view: offset ${offset} is not a multiple of ${VIEW_ALIGN} elements (256-byte binding alignment)`);
+    // bindings start at multiples of 256 bytes: VIEW_ALIGN f32 or i32 elements, twice as many f16 ones
+    const bytes = t.dtype === 'f16' ? 2 : 4;
+    const align = (VIEW_ALIGN * 4) / bytes;
+    if (offset % align) throw new InvalidArgument(`view: offset ${offset} is not a multiple of ${align} elements (256-byte binding alignment)`);
     const n = shape.reduce((a, b) => a * b, 1);
     const c = s.chunks[0];
     s.refs.n++;
-    const size = Math.max(4, Math.ceil((n * 4) / 4) * 4);
-    return this.wrap([{ buffer: c.buffer, offset: c.offset + offset * 4, size, rows: shape[0] ?? 1 }], shape, t.dtype, s.refs);
+    const size = Math.max(4, Math.ceil((n * bytes) / 4) * 4);
+    return this.wrap([{ buffer: c.buffer, offset: c.offset + offset * bytes, size, rows: shape[0] ?? 1 }], shape, t.dtype, s.refs);
   }
 
   release(s: Storage) {

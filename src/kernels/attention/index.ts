@@ -4,7 +4,8 @@
  * which writes new k/v rows into a preallocated cache in place. f32 activations.
  */
 import { GpuContext, Uniforms } from '../../gpu/context';
-import { InvalidArgument, ShapeMismatch } from '../../errors';
+import { InvalidArgument, ShapeMismatch, UnsupportedFeature } from '../../errors';
+import { floatValues } from '../rmsnorm/cpu';
 import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expectRank, expectSameShape } from '../kernel';
 import { type AttnDims, attentionBackward, attentionForward, attentionRowDot } from './cpu';
 import { FWD_ROWS, BWD_ROWS, LANES, attentionForwardWgsl, combineWgsl, dimsPerLane, rowDotWgsl } from './wgsl';
@@ -26,12 +27,14 @@ export interface AttentionAttrs {
 }
 
 /** Validates q [T, Hq, D], k/v [S, Hkv, D] and the attributes; returns the problem size. */
-export function attentionDims(op: string, q: Meta, k: Meta, v: Meta, attrs: AttentionAttrs): AttnDims {
+export function attentionDims(op: string, q: Meta, k: Meta, v: Meta, attrs: AttentionAttrs, f16Cache = false): AttnDims {
   for (const [n, m] of [['q', q], ['k', k], ['v', v]] as const) {
-    expectDType(op, n, m, 'f32');
+    if (n === 'q' || !f16Cache) expectDType(op, n, m, 'f32');
+    else expectDType(op, n, m, 'f32', 'f16');
     expectRank(op, n, m, 3);
   }
   expectSameShape(op, k, v, 'k', 'v');
+  if (k.dtype !== v.dtype) throw new ShapeMismatch(`${op}: k is ${k.dtype} but v is ${v.dtype}`);
   const [t, hq, d] = q.shape;
   const [s, hkv, dk] = k.shape;
   if (dk !== d) throw new ShapeMismatch(`${op}: q has head_dim ${d} but k has ${dk}; q is [T, Hq, D] and k, v are [S, Hkv, D]`);
@@ -80,20 +83,25 @@ function chooseSplits(ctx: GpuContext, dims: AttnDims, blocks: number, forced?: 
   return { base, len, n: Math.max(1, Math.ceil(span / len)) };
 }
 
-/** (q, k, v) -> (o [T, Hq, D], lse [Hq, T]): lse is the logsumexp of each row's scaled scores. */
+/**
+ * (q, k, v) -> (o [T, Hq, D], lse [Hq, T]): lse is the logsumexp of each row's scaled scores. k and v may be an f16
+ * cache (forward only; WebGPU with shader-f16 and the CPU).
+ */
 export const attentionKernel: KernelDef<AttentionAttrs> = {
   name: 'attention',
   outputs([q, k, v], attrs) {
-    const { t, hq, d } = attentionDims('attention', q, k, v, attrs);
+    const { t, hq, d } = attentionDims('attention', q, k, v, attrs, true);
     return [{ shape: [t, hq, d], dtype: 'f32' }, { shape: [hq, t], dtype: 'f32' }];
   },
   cpu([q, k, v], [o, lse], attrs, { inputs: [qm, km, vm] }) {
-    const dims = attentionDims('attention', qm, km, vm, attrs);
-    attentionForward(q as FloatArray, k as FloatArray, v as FloatArray, dims, o as FloatArray, lse as FloatArray);
+    const dims = attentionDims('attention', qm, km, vm, attrs, true);
+    attentionForward(q as FloatArray, floatValues(k, km.dtype), floatValues(v, vm.dtype), dims, o as FloatArray, lse as FloatArray);
   },
   webgpu(ctx, [q, k, v], [o, lse], attrs) {
     const op = 'attention';
-    const dims = attentionDims(op, q.meta, k.meta, v.meta, attrs);
+    const dims = attentionDims(op, q.meta, k.meta, v.meta, attrs, true);
+    const f16 = k.meta.dtype === 'f16';
+    if (f16) ctx.requireFeature('shader-f16', 'an f16 KV cache');
     if (dims.t === 0 || dims.hq === 0) return;
     const dpt = dimsPerLane(dims.d);
     const rowBlocks = Math.ceil((dims.t * dims.hq) / dims.hkv / FWD_ROWS);
@@ -102,8 +110,8 @@ export const attentionKernel: KernelDef<AttentionAttrs> = {
     const n = split.n;
     const fwd = (outs: GPUBufferBinding[]) =>
       ctx.dispatch({
-        key: `attention_f32_fwd_dpt${dpt}_wg${FWD_ROWS * LANES}`,
-        wgsl: () => attentionForwardWgsl(dpt),
+        key: `attention_${f16 ? 'f16kv' : 'f32'}_fwd_dpt${dpt}_wg${FWD_ROWS * LANES}`,
+        wgsl: () => attentionForwardWgsl(dpt, f16),
         uniforms: attnUniforms(dims, split),
         bindings: [binding(q, op), binding(k, op), binding(v, op), ...outs],
         workgroups: [rowBlocks, dims.hkv, n],
@@ -129,6 +137,7 @@ export const attentionKernel: KernelDef<AttentionAttrs> = {
   },
   cuda(ctx, inputs, outputs, attrs) {
     const [q, k, v] = inputs;
+    if (k.meta.dtype !== 'f32') throw new UnsupportedFeature('attention: the CUDA backend keeps f32 caches; use kvDtype f32');
     cudaAttentionForward(ctx, inputs, outputs, attentionDims('attention', q.meta, k.meta, v.meta, attrs), attrs.splits);
   },
 };

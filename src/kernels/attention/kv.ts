@@ -1,12 +1,19 @@
-/** kvAppend: copies new k or v rows [T, Hkv, D] into a preallocated cache [maxS, Hkv, D] at row `at`. */
+/**
+ * kvAppend: copies new k or v rows [T, Hkv, D] (f32) into a preallocated cache [maxS, Hkv, D] at row `at`. An f16
+ * cache (Decoder.kvDtype, WebGPU with shader-f16 and the CPU) stores each value rounded to f16.
+ */
 import { InvalidArgument, ShapeMismatch } from '../../errors';
-import { type FloatArray, type KernelDef, binding, expectDType, expectRank } from '../kernel';
+import { UnsupportedFeature } from '../../errors';
+import { f32ToF16Bits } from '../../formats/dtype';
+import { type GpuContext, Uniforms } from '../../gpu/context';
+import { type FloatArray, type GpuRef, type KernelDef, binding, expectDType, expectRank } from '../kernel';
+import { flatIndex, mainSignature } from '../wgsl';
 import { cudaKvAppend } from './cuda';
 
 export const kvAppendKernel: KernelDef<{ at: number }> = {
   name: 'kv_append',
   outputs([cache, rows], { at }) {
-    expectDType('kv_append', 'cache', cache, 'f32');
+    expectDType('kv_append', 'cache', cache, 'f32', 'f16');
     expectDType('kv_append', 'rows', rows, 'f32');
     expectRank('kv_append', 'cache', cache, 3);
     expectRank('kv_append', 'rows', rows, 3);
@@ -22,9 +29,11 @@ export const kvAppendKernel: KernelDef<{ at: number }> = {
   },
   cpu([cache, rows], _out, { at }, { inputs }) {
     const rowElems = inputs[0].shape[1] * inputs[0].shape[2];
-    (cache as FloatArray).set(rows as FloatArray, at * rowElems);
+    if (inputs[0].dtype === 'f16') (cache as Uint16Array).set(Array.from(rows as FloatArray, f32ToF16Bits), at * rowElems);
+    else (cache as FloatArray).set(rows as FloatArray, at * rowElems);
   },
   webgpu(ctx, [cache, rows], _out, { at }) {
+    if (cache.meta.dtype === 'f16') return appendF16(ctx, cache, rows, at);
     const rowBytes = cache.meta.shape[1] * cache.meta.shape[2] * 4;
     const src = binding(rows, 'kv_append');
     const n = rows.meta.shape[0];
@@ -38,6 +47,41 @@ export const kvAppendKernel: KernelDef<{ at: number }> = {
     }
   },
   cuda(ctx, inputs, _out, { at }) {
+    if (inputs[0].meta.dtype !== 'f32') throw new UnsupportedFeature('kv_append: the CUDA backend keeps f32 caches; use kvDtype f32');
     cudaKvAppend(ctx, inputs, at);
   },
 };
+
+const WG = 256;
+
+/** f32 rows into an f16 cache, one dispatch per chunk of the cache the rows reach. */
+function appendF16(ctx: GpuContext, cache: GpuRef, rows: GpuRef, at: number) {
+  ctx.requireFeature('shader-f16', 'an f16 KV cache');
+  const rowElems = cache.meta.shape[1] * cache.meta.shape[2];
+  const src = binding(rows, 'kv_append');
+  const n = rows.meta.shape[0];
+  let first = 0;
+  for (const c of cache.chunks) {
+    const lo = Math.max(at, first);
+    const hi = Math.min(at + n, first + c.rows);
+    if (lo < hi && rowElems > 0) {
+      const count = (hi - lo) * rowElems;
+      ctx.dispatch({
+        key: `kv_append_f16_wg${WG}`,
+        wgsl: () => `enable f16;
+struct P { n: u32, src: u32, dst: u32 }
+@group(0) @binding(0) var<uniform> u: P;
+@group(0) @binding(1) var<storage, read> rows: array<f32>;
+@group(0) @binding(2) var<storage, read_write> cache: array<f16>;
+${mainSignature(WG)} {
+  let i = ${flatIndex(WG)};
+  if (i < u.n) { cache[u.dst + i] = f16(rows[u.src + i]); }
+}`,
+        uniforms: new Uniforms().u32(count).u32((lo - at) * rowElems).u32((lo - first) * rowElems),
+        bindings: [src, { buffer: c.buffer, offset: c.offset, size: c.size }],
+        workgroups: ctx.grid(Math.ceil(count / WG)),
+      });
+    }
+    first += c.rows;
+  }
+}

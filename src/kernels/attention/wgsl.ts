@@ -65,7 +65,8 @@ const ROWS = `
  * The online-softmax loop over keys [lo, hi) in blocks of L, shared by the forward and the decode attention over
  * stacked caches: scores of q·k summed by the L lanes through workgroup memory, the running max m and sum l, acc the
  * weighted v. `row0` is added to every key index (the first row of the sequence's cache); `visible` is the WGSL
- * condition under which key `key` counts. Declares m and l; reads qr, lane, rl, kstr, kvh, dmax, lo, hi.
+ * condition under which key `key` counts. Declares m and l; reads qr, lane, rl, kstr, kvh, dmax, lo, hi, and k and v
+ * through ldk / ldv (kvBindings).
  */
 export function flashLoop(row0: string, visible: string): string {
   const row = (k: string) => (row0 ? `(${row0} + ${k})` : k);
@@ -76,7 +77,7 @@ export function flashLoop(row0: string, visible: string): string {
     for (var j = 0u; j < u.lanes; j++) {
       let kbase = ${row('min(kb + j, hi - 1u)')} * kstr + kvh * u.d;
       var s = 0.0;
-      for (var i = 0u; i < DPT; i++) { s += qr[i] * k[kbase + min(lane + i * L, dmax)]; }
+      for (var i = 0u; i < DPT; i++) { s += qr[i] * ldk(kbase + min(lane + i * L, dmax)); }
       part[(rl * L + j) * PAD + lane] = s;
     }
     workgroupBarrier();
@@ -97,7 +98,7 @@ export function flashLoop(row0: string, visible: string): string {
       let p = select(0.0, exp(sj - mn), sj > NEG);
       l += p;
       let vbase = ${row('min(kb + j, hi - 1u)')} * kstr + kvh * u.d;
-      for (var i = 0u; i < DPT; i++) { acc[i] += p * v[vbase + min(lane + i * L, dmax)]; }
+      for (var i = 0u; i < DPT; i++) { acc[i] += p * ldv(vbase + min(lane + i * L, dmax)); }
     }
     m = mn;
   }`;
@@ -107,12 +108,20 @@ export function flashLoop(row0: string, visible: string): string {
  * Forward: o and lse of each query row over the key range of split wid.z (keys from
  * split_base + z·split_len, split_len of them); with several splits o and lse are partials that combineWgsl merges.
  */
-export function attentionForwardWgsl(dpt: number): string {
-  return `${STRUCT}
+/** k and v at bindings `first` and `first + 1` with their loaders ldk / ldv: f32, or an f16 cache (shader-f16). */
+export function kvBindings(first: number, f16: boolean): string {
+  const t = f16 ? 'f16' : 'f32';
+  return `@group(0) @binding(${first}) var<storage, read> k: array<${t}>;
+@group(0) @binding(${first + 1}) var<storage, read> v: array<${t}>;
+fn ldk(i: u32) -> f32 { return f32(k[i]); }
+fn ldv(i: u32) -> f32 { return f32(v[i]); }`;
+}
+
+export function attentionForwardWgsl(dpt: number, f16 = false): string {
+  return `${f16 ? 'enable f16;\n' : ''}${STRUCT}
 ${consts(FWD_ROWS, dpt)}
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
+${kvBindings(2, f16)}
 @group(0) @binding(4) var<storage, read_write> o: array<f32>;
 @group(0) @binding(5) var<storage, read_write> lse: array<f32>;
 var<workgroup> part: array<f32, ${FWD_ROWS * LANES * (LANES + 1)}>;

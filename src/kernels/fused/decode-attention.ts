@@ -13,7 +13,8 @@
  */
 import { InvalidArgument, ShapeMismatch } from '../../errors';
 import { GpuContext, Uniforms } from '../../gpu/context';
-import { FWD_ROWS as BR, LANES as L, dimsPerLane, flashLoop } from '../attention/wgsl';
+import { FWD_ROWS as BR, LANES as L, dimsPerLane, flashLoop, kvBindings } from '../attention/wgsl';
+import { floatValues } from '../rmsnorm/cpu';
 import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expectRank } from '../kernel';
 import { flatIndex, mainSignature } from '../wgsl';
 
@@ -34,10 +35,11 @@ const NEG = '-3.4028234e38';
 function dims([q, k, v, rows]: readonly Meta[], a: DecodeAttentionAttrs) {
   const op = 'decode_attention';
   for (const [n, m] of [['q', q], ['k', k], ['v', v]] as const) {
-    expectDType(op, n, m, 'f32');
+    if (n === 'q') expectDType(op, n, m, 'f32');
+    else expectDType(op, n, m, 'f32', 'f16');
     expectRank(op, n, m, 3);
   }
-  if (k.shape.join() !== v.shape.join()) throw new ShapeMismatch(`${op}: k [${k.shape}] and v [${v.shape}] differ`);
+  if (k.shape.join() !== v.shape.join() || k.dtype !== v.dtype) throw new ShapeMismatch(`${op}: k ${k.dtype} [${k.shape}] and v ${v.dtype} [${v.shape}] differ`);
   const [M, hq, d] = q.shape;
   const [R, hkv, dk] = k.shape;
   if (dk !== d || hq % hkv !== 0) throw new ShapeMismatch(`${op}: q [${q.shape}] does not fit caches [${k.shape}] (D equal, Hq a multiple of Hkv)`);
@@ -56,13 +58,15 @@ export const decodeAttentionKernel: KernelDef<DecodeAttentionAttrs> = {
     return [{ shape: [M, hq, d], dtype: 'f32' }];
   },
   cpu([q, k, v, rows], [o], a, { inputs }) {
-    decodeAttentionCpu(q as FloatArray, k as FloatArray, v as FloatArray, rows as Int32Array, o as FloatArray, dims(inputs, a));
+    decodeAttentionCpu(q as FloatArray, floatValues(k, inputs[1].dtype), floatValues(v, inputs[2].dtype), rows as Int32Array, o as FloatArray, dims(inputs, a));
   },
   webgpu(ctx, [q, k, v, rows], [o], a) {
     const op = 'decode_attention';
     const g = dims([q, k, v, rows].map((r) => r.meta), a);
     if (g.M === 0) return;
     const dpt = dimsPerLane(g.d);
+    const f16 = k.meta.dtype === 'f16';
+    if (f16) ctx.requireFeature('shader-f16', 'an f16 KV cache');
     const bpr = Math.ceil(g.group / BR);
     const max = ctx.report.limits.maxComputeWorkgroupsPerDimension;
     if (g.M * bpr > max || g.nsplit > max) throw new InvalidArgument(`${op}: ${g.M} rows or ${g.nsplit} splits exceed ${max} workgroups per dimension`);
@@ -70,7 +74,7 @@ export const decodeAttentionKernel: KernelDef<DecodeAttentionAttrs> = {
     const ins = [binding(q, op), binding(k, op), binding(v, op), binding(rows, op)];
     const grid: [number, number, number] = [g.M * bpr, g.hkv, g.nsplit];
     if (g.nsplit === 1) {
-      ctx.dispatch({ key: `decode_attention_dpt${dpt}_direct`, wgsl: () => decodeAttentionWgsl(dpt, false), uniforms: u, bindings: [...ins, binding(o, op)], workgroups: grid });
+      ctx.dispatch({ key: `decode_attention_${f16 ? 'f16kv' : 'f32'}_dpt${dpt}_direct`, wgsl: () => decodeAttentionWgsl(dpt, false, f16), uniforms: u, bindings: [...ins, binding(o, op)], workgroups: grid });
       return;
     }
     const n = g.M * g.hq * g.d;
@@ -78,7 +82,7 @@ export const decodeAttentionKernel: KernelDef<DecodeAttentionAttrs> = {
     const pl = ctx.createBuffer(g.nsplit * g.M * g.hq * 4, GpuContext.STORAGE, 'decode-attention-lse');
     const bo = { buffer: po, offset: 0, size: g.nsplit * n * 4 };
     const bl = { buffer: pl, offset: 0, size: g.nsplit * g.M * g.hq * 4 };
-    ctx.dispatch({ key: `decode_attention_dpt${dpt}_split`, wgsl: () => decodeAttentionWgsl(dpt, true), uniforms: u, bindings: [...ins, bo, bl], workgroups: grid });
+    ctx.dispatch({ key: `decode_attention_${f16 ? 'f16kv' : 'f32'}_dpt${dpt}_split`, wgsl: () => decodeAttentionWgsl(dpt, true, f16), uniforms: u, bindings: [...ins, bo, bl], workgroups: grid });
     const WG = 256;
     ctx.dispatch({
       key: `decode_attention_merge_wg${WG}`,
@@ -92,12 +96,11 @@ export const decodeAttentionKernel: KernelDef<DecodeAttentionAttrs> = {
   },
 };
 
-function decodeAttentionWgsl(dpt: number, split: boolean): string {
-  return `struct P { m: u32, hq: u32, hkv: u32, d: u32, group: u32, window: u32, scale: f32, split_len: u32, nsplit: u32, bpr: u32, lanes: u32 }
+function decodeAttentionWgsl(dpt: number, split: boolean, f16: boolean): string {
+  return `${f16 ? 'enable f16;\n' : ''}struct P { m: u32, hq: u32, hkv: u32, d: u32, group: u32, window: u32, scale: f32, split_len: u32, nsplit: u32, bpr: u32, lanes: u32 }
 @group(0) @binding(0) var<uniform> u: P;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
+${kvBindings(2, f16)}
 @group(0) @binding(4) var<storage, read> rows: array<i32>;
 @group(0) @binding(5) var<storage, read_write> o: array<f32>;
 ${split ? '@group(0) @binding(6) var<storage, read_write> lse: array<f32>;' : ''}

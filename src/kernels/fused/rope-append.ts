@@ -10,6 +10,7 @@ import { InvalidArgument, ShapeMismatch } from '../../errors';
 import { Uniforms } from '../../gpu/context';
 import { type CpuArray, type FloatArray, type KernelDef, type Meta, binding, expectDType, expectRank } from '../kernel';
 import { floatValues } from '../rmsnorm/cpu';
+import { f32ToF16Bits } from '../../formats/dtype';
 import { ropeAngle } from '../rope/cpu';
 import { COS_SIN } from '../rope/wgsl';
 import { flatWorkgroup, loadFn, mainSignature } from '../wgsl';
@@ -49,8 +50,9 @@ function check(inputs: readonly Meta[], a: RopeAppendAttrs) {
   if (pos.shape.length !== 2 || pos.shape[0] !== 3 || pos.shape[1] !== T) throw new ShapeMismatch(`${op}: rows [${pos.shape}] for ${T} tokens, expected [3, ${T}]`);
   const half = freq.shape[0];
   if (freq.shape.length !== 1 || half < 1 || 2 * half > D) throw new ShapeMismatch(`${op}: frequencies [${freq.shape}] do not fit head_dim ${D}`);
+  if (kc.dtype !== vc.dtype) throw new ShapeMismatch(`${op}: the k cache is ${kc.dtype} but the v cache ${vc.dtype}`);
   for (const [n, m] of [['k cache', kc], ['v cache', vc]] as const) {
-    expectDType(op, n, m, 'f32');
+    expectDType(op, n, m, 'f32', 'f16');
     if (m.shape.length !== 3 || m.shape[1] !== Hkv || m.shape[2] !== D) throw new ShapeMismatch(`${op}: ${n} is [${m.shape}], expected [maxLen, ${Hkv}, ${D}]`);
   }
   return { T, width, qw, half };
@@ -69,11 +71,13 @@ export const ropeAppendKernel: KernelDef<RopeAppendAttrs> = {
     const { T, width, qw, half } = check(inputs.map((r) => r.meta), a);
     if (T === 0) return;
     const [qd, kd] = a.qkNorm ? [inputs[1].meta.dtype, inputs[2].meta.dtype] : ['f32' as const, 'f32' as const];
+    const f16 = inputs[inputs.length - 2].meta.dtype === 'f16';
+    if (f16) ctx.requireFeature('shader-f16', 'an f16 KV cache');
     const groups = T * (a.heads + a.kvHeads);
     const max = ctx.report.limits.maxComputeWorkgroupsPerDimension;
     ctx.dispatch({
-      key: `rope_append_q${qd}_k${kd}_${a.qkNorm ? 'norm' : 'plain'}_wg${WG}`,
-      wgsl: () => ropeAppendWgsl(qd, kd, a.qkNorm),
+      key: `rope_append_q${qd}_k${kd}_${a.qkNorm ? 'norm' : 'plain'}_${f16 ? 'f16kv' : 'f32kv'}_wg${WG}`,
+      wgsl: () => ropeAppendWgsl(qd, kd, a.qkNorm, f16),
       uniforms: new Uniforms().u32(T).u32(a.heads).u32(a.kvHeads).u32(a.headDim).u32(width).u32(qw).u32(a.gated ? 2 * a.headDim : a.headDim)
         .u32(half).f32(a.eps).f32(a.offset),
       bindings: [...inputs, q].map((r) => binding(r, 'rope_append')),
@@ -82,16 +86,17 @@ export const ropeAppendKernel: KernelDef<RopeAppendAttrs> = {
   },
 };
 
-function ropeAppendWgsl(qd: Meta['dtype'], kd: Meta['dtype'], norm: boolean): string {
+function ropeAppendWgsl(qd: Meta['dtype'], kd: Meta['dtype'], norm: boolean, f16: boolean): string {
   const b = norm ? 2 : 0;
-  return `struct P { T: u32, H: u32, Hkv: u32, D: u32, width: u32, qw: u32, qstride: u32, half: u32, eps: f32, off: f32 }
+  const t = f16 ? 'f16' : 'f32';
+  return `${f16 ? 'enable f16;\n' : ''}struct P { T: u32, H: u32, Hkv: u32, D: u32, width: u32, qw: u32, qstride: u32, half: u32, eps: f32, off: f32 }
 @group(0) @binding(0) var<uniform> u: P;
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;
 ${norm ? `${loadFn('qn', 2, qd)}\n${loadFn('kn', 3, kd)}` : ''}
 @group(0) @binding(${2 + b}) var<storage, read> pos: array<i32>;
 @group(0) @binding(${3 + b}) var<storage, read> freq: array<f32>;
-@group(0) @binding(${4 + b}) var<storage, read_write> kc: array<f32>;
-@group(0) @binding(${5 + b}) var<storage, read_write> vc: array<f32>;
+@group(0) @binding(${4 + b}) var<storage, read_write> kc: array<${t}>;
+@group(0) @binding(${5 + b}) var<storage, read_write> vc: array<${t}>;
 @group(0) @binding(${6 + b}) var<storage, read_write> q: array<f32>;
 var<workgroup> red: array<f32, ${WG}>;
 ${COS_SIN}
@@ -103,7 +108,7 @@ fn nv(src: u32, d: u32) -> f32 {
   ${norm ? 'if (isq) { return v * r * (u.off + load_qn(d)); }\n  return v * r * (u.off + load_kn(d));' : 'return v;'}
 }
 fn store(dst: u32, d: u32, v: f32) {
-  if (isq) { q[dst + d] = v; } else { kc[dst + d] = v; }
+  if (isq) { q[dst + d] = v; } else { kc[dst + d] = ${t}(v); }
 }
 ${mainSignature(WG)} {
   let wi = ${flatWorkgroup};
@@ -137,14 +142,14 @@ ${mainSignature(WG)} {
   }
   if (!isq) {
     let vs = t * u.width + u.qw + u.Hkv * u.D + kh * u.D;
-    for (var d = lid.x; d < u.D; d += ${WG}u) { vc[dst + d] = qkv[vs + d]; }
+    for (var d = lid.x; d < u.D; d += ${WG}u) { vc[dst + d] = ${t}(qkv[vs + d]); }
   }
 }`;
 }
 
 function ropeAppendCpu(inputs: CpuArray[], q: FloatArray, a: RopeAppendAttrs, metas: readonly Meta[]) {
   const { T, width, qw, half } = check(metas, a);
-  const [qkv, pos, freq, kc, vc] = (a.qkNorm ? [inputs[0], ...inputs.slice(3)] : inputs) as [FloatArray, Int32Array, FloatArray, FloatArray, FloatArray];
+  const [qkv, pos, freq, kc, vc] = (a.qkNorm ? [inputs[0], ...inputs.slice(3)] : inputs) as [FloatArray, Int32Array, FloatArray, FloatArray | Uint16Array, FloatArray | Uint16Array];
   const { heads: H, kvHeads: Hkv, headDim: D } = a;
   const rows = kc.length / (Hkv * D);
   for (let t = 0; t < T; t++) {
@@ -152,8 +157,10 @@ function ropeAppendCpu(inputs: CpuArray[], q: FloatArray, a: RopeAppendAttrs, me
   }
   const qn = a.qkNorm ? floatValues(inputs[1], metas[1].dtype) : null;
   const kn = a.qkNorm ? floatValues(inputs[2], metas[2].dtype) : null;
+  // an f16 cache stores each value rounded to f16
+  const store = (dst: FloatArray | Uint16Array) => (dst instanceof Uint16Array ? (i: number, v: number) => (dst[i] = f32ToF16Bits(v)) : (i: number, v: number) => (dst[i] = v));
   const head = new Float64Array(D);
-  const put = (src: number, w: FloatArray | null, t: number, dst: FloatArray, at: number) => {
+  const put = (src: number, w: FloatArray | null, t: number, set: (i: number, v: number) => void, at: number) => {
     let r = 1;
     if (w) {
       let ss = 0;
@@ -165,17 +172,18 @@ function ropeAppendCpu(inputs: CpuArray[], q: FloatArray, a: RopeAppendAttrs, me
     for (let i = 0; i < half; i++) {
       const ang = ropeAngle(pos[t], freq[i]);
       const [c, s] = [Math.cos(ang), Math.sin(ang)];
-      dst[at + i] = head[i] * c - head[i + half] * s;
-      dst[at + i + half] = head[i + half] * c + head[i] * s;
+      set(at + i, head[i] * c - head[i + half] * s);
+      set(at + i + half, head[i + half] * c + head[i] * s);
     }
-    for (let d = 2 * half; d < D; d++) dst[at + d] = head[d];
+    for (let d = 2 * half; d < D; d++) set(at + d, head[d]);
   };
+  const [setQ, setK, setV] = [store(q), store(kc), store(vc)];
   for (let t = 0; t < T; t++) {
-    for (let h = 0; h < H; h++) put(t * width + h * (a.gated ? 2 * D : D), qn, t, q, (t * H + h) * D);
+    for (let h = 0; h < H; h++) put(t * width + h * (a.gated ? 2 * D : D), qn, t, setQ, (t * H + h) * D);
     for (let h = 0; h < Hkv; h++) {
       const row = (pos[T + t] * Hkv + h) * D;
-      put(t * width + qw + h * D, kn, t, kc, row);
-      vc.set(qkv.subarray(t * width + qw + Hkv * D + h * D, t * width + qw + Hkv * D + (h + 1) * D), row);
+      put(t * width + qw + h * D, kn, t, setK, row);
+      for (let d = 0; d < D; d++) setV(row + d, qkv[t * width + qw + Hkv * D + h * D + d]);
     }
   }
 }

@@ -1,0 +1,55 @@
+/**
+ * The f16 KV cache (Decoder.kvDtype) on Node WebGPU (lavapipe has shader-f16) and the CPU backend, every family:
+ * the fused and plain paths agree on it within f32 rounding, batched steps give each sequence its lone bits, and it
+ * stays within f16's rounding of the f32 cache.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CpuBackend } from '../tensor/cpu';
+import type { Backend } from '../tensor/backend';
+import type { WebGpuBackend } from '../tensor/webgpu';
+import { freshGpuBackend } from '../../test/util/gpu';
+import { stepOutputs, tinyModelIn } from '../../test/util/fused-steps';
+import { FAMILIES } from './config';
+import { generate, generateBatch } from './generate';
+import { scaledError } from './testing';
+
+let gpu: WebGpuBackend;
+const cpu = new CpuBackend('f32');
+beforeAll(async () => {
+  gpu = await freshGpuBackend();
+});
+afterAll(() => gpu?.ctx.device.destroy());
+
+describe.each(FAMILIES)('f16 KV cache, %s', (family) => {
+  it('fused equals plain on it; within f16 rounding of the f32 cache; the cache holds f16', async () => {
+    for (const b of [gpu, cpu] as Backend[]) {
+      const m = await tinyModelIn(family, 'bf16', b);
+      const f32 = await stepOutputs(m, true);
+      m.kvDtype = 'f16';
+      const probe = m.newCache(4);
+      expect(probe.k.find((t) => t)!.dtype).toBe('f16');
+      probe.dispose();
+      const plain = await stepOutputs(m, false);
+      const fused = await stepOutputs(m, true);
+      expect(scaledError(fused.out, plain.out), `${b.kind} fused vs plain`).toBeLessThan(1e-5);
+      // k and v rounded to f16 (2^-11 relative) move the outputs by about that much, and not by nothing
+      const e = scaledError(fused.out, f32.out);
+      expect(e, `${b.kind} f16 vs f32 cache`).toBeLessThan(1e-2);
+      expect(e).toBeGreaterThan(0);
+      m.dispose();
+    }
+  });
+
+  it('batched steps on an f16 cache: each prompt as alone, and as generate()', async () => {
+    const m = await tinyModelIn(family, 'q8_0', gpu);
+    m.kvDtype = 'f16';
+    const prompts = [[3, 17, 0, 41, 8], [29, 5], [11, 2, 7, 19, 23, 31, 1]];
+    const batch = await generateBatch(m, { prompts: prompts.map((p) => ({ inputIds: p })), maxNewTokens: 5 });
+    for (const [i, p] of prompts.entries()) {
+      const alone = await generateBatch(m, { prompts: [{ inputIds: p }], maxNewTokens: 5 });
+      expect(batch.rows[i]).toEqual(alone.rows[0]);
+      expect(batch.rows[i].tokens).toEqual((await generate(m, { inputIds: p, maxNewTokens: 5, sampling: { greedy: true } })).tokens);
+    }
+    m.dispose();
+  });
+});
