@@ -1,7 +1,7 @@
 /**
- * The f16 KV cache (Decoder.kvDtype) on Node WebGPU (lavapipe has shader-f16) and the CPU backend, every family:
- * the fused and plain paths agree on it within f32 rounding, batched steps give each sequence its lone bits, and it
- * stays within f16's rounding of the f32 cache.
+ * The f16 KV cache (Decoder.kvDtype, an option; f32 stays the default) on Node WebGPU (lavapipe has shader-f16) and
+ * the CPU backend, every family: the fused and plain paths agree on it within f32 rounding, the device agrees with the
+ * CPU, batched steps give each sequence its lone bits, and it stays within f16's rounding of the f32 cache.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CpuBackend } from '../tensor/cpu';
@@ -21,7 +21,8 @@ beforeAll(async () => {
 afterAll(() => gpu?.ctx.device.destroy());
 
 describe.each(FAMILIES)('f16 KV cache, %s', (family) => {
-  it('fused equals plain on it; within f16 rounding of the f32 cache; the cache holds f16', async () => {
+  it('fused equals plain on it; within f16 rounding of the f32 cache; the cache holds f16; the device as the CPU', async () => {
+    const outs: number[][] = [];
     for (const b of [gpu, cpu] as Backend[]) {
       const m = await tinyModelIn(family, 'bf16', b);
       const f32 = await stepOutputs(m, true);
@@ -36,8 +37,11 @@ describe.each(FAMILIES)('f16 KV cache, %s', (family) => {
       const e = scaledError(fused.out, f32.out);
       expect(e, `${b.kind} f16 vs f32 cache`).toBeLessThan(1e-2);
       expect(e).toBeGreaterThan(0);
+      outs.push(fused.out);
       m.dispose();
     }
+    // the device's f16 cache against the CPU's (the same roundings of k and v; f32 arithmetic in another order)
+    expect(scaledError(outs[0], outs[1])).toBeLessThan(1e-4);
   });
 
   it('batched steps on an f16 cache: each prompt as alone, and as generate()', async () => {
