@@ -2,11 +2,10 @@
  * kvAppend: copies new k or v rows [T, Hkv, D] (f32) into a preallocated cache [maxS, Hkv, D] at row `at`. An f16
  * cache (Decoder.kvDtype, WebGPU with shader-f16 and the CPU) stores each value rounded to f16.
  */
-import { InvalidArgument, ShapeMismatch } from '../../errors';
-import { UnsupportedFeature } from '../../errors';
+import { InvalidArgument, ShapeMismatch, UnsupportedFeature } from '../../errors';
 import { f32ToF16Bits } from '../../formats/dtype';
 import { type GpuContext, Uniforms } from '../../gpu/context';
-import { type FloatArray, type GpuRef, type KernelDef, binding, expectDType, expectRank } from '../kernel';
+import { type FloatArray, type GpuChunk, type KernelDef, binding, expectDType, expectRank } from '../kernel';
 import { flatIndex, mainSignature } from '../wgsl';
 import { cudaKvAppend } from './cuda';
 
@@ -33,16 +32,20 @@ export const kvAppendKernel: KernelDef<{ at: number }> = {
     else (cache as FloatArray).set(rows as FloatArray, at * rowElems);
   },
   webgpu(ctx, [cache, rows], _out, { at }) {
-    if (cache.meta.dtype === 'f16') return appendF16(ctx, cache, rows, at);
-    const rowBytes = cache.meta.shape[1] * cache.meta.shape[2] * 4;
+    const rowElems = cache.meta.shape[1] * cache.meta.shape[2];
+    if (rowElems === 0) return;
     const src = binding(rows, 'kv_append');
-    const n = rows.meta.shape[0];
-    // The cache may be split along dim 0 (long contexts): copy the part of [at, at + n) each chunk holds.
+    const f16 = cache.meta.dtype === 'f16';
+    if (f16) ctx.requireFeature('shader-f16', 'an f16 KV cache');
+    // The cache may be split along dim 0 (long contexts): write the part of [at, at + n) each chunk holds.
     let first = 0;
     for (const c of cache.chunks) {
       const lo = Math.max(at, first);
-      const hi = Math.min(at + n, first + c.rows);
-      if (lo < hi && rowBytes > 0) ctx.copy(src.buffer, (src.offset ?? 0) + (lo - at) * rowBytes, c.buffer, c.offset + (lo - first) * rowBytes, (hi - lo) * rowBytes);
+      const hi = Math.min(at + rows.meta.shape[0], first + c.rows);
+      if (lo < hi) {
+        if (f16) appendF16(ctx, src, c, (lo - at) * rowElems, (lo - first) * rowElems, (hi - lo) * rowElems);
+        else ctx.copy(src.buffer, (src.offset ?? 0) + (lo - at) * rowElems * 4, c.buffer, c.offset + (lo - first) * rowElems * 4, (hi - lo) * rowElems * 4);
+      }
       first += c.rows;
     }
   },
@@ -54,21 +57,11 @@ export const kvAppendKernel: KernelDef<{ at: number }> = {
 
 const WG = 256;
 
-/** f32 rows into an f16 cache, one dispatch per chunk of the cache the rows reach. */
-function appendF16(ctx: GpuContext, cache: GpuRef, rows: GpuRef, at: number) {
-  ctx.requireFeature('shader-f16', 'an f16 KV cache');
-  const rowElems = cache.meta.shape[1] * cache.meta.shape[2];
-  const src = binding(rows, 'kv_append');
-  const n = rows.meta.shape[0];
-  let first = 0;
-  for (const c of cache.chunks) {
-    const lo = Math.max(at, first);
-    const hi = Math.min(at + n, first + c.rows);
-    if (lo < hi && rowElems > 0) {
-      const count = (hi - lo) * rowElems;
-      ctx.dispatch({
-        key: `kv_append_f16_wg${WG}`,
-        wgsl: () => `enable f16;
+/** `count` f32 values of the rows from element `from` into an f16 cache chunk from element `to`, rounded to f16. */
+function appendF16(ctx: GpuContext, src: GPUBufferBinding, c: GpuChunk, from: number, to: number, count: number) {
+  ctx.dispatch({
+    key: `kv_append_f16_wg${WG}`,
+    wgsl: () => `enable f16;
 struct P { n: u32, src: u32, dst: u32 }
 @group(0) @binding(0) var<uniform> u: P;
 @group(0) @binding(1) var<storage, read> rows: array<f32>;
@@ -77,11 +70,8 @@ ${mainSignature(WG)} {
   let i = ${flatIndex(WG)};
   if (i < u.n) { cache[u.dst + i] = f16(rows[u.src + i]); }
 }`,
-        uniforms: new Uniforms().u32(count).u32((lo - at) * rowElems).u32((lo - first) * rowElems),
-        bindings: [src, { buffer: c.buffer, offset: c.offset, size: c.size }],
-        workgroups: ctx.grid(Math.ceil(count / WG)),
-      });
-    }
-    first += c.rows;
-  }
+    uniforms: new Uniforms().u32(count).u32(from).u32(to),
+    bindings: [src, { buffer: c.buffer, offset: c.offset, size: c.size }],
+    workgroups: ctx.grid(Math.ceil(count / WG)),
+  });
 }
