@@ -151,8 +151,9 @@ export class Decoder {
     const fused = this.fusedSteps && !tape && cache && T === 1 && !(input.positions instanceof Tensor) ? this.fused : null;
 
     const out = tidy((): Record<string, Tensor> => {
-      const pos = this.positions(input.positions, past, T);
-      const ownPos = pos !== input.positions;
+      // the plain layers' positions; a step whose layers all run fused reads them from its own table instead
+      const pos = fused?.fusedLayers === c.layers ? null : this.positions(input.positions, past, T);
+      const ownPos = pos !== null && pos !== input.positions;
       const x0 = inputsEmbeds ?? this.embed(inputIds!);
       if (cache && tape && x0.requiresGrad) {
         throw new InvalidArgument('forward: backward through a KV cache is not supported (the cache is written in place); ' +
@@ -167,8 +168,8 @@ export class Decoder {
         // a layer's intermediates go when it returns, not when the whole forward does (recorded ones
         // belong to the tape and stay)
         x = tidy(() => step && fused?.has(l) ? fused.layer(l, prev, step) : input.recompute && tape && !cache
-          ? checkpoint((xl) => this.layer(l, xl, pos, T, past), [prev], layerTensors(this.weights.layers[l]))
-          : this.layer(l, prev, pos, T, past, cache));
+          ? checkpoint((xl) => this.layer(l, xl, pos!, T, past), [prev], layerTensors(this.weights.layers[l]))
+          : this.layer(l, prev, pos!, T, past, cache));
         // off the tape nothing reads the previous layer's output again
         if (!tape && prev !== x0) prev.dispose();
       }
@@ -184,7 +185,7 @@ export class Decoder {
       }
       // rope's and embedding's backward rules read these after the forward: hand them to the tape so that
       // tidy leaves them alive (record disposes them at once when nothing requires grad)
-      tape?.record({ name: 'decoder.keep', inputs: [x0], outputs: [], saved: [...(ownPos ? [pos] : []), ...(sel ? [sel] : [])], backward: () => [null] });
+      tape?.record({ name: 'decoder.keep', inputs: [x0], outputs: [], saved: [...(ownPos ? [pos!] : []), ...(sel ? [sel] : [])], backward: () => [null] });
       return logits ? { hidden, logits } : { hidden };
     });
     if (cache) cache.length = cache.stateLength = past + T;
