@@ -117,6 +117,35 @@ describe('rmas generate', () => {
     expect(run.stderr).toMatch(/rmas: CorruptCheckpoint: .*broken\/model\.safetensors: .*truncated/);
   });
 
+  it('--kv_dtype: the cache the steps use (f32 on the CPU by default, f16 on a WebGPU device with shader-f16)', async () => {
+    const json = async (...flags: string[]) => {
+      const run = await rmas('generate', '--model', DIR, '--prompt', 'Hello, w', '--greedy', '--max-new-tokens', '12', '--json', ...flags);
+      expect(run.code, run.stderr).toBe(0);
+      return JSON.parse(run.stdout) as { text: string; kv_dtype: string };
+    };
+    const tok = await loadTokenizerFromDir(DIR);
+    const inProcessText = async (kv: 'f16' | 'f32') => {
+      const model = await load(new CpuBackend('f32'));
+      model.kvDtype = kv;
+      const r = await generate(model, {
+        inputIds: tok.encode('Hello, w'), maxNewTokens: 12, sampling: { greedy: true },
+        eosTokenIds: [...new Set([458, 456, ...model.config.eosTokenIds, ...tok.eosTokenIds])],
+      });
+      return tok.decode(r.tokens, { skipSpecialTokens: true });
+    };
+    const cpu = await json('--backend', 'cpu');
+    expect(cpu).toMatchObject({ kv_dtype: 'f32', text: await inProcessText('f32') });
+    const cpu16 = await json('--backend', 'cpu', '--kv_dtype', 'f16');
+    expect(cpu16).toMatchObject({ kv_dtype: 'f16', text: await inProcessText('f16') });
+    // lavapipe has shader-f16: the device's default is the f16 cache, and it writes what the CPU writes on one
+    const gpu = await json('--backend', 'webgpu');
+    expect(gpu).toMatchObject({ kv_dtype: 'f16', text: cpu16.text });
+    expect(await json('--backend', 'webgpu', '--kv_dtype', 'f32')).toMatchObject({ kv_dtype: 'f32', text: cpu.text });
+    const bad = await rmas('generate', '--model', DIR, '--prompt', 'x', '--kv_dtype', 'bf16', '--backend', 'cpu');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^rmas: --kv_dtype bf16: expected auto, f32 or f16\n/);
+  });
+
   it('exits 2 with the usage on a bad flag', async () => {
     const run = await rmas('generate', '--model', DIR, '--bogus');
     expect(run.code).toBe(2);

@@ -1,7 +1,8 @@
 /**
  * A benchmark run on WebGPU (Dawn in Node) with the committed tiny system: questions asked one after the
  * other, each with several sampled rollouts and answer retries, hold no GPU memory past their question
- * (a run over MATH500's 500 questions must not grow), and score as the same run on the CPU.
+ * (a run over MATH500's 500 questions must not grow), and score as the same run on the CPU with the same KV cache
+ * (f16: the device's default, lavapipe having shader-f16; the CPU's is f32 unless asked).
  */
 import { describe, expect, it } from 'vitest';
 import { taskSplit } from '../models/tiny/task';
@@ -18,6 +19,11 @@ const opts = { rounds: 2, latentSteps: 8, mode: 'latent' as const, maxNewTokens:
 async function run(backend: Backend, onQuestion?: () => void) {
   const items = await toItems(null, rows);
   const system = await loadSystem('tiny_sequential', { backend, task: 'math' });
+  // the device's own default; the CPU asked for the same cache
+  for (const a of system.agents.values()) {
+    if (backend.kind === 'cpu') a.decoder.kvDtype = 'f16';
+    expect(a.decoder.kvDtype).toBe('f16');
+  }
   try {
     return await evaluate(system, items, { ...opts, onSample: () => onQuestion?.() });
   } finally {
@@ -28,6 +34,7 @@ async function run(backend: Backend, onQuestion?: () => void) {
 describe('rmas run on WebGPU', () => {
   it('frees every question\'s tensors and scores as the CPU does', async () => {
     const gpu = await freshGpuBackend();
+    expect(gpu.ctx.hasFeature('shader-f16')).toBe(true);
     const live: number[] = [];
     const r = await run(gpu, () => live.push(gpu.ctx.pool.liveBytes));
     // the system's weights stay; nothing else may

@@ -67,6 +67,11 @@ describe('rmas run', () => {
     const other = rmas('--dataset', data, '--greedy', '--num_samples', '5', '--latent_length', '8', '--result_jsonl', results, '--resume');
     expect(other.code).toBe(1);
     expect(other.err).toMatch(/it was run with latent_length = 40, this run has 8/);
+    // the KV cache's dtype is a setting of the run (its answers can differ): recorded, and checked on --resume
+    expect(lines(results)[0]).toMatchObject({ type: 'config', kv_dtype: 'auto' });
+    const f16 = rmas('--dataset', data, '--greedy', '--num_samples', '3', '--latent_length', String(recorded.latentSteps), '--result_jsonl', results, '--resume', '--kv_dtype', 'f16');
+    expect(f16.code).toBe(1);
+    expect(f16.err).toMatch(/it was run with kv_dtype = "auto", this run has "f16"/);
     expect(readFileSync(results).equals(before)).toBe(true);
   }, 60_000);
 
@@ -131,6 +136,7 @@ describe('rmas run', () => {
     expect(r.code).toBe(2);
     expect(r.err).toMatch(/--num_rollouts 0: expected an integer >= 1/);
     expect(rmas('--dataset', data, '--resume').err).toMatch(/--resume continues a --result_jsonl file/);
+    expect(rmas('--dataset', data, '--kv_dtype', 'q8').err).toMatch(/--kv_dtype q8: expected auto, f32 or f16/);
   }, 60_000);
 
   for (const style of ['sequential_light', 'mixture', 'distillation', 'deliberation'] as const) {

@@ -20,7 +20,7 @@ import { type TensorLayout, detectLayout, storedName } from '../src/model/layout
 import { weightSpecs } from '../src/model/weights';
 import { describePlan, planGgufModel, planSystemDownload, type PlanLimits, type PlanModel } from '../src/store/plan';
 import { loadSystemFromSpec, type LoadSpecOptions } from '../src/mas/system-url';
-import type { MasSystem } from '../src/mas/system';
+import { kvDtypes, type MasSystem } from '../src/mas/system';
 import { folderUrl, ggufTokenizerFolder, isGgufUrl, modelFetch } from '../src/model/url';
 import type { Backend } from '../src/tensor/backend';
 import type { WebGpuBackend } from '../src/tensor/webgpu';
@@ -367,7 +367,7 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
           });
           const view: AskResultView = {
             answer: r.answer, text: r.text, tokens: r.tokens, latentSteps: r.latentSteps, seconds: r.seconds, rounds: r.rounds, mode: r.mode,
-            prefillTokensPerSec: r.prefillTokensPerSec ?? 0, decodeTokensPerSec: r.decodeTokensPerSec ?? 0, backend: l.backend,
+            prefillTokensPerSec: r.prefillTokensPerSec ?? 0, decodeTokensPerSec: r.decodeTokensPerSec ?? 0, backend: l.backend, kvDtype: kvDtypes(system),
             stageSeconds: r.stages.reduce((a, st) => a + st.seconds, 0), lensSeconds, retrySeconds: r.retrySeconds,
             pipelinesCompiled: pipelineCount(system.backend) - pipelines0,
           };

@@ -233,6 +233,8 @@ export type AskResultView = Pick<AskResult, 'answer' | 'text' | 'tokens' | 'late
   decodeTokensPerSec: number;
   /** The backend the system ran on. */
   backend: 'webgpu' | 'cpu';
+  /** The agents' KV-cache dtypes (kvDtypes: "f16" on WebGPU with shader-f16, else "f32"). */
+  kvDtype: string;
   /** Where `seconds` went besides the answer retry: the stages' own seconds summed, and the logit lens of the latent messages. */
   stageSeconds: number;
   lensSeconds: number;

@@ -44,6 +44,16 @@ export interface MasSystem {
   dispose(): void;
 }
 
+/**
+ * The KV-cache dtypes the agents use: "f32", or per dtype its roles ("f16 (planner), f32 (critic)") when a placement
+ * mixes backends. What the runner prints and the page shows beside an answer (f16 and f32 caches can answer differently).
+ */
+export function kvDtypes(system: MasSystem): string {
+  const used = new Map<string, string[]>();
+  for (const [role, agent] of system.agents) used.set(agent.decoder.kvDtype, [...(used.get(agent.decoder.kvDtype) ?? []), role]);
+  return used.size === 1 ? [...used.keys()][0]! : [...used].map(([d, roles]) => `${d} (${roles.join(', ')})`).join(', ');
+}
+
 export interface LoadSystemOptions {
   backend: Backend;
   /**

@@ -9,10 +9,27 @@ import { InvalidArgument } from '../errors';
 import { VIEW_ALIGN } from '../tensor/backend';
 import type { Backend } from '../tensor/backend';
 import type { Tensor } from '../tensor/tensor';
+import type { WebGpuBackend } from '../tensor/webgpu';
 import type { DecoderConfig } from './config';
 
 /** The dtype of k and v in a cache: f32, or f16 (half the memory and the bytes attention reads; WebGPU with shader-f16, and the CPU). */
 export type KvDType = 'f32' | 'f16';
+
+/**
+ * The cache dtype a decoder starts with on `backend`: f16 on a WebGPU device with shader-f16 (half the bytes each
+ * decode step's attention reads, values rounded to f16 as written), f32 elsewhere: the CPU backend is the f32
+ * reference and CUDA keeps f32 caches. A decoder's `kvDtype` (the runner's --kv_dtype) overrides it.
+ */
+export function defaultKvDtype(backend: Backend): KvDType {
+  return backend.kind === 'webgpu' && (backend as WebGpuBackend).ctx.hasFeature('shader-f16') ? 'f16' : 'f32';
+}
+
+/** A --kv_dtype value: auto (defaultKvDtype), f32 or f16; anything else is refused by `usage`. */
+export function parseKvDtype(v: string | undefined, usage: (m: string) => Error): KvDType | 'auto' {
+  if (v === undefined || v === 'auto') return 'auto';
+  if (v === 'f32' || v === 'f16') return v;
+  throw usage(`--kv_dtype ${v}: expected auto, f32 or f16`);
+}
 
 export class KVCache {
   length = 0;

@@ -19,7 +19,7 @@ import { tidy, untrack } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import type { WebGpuBackend } from '../tensor/webgpu';
 import { type DecoderConfig, layerWindow } from './config';
-import { BatchCache, KVCache, type KvDType } from './cache';
+import { BatchCache, KVCache, defaultKvDtype, type KvDType } from './cache';
 import { FusedPath } from './fused';
 import { type DecoderWeights, type DecoderLayerWeights, type DeltaNetWeights, type LayerWeights, isDeltaNetLayer } from './weights';
 
@@ -68,9 +68,10 @@ export class Decoder {
   fusedSteps: boolean;
   /**
    * The dtype of the k and v caches newCache and newBatchCache make: 'f16' halves their memory and what attention
-   * reads (values rounded to f16 as they are written). WebGPU needs shader-f16 for it; CUDA keeps f32.
+   * reads (values rounded to f16 as they are written). WebGPU needs shader-f16 for it; CUDA keeps f32. Starts as
+   * defaultKvDtype: f16 on WebGPU devices with shader-f16, f32 elsewhere.
    */
-  kvDtype: KvDType = 'f32';
+  kvDtype: KvDType;
   private fusedImpl: FusedPath | null = null;
 
   constructor(
@@ -84,6 +85,7 @@ export class Decoder {
     this.invFreq = upload(config.rope);
     this.invFreqLocal = config.ropeLocal ? upload(config.ropeLocal) : this.invFreq;
     this.fusedSteps = weights.backend.kind === 'webgpu';
+    this.kvDtype = defaultKvDtype(weights.backend);
     const dk = config.deltaNet?.keyDim;
     this.l2 = dk === undefined ? null : {
       q: weights.backend.fromValues(new Float32Array(dk).fill(1 / dk), [dk]),

@@ -12,9 +12,10 @@ import { ask, type AskOptions } from '../mas/run';
 import { DumpWriter } from '../mas/dump';
 import { DEFAULT_PROMPTS, detectTask, loadPromptSet, type PromptSet, type TaskKind } from '../mas/prompts';
 import { DEFAULT_STYLE, defaultLatentSteps, getStyle } from '../mas/styles';
-import { loadSystem, type MasSystem } from '../mas/system';
+import { kvDtypes, loadSystem, type MasSystem } from '../mas/system';
 import { materializeOverrides } from '../store/bundle-node';
 import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
+import { parseKvDtype, type KvDType } from '../model/cache';
 import type { SamplingOptions } from '../model/generate';
 import type { Backend } from '../tensor/backend';
 import type { Tokenizer } from '../tokenizer';
@@ -24,7 +25,8 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
            [--num_recursive_rounds R] [--latent_length M] [--greedy | --temperature T --top_p P --top_k K --seed S]
            [--max_new_tokens N] [--mode latent|text] [--task math|reasoning|choice|code] [--fn_name NAME] [--prompts FILE.json]
            [--no_ans] [--output_jsonl OUT] [--backend webgpu|cpu|cuda [--devices 0,1,…] | --device cuda|cpu|cuda:N]
-           [--enable_thinking 0|1] [--batch_size 8] [--trust_remote_code 1] [--dtype auto] [--dump DIR] [--json]
+           [--enable_thinking 0|1] [--batch_size 8] [--trust_remote_code 1] [--dtype auto] [--kv_dtype auto|f32|f16]
+           [--dump DIR] [--json]
       styles: tiny_sequential (the default: the tiny system shipped in models/tiny/system, with its own
       prompts; RMAS_TINY_SYSTEM=DIR loads another copy), sequential_light, sequential_scaled, mixture,
       distillation, deliberation. ROLE is a role of the style or "outer"; roles not overridden come from
@@ -48,7 +50,8 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
       chat template's variable (0, upstream's default, renders Qwen3's empty think block). --batch_size is accepted
       (upstream's default 8); rmas ask takes its questions one at a time (rmas run batches them); --trust_remote_code is accepted and changes nothing:
       no code from a model repository is ever run; --dtype auto (upstream's) is what the engine does, other dtypes
-      only tune PyTorch. Deliberation's search tool reads its key from TAVILY_API_KEY (never written anywhere).`;
+      only tune PyTorch. --kv_dtype: the KV caches' dtype (auto: f16 on a WebGPU device with shader-f16, else f32;
+      f16 needs shader-f16 or the CPU backend). Deliberation's search tool reads its key from TAVILY_API_KEY (never written anywhere).`;
 
 export interface AskArgs {
   style?: string;
@@ -73,6 +76,7 @@ export interface AskArgs {
   dump?: string;
   json?: boolean;
   enable_thinking?: string;
+  kv_dtype?: string;
   batch_size?: string;
   trust_remote_code?: string;
   dtype?: string;
@@ -175,6 +179,15 @@ export function thinkAll(system: MasSystem, on: boolean): void {
   for (const agent of system.agents.values()) agent.tokenizer = thinkingTokenizer(agent.tokenizer, on);
 }
 
+/**
+ * --kv_dtype: every agent's cache dtype (auto keeps each decoder's default, f16 on WebGPU with shader-f16); returns
+ * what the agents use, e.g. "f16" or "f16 (planner), f32 (critic)" when placement mixes backends.
+ */
+export function kvDtypeAll(system: MasSystem, choice: KvDType | 'auto'): string {
+  if (choice !== 'auto') for (const agent of system.agents.values()) agent.decoder.kvDtype = choice;
+  return kvDtypes(system);
+}
+
 /** The questions of -q/--question (in order) and then of --questions_file. */
 function questionsOf(a: AskArgs): CustomQuestion[] {
   const given = a.question === undefined ? [] : typeof a.question === 'string' ? [a.question] : [...a.question];
@@ -220,6 +233,7 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
     throw new AskUsageError('--greedy does not combine with --temperature, --top_p, --top_k or --seed');
   }
   const { thinking } = upstreamFlags(a, usage, err);
+  const kvChoice = parseKvDtype(a.kv_dtype, usage);
   const samplingOf = (task: TaskKind): SamplingOptions => (a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: seed ?? 42 }, task));
   const given = a.prompts ? readPrompts(a.prompts) : undefined;
   const partial = a.output_jsonl ? `${a.output_jsonl}.partial` : null;
@@ -233,10 +247,11 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   });
   try {
     thinkAll(system, thinking);
+    const kv = kvDtypeAll(system, kvChoice);
     const prompts = reasoning ? reasoningPrompts(given ?? system.prompts ?? DEFAULT_PROMPTS) : given;
     err(`loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${mode} mode, ${rounds} round(s)` +
       `${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, task ${reasoning ? 'reasoning' : firstTask}${system.adapterTask ? ` (${system.adapterTask} links)` : ''}` +
-      `${questions.length > 1 ? `; ${questions.length} questions` : ''}${thinking ? '; thinking on' : ''}\n`);
+      `${questions.length > 1 ? `; ${questions.length} questions` : ''}${thinking ? '; thinking on' : ''}; ${kv} KV cache\n`);
     if (partial) writeFileSync(partial, '');
     const tools = style.tools ? { python: nodePythonRunner(), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) } : undefined;
     for (const [index, q] of questions.entries()) {

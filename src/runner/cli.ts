@@ -12,6 +12,7 @@ import { SafetensorsFile, writeSafetensors } from '../formats/safetensors';
 import { openCheckpoint } from '../formats/safetensors-sharded';
 import { fileSource } from '../formats/sources';
 import { Decoder, formatWeightBytes, generate, loadDecoderWeights, parseDecoderConfig, readGenerationConfig, type SamplingOptions } from '../model';
+import { parseKvDtype } from '../model/cache';
 import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
 import { CudaBackend } from '../tensor/cuda';
@@ -31,12 +32,12 @@ export const USAGE = `usage:
       writes F32 hidden_states [T, d] (after the final norm) and logits [T, vocab];
       --embeds reads the F32 tensor inputs_embeds [T, d]
   rmas generate --model DIR --prompt TEXT [--chat] [--max-new-tokens N]
-                [--greedy | --temperature T --top-p P --top-k K --seed S] [--backend webgpu|cpu|cuda] [--json]
+                [--greedy | --temperature T --top-p P --top-k K --seed S] [--backend webgpu|cpu|cuda] [--kv_dtype auto|f32|f16] [--json]
       prints the generated text, then prefill and decode tokens/s on stderr; --json prints one object instead: text,
       tokens, prefill_tokens_per_s, decode_tokens_per_s, and per token of the decode steps after the first what the
       backend counted (WebGPU; null elsewhere): dispatches_per_token, submits_per_token, readbacks_per_token,
       weight_bytes_per_token (bytes read of weights: each weight once, the embedding table only its row, again whole
-      when the LM head is tied to it), activation_bytes_per_token, weight_bytes;
+      when the LM head is tied to it), activation_bytes_per_token, weight_bytes, kv_dtype;
       sampling defaults come from the model's generation_config.json
 ${ASK_USAGE}
 ${RUN_USAGE}
@@ -96,6 +97,7 @@ const OPTIONS = {
   dump: { type: 'string' },
   json: { type: 'boolean' },
   level: { type: 'string' },
+  kv_dtype: { type: 'string' },
   // rmas convert
   in: { type: 'string' },
   dtype: { type: 'string' },
@@ -227,7 +229,7 @@ async function forwardCmd(a: Args, backend: () => Promise<Backend>) {
 }
 
 async function generateCmd(a: Args, backend: () => Promise<Backend>) {
-  only(a, 'generate', ['model', 'prompt', 'chat', 'max-new-tokens', 'greedy', 'temperature', 'top-p', 'top-k', 'seed', 'backend', 'devices', 'device', 'json']);
+  only(a, 'generate', ['model', 'prompt', 'chat', 'max-new-tokens', 'greedy', 'temperature', 'top-p', 'top-k', 'seed', 'backend', 'devices', 'device', 'json', 'kv_dtype']);
   const dir = need(a, 'model');
   const prompt = need(a, 'prompt');
   const maxNewTokens = number(a, 'max-new-tokens', true) ?? 128;
@@ -239,8 +241,10 @@ async function generateCmd(a: Args, backend: () => Promise<Backend>) {
   if (a.greedy && [temperature, topP, topK, seed].some((x) => x !== undefined)) {
     throw new UsageError('--greedy does not combine with --temperature, --top-p, --top-k or --seed');
   }
+  const kv = parseKvDtype(a.kv_dtype, (m) => new UsageError(m));
   const be = await backend();
   const model = await loadModel(dir, be);
+  if (kv !== 'auto') model.kvDtype = kv;
   const tok = await loadTokenizerFromDir(dir);
   const defaults = await readGenerationConfig(dir, [...model.config.eosTokenIds, ...tok.eosTokenIds]);
   let sampling: SamplingOptions = defaults.sampling;
@@ -251,7 +255,7 @@ async function generateCmd(a: Args, backend: () => Promise<Backend>) {
   }
   const text = a.chat ? tok.applyChatTemplate([{ role: 'user', content: prompt }], { addGenerationPrompt: true }) : prompt;
   const ids = tok.encode(text, { addSpecialTokens: !a.chat });
-  process.stderr.write(`prompt: ${ids.length} tokens; sampling ${JSON.stringify(sampling)}; eos ${JSON.stringify(defaults.eosTokenIds)}\n`);
+  process.stderr.write(`prompt: ${ids.length} tokens; sampling ${JSON.stringify(sampling)}; eos ${JSON.stringify(defaults.eosTokenIds)}; ${model.kvDtype} KV cache\n`);
 
   // Stream the text as it grows (an incomplete UTF-8 tail held back until the next token completes it).
   const tokens: number[] = [];
@@ -274,7 +278,7 @@ async function generateCmd(a: Args, backend: () => Promise<Backend>) {
       prefill_tokens_per_s: r.prefillTokensPerSec, decode_tokens_per_s: r.decodeTokensPerSec,
       dispatches_per_token: per(c?.dispatches), submits_per_token: per(c?.submits), readbacks_per_token: per(c?.readbacks),
       weight_bytes_per_token: per(c?.weightBytes), activation_bytes_per_token: per(c?.activationBytes),
-      weight_bytes: model.weights.totalBytes, counted_steps: c?.steps ?? 0,
+      weight_bytes: model.weights.totalBytes, counted_steps: c?.steps ?? 0, kv_dtype: model.kvDtype,
     })}\n`);
     return;
   }
@@ -387,7 +391,7 @@ export async function main(argv: string[]): Promise<number> {
     } else if (cmd === 'ask') {
       only(a, 'ask', ['style', 'question', 'questions_file', 'output_jsonl', 'ckpt_override', 'num_recursive_rounds', 'latent_length', 'greedy', 'temperature',
         'top_p', 'top_k', 'seed', 'max_new_tokens', 'mode', 'task', 'fn_name', 'prompts', 'no_ans', 'backend', 'devices', 'device', 'dump', 'json',
-        'enable_thinking', 'batch_size', 'trust_remote_code', 'dtype']);
+        'enable_thinking', 'batch_size', 'trust_remote_code', 'dtype', 'kv_dtype']);
       await askCmd(a as AskArgs, () => backend(a.backend), (s) => process.stdout.write(s), (s) => process.stderr.write(s), place());
     }
     else if (cmd === 'healthcheck') return await healthcheckCmd(a);

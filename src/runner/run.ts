@@ -18,10 +18,11 @@ import type { TaskKind } from '../mas/prompts';
 import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
 import { loadSystem } from '../mas/system';
 import { nodePythonRunner, parseTavilyKeys, tavilySearchRunner, type ToolRunners } from '../mas/tools';
+import { parseKvDtype } from '../model/cache';
 import type { SamplingOptions } from '../model/generate';
 import { materializeOverrides } from '../store/bundle-node';
 import type { Backend } from '../tensor/backend';
-import { numberFlag, overrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask';
+import { kvDtypeAll, numberFlag, overrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask';
 
 const s = { type: 'string' } as const;
 const b = { type: 'boolean' } as const;
@@ -33,6 +34,7 @@ export const RUN_OPTIONS = {
   backend: s, devices: s, device: s, json: b, help: { type: 'boolean', short: 'h' },
   // run.py's remaining flags, and those it always passes to its modules
   batch_size: s, trust_remote_code: s, tavily_keys_file: s, tavily_sentinel_file: s, dtype: s, enable_thinking: s, do_sample: b, ans: b,
+  kv_dtype: s,
 } as const;
 
 export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.join('|')}|FILE.json[l] [--dataset_file FILE] [--dataset_split S]
@@ -41,7 +43,7 @@ export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.j
            [--prompts FILE.json] [--no_ans] [--result_jsonl FILE [--resume]] [--mbppplus_timeout_s 10] [--mbppplus_num_prompt_tests 3]
            [--lcb_use_private_tests 1] [--cache_dir DIR] [--backend webgpu|cpu|cuda [--devices 0,1,…] | --device cuda|cpu|cuda:N] [--json]
            [--batch_size 8] [--trust_remote_code 1] [--tavily_keys_file FILE [--tavily_sentinel_file FILE]]
-           [--dtype auto] [--enable_thinking 0|1] [--do_sample] [--ans]
+           [--dtype auto] [--enable_thinking 0|1] [--do_sample] [--ans] [--kv_dtype auto|f32|f16]
       asks each question of the benchmark (the first N with --num_samples) and scores it as upstream does; prints accuracy=X%
       (and pass@k=Y% with K rollouts: K final decodes from the same latents, seeds sample_seed + i·K + r). Benchmarks come from
       the Hugging Face rows API (HF_TOKEN for gated GPQA; cached under --cache_dir) or --dataset_file (needed by medqa,
@@ -64,7 +66,8 @@ export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.j
       to stop on, while the run goes on with search off (upstream's contents and whether its run stops are unknown).
       What run.py always passes: --dtype auto (the engine reads weights as stored; other dtypes only tune PyTorch),
       --enable_thinking 0 (1 sets the chat templates' enable_thinking), --do_sample (sampling, the default; not with
-      --greedy), --ans (the answer retry, the default; not with --no_ans)`;
+      --greedy), --ans (the answer retry, the default; not with --no_ans). --kv_dtype: the KV caches' dtype (auto: f16
+      on a WebGPU device with shader-f16, else f32), recorded in the config line`;
 
 export class RunUsageError extends Error {
   override name = 'UsageError';
@@ -173,6 +176,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   if (a.greedy && a.do_sample) throw new RunUsageError('--do_sample (sampling, the default) and --greedy contradict each other; give one');
   if (a.no_ans && a.ans) throw new RunUsageError('--ans (the answer retry, the default) and --no_ans contradict each other; give one');
   const { batchSize, thinking } = upstreamFlags(a, (m) => new RunUsageError(m), err);
+  const kvChoice = parseKvDtype(a.kv_dtype, (m) => new RunUsageError(m));
   if ((a.tavily_keys_file || a.tavily_sentinel_file) && !style.tools) err(`note: --tavily_keys_file is for deliberation's search tool; ${style.name} has no tools\n`);
   const search = style.tools ? searchTool(a, err) : null;
   const mbppTimeout = num(a, 'mbppplus_timeout_s', false, 0.001) ?? 10;
@@ -197,7 +201,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     type: 'config', style: style.name, dataset: a.dataset, dataset_file: a.dataset_file ?? null, dataset_split: a.dataset_split ?? null, seed,
     sampling: JSON.stringify(sampling), num_recursive_rounds: rounds, latent_length: latentSteps, max_new_tokens: maxNewTokens, mode,
     num_rollouts: k, answer_retry: !a.no_ans, prompts: a.prompts ?? null, ckpt_override: (a.ckpt_override ?? []).join(' ') || null,
-    enable_thinking: thinking, batch_size: batchSize, judge_model: judge?.model ?? null,
+    enable_thinking: thinking, batch_size: batchSize, judge_model: judge?.model ?? null, kv_dtype: kvChoice,
   };
 
   let done = new Map<number, SampleRecord>();
@@ -231,8 +235,9 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   });
   try {
     thinkAll(system, thinking);
+    const kv = kvDtypeAll(system, kvChoice);
     err(`loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${items.length} questions of ${name ?? a.dataset}, ${mode} mode, ` +
-      `${rounds} round(s)${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, ${k} rollout(s), max ${maxNewTokens} new tokens\n`);
+      `${rounds} round(s)${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, ${k} rollout(s), max ${maxNewTokens} new tokens; ${kv} KV cache\n`);
     let right = [...done.values()].filter((r) => r.sample_idx < items.length && r.correct).length;
     let seen = [...done.keys()].filter((i) => i < items.length).length;
     const { summary } = await evaluate(system, items, {

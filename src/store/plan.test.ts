@@ -9,7 +9,8 @@ const qwen3 = parseDecoderConfig({
   num_key_value_heads: 8, head_dim: 128, max_position_embeddings: 40960, rms_norm_eps: 1e-6, rope_theta: 1000000,
   tie_word_embeddings: true, vocab_size: 151936, attention_bias: false, torch_dtype: 'bfloat16', eos_token_id: 151645,
 });
-const big = { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 32, features: ['shader-f16'] };
+// an adapter without shader-f16: f32 KV caches (see the KV-cache dtype case for one with it)
+const big = { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 32, features: [] as string[] };
 const repo = 'Qwen/Qwen3-1.7B';
 const files = [
   { url: hfFileUrl(repo, 'config.json'), bytes: 726 },
@@ -57,6 +58,16 @@ describe('planSystemDownload', () => {
     expect(raw.models[0].kvCache).toBe(KV / 4);
     expect(raw.models[0].links).toBe(4 * LINK);
     expect(describePlan(q4)).toBe('fetch 3814.7 MiB, GPU memory ≈ 2474.4 MiB');
+  });
+
+  it('the KV cache: f16 where the adapter has shader-f16 (the decoder default there), f32 without, or as asked', () => {
+    const withF16 = { ...big, features: ['shader-f16'] };
+    const at = (limits: typeof big, kvDtype?: 'f16' | 'f32') => planSystemDownload(files, [{ config: qwen3, weightsBytes: 0 }], limits, 'q4_0', kvDtype ? { kvDtype } : {});
+    expect(at(withF16).models[0].kvCache).toBe(KV / 2); // 2·28·4096·8·128·2 = 469 762 048 B
+    expect(at(withF16).gpuBytes).toBe(2_594_557_440 - KV / 2);
+    expect(at(withF16, 'f32').models[0].kvCache).toBe(KV);
+    expect(at(big).models[0].kvCache).toBe(KV);
+    expect(at(big, 'f16').models[0].kvCache).toBe(KV / 2);
   });
 
   it('two agents add outer links in a ring', () => {

@@ -7,7 +7,8 @@
  *                 chosen dtype (q4_0 / q8_0 / f16), the embedding table and norms keep the saved dtype
  *                 (f16 when 'f16' is chosen), biases are f32. With quantize null the checkpoint is
  *                 uploaded as stored, so weights = weightsBytes (the safetensors payload).
- *   kvCache     = 2 (k, v) · layers · context · kvHeads · headDim · 4 (f32)
+ *   kvCache     = 2 (k, v) · layers · context · kvHeads · headDim · 2 (f16, the default where the adapter has
+ *                 shader-f16) or 4 (f32, elsewhere); PlanOptions.kvDtype overrides it
  *   activations = 4 · T · (6·hidden + 3·intermediate + (heads + 2·kvHeads)·headDim)   per-token rows of one layer
  *               + 4 · heads · T · context                                           attention scores
  *               + 4 · vocab · logitRows                                             logits
@@ -26,6 +27,7 @@ import { type DType, byteSize, isQuant, rowBytes } from '../formats/dtype';
 import { readGgufHeader } from '../formats/gguf';
 import { isNotFound, urlSource } from '../formats/sources';
 import { innerLinkParamCount, outerLinkParamCount } from '../mas/links';
+import type { KvDType } from '../model/cache';
 import type { DecoderConfig } from '../model/config';
 import { decoderConfigFromGguf, ggufTensorName } from '../model/gguf';
 import { fileUrl, modelFetch } from '../model/url';
@@ -48,6 +50,8 @@ export interface PlanOptions {
   prefillTokens?: number;
   /** Count gradients and AdamW state of the links too (default false). */
   training?: boolean;
+  /** The KV cache's dtype (default: f16 when the limits list shader-f16, as the decoder's default, else f32). */
+  kvDtype?: KvDType;
 }
 
 export interface ModelPlan {
@@ -157,6 +161,7 @@ export function planSystemDownload(
   const context = opts.context ?? 4096;
   const T = opts.prefillTokens ?? Math.min(context, 512);
   const binding = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
+  const kvBytes = (opts.kvDtype ?? (limits.features.includes('shader-f16') ? 'f16' : 'f32')) === 'f16' ? 2 : 4;
   let refusal: string | null = null;
   let refusalName: DownloadPlan['refusalName'] = null;
   const refuse = (name: NonNullable<DownloadPlan['refusalName']>, why: string) => {
@@ -193,8 +198,8 @@ export function planSystemDownload(
       }
     }
     if (quantize === null && !tensors) weights = weightsBytes;
-    const kvCache = 2 * c.layers * context * c.kvHeads * c.headDim * 4;
-    const kvRow = c.kvHeads * c.headDim * 4;
+    const kvCache = 2 * c.layers * context * c.kvHeads * c.headDim * kvBytes;
+    const kvRow = c.kvHeads * c.headDim * kvBytes;
     if (kvRow > binding) refuse('BindingLimitExceeded', `model ${i + 1}: one KV-cache row (${kvRow} bytes) exceeds the ${binding}-byte binding limit`);
     const activations = 4 * T * (6 * c.hidden + 3 * c.intermediate + (c.heads + 2 * c.kvHeads) * c.headDim)
       + 4 * c.heads * T * context + 4 * c.vocabSize;

@@ -27,9 +27,19 @@ const QUESTION = 'Mia has 9 stamps. She buys 4 more. She gives away 5. How many 
 
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
-/** What `rmas ask --json` writes as "text" for the tiny system, 1 round, greedy, with `flags` (in-process, CPU backend). */
-async function runnerText(question: string, flags: Record<string, string | boolean | string[]> = {}): Promise<string> {
-  const r = await runAsk({ question, num_recursive_rounds: '1', greedy: true, json: true, ...flags }, cpu);
+/**
+ * The KV-cache dtype the page's engine uses on this adapter: f16 where it has shader-f16 (a real GPU's browser), f32
+ * on SwiftShader; the runner is asked for the same cache so that the answers can be compared token for token.
+ */
+const pageKv = (page: Page): Promise<'f16' | 'f32'> =>
+  page.evaluate(async () => ((await navigator.gpu.requestAdapter())?.features.has('shader-f16') ? 'f16' : 'f32'));
+
+/**
+ * What `rmas ask --json` writes as "text" for the tiny system, 1 round, greedy, with `flags` (in-process, CPU backend),
+ * with the KV cache of `page`'s engine.
+ */
+async function runnerText(page: Page, question: string, flags: Record<string, string | boolean | string[]> = {}): Promise<string> {
+  const r = await runAsk({ question, num_recursive_rounds: '1', greedy: true, json: true, kv_dtype: await pageKv(page), ...flags }, cpu);
   expect(r.error).toBeNull();
   return (JSON.parse(r.out) as { text: string }).text;
 }
@@ -44,11 +54,11 @@ async function shown(page: Page, mode: 'latent' | 'text'): Promise<{ text: strin
   };
 }
 
-/** The page shows exactly `want`: the text as written, and the Markdown rendering of that text. */
-function expectShown(got: { text: string; html: string; stats: string }, want: string) {
+/** The page shows exactly `want`: the text as written, and the Markdown rendering of that text, computed on WebGPU with a `kv` cache. */
+function expectShown(got: { text: string; html: string; stats: string }, want: string, kv: string) {
   expect(got.text).toBe(want);
   expect(got.html).toBe(renderMarkdown(want));
-  expect(got.stats).toMatch(/ s total on webgpu$/);
+  expect(got.stats).toMatch(new RegExp(` s total on webgpu \\(${kv} KV cache\\)$`));
 }
 
 describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', () => {
@@ -57,8 +67,8 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       await tinyOneRound(page);
       const latent = await page.getByTestId('ask-latent').inputValue();
       await ask(page, QUESTION);
-      const want = await runnerText(QUESTION, { latent_length: latent });
-      expectShown(await shown(page, 'latent'), want);
+      const want = await runnerText(page, QUESTION, { latent_length: latent });
+      expectShown(await shown(page, 'latent'), want, await pageKv(page));
       // the stats say where the time went, and the status where the system ran
       await expect(page.getByTestId('ask-time').textContent()).resolves.toMatch(
         /^of the [\d.]+ s: stages [\d.]+ s · latent-message lens [\d.]+ s · answer retry [\d.]+ s · other [\d.]+ s; \d+ GPU kernels compiled on first use, inside these; before it, loading the system [\d.]+ s \(downloads, weights to the GPU\)$/);
@@ -72,8 +82,9 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
     await withPage(app, async (page) => {
       await tinyOneRound(page, 'both');
       await ask(page, QUESTION, 2);
-      expectShown(await shown(page, 'latent'), await runnerText(QUESTION));
-      expectShown(await shown(page, 'text'), await runnerText(QUESTION, { mode: 'text' }));
+      const kv = await pageKv(page);
+      expectShown(await shown(page, 'latent'), await runnerText(page, QUESTION), kv);
+      expectShown(await shown(page, 'text'), await runnerText(page, QUESTION, { mode: 'text' }), kv);
       await shot(page, 'ask-both');
     });
   });
@@ -88,7 +99,7 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       await expect.poll(() => page.getByTestId('eval-score').textContent(), { timeout: 300_000, interval: 1000 }).toMatch(/a question/);
       const rows = await page.locator('[data-testid=eval-table] tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('title')));
       const questions = taskSplit('test').slice(0, 3).map((r) => r.question);
-      expect(rows).toEqual(await Promise.all(questions.map((q) => runnerText(q))));
+      expect(rows).toEqual(await Promise.all(questions.map((q) => runnerText(page, q))));
       await shot(page, 'evaluate-webgpu');
     });
   });
@@ -162,9 +173,10 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
 
       // the runner, as a user types it, reads the bundle and writes the answer the page showed
       const rmas = (args: string[]) => spawnSync(process.execPath, ['bin/rmas.js', ...args], { encoding: 'utf8', timeout: 300_000 });
-      const r = rmas(['ask', '--question', QUESTION, '--num_recursive_rounds', '1', '--greedy', '--json', '--backend', 'cpu', '--ckpt_override', `planner=${zip}`]);
+      const r = rmas(['ask', '--question', QUESTION, '--num_recursive_rounds', '1', '--greedy', '--json', '--backend', 'cpu', '--ckpt_override', `planner=${zip}`,
+        '--kv_dtype', await pageKv(page)]);
       expect(r.status, r.stderr).toBe(0);
-      expectShown(onPage, (JSON.parse(r.stdout) as { text: string }).text);
+      expectShown(onPage, (JSON.parse(r.stdout) as { text: string }).text, await pageKv(page));
       // and starts a training run from it: with a learning rate of 0, its one step saves the bundle's link unchanged
       const data = join(tmp, 'rows.jsonl');
       writeFileSync(data, toJsonl(taskSplit('train').slice(0, 4)));

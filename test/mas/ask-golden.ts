@@ -7,16 +7,17 @@
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { scaledError } from '../../src/model/testing';
+import type { KvDType } from '../../src/model/cache';
 import type { Backend } from '../../src/tensor/backend';
 import { f64 } from '../golden/check';
 import { GOLDEN_OF_STAGE, GOLDEN_PROMPTS, GOLDEN_QUESTION, goldenLinkSystem, readDump, runAsk, type DumpStage } from './ask-util';
 import { golden } from './golden';
 
-export async function goldenAskRun(backend: Backend, dir: string, rounds: number): Promise<{ stages: DumpStage[]; answer: string }> {
-  const dump = join(dir, `dump-${backend.kind}-${rounds}`);
+export async function goldenAskRun(backend: Backend, dir: string, rounds: number, kvDtype: KvDType | 'auto' = 'auto'): Promise<{ stages: DumpStage[]; answer: string }> {
+  const dump = join(dir, `dump-${backend.kind}-${rounds}-${kvDtype}`);
   const r = await runAsk({
     style: 'sequential_light', question: GOLDEN_QUESTION, prompts: GOLDEN_PROMPTS, ckpt_override: await goldenLinkSystem(join(dir, `sys-${backend.kind}-${rounds}`)),
-    num_recursive_rounds: String(rounds), latent_length: String(golden.m), greedy: true, max_new_tokens: '6', no_ans: true, dump, json: true,
+    num_recursive_rounds: String(rounds), latent_length: String(golden.m), greedy: true, max_new_tokens: '6', no_ans: true, dump, json: true, kv_dtype: kvDtype,
   }, backend);
   if (r.error) throw r.error;
   return { stages: await readDump(dump), answer: (JSON.parse(r.out) as { answer: string }).answer };
@@ -45,11 +46,11 @@ export function expectStagesMatchGolden(stages: DumpStage[], tol: number): numbe
   return worst;
 }
 
-export function expectDecodeMatchesGolden(stages: DumpStage[]) {
+export function expectDecodeMatchesGolden(stages: DumpStage[], tol = 1e-5) {
   const s = stages[stages.length - 1];
   expect([s.round, s.role]).toEqual([1, 'solver']);
   const g = golden.stages.solver_decode;
   g.segments.forEach((seg, i) => expect(Array.from(s.tensors.get(`ids.${i}`)!.values)).toEqual(seg));
-  expect(scaledError(s.tensors.get('latents_in.0')!.values, f64(g.latents_in!))).toBeLessThan(1e-5);
+  expect(scaledError(s.tensors.get('latents_in.0')!.values, f64(g.latents_in!))).toBeLessThan(tol);
   expect(Array.from(s.tensors.get('generated_ids')!.values)).toEqual(g.generated_ids);
 }

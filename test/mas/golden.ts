@@ -12,6 +12,7 @@ import { embedPieces, latentRollout, linkMessage, type Piece } from '../../src/m
 import { tidy } from '../../src/tensor/scope';
 import { readLinkFile } from '../../src/mas/upstream';
 import { Decoder, generate, loadDecoderFromDir } from '../../src/model';
+import type { KvDType } from '../../src/model/cache';
 import { scaledError } from '../../src/model/testing';
 import type { Backend } from '../../src/tensor/backend';
 import { CpuBackend } from '../../src/tensor/cpu';
@@ -43,9 +44,14 @@ export class GoldenSystem {
     readonly outer: Map<string, OuterLink>,
   ) {}
 
-  static async load(backend: Backend): Promise<GoldenSystem> {
+  /** The system on `backend`, its decoders keeping k and v in `kvDtype` (default: the backend's, as the runner does). */
+  static async load(backend: Backend, kvDtype?: KvDType): Promise<GoldenSystem> {
     const models = new Map<string, Decoder>();
-    for (const name of ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny']) models.set(name, await loadDecoderFromDir(`models/tiny/${name}`, backend));
+    for (const name of ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny']) {
+      const m = await loadDecoderFromDir(`models/tiny/${name}`, backend);
+      if (kvDtype) m.kvDtype = kvDtype;
+      models.set(name, m);
+    }
     const inner = new Map<string, InnerLink>();
     const outer = new Map<string, OuterLink>();
     for (const [name, l] of Object.entries(golden.links)) {

@@ -54,7 +54,7 @@ describe('AskView', () => {
       on({ type: 'text', role: 'solver', text: 'So **25** is it: ' });
       on({ type: 'text', role: 'solver', text: 'So **25** is it: $\\boxed{25}$ <b>x</b>' });
       const result = { answer: '25', text: 'So **25** is it: $\\boxed{25}$ <b>x</b>', tokens: 12, latentSteps: 2, seconds: 1.5, rounds: req.rounds!, mode: req.mode,
-        prefillTokensPerSec: 250, decodeTokensPerSec: 8.5, backend: 'webgpu' as const, stageSeconds: 1.0, lensSeconds: 0.25, retrySeconds: 0, pipelinesCompiled: 7 };
+        prefillTokensPerSec: 250, decodeTokensPerSec: 8.5, backend: 'webgpu' as const, kvDtype: 'f32', stageSeconds: 1.0, lensSeconds: 0.25, retrySeconds: 0, pipelinesCompiled: 7 };
       on({ type: 'done', result });
       return result;
     });
@@ -88,7 +88,7 @@ describe('AskView', () => {
     expect(md.textContent).toContain('<b>x</b>');
     expect(md.textContent!.match(/is it/g)).toHaveLength(1); // each text event replaces the last, never appends
     expect(target.querySelector('[data-testid="ask-stats"]')!.textContent!.replace(/\s+/g, ' ').trim())
-      .toBe('12 tokens · prefill 250 tok/s · decode 8.50 tok/s · 2 latent steps · 1.50 s total on webgpu');
+      .toBe('12 tokens · prefill 250 tok/s · decode 8.50 tok/s · 2 latent steps · 1.50 s total on webgpu (f32 KV cache)');
     expect(target.querySelector('[data-testid="ask-time"]')!.textContent).toMatch(
       /^of the 1\.50 s: stages 1\.00 s · latent-message lens 0\.25 s · answer retry 0\.00 s · other 0\.25 s; 7 GPU kernels compiled on first use, inside these; before it, loading the system \d+\.\d\d s \(downloads, weights to the GPU\)$/);
     expect(target.querySelector('[data-testid="answer-text"]')!.textContent).toBe('So **25** is it: $\\boxed{25}$ <b>x</b>');
@@ -124,7 +124,7 @@ describe('AskView', () => {
     const { api, services } = fakeServices(async (req) => {
       if (req.mode === 'text') throw Object.assign(new Error('the text baseline needs a decoder'), { name: 'InvalidArgument' });
       return { answer: '', text: '', tokens: 0, latentSteps: 0, seconds: 0, rounds: 1, mode: 'latent', prefillTokensPerSec: 0, decodeTokensPerSec: 0,
-        backend: 'cpu', stageSeconds: 0, lensSeconds: 0, retrySeconds: 0, pipelinesCompiled: 0 };
+        backend: 'cpu', kvDtype: 'f32', stageSeconds: 0, lensSeconds: 0, retrySeconds: 0, pipelinesCompiled: 0 };
     });
     const target = document.body.appendChild(document.createElement('div'));
     app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS, mode: 'both' as const } }) });
@@ -287,5 +287,5 @@ describe('AskView', () => {
 /** A finished run that wrote `text` (its boxed value as the answer). */
 function answered(req: AskRequest, text: string): AskResultView {
   return { answer: /\\boxed\{([^}]*)\}/.exec(text)?.[1] ?? '', text, tokens: 3, latentSteps: req.latentSteps ?? 0, seconds: 0.5, rounds: req.rounds ?? 3, mode: req.mode,
-    prefillTokensPerSec: 100, decodeTokensPerSec: 10, backend: 'cpu', stageSeconds: 0.25, lensSeconds: 0, retrySeconds: 0, pipelinesCompiled: 0 };
+    prefillTokensPerSec: 100, decodeTokensPerSec: 10, backend: 'cpu', kvDtype: 'f32', stageSeconds: 0.25, lensSeconds: 0, retrySeconds: 0, pipelinesCompiled: 0 };
 }
