@@ -17,6 +17,7 @@ import type { GpuCounters } from './counters';
 export type { GpuCounters } from './counters';
 import { BufferPool } from './pool';
 import { PipelineCache } from './pipelines';
+import { type SubgroupProbe, probeSubgroups } from './subgroups';
 
 /** Packs uniform fields: every field is one 4-byte scalar, in the order of the WGSL struct. */
 export class Uniforms {
@@ -88,7 +89,14 @@ export class GpuContext {
   /** Buffers holding model weights (markWeight); a buffer leaves the set when it goes back to the pool. */
   private readonly weights = new WeakSet<GPUBuffer>();
 
-  private constructor(readonly device: GPUDevice, readonly report: AdapterReport, opts: ContextOptions) {
+  /**
+   * Kernels may reduce through subgroups (kernels/reduce-wgsl.ts): the device has 'subgroups' and lays them out as
+   * the reductions assume (gpu/subgroups.ts); otherwise they reduce in workgroup memory.
+   */
+  readonly subgroupReduce: boolean;
+
+  private constructor(readonly device: GPUDevice, readonly report: AdapterReport, opts: ContextOptions, subgroups: SubgroupProbe | null) {
+    this.subgroupReduce = !!subgroups?.contiguous;
     if (opts.maxWorkgroupsPerDimension) {
       report.limits.maxComputeWorkgroupsPerDimension = Math.min(report.limits.maxComputeWorkgroupsPerDimension, opts.maxWorkgroupsPerDimension);
     }
@@ -117,7 +125,7 @@ export class GpuContext {
 
   static async create(opts: ContextOptions = {}): Promise<GpuContext> {
     const { device, report } = await acquireDevice(opts);
-    return new GpuContext(device, report, opts);
+    return new GpuContext(device, report, opts, report.features.subgroups ? await probeSubgroups(device) : null);
   }
 
   get lost(): boolean {

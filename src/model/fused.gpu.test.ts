@@ -2,7 +2,8 @@
  * The fused inference path (model/fused.ts) against the differentiable path, on every family and weight dtype, on
  * Node WebGPU (Dawn on lavapipe) and on the CPU backend: after the same prefill, one-token steps with fusedSteps on and
  * off give the same hidden states and logits within 1e-5 of their peak, and on WebGPU a step takes at most 8 dispatches
- * per layer. On f32 KV caches: with f16 ones (the default on shader-f16 devices) a k or v whose two f32 results
+ * per layer, with the GEMV's sums through subgroups (lavapipe has them, laid out as the reductions assume) and, on a
+ * second device without the feature, through workgroup memory. On f32 KV caches: with f16 ones (the default on shader-f16 devices) a k or v whose two f32 results
  * straddle an f16 rounding boundary is stored one ulp apart, which kv-f16.gpu.test.ts bounds on its own.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,11 +19,18 @@ import { STEP_DTYPES, stepOutputs, tinyModelIn } from '../../test/util/fused-ste
 const TOL = 1e-5;
 
 let gpu: WebGpuBackend;
+let noSubgroups: WebGpuBackend;
 const cpu = new CpuBackend('f32');
 beforeAll(async () => {
   gpu = await freshGpuBackend();
+  noSubgroups = await freshGpuBackend({ disableFeatures: ['subgroups'] });
+  expect(gpu.ctx.subgroupReduce).toBe(true);
+  expect(noSubgroups.ctx.subgroupReduce).toBe(false);
 });
-afterAll(() => gpu?.ctx.device.destroy());
+afterAll(() => {
+  gpu?.ctx.device.destroy();
+  noSubgroups?.ctx.device.destroy();
+});
 
 const VARIANTS: [string, Family, Record<string, unknown>?][] = [
   ...FAMILIES.map((f): [string, Family] => [f, f]),
@@ -31,14 +39,14 @@ const VARIANTS: [string, Family, Record<string, unknown>?][] = [
 
 describe.each(VARIANTS)('fused steps %s', (_name, family, over) => {
   it.each(STEP_DTYPES)('%s weights: equal to the plain path on WebGPU and the CPU; ≤ 8 dispatches per layer', async (dtype) => {
-    for (const b of [gpu, cpu] as Backend[]) {
+    for (const b of [gpu, noSubgroups, cpu] as Backend[]) {
       const m = await tinyModelIn(family, dtype, b, over);
       m.kvDtype = 'f32';
       expect(m.fused.fusedLayers).toBe(m.config.layers);
       const plain = await stepOutputs(m, false);
       const fused = await stepOutputs(m, true);
       const err = scaledError(fused.out, plain.out);
-      expect(err, `${b.kind}`).toBeLessThan(TOL);
+      expect(err, b === noSubgroups ? 'webgpu without subgroups' : b.kind).toBeLessThan(TOL);
       if (b.kind === 'webgpu') {
         // a steady step (the first prepares the fused path's concatenated biases): the layers, the final norm and the
         // logits (a GEMV; Gemma also soft-caps: 3 more)

@@ -19,7 +19,7 @@ import { type CpuArray, type FloatArray, type GpuRef, type KernelDef, type Meta,
 import { dequantize } from '../matmul/cpu';
 import { rowColLoader } from '../matmul/wgsl';
 import { floatValues } from '../rmsnorm/cpu';
-import { flatWorkgroup, loadFn, mainSignature } from '../wgsl';
+import { SUBGROUP_BUILTINS, blockSumWgsl, flatWorkgroup, loadFn, mainSignature } from '../wgsl';
 
 export interface FusedGemvAttrs {
   /** Normalisation of the (pre-added) input: RMSNorm x·rsqrt(mean x² + eps)·(offset + γ), or LayerNorm with γ, β. */
@@ -130,8 +130,9 @@ export const fusedGemvKernel: KernelDef<FusedGemvAttrs> = {
     // a transformed input (norm, gate, pre-add) small enough is staged in workgroup memory once instead of being
     // recomputed for each of the workgroup's 8 weight rows
     const stage = !!(attrs.norm || attrs.preAdd || attrs.inputGate) && Math.min(d.M, MR) * d.K <= STAGE;
-    const v: Variant = { attrs, walks, stage, paramDtypes: ['wpost', 'gamma', 'beta'].filter((n) => names.includes(n)).map(dtypes) };
-    const key = `fused_gemv_${JSON.stringify([walks.map((w) => `${w.dtype}:${w.mode}`), stage, v.paramDtypes, attrs.norm?.kind ?? '', !!attrs.preAdd, !!attrs.inputGate, attrs.weights, attrs.glu ?? '', attrs.act ?? '', !!attrs.bias, !!attrs.residual])}`;
+    const subgroups = ctx.subgroupReduce;
+    const v: Variant = { attrs, walks, stage, subgroups, paramDtypes: ['wpost', 'gamma', 'beta'].filter((n) => names.includes(n)).map(dtypes) };
+    const key = `fused_gemv_${JSON.stringify([walks.map((w) => `${w.dtype}:${w.mode}`), stage, subgroups, v.paramDtypes, attrs.norm?.kind ?? '', !!attrs.preAdd, !!attrs.inputGate, attrs.weights, attrs.glu ?? '', attrs.act ?? '', !!attrs.bias, !!attrs.residual])}`;
     const starts = [0];
     for (const n of d.rows) starts.push(starts[starts.length - 1] + n);
     const g = attrs.inputGate ?? { ld: 0, head: 1, headStride: 0, offset: 0 };
@@ -185,6 +186,8 @@ interface Variant {
   walks: Walk[];
   /** The transformed input rows live in workgroup memory (sa[i·K + k]). */
   stage: boolean;
+  /** Reduce through subgroups (GpuContext.subgroupReduce): one barrier per sum instead of a tree of them. */
+  subgroups: boolean;
   paramDtypes: DType[];
 }
 
@@ -339,7 +342,39 @@ export function fusedGemvWgsl(v: Variant): string {
   if (a.glu) value = `act_f(${value}) * (r2[i]${a.bias ? ' + bias[u.N + n]' : ''})`;
   if (a.residual) value = `${value} + res[(m0 + i) * u.N + n]`;
   const act = a.glu ?? a.act;
-  return `struct P {
+  // the sums: over the workgroup (row statistics) and over a weight row's 32 lanes
+  const sums = v.subgroups
+    ? `var<private> sgs: u32;
+${blockSumWgsl('wsum_sg', WG, 'red')}
+${blockSumWgsl('rowsum', 32, 'red')}
+fn wsum(v: vec4<f32>, l: u32) -> vec4<f32> {
+  let s = wsum_sg(v, l, sgs, 0u);
+  workgroupBarrier();
+  return s;
+}`
+    : `fn wsum(v: vec4<f32>, l: u32) -> vec4<f32> {
+  red[l] = v;
+  workgroupBarrier();
+  for (var k = ${WG / 2}u; k > 0u; k >>= 1u) {
+    if (l < k) { red[l] += red[l + k]; }
+    workgroupBarrier();
+  }
+  let s = red[0];
+  workgroupBarrier();
+  return s;
+}
+fn rowsum(v: vec4<f32>, l: u32, first: bool) -> vec4<f32> {
+  if (!first) { workgroupBarrier(); }
+  red[l] = v;
+  workgroupBarrier();
+  for (var s = 16u; s > 0u; s >>= 1u) {
+    if (l % 32u < s) { red[l] += red[l + s]; }
+    workgroupBarrier();
+  }
+  return red[l - l % 32u];
+}`;
+  const rowsum = (acc: string, second: boolean) => (v.subgroups ? `rowsum(${acc}, lid.x, sgs, ${second ? WG / 2 : 0}u)` : `rowsum(${acc}, lid.x, ${!second})`);
+  return `${v.subgroups ? 'enable subgroups;\n' : ''}struct P {
   M: u32, K: u32, N: u32, eps: f32, off: f32, eps2: f32, off2: f32,
   g_ld: u32, g_head: u32, g_hs: u32, g_off: u32, s1: u32, s2: u32, s3: u32,
   ld0: u32, ld1: u32, ld2: u32, ld3: u32,
@@ -354,17 +389,7 @@ var<private> mr: u32;
 var<private> rr: vec4<f32>;
 var<private> mu: vec4<f32>;
 var<private> ro: vec4<f32>;
-fn wsum(v: vec4<f32>, l: u32) -> vec4<f32> {
-  red[l] = v;
-  workgroupBarrier();
-  for (var k = ${WG / 2}u; k > 0u; k >>= 1u) {
-    if (l < k) { red[l] += red[l + k]; }
-    workgroupBarrier();
-  }
-  let s = red[0];
-  workgroupBarrier();
-  return s;
-}
+${sums}
 fn xin(i: u32, k: u32) -> f32 { return ${xin}; }
 fn aval(i: u32, k: u32) -> f32 { return ${aval}; }
 ${v.stage ? `var<workgroup> sa: array<f32, ${STAGE}>;
@@ -378,7 +403,8 @@ fn aCol(k: u32) -> vec4<f32> {
   return v;
 }`}
 ${segs}
-${mainSignature(WG)} {
+${mainSignature(WG, v.subgroups ? SUBGROUP_BUILTINS : '')} {
+  ${v.subgroups ? 'sgs = sg;' : ''}
   m0 = wid.z * ${MR}u;
   mr = min(${MR}u, u.M - m0);
   ${stats}
@@ -394,21 +420,8 @@ ${mainSignature(WG)} {
   if (n < u.N) {
     ${main}
   }
-  red[lid.x] = acc;
-  workgroupBarrier();
-  for (var s = 16u; s > 0u; s >>= 1u) {
-    if (lane < s) { red[lid.x] += red[lid.x + s]; }
-    workgroupBarrier();
-  }
-  let r = red[lid.x];
-  ${a.glu ? `workgroupBarrier();
-  red[lid.x] = acc2;
-  workgroupBarrier();
-  for (var s = 16u; s > 0u; s >>= 1u) {
-    if (lane < s) { red[lid.x] += red[lid.x + s]; }
-    workgroupBarrier();
-  }
-  let r2 = red[lid.x];` : ''}
+  let r = ${rowsum('acc', false)};
+  ${a.glu ? `let r2 = ${rowsum('acc2', true)};` : ''}
   if (lane == 0u && n < u.N) {
     for (var i = 0u; i < mr; i++) { out[(m0 + i) * u.N + n] = ${value}; }
   }
