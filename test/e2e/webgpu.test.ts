@@ -192,5 +192,5 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       expect([...saved.keys()].sort()).toEqual([...exported.keys()].sort());
       for (const [k, v] of exported) expect(Array.from(saved.get(k)!.data), k).toEqual(Array.from(v.data));
     });
-  });
+  }, 400_000); // training, two evaluations and the runner: about 110 s on two idle cores, its waits allow 300 s
 });
