@@ -20,7 +20,7 @@ import { readLinkFile } from '../mas/upstream';
 import { CpuBackend } from '../tensor/cpu';
 import { Rng } from '../testing/rng';
 import { type CheckpointContent, type TrainerState, latestCheckpoint, listCheckpoints, loadCheckpoint, saveCheckpoint } from './checkpoint';
-import { type CheckpointStore, memoryStore, nodeStore } from './store';
+import { type CheckpointStore, memoryStore, nodeStore } from './checkpoint-files';
 
 const cpu = new CpuBackend('f32');
 let root: string;
