@@ -83,15 +83,17 @@ describe('no GPU memory leaks', () => {
       { name: 'proj1.weight', shape: [8, 8], init: rng.normals(64) },
       { name: 'proj1.bias', shape: [8], init: rng.normals(8) },
     ]);
-    const opt = new F.AdamW(fp, { lr: 1e-3 });
+    const opt = new F.AdamW([fp]);
     const x = f32(gpu, rng, [3, 8], false);
     let before = -1;
     for (let step = 0; step < 3; step++) {
+      opt.zeroGrad();
       const tape = new Tape();
       const loss = tape.run(() => F.mean(F.linear(x, fp.get('proj1.weight'), fp.get('proj1.bias'))));
       await tape.backward(loss);
       tape.dispose();
-      opt.step().dispose();
+      opt.gather();
+      opt.step(1e-3).dispose();
       await gpu.sync();
       if (step === 0) before = gpu.ctx.pool.liveBytes;
       else expect(gpu.ctx.pool.liveBytes, `after step ${step}`).toBe(before);

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/tensor/cpu';
-import { memoryStore } from '../src/train/store';
+import { memoryStore } from '../src/train/checkpoint-files';
 import type { TrainEvent, TrainRequest } from '../workers/protocol';
 import { runIdFor, trainRun, type TrainDeps, type TrainRun } from '../workers/train-run';
 

@@ -11,7 +11,7 @@ import { type CloseReport, closeness } from '../src/testing/close';
 import { newRng, parityObservers } from '../src/testing/parity';
 import { InvalidArgument, DownloadFailed } from '../src/errors';
 import { modelFetch } from '../src/model/url';
-import type { CheckpointStore } from '../src/train/store';
+import type { CheckpointStore } from '../src/train/checkpoint-files';
 import { cpuChecks } from './cpu-checks';
 import { type TrainRun, runIdFor, trainRun } from './train-run';
 import { CPU_PLAN_LIMITS, createPlaygroundApi } from './engine-api';
@@ -46,7 +46,7 @@ async function gpuOrReason(): Promise<{ gpu: WebGpuBackend | null; reason?: stri
 async function checkpointStoreFor(runId: string): Promise<CheckpointStore> {
   // IndexedDB (one database per run) so that a run's checkpoints survive a reload of the page
   if (typeof indexedDB !== 'undefined') return (await import('../src/store/idb-store')).idbCheckpointStore(`run-${runId}`);
-  return (await import('../src/train/store')).memoryStore();
+  return (await import('../src/train/checkpoint-files')).memoryStore();
 }
 
 let activeRun: TrainRun | null = null;

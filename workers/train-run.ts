@@ -7,7 +7,7 @@
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../src/errors';
 import type { Backend } from '../src/tensor/backend';
 import { CpuBackend } from '../src/tensor/cpu';
-import type { CheckpointStore } from '../src/train/store';
+import type { CheckpointStore } from '../src/train/checkpoint-files';
 import type { TrainEvent, TrainOptions, TrainRequest, TrainResult } from './protocol';
 
 export interface TrainRun {
@@ -45,7 +45,7 @@ const STYLE_ALIASES: Record<string, string> = { sequential: 'sequential_light', 
 /** Where a resume starts: the named checkpoint folder, else the run's latest; its settings from train_args.json. */
 async function resumePoint(store: CheckpointStore, req: TrainRequest): Promise<{ dir: string; options: TrainOptions; args: Record<string, unknown> }> {
   const { latestCheckpoint, TRAINER_STATE_FILE, TRAIN_ARGS_FILE, OPTIMIZER_FILE } = await import('../src/train/checkpoint');
-  const { inFolder, folderPath } = await import('../src/train/store');
+  const { inFolder, folderPath } = await import('../src/train/checkpoint-files');
   const runId = req.resume!.runId;
   let dir: string;
   if (req.resume!.checkpoint !== undefined) dir = folderPath(req.resume!.checkpoint);

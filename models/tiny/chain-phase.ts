@@ -24,6 +24,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { F, noGrad, Tape } from '../../src/autograd/index.ts';
+import { AdamW } from '../../src/autograd/ops/optim.ts';
 import { InvalidArgument } from '../../src/errors.ts';
 import { OuterLink } from '../../src/mas/links.ts';
 import { ask } from '../../src/mas/run.ts';
@@ -39,7 +40,6 @@ import type { Decoder } from '../../src/model/decoder.ts';
 import { Rng } from '../../src/testing/rng.ts';
 import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import { initialState, trainLoop } from '../../src/train/loop.ts';
-import { LinkOptimizer } from '../../src/train/optim.ts';
 import { taskSplit, type TaskRow } from './task.ts';
 import { drillExamples, loadF32Checkpoint, recordSteps, rolePrompt, sequenceStep } from './train-agents.ts';
 
@@ -194,7 +194,7 @@ export async function chainPhase(opts: ChainPhaseOptions): Promise<ChainPhaseRes
   let askSeconds = 0;
   try {
     params.import(await loadF32Checkpoint(join(dir, 'model.safetensors'), 'the chain phase'));
-    const optimizer = new LinkOptimizer([params, outer.params], { weightDecay: 0.01 });
+    const optimizer = new AdamW([params, outer.params], { weightDecay: 0.01 });
     optimizer.zeroGrad();
     const phaseSeed = seed * 1000 + 813;
     await trainLoop(examples.length, {

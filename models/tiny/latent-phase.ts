@@ -24,6 +24,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { AdamW } from '../../src/autograd/ops/optim.ts';
 import { InvalidArgument } from '../../src/errors.ts';
 import { InnerLink } from '../../src/mas/links.ts';
 import { readLinkFile, writeLinkFile } from '../../src/mas/upstream.ts';
@@ -34,7 +35,6 @@ import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import { innerPairs, innerSampleStep, rolloutSampleStep } from '../../src/train/inner.ts';
 import { initialState, trainLoop } from '../../src/train/loop.ts';
-import { LinkOptimizer } from '../../src/train/optim.ts';
 import { taskSplit } from './task.ts';
 import { drillExamples, loadF32Checkpoint, recordSteps, ROLES, roleExamples, sequenceStep, type AgentRole } from './train-agents.ts';
 
@@ -131,7 +131,7 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
       // a fresh optimizer per cycle: the AdamW moments live in the parameter buffers, so they are zeroed too
       params.resetOptimizerState();
       link.params.resetOptimizerState();
-      const optimizer = new LinkOptimizer([params, link.params], { weightDecay: 0 });
+      const optimizer = new AdamW([params, link.params], { weightDecay: 0 });
       optimizer.zeroGrad();
       await trainLoop(examples.length, {
         maxSteps: steps, batchSize: LATENT_DEFAULTS.batchSize, gradAccumSteps: 1, lr: opts.lr ?? LATENT_DEFAULTS.lr, scheduler: 'cosine',

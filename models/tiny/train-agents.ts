@@ -20,6 +20,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { F, Tape } from '../../src/autograd/index.ts';
+import { AdamW } from '../../src/autograd/ops/optim.ts';
 import { InvalidArgument } from '../../src/errors.ts';
 import { parseDecoderConfig } from '../../src/model/config.ts';
 import type { Decoder } from '../../src/model/decoder.ts';
@@ -31,7 +32,6 @@ import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import type { Tokenizer } from '../../src/tokenizer/tokenizer.ts';
 import { initialState, trainLoop, type StepEvent } from '../../src/train/loop.ts';
-import { LinkOptimizer } from '../../src/train/optim.ts';
 import { userPrompt, type PromptKind } from '../../src/mas/prompts.ts';
 import { SLOTS } from '../../src/mas/slots.ts';
 import { renderChat } from '../../src/tokenizer/slots.ts';
@@ -268,7 +268,7 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
   const phase = async (data: { ids: number[]; lossMask: number[] }[], steps: number, lr: number, phaseSeed: number) => {
     // a fresh optimizer: the AdamW moments live in the parameter buffers, so they are zeroed too
     params.resetOptimizerState();
-    const optimizer = new LinkOptimizer([params], { weightDecay: 0.01 });
+    const optimizer = new AdamW([params], { weightDecay: 0.01 });
     optimizer.zeroGrad();
     await trainLoop(data.length, {
       maxSteps: steps, batchSize: o.batchSize, gradAccumSteps: o.gradAccum, lr, scheduler: 'cosine',

@@ -12,6 +12,6 @@ setAccumulate((a, b) => {
 
 export * from './tape';
 export * from './gradcheck';
-export * from './checkpoint';
+export * from './recompute';
 export * from './params';
 export * as F from './ops';

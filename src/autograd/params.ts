@@ -9,7 +9,7 @@
  *
  *   const fp = new FlatParams(backend, specs);
  *   ... tape.run(() => link(fp.get('proj1.weight'), ...)); await tape.backward(loss); tape.dispose();
- *   const norm = opt.step(lr);   // AdamW (autograd/ops/optim.ts): gatherGrads -> clip -> adamw
+ *   opt.gather(); const norm = opt.step(lr);   // F.AdamW (autograd/ops/optim.ts): gatherGrads -> clip -> adamw
  */
 import { InvalidArgument } from '../errors';
 import { assignKernel, fillKernel } from '../kernels/adamw';

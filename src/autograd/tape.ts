@@ -102,7 +102,7 @@ export class Tape {
 
   /**
    * backward() without waiting for the backend (returns the leaves it reached): for a backward rule that
-   * backpropagates through a recomputed piece of the graph (checkpoint.ts) while the enclosing tape's
+   * backpropagates through a recomputed piece of the graph (recompute.ts) while the enclosing tape's
    * backward runs.
    */
   backwardSync(root: Tensor, seed?: Tensor): Map<Tensor, Tensor> {

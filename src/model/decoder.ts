@@ -11,7 +11,7 @@
  * layer keeps instead the last K − 1 rows its conv saw and the delta rule's state, replaced by each forward: such
  * a cache goes on from where it stopped, never from an earlier length.
  */
-import { F, checkpoint, currentTape } from '../autograd';
+import { F, currentTape, recompute } from '../autograd';
 import { InvalidArgument, ShapeMismatch, UnsupportedFeature } from '../errors';
 import { roundBf16, roundF16 } from '../formats/dtype';
 import { ropeInvFreq } from '../kernels/rope';
@@ -37,7 +37,7 @@ export interface ForwardInput {
   /** Which rows to project to logits: every row, the last, the listed rows, or none (default). */
   logits?: 'all' | 'last' | number[] | false;
   /**
-   * Activation recomputation while a tape records (autograd/checkpoint.ts): each layer keeps only its
+   * Activation recomputation while a tape records (autograd/recompute.ts): each layer keeps only its
    * input, and backward recomputes the layer. Same gradients, a layer's activations instead of all of them.
    */
   recompute?: boolean;
@@ -170,7 +170,7 @@ export class Decoder {
         // a layer's intermediates go when it returns, not when the whole forward does (recorded ones
         // belong to the tape and stay)
         x = tidy(() => step && fused?.has(l) ? fused.layer(l, prev, step) : input.recompute && tape && !cache
-          ? checkpoint((xl) => this.layer(l, xl, pos!, T, past), [prev], layerTensors(this.weights.layers[l]))
+          ? recompute((xl) => this.layer(l, xl, pos!, T, past), [prev], layerTensors(this.weights.layers[l]))
           : this.layer(l, prev, pos!, T, past, cache));
         // off the tape nothing reads the previous layer's output again
         if (!tape && prev !== x0) prev.dispose();
@@ -406,7 +406,7 @@ export class Decoder {
   }
 }
 
-/** The tensors of a layer's weights (the trainable among them get gradients through a checkpoint). */
+/** The tensors of a layer's weights (the trainable among them get gradients through the recomputation). */
 function layerTensors(w: DecoderLayerWeights): Tensor[] {
   const own = Object.values(w).filter((t): t is Tensor => t instanceof Tensor);
   return isDeltaNetLayer(w) ? [...own, ...Object.values(w.deltaNet)] : own;

@@ -1,10 +1,10 @@
 /**
- * Activation recomputation (ForwardInput.recompute, autograd/checkpoint.ts): the same loss and the same
+ * Activation recomputation (ForwardInput.recompute, autograd/recompute.ts): the same loss and the same
  * gradients, into every weight and into the input embeddings, as the recorded forward, on CpuBackend f64;
  * and the tape keeps a fraction of the activations.
  */
 import { describe, expect, it } from 'vitest';
-import { F, Tape, checkpoint, noGrad } from '../autograd';
+import { F, Tape, noGrad, recompute } from '../autograd';
 import { CpuBackend } from '../tensor/cpu';
 import type { Tensor } from '../tensor/tensor';
 import { Rng } from '../testing/rng';
@@ -65,7 +65,7 @@ describe.each(FAMILIES)('activation recomputation, %s', (family) => {
   }, 60_000);
 });
 
-describe('checkpoint', () => {
+describe('recompute', () => {
   it('records when only the params it reads train, and passes frozen inputs through untouched', async () => {
     const w = cpu.fromValues([0.5, -1, 2, 0.25], [2, 2]);
     w.requiresGrad = true;
@@ -74,7 +74,7 @@ describe('checkpoint', () => {
     const grads = async (wrap: boolean) => {
       w.grad = null;
       const tape = new Tape();
-      const y = tape.run(() => F.sum(wrap ? checkpoint(f, [x], [w]) : f(x)));
+      const y = tape.run(() => F.sum(wrap ? recompute(f, [x], [w]) : f(x)));
       await tape.backward(y);
       const g = data(w.grad!);
       tape.dispose();
@@ -86,9 +86,9 @@ describe('checkpoint', () => {
     // nothing trains: it is the plain function, recorded nowhere
     w.requiresGrad = false;
     const tape = new Tape();
-    tape.run(() => checkpoint(f, [x], [w]));
+    tape.run(() => recompute(f, [x], [w]));
     expect(tape.nodes).toHaveLength(0);
     tape.dispose();
-    noGrad(() => expect(data(checkpoint(f, [x], [w]))).toEqual(data(f(x))));
+    noGrad(() => expect(data(recompute(f, [x], [w]))).toEqual(data(f(x))));
   });
 });

@@ -9,11 +9,11 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { buildTinyTokenizer } from '../../models/tokenizer';
 import { Tape, noGrad } from '../autograd';
+import { AdamW } from '../autograd/ops/optim';
 import { f32ToBf16Bits } from '../formats/dtype';
 import { openCheckpoint } from '../formats/safetensors-sharded';
 import { Rng } from '../testing/rng';
 import { CpuBackend } from '../tensor/cpu';
-import { LinkOptimizer } from '../train/optim';
 import { FAMILIES } from './config';
 import { Decoder } from './decoder';
 import { lmLoss } from './lm-loss';
@@ -124,7 +124,7 @@ describe('trainable decoder: training and checkpoints', () => {
     const { decoder, params } = createTrainableDecoder(config, cpu, { seed: 2 });
     const rng = new Rng(4);
     const ids = Array.from({ length: 20 }, () => rng.int(V));
-    const opt = new LinkOptimizer([params], { weightDecay: 0.01, maxGradNorm: 1 });
+    const opt = new AdamW([params], { weightDecay: 0.01, maxGradNorm: 1 });
     const losses: number[] = [];
     for (let step = 0; step < 100; step++) {
       opt.zeroGrad();

@@ -20,6 +20,7 @@ import type { HalfGemm } from '../kernels/kernel';
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { latestCheckpoint, loadCheckpoint, saveCheckpoint, type TrainerState } from '../train/checkpoint';
+import { nodeStore } from '../train/checkpoint-files';
 import { canonicalRole, loadRows, type RowSource } from '../train/data';
 import { placeModelFiles, type PlacedModel } from '../train/model-files';
 import { createInnerJob, createOuterJob, type TrainJob } from '../train/jobs';
@@ -27,7 +28,6 @@ import { initialState, trainLoop, type LoopOptions, type StepEvent } from '../tr
 import { formatBytes, planPlacedMemory, weightParamCount } from '../train/memory';
 import { outerStepForwards, type OuterAgent, type OuterLossOptions, type OuterSample } from '../train/outer';
 import { parseSchedulerType } from '../train/schedule';
-import { nodeStore } from '../train/store';
 import { materialize } from '../store/bundle-node';
 import { thinkingTokenizer } from './ask';
 import { NO_EFFECT, ROLE_FLAG_ROLES, ROLE_FLAG_SUFFIXES, type TrainArgs } from './train-args';

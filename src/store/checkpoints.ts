@@ -7,7 +7,7 @@
  * worker's checkpointFiles(runId)).
  */
 import { InvalidArgument, MissingCheckpoint } from '../errors';
-import type { CheckpointStore } from '../train/store';
+import type { CheckpointStore } from '../train/checkpoint-files';
 import { type BundleInfo, type CheckpointFiles, type CheckpointKind, exportBundle as bundleOf, importBundle } from './bundle';
 import { idbCheckpointStore } from './idb-store';
 

@@ -1,5 +1,5 @@
 /**
- * A CheckpointStore (src/train/store.ts) in the browser's IndexedDB, over idb-keyval's createStore.
+ * A CheckpointStore (src/train/checkpoint-files.ts) in the browser's IndexedDB, over idb-keyval's createStore.
  *
  * Layout of the object store 'files' of database `rmas-ckpt-<name>`:
  *   `f:<path>` → FileEntry {size, sha256, chunks: [chunk keys]}   one per file
@@ -13,7 +13,7 @@
  */
 import { createStore, type UseStore } from 'idb-keyval';
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint, QuotaExceeded } from '../errors';
-import { cleanStorePath, type CheckpointStore } from '../train/store';
+import { cleanStorePath, type CheckpointStore } from '../train/checkpoint-files';
 import { sha256Hex } from './bundle';
 
 export const CHUNK_BYTES = 8 * 1024 * 1024;

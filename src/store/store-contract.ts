@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { InvalidArgument, MissingCheckpoint } from '../errors';
-import { type CheckpointStore, beginCommit, recoverCheckpoint } from '../train/store';
+import { type CheckpointStore, beginCommit, recoverCheckpoint } from '../train/checkpoint-files';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array) => new TextDecoder().decode(b);

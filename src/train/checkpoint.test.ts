@@ -20,7 +20,7 @@ import { readLinkFile } from '../mas/upstream';
 import { CpuBackend } from '../tensor/cpu';
 import { Rng } from '../testing/rng';
 import { type CheckpointContent, type TrainerState, latestCheckpoint, listCheckpoints, loadCheckpoint, saveCheckpoint } from './checkpoint';
-import { type CheckpointStore, memoryStore, nodeStore } from './store';
+import { type CheckpointStore, memoryStore, nodeStore } from './checkpoint-files';
 
 const cpu = new CpuBackend('f32');
 let root: string;
@@ -42,11 +42,11 @@ const outerLinks = (seed: number) =>
 /** Two AdamW steps on seeded gradients, so that weights, m and v all differ from their init. */
 async function train(links: ReadonlyMap<string, L>, steps: number, seed: number): Promise<AdamW[]> {
   const rng = new Rng(seed);
-  const opts = [...links.values()].map((l) => new AdamW(l.params, { weightDecay: 0.01 }));
+  const opts = [...links.values()].map((l) => new AdamW([l.params], { weightDecay: 0.01 }));
   for (let s = 0; s < steps; s++) {
     for (const o of opts) {
-      o.params.import(new Map(o.params.entries.map((e) => [e.name, rng.normals(e.numel)])), { part: 'grad' });
-      o.step(1e-2, { gather: false }).dispose();
+      o.params[0].import(new Map(o.params[0].entries.map((e) => [e.name, rng.normals(e.numel)])), { part: 'grad' });
+      o.step(1e-2).dispose();
     }
   }
   return opts;
@@ -94,12 +94,12 @@ describe('checkpoint round trip', () => {
     expect(got.args).toEqual({ outer_lr: 5e-4, max_steps: 20, style: 'sequential_light' });
 
     // resume: restore t, take one more step on both with the same gradients
-    const optsB = [...b.values()].map((l) => Object.assign(new AdamW(l.params, { weightDecay: 0.01 }), { t: got.optimizerT }));
+    const optsB = [...b.values()].map((l) => Object.assign(new AdamW([l.params], { weightDecay: 0.01 }), { t: got.optimizerT }));
     for (const opts of [optsA, optsB]) {
       const r = new Rng(7); // the same gradients for both runs
       for (const o of opts) {
-        o.params.import(new Map(o.params.entries.map((e) => [e.name, r.normals(e.numel)])), { part: 'grad' });
-        o.step(1e-2, { gather: false }).dispose();
+        o.params[0].import(new Map(o.params[0].entries.map((e) => [e.name, r.normals(e.numel)])), { part: 'grad' });
+        o.step(1e-2).dispose();
       }
     }
     const after = [await snapshot(a), await snapshot(b)];

@@ -6,7 +6,7 @@
  * (`optimizer.safetensors`: `<key>.m`, `<key>.v`, each the link's parameters packed in FlatParams entry
  * order without alignment padding; AdamW's t in the metadata) and `trainer_state.json`.
  *
- * Saving is one journaled commit (store.ts protocol): every file is staged in `<dir>/.ckpt-staging/`,
+ * Saving is one journaled commit (checkpoint-files.ts protocol): every file is staged in `<dir>/.ckpt-staging/`,
  * the journal is the commit point, then the files are renamed into place and files of the previous
  * checkpoint that the new one lacks (trainer_state.json `files`) are removed. `dir` may be the store
  * root or a folder with other contents (upstream's `--save_dir` holds the final checkpoint at its top
@@ -17,7 +17,7 @@ import { CorruptCheckpoint, MissingCheckpoint, RmasError, ShapeMismatch } from '
 import { parseHeader, writeSafetensors } from '../formats/safetensors';
 import type { InnerLink, LinkStateDict, OuterLink } from '../mas/links';
 import { linkFileBytes, parseLinkBytes } from '../mas/upstream';
-import { type CheckpointStore, JOURNAL_FILE, STAGING_DIR, beginCommit, folderPath, inFolder, pendingCommit, recoverCheckpoint } from './store';
+import { type CheckpointStore, JOURNAL_FILE, STAGING_DIR, beginCommit, folderPath, inFolder, pendingCommit, recoverCheckpoint } from './checkpoint-files';
 
 export interface TrainerState {
   step: number;

@@ -7,6 +7,7 @@
  * agents' inner links frozen. Rows that cannot be tokenised are skipped and counted by reason.
  */
 import { F, noGrad } from '../autograd';
+import { AdamW, type AdamWOptions } from '../autograd/ops/optim';
 import type { StTensor } from '../formats/safetensors';
 import type { InnerLink, OuterLink } from '../mas/links';
 import type { PromptSet, TaskKind } from '../mas/prompts';
@@ -17,7 +18,6 @@ import type { Tokenizer } from '../tokenizer';
 import { innerExample, rowTask, stageExample, type Row } from './data';
 import { innerPairs, innerSampleStep, type InnerExample, type InnerLossWeights } from './inner';
 import type { BatchResult } from './loop';
-import { LinkOptimizer, type LinkOptimizerOptions } from './optim';
 import { outerSampleStep, stageKey, type OuterAgent, type OuterLossOptions, type OuterSample } from './outer';
 
 export interface TrainJob {
@@ -28,7 +28,7 @@ export interface TrainJob {
   dropped: Record<string, number>;
   /** Rows kept with a caveat worth reporting, by reason. */
   notes: Record<string, number>;
-  optimizer: LinkOptimizer;
+  optimizer: AdamW;
   links: ReadonlyMap<string, InnerLink | OuterLink>;
   runBatch(indices: number[], scale: number): Promise<BatchResult>;
   /** What a batch feeds the models, for --dump_batches (prefix distinguishes micro-batches). */
@@ -49,7 +49,7 @@ export interface InnerJobConfig {
   task: TaskKind;
   maxLength: number;
   weights: InnerLossWeights;
-  optimizer: LinkOptimizerOptions;
+  optimizer: AdamWOptions;
   prompts?: PromptSet;
 }
 
@@ -69,7 +69,7 @@ export function createInnerJob(c: InnerJobConfig): TrainJob & { examples: InnerE
       examples.push({ ids: ex.ids, lossMask: ex.lossMask });
     }
   }
-  const optimizer = new LinkOptimizer([c.link.params], c.optimizer);
+  const optimizer = new AdamW([c.link.params], c.optimizer);
   return {
     kind: 'inner', size: examples.length, dropped, notes, optimizer, examples, links: new Map([['adapter', c.link]]),
     async runBatch(indices, scale) {
@@ -112,7 +112,7 @@ export interface OuterJobConfig {
   task: TaskKind;
   loss: OuterLossOptions;
   batchSize: number;
-  optimizer: LinkOptimizerOptions;
+  optimizer: AdamWOptions;
   prompts?: PromptSet;
 }
 
@@ -133,7 +133,7 @@ export function createOuterJob(c: OuterJobConfig): TrainJob & { samples: OuterSa
     else samples.push(sample);
   }
   const keys = [...c.outer.keys()];
-  const optimizer = new LinkOptimizer(keys.map((k) => c.outer.get(k)!.params), c.optimizer);
+  const optimizer = new AdamW(keys.map((k) => c.outer.get(k)!.params), c.optimizer);
   return {
     kind: 'outer', size: samples.length, dropped, notes: {}, optimizer, samples, links: c.outer,
     async runBatch(indices, scale) {

@@ -2,17 +2,17 @@
  * The training loop both link loops share: data order (seeded shuffle per epoch, or file order), batches of
  * `batchSize` with `gradAccumSteps` micro-batches per optimizer step, the learning-rate schedule over
  * optimizer steps (transformers' LambdaLR semantics: the first step runs at factor(0)), clipping and AdamW
- * (LinkOptimizer), one small readback per step (the gradient norm), progress events, periodic and final
+ * (AdamW), one small readback per step (the gradient norm), progress events, periodic and final
  * saves, pause and stop between steps, and an exact resume from a saved TrainerState.
  *
  * What a batch computes is the caller's (inner.ts / outer.ts through the jobs): `runBatch` runs forward and
  * backward for the samples it is given, with losses scaled by `scale` (1 / gradAccumSteps), and gathers
  * the gradients into the optimizer's flat buffers.
  */
+import type { AdamW } from '../autograd/ops/optim';
 import { Cancelled, InvalidArgument } from '../errors';
 import { Rng } from '../testing/rng';
 import type { TrainerState } from './checkpoint';
-import type { LinkOptimizer } from './optim';
 import { lrFactor, type SchedulerType } from './schedule';
 
 export interface LoopOptions {
@@ -58,7 +58,7 @@ export interface StepEvent {
 }
 
 export interface LoopHooks {
-  optimizer: LinkOptimizer;
+  optimizer: AdamW;
   runBatch(indices: number[], scale: number): Promise<BatchResult>;
   onStep?(e: StepEvent): void | Promise<void>;
   /** Periodic (final false) and last (final true) saves, with the state to resume from. */

@@ -21,6 +21,7 @@
  * activations are left out. Peak MB (WebGPU) is the buffer pool's high-water mark from before the
  * weights were made: weights, optimizer state, activations and the pool's cached buffers.
  */
+import { AdamW } from '../autograd/ops/optim';
 import { InnerLink, OuterLink, innerLinkParamCount, outerLinkParamCount } from '../mas/links';
 import { getStyle } from '../mas/styles';
 import { forwardCost, randomDecoder, wideLayerConfig } from '../model/model.bench';
@@ -28,7 +29,6 @@ import type { Backend } from '../tensor/backend';
 import { type BenchCase, type BenchRun, type BenchSize, trackPeak } from '../testing/bench';
 import { Rng } from '../testing/rng';
 import { type InnerExample, innerPairs, innerSampleStep } from './inner';
-import { LinkOptimizer } from './optim';
 import { type OuterAgent, type OuterStage, outerSampleStep, stageKey } from './outer';
 
 const LR = 1e-4;
@@ -43,7 +43,7 @@ async function innerStep(backend: Backend, size: BenchSize): Promise<BenchRun> {
   const T = size === 'full' ? 512 : 32;
   const model = await randomDecoder(c, backend, null);
   const inner = InnerLink.create(backend, c.hidden, { seed: 2 });
-  const opt = new LinkOptimizer([inner.params]);
+  const opt = new AdamW([inner.params]);
   // the assistant span is the second half: T/2 − 1 trained pairs (the last token has no next one)
   const ex: InnerExample = { ids: randomIds(new Rng(8), T, c.vocabSize), lossMask: Array.from({ length: T }, (_, t) => (t >= T / 2 ? 1 : 0)) };
   const pairs = innerPairs(ex);
@@ -77,7 +77,7 @@ async function outerStep(backend: Backend, size: BenchSize): Promise<BenchRun> {
     agents.set(role, { decoder: await randomDecoder(c, backend, null), inner: InnerLink.create(backend, d, { seed: 3 + i, name: `${role} inner` }).freeze() });
   }
   const outer = new Map([['outer_el', OuterLink.create(backend, d, d, { seed: 5, name: 'outer_el' })]]);
-  const opt = new LinkOptimizer([outer.get('outer_el')!.params]);
+  const opt = new AdamW([outer.get('outer_el')!.params]);
   const rng = new Rng(9);
   const ids = (n: number) => randomIds(rng, n, c.vocabSize);
   const sample = new Map<string, OuterStage>([

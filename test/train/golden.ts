@@ -7,6 +7,7 @@
  * GPU tests.
  */
 import { readFileSync } from 'node:fs';
+import { AdamW } from '../../src/autograd/ops/optim';
 import { InnerLink, OuterLink } from '../../src/mas/links';
 import { getStyle } from '../../src/mas/styles';
 import { readLinkFile } from '../../src/mas/upstream';
@@ -15,7 +16,6 @@ import type { Backend } from '../../src/tensor/backend';
 import { CpuBackend } from '../../src/tensor/cpu';
 import type { Tensor } from '../../src/tensor/tensor';
 import { innerPairs, innerSampleStep } from '../../src/train/inner';
-import { LinkOptimizer } from '../../src/train/optim';
 import { outerSampleStep, stageKey, type OuterAgent, type OuterSample, type OuterStage } from '../../src/train/outer';
 import { lrFactor } from '../../src/train/schedule';
 import { f64 } from '../golden/check';
@@ -66,7 +66,7 @@ export async function runInnerGolden(backend: Backend): Promise<StepReport[]> {
   const h = G.inner.hyper;
   const model = await loadDecoderFromDir('models/tiny/qwen3-tiny', backend);
   const link = InnerLink.fromStateDict(backend, await readLinkFile(G.inner.link_file), { name: 'planner inner' });
-  const opt = new LinkOptimizer([link.params], { eps: h.eps, weightDecay: h.weight_decay, maxGradNorm: h.max_grad_norm });
+  const opt = new AdamW([link.params], { eps: h.eps, weightDecay: h.weight_decay, maxGradNorm: h.max_grad_norm });
   const out: StepReport[] = [];
   try {
     for (const [k, step] of G.inner.steps.entries()) {
@@ -177,7 +177,7 @@ export async function runOuterGolden(backend: Backend, finalOnly: boolean, steps
   const h = G.outer.hyper;
   const s = await outerSetup(backend, placement);
   const keys = ['outer_12', 'outer_23', 'outer_31'];
-  const opt = new LinkOptimizer(keys.map((k) => s.outer.get(k)!.params), { eps: h.eps, weightDecay: 0, maxGradNorm: h.max_grad_norm });
+  const opt = new AdamW(keys.map((k) => s.outer.get(k)!.params), { eps: h.eps, weightDecay: 0, maxGradNorm: h.max_grad_norm });
   const style = getStyle('sequential_light');
   const out: OuterReport[] = [];
   try {

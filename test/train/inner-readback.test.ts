@@ -6,11 +6,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { F, noGrad } from '../../src/autograd';
+import { AdamW } from '../../src/autograd/ops/optim';
 import { InvalidArgument } from '../../src/errors';
 import { InnerLink } from '../../src/mas/links';
 import type { Decoder } from '../../src/model/decoder';
 import { CpuBackend } from '../../src/tensor/cpu';
-import { LinkOptimizer } from '../../src/train/optim';
 import { innerPairs, innerSampleStep, type InnerExample } from '../../src/train/inner';
 import { checkLinkGrads, meanCrossEntropy, readBackSetup } from './fixtures';
 
@@ -71,7 +71,7 @@ describe('inner loop: the read-back term', () => {
 
   it('reaches the link through the agent: gradients match finite differences', async () => {
     const { decoder, link, ex, P } = await setup();
-    const opt = new LinkOptimizer([link.params]);
+    const opt = new AdamW([link.params]);
     opt.zeroGrad();
     const l = await innerSampleStep(decoder, link, ex, { cos: 0, mse: 0, ce: 1 }, innerPairs(ex));
     l.dispose();

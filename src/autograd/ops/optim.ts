@@ -1,7 +1,7 @@
 /**
  * Optimizer steps, in place and never recorded on a tape: global gradient-norm clipping, one AdamW
- * update over flat buffers, and the AdamW optimizer over FlatParams. Nothing here reads back: norms
- * stay on the device as [1] tensors the host may read later.
+ * update over flat buffers, and AdamW over FlatParams (the one optimizer training runs). Nothing here
+ * reads back: norms stay on the device as [1] tensors the host may read later.
  */
 import { InvalidArgument } from '../../errors';
 import { type AdamWHyper, adamwKernel } from '../../kernels/adamw';
@@ -9,6 +9,7 @@ import { clipGradNormKernel } from '../../kernels/reduce';
 import type { Backend } from '../../tensor/backend';
 import type { Tensor } from '../../tensor/tensor';
 import type { FlatParams } from '../params';
+import { scale as scaleOp } from './elementwise';
 
 /**
  * torch.nn.utils.clip_grad_norm_: scales every gradient in place by min(1, maxNorm / (total + 1e-6)),
@@ -56,7 +57,7 @@ export interface AdamWStepOptions {
 }
 
 /** Hyperparameter defaults: upstream's AdamW (0.9, 0.95), torch's eps. */
-export const ADAMW_DEFAULTS = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0 } as const;
+const ADAMW_DEFAULTS = { beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0 } as const;
 
 /** One AdamW update in place over flat params, grads, m and v of one shape (torch.optim.AdamW semantics). */
 export function adamwStep(params: Tensor, grads: Tensor, m: Tensor, v: Tensor, opts: AdamWStepOptions) {
@@ -66,39 +67,62 @@ export function adamwStep(params: Tensor, grads: Tensor, m: Tensor, v: Tensor, o
 }
 
 export interface AdamWOptions {
-  lr?: number;
   beta1?: number;
   beta2?: number;
   eps?: number;
   /** Applied where FlatParams' decay mask is 1 (upstream: 0.0). */
   weightDecay?: number;
-  /** Global gradient-norm clip before each update (upstream: 1.0); null: no clipping. */
-  maxGradNorm?: number | null;
+  /** Clip the global gradient norm to this before each update (upstream: 1.0; Infinity: no clipping). */
+  maxGradNorm?: number;
 }
 
-/** AdamW over a FlatParams set; step() = gatherGrads -> clip -> adamw, all encoded on the device. */
+/**
+ * AdamW over one or several FlatParams at once (the outer loop trains three to six outer links together,
+ * the tiny agents a whole decoder): gradients are gathered per set, the global norm is clipped over all
+ * of them together (torch's clip_grad_norm_ over every parameter), then each set's flat buffer takes its
+ * AdamW update. Decay groups follow upstream: matrices decay, biases and norm parameters do not
+ * (FlatParams.decayMask). The moments live in the FlatParams, so a checkpoint restores them and `t`.
+ *
+ *   opt.zeroGrad(); ...backward passes...; opt.gather(); const norm = opt.step(lr);
+ */
 export class AdamW {
-  /** Steps taken; the next step uses t + 1 for bias correction. */
+  /** Steps taken (bias correction uses t + 1 for the next one). */
   t = 0;
   readonly opts: Required<AdamWOptions>;
 
-  constructor(readonly params: FlatParams, opts: AdamWOptions = {}) {
-    this.opts = { lr: 5e-4, ...ADAMW_DEFAULTS, maxGradNorm: 1.0, ...opts };
+  constructor(readonly params: readonly FlatParams[], opts: AdamWOptions = {}) {
+    this.opts = { ...ADAMW_DEFAULTS, maxGradNorm: 1, ...opts };
+  }
+
+  zeroGrad() {
+    for (const p of this.params) p.zeroGrad();
   }
 
   /**
-   * One update at learning rate `lr` (a schedule's value for this step). Gathers the parameters'
-   * gradients first unless `gather` is false (they were gathered with accumulate already). Returns the
-   * gradient norm before clipping, [1] on the device; the caller disposes it.
+   * Moves the parameters' .grad (what the backward passes since the last gather accumulated) into the flat
+   * buffers, adding to what is there, multiplied by `scale` (upstream rescales a batch by batch / valid
+   * when samples were skipped).
    */
-  step(lr = this.opts.lr, { gather = true }: { gather?: boolean } = {}): Tensor {
-    const p = this.params;
-    if (gather) p.gatherGrads();
-    // without a clip the norm is still worth logging; an infinite maxNorm leaves gradients unscaled
-    const norm = clipGradNorm([p.grad], this.opts.maxGradNorm ?? Infinity);
+  gather(scale = 1) {
+    for (const p of this.params) {
+      if (scale !== 1) {
+        for (const t of p.list()) {
+          if (!t.grad) continue;
+          const s = scaleOp(t.grad, scale);
+          t.grad.dispose();
+          t.grad = s;
+        }
+      }
+      p.gatherGrads({ accumulate: true });
+    }
+  }
+
+  /** Clip + AdamW at `lr` over gradients already gathered; returns the pre-clip global norm, [1] (caller disposes). */
+  step(lr: number): Tensor {
+    const { beta1, beta2, eps, weightDecay, maxGradNorm } = this.opts;
+    const norm = clipGradNorm(this.params.map((p) => p.grad), maxGradNorm);
     this.t++;
-    const { beta1, beta2, eps, weightDecay } = this.opts;
-    adamwStep(p.data, p.grad, p.m, p.v, { lr, t: this.t, beta1, beta2, eps, weightDecay, decayMask: p.decayMask });
+    for (const p of this.params) adamwStep(p.data, p.grad, p.m, p.v, { lr, t: this.t, beta1, beta2, eps, weightDecay, decayMask: p.decayMask });
     return norm;
   }
 }

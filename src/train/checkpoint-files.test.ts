@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../errors';
-import { type CheckpointStore, JOURNAL_FILE, STAGING_DIR, beginCommit, folderPath, memoryStore, nodeStore, recoverCheckpoint, recoverFolderRename } from './store';
+import { type CheckpointStore, JOURNAL_FILE, STAGING_DIR, beginCommit, folderPath, memoryStore, nodeStore, recoverCheckpoint, recoverFolderRename } from './checkpoint-files';
 
 let root: string;
 beforeAll(async () => {

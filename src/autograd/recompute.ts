@@ -1,5 +1,5 @@
 /**
- * Activation recomputation (gradient checkpointing): `checkpoint(fn, inputs, params)` computes fn(inputs)
+ * Activation recomputation (gradient checkpointing): `recompute(fn, inputs, params)` computes fn(inputs)
  * without recording its intermediates and records one node that keeps only the inputs. Its backward runs fn
  * again on aliases of the inputs, on a tape of its own, backpropagates the output's gradient through that
  * and hands back the inputs' gradients; the trainable tensors fn reads (`params`, a layer's weights) get
@@ -13,13 +13,13 @@ import { tidy } from '../tensor/scope';
 import type { Tensor } from '../tensor/tensor';
 import { Tape, currentTape, noGrad } from './tape';
 
-export function checkpoint(fn: (...xs: Tensor[]) => Tensor, inputs: readonly Tensor[], params: readonly Tensor[] = []): Tensor {
+export function recompute(fn: (...xs: Tensor[]) => Tensor, inputs: readonly Tensor[], params: readonly Tensor[] = []): Tensor {
   const tape = currentTape();
   const trainable = params.filter((p) => p.requiresGrad);
   if (!tape || (!inputs.some((t) => t.requiresGrad) && !trainable.length)) return fn(...inputs);
   const out = noGrad(() => tidy(() => fn(...inputs)));
   tape.record({
-    name: 'checkpoint',
+    name: 'recompute',
     // the trainable params are inputs so that the node records when only they train; their gradients are
     // accumulated by the recomputation's own backward, so the node returns null for them
     inputs: [...inputs, ...trainable],
@@ -40,7 +40,7 @@ export function checkpoint(fn: (...xs: Tensor[]) => Tensor, inputs: readonly Ten
           return needs.map(() => null);
         }
         if (y.shape.length !== g.shape.length || y.shape.some((n, i) => n !== g.shape[i])) {
-          throw new InvalidArgument(`checkpoint: the recomputed output has shape [${y.shape}], the forward's was [${g.shape}]`);
+          throw new InvalidArgument(`recompute: the recomputed output has shape [${y.shape}], the forward's was [${g.shape}]`);
         }
         // outside any tidy: the params' accumulated gradients must outlive this rule
         inner.backwardSync(y, g);
