@@ -37,7 +37,7 @@ import { CpuBackend } from '../src/tensor/cpu';
 import { CudaBackend } from '../src/tensor/cuda';
 import { newRng, type ParityEnv } from '../src/testing/parity';
 import { TINY_GOLDEN_MODELS, formatGoldenErrors, roundGoldenBound, tinyGoldenErrors } from '../src/testing/tiny-golden';
-import { Rng } from '../src/testing/rng';
+import { Rng } from '../src/util/rng';
 
 const only = process.env.RMAS_CUDA_ONLY;
 const failures: string[] = [];

@@ -13,7 +13,7 @@ import { noGrad } from '../src/autograd/index.ts';
 import { ask } from '../src/mas/run.ts';
 import { loadSystem } from '../src/mas/system.ts';
 import { CpuBackend } from '../src/tensor/cpu.ts';
-import { Rng } from '../src/testing/rng.ts';
+import { Rng } from '../src/util/rng.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 
 const tiny = taskTokenizer();

@@ -36,7 +36,7 @@ import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { tidy } from '../../src/tensor/scope.ts';
 import type { Tensor } from '../../src/tensor/tensor.ts';
 import type { Decoder } from '../../src/model/decoder.ts';
-import { Rng } from '../../src/testing/rng.ts';
+import { Rng } from '../../src/util/rng.ts';
 import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import { initialState, trainLoop } from '../../src/train/loop.ts';
 import { LinkOptimizer } from '../../src/train/optim.ts';

@@ -13,12 +13,12 @@
  *   answer        7 + 5 = 12, 12 - 3 = 9. The answer is \boxed{9}.
  *
  * Every value along the way (start, operands, intermediate results, answer) lies in 1..MAX_VALUE (30). Generation is
- * a pure function of the seed (mulberry32 from src/testing/rng.ts).
+ * a pure function of the seed (mulberry32 from src/util/rng.ts).
  *
  * CLI: `npx tsx models/tiny/task.ts --out DIR` writes train.jsonl, validation.jsonl and test.jsonl.
  */
 import { lastBoxed } from '../../src/mas/answer.ts';
-import { Rng } from '../../src/testing/rng.ts';
+import { Rng } from '../../src/util/rng.ts';
 
 export interface TaskRow {
   question: string;

@@ -38,7 +38,7 @@ import { renderChat } from '../../src/tokenizer/slots.ts';
 import { buildConfig, buildGenerationConfig, specialIds, type TinySpec, vocabSize } from '../generate.ts';
 import { buildTinyTokenizer, type TinyTokenizer } from '../tokenizer.ts';
 import { TINY_PROMPT_FILE, TINY_PROMPTS } from './prompts.ts';
-import { Rng } from '../../src/testing/rng.ts';
+import { Rng } from '../../src/util/rng.ts';
 import { decode } from '../../src/formats/encode.ts';
 import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { fileSource } from '../../src/formats/sources.ts';

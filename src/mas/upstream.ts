@@ -12,6 +12,7 @@ import { decode, encode } from '../formats/encode';
 import { parseHeader, type StDType, writeSafetensors } from '../formats/safetensors';
 import { type PtTensor, readTorchStateDict, writeTorchStateDict } from '../formats/torch';
 import type { LinkStateDict, LinkTensor } from './links';
+import { nodeImport } from '../util/node-import';
 
 export type AdapterTask = 'math' | 'code';
 
@@ -161,10 +162,7 @@ export function pickOuterFiles(
 // ------------------------------------------------------------------------------------ Node file access
 
 type FsPromises = typeof import('node:fs/promises');
-// Held in a variable so that bundlers do not try to resolve node:fs for the browser build.
-const FS_MODULE = 'node:fs/promises';
-const OS_MODULE = 'node:os';
-const fsp = async () => (await import(/* @vite-ignore */ FS_MODULE)) as FsPromises;
+const fsp = () => nodeImport('node:fs/promises');
 const join = (dir: string, name: string) => `${dir.replace(/\/+$/, '')}/${name}`;
 const errCode = (e: unknown) => (e as NodeJS.ErrnoException).code;
 
@@ -328,7 +326,7 @@ export async function hfCacheSnapshot(repoId: string): Promise<string | null> {
   if (parts.length !== 2 || parts.some((p) => !p || p === '.' || p === '..')) {
     throw new InvalidArgument(`'${repoId}' is not a Hugging Face repo id of the form Org/Name`);
   }
-  const os = (await import(/* @vite-ignore */ OS_MODULE)) as typeof import('node:os');
+  const os = await nodeImport('node:os');
   const fs = await fsp();
   const repo = join(hfHubCacheDir(process.env, os.homedir()), `models--${parts[0]}--${parts[1]}`);
   const isDir = async (p: string) => (await fs.stat(p).catch(() => null))?.isDirectory() ?? false;

@@ -22,7 +22,7 @@ import type { Backend } from '../tensor/backend';
 import { tidy } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import type { BenchCase, BenchRun, BenchSize } from '../testing/bench';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import qwen3TinyJson from '../../models/tiny/qwen3-tiny/config.json';
 import { type DecoderConfig, convChannels, layerWindow, parseDecoderConfig } from './config';
 import { Decoder, KVCache } from './decoder';

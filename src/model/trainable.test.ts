@@ -11,7 +11,7 @@ import { buildTinyTokenizer } from '../../models/tokenizer';
 import { Tape, noGrad } from '../autograd';
 import { f32ToBf16Bits } from '../formats/dtype';
 import { openCheckpoint } from '../formats/safetensors-sharded';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import { CpuBackend } from '../tensor/cpu';
 import { LinkOptimizer } from '../train/optim';
 import { FAMILIES } from './config';

@@ -10,7 +10,7 @@
  * the gradients into the optimizer's flat buffers.
  */
 import { Cancelled, InvalidArgument } from '../errors';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import type { TrainerState } from './checkpoint';
 import type { LinkOptimizer } from './optim';
 import { lrFactor, type SchedulerType } from './schedule';
