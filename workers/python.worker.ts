@@ -47,7 +47,7 @@ let runner: ((src: string) => { toJs(): [string, string, number]; destroy(): voi
 /**
  * Where pyodide.asm.mjs, .wasm, python_stdlib.zip and pyodide-lock.json are served from. In dev, the
  * npm package's own folder as Vite serves it; in a build, `pyodide/` beside the app, which
- * src/mas/tools/pyodide-vite-plugin.ts fills (Pyodide needs the files side by side, unhashed).
+ * build/pyodide-plugin.ts fills (Pyodide needs the files side by side, unhashed).
  */
 async function defaultIndexURL(): Promise<string> {
   if (import.meta.env.DEV) {
