@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { chainPhase, corruptNumbers, MessageSource, messageLogits, solverCheckChats } from '../models/tiny/chain-phase.ts';
 import { TINY_SYSTEM_DIR } from '../models/tiny/eval.ts';
-import { taskSplit } from '../models/tiny/task.ts';
+import { taskSplit } from '../src/eval/tiny-task.ts';
 import { taskTokenizer } from '../models/tiny/train-agents.ts';
 import { noGrad } from '../src/autograd/index.ts';
 import { ask } from '../src/mas/run.ts';

@@ -40,7 +40,7 @@ import { Rng } from '../../src/util/rng.ts';
 import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import { initialState, trainLoop } from '../../src/train/loop.ts';
 import { LinkOptimizer } from '../../src/train/optim.ts';
-import { taskSplit, type TaskRow } from './task.ts';
+import { taskSplit, type TaskRow } from '../../src/eval/tiny-task.ts';
 import { drillExamples, loadF32Checkpoint, recordSteps, rolePrompt, sequenceStep } from './train-agents.ts';
 
 /** The settings of the committed system's chain phase. */

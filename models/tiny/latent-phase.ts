@@ -35,7 +35,7 @@ import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import { innerPairs, innerSampleStep, rolloutSampleStep } from '../../src/train/inner.ts';
 import { initialState, trainLoop } from '../../src/train/loop.ts';
 import { LinkOptimizer } from '../../src/train/optim.ts';
-import { taskSplit } from './task.ts';
+import { taskSplit } from '../../src/eval/tiny-task.ts';
 import { drillExamples, loadF32Checkpoint, recordSteps, ROLES, roleExamples, sequenceStep, type AgentRole } from './train-agents.ts';
 
 /**
