@@ -4,8 +4,9 @@
  * (.pt as upstream ships them, .safetensors as we may export them), the local Hugging Face hub cache and
  * the manifests our exports write so that upstream's resolvers read them back.
  *
- * The choice of files is pure (a folder listing plus parsed manifests in, names out) so that the browser
- * can reuse it on fetched or dropped files; the Node wrappers only list folders and read JSON.
+ * The choice of files does no I/O of its own (a listing or a RoleFolder and parsed manifests in, names out), so
+ * that the URL loader and the download planner share it with the disk loader; the Node wrappers only list
+ * folders and read JSON.
  */
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../errors';
 import { decode, encode } from '../formats/encode';
