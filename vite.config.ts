@@ -1,6 +1,6 @@
 import { defineConfig } from 'vite';
 import { svelte } from '@sveltejs/vite-plugin-svelte';
-import { pyodideAssets } from './src/mas/tools/pyodide-vite-plugin.ts';
+import { pyodideAssets } from './build/pyodide-plugin.ts';
 import { tinySystemAssets } from './build/tiny-system-plugin.ts';
 
 export default defineConfig({

@@ -37,7 +37,7 @@ import { CpuBackend } from '../src/tensor/cpu';
 import { CudaBackend } from '../src/tensor/cuda';
 import { newRng, type ParityEnv } from '../src/testing/parity';
 import { TINY_GOLDEN_MODELS, formatGoldenErrors, roundGoldenBound, tinyGoldenErrors } from '../src/testing/tiny-golden';
-import { Rng } from '../src/testing/rng';
+import { Rng } from '../src/util/rng';
 
 const only = process.env.RMAS_CUDA_ONLY;
 const failures: string[] = [];
@@ -330,7 +330,7 @@ async function trainMode(mode: 'split' | 'round') {
 async function askTiny() {
   try {
     const { evalTiny } = await import('../models/tiny/eval');
-    const { taskSplit } = await import('../models/tiny/task');
+    const { taskSplit } = await import('../src/eval/tiny-task');
     const rows = taskSplit('test').slice(0, Number(process.env.RMAS_CUDA_ASK_ROWS ?? 16));
     const configs = ['text2', 'latent2'] as const;
     const t = performance.now();

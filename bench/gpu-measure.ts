@@ -20,9 +20,9 @@ import { type DecoderWeights, type WeightSource, loadDecoderWeights, stepWeightB
 import type { Backend } from '../src/tensor/backend';
 import { tidy } from '../src/tensor/scope';
 import type { Tensor } from '../src/tensor/tensor';
-import type { BenchCase, BenchRun } from '../src/testing/bench';
-import { Rng } from '../src/testing/rng';
-import { type BenchOptions, type BenchResult, timeCase } from './harness';
+import type { BenchCase, BenchOptions, BenchResult, BenchRun } from '../src/testing/bench';
+import { Rng } from '../src/util/rng';
+import { timeCase } from './harness';
 
 export type WeightDType = 'q4_0' | 'bf16';
 

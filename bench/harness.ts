@@ -4,36 +4,7 @@
  * sync after each batch, doubling the batch until a minimum time has passed.
  */
 import type { Backend } from '../src/tensor/backend';
-import type { BenchCase, BenchRun, BenchSize } from '../src/testing/bench';
-
-export interface BenchOptions {
-  size: BenchSize;
-  /** Only cases whose name contains this (case-insensitive). */
-  filter?: string;
-  /** Keep timing until this much wall time has passed (default: 300 ms full, 2 ms tiny). */
-  minMs?: number;
-  /** Untimed iterations first: pipeline compiles, buffer pool warm (default: 2 full, 1 tiny). */
-  warmup?: number;
-  /** Upper bound on timed iterations (default 1000). */
-  maxIters?: number;
-}
-
-export interface BenchResult {
-  name: string;
-  backend: string;
-  iters: number;
-  msPerIter: number;
-  /** null when the case declares no flops (bandwidth-bound) or bytes. */
-  gflops: number | null;
-  gbps: number | null;
-  /** Set only for cases that declare `tokens` per iteration. */
-  tokensPerSec?: number | null;
-  /** Set only for cases that report peak device memory (bytes; NaN where the backend keeps no count). */
-  peakBytes?: number;
-  /** What one iteration issues, on a backend that counts (WebGPU): figures that hold on any adapter. */
-  perIter?: { dispatches: number; submits: number; readbacks: number; weightBytes: number; activationBytes: number };
-  error?: string;
-}
+import type { BenchCase, BenchOptions, BenchResult, BenchRun } from '../src/testing/bench';
 
 export function selectCases(cases: readonly BenchCase[], filter?: string): BenchCase[] {
   const f = filter?.toLowerCase();

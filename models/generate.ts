@@ -20,7 +20,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { f32ToBf16Bits } from '../src/formats/dtype.ts';
 import { type StTensor, writeSafetensors } from '../src/formats/safetensors.ts';
-import { Rng } from '../src/testing/rng.ts';
+import { Rng } from '../src/util/rng.ts';
 import { buildTinyTokenizer } from './tokenizer.ts';
 
 /** Merges of the shared tiny tokenizer; ~460 ids in all, so embeddings stay a few tens of KB. */

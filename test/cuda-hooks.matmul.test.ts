@@ -17,7 +17,7 @@ import type { AttentionAttrs } from '../src/kernels/attention/index.ts';
 import { type CpuArray, type CudaLauncher, type CudaRef, type HalfGemm, type KernelDef, type Meta, numelOf } from '../src/kernels/kernel.ts';
 import { type MatmulAttrs, matmulKernel } from '../src/kernels/matmul/index.ts';
 import { assertClose } from '../src/testing/close.ts';
-import { Rng } from '../src/testing/rng.ts';
+import { Rng } from '../src/util/rng.ts';
 
 // --- a fake device: buffers by base address, launches recorded and run by kernel models ---
 

@@ -9,7 +9,7 @@ import { ropeInvFreq } from '../src/kernels/rope';
 import type { Tensor } from '../src/tensor/tensor';
 import { tidy } from '../src/tensor/scope';
 import type { WebGpuBackend } from '../src/tensor/webgpu';
-import { Rng } from '../src/testing/rng';
+import { Rng } from '../src/util/rng';
 import { freshGpuBackend } from './util/gpu';
 
 type Make = (gpu: WebGpuBackend, rng: Rng) => { inputs: Tensor[]; fn: (...t: Tensor[]) => Tensor };

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TINY_SYSTEM_DIR } from '../models/tiny/eval';
-import { scoreAnswer, taskSplit, toJsonl } from '../models/tiny/task';
+import { scoreAnswer, taskSplit, toJsonl } from '../src/eval/tiny-task';
 import type { EvalSummary, SampleRecord } from '../src/eval/run';
 import { runCmd } from '../src/runner/run';
 import { CpuBackend } from '../src/tensor/cpu';

@@ -7,13 +7,13 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { chainPhase, corruptNumbers, MessageSource, messageLogits, solverCheckChats } from '../models/tiny/chain-phase.ts';
 import { TINY_SYSTEM_DIR } from '../models/tiny/eval.ts';
-import { taskSplit } from '../models/tiny/task.ts';
+import { taskSplit } from '../src/eval/tiny-task.ts';
 import { taskTokenizer } from '../models/tiny/train-agents.ts';
 import { noGrad } from '../src/autograd/index.ts';
 import { ask } from '../src/mas/run.ts';
 import { loadSystem } from '../src/mas/system.ts';
 import { CpuBackend } from '../src/tensor/cpu.ts';
-import { Rng } from '../src/testing/rng.ts';
+import { Rng } from '../src/util/rng.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 
 const tiny = taskTokenizer();

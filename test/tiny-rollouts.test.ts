@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TINY_STAGES_DIR } from '../models/tiny/build';
 import { TINY_SYSTEM_DIR } from '../models/tiny/eval';
 import { scoreChain, scoreRollouts } from '../models/tiny/rollouts';
-import { taskSplit } from '../models/tiny/task';
+import { taskSplit } from '../src/eval/tiny-task';
 
 const tmp: string[] = [];
 afterAll(() => {

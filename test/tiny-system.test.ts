@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { evalTiny, TINY_SYSTEM_DIR, type EvalConfig } from '../models/tiny/eval';
-import { taskSplit } from '../models/tiny/task';
+import { taskSplit } from '../src/eval/tiny-task';
 import { AGENT_SPECS, DEFAULTS, trainTinyAgents } from '../models/tiny/train-agents';
 import { innerTrainArgs, TINY_STAGES_DIR } from '../models/tiny/build';
 import { latentPhase } from '../models/tiny/latent-phase';

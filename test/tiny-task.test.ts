@@ -1,11 +1,11 @@
-// The tiny system's task family (models/tiny/task.ts): determinism, arithmetic, split disjointness,
-// length bounds, scoring, role columns and token counts under the tiny tokenizer.
+// The tiny system's task family (src/eval/tiny-task.ts; models/tiny/task.ts writes its splits): determinism,
+// arithmetic, split disjointness, length bounds, scoring, role columns and token counts under the tiny tokenizer.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { generateTask, MAX_VALUE, scoreAnswer, TASK_SPLITS, taskSplit, toJsonl, type TaskRow } from '../models/tiny/task.ts';
+import { generateTask, MAX_VALUE, scoreAnswer, TASK_SPLITS, taskSplit, toJsonl, type TaskRow } from '../src/eval/tiny-task.ts';
 import { taskTokenizer } from '../models/tiny/train-agents.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { roleExample, rowTask } from '../src/train/data/index.ts';

@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { proxy } from 'comlink';
 import { F } from '../src/autograd';
 import { CpuBackend } from '../src/tensor/cpu';
-import { Rng } from '../src/testing/rng';
+import { Rng } from '../src/util/rng';
 import { startEngine } from '../src/ui/engine';
 import type { SelfTestEvent } from '../workers/protocol';
 

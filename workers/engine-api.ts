@@ -14,12 +14,13 @@ import { ask as askSystem, type AskResult, type StageRecord } from '../src/mas/r
 import { defaultLatentSteps, getStyle, schedule } from '../src/mas/styles';
 import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName } from '../src/eval/datasets';
 import { evaluate as evaluateSystem } from '../src/eval/run';
-import { adapterTaskFor, pickOuterFiles, type AdapterTask } from '../src/mas/upstream';
+import { adapterTaskFor, parseManifest, pickOuterFiles, resolveRoleFiles, type AdapterTask, type RoleFolder } from '../src/mas/upstream';
+import { specKey, type SystemSpec } from '../src/mas/spec';
 import { type DecoderConfig, parseDecoderConfig } from '../src/model/config';
 import { type TensorLayout, detectLayout, storedName } from '../src/model/layout';
 import { weightSpecs } from '../src/model/weights';
 import { describePlan, planGgufModel, planSystemDownload, type PlanLimits, type PlanModel } from '../src/store/plan';
-import { loadSystemFromSpec, type LoadSpecOptions } from '../src/mas/system-url';
+import { loadSystemFromSpec, noInnerLink, type LoadSpecOptions } from '../src/mas/system-url';
 import { kvDtypes, type MasSystem } from '../src/mas/system';
 import { folderUrl, ggufTokenizerFolder, isGgufUrl, modelFetch } from '../src/model/url';
 import type { Backend } from '../src/tensor/backend';
@@ -27,7 +28,7 @@ import type { WebGpuBackend } from '../src/tensor/webgpu';
 import { tidy } from '../src/tensor/scope';
 import type { Tensor } from '../src/tensor/tensor';
 import type { Tokenizer } from '../src/tokenizer';
-import type { AskResultView, EngineEvent, LatentMessage, PlaygroundApi, SystemPlanView, SystemSpec } from './protocol';
+import type { AskResultView, EngineEvent, LatentMessage, PlaygroundApi, SystemPlanView } from './protocol';
 
 export interface PlaygroundDeps {
   /** The backend for a request ('webgpu' falls back to cpu where there is none, with the reason). */
@@ -62,18 +63,6 @@ function benchmarkRows(dataset: string | null, rows: Record<string, unknown>[]) 
     throw new InvalidArgument(`evaluate: unknown benchmark ${JSON.stringify(dataset)}; expected one of ${BENCHMARK_NAMES.join(', ')} or null`);
   }
   return toItems(dataset as BenchmarkName | null, rows);
-}
-
-/** FNV-1a over bytes, so that a spec holding link bytes has a cheap stable key. */
-function fnv(b: Uint8Array): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < b.length; i++) h = Math.imul(h ^ b[i], 0x01000193);
-  return `${b.length}:${(h >>> 0).toString(16)}`;
-}
-
-/** A key for a spec: its JSON with byte payloads replaced by their length and hash. */
-export function specKey(spec: SystemSpec, extra: string): string {
-  return extra + JSON.stringify(spec, (_k, v: unknown) => (v instanceof Uint8Array ? `bytes ${fnv(v)}` : v));
 }
 
 /** GPU pipelines the backend has compiled so far (0 for a backend without a pipeline cache: the CPU). */
@@ -135,9 +124,10 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
       return b;
     } catch (e) { return missing(e, optional); }
   };
+  /** An optional JSON manifest; one that is not a JSON object is a CorruptCheckpoint, as the loaders say. */
   const json = async (url: string) => {
     const b = await whole(url, true);
-    return b ? (JSON.parse(new TextDecoder().decode(b)) as Record<string, unknown>) : null;
+    return b ? parseManifest(new TextDecoder().decode(b), url) : null;
   };
   /**
    * The bytes of `config`'s tensors in the safetensors file at `url` (the only ones the loader reads: never a
@@ -202,16 +192,13 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
     for (const opt of ['tokenizer_config.json', 'chat_template.jinja', 'chat_template.json', 'generation_config.json']) await size(root + opt, true);
     if (typeof r.innerLink === 'string') await size(linkUrl(r.innerLink));
     else if (r.innerLink === undefined) {
-      // upstream's rule, as loadSystemFromSpec resolves it: innerlink_config.json's file for the task, else adapter(task).pt, else adapter.pt
-      const ic = await json(`${root}innerlink_config.json`);
-      await size(`${root}adapter_config.json`, true);
-      const tasks = ic?.tasks as Record<string, Record<string, unknown>> | undefined;
-      const named = task && tasks && typeof tasks[task] === 'object' ? String(tasks[task]['adapter.pt'] ?? 'adapter.pt') : null;
-      const twin = (n: string) => [n, n.replace(/\.pt$/, '.safetensors')];
-      const cands = named ? twin(named) : [...(task ? twin(`adapter(${task}).pt`) : []), ...twin('adapter.pt')];
-      let found = false;
-      for (const c of cands) if (!found && (await size(new URL(c, root).href, true)) !== null) found = true;
-      if (!found) throw new MissingCheckpoint(`role ${roleKey}: ${root} holds no inner link for task ${task ?? '(none)'}; looked for ${cands.join(', ')}. Give the role's innerLink, or a repo that ships its adapters`);
+      // loadSystemFromSpec's rule (resolveRoleFiles), with size probes in place of reads
+      const folder: RoleFolder = {
+        manifest: (name) => json(`${root}${name}`),
+        has: async (name) => (await size(new URL(name, root).href, true)) !== null,
+      };
+      const { inner, tried } = await resolveRoleFiles(folder, task);
+      if (!inner) throw noInnerLink(roleKey, root, task, tried);
     }
   }
   const absent = style.links.filter((l) => spec.outer?.[l.key] === undefined).map((l) => l.key);

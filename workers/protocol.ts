@@ -1,12 +1,14 @@
 /** The engine worker's typed API (what the page may ask of it) and its progress events. */
 import type { AdapterReport } from '../src/gpu/device';
-import type { BenchOptions, BenchResult } from '../bench/harness';
+import type { BenchOptions, BenchResult } from '../src/testing/bench';
 import type { SampleOptions } from '../src/autograd/ops/sample';
 import type { DownloadPlan, PlanQuantize } from '../src/store/plan';
 import type { AskResult } from '../src/mas/run';
+import type { LoadEvent, SystemSpec } from '../src/mas/spec';
 
 export type { AdapterReport } from '../src/gpu/device';
-export type { BenchResult } from '../bench/harness';
+export type { FileRef, SystemSpec } from '../src/mas/spec';
+export type { BenchResult } from '../src/testing/bench';
 
 export type SelfTestEvent =
   | { type: 'start'; backend: 'webgpu' | 'cpu'; total: number; reason?: string }
@@ -130,48 +132,9 @@ export interface EngineApi {
 
 // ------------------------------------------------------------------------------------- systems and ask
 
-/** A file of a system: a URL (the served app, the Hugging Face hub) or bytes the page already holds (IndexedDB, an upload). */
-export type FileRef = string | Uint8Array;
-
-/**
- * A RecursiveMAS system the worker can load: a registry style (src/mas/styles.ts) or the offline
- * 'tiny_sequential' one, with a Hugging Face-layout model folder per role (by base URL; files are read
- * through the model cache of src/store), each role's inner link, and the outer links by key.
- */
-export interface SystemSpec {
-  style: string;
-  /**
-   * model: the role's Hugging Face model folder URL, or the URL of a llama.cpp `.gguf` file (e.g.
-   * …/Qwen3-1.7B-Q8_0.gguf; q8_0/q4_0 tensors run as stored). tokenizer: a folder URL with the tokenizer files
-   * (tokenizer.json, tokenizer_config.json, chat template) and generation_config.json, read for a .gguf model
-   * only and required with one, as GGUF repos ship none (its inner link, when not given, is looked for there too).
-   * innerType: the inner link's adapter_type (default ln_res_adapter; `adapter` and `res_adapter` share keys).
-   */
-  roles: Record<string, { model: string; tokenizer?: string; innerLink?: FileRef; innerType?: string }>;
-  /** The system's prompt file (a --prompts file, by URL or bytes); embedded styles (tiny_sequential) need it. */
-  prompts?: FileRef;
-  outer?: Record<string, FileRef>;
-  /** Outer link types by key (default outer_ln_res_adapter). */
-  outerTypes?: Record<string, string>;
-  /**
-   * An upstream outer-links folder (a RecursiveMAS *-Outerlinks repo URL): links not given in `outer` are
-   * resolved from its outerlink_config.json. Roles without `innerLink` resolve theirs from their model
-   * folder (innerlink_config.json, adapter(task).pt, adapter.pt), as upstream's resolver does.
-   */
-  outerRepo?: string;
-  /** The question's task; picks the math or code links of task-scoped (sequential) styles. Default math. */
-  task?: 'math' | 'choice' | 'code';
-  /** Quantize the backbones' projection weights on upload (q4_0 / q8_0); null keeps the checkpoint's dtype. */
-  quantize?: 'q4_0' | 'q8_0' | null;
-  /** For messages and the UI: where the system came from ('offline tiny', 'released', a checkpoint name). */
-  label?: string;
-}
-
 /** Progress of loading a system and asking it, as one discriminated union (transformers.js style). */
 export type EngineEvent =
-  | { type: 'initiate'; file: string }
-  | { type: 'download'; file: string; loaded: number; total: number }
-  | { type: 'compile'; what: string }
+  | LoadEvent
   | { type: 'ready'; backend: 'webgpu' | 'cpu'; reason?: string; seconds: number }
   | {
       type: 'stage';

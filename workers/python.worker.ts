@@ -3,18 +3,12 @@
  * A dedicated worker sees no DOM and no page state; it could reach the origin's IndexedDB and
  * network like any worker, and Python code can call into JS through Pyodide's `js` module, so the
  * model's code is no more sandboxed than the worker itself. It is not given any keys or models.
- * The page stops a runaway run by terminating this worker (src/mas/tools/pyodide.ts).
+ * The page stops a runaway run by terminating this worker (src/mas/tools/pyodide.ts); workers/python.ts starts it.
  */
 import { expose } from 'comlink';
 import { loadPyodide, type PyodideAPI } from 'pyodide';
+import type { PythonWorkerApi } from '../src/mas/tools/pyodide';
 import { formatPythonOutput, PYTHON_PRELUDE } from '../src/mas/tools/python-format';
-
-export interface PythonWorkerApi {
-  /** Loads Pyodide from `indexURL` (default: the npm package's files); later calls reuse the first load. */
-  load(indexURL?: string): Promise<void>;
-  /** Runs the code in fresh globals after the tool prelude; returns the tool's result text. */
-  run(code: string): Promise<string>;
-}
 
 // stdout/stderr go to StringIO buffers around exec; a traceback drops this wrapper's own frame;
 // SystemExit gives an exit code as it would in a subprocess
@@ -47,7 +41,7 @@ let runner: ((src: string) => { toJs(): [string, string, number]; destroy(): voi
 /**
  * Where pyodide.asm.mjs, .wasm, python_stdlib.zip and pyodide-lock.json are served from. In dev, the
  * npm package's own folder as Vite serves it; in a build, `pyodide/` beside the app, which
- * src/mas/tools/pyodide-vite-plugin.ts fills (Pyodide needs the files side by side, unhashed).
+ * build/pyodide-plugin.ts fills (Pyodide needs the files side by side, unhashed).
  */
 async function defaultIndexURL(): Promise<string> {
   if (import.meta.env.DEV) {

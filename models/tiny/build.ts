@@ -32,7 +32,7 @@ import { pathToFileURL } from 'node:url';
 import { InvalidArgument } from '../../src/errors.ts';
 import { TINY_SYSTEM_DIR } from './eval.ts';
 import { TINY_PROMPT_FILE } from './prompts.ts';
-import { taskSplit, toJsonl } from './task.ts';
+import { taskSplit, toJsonl } from '../../src/eval/tiny-task.ts';
 import { LATENT_DEFAULTS } from './latent-phase.ts';
 import { CHAIN_DEFAULTS } from './chain-phase.ts';
 import { ROLES } from './train-agents.ts';

@@ -37,10 +37,10 @@ import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { tidy } from '../../src/tensor/scope.ts';
 import type { Tensor } from '../../src/tensor/tensor.ts';
 import type { Decoder } from '../../src/model/decoder.ts';
-import { Rng } from '../../src/testing/rng.ts';
+import { Rng } from '../../src/util/rng.ts';
 import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import { initialState, trainLoop } from '../../src/train/loop.ts';
-import { taskSplit, type TaskRow } from './task.ts';
+import { taskSplit, type TaskRow } from '../../src/eval/tiny-task.ts';
 import { drillExamples, loadF32Checkpoint, recordSteps, rolePrompt, sequenceStep } from './train-agents.ts';
 
 /** The settings of the committed system's chain phase. */

@@ -1,6 +1,6 @@
 /**
  * `npm run tiny:eval`: the tiny system (style tiny_sequential, models/tiny/system) on the held-out test
- * split of models/tiny/task.ts, greedy, for
+ * split of src/eval/tiny-task.ts, greedy, for
  *   - the solver alone (its own prompt with the refined-plan line left empty),
  *   - the text-MAS baseline (the same three agents passing text, rounds as given),
  *   - RecursiveMAS (latent messages through the trained links) at 1, 2 and 3 rounds;
@@ -20,7 +20,7 @@ import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
 import { generate } from '../../src/model/generate.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
-import { scoreAnswer, taskSplit, type TaskRow } from './task.ts';
+import { scoreAnswer, taskSplit, type TaskRow } from '../../src/eval/tiny-task.ts';
 import { rolePrompt } from './train-agents.ts';
 
 export const TINY_SYSTEM_DIR = resolve(import.meta.dirname, 'system');

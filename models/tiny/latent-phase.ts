@@ -35,7 +35,7 @@ import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import { innerPairs, innerSampleStep, rolloutSampleStep } from '../../src/train/inner.ts';
 import { initialState, trainLoop } from '../../src/train/loop.ts';
-import { taskSplit } from './task.ts';
+import { taskSplit } from '../../src/eval/tiny-task.ts';
 import { drillExamples, loadF32Checkpoint, recordSteps, ROLES, roleExamples, sequenceStep, type AgentRole } from './train-agents.ts';
 
 /**

@@ -24,7 +24,7 @@ import { loadSystem } from '../../src/mas/system.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { TINY_SYSTEM_DIR } from './eval.ts';
-import { taskSplit, type TaskRow } from './task.ts';
+import { taskSplit, type TaskRow } from '../../src/eval/tiny-task.ts';
 import { rolePrompt } from './train-agents.ts';
 
 export type RolloutRole = 'planner' | 'critic';

@@ -1,7 +1,7 @@
 /**
  * Trains the tiny system's three agents from scratch (issue 7, item 2): a Qwen3-style planner, a
  * Llama-style critic and a Qwen2-style solver, each a full-weight decoder of this project's engine
- * (createTrainableDecoder + lmLoss + AdamW), on the task family of models/tiny/task.ts in the chain
+ * (createTrainableDecoder + lmLoss + AdamW), on the task family of src/eval/tiny-task.ts in the chain
  * shape's chat format exactly as inference renders it: system prompt, the role's tiny prompt
  * (models/tiny/prompts.ts) with real texts in its slots, the generation prompt (with the empty think
  * block), then the gold target and <|im_end|>; loss over the target and <|im_end|> only. The planner also
@@ -38,11 +38,11 @@ import { renderChat } from '../../src/tokenizer/slots.ts';
 import { buildConfig, buildGenerationConfig, specialIds, type TinySpec, vocabSize } from '../generate.ts';
 import { buildTinyTokenizer, type TinyTokenizer } from '../tokenizer.ts';
 import { TINY_PROMPT_FILE, TINY_PROMPTS } from './prompts.ts';
-import { Rng } from '../../src/testing/rng.ts';
+import { Rng } from '../../src/util/rng.ts';
 import { decode } from '../../src/formats/encode.ts';
 import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { fileSource } from '../../src/formats/sources.ts';
-import { arithmeticFacts, scoreAnswer, taskSplit, type TaskRow } from './task.ts';
+import { arithmeticFacts, scoreAnswer, taskSplit, type TaskRow } from '../../src/eval/tiny-task.ts';
 
 export const ROLES = ['planner', 'critic', 'solver'] as const;
 export type AgentRole = (typeof ROLES)[number];

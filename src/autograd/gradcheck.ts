@@ -3,7 +3,7 @@
  * L = sum(out * r) for a fixed random r, so every output element contributes.
  */
 import { InvalidArgument } from '../errors';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import { CpuBackend } from '../tensor/cpu';
 import type { Tensor } from '../tensor/tensor';
 import { Tape, noGrad } from './tape';

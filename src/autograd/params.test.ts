@@ -4,7 +4,7 @@ import { InvalidArgument } from '../errors';
 import { VIEW_ALIGN } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
 import { assertClose } from '../testing/close';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import { FlatParams, defaultDecay } from './params';
 
 const cpu = new CpuBackend();

@@ -6,6 +6,7 @@
 import { Cancelled, InvalidArgument } from '../errors';
 import { stripThink } from '../mas/answer';
 import { spawnPython } from '../mas/tools/python-node';
+import { nodeImport } from '../util/node-import';
 
 export interface ProgramResult {
   /** null when the process was killed (timeout) rather than exiting. */
@@ -250,13 +251,9 @@ export function parseLcbTests(json: string): LcbTest[] {
   });
 }
 
-type Zlib = typeof import('node:zlib');
-// Held in a variable so that bundlers do not try to resolve node:zlib for the browser build.
-const ZLIB_MODULE = 'node:zlib';
-
 /** LiveCodeBench's `private_test_cases`: base64 → zlib → pickle of a JSON string → tests. */
 export async function decodeLcbPrivateTests(encoded: string): Promise<LcbTest[]> {
-  const zlib = (await import(/* @vite-ignore */ ZLIB_MODULE)) as Zlib;
+  const zlib = await nodeImport('node:zlib');
   const packed = Buffer.from(encoded.trim(), 'base64');
   const pickled = await new Promise<Uint8Array>((resolve, reject) =>
     zlib.inflate(packed, (err, out) =>

@@ -8,6 +8,7 @@
  * Checked against CPython 3.11 by the golden values in pyrandom.test.ts.
  */
 import { InvalidArgument } from '../errors.ts';
+import { nodeImport } from '../util/node-import.ts';
 
 const N = 624;
 const M = 397;
@@ -15,10 +16,6 @@ const MATRIX_A = 0x9908b0df;
 const UPPER_MASK = 0x80000000;
 const LOWER_MASK = 0x7fffffff;
 
-type NodeCrypto = typeof import('node:crypto');
-// Held in a variable so that bundlers do not try to resolve node:crypto for the browser build.
-const CRYPTO_MODULE = 'node:crypto';
-const nodeCrypto = async (): Promise<NodeCrypto> => (await import(/* @vite-ignore */ CRYPTO_MODULE)) as NodeCrypto;
 
 /** The 32-bit words of abs(seed), least significant first; [0] for zero (CPython's random_seed). */
 function seedKey(seed: bigint | number): number[] {
@@ -141,7 +138,7 @@ export async function gpqaShuffleSeed(seed: number, stem: string): Promise<bigin
   if (!Number.isSafeInteger(seed)) {
     throw new InvalidArgument(`GPQA seed must be an integer, got ${seed}`);
   }
-  const { createHash } = await nodeCrypto();
+  const { createHash } = await nodeImport('node:crypto');
   const hex = createHash('md5').update(`${seed}::${stem}`, 'utf8').digest('hex');
   return BigInt(`0x${hex.slice(0, 16)}`);
 }

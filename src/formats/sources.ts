@@ -5,6 +5,7 @@
  * where the one full download is kept, up to `maxFullBytes`).
  */
 import { CorruptCheckpoint, DownloadFailed, InvalidArgument } from '../errors';
+import { nodeImport } from '../util/node-import';
 
 export interface ByteSource {
   /** The file name or URL, used in error messages. */
@@ -58,9 +59,6 @@ export function memorySource(data: Uint8Array | Blob, name = 'memory'): ByteSour
 type FsPromises = typeof import('node:fs/promises');
 type FileHandle = Awaited<ReturnType<FsPromises['open']>>;
 
-// Held in a variable so that bundlers do not try to resolve node:fs for the browser build.
-const FS_MODULE = 'node:fs/promises';
-
 /**
  * A local file in Node, opened lazily on first use. A missing file raises CorruptCheckpoint naming the path
  * (a checkpoint folder that lacks a file it needs is incomplete).
@@ -69,7 +67,7 @@ export function fileSource(path: string): ByteSource {
   let handle: Promise<FileHandle> | undefined;
   let size: number | undefined;
   const open = () =>
-    (handle ??= (import(/* @vite-ignore */ FS_MODULE) as Promise<FsPromises>)
+    (handle ??= nodeImport('node:fs/promises')
       .then((fs) => fs.open(path, 'r'))
       .catch((e: NodeJS.ErrnoException) => {
         handle = undefined;

@@ -3,6 +3,7 @@
  * Dawn). Reports adapter info, the features we care about and the limits we request.
  */
 import { WebGpuUnavailable } from '../errors';
+import { nodeImport } from '../util/node-import';
 
 export const WANTED_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query'] as const;
 export type WantedFeature = (typeof WANTED_FEATURES)[number];
@@ -44,13 +45,10 @@ async function getGpu(): Promise<{ gpu: GPU; runtime: AdapterReport['runtime'] }
   if (isNode()) {
     const g = globalThis as { __rmasDawnGpu?: GPU };
     if (!g.__rmasDawnGpu) {
-      let mod: { create: (o: string[]) => GPU; globals: object };
-      try {
-        const name = 'webgpu'; // a variable keeps bundlers from pulling Dawn into the page
-        mod = await import(/* @vite-ignore */ name);
-      } catch (e) {
-        throw new WebGpuUnavailable(`the 'webgpu' package (Dawn for Node) failed to load: ${(e as Error).message}. Run npm install.`);
-      }
+      // nodeImport keeps bundlers from pulling Dawn into the page
+      const mod = await nodeImport('webgpu').catch((e: Error) => {
+        throw new WebGpuUnavailable(`the 'webgpu' package (Dawn for Node) failed to load: ${e.message}. Run npm install.`);
+      });
       Object.assign(globalThis, mod.globals);
       // Dawn crashes or hangs if this object is garbage-collected while devices are alive: keep it forever.
       g.__rmasDawnGpu = mod.create([]);

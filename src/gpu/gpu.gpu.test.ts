@@ -8,7 +8,7 @@ import { CpuBackend } from '../tensor/cpu';
 import { Uniforms } from './context';
 import { sizeClass } from './pool';
 import { freshGpuBackend, gpuBackend } from '../../test/util/gpu';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 
 const cpu = new CpuBackend();
 

@@ -8,6 +8,7 @@
  */
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
 import type { StageRecord } from './run';
+import { nodeImport } from '../util/node-import';
 
 export interface DumpManifestStage {
   file: string;
@@ -43,8 +44,7 @@ export class DumpWriter {
   ) {}
 
   static async create(dir: string): Promise<DumpWriter> {
-    const FS_MODULE = 'node:fs/promises';
-    const fs = (await import(/* @vite-ignore */ FS_MODULE)) as typeof import('node:fs/promises');
+    const fs = await nodeImport('node:fs/promises');
     await fs.mkdir(dir, { recursive: true });
     return new DumpWriter(dir.replace(/\/+$/, ''), fs);
   }

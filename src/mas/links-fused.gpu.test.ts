@@ -7,7 +7,7 @@ import { CpuBackend } from '../tensor/cpu';
 import type { Backend } from '../tensor/backend';
 import type { WebGpuBackend } from '../tensor/webgpu';
 import { freshGpuBackend } from '../../test/util/gpu';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import { scaledError } from '../model/testing';
 import { INNER_LINK_TYPES, type InnerLinkType, InnerLink } from './links';
 

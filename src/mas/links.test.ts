@@ -7,7 +7,7 @@ import { F, Tape, gradcheck } from '../autograd';
 import { CorruptCheckpoint, InvalidArgument, ShapeMismatch } from '../errors';
 import { erf } from '../kernels/activation/cpu';
 import { closeness } from '../testing/close';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
 import type { Tensor } from '../tensor/tensor';

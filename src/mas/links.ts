@@ -15,7 +15,7 @@
 import { F, FlatParams, type ParamSpec, currentTape } from '../autograd';
 import { fusedGemvKernel } from '../kernels/fused';
 import { CorruptCheckpoint, InvalidArgument, ShapeMismatch } from '../errors';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import type { Backend } from '../tensor/backend';
 import type { Tensor } from '../tensor/tensor';
 

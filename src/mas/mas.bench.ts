@@ -12,7 +12,7 @@ import { forwardCost, randomDecoder, tinyModelConfig } from '../model/model.benc
 import type { Backend } from '../tensor/backend';
 import { tidy } from '../tensor/scope';
 import type { BenchCase, BenchRun, BenchSize } from '../testing/bench';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import { InnerLink, OuterLink, innerLinkParamCount, outerLinkParamCount } from './links';
 
 const PAST = 32;

@@ -19,11 +19,11 @@ import { InnerLink, OuterLink, type LinkStateDict } from './links';
 import { loadPromptSet, type PromptSet } from './prompts';
 import { getStyle, missingEmbedded } from './styles';
 import type { Agent, MasSystem } from './system';
-import { adapterTaskFor, parseLinkBytes, pickOuterFiles, type AdapterTask } from './upstream';
-import type { EngineEvent, SystemSpec } from '../../workers/protocol';
+import type { LoadEvent, SystemSpec } from './spec';
+import { adapterTaskFor, parseLinkBytes, pickOuterFiles, resolveRoleFiles, type AdapterTask, type RoleFolder } from './upstream';
 
 export interface LoadSpecOptions {
-  onEvent?: (e: EngineEvent) => void;
+  onEvent?: (e: LoadEvent) => void;
   signal?: AbortSignal;
   /**
    * Whole-file reads in place of the network (a store-backed cache, files on disk in tests): bytes, or null
@@ -274,26 +274,26 @@ async function optionalJson(root: string, file: string, fetcher: typeof fetch): 
 }
 
 /**
- * A role repo's inner link when the spec names none, by upstream's rule (spec §3.2): the file
- * innerlink_config.json names for the task, else adapter(task).pt, else adapter.pt (.safetensors twins
- * too). A folder cannot be listed over HTTP, so the candidates are tried in that order.
+ * A role repo's inner link when the spec names none, by resolveRoleFiles: a folder cannot be listed over HTTP,
+ * so each candidate is fetched in the rule's order (the first found is the link's bytes).
  */
 async function resolveInnerLink(role: string, root: string, fetcher: typeof fetch, task: AdapterTask | null): Promise<{ bytes: Uint8Array; type: string }> {
-  const [cfg, adapterCfg] = await Promise.all([optionalJson(root, 'innerlink_config.json', fetcher), optionalJson(root, 'adapter_config.json', fetcher)]);
-  const tasks = cfg?.tasks as Record<string, Record<string, unknown>> | undefined;
-  const named = task && tasks && typeof tasks[task] === 'object' ? String(tasks[task]['adapter.pt'] ?? 'adapter.pt') : null;
-  const twin = (n: string) => [n, n.replace(/\.pt$/, '.safetensors')];
-  const candidates = named ? twin(named) : [...(task ? twin(`adapter(${task}).pt`) : []), ...twin('adapter.pt')];
-  for (const name of candidates) {
-    let bytes: Uint8Array | undefined;
-    try {
+  let bytes: Uint8Array | undefined;
+  const folder: RoleFolder = {
+    manifest: (name) => optionalJson(root, name, fetcher),
+    async has(name) {
       bytes = await fetchModelFile(root, name, { fetch: fetcher, optional: true });
-    } catch (e) {
-      if (!isNotFound(e)) throw e;
-    }
-    if (bytes) return { bytes, type: typeof adapterCfg?.adapter_type === 'string' ? adapterCfg.adapter_type : DEFAULT_INNER_TYPE };
-  }
-  throw new MissingCheckpoint(`role ${role}: ${root} holds no inner link for task ${task ?? '(none)'}; looked for ${candidates.join(', ')}. Give the role's innerLink, or a repo that ships its adapters`);
+      return bytes !== undefined;
+    },
+  };
+  const { inner, innerType, tried } = await resolveRoleFiles(folder, task);
+  if (inner && bytes) return { bytes, type: innerType };
+  throw noInnerLink(role, root, task, tried);
+}
+
+/** A role folder URL without the inner link resolveRoleFiles looked for (`tried`). */
+export function noInnerLink(role: string, root: string, task: AdapterTask | null, tried: readonly string[]): MissingCheckpoint {
+  return new MissingCheckpoint(`role ${role}: ${root} holds no inner link for task ${task ?? '(none)'}; looked for ${tried.join(', ')}. Give the role's innerLink, or a repo that ships its adapters`);
 }
 
 /** Outer links from an upstream outer-links folder's outerlink_config.json (task-scoped or not). */

@@ -17,6 +17,7 @@ import { InnerLink, OuterLink } from './links';
 import { loadPromptSet, type PromptSet, type TaskKind } from './prompts';
 import { checkBackbones, getStyle, missingEmbedded, TINY_REBUILD, type StyleSpec } from './styles';
 import { adapterTaskFor, hfCacheSnapshot, holdsLinksOnly, readLinkFile, resolveOuterFolder, resolveRoleFolder } from './upstream';
+import { nodeImport } from '../util/node-import';
 
 export interface Agent {
   role: string;
@@ -78,13 +79,9 @@ export interface LoadSystemOptions {
 /** Environment variable that moves the embedded tiny system's folder (see embeddedRoot). */
 export const TINY_SYSTEM_ENV = 'RMAS_TINY_SYSTEM';
 
-// Held in variables so that bundlers do not try to resolve them for the browser build.
-const URL_MODULE = 'node:url';
-const FS_MODULE = 'node:fs/promises';
-
 /** The package root (this file is src/mas/system.ts), as a folder path without a trailing separator. */
 export async function packageRoot(): Promise<string> {
-  const { fileURLToPath } = (await import(/* @vite-ignore */ URL_MODULE)) as typeof import('node:url');
+  const { fileURLToPath } = await nodeImport('node:url');
   return fileURLToPath(new URL('../../', import.meta.url)).replace(/[\\/]+$/, '');
 }
 
@@ -122,7 +119,7 @@ async function embeddedFiles<T>(embedded: boolean, what: string, body: () => Pro
 /** An embedded style's prompt set from `root` (its prompt file missing → missingTinySystem, with the --prompts way out). */
 export async function loadEmbeddedPrompts(style: StyleSpec, root: string): Promise<PromptSet> {
   const file = `${root}/${style.embedded!.prompts}`;
-  const fs = (await import(/* @vite-ignore */ FS_MODULE)) as typeof import('node:fs/promises');
+  const fs = await nodeImport('node:fs/promises');
   let text: string;
   try {
     text = await fs.readFile(file, 'utf8');

@@ -11,8 +11,8 @@ import { writeTorchStateDict } from '../formats/torch';
 import { CpuBackend } from '../tensor/cpu';
 import { InnerLink, OuterLink } from './links';
 import {
-  adapterTaskFor, hfCacheSnapshot, linkFileBytes, outerManifests, parseLinkBytes, pickInnerFile, readLinkFile,
-  resolveOuterFolder, resolveRoleFolder, writeLinkFile,
+  adapterTaskFor, hfCacheSnapshot, linkFileBytes, outerManifests, parseLinkBytes, readLinkFile,
+  resolveOuterFolder, resolveRoleFiles, resolveRoleFolder, writeLinkFile,
 } from './upstream';
 
 let root: string;
@@ -98,8 +98,13 @@ describe('resolveRoleFolder', () => {
     await expect(resolveRoleFolder('r', await role({ 'adapter_config.json': '[1]' }), 'math')).rejects.toMatchObject({ name: 'CorruptCheckpoint' });
   });
 
-  it('pickInnerFile lists every name tried', () => {
-    expect(pickInnerFile([], 'code', null)).toEqual({ name: null, tried: ['adapter(code).pt', 'adapter(code).safetensors', 'adapter.pt', 'adapter.safetensors'] });
+  it('resolveRoleFiles lists every name tried, and probes an unlisted folder in that order up to the first hit', async () => {
+    const none = { has: async () => false, manifest: async () => null };
+    expect(await resolveRoleFiles(none, 'code')).toEqual({ inner: null, innerType: 'ln_res_adapter', tried: ['adapter(code).pt', 'adapter(code).safetensors', 'adapter.pt', 'adapter.safetensors'] });
+    const asked: string[] = [];
+    const url = { has: async (n: string) => (asked.push(n), n === 'adapter.safetensors'), manifest: async () => null };
+    expect((await resolveRoleFiles(url, null)).inner).toBe('adapter.safetensors');
+    expect(asked).toEqual(['adapter.pt', 'adapter.safetensors']); // no listing: no adapter(*) fallback
   });
 });
 

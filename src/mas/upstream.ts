@@ -4,14 +4,16 @@
  * (.pt as upstream ships them, .safetensors as we may export them), the local Hugging Face hub cache and
  * the manifests our exports write so that upstream's resolvers read them back.
  *
- * The choice of files is pure (a folder listing plus parsed manifests in, names out) so that the browser
- * can reuse it on fetched or dropped files; the Node wrappers only list folders and read JSON.
+ * The choice of files does no I/O of its own (a listing or a RoleFolder and parsed manifests in, names out), so
+ * that the URL loader and the download planner share it with the disk loader; the Node wrappers only list
+ * folders and read JSON.
  */
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../errors';
 import { decode, encode } from '../formats/encode';
 import { parseHeader, type StDType, writeSafetensors } from '../formats/safetensors';
 import { type PtTensor, readTorchStateDict, writeTorchStateDict } from '../formats/torch';
 import type { LinkStateDict, LinkTensor } from './links';
+import { nodeImport } from '../util/node-import';
 
 export type AdapterTask = 'math' | 'code';
 
@@ -49,36 +51,64 @@ function withTwin(name: string): string[] {
   return [name];
 }
 
-// ------------------------------------------------------------------------------------ inner (pure)
+// ------------------------------------------------------------------------------------ inner
 
 /**
- * The inner link file of a role folder, from its file names and its parsed innerlink_config.json (or
- * null): the config's `tasks[task]["adapter.pt"]` wins when it has the task (as upstream, it is then the
- * only candidate); else `adapter(task).pt`, else `adapter.pt`; with task null `adapter.pt`, else the only
- * `adapter(*)` file. Each name also in .safetensors. Returns the chosen name (or null) and every name tried.
+ * A role folder as resolveRoleFiles reads it: on disk (listed), over HTTP (probed, as a URL folder cannot be
+ * listed) or for a download plan (sizes only).
  */
-export function pickInnerFile(files: readonly string[], task: AdapterTask | null, innerlinkConfig: Json | null): { name: string | null; tried: string[] } {
-  const have = new Set(files);
+export interface RoleFolder {
+  /** A JSON manifest of the folder, parsed; null where the folder has none. */
+  manifest(name: string): Promise<Record<string, unknown> | null>;
+  /** Whether the folder holds the file; asked in the rule's order, up to the first yes. */
+  has(name: string): Promise<boolean>;
+  /** Every file name, where the folder can be listed; only then can task null fall back to the one adapter(*) file. */
+  files?: readonly string[];
+}
+
+export interface RoleFiles {
+  /** The inner link's file name in the folder, or null where none of the names tried is there. */
+  inner: string | null;
+  /** adapter_config.json's adapter_type, default ln_res_adapter. */
+  innerType: string;
+  /** Every name looked for, in order, for the message when `inner` is null. */
+  tried: string[];
+}
+
+/**
+ * A role folder's inner link by upstream's rule (spec §3.2), the one rule for the disk loader, the URL loader
+ * and the download planner: innerlink_config.json's `tasks[task]["adapter.pt"]` wins when it has the task
+ * (as upstream, it is then the only candidate); else `adapter(task).pt`, else `adapter.pt`; with task null
+ * `adapter.pt`, else, in a listed folder, the only `adapter(*)` file. Each name also as .safetensors. The type
+ * comes from adapter_config.json. Manifests are read in that order (innerlink, then adapter config).
+ */
+export async function resolveRoleFiles(folder: RoleFolder, task: AdapterTask | null): Promise<RoleFiles> {
+  const innerlinkConfig = await folder.manifest('innerlink_config.json');
+  const adapterConfig = await folder.manifest('adapter_config.json');
+  const t = adapterConfig?.adapter_type;
+  const innerType = typeof t === 'string' ? t : DEFAULT_INNER_TYPE;
   const tried: string[] = [];
-  const first = (names: string[]) => {
+  const first = async (names: string[]) => {
     tried.push(...names);
-    return names.find((n) => have.has(n)) ?? null;
+    for (const n of names) if (await folder.has(n)) return n;
+    return null;
   };
+  const found = (inner: string | null): RoleFiles => ({ inner, innerType, tried });
   const tasks = innerlinkConfig?.tasks;
   if (task !== null && isObj(tasks) && isObj(tasks[task])) {
     const named = tasks[task]['adapter.pt'] ?? 'adapter.pt';
     if (typeof named !== 'string') throw new CorruptCheckpoint(`innerlink_config.json: tasks.${task}["adapter.pt"] is not a file name`);
-    return { name: first(withTwin(named)), tried };
+    return found(await first(withTwin(named)));
   }
   if (task !== null) {
-    const n = first(withTwin(`adapter(${task}).pt`));
-    if (n) return { name: n, tried };
+    const n = await first(withTwin(`adapter(${task}).pt`));
+    if (n) return found(n);
   }
-  const n = first(withTwin('adapter.pt'));
-  if (n || task !== null) return { name: n, tried };
-  const scoped = files.filter((f) => /^adapter\(.+\)\.(pt|safetensors)$/.test(f));
+  const n = await first(withTwin('adapter.pt'));
+  if (n || task !== null || !folder.files) return found(n);
+  const scoped = folder.files.filter((f) => /^adapter\(.+\)\.(pt|safetensors)$/.test(f));
   tried.push('adapter(*).pt (exactly one)');
-  return { name: scoped.length === 1 ? scoped[0] : null, tried };
+  return found(scoped.length === 1 ? scoped[0] : null);
 }
 
 // ------------------------------------------------------------------------------------ outer (pure)
@@ -161,10 +191,7 @@ export function pickOuterFiles(
 // ------------------------------------------------------------------------------------ Node file access
 
 type FsPromises = typeof import('node:fs/promises');
-// Held in a variable so that bundlers do not try to resolve node:fs for the browser build.
-const FS_MODULE = 'node:fs/promises';
-const OS_MODULE = 'node:os';
-const fsp = async () => (await import(/* @vite-ignore */ FS_MODULE)) as FsPromises;
+const fsp = () => nodeImport('node:fs/promises');
 const join = (dir: string, name: string) => `${dir.replace(/\/+$/, '')}/${name}`;
 const errCode = (e: unknown) => (e as NodeJS.ErrnoException).code;
 
@@ -182,6 +209,11 @@ async function readManifest(fs: FsPromises, dir: string, files: readonly string[
   return parseManifest(await fs.readFile(join(dir, name), 'utf8'), join(dir, name));
 }
 
+/** A listed folder on disk as a RoleFolder. */
+function listedRoleFolder(fs: FsPromises, dir: string, files: readonly string[]): RoleFolder {
+  return { files, has: async (name) => files.includes(name), manifest: (name) => readManifest(fs, dir, files, name) };
+}
+
 export interface RoleCheckpoint {
   role: string;
   dir: string;
@@ -190,9 +222,8 @@ export interface RoleCheckpoint {
 }
 
 /**
- * Role folder: HF model files + inner link (see pickInnerFile). The type comes from adapter_config.json
- * `adapter_type` (default ln_res_adapter). No config.json → MissingCheckpoint; no inner file → innerPath
- * null, or MissingCheckpoint listing the names tried when `requireInner`.
+ * Role folder: HF model files + inner link (see resolveRoleFiles). No config.json → MissingCheckpoint; no
+ * inner file → innerPath null, or MissingCheckpoint listing the names tried when `requireInner`.
  */
 export async function resolveRoleFolder(role: string, dir: string, task: AdapterTask | null, opts: { requireInner?: boolean; linksOnly?: boolean } = {}): Promise<RoleCheckpoint> {
   const fs = await fsp();
@@ -200,15 +231,11 @@ export async function resolveRoleFolder(role: string, dir: string, task: Adapter
   if (!files.includes('config.json') && !opts.linksOnly) {
     throw new MissingCheckpoint(`role ${role}: ${dir} has no config.json; point to the role's model folder (the repo with model.safetensors and its inner links)`);
   }
-  const adapterConfig = await readManifest(fs, dir, files, 'adapter_config.json');
-  const innerlinkConfig = await readManifest(fs, dir, files, 'innerlink_config.json');
-  const t = adapterConfig?.adapter_type;
-  const innerType = typeof t === 'string' ? t : DEFAULT_INNER_TYPE;
-  const { name, tried } = pickInnerFile(files, task, innerlinkConfig);
-  if (!name && opts.requireInner) {
+  const { inner, innerType, tried } = await resolveRoleFiles(listedRoleFolder(fs, dir, files), task);
+  if (!inner && opts.requireInner) {
     throw new MissingCheckpoint(`role ${role}: ${dir} has no inner link for task ${task ?? '(none)'}; looked for ${tried.join(', ')}. Download the role repo with its adapter files`);
   }
-  return { role, dir, innerPath: name ? join(dir, name) : null, innerType };
+  return { role, dir, innerPath: inner ? join(dir, inner) : null, innerType };
 }
 
 /**
@@ -328,7 +355,7 @@ export async function hfCacheSnapshot(repoId: string): Promise<string | null> {
   if (parts.length !== 2 || parts.some((p) => !p || p === '.' || p === '..')) {
     throw new InvalidArgument(`'${repoId}' is not a Hugging Face repo id of the form Org/Name`);
   }
-  const os = (await import(/* @vite-ignore */ OS_MODULE)) as typeof import('node:os');
+  const os = await nodeImport('node:os');
   const fs = await fsp();
   const repo = join(hfHubCacheDir(process.env, os.homedir()), `models--${parts[0]}--${parts[1]}`);
   const isDir = async (p: string) => (await fs.stat(p).catch(() => null))?.isDirectory() ?? false;

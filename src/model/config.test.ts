@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { InvalidModelConfig, UnknownModelType } from '../errors';
 import { ropeInvFreq } from '../kernels/rope';
 import { parseDecoderConfig } from './config';
+import { TINY_QWEN3_CONFIG } from './model.bench';
+import qwen3TinyJson from '../../models/tiny/qwen3-tiny/config.json';
 
 // Trimmed copies of the released configs of the Sequential-Light agents.
 const qwen3 = {
@@ -153,5 +155,9 @@ describe('decoder config', () => {
     expect(parseDecoderConfig({ ...released, text_config: { ...released.text_config, attn_logit_softcapping: 50, final_logit_softcapping: 30 } }).finalSoftcap).toBeNull();
     expect(parseDecoderConfig({ ...released.text_config, final_logit_softcapping: 30 }).finalSoftcap).toBe(30);
     expect(() => parseDecoderConfig({ ...released, text_config: { ...released.text_config, layer_types: ['full_attention'] } })).toThrow(/layer_types must list 34/);
+  });
+
+  it('the benches\' tiny model (model.bench.ts) is models/tiny/qwen3-tiny/config.json', () => {
+    expect(TINY_QWEN3_CONFIG).toEqual(qwen3TinyJson);
   });
 });

@@ -6,10 +6,10 @@ import { parseDecoderConfig } from './config';
 import { Decoder } from './decoder';
 import type { LoadOptions } from './weights';
 import { loadDecoderWeights } from './weights';
+import { nodeImport } from '../util/node-import';
 
 export async function loadDecoderFromDir(dir: string, backend: Backend, opts: LoadOptions & { what?: string } = {}): Promise<Decoder> {
-  const FS_MODULE = 'node:fs/promises'; // a variable keeps bundlers from resolving node:fs for the page
-  const fs = (await import(/* @vite-ignore */ FS_MODULE)) as typeof import('node:fs/promises');
+  const fs = await nodeImport('node:fs/promises');
   const base = dir.replace(/\/+$/, '');
   const configFile = `${base}/config.json`;
   let text: string;

@@ -11,6 +11,7 @@ import { tidy } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import { type GpuCounters, counterDelta } from '../gpu/counters';
 import type { Decoder } from './decoder';
+import { nodeImport } from '../util/node-import';
 
 export interface SamplingOptions {
   /** Argmax decoding; the other fields are ignored. */
@@ -319,8 +320,7 @@ export function parseGenerationConfig(json: string | Record<string, unknown> | n
 
 /** Reads `dir`/generation_config.json (Node only); a folder without one gets greedy decoding. */
 export async function readGenerationConfig(dir: string, extraEos: readonly number[] = []): Promise<GenerationDefaults> {
-  const FS_MODULE = 'node:fs/promises'; // a variable keeps bundlers from resolving node:fs for the page
-  const fs = (await import(/* @vite-ignore */ FS_MODULE)) as typeof import('node:fs/promises');
+  const fs = await nodeImport('node:fs/promises');
   const file = `${dir.replace(/\/+$/, '')}/generation_config.json`;
   let text: string | null = null;
   try {

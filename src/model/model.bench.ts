@@ -22,8 +22,7 @@ import type { Backend } from '../tensor/backend';
 import { tidy } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import type { BenchCase, BenchRun, BenchSize } from '../testing/bench';
-import { Rng } from '../testing/rng';
-import qwen3TinyJson from '../../models/tiny/qwen3-tiny/config.json';
+import { Rng } from '../util/rng';
 import { type DecoderConfig, convChannels, layerWindow, parseDecoderConfig } from './config';
 import { Decoder, KVCache } from './decoder';
 import { type DecoderWeights, type WeightSource, isDeltaNetLayer, loadDecoderWeights, weightSpecs } from './weights';
@@ -99,7 +98,19 @@ export function forwardCost(c: DecoderConfig, w: DecoderWeights, o: { T: number;
 // ---- tiny model: tokens/s of prefill and of one decode step, as generate() runs them ----
 
 const PROMPT = 32;
-export const tinyModelConfig = () => parseDecoderConfig(qwen3TinyJson as Record<string, unknown>, 'models/tiny/qwen3-tiny/config.json');
+/**
+ * models/tiny/qwen3-tiny/config.json, copied: the cases also run on the bench page, which reads no files, and the
+ * library imports nothing from models/ (src/model/config.test.ts checks that the copy still equals the file).
+ */
+export const TINY_QWEN3_CONFIG = {
+  architectures: ['Qwen3ForCausalLM'], attention_bias: false, attention_dropout: 0, bos_token_id: 456, eos_token_id: 458,
+  head_dim: 16, hidden_act: 'silu', hidden_size: 48, initializer_range: 0.02, intermediate_size: 128,
+  max_position_embeddings: 512, max_window_layers: 2, model_type: 'qwen3', num_attention_heads: 4, num_hidden_layers: 2,
+  num_key_value_heads: 2, rms_norm_eps: 0.000001, rope_scaling: null, rope_theta: 1000000, sliding_window: null,
+  tie_word_embeddings: true, torch_dtype: 'bfloat16', transformers_version: '4.51.0', use_cache: true,
+  use_sliding_window: false, vocab_size: 461,
+};
+export const tinyModelConfig = () => parseDecoderConfig(TINY_QWEN3_CONFIG, 'models/tiny/qwen3-tiny/config.json');
 
 async function tinyPrefill(backend: Backend): Promise<BenchRun> {
   const c = tinyModelConfig();

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { F, Tape, noGrad, recompute } from '../autograd';
 import { CpuBackend } from '../tensor/cpu';
 import type { Tensor } from '../tensor/tensor';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import { FAMILIES } from './config';
 import { tinyConfig, tinyTensors } from './testing';
 import { createTrainableDecoder } from './trainable';

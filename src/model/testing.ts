@@ -8,7 +8,7 @@ import { bf16BitsToF32, f32ToBf16Bits, roundBf16, roundF16 } from '../formats/dt
 import { ropeInvFreq } from '../kernels/rope';
 import type { GgufKv } from '../formats/gguf-writer';
 import { SafetensorsFile, type StTensor, writeSafetensors } from '../formats/safetensors';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import { type DecoderConfig, type Family, layerWindow, parseDecoderConfig } from './config';
 import { weightSpecs } from './weights';
 

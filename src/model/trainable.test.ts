@@ -12,7 +12,7 @@ import { Tape, noGrad } from '../autograd';
 import { AdamW } from '../autograd/ops/optim';
 import { f32ToBf16Bits } from '../formats/dtype';
 import { openCheckpoint } from '../formats/safetensors-sharded';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import { CpuBackend } from '../tensor/cpu';
 import { FAMILIES } from './config';
 import { Decoder } from './decoder';

@@ -16,10 +16,11 @@ import { encode } from '../formats/encode';
 import { type StTensor, writeSafetensors } from '../formats/safetensors';
 import { SINGLE_FILE } from '../formats/safetensors-sharded';
 import type { Backend } from '../tensor/backend';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import type { DecoderConfig } from './config';
 import { Decoder } from './decoder';
 import { type DecoderWeights, layerWeights, weightSpecs } from './weights';
+import { nodeImport } from '../util/node-import';
 
 export interface TrainableOptions {
   /** Seed of the initialisation (mulberry32 + Box-Muller); the same seed gives the same weights. */
@@ -96,8 +97,7 @@ export async function decoderSafetensors(params: FlatParams, dtype: CheckpointDT
 export async function saveDecoderCheckpoint(
   dir: string, params: FlatParams, opts: { dtype?: CheckpointDType; configJson?: Record<string, unknown> } = {},
 ): Promise<string> {
-  const FS_MODULE = 'node:fs/promises'; // a variable keeps bundlers from resolving node:fs for the page
-  const fs = (await import(/* @vite-ignore */ FS_MODULE)) as typeof import('node:fs/promises');
+  const fs = await nodeImport('node:fs/promises');
   const base = dir.replace(/\/+$/, '');
   await fs.mkdir(base, { recursive: true });
   const bytes = await decoderSafetensors(params, opts.dtype ?? 'f32');

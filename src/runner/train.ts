@@ -14,7 +14,7 @@ import { InnerLink, OuterLink } from '../mas/links';
 import { loadPromptSet, type TaskKind } from '../mas/prompts';
 import { getStyle, type StyleSpec } from '../mas/styles';
 import { embeddedPath, embeddedRoot, loadEmbeddedPrompts, missingTinySystem } from '../mas/system';
-import { adapterTaskFor, hfCacheSnapshot, outerManifests, pickInnerFile, readLinkFile, resolveOuterFolder } from '../mas/upstream';
+import { adapterTaskFor, hfCacheSnapshot, outerManifests, readLinkFile, resolveOuterFolder, resolveRoleFiles } from '../mas/upstream';
 import { loadDecoderFromDir } from '../model';
 import type { HalfGemm } from '../kernels/kernel';
 import type { Backend } from '../tensor/backend';
@@ -169,10 +169,11 @@ async function resolveModel(what: string, p: string): Promise<string> {
 async function innerLinkPath(what: string, p: string, task: 'math' | 'code' | null): Promise<string> {
   if (!existsSync(p)) throw new MissingCheckpoint(`${what}: ${p} does not exist`);
   if (!statSync(p).isDirectory()) return p;
-  const { readdir } = await import('node:fs/promises');
-  const { name, tried } = pickInnerFile(await readdir(p), task, null);
-  if (!name) throw new MissingCheckpoint(`${what}: ${p} holds no inner link; looked for ${tried.join(', ')}`);
-  return join(p, name);
+  const files = await (await import('node:fs/promises')).readdir(p);
+  // the folder's file names only, as before: its manifests are not read here
+  const { inner, tried } = await resolveRoleFiles({ files, has: async (n) => files.includes(n), manifest: async () => null }, task);
+  if (!inner) throw new MissingCheckpoint(`${what}: ${p} holds no inner link; looked for ${tried.join(', ')}`);
+  return join(p, inner);
 }
 
 function rowSource(a: TrainArgs): RowSource {

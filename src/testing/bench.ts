@@ -35,6 +35,37 @@ export interface BenchCase {
   setup(backend: Backend, size: BenchSize): BenchRun | Promise<BenchRun>;
 }
 
+/** How bench/harness.ts times the cases (npm run bench, the bench page through the engine worker). */
+export interface BenchOptions {
+  size: BenchSize;
+  /** Only cases whose name contains this (case-insensitive). */
+  filter?: string;
+  /** Keep timing until this much wall time has passed (default: 300 ms full, 2 ms tiny). */
+  minMs?: number;
+  /** Untimed iterations first: pipeline compiles, buffer pool warm (default: 2 full, 1 tiny). */
+  warmup?: number;
+  /** Upper bound on timed iterations (default 1000). */
+  maxIters?: number;
+}
+
+/** One case timed on one backend, as the harness reports it and the bench page shows it. */
+export interface BenchResult {
+  name: string;
+  backend: string;
+  iters: number;
+  msPerIter: number;
+  /** null when the case declares no flops (bandwidth-bound) or bytes. */
+  gflops: number | null;
+  gbps: number | null;
+  /** Set only for cases that declare `tokens` per iteration. */
+  tokensPerSec?: number | null;
+  /** Set only for cases that report peak device memory (bytes; NaN where the backend keeps no count). */
+  peakBytes?: number;
+  /** What one iteration issues, on a backend that counts (WebGPU): figures that hold on any adapter. */
+  perIter?: { dispatches: number; submits: number; readbacks: number; weightBytes: number; activationBytes: number };
+  error?: string;
+}
+
 /**
  * Starts a fresh device-memory high-water mark (WebGPU: pending work submitted, idle pool buffers
  * destroyed) and returns the `peakBytes` reader for a BenchRun; call it in setup before building the

@@ -1,5 +1,4 @@
 // testing/: helpers shared by tests (Node and browser), parity suites and benchmarks.
-export * from './rng';
 export * from './close';
 export * from './parity';
 export * from './bench';

@@ -7,7 +7,7 @@ import type { Tensor } from '../tensor/tensor';
 import type { Backend } from '../tensor/backend';
 import type { DType } from '../formats/dtype';
 import { type CloseReport, type Tolerance, closeness } from './close';
-import { Rng } from './rng';
+import { Rng } from '../util/rng';
 
 export interface ParityEnv {
   /** The backend under test: WebGPU (test/parity, the page's self-test) or CUDA (npm run test:cuda). */

@@ -1,10 +1,9 @@
 /** Loading a tokenizer from a local Hugging Face model folder (Node only). */
 import { TokenizerError } from '../errors.ts';
 import { loadTokenizer, parseJsonFile, type Tokenizer } from './tokenizer.ts';
+import { nodeImport } from '../util/node-import.ts';
 
 type FsPromises = typeof import('node:fs/promises');
-// Held in a variable so that bundlers do not try to resolve node:fs for the browser build.
-const FS_MODULE = 'node:fs/promises';
 
 async function readOptional(fs: FsPromises, path: string): Promise<string | undefined> {
   try {
@@ -21,7 +20,7 @@ async function readOptional(fs: FsPromises, path: string): Promise<string | unde
  * tokenizer_config.json.
  */
 export async function loadTokenizerFromDir(dir: string): Promise<Tokenizer> {
-  const fs = (await import(/* @vite-ignore */ FS_MODULE)) as FsPromises;
+  const fs = await nodeImport('node:fs/promises');
   const base = dir.replace(/\/+$/, '');
   const [json, config, jinja, templateJson] = await Promise.all(
     ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'chat_template.json'].map((f) =>

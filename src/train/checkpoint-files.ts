@@ -21,6 +21,7 @@
  * `<to>.tmp` and complete before step 1.
  */
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../errors';
+import { nodeImport } from '../util/node-import';
 
 export interface CheckpointStore {
   write(path: string, bytes: Uint8Array): Promise<void>;
@@ -107,9 +108,7 @@ export function memoryStore(): CheckpointStore & { files: Map<string, Uint8Array
 // ------------------------------------------------------------------------------------ node
 
 type FsPromises = typeof import('node:fs/promises');
-// Held in a variable so that bundlers do not try to resolve node:fs for the browser build.
-const FS_MODULE = 'node:fs/promises';
-const fsp = async () => (await import(/* @vite-ignore */ FS_MODULE)) as FsPromises;
+const fsp = () => nodeImport('node:fs/promises');
 const errCode = (e: unknown) => (e as NodeJS.ErrnoException).code;
 let counter = 0;
 const unique = () => `${Date.now().toString(36)}-${(++counter).toString(36)}`;

@@ -18,7 +18,7 @@ import { writeSafetensors } from '../formats/safetensors';
 import { InnerLink, OuterLink } from '../mas/links';
 import { readLinkFile } from '../mas/upstream';
 import { CpuBackend } from '../tensor/cpu';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import { type CheckpointContent, type TrainerState, latestCheckpoint, listCheckpoints, loadCheckpoint, saveCheckpoint } from './checkpoint';
 import { type CheckpointStore, memoryStore, nodeStore } from './checkpoint-files';
 

@@ -11,7 +11,7 @@
  */
 import type { AdamW } from '../autograd/ops/optim';
 import { Cancelled, InvalidArgument } from '../errors';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import type { TrainerState } from './checkpoint';
 import { lrFactor, type SchedulerType } from './schedule';
 

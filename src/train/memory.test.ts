@@ -17,7 +17,7 @@ import { loadDecoderWeights } from '../model/weights';
 import { CpuBackend } from '../tensor/cpu';
 import { tidy } from '../tensor/scope';
 import type { Storage, Tensor } from '../tensor/tensor';
-import { Rng } from '../testing/rng';
+import { Rng } from '../util/rng';
 import { type AgentForward, layerActivationFloats, planPlacedMemory, planTrainingMemory, weightBytes, weightParamCount } from './memory';
 
 /** Live bytes of a CpuBackend's tensors (views share their array's buffer) and their peak. */

@@ -4,7 +4,7 @@ import { getStyle } from '../../src/mas/styles';
 import { readLinkFile } from '../../src/mas/upstream';
 import { loadDecoderFromDir } from '../../src/model';
 import type { Backend } from '../../src/tensor/backend';
-import { Rng } from '../../src/testing/rng';
+import { Rng } from '../../src/util/rng';
 import { loadTokenizerFromDir } from '../../src/tokenizer';
 import type { Row } from '../../src/train/data';
 import { createInnerJob, createOuterJob } from '../../src/train/jobs';

@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
 import type { BenchCase } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { gluBackwardKernel } from '.';
 
 const count = (size: 'tiny' | 'full') => (size === 'tiny' ? 4096 : 1 << 22);

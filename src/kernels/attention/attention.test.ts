@@ -3,7 +3,7 @@ import { F, Tape, gradcheck } from '../../autograd';
 import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
 import { assertClose } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { attentionKernel } from '.';
 
 const cpu = new CpuBackend();

@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
 import type { BenchCase } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 
 export const benches: BenchCase[] = [
   ...(['f16', 'bf16'] as const).map((dt): BenchCase => ({

@@ -3,7 +3,7 @@ import { F, Tape, gradcheck } from '../../autograd';
 import { DTypeMismatch } from '../../errors';
 import { decode, encode } from '../../formats/encode';
 import { CpuBackend } from '../../tensor/cpu';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { SPECIALS } from './cast.cases';
 
 const cpu = new CpuBackend();

@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
 import type { BenchCase, BenchSize } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { concatColsKernel } from '.';
 
 // Qwen3.5-4B's fused projections: a 512-token prefill's [T, 6144] q | k | v, and [T·heads, 512] query | gate halves.

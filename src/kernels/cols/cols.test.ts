@@ -3,7 +3,7 @@ import { F, Tape, gradcheck } from '../../autograd';
 import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
 import type { CudaLauncher, CudaRef, KernelDef } from '../kernel';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { concatColsKernel, concatColsWgsl, sliceColsKernel, splitColsKernel } from '.';
 
 const cpu = new CpuBackend();

@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
 import type { BenchCase } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { causalConv1dBackwardKernel } from '.';
 
 // Qwen3.5-4B's DeltaNet conv: 8192 channels (q, k, v), kernel 4, over a 512-token prefill and one decode step

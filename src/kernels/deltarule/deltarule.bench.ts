@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Backend } from '../../tensor/backend';
 import type { BenchCase, BenchSize } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { gatedDeltaRuleBwdColsKernel, gatedDeltaRuleBwdGatesKernel, gatedDeltaRuleBwdRowsKernel } from '.';
 
 // Qwen3.5-4B's Gated DeltaNet: 16 key heads, 32 value heads, dk = dv = 128; a 512-token prefill and one decode step

@@ -6,7 +6,7 @@ import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
 import type { Tensor } from '../../tensor/tensor';
 import { assertClose } from '../../testing/close';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 
 const cpu = new CpuBackend('f32');
 const f64 = new CpuBackend('f64');

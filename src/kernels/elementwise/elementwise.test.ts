@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { F, gradcheck } from '../../autograd';
 import { ShapeMismatch, DTypeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 
 const cpu = new CpuBackend();
 const f64 = new CpuBackend('f64');

@@ -3,7 +3,7 @@ import { F, Tape, gradcheck } from '../../autograd';
 import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
 import { decode, encode } from '../../formats/encode';
 import { CpuBackend } from '../../tensor/cpu';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { embeddingBackwardKernel } from '.';
 
 const cpu = new CpuBackend();

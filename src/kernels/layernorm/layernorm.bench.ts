@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
 import type { BenchCase } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { normParamGradKernel } from '../rmsnorm';
 import { normShape } from '../rmsnorm/rmsnorm.bench';
 import { layernormBackwardKernel } from '.';

@@ -4,7 +4,7 @@ import { DTypeMismatch, ShapeMismatch } from '../../errors';
 import type { Tensor } from '../../tensor/tensor';
 import { CpuBackend } from '../../tensor/cpu';
 import { assertClose } from '../../testing/close';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 
 const cpu = new CpuBackend();
 const f64 = new CpuBackend('f64');

@@ -1,5 +1,5 @@
 import type { BenchCase } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { cosineLossBackwardKernel, cosineLossKernel, crossEntropyBackwardKernel, crossEntropyKernel } from '.';
 
 export const benches: BenchCase[] = [

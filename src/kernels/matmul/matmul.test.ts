@@ -4,7 +4,7 @@ import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
 import { decode, encode } from '../../formats/encode';
 import { CpuBackend } from '../../tensor/cpu';
 import type { Tensor } from '../../tensor/tensor';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { TOL, assertClose } from '../../testing/close';
 import { matmulKernel } from '.';
 

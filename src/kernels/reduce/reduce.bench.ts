@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
 import type { BenchCase } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { clipGradNormKernel } from '.';
 
 // 2^24 floats (64 MiB): bandwidth-bound; one read of the input, partials are negligible

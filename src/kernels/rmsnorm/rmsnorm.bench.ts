@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Backend } from '../../tensor/backend';
 import type { BenchCase, BenchSize } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { normParamGradKernel, rmsnormBackwardKernel } from '.';
 
 /** [rows, cols]: a 4096-token prefill at hidden 2048, or a tiny smoke shape. */

@@ -3,7 +3,7 @@ import { F, Tape, gradcheck } from '../../autograd';
 import { DTypeMismatch, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
 import { assertClose } from '../../testing/close';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 
 const cpu = new CpuBackend();
 const f64 = new CpuBackend('f64');

@@ -4,7 +4,7 @@ import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
 import type { Tensor } from '../../tensor/tensor';
 import { assertClose } from '../../testing/close';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { ropeInvFreq } from '.';
 
 const cpu = new CpuBackend();

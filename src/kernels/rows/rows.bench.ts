@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
 import type { BenchCase, BenchSize } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 
 // The outer loop's shapes: prefix and suffix embeddings around 80 latent rows, hidden 2048.
 const dims = (size: BenchSize) => (size === 'tiny' ? { p: 16, l: 80, s: 16, d: 64 } : { p: 256, l: 80, s: 256, d: 2048 });

@@ -2,7 +2,7 @@ import { F } from '../../autograd';
 import type { BenchCase, BenchSize } from '../../testing';
 import type { SampleOptions } from '../../autograd/ops/sample';
 import type { Backend } from '../../tensor/backend';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 
 // Bandwidth counts one read of the logits, but the kernel reads them once per radix pass (up to 18
 // with top-k and top-p): GB/s here means logits consumed per second, not memory traffic.

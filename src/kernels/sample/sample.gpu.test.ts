@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { F } from '../../autograd';
 import { CpuBackend } from '../../tensor/cpu';
 import { WebGpuBackend } from '../../tensor/webgpu';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 
 describe('sample on logits split across storage bindings (Dawn)', () => {
   let gpu: WebGpuBackend | null = null;

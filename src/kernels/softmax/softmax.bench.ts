@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
 import type { BenchCase } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { softmaxBackwardKernel } from '.';
 
 // A vocabulary row (Qwen: 151,936) times a batch of positions; bytes count one read and one write

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { F, gradcheck } from '../../autograd';
 import { DTypeMismatch, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 import { assertClose } from '../../testing';
 import { softmaxBackwardKernel } from '.';
 

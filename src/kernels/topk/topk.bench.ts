@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
 import type { BenchCase, BenchSize } from '../../testing';
-import { Rng } from '../../testing/rng';
+import { Rng } from '../../util/rng';
 
 // The logit lens: softmax probabilities of the latent rows over a real vocabulary. Bytes count one
 // read of the input and the [m, k] values and indices written.

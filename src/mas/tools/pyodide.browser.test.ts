@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { pyodideRunner } from './pyodide';
+import { pagePythonRunner } from '../../../workers/python';
 
 describe('pyodideRunner (Pyodide in a worker)', () => {
-  const run = pyodideRunner();
+  const run = pagePythonRunner();
   afterAll(() => run.dispose());
 
   it('returns stdout with the prelude modules imported', async () => {

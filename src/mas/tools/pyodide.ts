@@ -1,14 +1,24 @@
 /**
- * The Python tool in the page: Pyodide in a dedicated worker (workers/python.worker.ts). A timeout
- * or an abort terminates the worker, the only way to stop a running Python loop; the next call
- * starts a fresh one (Pyodide loads again, a few seconds).
+ * The Python tool in the page: Pyodide in a dedicated worker. A timeout or an abort terminates the worker,
+ * the only way to stop a running Python loop; the next call starts a fresh one (Pyodide loads again, a few
+ * seconds). The app starts the worker (workers/python.ts: `new Worker(new URL(…))` must sit where the
+ * bundler sees the worker file), so the library names no worker file.
  */
 import { type Remote, wrap } from 'comlink';
-import type { PythonWorkerApi } from '../../../workers/python.worker';
 import type { ToolRunners } from './loop';
 import { ABORTED_TEXT, timeoutText } from './python-format';
 
+/** What the Python worker offers over comlink (workers/python.worker.ts implements it). */
+export interface PythonWorkerApi {
+  /** Loads Pyodide from `indexURL` (default: the npm package's files); later calls reuse the first load. */
+  load(indexURL?: string): Promise<void>;
+  /** Runs the code in fresh globals after the tool prelude; returns the tool's result text. */
+  run(code: string): Promise<string>;
+}
+
 export interface PyodideRunnerOptions {
+  /** Starts a fresh worker that exposes PythonWorkerApi; called again after each terminate. */
+  startWorker: () => Worker;
   /**
    * Folder URL (ending in `/`) holding pyodide.asm.mjs, pyodide.asm.wasm, python_stdlib.zip and
    * pyodide-lock.json; by default the worker uses the files of the `pyodide` npm package as Vite serves them.
@@ -19,7 +29,7 @@ export interface PyodideRunnerOptions {
 }
 
 /** Python runner backed by a Pyodide worker; never throws for tool failures. */
-export function pyodideRunner(opts: PyodideRunnerOptions = {}): ToolRunners['python'] & { dispose(): void } {
+export function pyodideRunner(opts: PyodideRunnerOptions): ToolRunners['python'] & { dispose(): void } {
   let worker: Worker | null = null;
   let api: Remote<PythonWorkerApi> | null = null;
   let ready: Promise<void> | null = null;
@@ -32,10 +42,7 @@ export function pyodideRunner(opts: PyodideRunnerOptions = {}): ToolRunners['pyt
   };
   const start = () => {
     if (!worker) {
-      worker = new Worker(new URL('../../../workers/python.worker.ts', import.meta.url), {
-        type: 'module',
-        name: 'python',
-      });
+      worker = opts.startWorker();
       api = wrap<PythonWorkerApi>(worker);
       ready = api.load(opts.indexURL);
     }

@@ -4,6 +4,7 @@
  * by the tool runner here and the code-benchmark scoring in src/eval/code.ts.
  * Node built-ins are imported inside the call so that the folder's index stays importable in a page.
  */
+import { nodeImport } from '../../util/node-import';
 import type { ToolRunners } from './loop';
 import { ABORTED_TEXT, formatPythonOutput, PYTHON_PRELUDE, timeoutText } from './python-format';
 
@@ -69,10 +70,10 @@ export async function spawnPython(opts: SpawnPythonOptions): Promise<PythonProce
     ({ exitCode: null, signal: null, stdout: '', stderr: '', timedOut: false, aborted: true });
   if (signal?.aborted) return notRun();
   const [{ spawn, execFile }, fs, path, os] = await Promise.all([
-    import('node:child_process'),
-    import('node:fs/promises'),
-    import('node:path'),
-    import('node:os'),
+    nodeImport('node:child_process'),
+    nodeImport('node:fs/promises'),
+    nodeImport('node:path'),
+    nodeImport('node:os'),
   ]);
   const exe = await resolveInterpreter(python, execFile);
   if (signal?.aborted) return notRun();
@@ -153,7 +154,7 @@ export function nodePythonRunner(opts: { python?: string } = {}): ToolRunners['p
     }
     if (r.aborted) return ABORTED_TEXT;
     if (r.timedOut) return timeoutText(timeoutMs);
-    const os = await import('node:os');
+    const os = await nodeImport('node:os');
     // killed by a signal: Python's subprocess convention, minus the signal number
     const status = r.exitCode ?? -(r.signal ? os.constants.signals[r.signal] : 1);
     return formatPythonOutput(r.stdout, r.stderr, status);

@@ -5,6 +5,7 @@
  * load needs no network.
  */
 import { InvalidArgument } from '../../errors.ts';
+import { nodeImport } from '../../util/node-import.ts';
 
 export type Row = Record<string, unknown>;
 
@@ -30,10 +31,7 @@ export interface LoadRowsOptions {
   token?: string;
 }
 
-type FsPromises = typeof import('node:fs/promises');
-// Held in a variable so that bundlers do not try to resolve node:fs for the browser build.
-const FS_MODULE = 'node:fs/promises';
-const nodeFs = async (): Promise<FsPromises> => (await import(/* @vite-ignore */ FS_MODULE)) as FsPromises;
+const nodeFs = () => nodeImport('node:fs/promises');
 
 export const ROWS_API = 'https://datasets-server.huggingface.co/rows';
 /** Rows per request; the datasets-server caps `length` at 100. */

@@ -7,7 +7,7 @@ export interface RngState {
   s: number;
 }
 
-/** Small seeded generators for tests, benchmarks and initialisation (mulberry32 + Box-Muller). */
+/** Small seeded generators for initialisation (links, trainable models), the data order, tests and benchmarks (mulberry32 + Box-Muller). */
 export class Rng {
   private s: number;
   constructor(seed = 1) {

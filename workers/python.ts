@@ -1,0 +1,12 @@
+/**
+ * The page's Python tool: pyodideRunner (src/mas/tools/pyodide.ts) on workers/python.worker.ts. The worker
+ * is constructed here, in the app, where Vite sees `new Worker(new URL(…, import.meta.url))` and bundles it.
+ */
+import { type PyodideRunnerOptions, pyodideRunner } from '../src/mas/tools/pyodide';
+
+export function pagePythonRunner(opts: Omit<PyodideRunnerOptions, 'startWorker'> = {}) {
+  return pyodideRunner({
+    ...opts,
+    startWorker: () => new Worker(new URL('./python.worker.ts', import.meta.url), { type: 'module', name: 'python' }),
+  });
+}
