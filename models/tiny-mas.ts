@@ -1,5 +1,5 @@
 /**
- * Tiny multi-agent systems in upstream's checkpoint layout (docs/recursivemas.md §3.1, §3.4), for tests:
+ * Tiny multi-agent systems in upstream's checkpoint layout (docs/method.md §3.1, §3.4), for tests:
  * one role folder per agent (a copy of a tiny model from models/tiny/ plus its inner links and
  * adapter_config.json) and one outer folder with the outer links and their manifests.
  *

@@ -1,4 +1,4 @@
-// The layering of src/ (docs/architecture.md, "Layers" and "Apps on top"), read from every file's import
+// The layering of src/ (the README's map and its layering rule), read from every file's import
 // specifiers: the library (src/ but the apps src/ui and src/runner) never imports the apps, workers/, bench/,
 // models/, scripts/ or test/; each library layer imports only itself and the layers below it; src/testing (and
 // the kernels' parity cases) serve tests, benchmarks and each other. Tests (*.test.ts) are exempt.

@@ -29,7 +29,7 @@ export interface SelfTestOptions {
   groups?: string[];
 }
 
-/** One link-training run in the tab (spec §6): the inner loop on one model, or the outer loop of a style. */
+/** One link-training run in the tab (docs/method.md §6): the inner loop on one model, or the outer loop of a style. */
 export interface TrainRequest {
   kind: 'inner' | 'outer';
   /** Default webgpu; where there is no adapter the run falls back to cpu and says why in the start event. */

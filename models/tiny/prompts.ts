@@ -1,5 +1,5 @@
 /**
- * The tiny system's prompt set (a `--prompts` file over the defaults, spec §5 shape): the chain roles'
+ * The tiny system's prompt set (a `--prompts` file over the defaults, docs/method.md §5 shape): the chain roles'
  * templates cut down to a question line, the slot under its label line, and a one-line instruction, so
  * that the tiny agents' sequences stay around a hundred tokens. The system prompt stays upstream's.
  * Slots sit where the default templates put them (after the label line, inside the user turn).

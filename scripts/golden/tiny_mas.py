@@ -13,7 +13,7 @@ writes into test/golden/tiny-mas/:
   outer_31.pt       outer link, 32 -> 48 (solver -> planner, feedback)
   rollout.json      the float64 reference described below
 
-Links are built from the method spec's formulas (docs/recursivemas.md §2), PyTorch default init under
+Links are built from the formulas of docs/method.md §2, PyTorch default init under
 torch.manual_seed(1000 + k), then every LayerNorm is perturbed (weight = 1 + 0.2·randn, bias = 0.1·randn) so
 a test that ignores the affine part fails. Each module is cast to bfloat16 and saved as
 `torch.save(module.state_dict())`, the way upstream ships links, with upstream's key names:

@@ -8,7 +8,7 @@ by tiny_mas.py). Everything is float64: bf16 weights widened exactly, no roundin
 Shared definitions
 - Model forward: tiny_models.forward (batch 1, positions 0..T-1, post-final-norm hidden + logits, no padding).
   embed(ids) = rows of model.embed_tokens.weight. Base models are frozen (plain tensors, no grad).
-- Links: tiny_mas.InnerLink / OuterLink (docs/recursivemas.md §2), state dicts from the .pt files widened to f64.
+- Links: tiny_mas.InnerLink / OuterLink (docs/method.md §2), state dicts from the .pt files widened to f64.
 - clip_grad_norm_(params, 1.0) (torch 1.13): gn = sqrt(Σ_p ||g_p||²) (pre-clip, recorded);
   every grad *= min(1, 1.0 / (gn + 1e-6)).
 - AdamW (torch 1.13, foreach=False, amsgrad off), per parameter, step count n starting at 1:

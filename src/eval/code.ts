@@ -1,5 +1,5 @@
 /**
- * Code-benchmark scoring (§7.4), Node only: the answer's first ```python block is run by `python3` in a
+ * Code-benchmark scoring (docs/method.md §7.4), Node only: the answer's first ```python block is run by `python3` in a
  * fresh process and folder (src/mas/tools/python-node.ts) against MBPP+ test scripts or LiveCodeBench
  * tests, which are decoded here from the dataset's base64 → zlib → pickle → JSON field.
  */

@@ -1,5 +1,5 @@
 /**
- * The LLM judge for open-ended answers (release 2's "EM / LLM-as-Judge" for search QA, spec §7.4): an
+ * The LLM judge for open-ended answers (release 2's "EM / LLM-as-Judge" for search QA, docs/method.md §7.4): an
  * OpenAI-compatible chat-completions endpoint configured, as upstream's, by API_KEY, API_BASE_URL and API_MODEL.
  * It is asked whether a prediction means the same as a gold answer and must reply with one word, CORRECT or
  * INCORRECT; any other reply is kept as it came with verdict null, and the caller scores that answer by exact

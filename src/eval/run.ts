@@ -1,6 +1,6 @@
 /**
  * A benchmark through a RecursiveMAS system (upstream's run.py): each question asked with ask(), each of
- * its rollouts scored, one record per question, and a summary with accuracy and pass@k (spec §7.1, §7.5).
+ * its rollouts scored, one record per question, and a summary with accuracy and pass@k (docs/method.md §7.1, §7.5).
  * Records come out one at a time so that a long run can be written as it goes and resumed. Questions that ask for
  * the LLM judge (judge.ts) are scored by its verdict, exact match kept beside it as `em`.
  */

@@ -13,7 +13,7 @@ describe('extractPredAnswer', () => {
 
 describe('mathMatch', () => {
   it('reproduces upstream leniency: the integer part of the first number decides first', () => {
-    // 14/3 = 4.67 and 4.5 both reduce to "4" (spec §7.4)
+    // 14/3 = 4.67 and 4.5 both reduce to "4" (docs/method.md §7.4)
     expect(mathMatch('4.5', '\\frac{14}{3}')).toBe('intpart');
     expect(mathMatch('1,000', '1000')).toBe('intpart');
     expect(mathMatch('90^\\circ', '90')).toBe('intpart');

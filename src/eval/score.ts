@@ -1,5 +1,5 @@
 /**
- * Answer extraction and scoring of benchmark outputs (spec §7.4), as upstream's answer_utils scores them,
+ * Answer extraction and scoring of benchmark outputs (docs/method.md §7.4), as upstream's answer_utils scores them,
  * so that accuracies compare with the paper's:
  * - math (MATH500, AIME): the prediction is the last \boxed{…}, else the last "Final Answer:" line, else the
  *   whole text; it is right when any of four normalisers makes it equal to the gold and non-empty. The

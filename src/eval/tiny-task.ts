@@ -1,6 +1,6 @@
 /**
  * The tiny system's task family (issue 7, item 1): short multi-step arithmetic word problems with an
- * integer answer, each with the role targets of a sequential system in upstream's columns (spec §3.5):
+ * integer answer, each with the role targets of a sequential system in upstream's columns (docs/method.md §3.5):
  * `question`, `plan` (planner), `refined_plan` (critic/refiner), `answer` (solver, ends in \boxed{N}),
  * plus `answer_value` for scoring and `task_family: 'math'`.
  *

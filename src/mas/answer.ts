@@ -1,5 +1,5 @@
 /**
- * Answer-retry stage helpers (spec §7.3). When the final agent's text lacks what scoring reads, the text is
+ * Answer-retry stage helpers (docs/method.md §7.3). When the final agent's text lacks what scoring reads, the text is
  * fed back as a raw prompt (no chat template) plus a short suffix, and the same agent continues for a few
  * tokens; the continuation is appended to the original output.
  */

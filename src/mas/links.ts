@@ -1,5 +1,5 @@
 /**
- * RecursiveLink modules (spec: docs/recursivemas.md §2). The inner link maps an agent's last hidden state
+ * RecursiveLink modules (docs/method.md §2). The inner link maps an agent's last hidden state
  * to its next input embedding (d → d); the outer link carries latents from one agent into another's
  * embedding space (d_in → d_out). Both keep upstream's exact parameter names so that state dicts move
  * between this project and PyTorch unchanged, and both are written in F.* ops so that backward runs

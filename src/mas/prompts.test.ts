@@ -26,7 +26,7 @@ const slotsIn = (s: string) => s.match(/<<[A-Z0-9_]+_SLOT>>/g) ?? [];
 const FINAL_ROLES = new Set(['chain.solver.first', 'hie.summarizer.first', 'distill.learner.first', 'deliberation.toolcaller.first']);
 
 describe('userPrompt renders every stage', () => {
-  it('covers the 17 stages of spec §4.4', () => {
+  it('covers the 17 stages of docs/method.md §4.4', () => {
     expect(Object.keys(PROMPT_SLOTS)).toHaveLength(17);
     expect(new Set(Object.values(PROMPT_SLOTS).flat())).toEqual(new Set(ALL_SLOTS));
   });

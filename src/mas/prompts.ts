@@ -1,7 +1,7 @@
 /**
- * Role prompts as data (spec §5). Every template is a plain string so a user can swap in other text
+ * Role prompts as data (docs/method.md §5). Every template is a plain string so a user can swap in other text
  * (upstream's exact prompts included) through `loadPromptSet`; what must not change is where the slot
- * strings sit, because latents are spliced in at those points of the rendered chat (§4.2).
+ * strings sit, because latents are spliced in at those points of the rendered chat (docs/method.md §4.2).
  *
  * Placeholders, filled in one pass (text substituted in is never scanned again):
  *   {question}          the question as given
@@ -68,7 +68,7 @@ export const PROMPT_SLOTS: Record<string, readonly string[]> = {
 
 const CHOOSE_SENTENCE = 'Choose the correct option (A/B/C/D).';
 
-// ---- default templates (our wording; structure, labels and slots per spec §5) ----
+// ---- default templates (our wording; structure, labels and slots per docs/method.md §5) ----
 
 const STEP_FORM = 'as numbered steps (Step 1: ..., Step 2: ..., ..., Step n: ...)';
 

@@ -1,5 +1,5 @@
 /**
- * The latent rollout of one agent (spec §4.1) and the message it sends on. Upstream re-runs the whole
+ * The latent rollout of one agent (docs/method.md §4.1) and the message it sends on. Upstream re-runs the whole
  * sequence m times without a cache; attention is causal, so prefilling the prompt pieces once into a KV
  * cache and then feeding one inner-link embedding per step computes the same hidden states (up to float
  * rounding) in O(m) single-row forwards instead of m full ones.

@@ -2,7 +2,7 @@
  * One question through a RecursiveMAS system: the rounds of the style's schedule (styles.ts), each stage
  * rendering its role prompt, filling its slots and then either rolling out latents (sent on through its
  * outer links) or, for the final agent in the last round, decoding the answer; then the answer-retry
- * stage (spec §7.3). `mode: 'text'` is the Recursive-TextMAS baseline: the same agents and prompts, each
+ * stage (docs/method.md §7.3). `mode: 'text'` is the Recursive-TextMAS baseline: the same agents and prompts, each
  * slot filled with the text the previous agent wrote.
  *
  * Latents stay on the backend; nothing is read back except sampled token ids and, when a caller asks for
@@ -365,7 +365,7 @@ async function decode(agent: Agent, pieces: Piece[], maxNewTokens: number, opts:
 }
 
 /**
- * The tool-caller's final decode (spec §7.6): each continuation re-reads prompt + the text so far (no cache
+ * The tool-caller's final decode (docs/method.md §7.6): each continuation re-reads prompt + the text so far (no cache
  * reuse), and a decode stops once its last 16 tokens hold a closing tool tag. `gen` is injectable for tests.
  */
 export async function decodeWithTools(agent: Agent, pieces: Piece[], maxNewTokens: number, opts: AskOptions, result: Pick<AskResult, 'toolCalls'>, gen: GenerateFn = generate) {

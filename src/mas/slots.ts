@@ -1,5 +1,5 @@
 /**
- * Slot strings (spec §5): placeholders in a role's user prompt where another agent's latents (or, in the
+ * Slot strings (docs/method.md §5): placeholders in a role's user prompt where another agent's latents (or, in the
  * text baseline, its text) go. They are matched in the rendered chat text, so they must survive the chat
  * template unchanged, which plain ASCII between double angle brackets does.
  */

@@ -3,7 +3,7 @@ import { UnknownStyle } from '../errors';
 import { STYLES, STYLE_NAMES, checkBackbones, getStyle, receiverOf, schedule, unrunnableRoles } from './styles';
 
 describe('styles registry', () => {
-  it('holds the five styles with upstream\'s roles and default repos (spec §3.3)', () => {
+  it('holds the five styles with upstream\'s roles and default repos (docs/method.md §3.3)', () => {
     expect(STYLE_NAMES).toEqual(['sequential_light', 'sequential_scaled', 'mixture', 'distillation', 'deliberation']);
     const repos = (s: string) => Object.fromEntries(getStyle(s).roles.map((r) => [r.key, r.repo.replace('RecursiveMAS/', '')]));
     expect(repos('sequential_light')).toEqual({

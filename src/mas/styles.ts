@@ -1,5 +1,5 @@
 /**
- * The collaboration styles (spec §3.3, §4.3–§4.4) as data: roles and their default Hugging Face repos,
+ * The collaboration styles (docs/method.md §3.3, §4.3–§4.4) as data: roles and their default Hugging Face repos,
  * outer links (which role feeds which), and the stages of one round. The round engine (system.ts) knows
  * nothing about any style beyond this table. Five styles are the released ones (Hugging Face repos);
  * tiny_sequential is embedded: its folders ship in the package under models/tiny/system.
@@ -145,7 +145,7 @@ export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
       ...EXPERTS.map(([role, n]) => ({ key: `outer_s${n}`, from: 'summarizer', to: role })),
     ],
     // Upstream's summarizer decodes in every round and the last text wins; only the last decode matters,
-    // so the non-final rounds run just its feedback rollout (spec §4.4 allows this).
+    // so the non-final rounds run just its feedback rollout (docs/method.md §4.4 allows this).
     stages: (round, rounds) => {
       const last = round === rounds - 1;
       const fill: [string, string][] = EXPERTS.map(([, n, slot]) => [slot, `outer_${n}s`]);

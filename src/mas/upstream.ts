@@ -1,5 +1,5 @@
 /**
- * Upstream checkpoint layouts (spec: docs/recursivemas.md §3): which file in a role folder is the inner
+ * Upstream checkpoint layouts (docs/method.md §3): which file in a role folder is the inner
  * link for a task, which files in an outer folder are the outer links, reading and writing link files
  * (.pt as upstream ships them, .safetensors as we may export them), the local Hugging Face hub cache and
  * the manifests our exports write so that upstream's resolvers read them back.
@@ -76,7 +76,7 @@ export interface RoleFiles {
 }
 
 /**
- * A role folder's inner link by upstream's rule (spec §3.2), the one rule for the disk loader, the URL loader
+ * A role folder's inner link by upstream's rule (docs/method.md §3.2), the one rule for the disk loader, the URL loader
  * and the download planner: innerlink_config.json's `tasks[task]["adapter.pt"]` wins when it has the task
  * (as upstream, it is then the only candidate); else `adapter(task).pt`, else `adapter.pt`; with task null
  * `adapter.pt`, else, in a listed folder, the only `adapter(*)` file. Each name also as .safetensors. The type

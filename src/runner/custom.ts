@@ -1,5 +1,5 @@
 /**
- * What `rmas ask` takes over from upstream's run_custom.py (spec §10): questions files and the `reasoning`
+ * What `rmas ask` takes over from upstream's run_custom.py (docs/method.md §10): questions files and the `reasoning`
  * task. A questions file is read as run_custom.py reads it: `.json` an array of strings or of objects, or
  * `{"questions": [...]}`, or one object; `.jsonl`/`.ndjson` one string or object per line (a line that is
  * not JSON is a question as written); any other file plain text, one question per line, or one per block

@@ -77,7 +77,7 @@ export type RunArgs = { [K in keyof typeof RUN_OPTIONS]?: (typeof RUN_OPTIONS)[K
 
 const num = (a: RunArgs, k: keyof RunArgs, integer: boolean, min: number) => numberFlag(k, a[k], integer, min, (m) => new RunUsageError(m));
 
-/** Upstream's RELEASE_RECOMMENDED_SETTINGS latent steps (spec §4.5); the style's default elsewhere. */
+/** Upstream's RELEASE_RECOMMENDED_SETTINGS latent steps (docs/method.md §4.5); the style's default elsewhere. */
 export function recommendedLatentSteps(style: StyleSpec, dataset: BenchmarkName | null): number {
   const table: Partial<Record<string, Partial<Record<BenchmarkName, number>>>> = {
     sequential_light: { math500: 48, medqa: 32, gpqa: 32, mbppplus: 16 },
@@ -86,7 +86,7 @@ export function recommendedLatentSteps(style: StyleSpec, dataset: BenchmarkName 
   return (dataset && table[style.name]?.[dataset]) ?? defaultLatentSteps(style);
 }
 
-/** Upstream's infer_max_new_tokens (spec §7.1); 64 for the tiny system. */
+/** Upstream's infer_max_new_tokens (docs/method.md §7.1); 64 for the tiny system. */
 export function benchmarkMaxNewTokens(style: string, dataset: BenchmarkName | null): number {
   if (style === 'tiny_sequential') return 64;
   if (dataset === 'math500' || dataset === null) return style === 'sequential_light' ? 1000 : 2000;

@@ -1,5 +1,5 @@
 /**
- * `rmas train-inner` and `rmas train-outer`: the link training loops in Node (spec §6). Loads models,
+ * `rmas train-inner` and `rmas train-outer`: the link training loops in Node (docs/method.md §6). Loads models,
  * tokenizers, rows and links, builds the job (src/train/jobs.ts), runs trainLoop with a progress line,
  * optional per-step JSONL log and batch dumps, and saves checkpoints into --save_dir (periodic ones in
  * checkpoint-<step>/, the last one at the top, upstream's layout).

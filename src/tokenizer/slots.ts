@@ -1,5 +1,5 @@
 /**
- * Slot injection on the text side (spec §4.2): render the whole chat first, then cut the rendered text at
+ * Slot injection on the text side (docs/method.md §4.2): render the whole chat first, then cut the rendered text at
  * each slot string and tokenise the pieces separately (no special tokens added, since the template already
  * wrote them). The caller interleaves embed(piece) with the latents (or text) that fill each slot.
  */

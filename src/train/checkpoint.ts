@@ -1,5 +1,5 @@
 /**
- * Training checkpoints (spec: docs/recursivemas.md §3.1): upstream's files so that its loaders read our
+ * Training checkpoints (docs/method.md §3.1): upstream's files so that its loaders read our
  * folders (`adapter.pt` + `adapter_config.json` for the inner loop; `outer_12.pt` …,
  * `outer_adapter_config.json`, `outerlink_config.json` for the outer loop; `train_args.json`), plus what
  * an exact resume needs and upstream does not keep: f32 weights (`<key>.safetensors`), the AdamW moments

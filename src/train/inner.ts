@@ -1,5 +1,5 @@
 /**
- * The inner loop's per-sample work (spec §6.1): a teacher-forced, no-grad forward of the frozen agent
+ * The inner loop's per-sample work (docs/method.md §6.1): a teacher-forced, no-grad forward of the frozen agent
  * gives the post-norm hidden states Hs; the link learns Inner(Hs[t]) ≈ Emb(x[t+1]), the input embedding
  * of the next gold token, over the pairs whose next token is in the assistant span:
  *   loss = w_cos · Σ m·(1 − cos) / Σ m + w_mse · Σ m·mse / Σ m

@@ -3,7 +3,7 @@
  * optimizer, the checkpoint content and, for --dump_batches, the exact inputs of each step). Platform
  * neutral: models, tokenizers and rows come in already loaded (files in the runner, IndexedDB in the tab).
  *
- * Inner (§6.1): one role's inner link on its frozen model. Outer (§6.2): every outer link of a style, the
+ * Inner (docs/method.md §6.1): one role's inner link on its frozen model. Outer (docs/method.md §6.2): every outer link of a style, the
  * agents' inner links frozen. Rows that cannot be tokenised are skipped and counted by reason.
  */
 import { F, noGrad } from '../autograd';
@@ -63,7 +63,7 @@ export function createInnerJob(c: InnerJobConfig): TrainJob & { examples: InnerE
     if ('skip' in ex) add(dropped, ex.skip);
     else if (innerPairs(ex) === 0) add(dropped, 'no_target_pairs');
     else {
-      // the template renders the prompt differently without the generation prompt (spec §12.7): the mask
+      // the template renders the prompt differently without the generation prompt (docs/method.md §12.7): the mask
       // goes by the prompt's length, as upstream's does
       if (!ex.promptIsPrefix) add(notes, 'prompt_not_prefix_of_full_chat');
       examples.push({ ids: ex.ids, lossMask: ex.lossMask });

@@ -1,5 +1,5 @@
 /**
- * What upstream's train_inner.py leaves beside the inner link through save_pretrained (spec §3.1): the
+ * What upstream's train_inner.py leaves beside the inner link through save_pretrained (docs/method.md §3.1): the
  * base model's config, generation config, tokenizer files and weights, so that a save_dir is a whole role
  * repository that `rmas ask --ckpt_override ROLE=DIR` and `train-outer --agentN_model_name_or_path DIR`
  * read as a model folder. The base model is frozen, so its files are placed as they are, never rewritten:

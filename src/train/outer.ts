@@ -1,5 +1,5 @@
 /**
- * The outer loop's per-sample work (spec §6.2), for every style: the stages of R rounds run in the
+ * The outer loop's per-sample work (docs/method.md §6.2), for every style: the stages of R rounds run in the
  * style's order (styles.ts, the same schedule inference uses), each teacher-forced on its gold text:
  *   x = embed(piece_0) ⊕ L_0 ⊕ embed(piece_1) ⊕ … ⊕ embed(piece_k) ⊕ embed(target)
  * The latents a stage sends are Outer(Inner(H_target)) trimmed to the first `maxLatentTokens` rows,

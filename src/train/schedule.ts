@@ -1,6 +1,6 @@
 /**
  * Learning-rate schedules as transformers' get_scheduler builds them for upstream's `--lr_scheduler_type`
- * (spec: docs/recursivemas.md §6.1, cosine with 10 warm-up steps). LambdaLR semantics: the optimizer step
+ * (docs/method.md §6.1, cosine with 10 warm-up steps). LambdaLR semantics: the optimizer step
  * with index k (0 for the first step) runs at base_lr · lrFactor(type, k, warmup, total).
  */
 import { InvalidArgument } from '../errors';

@@ -21,7 +21,7 @@ const M = 3;
 
 type Expect = [round: number, role: string, fill: [slot: string, key: string][], linksOut: string[]];
 const S = SLOTS;
-/** Two rounds of each style, written out by hand from the spec (§4.3, §4.4). */
+/** Two rounds of each style, written out by hand from docs/method.md (docs/method.md §4.3, §4.4). */
 const EXPECTED: Record<TinyStyle, Expect[]> = {
   sequential_light: [
     [1, 'planner', [], ['outer_12']], [1, 'critic', [[S.planner, 'outer_12']], ['outer_23']], [1, 'solver', [[S.refined, 'outer_23']], ['outer_31']],

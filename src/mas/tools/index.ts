@@ -1,4 +1,4 @@
-// mas/tools/: the deliberation tool-caller's tools (§7.6): tag parsing, the decode/tool loop, and the
+// mas/tools/: the deliberation tool-caller's tools (docs/method.md §7.6): tag parsing, the decode/tool loop, and the
 // Python (Node subprocess or Pyodide worker) and Tavily search runners.
 export * from './parse';
 export * from './loop';

@@ -1,5 +1,5 @@
 /**
- * The deliberation tool loop (§7.6): the final tool-caller decodes until it closes a `<python>` or
+ * The deliberation tool loop (docs/method.md §7.6): the final tool-caller decodes until it closes a `<python>` or
  * `<search>` tag, the call runs, its result is spliced in, and the decode continues, all within one
  * total token budget.
  */

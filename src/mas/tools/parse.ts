@@ -1,5 +1,5 @@
 /**
- * Tool-call tags of the deliberation tool-caller (§7.6): `<python> code </python>` and
+ * Tool-call tags of the deliberation tool-caller (docs/method.md §7.6): `<python> code </python>` and
  * `<search> query </search>`, answered by ` <result> … </result>`.
  */
 

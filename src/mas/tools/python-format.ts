@@ -1,4 +1,4 @@
-/** The Python tool's prelude and result text, shared by the Node runner and the Pyodide worker (§7.6). */
+/** The Python tool's prelude and result text, shared by the Node runner and the Pyodide worker (docs/method.md §7.6). */
 
 /**
  * Executed before the model's code: upstream's `import math, itertools, functools, fractions,

@@ -1,5 +1,5 @@
 /**
- * Which columns of a training row feed which role (spec §6.1 table, §3.5): the assistant target of the
+ * Which columns of a training row feed which role (docs/method.md §6.1 table, §3.5): the assistant target of the
  * role and, for the inner loop, the real texts that stand in its slots.
  */
 import { InvalidArgument } from '../../errors.ts';

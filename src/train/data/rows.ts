@@ -1,5 +1,5 @@
 /**
- * Training rows (spec §3.5): a local JSON file (an array, or an object holding the array under a field,
+ * Training rows (docs/method.md §3.5): a local JSON file (an array, or an object holding the array under a field,
  * as upstream's `--dataset_json_field data`), a JSONL file, or a Hugging Face dataset read page by page
  * through the public datasets-server rows API. Downloaded datasets are cached as JSONL so that a second
  * load needs no network.

@@ -1,6 +1,6 @@
 /**
- * Training examples as token ids. Inner loop (spec §6.1): one chat per row with real text in the slots and
- * a loss mask over the assistant span. Outer loop (§6.2, `build_stage_with_slot`): the prompt-only chat cut
+ * Training examples as token ids. Inner loop (docs/method.md §6.1): one chat per row with real text in the slots and
+ * a loss mask over the assistant span. Outer loop (docs/method.md §6.2, `build_stage_with_slot`): the prompt-only chat cut
  * at its slots (the trainer splices latents there) followed by the gold assistant tokens.
  */
 import { InvalidArgument, TokenizerError } from '../../errors.ts';
@@ -24,7 +24,7 @@ export interface StageExample {
   target: number[];
   /** The slot strings, in prompt order. */
   slots: string[];
-  /** Whether the prompt-only render is a text prefix of the full render (false for Qwen3-style empty think blocks, spec §12.7). */
+  /** Whether the prompt-only render is a text prefix of the full render (false for Qwen3-style empty think blocks, docs/method.md §12.7). */
   promptIsPrefix: boolean;
 }
 
@@ -83,7 +83,7 @@ function prepare(shape: StyleShape, role: string, kind: PromptKind, row: Row, ta
 }
 
 /**
- * §6.1 inner example: ids = the full chat (user prompt with the slot texts inline, gold assistant turn),
+ * docs/method.md §6.1: inner example: ids = the full chat (user prompt with the slot texts inline, gold assistant turn),
  * lossMask 0 over the first len(prompt_ids) positions (prompt render with the generation prompt) and 1
  * after; both right-truncated to maxLength. Like upstream the mask goes by length even when prompt_ids is
  * not a prefix of the full ids (`promptIsPrefix` false; count those rows). Skips a row whose fields are
@@ -125,7 +125,7 @@ function commonPrefixLength(a: string, b: string): number {
 }
 
 /**
- * §6.2 outer stage: the prompt-only render cut at the slots (pieces, tokenised separately) and the gold
+ * docs/method.md §6.2: outer stage: the prompt-only render cut at the slots (pieces, tokenised separately) and the gold
  * assistant tokens (what the full render adds after the prompt, tokenised on their own). When the
  * prompt-only render is not a prefix of the full one (a generation prompt with an empty think block that
  * the full render lacks), the target starts where the gold text starts in the full render's tail, so the
