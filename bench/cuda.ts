@@ -329,8 +329,8 @@ async function trainMode(mode: 'split' | 'round') {
 
 async function askTiny() {
   try {
-    const { evalTiny } = await import('../models/tiny/eval');
-    const { taskSplit } = await import('../models/tiny/task');
+    const { evalTiny } = await import('../scripts/tiny-system/eval');
+    const { taskSplit } = await import('../src/eval/tiny-task');
     const rows = taskSplit('test').slice(0, Number(process.env.RMAS_CUDA_ASK_ROWS ?? 16));
     const configs = ['text2', 'latent2'] as const;
     const t = performance.now();

@@ -17,7 +17,7 @@ import { SafetensorsFile } from '../src/formats/safetensors';
 import { fileSource } from '../src/formats/sources';
 import { parseLinkBytes } from '../src/mas/upstream';
 import { TINY_GOLDEN_MODELS, roundGoldenBound } from '../src/testing/tiny-golden';
-import { taskSplit, toJsonl } from '../models/tiny/task';
+import { taskSplit, toJsonl } from '../src/eval/tiny-task';
 import { arithmeticRows } from './train/fixtures';
 // @ts-expect-error: a plain .mjs script without type declarations
 import { rewrite } from '../scripts/build-cuda-emu.mjs';

@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { taskSplit } from '../models/tiny/task';
+import { taskSplit } from '../src/eval/tiny-task';
 import { toItems } from '../src/eval/datasets';
 import { evaluate } from '../src/eval/run';
 import { loadSystem } from '../src/mas/system';

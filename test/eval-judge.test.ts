@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { taskSplit } from '../models/tiny/task';
+import { taskSplit } from '../src/eval/tiny-task';
 import { InvalidArgument } from '../src/errors';
 import { toItems } from '../src/eval/datasets';
 import { accuracyLines, evaluate, runJudge, type SampleRecord } from '../src/eval/run';

@@ -5,7 +5,7 @@
  * (f16: the device's default, lavapipe having shader-f16; the CPU's is f32 unless asked).
  */
 import { describe, expect, it } from 'vitest';
-import { taskSplit } from '../models/tiny/task';
+import { taskSplit } from '../src/eval/tiny-task';
 import { toItems } from '../src/eval/datasets';
 import { evaluate } from '../src/eval/run';
 import { loadSystem } from '../src/mas/system';

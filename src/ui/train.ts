@@ -1,5 +1,5 @@
 /** The Train view's plain parts: dataset preview and usable count, speed, and the note an interrupted run leaves. */
-import { taskSplit } from '../../models/tiny/task';
+import { taskSplit } from '../eval/tiny-task';
 import { STYLES, type StyleName } from '../mas/styles';
 import { roleExample } from '../train/data/roles';
 import { parseJsonlRows, parseJsonRows, type Row } from '../train/data/rows';

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, describe, expect, test } from 'vitest';
-import { taskSplit, toJsonl } from '../../models/tiny/task';
+import { taskSplit, toJsonl } from '../../src/eval/tiny-task';
 import { readLinkFile } from '../../src/mas/upstream';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { renderMarkdown } from '../../src/ui/markdown';

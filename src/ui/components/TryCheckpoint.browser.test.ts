@@ -3,7 +3,7 @@
 // table and its sums; "ask with it"; the export downloads the registry's bundle under the name the commands show.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { mount, unmount } from 'svelte';
-import { taskSplit } from '../../../models/tiny/task';
+import { taskSplit } from '../../eval/tiny-task';
 import type { EngineEvent, EvalRequest, SystemSpec } from '../../../workers/protocol';
 import type { EngineRemote, Services } from '../services';
 import { TINY } from '../system';

@@ -1,6 +1,8 @@
 /**
- * The tiny system's task family (issue 7, item 1): short multi-step arithmetic word problems with an
- * integer answer, each with the role targets of a sequential system in upstream's columns (spec §3.5):
+ * The tiny system's task family (issue 7, item 1), the task of the embedded style tiny_sequential: the page's
+ * offline training rows and held-out questions come from it, and so do the tiny system's build
+ * (scripts/tiny-system) and its evaluation. Short multi-step arithmetic word problems with an integer answer,
+ * each with the role targets of a sequential system in upstream's columns (spec §3.5):
  * `question`, `plan` (planner), `refined_plan` (critic/refiner), `answer` (solver, ends in \boxed{N}),
  * plus `answer_value` for scoring and `task_family: 'math'`.
  *
@@ -13,12 +15,11 @@
  *   answer        7 + 5 = 12, 12 - 3 = 9. The answer is \boxed{9}.
  *
  * Every value along the way (start, operands, intermediate results, answer) lies in 1..MAX_VALUE (30). Generation is
- * a pure function of the seed (mulberry32 from src/testing/rng.ts).
- *
- * CLI: `npx tsx models/tiny/task.ts --out DIR` writes train.jsonl, validation.jsonl and test.jsonl.
+ * a pure function of the seed (mulberry32 from src/testing/rng.ts). `npx tsx scripts/tiny-system/build.ts task --out DIR`
+ * writes the splits as JSONL.
  */
-import { lastBoxed } from '../../src/mas/answer.ts';
-import { Rng } from '../../src/testing/rng.ts';
+import { lastBoxed } from '../mas/answer';
+import { Rng } from '../testing/rng';
 
 export interface TaskRow {
   question: string;
@@ -83,7 +84,7 @@ function apply(kind: OpKind, a: number, n: number): number {
 /**
  * Every equation a problem can contain ("7 + 5 = 12"), in a fixed order: each (value, kind, operand)
  * that drawOp can produce from a running value in 1..MAX_VALUE. The critic's arithmetic drills
- * (models/tiny/train-agents.ts) are drawn from these.
+ * (scripts/tiny-system/train-agents.ts) are drawn from these.
  */
 export function arithmeticFacts(): string[] {
   const facts: string[] = [];
@@ -209,34 +210,4 @@ export function toJsonl(rows: readonly TaskRow[]): string {
     question: r.question, plan: r.plan, refined_plan: r.refined_plan, answer: r.answer,
     answer_value: r.answer_value, task_family: r.task_family,
   })).join('\n') + '\n';
-}
-
-async function main(argv: string[]): Promise<void> {
-  let out: string | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--out' && argv[i + 1]) out = argv[++i]!;
-    else if (argv[i]!.startsWith('--out=')) out = argv[i]!.slice('--out='.length);
-    else {
-      process.stderr.write(`unknown argument ${argv[i]}; usage: tsx models/tiny/task.ts --out DIR\n`);
-      process.exit(2);
-    }
-  }
-  if (!out) {
-    process.stderr.write('no output folder; usage: tsx models/tiny/task.ts --out DIR\n');
-    process.exit(2);
-  }
-  const { mkdir, writeFile } = await import('node:fs/promises');
-  const { join } = await import('node:path');
-  await mkdir(out, { recursive: true });
-  for (const name of ['train', 'validation', 'test'] as const) {
-    const rows = taskSplit(name);
-    await writeFile(join(out, `${name}.jsonl`), toJsonl(rows), 'utf8');
-    process.stdout.write(`${name}: ${rows.length} rows -> ${join(out, `${name}.jsonl`)}\n`);
-  }
-}
-
-// Run as a script only (the module stays importable from the browser build: node modules load lazily).
-const argv1 = typeof process !== 'undefined' ? process.argv?.[1] : undefined;
-if (argv1 && /models[\\/]tiny[\\/]task\.ts$/.test(argv1)) {
-  await main(process.argv.slice(2));
 }
