@@ -329,7 +329,7 @@ async function trainMode(mode: 'split' | 'round') {
 
 async function askTiny() {
   try {
-    const { evalTiny } = await import('../models/tiny/eval');
+    const { evalTiny } = await import('../scripts/tiny-system/eval');
     const { taskSplit } = await import('../src/eval/tiny-task');
     const rows = taskSplit('test').slice(0, Number(process.env.RMAS_CUDA_ASK_ROWS ?? 16));
     const configs = ['text2', 'latent2'] as const;

@@ -40,6 +40,8 @@ export class GpuValidationError extends named('GpuValidationError') {}
 export class GpuOutOfMemory extends named('GpuOutOfMemory') {}
 /** A tensor was used after dispose(). */
 export class TensorDisposed extends named('TensorDisposed') {}
+/** A command line the program cannot run (unknown command or flag, a bad or missing value); rmas prints its usage and exits 2. */
+export class UsageError extends named('UsageError') {}
 /** An argument is outside what the operation accepts (negative size, bad option, ...). */
 export class InvalidArgument extends named('InvalidArgument') {}
 /** config.json names a model_type this engine does not run. */

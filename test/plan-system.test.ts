@@ -12,7 +12,7 @@ import { CpuBackend } from '../src/tensor/cpu';
 import { createPlaygroundApi } from '../workers/engine-api';
 import type { SystemSpec } from '../workers/protocol';
 import { buildTinyStandIn } from './tiny-style-standin';
-import { buildTinySystem } from '../models/tiny-mas';
+import { buildTinySystem } from '../scripts/tiny-system/tiny-mas';
 import { loadSystemFromSpec } from '../src/mas/system-url';
 import { isMissingFile, memoryKv, modelCache } from '../src/store/models';
 

@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { TINY_SYSTEM_DIR } from '../models/tiny/eval';
+import { TINY_SYSTEM_DIR } from '../scripts/tiny-system/paths';
 import { taskSplit, toJsonl } from '../src/eval/tiny-task';
 import { rmasInProcess } from './util/rmas';
 

@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { TINY_SYSTEM_DIR } from '../models/tiny/eval';
+import { TINY_SYSTEM_DIR } from '../scripts/tiny-system/paths';
 import { scoreAnswer, taskSplit, toJsonl } from '../src/eval/tiny-task';
 import type { EvalSummary, SampleRecord } from '../src/eval/run';
 import { runCmd } from '../src/runner/run';

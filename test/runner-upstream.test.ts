@@ -3,7 +3,7 @@
  * `rmas run` (--batch_size, --trust_remote_code, --device, --dtype, --enable_thinking, --do_sample, --ans,
  * --tavily_keys_file, --tavily_sentinel_file) and run_custom.py's on `rmas ask` (-q, --questions_file,
  * --task reasoning, --output_jsonl), each checked for its effect. In-process (main, runCmd, askCmd) on the
- * tiny upstream-layout systems (models/tiny-mas.ts), CPU; --device cuda:1 also on the CUDA emulator.
+ * tiny upstream-layout systems (scripts/tiny-system/tiny-mas.ts), CPU; --device cuda:1 also on the CUDA emulator.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,7 +18,7 @@ import { REASONING_FINAL_INSTRUCTION, parseQuestionsFile, reasoningPrompts } fro
 import { searchTool } from '../src/runner/run';
 import { CpuBackend } from '../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../src/tokenizer';
-import { TINY_MAS_ROLES } from '../models/tiny-mas';
+import { TINY_MAS_ROLES } from '../scripts/tiny-system/tiny-mas';
 import { overridesFor, readDump, runAsk } from './mas/ask-util';
 import { rmasInProcess as rmas } from './util/rmas';
 

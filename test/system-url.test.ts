@@ -1,5 +1,5 @@
 /**
- * The browser's system loader (src/mas/system-url.ts) on released-style folders (models/tiny-mas.ts writes
+ * The browser's system loader (src/mas/system-url.ts) on released-style folders (scripts/tiny-system/tiny-mas.ts writes
  * them with upstream's names: adapter(math).pt / adapter(code).pt + innerlink_config.json per role, a
  * task-scoped outerlink_config.json in the outer folder), served over "HTTP" from disk: with no link named
  * in the spec it resolves them as upstream's resolver does and answers exactly as `rmas ask` on the same
@@ -12,7 +12,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ask } from '../src/mas/run';
 import { loadSystemFromSpec } from '../src/mas/system-url';
 import { CpuBackend } from '../src/tensor/cpu';
-import { buildTinySystem } from '../models/tiny-mas';
+import { buildTinySystem } from '../scripts/tiny-system/tiny-mas';
 import { runAsk } from './mas/ask-util';
 
 const tmp = mkdtempSync(join(tmpdir(), 'system-url-'));

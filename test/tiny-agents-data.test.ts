@@ -1,9 +1,9 @@
-// What the tiny agents train on beyond their role chats (models/tiny/train-agents.ts): the arithmetic
+// What the tiny agents train on beyond their role chats (scripts/tiny-system/train-agents.ts): the arithmetic
 // drills (every fact of the task, in the refined plan's exact tokens for the critic, in the answer's for the
 // solver's chain phase, loss on the results only) and the planner's feedback chats (the slot holds a solver answer, its own row's or another's).
 import { describe, expect, it } from 'vitest';
 import { arithmeticFacts, taskSplit } from '../src/eval/tiny-task.ts';
-import { AGENT_SPECS, DRILL_LINES, drillExamples, roleExamples, taskTokenizer } from '../models/tiny/train-agents.ts';
+import { AGENT_SPECS, DRILL_LINES, drillExamples, roleExamples, taskTokenizer } from '../scripts/tiny-system/train-agents.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 
 const tiny = taskTokenizer();
@@ -144,7 +144,7 @@ describe('a second training phase', () => {
     const { mkdtempSync, readFileSync, rmSync } = await import('node:fs');
     const { tmpdir } = await import('node:os');
     const { join } = await import('node:path');
-    const { trainTinyAgents } = await import('../models/tiny/train-agents.ts');
+    const { trainTinyAgents } = await import('../scripts/tiny-system/train-agents.ts');
     const { CpuBackend } = await import('../src/tensor/cpu.ts');
     const base = { ...AGENT_SPECS.find((s) => s.role === 'planner')!, steps: 3, drills: 2 };
     const spec = { ...base, finetune: { steps: 2, drills: 2, lr: 1e-3 } };

@@ -1,5 +1,5 @@
 /**
- * models/tiny/train-agents.ts on a short CPU run: three hidden-32, one-layer agents (one per family)
+ * scripts/tiny-system/train-agents.ts on a short CPU run: three hidden-32, one-layer agents (one per family)
  * trained 30 steps from a fixed seed. The written folders load as decoder + tokenizer with the family's
  * config, each agent's training loss falls, and a second run writes the same model.safetensors bytes.
  */
@@ -7,7 +7,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type AgentResult, type AgentSpec, trainTinyAgents } from '../models/tiny/train-agents';
+import { type AgentResult, type AgentSpec, trainTinyAgents } from '../scripts/tiny-system/train-agents';
 import { loadDecoderFromDir } from '../src/model/dir';
 import { CpuBackend } from '../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../src/tokenizer';

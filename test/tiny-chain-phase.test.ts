@@ -1,14 +1,14 @@
-// The tiny build's chain phase (models/tiny/chain-phase.ts): what the solver reads there. Its message
+// The tiny build's chain phase (scripts/tiny-system/chain-phase.ts): what the solver reads there. Its message
 // examples must be what `ask` feeds the solver, its check chats must hold the four kinds of slot, and a
 // short run must train the solver and outer_23 and nothing else.
 import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { chainPhase, corruptNumbers, MessageSource, messageLogits, solverCheckChats } from '../models/tiny/chain-phase.ts';
-import { TINY_SYSTEM_DIR } from '../models/tiny/eval.ts';
+import { chainPhase, corruptNumbers, MessageSource, messageLogits, solverCheckChats } from '../scripts/tiny-system/chain-phase.ts';
+import { TINY_SYSTEM_DIR } from '../scripts/tiny-system/paths.ts';
 import { taskSplit } from '../src/eval/tiny-task.ts';
-import { taskTokenizer } from '../models/tiny/train-agents.ts';
+import { taskTokenizer } from '../scripts/tiny-system/train-agents.ts';
 import { noGrad } from '../src/autograd/index.ts';
 import { ask } from '../src/mas/run.ts';
 import { loadSystem } from '../src/mas/system.ts';

@@ -1,5 +1,5 @@
 /**
- * The tiny system's latent phase (models/tiny/latent-phase.ts): its cycles are warm restarts, so a run of
+ * The tiny system's latent phase (scripts/tiny-system/latent-phase.ts): its cycles are warm restarts, so a run of
  * two cycles equals a first run followed by a second one started from its saved agent and link (with the
  * next seed), bitwise; it continues f32 checkpoints only and says so otherwise.
  */
@@ -7,9 +7,8 @@ import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { TINY_STAGES_DIR } from '../models/tiny/build';
-import { TINY_SYSTEM_DIR } from '../models/tiny/eval';
-import { latentPhase } from '../models/tiny/latent-phase';
+import { TINY_STAGES_DIR, TINY_SYSTEM_DIR } from '../scripts/tiny-system/paths';
+import { latentPhase } from '../scripts/tiny-system/latent-phase';
 import { InvalidArgument } from '../src/errors';
 import { parseDecoderConfig } from '../src/model/config';
 import { createTrainableDecoder, saveDecoderCheckpoint } from '../src/model/trainable';

@@ -1,5 +1,5 @@
 /**
- * Tiny upstream-layout systems (models/tiny-mas.ts): every style resolves through the upstream resolvers,
+ * Tiny upstream-layout systems (scripts/tiny-system/tiny-mas.ts): every style resolves through the upstream resolvers,
  * each link's sizes equal the hidden sizes in its agents' config.json, and the bytes are deterministic.
  */
 import { createHash } from 'node:crypto';
@@ -11,7 +11,7 @@ import { CpuBackend } from '../src/tensor/cpu.ts';
 import { parseDecoderConfig } from '../src/model/config.ts';
 import { InnerLink, OuterLink } from '../src/mas/links.ts';
 import { type AdapterTask, readLinkFile, resolveOuterFolder, resolveRoleFolder } from '../src/mas/upstream.ts';
-import { TINY_MAS_LINKS, TINY_MAS_ROLES, TINY_STYLES, type TinyStyle, buildTinySystem } from '../models/tiny-mas.ts';
+import { TINY_MAS_LINKS, TINY_MAS_ROLES, TINY_STYLES, type TinyStyle, buildTinySystem } from '../scripts/tiny-system/tiny-mas.ts';
 
 let root: string;
 beforeAll(async () => {

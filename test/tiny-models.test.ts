@@ -1,5 +1,5 @@
 /**
- * The committed tiny checkpoints in models/tiny/ are what models/generate.ts writes, and each folder is a
+ * The committed tiny checkpoints in models/tiny/ are what scripts/tiny-system/tiny-models.ts writes, and each folder is a
  * well-formed Hugging Face folder of its family: config, tensor names/shapes/dtypes, tokenizer, template.
  * Shapes are derived here from the config independently of the generator's own table.
  */
@@ -13,7 +13,7 @@ import { SafetensorsFile } from '../src/formats/safetensors.ts';
 import { ropeInvFreq } from '../src/kernels/rope/index.ts';
 import { type DecoderConfig, parseDecoderConfig } from '../src/model/config.ts';
 import { loadTokenizerFromDir } from '../src/tokenizer/index.ts';
-import { GEMMA3_VISION_TENSORS, QWEN3_5_UNREAD_TENSORS, writeTinyModels } from '../models/generate.ts';
+import { GEMMA3_VISION_TENSORS, QWEN3_5_UNREAD_TENSORS, writeTinyModels } from '../scripts/tiny-system/tiny-models.ts';
 
 const ROOT = resolve(import.meta.dirname, '../models/tiny');
 const NAMES = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny', 'mistral-tiny', 'gemma3-tiny', 'qwen3_5-tiny', 'qwen3_5-tied-tiny'] as const;

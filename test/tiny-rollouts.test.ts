@@ -1,6 +1,6 @@
 /**
- * The tiny system's latent rollouts (models/tiny/rollouts.ts), decoded by argmax at every step, on the first
- * 8 validation rows, as `npx tsx models/tiny/rollouts.ts --limit 8` measured them for the README: after the
+ * The tiny system's latent rollouts (scripts/tiny-system/rollouts.ts), decoded by argmax at every step, on the first
+ * 8 validation rows, as `npx tsx scripts/tiny-system/build.ts rollouts --limit 8` measured them for the README: after the
  * latent phase the planner's rollout is its plan; with the text-stage agents and the inner stage's links
  * (models/tiny/stages) it is not; the critic's is not yet in either.
  */
@@ -8,9 +8,8 @@ import { cpSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { TINY_STAGES_DIR } from '../models/tiny/build';
-import { TINY_SYSTEM_DIR } from '../models/tiny/eval';
-import { scoreChain, scoreRollouts } from '../models/tiny/rollouts';
+import { TINY_STAGES_DIR, TINY_SYSTEM_DIR } from '../scripts/tiny-system/paths';
+import { scoreChain, scoreRollouts } from '../scripts/tiny-system/rollouts';
 import { taskSplit } from '../src/eval/tiny-task';
 
 const tmp: string[] = [];

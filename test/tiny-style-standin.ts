@@ -3,13 +3,13 @@
  * must not depend on the trained files: role folders planner/ critic/ solver/ (the random tiny models of
  * models/tiny/ with the torch-saved golden inner link as adapter.pt and adapter_config.json), outer/ (the
  * golden outer_12/23/31.pt with the manifests `rmas train-outer` writes) and prompts.json (the tiny prompt
- * file of models/tiny/prompts.ts). Tests load it through RMAS_TINY_SYSTEM or LoadSystemOptions.embeddedRoot,
+ * file of scripts/tiny-system/prompts.ts). Tests load it through RMAS_TINY_SYSTEM or LoadSystemOptions.embeddedRoot,
  * and the playground tests serve it at models/tiny/system/ (standInFetch).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { outerManifests } from '../src/mas/upstream';
-import { TINY_PROMPT_FILE } from '../models/tiny/prompts';
+import { TINY_PROMPT_FILE } from '../scripts/tiny-system/prompts';
 import { goldenLinkSystem } from './mas/ask-util';
 
 /** Hidden sizes of the stand-in's agents (qwen3-tiny, llama-tiny, qwen2-tiny). */

@@ -6,7 +6,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { evalTiny, TINY_SYSTEM_DIR, type EvalConfig } from '../models/tiny/eval';
+import { evalTiny, type EvalConfig } from '../scripts/tiny-system/eval';
+import { TINY_SYSTEM_DIR } from '../scripts/tiny-system/paths';
 import { taskSplit } from '../src/eval/tiny-task';
 import { gpuBackend } from './util/gpu';
 

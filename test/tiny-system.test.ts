@@ -15,12 +15,13 @@ import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { evalTiny, TINY_SYSTEM_DIR, type EvalConfig } from '../models/tiny/eval';
+import { evalTiny, type EvalConfig } from '../scripts/tiny-system/eval';
 import { taskSplit } from '../src/eval/tiny-task';
-import { AGENT_SPECS, DEFAULTS, trainTinyAgents } from '../models/tiny/train-agents';
-import { innerTrainArgs, TINY_STAGES_DIR } from '../models/tiny/build';
-import { latentPhase } from '../models/tiny/latent-phase';
-import { CHAIN_DEFAULTS, chainPhase } from '../models/tiny/chain-phase';
+import { AGENT_SPECS, DEFAULTS, trainTinyAgents } from '../scripts/tiny-system/train-agents';
+import { TINY_STAGES_DIR, TINY_SYSTEM_DIR } from '../scripts/tiny-system/paths';
+import { innerTrainArgs } from '../scripts/tiny-system/pipeline';
+import { latentPhase } from '../scripts/tiny-system/latent-phase';
+import { CHAIN_DEFAULTS, chainPhase } from '../scripts/tiny-system/chain-phase';
 import { CpuBackend } from '../src/tensor/cpu';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -101,7 +102,7 @@ describe('rebuilding the tiny system from its seed', () => {
     const work = mkdtempSync(join(tmpdir(), 'tiny-links-'));
     tmp.push(work);
     const data = join(work, 'train.jsonl');
-    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'models/tiny/task.ts'), '--out', work], { cwd: ROOT, stdio: 'pipe' });
+    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts'), 'task', '--out', work], { cwd: ROOT, stdio: 'pipe' });
     const read = (file: string) => readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => (JSON.parse(l) as { loss: number }).loss);
     // the system as the text stage left it: the committed folders with the text-stage agents' weights
     const textSystem = join(work, 'text-system');
@@ -136,7 +137,7 @@ describe('rebuilding the tiny system from its seed', () => {
     const work = mkdtempSync(join(tmpdir(), 'tiny-from-outer-'));
     tmp.push(work);
     const out = join(work, 'out');
-    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'models/tiny/build.ts'), '--work', join(work, 'w'), '--from', 'outer', '--until', 'outer', '--outer_steps', '2', '--out', out], {
+    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts'), '--work', join(work, 'w'), '--from', 'outer', '--until', 'outer', '--outer_steps', '2', '--out', out], {
       cwd: ROOT, stdio: 'pipe',
     });
     const rec = JSON.parse(readFileSync(join(out, 'build.json'), 'utf8')) as BuildRecord;
@@ -158,7 +159,7 @@ describe('rebuilding the tiny system from its seed', () => {
     const work = mkdtempSync(join(tmpdir(), 'tiny-from-chain-'));
     tmp.push(work);
     const out = join(work, 'out');
-    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'models/tiny/build.ts'), '--work', join(work, 'w'), '--from', 'chain', '--chain_steps', '2', '--out', out], {
+    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts'), '--work', join(work, 'w'), '--from', 'chain', '--chain_steps', '2', '--out', out], {
       cwd: ROOT, stdio: 'pipe',
     });
     const rec = JSON.parse(readFileSync(join(out, 'build.json'), 'utf8')) as BuildRecord;

@@ -1,12 +1,12 @@
-// The tiny system's task family (src/eval/tiny-task.ts; models/tiny/task.ts writes its splits): determinism,
-// arithmetic, split disjointness, length bounds, scoring, role columns and token counts under the tiny tokenizer.
+// The tiny system's task family (src/eval/tiny-task.ts): determinism, arithmetic, split disjointness,
+// length bounds, scoring, role columns and token counts under the tiny tokenizer.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { generateTask, MAX_VALUE, scoreAnswer, TASK_SPLITS, taskSplit, toJsonl, type TaskRow } from '../src/eval/tiny-task.ts';
-import { taskTokenizer } from '../models/tiny/train-agents.ts';
+import { taskTokenizer } from '../scripts/tiny-system/train-agents.ts';
 import { loadTokenizer } from '../src/tokenizer/tokenizer.ts';
 import { roleExample, rowTask } from '../src/train/data/index.ts';
 
@@ -159,7 +159,7 @@ describe('tiny task generator', () => {
   it('writes the three splits as JSONL from the CLI', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tiny-task-'));
     try {
-      execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'models/tiny/task.ts'), '--out', dir], { cwd: ROOT, stdio: 'pipe' });
+      execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts'), 'task', '--out', dir], { cwd: ROOT, stdio: 'pipe' });
       for (const [name, rows] of Object.entries(splits)) {
         const text = readFileSync(join(dir, `${name}.jsonl`), 'utf8');
         expect(text).toBe(toJsonl(rows));

@@ -3,7 +3,7 @@
  * each role, train_outer.py on the trained roles (role-named flags for distillation and deliberation, as upstream's
  * training guide spells them), then run.py evaluating the trained system with --ckpt_override ROLE=<inner save_dir>
  * and outer=<outer save_dir>; only `python …py` is replaced by `rmas …`, and the model paths point at the tiny
- * upstream-layout systems (models/tiny-mas.ts). Each command exits 0 and leaves what upstream's leaves: a whole role
+ * upstream-layout systems (scripts/tiny-system/tiny-mas.ts). Each command exits 0 and leaves what upstream's leaves: a whole role
  * repository per inner save_dir (weights identical to the source), the outer links with their manifests, and a
  * result file with a record per question. In-process (main), CPU, one step each.
  */
@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { getStyle, STYLE_NAMES } from '../src/mas/styles';
-import { buildTinySystem, type TinyStyle } from '../models/tiny-mas';
+import { buildTinySystem, type TinyStyle } from '../scripts/tiny-system/tiny-mas';
 import { rmasInProcess as rmas } from './util/rmas';
 
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-recipe-'));

@@ -1,7 +1,11 @@
-/** Benchmarks: loaders (datasets), upstream's scoring (score, code), the LLM judge (judge), the evaluation loop with its records (run), the paper's figures (paper). The tiny system's generated task (tiny-task.ts) is imported by path. */
+/**
+ * Benchmarks: loaders (datasets), upstream's scoring (score, code), the LLM judge (judge), the evaluation loop with
+ * its records (run), the paper's figures (paper), and the tiny system's own task (tiny-task).
+ */
 export * from './datasets';
 export * from './score';
 export * from './code';
 export * from './run';
 export * from './judge';
 export * from './paper';
+export * from './tiny-task';

@@ -1,6 +1,8 @@
 /**
- * The tiny system's task family (issue 7, item 1): short multi-step arithmetic word problems with an
- * integer answer, each with the role targets of a sequential system in upstream's columns (docs/method.md §3.5):
+ * The tiny system's task family (issue 7, item 1), the task of the embedded style tiny_sequential: the page's
+ * offline training rows and held-out questions come from it, and so do the tiny system's build
+ * (scripts/tiny-system) and its evaluation. Short multi-step arithmetic word problems with an integer answer,
+ * each with the role targets of a sequential system in upstream's columns (docs/method.md §3.5):
  * `question`, `plan` (planner), `refined_plan` (critic/refiner), `answer` (solver, ends in \boxed{N}),
  * plus `answer_value` for scoring and `task_family: 'math'`.
  *
@@ -13,13 +15,11 @@
  *   answer        7 + 5 = 12, 12 - 3 = 9. The answer is \boxed{9}.
  *
  * Every value along the way (start, operands, intermediate results, answer) lies in 1..MAX_VALUE (30). Generation is
- * a pure function of the seed (mulberry32 from src/util/rng.ts).
- *
- * The page's Train view and the tests read the splits from here; `npx tsx models/tiny/task.ts --out DIR` writes them as
- * train.jsonl, validation.jsonl and test.jsonl.
+ * a pure function of the seed (mulberry32 from src/util/rng.ts). `npx tsx scripts/tiny-system/build.ts task --out DIR`
+ * writes the splits as JSONL.
  */
-import { lastBoxed } from '../mas/answer.ts';
-import { Rng } from '../util/rng.ts';
+import { lastBoxed } from '../mas/answer';
+import { Rng } from '../util/rng';
 
 export interface TaskRow {
   question: string;
@@ -84,7 +84,7 @@ function apply(kind: OpKind, a: number, n: number): number {
 /**
  * Every equation a problem can contain ("7 + 5 = 12"), in a fixed order: each (value, kind, operand)
  * that drawOp can produce from a running value in 1..MAX_VALUE. The critic's arithmetic drills
- * (models/tiny/train-agents.ts) are drawn from these.
+ * (scripts/tiny-system/train-agents.ts) are drawn from these.
  */
 export function arithmeticFacts(): string[] {
   const facts: string[] = [];

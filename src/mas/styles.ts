@@ -2,7 +2,7 @@
  * The collaboration styles (docs/method.md §3.3, §4.3–§4.4) as data: roles and their default Hugging Face repos,
  * outer links (which role feeds which), and the stages of one round. The round engine (system.ts) knows
  * nothing about any style beyond this table. Five styles are the released ones (Hugging Face repos);
- * tiny_sequential is embedded: its folders ship in the package under models/tiny/system.
+ * tiny_sequential is embedded: its folders ship in the package under TINY_SYSTEM_ROOT (models/tiny/system).
  *
  * A stage names its role, its prompt kind, which slot each incoming message fills, which outer links it
  * sends through (after a latent rollout), and whether it decodes text instead (the final agent, last round).
@@ -102,19 +102,24 @@ function sequential(name: 'sequential_light' | 'sequential_scaled' | 'tiny_seque
   };
 }
 
-const TINY_ROOT = 'models/tiny/system';
+/**
+ * The embedded tiny system's folder, relative to the package root: its role and outer repos lie under it.
+ * Node resolves it once (system.ts embeddedRoot, which $RMAS_TINY_SYSTEM can move); the build scripts
+ * (scripts/tiny-system) write it; the page reads it through models/tiny-system.json.
+ */
+export const TINY_SYSTEM_ROOT = 'models/tiny/system';
 
 /** The tiny sequential system trained from scratch with this project (issue 7), one adapter.pt per role. */
 function tinySequential(): StyleSpec {
-  const role = (key: string, base: string, modelType: string): RoleSpec => ({ key, repo: `${TINY_ROOT}/${key}`, base, modelType });
+  const role = (key: string, base: string, modelType: string): RoleSpec => ({ key, repo: `${TINY_SYSTEM_ROOT}/${key}`, base, modelType });
   return {
     ...sequential('tiny_sequential', [
-      role('planner', 'tiny Qwen3-style decoder trained from scratch (models/tiny/train-agents.ts)', 'qwen3'),
-      role('critic', 'tiny Llama-style decoder trained from scratch (models/tiny/train-agents.ts)', 'llama'),
-      role('solver', 'tiny Qwen2-style decoder trained from scratch (models/tiny/train-agents.ts)', 'qwen2'),
-    ], `${TINY_ROOT}/outer`, false),
-    embedded: { root: TINY_ROOT, prompts: 'prompts.json' },
-    // its outer links were trained on up to 40 latents (models/tiny/build.ts), and a 3-step refined plan is 39 tokens
+      role('planner', 'tiny Qwen3-style decoder trained from scratch (scripts/tiny-system/train-agents.ts)', 'qwen3'),
+      role('critic', 'tiny Llama-style decoder trained from scratch (scripts/tiny-system/train-agents.ts)', 'llama'),
+      role('solver', 'tiny Qwen2-style decoder trained from scratch (scripts/tiny-system/train-agents.ts)', 'qwen2'),
+    ], `${TINY_SYSTEM_ROOT}/outer`, false),
+    embedded: { root: TINY_SYSTEM_ROOT, prompts: 'prompts.json' },
+    // its outer links were trained on up to 40 latents (scripts/tiny-system/pipeline.ts), and a 3-step refined plan is 39 tokens
     latentSteps: 40,
   };
 }
@@ -184,7 +189,7 @@ export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
   tiny_sequential: tinySequential(),
 };
 
-/** The command that rebuilds the embedded tiny system's files (models/tiny/system). */
+/** The command that rebuilds the embedded tiny system's files (TINY_SYSTEM_ROOT). */
 export const TINY_REBUILD = 'npm run tiny:build';
 
 /** The error for an embedded system whose files are absent or incomplete: what, why, how to rebuild, and `orElse`. */

@@ -7,7 +7,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { buildTinyTokenizer } from '../../models/tokenizer';
+import { buildTinyTokenizer } from '../../scripts/tiny-system/tokenizer';
 import { Tape, noGrad } from '../autograd';
 import { AdamW } from '../autograd/ops/optim';
 import { f32ToBf16Bits } from '../formats/dtype';

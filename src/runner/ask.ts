@@ -5,7 +5,7 @@
  */
 import { appendFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { InvalidArgument } from '../errors';
+import { InvalidArgument, UsageError } from '../errors';
 import type { GpuCounters } from '../gpu/counters';
 import { stripThink } from '../mas/answer';
 import { ask, type AskOptions } from '../mas/run';
@@ -19,7 +19,20 @@ import { parseKvDtype, type KvDType } from '../model/cache';
 import type { SamplingOptions } from '../model/generate';
 import type { Backend } from '../tensor/backend';
 import type { Tokenizer } from '../tokenizer';
+import { flag01, numberFlag, type Values } from './args';
 import { parseQuestionsFile, reasoningPrompts, type CustomQuestion } from './custom';
+import { DEVICE_OPTIONS } from './devices';
+
+const s = { type: 'string' } as const;
+const b = { type: 'boolean' } as const;
+
+/** Upstream run.py's spellings, and run_custom.py's (-q is cli.ts's alias of --question). */
+export const ASK_OPTIONS = {
+  style: s, question: { type: 'string', multiple: true }, questions_file: s, output_jsonl: s, ckpt_override: { type: 'string', multiple: true },
+  num_recursive_rounds: s, latent_length: s, greedy: b, temperature: s, top_p: s, top_k: s, seed: s, max_new_tokens: s, mode: s, task: s,
+  fn_name: s, prompts: s, no_ans: b, dump: s, json: b, enable_thinking: s, batch_size: s, trust_remote_code: s, dtype: s, kv_dtype: s,
+  ...DEVICE_OPTIONS,
+} as const;
 
 export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --questions_file FILE) [--style STYLE] [--ckpt_override ROLE=PATH ...]
            [--num_recursive_rounds R] [--latent_length M] [--greedy | --temperature T --top_p P --top_k K --seed S]
@@ -53,52 +66,11 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
       only tune PyTorch. --kv_dtype: the KV caches' dtype (auto: f16 on a WebGPU device with shader-f16, else f32;
       f16 needs shader-f16 or the CPU backend). Deliberation's search tool reads its key from TAVILY_API_KEY (never written anywhere).`;
 
-export interface AskArgs {
-  style?: string;
-  /** One question, or several (-q repeated). */
-  question?: string | readonly string[];
-  questions_file?: string;
-  output_jsonl?: string;
-  ckpt_override?: readonly string[];
-  num_recursive_rounds?: string;
-  latent_length?: string;
-  greedy?: boolean;
-  temperature?: string;
-  top_p?: string;
-  top_k?: string;
-  seed?: string;
-  max_new_tokens?: string;
-  mode?: string;
-  task?: string;
-  fn_name?: string;
-  prompts?: string;
-  no_ans?: boolean;
-  dump?: string;
-  json?: boolean;
-  enable_thinking?: string;
-  kv_dtype?: string;
-  batch_size?: string;
-  trust_remote_code?: string;
-  dtype?: string;
-  /** Read by the command line (cli.ts) into --backend and --devices. */
-  device?: string;
-}
+/** The flags of `rmas ask`; a caller in code may give one question as a string. */
+export type AskArgs = Omit<Values<typeof ASK_OPTIONS>, 'question' | 'ckpt_override'> & { question?: string | readonly string[]; ckpt_override?: readonly string[] };
 
-export class AskUsageError extends Error {
-  override name = 'UsageError';
-}
-
-/** A numeric flag's value: undefined when absent, `usage`'s error unless it is a number (an integer) >= min. */
-export function numberFlag(flag: string, v: unknown, integer: boolean, min: number, usage: (m: string) => Error): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (typeof v !== 'string' || v.trim() === '' || !Number.isFinite(n) || (integer && !Number.isInteger(n)) || n < min) {
-    throw usage(`--${flag} ${String(v)}: expected ${integer ? 'an integer' : 'a number'} >= ${min}`);
-  }
-  return n;
-}
-
-const num = (a: AskArgs, k: keyof AskArgs, integer: boolean, min: number) => numberFlag(k, a[k], integer, min, (m) => new AskUsageError(m));
+const num = (a: AskArgs, k: 'num_recursive_rounds' | 'latent_length' | 'max_new_tokens' | 'temperature' | 'top_p' | 'top_k' | 'seed', integer: boolean, min: number) =>
+  numberFlag(k, a[k], { integer, min });
 
 /** Upstream run.py's sampling: temperature 0.6 (0.2 for code), top_p 0.95, top_k from the model's generation_config unless >= 0. */
 export function upstreamSampling(f: { temperature?: number; topP?: number; topK?: number; seed: number }, task: TaskKind): SamplingOptions {
@@ -115,7 +87,7 @@ export function overrides(list: readonly string[] = []): Record<string, string> 
   const out: Record<string, string> = {};
   for (const s of list) {
     const i = s.indexOf('=');
-    if (i <= 0 || i === s.length - 1) throw new AskUsageError(`--ckpt_override ${s}: expected ROLE=PATH, e.g. planner=/models/planner`);
+    if (i <= 0 || i === s.length - 1) throw new UsageError(`--ckpt_override ${s}: expected ROLE=PATH, e.g. planner=/models/planner`);
     out[s.slice(0, i)] = s.slice(i + 1);
   }
   return out;
@@ -139,13 +111,6 @@ export function defaultMaxNewTokens(style: string, task: TaskKind): number {
   return style === 'sequential_light' && task === 'math' ? 1000 : 2000;
 }
 
-/** Upstream's 0|1 flags (argparse type=int, choices [0, 1]); `def` when absent. */
-export function flag01(flag: string, v: string | undefined, def: boolean, usage: (m: string) => Error): boolean {
-  if (v === undefined) return def;
-  if (v !== '0' && v !== '1') throw usage(`--${flag} ${v}: expected 0 or 1`);
-  return v === '1';
-}
-
 /**
  * The flags run.py and run_custom.py take that this engine has no use for, checked as upstream checks them:
  * --batch_size (rmas run asks that many questions at once; one question has nothing to batch), --trust_remote_code (no code
@@ -153,12 +118,12 @@ export function flag01(flag: string, v: string | undefined, def: boolean, usage:
  * --enable_thinking, which is honoured (thinkingTokenizer).
  */
 export function upstreamFlags(a: { batch_size?: string; trust_remote_code?: string; dtype?: string; enable_thinking?: string },
-  usage: (m: string) => Error, err: (s: string) => void): { batchSize: number; thinking: boolean } {
-  const batchSize = numberFlag('batch_size', a.batch_size, true, 1, usage) ?? 8;
-  flag01('trust_remote_code', a.trust_remote_code, true, usage);
-  if (a.dtype !== undefined && !['auto', 'float32', 'float16', 'bfloat16'].includes(a.dtype)) throw usage(`--dtype ${a.dtype}: expected auto, float32, float16 or bfloat16`);
+  err: (s: string) => void): { batchSize: number; thinking: boolean } {
+  const batchSize = numberFlag('batch_size', a.batch_size, { integer: true, min: 1 }) ?? 8;
+  flag01('trust_remote_code', a.trust_remote_code, true);
+  if (a.dtype !== undefined && !['auto', 'float32', 'float16', 'bfloat16'].includes(a.dtype)) throw new UsageError(`--dtype ${a.dtype}: expected auto, float32, float16 or bfloat16`);
   if (a.dtype !== undefined && a.dtype !== 'auto') err(`note: --dtype ${a.dtype} only tunes PyTorch; here weights are read as stored and the engine computes in f32 (upstream's auto)\n`);
-  return { batchSize, thinking: flag01('enable_thinking', a.enable_thinking, false, usage) };
+  return { batchSize, thinking: flag01('enable_thinking', a.enable_thinking, false) };
 }
 
 /**
@@ -210,15 +175,14 @@ function questionsOf(a: AskArgs): CustomQuestion[] {
  */
 export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void,
   place?: (roles: readonly string[]) => Promise<Record<string, Backend>>) {
-  const usage = (m: string) => new AskUsageError(m);
   const questions = questionsOf(a);
   if (!questions.length) {
-    throw new AskUsageError(a.questions_file ? `--questions_file ${a.questions_file} holds no question` : '--question (-q) or --questions_file is required');
+    throw new UsageError(a.questions_file ? `--questions_file ${a.questions_file} holds no question` : '--question (-q) or --questions_file is required');
   }
   const style = getStyle(a.style ?? DEFAULT_STYLE);
   const mode = a.mode ?? 'latent';
-  if (mode !== 'latent' && mode !== 'text') throw new AskUsageError(`--mode ${mode}: expected latent or text`);
-  if (a.task !== undefined && !['math', 'reasoning', 'choice', 'code'].includes(a.task)) throw new AskUsageError(`--task ${a.task}: expected math, reasoning, choice or code`);
+  if (mode !== 'latent' && mode !== 'text') throw new UsageError(`--mode ${mode}: expected latent or text`);
+  if (a.task !== undefined && !['math', 'reasoning', 'choice', 'code'].includes(a.task)) throw new UsageError(`--task ${a.task}: expected math, reasoning, choice or code`);
   const reasoning = a.task === 'reasoning';
   // reasoning questions run as math ones (upstream maps the task to math500's loaders and links) with their own prompts
   const taskOf = (q: string): TaskKind => (reasoning ? 'math' : (a.task as TaskKind | undefined) ?? detectTask(q));
@@ -230,10 +194,10 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   const topK = num(a, 'top_k', true, -1);
   const seed = num(a, 'seed', true, 0);
   if (a.greedy && [temperature, topP, topK, seed].some((x) => x !== undefined)) {
-    throw new AskUsageError('--greedy does not combine with --temperature, --top_p, --top_k or --seed');
+    throw new UsageError('--greedy does not combine with --temperature, --top_p, --top_k or --seed');
   }
-  const { thinking } = upstreamFlags(a, usage, err);
-  const kvChoice = parseKvDtype(a.kv_dtype, usage);
+  const { thinking } = upstreamFlags(a, err);
+  const kvChoice = parseKvDtype(a.kv_dtype, (m) => new UsageError(m));
   const samplingOf = (task: TaskKind): SamplingOptions => (a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: seed ?? 42 }, task));
   const given = a.prompts ? readPrompts(a.prompts) : undefined;
   const partial = a.output_jsonl ? `${a.output_jsonl}.partial` : null;

@@ -9,9 +9,13 @@
 import { existsSync, statSync } from 'node:fs';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { InvalidArgument, MissingCheckpoint } from '../errors';
+import { InvalidArgument, MissingCheckpoint, UsageError } from '../errors';
 import { linkFileBytes, parseLinkBytes } from '../mas/upstream';
 import { exportBundle, guessKind, importBundle, type CheckpointKind } from '../store/bundle';
+import type { Values } from './args';
+
+const s = { type: 'string' } as const;
+export const CONVERT_OPTIONS = { in: s, out: s, dtype: s, kind: s, style: s, role: s } as const;
 
 export const CONVERT_USAGE = `  rmas convert --in PATH --out PATH [--dtype f32|bf16] [--kind inner|outer] [--style STYLE] [--role ROLE]
       FILE.pt <-> FILE.safetensors: one link, upstream's keys kept (--dtype: f32, exact, the default; bf16 as upstream ships);
@@ -19,18 +23,7 @@ export const CONVERT_USAGE = `  rmas convert --in PATH --out PATH [--dtype f32|b
       trainer_state.json, optimizer.safetensors) as a checkpoint bundle for the playground or --ckpt_override outer=;
       FILE.zip -> DIR: a bundle's files, checked against its bundle.json. An existing --out is never replaced`;
 
-export class ConvertUsageError extends Error {
-  override name = 'UsageError';
-}
-
-export interface ConvertArgs {
-  in?: string;
-  out?: string;
-  dtype?: string;
-  kind?: string;
-  style?: string;
-  role?: string;
-}
+export type ConvertArgs = Values<typeof CONVERT_OPTIONS>;
 
 const LINK = /\.(pt|safetensors)$/i;
 /** Files a link folder's bundle carries: the links, their manifests, and what resuming training needs. */
@@ -58,11 +51,11 @@ async function readInput(path: string): Promise<Uint8Array> {
 
 /** Runs one conversion; returns a line saying what was written. */
 export async function convertCmd(a: ConvertArgs): Promise<string> {
-  if (!a.in || !a.out) throw new ConvertUsageError('convert needs --in and --out');
+  if (!a.in || !a.out) throw new UsageError('convert needs --in and --out');
   if (existsSync(a.out)) throw new InvalidArgument(`--out ${a.out} exists; name a new file or folder (nothing was changed)`);
   const dtype = a.dtype ?? 'f32';
-  if (dtype !== 'f32' && dtype !== 'bf16') throw new ConvertUsageError(`--dtype ${dtype}: expected f32 or bf16`);
-  if (a.kind !== undefined && a.kind !== 'inner' && a.kind !== 'outer') throw new ConvertUsageError(`--kind ${a.kind}: expected inner or outer`);
+  if (dtype !== 'f32' && dtype !== 'bf16') throw new UsageError(`--dtype ${dtype}: expected f32 or bf16`);
+  if (a.kind !== undefined && a.kind !== 'inner' && a.kind !== 'outer') throw new UsageError(`--kind ${a.kind}: expected inner or outer`);
   const isDir = existsSync(a.in) && statSync(a.in).isDirectory();
 
   if (!isDir && LINK.test(a.in) && LINK.test(a.out)) {
@@ -105,5 +98,5 @@ export async function convertCmd(a: ConvertArgs): Promise<string> {
     }
     return `wrote ${a.out}: ${meta.kind} link files ${Object.keys(files).sort().join(', ')}${meta.step !== undefined ? ` (step ${meta.step})` : ''}\n`;
   }
-  throw new ConvertUsageError(`convert --in ${a.in} --out ${a.out}: expected FILE.pt|.safetensors -> FILE.pt|.safetensors, DIR -> FILE.zip or FILE.zip -> DIR`);
+  throw new UsageError(`convert --in ${a.in} --out ${a.out}: expected FILE.pt|.safetensors -> FILE.pt|.safetensors, DIR -> FILE.zip or FILE.zip -> DIR`);
 }

@@ -7,6 +7,9 @@
 import type { Backend } from '../tensor/backend';
 import { CudaBackend } from '../tensor/cuda';
 
+/** Where a command runs: --backend and --devices, or upstream's --device (cli.ts reads them into the other two). */
+export const DEVICE_OPTIONS = { backend: { type: 'string' }, devices: { type: 'string' }, device: { type: 'string' } } as const;
+
 /** The indices of a --devices value: comma-separated, distinct, non-negative integers. Throws `usage(message)`. */
 export function parseDevices(value: string | undefined, backend: string | undefined, usage: (message: string) => Error): number[] | null {
   if (value === undefined) return null;

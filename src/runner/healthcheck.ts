@@ -53,6 +53,13 @@ export interface HealthDeps {
 /** Upstream's `rmas healthcheck` level when --level is absent. */
 export const DEFAULT_HEALTH_LEVEL = 3;
 
+export const HEALTHCHECK_OPTIONS = { level: { type: 'string' }, json: { type: 'boolean' } } as const;
+
+export const HEALTHCHECK_USAGE = `  rmas healthcheck [--level 1|2|3 (default 3, as upstream)] [--json]
+      1: dependencies (python3 for code benchmarks a warning), styles and the models in the Hugging Face cache; 2: + a test allocation on
+      cpu, webgpu and cuda; 3: + the files of RecursiveMAS/Sequential-Light-Outerlinks and the datasets rows API (a warning offline);
+      exit 1 when a required check fails (an unavailable webgpu or cuda is a warning)`;
+
 /** --level's value (absent: upstream's default, 3); null when it is not 1, 2 or 3. */
 export function healthLevel(raw: string | undefined): 1 | 2 | 3 | null {
   const level = raw === undefined ? DEFAULT_HEALTH_LEVEL : Number(raw);

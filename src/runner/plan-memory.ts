@@ -7,19 +7,15 @@
  * is planned on its own. Exit 1 when it does not fit.
  */
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
-import { TrainingMemoryExceeded } from '../errors';
+import { TrainingMemoryExceeded, UsageError } from '../errors';
 import { innerLinkShapes, outerLinkShapes, resolveInnerLinkType, resolveOuterLinkType } from '../mas/links';
 import { getStyle, schedule } from '../mas/styles';
 import { type DecoderConfig, parseDecoderConfig } from '../model/config';
 import { VIEW_ALIGN } from '../tensor/backend';
 import { halfGemmFromEnv } from '../tensor/cuda';
 import { type AgentForward, type DeviceMemoryPlan, type LinkParams, type MemoryPlan, type MemoryPlanInput, type RecomputeMode, formatBytes as fmt, planPlacedMemory, planTrainingMemory } from '../train/memory';
+import { numberFlag, type Values } from './args';
 import { placeRoles } from './devices';
-
-export class PlanMemoryUsageError extends Error {
-  override name = 'UsageError';
-}
 
 const s = { type: 'string' } as const;
 
@@ -28,10 +24,9 @@ export const PLAN_MEMORY_OPTIONS = {
   style: s, max_length: s, answer_tokens: s, gradient_checkpointing: s, budget_gb: s, num_recursive_rounds: s,
   outer_type: s, adapter_type: s, weights_dtype: s, devices: s,
   json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
 } as const;
 
-type PlanArgs = ReturnType<typeof parseArgs<{ options: typeof PLAN_MEMORY_OPTIONS; allowPositionals: true }>>['values'];
+type PlanArgs = Values<typeof PLAN_MEMORY_OPTIONS>;
 
 export const PLAN_MEMORY_USAGE = `  rmas plan-memory --agent NAME=DIR [--agent NAME=DIR …] [--max_length 4096] [--answer_tokens 1024]
                    [--gradient_checkpointing 0|1|auto] [--budget_gb 80] [--num_recursive_rounds R] [--style STYLE]
@@ -47,19 +42,14 @@ export const PLAN_MEMORY_USAGE = `  rmas plan-memory --agent NAME=DIR [--agent N
       GPU i mod N, each outer link with its sender), each GPU planned on its own; on one GPU that does not fit,
       the verdict also gives the peak with one agent per GPU.`;
 
-function int(a: PlanArgs, k: 'max_length' | 'answer_tokens' | 'num_recursive_rounds' | 'devices', def: number, min: number): number {
-  const v = a[k];
-  if (v === undefined) return def;
-  const n = Number(v);
-  if (v.trim() === '' || !Number.isInteger(n) || n < min) throw new PlanMemoryUsageError(`--${k} ${v}: expected an integer >= ${min}`);
-  return n;
-}
+const int = (a: PlanArgs, k: 'max_length' | 'answer_tokens' | 'num_recursive_rounds' | 'devices', def: number, min: number): number =>
+  numberFlag(k, a[k], { integer: true, min }) ?? def;
 
 function recomputeMode(v: string | undefined): RecomputeMode {
   if (v === undefined || v === '0' || v === 'false') return 'none';
   if (v === '1' || v === 'true') return 'all';
   if (v === 'auto') return 'auto';
-  throw new PlanMemoryUsageError(`--gradient_checkpointing ${v}: expected 0, 1 or auto`);
+  throw new UsageError(`--gradient_checkpointing ${v}: expected 0, 1 or auto`);
 }
 
 const DTYPE_BYTES: Record<string, number> = { bf16: 2, bfloat16: 2, f16: 2, float16: 2, f32: 4, float32: 4 };
@@ -67,7 +57,7 @@ const DTYPE_BYTES: Record<string, number> = { bf16: 2, bfloat16: 2, f16: 2, floa
 function weightBytes(flag: string | undefined, c: DecoderConfig): number {
   if (flag !== undefined) {
     const b = DTYPE_BYTES[flag.toLowerCase()];
-    if (!b) throw new PlanMemoryUsageError(`--weights_dtype ${flag}: expected bf16, f16 or f32`);
+    if (!b) throw new UsageError(`--weights_dtype ${flag}: expected bf16, f16 or f32`);
     return b;
   }
   // the engine keeps the weights in the dtype they were saved in
@@ -76,14 +66,14 @@ function weightBytes(flag: string | undefined, c: DecoderConfig): number {
 
 function readConfig(spec: string): { name: string; dir: string; config: DecoderConfig } {
   const eq = spec.indexOf('=');
-  if (eq < 1 || eq === spec.length - 1) throw new PlanMemoryUsageError(`--agent ${spec}: expected NAME=DIR, e.g. --agent expert=models/Qwen3-8B`);
+  if (eq < 1 || eq === spec.length - 1) throw new UsageError(`--agent ${spec}: expected NAME=DIR, e.g. --agent expert=models/Qwen3-8B`);
   const [name, dir] = [spec.slice(0, eq), spec.slice(eq + 1)];
   const file = `${dir.replace(/\/+$/, '')}/config.json`;
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (e) {
-    throw new PlanMemoryUsageError(`--agent ${spec}: cannot read ${file} (${(e as Error).message}); give a Hugging Face model folder`);
+    throw new UsageError(`--agent ${spec}: cannot read ${file} (${(e as Error).message}); give a Hugging Face model folder`);
   }
   return { name, dir, config: parseDecoderConfig(text, file) };
 }
@@ -117,17 +107,17 @@ export const planFits = (r: PlanMemoryResult): boolean => (r.devices ? r.devices
 /** Builds the planner's input from the flags (the forwards in run order, the links) and plans. */
 export function planFromArgs(a: PlanArgs): PlanMemoryResult {
   const specs = a.agent ?? [];
-  if (!specs.length) throw new PlanMemoryUsageError('give at least one --agent NAME=DIR');
+  if (!specs.length) throw new UsageError('give at least one --agent NAME=DIR');
   const agents = specs.map(readConfig);
   const byName = new Map(agents.map((x) => [x.name, x]));
-  if (byName.size !== agents.length) throw new PlanMemoryUsageError('each --agent needs its own NAME');
+  if (byName.size !== agents.length) throw new UsageError('each --agent needs its own NAME');
   const maxLength = int(a, 'max_length', 4096, 1);
   const answerTokens = int(a, 'answer_tokens', 1024, 0);
-  if (answerTokens > maxLength) throw new PlanMemoryUsageError(`--answer_tokens ${answerTokens} exceeds --max_length ${maxLength}`);
+  if (answerTokens > maxLength) throw new UsageError(`--answer_tokens ${answerTokens} exceeds --max_length ${maxLength}`);
   const style = a.style === undefined ? null : getStyle(a.style);
   const rounds = int(a, 'num_recursive_rounds', style ? 3 : 1, 1);
-  const budgetGb = a.budget_gb === undefined ? 80 : Number(a.budget_gb);
-  if (!(budgetGb > 0) || !Number.isFinite(budgetGb)) throw new PlanMemoryUsageError(`--budget_gb ${a.budget_gb}: expected a positive number (GiB)`);
+  const budgetGb = numberFlag('budget_gb', a.budget_gb) ?? 80;
+  if (budgetGb <= 0) throw new UsageError(`--budget_gb ${a.budget_gb}: expected a positive number (GiB)`);
   const recompute = recomputeMode(a.gradient_checkpointing);
   const nDevices = int(a, 'devices', 1, 1);
   const innerType = resolveInnerLinkType(a.adapter_type ?? 'ln_res_adapter');
@@ -146,7 +136,7 @@ export function planFromArgs(a: PlanArgs): PlanMemoryResult {
     const missing = roles.filter((r) => !byName.has(r));
     const extra = agents.filter((x) => !roles.includes(x.name)).map((x) => x.name);
     if (missing.length || extra.length) {
-      throw new PlanMemoryUsageError(`--style ${style.name} has the roles ${roles.join(', ')}; name each --agent after one` +
+      throw new UsageError(`--style ${style.name} has the roles ${roles.join(', ')}; name each --agent after one` +
         `${missing.length ? ` (missing: ${missing.join(', ')})` : ''}${extra.length ? ` (unknown: ${extra.join(', ')})` : ''}`);
     }
     // as outer.ts runs them: a stage with no latents coming in runs off the tape; the style's decoder is scored every round
@@ -234,16 +224,9 @@ export function formatPlan(r: PlanMemoryResult): string {
 }
 
 /** Runs the command; writes the table (or JSON) to `out` and throws TrainingMemoryExceeded when the peak is over the budget. */
-export function planMemoryCmd(argv: string[], out: (s: string) => void): void {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, options: PLAN_MEMORY_OPTIONS, allowPositionals: true, strict: true });
-  } catch (e) {
-    throw new PlanMemoryUsageError((e as Error).message);
-  }
-  if (parsed.positionals.length) throw new PlanMemoryUsageError(`unexpected argument ${parsed.positionals[0]}`);
-  const r = planFromArgs(parsed.values);
-  out(parsed.values.json ? `${JSON.stringify(r, null, 2)}\n` : formatPlan(r));
+export function planMemoryCmd(a: PlanArgs, out: (s: string) => void): void {
+  const r = planFromArgs(a);
+  out(a.json ? `${JSON.stringify(r, null, 2)}\n` : formatPlan(r));
   if (!planFits(r)) {
     const over = r.devices ? r.devices.filter((d) => !d.plan.fits).map((d) => `GPU ${d.device} (${d.agents.join(', ')}): ${d.plan.advice}`).join('; ') : r.plan.advice!;
     throw new TrainingMemoryExceeded(over);

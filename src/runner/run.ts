@@ -10,7 +10,7 @@
  * --enable_thinking 0, --do_sample, --ans.
  */
 import { appendFileSync, existsSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
-import { InvalidArgument } from '../errors';
+import { InvalidArgument, UsageError } from '../errors';
 import { BENCHMARK_NAMES, loadBenchmark, type BenchmarkName } from '../eval/datasets';
 import { paperAccuracy } from '../eval/paper';
 import { accuracyLines, evaluate, runJudge, type SampleRecord } from '../eval/run';
@@ -22,7 +22,9 @@ import { parseKvDtype } from '../model/cache';
 import type { SamplingOptions } from '../model/generate';
 import { materializeOverrides } from '../store/bundle-node';
 import type { Backend } from '../tensor/backend';
-import { kvDtypeAll, numberFlag, overrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask';
+import { numberFlag, type Values } from './args';
+import { kvDtypeAll, overrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask';
+import { DEVICE_OPTIONS } from './devices';
 
 const s = { type: 'string' } as const;
 const b = { type: 'boolean' } as const;
@@ -31,7 +33,7 @@ export const RUN_OPTIONS = {
   style: s, dataset: s, dataset_file: s, dataset_split: s, cache_dir: s, seed: s, sample_seed: s, num_recursive_rounds: s, latent_length: s,
   greedy: b, temperature: s, top_p: s, top_k: s, num_samples: s, num_rollouts: s, max_new_tokens: s, mode: s, ckpt_override: { type: 'string', multiple: true },
   prompts: s, no_ans: b, no_judge: b, result_jsonl: s, resume: b, mbppplus_timeout_s: s, mbppplus_num_prompt_tests: s, lcb_use_private_tests: s,
-  backend: s, devices: s, device: s, json: b, help: { type: 'boolean', short: 'h' },
+  json: b, ...DEVICE_OPTIONS,
   // run.py's remaining flags, and those it always passes to its modules
   batch_size: s, trust_remote_code: s, tavily_keys_file: s, tavily_sentinel_file: s, dtype: s, enable_thinking: s, do_sample: b, ans: b,
   kv_dtype: s,
@@ -69,13 +71,11 @@ export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.j
       --greedy), --ans (the answer retry, the default; not with --no_ans). --kv_dtype: the KV caches' dtype (auto: f16
       on a WebGPU device with shader-f16, else f32), recorded in the config line`;
 
-export class RunUsageError extends Error {
-  override name = 'UsageError';
-}
+export type RunArgs = Values<typeof RUN_OPTIONS>;
 
-export type RunArgs = { [K in keyof typeof RUN_OPTIONS]?: (typeof RUN_OPTIONS)[K] extends { multiple: true } ? string[] : (typeof RUN_OPTIONS)[K]['type'] extends 'boolean' ? boolean : string };
-
-const num = (a: RunArgs, k: keyof RunArgs, integer: boolean, min: number) => numberFlag(k, a[k], integer, min, (m) => new RunUsageError(m));
+type NumberFlag = 'seed' | 'sample_seed' | 'num_recursive_rounds' | 'num_rollouts' | 'num_samples' | 'temperature' | 'top_p' | 'top_k' | 'latent_length' |
+  'max_new_tokens' | 'mbppplus_timeout_s' | 'mbppplus_num_prompt_tests' | 'lcb_use_private_tests';
+const num = (a: RunArgs, k: NumberFlag, integer: boolean, min: number) => numberFlag(k, a[k], { integer, min });
 
 /** Upstream's RELEASE_RECOMMENDED_SETTINGS latent steps (docs/method.md §4.5); the style's default elsewhere. */
 export function recommendedLatentSteps(style: StyleSpec, dataset: BenchmarkName | null): number {
@@ -155,12 +155,12 @@ function readResults(path: string): { config: RunConfig | null; done: Map<number
 
 export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void,
   place?: (roles: readonly string[]) => Promise<Record<string, Backend>>) {
-  if (!a.style) throw new RunUsageError('--style is required (e.g. sequential_light)');
-  if (!a.dataset) throw new RunUsageError(`--dataset is required: ${BENCHMARK_NAMES.join(', ')}, or a .json/.jsonl file`);
+  if (!a.style) throw new UsageError('--style is required (e.g. sequential_light)');
+  if (!a.dataset) throw new UsageError(`--dataset is required: ${BENCHMARK_NAMES.join(', ')}, or a .json/.jsonl file`);
   const style = getStyle(a.style);
   const mode = a.mode ?? 'latent';
-  if (mode !== 'latent' && mode !== 'text') throw new RunUsageError(`--mode ${mode}: expected latent or text`);
-  if (a.resume && !a.result_jsonl) throw new RunUsageError('--resume continues a --result_jsonl file; give its path');
+  if (mode !== 'latent' && mode !== 'text') throw new UsageError(`--mode ${mode}: expected latent or text`);
+  if (a.resume && !a.result_jsonl) throw new UsageError('--resume continues a --result_jsonl file; give its path');
   const seed = num(a, 'seed', true, 0) ?? 42;
   const sampleSeed = num(a, 'sample_seed', true, -1) ?? -1;
   const rounds = num(a, 'num_recursive_rounds', true, 1) ?? 3;
@@ -171,12 +171,12 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   const topP = num(a, 'top_p', false, 0);
   const topK = num(a, 'top_k', true, -1);
   if (a.greedy && [temperature, topP, topK, a.sample_seed].some((x) => x !== undefined)) {
-    throw new RunUsageError('--greedy does not combine with --temperature, --top_p, --top_k or --sample_seed');
+    throw new UsageError('--greedy does not combine with --temperature, --top_p, --top_k or --sample_seed');
   }
-  if (a.greedy && a.do_sample) throw new RunUsageError('--do_sample (sampling, the default) and --greedy contradict each other; give one');
-  if (a.no_ans && a.ans) throw new RunUsageError('--ans (the answer retry, the default) and --no_ans contradict each other; give one');
-  const { batchSize, thinking } = upstreamFlags(a, (m) => new RunUsageError(m), err);
-  const kvChoice = parseKvDtype(a.kv_dtype, (m) => new RunUsageError(m));
+  if (a.greedy && a.do_sample) throw new UsageError('--do_sample (sampling, the default) and --greedy contradict each other; give one');
+  if (a.no_ans && a.ans) throw new UsageError('--ans (the answer retry, the default) and --no_ans contradict each other; give one');
+  const { batchSize, thinking } = upstreamFlags(a, err);
+  const kvChoice = parseKvDtype(a.kv_dtype, (m) => new UsageError(m));
   if ((a.tavily_keys_file || a.tavily_sentinel_file) && !style.tools) err(`note: --tavily_keys_file is for deliberation's search tool; ${style.name} has no tools\n`);
   const search = style.tools ? searchTool(a, err) : null;
   const mbppTimeout = num(a, 'mbppplus_timeout_s', false, 0.001) ?? 10;

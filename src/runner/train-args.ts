@@ -4,7 +4,7 @@
  * of `python train/train_inner.py`. Flags that only tune PyTorch (dtypes, gradient checkpointing,
  * trust_remote_code, reporting) are accepted and reported as having no effect here.
  */
-import { parseArgs } from 'node:util';
+import type { Values } from './args';
 
 const s = { type: 'string' } as const;
 const b = { type: 'boolean' } as const;
@@ -13,10 +13,10 @@ export const TRAIN_OPTIONS = {
   // data
   dataset_name: s, dataset_json_field: s, dataset_split: s, dataset_config: s, cache_dir: s, mas_task: s, max_length: s, prompts: s,
   // optimisation
-  batch_size: s, grad_accum_steps: s, gradient_accumulation_steps: s, max_steps: s, num_train_epochs: s, lr_scheduler_type: s, warmup_steps: s,
+  batch_size: s, grad_accum_steps: s, max_steps: s, num_train_epochs: s, lr_scheduler_type: s, warmup_steps: s,
   max_grad_norm: s, weight_decay: s, seed: s, shuffle: s,
   // checkpoints and logs
-  save_dir: s, output_dir: s, save_steps: s, resume: s, log_jsonl: s, dump_batches: s, logging_steps: s,
+  save_dir: s, save_steps: s, resume: s, log_jsonl: s, dump_batches: s, logging_steps: s,
   // engine
   backend: s, devices: s,
   // inner
@@ -32,8 +32,10 @@ export const TRAIN_OPTIONS = {
   enable_thinking: s,
   // PyTorch-only: accepted, no effect
   dtype: s, adapter_dtype: s, outer_dtype: s, gradient_checkpointing: s, trust_remote_code: s, report_to: s, bf16: b,
-  help: { type: 'boolean', short: 'h' },
 } as const;
+
+/** Other spellings of train_*.py (HF Trainer's names): the same flags. */
+export const TRAIN_ALIASES = { gradient_accumulation_steps: 'grad_accum_steps', output_dir: 'save_dir' } as const;
 
 export const NO_EFFECT = ['dtype', 'adapter_dtype', 'outer_dtype', 'trust_remote_code', 'report_to', 'bf16'] as const;
 
@@ -44,7 +46,7 @@ export const NO_EFFECT = ['dtype', 'adapter_dtype', 'outer_dtype', 'trust_remote
 export const ROLE_FLAG_ROLES = ['expert', 'learner', 'reflector', 'toolcaller'] as const;
 export const ROLE_FLAG_SUFFIXES = ['model_name_or_path', 'inner_aligner_path'] as const;
 
-export type TrainArgs = ReturnType<typeof parseArgs<{ options: typeof TRAIN_OPTIONS; allowPositionals: true }>>['values'];
+export type TrainArgs = Values<typeof TRAIN_OPTIONS>;
 
 export const TRAIN_USAGE = `  rmas train-inner --model_name_or_path DIR --mas_design STYLE --mas_role ROLE --dataset_name NAME|FILE --save_dir DIR
                    [--mas_task math|choice|code] [--adapter_type ln_res_adapter] [--adapter_lr 5e-4]

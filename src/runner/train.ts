@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { basename, join } from 'node:path';
-import { MissingCheckpoint, TrainingMemoryExceeded } from '../errors';
+import { MissingCheckpoint, TrainingMemoryExceeded, UsageError } from '../errors';
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
 import { InnerLink, OuterLink } from '../mas/links';
 import { loadPromptSet, type TaskKind } from '../mas/prompts';
@@ -29,12 +29,9 @@ import { formatBytes, planPlacedMemory, weightParamCount } from '../train/memory
 import { outerStepForwards, type OuterAgent, type OuterLossOptions, type OuterSample } from '../train/outer';
 import { parseSchedulerType } from '../train/schedule';
 import { materialize } from '../store/bundle-node';
+import { flag01, numberFlag, required } from './args';
 import { thinkingTokenizer } from './ask';
 import { NO_EFFECT, ROLE_FLAG_ROLES, ROLE_FLAG_SUFFIXES, type TrainArgs } from './train-args';
-
-export class TrainUsageError extends Error {
-  override name = 'UsageError';
-}
 
 export interface TrainIO {
   out(s: string): void;
@@ -43,28 +40,19 @@ export interface TrainIO {
   tty: boolean;
 }
 
-function num(a: TrainArgs, k: keyof TrainArgs, def: number, o: { int?: boolean; min?: number } = {}): number {
-  const v = a[k] as string | undefined;
-  if (v === undefined) return def;
-  const n = Number(v);
-  if (v.trim() === '' || !Number.isFinite(n) || (o.int && !Number.isInteger(n)) || (o.min !== undefined && n < o.min)) {
-    throw new TrainUsageError(`--${k} ${v}: expected ${o.int ? 'an integer' : 'a number'}${o.min !== undefined ? ` >= ${o.min}` : ''}`);
-  }
-  return n;
-}
-const flag01 = (a: TrainArgs, k: keyof TrainArgs, def: boolean) => {
-  const v = a[k] as string | undefined;
-  if (v === undefined) return def;
-  if (!['0', '1', 'true', 'false'].includes(v.toLowerCase())) throw new TrainUsageError(`--${k} ${v}: expected 0 or 1`);
-  return v === '1' || v.toLowerCase() === 'true';
-};
+/** A string flag of the table (the only kind the number and 0|1 flags are). */
+type StringFlag = { [K in keyof TrainArgs]-?: TrainArgs[K] extends string | undefined ? K : never }[keyof TrainArgs];
+
+const num = (a: TrainArgs, k: StringFlag, def: number, o: { int?: boolean; min?: number } = {}): number =>
+  numberFlag(k, a[k], { integer: o.int, min: o.min }) ?? def;
+const bool01 = (a: TrainArgs, k: StringFlag, def: boolean) => flag01(k, a[k], def, true);
 /** train-outer's --gradient_checkpointing: 0/1 (upstream's) or the roles to recompute, comma-separated. */
 function recomputeRoles(v: string | undefined, roles: readonly string[]): boolean | string[] | 'auto' {
   if (v === undefined || ['0', '1', 'true', 'false'].includes(v.toLowerCase())) return v === '1' || v?.toLowerCase() === 'true';
   if (v.toLowerCase() === 'auto') return 'auto';
   const list = v.split(',').map((r) => r.trim());
   const bad = list.filter((r) => !roles.includes(r));
-  if (bad.length) throw new TrainUsageError(`--gradient_checkpointing ${v}: expected 0, 1, auto or roles of this style (${roles.join(', ')}); ${bad.join(', ')} is not one`);
+  if (bad.length) throw new UsageError(`--gradient_checkpointing ${v}: expected 0, 1, auto or roles of this style (${roles.join(', ')}); ${bad.join(', ')} is not one`);
   return list;
 }
 
@@ -85,7 +73,7 @@ function autoRecompute(
   const backends = [...new Set([...agents.values()].map((x) => x.decoder.backend))];
   for (const b of backends) {
     if (!reportsMemory(b)) {
-      throw new TrainUsageError(`--gradient_checkpointing auto reads the device's free memory, which ${b.name} does not report; ` +
+      throw new UsageError(`--gradient_checkpointing auto reads the device's free memory, which ${b.name} does not report; ` +
         'give 0, 1 or the roles to recompute (rmas plan-memory --gradient_checkpointing auto says which for a given budget)');
     }
   }
@@ -123,13 +111,9 @@ function autoRecompute(
 /** --outer_latents: what a non-final stage sends while the outer links train (src/train/outer.ts). */
 function outerLatents(v: string | undefined): 'teacher' | 'rollout' {
   if (v === undefined || v === 'teacher' || v === 'rollout') return v ?? 'teacher';
-  throw new TrainUsageError(`--outer_latents ${v}: expected teacher (upstream: the states of the gold text) or rollout (the stage's own latent rollout, as inference)`);
+  throw new UsageError(`--outer_latents ${v}: expected teacher (upstream: the states of the gold text) or rollout (the stage's own latent rollout, as inference)`);
 }
-const need = (a: TrainArgs, k: keyof TrainArgs): string => {
-  const v = a[k] as string | undefined;
-  if (!v) throw new TrainUsageError(`--${k} is required`);
-  return v;
-};
+const need = (a: TrainArgs, k: StringFlag): string => required(k, a[k]);
 
 /** Upstream's --mas_design / --style names → a style of the registry. */
 const STYLE_ALIASES: Record<string, string> = {
@@ -148,8 +132,8 @@ const ROLE_ALIASES: Record<string, string> = {
  * A model folder flag: the given path or repo, else (for an embedded style) the role's folder of the
  * shipped system, whose absence is missingTinySystem; else the flag is required.
  */
-async function modelArg(a: TrainArgs, k: keyof TrainArgs, what: string, style: StyleSpec, role: string): Promise<string> {
-  const given = a[k] as string | undefined;
+async function modelArg(a: TrainArgs, k: StringFlag, what: string, style: StyleSpec, role: string): Promise<string> {
+  const given = a[k];
   if (given || !style.embedded) return resolveModel(what, need(a, k));
   const dir = embeddedPath(style, await embeddedRoot(style), style.roles.find((r) => r.key === role)!.repo);
   if (!existsSync(join(dir, 'config.json'))) throw missingTinySystem(`${what} (default of ${style.name})`, `${dir} holds no config.json`);
@@ -188,7 +172,7 @@ function rowSource(a: TrainArgs): RowSource {
 
 function taskOf(a: TrainArgs): TaskKind {
   const t = (a.mas_task ?? 'math').toLowerCase();
-  if (t !== 'math' && t !== 'code' && t !== 'choice') throw new TrainUsageError(`--mas_task ${a.mas_task}: expected math, code or choice`);
+  if (t !== 'math' && t !== 'code' && t !== 'choice') throw new UsageError(`--mas_task ${a.mas_task}: expected math, code or choice`);
   return t;
 }
 
@@ -214,11 +198,11 @@ export function agentFlags(a: TrainArgs, style: StyleSpec): TrainArgs {
       if (v === undefined) continue;
       const i = style.roles.findIndex((r) => r.key === role);
       if (i < 0) {
-        throw new TrainUsageError(`--${alias} names the role ${role}, which style ${style.name} does not have; its roles are ` +
+        throw new UsageError(`--${alias} names the role ${role}, which style ${style.name} does not have; its roles are ` +
           `${style.roles.map((r, k) => `${r.key} (--agent${k + 1}_${suffix})`).join(', ')}`);
       }
       const agent = `agent${i + 1}_${suffix}`;
-      if (out[agent] !== undefined) throw new TrainUsageError(`--${alias} and --${agent} are the same flag (${role} is agent ${i + 1} of ${style.name}); give one of them`);
+      if (out[agent] !== undefined) throw new UsageError(`--${alias} and --${agent} are the same flag (${role} is agent ${i + 1} of ${style.name}); give one of them`);
       out[agent] = v;
       delete out[alias];
     }
@@ -233,13 +217,12 @@ export function agentFlags(a: TrainArgs, style: StyleSpec): TrainArgs {
 export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: () => Promise<Backend>, io: TrainIO,
   place?: (roles: readonly string[]) => Promise<Record<string, Backend>>): Promise<void> {
   for (const k of NO_EFFECT) if (a[k] !== undefined) io.err(`note: --${k} only tunes PyTorch; it has no effect here (links train in f32)\n`);
-  const thinking = flag01(a, 'enable_thinking', false);
-  const saveDir = a.save_dir ?? a.output_dir;
-  if (!saveDir) throw new TrainUsageError('--save_dir is required');
+  const thinking = bool01(a, 'enable_thinking', false);
+  const saveDir = need(a, 'save_dir');
   const task = taskOf(a);
   const maxLength = num(a, 'max_length', kind === 'inner' ? 2048 : 4096, { int: true, min: 2 });
   const batchSize = num(a, 'batch_size', 2, { int: true, min: 1 });
-  const gradAccum = num(a, 'grad_accum_steps', num(a, 'gradient_accumulation_steps', 1, { int: true, min: 1 }), { int: true, min: 1 });
+  const gradAccum = num(a, 'grad_accum_steps', 1, { int: true, min: 1 });
   const seed = num(a, 'seed', 42, { int: true, min: 0 });
   const lr = num(a, kind === 'inner' ? 'adapter_lr' : 'outer_lr', 5e-4, { min: 0 });
   const optimizer = { weightDecay: num(a, 'weight_decay', 0, { min: 0 }), maxGradNorm: num(a, 'max_grad_norm', 1, { min: 0 }) || Infinity };
@@ -276,7 +259,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       disposers.push(() => link.dispose());
       job = createInnerJob({
         decoder, tokenizer, link, rows, shape: style.shape, role, task, maxLength, optimizer,
-        weights: { cos: num(a, 'adapter_cos_weight', 1), mse: num(a, 'adapter_mse_weight', 0), ce: num(a, 'adapter_ce_weight', 0), recompute: flag01(a, 'gradient_checkpointing', false) }, ...(prompts ? { prompts } : {}),
+        weights: { cos: num(a, 'adapter_cos_weight', 1), mse: num(a, 'adapter_mse_weight', 0), ce: num(a, 'adapter_ce_weight', 0), recompute: bool01(a, 'gradient_checkpointing', false) }, ...(prompts ? { prompts } : {}),
       });
       manifests = { 'adapter_config.json': { adapter_type: link.type } };
       io.err(`inner link ${link.type} (d ${d}, ${link.numParams} parameters) for ${style.shape}/${role} on ${basename(dir)}\n`);
@@ -286,7 +269,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       const on = (role: string): Backend => placement[role] ?? be;
       const agents = new Map<string, Parameters<typeof createOuterJob>[0]['agents'] extends ReadonlyMap<string, infer V> ? V : never>();
       for (const [i, r] of style.roles.entries()) {
-        const k = `agent${i + 1}_model_name_or_path` as keyof TrainArgs;
+        const k = `agent${i + 1}_model_name_or_path` as StringFlag;
         const dir = await modelArg(a, k, `--${k} (${r.key})`, style, r.key);
         const decoder = await loadDecoderFromDir(dir, on(r.key), { what: `--${k}` });
         disposers.push(() => decoder.dispose());
@@ -310,7 +293,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
         outer.set(l.key, link);
       }
       const rounds = num(a, 'num_recursive_rounds', 3, { int: true, min: 1 });
-      const superviseFinalOnly = flag01(a, 'supervise_final_only', true);
+      const superviseFinalOnly = bool01(a, 'supervise_final_only', true);
       const nonLastLossWeight = num(a, 'non_last_loss_weight', 0.1, { min: 0 });
       const recompute = recomputeRoles(a.gradient_checkpointing, style.roles.map((r) => r.key));
       const loss: OuterLossOptions = {
@@ -344,7 +327,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     if (maxSteps <= 0) maxSteps = Math.max(1, Math.round(num(a, 'num_train_epochs', 1, { min: 0 }) * perEpoch));
     const loopOpts: LoopOptions = {
       maxSteps, batchSize, gradAccumSteps: gradAccum, lr, scheduler, warmupSteps: num(a, 'warmup_steps', 10, { int: true, min: 0 }), seed,
-      shuffle: flag01(a, 'shuffle', true), saveSteps: num(a, 'save_steps', 1000, { int: true, min: 0 }),
+      shuffle: bool01(a, 'shuffle', true), saveSteps: num(a, 'save_steps', 1000, { int: true, min: 0 }),
     };
     const store = nodeStore(saveDir);
     let state: TrainerState = initialState(job.size, loopOpts);

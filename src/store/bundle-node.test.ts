@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildTinySystem, TINY_MAS_LINKS } from '../../models/tiny-mas';
+import { buildTinySystem, TINY_MAS_LINKS } from '../../scripts/tiny-system/tiny-mas';
 import { overridesFor, readDump, runAsk } from '../../test/mas/ask-util';
 import { arithmeticRows } from '../../test/train/fixtures';
 import { readLinkFile, resolveOuterFolder } from '../mas/upstream';

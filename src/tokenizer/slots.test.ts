@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PromptSlotMissing, TokenizerError } from '../errors.ts';
-import { buildTinyTokenizer } from '../../models/tokenizer.ts';
+import { buildTinyTokenizer } from '../../scripts/tiny-system/tokenizer.ts';
 import { SLOTS } from '../mas/slots.ts';
 import { loadTokenizer, renderChat, renderWithSlots, splitAtSlots } from './index.ts';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildTinyTokenizer } from '../../models/tokenizer.ts';
+import { buildTinyTokenizer } from '../../scripts/tiny-system/tokenizer.ts';
 import { loadTokenizer } from './index.ts';
 
 // The browser path: bytes in (as from IndexedDB), same ids and chat rendering as in Node.

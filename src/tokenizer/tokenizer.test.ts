@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TokenizerError } from '../errors.ts';
-import { CHATML_TEMPLATE, buildTinyTokenizer, byteLevelWords, learnMerges } from '../../models/tokenizer.ts';
+import { CHATML_TEMPLATE, buildTinyTokenizer, byteLevelWords, learnMerges } from '../../scripts/tiny-system/tokenizer.ts';
 import { loadTokenizer, loadTokenizerFromDir, type Tokenizer } from './index.ts';
 
 const tiny = buildTinyTokenizer({ merges: 300 });

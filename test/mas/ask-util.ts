@@ -4,7 +4,7 @@ import { SafetensorsFile } from '../../src/formats/safetensors';
 import { fileSource } from '../../src/formats/sources';
 import { askCmd, type AskArgs } from '../../src/runner/ask';
 import type { Backend } from '../../src/tensor/backend';
-import { buildTinySystem, type TinyStyle } from '../../models/tiny-mas';
+import { buildTinySystem, type TinyStyle } from '../../scripts/tiny-system/tiny-mas';
 
 export async function overridesFor(style: TinyStyle, dir: string): Promise<string[]> {
   const sys = await buildTinySystem(style, dir);

@@ -1,5 +1,5 @@
 /**
- * `rmas ask` end to end on tiny upstream-layout systems (models/tiny-mas.ts: three tiny model families of
+ * `rmas ask` end to end on tiny upstream-layout systems (scripts/tiny-system/tiny-mas.ts: three tiny model families of
  * hidden sizes 32/48/64, random bf16 links in .pt files with upstream's names and manifests), on the CPU
  * backend: for every style, the dump manifest lists the stages in the style's order with the right slots
  * and outer links, each slot receives exactly the latents the named link produced earlier, and every
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SLOTS } from '../../src/mas/slots';
 import { CpuBackend } from '../../src/tensor/cpu';
-import { TINY_HIDDEN, TINY_MAS_ROLES, type TinyStyle } from '../../models/tiny-mas';
+import { TINY_HIDDEN, TINY_MAS_ROLES, type TinyStyle } from '../../scripts/tiny-system/tiny-mas';
 import { overridesFor, readDump, runAsk } from './ask-util';
 
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-ask-'));

@@ -16,7 +16,7 @@ import { embeddedRoot, loadSystem, packageRoot, TINY_SYSTEM_ENV } from '../../sr
 import { defaultMaxNewTokens } from '../../src/runner/ask';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../../src/tokenizer';
-import { TINY_PROMPT_FILE } from '../../models/tiny/prompts';
+import { TINY_PROMPT_FILE } from '../../scripts/tiny-system/prompts';
 import { buildTinyStandIn } from '../tiny-style-standin';
 import { readDump, runAsk } from './ask-util';
 

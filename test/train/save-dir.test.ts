@@ -3,7 +3,7 @@
  * model's files hard-linked or copied beside the links, never rewritten) that `rmas ask --ckpt_override
  * ROLE=DIR` and train-outer's model flags read; train_outer.py's role-named flags (distillation's expert /
  * learner, deliberation's reflector / toolcaller) land on the right agents; --enable_thinking reaches the
- * chat template in both loops. Tiny upstream-layout systems (models/tiny-mas.ts), CPU, one or two steps.
+ * chat template in both loops. Tiny upstream-layout systems (scripts/tiny-system/tiny-mas.ts), CPU, one or two steps.
  */
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,7 +16,7 @@ import type { TrainArgs } from '../../src/runner/train-args';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../../src/tokenizer';
 import { modelFileNames, placeModelFiles } from '../../src/train/model-files';
-import { buildTinySystem } from '../../models/tiny-mas';
+import { buildTinySystem } from '../../scripts/tiny-system/tiny-mas';
 import { runAsk } from '../mas/ask-util';
 import { trainInProcess as train } from '../util/rmas';
 

@@ -1,5 +1,5 @@
 /**
- * Both loops on every style (tiny upstream-layout systems of models/tiny-mas.ts, CPU): the inner loop
+ * Both loops on every style (tiny upstream-layout systems of scripts/tiny-system/tiny-mas.ts, CPU): the inner loop
  * trains each role of each style from a row holding every style's columns, and one outer step of each
  * style with two rounds gives a finite loss and a non-zero gradient in every one of its outer links
  * (feedback links included), proving the loss reaches all of them.
@@ -16,7 +16,7 @@ import { CpuBackend } from '../../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../../src/tokenizer';
 import type { Row } from '../../src/train/data';
 import { createInnerJob, createOuterJob } from '../../src/train/jobs';
-import { buildTinySystem, type TinyStyle } from '../../models/tiny-mas';
+import { buildTinySystem, type TinyStyle } from '../../scripts/tiny-system/tiny-mas';
 
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-train-styles-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { buildTinyTokenizer, CHATML_TEMPLATE } from '../../../models/tokenizer.ts';
+import { buildTinyTokenizer, CHATML_TEMPLATE } from '../../../scripts/tiny-system/tokenizer.ts';
 import { InvalidArgument } from '../../errors.ts';
 import { DEFAULT_PROMPTS, userPrompt } from '../../mas/prompts.ts';
 import { SLOTS } from '../../mas/slots.ts';

@@ -3,22 +3,21 @@
  * Llama-style critic and a Qwen2-style solver, each a full-weight decoder of this project's engine
  * (createTrainableDecoder + lmLoss + AdamW), on the task family of src/eval/tiny-task.ts in the chain
  * shape's chat format exactly as inference renders it: system prompt, the role's tiny prompt
- * (models/tiny/prompts.ts) with real texts in its slots, the generation prompt (with the empty think
+ * (prompts.ts) with real texts in its slots, the generation prompt (with the empty think
  * block), then the gold target and <|im_end|>; loss over the target and <|im_end|> only. The planner also
  * learns the feedback prompt (the solver's answer in the feedback slot), as text-MAS rounds ≥ 2 use it,
  * and a quarter of the solver's sequences leave the refined plan empty, so the solver alone is a baseline
  * that answers rather than stalls. All three share one byte-level BPE whose merges are learned from the
  * task's train split and the prompts (TASK_MERGES).
  *
- *   npx tsx models/tiny/train-agents.ts --out DIR [--steps N] [--seed S] [--backend cpu|webgpu]
+ *   npx tsx scripts/tiny-system/build.ts agents --out DIR [--role R] [--steps N] [--seed S] [--backend cpu|webgpu]
  *
  * Each agent goes to DIR/<role>/ (the system folder's layout) in Hugging Face layout (config.json with the family's key conventions,
  * generation_config.json, tokenizer files, model.safetensors). On the CPU backend the run is a pure
  * function of the seed: same bytes on every run.
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { F, Tape } from '../../src/autograd/index.ts';
 import { AdamW } from '../../src/autograd/ops/optim.ts';
 import { InvalidArgument } from '../../src/errors.ts';
@@ -35,8 +34,8 @@ import { initialState, trainLoop, type StepEvent } from '../../src/train/loop.ts
 import { userPrompt, type PromptKind } from '../../src/mas/prompts.ts';
 import { SLOTS } from '../../src/mas/slots.ts';
 import { renderChat } from '../../src/tokenizer/slots.ts';
-import { buildConfig, buildGenerationConfig, specialIds, type TinySpec, vocabSize } from '../generate.ts';
-import { buildTinyTokenizer, type TinyTokenizer } from '../tokenizer.ts';
+import { buildConfig, buildGenerationConfig, specialIds, type TinySpec, vocabSize } from './tiny-models.ts';
+import { buildTinyTokenizer, type TinyTokenizer } from './tokenizer.ts';
 import { TINY_PROMPT_FILE, TINY_PROMPTS } from './prompts.ts';
 import { Rng } from '../../src/util/rng.ts';
 import { decode } from '../../src/formats/encode.ts';
@@ -407,66 +406,4 @@ export async function evalSolver(dir: string, rows: readonly TaskRow[], backend:
     decoder.dispose();
   }
   return { correct, total: rows.length, outputs };
-}
-
-function parseArgs(argv: string[]) {
-  const a: { out?: string; steps?: number; seed?: number; backend?: string; eval?: number; role?: AgentRole; losses?: string; firstPhase?: string; firstPhaseLosses?: string } = {};
-  const usage = 'usage: tsx models/tiny/train-agents.ts --out DIR [--role planner|critic|solver] [--steps N] [--seed S] [--backend cpu|webgpu] [--eval N] [--losses FILE.json] [--first_phase DIR --first_phase_losses FILE.json]';
-  for (let i = 0; i < argv.length; i++) {
-    const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
-    const v = inline ?? argv[++i];
-    if (v === undefined) throw new InvalidArgument(`${k} needs a value; ${usage}`);
-    if (k === '--out') a.out = v;
-    else if (k === '--steps' || k === '--seed' || k === '--eval') {
-      const n = Number(v);
-      if (!Number.isInteger(n)) throw new InvalidArgument(`${k} must be an integer, got ${v}; ${usage}`);
-      a[k.slice(2) as 'steps' | 'seed' | 'eval'] = n;
-    } else if (k === '--backend') a.backend = v;
-    else if (k === '--losses') a.losses = v;
-    else if (k === '--first_phase') a.firstPhase = v;
-    else if (k === '--first_phase_losses') a.firstPhaseLosses = v;
-    else if (k === '--role') {
-      if (!(ROLES as readonly string[]).includes(v)) throw new InvalidArgument(`--role ${v}: expected one of ${ROLES.join(', ')}`);
-      a.role = v as AgentRole;
-    } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
-  }
-  if (!a.out) throw new InvalidArgument(`no output folder; ${usage}`);
-  if ((a.firstPhase === undefined) !== (a.firstPhaseLosses === undefined)) throw new InvalidArgument(`--first_phase and --first_phase_losses go together; ${usage}`);
-  if (a.backend !== undefined && a.backend !== 'cpu' && a.backend !== 'webgpu') throw new InvalidArgument(`--backend ${a.backend}: expected cpu or webgpu`);
-  return a as typeof a & { out: string };
-}
-
-async function main(argv: string[]) {
-  const a = parseArgs(argv);
-  let backend: Backend = new CpuBackend('f32');
-  if (a.backend === 'webgpu') backend = await (await import('../../src/tensor/webgpu.ts')).WebGpuBackend.create();
-  const t0 = performance.now();
-  const specs = a.role ? AGENT_SPECS.filter((sp) => sp.role === a.role) : AGENT_SPECS;
-  let firstPhase: TrainAgentsOptions['firstPhase'];
-  if (a.firstPhase && a.firstPhaseLosses) {
-    // a --losses file of the first phase: { role: { losses: [...] } }
-    const record = JSON.parse(await readFile(a.firstPhaseLosses, 'utf8')) as Record<string, { losses: number[] }>;
-    firstPhase = { dir: a.firstPhase, losses: Object.fromEntries(Object.entries(record).map(([r, v]) => [r, v.losses])) };
-  }
-  const results = await trainTinyAgents({ out: a.out, steps: a.steps, seed: a.seed, backend, specs, firstPhase });
-  if (a.losses) {
-    const record = Object.fromEntries(results.map((r) => [r.role, { name: r.name, params: r.params, seconds: r.seconds, examples: r.examples, losses: r.losses }]));
-    await writeFile(a.losses, json(record));
-  }
-  for (const r of results) {
-    const first = r.losses.slice(0, 10).reduce((s, x) => s + x, 0) / Math.min(10, r.losses.length);
-    const last = r.losses.slice(-10).reduce((s, x) => s + x, 0) / Math.min(10, r.losses.length);
-    process.stdout.write(`${r.name}: ${r.params} params, ${r.examples} sequences, loss ${first.toFixed(3)} -> ${last.toFixed(3)}, ${r.seconds.toFixed(1)}s -> ${r.dir}\n`);
-  }
-  process.stdout.write(`total ${((performance.now() - t0) / 1000).toFixed(1)}s on ${backend.name}\n`);
-  if (a.eval) {
-    const solver = results.find((r) => r.role === 'solver');
-    if (!solver) throw new InvalidArgument('--eval needs the solver among the trained roles');
-    const ev = await evalSolver(solver.dir, taskSplit('validation').slice(0, a.eval), backend);
-    process.stdout.write(`solver (gold refined plan, greedy): ${ev.correct}/${ev.total} validation rows correct\n`);
-  }
-}
-
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  await main(process.argv.slice(2));
 }

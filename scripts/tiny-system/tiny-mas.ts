@@ -12,16 +12,16 @@
  * Links are InnerLink / OuterLink default inits from fixed seeds, written bf16: the same bytes on every run.
  */
 import { copyFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { InvalidArgument, UnknownStyle } from '../src/errors.ts';
-import { InnerLink, OuterLink } from '../src/mas/links.ts';
-import { type AdapterTask, outerManifests, writeLinkFile } from '../src/mas/upstream.ts';
-import { CpuBackend } from '../src/tensor/cpu.ts';
+import { join } from 'node:path';
+import { InvalidArgument, UnknownStyle } from '../../src/errors.ts';
+import { InnerLink, OuterLink } from '../../src/mas/links.ts';
+import { type AdapterTask, outerManifests, writeLinkFile } from '../../src/mas/upstream.ts';
+import { CpuBackend } from '../../src/tensor/cpu.ts';
+import { TINY_MODELS_DIR } from './paths.ts';
 
 export type TinyStyle = 'sequential_light' | 'sequential_scaled' | 'mixture' | 'distillation' | 'deliberation';
 export const TINY_STYLES: readonly TinyStyle[] = ['sequential_light', 'sequential_scaled', 'mixture', 'distillation', 'deliberation'];
 
-const TINY_DIR = resolve(import.meta.dirname, 'tiny');
 export const TINY_HIDDEN: Readonly<Record<string, number>> = {
   'qwen3-tiny': 48, 'llama-tiny': 64, 'qwen2-tiny': 32, 'mistral-tiny': 40, 'gemma3-tiny': 56, 'qwen3_5-tiny': 48, 'qwen3_5-tied-tiny': 40,
 };
@@ -113,7 +113,7 @@ export async function buildTinySystem(
     await rm(dir, { recursive: true, force: true });
     await mkdir(dir, { recursive: true });
     for (const f of MODEL_FILES) {
-      await copyFile(join(TINY_DIR, model, f), join(dir, f)).catch((e: NodeJS.ErrnoException) => {
+      await copyFile(join(TINY_MODELS_DIR, model, f), join(dir, f)).catch((e: NodeJS.ErrnoException) => {
         if (e.code !== 'ENOENT' || f !== 'chat_template.jinja') throw e;
       });
     }

@@ -17,14 +17,13 @@
  * from the text-trained agent and the link `rmas train-inner --adapter_ce_weight 1` made for it, and writes
  * both back (the agent's model.safetensors, the link's adapter.pt in upstream layout, f32).
  *
- *   npx tsx models/tiny/latent-phase.ts --system DIR --role R --link FILE.pt [--steps N (one cycle)] [--seed S] [--losses FILE.json]
+ *   npx tsx scripts/tiny-system/build.ts latent --system DIR --role R --link FILE.pt [--steps N (one cycle)] [--seed S] [--losses FILE.json]
  *
  * On the CPU backend the run is a pure function of its inputs and the seed.
  */
-import { readFile, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { AdamW } from '../../src/autograd/ops/optim.ts';
+import { readFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { InvalidArgument } from '../../src/errors.ts';
 import { InnerLink } from '../../src/mas/links.ts';
 import { readLinkFile, writeLinkFile } from '../../src/mas/upstream.ts';
@@ -175,44 +174,4 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
     params.dispose();
     decoder.dispose();
   }
-}
-
-function parseArgs(argv: string[]) {
-  const usage = 'usage: tsx models/tiny/latent-phase.ts --system DIR --role planner|critic|solver --link FILE.pt [--steps N] [--seed S] [--rollout W] [--lr LR] [--drills N] [--losses FILE.json]';
-  const a: { system?: string; role?: AgentRole; link?: string; steps?: number; seed?: number; losses?: string; rollout?: number; lr?: number; drills?: number } = {};
-  for (let i = 0; i < argv.length; i++) {
-    const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
-    const v = inline ?? argv[++i];
-    if (v === undefined) throw new InvalidArgument(`${k} needs a value; ${usage}`);
-    if (k === '--system') a.system = v;
-    else if (k === '--link') a.link = v;
-    else if (k === '--losses') a.losses = v;
-    else if (k === '--rollout' || k === '--lr') {
-      const x = Number(v);
-      if (!(x >= 0) || !Number.isFinite(x)) throw new InvalidArgument(`${k} must be a non-negative number, got ${v}; ${usage}`);
-      a[k.slice(2) as 'rollout' | 'lr'] = x;
-    }
-    else if (k === '--steps' || k === '--seed' || k === '--drills') {
-      const n = Number(v);
-      if (!Number.isInteger(n)) throw new InvalidArgument(`${k} must be an integer, got ${v}; ${usage}`);
-      a[k.slice(2) as 'steps' | 'seed' | 'drills'] = n;
-    } else if (k === '--role') {
-      if (!(ROLES as readonly string[]).includes(v)) throw new InvalidArgument(`--role ${v}: expected one of ${ROLES.join(', ')}`);
-      a.role = v as AgentRole;
-    } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
-  }
-  if (!a.system || !a.role || !a.link) throw new InvalidArgument(`--system, --role and --link are required; ${usage}`);
-  return a as typeof a & { system: string; role: AgentRole; link: string };
-}
-
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  const a = parseArgs(process.argv.slice(2));
-  // --rollout and --drills apply to every cycle run
-  const cycles = a.steps ? [a.steps] : LATENT_DEFAULTS.cycles[a.role];
-  const r = await latentPhase({ system: a.system, role: a.role, link: a.link, ...(a.steps ? { cycles } : {}), seed: a.seed, lr: a.lr,
-    ...(a.rollout !== undefined ? { rolloutWeights: cycles.map(() => a.rollout!) } : {}),
-    ...(a.drills !== undefined ? { drills: cycles.map(() => a.drills!) } : {}),
-  });
-  if (a.losses) await writeFile(a.losses, `${JSON.stringify({ [r.role]: { seconds: r.seconds, losses: r.losses } }, null, 2)}\n`);
-  process.stdout.write(`${r.role}: latent phase ${r.losses.length} steps, ${r.seconds.toFixed(1)}s\n`);
 }

@@ -16,13 +16,12 @@
  * The planner, the critic, the inner links, outer_12 and outer_31 are not changed. Writes the solver's
  * model.safetensors and outer/outer_23.pt into --system.
  *
- *   npx tsx models/tiny/chain-phase.ts --system DIR [--seed S] [--steps N] [--losses FILE.json]
+ *   npx tsx scripts/tiny-system/build.ts chain --system DIR [--seed S] [--steps N] [--losses FILE.json]
  *
  * On the CPU backend the run is a pure function of the system and the seed.
  */
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { F, noGrad, Tape } from '../../src/autograd/index.ts';
 import { AdamW } from '../../src/autograd/ops/optim.ts';
 import { InvalidArgument } from '../../src/errors.ts';
@@ -272,25 +271,4 @@ async function messageStep(decoder: Decoder, inner: Forwardable, outer: OuterLin
   } finally {
     tape.dispose();
   }
-}
-
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  const usage = 'usage: tsx models/tiny/chain-phase.ts --system DIR [--seed S] [--steps N] [--losses FILE.json]';
-  const a: { system?: string; seed?: number; steps?: number; losses?: string } = {};
-  const argv = process.argv.slice(2);
-  for (let i = 0; i < argv.length; i++) {
-    const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
-    const v = inline ?? argv[++i];
-    if (v === undefined) throw new InvalidArgument(`${k} needs a value; ${usage}`);
-    if (k === '--system') a.system = v;
-    else if (k === '--losses') a.losses = v;
-    else if (k === '--seed' || k === '--steps') {
-      const x = Number(v);
-      if (!Number.isInteger(x) || x < 1) throw new InvalidArgument(`${k} must be a positive integer, got ${v}; ${usage}`);
-      a[k.slice(2) as 'seed' | 'steps'] = x;
-    } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
-  }
-  if (!a.system) throw new InvalidArgument(`no --system; ${usage}`);
-  const r = await chainPhase({ system: a.system, seed: a.seed, steps: a.steps });
-  if (a.losses) await writeFile(a.losses, `${JSON.stringify({ solver: { losses: r.losses, seconds: r.seconds, examples: r.examples } })}\n`);
 }

@@ -4,7 +4,7 @@
  * from the question; the critic's refined plan from the question and the gold plan). A rollout that reads
  * its link's output as the token it stands for decodes to the text; one that does not drifts.
  *
- *   npx tsx models/tiny/rollouts.ts [--system DIR] [--split validation|test] [--limit N] [--roles planner,critic] [--chain]
+ *   npx tsx scripts/tiny-system/build.ts rollouts [--system DIR] [--split validation|test] [--limit N] [--roles planner,critic] [--chain]
  *
  * --chain scores the rollouts inside the system instead (scoreChain: one latent round of `ask`, where the
  * critic reads the planner's latents through the outer link).
@@ -12,7 +12,6 @@
  * decoded before the first wrong one.
  */
 import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { F, noGrad } from '../../src/autograd/index.ts';
 import { InvalidArgument } from '../../src/errors.ts';
 import { latentRollout } from '../../src/mas/rollout.ts';
@@ -23,8 +22,8 @@ import type { Tokenizer } from '../../src/tokenizer/index.ts';
 import { loadSystem } from '../../src/mas/system.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
-import { TINY_SYSTEM_DIR } from './eval.ts';
-import { taskSplit, type TaskRow } from '../../src/eval/tiny-task.ts';
+import { TINY_SYSTEM_DIR } from './paths.ts';
+import type { TaskRow } from '../../src/eval/tiny-task.ts';
 import { rolePrompt } from './train-agents.ts';
 
 export type RolloutRole = 'planner' | 'critic';
@@ -124,37 +123,5 @@ export async function scoreChain(opts: { systemDir?: string; rows: readonly Task
     return [...tallies].map(([role, t]) => t.score(role, opts.rows.length));
   } finally {
     system.dispose();
-  }
-}
-
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  const usage = 'usage: tsx models/tiny/rollouts.ts [--system DIR] [--split validation|test] [--limit N] [--roles planner,critic] [--chain]';
-  const a: { system?: string; split: 'validation' | 'test'; limit: number; roles: RolloutRole[]; chain: boolean } = { split: 'validation', limit: 40, roles: ['planner', 'critic'], chain: false };
-  const argv = process.argv.slice(2);
-  for (let i = 0; i < argv.length; i++) {
-    const k = argv[i]!;
-    if (k === '--chain') {
-      a.chain = true;
-      continue;
-    }
-    const v = argv[++i];
-    if (v === undefined) throw new InvalidArgument(`${k} needs a value; ${usage}`);
-    if (k === '--system') a.system = v;
-    else if (k === '--split') {
-      if (v !== 'validation' && v !== 'test') throw new InvalidArgument(`--split ${v}: expected validation or test`);
-      a.split = v;
-    } else if (k === '--limit') {
-      a.limit = Number(v);
-      if (!Number.isInteger(a.limit) || a.limit < 1) throw new InvalidArgument(`--limit must be a positive integer, got ${v}`);
-    } else if (k === '--roles') {
-      a.roles = v.split(',').map((r) => r.trim()) as RolloutRole[];
-      if (a.roles.some((r) => r !== 'planner' && r !== 'critic')) throw new InvalidArgument(`--roles ${v}: expected planner and/or critic`);
-    } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
-  }
-  const rows = taskSplit(a.split).slice(0, a.limit);
-  const scores = a.chain ? await scoreChain({ systemDir: a.system, rows }) : await scoreRollouts({ systemDir: a.system, rows, roles: a.roles });
-  for (const s of scores) {
-    process.stdout.write(`${s.role}: the decoded rollout is the gold text on ${s.exact}/${s.rows} ${a.split} rows; `
-      + `gold prefix ${(100 * s.prefixShare).toFixed(1)}% of tokens\n  first row: ${JSON.stringify(s.decoded[0] ?? '')}\n`);
   }
 }

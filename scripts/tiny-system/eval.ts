@@ -1,19 +1,16 @@
 /**
  * `npm run tiny:eval`: the tiny system (style tiny_sequential, models/tiny/system) on the held-out test
- * split of src/eval/tiny-task.ts, greedy, for
+ * split of its task (src/eval/tiny-task.ts), greedy, for
  *   - the solver alone (its own prompt with the refined-plan line left empty),
  *   - the text-MAS baseline (the same three agents passing text, rounds as given),
  *   - RecursiveMAS (latent messages through the trained links) at 1, 2 and 3 rounds;
  * with accuracy, mean seconds and generated tokens per question and latent steps. Prints a Markdown
  * table (the one in README.md) and, with --json FILE, writes every figure and each row's answer.
  *
- *   npx tsx models/tiny/eval.ts [--split test|validation] [--limit N] [--offset K] [--latent_steps M] [--backend cpu|webgpu]
- *                               [--configs solver,text1,latent1,...] [--json FILE] [--system DIR]
+ *   npx tsx scripts/tiny-system/build.ts eval [--split test|validation] [--limit N] [--offset K] [--latent_steps M]
+ *                                             [--backend cpu|webgpu] [--configs solver,text1,latent1,...] [--json FILE] [--system DIR]
  */
-import { writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { InvalidArgument } from '../../src/errors.ts';
 import { ask } from '../../src/mas/run.ts';
 import { loadSystem, type MasSystem } from '../../src/mas/system.ts';
 import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
@@ -21,9 +18,9 @@ import { generate } from '../../src/model/generate.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { scoreAnswer, taskSplit, type TaskRow } from '../../src/eval/tiny-task.ts';
+import { TINY_SYSTEM_DIR } from './paths.ts';
 import { rolePrompt } from './train-agents.ts';
 
-export const TINY_SYSTEM_DIR = resolve(import.meta.dirname, 'system');
 export const CONFIGS = ['solver', 'text1', 'text2', 'text3', 'latent1', 'latent2', 'latent3'] as const;
 export type EvalConfig = (typeof CONFIGS)[number];
 export const DEFAULT_CONFIGS: readonly EvalConfig[] = ['solver', 'text1', 'text3', 'latent1', 'latent2', 'latent3'];
@@ -141,59 +138,4 @@ export function markdownTable(results: readonly ConfigResult[], backendName: str
       `| ${r.label} | ${(100 * r.accuracy).toFixed(1)}% (${r.correct}/${r.total}) | ${r.seconds.toFixed(2)} | ${r.tokens.toFixed(1)} | ${r.latentSteps.toFixed(0)} |`),
   ];
   return lines.join('\n');
-}
-
-function parseArgs(argv: string[]) {
-  const usage = 'usage: tsx models/tiny/eval.ts [--split test|validation] [--limit N] [--offset K] [--latent_steps M] [--backend cpu|webgpu] [--configs a,b,...] [--json FILE] [--system DIR]';
-  const a: { limit?: number; offset?: number; latent_steps?: number; backend?: string; configs?: EvalConfig[]; json?: string; system?: string; split?: 'test' | 'validation' } = {};
-  for (let i = 0; i < argv.length; i++) {
-    const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
-    const v = inline ?? argv[++i];
-    if (v === undefined) throw new InvalidArgument(`${k} needs a value; ${usage}`);
-    if (k === '--limit' || k === '--offset' || k === '--latent_steps') {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 0) throw new InvalidArgument(`${k} must be a non-negative integer, got ${v}; ${usage}`);
-      a[k.slice(2) as 'limit' | 'offset' | 'latent_steps'] = n;
-    } else if (k === '--backend') a.backend = v;
-    else if (k === '--json') a.json = v;
-    else if (k === '--system') a.system = v;
-    else if (k === '--split') {
-      // settings such as the latent length are chosen on validation; the reported table is on test
-      if (v !== 'test' && v !== 'validation') throw new InvalidArgument(`--split ${v}: expected test or validation`);
-      a.split = v;
-    } else if (k === '--configs') {
-      const list = v.split(',').map((s) => s.trim()).filter(Boolean);
-      const bad = list.find((c) => !(CONFIGS as readonly string[]).includes(c));
-      if (bad) throw new InvalidArgument(`--configs: unknown '${bad}'; choose from ${CONFIGS.join(', ')}`);
-      a.configs = list as EvalConfig[];
-    } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
-  }
-  if (a.backend !== undefined && a.backend !== 'cpu' && a.backend !== 'webgpu') throw new InvalidArgument(`--backend ${a.backend}: expected cpu or webgpu`);
-  return a;
-}
-
-async function main(argv: string[]) {
-  const a = parseArgs(argv);
-  let backend: Backend = new CpuBackend('f32');
-  if (a.backend === 'webgpu') backend = await (await import('../../src/tensor/webgpu.ts')).WebGpuBackend.create();
-  const split = a.split ?? 'test';
-  const all = taskSplit(split);
-  const offset = a.offset ?? 0;
-  const rows = all.slice(offset, a.limit === undefined ? undefined : offset + a.limit);
-  const t0 = performance.now();
-  const results = await evalTiny({
-    backend, rows, configs: a.configs, latentSteps: a.latent_steps, systemDir: a.system,
-    onRow: (c, i) => { if ((i + 1) % 50 === 0) process.stderr.write(`${c}: ${i + 1}/${rows.length}\n`); },
-  });
-  process.stdout.write(`${markdownTable(results, backend.name, split)}\n`);
-  const m = a.latent_steps ?? defaultLatentSteps(getStyle('tiny_sequential'));
-  process.stdout.write(`(latent steps m = ${m}; ${((performance.now() - t0) / 1000).toFixed(0)} s in all)\n`);
-  if (a.json) {
-    await writeFile(a.json, `${JSON.stringify({ backend: backend.name, split, latentSteps: m, offset, rows: rows.length, results }, null, 2)}\n`);
-  }
-  process.exit(0);
-}
-
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  await main(process.argv.slice(2));
 }

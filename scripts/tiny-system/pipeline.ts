@@ -1,20 +1,17 @@
 /**
- * `npm run tiny:build`: rebuilds the embedded tiny system (style tiny_sequential) from its seed, the way
- * a researcher would build any RecursiveMAS with this project:
- *   1. the task's splits as JSONL (models/tiny/task.ts);
- *   2. the three agents trained from scratch (models/tiny/train-agents.ts, one process per agent);
+ * The build of the embedded tiny system (style tiny_sequential) from its seed, the way a researcher would
+ * build any RecursiveMAS with this project (`npm run tiny:build`, build.ts's default command):
+ *   1. the task's splits as JSONL (src/eval/tiny-task.ts);
+ *   2. the three agents trained from scratch (train-agents.ts, one process per agent);
  *   3. each role's inner link with `rmas train-inner` (cosine plus the read-back term, --adapter_ce_weight 1);
- *   4. the latent phase (models/tiny/latent-phase.ts): each agent learns to read its link's output, with the link;
+ *   4. the latent phase (latent-phase.ts): each agent learns to read its link's output, with the link;
  *   5. the outer links with `rmas train-outer` over the assembled system;
- *   6. the chain phase (models/tiny/chain-phase.ts): the solver, with outer_23, learns to answer from the
+ *   6. the chain phase (chain-phase.ts): the solver, with outer_23, learns to answer from the
  *      messages the system sends it and to do its own arithmetic;
  * then copies the result into --out (default models/tiny/system) with prompts.json and build.json (the
  * settings, each stage's seconds, and the recorded loss curves that test/tiny-system.test.ts checks).
- * Stages that do not depend on each other run side by side, two at a time on a two-core machine.
- *
- *   npx tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N]
- *                                [--outer_steps N] [--chain_steps N] [--jobs J] [--from agents|inner|latent|outer|chain]
- *                                [--until agents|inner|latent|outer|chain] [--stages DIR]
+ * Stages that do not depend on each other run side by side, two at a time on a two-core machine; each runs
+ * in its own process (`build.ts agents|latent|chain`, or `rmas train-inner|train-outer`).
  *
  * --from S starts at stage S in a --work folder that holds the earlier stages' results; --until S stops
  * after stage S. The inputs of the stages that overwrite them are kept in DIR/stages and copied to --stages
@@ -26,18 +23,13 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { availableParallelism } from 'node:os';
 import { basename, join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { InvalidArgument } from '../../src/errors.ts';
-import { TINY_SYSTEM_DIR } from './eval.ts';
-import { TINY_PROMPT_FILE } from './prompts.ts';
 import { taskSplit, toJsonl } from '../../src/eval/tiny-task.ts';
-import { LATENT_DEFAULTS } from './latent-phase.ts';
 import { CHAIN_DEFAULTS } from './chain-phase.ts';
+import { LATENT_DEFAULTS } from './latent-phase.ts';
+import { ROOT, TINY_STAGES_DIR, TINY_SYSTEM_DIR } from './paths.ts';
+import { TINY_PROMPT_FILE } from './prompts.ts';
 import { ROLES } from './train-agents.ts';
-
-const ROOT = resolve(import.meta.dirname, '../..');
 
 /** The settings of the committed system; build.json records them with the figures. */
 export const BUILD_DEFAULTS = {
@@ -46,10 +38,7 @@ export const BUILD_DEFAULTS = {
   outer: { steps: 600, batchSize: 4, lr: 6e-3, rounds: 2, maxLatentTokens: 40 },
 } as const;
 
-/** Where a build keeps the inputs of its later stages (text-stage agents, inner-stage links) for the tests. */
-export const TINY_STAGES_DIR = resolve(ROOT, 'models/tiny/stages');
-
-interface BuildOptions {
+export interface BuildOptions {
   out: string;
   /** Copy of the stage snapshots (default TINY_STAGES_DIR when --out is the committed system). */
   stages?: string;
@@ -66,8 +55,8 @@ interface BuildOptions {
   until: Stage;
 }
 
-const STAGES = ['agents', 'inner', 'latent', 'outer', 'chain'] as const;
-type Stage = (typeof STAGES)[number];
+export const STAGES = ['agents', 'inner', 'latent', 'outer', 'chain'] as const;
+export type Stage = (typeof STAGES)[number];
 
 /** `rmas train-inner` arguments of a role's inner link, as the build runs them (tests stop them early). */
 export function innerTrainArgs(role: string, data: string, saveDir: string, steps: number, seed: number, logJsonl: string): string[] {
@@ -121,7 +110,8 @@ async function pool<T>(jobs: number, tasks: (() => Promise<T>)[]): Promise<T[]> 
   return results;
 }
 
-const TSX = ['--import', 'tsx'];
+/** A command of build.ts (the entry point) in a child process, and one of rmas. */
+const BUILD = ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts')];
 const RMAS = [join(ROOT, 'bin/rmas.js')];
 
 /** Loss values of a --log_jsonl file, in step order. */
@@ -189,7 +179,7 @@ async function seedWork(work: string, from: Exclude<Stage, 'agents'>): Promise<v
   }
 }
 
-export async function buildTinySystem(o: BuildOptions): Promise<void> {
+export async function buildEmbeddedSystem(o: BuildOptions): Promise<void> {
   const work = resolve(o.work);
   const system = join(work, 'system');
   const data = join(work, 'data');
@@ -205,7 +195,7 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
 
   if (doStage('agents')) {
     const times = await pool(o.jobs, ROLES.map((role) => () => run(`agent ${role}`, [
-      ...TSX, join(ROOT, 'models/tiny/train-agents.ts'), '--out', system, '--role', role, ...(o.agentSteps ? ['--steps', String(o.agentSteps)] : []),
+      ...BUILD, 'agents', '--out', system, '--role', role, ...(o.agentSteps ? ['--steps', String(o.agentSteps)] : []),
       '--seed', String(o.seed), '--losses', join(logs, `agent-${role}.json`),
     ], system, join(logs, `agent-${role}.log`))));
     ROLES.forEach((r, i) => { seconds[`agent ${r}`] = times[i]!; });
@@ -230,7 +220,7 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
     if (!existsSync(join(work, 'stages', 'inner'))) await snapshot(work, system, 'inner');
     // each agent learns to read its link's output, with the link (latent-phase.ts); both are written to system/<role>/
     const times = await pool(o.jobs, ROLES.map((role) => () => run(`latent ${role}`, [
-      ...TSX, join(ROOT, 'models/tiny/latent-phase.ts'), '--system', system, '--role', role, '--link', join(work, `inner-${role}`, 'adapter.pt'),
+      ...BUILD, 'latent', '--system', system, '--role', role, '--link', join(work, `inner-${role}`, 'adapter.pt'),
       '--seed', String(o.seed), '--losses', join(logs, `latent-${role}.json`),
     ], system, join(logs, `latent-${role}.log`))));
     ROLES.forEach((r, i) => { seconds[`latent ${r}`] = times[i]!; });
@@ -250,7 +240,7 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
   if (doStage('chain')) {
     await snapshot(work, system, 'chain');
     seconds.chain = await run('chain', [
-      ...TSX, join(ROOT, 'models/tiny/chain-phase.ts'), '--system', system, '--seed', String(o.seed), '--steps', String(o.chainSteps),
+      ...BUILD, 'chain', '--system', system, '--seed', String(o.seed), '--steps', String(o.chainSteps),
       '--losses', join(logs, 'chain-solver.json'),
     ], system, join(logs, 'chain.log'));
   }
@@ -280,41 +270,4 @@ export async function buildTinySystem(o: BuildOptions): Promise<void> {
     await cp(join(work, 'stages'), stages, { recursive: true });
   }
   process.stderr.write(`tiny system written to ${out}; stage seconds ${JSON.stringify(seconds)}\n`);
-}
-
-function parseArgs(argv: string[]): BuildOptions {
-  const usage = 'usage: tsx models/tiny/build.ts [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--chain_steps N] [--jobs J] [--from STAGE] [--until STAGE] [--stages DIR] (stages: agents, inner, latent, outer, chain)';
-  const o: BuildOptions = {
-    out: TINY_SYSTEM_DIR, work: join(ROOT, '.cache/tiny-build'), seed: BUILD_DEFAULTS.seed,
-    innerSteps: BUILD_DEFAULTS.inner.steps, outerSteps: BUILD_DEFAULTS.outer.steps, chainSteps: CHAIN_DEFAULTS.steps, jobs: Math.max(1, Math.min(3, availableParallelism())), from: 'agents', until: 'chain',
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const [k, inline] = argv[i]!.split('=', 2) as [string, string | undefined];
-    const v = inline ?? argv[++i];
-    if (v === undefined) throw new InvalidArgument(`${k} needs a value; ${usage}`);
-    const int = () => {
-      const n = Number(v);
-      if (!Number.isInteger(n) || n < 1) throw new InvalidArgument(`${k} must be a positive integer, got ${v}; ${usage}`);
-      return n;
-    };
-    if (k === '--out') o.out = v;
-    else if (k === '--work') o.work = v;
-    else if (k === '--stages') o.stages = v;
-    else if (k === '--seed') o.seed = int();
-    else if (k === '--agent_steps') o.agentSteps = int();
-    else if (k === '--inner_steps') o.innerSteps = int();
-    else if (k === '--outer_steps') o.outerSteps = int();
-    else if (k === '--chain_steps') o.chainSteps = int();
-    else if (k === '--jobs') o.jobs = int();
-    else if (k === '--from' || k === '--until') {
-      if (!(STAGES as readonly string[]).includes(v)) throw new InvalidArgument(`${k} ${v}: expected one of ${STAGES.join(', ')}`);
-      o[k === '--from' ? 'from' : 'until'] = v as Stage;
-    } else throw new InvalidArgument(`unknown argument ${k}; ${usage}`);
-  }
-  if (STAGES.indexOf(o.until) < STAGES.indexOf(o.from)) throw new InvalidArgument(`--until ${o.until} comes before --from ${o.from}; ${usage}`);
-  return o;
-}
-
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  await buildTinySystem(parseArgs(process.argv.slice(2)));
 }

@@ -1,6 +1,6 @@
 /**
  * Writes the tiny deterministic random checkpoints in Hugging Face layout that tests, golden files and
- * the offline playground use: `npx tsx models/generate.ts [--out models/tiny]` (or `npm run models:tiny`).
+ * the offline playground use: `npm run models:tiny` (`npx tsx scripts/tiny-system/build.ts models [--out DIR]`, default models/tiny).
  *
  * One folder per family, each shaped like the real checkpoint it stands for (Qwen3-1.7B,
  * Llama-3.2-1B-Instruct, Qwen2.5-Math-1.5B-Instruct, BioMistral-7B) but tiny, and each exercising what is
@@ -16,11 +16,10 @@
  * test/tiny-models.test.ts checks against the committed folders.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { f32ToBf16Bits } from '../src/formats/dtype.ts';
-import { type StTensor, writeSafetensors } from '../src/formats/safetensors.ts';
-import { Rng } from '../src/util/rng.ts';
+import { join } from 'node:path';
+import { f32ToBf16Bits } from '../../src/formats/dtype.ts';
+import { type StTensor, writeSafetensors } from '../../src/formats/safetensors.ts';
+import { Rng } from '../../src/util/rng.ts';
 import { buildTinyTokenizer } from './tokenizer.ts';
 
 /** Merges of the shared tiny tokenizer; ~460 ids in all, so embeddings stay a few tens of KB. */
@@ -114,7 +113,7 @@ export function specialIds(tokenizerJson: Record<string, unknown>) {
   const added = tokenizerJson.added_tokens as { id: number; content: string }[];
   const id = (content: string) => {
     const t = added.find((a) => a.content === content);
-    if (!t) throw new Error(`the tiny tokenizer has no ${content}; models/tokenizer.ts changed its added tokens`);
+    if (!t) throw new Error(`the tiny tokenizer has no ${content}; scripts/tiny-system/tokenizer.ts changed its added tokens`);
     return t.id;
   };
   return { endOfText: id('<|endoftext|>'), imEnd: id('<|im_end|>') };
@@ -355,21 +354,4 @@ export async function writeTinyModels(outDir: string, specs: readonly TinySpec[]
     }
   }
   return written;
-}
-
-async function main(argv: string[]): Promise<void> {
-  let out = 'models/tiny';
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i] === '--out' && argv[i + 1]) out = argv[++i]!;
-    else if (argv[i]!.startsWith('--out=')) out = argv[i]!.slice('--out='.length);
-    else {
-      process.stderr.write(`unknown argument ${argv[i]}; usage: tsx models/generate.ts [--out DIR]\n`);
-      process.exit(2);
-    }
-  }
-  for (const path of await writeTinyModels(resolve(out))) process.stdout.write(`${path}\n`);
-}
-
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  await main(process.argv.slice(2));
 }
