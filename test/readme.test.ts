@@ -1,0 +1,53 @@
+/**
+ * The README's commands run as written: every `npx rmas` line of its fenced bash blocks, in order, in a folder with
+ * the tiny task's splits under data/ (what the README's `build.ts task --out data` writes) and the repository's
+ * models/, on the default backend (WebGPU here). Each must exit 0 and leave what it says it makes.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { taskSplit, toJsonl } from '../src/eval/tiny-task';
+
+const ROOT = resolve(import.meta.dirname, '..');
+
+/** The lines of a Markdown text's ```bash blocks that start with `prefix`. */
+export function bashLines(markdown: string, prefix: string): string[] {
+  const blocks = [...markdown.matchAll(/^```bash\n([^]*?)^```/gm)].map((m) => m[1]!);
+  return blocks.flatMap((b) => b.split('\n')).map((l) => l.trim()).filter((l) => l.startsWith(prefix));
+}
+
+/** A command line's words as a POSIX shell splits them (double and single quotes; no expansions are used). */
+export function words(line: string): string[] {
+  const out: string[] = [];
+  for (const m of line.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'|(\S+)/g)) out.push(m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : (m[2] ?? m[3])!);
+  return out;
+}
+
+const lines = bashLines(readFileSync(join(ROOT, 'README.md'), 'utf8'), 'npx rmas ');
+const dir = mkdtempSync(join(tmpdir(), 'rmas-readme-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('the README', () => {
+  it('the line reader splits quoted words and finds the commands', () => {
+    expect(words(`npx rmas ask --question "Tom has 6 pens. He said \\"hi\\"." --greedy`)).toEqual(['npx', 'rmas', 'ask', '--question', 'Tom has 6 pens. He said "hi".', '--greedy']);
+    expect(bashLines('x\n```bash\nnpx rmas a\n  npx rmas b --c\nls\n```\n```ts\nnpx rmas d\n```\n', 'npx rmas ')).toEqual(['npx rmas a', 'npx rmas b --c']);
+    // one example of each command of its table
+    expect(lines.map((l) => words(l)[2])).toEqual(['ask', 'run', 'train-inner', 'train-outer', 'convert', 'forward', 'generate', 'plan-memory', 'healthcheck']);
+  });
+
+  it('every rmas line runs as written on the tiny system', () => {
+    mkdirSync(join(dir, 'data'));
+    for (const split of ['train', 'test'] as const) writeFileSync(join(dir, 'data', `${split}.jsonl`), toJsonl(taskSplit(split)));
+    symlinkSync(join(ROOT, 'models'), join(dir, 'models'));
+    for (const line of lines) {
+      const r = spawnSync(process.execPath, [join(ROOT, 'bin/rmas.js'), ...words(line).slice(2)], { cwd: dir, encoding: 'utf8', timeout: 300_000 });
+      expect(r.status, `${line}\n${r.stderr.slice(-2000)}`).toBe(0);
+      if (line.startsWith('npx rmas ask')) expect(r.stdout).toMatch(/\\boxed\{4\}/);
+    }
+    for (const made of ['out/test.jsonl', 'out/planner/adapter.pt', 'out/outer/outerlink_config.json', 'out/planner.zip', 'out/hidden.safetensors']) {
+      expect(existsSync(join(dir, made)), made).toBe(true);
+    }
+  }, 900_000);
+});
