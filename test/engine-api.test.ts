@@ -1,5 +1,5 @@
 /**
- * The playground API on the CPU backend in Node: the offline tiny system (models/tiny-system.json) read from
+ * The engine API's system calls (workers/system-calls.ts) on the CPU backend in Node: the offline tiny system (models/tiny-system.json) read from
  * disk through the fetchFile hook, events in order, the same answer as `rmas ask` on the same links, the logit
  * lens against the dumped latents, cancellation, and a link that does not fit.
  *
@@ -17,7 +17,8 @@ import { TINY_SYSTEM_ENV } from '../src/mas/system';
 import { CpuBackend } from '../src/tensor/cpu';
 import { runAsk } from './mas/ask-util';
 import { buildTinyStandIn, standInFetch } from './tiny-style-standin';
-import { createPlaygroundApi } from '../workers/engine-api';
+import { callRegistry } from '../workers/calls';
+import { systemCalls } from '../workers/system-calls';
 import type { EngineEvent, SystemSpec } from '../workers/protocol';
 
 // an app origin served from the repository on disk through the fetchFile hook (the tiny system from the stand-in)
@@ -26,7 +27,8 @@ const tmp = mkdtempSync(join(tmpdir(), 'engine-api-'));
 const standIn = join(tmp, 'system');
 const fetchFile = standInFetch(root, standIn);
 const cpu = new CpuBackend('f32');
-const api = createPlaygroundApi({ backend: async () => ({ backend: cpu }), appBase: root, fetchFile });
+const calls = callRegistry();
+const api = systemCalls({ backend: async () => ({ backend: cpu }), appBase: root, fetchFile }, calls);
 const savedEnv = process.env[TINY_SYSTEM_ENV];
 beforeAll(async () => {
   await buildTinyStandIn(standIn);
@@ -56,7 +58,7 @@ describe('engine api (cpu, offline tiny system)', () => {
     expect(spec.roles.critic.innerLink).toBe(`${root}models/tiny/system/critic/adapter.pt`);
     expect(spec.outer!.outer_31).toBe(`${root}models/tiny/system/outer/outer_31.pt`);
     expect((spec as { prompts?: unknown }).prompts).toBe(`${root}models/tiny/system/prompts.json`);
-    const none = createPlaygroundApi({ backend: async () => ({ backend: cpu }), appBase: `${root}nowhere/`, fetchFile });
+    const none = systemCalls({ backend: async () => ({ backend: cpu }), appBase: `${root}nowhere/`, fetchFile }, calls);
     expect(await none.offlineSystem()).toBeNull();
   });
 
@@ -145,7 +147,7 @@ describe('engine api (cpu, offline tiny system)', () => {
     const ev: EngineEvent[] = [];
     const p = api.ask(req, (e) => {
       ev.push(e);
-      if (e.type === 'stage' && e.state === 'done' && e.index === 0) void api.cancel('c1');
+      if (e.type === 'stage' && e.state === 'done' && e.index === 0) void calls.cancel('c1');
     }, { callId: 'c1' });
     await expect(p).rejects.toMatchObject({ name: 'Cancelled' });
     expect(ev.at(-1)).toMatchObject({ type: 'error', name: 'Cancelled' });

@@ -1,5 +1,5 @@
 /**
- * The playground's benchmark call (PlaygroundApi.evaluate) on the CPU backend in Node with the committed
+ * The playground's benchmark call (EngineApi.evaluate, workers/system-calls.ts) on the CPU backend in Node with the committed
  * offline tiny system: the tiny task's test rows scored as `rmas run` scores them (the same records as
  * src/eval/run.ts on a system loaded by rmas), a sample event per question in order, a first-n limit, code
  * benchmarks refused, and cancellation between questions.
@@ -12,7 +12,8 @@ import { toItems } from '../src/eval/datasets';
 import { evaluate } from '../src/eval/run';
 import { loadSystem } from '../src/mas/system';
 import { CpuBackend } from '../src/tensor/cpu';
-import { createPlaygroundApi } from '../workers/engine-api';
+import { callRegistry } from '../workers/calls';
+import { systemCalls } from '../workers/system-calls';
 import type { EngineEvent } from '../workers/protocol';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -26,13 +27,14 @@ const fetchFile = async (url: string) => {
   }
 };
 const cpu = new CpuBackend('f32');
-const api = createPlaygroundApi({ backend: async () => ({ backend: cpu }), appBase: base, fetchFile });
+const calls = callRegistry();
+const api = systemCalls({ backend: async () => ({ backend: cpu }), appBase: base, fetchFile }, calls);
 afterAll(() => api.dispose());
 
 const rows = taskSplit('test').slice(0, 4).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
 const FLAGS = { mode: 'latent' as const, rounds: 2, latentSteps: 8, maxNewTokens: 40, sampling: { greedy: true } };
 
-describe('PlaygroundApi.evaluate (cpu, offline tiny system)', () => {
+describe('EngineApi.evaluate (cpu, offline tiny system)', () => {
   it('scores the rows as rmas run does, with one sample event per question in order', async () => {
     const system = (await api.offlineSystem())!;
     const events: EngineEvent[] = [];
@@ -63,7 +65,7 @@ describe('PlaygroundApi.evaluate (cpu, offline tiny system)', () => {
     const run = api.evaluate({ system, source: { rows, dataset: null }, ...FLAGS }, (e) => {
       if (e.type === 'sample') {
         seen.push(e.index);
-        if (e.index === 0) void api.cancel('stop-me');
+        if (e.index === 0) void calls.cancel('stop-me');
       }
     }, { callId: 'stop-me' });
     await expect(run).rejects.toMatchObject({ name: 'Cancelled' });

@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/tensor/cpu';
-import { createPlaygroundApi } from '../workers/engine-api';
+import { callRegistry } from '../workers/calls';
+import { systemCalls } from '../workers/system-calls';
 import type { SystemSpec } from '../workers/protocol';
 import { buildTinyStandIn } from './tiny-style-standin';
 import { buildTinySystem } from '../scripts/tiny-system/tiny-mas';
@@ -70,7 +71,7 @@ const expectedFiles = () => [
 
 describe('planSystem (offline tiny system, Range reads)', () => {
   it('lists every file with its size on disk, reads only the safetensors headers, and fits', async () => {
-    const api = createPlaygroundApi(deps);
+    const api = systemCalls(deps, callRegistry());
     const spec = (await api.offlineSystem()) as SystemSpec;
     served.length = 0;
     fileCalls = 0;
@@ -105,7 +106,7 @@ describe('planSystem (offline tiny system, Range reads)', () => {
   it('counts cached URLs, and refuses where one row of a tensor exceeds the binding limit', async () => {
     const limits = { maxStorageBufferBindingSize: 64, maxBufferSize: 1 << 30, features: [] };
     const cachedUrl = `${root}${SYSTEM}solver/model.safetensors`;
-    const api = createPlaygroundApi({ ...deps, planLimits: async () => limits, cachedUrls: async () => [cachedUrl] });
+    const api = systemCalls({ ...deps, planLimits: async () => limits, cachedUrls: async () => [cachedUrl] }, callRegistry());
     const spec = (await api.offlineSystem()) as SystemSpec;
     const r = await api.planSystem(spec, { backend: 'webgpu' });
     expect(r.plan.cachedBytes).toBe(statSync(diskOf(`${SYSTEM}solver/model.safetensors`)).size);
@@ -138,7 +139,7 @@ describe('a Qwen3.5 (image-text) role: its vision tower and mtp.* tensors', () =
   const model = (role: string) => `${DIST}distillation-${role}/model.safetensors`;
 
   it('the download plan counts the header and the decoder tensors only', async () => {
-    const api = createPlaygroundApi(deps);
+    const api = systemCalls(deps, callRegistry());
     const r = await api.planSystem(spec);
     for (const role of ['expert', 'learner']) {
       const l = layoutOf(model(role));

@@ -31,7 +31,7 @@ export async function buildTinyStandIn(dir: string): Promise<string> {
 const SYSTEM_PREFIX = 'models/tiny/system/';
 
 /**
- * A fetchFile hook for the playground API that serves the repository at `appBase`, except
+ * A fetchFile hook for the engine API's system calls that serves the repository at `appBase`, except
  * models/tiny/system/*, which it serves from the stand-in folder `standIn`.
  */
 export function standInFetch(appBase: string, standIn: string): (url: string) => Promise<Uint8Array | null> {

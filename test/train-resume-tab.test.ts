@@ -1,14 +1,18 @@
 /**
- * The engine worker's training (workers/train-run.ts) on the CPU backend in Node: a run interrupted after
- * its step-3 checkpoint and resumed by `resume: { runId }` ends with the same link weights and the same
- * losses for steps 4–6 as the run done in one go; a checkpoint without trainer state is refused by name.
+ * The engine worker's training (workers/train-run.ts, train-calls.ts) on the CPU backend in Node: a run
+ * interrupted after its step-3 checkpoint and resumed by `resume: { runId }` ends with the same link weights
+ * and the same losses for steps 4–6 as the run done in one go; a checkpoint without trainer state is refused
+ * by name; the training calls pause and resume a run by its call id, and cancel(callId) ends it after its
+ * step with a final checkpoint, train() resolving with stopped: true.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/tensor/cpu';
 import { memoryStore } from '../src/train/checkpoint-files';
+import { callRegistry } from '../workers/calls';
 import type { TrainEvent, TrainRequest } from '../workers/protocol';
+import { trainCalls } from '../workers/train-calls';
 import { runIdFor, trainRun, type TrainDeps, type TrainRun } from '../workers/train-run';
 
 const ROOT = 'http://app.test/';
@@ -42,7 +46,7 @@ const request = (): TrainRequest => ({
 
 let counter = 0;
 function newRun(req: TrainRequest): TrainRun {
-  return { id: runIdFor(req, () => `run-test-${++counter}`), paused: false, stopRequested: false, wake: null, done: Promise.resolve(), store: null };
+  return { id: runIdFor(req, () => `run-test-${++counter}`), stop: new AbortController().signal, paused: false, wake: null, store: null };
 }
 
 async function go(req: TrainRequest, on: (e: TrainEvent) => void = () => {}) {
@@ -105,5 +109,39 @@ describe('resuming an interrupted training run in the worker (cpu)', () => {
     expect(none).toMatchObject({ name: 'MissingCheckpoint' });
     expect((none as Error).message).toMatch(/run run-never has no complete checkpoint/);
     expect(() => runIdFor({ ...request(), resume: { runId: '../x' } }, () => 'run-1')).toThrow(/resume\.runId must be the id of an earlier run/);
+  }, 20_000);
+});
+
+describe('training calls: one run, paused, resumed and cancelled by its call id (cpu)', () => {
+  it('cancel ends the run after its step with a final checkpoint and resolves stopped; others are refused by name', async () => {
+    const calls = callRegistry();
+    const api = trainCalls(deps, calls);
+    const events: TrainEvent[] = [];
+    const refused: Promise<unknown>[] = [];
+    const r = await api.train({ ...request(), options: { ...request().options, saveSteps: 0 } }, async (e) => {
+      events.push(e);
+      if (e.type === 'step' && e.step === 1) {
+        await api.pauseTraining('t1');
+        refused.push(api.train(request(), () => {}), api.pauseTraining('t-other'));
+      }
+      if (e.type === 'paused') await api.resumeTraining('t1');
+      if (e.type === 'step' && e.step === 2) await calls.cancel('t1');
+    }, { callId: 't1' });
+    expect(r).toMatchObject({ steps: 2, stopped: true });
+    expect(events.map((e) => (e.type === 'step' ? `step${e.step}` : e.type))).toEqual(['start', 'step1', 'paused', 'resumed', 'step2', 'saved', 'done']);
+    expect(events.at(-2)).toEqual({ type: 'saved', step: 2, final: true });
+    const [second, other] = await Promise.all(refused.map((p) => p.catch((e: Error) => e)));
+    expect(second).toMatchObject({ name: 'InvalidArgument', message: expect.stringMatching(/still in progress; stop it \(cancel its call\)/) });
+    expect(other).toMatchObject({ name: 'InvalidArgument', message: expect.stringMatching(/call t-other is not the training run in progress/) });
+    const files = await api.checkpointFiles(r.runId);
+    expect(JSON.parse(new TextDecoder().decode(files['trainer_state.json'])).state.step).toBe(2);
+    await expect(api.resumeTraining('t1')).rejects.toMatchObject({ name: 'InvalidArgument', message: expect.stringMatching(/no training run is in progress/) });
+
+    // a cancel that arrives before its call: the run stops before its first step, still with a final checkpoint
+    await calls.cancel('t2');
+    const early: TrainEvent[] = [];
+    const r2 = await api.train(request(), async (e) => void early.push(e), { callId: 't2' });
+    expect(r2).toMatchObject({ steps: 0, stopped: true });
+    expect(early.map((e) => e.type)).toEqual(['start', 'saved', 'done']);
   }, 20_000);
 });

@@ -1,7 +1,7 @@
 /**
  * Link training in the tab: the engine worker trains through comlink in headless Chromium, streams its
- * events in order, pauses and resumes between steps, stops with a final checkpoint, and hands the
- * checkpoint files back with upstream key names. CPU backend for the longer runs (SwiftShader is slow),
+ * events in order, pauses and resumes between steps by the train call's id, ends a cancelled call with a
+ * final checkpoint (train() resolves, stopped), and hands the checkpoint files back with upstream key names. CPU backend for the longer runs (SwiftShader is slow),
  * a two-step WebGPU smoke run.
  */
 import { afterAll, describe, expect, it } from 'vitest';
@@ -29,13 +29,16 @@ const innerReq = (maxSteps: number, backend: 'cpu' | 'webgpu' = 'cpu'): TrainReq
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Starts a run; `on` sees each event as it arrives (the worker waits for it). */
-function train(req: TrainRequest, on: (e: TrainEvent, all: TrainEvent[]) => void = () => {}) {
+let calls = 0;
+
+/** Starts a run under a fresh call id (for pause, resume and cancel); `on` sees each event as it arrives (the worker waits for it). */
+function train(req: TrainRequest, on: (e: TrainEvent, all: TrainEvent[], callId: string) => void = () => {}) {
+  const callId = `train-${++calls}`;
   const events: TrainEvent[] = [];
   const result = engine.api.train(req, proxy((e: TrainEvent) => {
     events.push(e);
-    on(e, events);
-  }));
+    on(e, events, callId);
+  }), { callId });
   return { events, result };
 }
 
@@ -46,14 +49,14 @@ describe('training links in the engine worker (chromium)', () => {
     let pausedAt = -1;
     let stepsWhilePaused = -1;
     const t0 = performance.now();
-    const { events, result } = train(innerReq(10), (e, all) => {
-      if (e.type === 'step' && e.step === 3) void engine.api.pauseTraining();
+    const { events, result } = train(innerReq(10), (e, all, callId) => {
+      if (e.type === 'step' && e.step === 3) void engine.api.pauseTraining(callId);
       if (e.type === 'paused') {
         pausedAt = steps(all).length;
         // no step may arrive while paused; then resume
         void sleep(300).then(() => {
           stepsWhilePaused = steps(events).length - pausedAt;
-          return engine.api.resumeTraining();
+          return engine.api.resumeTraining(callId);
         });
       }
     });
@@ -77,11 +80,11 @@ describe('training links in the engine worker (chromium)', () => {
     expect(last).toBeLessThan(first * 0.7);
   });
 
-  it('stop mid-run saves a final checkpoint; a second run meanwhile is refused; files carry upstream keys', async () => {
+  it('cancel mid-run saves a final checkpoint and resolves stopped; a second run meanwhile is refused; files carry upstream keys', async () => {
     const second: { err?: Promise<Error | null> } = {};
-    const { events, result } = train(innerReq(20), (e) => {
+    const { events, result } = train(innerReq(20), (e, _all, callId) => {
       if (e.type === 'step' && e.step === 1) second.err = engine.api.train(innerReq(2), proxy(() => {})).then(() => null, (err: Error) => err);
-      if (e.type === 'step' && e.step === 2) void engine.api.stopTraining();
+      if (e.type === 'step' && e.step === 2) void engine.api.cancel(callId);
     });
     const r = await result;
     expect(r.stopped).toBe(true);
@@ -107,10 +110,10 @@ describe('training links in the engine worker (chromium)', () => {
     expect(JSON.parse(new TextDecoder().decode(files['adapter_config.json']))).toEqual({ adapter_type: 'ln_res_adapter' });
   });
 
-  it('stop while paused ends the run at once with its final checkpoint (no resumed event)', async () => {
-    const { events, result } = train(innerReq(5), (e) => {
-      if (e.type === 'step' && e.step === 1) void engine.api.pauseTraining();
-      if (e.type === 'paused') void engine.api.stopTraining();
+  it('cancel while paused ends the run at once with its final checkpoint (no resumed event)', async () => {
+    const { events, result } = train(innerReq(5), (e, _all, callId) => {
+      if (e.type === 'step' && e.step === 1) void engine.api.pauseTraining(callId);
+      if (e.type === 'paused') void engine.api.cancel(callId);
     });
     const r = await result;
     expect(r).toMatchObject({ steps: 1, stopped: true });
@@ -170,11 +173,11 @@ describe('training links in the engine worker (chromium)', () => {
     expect(shapes(got)).toEqual(shapes(golden));
   });
 
-  it('names bad requests: a missing model folder, a run id that is not running', async () => {
+  it('names bad requests: a missing model folder, a call that is not training, a run id it never had', async () => {
     const err = await engine.api.train({ ...innerReq(2), model: '/models/tiny/no-such-model/' }, proxy(() => {})).catch((e: Error) => e);
     expect(err).toMatchObject({ name: 'MissingCheckpoint' });
     expect((err as Error).message).toMatch(/no-such-model\/config\.json/);
-    await expect(engine.api.stopTraining('run-x')).rejects.toMatchObject({ name: 'InvalidArgument' });
+    await expect(engine.api.pauseTraining('no-such-call')).rejects.toMatchObject({ name: 'InvalidArgument' });
     await expect(engine.api.checkpointFiles('run-x')).rejects.toMatchObject({ name: 'InvalidArgument' });
   });
 });

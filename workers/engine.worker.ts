@@ -1,6 +1,7 @@
 /**
- * The engine worker: it owns the GPU device (the page never touches GPU objects) and answers the
- * typed API of protocol.ts through comlink.
+ * The engine worker: it owns the GPU device (the page never touches GPU objects) and answers the one
+ * typed API of protocol.ts (EngineApi) through comlink: the device calls here, systems and asking from
+ * system-calls.ts, training from train-calls.ts, all long calls cancelled through one registry (calls.ts).
  */
 import { expose, transfer } from 'comlink';
 import { F } from '../src/autograd';
@@ -9,13 +10,14 @@ import { CpuBackend } from '../src/tensor/cpu';
 import { WebGpuBackend } from '../src/tensor/webgpu';
 import { type CloseReport, closeness } from '../src/testing/close';
 import { newRng, parityObservers } from '../src/testing/parity';
-import { InvalidArgument, DownloadFailed } from '../src/errors';
+import { DownloadFailed } from '../src/errors';
 import { modelFetch } from '../src/model/url';
 import type { CheckpointStore } from '../src/train/checkpoint-files';
 import { cpuChecks } from './cpu-checks';
-import { type TrainRun, runIdFor, trainRun } from './train-run';
-import { CPU_PLAN_LIMITS, createPlaygroundApi } from './engine-api';
-import type { BenchResult, EngineApi, PlaygroundApi, SelfTestEvent, TrainEvent, TrainResult } from './protocol';
+import { callRegistry } from './calls';
+import { CPU_PLAN_LIMITS, systemCalls } from './system-calls';
+import { trainCalls } from './train-calls';
+import type { BenchResult, EngineApi, SelfTestEvent } from './protocol';
 
 let device: Promise<WebGpuBackend> | null = null;
 
@@ -40,29 +42,10 @@ async function gpuOrReason(): Promise<{ gpu: WebGpuBackend | null; reason?: stri
   }
 }
 
-// ---------------------------------------------------------------------------------------------- training
-
-/** Where a run's checkpoints go: IndexedDB in the browser (one store per run id), memory elsewhere. */
-async function checkpointStoreFor(runId: string): Promise<CheckpointStore> {
-  // IndexedDB (one database per run) so that a run's checkpoints survive a reload of the page
-  if (typeof indexedDB !== 'undefined') return (await import('../src/store/idb-store')).idbCheckpointStore(`run-${runId}`);
-  return (await import('../src/train/checkpoint-files')).memoryStore();
-}
-
-let activeRun: TrainRun | null = null;
-const pastRuns = new Map<string, CheckpointStore>();
-const KEEP_PAST_RUNS = 8;
-let runCounter = 0;
-
-function runFor(runId: string | undefined, what: string): TrainRun {
-  if (!activeRun) throw new InvalidArgument(`${what}: no training run is in progress; start one with train()`);
-  if (runId !== undefined && runId !== activeRun.id) throw new InvalidArgument(`${what}: run ${runId} is not the one in progress (${activeRun.id}); it has finished or never existed`);
-  return activeRun;
-}
-
 const errorText = (e: unknown) => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));
 
-const api: EngineApi = {
+/** The device calls; the rest of the API is assembled with them at the end of this file. */
+const deviceCalls: Pick<EngineApi, 'adapterReport' | 'selfTest' | 'bench' | 'sample'> = {
   async adapterReport() {
     return (await gpu()).ctx.report;
   },
@@ -152,69 +135,29 @@ const api: EngineApi = {
     }
     return results;
   },
-
-  async train(req, onEvent) {
-    if (activeRun) throw new InvalidArgument(`training run ${activeRun.id} is still in progress; stop it (stopTraining) or wait for it to finish before starting another`);
-    // a resumed run keeps its id, so its later checkpoints land in the same store
-    const run: TrainRun = { id: runIdFor(req, () => `run-${Date.now().toString(36)}-${++runCounter}`), paused: false, stopRequested: false, wake: null, done: Promise.resolve(), store: null };
-    activeRun = run; // taken before any await, so a concurrent second call sees it
-    let settle!: () => void;
-    run.done = new Promise<void>((r) => (settle = r));
-    try {
-      // awaited: a proxied callback has its own message channel (see selfTest)
-      const emit = async (e: TrainEvent) => void (await onEvent(e));
-      const result: TrainResult = await trainRun(req, run, emit, {
-        storeFor: checkpointStoreFor,
-        async backend(want) {
-          if (want === 'cpu') return { backend: new CpuBackend('f32') };
-          const g = await gpuOrReason();
-          return g.gpu ? { backend: g.gpu } : { backend: new CpuBackend('f32'), reason: `no WebGPU (${g.reason}); training on the CPU backend` };
-        },
-      });
-      return result;
-    } finally {
-      activeRun = null;
-      if (run.store) {
-        pastRuns.delete(run.id);
-        pastRuns.set(run.id, run.store);
-        while (pastRuns.size > KEEP_PAST_RUNS) pastRuns.delete(pastRuns.keys().next().value!);
-      }
-      settle();
-    }
-  },
-
-  async pauseTraining(runId) {
-    runFor(runId, 'pauseTraining').paused = true;
-  },
-
-  async resumeTraining(runId) {
-    const run = runFor(runId, 'resumeTraining');
-    run.paused = false;
-    run.wake?.();
-  },
-
-  async stopTraining(runId) {
-    const run = runFor(runId, 'stopTraining');
-    run.stopRequested = true;
-    run.wake?.();
-    await run.done;
-  },
-
-  async checkpointFiles(runId) {
-    const store = activeRun?.id === runId ? activeRun.store : pastRuns.get(runId);
-    if (!store) throw new InvalidArgument(`checkpointFiles: no run ${runId} in this worker (only the last ${KEEP_PAST_RUNS} runs are kept); train first`);
-    const { latestCheckpoint } = await import('../src/train/checkpoint');
-    const { dir } = await latestCheckpoint(store, '.');
-    const files: Record<string, Uint8Array> = {};
-    const prefix = dir && dir !== '.' ? `${dir}/` : '';
-    const state = JSON.parse(new TextDecoder().decode(await store.read(`${prefix}trainer_state.json`))) as { files: string[] };
-    for (const name of state.files) files[name] = await store.read(prefix + name);
-    return transfer(files, Object.values(files).map((b) => b.buffer as ArrayBuffer));
-  },
 };
 
-/** Systems and ask (engine-api.ts); the offline tiny system's manifest is found under the app's base URL. */
-const playground = createPlaygroundApi({
+/** Where a run's checkpoints go: IndexedDB in the browser (one store per run id), memory elsewhere. */
+async function checkpointStoreFor(runId: string): Promise<CheckpointStore> {
+  // IndexedDB (one database per run) so that a run's checkpoints survive a reload of the page
+  if (typeof indexedDB !== 'undefined') return (await import('../src/store/idb-store')).idbCheckpointStore(`run-${runId}`);
+  return (await import('../src/train/checkpoint-files')).memoryStore();
+}
+
+/** The one registry of long calls, shared by the system and training calls, so that cancel() reaches them all. */
+const calls = callRegistry();
+
+const training = trainCalls({
+  storeFor: checkpointStoreFor,
+  async backend(want) {
+    if (want === 'cpu') return { backend: new CpuBackend('f32') };
+    const g = await gpuOrReason();
+    return g.gpu ? { backend: g.gpu } : { backend: new CpuBackend('f32'), reason: `no WebGPU (${g.reason}); training on the CPU backend` };
+  },
+}, calls);
+
+/** Systems, asking and evaluating (system-calls.ts); the offline tiny system's manifest is found under the app's base URL. */
+const { dispose: _dispose, ...systems } = systemCalls({
   async backend(want) {
     if (want === 'cpu') return { backend: new CpuBackend('f32') };
     const g = await gpuOrReason();
@@ -232,7 +175,7 @@ const playground = createPlaygroundApi({
     const r = g.gpu.ctx.report;
     return { ...r.limits, features: Object.entries(r.features).filter(([, on]) => on).map(([f]) => f) };
   },
-});
+}, calls);
 
 /**
  * URLs the model cache holds (none where there is no IndexedDB) → true when complete, false when read in place (a
@@ -318,6 +261,14 @@ async function cachedRange(url: string, start: number, end: number, signal?: Abo
     throw e;
   }
 }
-const { dispose: _dispose, ...playgroundCalls } = playground;
 
-expose({ ...api, ...playgroundCalls } satisfies EngineApi & PlaygroundApi);
+const api: EngineApi = {
+  ...deviceCalls,
+  ...systems,
+  ...training,
+  cancel: calls.cancel,
+  async ping() {
+    return 'pong' as const;
+  },
+};
+expose(api);

@@ -90,7 +90,7 @@ export interface TrainOptions {
 }
 
 export type TrainEvent =
-  /** runId names the run for pause/resume/stop/checkpointFiles; reason says why a webgpu request runs on cpu. */
+  /** runId names the run's checkpoints (checkpointFiles, resume.runId); reason says why a webgpu request runs on cpu. */
   | { type: 'start'; runId: string; backend: 'webgpu' | 'cpu'; samples: number; dropped: Record<string, number>; reason?: string }
   | { type: 'step'; step: number; maxSteps: number; loss: number; lr: number; gradNorm: number; tokensPerSec: number; etaSec: number }
   | { type: 'saved'; step: number; final: boolean }
@@ -102,32 +102,6 @@ export interface TrainResult {
   runId: string;
   steps: number;
   stopped: boolean;
-}
-
-export interface EngineApi {
-  /** The adapter the worker's device runs on; rejects with name 'WebGpuUnavailable' where there is none. */
-  adapterReport(): Promise<AdapterReport>;
-  /**
-   * GPU-vs-CPU parity cases on WebGPU, or, where WebGPU is missing, the CPU backend's hand-computed
-   * checks. Progress arrives through `onProgress` (wrap it in comlink.proxy).
-   */
-  selfTest(onProgress: (e: SelfTestEvent) => void, opts?: SelfTestOptions): Promise<Extract<SelfTestEvent, { type: 'done' }>>;
-  /** Token ids for logits [V] or [B, V] on the worker's device (CPU where there is no WebGPU). */
-  sample(logits: Float32Array, shape: number[], opts: SampleOptions): Promise<Int32Array>;
-  /** The benchmark cases of bench/all.ts on this device; each result also goes to `onResult`. */
-  bench(opts: BenchOptions & { backend: 'webgpu' | 'cpu' }, onResult: (r: BenchResult) => void): Promise<BenchResult[]>;
-  /**
-   * Trains links; events arrive in order through `onEvent` (wrap it in comlink.proxy). One run at a time: a
-   * second call while one runs rejects with InvalidArgument. Errors of the run reject with their name and message.
-   */
-  train(req: TrainRequest, onEvent: (e: TrainEvent) => void): Promise<TrainResult>;
-  /** Holds the run (the active one when runId is absent) between steps; a 'paused' event says when it holds. */
-  pauseTraining(runId?: string): Promise<void>;
-  resumeTraining(runId?: string): Promise<void>;
-  /** Ends the run after its current step with a final checkpoint; resolves once train() has settled. */
-  stopTraining(runId?: string): Promise<void>;
-  /** The latest checkpoint of a run as files (name → bytes, transferred), e.g. to keep in IndexedDB or export. */
-  checkpointFiles(runId: string): Promise<Record<string, Uint8Array>>;
 }
 
 // ------------------------------------------------------------------------------------- systems and ask
@@ -157,7 +131,7 @@ export type EngineEvent =
    */
   | { type: 'text'; role: string; text: string }
   | { type: 'done'; result: AskResultView }
-  /** A benchmark question scored (PlaygroundApi.evaluate); `index` counts from 0 in the order asked. */
+  /** A benchmark question scored (EngineApi.evaluate); `index` counts from 0 in the order asked. */
   | { type: 'sample'; index: number; total: number; record: EvalRecordView }
   | { type: 'error'; name: string; message: string };
 
@@ -206,7 +180,7 @@ export type AskResultView = Pick<AskResult, 'answer' | 'text' | 'tokens' | 'late
 };
 
 /**
- * A benchmark in the tab (PlaygroundApi.evaluate): rows of a JSON/JSONL file or the tiny task, read as
+ * A benchmark in the tab (EngineApi.evaluate): rows of a JSON/JSONL file or the tiny task, read as
  * `dataset` reads them (src/eval/datasets.ts; null: MedQA-style choice with options, else math), or a
  * benchmark fetched from the Hugging Face rows API. Code benchmarks run their answers in Python and stay
  * with `rmas run`.
@@ -241,7 +215,7 @@ export interface EvalRecordView {
 
 export type { EvalSummary } from '../src/eval/run';
 
-/** What loading a system will cost, found before any weight is downloaded (PlaygroundApi.planSystem). */
+/** What loading a system will cost, found before any weight is downloaded (EngineApi.planSystem). */
 export interface SystemPlanView {
   plan: DownloadPlan;
   /** describePlan(plan): bytes to fetch (and cached), estimated GPU memory, and the refusal if any. */
@@ -252,24 +226,78 @@ export interface SystemPlanView {
   files: { url: string; bytes: number }[];
 }
 
-/** Calls added for the playground (issue 6); implemented by workers/engine-api.ts. */
-export interface PlaygroundApi {
-  /** Loads (or reuses, when the spec is unchanged) a system; events cover downloads and compilation. */
-  loadSystem(spec: SystemSpec, onEvent: (e: EngineEvent) => void, opts?: { backend?: 'webgpu' | 'cpu'; callId?: string }): Promise<{ roles: Record<string, { hidden: number; family: string; layers: number }> }>;
-  /** One question; stage, token and done events stream through onEvent. */
-  ask(req: AskRequest, onEvent: (e: EngineEvent) => void, opts?: { callId?: string }): Promise<AskResultView>;
+// ----------------------------------------------------------------------------------------------- the API
+
+/** Names a long call (loadSystem, ask, evaluate, train) so that cancel(callId) can end it; one fresh id per call. */
+export interface CallOptions {
+  callId?: string;
+}
+
+/**
+ * Everything the page may ask of the engine worker, which exposes it through comlink (workers/engine.worker.ts).
+ * Progress arrives through callbacks the page wraps in comlink.proxy, in order and before the call settles;
+ * errors reject with their name and message. Every long call takes a callId, and cancel(callId) ends any of them.
+ */
+export interface EngineApi {
+  // ------------------------------------------------------------------------------------------ the device
+
+  /** The adapter the worker's device runs on; rejects with name 'WebGpuUnavailable' where there is none. */
+  adapterReport(): Promise<AdapterReport>;
+  /**
+   * GPU-vs-CPU parity cases on WebGPU, or, where WebGPU is missing, the CPU backend's hand-computed
+   * checks. Progress arrives through `onProgress`.
+   */
+  selfTest(onProgress: (e: SelfTestEvent) => void, opts?: SelfTestOptions): Promise<Extract<SelfTestEvent, { type: 'done' }>>;
+  /** The benchmark cases of bench/all.ts on this device; each result also goes to `onResult`. */
+  bench(opts: BenchOptions & { backend: 'webgpu' | 'cpu' }, onResult: (r: BenchResult) => void): Promise<BenchResult[]>;
+  /** Token ids for logits [V] or [B, V] on the worker's device (CPU where there is no WebGPU). */
+  sample(logits: Float32Array, shape: number[], opts: SampleOptions): Promise<Int32Array>;
+
+  // --------------------------------------------------------------------------------------------- systems
+
+  /** The offline tiny system's spec (served with the app), or null if this build has none. */
+  offlineSystem(): Promise<SystemSpec | null>;
   /**
    * Bytes to download (less what the model cache holds), estimated GPU memory and whether the adapter's limits
    * can hold the system, from config.json and safetensors headers read by HTTP Range; downloads no weights
    * and emits no events. quantize defaults to the spec's.
    */
   planSystem(spec: SystemSpec, opts?: { backend?: 'webgpu' | 'cpu'; quantize?: PlanQuantize }): Promise<SystemPlanView>;
+  /** Loads (or reuses, when the spec is unchanged) a system; events cover downloads and compilation. */
+  loadSystem(spec: SystemSpec, onEvent: (e: EngineEvent) => void, opts?: CallOptions & { backend?: 'webgpu' | 'cpu' }): Promise<{ roles: Record<string, { hidden: number; family: string; layers: number }> }>;
+
+  // ------------------------------------------------------------------------------- asking and evaluating
+
+  /** One question; stage, token and done events stream through onEvent. */
+  ask(req: AskRequest, onEvent: (e: EngineEvent) => void, opts?: CallOptions): Promise<AskResultView>;
   /** Asks every question of a benchmark and scores it as rmas run does; a sample event per question. */
-  evaluate(req: EvalRequest, onEvent: (e: EngineEvent) => void, opts?: { callId?: string }): Promise<import('../src/eval/run').EvalSummary>;
-  /** Cancels a long call (loadSystem, ask, evaluate, train) by the callId it was given; the call rejects with Cancelled. */
+  evaluate(req: EvalRequest, onEvent: (e: EngineEvent) => void, opts?: CallOptions): Promise<import('../src/eval/run').EvalSummary>;
+
+  // -------------------------------------------------------------------------------------------- training
+
+  /**
+   * Trains links; events arrive in order through `onEvent`. One run at a time: a second call while one runs
+   * rejects with InvalidArgument. Without a callId the run can be neither paused nor cancelled.
+   */
+  train(req: TrainRequest, onEvent: (e: TrainEvent) => void, opts?: CallOptions): Promise<TrainResult>;
+  /** Holds the run of train call `callId` between steps; a 'paused' event says when it holds. */
+  pauseTraining(callId: string): Promise<void>;
+  resumeTraining(callId: string): Promise<void>;
+  /**
+   * The latest checkpoint of run `runId` (the start event's; the run may have finished) as files (name → bytes,
+   * transferred), e.g. to keep in IndexedDB or export.
+   */
+  checkpointFiles(runId: string): Promise<Record<string, Uint8Array>>;
+
+  // ------------------------------------------------------------------------------------- calls in flight
+
+  /**
+   * Ends the long call given `callId`. loadSystem, ask and evaluate stop at once and reject with Cancelled. A
+   * training run ends after its current step with a final checkpoint, and train() resolves with stopped: true,
+   * so the page keeps what it trained. Resolves once the request is recorded, before the call settles; an id
+   * whose call has not arrived yet cancels that call when it does.
+   */
   cancel(callId: string): Promise<void>;
-  /** The offline tiny system's spec (served with the app), or null if this build has none. */
-  offlineSystem(): Promise<SystemSpec | null>;
   /** Answers at once; the page's watchdog (src/ui/engine.ts) restarts a worker that stops answering. */
   ping(): Promise<'pong'>;
 }

@@ -12,11 +12,11 @@ import type { TrainEvent, TrainOptions, TrainRequest, TrainResult } from './prot
 
 export interface TrainRun {
   id: string;
+  /** The train call's signal (cancel(callId)): the run ends after its current step, with a final checkpoint. */
+  stop: AbortSignal;
   paused: boolean;
-  stopRequested: boolean;
   /** Wakes a loop held in waitIfPaused (resume or stop). */
   wake: (() => void) | null;
-  done: Promise<unknown>;
   store: CheckpointStore | null;
 }
 
@@ -165,20 +165,22 @@ export async function trainRun(req: TrainRequest, run: TrainRun, emit: (e: Train
       state = loaded.state;
     }
     await emit({ type: 'start', runId: run.id, backend: backend instanceof CpuBackend ? 'cpu' : 'webgpu', samples: job.size, dropped: job.dropped, ...(reason ? { reason } : {}) });
+    // the loop's own signal, aborted only here between steps (an abort inside a step throws Cancelled), so that a
+    // stop always ends with the loop's final save
     const ctl = new AbortController();
+    run.stop.addEventListener('abort', () => run.wake?.(), { once: true });
     const final = await trainLoop(job.size, loopOpts, {
       optimizer: job.optimizer,
       runBatch: (idx, scale) => job.runBatch(idx, scale),
       signal: ctl.signal,
-      // a stop is turned into an abort only here, between steps, so the loop always ends with its final save
       async waitIfPaused() {
-        if (run.paused && !run.stopRequested) {
+        if (run.paused && !run.stop.aborted) {
           await emit({ type: 'paused' });
-          while (run.paused && !run.stopRequested) await new Promise<void>((r) => (run.wake = r));
+          while (run.paused && !run.stop.aborted) await new Promise<void>((r) => (run.wake = r));
           run.wake = null;
-          if (!run.stopRequested) await emit({ type: 'resumed' });
+          if (!run.stop.aborted) await emit({ type: 'resumed' });
         }
-        if (run.stopRequested) ctl.abort();
+        if (run.stop.aborted) ctl.abort();
       },
       onStep: (e) => emit({ type: 'step', step: e.step, maxSteps: e.maxSteps, loss: e.loss, lr: e.lr, gradNorm: e.gradNorm, tokensPerSec: e.tokensPerSec, etaSec: e.etaSec }),
       async save(s, last) {

@@ -4,14 +4,12 @@
  * reject with an EngineRestarted error, and `onRestart(reason)` says what happened.
  */
 import { type Remote, wrap } from 'comlink';
-import type { EngineApi, PlaygroundApi } from '../../workers/protocol';
+import type { EngineApi } from '../../workers/protocol';
 import { EngineRestarted } from '../errors';
-
-export type EngineCalls = EngineApi & PlaygroundApi;
 
 export interface Engine {
   /** Always the current worker's API (a restart swaps it underneath). */
-  readonly api: Remote<EngineCalls>;
+  readonly api: Remote<EngineApi>;
   stop(): void;
   /** Replaces the worker now (e.g. after a lost device), as a detected death does. */
   restart(reason: string): void;
@@ -27,7 +25,7 @@ export interface EngineOptions {
 
 export function startEngine(opts: EngineOptions = {}): Engine {
   let worker!: Worker;
-  let remote!: Remote<EngineCalls>;
+  let remote!: Remote<EngineApi>;
   let died!: Promise<never>;
   let kill!: (e: Error) => void;
   let stopped = false;
@@ -36,7 +34,7 @@ export function startEngine(opts: EngineOptions = {}): Engine {
 
   const spawn = () => {
     worker = new Worker(new URL('../../workers/engine.worker.ts', import.meta.url), { type: 'module', name: 'engine' });
-    remote = wrap<EngineCalls>(worker);
+    remote = wrap<EngineApi>(worker);
     died = new Promise<never>((_, reject) => (kill = reject));
     died.catch(() => {}); // only calls in flight observe it
     worker.addEventListener('error', (e) => restart(`the engine worker crashed (${e.message || 'error event'}); it was restarted, and loaded systems must be loaded again`));
@@ -69,7 +67,7 @@ export function startEngine(opts: EngineOptions = {}): Engine {
   }
 
   // calls go to the current worker and reject if it dies before they settle
-  const api = new Proxy({} as Remote<EngineCalls>, {
+  const api = new Proxy({} as Remote<EngineApi>, {
     get(_t, name) {
       if (name === 'then' || typeof name === 'symbol') return undefined;
       return (...args: unknown[]) => {

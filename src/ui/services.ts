@@ -4,10 +4,10 @@
  * real ones; the store modules load lazily so that the page still starts when one of them fails.
  */
 import { type Remote } from 'comlink';
-import type { EngineApi, PlaygroundApi } from '../../workers/protocol';
+import type { EngineApi } from '../../workers/protocol';
 import { startEngine } from './engine';
 
-export type EngineRemote = Remote<EngineApi & PlaygroundApi>;
+export type EngineRemote = Remote<EngineApi>;
 
 export interface CheckpointInfo {
   id: string;

@@ -14,7 +14,8 @@ import { loadSystemFromSpec } from '../../src/mas/system-url';
 import { TINY_SYSTEM_ENV } from '../../src/mas/system';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../../src/tokenizer';
-import { createPlaygroundApi } from '../../workers/engine-api';
+import { callRegistry } from '../../workers/calls';
+import { systemCalls } from '../../workers/system-calls';
 import { arithmeticRows } from '../train/fixtures';
 import { buildTinyStandIn, standInFetch } from '../tiny-style-standin';
 import { trainInProcess as train } from '../util/rmas';
@@ -118,7 +119,7 @@ describe('the offline manifest (models/tiny-system.json) in the browser path', (
 
   it('loadSystemFromSpec reads the prompt file into system.prompts; a missing one says how to rebuild', async () => {
     const app = 'http://app.test/';
-    const api = createPlaygroundApi({ backend: async () => ({ backend: cpu }), appBase: app, fetchFile: standInFetch(app, standIn) });
+    const api = systemCalls({ backend: async () => ({ backend: cpu }), appBase: app, fetchFile: standInFetch(app, standIn) }, callRegistry());
     const spec = (await api.offlineSystem())!;
     const sys = await loadSystemFromSpec(spec, cpu, { fetchFile: standInFetch(app, standIn), links: false });
     expect(sys.prompts!.templates['chain.critic.first']).toBe('Question: {question}\nPlan:\n<<LATENT_PLANNER_SLOT>>\nWork out each step.');

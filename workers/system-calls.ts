@@ -1,9 +1,10 @@
 /**
- * The playground's calls of the engine worker (protocol.ts PlaygroundApi): loading a system from a spec,
- * asking it with streamed stage/token events and a logit lens on every latent message, cancellation by
- * call id, and the offline tiny system served with the app (models/tiny-system.json: the tiny_sequential
- * folders under models/tiny/system and their prompt file). A plain object with injected dependencies, so
- * Node tests run it on the CPU backend; engine.worker.ts exposes it through comlink.
+ * The engine API's systems and asking (protocol.ts EngineApi): the offline tiny system served with the app
+ * (models/tiny-system.json: the tiny_sequential folders under models/tiny/system and their prompt file), a
+ * system's download plan, loading it from a spec, asking it with streamed stage/token events and a logit lens
+ * on every latent message, and evaluating it on a benchmark; the long calls are cancelled through the worker's
+ * call registry (calls.ts). A plain object with injected dependencies, so Node tests run it on the CPU backend;
+ * engine.worker.ts exposes it through comlink with the device and training calls.
  */
 import { F, noGrad } from '../src/autograd';
 import { Cancelled, InvalidArgument, MissingCheckpoint } from '../src/errors';
@@ -28,9 +29,10 @@ import type { WebGpuBackend } from '../src/tensor/webgpu';
 import { tidy } from '../src/tensor/scope';
 import type { Tensor } from '../src/tensor/tensor';
 import type { Tokenizer } from '../src/tokenizer';
-import type { AskResultView, EngineEvent, LatentMessage, PlaygroundApi, SystemPlanView } from './protocol';
+import type { Calls } from './calls';
+import type { AskResultView, EngineApi, EngineEvent, LatentMessage, SystemPlanView } from './protocol';
 
-export interface PlaygroundDeps {
+export interface SystemDeps {
   /** The backend for a request ('webgpu' falls back to cpu where there is none, with the reason). */
   backend(want: 'webgpu' | 'cpu' | undefined): Promise<{ backend: Backend; reason?: string }>;
   /** The app's root URL (ends in '/'): models/tiny-system.json and its relative paths resolve against it. */
@@ -220,26 +222,17 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
 
 interface Loaded { key: string; system: MasSystem; busy: number; stale: boolean; backend: 'webgpu' | 'cpu'; reason?: string }
 
-export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dispose(): void } {
+export type SystemCalls = Pick<EngineApi, 'offlineSystem' | 'planSystem' | 'loadSystem' | 'ask' | 'evaluate'>;
+
+/** The system calls over `deps`; `dispose` frees the loaded system (for tests: the worker's lives as long as the worker). */
+export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dispose(): void } {
   let current: Loaded | null = null;
   let loading: { key: string; promise: Promise<Loaded> } | null = null;
-  const controllers = new Map<string, AbortController>();
-  const cancelledEarly = new Set<string>();
   const k = deps.lensTopK ?? 5;
 
   const release = (l: Loaded) => {
     if (l.stale && l.busy === 0) l.system.dispose();
   };
-
-  function register(callId: string | undefined): { signal: AbortSignal; done(): void } {
-    const ctl = new AbortController();
-    if (callId !== undefined) {
-      if (controllers.has(callId)) throw new InvalidArgument(`call id ${callId} is already in use; give each long call its own id`);
-      controllers.set(callId, ctl);
-      if (cancelledEarly.delete(callId)) ctl.abort();
-    }
-    return { signal: ctl.signal, done: () => void (callId !== undefined && controllers.delete(callId)) };
-  }
 
   /** Serialises events (each proxied call has its own channel), so they arrive in order and before the reply. */
   function sequencer(onEvent: (e: EngineEvent) => unknown) {
@@ -291,7 +284,7 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
 
   /** Runs `body` with its call registered; errors after an abort become Cancelled, and every error is also an event. */
   async function call<T>(callId: string | undefined, onEvent: (e: EngineEvent) => unknown, body: (signal: AbortSignal, s: ReturnType<typeof sequencer>) => Promise<T>): Promise<T> {
-    const reg = register(callId);
+    const reg = calls.register(callId);
     const s = sequencer(onEvent);
     try {
       return await body(reg.signal, s);
@@ -406,12 +399,6 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
       return { plan, text: describePlan(plan), refusal: plan.refusal, files: list };
     },
 
-    async cancel(callId) {
-      const ctl = controllers.get(callId);
-      if (ctl) ctl.abort();
-      else cancelledEarly.add(callId); // the call may not have arrived yet
-    },
-
     async offlineSystem() {
       if (!deps.appBase) return null;
       const url = new URL(OFFLINE_MANIFEST, deps.appBase).href;
@@ -435,12 +422,7 @@ export function createPlaygroundApi(deps: PlaygroundDeps): PlaygroundApi & { dis
       return { ...raw, roles, outer, ...(raw.prompts !== undefined ? { prompts: abs(raw.prompts) } : {}), ...(raw.outerRepo !== undefined ? { outerRepo: abs(raw.outerRepo) } : {}) };
     },
 
-    async ping() {
-      return 'pong' as const;
-    },
-
     dispose() {
-      for (const c of controllers.values()) c.abort();
       if (current) { current.stale = true; release(current); current = null; }
     },
   };
