@@ -220,7 +220,8 @@ describe('rmas ask with run_custom.py\'s flags', () => {
     for (const [name, text] of Object.entries(files)) {
       const path = join(tmp, name);
       writeFileSync(path, text);
-      const out = join(tmp, `${name}.out.jsonl`);
+      // in a folder that does not exist yet: it is made
+      const out = join(tmp, `out-${name}`, 'answers.jsonl');
       const r = await runAsk({ ...flags, questions_file: path, output_jsonl: out }, cpu);
       expect(r.error, name).toBeNull();
       expect(existsSync(`${out}.partial`)).toBe(false);

@@ -3,8 +3,8 @@
  * (--style, --ckpt_override KEY=PATH, --num_recursive_rounds, --latent_length, --temperature, --top_p,
  * --top_k, --seed, --max_new_tokens) so that upstream commands translate.
  */
-import { appendFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { appendFileSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { InvalidArgument, UsageError } from '../errors';
 import type { GpuCounters } from '../gpu/counters';
 import { stripThink } from '../mas/answer';
@@ -216,7 +216,10 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
     err(`loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${mode} mode, ${rounds} round(s)` +
       `${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, task ${reasoning ? 'reasoning' : firstTask}${system.adapterTask ? ` (${system.adapterTask} links)` : ''}` +
       `${questions.length > 1 ? `; ${questions.length} questions` : ''}${thinking ? '; thinking on' : ''}; ${kv} KV cache\n`);
-    if (partial) writeFileSync(partial, '');
+    if (partial) {
+      mkdirSync(dirname(partial), { recursive: true });
+      writeFileSync(partial, '');
+    }
     const tools = style.tools ? { python: nodePythonRunner(), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) } : undefined;
     for (const [index, q] of questions.entries()) {
       const task = taskOf(q.question);

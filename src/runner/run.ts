@@ -9,7 +9,8 @@
  * --tavily_keys_file and --tavily_sentinel_file; and those it always passes to its modules: --dtype auto,
  * --enable_thinking 0, --do_sample, --ans.
  */
-import { appendFileSync, existsSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { InvalidArgument, UsageError } from '../errors';
 import { BENCHMARK_NAMES, loadBenchmark, type BenchmarkName } from '../eval/datasets';
 import { paperAccuracy } from '../eval/paper';
@@ -223,6 +224,8 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     done = prev.done;
     err(`resuming ${file}: ${[...done.keys()].filter((i) => i < items.length).length} of ${items.length} questions recorded\n`);
   } else if (file) {
+    // a new file's folder is made, as upstream's run.py makes its output folders
+    mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify(config)}\n`);
   }
 
