@@ -18,6 +18,14 @@
  *   adamw        AdamW over flat parameter buffers, with a weight-decay mask
  *   sample       temperature / top-k / top-p / argmax token selection, seeded
  *   deltarule    gated delta rule (Qwen3.5's Gated DeltaNet core): forward with a carried state, column/row/gate backward
+ *   conv1d       the DeltaNet's causal depthwise convolution, continued from a cached state
  *   cols         sliceCols / splitCols / concatCols along the last dim (fused q | k | v and query | gate splits)
+ *   rows         sliceRows / concatRows / placeRows along dim 0 (prompt pieces around latents)
+ *   topk         the k largest of each row with their indices (the logit lens)
+ *   fused        the one-token inference path: GEMV with folded norms and epilogues, RoPE + KV append, decode
+ *                attention over stacked caches, a whole DeltaNet token, norm-add (model/fused.ts uses them)
+ *
+ * Shared by the folders: kernel.ts (the KernelDef contract), wgsl.ts (WGSL snippets, the subgroup reductions),
+ * segments.ts (walking tensors split across bindings), cases.ts (the one list of parity cases).
  */
 export type { KernelDef, GpuRef, GpuChunk, Meta, CpuArray, FloatArray } from './kernel';

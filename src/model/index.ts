@@ -1,5 +1,6 @@
-// model/: decoder families (config), released checkpoint layouts, weights, the decoder with its caches,
-// generation, GGUF and folder/URL loading.
+// model/: decoder families (config), released checkpoint layouts (layout), weights, the Decoder with its caches
+// (cache.ts: KVCache, BatchCache) and its fused one-token path (fused.ts), generate and generateBatch, GGUF and
+// folder/URL loading, trainable decoders and the LM loss.
 export * from './config';
 export * from './weights';
 export * from './layout';
