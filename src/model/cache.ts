@@ -24,13 +24,6 @@ export function defaultKvDtype(backend: Backend): KvDType {
   return backend.kind === 'webgpu' && (backend as WebGpuBackend).ctx.hasFeature('shader-f16') ? 'f16' : 'f32';
 }
 
-/** A --kv_dtype value: auto (defaultKvDtype), f32 or f16; anything else is refused by `usage`. */
-export function parseKvDtype(v: string | undefined, usage: (m: string) => Error): KvDType | 'auto' {
-  if (v === undefined || v === 'auto') return 'auto';
-  if (v === 'f32' || v === 'f16') return v;
-  throw usage(`--kv_dtype ${v}: expected auto, f32 or f16`);
-}
-
 export class KVCache {
   length = 0;
   /** Per Gated DeltaNet layer: the last K − 1 rows its conv saw [K − 1, channels]; null before the first forward. */

@@ -7,6 +7,7 @@
  */
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors';
+import type { KvDType } from '../model/cache';
 
 export interface Option {
   type: 'string' | 'boolean';
@@ -132,6 +133,13 @@ export function flag01(flag: string, v: string | undefined, def: boolean, words 
   if (s === '1' || (words && s === 'true')) return true;
   if (s === '0' || (words && s === 'false')) return false;
   throw new UsageError(`--${flag} ${v}: expected 0 or 1`);
+}
+
+/** --kv_dtype: auto (each decoder keeps defaultKvDtype), f32 or f16; a UsageError otherwise. */
+export function kvDtypeFlag(v: string | undefined): KvDType | 'auto' {
+  if (v === undefined || v === 'auto') return 'auto';
+  if (v === 'f32' || v === 'f16') return v;
+  throw new UsageError(`--kv_dtype ${v}: expected auto, f32 or f16`);
 }
 
 /** A flag the command cannot run without. */

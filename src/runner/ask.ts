@@ -15,11 +15,11 @@ import { DEFAULT_STYLE, defaultLatentSteps, getStyle } from '../mas/styles';
 import { kvDtypes, loadSystem, type MasSystem } from '../mas/system';
 import { materializeOverrides } from '../store/bundle-node';
 import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
-import { parseKvDtype, type KvDType } from '../model/cache';
+import type { KvDType } from '../model/cache';
 import type { SamplingOptions } from '../model/generate';
 import type { Backend } from '../tensor/backend';
 import type { Tokenizer } from '../tokenizer';
-import { flag01, numberFlag, type Values } from './args';
+import { flag01, kvDtypeFlag, numberFlag, type Values } from './args';
 import { parseQuestionsFile, reasoningPrompts, type CustomQuestion } from './custom';
 import { DEVICE_OPTIONS } from './devices';
 
@@ -197,7 +197,7 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
     throw new UsageError('--greedy does not combine with --temperature, --top_p, --top_k or --seed');
   }
   const { thinking } = upstreamFlags(a, err);
-  const kvChoice = parseKvDtype(a.kv_dtype, (m) => new UsageError(m));
+  const kvChoice = kvDtypeFlag(a.kv_dtype);
   const samplingOf = (task: TaskKind): SamplingOptions => (a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: seed ?? 42 }, task));
   const given = a.prompts ? readPrompts(a.prompts) : undefined;
   const partial = a.output_jsonl ? `${a.output_jsonl}.partial` : null;

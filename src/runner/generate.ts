@@ -9,10 +9,9 @@ import { SafetensorsFile, writeSafetensors } from '../formats/safetensors';
 import { openCheckpoint } from '../formats/safetensors-sharded';
 import { fileSource } from '../formats/sources';
 import { Decoder, formatWeightBytes, generate, loadDecoderWeights, parseDecoderConfig, readGenerationConfig, type SamplingOptions } from '../model';
-import { parseKvDtype } from '../model/cache';
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir } from '../tokenizer';
-import { numberFlag, required, type Values } from './args';
+import { kvDtypeFlag, numberFlag, required, type Values } from './args';
 import { DEVICE_OPTIONS } from './devices';
 
 const s = { type: 'string' } as const;
@@ -105,7 +104,7 @@ export async function generateCmd(a: Values<typeof GENERATE_OPTIONS>, backend: (
   if (a.greedy && [temperature, topP, topK, seed].some((x) => x !== undefined)) {
     throw new UsageError('--greedy does not combine with --temperature, --top_p, --top_k or --seed');
   }
-  const kv = parseKvDtype(a.kv_dtype, (m) => new UsageError(m));
+  const kv = kvDtypeFlag(a.kv_dtype);
   const be = await backend();
   const model = await loadModel(dir, be);
   if (kv !== 'auto') model.kvDtype = kv;

@@ -19,11 +19,10 @@ import type { TaskKind } from '../mas/prompts';
 import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
 import { loadSystem } from '../mas/system';
 import { nodePythonRunner, parseTavilyKeys, tavilySearchRunner, type ToolRunners } from '../mas/tools';
-import { parseKvDtype } from '../model/cache';
 import type { SamplingOptions } from '../model/generate';
 import { materializeOverrides } from '../store/bundle-node';
 import type { Backend } from '../tensor/backend';
-import { numberFlag, type Values } from './args';
+import { kvDtypeFlag, numberFlag, type Values } from './args';
 import { kvDtypeAll, overrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask';
 import { DEVICE_OPTIONS } from './devices';
 
@@ -177,7 +176,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   if (a.greedy && a.do_sample) throw new UsageError('--do_sample (sampling, the default) and --greedy contradict each other; give one');
   if (a.no_ans && a.ans) throw new UsageError('--ans (the answer retry, the default) and --no_ans contradict each other; give one');
   const { batchSize, thinking } = upstreamFlags(a, err);
-  const kvChoice = parseKvDtype(a.kv_dtype, (m) => new UsageError(m));
+  const kvChoice = kvDtypeFlag(a.kv_dtype);
   if ((a.tavily_keys_file || a.tavily_sentinel_file) && !style.tools) err(`note: --tavily_keys_file is for deliberation's search tool; ${style.name} has no tools\n`);
   const search = style.tools ? searchTool(a, err) : null;
   const mbppTimeout = num(a, 'mbppplus_timeout_s', false, 0.001) ?? 10;
