@@ -53,7 +53,9 @@ try {
   process.exit(0);
 }
 const probe = cuda.addon.probe();
-log(`${cuda.name}; driver ${probe.driverVersion}, runtime ${probe.runtimeVersion}, cuBLASLt ${probe.cublasLt ?? `missing (${probe.cublasLtError})`}`);
+log(
+  `${cuda.name}; driver ${probe.driverVersion}, runtime ${probe.runtimeVersion}, cuBLASLt ${probe.cublasLt ?? `missing (${probe.cublasLtError})`}`,
+);
 log(`registered kernels: ${cuda.addon.kernels().join(', ')}`);
 
 /** Every parity case in the backend's HalfGemm, then the matmul cases again in the other one. */
@@ -107,9 +109,12 @@ async function parityRun(onlyGroup: string | null) {
       }
     }
   }
-  for (const [op, cases] of missing) failures.push(`missing cuda hook: ${op} (${cases.length} case${cases.length > 1 ? 's' : ''}, e.g. ${cases[0]})`);
+  for (const [op, cases] of missing)
+    failures.push(`missing cuda hook: ${op} (${cases.length} case${cases.length > 1 ? 's' : ''}, e.g. ${cases[0]})`);
   const what = onlyGroup ? `${onlyGroup} cases` : 'cases';
-  log(`(a) parity, half gemm '${cuda.halfGemm}': ${passed}/${total} ${what} passed; ${missing.size} op(s) without a cuda hook; ${webgpuOnly} WebGPU-only case(s) not run`);
+  log(
+    `(a) parity, half gemm '${cuda.halfGemm}': ${passed}/${total} ${what} passed; ${missing.size} op(s) without a cuda hook; ${webgpuOnly} WebGPU-only case(s) not run`,
+  );
 }
 
 /**
@@ -129,7 +134,8 @@ async function goldenModels(mode: 'split' | 'round') {
     try {
       const err = await tinyGoldenErrors(cuda, name);
       log(`(b) ${name}, half gemm '${mode}': ${formatGoldenErrors(err)}`);
-      for (const [k, v] of Object.entries(err)) if (!(v < bound)) failures.push(`golden ${name} (half gemm '${mode}'): ${k} off by ${v.toExponential(2)} (bound ${bound})`);
+      for (const [k, v] of Object.entries(err))
+        if (!(v < bound)) failures.push(`golden ${name} (half gemm '${mode}'): ${k} off by ${v.toExponential(2)} (bound ${bound})`);
     } catch (x) {
       failures.push(`golden ${name} (half gemm '${mode}'): ${(x as Error).name}: ${(x as Error).message.split('\n')[0]}`);
     }
@@ -151,9 +157,19 @@ function gemmCase(rng: Rng, tA: number, tB: number, dt: DType, bias: boolean, ac
   const round = (v: Float32Array, d: DType) => (d === 'f32' ? v : decode(d, encode(d, v, [v.length]), [v.length]));
   const A = rng.normals(batch * sA), B = round(rng.normals(batch * sB), dt), C0 = rng.normals(batch * sC), bv = rng.normals(N);
   const Ar = split ? A : round(A, dt);
-  const up = (v: Float32Array, d: DType) => { const b = encode(d, v, [v.length]); const p = a.malloc(b.byteLength); a.upload(p, b); return p; };
+  const up = (v: Float32Array, d: DType) => {
+    const b = encode(d, v, [v.length]);
+    const p = a.malloc(b.byteLength);
+    a.upload(p, b);
+    return p;
+  };
   const pA = up(A, 'f32'), pB = up(B, dt), pC = up(C0, 'f32'), pBias = bias ? up(bv, 'f32') : 0n;
-  a.launch('gemm_lt', [pA, pB, pC, pBias], [M, N, K, batch, tA, tB, lda, ldb, ldc, sA, sB, sC, CUDA_DTYPE.f32, CUDA_DTYPE[dt], acc ? 1 : 0, split ? 1 : 0], [alpha]);
+  a.launch(
+    'gemm_lt',
+    [pA, pB, pC, pBias],
+    [M, N, K, batch, tA, tB, lda, ldb, ldc, sA, sB, sC, CUDA_DTYPE.f32, CUDA_DTYPE[dt], acc ? 1 : 0, split ? 1 : 0],
+    [alpha],
+  );
   const got = decode('f32', a.download(pC, batch * sC * 4), [batch * sC]);
   [pA, pB, pC, pBias].forEach((p) => p && a.free(p));
   const want = Float64Array.from(C0);
@@ -198,7 +214,9 @@ async function gemmCheck() {
       }
     }
   }
-  log(`(g) gemm_lt vs f64 reference: ${n}/${kinds.length * 16} launches ran, worst scaled error ${worst.toExponential(2)}; split (A unrounded) ${worstSplit.toExponential(2)}`);
+  log(
+    `(g) gemm_lt vs f64 reference: ${n}/${kinds.length * 16} launches ran, worst scaled error ${worst.toExponential(2)}; split (A unrounded) ${worstSplit.toExponential(2)}`,
+  );
 }
 
 /** cuBLASLt through gemm_lt: C[M,N] = A[M,K] (f32) · W[N,K]^T (bf16), the shape of a linear layer. */
@@ -220,11 +238,14 @@ function gemmTflops(M: number, N: number, K: number, split = false): number {
 }
 
 async function perf() {
-  if (process.env.RMAS_CUDA_EMU_DRYRUN === '1' && cuda.name.includes('emulator')) log('(c) emulator dry run: the launches below are checked, not run, so their figures time nothing');
+  if (process.env.RMAS_CUDA_EMU_DRYRUN === '1' && cuda.name.includes('emulator'))
+    log('(c) emulator dry run: the launches below are checked, not run, so their figures time nothing');
   for (const M of [1, 512, 4096]) {
     const row = [[6144, 2048, 'gate/up 2048→6144'], [2048, 6144, 'down 6144→2048'], [2048, 2048, 'o 2048→2048']] as const;
     try {
-      log(`(c) gemm_lt bf16 M=${M}: ${row.map(([N, K, what]) => `${what} ${gemmTflops(M, N, K).toFixed(M === 1 ? 3 : 1)} TFLOP/s`).join(', ')}`);
+      log(
+        `(c) gemm_lt bf16 M=${M}: ${row.map(([N, K, what]) => `${what} ${gemmTflops(M, N, K).toFixed(M === 1 ? 3 : 1)} TFLOP/s`).join(', ')}`,
+      );
     } catch (e) {
       failures.push(`gemm_lt M=${M}: ${(e as Error).message}`);
     }
@@ -237,14 +258,25 @@ async function perf() {
   }
   try {
     const layers = 4;
-    const c = tinyConfig('qwen3', { hidden_size: 2048, num_hidden_layers: layers, num_attention_heads: 16, num_key_value_heads: 8, head_dim: 128,
-      intermediate_size: 6144, vocab_size: 151936, tie_word_embeddings: true, max_position_embeddings: 4096 });
+    const c = tinyConfig('qwen3', {
+      hidden_size: 2048,
+      num_hidden_layers: layers,
+      num_attention_heads: 16,
+      num_key_value_heads: 8,
+      head_dim: 128,
+      intermediate_size: 6144,
+      vocab_size: 151936,
+      tie_word_embeddings: true,
+      max_position_embeddings: 4096,
+    });
     const model = await randomDecoder(c, cuda, null);
     const prompt = Array.from({ length: 64 }, (_, i) => (i * 7919) % 151936);
     await generate(model, { inputIds: prompt.slice(0, 8), maxNewTokens: 4, sampling: { greedy: true }, eosTokenIds: [] });
     const r = await generate(model, { inputIds: prompt, maxNewTokens: 64, sampling: { greedy: true }, eosTokenIds: [] });
-    log(`(c) decode, random bf16 Qwen3-1.7B width (hidden 2048, ${layers} of 28 layers, vocab 151936): prefill ${r.prefillTokensPerSec.toFixed(0)} tokens/s, ` +
-      `decode ${r.decodeTokensPerSec.toFixed(1)} tokens/s (${(1000 / r.decodeTokensPerSec).toFixed(2)} ms/token)`);
+    log(
+      `(c) decode, random bf16 Qwen3-1.7B width (hidden 2048, ${layers} of 28 layers, vocab 151936): prefill ${r.prefillTokensPerSec.toFixed(0)} tokens/s, ` +
+        `decode ${r.decodeTokensPerSec.toFixed(1)} tokens/s (${(1000 / r.decodeTokensPerSec).toFixed(2)} ms/token)`,
+    );
   } catch (e) {
     failures.push(`decode: ${(e as Error).name}: ${(e as Error).message.split('\n')[0]}`);
   }
@@ -283,8 +315,14 @@ async function devices() {
     tape.dispose();
     const { runOuterGolden } = await import('../test/train/golden');
     const one = await runOuterGolden(cuda, true, 2);
-    const placed = await runOuterGolden(cuda, true, 2, { critic: other, solver: probe.devices.length > 2 ? await CudaBackend.create({ device: 2 }) : other });
-    const rel = Math.max(...one.map((r, k) => Math.abs(placed[k].loss / r.loss - 1)), ...one.map((r, k) => Math.abs(placed[k].gradNorm / r.gradNorm - 1)));
+    const placed = await runOuterGolden(cuda, true, 2, {
+      critic: other,
+      solver: probe.devices.length > 2 ? await CudaBackend.create({ device: 2 }) : other,
+    });
+    const rel = Math.max(
+      ...one.map((r, k) => Math.abs(placed[k].loss / r.loss - 1)),
+      ...one.map((r, k) => Math.abs(placed[k].gradNorm / r.gradNorm - 1)),
+    );
     log(`(d) outer golden run, one role per GPU against one GPU: worst relative difference of loss and grad norm ${rel.toExponential(2)}`);
     if (!(rel < 1e-5)) failures.push(`devices: one role per GPU differs from one GPU by ${rel.toExponential(2)}`);
   } catch (e) {
@@ -312,14 +350,22 @@ async function trainMode(mode: 'split' | 'round') {
     const innerState = [...inner.map((st) => st.stateErr), inner[0].gradErr ?? 0];
     const outer = await runOuterGolden(cuda, true, 2);
     const [c2] = await runOuterGolden(cuda, false, 1);
-    const outerLoss = [...outer.flatMap((st, k) => [rel(st.loss, G.outer.config1.steps[k].loss), rel(st.gradNorm, G.outer.config1.steps[k].grad_norm)]),
-      rel(c2.loss, G.outer.config2.loss)];
+    const outerLoss = [
+      ...outer.flatMap((st, k) => [rel(st.loss, G.outer.config1.steps[k].loss), rel(st.gradNorm, G.outer.config1.steps[k].grad_norm)]),
+      rel(c2.loss, G.outer.config2.loss),
+    ];
     const outerState = [...outer.map((st) => st.stateErr), outer[0].gradErr ?? 0, c2.gradErr ?? 0];
     const worst = (v: number[]) => Math.max(...v);
     const [bi, bo] = split ? [1e-5, 1e-4] : [1e-2, 1e-2];
-    const [wi, wo] = split ? [worst([...innerLoss, ...innerState]), worst([...outerLoss, ...outerState])] : [worst(innerLoss), worst(outerLoss)];
-    log(`(e) training vs PyTorch f64, half gemm '${mode}': inner loop worst ${wi.toExponential(2)} (bound ${bi}), outer loop worst ${wo.toExponential(2)} (bound ${bo})` +
-      (split ? '' : `; optimizer state and gradients (not bounded) inner ${worst(innerState).toExponential(2)}, outer ${worst(outerState).toExponential(2)}`));
+    const [wi, wo] = split
+      ? [worst([...innerLoss, ...innerState]), worst([...outerLoss, ...outerState])]
+      : [worst(innerLoss), worst(outerLoss)];
+    log(
+      `(e) training vs PyTorch f64, half gemm '${mode}': inner loop worst ${wi.toExponential(2)} (bound ${bi}), outer loop worst ${wo.toExponential(2)} (bound ${bo})` +
+        (split
+          ? ''
+          : `; optimizer state and gradients (not bounded) inner ${worst(innerState).toExponential(2)}, outer ${worst(outerState).toExponential(2)}`),
+    );
     if (!(wi < bi)) failures.push(`train (half gemm '${mode}'): inner loop off by ${wi.toExponential(2)}`);
     if (!(wo < bo)) failures.push(`train (half gemm '${mode}'): outer loop off by ${wo.toExponential(2)}`);
   } catch (e) {
@@ -340,7 +386,9 @@ async function askTiny() {
     for (const [i, r] of onCuda.entries()) {
       const ref = onCpu[i];
       const same = r.answers.filter((a, k) => a === ref.answers[k]).length;
-      log(`(f) ask, tiny system, ${r.label}: ${r.correct}/${r.total} correct on cuda, ${ref.correct}/${ref.total} on cpu; ${same}/${r.total} texts identical`);
+      log(
+        `(f) ask, tiny system, ${r.label}: ${r.correct}/${r.total} correct on cuda, ${ref.correct}/${ref.total} on cpu; ${same}/${r.total} texts identical`,
+      );
       if (Math.abs(r.correct - ref.correct) > 1) failures.push(`ask: ${r.label} scores ${r.correct} on cuda, ${ref.correct} on cpu`);
     }
     log(`(f) ask on cuda: ${secs.toFixed(1)} s for ${rows.length * configs.length} questions`);
@@ -372,8 +420,13 @@ async function scale() {
   };
   let weights: Awaited<ReturnType<typeof loadDecoderWeights>> | null = null;
   // the training memory plan of this very step (src/train/memory.ts; what plan-memory prints), against the pool's peak
-  const plan = planTrainingMemory({ agents: [{ name: 'scale', config: c, weightBytesPerParam: 2, tokens: T, recorded: true, logitRows: T }], links: [],
-    recompute: 'none', budgetBytes: 2 ** 50, halfGemm: cuda.halfGemm });
+  const plan = planTrainingMemory({
+    agents: [{ name: 'scale', config: c, weightBytesPerParam: 2, tokens: T, recorded: true, logitRows: T }],
+    links: [],
+    recompute: 'none',
+    budgetBytes: 2 ** 50,
+    halfGemm: cuda.halfGemm,
+  });
   try {
     await cuda.sync();
     const base = cuda.memInfo().poolUsed;
@@ -396,14 +449,21 @@ async function scale() {
     const r = await generate(model, { inputIds: ids, maxNewTokens: 4, sampling: { greedy: true }, eosTokenIds: [] });
     const decode = (performance.now() - t2) / 1000;
     const G = (x: number) => (x / 2 ** 30).toFixed(3);
-    log(`(h) scale${dry ? ' (emulator dry run: every launch checked, none run)' : ''}, Qwen3-8B width, 2 of 36 layers, bf16: ` +
-      `forward + backward of ${T} tokens with cross-entropy over all logits ${train.toFixed(2)} s` + (dry ? '' : ` (loss ${l.toFixed(4)}, want ${Math.log(c.vocabSize).toFixed(4)})`) +
-      `; ${r.tokens.length} tokens after the ${T}-token prompt ${decode.toFixed(2)} s`);
-    log(`(h) scale, memory of the training step (half gemm '${cuda.halfGemm}'): pool peak ${G(peak)} GiB, memory plan ${G(plan.peak)} GiB ` +
-      `(weights ${G(plan.weightsTotal)}, activations ${G(plan.activations)}, logits ${G(plan.logits)}, backward transient ${G(plan.transient)}, workspace ${G(plan.workspace)})`);
-    if (!dry && !(Math.abs(l - Math.log(c.vocabSize)) < 1e-3)) failures.push(`scale: loss ${l} with zero weights, want ln ${c.vocabSize} = ${Math.log(c.vocabSize)}`);
+    log(
+      `(h) scale${dry ? ' (emulator dry run: every launch checked, none run)' : ''}, Qwen3-8B width, 2 of 36 layers, bf16: ` +
+        `forward + backward of ${T} tokens with cross-entropy over all logits ${train.toFixed(2)} s` +
+        (dry ? '' : ` (loss ${l.toFixed(4)}, want ${Math.log(c.vocabSize).toFixed(4)})`) +
+        `; ${r.tokens.length} tokens after the ${T}-token prompt ${decode.toFixed(2)} s`,
+    );
+    log(
+      `(h) scale, memory of the training step (half gemm '${cuda.halfGemm}'): pool peak ${G(peak)} GiB, memory plan ${G(plan.peak)} GiB ` +
+        `(weights ${G(plan.weightsTotal)}, activations ${G(plan.activations)}, logits ${G(plan.logits)}, backward transient ${G(plan.transient)}, workspace ${G(plan.workspace)})`,
+    );
+    if (!dry && !(Math.abs(l - Math.log(c.vocabSize)) < 1e-3))
+      failures.push(`scale: loss ${l} with zero weights, want ln ${c.vocabSize} = ${Math.log(c.vocabSize)}`);
     // the plan decides what fits: it must not be below what the step takes (1% for the device allocator's rounding), nor far above
-    if (!(peak <= plan.peak * 1.01 && peak >= plan.peak * 0.95)) failures.push(`scale: the step's pool peak ${G(peak)} GiB is not within [0.95, 1.01] of the memory plan's ${G(plan.peak)} GiB`);
+    if (!(peak <= plan.peak * 1.01 && peak >= plan.peak * 0.95))
+      failures.push(`scale: the step's pool peak ${G(peak)} GiB is not within [0.95, 1.01] of the memory plan's ${G(plan.peak)} GiB`);
     for (const x of [e, labels, loss]) x.dispose();
   } catch (x) {
     failures.push(`scale: ${(x as Error).name}: ${(x as Error).message.split('\n')[0]}`);
@@ -422,7 +482,9 @@ if (!only || only === 'ask') await askTiny();
 if (!only || only === 'devices') await devices();
 if (!only || only === 'scale') await scale();
 const m = cuda.memInfo();
-log(`pool ${(m.poolReserved / 2 ** 20).toFixed(0)} MiB reserved, ${(m.poolUsed / 2 ** 20).toFixed(0)} MiB in use; ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+log(
+  `pool ${(m.poolReserved / 2 ** 20).toFixed(0)} MiB reserved, ${(m.poolUsed / 2 ** 20).toFixed(0)} MiB in use; ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+);
 for (const f of failures) log(`FAIL ${f}`);
 log(failures.length ? `${failures.length} failure(s)` : 'all cuda checks passed');
 process.exit(failures.length ? 1 : 0);

@@ -250,12 +250,22 @@ export async function decodeSection(
     const batch = await batchSection(model, dtype, size, rows);
     if (batch.tokens_per_s !== undefined) batch.speedup_over_batch_1 = batch.tokens_per_s / step.tokensPerSec!;
     return {
-      dtype, weight_bytes: model.weights.totalBytes, step_weight_bytes: stepBytes,
+      dtype,
+      weight_bytes: model.weights.totalBytes,
+      step_weight_bytes: stepBytes,
       fused_layers: model.fusedSteps ? model.fused.fusedLayers : 0,
-      prompt_tokens: P, prefill_tokens_per_s: g.prefillTokensPerSec, decode_tokens_per_s: tps, per_token: perToken,
+      prompt_tokens: P,
+      prefill_tokens_per_s: g.prefillTokensPerSec,
+      decode_tokens_per_s: tps,
+      per_token: perToken,
       dispatches_per_layer: perLayer,
       step: { ms: step.msPerIter, weight_gbps: step.gbps!, ...counted(step) },
-      latent: { ms: latent.msPerIter, weight_gbps: latent.gbps!, ...counted(latent), ratio_to_decode_step: latent.msPerIter / step.msPerIter },
+      latent: {
+        ms: latent.msPerIter,
+        weight_gbps: latent.gbps!,
+        ...counted(latent),
+        ratio_to_decode_step: latent.msPerIter / step.msPerIter,
+      },
       batch,
     };
   } finally {
@@ -271,31 +281,49 @@ export async function decodeSection(
  * ids with logits and a per-row argmax, rewound to the prompt's end every iteration as the single-row step is.
  * Where the decoder has no batched step (issue 23 item 4 not built), or none on this backend, the section says so instead.
  */
-export async function batchSection(model: Decoder, dtype: WeightDType, size: GpuBenchSize, rows: (r: BenchResult) => void): Promise<BatchFigures> {
+export async function batchSection(
+  model: Decoder,
+  dtype: WeightDType,
+  size: GpuBenchSize,
+  rows: (r: BenchResult) => void,
+): Promise<BatchFigures> {
   if (typeof (model as Partial<Decoder>).stepBatch !== 'function') return { batch: BATCH, skipped: BATCH_NOT_BUILT };
   const be = model.backend;
   const c = model.config;
   const P = size.prompt;
   const rng = new Rng(12);
   const cache = model.newBatchCache(BATCH, P + 1);
-  const ids = be.fromValues(Array.from({ length: BATCH }, () => rng.int(c.vocabSize)), [BATCH], 'i32');
+  const ids = be.fromValues(
+    Array.from({ length: BATCH }, () => rng.int(c.vocabSize)),
+    [BATCH],
+    'i32',
+  );
   try {
     for (let b = 0; b < BATCH; b++) {
       const prompt = Array.from({ length: P }, () => rng.int(c.vocabSize));
       noGrad(() => tidy(() => model.prefillRow(cache, b, { inputIds: be.fromValues(prompt, [P], 'i32') }).hidden)).dispose();
     }
-    const r = await timeCase(be, caseOf(`${dtype}: batched decode step, ${BATCH} sequences, logits + argmax (KV ${P} each)`, {
-      run: () => {
-        cache.lengths.fill(P);
-        noGrad(() => tidy(() => F.argmax(model.stepBatch({ inputIds: ids, cache, logits: true }).logits!))).dispose();
-      },
-      flops: BATCH * forwardCost(c, model.weights, { T: 1, past: P, logitsRows: 1, ids: true }).flops,
-      bytes: stepWeightBytes(model.weights), tokens: BATCH, dispose: () => {},
-    }), { size: 'full', ...size.timing });
+    const r = await timeCase(
+      be,
+      caseOf(`${dtype}: batched decode step, ${BATCH} sequences, logits + argmax (KV ${P} each)`, {
+        run: () => {
+          cache.lengths.fill(P);
+          noGrad(() => tidy(() => F.argmax(model.stepBatch({ inputIds: ids, cache, logits: true }).logits!))).dispose();
+        },
+        flops: BATCH * forwardCost(c, model.weights, { T: 1, past: P, logitsRows: 1, ids: true }).flops,
+        bytes: stepWeightBytes(model.weights),
+        tokens: BATCH,
+        dispose: () => {},
+      }),
+      { size: 'full', ...size.timing },
+    );
     rows(r);
     return {
-      batch: BATCH, tokens_per_s: r.tokensPerSec!, ms_per_step: r.msPerIter,
-      dispatches_per_step: r.perIter?.dispatches ?? null, weight_bytes_per_step: r.perIter?.weightBytes ?? null,
+      batch: BATCH,
+      tokens_per_s: r.tokensPerSec!,
+      ms_per_step: r.msPerIter,
+      dispatches_per_step: r.perIter?.dispatches ?? null,
+      weight_bytes_per_step: r.perIter?.weightBytes ?? null,
     };
   } catch (e) {
     // a backend the batched step has no kernels for says so by name (CUDA: the fused path it runs on)
@@ -321,7 +349,12 @@ export interface GemvFigures {
  * y = x·Wᵀ, x [1, cols] f32, W [rows, cols] (the gate/up projection's shape) through F.linear, over `copies` distinct
  * weights of the same bytes so that no iteration finds its weight in cache (256 MB in all at full size).
  */
-export async function gemvSection(backend: Backend, dtype: WeightDType, size: GpuBenchSize, rows: (r: BenchResult) => void): Promise<GemvFigures> {
+export async function gemvSection(
+  backend: Backend,
+  dtype: WeightDType,
+  size: GpuBenchSize,
+  rows: (r: BenchResult) => void,
+): Promise<GemvFigures> {
   const [N, K] = size.quick ? [1536, 512] : [6144, 2048];
   const rng = new Rng(13);
   const bytes = encode(dtype, rng.normals(N * K, 1 / Math.sqrt(K)), [N, K]);
@@ -333,10 +366,16 @@ export async function gemvSection(backend: Backend, dtype: WeightDType, size: Gp
   });
   const x = backend.fromValues(rng.normals(K), [1, K]);
   try {
-    const r = await timeCase(backend, caseOf(`gemv ${dtype} [1, ${K}] x [${N}, ${K}]ᵀ, ${copies} weight copies per iteration`, {
-      run: () => noGrad(() => ws.forEach((w) => F.linear(x, w).dispose())),
-      flops: copies * 2 * N * K, bytes: copies * (bytes.length + 4 * (K + N)), dispose: () => {},
-    }), { size: 'full', ...size.timing });
+    const r = await timeCase(
+      backend,
+      caseOf(`gemv ${dtype} [1, ${K}] x [${N}, ${K}]ᵀ, ${copies} weight copies per iteration`, {
+        run: () => noGrad(() => ws.forEach((w) => F.linear(x, w).dispose())),
+        flops: copies * 2 * N * K,
+        bytes: copies * (bytes.length + 4 * (K + N)),
+        dispose: () => {},
+      }),
+      { size: 'full', ...size.timing },
+    );
     rows(r);
     return { dtype, rows: N, cols: K, copies, ms_per_gemv: r.msPerIter / copies, gbps: r.gbps! };
   } finally {

@@ -99,7 +99,8 @@ export interface GpuBenchReport {
   seconds: number;
 }
 
-const f = (v: number | null | undefined, digits = 3) => (v === null || v === undefined || !Number.isFinite(v) ? '-' : v >= 100 ? v.toFixed(0) : v.toPrecision(digits));
+const f = (v: number | null | undefined, digits = 3) =>
+  v === null || v === undefined || !Number.isFinite(v) ? '-' : v >= 100 ? v.toFixed(0) : v.toPrecision(digits);
 const pct = (v: number | null) => (v === null ? '' : ` (${(100 * v).toFixed(1)}% of nominal)`);
 
 /** The lines under a backend's table: bandwidth, per dtype the decode figures, batch, GEMV. */
@@ -110,13 +111,19 @@ export function summaryLines(r: BackendReport): string[] {
     const frac = nominal === null ? null : d.step.weight_gbps / nominal;
     const disp = d.per_token.dispatches === null ? 'dispatches not counted on this backend'
       : `${f(d.per_token.dispatches, 4)} dispatches per token, ${f(d.dispatches_per_layer, 3)} per layer (${d.fused_layers} layers fused)`;
-    out.push(`${d.dtype}: decode ${f(d.decode_tokens_per_s)} tokens/s (generate), step ${f(d.step.ms)} ms = ${f(d.step.weight_gbps)} GB/s of weights${pct(frac)}; ${disp}`);
+    out.push(
+      `${d.dtype}: decode ${f(d.decode_tokens_per_s)} tokens/s (generate), step ${f(d.step.ms)} ms = ${f(d.step.weight_gbps)} GB/s of weights${pct(frac)}; ${disp}`,
+    );
     out.push(`${d.dtype}: latent step ${f(d.latent.ms)} ms = ${d.latent.ratio_to_decode_step.toFixed(2)}× a decode step` +
       (d.latent.dispatches === null ? '' : ` (${d.latent.dispatches} dispatches vs ${d.step.dispatches})`));
     const b = d.batch;
-    out.push(b.skipped ? `${d.dtype}: batch ${b.batch}: skipped: ${b.skipped}`
-      : `${d.dtype}: batch ${b.batch}: ${f(b.tokens_per_s)} tokens/s, ${f(b.ms_per_step)} ms per step` +
-        `, ${b.speedup_over_batch_1!.toFixed(2)}× batch 1's tokens/s` + (b.dispatches_per_step == null ? '' : `, ${b.dispatches_per_step} dispatches per step`));
+    out.push(
+      b.skipped
+        ? `${d.dtype}: batch ${b.batch}: skipped: ${b.skipped}`
+        : `${d.dtype}: batch ${b.batch}: ${f(b.tokens_per_s)} tokens/s, ${f(b.ms_per_step)} ms per step` +
+            `, ${b.speedup_over_batch_1!.toFixed(2)}× batch 1's tokens/s` +
+            (b.dispatches_per_step == null ? '' : `, ${b.dispatches_per_step} dispatches per step`),
+    );
   }
   for (const g of r.gemv ?? []) {
     out.push(`gemv ${g.dtype} [${g.rows}, ${g.cols}]: ${f(g.gbps)} GB/s${pct(g.fraction_of_nominal)}, ${f(g.ms_per_gemv)} ms each`);
@@ -128,7 +135,9 @@ export function summaryLines(r: BackendReport): string[] {
 
 export function peerLine(p: PeerFigures): string {
   if (p.skipped) return `peer (transformers.js, Node, ${p.model}): skipped: ${p.skipped}`;
-  return `peer (transformers.js, Node, ${p.model}, ${p.adapter}): decode ours (${p.ours_weights}) ${f(p.ours_decode_tokens_per_s)} tokens/s, ` +
+  return (
+    `peer (transformers.js, Node, ${p.model}, ${p.adapter}): decode ours (${p.ours_weights}) ${f(p.ours_decode_tokens_per_s)} tokens/s, ` +
     `ours (f32) ${f(p.ours_f32_decode_tokens_per_s)}, theirs (f32) ${f(p.theirs_decode_tokens_per_s)}: ours/theirs ${p.decode_ratio!.toFixed(2)}× ` +
-    `(f32 ${p.decode_ratio_f32!.toFixed(2)}×, prefill ${p.prefill_ratio!.toFixed(2)}×); greedy ids ${p.greedy_ids_equal ? 'identical' : 'DIFFER'}`;
+    `(f32 ${p.decode_ratio_f32!.toFixed(2)}×, prefill ${p.prefill_ratio!.toFixed(2)}×); greedy ids ${p.greedy_ids_equal ? 'identical' : 'DIFFER'}`
+  );
 }

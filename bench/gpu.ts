@@ -57,7 +57,10 @@ if (!['webgpu', 'cuda', 'all'].includes(args.backend!)) throw new Error(`--backe
 if (!process.env[CHILD] && args.backend !== 'cuda') {
   const lvp = lavapipeEnv();
   if (lvp !== process.env && !gpuAdapterVisible()) {
-    const r = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...lvp, [CHILD]: '1' } });
+    const r = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+      stdio: 'inherit',
+      env: { ...lvp, [CHILD]: '1' },
+    });
     process.exit(r.status ?? 1);
   }
 }
@@ -137,9 +140,23 @@ async function webgpu(): Promise<BackendReport> {
   const a = gpu.ctx.report;
   const name = [a.vendor, a.architecture, a.device, a.description].filter(Boolean).join(' | ') || 'unknown adapter';
   const cpu = isCpuAdapterName(name, a.isFallback);
-  const r: BackendReport = { backend: 'webgpu', unavailable: null, name, cpu_adapter: cpu, features: { ...a.features }, nominal_gbps: cpu ? null : nominalBandwidth(name) };
-  say(`\nwebgpu: ${name}${a.isFallback ? ' (fallback adapter)' : ''}; ${Object.entries(a.features).map(([k, on]) => `${k} ${on ? 'yes' : 'no'}`).join(', ')}`);
-  if (cpu) say('warning: this is a CPU adapter (Mesa lavapipe or SwiftShader): the figures measure WGSL run on the CPU and say nothing about GPU speed');
+  const r: BackendReport = {
+    backend: 'webgpu',
+    unavailable: null,
+    name,
+    cpu_adapter: cpu,
+    features: { ...a.features },
+    nominal_gbps: cpu ? null : nominalBandwidth(name),
+  };
+  say(
+    `\nwebgpu: ${name}${a.isFallback ? ' (fallback adapter)' : ''}; ${Object.entries(a.features)
+      .map(([k, on]) => `${k} ${on ? 'yes' : 'no'}`)
+      .join(', ')}`,
+  );
+  if (cpu)
+    say(
+      'warning: this is a CPU adapter (Mesa lavapipe or SwiftShader): the figures measure WGSL run on the CPU and say nothing about GPU speed',
+    );
   try {
     await sections(gpu, r);
   } finally {
@@ -158,7 +175,13 @@ async function cuda(): Promise<BackendReport> {
     throw e;
   }
   const cpu = /emulator/i.test(be.name);
-  const r: BackendReport = { backend: 'cuda', unavailable: null, name: be.name, cpu_adapter: cpu, nominal_gbps: cpu ? null : nominalBandwidth(be.name) };
+  const r: BackendReport = {
+    backend: 'cuda',
+    unavailable: null,
+    name: be.name,
+    cpu_adapter: cpu,
+    nominal_gbps: cpu ? null : nominalBandwidth(be.name),
+  };
   say(`\ncuda: ${be.name} (no fused kernels: the plain path, counters not kept)`);
   if (cpu) say('warning: this is the CUDA emulator (the CPU): its figures say nothing about GPU speed');
   await sections(be, r);
@@ -204,16 +227,30 @@ async function peer(): Promise<PeerFigures> {
 
 const report: GpuBenchReport = {
   model: {
-    shape: 'Qwen3-1.7B width, random weights (every layer the same values)', hidden: config.hidden, heads: config.heads,
-    kv_heads: config.kvHeads, head_dim: config.headDim, intermediate: config.intermediate, layers: config.layers, vocab: config.vocabSize,
+    shape: 'Qwen3-1.7B width, random weights (every layer the same values)',
+    hidden: config.hidden,
+    heads: config.heads,
+    kv_heads: config.kvHeads,
+    head_dim: config.headDim,
+    intermediate: config.intermediate,
+    layers: config.layers,
+    vocab: config.vocabSize,
     note: `vocab ${config.vocabSize} (Qwen3-1.7B: 151936, whose tied LM head adds 622 MB of bf16 reads per token)${size.quick ? '; --quick: a quarter of the width' : ''}`,
   },
-  options: { quick: size.quick, layers, prompt: size.prompt, tokens: size.tokens, backends: args.backend === 'all' ? ['webgpu', 'cuda'] : [args.backend!] },
+  options: {
+    quick: size.quick,
+    layers,
+    prompt: size.prompt,
+    tokens: size.tokens,
+    backends: args.backend === 'all' ? ['webgpu', 'cuda'] : [args.backend!],
+  },
   backends: [],
   peer: null,
   seconds: 0,
 };
-say(`bench:gpu: ${report.model.shape}; ${layers} layers, hidden ${config.hidden}, ${report.model.note}; prompt ${size.prompt}, ${size.tokens} decode steps`);
+say(
+  `bench:gpu: ${report.model.shape}; ${layers} layers, hidden ${config.hidden}, ${report.model.note}; prompt ${size.prompt}, ${size.tokens} decode steps`,
+);
 
 for (const kind of report.options.backends) {
   const r = kind === 'webgpu' ? await webgpu() : await cuda();

@@ -112,8 +112,19 @@ export function formatTable(results: readonly BenchResult[]): string {
     const peak = r.peakBytes !== undefined ? r.peakBytes / 1e6 : null;
     return {
       error: null,
-      cells: [r.name, ms, fmt(r.gflops), fmt(r.gbps), ...(withTokens ? [fmt(r.tokensPerSec ?? null)] : []), ...(withPeak ? [fmt(peak)] : []),
-        ...(withCounts ? (r.perIter ? [String(r.perIter.dispatches), String(r.perIter.submits), fmt(r.perIter.weightBytes / 1e6)] : ['-', '-', '-']) : [])],
+      cells: [
+        r.name,
+        ms,
+        fmt(r.gflops),
+        fmt(r.gbps),
+        ...(withTokens ? [fmt(r.tokensPerSec ?? null)] : []),
+        ...(withPeak ? [fmt(peak)] : []),
+        ...(withCounts
+          ? r.perIter
+            ? [String(r.perIter.dispatches), String(r.perIter.submits), fmt(r.perIter.weightBytes / 1e6)]
+            : ['-', '-', '-']
+          : []),
+      ],
     };
   });
   const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r.cells[i] ?? '').length)));

@@ -47,7 +47,9 @@ export function exportIsCurrent(model: string): boolean {
 export function ensurePeerExports(models: readonly string[], log: (line: string) => void = () => {}): string[] {
   for (const m of models) {
     if (!existsSync(join(TINY_ROOT, m, 'config.json'))) {
-      throw new PeerExportFailed(`models/tiny/${m}/config.json does not exist; name a model folder under models/tiny (e.g. qwen3-tiny, llama-tiny, system/planner)`);
+      throw new PeerExportFailed(
+        `models/tiny/${m}/config.json does not exist; name a model folder under models/tiny (e.g. qwen3-tiny, llama-tiny, system/planner)`,
+      );
     }
   }
   const stale = models.filter((m) => !exportIsCurrent(m));
@@ -55,7 +57,9 @@ export function ensurePeerExports(models: readonly string[], log: (line: string)
   const torch = spawnSync(PYTHON, ['-c', 'import torch'], { encoding: 'utf8' });
   if (torch.error || torch.status !== 0) {
     const why = torch.error ? torch.error.message : torch.stderr.trim().split('\n').pop();
-    throw new PeerExportFailed(`the ONNX export needs PyTorch for ${PYTHON} (${why}); install it with \`sudo bash scripts/setup-system.sh\` (Debian's python3-torch)`);
+    throw new PeerExportFailed(
+      `the ONNX export needs PyTorch for ${PYTHON} (${why}); install it with \`sudo bash scripts/setup-system.sh\` (Debian's python3-torch)`,
+    );
   }
   log(`exporting ${stale.join(', ')} to ONNX (${relative(ROOT, PEER_ROOT)}/)`);
   const r = spawnSync(PYTHON, [EXPORTER, '--out', PEER_ROOT, ...stale], { encoding: 'utf8' });

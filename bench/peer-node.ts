@@ -27,7 +27,11 @@ export async function nodeHost(): Promise<PeerHost & { close(): void }> {
       return openRunners([
         async () => oursRunner(await loadDecoderFromDir(join(TINY_ROOT, model), backend), 'committed'),
         async () => oursRunner(await loadDecoderFromDir(join(PEER_ROOT, model), backend), 'export'),
-        () => loadTheirs(() => AutoModelForCausalLM.from_pretrained(model, { device: 'webgpu', dtype: 'fp32' }), `${PEER_ROOT}/${model} on onnxruntime-node's WebGPU EP`),
+        () =>
+          loadTheirs(
+            () => AutoModelForCausalLM.from_pretrained(model, { device: 'webgpu', dtype: 'fp32' }),
+            `${PEER_ROOT}/${model} on onnxruntime-node's WebGPU EP`,
+          ),
       ]);
     },
     close: () => backend.ctx.device.destroy(),

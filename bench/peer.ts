@@ -97,7 +97,9 @@ if (args.json) {
   const cells = peerCells(rows);
   const width = cells[0].map((_, i) => Math.max(...cells.map((r) => r[i].length)));
   const line = (r: string[]) => r.map((c, i) => (i < 4 ? c.padEnd(width[i]) : c.padStart(width[i]))).join('  ');
-  console.log(`\nprompt ${JSON.stringify(opts.prompt)}; 1 + ${opts.tokens} greedy tokens; medians of ${opts.reps} interleaved runs per engine`);
+  console.log(
+    `\nprompt ${JSON.stringify(opts.prompt)}; 1 + ${opts.tokens} greedy tokens; medians of ${opts.reps} interleaved runs per engine`,
+  );
   console.log(line(cells[0]));
   for (const r of cells.slice(1)) console.log(line(r));
   for (const c of checks) console.log(checkLine(c));

@@ -41,7 +41,9 @@ const minMs = args['min-ms'] !== undefined ? Number(args['min-ms']) : undefined;
 
 /** CPU adapters (lavapipe, SwiftShader) run WGSL correctly but say nothing about GPU speed. */
 function isCpuAdapter(r: AdapterReport): boolean {
-  return r.isFallback || /llvmpipe|lavapipe|swiftshader|softpipe|\bcpu\b/i.test(`${r.vendor} ${r.architecture} ${r.device} ${r.description}`);
+  return (
+    r.isFallback || /llvmpipe|lavapipe|swiftshader|softpipe|\bcpu\b/i.test(`${r.vendor} ${r.architecture} ${r.device} ${r.description}`)
+  );
 }
 
 function describeAdapter(r: AdapterReport): string {
@@ -55,7 +57,9 @@ function describeAdapter(r: AdapterReport): string {
       `invocations/workgroup ${L.maxComputeInvocationsPerWorkgroup}, workgroups/dim ${L.maxComputeWorkgroupsPerDimension}`,
   ];
   if (isCpuAdapter(r)) {
-    lines.push('note: this is a CPU adapter (Mesa lavapipe or SwiftShader). The figures measure WGSL run on the CPU; they say nothing about GPU performance.');
+    lines.push(
+      'note: this is a CPU adapter (Mesa lavapipe or SwiftShader). The figures measure WGSL run on the CPU; they say nothing about GPU performance.',
+    );
   }
   return lines.join('\n');
 }

@@ -17,7 +17,9 @@ const failures: string[] = [];
 const gpu = await WebGpuBackend.create();
 const r = gpu.ctx.report;
 const f16 = gpu.ctx.hasFeature('shader-f16');
-log(`adapter: ${[r.vendor, r.architecture, r.device, r.description].filter(Boolean).join(' | ')}${r.isFallback ? ' (fallback adapter)' : ''}`);
+log(
+  `adapter: ${[r.vendor, r.architecture, r.device, r.description].filter(Boolean).join(' | ')}${r.isFallback ? ' (fallback adapter)' : ''}`,
+);
 log(`features: ${Object.entries(r.features).map(([f, on]) => `${f} ${on ? 'yes' : 'no'}`).join(', ')}`);
 
 const t0 = performance.now();
@@ -44,7 +46,8 @@ for (const name of TINY_GOLDEN_MODELS) {
   try {
     const err = await tinyGoldenErrors(gpu, name);
     log(`(b) ${name}: ${formatGoldenErrors(err)}`);
-    for (const [k, v] of Object.entries(err)) if (!(v < 1e-4)) failures.push(`golden ${name}: ${k} off by ${v.toExponential(2)} (bound 1e-4)`);
+    for (const [k, v] of Object.entries(err))
+      if (!(v < 1e-4)) failures.push(`golden ${name}: ${k} off by ${v.toExponential(2)} (bound 1e-4)`);
   } catch (x) {
     failures.push(`golden ${name}: ${(x as Error).name}: ${(x as Error).message.split('\n')[0]}`);
   }

@@ -25,7 +25,10 @@ export function tinySystemFiles(root: string): string[] {
     const clean = posix.normalize(rel).replace(/^\/+/, '');
     if (clean.startsWith('..') || /^[a-z]+:/i.test(rel)) return; // only files of this repository
     const abs = join(root, clean);
-    if (!existsSync(abs)) throw new Error(`${TINY_SYSTEM_MANIFEST} references ${rel}, which does not exist; run npm run tiny:build (the tiny system) or fix the manifest`);
+    if (!existsSync(abs))
+      throw new Error(
+        `${TINY_SYSTEM_MANIFEST} references ${rel}, which does not exist; run npm run tiny:build (the tiny system) or fix the manifest`,
+      );
     if (statSync(abs).isDirectory()) {
       for (const f of readdirSync(abs)) if (statSync(join(abs, f)).isFile()) files.add(posix.join(clean, f));
     } else files.add(clean);

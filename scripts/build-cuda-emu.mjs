@@ -127,11 +127,31 @@ async function main() {
     join(cuda, 'emu/emu.h'),
     ...readdirSync(join(cuda, 'emu/include')).map((f) => join(cuda, 'emu/include', f)),
   ];
-  for (const h of headers) if (h.endsWith('.cuh') && readFileSync(h, 'utf8').includes('<<<')) die(`${h}: kernel launches belong in .cu files`);
+  for (const h of headers)
+    if (h.endsWith('.cuh') && readFileSync(h, 'utf8').includes('<<<')) die(`${h}: kernel launches belong in .cu files`);
   const newestHeader = Math.max(...headers.map((h) => statSync(h).mtimeMs), statSync(fileURLToPath(import.meta.url)).mtimeMs);
-  const flags = ['-std=c++17', '-O2', '-g0', '-fPIC', '-ffp-contract=off', '-fvisibility=hidden', '-fexceptions', '-Wall', '-Wno-unknown-pragmas',
-    '-Wno-unused-function', '-DRMAS_CUDA_EMU', '-DNAPI_VERSION=8', '-DNODE_ADDON_API_CPP_EXCEPTIONS', '-DBUILDING_NODE_EXTENSION',
-    `-I${join(cuda, 'emu/include')}`, `-I${src}`, `-I${nodeInclude}`, `-I${addonApi}`, '-include', join(cuda, 'emu/emu.h')];
+  const flags = [
+    '-std=c++17',
+    '-O2',
+    '-g0',
+    '-fPIC',
+    '-ffp-contract=off',
+    '-fvisibility=hidden',
+    '-fexceptions',
+    '-Wall',
+    '-Wno-unknown-pragmas',
+    '-Wno-unused-function',
+    '-DRMAS_CUDA_EMU',
+    '-DNAPI_VERSION=8',
+    '-DNODE_ADDON_API_CPP_EXCEPTIONS',
+    '-DBUILDING_NODE_EXTENSION',
+    `-I${join(cuda, 'emu/include')}`,
+    `-I${src}`,
+    `-I${nodeInclude}`,
+    `-I${addonApi}`,
+    '-include',
+    join(cuda, 'emu/emu.h'),
+  ];
 
   const jobs = [];
   const objects = [];
@@ -170,7 +190,9 @@ async function main() {
     const r = await run(cxx, ['-std=c++17', '-O2', '-fPIC', '-shared', '-ffp-contract=off', '-o', lib, lt]);
     if (r.code !== 0) die(r.text);
   }
-  console.log(`rmas: cuda emulator built (${jobs.length} of ${sources.length} sources compiled) in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${addon}`);
+  console.log(
+    `rmas: cuda emulator built (${jobs.length} of ${sources.length} sources compiled) in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${addon}`,
+  );
 }
 
 /**

@@ -33,9 +33,24 @@ if (process.argv.includes('--force')) rmSync(build, { recursive: true, force: tr
 mkdirSync(build, { recursive: true });
 const archs = process.env.RMAS_CUDA_ARCHS ?? '80;90';
 const steps = [
-  [cmake, ['-S', src, '-B', build, '-DCMAKE_BUILD_TYPE=Release', `-DCMAKE_CUDA_COMPILER=${nvcc}`, `-DCMAKE_CUDA_ARCHITECTURES=${archs}`,
-    `-DNODE_INCLUDE_DIR=${nodeInclude}`, `-DNODE_ADDON_API_DIR=${addonApi}`]],
-  [cmake, ['--build', build, '--config', 'Release', '-j', String(Math.max(1, Math.min(4, (await import('node:os')).availableParallelism())))]],
+  [
+    cmake,
+    [
+      '-S',
+      src,
+      '-B',
+      build,
+      '-DCMAKE_BUILD_TYPE=Release',
+      `-DCMAKE_CUDA_COMPILER=${nvcc}`,
+      `-DCMAKE_CUDA_ARCHITECTURES=${archs}`,
+      `-DNODE_INCLUDE_DIR=${nodeInclude}`,
+      `-DNODE_ADDON_API_DIR=${addonApi}`,
+    ],
+  ],
+  [
+    cmake,
+    ['--build', build, '--config', 'Release', '-j', String(Math.max(1, Math.min(4, (await import('node:os')).availableParallelism())))],
+  ],
 ];
 for (const [cmd, args] of steps) {
   const r = spawnSync(cmd, args, { cwd: root, encoding: 'utf8', maxBuffer: 64 << 20 });

@@ -17,7 +17,8 @@ export function nodeHeaders(root) {
   const nodeInclude = [resolve(process.execPath, '../../include/node'), '/usr/include/node', '/usr/local/include/node'].find((d) =>
     existsSync(join(d, 'node_api.h')),
   );
-  if (!nodeInclude) return { missing: `node_api.h not found next to ${process.execPath} or in /usr/include/node (install the Node.js headers)` };
+  if (!nodeInclude)
+    return { missing: `node_api.h not found next to ${process.execPath} or in /usr/include/node (install the Node.js headers)` };
   try {
     return { nodeInclude, addonApi: dirname(createRequire(join(root, 'package.json')).resolve('node-addon-api/napi.h')) };
   } catch {

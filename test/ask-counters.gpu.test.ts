@@ -19,8 +19,15 @@ describe('ask counters (WebGPU)', () => {
     const system = await loadSystem('tiny_sequential', { backend: gpu, task: 'math' });
     try {
       const m = 4;
-      const r = await ask(system, { question: 'Eva has 4 eggs. She gives away 1. How many eggs does Eva have now?', rounds: 1, latentSteps: m,
-        mode: 'latent', sampling: { greedy: true }, maxNewTokens: 8, answerRetry: false });
+      const r = await ask(system, {
+        question: 'Eva has 4 eggs. She gives away 1. How many eggs does Eva have now?',
+        rounds: 1,
+        latentSteps: m,
+        mode: 'latent',
+        sampling: { greedy: true },
+        maxNewTokens: 8,
+        answerRetry: false,
+      });
       const latent = r.counters!.latent!;
       // one round: the planner and the critic roll out m steps each; the solver decodes
       expect(latent.steps).toBe(2 * (m - 1));

@@ -25,11 +25,26 @@ describe('ask in the engine worker (chromium)', () => {
     expect(load.at(-1)).toMatchObject({ type: 'ready', backend: 'cpu' });
 
     const ev: EngineEvent[] = [];
-    const r = await engine.api.ask({ system: spec!, question: 'What is 2+3?', mode: 'latent', rounds: 2, latentSteps: 4, maxNewTokens: 12, sampling: { greedy: true }, backend: 'cpu' },
-      proxy((e: EngineEvent) => void ev.push(e)));
+    const r = await engine.api.ask(
+      {
+        system: spec!,
+        question: 'What is 2+3?',
+        mode: 'latent',
+        rounds: 2,
+        latentSteps: 4,
+        maxNewTokens: 12,
+        sampling: { greedy: true },
+        backend: 'cpu',
+      },
+      proxy((e: EngineEvent) => void ev.push(e)),
+    );
     const st = stagesOf(ev);
     expect(st.map((e) => `${e.round}${e.role[0]}${e.state[0]}`).join(' ')).toBe('1pr 1pd 1cr 1cd 1sr 1sd 2pr 2pd 2cr 2cd 2sr 2sd');
-    expect(st.filter((e) => e.state === 'done' && !e.decode).every((e) => e.latents === 4 && e.messages?.length === 1 && e.messages[0].top.length === 4)).toBe(true);
+    expect(
+      st
+        .filter((e) => e.state === 'done' && !e.decode)
+        .every((e) => e.latents === 4 && e.messages?.length === 1 && e.messages[0].top.length === 4),
+    ).toBe(true);
     expect(ev.at(-1)).toEqual({ type: 'done', result: r });
     expect(r.tokens).toBeGreaterThan(0);
     expect(r.seconds).toBeGreaterThan(0);
@@ -39,8 +54,19 @@ describe('ask in the engine worker (chromium)', () => {
   it('a short webgpu run answers too', async () => {
     const spec = (await engine.api.offlineSystem())!;
     const ev: EngineEvent[] = [];
-    const r = await engine.api.ask({ system: spec, question: 'What is 2+3?', mode: 'latent', rounds: 1, latentSteps: 2, maxNewTokens: 4, sampling: { greedy: true }, answerRetry: false },
-      proxy((e: EngineEvent) => void ev.push(e)));
+    const r = await engine.api.ask(
+      {
+        system: spec,
+        question: 'What is 2+3?',
+        mode: 'latent',
+        rounds: 1,
+        latentSteps: 2,
+        maxNewTokens: 4,
+        sampling: { greedy: true },
+        answerRetry: false,
+      },
+      proxy((e: EngineEvent) => void ev.push(e)),
+    );
     expect(ev.find((e) => e.type === 'ready')).toMatchObject({ backend: 'webgpu' });
     expect(stagesOf(ev).length).toBe(6);
     expect(r.tokens).toBeGreaterThan(0);
@@ -48,8 +74,20 @@ describe('ask in the engine worker (chromium)', () => {
 
   it('cancel by call id rejects with Cancelled', async () => {
     const spec = (await engine.api.offlineSystem())!;
-    const p = engine.api.ask({ system: spec, question: 'What is 2+3?', mode: 'latent', rounds: 3, latentSteps: 30, maxNewTokens: 8, sampling: { greedy: true }, backend: 'cpu' },
-      proxy(() => {}), { callId: 'stop-me' });
+    const p = engine.api.ask(
+      {
+        system: spec,
+        question: 'What is 2+3?',
+        mode: 'latent',
+        rounds: 3,
+        latentSteps: 30,
+        maxNewTokens: 8,
+        sampling: { greedy: true },
+        backend: 'cpu',
+      },
+      proxy(() => {}),
+      { callId: 'stop-me' },
+    );
     await engine.api.cancel('stop-me');
     await expect(p).rejects.toMatchObject({ name: 'Cancelled' });
   });

@@ -60,7 +60,8 @@ it('npm run bench:gpu -- --quick --json reports decode, latent, batch, GEMV and 
     expect(outside).toBeLessThanOrEqual(4);
     // the inner link adds at most 4 dispatches to the layers and the final norm
     expect(d.latent.dispatches!).toBeLessThanOrEqual(L * d.dispatches_per_layer! + 1 + 4);
-    for (const v of [d.prefill_tokens_per_s, d.decode_tokens_per_s, d.step.ms, d.latent.ms, d.latent.ratio_to_decode_step]) expect(positive(v), String(v)).toBe(true);
+    for (const v of [d.prefill_tokens_per_s, d.decode_tokens_per_s, d.step.ms, d.latent.ms, d.latent.ratio_to_decode_step])
+      expect(positive(v), String(v)).toBe(true);
     expect(d.step.weight_gbps).toBeCloseTo(ref.step / d.step.ms / 1e6, 9);
     expect(d.latent.ratio_to_decode_step).toBeCloseTo(d.latent.ms / d.step.ms, 12);
 
@@ -76,7 +77,10 @@ it('npm run bench:gpu -- --quick --json reports decode, latent, batch, GEMV and 
       expect(b.dispatches_per_step!).toBeLessThanOrEqual(8 * L + 4);
     }
   }
-  expect(gpu.gemv!.map((g) => [g.dtype, g.rows, g.cols, g.copies, g.fraction_of_nominal])).toEqual([['q4_0', 1536, 512, 2, null], ['bf16', 1536, 512, 2, null]]);
+  expect(gpu.gemv!.map((g) => [g.dtype, g.rows, g.cols, g.copies, g.fraction_of_nominal])).toEqual([
+    ['q4_0', 1536, 512, 2, null],
+    ['bf16', 1536, 512, 2, null],
+  ]);
   for (const g of gpu.gemv!) expect(positive(g.gbps) && positive(g.ms_per_gemv)).toBe(true);
 
   // no NVIDIA driver here: the CUDA backend says why and the run goes on
@@ -89,5 +93,7 @@ it('npm run bench:gpu -- --quick --json reports decode, latent, batch, GEMV and 
   expect(p.greedy_ids_equal).toBe(true);
   expect(p.decode_ratio).toBeCloseTo(p.ours_decode_tokens_per_s! / p.theirs_decode_tokens_per_s!, 9);
   expect(positive(p.decode_ratio_f32) && positive(p.prefill_ratio)).toBe(true);
-  console.log(`bench:gpu --quick: ${rep.seconds.toFixed(1)} s in the command, ${((performance.now() - t0) / 1000).toFixed(1)} s with its start`);
+  console.log(
+    `bench:gpu --quick: ${rep.seconds.toFixed(1)} s in the command, ${((performance.now() - t0) / 1000).toFixed(1)} s with its start`,
+  );
 }, 120_000);

@@ -79,7 +79,10 @@ describe('rmas forward', () => {
     const model = await load(new CpuBackend('f32'));
     const emb = await model.embed(model.backend.fromValues(IDS, [IDS.length], 'i32')).read();
     const embFile = join(tmp, 'embeds.safetensors');
-    writeFileSync(embFile, writeSafetensors({ inputs_embeds: { dtype: 'F32', shape: [IDS.length, model.config.hidden], bytes: new Uint8Array(emb.buffer) } }));
+    writeFileSync(
+      embFile,
+      writeSafetensors({ inputs_embeds: { dtype: 'F32', shape: [IDS.length, model.config.hidden], bytes: new Uint8Array(emb.buffer) } }),
+    );
     const out = join(tmp, 'from-embeds.safetensors');
     const run = await rmas('forward', '--model', DIR, '--embeds', embFile, '--out', out, '--backend', 'cpu');
     expect(run.code, run.stderr).toBe(0);
@@ -101,7 +104,9 @@ describe('rmas generate', () => {
       eosTokenIds: [...new Set([458, 456, ...model.config.eosTokenIds, ...tok.eosTokenIds])],
     });
     expect(run.stdout).toBe(`${tok.decode(r.tokens, { skipSpecialTokens: true })}\n`);
-    expect(run.stderr).toMatch(new RegExp(`${r.tokens.length} tokens, stopped by ${r.stoppedBy}; prefill [\\d.]+ tokens/s .*decode [\\d.]+ tokens/s`));
+    expect(run.stderr).toMatch(
+      new RegExp(`${r.tokens.length} tokens, stopped by ${r.stoppedBy}; prefill [\\d.]+ tokens/s .*decode [\\d.]+ tokens/s`),
+    );
   });
 
   it('runs through a bin link (as npx does) and names a truncated checkpoint', async () => {

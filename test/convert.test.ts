@@ -30,7 +30,9 @@ describe('rmas convert', () => {
   it('.pt -> .safetensors -> .pt keeps every key and its f32 values', async () => {
     const src = parseLinkBytes(readFileSync(join(OUTER, 'outer_12.pt')), 'outer_12.pt');
     const st = join(dir, 'outer_12.safetensors');
-    expect(await convertCmd({ in: join(OUTER, 'outer_12.pt'), out: st })).toMatch(/^wrote .*outer_12\.safetensors: \d+ tensors \(.+\), f32\n$/);
+    expect(await convertCmd({ in: join(OUTER, 'outer_12.pt'), out: st })).toMatch(
+      /^wrote .*outer_12\.safetensors: \d+ tensors \(.+\), f32\n$/,
+    );
     const f = await SafetensorsFile.open(fileSource(st));
     expect([...f.names()].sort()).toEqual([...src.keys()].sort());
     const back = join(dir, 'outer_12.pt');
@@ -74,15 +76,21 @@ describe('rmas convert', () => {
     for (const n of readdirSync(OUTER)) expect(readFileSync(join(out, n)).equals(readFileSync(join(OUTER, n))), n).toBe(true);
     // a role folder: only its link files go in, never the model weights
     const inner = join(dir, 'planner.zip');
-    expect(await convertCmd({ in: PLANNER, out: inner })).toBe(`wrote ${inner}: inner bundle of 2 files (adapter.pt, adapter_config.json)\n`);
+    expect(await convertCmd({ in: PLANNER, out: inner })).toBe(
+      `wrote ${inner}: inner bundle of 2 files (adapter.pt, adapter_config.json)\n`,
+    );
   });
 
   it('fails by name and leaves nothing behind', async () => {
     const existing = join(dir, 'exists.safetensors');
     writeFileSync(existing, 'keep me');
-    await expect(convertCmd({ in: join(OUTER, 'outer_12.pt'), out: existing })).rejects.toThrow(/exists; name a new file or folder \(nothing was changed\)/);
+    await expect(convertCmd({ in: join(OUTER, 'outer_12.pt'), out: existing })).rejects.toThrow(
+      /exists; name a new file or folder \(nothing was changed\)/,
+    );
     expect(readFileSync(existing, 'utf8')).toBe('keep me');
-    await expect(convertCmd({ in: join(dir, 'none.pt'), out: join(dir, 'x.safetensors') })).rejects.toThrow(/--in .*none\.pt does not exist/);
+    await expect(convertCmd({ in: join(dir, 'none.pt'), out: join(dir, 'x.safetensors') })).rejects.toThrow(
+      /--in .*none\.pt does not exist/,
+    );
     const empty = mkdtempSync(join(dir, 'empty-'));
     await expect(convertCmd({ in: empty, out: join(dir, 'e.zip') })).rejects.toThrow(/holds no link files/);
     const bad = join(dir, 'bad.zip');

@@ -25,11 +25,15 @@ describe('cudaUnavailableReason', () => {
   it('names the CUDA error and the way out for no driver, no device and a missing device index', () => {
     const noDriver = cudaUnavailableReason(probe({ code: 35, error: 'cudaErrorInsufficientDriver: CUDA driver version is insufficient' }));
     expect(noDriver).toMatch(/^CUDA reports cudaErrorInsufficientDriver: .* \(code 35\): no NVIDIA driver .*install or update the driver/);
-    expect(cudaUnavailableReason(probe({ code: 100, error: 'cudaErrorNoDevice: no CUDA-capable device is detected' }))).toMatch(/code 100\).*nvidia-smi/);
+    expect(cudaUnavailableReason(probe({ code: 100, error: 'cudaErrorNoDevice: no CUDA-capable device is detected' }))).toMatch(
+      /code 100\).*nvidia-smi/,
+    );
     const one = probe({ devices: [{ index: 0, name: 'H100', major: 9, minor: 0, totalMem: 80e9, multiProcessors: 132 }] });
     expect(cudaUnavailableReason(one, 0)).toBeNull();
     expect(cudaUnavailableReason(one, 2)).toBe('CUDA device 2 does not exist (1 device found); pick --devices 0');
-    const two = probe({ devices: [0, 1].map((index) => ({ index, name: 'H100', major: 9, minor: 0, totalMem: 80e9, multiProcessors: 132 })) });
+    const two = probe({
+      devices: [0, 1].map((index) => ({ index, name: 'H100', major: 9, minor: 0, totalMem: 80e9, multiProcessors: 132 })),
+    });
     expect(cudaUnavailableReason(two, 3)).toBe('CUDA device 3 does not exist (2 devices found); pick --devices among 0..1');
   });
 });
@@ -54,8 +58,11 @@ describe('rmas and the cuda backend without a GPU', () => {
 
   it('healthcheck warns, without failing, when python3 is missing', () => {
     expect(pythonCheck('/nonexistent/python3')).toEqual({
-      level: 1, name: 'python', status: 'warn',
-      detail: "/nonexistent/python3 unavailable (ENOENT); code benchmarks (mbppplus, livecodebench) and deliberation's Python tool need Python 3 (apt-get install python3)",
+      level: 1,
+      name: 'python',
+      status: 'warn',
+      detail:
+        "/nonexistent/python3 unavailable (ENOENT); code benchmarks (mbppplus, livecodebench) and deliberation's Python tool need Python 3 (apt-get install python3)",
     });
   });
 
@@ -82,10 +89,40 @@ describe('rmas and the cuda backend without a GPU', () => {
       [[...ask, '--devices', '0,1'], /--devices 0,1 picks CUDA devices: it needs --backend cuda/],
       [[...ask, '--backend', 'cuda', '--devices', '0,x'], /--devices 0,x: expected CUDA device indices separated by commas/],
       [[...ask, '--backend', 'cuda', '--devices', '1,1'], /--devices 1,1: device 1 is listed twice/],
-      [['forward', '--model', 'models/tiny/qwen3-tiny', '--ids', '1', '--out', '/tmp/unused.safetensors', '--backend', 'cuda', '--devices', '0,1'],
-        /--devices 0,1: this command runs one model; give one device/],
-      [['train-inner', '--style', 'tiny_sequential', '--role', 'critic', '--dataset_name', 'x.jsonl', '--save_dir', '/tmp/unused', '--backend', 'cuda', '--devices', '0,1'],
-        /--devices 0,1: this command runs one model; give one device/],
+      [
+        [
+          'forward',
+          '--model',
+          'models/tiny/qwen3-tiny',
+          '--ids',
+          '1',
+          '--out',
+          '/tmp/unused.safetensors',
+          '--backend',
+          'cuda',
+          '--devices',
+          '0,1',
+        ],
+        /--devices 0,1: this command runs one model; give one device/,
+      ],
+      [
+        [
+          'train-inner',
+          '--style',
+          'tiny_sequential',
+          '--role',
+          'critic',
+          '--dataset_name',
+          'x.jsonl',
+          '--save_dir',
+          '/tmp/unused',
+          '--backend',
+          'cuda',
+          '--devices',
+          '0,1',
+        ],
+        /--devices 0,1: this command runs one model; give one device/,
+      ],
     ];
     for (const [args, message] of cases) {
       const r = await rmas(args);
@@ -98,7 +135,17 @@ describe('rmas and the cuda backend without a GPU', () => {
   }, 120_000);
 
   it('an unknown --backend is a usage error naming the three choices', async () => {
-    const r = await rmas(['forward', '--model', 'models/tiny/qwen3-tiny', '--ids', '1', '--out', '/tmp/unused.safetensors', '--backend', 'tpu']);
+    const r = await rmas([
+      'forward',
+      '--model',
+      'models/tiny/qwen3-tiny',
+      '--ids',
+      '1',
+      '--out',
+      '/tmp/unused.safetensors',
+      '--backend',
+      'tpu',
+    ]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('--backend tpu: expected webgpu, cpu or cuda');
   }, 60_000);

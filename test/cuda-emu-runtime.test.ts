@@ -105,7 +105,9 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       expect([...k].sort()).toEqual(k);
       const p = a.probe();
       expect(p.code).toBe(0);
-      expect(p.devices.map((d) => [d.index, d.name, d.major, d.minor, d.totalMem])).toEqual([[0, 'rmas CUDA emulator (CPU) 0', 9, 0, 16 * 2 ** 30]]);
+      expect(p.devices.map((d) => [d.index, d.name, d.major, d.minor, d.totalMem])).toEqual([
+        [0, 'rmas CUDA emulator (CPU) 0', 9, 0, 16 * 2 ** 30],
+      ]);
       expect(p.cublasLt).toBe(ltFile);
     });
 
@@ -185,7 +187,9 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       a.memset(out, 4, 0);
       const big = failure(() => a.launch('emu_selftest_block_sum', [x, out], [n, 2048], []));
       expect(big).toMatchObject({ code: 9, cudaError: 'cudaErrorInvalidConfiguration' });
-      expect(big!.message).toContain('block (2048, 1, 1) is over the limits (1024 threads; 1024, 1024, 64) (emulator; kernel block_sum_kernel)');
+      expect(big!.message).toContain(
+        'block (2048, 1, 1) is over the limits (1024 threads; 1024, 1024, 64) (emulator; kernel block_sum_kernel)',
+      );
       const zero = failure(() => a.launch('emu_selftest_block_sum', [x, out], [n, 0], []));
       expect(zero).toMatchObject({ code: 9, cudaError: 'cudaErrorInvalidConfiguration' });
       expect(zero!.message).toContain('a zero grid or block dimension');
@@ -211,7 +215,10 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       expect(without!.message).toMatch(/65536 bytes of dynamic shared memory without cudaFuncSetAttribute/);
       expect(floats(p, 4)).toEqual([0, 0, 0, 0]);
       // an opt-in past the device's limit (227 KiB on cc 9.0) is refused by cudaFuncSetAttribute itself
-      expect(failure(() => a.launch('emu_selftest_dyn_smem', [p], [228 * 1024, 1], []))).toMatchObject({ code: 1, cudaError: 'cudaErrorInvalidValue' });
+      expect(failure(() => a.launch('emu_selftest_dyn_smem', [p], [228 * 1024, 1], []))).toMatchObject({
+        code: 1,
+        cudaError: 'cudaErrorInvalidValue',
+      });
       expect(floats(p, 4)).toEqual([0, 0, 0, 0]);
       // with the opt-in: runs, and every thread sees what the others wrote to shared memory
       a.launch('emu_selftest_dyn_smem', [p], [64 * 1024, 1], []);
@@ -219,7 +226,10 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       // the attribute stays set for the kernel (as in CUDA): 64 KiB now runs without asking again, 65 KiB does not
       a.launch('emu_selftest_dyn_smem', [p], [64 * 1024, 0], []);
       expect(floats(p, 16 * 1024)).toEqual(reversed(16 * 1024));
-      expect(failure(() => a.launch('emu_selftest_dyn_smem', [p], [65 * 1024, 0], []))).toMatchObject({ code: 1, cudaError: 'cudaErrorInvalidValue' });
+      expect(failure(() => a.launch('emu_selftest_dyn_smem', [p], [65 * 1024, 0], []))).toMatchObject({
+        code: 1,
+        cudaError: 'cudaErrorInvalidValue',
+      });
       a.free(p);
     });
 
@@ -311,7 +321,9 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       expect(r.far).toMatchObject({ code: 700, cudaError: 'cudaErrorIllegalAddress' });
       // 4000 bytes end 96 guard bytes before the no-access page (bytes 4096 on); thread 0 runs first and reads
       // element 1064, byte 4256
-      expect(r.far.message).toMatch(/illegal address \(emulator\): kernel read_at_kernel read byte 4256 of the 4000-byte allocation at 0x[0-9a-f]+ on device 0 \(past its end\)/);
+      expect(r.far.message).toMatch(
+        /illegal address \(emulator\): kernel read_at_kernel read byte 4256 of the 4000-byte allocation at 0x[0-9a-f]+ on device 0 \(past its end\)/,
+      );
       expect(r.after).toMatchObject({ code: 700 });
     });
 
@@ -322,7 +334,9 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
         out.launch = failure(() => a.launch('emu_selftest_split_barrier', [o], [], []));
       `);
       expect(r.launch).toMatchObject({ code: 719, cudaError: 'cudaErrorLaunchFailure' });
-      expect(r.launch.message).toMatch(/divergent __syncthreads in kernel split_barrier_kernel: thread 1 waits at \S*selftest\.cu:(\d+), others at \S*selftest\.cu:(\d+)/);
+      expect(r.launch.message).toMatch(
+        /divergent __syncthreads in kernel split_barrier_kernel: thread 1 waits at \S*selftest\.cu:(\d+), others at \S*selftest\.cu:(\d+)/,
+      );
       const [, a1, a2] = /selftest\.cu:(\d+), others at \S*selftest\.cu:(\d+)/.exec(r.launch.message)!;
       expect(Number(a1)).toBeGreaterThan(Number(a2)); // the odd branch's barrier comes after the even one's
     });
@@ -350,7 +364,9 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
         out.launch = failure(() => a.launch('emu_selftest_block_sum', [x, o], [48, 48], []));
       `);
       expect(r.launch).toMatchObject({ code: 719, cudaError: 'cudaErrorLaunchFailure' });
-      expect(r.launch.message).toContain('a full-mask warp shuffle in kernel block_sum_kernel with a partial warp of 16 threads (blockDim not a multiple of 32)');
+      expect(r.launch.message).toContain(
+        'a full-mask warp shuffle in kernel block_sum_kernel with a partial warp of 16 threads (blockDim not a multiple of 32)',
+      );
     });
 
     describe('RMAS_CUDA_EMU_ORDER: forward (default) vs reverse', () => {
@@ -531,8 +547,19 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       });
 
       it('fail with cudaErrorInvalidValue and change nothing', () => {
-        const what = { copy: 'cudaMemcpy (copy)', copyFrom: 'cudaMemcpy (copy)', upload: 'cudaMemcpy (upload)', download: 'cudaMemcpy (download)', memset: 'cudaMemsetAsync' };
-        for (const [k, call] of Object.entries(what)) expect(r[k], k).toEqual({ code: 1, cudaError: 'cudaErrorInvalidValue', message: `${call} failed: cudaErrorInvalidValue (1): invalid argument` });
+        const what = {
+          copy: 'cudaMemcpy (copy)',
+          copyFrom: 'cudaMemcpy (copy)',
+          upload: 'cudaMemcpy (upload)',
+          download: 'cudaMemcpy (download)',
+          memset: 'cudaMemsetAsync',
+        };
+        for (const [k, call] of Object.entries(what))
+          expect(r[k], k).toEqual({
+            code: 1,
+            cudaError: 'cudaErrorInvalidValue',
+            message: `${call} failed: cudaErrorInvalidValue (1): invalid argument`,
+          });
         expect(r.q).toEqual(new Array(64).fill(7));
         // the same copy inside the bounds works
         expect(r.inBounds).toEqual([...Array.from({ length: 63 }, (_, i) => i + 1), 7]);
@@ -549,11 +576,15 @@ describe.skipIf(!gxx)('cuda emulator runtime (native/cuda/emu, selftest kernels)
       const dir = mkdtempSync(join(tmpdir(), 'rmas-lt-check-'));
       try {
         const exe = join(dir, 'cublaslt_emu_check');
-        execFileSync(gxx!, ['-std=c++17', '-O2', '-ffp-contract=off', '-o', exe, join(root, 'native/cuda/emu/cublaslt_emu_check.cc'), '-ldl'], {
-          cwd: root,
-          stdio: 'pipe',
-          timeout: 300_000,
-        });
+        execFileSync(
+          gxx!,
+          ['-std=c++17', '-O2', '-ffp-contract=off', '-o', exe, join(root, 'native/cuda/emu/cublaslt_emu_check.cc'), '-ldl'],
+          {
+            cwd: root,
+            stdio: 'pipe',
+            timeout: 300_000,
+          },
+        );
         const r = spawnSync(exe, [ltFile], { encoding: 'utf8', timeout: 300_000 });
         expect(r.stderr).toBe('');
         expect(r.status).toBe(0);

@@ -40,7 +40,12 @@ function record<A>(def: KernelDef<A>, inputs: [number[], DType?][], attrs: A) {
     capability: { major: 9, minor: 0 },
   };
   const ins: CudaRef[] = inputs.map(([shape, dtype = 'f32'], i) => ({ meta: { shape, dtype }, ptr: BigInt(0x1000 * (i + 1)) }));
-  const outs: CudaRef[] = def.outputs(ins.map((r) => r.meta), attrs).map((meta, i) => ({ meta, ptr: BigInt(0x1000 * (inputs.length + i + 1)) }));
+  const outs: CudaRef[] = def
+    .outputs(
+      ins.map((r) => r.meta),
+      attrs,
+    )
+    .map((meta, i) => ({ meta, ptr: BigInt(0x1000 * (inputs.length + i + 1)) }));
   if (!def.cuda) throw new Error(`${def.name} has no cuda hook`);
   def.cuda(ctx, ins, outs, attrs);
   return { launches, temps };
@@ -81,12 +86,18 @@ describe('cuda hooks: elementwise', () => {
       expectLaunches(launches, [{ name: def.name, ptrs: p(0x1000, 0x2000, 0x3000), ints: [20, 5], floats: [] }]);
       expect(temps).toEqual([]);
     }
-    expectLaunches(record(addKernel, [[[4, 5]], [[4, 5]]], undefined).launches, [{ name: 'binary_add', ptrs: p(0x1000, 0x2000, 0x3000), ints: [20, 20], floats: [] }]);
+    expectLaunches(record(addKernel, [[[4, 5]], [[4, 5]]], undefined).launches, [
+      { name: 'binary_add', ptrs: p(0x1000, 0x2000, 0x3000), ints: [20, 20], floats: [] },
+    ]);
   });
 
   it('scale passes alpha and beta (0 by default) as floats', () => {
-    expectLaunches(record(scaleKernel, [[[4, 5]]], { alpha: 0.3, beta: -2 }).launches, [{ name: 'scale', ptrs: p(0x1000, 0x2000), ints: [20], floats: [0.3, -2] }]);
-    expectLaunches(record(scaleKernel, [[[7]]], { alpha: -1 }).launches, [{ name: 'scale', ptrs: p(0x1000, 0x2000), ints: [7], floats: [-1, 0] }]);
+    expectLaunches(record(scaleKernel, [[[4, 5]]], { alpha: 0.3, beta: -2 }).launches, [
+      { name: 'scale', ptrs: p(0x1000, 0x2000), ints: [20], floats: [0.3, -2] },
+    ]);
+    expectLaunches(record(scaleKernel, [[[7]]], { alpha: -1 }).launches, [
+      { name: 'scale', ptrs: p(0x1000, 0x2000), ints: [7], floats: [-1, 0] },
+    ]);
   });
 
   it('sum_rows sums in one pass for short columns and in segments with partials for long ones', () => {
@@ -104,8 +115,12 @@ describe('cuda hooks: elementwise', () => {
 
 describe('cuda hooks: activation', () => {
   it('activation and its backward pass the op code (silu 0, gelu 1, gelu_tanh 2)', () => {
-    expectLaunches(record(activationKernel, [[[3, 5]]], { op: 'gelu' }).launches, [{ name: 'activation', ptrs: p(0x1000, 0x2000), ints: [15, 1], floats: [] }]);
-    expectLaunches(record(activationKernel, [[[2]]], { op: 'silu' }).launches, [{ name: 'activation', ptrs: p(0x1000, 0x2000), ints: [2, 0], floats: [] }]);
+    expectLaunches(record(activationKernel, [[[3, 5]]], { op: 'gelu' }).launches, [
+      { name: 'activation', ptrs: p(0x1000, 0x2000), ints: [15, 1], floats: [] },
+    ]);
+    expectLaunches(record(activationKernel, [[[2]]], { op: 'silu' }).launches, [
+      { name: 'activation', ptrs: p(0x1000, 0x2000), ints: [2, 0], floats: [] },
+    ]);
     expectLaunches(record(activationBackwardKernel, [[[3, 5]], [[3, 5]]], { op: 'gelu_tanh' }).launches, [
       { name: 'activation_backward', ptrs: p(0x1000, 0x2000, 0x3000), ints: [15, 2], floats: [] },
     ]);
@@ -113,8 +128,12 @@ describe('cuda hooks: activation', () => {
   });
 
   it('glu (SwiGLU, GeGLU) and its backward pass the activation code and put absent gradients as null pointers', () => {
-    expectLaunches(record(gluKernel, [[[3, 5]], [[3, 5]]], { act: 'silu' }).launches, [{ name: 'glu', ptrs: p(0x1000, 0x2000, 0x3000), ints: [15, 0], floats: [] }]);
-    expectLaunches(record(gluKernel, [[[3, 5]], [[3, 5]]], { act: 'gelu_tanh' }).launches, [{ name: 'glu', ptrs: p(0x1000, 0x2000, 0x3000), ints: [15, 2], floats: [] }]);
+    expectLaunches(record(gluKernel, [[[3, 5]], [[3, 5]]], { act: 'silu' }).launches, [
+      { name: 'glu', ptrs: p(0x1000, 0x2000, 0x3000), ints: [15, 0], floats: [] },
+    ]);
+    expectLaunches(record(gluKernel, [[[3, 5]], [[3, 5]]], { act: 'gelu_tanh' }).launches, [
+      { name: 'glu', ptrs: p(0x1000, 0x2000, 0x3000), ints: [15, 2], floats: [] },
+    ]);
     const ins: [number[]][] = [[[3, 5]], [[3, 5]], [[3, 5]]];
     expectLaunches(record(gluBackwardKernel, ins, { act: 'silu', dgate: true, dup: true }).launches, [
       { name: 'glu_backward', ptrs: p(0x1000, 0x2000, 0x3000, 0x4000, 0x5000), ints: [15, 0], floats: [] },
@@ -131,7 +150,9 @@ describe('cuda hooks: activation', () => {
 
 describe('cuda hooks: softmax', () => {
   it('softmax and its backward launch [rows, cols, log] over the leading dims', () => {
-    expectLaunches(record(softmaxKernel, [[[2, 3, 7]]], { log: true }).launches, [{ name: 'softmax', ptrs: p(0x1000, 0x2000), ints: [6, 7, 1], floats: [] }]);
+    expectLaunches(record(softmaxKernel, [[[2, 3, 7]]], { log: true }).launches, [
+      { name: 'softmax', ptrs: p(0x1000, 0x2000), ints: [6, 7, 1], floats: [] },
+    ]);
     expectLaunches(record(softmaxBackwardKernel, [[[2, 3, 7]], [[2, 3, 7]]], { log: false }).launches, [
       { name: 'softmax_backward', ptrs: p(0x1000, 0x2000, 0x3000), ints: [6, 7, 0], floats: [] },
     ]);
@@ -170,7 +191,12 @@ describe('cuda hooks: reduce', () => {
   it('clip_grad_norm takes every gradient in one launch with its size and segment count', () => {
     const r = record(clipGradNormKernel, [[[17, 3]], [[200]], [[0]], [[5000]]], { maxNorm: 0.5 });
     expectLaunches(r.launches, [
-      { name: 'clip_grad_norm', ptrs: p(0x5000, 0x9000, 0x1000, 0x2000, 0x3000, 0x4000), ints: [51, 1, 200, 1, 0, 0, 5000, 3], floats: [0.5] },
+      {
+        name: 'clip_grad_norm',
+        ptrs: p(0x5000, 0x9000, 0x1000, 0x2000, 0x3000, 0x4000),
+        ints: [51, 1, 200, 1, 0, 0, 5000, 3],
+        floats: [0.5],
+      },
     ]);
     expect(r.temps).toEqual([4 * 5]);
     const empty = record(clipGradNormKernel, [[[0, 4]]], { maxNorm: 1 });
@@ -181,21 +207,31 @@ describe('cuda hooks: reduce', () => {
 
 describe('cuda hooks: rows', () => {
   it('slice_rows, concat_rows and place_rows count and offset in elements', () => {
-    expectLaunches(record(sliceRowsKernel, [[[10, 3, 2]]], { start: 2, n: 4 }).launches, [{ name: 'slice_rows', ptrs: p(0x1000, 0x2000), ints: [24, 12], floats: [] }]);
+    expectLaunches(record(sliceRowsKernel, [[[10, 3, 2]]], { start: 2, n: 4 }).launches, [
+      { name: 'slice_rows', ptrs: p(0x1000, 0x2000), ints: [24, 12], floats: [] },
+    ]);
     expectLaunches(record(concatRowsKernel, [[[2, 3]], [[0, 3]], [[4, 3]]], undefined).launches, [
       { name: 'concat_rows', ptrs: p(0x4000, 0x1000, 0x2000, 0x3000), ints: [6, 0, 12], floats: [] },
     ]);
-    expectLaunches(record(placeRowsKernel, [[[4, 3]]], { start: 2, rows: 10 }).launches, [{ name: 'place_rows', ptrs: p(0x1000, 0x2000), ints: [30, 6, 12], floats: [] }]);
+    expectLaunches(record(placeRowsKernel, [[[4, 3]]], { start: 2, rows: 10 }).launches, [
+      { name: 'place_rows', ptrs: p(0x1000, 0x2000), ints: [30, 6, 12], floats: [] },
+    ]);
     expect(record(sliceRowsKernel, [[[10, 3]]], { start: 2, n: 0 }).launches).toEqual([]);
   });
 });
 
 describe('cuda hooks: cast', () => {
   it('cast passes [n, cols, from, to, bytes of x]', () => {
-    expectLaunches(record(castKernel, [[[4, 3]]], { dtype: 'bf16' }).launches, [{ name: 'cast', ptrs: p(0x1000, 0x2000), ints: [12, 3, 0, 2, 48], floats: [] }]);
+    expectLaunches(record(castKernel, [[[4, 3]]], { dtype: 'bf16' }).launches, [
+      { name: 'cast', ptrs: p(0x1000, 0x2000), ints: [12, 3, 0, 2, 48], floats: [] },
+    ]);
     // q4_0 rows of 64: 32 quant bytes + 2 scales (4 bytes)
-    expectLaunches(record(castKernel, [[[2, 64], 'q4_0']], { dtype: 'f16' }).launches, [{ name: 'cast', ptrs: p(0x1000, 0x2000), ints: [128, 64, 4, 1, 72], floats: [] }]);
-    expectLaunches(record(castKernel, [[[3], 'f16']], { dtype: 'f16' }).launches, [{ name: 'cast', ptrs: p(0x1000, 0x2000), ints: [3, 3, 1, 1, 6], floats: [] }]);
+    expectLaunches(record(castKernel, [[[2, 64], 'q4_0']], { dtype: 'f16' }).launches, [
+      { name: 'cast', ptrs: p(0x1000, 0x2000), ints: [128, 64, 4, 1, 72], floats: [] },
+    ]);
+    expectLaunches(record(castKernel, [[[3], 'f16']], { dtype: 'f16' }).launches, [
+      { name: 'cast', ptrs: p(0x1000, 0x2000), ints: [3, 3, 1, 1, 6], floats: [] },
+    ]);
   });
 });
 

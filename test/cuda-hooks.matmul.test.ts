@@ -14,7 +14,15 @@ import {
   attentionBackwardKVKernel, attentionBackwardQKernel, attentionKernel, attentionRowDotKernel, kvAppendKernel,
 } from '../src/kernels/attention/index.ts';
 import type { AttentionAttrs } from '../src/kernels/attention/index.ts';
-import { type CpuArray, type CudaLauncher, type CudaRef, type HalfGemm, type KernelDef, type Meta, numelOf } from '../src/kernels/kernel.ts';
+import {
+  type CpuArray,
+  type CudaLauncher,
+  type CudaRef,
+  type HalfGemm,
+  type KernelDef,
+  type Meta,
+  numelOf,
+} from '../src/kernels/kernel.ts';
 import { type MatmulAttrs, matmulKernel } from '../src/kernels/matmul/index.ts';
 import { assertClose } from '../src/testing/close.ts';
 import { Rng } from '../src/util/rng.ts';
@@ -289,7 +297,18 @@ const MODELS: Record<string, Model> = {
 // attention.cu's constants and row mapping
 const ROWS = 16;
 const KT = 32;
-interface P { T: number; S: number; Hq: number; Hkv: number; D: number; kvLen: number; window: number; past: number; group: number; scale: number }
+interface P {
+  T: number;
+  S: number;
+  Hq: number;
+  Hkv: number;
+  D: number;
+  kvLen: number;
+  window: number;
+  past: number;
+  group: number;
+  scale: number;
+}
 function attnDims(ints: number[], floats: number[]): P {
   const [T, S, Hq, Hkv, D, kvLen, window] = ints;
   expect(D).toBeLessThanOrEqual(256);
@@ -353,14 +372,18 @@ describe('matmul cuda hook', () => {
   it('plain A·B: one gemm_lt, row-major, no transposes', () => {
     const r = mm([f64In([3, 5]), weight([5, 7], 'f32')], {});
     const [a, b] = A(r);
-    expect(r.dev.launches).toEqual([{ kernel: 'gemm_lt', ptrs: [a, b, O(r)[0], 0n], ints: [3, 7, 5, 1, 0, 0, 5, 7, 7, 15, 0, 21, 0, 0, 0, 0], floats: [1] }]);
+    expect(r.dev.launches).toEqual([
+      { kernel: 'gemm_lt', ptrs: [a, b, O(r)[0], 0n], ints: [3, 7, 5, 1, 0, 0, 5, 7, 7, 15, 0, 21, 0, 0, 0, 0], floats: [1] },
+    ]);
     expectSameAsCpu(r);
   });
 
   it('x [2, 4, 16]·Wᵀ with a bf16 W [8, 16] and a bias: leading dims fold into M, transB, bias pointer', () => {
     const r = mm([f64In([2, 4, 16]), weight([8, 16], 'bf16'), f64In([8])], { transB: true });
     const [a, b, bias] = A(r);
-    expect(r.dev.launches).toEqual([{ kernel: 'gemm_lt', ptrs: [a, b, O(r)[0], bias], ints: [8, 8, 16, 1, 0, 1, 16, 16, 8, 0, 0, 0, 0, 2, 0, 0], floats: [1] }]);
+    expect(r.dev.launches).toEqual([
+      { kernel: 'gemm_lt', ptrs: [a, b, O(r)[0], bias], ints: [8, 8, 16, 1, 0, 1, 16, 16, 8, 0, 0, 0, 0, 2, 0, 0], floats: [1] },
+    ]);
     expectSameAsCpu(r);
   });
 
@@ -368,7 +391,9 @@ describe('matmul cuda hook', () => {
     const mmSplit = (inputs: Input[], attrs: MatmulAttrs) => runBoth(matmulKernel, inputs, attrs, 'split');
     for (const dt of ['bf16', 'f16'] as const) {
       const r = mmSplit([f64In([2, 4, 16]), weight([8, 16], dt), f64In([8])], { transB: true });
-      expect(r.dev.launches.map((l) => [l.kernel, ...l.ints])).toEqual([['gemm_lt', 8, 8, 16, 1, 0, 1, 16, 16, 8, 0, 0, 0, 0, dt === 'bf16' ? 2 : 1, 0, 1]]);
+      expect(r.dev.launches.map((l) => [l.kernel, ...l.ints])).toEqual([
+        ['gemm_lt', 8, 8, 16, 1, 0, 1, 16, 16, 8, 0, 0, 0, 0, dt === 'bf16' ? 2 : 1, 0, 1],
+      ]);
       expectSameAsCpu(r);
     }
     const f = mmSplit([f64In([3, 5]), weight([5, 7], 'f32')], {});
@@ -393,7 +418,9 @@ describe('matmul cuda hook', () => {
   it('transC: f32 B swaps operands (Cᵀ = op(B)ᵀ·op(A)ᵀ); a bf16 B falls back to matmul_tiled', () => {
     const r1 = mm([f64In([3, 7]), weight([5, 7], 'f32')], { transB: true, transC: true });
     const [a, b] = A(r1);
-    expect(r1.dev.launches).toEqual([{ kernel: 'gemm_lt', ptrs: [b, a, O(r1)[0], 0n], ints: [5, 3, 7, 1, 0, 1, 7, 7, 3, 0, 21, 15, 0, 0, 0, 0], floats: [1] }]);
+    expect(r1.dev.launches).toEqual([
+      { kernel: 'gemm_lt', ptrs: [b, a, O(r1)[0], 0n], ints: [5, 3, 7, 1, 0, 1, 7, 7, 3, 0, 21, 15, 0, 0, 0, 0], floats: [1] },
+    ]);
     expectSameAsCpu(r1);
     const r2 = mm([f64In([3, 7]), weight([5, 7], 'bf16')], { transB: true, transC: true });
     expect(r2.dev.launches.map((l) => [l.kernel, ...l.ints])).toEqual([['matmul_tiled', 1, 3, 5, 7, 21, 7, 1, 0, 7, 1, 15, 1, 3, 2]]);
@@ -406,7 +433,9 @@ describe('matmul cuda hook', () => {
     expect(r1.dev.launches).toEqual([{ kernel: 'matmul_gemv_q', ptrs: [a, w, O(r1)[0], bias], ints: [1, 16, 64, 64, 16, 3], floats: [] }]);
     expectSameAsCpu(r1);
     const r2 = mm([f64In([20, 64]), weight([16, 64], 'q8_0')], { transB: true });
-    expect(r2.dev.launches.map((l) => [l.kernel, ...l.ints])).toEqual([['matmul_tiled', 1, 20, 16, 64, 1280, 64, 1, 0, 64, 1, 320, 16, 1, 3]]);
+    expect(r2.dev.launches.map((l) => [l.kernel, ...l.ints])).toEqual([
+      ['matmul_tiled', 1, 20, 16, 64, 1280, 64, 1, 0, 64, 1, 320, 16, 1, 3],
+    ]);
     expectSameAsCpu(r2);
     const r3 = mm([f64In([5, 16]), weight([16, 64], 'q8_0')], {});
     expect(r3.dev.launches.map((l) => [l.kernel, ...l.ints])).toEqual([['matmul_tiled', 1, 5, 64, 16, 80, 16, 1, 0, 64, 0, 320, 64, 1, 3]]);
@@ -486,13 +515,22 @@ describe('attention cuda hooks', () => {
     expect(rd_.dev.launches).toEqual([{ kernel: 'attention_row_dot', ptrs: [...A(rd_), ...O(rd_)], ints: [T, hq, D], floats: [] }]);
     expectSameAsCpu(rd_, tol);
 
-    const bwdIn: Input[] = [q, k, v, { meta: { shape: [hq, T], dtype: 'f32' }, data: lseRef }, { meta: { shape: [hq, T], dtype: 'f32' }, data: rd_.ref[0] }, dO];
+    const bwdIn: Input[] = [
+      q,
+      k,
+      v,
+      { meta: { shape: [hq, T], dtype: 'f32' }, data: lseRef },
+      { meta: { shape: [hq, T], dtype: 'f32' }, data: rd_.ref[0] },
+      dO,
+    ];
     const dims = [T, S, hq, hkv, D, 45, 13];
     const bq = runBoth(attentionBackwardQKernel, bwdIn, attrs);
     expect(bq.dev.launches).toEqual([{ kernel: 'attention_bwd_q', ptrs: [...A(bq), ...O(bq)], ints: dims, floats: [1 / Math.sqrt(D)] }]);
     expectSameAsCpu(bq, tol);
     const bkv = runBoth(attentionBackwardKVKernel, bwdIn, attrs);
-    expect(bkv.dev.launches).toEqual([{ kernel: 'attention_bwd_kv', ptrs: [...A(bkv), ...O(bkv)], ints: dims, floats: [1 / Math.sqrt(D)] }]);
+    expect(bkv.dev.launches).toEqual([
+      { kernel: 'attention_bwd_kv', ptrs: [...A(bkv), ...O(bkv)], ints: dims, floats: [1 / Math.sqrt(D)] },
+    ]);
     expectSameAsCpu(bkv, tol);
     expect(bkv.dev.buf(O(bkv)[0]).subarray(45 * hkv * D).every((x) => x === 0)).toBe(true);
   });

@@ -86,7 +86,11 @@ const COUNTS = countsTable();
 function expectCalls(calls: Call[], want: Call[]) {
   expect(calls).toEqual(want);
   for (const c of calls) {
-    expect(COUNTS.get(c.kernel), `a launch function registered as "${c.kernel}" with a counts check`).toEqual([c.ptrs.length, c.ints.length, c.floats.length]);
+    expect(COUNTS.get(c.kernel), `a launch function registered as "${c.kernel}" with a counts check`).toEqual([
+      c.ptrs.length,
+      c.ints.length,
+      c.floats.length,
+    ]);
   }
 }
 
@@ -103,9 +107,13 @@ describe('cuda hooks: norms', () => {
     const w = ref([96], 'f16');
     const g = ref([5, 96]);
     const r = launch(rmsnormBackwardKernel, [x, w, g], { eps: 0.5, offset: 0, dx: true });
-    expectCalls(r.calls, [{ kernel: 'rmsnorm_backward', ptrs: [x.ptr, w.ptr, g.ptr, r.outs[0].ptr, r.outs[1].ptr], ints: [5, 96, 1, 1], floats: [0.5, 0] }]);
+    expectCalls(r.calls, [
+      { kernel: 'rmsnorm_backward', ptrs: [x.ptr, w.ptr, g.ptr, r.outs[0].ptr, r.outs[1].ptr], ints: [5, 96, 1, 1], floats: [0.5, 0] },
+    ]);
     const s = launch(rmsnormBackwardKernel, [x], { eps: 1e-5, offset: 1, dx: false });
-    expectCalls(s.calls, [{ kernel: 'rmsnorm_backward', ptrs: [x.ptr, 0n, 0n, 0n, s.outs[0].ptr], ints: [5, 96, 0, 0], floats: [1e-5, 1] }]);
+    expectCalls(s.calls, [
+      { kernel: 'rmsnorm_backward', ptrs: [x.ptr, 0n, 0n, 0n, s.outs[0].ptr], ints: [5, 96, 0, 0], floats: [1e-5, 1] },
+    ]);
   });
 
   it('norm_param_grad over 10000 rows: 40-row blocks, partials in scratch', () => {
@@ -115,17 +123,33 @@ describe('cuda hooks: norms', () => {
     const both = launch(normParamGradKernel, [g, x, stats], { gamma: true, beta: true });
     // rowsPerBlock = max(32, ceil(10000 / 256)) = 40 -> 250 blocks x 2 sums x 17 columns x 4 bytes
     expect(both.temps).toEqual([250 * 2 * 17 * 4]);
-    expectCalls(both.calls, [{ kernel: 'norm_param_grad', ptrs: [g.ptr, x.ptr, stats.ptr, 0x9000_0000n, both.outs[0].ptr, both.outs[1].ptr], ints: [10000, 17, 1, 1, 40], floats: [] }]);
+    expectCalls(both.calls, [
+      {
+        kernel: 'norm_param_grad',
+        ptrs: [g.ptr, x.ptr, stats.ptr, 0x9000_0000n, both.outs[0].ptr, both.outs[1].ptr],
+        ints: [10000, 17, 1, 1, 40],
+        floats: [],
+      },
+    ]);
     const beta = launch(normParamGradKernel, [g, x, stats], { gamma: false, beta: true });
     expect(beta.temps).toEqual([250 * 17 * 4]);
-    expectCalls(beta.calls, [{ kernel: 'norm_param_grad', ptrs: [g.ptr, x.ptr, stats.ptr, 0x9000_0000n, 0n, beta.outs[0].ptr], ints: [10000, 17, 0, 1, 40], floats: [] }]);
+    expectCalls(beta.calls, [
+      {
+        kernel: 'norm_param_grad',
+        ptrs: [g.ptr, x.ptr, stats.ptr, 0x9000_0000n, 0n, beta.outs[0].ptr],
+        ints: [10000, 17, 0, 1, 40],
+        floats: [],
+      },
+    ]);
   });
 
   it('norm_param_grad with no rows takes no scratch', () => {
     const [g, x, stats] = [ref([0, 8]), ref([0, 8]), ref([0, 2])];
     const r = launch(normParamGradKernel, [g, x, stats], { gamma: true, beta: false });
     expect(r.temps).toEqual([]);
-    expectCalls(r.calls, [{ kernel: 'norm_param_grad', ptrs: [g.ptr, x.ptr, stats.ptr, 0n, r.outs[0].ptr, 0n], ints: [0, 8, 1, 0, 32], floats: [] }]);
+    expectCalls(r.calls, [
+      { kernel: 'norm_param_grad', ptrs: [g.ptr, x.ptr, stats.ptr, 0n, r.outs[0].ptr, 0n], ints: [0, 8, 1, 0, 32], floats: [] },
+    ]);
   });
 
   it('layernorm with bf16 gamma and f16 beta, and without either', () => {
@@ -145,9 +169,13 @@ describe('cuda hooks: norms', () => {
     const g = ref([3, 17]);
     const gm = ref([17]);
     const r = launch(layernormBackwardKernel, [x, g, gm], { eps: 1e-5, gamma: true, dx: true });
-    expectCalls(r.calls, [{ kernel: 'layernorm_backward', ptrs: [x.ptr, g.ptr, gm.ptr, r.outs[0].ptr, r.outs[1].ptr], ints: [3, 17, 0, 1], floats: [1e-5] }]);
+    expectCalls(r.calls, [
+      { kernel: 'layernorm_backward', ptrs: [x.ptr, g.ptr, gm.ptr, r.outs[0].ptr, r.outs[1].ptr], ints: [3, 17, 0, 1], floats: [1e-5] },
+    ]);
     const s = launch(layernormBackwardKernel, [x], { eps: 1e-5, gamma: true, dx: false });
-    expectCalls(s.calls, [{ kernel: 'layernorm_backward', ptrs: [x.ptr, 0n, 0n, 0n, s.outs[0].ptr], ints: [3, 17, -1, 0], floats: [1e-5] }]);
+    expectCalls(s.calls, [
+      { kernel: 'layernorm_backward', ptrs: [x.ptr, 0n, 0n, 0n, s.outs[0].ptr], ints: [3, 17, -1, 0], floats: [1e-5] },
+    ]);
   });
 });
 
@@ -170,10 +198,24 @@ describe('cuda hooks: losses', () => {
     const r = launch(crossEntropyKernel, [x, labels], { ignoreIndex: -1 });
     const [loss, lse, scale] = r.outs;
     expect(r.temps).toEqual([2 * 10 * 4]);
-    expectCalls(r.calls, [{ kernel: 'cross_entropy', ptrs: [x.ptr, labels.ptr, loss.ptr, lse.ptr, scale.ptr, 0x9000_0000n], ints: [10, 151936, -1], floats: [] }]);
+    expectCalls(r.calls, [
+      {
+        kernel: 'cross_entropy',
+        ptrs: [x.ptr, labels.ptr, loss.ptr, lse.ptr, scale.ptr, 0x9000_0000n],
+        ints: [10, 151936, -1],
+        floats: [],
+      },
+    ]);
     const g = ref([1]);
     const b = launch(crossEntropyBackwardKernel, [x, labels, lse, scale, g], { ignoreIndex: -100 });
-    expectCalls(b.calls, [{ kernel: 'cross_entropy_backward', ptrs: [x.ptr, labels.ptr, lse.ptr, scale.ptr, g.ptr, b.outs[0].ptr], ints: [10, 151936, -100], floats: [] }]);
+    expectCalls(b.calls, [
+      {
+        kernel: 'cross_entropy_backward',
+        ptrs: [x.ptr, labels.ptr, lse.ptr, scale.ptr, g.ptr, b.outs[0].ptr],
+        ints: [10, 151936, -100],
+        floats: [],
+      },
+    ]);
   });
 
   it('cosine_loss masked, and its backward for b', () => {
@@ -183,13 +225,29 @@ describe('cuda hooks: losses', () => {
     const r = launch(cosineLossKernel, [a, b, mask], undefined);
     const [loss, scale, stats] = r.outs;
     expect(r.temps).toEqual([6 * 4]);
-    expectCalls(r.calls, [{ kernel: 'cosine_loss', ptrs: [a.ptr, b.ptr, mask.ptr, loss.ptr, scale.ptr, stats.ptr, 0x9000_0000n], ints: [6, 96, 1], floats: [] }]);
+    expectCalls(r.calls, [
+      { kernel: 'cosine_loss', ptrs: [a.ptr, b.ptr, mask.ptr, loss.ptr, scale.ptr, stats.ptr, 0x9000_0000n], ints: [6, 96, 1], floats: [] },
+    ]);
     const g = ref([1]);
     const bw = launch(cosineLossBackwardKernel, [a, b, stats, scale, g, mask], { wrt: 'b' });
     // x is the operand differentiated (b), y the other; which = 2 picks |b|^2 in the stats
-    expectCalls(bw.calls, [{ kernel: 'cosine_loss_backward', ptrs: [b.ptr, a.ptr, stats.ptr, mask.ptr, scale.ptr, g.ptr, bw.outs[0].ptr], ints: [6, 96, 2, 1], floats: [] }]);
+    expectCalls(bw.calls, [
+      {
+        kernel: 'cosine_loss_backward',
+        ptrs: [b.ptr, a.ptr, stats.ptr, mask.ptr, scale.ptr, g.ptr, bw.outs[0].ptr],
+        ints: [6, 96, 2, 1],
+        floats: [],
+      },
+    ]);
     const ua = launch(cosineLossBackwardKernel, [a, b, stats, scale, g], { wrt: 'a' });
-    expectCalls(ua.calls, [{ kernel: 'cosine_loss_backward', ptrs: [a.ptr, b.ptr, stats.ptr, 0n, scale.ptr, g.ptr, ua.outs[0].ptr], ints: [6, 96, 1, 0], floats: [] }]);
+    expectCalls(ua.calls, [
+      {
+        kernel: 'cosine_loss_backward',
+        ptrs: [a.ptr, b.ptr, stats.ptr, 0n, scale.ptr, g.ptr, ua.outs[0].ptr],
+        ints: [6, 96, 1, 0],
+        floats: [],
+      },
+    ]);
   });
 
   it('mse_loss unmasked, and its backward for b (sign -1) with a mask', () => {
@@ -197,11 +255,15 @@ describe('cuda hooks: losses', () => {
     const b = ref([3, 17]);
     const r = launch(mseLossKernel, [a, b], undefined);
     const [loss, scale] = r.outs;
-    expectCalls(r.calls, [{ kernel: 'mse_loss', ptrs: [a.ptr, b.ptr, 0n, loss.ptr, scale.ptr, 0x9000_0000n], ints: [3, 17, 0], floats: [] }]);
+    expectCalls(r.calls, [
+      { kernel: 'mse_loss', ptrs: [a.ptr, b.ptr, 0n, loss.ptr, scale.ptr, 0x9000_0000n], ints: [3, 17, 0], floats: [] },
+    ]);
     const g = ref([1]);
     const mask = ref([3]);
     const bw = launch(mseLossBackwardKernel, [a, b, scale, g, mask], { wrt: 'b' });
-    expectCalls(bw.calls, [{ kernel: 'mse_loss_backward', ptrs: [a.ptr, b.ptr, mask.ptr, scale.ptr, g.ptr, bw.outs[0].ptr], ints: [3, 17, 1], floats: [-1] }]);
+    expectCalls(bw.calls, [
+      { kernel: 'mse_loss_backward', ptrs: [a.ptr, b.ptr, mask.ptr, scale.ptr, g.ptr, bw.outs[0].ptr], ints: [3, 17, 1], floats: [-1] },
+    ]);
   });
 });
 
@@ -214,7 +276,14 @@ describe('cuda hooks: optimizer', () => {
     const stepSize = 1e-2 / (1 - 0.8 ** 4);
     const bc2sqrt = Math.sqrt(1 - 0.99 ** 4);
     expect(adamwScalars(h)).toEqual({ lrWd, stepSize, bc2sqrt });
-    expectCalls(r.calls, [{ kernel: 'adamw', ptrs: [p.ptr, g.ptr, m.ptr, v.ptr, mask.ptr], ints: [5000, 1], floats: [lrWd, 0.8, 1 - 0.8, 0.99, 1 - 0.99, stepSize, bc2sqrt, 0.03] }]);
+    expectCalls(r.calls, [
+      {
+        kernel: 'adamw',
+        ptrs: [p.ptr, g.ptr, m.ptr, v.ptr, mask.ptr],
+        ints: [5000, 1],
+        floats: [lrWd, 0.8, 1 - 0.8, 0.99, 1 - 0.99, stepSize, bc2sqrt, 0.03],
+      },
+    ]);
     const u = launch(adamwKernel, [p, g, m, v], h);
     expect(u.calls[0].ptrs[4]).toBe(0n);
     expect(u.calls[0].ints).toEqual([5000, 0]);
@@ -222,8 +291,12 @@ describe('cuda hooks: optimizer', () => {
 
   it('assign (copy and add) and fill', () => {
     const [dst, src] = [ref([4, 25]), ref([4, 25])];
-    expectCalls(launch(assignKernel, [dst, src], { add: false }).calls, [{ kernel: 'assign', ptrs: [dst.ptr, src.ptr], ints: [100, 0], floats: [] }]);
-    expectCalls(launch(assignKernel, [dst, src], { add: true }).calls, [{ kernel: 'assign', ptrs: [dst.ptr, src.ptr], ints: [100, 1], floats: [] }]);
+    expectCalls(launch(assignKernel, [dst, src], { add: false }).calls, [
+      { kernel: 'assign', ptrs: [dst.ptr, src.ptr], ints: [100, 0], floats: [] },
+    ]);
+    expectCalls(launch(assignKernel, [dst, src], { add: true }).calls, [
+      { kernel: 'assign', ptrs: [dst.ptr, src.ptr], ints: [100, 1], floats: [] },
+    ]);
     expectCalls(launch(fillKernel, [dst], { value: -0.5 }).calls, [{ kernel: 'fill', ptrs: [dst.ptr], ints: [100], floats: [-0.5] }]);
   });
 });
@@ -264,7 +337,9 @@ describe('cuda hooks: the .cu side', () => {
       'cross_entropy_backward', 'cosine_loss', 'cosine_loss_backward', 'mse_loss', 'mse_loss_backward', 'adamw', 'assign', 'fill',
       'argmax', 'sample', 'topk'];
     const dir = resolve(import.meta.dirname, '../native/cuda/src/kernels');
-    const all = readdirSync(dir).filter((f) => f.endsWith('.cu')).flatMap((f) => [...readFileSync(join(dir, f), 'utf8').matchAll(/RMAS_KERNEL\("(\w+)"/g)].map((m) => m[1]));
+    const all = readdirSync(dir)
+      .filter((f) => f.endsWith('.cu'))
+      .flatMap((f) => [...readFileSync(join(dir, f), 'utf8').matchAll(/RMAS_KERNEL\("(\w+)"/g)].map((m) => m[1]));
     for (const n of names) {
       expect(all.filter((x) => x === n), `registrations of "${n}"`).toHaveLength(1);
       expect(COUNTS.has(n), `"${n}" has a counts check`).toBe(true);

@@ -41,7 +41,9 @@ describe('citations of docs/', () => {
   });
 
   it('every docs/ file a comment names exists', () => {
-    const named = sources.flatMap((f) => [...readFileSync(f, 'utf8').matchAll(/(?<![\w/])docs\/[\w./-]+\.md\b/g)].map((m) => ({ f, doc: m[0] })));
+    const named = sources.flatMap((f) =>
+      [...readFileSync(f, 'utf8').matchAll(/(?<![\w/])docs\/[\w./-]+\.md\b/g)].map((m) => ({ f, doc: m[0] })),
+    );
     expect(named.filter(({ doc }) => !existsSync(doc))).toEqual([]);
   });
 });

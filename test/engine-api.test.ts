@@ -66,20 +66,33 @@ describe('engine api (cpu, offline tiny system)', () => {
     const spec = await offline();
     const events: EngineEvent[] = [];
     const load = await api.loadSystem(spec, (e) => void events.push(e));
-    expect(load.roles).toEqual({ planner: { hidden: 48, family: 'qwen3', layers: expect.any(Number) }, critic: { hidden: 64, family: 'llama', layers: expect.any(Number) }, solver: { hidden: 32, family: 'qwen2', layers: expect.any(Number) } });
+    expect(load.roles).toEqual({
+      planner: { hidden: 48, family: 'qwen3', layers: expect.any(Number) },
+      critic: { hidden: 64, family: 'llama', layers: expect.any(Number) },
+      solver: { hidden: 32, family: 'qwen2', layers: expect.any(Number) },
+    });
     expect(events.some((e) => e.type === 'initiate' && e.file.endsWith('/model.safetensors'))).toBe(true);
-    const dl = events.filter((e): e is Extract<EngineEvent, { type: 'download' }> => e.type === 'download' && e.file.endsWith('system/solver/model.safetensors')).at(-1)!;
+    const dl = events
+      .filter(
+        (e): e is Extract<EngineEvent, { type: 'download' }> => e.type === 'download' && e.file.endsWith('system/solver/model.safetensors'),
+      )
+      .at(-1)!;
     expect(dl.loaded).toBe(dl.total);
     expect(dl.total).toBe(readFileSync(join(standIn, 'solver/model.safetensors')).byteLength);
     expect(events.at(-1)).toMatchObject({ type: 'ready', backend: 'cpu' });
 
     const ev: EngineEvent[] = [];
-    const r = await api.ask({ system: spec, question: QUESTION, mode: 'latent', sampling: { greedy: true }, answerRetry: false, ...FLAGS }, (e) => void ev.push(e));
+    const r = await api.ask(
+      { system: spec, question: QUESTION, mode: 'latent', sampling: { greedy: true }, answerRetry: false, ...FLAGS },
+      (e) => void ev.push(e),
+    );
     expect(ev[0]).toMatchObject({ type: 'ready', backend: 'cpu' });
     expect(ev.some((e) => e.type === 'initiate' || e.type === 'download')).toBe(false); // reused: no second load
     const stages = ev.filter((e): e is Extract<EngineEvent, { type: 'stage' }> => e.type === 'stage');
     const order = ['planner', 'critic', 'solver', 'planner', 'critic', 'solver'];
-    expect(stages.map((e) => `${e.round} ${e.role} ${e.state}`)).toEqual(order.flatMap((role, i) => [`${i < 3 ? 1 : 2} ${role} running`, `${i < 3 ? 1 : 2} ${role} done`]));
+    expect(stages.map((e) => `${e.round} ${e.role} ${e.state}`)).toEqual(
+      order.flatMap((role, i) => [`${i < 3 ? 1 : 2} ${role} running`, `${i < 3 ? 1 : 2} ${role} done`]),
+    );
     expect(stages.filter((e) => e.state === 'done').map((e) => e.latents ?? 0)).toEqual([3, 3, 3, 3, 3, 0]);
     expect(stages.at(-1)!.decode).toBe(true);
     // text events: the whole answer so far, each one extending the last, the last one the answer itself
@@ -87,7 +100,8 @@ describe('engine api (cpu, offline tiny system)', () => {
     const lastStage = ev.indexOf(stages.at(-2)!);
     expect(texts.length).toBeGreaterThan(1);
     expect(texts.every((t) => t.role === 'solver' && ev.indexOf(t) > lastStage)).toBe(true);
-    for (let i = 1; i < texts.length; i++) expect(texts[i]!.text.startsWith(texts[i - 1]!.text) && texts[i]!.text !== texts[i - 1]!.text).toBe(true);
+    for (let i = 1; i < texts.length; i++)
+      expect(texts[i]!.text.startsWith(texts[i - 1]!.text) && texts[i]!.text !== texts[i - 1]!.text).toBe(true);
     expect(texts.at(-1)!.text).toBe(r.text);
     expect(ev.at(-1)).toEqual({ type: 'done', result: r });
     expect(r.tokens).toBeGreaterThan(0);
@@ -106,17 +120,28 @@ describe('engine api (cpu, offline tiny system)', () => {
   it('latent messages: norms of the sent latents, top tokens sorted with probabilities summing to at most 1', async () => {
     const spec = await offline();
     const ev: EngineEvent[] = [];
-    await api.ask({ system: spec, question: QUESTION, mode: 'latent', sampling: { greedy: true }, answerRetry: false, ...FLAGS, rounds: 1 }, (e) => void ev.push(e));
+    await api.ask(
+      { system: spec, question: QUESTION, mode: 'latent', sampling: { greedy: true }, answerRetry: false, ...FLAGS, rounds: 1 },
+      (e) => void ev.push(e),
+    );
     const sys = await loadSystemFromSpec(spec, cpu, { fetchFile });
     const dumped = new Map<string, number[]>();
     try {
       await ask(sys, {
-        question: QUESTION, rounds: 1, latentSteps: FLAGS.latentSteps, sampling: { greedy: true }, maxNewTokens: FLAGS.maxNewTokens, answerRetry: false,
+        question: QUESTION,
+        rounds: 1,
+        latentSteps: FLAGS.latentSteps,
+        sampling: { greedy: true },
+        maxNewTokens: FLAGS.maxNewTokens,
+        answerRetry: false,
         onStage: async (rec) => {
           for (const [key, L] of rec.latentsOut) {
             const v = await L.read();
             const d = L.shape[1];
-            dumped.set(key, Array.from({ length: L.shape[0] }, (_, i) => Math.hypot(...v.subarray(i * d, (i + 1) * d))));
+            dumped.set(
+              key,
+              Array.from({ length: L.shape[0] }, (_, i) => Math.hypot(...v.subarray(i * d, (i + 1) * d))),
+            );
           }
         },
       });
@@ -143,7 +168,16 @@ describe('engine api (cpu, offline tiny system)', () => {
 
   it('cancel mid-ask rejects with Cancelled and the system still answers afterwards', async () => {
     const spec = await offline();
-    const req = { system: spec, question: QUESTION, mode: 'latent' as const, sampling: { greedy: true }, answerRetry: false, rounds: 3, latentSteps: 20, maxNewTokens: 8 };
+    const req = {
+      system: spec,
+      question: QUESTION,
+      mode: 'latent' as const,
+      sampling: { greedy: true },
+      answerRetry: false,
+      rounds: 3,
+      latentSteps: 20,
+      maxNewTokens: 8,
+    };
     const ev: EngineEvent[] = [];
     const p = api.ask(req, (e) => {
       ev.push(e);
@@ -160,8 +194,17 @@ describe('engine api (cpu, offline tiny system)', () => {
     const spec = await offline();
     // outer_23 maps critic (64) → solver (32); put it where planner (48) → critic (64) is expected
     const bad: SystemSpec = { ...spec, outer: { ...spec.outer, outer_12: spec.outer!.outer_23 } };
-    await expect(loadSystemFromSpec(bad, cpu, { fetchFile })).rejects.toMatchObject({ name: 'ShapeMismatch', message: expect.stringMatching(/outer link outer_12 \(planner → critic\).*planner has hidden size 48, critic has 64/) });
-    const badInner: SystemSpec = { ...spec, roles: { ...spec.roles, critic: { ...spec.roles.critic, innerLink: spec.roles.solver.innerLink } } };
-    await expect(api.loadSystem(badInner, () => {})).rejects.toMatchObject({ name: 'ShapeMismatch', message: expect.stringMatching(/critic inner link.*critic has hidden size 64/) });
+    await expect(loadSystemFromSpec(bad, cpu, { fetchFile })).rejects.toMatchObject({
+      name: 'ShapeMismatch',
+      message: expect.stringMatching(/outer link outer_12 \(planner → critic\).*planner has hidden size 48, critic has 64/),
+    });
+    const badInner: SystemSpec = {
+      ...spec,
+      roles: { ...spec.roles, critic: { ...spec.roles.critic, innerLink: spec.roles.solver.innerLink } },
+    };
+    await expect(api.loadSystem(badInner, () => {})).rejects.toMatchObject({
+      name: 'ShapeMismatch',
+      message: expect.stringMatching(/critic inner link.*critic has hidden size 64/),
+    });
   });
 });

@@ -59,8 +59,12 @@ describe('EngineApi.evaluate (cpu, offline tiny system)', () => {
   it('refuses code benchmarks and unknown names, and stops between questions when cancelled', async () => {
     const system = (await api.offlineSystem())!;
     const code = [{ prompt: 'Write f.', test_list: ['assert f() == 1'], test: 'assert f() == 1' }];
-    await expect(api.evaluate({ system, source: { rows: code, dataset: 'mbppplus' }, ...FLAGS }, () => {})).rejects.toThrow(/code benchmarks .* run them with rmas run/);
-    await expect(api.evaluate({ system, source: { rows, dataset: 'mmlu' }, ...FLAGS }, () => {})).rejects.toThrow(/unknown benchmark "mmlu"/);
+    await expect(api.evaluate({ system, source: { rows: code, dataset: 'mbppplus' }, ...FLAGS }, () => {})).rejects.toThrow(
+      /code benchmarks .* run them with rmas run/,
+    );
+    await expect(api.evaluate({ system, source: { rows, dataset: 'mmlu' }, ...FLAGS }, () => {})).rejects.toThrow(
+      /unknown benchmark "mmlu"/,
+    );
     const seen: number[] = [];
     const run = api.evaluate({ system, source: { rows, dataset: null }, ...FLAGS }, (e) => {
       if (e.type === 'sample') {

@@ -37,7 +37,9 @@ beforeAll(async () => {
       bodies.push(JSON.parse(raw));
       auth.push(req.headers.authorization ?? '');
       const content = VERDICTS[(bodies.length - 1) % VERDICTS.length];
-      res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ choices: [{ message: { role: 'assistant', content } }] }));
+      res
+        .writeHead(200, { 'Content-Type': 'application/json' })
+        .end(JSON.stringify({ choices: [{ message: { role: 'assistant', content } }] }));
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -67,7 +69,9 @@ describe('evaluate with the LLM judge (tiny system, local judge server)', () => 
     records.forEach((r, i) => {
       expect(bodies[i]!.model).toBe(MODEL);
       expect(bodies[i]!.temperature).toBe(0);
-      expect(bodies[i]!.messages[1]!.content).toContain(`Question: ${rows[i]!.question}\nGold answer: ${rows[i]!.answer}\nPrediction: ${r.pred_answer_parsed}\n`);
+      expect(bodies[i]!.messages[1]!.content).toContain(
+        `Question: ${rows[i]!.question}\nGold answer: ${rows[i]!.answer}\nPrediction: ${r.pred_answer_parsed}\n`,
+      );
       const em = freeFormMatch(r.pred_answer_parsed!, rows[i]!.answer);
       expect(r.em).toBe(em);
       expect(r.rollouts[0]!.em).toBe(em);
@@ -96,7 +100,11 @@ describe('evaluate with the LLM judge (tiny system, local judge server)', () => 
     const items = await toItems(null, [{ question: rows[0]!.question, answer: rows[0]!.answer, judge: true }]);
     const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
     try {
-      const { records, summary } = await evaluate(system, items, { ...FLAGS, sampling: { temperature: 0.6, topP: 0.95, seed: 1 }, rollouts: 3 });
+      const { records, summary } = await evaluate(system, items, {
+        ...FLAGS,
+        sampling: { temperature: 0.6, topP: 0.95, seed: 1 },
+        rollouts: 3,
+      });
       expect(records[0]!.rollouts.map((r) => r.judge?.verdict)).toEqual(['CORRECT', 'INCORRECT', null]);
       expect(records[0]!.rollouts.map((r) => r.correct)).toEqual([true, false, records[0]!.rollouts[2]!.em]);
       expect(summary.judge).toEqual({ model: MODEL, judged: 3, malformed: 1 });
@@ -109,7 +117,7 @@ describe('evaluate with the LLM judge (tiny system, local judge server)', () => 
     }
   }, 120_000);
 
-  it('stops before the first question when the judge is needed and unset; \'off\' scores by exact match with the records as before', async () => {
+  it("stops before the first question when the judge is needed and unset; 'off' scores by exact match with the records as before", async () => {
     vi.stubEnv('API_KEY', '');
     vi.stubEnv('API_BASE_URL', '');
     vi.stubEnv('API_MODEL', '');
@@ -117,14 +125,30 @@ describe('evaluate with the LLM judge (tiny system, local judge server)', () => 
     const onSample = vi.fn();
     // the system is never touched: the error comes first
     await expect(evaluate({} as MasSystem, items, { ...FLAGS, onSample })).rejects.toThrow(InvalidArgument);
-    await expect(evaluate({} as MasSystem, items, { ...FLAGS, judge: { env: { API_MODEL: MODEL } }, onSample }))
-      .rejects.toThrow(/needs API_KEY \(.*\), API_BASE_URL \(.*\); set them in the environment, or score by exact match only/);
+    await expect(evaluate({} as MasSystem, items, { ...FLAGS, judge: { env: { API_MODEL: MODEL } }, onSample })).rejects.toThrow(
+      /needs API_KEY \(.*\), API_BASE_URL \(.*\); set them in the environment, or score by exact match only/,
+    );
     expect(onSample).not.toHaveBeenCalled();
     expect(runJudge(await toItems(null, rows), undefined)).toBeNull(); // no row asks for it
 
     const { records, summary } = await evaluate(system, items.slice(0, 1), { ...FLAGS, judge: 'off' });
-    expect(Object.keys(records[0]!).sort()).toEqual(['correct', 'gold', 'latent_steps', 'pred_answer_parsed', 'pred_code_parsed', 'question',
-      'raw_output', 'rollouts', 'sample_idx', 'seconds', 'seed', 'solved', 'task', 'tokens', 'type']);
+    expect(Object.keys(records[0]!).sort()).toEqual([
+      'correct',
+      'gold',
+      'latent_steps',
+      'pred_answer_parsed',
+      'pred_code_parsed',
+      'question',
+      'raw_output',
+      'rollouts',
+      'sample_idx',
+      'seconds',
+      'seed',
+      'solved',
+      'task',
+      'tokens',
+      'type',
+    ]);
     expect(records[0]!.correct).toBe(freeFormMatch(records[0]!.pred_answer_parsed!, rows[0]!.answer));
     expect(summary.em_accuracy).toBeUndefined();
     expect(summary.judge).toBeUndefined();

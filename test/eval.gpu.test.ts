@@ -14,7 +14,14 @@ import { CpuBackend } from '../src/tensor/cpu';
 import { freshGpuBackend } from './util/gpu';
 
 const rows = taskSplit('test').slice(0, 3).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
-const opts = { rounds: 2, latentSteps: 8, mode: 'latent' as const, maxNewTokens: 40, rollouts: 2, sampling: { temperature: 1.2, topP: 1, topK: 0, seed: 5 } };
+const opts = {
+  rounds: 2,
+  latentSteps: 8,
+  mode: 'latent' as const,
+  maxNewTokens: 40,
+  rollouts: 2,
+  sampling: { temperature: 1.2, topP: 1, topK: 0, seed: 5 },
+};
 
 async function run(backend: Backend, onQuestion?: () => void) {
   const items = await toItems(null, rows);

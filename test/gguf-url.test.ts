@@ -70,7 +70,10 @@ const rangeFetch: typeof fetch = async (input, init) => {
   const [x, z] = m ? [Number(m[1]), Math.min(m[2] ? Number(m[2]) : b.length - 1, b.length - 1)] : [0, b.length - 1];
   const body = b.slice(x, z + 1);
   served.push({ url, range, bytes: body.length });
-  return new Response(body, { status: m ? 206 : 200, headers: { 'content-length': String(body.length), ...(m ? { 'content-range': `bytes ${x}-${z}/${b.length}` } : {}) } });
+  return new Response(body, {
+    status: m ? 206 : 200,
+    headers: { 'content-length': String(body.length), ...(m ? { 'content-range': `bytes ${x}-${z}/${b.length}` } : {}) },
+  });
 };
 
 const BF16 = `${host}/gguf/qwen3-tiny-BF16.gguf`;
@@ -130,8 +133,12 @@ describe('a GGUF backbone by URL', () => {
   });
 
   it('a missing GGUF is MissingCheckpoint naming its URL', async () => {
-    await expect(loadDecoderFromUrl(`${host}/gguf/nope.gguf`, new CpuBackend('f32'), { fetch: rangeFetch, what: 'role planner' }))
-      .rejects.toMatchObject({ name: 'MissingCheckpoint', message: expect.stringContaining(`role planner: cannot fetch ${host}/gguf/nope.gguf`) });
+    await expect(
+      loadDecoderFromUrl(`${host}/gguf/nope.gguf`, new CpuBackend('f32'), { fetch: rangeFetch, what: 'role planner' }),
+    ).rejects.toMatchObject({
+      name: 'MissingCheckpoint',
+      message: expect.stringContaining(`role planner: cannot fetch ${host}/gguf/nope.gguf`),
+    });
   });
 });
 
@@ -142,7 +149,12 @@ describe('planning a GGUF backbone', () => {
       served.length = 0;
       const g = await planGgufModel(url, rangeFetch);
       expect(g).toMatchObject({ url, bytes: files.get(url)!.length });
-      const plan = planSystemDownload([{ url, bytes: g.bytes }], [g.model], { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30, features: [] }, null);
+      const plan = planSystemDownload(
+        [{ url, bytes: g.bytes }],
+        [g.model],
+        { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30, features: [] },
+        null,
+      );
       expect([plan.fetchBytes, plan.totalBytes, plan.refusal]).toEqual([files.get(url)!.length, files.get(url)!.length, null]);
       // the planned weights are what the loader uploads
       const d = await loadGgufDecoderFromUrl(url, cpu, { fetch: rangeFetch });
@@ -161,12 +173,16 @@ describe('planning a GGUF backbone', () => {
     const small = planSystemDownload([], [model], { maxStorageBufferBindingSize: 100, maxBufferSize: 2 ** 30, features: [] }, null);
     // the embedding row: 48 bf16 values = 96 bytes fits; down_proj's q8_0 row: 128 values → 128 + 4·2 = 136 bytes does not
     expect(small.refusalName).toBe('BindingLimitExceeded');
-    expect(small.refusal).toBe('model 1: one row of "model.layers.0.mlp.down_proj.weight" (q8_0, 136 bytes) is larger than this adapter\'s 100-byte ' +
-      'storage-binding limit, so it cannot be split to fit; use a device with larger limits or a smaller model');
+    expect(small.refusal).toBe(
+      'model 1: one row of "model.layers.0.mlp.down_proj.weight" (q8_0, 136 bytes) is larger than this adapter\'s 100-byte ' +
+        'storage-binding limit, so it cannot be split to fit; use a device with larger limits or a smaller model',
+    );
     const odd = { ...model, tensors: model.tensors!.map((t, i) => (i === 3 ? { ...t, dtype: null, typeName: 'Q5_K' } : t)) };
     const oddPlan = planSystemDownload([], [odd], { maxStorageBufferBindingSize: 2 ** 30, maxBufferSize: 2 ** 30, features: [] }, null);
-    expect([oddPlan.refusalName, oddPlan.refusal])
-      .toEqual(['UnsupportedFeature', `model 1: "${model.tensors![3].name}" is stored as Q5_K, which this engine does not read; use a GGUF converted to f16, q8_0 or q4_0`]);
+    expect([oddPlan.refusalName, oddPlan.refusal]).toEqual([
+      'UnsupportedFeature',
+      `model 1: "${model.tensors![3].name}" is stored as Q5_K, which this engine does not read; use a GGUF converted to f16, q8_0 or q4_0`,
+    ]);
   });
 });
 
@@ -190,14 +206,25 @@ describe('a system spec with a GGUF role', () => {
     const opts = { question: 'What is 2+3?', rounds: 2, latentSteps: 3, sampling: { greedy: true }, maxNewTokens: 8, answerRetry: false };
     served.length = 0;
     const events: EngineEvent[] = [];
-    const g = await loadSystemFromSpec(spec({ model: PLANNER_GGUF, tokenizer: `${disk('planner')}/`, innerLink: disk('planner/adapter.pt') }), cpu, { onEvent: (e) => void events.push(e) });
+    const g = await loadSystemFromSpec(
+      spec({ model: PLANNER_GGUF, tokenizer: `${disk('planner')}/`, innerLink: disk('planner/adapter.pt') }),
+      cpu,
+      { onEvent: (e) => void events.push(e) },
+    );
     expect(served.filter((s) => s.url === PLANNER_GGUF).every((s) => s.range !== null)).toBe(true);
     expect(served.some((s) => s.url.endsWith('/planner/model.safetensors'))).toBe(false);
     const n = files.get(PLANNER_GGUF)!.length;
-    expect(events.filter((e) => e.type === 'download' && e.file === '/gguf/planner.gguf').at(-1)).toEqual({ type: 'download', file: '/gguf/planner.gguf', loaded: n, total: n });
+    expect(events.filter((e) => e.type === 'download' && e.file === '/gguf/planner.gguf').at(-1)).toEqual({
+      type: 'download',
+      file: '/gguf/planner.gguf',
+      loaded: n,
+      total: n,
+    });
     expect(g.agents.get('planner')!.source).toBe(PLANNER_GGUF);
     // every stage's collected hidden states (the latents sent on), exactly, and the decoded answer
-    const stages = (into: unknown[][]) => ({ onStage: (r: StageRecord) => void into.push([r.role, r.model, r.hidden ? vals(r.hidden) : null, r.generatedIds]) });
+    const stages = (into: unknown[][]) => ({
+      onStage: (r: StageRecord) => void into.push([r.role, r.model, r.hidden ? vals(r.hidden) : null, r.generatedIds]),
+    });
     const sa: unknown[][] = [];
     const a = await ask(g, { ...opts, ...stages(sa) });
     g.dispose();
@@ -207,7 +234,14 @@ describe('a system spec with a GGUF role', () => {
     f.dispose();
     expect(a.tokens).toBe(8);
     expect([a.text, a.tokens, a.latentSteps]).toEqual([b.text, b.tokens, b.latentSteps]);
-    expect(sa.map((r) => r[1])).toEqual([PLANNER_GGUF, expect.stringMatching(/critic\/$/), expect.stringMatching(/solver\/$/), PLANNER_GGUF, expect.stringMatching(/critic\/$/), expect.stringMatching(/solver\/$/)]);
+    expect(sa.map((r) => r[1])).toEqual([
+      PLANNER_GGUF,
+      expect.stringMatching(/critic\/$/),
+      expect.stringMatching(/solver\/$/),
+      PLANNER_GGUF,
+      expect.stringMatching(/critic\/$/),
+      expect.stringMatching(/solver\/$/),
+    ]);
     expect((sa[0][2] as number[]).length).toBe(3 * 48); // 3 latents of the 48-wide planner
     expect(sa.map((r) => [r[0], r[2], r[3]])).toEqual(sb.map((r) => [r[0], r[2], r[3]]));
   });
@@ -217,11 +251,17 @@ describe('a system spec with a GGUF role', () => {
     vi.stubGlobal('fetch', rangeFetch);
     const cpu = new CpuBackend('f32');
     await expect(loadSystemFromSpec(spec({ model: PLANNER_GGUF, innerLink: disk('planner/adapter.pt') }), cpu)).rejects.toMatchObject({
-      name: 'InvalidArgument', message: expect.stringMatching(/^system spec: role planner: model http:\/\/hub\.test\/gguf\/planner\.gguf is a GGUF file, which brings no tokenizer\.json; add tokenizer/),
+      name: 'InvalidArgument',
+      message: expect.stringMatching(
+        /^system spec: role planner: model http:\/\/hub\.test\/gguf\/planner\.gguf is a GGUF file, which brings no tokenizer\.json; add tokenizer/,
+      ),
     });
     // the critic's link is 64 wide; the planner GGUF (qwen3-tiny) is 48
-    await expect(loadSystemFromSpec(spec({ model: PLANNER_GGUF, tokenizer: `${disk('planner')}/`, innerLink: disk('critic/adapter.pt') }), cpu)).rejects.toMatchObject({
-      name: 'ShapeMismatch', message: expect.stringContaining(`(planner has hidden size 48 (qwen3 from the GGUF ${PLANNER_GGUF}))`),
+    await expect(
+      loadSystemFromSpec(spec({ model: PLANNER_GGUF, tokenizer: `${disk('planner')}/`, innerLink: disk('critic/adapter.pt') }), cpu),
+    ).rejects.toMatchObject({
+      name: 'ShapeMismatch',
+      message: expect.stringContaining(`(planner has hidden size 48 (qwen3 from the GGUF ${PLANNER_GGUF}))`),
     });
   });
 });
@@ -231,7 +271,11 @@ describe('the Ask view\'s backbone fields (src/ui/system.ts)', () => {
   const noRegistry = async () => { throw new Error('no checkpoint was chosen'); };
   it('a .gguf backbone takes the tokenizer folder given, else the role\'s released folder; a folder backbone drops it', async () => {
     const g = 'https://huggingface.co/Qwen/Qwen3-1.7B-GGUF/resolve/main/Qwen3-1.7B-Q8_0.gguf';
-    const spec = await buildSpec('sequential_light', {}, null, noRegistry, new Map(), { planner: { model: ` ${g} `, tokenizer: '' }, critic: { model: g, tokenizer: 'https://huggingface.co/Qwen/Qwen3-1.7B/resolve/main/' }, solver: { model: '' } });
+    const spec = await buildSpec('sequential_light', {}, null, noRegistry, new Map(), {
+      planner: { model: ` ${g} `, tokenizer: '' },
+      critic: { model: g, tokenizer: 'https://huggingface.co/Qwen/Qwen3-1.7B/resolve/main/' },
+      solver: { model: '' },
+    });
     const released = await buildSpec('sequential_light', {}, null, noRegistry, new Map());
     expect(spec.roles.planner).toEqual({ model: g, tokenizer: released.roles.planner.model });
     expect(spec.roles.critic).toEqual({ model: g, tokenizer: 'https://huggingface.co/Qwen/Qwen3-1.7B/resolve/main/' });
@@ -239,7 +283,13 @@ describe('the Ask view\'s backbone fields (src/ui/system.ts)', () => {
     expect(spec.label).toBe('released + backbone planner: Qwen3-1.7B-Q8_0.gguf, backbone critic: Qwen3-1.7B-Q8_0.gguf');
     const back = withBackbones(spec, { planner: { model: 'https://x.test/m/' } });
     expect(back.spec.roles.planner).toEqual({ model: 'https://x.test/m/' });
-    expect(() => withBackbones({ style: 'sequential_light', roles: { planner: { model: g } } }, { planner: { model: `${g}?download=1` } }))
-      .toThrow(expect.objectContaining({ name: 'InvalidArgument', message: expect.stringMatching(/^role planner: .*\.gguf\?download=1 is a GGUF file.*give its tokenizer folder/) }));
+    expect(() =>
+      withBackbones({ style: 'sequential_light', roles: { planner: { model: g } } }, { planner: { model: `${g}?download=1` } }),
+    ).toThrow(
+      expect.objectContaining({
+        name: 'InvalidArgument',
+        message: expect.stringMatching(/^role planner: .*\.gguf\?download=1 is a GGUF file.*give its tokenizer folder/),
+      }),
+    );
   });
 });

@@ -41,7 +41,8 @@ function violations(imports: readonly Import[]): string[] {
     if (where === 'node_modules') continue; // an asset URL of a package (src/ui/peer.ts)
     if (where !== 'src') {
       if (!OUTSIDE.includes(where)) bad(`${where}/ is neither src/ nor a known folder outside it`);
-      else if (!(where === 'workers' && layerOf(from) === 'ui')) bad(`src/ never imports ${where}/${where === 'workers' ? ' (only src/ui may)' : ''}`);
+      else if (!(where === 'workers' && layerOf(from) === 'ui'))
+        bad(`src/ never imports ${where}/${where === 'workers' ? ' (only src/ui may)' : ''}`);
       continue;
     }
     const layer = layerOf(to);
@@ -67,7 +68,9 @@ const DYNAMIC = /\bimport\s*\(\s*(?:\/\*.*?\*\/\s*)?['"]([^'"]+)['"]\s*\)/g;
 /** The relative imports of one file's text, resolved against its path. */
 function importsOf(from: string, text: string): Import[] {
   const specs = [...text.matchAll(STATIC)].map((m) => m[1] ?? m[2]!).concat([...text.matchAll(DYNAMIC)].map((m) => m[1]!));
-  return specs.filter((s) => s.startsWith('.')).map((s) => ({ from, to: posix.normalize(posix.join(posix.dirname(from), s.replace(/\?.*$/, ''))) }));
+  return specs
+    .filter((s) => s.startsWith('.'))
+    .map((s) => ({ from, to: posix.normalize(posix.join(posix.dirname(from), s.replace(/\?.*$/, ''))) }));
 }
 
 function sourceFiles(dir: string): string[] {
@@ -97,9 +100,13 @@ describe('layering of src/', () => {
       { from: 'src/kernels/a/a.bench.ts', to: 'src/autograd' }, { from: 'src/kernels/a/a.cases.ts', to: 'src/testing' },
       { from: 'src/testing/parity.ts', to: 'src/model/config' }, { from: 'src/ui/peer.ts', to: 'node_modules/x/y.wasm' },
     ])).toEqual([]);
-    expect(importsOf('src/mas/a.ts', "import {\n  A,\n  type B,\n} from '../model/b';\nexport * from './c';\nimport './d.css';\n" +
-      "const x = await import(/* @vite-ignore */ '../util/e');\n// import f from '../../bench/f'\nimport g from 'node:fs';\n").map((i) => i.to))
-      .toEqual(['src/model/b', 'src/mas/c', 'src/mas/d.css', 'src/util/e']);
+    expect(
+      importsOf(
+        'src/mas/a.ts',
+        "import {\n  A,\n  type B,\n} from '../model/b';\nexport * from './c';\nimport './d.css';\n" +
+          "const x = await import(/* @vite-ignore */ '../util/e');\n// import f from '../../bench/f'\nimport g from 'node:fs';\n",
+      ).map((i) => i.to),
+    ).toEqual(['src/model/b', 'src/mas/c', 'src/mas/d.css', 'src/util/e']);
   });
 
   it('holds for every file under src/', () => {

@@ -24,33 +24,61 @@ const OPS: [string, Make][] = [
   ['add broadcast', (g, r) => ({ inputs: [f32(g, r, [5, 7]), f32(g, r, [7])], fn: F.add })],
   ['mul fan-out', (g, r) => ({ inputs: [f32(g, r, [5, 7])], fn: (a) => F.mul(a, a) })],
   ['linear with bias', (g, r) => ({ inputs: [f32(g, r, [3, 32]), f32(g, r, [16, 32]), f32(g, r, [16])], fn: F.linear })],
-  ['linear, frozen q4_0 weight', (g, r) => ({
-    inputs: [f32(g, r, [3, 32]), g.fromValues(r.normals(16 * 32), [16, 32], 'q4_0')], fn: (x, w) => F.linear(x, w),
-  })],
-  ['matmul transA transB', (g, r) => ({ inputs: [f32(g, r, [6, 4]), f32(g, r, [5, 6])], fn: (a, b) => F.matmul(a, b, { transA: true, transB: true }) })],
+  [
+    'linear, frozen q4_0 weight',
+    (g, r) => ({
+      inputs: [f32(g, r, [3, 32]), g.fromValues(r.normals(16 * 32), [16, 32], 'q4_0')],
+      fn: (x, w) => F.linear(x, w),
+    }),
+  ],
+  [
+    'matmul transA transB',
+    (g, r) => ({ inputs: [f32(g, r, [6, 4]), f32(g, r, [5, 6])], fn: (a, b) => F.matmul(a, b, { transA: true, transB: true }) }),
+  ],
   ['embedding', (g, r) => ({ inputs: [g.fromValues([1, 3, 1, 0], [4], 'i32'), f32(g, r, [5, 8])], fn: F.embedding })],
   ['cast f16 round trip', (g, r) => ({ inputs: [f32(g, r, [4, 6])], fn: (x) => F.cast(F.cast(x, 'f16'), 'f32') })],
   ['rmsNorm', (g, r) => ({ inputs: [f32(g, r, [4, 16]), f32(g, r, [16])], fn: (x, w) => F.rmsNorm(x, w, 1e-6) })],
   ['layerNorm', (g, r) => ({ inputs: [f32(g, r, [4, 16]), f32(g, r, [16]), f32(g, r, [16])], fn: (x, a, b) => F.layerNorm(x, a, b) })],
-  ['gelu, silu, geluTanh, swiglu', (g, r) => ({
-    inputs: [f32(g, r, [4, 8]), f32(g, r, [4, 8])], fn: (a, b) => F.swiglu(F.gelu(a), F.add(F.silu(b), F.geluTanh(a))),
-  })],
-  ['rope', (g, r) => ({
-    inputs: [f32(g, r, [3, 2, 8]), g.fromValues([0, 5, 9], [3], 'i32')],
-    fn: (x, p) => F.rope(x, p, ropeInvFreq({ theta: 10000, headDim: 8 })),
-  })],
-  ['attention GQA with window', (g, r) => ({
-    inputs: [f32(g, r, [4, 4, 8]), f32(g, r, [6, 2, 8]), f32(g, r, [6, 2, 8])], fn: (q, k, v) => F.attention(q, k, v, { window: 3 }),
-  })],
+  [
+    'gelu, silu, geluTanh, swiglu',
+    (g, r) => ({
+      inputs: [f32(g, r, [4, 8]), f32(g, r, [4, 8])],
+      fn: (a, b) => F.swiglu(F.gelu(a), F.add(F.silu(b), F.geluTanh(a))),
+    }),
+  ],
+  [
+    'rope',
+    (g, r) => ({
+      inputs: [f32(g, r, [3, 2, 8]), g.fromValues([0, 5, 9], [3], 'i32')],
+      fn: (x, p) => F.rope(x, p, ropeInvFreq({ theta: 10000, headDim: 8 })),
+    }),
+  ],
+  [
+    'attention GQA with window',
+    (g, r) => ({
+      inputs: [f32(g, r, [4, 4, 8]), f32(g, r, [6, 2, 8]), f32(g, r, [6, 2, 8])],
+      fn: (q, k, v) => F.attention(q, k, v, { window: 3 }),
+    }),
+  ],
   ['softmax and logSoftmax', (g, r) => ({ inputs: [f32(g, r, [3, 50])], fn: (x) => F.add(F.softmax(x), F.logSoftmax(x)) })],
-  ['crossEntropy', (g, r) => ({ inputs: [f32(g, r, [4, 50]), g.fromValues([3, -100, 49, 0], [4], 'i32')], fn: (l, y) => F.crossEntropy(l, y) })],
-  ['cosineLoss + mseLoss with mask', (g, r) => ({
-    inputs: [f32(g, r, [4, 16]), f32(g, r, [4, 16], false), g.fromValues([1, 0, 1, 1], [4])],
-    fn: (a, b, m) => F.add(F.cosineLoss(a, b, m), F.mseLoss(a, b, m)),
-  })],
-  ['reductions', (g, r) => ({
-    inputs: [f32(g, r, [6, 9])], fn: (x) => F.add(F.add(F.sum(x), F.mean(x)), F.add(F.sumSquares(x), F.sum(F.meanLastDim(x)))),
-  })],
+  [
+    'crossEntropy',
+    (g, r) => ({ inputs: [f32(g, r, [4, 50]), g.fromValues([3, -100, 49, 0], [4], 'i32')], fn: (l, y) => F.crossEntropy(l, y) }),
+  ],
+  [
+    'cosineLoss + mseLoss with mask',
+    (g, r) => ({
+      inputs: [f32(g, r, [4, 16]), f32(g, r, [4, 16], false), g.fromValues([1, 0, 1, 1], [4])],
+      fn: (a, b, m) => F.add(F.cosineLoss(a, b, m), F.mseLoss(a, b, m)),
+    }),
+  ],
+  [
+    'reductions',
+    (g, r) => ({
+      inputs: [f32(g, r, [6, 9])],
+      fn: (x) => F.add(F.add(F.sum(x), F.mean(x)), F.add(F.sumSquares(x), F.sum(F.meanLastDim(x)))),
+    }),
+  ],
 ];
 
 describe('no GPU memory leaks', () => {

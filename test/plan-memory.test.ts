@@ -27,7 +27,9 @@ describe('rmas plan-memory', () => {
     expect(r.code, r.err).toBe(0);
     const out = JSON.parse(r.out) as PlanMemoryResult;
     const { plan } = out;
-    const configs = Object.fromEntries(Object.entries(DIRS).map(([n, d]) => [n, parseDecoderConfig(readFileSync(`${d}/config.json`, 'utf8'))]));
+    const configs = Object.fromEntries(
+      Object.entries(DIRS).map(([n, d]) => [n, parseDecoderConfig(readFileSync(`${d}/config.json`, 'utf8'))]),
+    );
     for (const [name, dir] of Object.entries(DIRS)) {
       const store = await openCheckpoint(dir);
       const weights = await loadDecoderWeights(configs[name], store, cpu);
@@ -53,7 +55,19 @@ describe('rmas plan-memory', () => {
   });
 
   it('--style follows the style\'s schedule: round 0\'s first stage off the tape, the decoder scored every round', async () => {
-    const r = await run('plan-memory', '--style', 'tiny_sequential', ...AGENTS, '--max_length', '32', '--answer_tokens', '8', '--num_recursive_rounds', '2', '--json');
+    const r = await run(
+      'plan-memory',
+      '--style',
+      'tiny_sequential',
+      ...AGENTS,
+      '--max_length',
+      '32',
+      '--answer_tokens',
+      '8',
+      '--num_recursive_rounds',
+      '2',
+      '--json',
+    );
     expect(r.code, r.err).toBe(0);
     const { plan } = JSON.parse(r.out) as PlanMemoryResult;
     expect(plan.forwards.map((f) => [f.name, f.recorded, f.logitRows])).toEqual([
@@ -79,31 +93,74 @@ describe('rmas plan-memory', () => {
   });
 
   it('--devices N plans each GPU with the agents train-outer --devices puts there; one GPU too small suggests one agent per GPU', async () => {
-    const r = await run('plan-memory', '--style', 'tiny_sequential', ...AGENTS, '--max_length', '32', '--answer_tokens', '8', '--devices', '2', '--json');
+    const r = await run(
+      'plan-memory',
+      '--style',
+      'tiny_sequential',
+      ...AGENTS,
+      '--max_length',
+      '32',
+      '--answer_tokens',
+      '8',
+      '--devices',
+      '2',
+      '--json',
+    );
     expect(r.code, r.err).toBe(0);
     const res = JSON.parse(r.out) as PlanMemoryResult;
     // planner on GPU 0, critic on 1, solver on 0 again (role i on i mod 2); links with their senders
-    expect(res.devices!.map((d) => [d.device, d.agents])).toEqual([[0, ['planner', 'solver']], [1, ['critic']]]);
+    expect(res.devices!.map((d) => [d.device, d.agents])).toEqual([
+      [0, ['planner', 'solver']],
+      [1, ['critic']],
+    ]);
     expect(res.devices![0].plan.weightsTotal).toBe(res.plan.weights.planner + res.plan.weights.solver);
     expect(res.devices![1].plan.forwards.map((f) => f.name)).toEqual(['critic', 'critic', 'critic']);
     expect(res.devices![0].plan.links + res.devices![1].plan.links).toBe(res.plan.links);
-    const text = await run('plan-memory', '--style', 'tiny_sequential', ...AGENTS, '--max_length', '32', '--answer_tokens', '8', '--devices', '2');
+    const text = await run(
+      'plan-memory',
+      '--style',
+      'tiny_sequential',
+      ...AGENTS,
+      '--max_length',
+      '32',
+      '--answer_tokens',
+      '8',
+      '--devices',
+      '2',
+    );
     expect(text.out).toMatch(/2 GPUs\n/);
     expect(text.out).toMatch(/\nGPU 0 \(planner, solver\): weights .* peak .*; fits: /);
     expect(text.out).toMatch(/\nGPU 1 \(critic\): weights .* peak .*; fits: /);
 
     // a budget between the largest agent's GPU and the whole system: one GPU does not fit, one agent per GPU does
-    const one = JSON.parse((await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--json')).out) as PlanMemoryResult;
-    const perAgent = JSON.parse((await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--devices', '3', '--json')).out) as PlanMemoryResult;
+    const one = JSON.parse(
+      (await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--json')).out,
+    ) as PlanMemoryResult;
+    const perAgent = JSON.parse(
+      (await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--devices', '3', '--json')).out,
+    ) as PlanMemoryResult;
     const worst = Math.max(...perAgent.devices!.map((d) => d.plan.peak));
     expect(worst).toBeLessThan(one.plan.peak);
     const gb = ((worst + one.plan.peak) / 2 / 2 ** 30).toFixed(6);
     const tight = await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--budget_gb', gb);
     expect(tight.code).toBe(1);
-    expect(tight.out).toMatch(/\none agent per GPU \(--devices 3\): the largest GPU peak is .* on GPU \d \(\w+\); fits, with recompute nothing\n/);
+    expect(tight.out).toMatch(
+      /\none agent per GPU \(--devices 3\): the largest GPU peak is .* on GPU \d \(\w+\); fits, with recompute nothing\n/,
+    );
     const spread = await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--budget_gb', gb, '--devices', '3');
     expect(spread.code, spread.err).toBe(0);
-    const over = await run('plan-memory', ...AGENTS, '--max_length', '64', '--answer_tokens', '16', '--budget_gb', '0.0001', '--devices', '3');
+    const over = await run(
+      'plan-memory',
+      ...AGENTS,
+      '--max_length',
+      '64',
+      '--answer_tokens',
+      '16',
+      '--budget_gb',
+      '0.0001',
+      '--devices',
+      '3',
+    );
     expect(over.code).toBe(1);
     expect(over.err).toMatch(/TrainingMemoryExceeded: GPU 0 \(planner\): needs .*; GPU 1 \(critic\): needs .*; GPU 2 \(solver\): needs/);
   });

@@ -49,7 +49,10 @@ const planFetch: typeof fetch = async (input, init) => {
   const [a, z] = m ? [Number(m[1]), Math.min(m[2] ? Number(m[2]) : b.length - 1, b.length - 1)] : [0, b.length - 1];
   const body = b.slice(a, z + 1);
   served.push({ url, range, bytes: body.length });
-  return new Response(body, { status: m ? 206 : 200, headers: { 'content-length': String(body.length), ...(m ? { 'content-range': `bytes ${a}-${z}/${b.length}` } : {}) } });
+  return new Response(body, {
+    status: m ? 206 : 200,
+    headers: { 'content-length': String(body.length), ...(m ? { 'content-range': `bytes ${a}-${z}/${b.length}` } : {}) },
+  });
 };
 let fileCalls = 0;
 const fetchFile = async (url: string) => {
@@ -60,14 +63,33 @@ const cpu = new CpuBackend('f32');
 const deps = { backend: async () => ({ backend: cpu }), appBase: root, fetchFile, planFetch };
 
 const TINY = ['planner', 'critic', 'solver'];
-const LINKS = [...TINY.map((r) => `${SYSTEM}${r}/adapter.pt`), ...['outer_12', 'outer_23', 'outer_31'].map((n) => `${SYSTEM}outer/${n}.pt`)];
+const LINKS = [
+  ...TINY.map((r) => `${SYSTEM}${r}/adapter.pt`),
+  ...['outer_12', 'outer_23', 'outer_31'].map((n) => `${SYSTEM}outer/${n}.pt`),
+];
 /** The files of the tiny system, listed independently of the planner (repository-relative). */
-const expectedFiles = () => [
-  `${SYSTEM}prompts.json`,
-  ...TINY.flatMap((m) => ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'chat_template.json', 'generation_config.json']
-    .map((f) => `${SYSTEM}${m}/${f}`)),
-  ...LINKS,
-].filter((p) => { try { return statSync(diskOf(p)).isFile(); } catch { return false; } });
+const expectedFiles = () =>
+  [
+    `${SYSTEM}prompts.json`,
+    ...TINY.flatMap((m) =>
+      [
+        'config.json',
+        'model.safetensors',
+        'tokenizer.json',
+        'tokenizer_config.json',
+        'chat_template.jinja',
+        'chat_template.json',
+        'generation_config.json',
+      ].map((f) => `${SYSTEM}${m}/${f}`),
+    ),
+    ...LINKS,
+  ].filter((p) => {
+    try {
+      return statSync(diskOf(p)).isFile();
+    } catch {
+      return false;
+    }
+  });
 
 describe('planSystem (offline tiny system, Range reads)', () => {
   it('lists every file with its size on disk, reads only the safetensors headers, and fits', async () => {
@@ -112,7 +134,9 @@ describe('planSystem (offline tiny system, Range reads)', () => {
     expect(r.plan.cachedBytes).toBe(statSync(diskOf(`${SYSTEM}solver/model.safetensors`)).size);
     expect(r.plan.fetchBytes + r.plan.cachedBytes).toBe(r.plan.totalBytes);
     // planner (qwen3, hidden 48) is model 1; its embedding row is 48 values of the saved dtype, more than 64 bytes
-    expect(r.refusal).toMatch(/^model 1: one row of "model\.embed_tokens\.weight" \((f32|bf16|f16), \d+ bytes\) is larger than this adapter's 64-byte storage-binding limit/);
+    expect(r.refusal).toMatch(
+      /^model 1: one row of "model\.embed_tokens\.weight" \((f32|bf16|f16), \d+ bytes\) is larger than this adapter's 64-byte storage-binding limit/,
+    );
     expect(r.text).toContain(`; cannot run here: ${r.refusal}`);
     // on the CPU backend the same system fits
     expect((await api.planSystem(spec, { backend: 'cpu' })).refusal).toBeNull();
@@ -132,8 +156,13 @@ describe('a Qwen3.5 (image-text) role: its vision tower and mtp.* tensors', () =
     const disk = readFileSync(diskOf(rel));
     const n = Number(new DataView(disk.buffer, disk.byteOffset, 8).getBigUint64(0, true));
     const header = JSON.parse(new TextDecoder().decode(disk.subarray(8, 8 + n))) as Record<string, { data_offsets: [number, number] }>;
-    const spans = Object.entries(header).filter(([k]) => k !== '__metadata__')
-      .map(([k, v]) => ({ unread: k.startsWith('model.visual.') || k.startsWith('mtp.'), a: 8 + n + v.data_offsets[0], b: 8 + n + v.data_offsets[1] }));
+    const spans = Object.entries(header)
+      .filter(([k]) => k !== '__metadata__')
+      .map(([k, v]) => ({
+        unread: k.startsWith('model.visual.') || k.startsWith('mtp.'),
+        a: 8 + n + v.data_offsets[0],
+        b: 8 + n + v.data_offsets[1],
+      }));
     return { headerEnd: 8 + n, spans, size: disk.length };
   };
   const model = (role: string) => `${DIST}distillation-${role}/model.safetensors`;

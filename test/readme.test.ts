@@ -21,7 +21,8 @@ export function bashLines(markdown: string, prefix: string): string[] {
 /** A command line's words as a POSIX shell splits them (double and single quotes; no expansions are used). */
 export function words(line: string): string[] {
   const out: string[] = [];
-  for (const m of line.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'|(\S+)/g)) out.push(m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : (m[2] ?? m[3])!);
+  for (const m of line.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'|(\S+)/g))
+    out.push(m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : (m[2] ?? m[3])!);
   return out;
 }
 
@@ -31,10 +32,30 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('the README', () => {
   it('the line reader splits quoted words and finds the commands', () => {
-    expect(words(`npx rmas ask --question "Tom has 6 pens. He said \\"hi\\"." --greedy`)).toEqual(['npx', 'rmas', 'ask', '--question', 'Tom has 6 pens. He said "hi".', '--greedy']);
-    expect(bashLines('x\n```bash\nnpx rmas a\n  npx rmas b --c\nls\n```\n```ts\nnpx rmas d\n```\n', 'npx rmas ')).toEqual(['npx rmas a', 'npx rmas b --c']);
+    expect(words(`npx rmas ask --question "Tom has 6 pens. He said \\"hi\\"." --greedy`)).toEqual([
+      'npx',
+      'rmas',
+      'ask',
+      '--question',
+      'Tom has 6 pens. He said "hi".',
+      '--greedy',
+    ]);
+    expect(bashLines('x\n```bash\nnpx rmas a\n  npx rmas b --c\nls\n```\n```ts\nnpx rmas d\n```\n', 'npx rmas ')).toEqual([
+      'npx rmas a',
+      'npx rmas b --c',
+    ]);
     // one example of each command of its table
-    expect(lines.map((l) => words(l)[2])).toEqual(['ask', 'run', 'train-inner', 'train-outer', 'convert', 'forward', 'generate', 'plan-memory', 'healthcheck']);
+    expect(lines.map((l) => words(l)[2])).toEqual([
+      'ask',
+      'run',
+      'train-inner',
+      'train-outer',
+      'convert',
+      'forward',
+      'generate',
+      'plan-memory',
+      'healthcheck',
+    ]);
   });
 
   it('every rmas line runs as written on the tiny system', () => {
@@ -42,11 +63,21 @@ describe('the README', () => {
     for (const split of ['train', 'test'] as const) writeFileSync(join(dir, 'data', `${split}.jsonl`), toJsonl(taskSplit(split)));
     symlinkSync(join(ROOT, 'models'), join(dir, 'models'));
     for (const line of lines) {
-      const r = spawnSync(process.execPath, [join(ROOT, 'bin/rmas.js'), ...words(line).slice(2)], { cwd: dir, encoding: 'utf8', timeout: 300_000 });
+      const r = spawnSync(process.execPath, [join(ROOT, 'bin/rmas.js'), ...words(line).slice(2)], {
+        cwd: dir,
+        encoding: 'utf8',
+        timeout: 300_000,
+      });
       expect(r.status, `${line}\n${r.stderr.slice(-2000)}`).toBe(0);
       if (line.startsWith('npx rmas ask')) expect(r.stdout).toMatch(/\\boxed\{4\}/);
     }
-    for (const made of ['out/test.jsonl', 'out/planner/adapter.pt', 'out/outer/outerlink_config.json', 'out/planner.zip', 'out/hidden.safetensors']) {
+    for (const made of [
+      'out/test.jsonl',
+      'out/planner/adapter.pt',
+      'out/outer/outerlink_config.json',
+      'out/planner.zip',
+      'out/hidden.safetensors',
+    ]) {
       expect(existsSync(join(dir, made)), made).toBe(true);
     }
   }, 900_000);

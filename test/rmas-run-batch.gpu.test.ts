@@ -15,14 +15,32 @@ const dir = mkdtempSync(join(tmpdir(), 'rmas-run-batch-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const data = join(dir, 'rows.jsonl');
 writeFileSync(data, toJsonl(taskSplit('test').slice(0, 5)));
-const recorded = JSON.parse(readFileSync(join(TINY_SYSTEM_DIR, 'eval.json'), 'utf8')) as { results: { config: string; answers: string[] }[] };
+const recorded = JSON.parse(readFileSync(join(TINY_SYSTEM_DIR, 'eval.json'), 'utf8')) as {
+  results: { config: string; answers: string[] }[];
+};
 
 type Sample = { type: string; raw_output: string; tokens: number; correct: boolean; rollouts: { raw_output: string }[] };
-const samples = (file: string) => readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Sample).filter((x) => x.type === 'sample');
+const samples = (file: string) =>
+  readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Sample)
+    .filter((x) => x.type === 'sample');
 
 async function run(name: string, ...args: string[]) {
   const file = join(dir, `${name}.jsonl`);
-  const r = await rmasInProcess('run', '--style', 'tiny_sequential', '--backend', 'webgpu', '--dataset', data, '--result_jsonl', file, ...args);
+  const r = await rmasInProcess(
+    'run',
+    '--style',
+    'tiny_sequential',
+    '--backend',
+    'webgpu',
+    '--dataset',
+    data,
+    '--result_jsonl',
+    file,
+    ...args,
+  );
   expect(r.code, r.err).toBe(0);
   return samples(file);
 }
@@ -37,8 +55,24 @@ describe('rmas run --batch_size on WebGPU', () => {
   }, 300_000);
 
   it('sampled, 2 rollouts a question: 3 at a time draws what 1 at a time draws', async () => {
-    const sampled = ['--num_samples', '3', '--temperature', '1.2', '--top_p', '1', '--top_k', '0', '--latent_length', '6', '--num_recursive_rounds', '1',
-      '--sample_seed', '7', '--num_rollouts', '2'];
+    const sampled = [
+      '--num_samples',
+      '3',
+      '--temperature',
+      '1.2',
+      '--top_p',
+      '1',
+      '--top_k',
+      '0',
+      '--latent_length',
+      '6',
+      '--num_recursive_rounds',
+      '1',
+      '--sample_seed',
+      '7',
+      '--num_rollouts',
+      '2',
+    ];
     const one = await run('s1', ...sampled, '--batch_size', '1');
     const three = await run('s3', ...sampled, '--batch_size', '3');
     expect(three.map((s) => s.rollouts.map((o) => o.raw_output))).toEqual(one.map((s) => s.rollouts.map((o) => o.raw_output)));

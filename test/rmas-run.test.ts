@@ -42,7 +42,17 @@ describe('rmas run', () => {
 
   it('asks each question as the tiny eval did, scores it, and writes a record per question', () => {
     expect(recorded.offset).toBe(0);
-    const r = rmas('--dataset', data, '--greedy', '--num_samples', '3', '--latent_length', String(recorded.latentSteps), '--result_jsonl', results);
+    const r = rmas(
+      '--dataset',
+      data,
+      '--greedy',
+      '--num_samples',
+      '3',
+      '--latent_length',
+      String(recorded.latentSteps),
+      '--result_jsonl',
+      results,
+    );
     expect(r.code, r.err).toBe(0);
     const recs = lines(results);
     expect(recs.map((x) => x.type)).toEqual(['config', 'sample', 'sample', 'sample', 'summary']);
@@ -61,7 +71,17 @@ describe('rmas run', () => {
 
   it('refuses to overwrite a result file, and resumes one only with the same settings', () => {
     const before = readFileSync(results);
-    const again = rmas('--dataset', data, '--greedy', '--num_samples', '3', '--latent_length', String(recorded.latentSteps), '--result_jsonl', results);
+    const again = rmas(
+      '--dataset',
+      data,
+      '--greedy',
+      '--num_samples',
+      '3',
+      '--latent_length',
+      String(recorded.latentSteps),
+      '--result_jsonl',
+      results,
+    );
     expect(again.code).toBe(1);
     expect(again.err).toMatch(/results\.jsonl exists; pass --resume to continue it/);
     const other = rmas('--dataset', data, '--greedy', '--num_samples', '5', '--latent_length', '8', '--result_jsonl', results, '--resume');
@@ -69,7 +89,20 @@ describe('rmas run', () => {
     expect(other.err).toMatch(/it was run with latent_length = 40, this run has 8/);
     // the KV cache's dtype is a setting of the run (its answers can differ): recorded, and checked on --resume
     expect(lines(results)[0]).toMatchObject({ type: 'config', kv_dtype: 'auto' });
-    const f16 = rmas('--dataset', data, '--greedy', '--num_samples', '3', '--latent_length', String(recorded.latentSteps), '--result_jsonl', results, '--resume', '--kv_dtype', 'f16');
+    const f16 = rmas(
+      '--dataset',
+      data,
+      '--greedy',
+      '--num_samples',
+      '3',
+      '--latent_length',
+      String(recorded.latentSteps),
+      '--result_jsonl',
+      results,
+      '--resume',
+      '--kv_dtype',
+      'f16',
+    );
     expect(f16.code).toBe(1);
     expect(f16.err).toMatch(/it was run with kv_dtype = "auto", this run has "f16"/);
     expect(readFileSync(results).equals(before)).toBe(true);
@@ -78,7 +111,18 @@ describe('rmas run', () => {
   it('resumes after an interrupted write: the recorded questions are kept, the rest asked', () => {
     // a run killed while writing its fourth record leaves half a line
     writeFileSync(results, `${readFileSync(results, 'utf8').split('\n').slice(0, 4).join('\n')}\n{"type":"sample","sample_i`);
-    const r = rmas('--dataset', data, '--greedy', '--num_samples', '5', '--latent_length', String(recorded.latentSteps), '--result_jsonl', results, '--resume');
+    const r = rmas(
+      '--dataset',
+      data,
+      '--greedy',
+      '--num_samples',
+      '5',
+      '--latent_length',
+      String(recorded.latentSteps),
+      '--result_jsonl',
+      results,
+      '--resume',
+    );
     expect(r.code, r.err).toBe(0);
     expect(r.err).toMatch(/last line is incomplete/);
     expect(r.err).toMatch(/resuming .*: 3 of 5 questions recorded/);
@@ -95,12 +139,19 @@ describe('rmas run', () => {
 
   it('a settings mismatch leaves even a half-written file as it was; a file cut inside its config line gets one', async () => {
     const cpu = new CpuBackend('f32');
-    const run = (args: Record<string, unknown>) => runCmd({ style: 'tiny_sequential', dataset: data, greedy: true, num_recursive_rounds: '1', latent_length: '4', ...args },
-      async () => cpu, () => {}, () => {});
+    const run = (args: Record<string, unknown>) =>
+      runCmd(
+        { style: 'tiny_sequential', dataset: data, greedy: true, num_recursive_rounds: '1', latent_length: '4', ...args },
+        async () => cpu,
+        () => {},
+        () => {},
+      );
     const half = join(dir, 'half.jsonl');
     const text = `${readFileSync(results, 'utf8').split('\n').slice(0, 2).join('\n')}\n{"type":"sam`;
     writeFileSync(half, text);
-    await expect(run({ num_samples: '1', result_jsonl: half, resume: true })).rejects.toThrow(/it was run with num_recursive_rounds = 3, this run has 1/);
+    await expect(run({ num_samples: '1', result_jsonl: half, resume: true })).rejects.toThrow(
+      /it was run with num_recursive_rounds = 3, this run has 1/,
+    );
     expect(readFileSync(half, 'utf8')).toBe(text);
     const cut = join(dir, 'cut.jsonl');
     writeFileSync(cut, '{"type":"config","sty');
@@ -110,7 +161,23 @@ describe('rmas run', () => {
   }, 120_000);
 
   it('samples k rollouts from the same latents: rollout r is the single-rollout run seeded sample_seed + r', () => {
-    const sampled = ['--dataset', data, '--num_samples', '1', '--temperature', '1.5', '--top_p', '1', '--top_k', '0', '--latent_length', '8', '--num_recursive_rounds', '1', '--json'];
+    const sampled = [
+      '--dataset',
+      data,
+      '--num_samples',
+      '1',
+      '--temperature',
+      '1.5',
+      '--top_p',
+      '1',
+      '--top_k',
+      '0',
+      '--latent_length',
+      '8',
+      '--num_recursive_rounds',
+      '1',
+      '--json',
+    ];
     const file = join(dir, 'k2.jsonl');
     const two = rmas(...sampled, '--sample_seed', '11', '--num_rollouts', '2', '--result_jsonl', file);
     expect(two.code, two.err).toBe(0);
@@ -178,10 +245,22 @@ describe('rmas run with the LLM judge (rows that ask for it)', () => {
     for (const k of Object.keys(saved)) delete process.env[k];
     let loads = 0;
     const backend = async () => (loads++, new CpuBackend('f32'));
-    await expect(runCmd(flags, backend, () => {}, () => {})).rejects.toMatchObject({ name: 'InvalidArgument', message: expect.stringMatching(/API_KEY/) });
+    await expect(
+      runCmd(
+        flags,
+        backend,
+        () => {},
+        () => {},
+      ),
+    ).rejects.toMatchObject({ name: 'InvalidArgument', message: expect.stringMatching(/API_KEY/) });
     expect(loads).toBe(0);
     let out = '';
-    await runCmd({ ...flags, no_judge: true }, backend, (x) => (out += x), () => {});
+    await runCmd(
+      { ...flags, no_judge: true },
+      backend,
+      (x) => (out += x),
+      () => {},
+    );
     expect(out).toMatch(/^accuracy=\d+\.\d\d%\n$/);
   }, 120_000);
 
@@ -211,7 +290,10 @@ describe('rmas run with the LLM judge (rows that ask for it)', () => {
     }
     const recs = lines(file) as unknown as (SampleRecord & { type: string })[];
     const samples = recs.filter((x) => x.type === 'sample');
-    expect(samples.map((x) => [x.correct, x.judge?.verdict, x.judge?.model])).toEqual([[true, 'CORRECT', 'judge-1'], [true, 'CORRECT', 'judge-1']]);
+    expect(samples.map((x) => [x.correct, x.judge?.verdict, x.judge?.model])).toEqual([
+      [true, 'CORRECT', 'judge-1'],
+      [true, 'CORRECT', 'judge-1'],
+    ]);
     const em = samples.filter((x) => x.em).length;
     expect(out).toBe(`accuracy=100.00%\nem=${((100 * em) / 2).toFixed(2)}%\n`);
     expect(seen).toEqual([{ auth: `Bearer ${KEY}`, model: 'judge-1' }, { auth: `Bearer ${KEY}`, model: 'judge-1' }]);

@@ -36,7 +36,10 @@ let seq: string[] = [];
 const data = join(tmp, 'rows.jsonl');
 beforeAll(async () => {
   seq = await overridesFor('sequential_light', join(tmp, 'seq'));
-  writeFileSync(data, ['What is 2 + 3?', 'What is 7 - 4?'].map((q, i) => JSON.stringify({ question: q, answer: String([5, 3][i]) })).join('\n'));
+  writeFileSync(
+    data,
+    ['What is 2 + 3?', 'What is 7 - 4?'].map((q, i) => JSON.stringify({ question: q, answer: String([5, 3][i]) })).join('\n'),
+  );
 });
 const ckpt = (o: string[]) => o.flatMap((x) => ['--ckpt_override', x]);
 
@@ -49,8 +52,12 @@ describe('--device: upstream\'s spelling of --backend and --devices', () => {
     expect(deviceFlag({ device: 'cuda', devices: '0,1' }, usage)).toEqual({ backend: 'cuda', devices: '0,1' });
     expect(deviceFlag({ device: 'cpu', backend: 'cpu' }, usage)).toEqual({ backend: 'cpu', devices: undefined });
     expect(deviceFlag({ backend: 'webgpu' }, usage)).toEqual({ backend: 'webgpu', devices: undefined });
-    expect(() => deviceFlag({ device: 'cuda:1', backend: 'cpu' }, usage)).toThrow('--device cuda:1 asks for the cuda backend but --backend is cpu; give one of them');
-    expect(() => deviceFlag({ device: 'cuda:1', devices: '0' }, usage)).toThrow('--device cuda:1 picks CUDA device 1 but --devices is 0; give one of them');
+    expect(() => deviceFlag({ device: 'cuda:1', backend: 'cpu' }, usage)).toThrow(
+      '--device cuda:1 asks for the cuda backend but --backend is cpu; give one of them',
+    );
+    expect(() => deviceFlag({ device: 'cuda:1', devices: '0' }, usage)).toThrow(
+      '--device cuda:1 picks CUDA device 1 but --devices is 0; give one of them',
+    );
     expect(() => deviceFlag({ device: 'gpu' }, usage)).toThrow('--device gpu: expected cuda, cpu or cuda:N');
   });
 
@@ -58,7 +65,19 @@ describe('--device: upstream\'s spelling of --backend and --devices', () => {
     const bad = await rmas('run', '--style', 'sequential_light', '--dataset', data, '--device', 'cuda:1', '--backend', 'cpu');
     expect(bad.code).toBe(2);
     expect(bad.err).toContain('rmas: --device cuda:1 asks for the cuda backend but --backend is cpu');
-    const ok = await rmas('ask', '-q', 'What is 1 + 1?', '--style', 'sequential_light', ...ckpt(seq), ...SMALL, '--greedy', '--device', 'cpu', '--json');
+    const ok = await rmas(
+      'ask',
+      '-q',
+      'What is 1 + 1?',
+      '--style',
+      'sequential_light',
+      ...ckpt(seq),
+      ...SMALL,
+      '--greedy',
+      '--device',
+      'cpu',
+      '--json',
+    );
     expect(ok.code, ok.err).toBe(0);
     expect(ok.err).toContain('backend: cpu (f32)\n');
   });
@@ -66,9 +85,26 @@ describe('--device: upstream\'s spelling of --backend and --devices', () => {
   const emu = join(ROOT, 'native/cuda/build-emu/rmas_cuda.node');
   it.skipIf(!existsSync(emu))('--device cuda:1 runs on CUDA device 1 (the CUDA emulator with three devices)', () => {
     const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('RMAS_CUDA')));
-    const r = spawnSync(process.execPath, [join(ROOT, 'bin/rmas.js'), 'forward', '--model', 'models/tiny/qwen3-tiny', '--ids', '1,2,3', '--out', join(tmp, 'fw.safetensors'), '--device', 'cuda:1'], {
-      cwd: ROOT, encoding: 'utf8', env: { ...base, RMAS_CUDA_ADDON: emu, RMAS_CUDA_EMU_DEVICES: '3' },
-    });
+    const r = spawnSync(
+      process.execPath,
+      [
+        join(ROOT, 'bin/rmas.js'),
+        'forward',
+        '--model',
+        'models/tiny/qwen3-tiny',
+        '--ids',
+        '1,2,3',
+        '--out',
+        join(tmp, 'fw.safetensors'),
+        '--device',
+        'cuda:1',
+      ],
+      {
+        cwd: ROOT,
+        encoding: 'utf8',
+        env: { ...base, RMAS_CUDA_ADDON: emu, RMAS_CUDA_EMU_DEVICES: '3' },
+      },
+    );
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).toContain('backend: cuda (rmas CUDA emulator (CPU) 1, sm_');
   });
@@ -77,9 +113,37 @@ describe('--device: upstream\'s spelling of --backend and --devices', () => {
 describe('rmas run with run.py\'s flags', () => {
   it('upstream\'s documented command line runs (--device cpu for cuda); --batch_size is recorded; the run is the plain run', async () => {
     const file = join(tmp, 'upstream.jsonl');
-    const r = await rmas('run', '--style', 'sequential_light', '--batch_size', '32', '--temperature', '0.6', '--top_p', '0.95', '--dataset', data,
-      '--seed', '42', '--trust_remote_code', '1', '--device', 'cpu', '--dtype', 'auto', '--enable_thinking', '0', '--do_sample', '--ans',
-      ...ckpt(seq), ...SMALL, '--num_samples', '1', '--result_jsonl', file);
+    const r = await rmas(
+      'run',
+      '--style',
+      'sequential_light',
+      '--batch_size',
+      '32',
+      '--temperature',
+      '0.6',
+      '--top_p',
+      '0.95',
+      '--dataset',
+      data,
+      '--seed',
+      '42',
+      '--trust_remote_code',
+      '1',
+      '--device',
+      'cpu',
+      '--dtype',
+      'auto',
+      '--enable_thinking',
+      '0',
+      '--do_sample',
+      '--ans',
+      ...ckpt(seq),
+      ...SMALL,
+      '--num_samples',
+      '1',
+      '--result_jsonl',
+      file,
+    );
     expect(r.code, r.err).toBe(0);
     expect(r.out).toMatch(/^accuracy=\d+\.\d\d%\n$/);
     // on the CPU questions are asked one after another (batched steps are WebGPU's), with the same answers
@@ -88,19 +152,65 @@ describe('rmas run with run.py\'s flags', () => {
     expect([config.batch_size, config.enable_thinking, config.answer_retry]).toEqual([32, false, true]);
     // the same question without run.py's extra flags: the same record
     const plain = join(tmp, 'plain.jsonl');
-    expect((await rmas('run', '--style', 'sequential_light', '--dataset', data, '--backend', 'cpu', ...ckpt(seq), ...SMALL, '--num_samples', '1', '--result_jsonl', plain)).code).toBe(0);
+    expect(
+      (
+        await rmas(
+          'run',
+          '--style',
+          'sequential_light',
+          '--dataset',
+          data,
+          '--backend',
+          'cpu',
+          ...ckpt(seq),
+          ...SMALL,
+          '--num_samples',
+          '1',
+          '--result_jsonl',
+          plain,
+        )
+      ).code,
+    ).toBe(0);
     const [c2, s2] = jsonl(plain);
     expect(c2.batch_size).toBe(8); // upstream's default
     expect([s2.raw_output, s2.tokens]).toEqual([sample.raw_output, sample.tokens]);
     // --resume does not compare batch_size: questions get the same answers whatever it is
-    const resumed = await rmas('run', '--style', 'sequential_light', '--dataset', data, '--backend', 'cpu', ...ckpt(seq), ...SMALL, '--num_samples', '2',
-      '--result_jsonl', plain, '--resume', '--batch_size', '4');
+    const resumed = await rmas(
+      'run',
+      '--style',
+      'sequential_light',
+      '--dataset',
+      data,
+      '--backend',
+      'cpu',
+      ...ckpt(seq),
+      ...SMALL,
+      '--num_samples',
+      '2',
+      '--result_jsonl',
+      plain,
+      '--resume',
+      '--batch_size',
+      '4',
+    );
     expect(resumed.code, resumed.err).toBe(0);
     expect(jsonl(plain).filter((x) => x.type === 'sample')).toHaveLength(2);
   }, 60_000);
 
   it('contradictions and bad values are usage errors; --dtype other than auto is a note', async () => {
-    const base = ['run', '--style', 'sequential_light', '--dataset', data, '--backend', 'cpu', ...ckpt(seq), ...SMALL, '--num_samples', '1'];
+    const base = [
+      'run',
+      '--style',
+      'sequential_light',
+      '--dataset',
+      data,
+      '--backend',
+      'cpu',
+      ...ckpt(seq),
+      ...SMALL,
+      '--num_samples',
+      '1',
+    ];
     for (const [extra, msg] of [
       [['--do_sample', '--greedy'], '--do_sample (sampling, the default) and --greedy contradict each other'],
       [['--ans', '--no_ans'], '--ans (the answer retry, the default) and --no_ans contradict each other'],
@@ -134,11 +244,19 @@ describe('--tavily_keys_file and --tavily_sentinel_file', () => {
         seen.push(key);
         const status = answer(key);
         res.writeHead(status, { 'Content-Type': 'application/json' });
-        res.end(JSON.stringify(status === 200 ? { results: [{ title: 'Paris', url: 'https://p.test', content: 'capital' }] } : { detail: { error: 'no' } }));
+        res.end(
+          JSON.stringify(
+            status === 200 ? { results: [{ title: 'Paris', url: 'https://p.test', content: 'capital' }] } : { detail: { error: 'no' } },
+          ),
+        );
       });
     });
     await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-    return { url: `http://127.0.0.1:${(srv.address() as { port: number }).port}/search`, seen, close: () => new Promise<void>((r) => srv.close(() => r())) };
+    return {
+      url: `http://127.0.0.1:${(srv.address() as { port: number }).port}/search`,
+      seen,
+      close: () => new Promise<void>((r) => srv.close(() => r())),
+    };
   }
 
   it('the search tool of rmas run rotates the file\'s keys (432, then 429, then the third answers); no key is printed', async () => {
@@ -167,7 +285,9 @@ describe('--tavily_keys_file and --tavily_sentinel_file', () => {
       const out = await search('q', {});
       expect(out).toContain('every Tavily key (3) was refused');
       const text = readFileSync(sentinel, 'utf8');
-      expect(text).toMatch(/^\d{4}-\d\d-\d\dT.* all 3 Tavily keys were refused or are over their limits \(the last: HTTP 401 Unauthorized\) \(.*keys\.txt\)\n$/);
+      expect(text).toMatch(
+        /^\d{4}-\d\d-\d\dT.* all 3 Tavily keys were refused or are over their limits \(the last: HTTP 401 Unauthorized\) \(.*keys\.txt\)\n$/,
+      );
       expect(err).toContain(`wrote ${sentinel}`);
       expect(leaked(out + err + text)).toEqual([]);
     } finally {
@@ -183,8 +303,26 @@ describe('--tavily_keys_file and --tavily_sentinel_file', () => {
     const o = await overridesFor('deliberation', join(tmp, 'delib'));
     const file = join(tmp, 'delib.jsonl');
     const sentinel = join(tmp, 'delib.sentinel');
-    const r = await rmas('run', '--style', 'deliberation', '--dataset', data, '--backend', 'cpu', ...ckpt(o), ...SMALL, '--num_samples', '1', '--greedy',
-      '--tavily_keys_file', keysFile, '--tavily_sentinel_file', sentinel, '--result_jsonl', file);
+    const r = await rmas(
+      'run',
+      '--style',
+      'deliberation',
+      '--dataset',
+      data,
+      '--backend',
+      'cpu',
+      ...ckpt(o),
+      ...SMALL,
+      '--num_samples',
+      '1',
+      '--greedy',
+      '--tavily_keys_file',
+      keysFile,
+      '--tavily_sentinel_file',
+      sentinel,
+      '--result_jsonl',
+      file,
+    );
     expect(r.code, r.err).toBe(0);
     expect(r.err).toContain('search: 3 Tavily key(s)');
     expect(leaked(r.out + r.err + readFileSync(file, 'utf8'))).toEqual([]);
@@ -195,12 +333,17 @@ describe('rmas ask with run_custom.py\'s flags', () => {
   const QS = ['What is 2 + 3?', 'What is 7 - 4?', 'Name a prime above 10.'];
 
   it('parseQuestionsFile reads run_custom.py\'s formats', () => {
-    expect(parseQuestionsFile(`${QS[0]}\n${QS[1]}\n\n${QS[2]}\n`, 'q.txt')).toEqual([{ question: `${QS[0]}\n${QS[1]}` }, { question: QS[2] }]);
+    expect(parseQuestionsFile(`${QS[0]}\n${QS[1]}\n\n${QS[2]}\n`, 'q.txt')).toEqual([
+      { question: `${QS[0]}\n${QS[1]}` },
+      { question: QS[2] },
+    ]);
     expect(parseQuestionsFile(`${QS[0]}\n  ${QS[1]}\n`, 'q.txt')).toEqual([{ question: QS[0] }, { question: QS[1] }]);
     expect(parseQuestionsFile(JSON.stringify([QS[0], { query: QS[1] }, { question: QS[2], fn_name: 'f' }]), 'q.json'))
       .toEqual([{ question: QS[0] }, { question: QS[1] }, { question: QS[2], fnName: 'f' }]);
     expect(parseQuestionsFile(JSON.stringify({ questions: [QS[0]] }), 'q.json')).toEqual([{ question: QS[0] }]);
-    expect(parseQuestionsFile(`${JSON.stringify({ question: QS[0] })}\n\n${QS[1]}\n"${QS[2]}"\n`, 'q.jsonl')).toEqual(QS.map((question) => ({ question })));
+    expect(parseQuestionsFile(`${JSON.stringify({ question: QS[0] })}\n\n${QS[1]}\n"${QS[2]}"\n`, 'q.jsonl')).toEqual(
+      QS.map((question) => ({ question })),
+    );
     expect(() => parseQuestionsFile(JSON.stringify([{ answer: 1 }]), 'q.json')).toThrow('q.json item 1: an object without a question');
   });
 
@@ -226,7 +369,10 @@ describe('rmas ask with run_custom.py\'s flags', () => {
       expect(r.error, name).toBeNull();
       expect(existsSync(`${out}.partial`)).toBe(false);
       const recs = jsonl(out);
-      expect(recs.map((x) => [x.index, x.question]), name).toEqual(QS.map((q, i) => [i, q]));
+      expect(
+        recs.map((x) => [x.index, x.question]),
+        name,
+      ).toEqual(QS.map((q, i) => [i, q]));
       recs.forEach((rec, i) => {
         const { seconds: _s, ...want } = single[i];
         const { seconds: _t, index: _i, question: _q, ...got } = rec;
@@ -234,14 +380,45 @@ describe('rmas ask with run_custom.py\'s flags', () => {
       });
     }
     // -q repeated, with --json: a line per question
-    const many = await rmas('ask', '-q', QS[0], '-q', QS[1], '--style', 'sequential_light', ...ckpt(seq), ...SMALL, '--greedy', '--backend', 'cpu', '--json');
+    const many = await rmas(
+      'ask',
+      '-q',
+      QS[0],
+      '-q',
+      QS[1],
+      '--style',
+      'sequential_light',
+      ...ckpt(seq),
+      ...SMALL,
+      '--greedy',
+      '--backend',
+      'cpu',
+      '--json',
+    );
     expect(many.code, many.err).toBe(0);
-    expect(many.out.trim().split('\n').map((l) => (JSON.parse(l) as { text: string }).text)).toEqual([single[0].text, single[1].text]);
+    expect(
+      many.out
+        .trim()
+        .split('\n')
+        .map((l) => (JSON.parse(l) as { text: string }).text),
+    ).toEqual([single[0].text, single[1].text]);
   }, 60_000);
 
   it('--task reasoning: the reasoning prompts, no answer retry, the whole text as the answer', async () => {
     const dump = join(tmp, 'reasoning-dump');
-    const r = await runAsk({ style: 'sequential_light', ckpt_override: seq, question: 'Why is the sky blue?', task: 'reasoning', greedy: true, ...small, json: true, dump }, cpu);
+    const r = await runAsk(
+      {
+        style: 'sequential_light',
+        ckpt_override: seq,
+        question: 'Why is the sky blue?',
+        task: 'reasoning',
+        greedy: true,
+        ...small,
+        json: true,
+        dump,
+      },
+      cpu,
+    );
     expect(r.error).toBeNull();
     expect(r.err).toContain('task reasoning (math links)');
     const rec = JSON.parse(r.out) as { answer: string; text: string };
@@ -257,13 +434,19 @@ describe('rmas ask with run_custom.py\'s flags', () => {
     expect(solver).toContain('Give a clear, careful answer in natural language');
     expect(solver).not.toContain('\\boxed');
     // the math task's answer retry would have run on this boxless text; reasoning has none
-    const math = await runAsk({ style: 'sequential_light', ckpt_override: seq, question: 'Why is the sky blue?', greedy: true, ...small }, cpu);
+    const math = await runAsk(
+      { style: 'sequential_light', ckpt_override: seq, question: 'Why is the sky blue?', greedy: true, ...small },
+      cpu,
+    );
     expect(math.err).toContain('(answer retry ran)');
-    const plain = await runAsk({ style: 'sequential_light', ckpt_override: seq, question: 'Why is the sky blue?', task: 'reasoning', greedy: true, ...small }, cpu);
+    const plain = await runAsk(
+      { style: 'sequential_light', ckpt_override: seq, question: 'Why is the sky blue?', task: 'reasoning', greedy: true, ...small },
+      cpu,
+    );
     expect(plain.err).not.toContain('answer retry ran');
   }, 60_000);
 
-  it('reasoningPrompts: chain roles reworded, other styles\' final instruction replaced, deliberation\'s system prompt unboxed, a --prompts wording kept', () => {
+  it("reasoningPrompts: chain roles reworded, other styles' final instruction replaced, deliberation's system prompt unboxed, a --prompts wording kept", () => {
     const set = reasoningPrompts(DEFAULT_PROMPTS);
     const vars = { question: 'Why?', task: 'math' as const, round: 1 };
     expect(userPrompt('distill', 'learner', 'first', vars, set)).toContain(REASONING_FINAL_INSTRUCTION);
@@ -271,14 +454,22 @@ describe('rmas ask with run_custom.py\'s flags', () => {
     expect(userPrompt('chain', 'critic', 'first', vars, set)).toContain(`Initial Plan:\n${SLOTS.planner}`);
     expect(set.system.deliberation).toMatch(/give a clear final response in natural language\.$/);
     expect(set.system.deliberation).not.toContain('\\boxed');
-    const mine = { ...DEFAULT_PROMPTS, templates: { ...DEFAULT_PROMPTS.templates, 'chain.solver.first': `MINE ${SLOTS.refined} {question} {final_instruction}` } };
-    expect(userPrompt('chain', 'solver', 'first', vars, reasoningPrompts(mine))).toBe(`MINE ${SLOTS.refined} Why? ${REASONING_FINAL_INSTRUCTION}`);
+    const mine = {
+      ...DEFAULT_PROMPTS,
+      templates: { ...DEFAULT_PROMPTS.templates, 'chain.solver.first': `MINE ${SLOTS.refined} {question} {final_instruction}` },
+    };
+    expect(userPrompt('chain', 'solver', 'first', vars, reasoningPrompts(mine))).toBe(
+      `MINE ${SLOTS.refined} Why? ${REASONING_FINAL_INSTRUCTION}`,
+    );
   });
 
   it('--enable_thinking 1 drops the empty think block of the Qwen3 planner\'s prompt; 0 (the default) keeps it', async () => {
     const planner = async (extra: Record<string, string>) => {
       const dump = join(tmp, `think-${Object.values(extra).join('') || 'default'}`);
-      const r = await runAsk({ style: 'sequential_light', ckpt_override: seq, question: 'What is 1 + 1?', greedy: true, ...small, dump, ...extra }, cpu);
+      const r = await runAsk(
+        { style: 'sequential_light', ckpt_override: seq, question: 'What is 1 + 1?', greedy: true, ...small, dump, ...extra },
+        cpu,
+      );
       expect(r.error).toBeNull();
       const s = (await readDump(dump)).find((x) => x.role === 'planner')!;
       const tok = await loadTokenizerFromDir(join(tmp, 'seq', `sequential_light-planner`));

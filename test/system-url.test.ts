@@ -39,12 +39,31 @@ describe('loadSystemFromSpec on upstream-layout folders', () => {
       };
       const system = await loadSystemFromSpec(spec, cpu, { fetchFile });
       const question = 'What is 5 + 6?';
-      const r = await ask(system, { question, task, rounds: 2, latentSteps: 3, sampling: { greedy: true }, maxNewTokens: 6, answerRetry: false });
+      const r = await ask(system, {
+        question,
+        task,
+        rounds: 2,
+        latentSteps: 3,
+        sampling: { greedy: true },
+        maxNewTokens: 6,
+        answerRetry: false,
+      });
       system.dispose();
-      const cli = await runAsk({
-        style: 'sequential_light', question, task, ckpt_override: [...Object.entries(sys.roles).map(([k, d]) => `${k}=${d}`), `outer=${sys.outer}`],
-        num_recursive_rounds: '2', latent_length: '3', greedy: true, max_new_tokens: '6', no_ans: true, json: true,
-      }, cpu);
+      const cli = await runAsk(
+        {
+          style: 'sequential_light',
+          question,
+          task,
+          ckpt_override: [...Object.entries(sys.roles).map(([k, d]) => `${k}=${d}`), `outer=${sys.outer}`],
+          num_recursive_rounds: '2',
+          latent_length: '3',
+          greedy: true,
+          max_new_tokens: '6',
+          no_ans: true,
+          json: true,
+        },
+        cpu,
+      );
       expect(cli.error).toBeNull();
       expect(cli.err).toContain(`(${task} links)`);
       const want = JSON.parse(cli.out) as { text: string; tokens: number };
@@ -56,8 +75,12 @@ describe('loadSystemFromSpec on upstream-layout folders', () => {
     const sys = await buildTinySystem('sequential_light', join(tmp, 'q'));
     const roles = Object.fromEntries(Object.entries(sys.roles).map(([r, d]) => [r, { model: `${host}${d}/` }]));
     // the tiny planner (qwen3-tiny) is 48 wide: q8_0 blocks of 32 do not fit its rows
-    await expect(loadSystemFromSpec({ style: 'sequential_light', roles, outerRepo: `${host}${sys.outer}/`, quantize: 'q8_0' }, cpu, { fetchFile }))
-      .rejects.toMatchObject({ name: 'InvalidArgument', message: expect.stringMatching(/cannot quantize .*q_proj.* to q8_0: its input dimension 48 is not a multiple of 32/) });
+    await expect(
+      loadSystemFromSpec({ style: 'sequential_light', roles, outerRepo: `${host}${sys.outer}/`, quantize: 'q8_0' }, cpu, { fetchFile }),
+    ).rejects.toMatchObject({
+      name: 'InvalidArgument',
+      message: expect.stringMatching(/cannot quantize .*q_proj.* to q8_0: its input dimension 48 is not a multiple of 32/),
+    });
     await expect(loadSystemFromSpec({ style: 'sequential_light', roles, outerRepo: `${host}${tmp}/nowhere/` }, cpu, { fetchFile }))
       .rejects.toMatchObject({ name: 'MissingCheckpoint', message: expect.stringContaining('outerlink_config.json does not exist') });
   });

@@ -29,7 +29,8 @@ describe('arithmetic facts', () => {
     const set = new Set(facts);
     for (const split of ['train', 'validation', 'test'] as const) {
       for (const row of taskSplit(split)) {
-        for (const line of row.refined_plan.split('\n')) expect(set.has(line.replace(/^Step \d+: /, '').replace(/\.$/, '')), line).toBe(true);
+        for (const line of row.refined_plan.split('\n'))
+          expect(set.has(line.replace(/^Step \d+: /, '').replace(/\.$/, '')), line).toBe(true);
       }
     }
   });
@@ -153,7 +154,12 @@ describe('a second training phase', () => {
       const common = { seed: 7, trainRows: 8, batchSize: 2, logEvery: 0, backend: new CpuBackend('f32') };
       const [whole] = await trainTinyAgents({ ...common, out: dirs[0]!, specs: [spec] });
       const [first] = await trainTinyAgents({ ...common, out: dirs[1]!, specs: [base] });
-      const [rest] = await trainTinyAgents({ ...common, out: dirs[2]!, specs: [spec], firstPhase: { dir: dirs[1]!, losses: { planner: first!.losses } } });
+      const [rest] = await trainTinyAgents({
+        ...common,
+        out: dirs[2]!,
+        specs: [spec],
+        firstPhase: { dir: dirs[1]!, losses: { planner: first!.losses } },
+      });
       expect(whole!.losses).toHaveLength(5);
       expect(first!.losses).toEqual(whole!.losses.slice(0, 3));
       expect(rest!.losses).toEqual(whole!.losses);

@@ -13,9 +13,42 @@ import { CpuBackend } from '../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../src/tokenizer';
 
 const SMALL: AgentSpec[] = [
-  { role: 'planner', name: 'planner-qwen3', family: 'qwen3', hidden: 32, layers: 1, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64, tie: true },
-  { role: 'critic', name: 'critic-llama', family: 'llama', hidden: 32, layers: 1, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64, tie: false },
-  { role: 'solver', name: 'solver-qwen2', family: 'qwen2', hidden: 32, layers: 1, heads: 2, kvHeads: 1, headDim: 16, intermediate: 64, tie: true },
+  {
+    role: 'planner',
+    name: 'planner-qwen3',
+    family: 'qwen3',
+    hidden: 32,
+    layers: 1,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 16,
+    intermediate: 64,
+    tie: true,
+  },
+  {
+    role: 'critic',
+    name: 'critic-llama',
+    family: 'llama',
+    hidden: 32,
+    layers: 1,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 16,
+    intermediate: 64,
+    tie: false,
+  },
+  {
+    role: 'solver',
+    name: 'solver-qwen2',
+    family: 'qwen2',
+    hidden: 32,
+    layers: 1,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 16,
+    intermediate: 64,
+    tie: true,
+  },
 ];
 const STEPS = 30;
 const dirs: string[] = [];
@@ -55,7 +88,16 @@ describe('train-agents: a short CPU run', () => {
       const tok = await loadTokenizerFromDir(r.dir);
       expect(tok.idOf('<|im_end|>')).toBeTypeOf('number');
       const config = JSON.parse(await readFile(join(r.dir, 'config.json'), 'utf8'));
-      expect(config.architectures).toEqual([{ qwen3: 'Qwen3ForCausalLM', llama: 'LlamaForCausalLM', qwen2: 'Qwen2ForCausalLM', mistral: 'MistralForCausalLM', gemma3: 'Gemma3ForConditionalGeneration', qwen3_5: 'Qwen3_5ForConditionalGeneration' }[SMALL[i]!.family]]);
+      expect(config.architectures).toEqual([
+        {
+          qwen3: 'Qwen3ForCausalLM',
+          llama: 'LlamaForCausalLM',
+          qwen2: 'Qwen2ForCausalLM',
+          mistral: 'MistralForCausalLM',
+          gemma3: 'Gemma3ForConditionalGeneration',
+          qwen3_5: 'Qwen3_5ForConditionalGeneration',
+        }[SMALL[i]!.family],
+      ]);
       expect(config.max_position_embeddings).toBeGreaterThanOrEqual(256);
     }
   }, 60_000);

@@ -129,9 +129,24 @@ describe('a short chain phase', () => {
     tmp.push(dir);
     cpSync(TINY_SYSTEM_DIR, dir, { recursive: true });
     const before = (p: string) => readFileSync(join(dir, p));
-    const files = ['planner/model.safetensors', 'critic/model.safetensors', 'solver/model.safetensors', 'critic/adapter.pt', 'outer/outer_12.pt', 'outer/outer_23.pt', 'outer/outer_31.pt'];
+    const files = [
+      'planner/model.safetensors',
+      'critic/model.safetensors',
+      'solver/model.safetensors',
+      'critic/adapter.pt',
+      'outer/outer_12.pt',
+      'outer/outer_23.pt',
+      'outer/outer_31.pt',
+    ];
     const old = new Map(files.map((f) => [f, before(f)]));
-    const r = await chainPhase({ system: dir, steps: 3, messageRows: { oneRound: 4, threeRounds: 2 }, chatRows: 8, drills: 4, log: () => {} });
+    const r = await chainPhase({
+      system: dir,
+      steps: 3,
+      messageRows: { oneRound: 4, threeRounds: 2 },
+      chatRows: 8,
+      drills: 4,
+      log: () => {},
+    });
     expect(r.losses).toHaveLength(3);
     expect(r.examples).toEqual({ messages: 4 + 3 * 2, chats: 8, drills: 4 });
     for (const l of r.losses) expect(Number.isFinite(l) && l > 0).toBe(true);

@@ -34,15 +34,41 @@ describe('the latent phase', () => {
     const quiet = { log: () => {}, trainRows: 48 };
     const whole = textSystem();
     // the second cycle adds the rollout read-back term and arithmetic drills
-    const both = await latentPhase({ system: whole, role: 'planner', link, cycles: [3, 2], rolloutWeights: [0, 1], drills: [0, 24], seed: 7, ...quiet });
+    const both = await latentPhase({
+      system: whole,
+      role: 'planner',
+      link,
+      cycles: [3, 2],
+      rolloutWeights: [0, 1],
+      drills: [0, 24],
+      seed: 7,
+      ...quiet,
+    });
     const split = textSystem();
     const first = await latentPhase({ system: split, role: 'planner', link, cycles: [3], seed: 7, ...quiet });
-    const second = await latentPhase({ system: split, role: 'planner', link: join(split, 'planner', 'adapter.pt'), cycles: [2], rolloutWeights: [1], drills: [24], seed: 8, ...quiet });
+    const second = await latentPhase({
+      system: split,
+      role: 'planner',
+      link: join(split, 'planner', 'adapter.pt'),
+      cycles: [2],
+      rolloutWeights: [1],
+      drills: [24],
+      seed: 8,
+      ...quiet,
+    });
     // the term is on in the second cycle: from the same first cycle, its first step without it has a lower
     // loss (the term adds a cross-entropy)
     const without = textSystem();
     await latentPhase({ system: without, role: 'planner', link, cycles: [3], seed: 7, ...quiet });
-    const plain = await latentPhase({ system: without, role: 'planner', link: join(without, 'planner', 'adapter.pt'), cycles: [1], drills: [24], seed: 8, ...quiet });
+    const plain = await latentPhase({
+      system: without,
+      role: 'planner',
+      link: join(without, 'planner', 'adapter.pt'),
+      cycles: [1],
+      drills: [24],
+      seed: 8,
+      ...quiet,
+    });
     expect(plain.losses[0]!).toBeLessThan(second.losses[0]! - 1e-3);
     expect(both.losses).toHaveLength(5);
     expect([...first.losses, ...second.losses]).toEqual(both.losses);
@@ -50,7 +76,9 @@ describe('the latent phase', () => {
       expect(readFileSync(join(split, 'planner', f)).equals(readFileSync(join(whole, 'planner', f))), f).toBe(true);
     }
     // and it trained: the agent's weights moved away from the text stage's
-    expect(readFileSync(join(whole, 'planner', 'model.safetensors')).equals(readFileSync(join(TINY_STAGES_DIR, 'text', 'planner.safetensors')))).toBe(false);
+    expect(
+      readFileSync(join(whole, 'planner', 'model.safetensors')).equals(readFileSync(join(TINY_STAGES_DIR, 'text', 'planner.safetensors'))),
+    ).toBe(false);
   }, 240_000);
 
   it('rejects bad cycles and non-f32 agents with named errors', async () => {
@@ -58,7 +86,9 @@ describe('the latent phase', () => {
     const link = join(TINY_STAGES_DIR, 'inner', 'planner.pt');
     await expect(latentPhase({ system: dir, role: 'planner', link, cycles: [] })).rejects.toThrow(InvalidArgument);
     await expect(latentPhase({ system: dir, role: 'planner', link, cycles: [2, 0] })).rejects.toThrow(/cycles must be positive/);
-    await expect(latentPhase({ system: dir, role: 'planner', link, cycles: [2, 2], rolloutWeights: [1] })).rejects.toThrow(/one non-negative rollout weight per cycle/);
+    await expect(latentPhase({ system: dir, role: 'planner', link, cycles: [2, 2], rolloutWeights: [1] })).rejects.toThrow(
+      /one non-negative rollout weight per cycle/,
+    );
     await expect(latentPhase({ system: dir, role: 'planner', link, cycles: [2], drills: [1.5] })).rejects.toThrow(/one drill count/);
     // a bf16 checkpoint of the same architecture
     const config = parseDecoderConfig(JSON.parse(readFileSync(join(dir, 'planner', 'config.json'), 'utf8')), 'config.json');
@@ -66,6 +96,8 @@ describe('the latent phase', () => {
     await saveDecoderCheckpoint(join(dir, 'planner'), params, { dtype: 'bf16' });
     params.dispose();
     decoder.dispose();
-    await expect(latentPhase({ system: dir, role: 'planner', link, cycles: [1] })).rejects.toThrow(/BF16; the latent phase continues f32 training checkpoints only/);
+    await expect(latentPhase({ system: dir, role: 'planner', link, cycles: [1] })).rejects.toThrow(
+      /BF16; the latent phase continues f32 training checkpoints only/,
+    );
   }, 60_000);
 });

@@ -38,7 +38,12 @@ async function digest(sys: { roles: Record<string, string>; outer: string }): Pr
 it('the roles table matches the brief', () => {
   expect(TINY_MAS_ROLES.sequential_light).toEqual({ planner: 'qwen3-tiny', critic: 'llama-tiny', solver: 'qwen2-tiny' });
   expect(TINY_MAS_ROLES.sequential_scaled).toEqual({ planner: 'gemma3-tiny', critic: 'llama-tiny', solver: 'qwen3_5-tied-tiny' });
-  expect(TINY_MAS_ROLES.mixture).toEqual({ math: 'qwen2-tiny', code: 'qwen2-tiny', science: 'mistral-tiny', summarizer: 'qwen3_5-tied-tiny' });
+  expect(TINY_MAS_ROLES.mixture).toEqual({
+    math: 'qwen2-tiny',
+    code: 'qwen2-tiny',
+    science: 'mistral-tiny',
+    summarizer: 'qwen3_5-tied-tiny',
+  });
   expect(TINY_MAS_ROLES.distillation).toEqual({ expert: 'qwen3_5-tiny', learner: 'qwen3_5-tied-tiny' });
   expect(TINY_MAS_ROLES.deliberation).toEqual({ reflector: 'qwen3_5-tied-tiny', toolcaller: 'qwen3_5-tied-tiny' });
   expect(TINY_MAS_LINKS.mixture.map((l) => l.key)).toEqual(['outer_1s', 'outer_2s', 'outer_3s', 'outer_s1', 'outer_s2', 'outer_s3']);
@@ -91,12 +96,21 @@ describe.each(CASES)('%s', (style, tasks) => {
 it('the model files are copies of models/tiny', async () => {
   const sys = await buildTinySystem('distillation', join(root, 'c'));
   for (const f of ['config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json']) {
-    const [got, want] = await Promise.all([readFile(join(sys.roles.expert, f)), readFile(join(import.meta.dirname, '../models/tiny/qwen3_5-tiny', f))]);
+    const [got, want] = await Promise.all([
+      readFile(join(sys.roles.expert, f)),
+      readFile(join(import.meta.dirname, '../models/tiny/qwen3_5-tiny', f)),
+    ]);
     expect(got.equals(want), f).toBe(true);
   }
-  expect((await readdir(sys.roles.learner)).sort()).toEqual(
-    ['adapter.pt', 'adapter_config.json', 'config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'],
-  );
+  expect((await readdir(sys.roles.learner)).sort()).toEqual([
+    'adapter.pt',
+    'adapter_config.json',
+    'config.json',
+    'generation_config.json',
+    'model.safetensors',
+    'tokenizer.json',
+    'tokenizer_config.json',
+  ]);
 });
 
 it('untasked sequential (training layout) and safetensors links resolve too', async () => {
@@ -105,7 +119,13 @@ it('untasked sequential (training layout) and safetensors links resolve too', as
   expect(r.innerPath).toBe(join(sys.roles.critic, 'adapter.safetensors'));
   expect(InnerLink.fromStateDict(cpu, await readLinkFile(r.innerPath!)).d).toBe(64);
   const outer = await resolveOuterFolder(sys.outer, null, ['outer_31']);
-  expect(outer.get('outer_31')).toEqual({ key: 'outer_31', path: join(sys.outer, 'outer_31.safetensors'), type: 'outer_ln_res_adapter', inDim: 32, outDim: 48 });
+  expect(outer.get('outer_31')).toEqual({
+    key: 'outer_31',
+    path: join(sys.outer, 'outer_31.safetensors'),
+    type: 'outer_ln_res_adapter',
+    inDim: 32,
+    outDim: 48,
+  });
   expect((await readdir(sys.outer)).sort()).toEqual(
     ['outer_12.safetensors', 'outer_23.safetensors', 'outer_31.safetensors', 'outer_adapter_config.json', 'outerlink_config.json'],
   );

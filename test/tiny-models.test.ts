@@ -20,18 +20,166 @@ const NAMES = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny', 'mistral-tiny', 'gemma3
 
 // What each folder is meant to be (the issue's brief), written out rather than read from the generator.
 const INTENDED: Record<(typeof NAMES)[number], Partial<DecoderConfig>> = {
-  'qwen3-tiny': { family: 'qwen3', hidden: 48, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, tieEmbeddings: true, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458] },
-  'llama-tiny': { family: 'llama', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 160, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: false, rmsEps: 1e-5, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458, 456] },
-  'qwen2-tiny': { family: 'qwen2', hidden: 32, layers: 2, heads: 4, kvHeads: 2, headDim: 8, intermediate: 88, tieEmbeddings: true, qkvBias: true, oBias: false, qkNorm: false, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458] },
-  'mistral-tiny': { family: 'mistral', hidden: 40, layers: 2, heads: 4, kvHeads: 1, headDim: 10, intermediate: 96, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: false, rmsEps: 1e-5, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458], slidingWindow: 4, windowLayers: [true, true] },
+  'qwen3-tiny': {
+    family: 'qwen3',
+    hidden: 48,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 16,
+    intermediate: 128,
+    tieEmbeddings: true,
+    qkvBias: false,
+    oBias: false,
+    qkNorm: true,
+    rmsEps: 1e-6,
+    maxPositions: 512,
+    savedDtype: 'bfloat16',
+    bosTokenId: 456,
+    eosTokenIds: [458],
+  },
+  'llama-tiny': {
+    family: 'llama',
+    hidden: 64,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 16,
+    intermediate: 160,
+    tieEmbeddings: false,
+    qkvBias: false,
+    oBias: false,
+    qkNorm: false,
+    rmsEps: 1e-5,
+    maxPositions: 512,
+    savedDtype: 'bfloat16',
+    bosTokenId: 456,
+    eosTokenIds: [458, 456],
+  },
+  'qwen2-tiny': {
+    family: 'qwen2',
+    hidden: 32,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 8,
+    intermediate: 88,
+    tieEmbeddings: true,
+    qkvBias: true,
+    oBias: false,
+    qkNorm: false,
+    rmsEps: 1e-6,
+    maxPositions: 512,
+    savedDtype: 'bfloat16',
+    bosTokenId: 456,
+    eosTokenIds: [458],
+  },
+  'mistral-tiny': {
+    family: 'mistral',
+    hidden: 40,
+    layers: 2,
+    heads: 4,
+    kvHeads: 1,
+    headDim: 10,
+    intermediate: 96,
+    tieEmbeddings: false,
+    qkvBias: false,
+    oBias: false,
+    qkNorm: false,
+    rmsEps: 1e-5,
+    maxPositions: 512,
+    savedDtype: 'bfloat16',
+    bosTokenId: 456,
+    eosTokenIds: [458],
+    slidingWindow: 4,
+    windowLayers: [true, true],
+  },
   // the rest from Gemma3TextConfig's defaults: eps 1e-6, tied, local base 1e4, global 1e6 scaled linearly by 8
-  'gemma3-tiny': { family: 'gemma3', hidden: 56, layers: 3, heads: 4, kvHeads: 2, headDim: 24, intermediate: 128, tieEmbeddings: true, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: 456, eosTokenIds: [458, 456], slidingWindow: 4, windowLayers: [true, false, true], normOffset: 1, sandwichNorms: true, mlpAct: 'gelu_tanh', embedScale: Math.sqrt(56), attnScale: 20 ** -0.5 },
+  'gemma3-tiny': {
+    family: 'gemma3',
+    hidden: 56,
+    layers: 3,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 24,
+    intermediate: 128,
+    tieEmbeddings: true,
+    qkvBias: false,
+    oBias: false,
+    qkNorm: true,
+    rmsEps: 1e-6,
+    maxPositions: 512,
+    savedDtype: 'bfloat16',
+    bosTokenId: 456,
+    eosTokenIds: [458, 456],
+    slidingWindow: 4,
+    windowLayers: [true, false, true],
+    normOffset: 1,
+    sandwichNorms: true,
+    mlpAct: 'gelu_tanh',
+    embedScale: Math.sqrt(56),
+    attnScale: 20 ** -0.5,
+  },
   // Qwen3.5-9B's shape: untied, no BOS, eos <|endoftext|> in the text_config, three DeltaNets then gated attention
-  'qwen3_5-tiny': { family: 'qwen3_5', hidden: 48, layers: 4, heads: 2, kvHeads: 1, headDim: 32, intermediate: 96, tieEmbeddings: false, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: null, eosTokenIds: [456], normOffset: 1, sandwichNorms: false, mlpAct: 'silu', attnOutputGate: true, linearLayers: [true, true, true, false], deltaNet: { keyHeads: 2, valueHeads: 4, keyDim: 16, valueDim: 12, convKernel: 4 } },
+  'qwen3_5-tiny': {
+    family: 'qwen3_5',
+    hidden: 48,
+    layers: 4,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 32,
+    intermediate: 96,
+    tieEmbeddings: false,
+    qkvBias: false,
+    oBias: false,
+    qkNorm: true,
+    rmsEps: 1e-6,
+    maxPositions: 512,
+    savedDtype: 'bfloat16',
+    bosTokenId: null,
+    eosTokenIds: [456],
+    normOffset: 1,
+    sandwichNorms: false,
+    mlpAct: 'silu',
+    attnOutputGate: true,
+    linearLayers: [true, true, true, false],
+    deltaNet: { keyHeads: 2, valueHeads: 4, keyDim: 16, valueDim: 12, convKernel: 4 },
+  },
   // Qwen3.5-4B's: tied; no layer_types, full_attention_interval 2 alternates linear and full layers
-  'qwen3_5-tied-tiny': { family: 'qwen3_5', hidden: 40, layers: 4, heads: 2, kvHeads: 1, headDim: 24, intermediate: 80, tieEmbeddings: true, qkvBias: false, oBias: false, qkNorm: true, rmsEps: 1e-6, maxPositions: 512, savedDtype: 'bfloat16', bosTokenId: null, eosTokenIds: [456], normOffset: 1, sandwichNorms: false, mlpAct: 'silu', attnOutputGate: true, linearLayers: [true, false, true, false], deltaNet: { keyHeads: 2, valueHeads: 4, keyDim: 8, valueDim: 10, convKernel: 4 } },
+  'qwen3_5-tied-tiny': {
+    family: 'qwen3_5',
+    hidden: 40,
+    layers: 4,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 24,
+    intermediate: 80,
+    tieEmbeddings: true,
+    qkvBias: false,
+    oBias: false,
+    qkNorm: true,
+    rmsEps: 1e-6,
+    maxPositions: 512,
+    savedDtype: 'bfloat16',
+    bosTokenId: null,
+    eosTokenIds: [456],
+    normOffset: 1,
+    sandwichNorms: false,
+    mlpAct: 'silu',
+    attnOutputGate: true,
+    linearLayers: [true, false, true, false],
+    deltaNet: { keyHeads: 2, valueHeads: 4, keyDim: 8, valueDim: 10, convKernel: 4 },
+  },
 };
-const THETA = { 'qwen3-tiny': 1e6, 'llama-tiny': 5e5, 'qwen2-tiny': 1e4, 'mistral-tiny': 1e4, 'gemma3-tiny': 1e6, 'qwen3_5-tiny': 1e7, 'qwen3_5-tied-tiny': 1e7 };
+const THETA = {
+  'qwen3-tiny': 1e6,
+  'llama-tiny': 5e5,
+  'qwen2-tiny': 1e4,
+  'mistral-tiny': 1e4,
+  'gemma3-tiny': 1e6,
+  'qwen3_5-tiny': 1e7,
+  'qwen3_5-tied-tiny': 1e7,
+};
 
 async function config(name: string): Promise<DecoderConfig> {
   return parseDecoderConfig(await readFile(join(ROOT, name, 'config.json'), 'utf8'), `${name}/config.json`);
@@ -147,7 +295,8 @@ describe.each(NAMES)('tiny model %s', (name) => {
     expect(c.vocabSize).toBe(461); // 256 bytes + 200 merges + 5 added tokens
     expect(c.rope.theta).toBe(THETA[name]);
     // only Mistral (every layer) and Gemma 3 (its sliding layers) window; the others attend to the whole prefix
-    if (name !== 'mistral-tiny' && name !== 'gemma3-tiny') expect([c.slidingWindow, c.windowLayers]).toEqual([null, Array(c.layers).fill(false)]);
+    if (name !== 'mistral-tiny' && name !== 'gemma3-tiny')
+      expect([c.slidingWindow, c.windowLayers]).toEqual([null, Array(c.layers).fill(false)]);
     const gen = JSON.parse(await readFile(join(dir, 'generation_config.json'), 'utf8')) as Record<string, unknown>;
     expect(gen).toMatchObject({ do_sample: true, temperature: 0.6, top_p: 0.95, top_k: 20, eos_token_id: [458, 456] });
   });
@@ -221,7 +370,10 @@ describe.each(NAMES)('tiny model %s', (name) => {
     // llama-tiny tests the separate-file path; the Qwen folders keep it in tokenizer_config.json.
     expect(jinja).toBe(name === 'llama-tiny');
     expect(typeof cfg.chat_template === 'string').toBe(!jinja);
-    const text = tok.applyChatTemplate([{ role: 'user', content: 'What is 6 times 7?' }], { addGenerationPrompt: true, kwargs: { enable_thinking: false } });
+    const text = tok.applyChatTemplate([{ role: 'user', content: 'What is 6 times 7?' }], {
+      addGenerationPrompt: true,
+      kwargs: { enable_thinking: false },
+    });
     expect(text).toBe('<|im_start|>user\nWhat is 6 times 7?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n');
     const ids = tok.encode(text, { addSpecialTokens: false });
     expect(ids.slice(0, 1)).toEqual([457]);

@@ -18,12 +18,19 @@ export const STAND_IN_HIDDEN = { planner: 48, critic: 64, solver: 32 } as const;
 /** Writes the stand-in under `dir` (which becomes the system folder) and returns `dir`. */
 export async function buildTinyStandIn(dir: string): Promise<string> {
   await goldenLinkSystem(dir);
-  for (const role of Object.keys(STAND_IN_HIDDEN)) writeFileSync(join(dir, role, 'adapter_config.json'), `${JSON.stringify({ adapter_type: 'ln_res_adapter' })}\n`);
+  for (const role of Object.keys(STAND_IN_HIDDEN))
+    writeFileSync(join(dir, role, 'adapter_config.json'), `${JSON.stringify({ adapter_type: 'ln_res_adapter' })}\n`);
   const h = STAND_IN_HIDDEN;
   const links = [['outer_12', h.planner, h.critic], ['outer_23', h.critic, h.solver], ['outer_31', h.solver, h.planner]] as const;
-  const m = outerManifests('chain', links.map(([key, inDim, outDim]) => ({ key, filename: `${key}.pt`, type: 'outer_ln_res_adapter', inDim, outDim })));
+  const m = outerManifests(
+    'chain',
+    links.map(([key, inDim, outDim]) => ({ key, filename: `${key}.pt`, type: 'outer_ln_res_adapter', inDim, outDim })),
+  );
   writeFileSync(join(dir, 'outer', 'outerlink_config.json'), `${JSON.stringify(m.outerlinkConfig, null, 2)}\n`);
-  writeFileSync(join(dir, 'outer', 'outer_adapter_config.json'), `${JSON.stringify({ ...m.outerAdapterConfig, mas_shape: 'chain' }, null, 2)}\n`);
+  writeFileSync(
+    join(dir, 'outer', 'outer_adapter_config.json'),
+    `${JSON.stringify({ ...m.outerAdapterConfig, mas_shape: 'chain' }, null, 2)}\n`,
+  );
   writeFileSync(join(dir, 'prompts.json'), `${JSON.stringify(TINY_PROMPT_FILE, null, 2)}\n`);
   return dir;
 }

@@ -34,7 +34,13 @@ interface EvalRecord {
 }
 interface BuildRecord {
   seed: number;
-  losses: { agents: Record<string, number[]>; inner: Record<string, number[]>; latent: Record<string, number[]>; outer: number[]; chain: number[] };
+  losses: {
+    agents: Record<string, number[]>;
+    inner: Record<string, number[]>;
+    latent: Record<string, number[]>;
+    outer: number[];
+    chain: number[];
+  };
 }
 
 const evalRecord = JSON.parse(readFileSync(join(SYSTEM, 'eval.json'), 'utf8')) as EvalRecord;
@@ -71,9 +77,16 @@ describe('the committed tiny system', () => {
     const index = evalRecord.results.find((r) => r.config === 'latent3')!.ok.indexOf(true);
     expect(index).toBeGreaterThanOrEqual(0);
     const row = taskSplit('test')[index]!;
-    const out = execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), 'ask', '--question', row.question, '--greedy', '--backend', 'cpu', '--json'], {
-      cwd: tmpdir(), encoding: 'utf8', env: { ...process.env, RMAS_TINY_SYSTEM: '' }, stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const out = execFileSync(
+      process.execPath,
+      [join(ROOT, 'bin/rmas.js'), 'ask', '--question', row.question, '--greedy', '--backend', 'cpu', '--json'],
+      {
+        cwd: tmpdir(),
+        encoding: 'utf8',
+        env: { ...process.env, RMAS_TINY_SYSTEM: '' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     const res = JSON.parse(out) as { answer: string; rounds: number };
     expect(res.rounds).toBe(3);
     expect(res.answer).toBe(String(row.answer_value));
@@ -83,7 +96,9 @@ describe('the committed tiny system', () => {
 describe('rebuilding the tiny system from its seed', () => {
   const close = (got: number[], want: number[]) => {
     expect(got).toHaveLength(want.length);
-    got.forEach((g, i) => expect(Math.abs(g - want[i]!), `step ${i + 1}: ${g} vs ${want[i]}`).toBeLessThan(1e-4 * Math.max(1, Math.abs(want[i]!))));
+    got.forEach((g, i) =>
+      expect(Math.abs(g - want[i]!), `step ${i + 1}: ${g} vs ${want[i]}`).toBeLessThan(1e-4 * Math.max(1, Math.abs(want[i]!))),
+    );
   };
 
   it('starts every agent on its recorded loss curve', async () => {
@@ -102,21 +117,40 @@ describe('rebuilding the tiny system from its seed', () => {
     const work = mkdtempSync(join(tmpdir(), 'tiny-links-'));
     tmp.push(work);
     const data = join(work, 'train.jsonl');
-    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts'), 'task', '--out', work], { cwd: ROOT, stdio: 'pipe' });
-    const read = (file: string) => readFileSync(file, 'utf8').split('\n').filter((l) => l.trim()).map((l) => (JSON.parse(l) as { loss: number }).loss);
+    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts'), 'task', '--out', work], {
+      cwd: ROOT,
+      stdio: 'pipe',
+    });
+    const read = (file: string) =>
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => l.trim())
+        .map((l) => (JSON.parse(l) as { loss: number }).loss);
     // the system as the text stage left it: the committed folders with the text-stage agents' weights
     const textSystem = join(work, 'text-system');
     cpSync(SYSTEM, textSystem, { recursive: true });
-    for (const role of ['planner', 'critic', 'solver']) cpSync(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`), join(textSystem, role, 'model.safetensors'));
+    for (const role of ['planner', 'critic', 'solver'])
+      cpSync(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`), join(textSystem, role, 'model.safetensors'));
     // the build's own arguments with the full step count replaced (warm-up steps do not depend on it), stopped early
     const innerSteps = 3;
     const log = join(work, 'inner.jsonl');
-    execFileSync(process.execPath, [join(ROOT, 'bin/rmas.js'), ...innerTrainArgs('critic', data, join(work, 'inner'), innerSteps, build.seed, log)], {
-      cwd: ROOT, env: { ...process.env, RMAS_TINY_SYSTEM: textSystem }, stdio: 'pipe',
-    });
+    execFileSync(
+      process.execPath,
+      [join(ROOT, 'bin/rmas.js'), ...innerTrainArgs('critic', data, join(work, 'inner'), innerSteps, build.seed, log)],
+      {
+        cwd: ROOT,
+        env: { ...process.env, RMAS_TINY_SYSTEM: textSystem },
+        stdio: 'pipe',
+      },
+    );
     close(read(log), build.losses.inner.critic!.slice(0, innerSteps));
     const latent = await latentPhase({
-      system: textSystem, role: 'planner', link: join(TINY_STAGES_DIR, 'inner', 'planner.pt'), seed: build.seed, stopAfter: 2, log: () => {},
+      system: textSystem,
+      role: 'planner',
+      link: join(TINY_STAGES_DIR, 'inner', 'planner.pt'),
+      seed: build.seed,
+      stopAfter: 2,
+      log: () => {},
     });
     close(latent.losses, build.losses.latent.planner!.slice(0, 2));
   }, 300_000);
@@ -137,9 +171,28 @@ describe('rebuilding the tiny system from its seed', () => {
     const work = mkdtempSync(join(tmpdir(), 'tiny-from-outer-'));
     tmp.push(work);
     const out = join(work, 'out');
-    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts'), '--work', join(work, 'w'), '--from', 'outer', '--until', 'outer', '--outer_steps', '2', '--out', out], {
-      cwd: ROOT, stdio: 'pipe',
-    });
+    execFileSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(ROOT, 'scripts/tiny-system/build.ts'),
+        '--work',
+        join(work, 'w'),
+        '--from',
+        'outer',
+        '--until',
+        'outer',
+        '--outer_steps',
+        '2',
+        '--out',
+        out,
+      ],
+      {
+        cwd: ROOT,
+        stdio: 'pipe',
+      },
+    );
     const rec = JSON.parse(readFileSync(join(out, 'build.json'), 'utf8')) as BuildRecord;
     close(rec.losses.outer, build.losses.outer.slice(0, 2));
     // the earlier stages' curves carried over from the committed record, and their snapshots copied next to --out
@@ -147,7 +200,9 @@ describe('rebuilding the tiny system from its seed', () => {
     expect(rec.losses.inner).toEqual(build.losses.inner);
     expect(rec.losses.latent).toEqual(build.losses.latent);
     for (const role of ['planner', 'critic', 'solver']) {
-      expect(readFileSync(join(work, 'out-stages', 'text', `${role}.safetensors`))).toEqual(readFileSync(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`)));
+      expect(readFileSync(join(work, 'out-stages', 'text', `${role}.safetensors`))).toEqual(
+        readFileSync(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`)),
+      );
       // the agents the outer links trained on are the latent phase's: the committed ones, but the solver, which
       // the chain phase trained afterwards (its input is kept in stages/chain)
       const agent = role === 'solver' ? join(TINY_STAGES_DIR, 'chain', 'solver.safetensors') : join(SYSTEM, role, 'model.safetensors');
@@ -159,9 +214,26 @@ describe('rebuilding the tiny system from its seed', () => {
     const work = mkdtempSync(join(tmpdir(), 'tiny-from-chain-'));
     tmp.push(work);
     const out = join(work, 'out');
-    execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts'), '--work', join(work, 'w'), '--from', 'chain', '--chain_steps', '2', '--out', out], {
-      cwd: ROOT, stdio: 'pipe',
-    });
+    execFileSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        join(ROOT, 'scripts/tiny-system/build.ts'),
+        '--work',
+        join(work, 'w'),
+        '--from',
+        'chain',
+        '--chain_steps',
+        '2',
+        '--out',
+        out,
+      ],
+      {
+        cwd: ROOT,
+        stdio: 'pipe',
+      },
+    );
     const rec = JSON.parse(readFileSync(join(out, 'build.json'), 'utf8')) as BuildRecord;
     // a 2-step schedule warms up in 1 step, so only the first loss (before any update) is the 2000-step run's
     expect(rec.losses.chain).toHaveLength(2);
@@ -170,7 +242,13 @@ describe('rebuilding the tiny system from its seed', () => {
     expect(rec.losses.outer).toEqual(build.losses.outer);
     expect(rec.losses.latent).toEqual(build.losses.latent);
     // the stage changed the solver and outer_23, from their kept inputs, and nothing else
-    for (const f of ['planner/model.safetensors', 'critic/model.safetensors', 'outer/outer_12.pt', 'outer/outer_31.pt', 'solver/adapter.pt']) {
+    for (const f of [
+      'planner/model.safetensors',
+      'critic/model.safetensors',
+      'outer/outer_12.pt',
+      'outer/outer_31.pt',
+      'solver/adapter.pt',
+    ]) {
       expect(readFileSync(join(out, f)), f).toEqual(readFileSync(join(SYSTEM, f)));
     }
     for (const [f, input] of [['solver/model.safetensors', 'solver.safetensors'], ['outer/outer_23.pt', 'outer_23.pt']] as const) {

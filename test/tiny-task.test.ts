@@ -159,11 +159,21 @@ describe('tiny task generator', () => {
   it('writes the three splits as JSONL from the CLI', () => {
     const dir = mkdtempSync(join(tmpdir(), 'tiny-task-'));
     try {
-      execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts'), 'task', '--out', dir], { cwd: ROOT, stdio: 'pipe' });
+      execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts'), 'task', '--out', dir], {
+        cwd: ROOT,
+        stdio: 'pipe',
+      });
       for (const [name, rows] of Object.entries(splits)) {
         const text = readFileSync(join(dir, `${name}.jsonl`), 'utf8');
         expect(text).toBe(toJsonl(rows));
-        expect(Object.keys(JSON.parse(text.split('\n')[0]!) as object)).toEqual(['question', 'plan', 'refined_plan', 'answer', 'answer_value', 'task_family']);
+        expect(Object.keys(JSON.parse(text.split('\n')[0]!) as object)).toEqual([
+          'question',
+          'plan',
+          'refined_plan',
+          'answer',
+          'answer_value',
+          'task_family',
+        ]);
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });

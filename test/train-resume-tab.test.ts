@@ -36,7 +36,12 @@ const deps: TrainDeps = {
 
 const rows = Array.from({ length: 6 }, (_, i) => {
   const [a, b] = [3 + 2 * i, 11 - i];
-  return { question: `What is ${a} + ${b}?`, plan: `Step 1: add ${a} and ${b}.`, refined_plan: `Step 1: add ${a} and ${b}. Step 2: box it.`, answer: `${a + b}. \\boxed{${a + b}}` };
+  return {
+    question: `What is ${a} + ${b}?`,
+    plan: `Step 1: add ${a} and ${b}.`,
+    refined_plan: `Step 1: add ${a} and ${b}. Step 2: box it.`,
+    answer: `${a + b}. \\boxed{${a + b}}`,
+  };
 });
 // 6 samples in batches of 2: steps 4–6 are the second epoch, whose order the saved Rng draws
 const request = (): TrainRequest => ({
@@ -82,7 +87,14 @@ describe('resuming an interrupted training run in the worker (cpu)', () => {
     const resumed = await go(req);
     expect(resumed.run.id).toBe(first.id);
     expect(resumed.result).toEqual({ runId: first.id, steps: 6, stopped: false });
-    expect(resumed.events.map((e) => (e.type === 'step' ? `step${e.step}/${e.maxSteps}` : e.type))).toEqual(['start', 'step4/6', 'step5/6', 'step6/6', 'saved', 'done']);
+    expect(resumed.events.map((e) => (e.type === 'step' ? `step${e.step}/${e.maxSteps}` : e.type))).toEqual([
+      'start',
+      'step4/6',
+      'step5/6',
+      'step6/6',
+      'saved',
+      'done',
+    ]);
 
     const w = losses(whole.events);
     console.info(`losses in one go: ${w.map(([s, l]) => `${s}:${l.toFixed(6)}`).join(' ')}`);
@@ -108,7 +120,9 @@ describe('resuming an interrupted training run in the worker (cpu)', () => {
     const none = await go({ ...request(), resume: { runId: 'run-never' } }).catch((e: Error) => e);
     expect(none).toMatchObject({ name: 'MissingCheckpoint' });
     expect((none as Error).message).toMatch(/run run-never has no complete checkpoint/);
-    expect(() => runIdFor({ ...request(), resume: { runId: '../x' } }, () => 'run-1')).toThrow(/resume\.runId must be the id of an earlier run/);
+    expect(() => runIdFor({ ...request(), resume: { runId: '../x' } }, () => 'run-1')).toThrow(
+      /resume\.runId must be the id of an earlier run/,
+    );
   }, 20_000);
 });
 
@@ -128,14 +142,31 @@ describe('training calls: one run, paused, resumed and cancelled by its call id 
       if (e.type === 'step' && e.step === 2) await calls.cancel('t1');
     }, { callId: 't1' });
     expect(r).toMatchObject({ steps: 2, stopped: true });
-    expect(events.map((e) => (e.type === 'step' ? `step${e.step}` : e.type))).toEqual(['start', 'step1', 'paused', 'resumed', 'step2', 'saved', 'done']);
+    expect(events.map((e) => (e.type === 'step' ? `step${e.step}` : e.type))).toEqual([
+      'start',
+      'step1',
+      'paused',
+      'resumed',
+      'step2',
+      'saved',
+      'done',
+    ]);
     expect(events.at(-2)).toEqual({ type: 'saved', step: 2, final: true });
     const [second, other] = await Promise.all(refused.map((p) => p.catch((e: Error) => e)));
-    expect(second).toMatchObject({ name: 'InvalidArgument', message: expect.stringMatching(/still in progress; stop it \(cancel its call\)/) });
-    expect(other).toMatchObject({ name: 'InvalidArgument', message: expect.stringMatching(/call t-other is not the training run in progress/) });
+    expect(second).toMatchObject({
+      name: 'InvalidArgument',
+      message: expect.stringMatching(/still in progress; stop it \(cancel its call\)/),
+    });
+    expect(other).toMatchObject({
+      name: 'InvalidArgument',
+      message: expect.stringMatching(/call t-other is not the training run in progress/),
+    });
     const files = await api.checkpointFiles(r.runId);
     expect(JSON.parse(new TextDecoder().decode(files['trainer_state.json'])).state.step).toBe(2);
-    await expect(api.resumeTraining('t1')).rejects.toMatchObject({ name: 'InvalidArgument', message: expect.stringMatching(/no training run is in progress/) });
+    await expect(api.resumeTraining('t1')).rejects.toMatchObject({
+      name: 'InvalidArgument',
+      message: expect.stringMatching(/no training run is in progress/),
+    });
 
     // a cancel that arrives before its call: the run stops before its first step, still with a final checkpoint
     await calls.cancel('t2');

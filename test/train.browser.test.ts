@@ -19,7 +19,12 @@ const QWEN3_TINY_D = 48;
 /** Arithmetic rows in Sequential-Math's columns (question, plan, refined_plan, answer). */
 const rows = Array.from({ length: 8 }, (_, i) => {
   const [a, b] = [3 + 2 * i, 11 - i];
-  return { question: `What is ${a} + ${b}?`, plan: `Step 1: add ${a} and ${b}.`, refined_plan: `Step 1: add ${a} and ${b}. Step 2: box it.`, answer: `${a + b}. \\boxed{${a + b}}` };
+  return {
+    question: `What is ${a} + ${b}?`,
+    plan: `Step 1: add ${a} and ${b}.`,
+    refined_plan: `Step 1: add ${a} and ${b}. Step 2: box it.`,
+    answer: `${a + b}. \\boxed{${a + b}}`,
+  };
 });
 
 const innerReq = (maxSteps: number, backend: 'cpu' | 'webgpu' = 'cpu'): TrainRequest => ({
@@ -66,7 +71,21 @@ describe('training links in the engine worker (chromium)', () => {
     expect(r.runId).toMatch(/^run-/);
     expect(events[0]).toEqual({ type: 'start', runId: r.runId, backend: 'cpu', samples: 8, dropped: {} });
     expect(events.map((e) => (e.type === 'step' ? `step${e.step}` : e.type))).toEqual([
-      'start', 'step1', 'step2', 'step3', 'paused', 'resumed', 'step4', 'step5', 'step6', 'step7', 'step8', 'step9', 'step10', 'saved', 'done',
+      'start',
+      'step1',
+      'step2',
+      'step3',
+      'paused',
+      'resumed',
+      'step4',
+      'step5',
+      'step6',
+      'step7',
+      'step8',
+      'step9',
+      'step10',
+      'saved',
+      'done',
     ]);
     expect(pausedAt).toBe(3);
     expect(stepsWhilePaused).toBe(0);
@@ -83,24 +102,46 @@ describe('training links in the engine worker (chromium)', () => {
   it('cancel mid-run saves a final checkpoint and resolves stopped; a second run meanwhile is refused; files carry upstream keys', async () => {
     const second: { err?: Promise<Error | null> } = {};
     const { events, result } = train(innerReq(20), (e, _all, callId) => {
-      if (e.type === 'step' && e.step === 1) second.err = engine.api.train(innerReq(2), proxy(() => {})).then(() => null, (err: Error) => err);
+      if (e.type === 'step' && e.step === 1)
+        second.err = engine.api
+          .train(
+            innerReq(2),
+            proxy(() => {}),
+          )
+          .then(
+            () => null,
+            (err: Error) => err,
+          );
       if (e.type === 'step' && e.step === 2) void engine.api.cancel(callId);
     });
     const r = await result;
     expect(r.stopped).toBe(true);
     expect(r.steps).toBeGreaterThanOrEqual(2);
     expect(r.steps).toBeLessThan(20);
-    expect(events.slice(-2)).toEqual([{ type: 'saved', step: r.steps, final: true }, { type: 'done', steps: r.steps, stopped: true }]);
+    expect(events.slice(-2)).toEqual([
+      { type: 'saved', step: r.steps, final: true },
+      { type: 'done', steps: r.steps, stopped: true },
+    ]);
     const err = await second.err;
     expect(err).toMatchObject({ name: 'InvalidArgument' });
     expect(err?.message).toMatch(/still in progress; stop it/);
 
     const files = await engine.api.checkpointFiles(r.runId);
-    expect(Object.keys(files).sort()).toEqual(['adapter.pt', 'adapter.safetensors', 'adapter_config.json', 'optimizer.safetensors', 'train_args.json', 'trainer_state.json']);
+    expect(Object.keys(files).sort()).toEqual([
+      'adapter.pt',
+      'adapter.safetensors',
+      'adapter_config.json',
+      'optimizer.safetensors',
+      'train_args.json',
+      'trainer_state.json',
+    ]);
     const st = parseLinkBytes(files['adapter.safetensors'], 'adapter.safetensors');
     const pt = parseLinkBytes(files['adapter.pt'], 'adapter.pt');
     // the same names and shapes as the torch-saved planner link of the golden files (qwen3-tiny's width)
-    const golden = parseLinkBytes(new Uint8Array(await (await fetch('/test/golden/tiny-mas/planner-inner.pt')).arrayBuffer()), 'planner-inner.pt');
+    const golden = parseLinkBytes(
+      new Uint8Array(await (await fetch('/test/golden/tiny-mas/planner-inner.pt')).arrayBuffer()),
+      'planner-inner.pt',
+    );
     const shapes = (sd: typeof st) => [...sd].map(([k, t]) => `${k}:${t.shape.join('x')}`).sort();
     expect(shapes(st)).toEqual(shapes(golden));
     expect(shapes(st)).toContain(`proj1.weight:${QWEN3_TINY_D}x${QWEN3_TINY_D}`);
@@ -163,8 +204,17 @@ describe('training links in the engine worker (chromium)', () => {
     const files = await engine.api.checkpointFiles(r.runId);
     // every link of the style is saved, outer_31 too (unused with one round), as rmas train-outer does
     expect(Object.keys(files).sort()).toEqual([
-      'optimizer.safetensors', 'outer_12.pt', 'outer_12.safetensors', 'outer_23.pt', 'outer_23.safetensors', 'outer_31.pt', 'outer_31.safetensors', 'outer_adapter_config.json',
-      'outerlink_config.json', 'train_args.json', 'trainer_state.json',
+      'optimizer.safetensors',
+      'outer_12.pt',
+      'outer_12.safetensors',
+      'outer_23.pt',
+      'outer_23.safetensors',
+      'outer_31.pt',
+      'outer_31.safetensors',
+      'outer_adapter_config.json',
+      'outerlink_config.json',
+      'train_args.json',
+      'trainer_state.json',
     ]);
     // the golden outer_12 (torch) has the same names and shapes: planner (qwen3-tiny) → critic (llama-tiny)
     const golden = parseLinkBytes(new Uint8Array(await (await fetch('/test/golden/tiny-mas/outer_12.pt')).arrayBuffer()), 'outer_12.pt');

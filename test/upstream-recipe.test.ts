@@ -49,7 +49,8 @@ describe('upstream\'s recipe, command line by command line', () => {
       expect(res.code, `${style} ${r.key}: ${res.err}`).toBe(0);
       // a whole role repository: the model beside the link, the weights those of the source
       const files = readdirSync(save);
-      for (const f of ['config.json', 'tokenizer.json', 'model.safetensors', 'adapter.pt', 'adapter_config.json', 'train_args.json']) expect(files, `${style} ${r.key}`).toContain(f);
+      for (const f of ['config.json', 'tokenizer.json', 'model.safetensors', 'adapter.pt', 'adapter_config.json', 'train_args.json'])
+        expect(files, `${style} ${r.key}`).toContain(f);
       expect(readFileSync(join(save, 'model.safetensors')).equals(readFileSync(join(sys.roles[r.key]!, 'model.safetensors')))).toBe(true);
       inner[r.key] = save;
     }

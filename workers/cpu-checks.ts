@@ -52,7 +52,8 @@ export const cpuChecks: CpuCheck[] = [
     async run(cpu) {
       const x = cpu.fromValues([0.2, -1, 2.5, 2.4], [4]);
       const ids = [];
-      for (let seed = 0; seed < 4; seed++) ids.push(...(await values(F.sample(x, { topK: 1, seed }))), ...(await values(F.sample(x, { topP: 1e-6, seed }))));
+      for (let seed = 0; seed < 4; seed++)
+        ids.push(...(await values(F.sample(x, { topK: 1, seed }))), ...(await values(F.sample(x, { topP: 1e-6, seed }))));
       return { actual: ids, expected: Array(8).fill(2) };
     },
   },

@@ -99,14 +99,28 @@ const deviceCalls: Pick<EngineApi, 'adapterReport' | 'selfTest' | 'bench' | 'sam
         try {
           const { actual, expected } = await c.run(cpu);
           const r = closeness(actual, expected, { atol: 1e-6, rtol: 1e-6 }, c.name);
-          ev = { type: 'case', group: c.group, name: c.name, ok: r.ok, maxAbs: r.maxAbs, ms: performance.now() - t, error: r.ok ? undefined : r.message };
+          ev = {
+            type: 'case',
+            group: c.group,
+            name: c.name,
+            ok: r.ok,
+            maxAbs: r.maxAbs,
+            ms: performance.now() - t,
+            error: r.ok ? undefined : r.message,
+          };
         } catch (e) {
           ev = { type: 'case', group: c.group, name: c.name, ok: false, maxAbs: null, ms: performance.now() - t, error: errorText(e) };
         }
         await report(ev);
       }
     }
-    const done = { type: 'done' as const, backend: backend ? ('webgpu' as const) : ('cpu' as const), passed, failed, ms: performance.now() - t0 };
+    const done = {
+      type: 'done' as const,
+      backend: backend ? ('webgpu' as const) : ('cpu' as const),
+      passed,
+      failed,
+      ms: performance.now() - t0,
+    };
     await emit(done);
     return done;
   },
@@ -207,7 +221,10 @@ async function planFetch(input: RequestInfo | URL, init?: RequestInit): Promise<
     const held = m ? await cache!.peek(url, Number(m[1]), m[2] ? Number(m[2]) - Number(m[1]) + 1 : undefined) : null;
     if (!held) return fetch(input, init);
     const [a, n] = [Number(m![1]), held.bytes.byteLength];
-    return new Response(held.bytes as BodyInit, { status: 206, headers: { 'content-range': `bytes ${a}-${a + n - 1}/${held.size}`, 'content-length': String(n) } });
+    return new Response(held.bytes as BodyInit, {
+      status: 206,
+      headers: { 'content-range': `bytes ${a}-${a + n - 1}/${held.size}`, 'content-length': String(n) },
+    });
   }
   const src = await cache!.source(url); // complete: served from IndexedDB, nothing downloaded
   const size = await src.size();
@@ -215,14 +232,21 @@ async function planFetch(input: RequestInfo | URL, init?: RequestInit): Promise<
   const a = Number(m[1]);
   const b = Math.min(m[2] ? Number(m[2]) : size - 1, size - 1);
   if (a > b) return new Response(null, { status: 416, headers: { 'content-range': `bytes */${size}` } });
-  return new Response(await src.read(a, b - a + 1) as BodyInit, { status: 206, headers: { 'content-range': `bytes ${a}-${b}/${size}`, 'content-length': String(b - a + 1) } });
+  return new Response((await src.read(a, b - a + 1)) as BodyInit, {
+    status: 206,
+    headers: { 'content-range': `bytes ${a}-${b}/${size}`, 'content-length': String(b - a + 1) },
+  });
 }
 
 /**
  * Files of other origins (the Hugging Face hub) go through the IndexedDB model cache: downloaded once in
  * hashed chunks, resumable, with progress; the app's own files (the offline tiny system) are fetched as is.
  */
-async function cachedFetch(url: string, signal?: AbortSignal, onProgress?: (loaded: number, total: number) => void): Promise<Uint8Array | null> {
+async function cachedFetch(
+  url: string,
+  signal?: AbortSignal,
+  onProgress?: (loaded: number, total: number) => void,
+): Promise<Uint8Array | null> {
   if (new URL(url).origin === self.location.origin) {
     const res = await modelFetch()(url, signal ? { signal } : {});
     if (res.status === 404) return null;
@@ -244,7 +268,12 @@ let cache: import('../src/store/models').ModelCache | null = null;
  * A checkpoint's Range reads: files of other origins are read in place through the model cache (only the chunks
  * read are downloaded and kept: a vision tower or Qwen3.5's mtp.* never is); the app's own files whole.
  */
-async function cachedRange(url: string, start: number, end: number, signal?: AbortSignal): Promise<{ bytes: Uint8Array; total: number } | null> {
+async function cachedRange(
+  url: string,
+  start: number,
+  end: number,
+  signal?: AbortSignal,
+): Promise<{ bytes: Uint8Array; total: number } | null> {
   if (new URL(url).origin === self.location.origin) {
     const whole = await cachedFetch(url, signal);
     return whole && { bytes: whole.subarray(start, Math.min(end + 1, whole.byteLength)), total: whole.byteLength };

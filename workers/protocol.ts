@@ -165,7 +165,10 @@ export interface AskRequest {
 }
 
 /** What the page gets of an AskResult (the decode speeds always present: 0 when not measured). */
-export type AskResultView = Pick<AskResult, 'answer' | 'text' | 'tokens' | 'latentSteps' | 'seconds' | 'rounds' | 'mode' | 'retrySeconds'> & {
+export type AskResultView = Pick<
+  AskResult,
+  'answer' | 'text' | 'tokens' | 'latentSteps' | 'seconds' | 'rounds' | 'mode' | 'retrySeconds'
+> & {
   prefillTokensPerSec: number;
   decodeTokensPerSec: number;
   /** The backend the system ran on. */
@@ -264,7 +267,11 @@ export interface EngineApi {
    */
   planSystem(spec: SystemSpec, opts?: { backend?: 'webgpu' | 'cpu'; quantize?: PlanQuantize }): Promise<SystemPlanView>;
   /** Loads (or reuses, when the spec is unchanged) a system; events cover downloads and compilation. */
-  loadSystem(spec: SystemSpec, onEvent: (e: EngineEvent) => void, opts?: CallOptions & { backend?: 'webgpu' | 'cpu' }): Promise<{ roles: Record<string, { hidden: number; family: string; layers: number }> }>;
+  loadSystem(
+    spec: SystemSpec,
+    onEvent: (e: EngineEvent) => void,
+    opts?: CallOptions & { backend?: 'webgpu' | 'cpu' },
+  ): Promise<{ roles: Record<string, { hidden: number; family: string; layers: number }> }>;
 
   // ------------------------------------------------------------------------------- asking and evaluating
 

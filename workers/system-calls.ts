@@ -55,14 +55,20 @@ export interface SystemDeps {
 }
 
 /** Limits of the CPU backend for planning: none that a model could exceed. */
-export const CPU_PLAN_LIMITS: PlanLimits = { maxStorageBufferBindingSize: Number.MAX_SAFE_INTEGER, maxBufferSize: Number.MAX_SAFE_INTEGER, features: [] };
+export const CPU_PLAN_LIMITS: PlanLimits = {
+  maxStorageBufferBindingSize: Number.MAX_SAFE_INTEGER,
+  maxBufferSize: Number.MAX_SAFE_INTEGER,
+  features: [],
+};
 
 export const OFFLINE_MANIFEST = 'models/tiny-system.json';
 
 /** Rows the page sent, read as the named benchmark's rows (null: a plain file). */
 function benchmarkRows(dataset: string | null, rows: Record<string, unknown>[]) {
   if (dataset !== null && !(BENCHMARK_NAMES as readonly string[]).includes(dataset)) {
-    throw new InvalidArgument(`evaluate: unknown benchmark ${JSON.stringify(dataset)}; expected one of ${BENCHMARK_NAMES.join(', ')} or null`);
+    throw new InvalidArgument(
+      `evaluate: unknown benchmark ${JSON.stringify(dataset)}; expected one of ${BENCHMARK_NAMES.join(', ')} or null`,
+    );
   }
   return toItems(dataset as BenchmarkName | null, rows);
 }
@@ -78,7 +84,12 @@ function pipelineCount(b: Backend): number {
  * (not the [m, V] probabilities: ~19 MB for 32 rows over a 151,936-token vocabulary). Ties go to the
  * lower id; k is capped at the vocabulary size (F.topk takes at most 32).
  */
-export async function logitLens(L: Tensor, lmHead: Tensor, tok: Tokenizer, k: number): Promise<Pick<LatentMessage, 'norms' | 'top' | 'vocab'>> {
+export async function logitLens(
+  L: Tensor,
+  lmHead: Tensor,
+  tok: Tokenizer,
+  k: number,
+): Promise<Pick<LatentMessage, 'norms' | 'top' | 'vocab'>> {
   const [values, indices, sq] = noGrad(() =>
     tidy(() => {
       const probs = F.softmax(F.linear(L, lmHead));
@@ -158,7 +169,10 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
   if (typeof prompts === 'string') await size(linkUrl(prompts));
   for (const role of style.roles) {
     const r = spec.roles?.[role.key];
-    if (!r?.model) throw new InvalidArgument(`system spec: role ${role.key} of ${style.name} needs model, the URL of its model folder or of a .gguf file`);
+    if (!r?.model)
+      throw new InvalidArgument(
+        `system spec: role ${role.key} of ${style.name} needs model, the URL of its model folder or of a .gguf file`,
+      );
     // a GGUF role: the file's size and stored tensors; tokenizer, generation config and inner link from its tokenizer folder
     if (isGgufUrl(r.model)) {
       const root = ggufTokenizerFolder(`system spec: role ${role.key}`, r);
@@ -170,7 +184,8 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
     }
     const root = folderUrl(r.model);
     const cfg = await whole(`${root}config.json`, true);
-    if (!cfg) throw new MissingCheckpoint(`role ${role.key}: ${root}config.json does not exist; give the URL of a Hugging Face model folder`);
+    if (!cfg)
+      throw new MissingCheckpoint(`role ${role.key}: ${root}config.json does not exist; give the URL of a Hugging Face model folder`);
     const config = parseDecoderConfig(new TextDecoder().decode(cfg), `${root}config.json`);
     const index = await whole(root + INDEX_FILE, true);
     let weightsBytes = 0;
@@ -183,7 +198,9 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
         weightsBytes = await payload(root + SINGLE_FILE, config);
       } catch (e) {
         if (!isNotFound(e)) throw e;
-        throw new MissingCheckpoint(`role ${role.key}: ${root} has neither ${INDEX_FILE} nor ${SINGLE_FILE}; point at a folder that holds the safetensors weights`);
+        throw new MissingCheckpoint(
+          `role ${role.key}: ${root} has neither ${INDEX_FILE} nor ${SINGLE_FILE}; point at a folder that holds the safetensors weights`,
+        );
       }
     }
     models.push({ config, weightsBytes });
@@ -191,7 +208,8 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
   }
   async function roleFiles(root: string, r: SystemSpec['roles'][string], roleKey: string) {
     await size(`${root}tokenizer.json`);
-    for (const opt of ['tokenizer_config.json', 'chat_template.jinja', 'chat_template.json', 'generation_config.json']) await size(root + opt, true);
+    for (const opt of ['tokenizer_config.json', 'chat_template.jinja', 'chat_template.json', 'generation_config.json'])
+      await size(root + opt, true);
     if (typeof r.innerLink === 'string') await size(linkUrl(r.innerLink));
     else if (r.innerLink === undefined) {
       // loadSystemFromSpec's rule (resolveRoleFiles), with size probes in place of reads
@@ -209,10 +227,16 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
     if (typeof ref === 'string') await size(linkUrl(ref));
   }
   if (absent.length) {
-    if (!spec.outerRepo) throw new InvalidArgument(`system spec: outer link ${absent[0]} is missing; ${style.name} needs ${style.links.map((x) => x.key).join(', ')}`);
+    if (!spec.outerRepo)
+      throw new InvalidArgument(
+        `system spec: outer link ${absent[0]} is missing; ${style.name} needs ${style.links.map((x) => x.key).join(', ')}`,
+      );
     const root = folderUrl(spec.outerRepo);
     const cfg = await json(`${root}outerlink_config.json`);
-    if (!cfg) throw new MissingCheckpoint(`${root}outerlink_config.json does not exist; give the outer links by key, or the folder of a RecursiveMAS *-Outerlinks repo`);
+    if (!cfg)
+      throw new MissingCheckpoint(
+        `${root}outerlink_config.json does not exist; give the outer links by key, or the folder of a RecursiveMAS *-Outerlinks repo`,
+      );
     const lists = [cfg.adapters, ...Object.values((cfg.tasks ?? {}) as Record<string, { adapters?: unknown }>).map((t) => t?.adapters)];
     const names = lists.flatMap((a) => (Array.isArray(a) ? a.map((e) => String((e as { filename?: unknown }).filename)) : []));
     for (const p of pickOuterFiles(names, task, absent, cfg as never, null, root).values()) await size(new URL(p.path, root).href);
@@ -241,16 +265,31 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
     return { emit, flush: () => chain };
   }
 
-  async function ensure(spec: SystemSpec, want: 'webgpu' | 'cpu' | undefined, links: boolean, emit: (e: EngineEvent) => unknown, signal: AbortSignal): Promise<{ l: Loaded; fresh: boolean }> {
+  async function ensure(
+    spec: SystemSpec,
+    want: 'webgpu' | 'cpu' | undefined,
+    links: boolean,
+    emit: (e: EngineEvent) => unknown,
+    signal: AbortSignal,
+  ): Promise<{ l: Loaded; fresh: boolean }> {
     const key = specKey(spec, `${want ?? 'webgpu'}|${links}|`);
     if (current?.key === key && !current.stale) return { l: current, fresh: false };
     if (loading?.key === key) return { l: await loading.promise, fresh: false };
     const t0 = performance.now();
     const promise = (async () => {
       const { backend, reason } = await deps.backend(want);
-      if (current) { current.stale = true; release(current); current = null; }
-      const system = await loadSystemFromSpec(spec, backend, { onEvent: (e) => void emit(e), signal, links, ...(deps.fetchFile ? { fetchFile: deps.fetchFile } : {}),
-        ...(deps.fetchRange ? { fetchRange: deps.fetchRange } : {}) });
+      if (current) {
+        current.stale = true;
+        release(current);
+        current = null;
+      }
+      const system = await loadSystemFromSpec(spec, backend, {
+        onEvent: (e) => void emit(e),
+        signal,
+        links,
+        ...(deps.fetchFile ? { fetchFile: deps.fetchFile } : {}),
+        ...(deps.fetchRange ? { fetchRange: deps.fetchRange } : {}),
+      });
       const l: Loaded = { key, system, busy: 0, stale: false, backend: backend.kind as Loaded['backend'], ...(reason ? { reason } : {}) }; // workers run in the browser: webgpu or cpu
       current = l;
       emit({ type: 'ready', backend: l.backend, ...(reason ? { reason } : {}), seconds: (performance.now() - t0) / 1000 });
@@ -268,13 +307,20 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
    * Runs `body` on the system of `spec` (loaded or reused; a reused one is announced ready), held busy so that
    * a load of another system does not release it underneath.
    */
-  async function holding<T>(spec: SystemSpec, want: 'webgpu' | 'cpu' | undefined, links: boolean, s: ReturnType<typeof sequencer>, signal: AbortSignal,
-    body: (l: Loaded) => Promise<T>): Promise<T> {
+  async function holding<T>(
+    spec: SystemSpec,
+    want: 'webgpu' | 'cpu' | undefined,
+    links: boolean,
+    s: ReturnType<typeof sequencer>,
+    signal: AbortSignal,
+    body: (l: Loaded) => Promise<T>,
+  ): Promise<T> {
     const t0 = performance.now();
     const { l, fresh } = await ensure(spec, want, links, s.emit, signal);
     l.busy++;
     try {
-      if (!fresh) s.emit({ type: 'ready', backend: l.backend, ...(l.reason ? { reason: l.reason } : {}), seconds: (performance.now() - t0) / 1000 });
+      if (!fresh)
+        s.emit({ type: 'ready', backend: l.backend, ...(l.reason ? { reason: l.reason } : {}), seconds: (performance.now() - t0) / 1000 });
       return await body(l);
     } finally {
       l.busy--;
@@ -283,13 +329,18 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
   }
 
   /** Runs `body` with its call registered; errors after an abort become Cancelled, and every error is also an event. */
-  async function call<T>(callId: string | undefined, onEvent: (e: EngineEvent) => unknown, body: (signal: AbortSignal, s: ReturnType<typeof sequencer>) => Promise<T>): Promise<T> {
+  async function call<T>(
+    callId: string | undefined,
+    onEvent: (e: EngineEvent) => unknown,
+    body: (signal: AbortSignal, s: ReturnType<typeof sequencer>) => Promise<T>,
+  ): Promise<T> {
     const reg = calls.register(callId);
     const s = sequencer(onEvent);
     try {
       return await body(reg.signal, s);
     } catch (e) {
-      const err = reg.signal.aborted && !(e instanceof Cancelled) ? new Cancelled(`the call was cancelled (${(e as Error).message})`) : (e as Error);
+      const err =
+        reg.signal.aborted && !(e instanceof Cancelled) ? new Cancelled(`the call was cancelled (${(e as Error).message})`) : (e as Error);
       s.emit({ type: 'error', name: err.name, message: err.message });
       await s.flush().catch(() => {});
       throw err;
@@ -305,20 +356,23 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
         if (!fresh) s.emit({ type: 'ready', backend: l.backend, ...(l.reason ? { reason: l.reason } : {}), seconds: 0 });
         await s.flush();
         const roles: Record<string, { hidden: number; family: string; layers: number }> = {};
-        for (const [role, a] of l.system.agents) roles[role] = { hidden: a.decoder.config.hidden, family: a.decoder.config.family, layers: a.decoder.config.layers };
+        for (const [role, a] of l.system.agents)
+          roles[role] = { hidden: a.decoder.config.hidden, family: a.decoder.config.family, layers: a.decoder.config.layers };
         return { roles };
       });
     },
 
     async ask(req, onEvent, opts = {}) {
       return call(opts.callId, onEvent, async (signal, s) => {
-        if (req.mode !== 'latent' && req.mode !== 'text') throw new InvalidArgument(`ask: mode must be 'latent' or 'text', got ${JSON.stringify(req.mode)}`);
+        if (req.mode !== 'latent' && req.mode !== 'text')
+          throw new InvalidArgument(`ask: mode must be 'latent' or 'text', got ${JSON.stringify(req.mode)}`);
         return holding(req.system, req.backend, req.mode === 'latent', s, signal, async (l) => {
           const { system } = l;
           const rounds = req.rounds ?? 3;
           const stages = schedule(system.style, rounds);
           const decodes = (i: number) => stages[i].decode || req.mode === 'text';
-          const running = (i: number) => s.emit({ type: 'stage', index: i, round: stages[i].round + 1, role: stages[i].role, state: 'running', decode: decodes(i) });
+          const running = (i: number) =>
+            s.emit({ type: 'stage', index: i, round: stages[i].round + 1, role: stages[i].role, state: 'running', decode: decodes(i) });
           let lensSeconds = 0;
           const pipelines0 = pipelineCount(system.backend);
           const onStage = async (rec: StageRecord) => {
@@ -331,8 +385,15 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
             }
             lensSeconds += (performance.now() - tl) / 1000;
             s.emit({
-              type: 'stage', index: rec.index, round: rec.round + 1, role: rec.role, state: 'done', decode: decodes(rec.index), seconds: rec.seconds,
-              ...(rec.hidden ? { latents: rec.hidden.shape[0] } : {}), ...(messages.length ? { messages } : {}),
+              type: 'stage',
+              index: rec.index,
+              round: rec.round + 1,
+              role: rec.role,
+              state: 'done',
+              decode: decodes(rec.index),
+              seconds: rec.seconds,
+              ...(rec.hidden ? { latents: rec.hidden.shape[0] } : {}),
+              ...(messages.length ? { messages } : {}),
             });
             if (rec.index + 1 < stages.length) running(rec.index + 1);
             await s.flush();
@@ -341,14 +402,33 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
           if (stages.length) running(0);
           const sampling = req.sampling?.greedy ? { greedy: true } : { ...req.sampling };
           const r: AskResult = await askSystem(system, {
-            question: req.question, mode: req.mode, rounds, ...(req.latentSteps !== undefined ? { latentSteps: req.latentSteps } : {}),
-            ...(req.task ? { task: req.task } : {}), sampling, maxNewTokens: req.maxNewTokens ?? (system.style.embedded ? 64 : 512), answerRetry: req.answerRetry ?? true,
-            signal, onStage, onText,
+            question: req.question,
+            mode: req.mode,
+            rounds,
+            ...(req.latentSteps !== undefined ? { latentSteps: req.latentSteps } : {}),
+            ...(req.task ? { task: req.task } : {}),
+            sampling,
+            maxNewTokens: req.maxNewTokens ?? (system.style.embedded ? 64 : 512),
+            answerRetry: req.answerRetry ?? true,
+            signal,
+            onStage,
+            onText,
           });
           const view: AskResultView = {
-            answer: r.answer, text: r.text, tokens: r.tokens, latentSteps: r.latentSteps, seconds: r.seconds, rounds: r.rounds, mode: r.mode,
-            prefillTokensPerSec: r.prefillTokensPerSec ?? 0, decodeTokensPerSec: r.decodeTokensPerSec ?? 0, backend: l.backend, kvDtype: kvDtypes(system),
-            stageSeconds: r.stages.reduce((a, st) => a + st.seconds, 0), lensSeconds, retrySeconds: r.retrySeconds,
+            answer: r.answer,
+            text: r.text,
+            tokens: r.tokens,
+            latentSteps: r.latentSteps,
+            seconds: r.seconds,
+            rounds: r.rounds,
+            mode: r.mode,
+            prefillTokensPerSec: r.prefillTokensPerSec ?? 0,
+            decodeTokensPerSec: r.decodeTokensPerSec ?? 0,
+            backend: l.backend,
+            kvDtype: kvDtypes(system),
+            stageSeconds: r.stages.reduce((a, st) => a + st.seconds, 0),
+            lensSeconds,
+            retrySeconds: r.retrySeconds,
             pipelinesCompiled: pipelineCount(system.backend) - pipelines0,
           };
           s.emit({ type: 'done', result: view });
@@ -360,13 +440,16 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
 
     async evaluate(req, onEvent, opts = {}) {
       return call(opts.callId, onEvent, async (signal, s) => {
-        if (req.mode !== 'latent' && req.mode !== 'text') throw new InvalidArgument(`evaluate: mode must be 'latent' or 'text', got ${JSON.stringify(req.mode)}`);
+        if (req.mode !== 'latent' && req.mode !== 'text')
+          throw new InvalidArgument(`evaluate: mode must be 'latent' or 'text', got ${JSON.stringify(req.mode)}`);
         const src = req.source;
         const all = 'benchmark' in src ? (await loadBenchmark(src.benchmark)).items : await benchmarkRows(src.dataset ?? null, src.rows);
         const items = req.limit !== undefined ? all.slice(0, req.limit) : all;
         if (!items.length) throw new InvalidArgument('evaluate: the dataset has no questions');
         if (items.some((i) => i.task === 'code')) {
-          throw new InvalidArgument('evaluate: code benchmarks are scored by running the answers in Python, which the tab does not do; run them with rmas run');
+          throw new InvalidArgument(
+            'evaluate: code benchmarks are scored by running the answers in Python, which the tab does not do; run them with rmas run',
+          );
         }
         return holding({ ...req.system, task: items[0]!.task }, req.backend, req.mode === 'latent', s, signal, async (l) => {
           const { summary } = await evaluateSystem(l.system, items, {
@@ -395,7 +478,9 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
       const limits = opts.backend === 'cpu' || !deps.planLimits ? CPU_PLAN_LIMITS : await deps.planLimits(opts.backend);
       const cached = deps.cachedUrls ? [...(await deps.cachedUrls())] : [];
       const list = [...files].map(([url, bytes]) => ({ url, bytes }));
-      const plan = planSystemDownload(list, models, limits, opts.quantize !== undefined ? opts.quantize : (spec.quantize ?? null), { cached });
+      const plan = planSystemDownload(list, models, limits, opts.quantize !== undefined ? opts.quantize : (spec.quantize ?? null), {
+        cached,
+      });
       return { plan, text: describePlan(plan), refusal: plan.refusal, files: list };
     },
 
@@ -416,10 +501,22 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
       const raw = JSON.parse(text) as SystemSpec;
       const abs = <T>(v: T): T => (typeof v === 'string' ? (new URL(v, deps.appBase).href as T) : v);
       const roles: SystemSpec['roles'] = {};
-      for (const [r, v] of Object.entries(raw.roles)) roles[r] = { ...v, model: abs(v.model), ...(v.innerLink !== undefined ? { innerLink: abs(v.innerLink) } : {}), ...(v.tokenizer !== undefined ? { tokenizer: abs(v.tokenizer) } : {}) };
+      for (const [r, v] of Object.entries(raw.roles))
+        roles[r] = {
+          ...v,
+          model: abs(v.model),
+          ...(v.innerLink !== undefined ? { innerLink: abs(v.innerLink) } : {}),
+          ...(v.tokenizer !== undefined ? { tokenizer: abs(v.tokenizer) } : {}),
+        };
       const outer = Object.fromEntries(Object.entries(raw.outer ?? {}).map(([key, v]) => [key, abs(v)]));
       // the prompt file and an outer folder are paths of the app too
-      return { ...raw, roles, outer, ...(raw.prompts !== undefined ? { prompts: abs(raw.prompts) } : {}), ...(raw.outerRepo !== undefined ? { outerRepo: abs(raw.outerRepo) } : {}) };
+      return {
+        ...raw,
+        roles,
+        outer,
+        ...(raw.prompts !== undefined ? { prompts: abs(raw.prompts) } : {}),
+        ...(raw.outerRepo !== undefined ? { outerRepo: abs(raw.outerRepo) } : {}),
+      };
     },
 
     dispose() {

@@ -23,13 +23,19 @@ export function trainCalls(deps: TrainDeps, calls: Calls): TrainCalls {
 
   function runOf(callId: string, what: string): TrainRun {
     if (!active) throw new InvalidArgument(`${what}: no training run is in progress; start one with train()`);
-    if (active.callId !== callId) throw new InvalidArgument(`${what}: call ${callId} is not the training run in progress (${active.run.id}); it has finished or never existed`);
+    if (active.callId !== callId)
+      throw new InvalidArgument(
+        `${what}: call ${callId} is not the training run in progress (${active.run.id}); it has finished or never existed`,
+      );
     return active.run;
   }
 
   return {
     async train(req, onEvent, opts = {}) {
-      if (active) throw new InvalidArgument(`training run ${active.run.id} is still in progress; stop it (cancel its call) or wait for it to finish before starting another`);
+      if (active)
+        throw new InvalidArgument(
+          `training run ${active.run.id} is still in progress; stop it (cancel its call) or wait for it to finish before starting another`,
+        );
       // a resumed run keeps its id, so its later checkpoints land in the same store
       const id = runIdFor(req, () => `run-${Date.now().toString(36)}-${++runCounter}`);
       const reg = calls.register(opts.callId);
@@ -62,7 +68,10 @@ export function trainCalls(deps: TrainDeps, calls: Calls): TrainCalls {
 
     async checkpointFiles(runId) {
       const store = active?.run.id === runId ? active.run.store : pastRuns.get(runId);
-      if (!store) throw new InvalidArgument(`checkpointFiles: no run ${runId} in this worker (only the last ${KEEP_PAST_RUNS} runs are kept); train first`);
+      if (!store)
+        throw new InvalidArgument(
+          `checkpointFiles: no run ${runId} in this worker (only the last ${KEEP_PAST_RUNS} runs are kept); train first`,
+        );
       const { latestCheckpoint } = await import('../src/train/checkpoint');
       const { dir } = await latestCheckpoint(store, '.');
       const files: Record<string, Uint8Array> = {};

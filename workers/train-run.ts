@@ -35,15 +35,24 @@ const RUN_ID = /^run-[A-Za-z0-9_-]{1,64}$/;
 export function runIdFor(req: TrainRequest, fresh: () => string): string {
   const r = req.resume;
   if (r === undefined) return fresh();
-  if (typeof r?.runId !== 'string' || !RUN_ID.test(r.runId)) throw new InvalidArgument(`train: resume.runId must be the id of an earlier run (run-…), got ${JSON.stringify(r?.runId)}`);
+  if (typeof r?.runId !== 'string' || !RUN_ID.test(r.runId))
+    throw new InvalidArgument(`train: resume.runId must be the id of an earlier run (run-…), got ${JSON.stringify(r?.runId)}`);
   return r.runId;
 }
 
 /** Upstream's design names → styles of the registry (as rmas train-* accepts). */
-const STYLE_ALIASES: Record<string, string> = { sequential: 'sequential_light', chain: 'sequential_light', hie: 'mixture', distill: 'distillation' };
+const STYLE_ALIASES: Record<string, string> = {
+  sequential: 'sequential_light',
+  chain: 'sequential_light',
+  hie: 'mixture',
+  distill: 'distillation',
+};
 
 /** Where a resume starts: the named checkpoint folder, else the run's latest; its settings from train_args.json. */
-async function resumePoint(store: CheckpointStore, req: TrainRequest): Promise<{ dir: string; options: TrainOptions; args: Record<string, unknown> }> {
+async function resumePoint(
+  store: CheckpointStore,
+  req: TrainRequest,
+): Promise<{ dir: string; options: TrainOptions; args: Record<string, unknown> }> {
   const { latestCheckpoint, TRAINER_STATE_FILE, TRAIN_ARGS_FILE, OPTIMIZER_FILE } = await import('../src/train/checkpoint');
   const { inFolder, folderPath } = await import('../src/train/checkpoint-files');
   const runId = req.resume!.runId;
@@ -60,30 +69,72 @@ async function resumePoint(store: CheckpointStore, req: TrainRequest): Promise<{
   const where = `checkpoint ${dir || '.'} of run ${runId}`;
   for (const f of [TRAINER_STATE_FILE, OPTIMIZER_FILE, TRAIN_ARGS_FILE]) {
     if (!(await store.exists(inFolder(dir, f)))) {
-      throw new CorruptCheckpoint(`resume: ${where} has no ${f}, so it cannot be resumed exactly; start a new run from it instead (its links as initLinks)`);
+      throw new CorruptCheckpoint(
+        `resume: ${where} has no ${f}, so it cannot be resumed exactly; start a new run from it instead (its links as initLinks)`,
+      );
     }
   }
   let args: unknown;
   try {
     args = JSON.parse(new TextDecoder().decode(await store.read(inFolder(dir, TRAIN_ARGS_FILE))));
   } catch (e) {
-    throw new CorruptCheckpoint(`resume: ${where}: ${TRAIN_ARGS_FILE} is not JSON (${(e as Error).message}); start a new run from it instead`);
+    throw new CorruptCheckpoint(
+      `resume: ${where}: ${TRAIN_ARGS_FILE} is not JSON (${(e as Error).message}); start a new run from it instead`,
+    );
   }
   const a = args as { command?: unknown; style?: unknown; role?: unknown; resolved?: unknown };
-  if (typeof a !== 'object' || a === null || typeof a.resolved !== 'object' || a.resolved === null || typeof (a.resolved as TrainOptions).maxSteps !== 'number') {
-    throw new CorruptCheckpoint(`resume: ${where}: ${TRAIN_ARGS_FILE} lacks the run's settings (resolved); start a new run from it instead`);
+  if (
+    typeof a !== 'object' ||
+    a === null ||
+    typeof a.resolved !== 'object' ||
+    a.resolved === null ||
+    typeof (a.resolved as TrainOptions).maxSteps !== 'number'
+  ) {
+    throw new CorruptCheckpoint(
+      `resume: ${where}: ${TRAIN_ARGS_FILE} lacks the run's settings (resolved); start a new run from it instead`,
+    );
   }
-  if (a.command !== `train-${req.kind}`) throw new InvalidArgument(`resume: run ${runId} was ${String(a.command)}, not train-${req.kind}; resume it with kind '${String(a.command).replace('train-', '')}'`);
+  if (a.command !== `train-${req.kind}`)
+    throw new InvalidArgument(
+      `resume: run ${runId} was ${String(a.command)}, not train-${req.kind}; resume it with kind '${String(a.command).replace('train-', '')}'`,
+    );
   return { dir, options: a.resolved as TrainOptions, args: a as Record<string, unknown> };
 }
 
 /** Builds the job from the request (models fetched by URL), runs trainLoop with pause/stop and saves, and cleans up. */
-export async function trainRun(req: TrainRequest, run: TrainRun, emit: (e: TrainEvent) => Promise<void>, deps: TrainDeps): Promise<TrainResult> {
-  const [{ InnerLink, OuterLink }, { getStyle }, { outerManifests, parseLinkBytes }, { loadDecoderFromUrl }, { loadTokenizerFromUrl }, { saveCheckpoint, loadCheckpoint }, { canonicalRole }, { createInnerJob, createOuterJob }, { initialState, trainLoop }, { parseSchedulerType }] =
-    await Promise.all([import('../src/mas/links'), import('../src/mas/styles'), import('../src/mas/upstream'), import('../src/model/url'), import('../src/tokenizer/url'),
-      import('../src/train/checkpoint'), import('../src/train/data'), import('../src/train/jobs'), import('../src/train/loop'), import('../src/train/schedule')]);
-  if (req.kind !== 'inner' && req.kind !== 'outer') throw new InvalidArgument(`train: kind must be 'inner' or 'outer', got ${JSON.stringify(req.kind)}`);
-  if (!Array.isArray(req.rows)) throw new InvalidArgument('train: rows must be an array of parsed dataset rows (parseJsonRows / parseJsonlRows)');
+export async function trainRun(
+  req: TrainRequest,
+  run: TrainRun,
+  emit: (e: TrainEvent) => Promise<void>,
+  deps: TrainDeps,
+): Promise<TrainResult> {
+  const [
+    { InnerLink, OuterLink },
+    { getStyle },
+    { outerManifests, parseLinkBytes },
+    { loadDecoderFromUrl },
+    { loadTokenizerFromUrl },
+    { saveCheckpoint, loadCheckpoint },
+    { canonicalRole },
+    { createInnerJob, createOuterJob },
+    { initialState, trainLoop },
+    { parseSchedulerType },
+  ] = await Promise.all([
+    import('../src/mas/links'),
+    import('../src/mas/styles'),
+    import('../src/mas/upstream'),
+    import('../src/model/url'),
+    import('../src/tokenizer/url'),
+    import('../src/train/checkpoint'),
+    import('../src/train/data'),
+    import('../src/train/jobs'),
+    import('../src/train/loop'),
+    import('../src/train/schedule'),
+  ]);
+  if (req.kind !== 'inner' && req.kind !== 'outer')
+    throw new InvalidArgument(`train: kind must be 'inner' or 'outer', got ${JSON.stringify(req.kind)}`);
+  if (!Array.isArray(req.rows))
+    throw new InvalidArgument('train: rows must be an array of parsed dataset rows (parseJsonRows / parseJsonlRows)');
   run.store = await deps.storeFor(run.id);
   const resume = req.resume ? await resumePoint(run.store, req) : null;
   // a resumed run keeps the settings it started with (schedule, batch, seed, …), whatever the request says
@@ -97,7 +148,9 @@ export async function trainRun(req: TrainRequest, run: TrainRun, emit: (e: Train
   const styleName = (req.style ?? 'sequential_light').trim().toLowerCase();
   const style = getStyle(STYLE_ALIASES[styleName] ?? styleName);
   if (resume && (resume.args.style !== style.name || (req.kind === 'inner' && resume.args.role !== req.role))) {
-    throw new InvalidArgument(`resume: run ${run.id} trained ${String(resume.args.style)}${req.kind === 'inner' ? ` role ${String(resume.args.role)}` : ''}; resume it with the same style${req.kind === 'inner' ? ' and role' : ''}`);
+    throw new InvalidArgument(
+      `resume: run ${run.id} trained ${String(resume.args.style)}${req.kind === 'inner' ? ` role ${String(resume.args.role)}` : ''}; resume it with the same style${req.kind === 'inner' ? ' and role' : ''}`,
+    );
   }
   const init = (key: string) => (!resume && req.initLinks?.[key] ? parseLinkBytes(req.initLinks[key], `initLinks.${key}`) : null);
   const disposers: (() => void)[] = [];
@@ -113,10 +166,20 @@ export async function trainRun(req: TrainRequest, run: TrainRun, emit: (e: Train
       const tokenizer = await loadTokenizerFromUrl(req.model, net);
       const d = decoder.config.hidden;
       const start = init('adapter');
-      const link = start ? InnerLink.fromStateDict(backend, start, { d, name: `${role} inner link` }) : InnerLink.create(backend, d, { seed, name: `${role} inner link` });
+      const link = start
+        ? InnerLink.fromStateDict(backend, start, { d, name: `${role} inner link` })
+        : InnerLink.create(backend, d, { seed, name: `${role} inner link` });
       disposers.push(() => link.dispose());
       job = createInnerJob({
-        decoder, tokenizer, link, rows: req.rows, shape: style.shape, role, task, maxLength: o.maxLength ?? 2048, optimizer,
+        decoder,
+        tokenizer,
+        link,
+        rows: req.rows,
+        shape: style.shape,
+        role,
+        task,
+        maxLength: o.maxLength ?? 2048,
+        optimizer,
         weights: { cos: o.cosWeight ?? 1, mse: o.mseWeight ?? 0 },
       });
       manifests = { 'adapter_config.json': { adapter_type: link.type } };
@@ -124,10 +187,16 @@ export async function trainRun(req: TrainRequest, run: TrainRun, emit: (e: Train
       const agents = new Map<string, Parameters<typeof createOuterJob>[0]['agents'] extends ReadonlyMap<string, infer V> ? V : never>();
       for (const r of style.roles) {
         const a = req.agents?.[r.key];
-        if (!a?.model || !a.innerLink) throw new InvalidArgument(`train (outer): agents.${r.key} needs model (a folder URL) and innerLink (bytes) for style ${style.name}`);
+        if (!a?.model || !a.innerLink)
+          throw new InvalidArgument(
+            `train (outer): agents.${r.key} needs model (a folder URL) and innerLink (bytes) for style ${style.name}`,
+          );
         const decoder = await loadDecoderFromUrl(a.model, backend, { what: `agents.${r.key}.model`, ...net });
         disposers.push(() => decoder.dispose());
-        const inner = InnerLink.fromStateDict(backend, parseLinkBytes(a.innerLink, `agents.${r.key}.innerLink`), { d: decoder.config.hidden, name: `${r.key} inner link` }).freeze();
+        const inner = InnerLink.fromStateDict(backend, parseLinkBytes(a.innerLink, `agents.${r.key}.innerLink`), {
+          d: decoder.config.hidden,
+          name: `${r.key} inner link`,
+        }).freeze();
         disposers.push(() => inner.dispose());
         agents.set(r.key, { decoder, inner, tokenizer: await loadTokenizerFromUrl(a.model, net) });
       }
@@ -136,27 +205,66 @@ export async function trainRun(req: TrainRequest, run: TrainRun, emit: (e: Train
         const dIn = agents.get(l.from)!.decoder.config.hidden;
         const dOut = agents.get(l.to)!.decoder.config.hidden;
         const start = init(l.key);
-        const link = start ? OuterLink.fromStateDict(backend, start, { dIn, dOut, name: l.key }) : OuterLink.create(backend, dIn, dOut, { seed: seed * 100 + i, name: l.key });
+        const link = start
+          ? OuterLink.fromStateDict(backend, start, { dIn, dOut, name: l.key })
+          : OuterLink.create(backend, dIn, dOut, { seed: seed * 100 + i, name: l.key });
         disposers.push(() => link.dispose());
         outer.set(l.key, link);
       }
       const rounds = o.rounds ?? 3;
       job = createOuterJob({
-        style, agents, outer, rows: req.rows, task, batchSize, optimizer,
-        loss: { rounds, maxLatentTokens: o.maxLatentTokens ?? 80, superviseFinalOnly: true, nonLastLossWeight: 0.1, maxLength: o.maxLength ?? 4096 },
+        style,
+        agents,
+        outer,
+        rows: req.rows,
+        task,
+        batchSize,
+        optimizer,
+        loss: {
+          rounds,
+          maxLatentTokens: o.maxLatentTokens ?? 80,
+          superviseFinalOnly: true,
+          nonLastLossWeight: 0.1,
+          maxLength: o.maxLength ?? 4096,
+        },
       });
-      const m = outerManifests(style.shape, [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })));
+      const m = outerManifests(
+        style.shape,
+        [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })),
+      );
       manifests = {
         'outerlink_config.json': m.outerlinkConfig,
-        'outer_adapter_config.json': { ...m.outerAdapterConfig, mas_shape: style.shape, mas_task: task, num_recursive_rounds: rounds, supervise_final_only: 1, non_last_loss_weight: 0.1, enable_thinking: 0 },
+        'outer_adapter_config.json': {
+          ...m.outerAdapterConfig,
+          mas_shape: style.shape,
+          mas_task: task,
+          num_recursive_rounds: rounds,
+          supervise_final_only: 1,
+          non_last_loss_weight: 0.1,
+          enable_thinking: 0,
+        },
       };
     }
     const loopOpts = {
-      maxSteps: o.maxSteps, batchSize, gradAccumSteps: o.gradAccumSteps ?? 1, lr: o.lr ?? 5e-4, scheduler: parseSchedulerType(o.scheduler ?? 'cosine'),
-      warmupSteps: o.warmupSteps ?? Math.min(10, Math.floor(o.maxSteps / 10)), seed, shuffle: o.shuffle ?? true, saveSteps: o.saveSteps ?? 0,
+      maxSteps: o.maxSteps,
+      batchSize,
+      gradAccumSteps: o.gradAccumSteps ?? 1,
+      lr: o.lr ?? 5e-4,
+      scheduler: parseSchedulerType(o.scheduler ?? 'cosine'),
+      warmupSteps: o.warmupSteps ?? Math.min(10, Math.floor(o.maxSteps / 10)),
+      seed,
+      shuffle: o.shuffle ?? true,
+      saveSteps: o.saveSteps ?? 0,
     };
     const store = run.store;
-    const args = resume?.args ?? { command: `train-${req.kind}`, source: 'playground', model: req.model, style: style.name, role: req.role, resolved: { ...o, ...loopOpts, task } };
+    const args = resume?.args ?? {
+      command: `train-${req.kind}`,
+      source: 'playground',
+      model: req.model,
+      style: style.name,
+      role: req.role,
+      resolved: { ...o, ...loopOpts, task },
+    };
     let state = initialState(job.size, loopOpts);
     if (resume) {
       // weights, moments and t go into the links just built; the state carries step, epoch, order, cursor and Rng
@@ -164,30 +272,59 @@ export async function trainRun(req: TrainRequest, run: TrainRun, emit: (e: Train
       job.optimizer.t = loaded.optimizerT;
       state = loaded.state;
     }
-    await emit({ type: 'start', runId: run.id, backend: backend instanceof CpuBackend ? 'cpu' : 'webgpu', samples: job.size, dropped: job.dropped, ...(reason ? { reason } : {}) });
+    await emit({
+      type: 'start',
+      runId: run.id,
+      backend: backend instanceof CpuBackend ? 'cpu' : 'webgpu',
+      samples: job.size,
+      dropped: job.dropped,
+      ...(reason ? { reason } : {}),
+    });
     // the loop's own signal, aborted only here between steps (an abort inside a step throws Cancelled), so that a
     // stop always ends with the loop's final save
     const ctl = new AbortController();
     run.stop.addEventListener('abort', () => run.wake?.(), { once: true });
-    const final = await trainLoop(job.size, loopOpts, {
-      optimizer: job.optimizer,
-      runBatch: (idx, scale) => job.runBatch(idx, scale),
-      signal: ctl.signal,
-      async waitIfPaused() {
-        if (run.paused && !run.stop.aborted) {
-          await emit({ type: 'paused' });
-          while (run.paused && !run.stop.aborted) await new Promise<void>((r) => (run.wake = r));
-          run.wake = null;
-          if (!run.stop.aborted) await emit({ type: 'resumed' });
-        }
-        if (run.stop.aborted) ctl.abort();
+    const final = await trainLoop(
+      job.size,
+      loopOpts,
+      {
+        optimizer: job.optimizer,
+        runBatch: (idx, scale) => job.runBatch(idx, scale),
+        signal: ctl.signal,
+        async waitIfPaused() {
+          if (run.paused && !run.stop.aborted) {
+            await emit({ type: 'paused' });
+            while (run.paused && !run.stop.aborted) await new Promise<void>((r) => (run.wake = r));
+            run.wake = null;
+            if (!run.stop.aborted) await emit({ type: 'resumed' });
+          }
+          if (run.stop.aborted) ctl.abort();
+        },
+        onStep: (e) =>
+          emit({
+            type: 'step',
+            step: e.step,
+            maxSteps: e.maxSteps,
+            loss: e.loss,
+            lr: e.lr,
+            gradNorm: e.gradNorm,
+            tokensPerSec: e.tokensPerSec,
+            etaSec: e.etaSec,
+          }),
+        async save(s, last) {
+          await saveCheckpoint(store, last ? '.' : `checkpoint-${s.step}`, {
+            kind: req.kind,
+            links: job.links,
+            optimizerT: job.optimizer.t,
+            state: s,
+            args,
+            manifests,
+          });
+          await emit({ type: 'saved', step: s.step, final: last });
+        },
       },
-      onStep: (e) => emit({ type: 'step', step: e.step, maxSteps: e.maxSteps, loss: e.loss, lr: e.lr, gradNorm: e.gradNorm, tokensPerSec: e.tokensPerSec, etaSec: e.etaSec }),
-      async save(s, last) {
-        await saveCheckpoint(store, last ? '.' : `checkpoint-${s.step}`, { kind: req.kind, links: job.links, optimizerT: job.optimizer.t, state: s, args, manifests });
-        await emit({ type: 'saved', step: s.step, final: last });
-      },
-    }, state);
+      state,
+    );
     await emit({ type: 'done', steps: final.step, stopped: final.stopped });
     return { runId: run.id, steps: final.step, stopped: final.stopped };
   } finally {

@@ -33,10 +33,12 @@ const b = { type: 'boolean' } as const;
 
 /** A flag whose value is one of `choices`. */
 function oneOf<T extends string>(flag: string, v: string | undefined, choices: readonly T[]): T | undefined {
-  if (v !== undefined && !(choices as readonly string[]).includes(v)) throw new UsageError(`--${flag} ${v}: expected one of ${choices.join(', ')}`);
+  if (v !== undefined && !(choices as readonly string[]).includes(v))
+    throw new UsageError(`--${flag} ${v}: expected one of ${choices.join(', ')}`);
   return v as T | undefined;
 }
-const int = (flag: string, v: string | undefined, min?: number) => numberFlag(flag, v, { integer: true, ...(min !== undefined ? { min } : {}) });
+const int = (flag: string, v: string | undefined, min?: number) =>
+  numberFlag(flag, v, { integer: true, ...(min !== undefined ? { min } : {}) });
 
 async function openBackend(name: string | undefined): Promise<Backend> {
   if (oneOf('backend', name, ['cpu', 'webgpu']) !== 'webgpu') return new CpuBackend('f32');
@@ -47,7 +49,19 @@ const json = (x: unknown) => `${JSON.stringify(x, null, 2)}\n`;
 
 const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
   all: command({
-    options: { out: s, work: s, stages: s, seed: s, agent_steps: s, inner_steps: s, outer_steps: s, chain_steps: s, jobs: s, from: s, until: s },
+    options: {
+      out: s,
+      work: s,
+      stages: s,
+      seed: s,
+      agent_steps: s,
+      inner_steps: s,
+      outer_steps: s,
+      chain_steps: s,
+      jobs: s,
+      from: s,
+      until: s,
+    },
     usage: `  build.ts [all] [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--chain_steps N] [--jobs J]
                 [--from STAGE] [--until STAGE] [--stages DIR]
       the embedded system from its seed into --out (default models/tiny/system); stages: ${STAGES.join(', ')}`,
@@ -57,11 +71,17 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
       if (STAGES.indexOf(until) < STAGES.indexOf(from)) throw new UsageError(`--until ${until} comes before --from ${from}`);
       const agentSteps = int('agent_steps', a.agent_steps, 1);
       await buildEmbeddedSystem({
-        out: a.out ?? TINY_SYSTEM_DIR, ...(a.stages ? { stages: a.stages } : {}), work: a.work ?? join(ROOT, '.cache/tiny-build'),
-        seed: int('seed', a.seed, 1) ?? BUILD_DEFAULTS.seed, ...(agentSteps ? { agentSteps } : {}),
-        innerSteps: int('inner_steps', a.inner_steps, 1) ?? BUILD_DEFAULTS.inner.steps, outerSteps: int('outer_steps', a.outer_steps, 1) ?? BUILD_DEFAULTS.outer.steps,
-        chainSteps: int('chain_steps', a.chain_steps, 1) ?? CHAIN_DEFAULTS.steps, jobs: int('jobs', a.jobs, 1) ?? Math.max(1, Math.min(3, availableParallelism())),
-        from, until,
+        out: a.out ?? TINY_SYSTEM_DIR,
+        ...(a.stages ? { stages: a.stages } : {}),
+        work: a.work ?? join(ROOT, '.cache/tiny-build'),
+        seed: int('seed', a.seed, 1) ?? BUILD_DEFAULTS.seed,
+        ...(agentSteps ? { agentSteps } : {}),
+        innerSteps: int('inner_steps', a.inner_steps, 1) ?? BUILD_DEFAULTS.inner.steps,
+        outerSteps: int('outer_steps', a.outer_steps, 1) ?? BUILD_DEFAULTS.outer.steps,
+        chainSteps: int('chain_steps', a.chain_steps, 1) ?? CHAIN_DEFAULTS.steps,
+        jobs: int('jobs', a.jobs, 1) ?? Math.max(1, Math.min(3, availableParallelism())),
+        from,
+        until,
       });
     },
   }),
@@ -90,7 +110,8 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
       const steps = int('steps', a.steps);
       const seed = int('seed', a.seed);
       const evalRows = int('eval', a.eval);
-      if ((a.first_phase === undefined) !== (a.first_phase_losses === undefined)) throw new UsageError('--first_phase and --first_phase_losses go together');
+      if ((a.first_phase === undefined) !== (a.first_phase_losses === undefined))
+        throw new UsageError('--first_phase and --first_phase_losses go together');
       const backend = await openBackend(a.backend);
       const t0 = performance.now();
       let firstPhase: TrainAgentsOptions['firstPhase'];
@@ -102,12 +123,21 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
       const specs = role ? AGENT_SPECS.filter((sp) => sp.role === role) : AGENT_SPECS;
       const results = await trainTinyAgents({ out, steps, seed, backend, specs, firstPhase });
       if (a.losses) {
-        await writeFile(a.losses, json(Object.fromEntries(results.map((r) => [r.role, { name: r.name, params: r.params, seconds: r.seconds, examples: r.examples, losses: r.losses }]))));
+        await writeFile(
+          a.losses,
+          json(
+            Object.fromEntries(
+              results.map((r) => [r.role, { name: r.name, params: r.params, seconds: r.seconds, examples: r.examples, losses: r.losses }]),
+            ),
+          ),
+        );
       }
       for (const r of results) {
         const first = r.losses.slice(0, 10).reduce((x, y) => x + y, 0) / Math.min(10, r.losses.length);
         const last = r.losses.slice(-10).reduce((x, y) => x + y, 0) / Math.min(10, r.losses.length);
-        process.stdout.write(`${r.name}: ${r.params} params, ${r.examples} sequences, loss ${first.toFixed(3)} -> ${last.toFixed(3)}, ${r.seconds.toFixed(1)}s -> ${r.dir}\n`);
+        process.stdout.write(
+          `${r.name}: ${r.params} params, ${r.examples} sequences, loss ${first.toFixed(3)} -> ${last.toFixed(3)}, ${r.seconds.toFixed(1)}s -> ${r.dir}\n`,
+        );
       }
       process.stdout.write(`total ${((performance.now() - t0) / 1000).toFixed(1)}s on ${backend.name}\n`);
       if (evalRows) {
@@ -133,7 +163,12 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
       // --rollout and --drills apply to every cycle run
       const cycles = steps ? [steps] : LATENT_DEFAULTS.cycles[role];
       const r = await latentPhase({
-        system, role, link, ...(steps ? { cycles } : {}), seed: int('seed', a.seed), lr: numberFlag('lr', a.lr, { min: 0 }),
+        system,
+        role,
+        link,
+        ...(steps ? { cycles } : {}),
+        seed: int('seed', a.seed),
+        lr: numberFlag('lr', a.lr, { min: 0 }),
         ...(rollout !== undefined ? { rolloutWeights: cycles.map(() => rollout) } : {}),
         ...(drills !== undefined ? { drills: cycles.map(() => drills) } : {}),
       });
@@ -147,7 +182,8 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
       the chain phase (chain-phase.ts): the solver, with outer_23, learns to answer from the messages the system sends it`,
     run: async (a) => {
       const r = await chainPhase({ system: required('system', a.system), seed: int('seed', a.seed, 1), steps: int('steps', a.steps, 1) });
-      if (a.losses) await writeFile(a.losses, `${JSON.stringify({ solver: { losses: r.losses, seconds: r.seconds, examples: r.examples } })}\n`);
+      if (a.losses)
+        await writeFile(a.losses, `${JSON.stringify({ solver: { losses: r.losses, seconds: r.seconds, examples: r.examples } })}\n`);
     },
   }),
   eval: command({
@@ -161,15 +197,24 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
       const limit = int('limit', a.limit, 0);
       const offset = int('offset', a.offset, 0) ?? 0;
       const latentSteps = int('latent_steps', a.latent_steps, 0);
-      const configs = a.configs?.split(',').map((c) => c.trim()).filter(Boolean);
+      const configs = a.configs
+        ?.split(',')
+        .map((c) => c.trim())
+        .filter(Boolean);
       const bad = configs?.find((c) => !(CONFIGS as readonly string[]).includes(c));
       if (bad) throw new UsageError(`--configs: unknown '${bad}'; choose from ${CONFIGS.join(', ')}`);
       const backend = await openBackend(a.backend);
       const rows = taskSplit(split).slice(offset, limit === undefined ? undefined : offset + limit);
       const t0 = performance.now();
       const results = await evalTiny({
-        backend, rows, configs: configs as EvalConfig[] | undefined, latentSteps, systemDir: a.system,
-        onRow: (c, i) => { if ((i + 1) % 50 === 0) process.stderr.write(`${c}: ${i + 1}/${rows.length}\n`); },
+        backend,
+        rows,
+        configs: configs as EvalConfig[] | undefined,
+        latentSteps,
+        systemDir: a.system,
+        onRow: (c, i) => {
+          if ((i + 1) % 50 === 0) process.stderr.write(`${c}: ${i + 1}/${rows.length}\n`);
+        },
       });
       process.stdout.write(`${markdownTable(results, backend.name, split)}\n`);
       const m = latentSteps ?? defaultLatentSteps(getStyle('tiny_sequential'));
@@ -187,10 +232,14 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
       const roles = (a.roles ?? 'planner,critic').split(',').map((r) => r.trim());
       if (roles.some((r) => r !== 'planner' && r !== 'critic')) throw new UsageError(`--roles ${a.roles}: expected planner and/or critic`);
       const rows = taskSplit(split).slice(0, limit);
-      const scores = a.chain ? await scoreChain({ systemDir: a.system, rows }) : await scoreRollouts({ systemDir: a.system, rows, roles: roles as RolloutRole[] });
+      const scores = a.chain
+        ? await scoreChain({ systemDir: a.system, rows })
+        : await scoreRollouts({ systemDir: a.system, rows, roles: roles as RolloutRole[] });
       for (const sc of scores) {
-        process.stdout.write(`${sc.role}: the decoded rollout is the gold text on ${sc.exact}/${sc.rows} ${split} rows; `
-          + `gold prefix ${(100 * sc.prefixShare).toFixed(1)}% of tokens\n  first row: ${JSON.stringify(sc.decoded[0] ?? '')}\n`);
+        process.stdout.write(
+          `${sc.role}: the decoded rollout is the gold text on ${sc.exact}/${sc.rows} ${split} rows; ` +
+            `gold prefix ${(100 * sc.prefixShare).toFixed(1)}% of tokens\n  first row: ${JSON.stringify(sc.decoded[0] ?? '')}\n`,
+        );
       }
     },
   }),
@@ -204,7 +253,9 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
   }),
 };
 
-export const USAGE = `usage: npx tsx scripts/tiny-system/build.ts [COMMAND] [flags]\n${Object.values(COMMANDS).map((c) => c.usage).join('\n')}`;
+export const USAGE = `usage: npx tsx scripts/tiny-system/build.ts [COMMAND] [flags]\n${Object.values(COMMANDS)
+  .map((c) => c.usage)
+  .join('\n')}`;
 
 /** Runs one command (the whole build without one); returns the exit code. Errors other than usage propagate. */
 export async function main(argv: readonly string[]): Promise<number> {

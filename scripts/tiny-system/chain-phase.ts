@@ -97,12 +97,23 @@ export function corruptNumbers(text: string, rng: Rng): string {
  * The solver's chats of this phase: row i's slot holds (i mod 4) the gold refined plan, nothing, the gold
  * one with numbers changed, or another row's; the target is always row i's gold answer.
  */
-export function solverCheckChats(tok: Awaited<ReturnType<typeof loadTokenizerFromDir>>, rows: readonly TaskRow[], seed: number): TextExample[] {
+export function solverCheckChats(
+  tok: Awaited<ReturnType<typeof loadTokenizerFromDir>>,
+  rows: readonly TaskRow[],
+  seed: number,
+): TextExample[] {
   const rng = new Rng(seed);
   const enc = (t: string) => tok.encode(t, { addSpecialTokens: false });
   return rows.map((row, i) => {
     const k = i % 4;
-    const slot = k === 0 ? row.refined_plan : k === 1 ? '' : k === 2 ? corruptNumbers(row.refined_plan, rng) : rows[(i * 7 + 13) % rows.length]!.refined_plan;
+    const slot =
+      k === 0
+        ? row.refined_plan
+        : k === 1
+          ? ''
+          : k === 2
+            ? corruptNumbers(row.refined_plan, rng)
+            : rows[(i * 7 + 13) % rows.length]!.refined_plan;
     const prompt = enc(rolePrompt(tok, 'solver', 'first', row.question, slot));
     const target = enc(`${row.answer}<|im_end|>`);
     return { ids: [...prompt, ...target], lossMask: [...prompt.map(() => 0), ...target.map(() => 1)] };
@@ -142,7 +153,8 @@ export class MessageSource {
           critic.set(rec.round, { hidden: await rec.hidden.read(), m: rec.hidden.shape[0]! });
         } else if (rec.role === 'solver') {
           const c = critic.get(rec.round);
-          if (!c || rec.ids.length !== 2) throw new InvalidArgument(`chain phase: the solver stage of round ${rec.round + 1} has no critic message before it`);
+          if (!c || rec.ids.length !== 2)
+            throw new InvalidArgument(`chain phase: the solver stage of round ${rec.round + 1} has no critic message before it`);
           out.push({ pieces: rec.ids.map((p) => [...p]), hidden: c.hidden, m: c.m, target: this.encTarget(row) });
         }
       },
@@ -163,7 +175,8 @@ export async function chainPhase(opts: ChainPhaseOptions): Promise<ChainPhaseRes
   const enc = (t: string) => tok.encode(t, { addSpecialTokens: false });
   const train = taskSplit('train');
   const n = opts.messageRows ?? CHAIN_DEFAULTS.messageRows;
-  if (n.oneRound + n.threeRounds > train.length) throw new InvalidArgument(`chain phase: ${n.oneRound + n.threeRounds} message rows asked, the train split has ${train.length}`);
+  if (n.oneRound + n.threeRounds > train.length)
+    throw new InvalidArgument(`chain phase: ${n.oneRound + n.threeRounds} message rows asked, the train split has ${train.length}`);
 
   const oneRound = train.slice(0, n.oneRound);
   const threeRounds = train.slice(n.oneRound, n.oneRound + n.threeRounds);
@@ -185,7 +198,12 @@ export async function chainPhase(opts: ChainPhaseOptions): Promise<ChainPhaseRes
   const source = new MessageSource(criticSystem, (row) => enc(`${row.answer}<|im_end|>`));
   const criticInner = criticSystem.agents.get('critic')!.inner!;
   const linkFile = join(systemDir, 'outer', 'outer_23.pt');
-  const outer = OuterLink.fromStateDict(be, await readLinkFile(linkFile), { type: criticSystem.outer.get('outer_23')!.type, name: 'outer_23', dIn: criticInner.d, dOut: config.hidden });
+  const outer = OuterLink.fromStateDict(be, await readLinkFile(linkFile), {
+    type: criticSystem.outer.get('outer_23')!.type,
+    name: 'outer_23',
+    dIn: criticInner.d,
+    dOut: config.hidden,
+  });
   outer.unfreeze();
   const losses: number[] = [];
   const stop = new AbortController();
@@ -196,34 +214,51 @@ export async function chainPhase(opts: ChainPhaseOptions): Promise<ChainPhaseRes
     const optimizer = new AdamW([params, outer.params], { weightDecay: 0.01 });
     optimizer.zeroGrad();
     const phaseSeed = seed * 1000 + 813;
-    await trainLoop(examples.length, {
-      maxSteps: steps, batchSize: CHAIN_DEFAULTS.batchSize, gradAccumSteps: 1, lr: CHAIN_DEFAULTS.lr, scheduler: 'cosine',
-      warmupSteps: Math.min(CHAIN_DEFAULTS.warmup, steps - 1), seed: phaseSeed, shuffle: true, saveSteps: 0,
-    }, {
-      optimizer,
-      signal: stop.signal,
-      runBatch: async (indices, scale) => {
-        let loss = 0;
-        let tokens = 0;
-        for (const i of indices) {
-          const ex = examples[i]!;
-          const w = scale / indices.length;
-          if (ex.kind === 'text') {
-            loss += (await sequenceStep(decoder, ex, w)) / indices.length;
-            tokens += ex.ids.length;
-          } else {
-            const a0 = performance.now();
-            const msg = await source.get(ex.row, ex.rounds, ex.round);
-            askSeconds += (performance.now() - a0) / 1000;
-            loss += (await messageStep(decoder, criticInner, outer, msg, w)) / indices.length;
-            tokens += msg.pieces[0]!.length + msg.m + msg.pieces[1]!.length + msg.target.length;
-          }
-        }
-        optimizer.gather();
-        return { loss, tokens, valid: indices.length, skipped: {} };
+    await trainLoop(
+      examples.length,
+      {
+        maxSteps: steps,
+        batchSize: CHAIN_DEFAULTS.batchSize,
+        gradAccumSteps: 1,
+        lr: CHAIN_DEFAULTS.lr,
+        scheduler: 'cosine',
+        warmupSteps: Math.min(CHAIN_DEFAULTS.warmup, steps - 1),
+        seed: phaseSeed,
+        shuffle: true,
+        saveSteps: 0,
       },
-      onStep: recordSteps(losses, stop, { stopAfter: opts.stopAfter, every: 50, log, label: (e) => `chain phase step ${e.step}/${e.maxSteps}` }),
-    }, initialState(examples.length, { seed: phaseSeed, shuffle: true }));
+      {
+        optimizer,
+        signal: stop.signal,
+        runBatch: async (indices, scale) => {
+          let loss = 0;
+          let tokens = 0;
+          for (const i of indices) {
+            const ex = examples[i]!;
+            const w = scale / indices.length;
+            if (ex.kind === 'text') {
+              loss += (await sequenceStep(decoder, ex, w)) / indices.length;
+              tokens += ex.ids.length;
+            } else {
+              const a0 = performance.now();
+              const msg = await source.get(ex.row, ex.rounds, ex.round);
+              askSeconds += (performance.now() - a0) / 1000;
+              loss += (await messageStep(decoder, criticInner, outer, msg, w)) / indices.length;
+              tokens += msg.pieces[0]!.length + msg.m + msg.pieces[1]!.length + msg.target.length;
+            }
+          }
+          optimizer.gather();
+          return { loss, tokens, valid: indices.length, skipped: {} };
+        },
+        onStep: recordSteps(losses, stop, {
+          stopAfter: opts.stopAfter,
+          every: 50,
+          log,
+          label: (e) => `chain phase step ${e.step}/${e.maxSteps}`,
+        }),
+      },
+      initialState(examples.length, { seed: phaseSeed, shuffle: true }),
+    );
     if (!stop.signal.aborted) {
       await saveDecoderCheckpoint(dir, params, { dtype: 'f32' });
       await writeLinkFile(outer, linkFile, { dtype: 'f32' });
@@ -235,7 +270,11 @@ export async function chainPhase(opts: ChainPhaseOptions): Promise<ChainPhaseRes
     criticSystem.dispose();
   }
   const total = (performance.now() - t0) / 1000;
-  return { losses, seconds: { asks: askSeconds, training: total - askSeconds }, examples: { messages: nMessages, chats: chats.length, drills: drills.length } };
+  return {
+    losses,
+    seconds: { asks: askSeconds, training: total - askSeconds },
+    examples: { messages: nMessages, chats: chats.length, drills: drills.length },
+  };
 }
 
 type Forwardable = { forward(x: Tensor): Tensor };
@@ -264,7 +303,9 @@ async function messageStep(decoder: Decoder, inner: Forwardable, outer: OuterLin
   const be = decoder.backend;
   const tape = new Tape();
   try {
-    const loss = tape.run(() => tidy(() => F.crossEntropy(messageLogits(decoder, inner, outer, ex), be.fromValues(ex.target, [ex.target.length], 'i32'))));
+    const loss = tape.run(() =>
+      tidy(() => F.crossEntropy(messageLogits(decoder, inner, outer, ex), be.fromValues(ex.target, [ex.target.length], 'i32'))),
+    );
     const value = (await loss.read())[0]!;
     await tape.backward(tape.run(() => F.scale(loss, weight)));
     return value;

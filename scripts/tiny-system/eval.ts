@@ -62,7 +62,12 @@ async function solverAlone(system: MasSystem, row: TaskRow): Promise<{ text: str
   const tok = solver.tokenizer;
   const ids = tok.encode(rolePrompt(tok, 'solver', 'first', row.question, ''), { addSpecialTokens: false });
   const eos = [tok.idOf('<|im_end|>'), tok.idOf('<|endoftext|>')].filter((x): x is number => typeof x === 'number');
-  const r = await generate(solver.decoder, { inputIds: ids, maxNewTokens: TINY_MAX_NEW_TOKENS, sampling: { greedy: true }, eosTokenIds: eos });
+  const r = await generate(solver.decoder, {
+    inputIds: ids,
+    maxNewTokens: TINY_MAX_NEW_TOKENS,
+    sampling: { greedy: true },
+    eosTokenIds: eos,
+  });
   return { text: tok.decode(r.tokens, { skipSpecialTokens: true }), tokens: r.tokens.length };
 }
 
@@ -134,8 +139,10 @@ export function markdownTable(results: readonly ConfigResult[], backendName: str
   const lines = [
     `| system (greedy, ${results[0]?.total ?? 0} ${split} questions, ${backendName}) | accuracy | s / question | generated tokens / question | latent steps / question |`,
     '|---|---:|---:|---:|---:|',
-    ...results.map((r) =>
-      `| ${r.label} | ${(100 * r.accuracy).toFixed(1)}% (${r.correct}/${r.total}) | ${r.seconds.toFixed(2)} | ${r.tokens.toFixed(1)} | ${r.latentSteps.toFixed(0)} |`),
+    ...results.map(
+      (r) =>
+        `| ${r.label} | ${(100 * r.accuracy).toFixed(1)}% (${r.correct}/${r.total}) | ${r.seconds.toFixed(2)} | ${r.tokens.toFixed(1)} | ${r.latentSteps.toFixed(0)} |`,
+    ),
   ];
   return lines.join('\n');
 }

@@ -95,15 +95,27 @@ export interface LatentPhaseResult {
 
 export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhaseResult> {
   const cycles = opts.cycles ?? LATENT_DEFAULTS.cycles[opts.role];
-  if (!cycles.length || cycles.some((n) => !Number.isInteger(n) || n < 1)) throw new InvalidArgument(`latent phase: cycles must be positive step counts, got [${cycles}]`);
+  if (!cycles.length || cycles.some((n) => !Number.isInteger(n) || n < 1))
+    throw new InvalidArgument(`latent phase: cycles must be positive step counts, got [${cycles}]`);
   // a per-cycle setting: as given, else the defaults' with the default cycles, else 0 in every given cycle
   const perCycle = (given: readonly number[] | undefined, defaults: readonly number[], what: string, ok: (x: number) => boolean) => {
     const v = given ?? (opts.cycles ? cycles.map(() => 0) : defaults);
-    if (v.length !== cycles.length || !v.every(ok)) throw new InvalidArgument(`latent phase: one ${what} per cycle expected, got [${v}] for cycles [${cycles}]`);
+    if (v.length !== cycles.length || !v.every(ok))
+      throw new InvalidArgument(`latent phase: one ${what} per cycle expected, got [${v}] for cycles [${cycles}]`);
     return v;
   };
-  const rollout = perCycle(opts.rolloutWeights, LATENT_DEFAULTS.rollout[opts.role], 'non-negative rollout weight', (w) => w >= 0 && Number.isFinite(w));
-  const drillCounts = perCycle(opts.drills, LATENT_DEFAULTS.drills[opts.role], 'drill count (an integer >= 0)', (n) => Number.isInteger(n) && n >= 0);
+  const rollout = perCycle(
+    opts.rolloutWeights,
+    LATENT_DEFAULTS.rollout[opts.role],
+    'non-negative rollout weight',
+    (w) => w >= 0 && Number.isFinite(w),
+  );
+  const drillCounts = perCycle(
+    opts.drills,
+    LATENT_DEFAULTS.drills[opts.role],
+    'drill count (an integer >= 0)',
+    (n) => Number.isInteger(n) && n >= 0,
+  );
   const seed = opts.seed ?? 7;
   const be = opts.backend ?? new CpuBackend('f32');
   const log = opts.log ?? ((s: string) => process.stdout.write(`${s}\n`));
@@ -132,37 +144,52 @@ export async function latentPhase(opts: LatentPhaseOptions): Promise<LatentPhase
       link.params.resetOptimizerState();
       const optimizer = new AdamW([params, link.params], { weightDecay: 0 });
       optimizer.zeroGrad();
-      await trainLoop(examples.length, {
-        maxSteps: steps, batchSize: LATENT_DEFAULTS.batchSize, gradAccumSteps: 1, lr: opts.lr ?? LATENT_DEFAULTS.lr, scheduler: 'cosine',
-        warmupSteps: Math.min(LATENT_DEFAULTS.warmup, steps - 1), seed: phaseSeed, shuffle: true, saveSteps: 0,
-      }, {
-        optimizer,
-        signal: stop.signal,
-        runBatch: async (indices, scale) => {
-          const batchPairs = indices.reduce((n, i) => n + innerPairs(examples[i]!), 0);
-          let loss = 0;
-          let tokens = 0;
-          for (const i of indices) {
-            const ex = examples[i]!;
-            loss += (await sequenceStep(decoder, { ids: ex.ids, lossMask: ex.textMask }, scale / indices.length)) / indices.length;
-            // the link's share is already weighted by the sample's pairs over the batch's
-            const share = await innerSampleStep(decoder, link, ex, LATENT_DEFAULTS.weights, batchPairs / scale);
-            loss += (await share.read())[0]! / scale;
-            share.dispose();
-            if (rollout[k] && !('readMask' in ex)) {
-              const r = await rolloutSampleStep(decoder, link, ex, rollout[k]!, batchPairs / scale);
-              loss += (await r.read())[0]! / scale;
-              r.dispose();
-            }
-            tokens += ex.ids.length;
-          }
-          optimizer.gather();
-          return { loss, tokens, valid: indices.length, skipped: {} };
+      await trainLoop(
+        examples.length,
+        {
+          maxSteps: steps,
+          batchSize: LATENT_DEFAULTS.batchSize,
+          gradAccumSteps: 1,
+          lr: opts.lr ?? LATENT_DEFAULTS.lr,
+          scheduler: 'cosine',
+          warmupSteps: Math.min(LATENT_DEFAULTS.warmup, steps - 1),
+          seed: phaseSeed,
+          shuffle: true,
+          saveSteps: 0,
         },
-        onStep: recordSteps(losses, stop, {
-          stopAfter: opts.stopAfter, every: 20, log, label: (e) => `${opts.role} latent cycle ${k + 1}/${cycles.length} step ${e.step}/${e.maxSteps}`,
-        }),
-      }, initialState(examples.length, { seed: phaseSeed, shuffle: true }));
+        {
+          optimizer,
+          signal: stop.signal,
+          runBatch: async (indices, scale) => {
+            const batchPairs = indices.reduce((n, i) => n + innerPairs(examples[i]!), 0);
+            let loss = 0;
+            let tokens = 0;
+            for (const i of indices) {
+              const ex = examples[i]!;
+              loss += (await sequenceStep(decoder, { ids: ex.ids, lossMask: ex.textMask }, scale / indices.length)) / indices.length;
+              // the link's share is already weighted by the sample's pairs over the batch's
+              const share = await innerSampleStep(decoder, link, ex, LATENT_DEFAULTS.weights, batchPairs / scale);
+              loss += (await share.read())[0]! / scale;
+              share.dispose();
+              if (rollout[k] && !('readMask' in ex)) {
+                const r = await rolloutSampleStep(decoder, link, ex, rollout[k]!, batchPairs / scale);
+                loss += (await r.read())[0]! / scale;
+                r.dispose();
+              }
+              tokens += ex.ids.length;
+            }
+            optimizer.gather();
+            return { loss, tokens, valid: indices.length, skipped: {} };
+          },
+          onStep: recordSteps(losses, stop, {
+            stopAfter: opts.stopAfter,
+            every: 20,
+            log,
+            label: (e) => `${opts.role} latent cycle ${k + 1}/${cycles.length} step ${e.step}/${e.maxSteps}`,
+          }),
+        },
+        initialState(examples.length, { seed: phaseSeed, shuffle: true }),
+      );
     }
     if (!stop.signal.aborted) {
       await saveDecoderCheckpoint(dir, params, { dtype: 'f32' });

@@ -69,16 +69,44 @@ export function innerTrainArgs(role: string, data: string, saveDir: string, step
 /** `rmas train-outer` arguments of the outer links, as the build runs them. */
 export function outerTrainArgs(data: string, saveDir: string, steps: number, seed: number, logJsonl: string): string[] {
   const { batchSize, lr, rounds, maxLatentTokens } = BUILD_DEFAULTS.outer;
-  return ['train-outer', '--style', 'tiny_sequential', '--dataset_name', data, '--save_dir', saveDir, '--max_steps', String(steps),
-    '--batch_size', String(batchSize), '--outer_lr', String(lr), '--num_recursive_rounds', String(rounds),
-    '--max_latent_tokens', String(maxLatentTokens), '--seed', String(seed), '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', logJsonl];
+  return [
+    'train-outer',
+    '--style',
+    'tiny_sequential',
+    '--dataset_name',
+    data,
+    '--save_dir',
+    saveDir,
+    '--max_steps',
+    String(steps),
+    '--batch_size',
+    String(batchSize),
+    '--outer_lr',
+    String(lr),
+    '--num_recursive_rounds',
+    String(rounds),
+    '--max_latent_tokens',
+    String(maxLatentTokens),
+    '--seed',
+    String(seed),
+    '--save_steps',
+    '0',
+    '--backend',
+    'cpu',
+    '--log_jsonl',
+    logJsonl,
+  ];
 }
 
 /** Runs a command with the tiny system root pointed at `system`; output goes to `log` and stderr. */
 function run(label: string, args: string[], system: string, log: string): Promise<number> {
   const t0 = performance.now();
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, RMAS_TINY_SYSTEM: system }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, {
+      cwd: ROOT,
+      env: { ...process.env, RMAS_TINY_SYSTEM: system },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const chunks: Buffer[] = [];
     const keep = (b: Buffer) => {
       chunks.push(b);
@@ -117,7 +145,12 @@ const RMAS = [join(ROOT, 'bin/rmas.js')];
 /** Loss values of a --log_jsonl file, in step order. */
 async function jsonlLosses(file: string): Promise<number[]> {
   const text = await readFile(file, 'utf8');
-  return text.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l) as { loss?: number }).filter((r) => typeof r.loss === 'number').map((r) => r.loss!);
+  return text
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as { loss?: number })
+    .filter((r) => typeof r.loss === 'number')
+    .map((r) => r.loss!);
 }
 
 /** A stage's per-role record file ({ role: { losses, ... } }, as train-agents and latent-phase write them): its losses. */
@@ -157,17 +190,21 @@ async function seedWork(work: string, from: Exclude<Stage, 'agents'>): Promise<v
   await cp(TINY_SYSTEM_DIR, system, { recursive: true });
   await cp(TINY_STAGES_DIR, join(work, 'stages'), { recursive: true });
   await mkdir(logs, { recursive: true });
-  const record = JSON.parse(await readFile(join(TINY_SYSTEM_DIR, 'build.json'), 'utf8')) as { losses: Record<'agents' | 'inner' | 'latent', Record<string, number[]>> & { outer: number[] } };
+  const record = JSON.parse(await readFile(join(TINY_SYSTEM_DIR, 'build.json'), 'utf8')) as {
+    losses: Record<'agents' | 'inner' | 'latent', Record<string, number[]>> & { outer: number[] };
+  };
   const jsonl = (losses: readonly number[]) => losses.map((loss, i) => `${JSON.stringify({ step: i + 1, loss })}\n`).join('');
   for (const role of ROLES) {
     await writeFile(join(logs, `agent-${role}.json`), roleRecord(role, record.losses.agents[role]!));
     // before the latent phase the agents are the text stage's
-    if (from === 'inner' || from === 'latent') await cp(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`), join(system, role, 'model.safetensors'));
+    if (from === 'inner' || from === 'latent')
+      await cp(join(TINY_STAGES_DIR, 'text', `${role}.safetensors`), join(system, role, 'model.safetensors'));
     if (from === 'inner') continue;
     await writeFile(join(logs, `inner-${role}.jsonl`), jsonl(record.losses.inner[role]!));
     await mkdir(join(work, `inner-${role}`), { recursive: true });
     await cp(join(TINY_STAGES_DIR, 'inner', `${role}.pt`), join(work, `inner-${role}`, 'adapter.pt'));
-    if (from === 'outer' || from === 'chain') await writeFile(join(logs, `latent-${role}.json`), roleRecord(role, record.losses.latent[role]!));
+    if (from === 'outer' || from === 'chain')
+      await writeFile(join(logs, `latent-${role}.json`), roleRecord(role, record.losses.latent[role]!));
   }
   // the committed solver and outer_23 are the chain phase's; the stages before it left these
   if (from === 'outer' || from === 'chain') {
@@ -204,9 +241,28 @@ export async function buildEmbeddedSystem(o: BuildOptions): Promise<void> {
 
   const inner = BUILD_DEFAULTS.inner;
   if (doStage('inner')) {
-    const times = await pool(o.jobs, ROLES.map((role) => () => run(`inner ${role}`, [
-      ...RMAS, ...innerTrainArgs(role, join(data, 'train.jsonl'), join(work, `inner-${role}`), o.innerSteps, o.seed, join(logs, `inner-${role}.jsonl`)),
-    ], system, join(logs, `inner-${role}.log`))));
+    const times = await pool(
+      o.jobs,
+      ROLES.map(
+        (role) => () =>
+          run(
+            `inner ${role}`,
+            [
+              ...RMAS,
+              ...innerTrainArgs(
+                role,
+                join(data, 'train.jsonl'),
+                join(work, `inner-${role}`),
+                o.innerSteps,
+                o.seed,
+                join(logs, `inner-${role}.jsonl`),
+              ),
+            ],
+            system,
+            join(logs, `inner-${role}.log`),
+          ),
+      ),
+    );
     ROLES.forEach((r, i) => { seconds[`inner ${r}`] = times[i]!; });
     for (const role of ROLES) {
       for (const f of ['adapter.pt', 'adapter_config.json']) await cp(join(work, `inner-${role}`, f), join(system, role, f));
@@ -245,7 +301,9 @@ export async function buildEmbeddedSystem(o: BuildOptions): Promise<void> {
     ], system, join(logs, 'chain.log'));
   }
 
-  const agentLosses = Object.fromEntries(await Promise.all(ROLES.map(async (r) => [r, await roleLosses(join(logs, `agent-${r}.json`), r)])));
+  const agentLosses = Object.fromEntries(
+    await Promise.all(ROLES.map(async (r) => [r, await roleLosses(join(logs, `agent-${r}.json`), r)])),
+  );
   const record = {
     seed: o.seed, agentSteps: Object.fromEntries(ROLES.map((r) => [r, agentLosses[r]!.length])), inner: { ...inner, steps: o.innerSteps },
     latent: { ...LATENT_DEFAULTS }, outer: { ...outer, steps: o.outerSteps }, chain: { ...CHAIN_DEFAULTS, steps: o.chainSteps },

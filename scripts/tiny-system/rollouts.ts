@@ -73,7 +73,12 @@ class Tally {
 
 const goldText = (role: RolloutRole, row: TaskRow) => (role === 'critic' ? row.refined_plan : row.plan);
 
-export async function scoreRollouts(opts: { systemDir?: string; rows: readonly TaskRow[]; roles?: readonly RolloutRole[]; backend?: Backend }): Promise<RolloutScore[]> {
+export async function scoreRollouts(opts: {
+  systemDir?: string;
+  rows: readonly TaskRow[];
+  roles?: readonly RolloutRole[];
+  backend?: Backend;
+}): Promise<RolloutScore[]> {
   const backend = opts.backend ?? new CpuBackend('f32');
   const system = await loadSystem('tiny_sequential', { backend, embeddedRoot: resolve(opts.systemDir ?? TINY_SYSTEM_DIR), task: 'math' });
   try {
@@ -85,7 +90,9 @@ export async function scoreRollouts(opts: { systemDir?: string; rows: readonly T
       const tally = new Tally();
       for (const row of opts.rows) {
         const gold = tok.encode(goldText(role, row), { addSpecialTokens: false });
-        const prompt = tok.encode(rolePrompt(tok, role, 'first', row.question, role === 'critic' ? row.plan : ''), { addSpecialTokens: false });
+        const prompt = tok.encode(rolePrompt(tok, role, 'first', row.question, role === 'critic' ? row.plan : ''), {
+          addSpecialTokens: false,
+        });
         const H = await latentRollout(agent.decoder, agent.inner, [prompt], gold.length);
         await tally.add(agent, H, gold);
         H.dispose();
@@ -103,14 +110,28 @@ export async function scoreRollouts(opts: { systemDir?: string; rows: readonly T
  * default), and each non-final stage's rollout decoded by its own lm_head against its gold text. Here the
  * critic reads the planner's latent message through outer_12, not the gold plan.
  */
-export async function scoreChain(opts: { systemDir?: string; rows: readonly TaskRow[]; latentSteps?: number; backend?: Backend }): Promise<RolloutScore[]> {
+export async function scoreChain(opts: {
+  systemDir?: string;
+  rows: readonly TaskRow[];
+  latentSteps?: number;
+  backend?: Backend;
+}): Promise<RolloutScore[]> {
   const backend = opts.backend ?? new CpuBackend('f32');
   const system = await loadSystem('tiny_sequential', { backend, embeddedRoot: resolve(opts.systemDir ?? TINY_SYSTEM_DIR), task: 'math' });
   try {
-    const tallies = new Map<RolloutRole, Tally>([['planner', new Tally()], ['critic', new Tally()]]);
+    const tallies = new Map<RolloutRole, Tally>([
+      ['planner', new Tally()],
+      ['critic', new Tally()],
+    ]);
     for (const row of opts.rows) {
       await ask(system, {
-        question: row.question, task: 'math', rounds: 1, mode: 'latent', sampling: { greedy: true }, maxNewTokens: 1, answerRetry: false,
+        question: row.question,
+        task: 'math',
+        rounds: 1,
+        mode: 'latent',
+        sampling: { greedy: true },
+        maxNewTokens: 1,
+        answerRetry: false,
         ...(opts.latentSteps ? { latentSteps: opts.latentSteps } : {}),
         onStage: async (rec) => {
           const tally = tallies.get(rec.role as RolloutRole);

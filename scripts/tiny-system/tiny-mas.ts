@@ -71,7 +71,14 @@ export const TINY_MAS_PARADIGM: Readonly<Record<TinyStyle, string>> = {
   sequential_light: 'chain', sequential_scaled: 'chain', mixture: 'hie', distillation: 'distill', deliberation: 'deliberation',
 };
 
-const MODEL_FILES = ['config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja'];
+const MODEL_FILES = [
+  'config.json',
+  'generation_config.json',
+  'model.safetensors',
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'chat_template.jinja',
+];
 const TASKS: readonly AdapterTask[] = ['math', 'code'];
 const json = (v: unknown) => `${JSON.stringify(v, null, 2)}\n`;
 
@@ -96,7 +103,8 @@ export async function buildTinySystem(
   outDir: string,
   opts: { seed?: number; taskScoped?: boolean; linkFormat?: 'pt' | 'safetensors' } = {},
 ): Promise<{ roles: Record<string, string>; outer: string }> {
-  if (!Object.hasOwn(TINY_MAS_ROLES, style)) throw new UnknownStyle(`unknown style '${style}'; tiny systems exist for ${TINY_STYLES.join(', ')}`);
+  if (!Object.hasOwn(TINY_MAS_ROLES, style))
+    throw new UnknownStyle(`unknown style '${style}'; tiny systems exist for ${TINY_STYLES.join(', ')}`);
   const seed = opts.seed ?? 1;
   if (!Number.isSafeInteger(seed) || seed < 0) throw new InvalidArgument(`seed must be a non-negative integer, got ${seed}`);
   const ext = `.${opts.linkFormat ?? 'pt'}`;

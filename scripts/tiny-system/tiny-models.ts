@@ -41,26 +41,110 @@ export interface TinySpec {
 }
 
 export const TINY_SPECS: readonly TinySpec[] = [
-  { name: 'qwen3-tiny', family: 'qwen3', seed: 3, hidden: 48, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 128, tie: true, separateTemplate: false },
-  { name: 'llama-tiny', family: 'llama', seed: 1, hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 160, tie: false, separateTemplate: true },
-  { name: 'qwen2-tiny', family: 'qwen2', seed: 2, hidden: 32, layers: 2, heads: 4, kvHeads: 2, headDim: 8, intermediate: 88, tie: true, separateTemplate: false },
+  {
+    name: 'qwen3-tiny',
+    family: 'qwen3',
+    seed: 3,
+    hidden: 48,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 16,
+    intermediate: 128,
+    tie: true,
+    separateTemplate: false,
+  },
+  {
+    name: 'llama-tiny',
+    family: 'llama',
+    seed: 1,
+    hidden: 64,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 16,
+    intermediate: 160,
+    tie: false,
+    separateTemplate: true,
+  },
+  {
+    name: 'qwen2-tiny',
+    family: 'qwen2',
+    seed: 2,
+    hidden: 32,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 8,
+    intermediate: 88,
+    tie: true,
+    separateTemplate: false,
+  },
   // Mistral 7B's shape: 4 query heads per kv head, head_dim = hidden / heads (no head_dim key), untied, and a
   // sliding window (4) shorter than the golden's 7 tokens, so that the window changes the outputs
-  { name: 'mistral-tiny', family: 'mistral', seed: 4, hidden: 40, layers: 2, heads: 4, kvHeads: 1, headDim: 10, intermediate: 96, tie: false, separateTemplate: false },
+  {
+    name: 'mistral-tiny',
+    family: 'mistral',
+    seed: 4,
+    hidden: 40,
+    layers: 2,
+    heads: 4,
+    kvHeads: 1,
+    headDim: 10,
+    intermediate: 96,
+    tie: false,
+    separateTemplate: false,
+  },
   // gemma-3-4b-it's layout: an image-text checkpoint (model_type gemma3, the decoder under text_config and under
   // language_model.model.*, a small vision tower and projector beside it that the engine must never read).
   // head_dim ≠ hidden/heads and query_pre_attn_scalar ≠ head_dim (as 256 vs 2560/8 = 320 on the 4B), three layers
   // with sliding_window_pattern 2 (sliding, full, sliding) so both rope bases and the window (4 < the golden's
   // 7 tokens) act, the global rope linearly scaled by 8, tied embeddings scaled by √hidden, zero-centred norms.
-  { name: 'gemma3-tiny', family: 'gemma3', seed: 5, hidden: 56, layers: 3, heads: 4, kvHeads: 2, headDim: 24, intermediate: 128, tie: true, separateTemplate: false },
+  {
+    name: 'gemma3-tiny',
+    family: 'gemma3',
+    seed: 5,
+    hidden: 56,
+    layers: 3,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 24,
+    intermediate: 128,
+    tie: true,
+    separateTemplate: false,
+  },
   // Qwen3.5-9B's layout: an image-text checkpoint (model_type qwen3_5, the decoder under text_config and under
   // model.language_model.*, lm_head.weight at the top, untied; model.visual.* and mtp.* beside it, never read).
   // Three Gated DeltaNet layers then a gated attention layer (as every 4th on the real models), two value heads
   // per key head and key ≠ value dims (TINY_QWEN3_5), head_dim 32 of which a quarter rotates, zero-centred norms.
-  { name: 'qwen3_5-tiny', family: 'qwen3_5', seed: 6, hidden: 48, layers: 4, heads: 2, kvHeads: 1, headDim: 32, intermediate: 96, tie: false, separateTemplate: false },
+  {
+    name: 'qwen3_5-tiny',
+    family: 'qwen3_5',
+    seed: 6,
+    hidden: 48,
+    layers: 4,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 32,
+    intermediate: 96,
+    tie: false,
+    separateTemplate: false,
+  },
   // Qwen3.5-4B's (and 2B's): tied embeddings, at both levels of the config; no layer_types, so that
   // full_attention_interval (2 here: linear, full, linear, full) places the attention layers
-  { name: 'qwen3_5-tied-tiny', family: 'qwen3_5', seed: 7, hidden: 40, layers: 4, heads: 2, kvHeads: 1, headDim: 24, intermediate: 80, tie: true, separateTemplate: false },
+  {
+    name: 'qwen3_5-tied-tiny',
+    family: 'qwen3_5',
+    seed: 7,
+    hidden: 40,
+    layers: 4,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 24,
+    intermediate: 80,
+    tie: true,
+    separateTemplate: false,
+  },
 ];
 /** mistral-tiny's sliding_window (BioMistral-7B: 4096). */
 export const TINY_MISTRAL_WINDOW = 4;
@@ -172,32 +256,93 @@ export function buildConfig(spec: TinySpec, vocab: number, ids: ReturnType<typeo
       sliding_window: TINY_GEMMA3.slidingWindow, sliding_window_pattern: TINY_GEMMA3.pattern, vocab_size: vocab,
     });
     return sortKeys({
-      architectures: ['Gemma3ForConditionalGeneration'], bos_token_id: ids.endOfText, eos_token_id: [ids.imEnd, ids.endOfText],
-      image_token_index: vocab - 1, initializer_range: 0.02, mm_tokens_per_image: 4, model_type: 'gemma3', text_config: text,
-      torch_dtype: 'bfloat16', transformers_version: '4.50.0',
-      vision_config: { hidden_size: 8, image_size: 8, intermediate_size: 16, model_type: 'siglip_vision_model', num_attention_heads: 2, num_hidden_layers: 1, patch_size: 2 },
+      architectures: ['Gemma3ForConditionalGeneration'],
+      bos_token_id: ids.endOfText,
+      eos_token_id: [ids.imEnd, ids.endOfText],
+      image_token_index: vocab - 1,
+      initializer_range: 0.02,
+      mm_tokens_per_image: 4,
+      model_type: 'gemma3',
+      text_config: text,
+      torch_dtype: 'bfloat16',
+      transformers_version: '4.50.0',
+      vision_config: {
+        hidden_size: 8,
+        image_size: 8,
+        intermediate_size: 16,
+        model_type: 'siglip_vision_model',
+        num_attention_heads: 2,
+        num_hidden_layers: 1,
+        patch_size: 2,
+      },
     });
   } else if (spec.family === 'qwen3_5') {
     // as the Qwen3.5 releases ship it: every text field written out, rope_parameters with the partial rotary and
     // mRoPE sections (a text-only input makes mRoPE plain RoPE), the special ids of the image-text wrapper
     const q = TINY_QWEN3_5[spec.name]!;
     const text = sortKeys({
-      attention_bias: false, attention_dropout: 0.0, attn_output_gate: true, dtype: 'bfloat16', eos_token_id: ids.endOfText,
-      full_attention_interval: q.interval, head_dim: spec.headDim, hidden_act: 'silu', hidden_size: spec.hidden, initializer_range: 0.02,
-      intermediate_size: spec.intermediate, ...(q.layerTypes ? { layer_types: [...q.layerTypes] } : {}), linear_conv_kernel_dim: q.convKernel,
-      linear_key_head_dim: q.keyDim, linear_num_key_heads: q.keyHeads, linear_num_value_heads: q.valueHeads,
-      linear_value_head_dim: q.valueDim, mamba_ssm_dtype: 'float32', max_position_embeddings: MAX_POSITIONS, mlp_only_layers: [],
-      model_type: 'qwen3_5_text', mtp_num_hidden_layers: 1, mtp_use_dedicated_embeddings: false, num_attention_heads: spec.heads,
-      num_hidden_layers: spec.layers, num_key_value_heads: spec.kvHeads, rms_norm_eps: 1e-6,
-      rope_parameters: { mrope_interleaved: true, mrope_section: [1, 1, 2], partial_rotary_factor: 0.25, rope_theta: 10000000, rope_type: 'default' },
-      tie_word_embeddings: spec.tie, use_cache: true, vocab_size: vocab,
+      attention_bias: false,
+      attention_dropout: 0.0,
+      attn_output_gate: true,
+      dtype: 'bfloat16',
+      eos_token_id: ids.endOfText,
+      full_attention_interval: q.interval,
+      head_dim: spec.headDim,
+      hidden_act: 'silu',
+      hidden_size: spec.hidden,
+      initializer_range: 0.02,
+      intermediate_size: spec.intermediate,
+      ...(q.layerTypes ? { layer_types: [...q.layerTypes] } : {}),
+      linear_conv_kernel_dim: q.convKernel,
+      linear_key_head_dim: q.keyDim,
+      linear_num_key_heads: q.keyHeads,
+      linear_num_value_heads: q.valueHeads,
+      linear_value_head_dim: q.valueDim,
+      mamba_ssm_dtype: 'float32',
+      max_position_embeddings: MAX_POSITIONS,
+      mlp_only_layers: [],
+      model_type: 'qwen3_5_text',
+      mtp_num_hidden_layers: 1,
+      mtp_use_dedicated_embeddings: false,
+      num_attention_heads: spec.heads,
+      num_hidden_layers: spec.layers,
+      num_key_value_heads: spec.kvHeads,
+      rms_norm_eps: 1e-6,
+      rope_parameters: {
+        mrope_interleaved: true,
+        mrope_section: [1, 1, 2],
+        partial_rotary_factor: 0.25,
+        rope_theta: 10000000,
+        rope_type: 'default',
+      },
+      tie_word_embeddings: spec.tie,
+      use_cache: true,
+      vocab_size: vocab,
     });
     return sortKeys({
-      architectures: ['Qwen3_5ForConditionalGeneration'], image_token_id: vocab - 1, model_type: 'qwen3_5', text_config: text,
-      tie_word_embeddings: spec.tie, transformers_version: '4.57.0.dev0', video_token_id: vocab - 2,
-      vision_config: { deepstack_visual_indexes: [], depth: 1, hidden_act: 'gelu_pytorch_tanh', hidden_size: 8, in_channels: 3,
-        intermediate_size: 16, model_type: 'qwen3_5', num_heads: 2, out_hidden_size: spec.hidden, patch_size: 2, spatial_merge_size: 2, temporal_patch_size: 2 },
-      vision_end_token_id: vocab - 3, vision_start_token_id: vocab - 4,
+      architectures: ['Qwen3_5ForConditionalGeneration'],
+      image_token_id: vocab - 1,
+      model_type: 'qwen3_5',
+      text_config: text,
+      tie_word_embeddings: spec.tie,
+      transformers_version: '4.57.0.dev0',
+      video_token_id: vocab - 2,
+      vision_config: {
+        deepstack_visual_indexes: [],
+        depth: 1,
+        hidden_act: 'gelu_pytorch_tanh',
+        hidden_size: 8,
+        in_channels: 3,
+        intermediate_size: 16,
+        model_type: 'qwen3_5',
+        num_heads: 2,
+        out_hidden_size: spec.hidden,
+        patch_size: 2,
+        spatial_merge_size: 2,
+        temporal_patch_size: 2,
+      },
+      vision_end_token_id: vocab - 3,
+      vision_start_token_id: vocab - 4,
     });
   } else if (spec.family === 'mistral') {
     config = {
@@ -271,7 +416,10 @@ export function tensorShapes(spec: TinySpec, vocab: number): [string, number[]][
   out.push(['model.norm.weight', [d]]);
   if (!spec.tie) out.push(['lm_head.weight', [vocab, d]]);
   if (spec.family === 'qwen3_5') {
-    const moved = out.map(([n, sh]): [string, number[]] => [n.startsWith('model.') ? `model.language_model.${n.slice('model.'.length)}` : n, sh]);
+    const moved = out.map(([n, sh]): [string, number[]] => [
+      n.startsWith('model.') ? `model.language_model.${n.slice('model.'.length)}` : n,
+      sh,
+    ]);
     return [...moved, ...QWEN3_5_UNREAD_TENSORS];
   }
   if (spec.family !== 'gemma3') return out;

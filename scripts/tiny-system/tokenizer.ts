@@ -197,15 +197,28 @@ export function buildTinyTokenizer(opts: TinyTokenizerOptions): TinyTokenizer {
     pre_tokenizer: {
       type: 'Sequence',
       pretokenizers: [
-        { type: 'Split', pattern: { Regex: opts.digitGroups ? LLAMA3_SPLIT_REGEX : QWEN2_SPLIT_REGEX }, behavior: 'Isolated', invert: false },
+        {
+          type: 'Split',
+          pattern: { Regex: opts.digitGroups ? LLAMA3_SPLIT_REGEX : QWEN2_SPLIT_REGEX },
+          behavior: 'Isolated',
+          invert: false,
+        },
         byteLevel,
       ],
     },
     post_processor: byteLevel,
     decoder: byteLevel,
     model: {
-      type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: '', end_of_word_suffix: '',
-      fuse_unk: false, byte_fallback: false, ignore_merges: false, vocab, merges,
+      type: 'BPE',
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: '',
+      end_of_word_suffix: '',
+      fuse_unk: false,
+      byte_fallback: false,
+      ignore_merges: false,
+      vocab,
+      merges,
     },
   };
 

@@ -63,11 +63,48 @@ export interface AgentSpec extends Omit<TinySpec, 'seed' | 'separateTemplate'> {
 
 /** The default agents: different families and widths, context 512 (buildConfig's max_position_embeddings). */
 export const AGENT_SPECS: readonly AgentSpec[] = [
-  { role: 'planner', name: 'planner-qwen3', family: 'qwen3', hidden: 64, layers: 2, heads: 4, kvHeads: 2, headDim: 16, intermediate: 176, tie: true, steps: 4000 },
-  { role: 'critic', name: 'critic-llama', family: 'llama', hidden: 96, layers: 2, heads: 6, kvHeads: 2, headDim: 16, intermediate: 256, tie: false, steps: 4000, drills: 3000,
-    finetune: { steps: 1500, drills: 500, lr: 2e-3 } },
-  { role: 'solver', name: 'solver-qwen2', family: 'qwen2', hidden: 64, layers: 3, heads: 4, kvHeads: 2, headDim: 16, intermediate: 176, tie: true, steps: 2500,
-    finetune: { steps: 1500, drills: 0, lr: 2e-3 } },
+  {
+    role: 'planner',
+    name: 'planner-qwen3',
+    family: 'qwen3',
+    hidden: 64,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 16,
+    intermediate: 176,
+    tie: true,
+    steps: 4000,
+  },
+  {
+    role: 'critic',
+    name: 'critic-llama',
+    family: 'llama',
+    hidden: 96,
+    layers: 2,
+    heads: 6,
+    kvHeads: 2,
+    headDim: 16,
+    intermediate: 256,
+    tie: false,
+    steps: 4000,
+    drills: 3000,
+    finetune: { steps: 1500, drills: 500, lr: 2e-3 },
+  },
+  {
+    role: 'solver',
+    name: 'solver-qwen2',
+    family: 'qwen2',
+    hidden: 64,
+    layers: 3,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 16,
+    intermediate: 176,
+    tie: true,
+    steps: 2500,
+    finetune: { steps: 1500, drills: 0, lr: 2e-3 },
+  },
 ];
 
 export interface TrainAgentsOptions {
@@ -145,7 +182,11 @@ async function writeAgentFiles(dir: string, spec: AgentSpec): Promise<Record<str
   // rope_theta 10000 for every family: with 16-dim heads and ~130-token chats, the families' long-context
   // bases (1e6, 5e5, and Llama 3's scaling) leave only a few rotary pairs that turn at all, and copying
   // a number from the prompt needs sharp relative positions
-  const config = { ...buildConfig({ ...spec, seed: 0, separateTemplate: spec.family === 'llama' }, vocab, ids), rope_theta: 10000, rope_scaling: null };
+  const config = {
+    ...buildConfig({ ...spec, seed: 0, separateTemplate: spec.family === 'llama' }, vocab, ids),
+    rope_theta: 10000,
+    rope_scaling: null,
+  };
   const tokenizerConfig: Record<string, unknown> = { ...tok.tokenizerConfig };
   await mkdir(dir, { recursive: true });
   // Llama 3 folders keep the template in chat_template.jinja and name the generic fast class
@@ -218,7 +259,12 @@ export const DRILL_LINES = 10;
  * agent meets each of the task's 470 facts a few times per epoch; a drill carries 10 of them for about the
  * same compute. They are plain text, no chat template, like pretraining data. A pure function of `seed`.
  */
-export function drillExamples(tok: Tokenizer, count: number, seed: number, format: 'plan' | 'answer' = 'plan'): { ids: number[]; lossMask: number[] }[] {
+export function drillExamples(
+  tok: Tokenizer,
+  count: number,
+  seed: number,
+  format: 'plan' | 'answer' = 'plan',
+): { ids: number[]; lossMask: number[] }[] {
   const facts = arithmeticFacts();
   const rng = new Rng(seed);
   const enc = (text: string) => tok.encode(text, { addSpecialTokens: false });
@@ -233,7 +279,11 @@ export function drillExamples(tok: Tokenizer, count: number, seed: number, forma
       const last = j + 1 === DRILL_LINES;
       const head = format === 'plan' ? `Step ${(j % 3) + 1}: ` : j ? ' ' : '';
       const end = format === 'plan' ? (last ? '.' : '.\n') : last ? '.' : ',';
-      const pieces: [string, number][] = [[`${head}${fact.slice(0, eq)} =`, 0], [` ${fact.slice(eq + 3)}`, 1], [end, 0]];
+      const pieces: [string, number][] = [
+        [`${head}${fact.slice(0, eq)} =`, 0],
+        [` ${fact.slice(eq + 3)}`, 1],
+        [end, 0],
+      ];
       for (const [text, loss] of pieces) {
         const t = enc(text);
         ids.push(...t);
@@ -244,14 +294,24 @@ export function drillExamples(tok: Tokenizer, count: number, seed: number, forma
     // the pieces must tokenize as the whole text does, or the drills would teach other tokens
     const whole = format === 'plan' ? lines.join('\n') : `${lines.join(', ')}.`;
     const wholeIds = enc(whole);
-    if (wholeIds.length !== ids.length || wholeIds.some((t, i) => t !== ids[i])) throw new Error(`drillExamples: piecewise tokens differ from the text's: ${JSON.stringify(whole)}`);
+    if (wholeIds.length !== ids.length || wholeIds.some((t, i) => t !== ids[i]))
+      throw new Error(`drillExamples: piecewise tokens differ from the text's: ${JSON.stringify(whole)}`);
     examples.push({ ids, lossMask });
   }
   return examples;
 }
 
 /** Trains one agent and writes its folder. */
-async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 'specs' | 'backend' | 'trainRows' | 'log' | 'stopAfter' | 'firstPhase'>> & { backend: Backend; rows: readonly TaskRow[]; log: (s: string) => void; stopAfter: number | undefined; firstPhase: TrainAgentsOptions['firstPhase'] }): Promise<AgentResult> {
+async function trainAgent(
+  spec: AgentSpec,
+  o: Required<Omit<TrainAgentsOptions, 'specs' | 'backend' | 'trainRows' | 'log' | 'stopAfter' | 'firstPhase'>> & {
+    backend: Backend;
+    rows: readonly TaskRow[];
+    log: (s: string) => void;
+    stopAfter: number | undefined;
+    firstPhase: TrainAgentsOptions['firstPhase'];
+  },
+): Promise<AgentResult> {
   const dir = join(o.out, spec.role);
   const configJson = await writeAgentFiles(dir, spec);
   const config = parseDecoderConfig(json(configJson), join(dir, 'config.json'));
@@ -269,40 +329,55 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
     params.resetOptimizerState();
     const optimizer = new AdamW([params], { weightDecay: 0.01 });
     optimizer.zeroGrad();
-    await trainLoop(data.length, {
-      maxSteps: steps, batchSize: o.batchSize, gradAccumSteps: o.gradAccum, lr, scheduler: 'cosine',
-      warmupSteps: Math.min(o.warmup, Math.max(0, steps - 1)), seed: phaseSeed, shuffle: true, saveSteps: 0,
-    }, {
-      optimizer,
-      runBatch: async (indices, scale) => {
-        let loss = 0;
-        let tokens = 0;
-        for (const i of indices) {
-          const ex = data[i]!;
-          loss += (await sequenceStep(decoder, ex, scale / indices.length)) / indices.length;
-          tokens += ex.ids.length;
-        }
-        optimizer.gather();
-        return { loss, tokens, valid: indices.length, skipped: {} };
+    await trainLoop(
+      data.length,
+      {
+        maxSteps: steps,
+        batchSize: o.batchSize,
+        gradAccumSteps: o.gradAccum,
+        lr,
+        scheduler: 'cosine',
+        warmupSteps: Math.min(o.warmup, Math.max(0, steps - 1)),
+        seed: phaseSeed,
+        shuffle: true,
+        saveSteps: 0,
       },
-      signal: stop.signal,
-      onStep: (e) => {
-        losses.push(e.loss);
-        if (o.stopAfter !== undefined && e.step >= o.stopAfter) stop.abort();
-        if (o.logEvery > 0 && (e.step % o.logEvery === 0 || e.step === e.maxSteps)) {
-          const recent = losses.slice(-o.logEvery);
-          const mean = recent.reduce((a, b) => a + b, 0) / recent.length;
-          o.log(`${spec.name} step ${e.step}/${e.maxSteps} loss ${mean.toFixed(4)} lr ${e.lr.toExponential(2)} ${e.elapsedSec.toFixed(1)}s`);
-        }
+      {
+        optimizer,
+        runBatch: async (indices, scale) => {
+          let loss = 0;
+          let tokens = 0;
+          for (const i of indices) {
+            const ex = data[i]!;
+            loss += (await sequenceStep(decoder, ex, scale / indices.length)) / indices.length;
+            tokens += ex.ids.length;
+          }
+          optimizer.gather();
+          return { loss, tokens, valid: indices.length, skipped: {} };
+        },
+        signal: stop.signal,
+        onStep: (e) => {
+          losses.push(e.loss);
+          if (o.stopAfter !== undefined && e.step >= o.stopAfter) stop.abort();
+          if (o.logEvery > 0 && (e.step % o.logEvery === 0 || e.step === e.maxSteps)) {
+            const recent = losses.slice(-o.logEvery);
+            const mean = recent.reduce((a, b) => a + b, 0) / recent.length;
+            o.log(
+              `${spec.name} step ${e.step}/${e.maxSteps} loss ${mean.toFixed(4)} lr ${e.lr.toExponential(2)} ${e.elapsedSec.toFixed(1)}s`,
+            );
+          }
+        },
       },
-    }, initialState(data.length, { seed: phaseSeed, shuffle: true }));
+      initialState(data.length, { seed: phaseSeed, shuffle: true }),
+    );
   };
   try {
     if (spec.finetune && o.firstPhase) {
       // the first phase's end state, saved by an earlier run with the same seed
       params.import(await loadF32Checkpoint(join(o.firstPhase.dir, spec.role, 'model.safetensors'), 'a second phase'));
       const recorded = o.firstPhase.losses[spec.role];
-      if (!recorded || recorded.length !== o.steps) throw new InvalidArgument(`firstPhase: ${spec.role} needs the ${o.steps} recorded losses of its first phase`);
+      if (!recorded || recorded.length !== o.steps)
+        throw new InvalidArgument(`firstPhase: ${spec.role} needs the ${o.steps} recorded losses of its first phase`);
       losses.push(...recorded);
     } else {
       await phase(examples, o.steps, o.lr, seed);
@@ -316,7 +391,16 @@ async function trainAgent(spec: AgentSpec, o: Required<Omit<TrainAgentsOptions, 
     decoder.dispose();
   }
   const seconds = (performance.now() - t0) / 1000;
-  return { name: spec.name, role: spec.role, dir, losses, seconds, examples: examples.length, skipped, params: params.entries.reduce((s, e) => s + e.numel, 0) };
+  return {
+    name: spec.name,
+    role: spec.role,
+    dir,
+    losses,
+    seconds,
+    examples: examples.length,
+    skipped,
+    params: params.entries.reduce((s, e) => s + e.numel, 0),
+  };
 }
 
 /**
@@ -329,7 +413,8 @@ export async function loadF32Checkpoint(file: string, what: string): Promise<Map
     const values = new Map<string, Float32Array>();
     for (const name of st.names()) {
       const info = st.info(name);
-      if (info.dtype !== 'F32') throw new InvalidArgument(`${file}: tensor ${name} is ${info.dtype}; ${what} continues f32 training checkpoints only`);
+      if (info.dtype !== 'F32')
+        throw new InvalidArgument(`${file}: tensor ${name} is ${info.dtype}; ${what} continues f32 training checkpoints only`);
       values.set(name, decode('f32', (await st.read(name)).bytes, info.shape));
     }
     return values;
@@ -357,7 +442,11 @@ export async function sequenceStep(decoder: Decoder, ex: { ids: number[]; lossMa
  * `losses`, `stop` aborts once `losses` holds `stopAfter` values, and every `every` steps (and at a
  * schedule's end) `log` gets `label(e)` with the mean of the last `every` losses.
  */
-export function recordSteps(losses: number[], stop: AbortController, o: { stopAfter?: number; every: number; log: (s: string) => void; label: (e: StepEvent) => string }) {
+export function recordSteps(
+  losses: number[],
+  stop: AbortController,
+  o: { stopAfter?: number; every: number; log: (s: string) => void; label: (e: StepEvent) => string },
+) {
   return (e: StepEvent) => {
     losses.push(e.loss);
     if (o.stopAfter !== undefined && losses.length >= o.stopAfter) stop.abort();
@@ -371,7 +460,8 @@ export function recordSteps(losses: number[], stop: AbortController, o: { stopAf
 /** Trains every agent of `opts.specs` (default AGENT_SPECS) in turn; see the file comment. */
 export async function trainTinyAgents(opts: TrainAgentsOptions): Promise<AgentResult[]> {
   const steps = opts.steps;
-  if (steps !== undefined && (!Number.isInteger(steps) || steps < 1)) throw new InvalidArgument(`steps must be a positive integer, got ${steps}`);
+  if (steps !== undefined && (!Number.isInteger(steps) || steps < 1))
+    throw new InvalidArgument(`steps must be a positive integer, got ${steps}`);
   const rows = taskSplit('train').slice(0, opts.trainRows ?? Infinity);
   const o = {
     out: resolve(opts.out), seed: opts.seed ?? DEFAULTS.seed, batchSize: opts.batchSize ?? DEFAULTS.batchSize,

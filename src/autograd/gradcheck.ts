@@ -88,7 +88,9 @@ export async function gradcheck(
     const ok = worstExcess <= 0;
     report.ok &&= ok;
     report.inputs.push({ index, maxAbs, maxRel, worst, analytic: wa, numeric: wn });
-    lines.push(`input ${index}: ${ok ? 'ok' : 'FAILED'} max abs ${maxAbs.toExponential(2)}, worst element ${worst} analytic ${wa} numeric ${wn}`);
+    lines.push(
+      `input ${index}: ${ok ? 'ok' : 'FAILED'} max abs ${maxAbs.toExponential(2)}, worst element ${worst} analytic ${wa} numeric ${wn}`,
+    );
   });
   seedT.dispose();
   report.message = lines.join('\n');

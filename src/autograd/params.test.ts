@@ -104,7 +104,13 @@ describe('FlatParams', () => {
   });
 
   it('rejects duplicate names and wrong initial value counts', () => {
-    expect(() => new FlatParams(cpu, [{ name: 'a', shape: [2], init: [1, 2] }, { name: 'a', shape: [1], init: [1] }])).toThrow(InvalidArgument);
+    expect(
+      () =>
+        new FlatParams(cpu, [
+          { name: 'a', shape: [2], init: [1, 2] },
+          { name: 'a', shape: [1], init: [1] },
+        ]),
+    ).toThrow(InvalidArgument);
     expect(() => new FlatParams(cpu, [{ name: 'a', shape: [2, 2], init: [1, 2] }])).toThrow(/4 elements/);
     expect(() => new FlatParams(cpu, []).get('x')).toThrow(/no parameter 'x'/);
   });

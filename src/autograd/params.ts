@@ -125,7 +125,8 @@ export class FlatParams {
   /** The trainable view of one parameter. */
   get(name: string): Tensor {
     const i = this.byName.get(name);
-    if (i === undefined) throw new InvalidArgument(`FlatParams: no parameter '${name}'; known: ${this.entries.map((e) => e.name).join(', ')}`);
+    if (i === undefined)
+      throw new InvalidArgument(`FlatParams: no parameter '${name}'; known: ${this.entries.map((e) => e.name).join(', ')}`);
     return this.views[i];
   }
 
@@ -181,13 +182,16 @@ export class FlatParams {
   import(values: ReadonlyMap<string, ArrayLike<number>>, { part = 'data', partial = false }: { part?: ParamPart; partial?: boolean } = {}) {
     for (const [name, v] of values) {
       const i = this.byName.get(name);
-      if (i === undefined) throw new InvalidArgument(`FlatParams.import: unknown parameter '${name}'; known: ${this.entries.map((e) => e.name).join(', ')}`);
+      if (i === undefined)
+        throw new InvalidArgument(`FlatParams.import: unknown parameter '${name}'; known: ${this.entries.map((e) => e.name).join(', ')}`);
       const e = this.entries[i];
-      if (v.length !== e.numel) throw new InvalidArgument(`FlatParams.import: '${name}' has ${v.length} values, expected ${e.numel} for shape [${e.shape}]`);
+      if (v.length !== e.numel)
+        throw new InvalidArgument(`FlatParams.import: '${name}' has ${v.length} values, expected ${e.numel} for shape [${e.shape}]`);
     }
     if (!partial) {
       const missing = this.entries.filter((e) => !values.has(e.name)).map((e) => e.name);
-      if (missing.length) throw new InvalidArgument(`FlatParams.import: missing ${missing.join(', ')}; pass { partial: true } to load a subset`);
+      if (missing.length)
+        throw new InvalidArgument(`FlatParams.import: missing ${missing.join(', ')}; pass { partial: true } to load a subset`);
     }
     const target = this.buffer(part);
     for (const [name, v] of values) {

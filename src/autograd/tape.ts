@@ -107,7 +107,8 @@ export class Tape {
    */
   backwardSync(root: Tensor, seed?: Tensor): Map<Tensor, Tensor> {
     if (!root.requiresGrad) throw new InvalidArgument(`backward: ${root} does not depend on any tensor that requires grad`);
-    if (!seed && root.numel !== 1) throw new InvalidArgument(`backward: ${root} is not a scalar; pass a seed gradient of shape [${root.shape}]`);
+    if (!seed && root.numel !== 1)
+      throw new InvalidArgument(`backward: ${root} is not a scalar; pass a seed gradient of shape [${root.shape}]`);
     return noGrad(() => this.propagate(root, seed));
   }
 

@@ -10,7 +10,8 @@ if (!hasPython) console.warn('python3 not found: the code-scoring tests that run
 
 describe('extractCode', () => {
   it('takes the first python block after removing think blocks', () => {
-    const text = '<think>```python\nprint("draft")\n```</think>Here:\n```python\ndef f(x):\n    return x + 1\n```\nand\n```python\nprint(2)\n```';
+    const text =
+      '<think>```python\nprint("draft")\n```</think>Here:\n```python\ndef f(x):\n    return x + 1\n```\nand\n```python\nprint(2)\n```';
     expect(extractCode(text)).toBe('def f(x):\n    return x + 1\n');
   });
 
@@ -56,16 +57,19 @@ describe('LiveCodeBench test decoding', () => {
 
   it('decodes private tests pickled with the default protocol and with protocol 2', async () => {
     // python3 -c "import base64,zlib,pickle,json; print(base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode())"
-    const p4 = 'eJxrYJk6kQECenqjq5Uy8wpKS5SsFJSMY/IMFYwUgJSSjoJSfmkJVNwMIlCSWlxSUlmQChIqLknJzFOq1VFA0h5tpKNgrqNgaAjEprExeZaopkQbAMVj0Q1KK81LLsnMz0vMUaqNnaIHAD1SLOM=';
+    const p4 =
+      'eJxrYJk6kQECenqjq5Uy8wpKS5SsFJSMY/IMFYwUgJSSjoJSfmkJVNwMIlCSWlxSUlmQChIqLknJzFOq1VFA0h5tpKNgrqNgaAjEprExeZaopkQbAMVj0Q1KK81LLsnMz0vMUaqNnaIHAD1SLOM=';
     // the same with pickle.dumps(json.dumps(tests), protocol=2)
-    const p2 = 'eJxrYIroZWBgiK5WyswrKC1RslJQMo7JM1QwUgBSSjoKSvmlJVBxM4hASWpxSUllQSpIqLgkJTNPqVZHAUl7tJGOgrmOgqEhEJvGxuRZopoSbQAUj0U3KK00L7kkMz8vMUepNraQQQ8AmNsrZA==';
+    const p2 =
+      'eJxrYIroZWBgiK5WyswrKC1RslJQMo7JM1QwUgBSSjoKSvmlJVBxM4hASWpxSUllQSpIqLgkJTNPqVZHAUl7tJGOgrmOgqEhEJvGxuRZopoSbQAUj0U3KK00L7kkMz8vMUepNraQQQ8AmNsrZA==';
     expect(await decodeLcbPrivateTests(p4)).toEqual(expected);
     expect(await decodeLcbPrivateTests(p2)).toEqual(expected);
   });
 
   it('decodes a long string (BINUNICODE outside any frame) with non-ASCII text', async () => {
     // tests = [{'input': 'x' * 70000, 'output': 'é', 'testtype': 'stdin'}], encoded as above
-    const big = 'eJztyLEJwkAUAFAFF3CD8GuRtGYSQe28Ik08yD9QRHAIh3BMyQ6W75XvvTl+t+vV6RnjVFvG0MUdAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAPi72HVxa1lbxtDFufV9OSyXZc581LLsnNdxitfls/8Bt8FHmw==';
+    const big =
+      'eJztyLEJwkAUAFAFF3CD8GuRtGYSQe28Ik08yD9QRHAIh3BMyQ6W75XvvTl+t+vV6RnjVFvG0MUdAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAPi72HVxa1lbxtDFufV9OSyXZc581LLsnNdxitfls/8Bt8FHmw==';
     expect(await decodeLcbPrivateTests(big)).toEqual([{ input: 'x'.repeat(70000), output: 'é', testtype: 'stdin' }]);
   });
 
@@ -181,7 +185,9 @@ describe.skipIf(!hasPython)('code scoring with python3', () => {
   it('throws Cancelled on abort', async () => {
     const ctl = new AbortController();
     setTimeout(() => ctl.abort(), 200);
-    await expect(runPythonProgram('import time\ntime.sleep(30)', { timeoutMs: 20_000, signal: ctl.signal })).rejects.toMatchObject({ name: 'Cancelled' });
+    await expect(runPythonProgram('import time\ntime.sleep(30)', { timeoutMs: 20_000, signal: ctl.signal })).rejects.toMatchObject({
+      name: 'Cancelled',
+    });
   });
 });
 

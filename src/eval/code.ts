@@ -108,7 +108,12 @@ export async function scoreMbppPlus(
 ): Promise<MbppResult> {
   const program = `${MBPP_IMPORT_PRELUDE}\n${code}\n\n${testScript}\n`;
   const r = await runPythonProgram(program, { timeoutMs: opts.timeoutMs ?? 10_000, python: opts.python, signal: opts.signal });
-  return { passed: !r.timedOut && r.exitCode === 0, exitCode: r.exitCode, timedOut: r.timedOut, detail: r.timedOut ? 'timeout' : tail(r.stderr) };
+  return {
+    passed: !r.timedOut && r.exitCode === 0,
+    exitCode: r.exitCode,
+    timedOut: r.timedOut,
+    detail: r.timedOut ? 'timeout' : tail(r.stderr),
+  };
 }
 
 export interface LcbTest {
@@ -245,7 +250,9 @@ export function parseLcbTests(json: string): LcbTest[] {
   return v.map((t: unknown, i) => {
     const o = t as Partial<LcbTest> | null;
     if (!o || typeof o.input !== 'string' || typeof o.output !== 'string' || (o.testtype !== 'stdin' && o.testtype !== 'functional')) {
-      throw new InvalidArgument(`LiveCodeBench test ${i} lacks a string input/output or a testtype of stdin/functional; re-download the dataset`);
+      throw new InvalidArgument(
+        `LiveCodeBench test ${i} lacks a string input/output or a testtype of stdin/functional; re-download the dataset`,
+      );
     }
     return { input: o.input, output: o.output, testtype: o.testtype };
   });
@@ -257,7 +264,11 @@ export async function decodeLcbPrivateTests(encoded: string): Promise<LcbTest[]>
   const packed = Buffer.from(encoded.trim(), 'base64');
   const pickled = await new Promise<Uint8Array>((resolve, reject) =>
     zlib.inflate(packed, (err, out) =>
-      err ? reject(new InvalidArgument(`LiveCodeBench private tests are not zlib data (${err.message}); re-download the dataset`)) : resolve(out)));
+      err
+        ? reject(new InvalidArgument(`LiveCodeBench private tests are not zlib data (${err.message}); re-download the dataset`))
+        : resolve(out),
+    ),
+  );
   return parseLcbTests(unpickleStr(pickled));
 }
 

@@ -21,23 +21,55 @@ describe('benchmark rows as questions', () => {
   it('gpqa: options in the order Python gives them for md5(seed::stem), the gold letter follows the correct one', async () => {
     // /usr/bin/python3: r = random.Random(int(hashlib.md5(f'42::{stem}'.encode()).hexdigest()[:16], 16)); r.shuffle(['4', '3', '5', '22'])
     //   -> ['3', '22', '4', '5'];  for 'Which gas is inert?' and ['Argon', 'Oxygen', 'Nitrogen', 'Hydrogen'] -> ['Nitrogen', 'Argon', 'Oxygen', 'Hydrogen']
-    const items = await toItems('gpqa', [
-      { Question: ' What is 2+2? ', 'Correct Answer': '4', 'Incorrect Answer 1': '3', 'Incorrect Answer 2': '5', 'Incorrect Answer 3': '22' },
-      { Question: 'Which gas is inert?', 'Correct Answer': 'Argon', 'Incorrect Answer 1': 'Oxygen', 'Incorrect Answer 2': 'Nitrogen', 'Incorrect Answer 3': 'Hydrogen' },
-    ], { seed: 42 });
+    const items = await toItems(
+      'gpqa',
+      [
+        {
+          Question: ' What is 2+2? ',
+          'Correct Answer': '4',
+          'Incorrect Answer 1': '3',
+          'Incorrect Answer 2': '5',
+          'Incorrect Answer 3': '22',
+        },
+        {
+          Question: 'Which gas is inert?',
+          'Correct Answer': 'Argon',
+          'Incorrect Answer 1': 'Oxygen',
+          'Incorrect Answer 2': 'Nitrogen',
+          'Incorrect Answer 3': 'Hydrogen',
+        },
+      ],
+      { seed: 42 },
+    );
     expect(items[0]!.question).toBe('What is 2+2?\n\nA. 3\nB. 22\nC. 4\nD. 5\n\nChoose the correct option (A/B/C/D).');
     expect(items[0]!.check).toEqual({ kind: 'choice', gold: 'C' });
     expect(items[1]!.question).toContain('A. Nitrogen\nB. Argon\nC. Oxygen\nD. Hydrogen');
     expect(items[1]!.check).toEqual({ kind: 'choice', gold: 'B' });
     // another seed, another order (the stem is the same)
-    const other = await toItems('gpqa', [{ Question: 'What is 2+2?', 'Correct Answer': '4', 'Incorrect Answer 1': '3', 'Incorrect Answer 2': '5', 'Incorrect Answer 3': '22' }], { seed: 7 });
+    const other = await toItems(
+      'gpqa',
+      [
+        {
+          Question: 'What is 2+2?',
+          'Correct Answer': '4',
+          'Incorrect Answer 1': '3',
+          'Incorrect Answer 2': '5',
+          'Incorrect Answer 3': '22',
+        },
+      ],
+      { seed: 7 },
+    );
     expect(other[0]!.question).not.toBe(items[0]!.question);
   });
 
   it('medqa: options appended when the stem has none, gold from the letter or the option text', async () => {
     const [a, b, c] = await toItems('medqa', [
       { question: 'Which drug?', options: ['Aspirin', 'Heparin', 'Warfarin', 'Insulin'], answer: 'C' },
-      { query: 'Which drug?\nA. Aspirin\nB. Heparin\nC. Warfarin\nD. Insulin', options: { A: 'Aspirin', B: 'Heparin', C: 'Warfarin', D: 'Insulin' }, answer: 'heparin' },
+      {
+        query: 'Which drug?\nA. Aspirin\nB. Heparin\nC. Warfarin\nD. Insulin',
+        options: { A: 'Aspirin', B: 'Heparin', C: 'Warfarin', D: 'Insulin' },
+        answer: 'heparin',
+      },
       { question: 'Pick one.', options: ['(A) x', '(B) y'], answer: 'something else' },
     ]);
     expect(a!.question).toBe('Which drug?\nA. Aspirin\nB. Heparin\nC. Warfarin\nD. Insulin\n\nChoose the correct option (A/B/C/D).');
@@ -51,11 +83,25 @@ describe('benchmark rows as questions', () => {
   });
 
   it('mbppplus: prompt, the first asserts, the function name and the test script', async () => {
-    const [a, b] = await toItems('mbppplus', [{
-      task_id: 'Mbpp/2', prompt: 'Write a function to find the shared elements.',
-      test_list: ['assert set(similar_elements((3, 4), (5, 4))) == set((4,))', 'assert similar_elements((1,), (1,)) == (1,)', 'assert x', 'assert y'],
-      test: 'inputs = []\n', code: 'def similar_elements(a, b):\n    return tuple(set(a) & set(b))\n',
-    }, { prompt: 'p', test_list: ['assert f(1) == 1'], test_imports: ['import math', ''], test: 'assert f(1) == math.floor(1.2)' }], { promptTests: 2 });
+    const [a, b] = await toItems(
+      'mbppplus',
+      [
+        {
+          task_id: 'Mbpp/2',
+          prompt: 'Write a function to find the shared elements.',
+          test_list: [
+            'assert set(similar_elements((3, 4), (5, 4))) == set((4,))',
+            'assert similar_elements((1,), (1,)) == (1,)',
+            'assert x',
+            'assert y',
+          ],
+          test: 'inputs = []\n',
+          code: 'def similar_elements(a, b):\n    return tuple(set(a) & set(b))\n',
+        },
+        { prompt: 'p', test_list: ['assert f(1) == 1'], test_imports: ['import math', ''], test: 'assert f(1) == math.floor(1.2)' },
+      ],
+      { promptTests: 2 },
+    );
     expect(a).toEqual({
       index: 0, task: 'code', fnName: 'similar_elements', check: { kind: 'mbppplus', test: 'inputs = []\n' },
       question: 'Write a function to find the shared elements.\n\nYour solution should satisfy assertions like:\n' +
@@ -79,11 +125,18 @@ describe('benchmark rows as questions', () => {
   it('aime and search QA: math items, and exact-match answers with their aliases', async () => {
     const [a] = await toItems('aime25', [{ id: 'I-1', problem: 'Find n.', answer: 70 }]);
     expect(a).toEqual({ index: 0, question: 'Find n.', task: 'math', check: { kind: 'math', gold: '70' } });
-    const [b, c] = await toItems('bamboogle', [{ Question: 'Who?', Answer: 'Ada Lovelace' }, { question: 'Where?', answers: ['NYC', 'New York City', ''] }]);
+    const [b, c] = await toItems('bamboogle', [
+      { Question: 'Who?', Answer: 'Ada Lovelace' },
+      { question: 'Where?', answers: ['NYC', 'New York City', ''] },
+    ]);
     expect(b!.check).toEqual({ kind: 'freeform', gold: ['Ada Lovelace'] });
     expect(c!.check).toEqual({ kind: 'freeform', gold: ['NYC', 'New York City'] });
-    await expect(toItems('hotpotqa', [{ question: 'q', answer: '' }])).rejects.toThrow(/row 0 of hotpotqa has no "answer", "Answer" or "answers" field with text/);
-    await expect(loadBenchmark('aime26')).rejects.toThrow(/aime26 has no published source .* pass a JSON\/JSONL copy with --dataset_file \(rows with problem or question, and answer\)/);
+    await expect(toItems('hotpotqa', [{ question: 'q', answer: '' }])).rejects.toThrow(
+      /row 0 of hotpotqa has no "answer", "Answer" or "answers" field with text/,
+    );
+    await expect(loadBenchmark('aime26')).rejects.toThrow(
+      /aime26 has no published source .* pass a JSON\/JSONL copy with --dataset_file \(rows with problem or question, and answer\)/,
+    );
   });
 
   it('marks search QA and rows that say "judge": true for the LLM judge', async () => {
@@ -93,7 +146,9 @@ describe('benchmark rows as questions', () => {
     const [m, n] = await toItems(null, [{ question: '1+1?', answer: '2', judge: true }, { question: '2+2?', answer: '4' }]);
     expect(m).toEqual({ index: 0, question: '1+1?', task: 'math', check: { kind: 'math', gold: '2' }, judge: true });
     expect(n!.judge).toBeUndefined();
-    await expect(toItems(null, [{ question: 'q', answer: 'a', judge: 'yes' }])).rejects.toThrow(/row 0 of the dataset file: "judge" must be true or false, got "yes"/);
+    await expect(toItems(null, [{ question: 'q', answer: 'a', judge: 'yes' }])).rejects.toThrow(
+      /row 0 of the dataset file: "judge" must be true or false, got "yes"/,
+    );
     await expect(toItems('mbppplus', [{ prompt: 'Write f.', test_list: ['assert f() == 1'], test: 'assert f() == 1', judge: true }]))
       .rejects.toThrow(/row 0 of mbppplus asks for the LLM judge, but code is scored by running its tests/);
   });
@@ -137,6 +192,8 @@ describe('loadBenchmark', () => {
     expect(seen[0]!.url).toContain('dataset=HuggingFaceH4%2FMATH-500&config=default&split=test');
     expect(seen[0]!.auth).toBe('Bearer hf_x');
     const denied = (async () => new Response(JSON.stringify({ error: 'gated' }), { status: 401 })) as unknown as typeof globalThis.fetch;
-    await expect(loadBenchmark('gpqa', { fetch: denied })).rejects.toThrow(/Idavidrein\/gpqa may be gated: accept its terms on huggingface.co and set HF_TOKEN/);
+    await expect(loadBenchmark('gpqa', { fetch: denied })).rejects.toThrow(
+      /Idavidrein\/gpqa may be gated: accept its terms on huggingface.co and set HF_TOKEN/,
+    );
   });
 });

@@ -62,7 +62,12 @@ export interface EvalItem {
 }
 
 /** Row fields that name a group, and the key they are reported under. */
-const GROUP_FIELDS: readonly (readonly [string, string])[] = [['subject', 'subject'], ['level', 'level'], ['High-level domain', 'domain'], ['difficulty', 'difficulty']];
+const GROUP_FIELDS: readonly (readonly [string, string])[] = [
+  ['subject', 'subject'],
+  ['level', 'level'],
+  ['High-level domain', 'domain'],
+  ['difficulty', 'difficulty'],
+];
 
 function groupsOf(row: Row): Record<string, string> | undefined {
   const g: Record<string, string> = {};
@@ -94,7 +99,9 @@ function text(row: Row, keys: readonly string[], where: string): string {
     if (typeof v === 'string' && v.trim() !== '') return v;
     if (typeof v === 'number') return String(v);
   }
-  throw new InvalidArgument(`${where} has no ${keys.map((k) => `"${k}"`).join(' or ')} field (it has ${Object.keys(row).join(', ') || 'none'})`);
+  throw new InvalidArgument(
+    `${where} has no ${keys.map((k) => `"${k}"`).join(' or ')} field (it has ${Object.keys(row).join(', ') || 'none'})`,
+  );
 }
 
 async function readRows(file: string, opts: LoadRowsOptions): Promise<Row[]> {
@@ -107,7 +114,12 @@ function mathGold(answer: string): string {
 }
 
 function mathItem(row: Row, index: number, where: string): EvalItem {
-  return { index, question: text(row, ['problem', 'question'], where), task: 'math', check: { kind: 'math', gold: mathGold(text(row, ['answer'], where)) } };
+  return {
+    index,
+    question: text(row, ['problem', 'question'], where),
+    task: 'math',
+    check: { kind: 'math', gold: mathGold(text(row, ['answer'], where)) },
+  };
 }
 
 async function gpqaItem(row: Row, index: number, seed: number, where: string): Promise<EvalItem> {
@@ -116,7 +128,12 @@ async function gpqaItem(row: Row, index: number, seed: number, where: string): P
   const options = [correct, ...[1, 2, 3].map((k) => text(row, [`Incorrect Answer ${k}`], where).trim())];
   const shuffled = await shuffleGpqaOptions(seed, stem, options);
   const lines = shuffled.map((o, i) => `${LETTERS[i]}. ${o}`).join('\n');
-  return { index, question: `${stem}\n\n${lines}\n\n${CHOOSE}`, task: 'choice', check: { kind: 'choice', gold: LETTERS[shuffled.indexOf(correct)]! } };
+  return {
+    index,
+    question: `${stem}\n\n${lines}\n\n${CHOOSE}`,
+    task: 'choice',
+    check: { kind: 'choice', gold: LETTERS[shuffled.indexOf(correct)]! },
+  };
 }
 
 const LETTERED_LINE = /^\s*\(?[A-D][.):]\s/m;
@@ -131,7 +148,8 @@ function optionList(v: unknown, where: string): [string, string][] {
       return m ? [m[1]!, s.replace(LEADING_LETTER, '').trim()] : [LETTERS[i] ?? String.fromCharCode(65 + i), s];
     });
   }
-  if (v && typeof v === 'object') return Object.entries(v as Record<string, unknown>).map(([k, o]) => [k.trim().toUpperCase(), String(o).trim()]);
+  if (v && typeof v === 'object')
+    return Object.entries(v as Record<string, unknown>).map(([k, o]) => [k.trim().toUpperCase(), String(o).trim()]);
   if (v === undefined) return [];
   throw new InvalidArgument(`${where}: "options" must be a list or an object keyed by letter`);
 }
@@ -152,7 +170,12 @@ function medqaItem(row: Row, index: number, where: string): EvalItem {
   const options = optionList(row.options, where);
   if (options.length && !LETTERED_LINE.test(question)) question += `\n${options.map(([k, o]) => `${k}. ${o}`).join('\n')}`;
   if (!question.includes(CHOOSE)) question += `\n\n${CHOOSE}`;
-  return { index, question, task: 'choice', check: { kind: 'choice', gold: medqaGold(text(row, ['answer', 'answer_idx'], where), options) } };
+  return {
+    index,
+    question,
+    task: 'choice',
+    check: { kind: 'choice', gold: medqaGold(text(row, ['answer', 'answer_idx'], where), options) },
+  };
 }
 
 /** The function a solution must define: the first name an assert calls, else the first def of the reference code. */
@@ -187,7 +210,8 @@ async function lcbItem(row: Row, index: number, privateTests: boolean, where: st
   let fnName: string | undefined;
   const meta = row.metadata;
   try {
-    const m = typeof meta === 'string' ? (JSON.parse(meta || '{}') as Record<string, unknown>) : (meta as Record<string, unknown> | undefined);
+    const m =
+      typeof meta === 'string' ? (JSON.parse(meta || '{}') as Record<string, unknown>) : (meta as Record<string, unknown> | undefined);
     if (m && typeof m.func_name === 'string' && m.func_name) fnName = m.func_name;
   } catch {
     throw new InvalidArgument(`${where}: "metadata" is not JSON`);
@@ -200,8 +224,14 @@ async function lcbItem(row: Row, index: number, privateTests: boolean, where: st
 function qaItem(row: Row, index: number, where: string): EvalItem {
   const question = text(row, ['question', 'Question'], where).trim();
   const raw = row.answer ?? row.Answer ?? row.answers;
-  const gold = (Array.isArray(raw) ? raw : [raw]).filter((g) => typeof g === 'string' || typeof g === 'number').map((g) => String(g).trim()).filter(Boolean);
-  if (!gold.length) throw new InvalidArgument(`${where} has no "answer", "Answer" or "answers" field with text (it has ${Object.keys(row).join(', ') || 'none'})`);
+  const gold = (Array.isArray(raw) ? raw : [raw])
+    .filter((g) => typeof g === 'string' || typeof g === 'number')
+    .map((g) => String(g).trim())
+    .filter(Boolean);
+  if (!gold.length)
+    throw new InvalidArgument(
+      `${where} has no "answer", "Answer" or "answers" field with text (it has ${Object.keys(row).join(', ') || 'none'})`,
+    );
   return { index, question, task: 'math', check: { kind: 'freeform', gold } };
 }
 
@@ -240,12 +270,17 @@ export async function toItems(name: BenchmarkName | null, rows: readonly Row[], 
 }
 
 /** A benchmark's questions, by name (with an optional local file in place of its source) or from a file. */
-export async function loadBenchmark(dataset: string, opts: LoadBenchmarkOptions = {}): Promise<{ name: BenchmarkName | null; items: EvalItem[] }> {
+export async function loadBenchmark(
+  dataset: string,
+  opts: LoadBenchmarkOptions = {},
+): Promise<{ name: BenchmarkName | null; items: EvalItem[] }> {
   const name = (BENCHMARK_NAMES as readonly string[]).includes(dataset) ? (dataset as BenchmarkName) : null;
   let rows: Row[];
   if (name === null) {
     if (!/\.jsonl?$/i.test(dataset)) {
-      throw new InvalidArgument(`--dataset ${dataset}: expected one of ${BENCHMARK_NAMES.join(', ')}, or a .json/.jsonl file of rows with question and answer`);
+      throw new InvalidArgument(
+        `--dataset ${dataset}: expected one of ${BENCHMARK_NAMES.join(', ')}, or a .json/.jsonl file of rows with question and answer`,
+      );
     }
     if (opts.file) throw new InvalidArgument('--dataset_file goes with a benchmark name; --dataset is already a file');
     rows = await readRows(dataset, opts);
@@ -254,9 +289,11 @@ export async function loadBenchmark(dataset: string, opts: LoadBenchmarkOptions 
   } else {
     const spec = BENCHMARKS[name];
     if (!spec.repo) {
-      throw new InvalidArgument(name === 'medqa'
-        ? "medqa is read from a file of upstream's repository (inference/dataset/medqa.json); pass its path with --dataset_file"
-        : `${name} has no published source this runner can name; pass a JSON/JSONL copy with --dataset_file (rows with ${spec.task === 'math' && !name.startsWith('aime') ? 'question and answer' : 'problem or question, and answer'})`);
+      throw new InvalidArgument(
+        name === 'medqa'
+          ? "medqa is read from a file of upstream's repository (inference/dataset/medqa.json); pass its path with --dataset_file"
+          : `${name} has no published source this runner can name; pass a JSON/JSONL copy with --dataset_file (rows with ${spec.task === 'math' && !name.startsWith('aime') ? 'question and answer' : 'problem or question, and answer'})`,
+      );
     }
     rows = await loadRows({ datasetName: spec.repo, config: spec.config, split: opts.split ?? spec.split }, opts);
   }

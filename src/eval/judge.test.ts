@@ -41,10 +41,19 @@ afterEach(async () => {
   }
 });
 
-const completion = (content: unknown) => JSON.stringify({ id: 'c1', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }] });
+const completion = (content: unknown) =>
+  JSON.stringify({
+    id: 'c1',
+    object: 'chat.completion',
+    choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+  });
 const reply = (content: unknown): Handler => (res) => res.writeHead(200, { 'Content-Type': 'application/json' }).end(completion(content));
 
-const REQ = { question: 'Who wrote the novel Frankenstein?', gold: ['Mary Shelley', 'Mary Wollstonecraft Shelley'], prediction: 'mary shelley' };
+const REQ = {
+  question: 'Who wrote the novel Frankenstein?',
+  gold: ['Mary Shelley', 'Mary Wollstonecraft Shelley'],
+  prediction: 'mary shelley',
+};
 
 /** A judge on `baseUrl` whose log lines and waits are recorded (waits take no time). */
 function judgeOn(baseUrl: string, extra: Partial<JudgeOptions> = {}) {
@@ -80,8 +89,12 @@ describe('createJudge', () => {
     expect(s!.headers.authorization).toBe(`Bearer ${KEY}`);
     expect(s!.headers['content-type']).toBe('application/json');
     expect(s!.body).toEqual({
-      model: MODEL, temperature: 0,
-      messages: [{ role: 'system', content: expect.stringMatching(/exactly one word: CORRECT or INCORRECT/) }, { role: 'user', content: judgePrompt(REQ) }],
+      model: MODEL,
+      temperature: 0,
+      messages: [
+        { role: 'system', content: expect.stringMatching(/exactly one word: CORRECT or INCORRECT/) },
+        { role: 'user', content: judgePrompt(REQ) },
+      ],
     });
     const user = judgePrompt(REQ);
     expect(user).toContain('Question: Who wrote the novel Frankenstein?\n');
@@ -170,11 +183,19 @@ describe('createJudge', () => {
   });
 
   it('a refused request (401, 404, 400) is not retried and says what to check; the key is masked in the echoed body', async () => {
-    const answers: [number, string][] = [[401, `{"error":"Incorrect API key provided: ${KEY}"}`], [404, 'no such route'], [400, '{"error":"unknown model"}']];
+    const answers: [number, string][] = [
+      [401, `{"error":"Incorrect API key provided: ${KEY}"}`],
+      [404, 'no such route'],
+      [400, '{"error":"unknown model"}'],
+    ];
     const srv = await judgeServer((res, n) => res.writeHead(answers[n]![0]).end(answers[n]![1]));
     const { judge, waits } = judgeOn(srv.baseUrl);
     const msgs: string[] = [];
-    for (const hint of ['check API_KEY$', 'check API_BASE_URL \\(the part before /chat/completions\\) and API_MODEL$', 'check API_MODEL and']) {
+    for (const hint of [
+      'check API_KEY$',
+      'check API_BASE_URL \\(the part before /chat/completions\\) and API_MODEL$',
+      'check API_MODEL and',
+    ]) {
       const e = await rejection(judge.judge(REQ));
       expect(e).toBeInstanceOf(JudgeUnavailable);
       expect(e.message).toMatch(new RegExp(hint));
@@ -191,7 +212,9 @@ describe('createJudge', () => {
     const srv = await judgeServer((res) => res.writeHead(200, { 'Content-Type': 'text/html' }).end('<html>welcome</html>'));
     const e = await rejection(judgeOn(srv.baseUrl).judge.judge(REQ));
     expect(e).toBeInstanceOf(JudgeUnavailable);
-    expect(e.message).toMatch(/answered HTTP 200 with something that is not a chat completion \(<html>welcome<\/html>\); check that API_BASE_URL/);
+    expect(e.message).toMatch(
+      /answered HTTP 200 with something that is not a chat completion \(<html>welcome<\/html>\); check that API_BASE_URL/,
+    );
   });
 
   it('stops with Cancelled when the caller aborts', async () => {
@@ -205,7 +228,9 @@ describe('createJudge', () => {
 
   it('names every unset variable and what it is for, before any request', () => {
     expect(missingJudgeSettings({ env: { API_KEY: KEY, API_BASE_URL: 'http://x/v1', API_MODEL: 'm' } })).toEqual([]);
-    expect(missingJudgeSettings({ env: { API_KEY: KEY }, baseUrl: 'http://x/v1' })).toEqual(['API_MODEL (the model that judges (e.g. gpt-4o-mini))']);
+    expect(missingJudgeSettings({ env: { API_KEY: KEY }, baseUrl: 'http://x/v1' })).toEqual([
+      'API_MODEL (the model that judges (e.g. gpt-4o-mini))',
+    ]);
     const e = (() => {
       try {
         createJudge({ env: { API_KEY: '  ' }, fetch: () => { throw new Error('no request may be sent'); } });
@@ -215,7 +240,9 @@ describe('createJudge', () => {
       throw new Error('expected a throw');
     })();
     expect(e).toBeInstanceOf(InvalidArgument);
-    expect(e.message).toMatch(/^the LLM judge \(used for bamboogle, hotpotqa and rows with "judge": true\) needs API_KEY \(.*Bearer.*\), API_BASE_URL \(.*\/chat\/completions.*\), API_MODEL \(.*\); set them in the environment/);
+    expect(e.message).toMatch(
+      /^the LLM judge \(used for bamboogle, hotpotqa and rows with "judge": true\) needs API_KEY \(.*Bearer.*\), API_BASE_URL \(.*\/chat\/completions.*\), API_MODEL \(.*\); set them in the environment/,
+    );
     expect(() => createJudge({ env: { API_KEY: KEY, API_BASE_URL: 'http://x', API_MODEL: 'm' }, attempts: 0 })).toThrow(InvalidArgument);
   });
 });
@@ -223,10 +250,23 @@ describe('createJudge', () => {
 describe('parseVerdict', () => {
   it('takes exactly one of the two words, in any case, wrapped at most in punctuation or markdown', () => {
     const cases: [string, string | null][] = [
-      ['CORRECT', 'CORRECT'], ['INCORRECT', 'INCORRECT'], ['correct', 'CORRECT'], [' Incorrect.\n', 'INCORRECT'], ['**CORRECT**', 'CORRECT'],
-      ['"INCORRECT"', 'INCORRECT'], ['<think>it is not right</think>\nINCORRECT', 'INCORRECT'],
-      ['CORRECT.', 'CORRECT'], ['Correct!', 'CORRECT'], ['Verdict: CORRECT', null], ['CORRECT or INCORRECT', null], ['not correct', null],
-      ['CORRECTLY', null], ['The answer is correct.', null], ['', null], ['INCORRECT\nbecause…', null], ['Yes', null],
+      ['CORRECT', 'CORRECT'],
+      ['INCORRECT', 'INCORRECT'],
+      ['correct', 'CORRECT'],
+      [' Incorrect.\n', 'INCORRECT'],
+      ['**CORRECT**', 'CORRECT'],
+      ['"INCORRECT"', 'INCORRECT'],
+      ['<think>it is not right</think>\nINCORRECT', 'INCORRECT'],
+      ['CORRECT.', 'CORRECT'],
+      ['Correct!', 'CORRECT'],
+      ['Verdict: CORRECT', null],
+      ['CORRECT or INCORRECT', null],
+      ['not correct', null],
+      ['CORRECTLY', null],
+      ['The answer is correct.', null],
+      ['', null],
+      ['INCORRECT\nbecause…', null],
+      ['Yes', null],
     ];
     for (const [reply, verdict] of cases) expect([reply, parseVerdict(reply)]).toEqual([reply, verdict]);
   });

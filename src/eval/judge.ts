@@ -71,7 +71,10 @@ const SYSTEM = 'You grade answers to questions. You reply with exactly one word:
 
 /** The user message: the question, the gold answer(s), the prediction, and the one-word instruction. */
 export function judgePrompt(req: JudgeRequest): string {
-  const gold = req.gold.length === 1 ? `Gold answer: ${req.gold[0]}` : `Gold answers (any one of them is right):\n${req.gold.map((g) => `- ${g}`).join('\n')}`;
+  const gold =
+    req.gold.length === 1
+      ? `Gold answer: ${req.gold[0]}`
+      : `Gold answers (any one of them is right):\n${req.gold.map((g) => `- ${g}`).join('\n')}`;
   return 'Decide whether the prediction below gives the same answer to the question as the gold answer. ' +
     'Wording, capitalisation, articles, abbreviations and extra detail do not matter as long as it names the same ' +
     'entity, number, date or fact. A prediction that names a different answer, hedges between several, or gives none is wrong.\n\n' +
@@ -88,7 +91,11 @@ export function parseVerdict(reply: string): JudgeVerdict | null {
 /** The variables the judge needs that are unset, each with what it is for; empty when it can run. */
 export function missingJudgeSettings(opts: JudgeOptions): string[] {
   const env = opts.env ?? {};
-  const given = { API_KEY: opts.apiKey ?? env.API_KEY, API_BASE_URL: opts.baseUrl ?? env.API_BASE_URL, API_MODEL: opts.model ?? env.API_MODEL };
+  const given = {
+    API_KEY: opts.apiKey ?? env.API_KEY,
+    API_BASE_URL: opts.baseUrl ?? env.API_BASE_URL,
+    API_MODEL: opts.model ?? env.API_MODEL,
+  };
   return (Object.keys(JUDGE_ENV) as (keyof typeof JUDGE_ENV)[]).filter((k) => !given[k]?.trim()).map((k) => `${k} (${JUDGE_ENV[k]})`);
 }
 
@@ -158,12 +165,18 @@ export function createJudge(opts: JudgeOptions): Judge {
     }
     if (res.status === 429 || res.status >= 500) {
       const wait = retryAfterMs(res.headers.get('retry-after'));
-      return { retry: true, why: `HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ''}`, ...(wait !== null ? { waitMs: wait } : {}) };
+      return {
+        retry: true,
+        why: `HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ''}`,
+        ...(wait !== null ? { waitMs: wait } : {}),
+      };
     }
     const snippet = mask(text.replace(/\s+/g, ' ').trim().slice(0, 300));
     if (!res.ok) {
-      throw new JudgeUnavailable(`the LLM judge at ${where} refused the request with HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ''}` +
-        `${snippet ? ` (${snippet})` : ''}; ${refusedHint(res.status)}`);
+      throw new JudgeUnavailable(
+        `the LLM judge at ${where} refused the request with HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ''}` +
+          `${snippet ? ` (${snippet})` : ''}; ${refusedHint(res.status)}`,
+      );
     }
     let content: unknown;
     try {
@@ -180,7 +193,14 @@ export function createJudge(opts: JudgeOptions): Judge {
   return {
     model, baseUrl: mask(baseUrl),
     async judge(req, signal) {
-      const body = JSON.stringify({ model, messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: judgePrompt(req) }], temperature: 0 });
+      const body = JSON.stringify({
+        model,
+        messages: [
+          { role: 'system', content: SYSTEM },
+          { role: 'user', content: judgePrompt(req) },
+        ],
+        temperature: 0,
+      });
       let why = '';
       for (let a = 1; a <= attempts; a++) {
         if (signal?.aborted) throw new Cancelled('cancelled while waiting for the LLM judge');
@@ -188,13 +208,16 @@ export function createJudge(opts: JudgeOptions): Judge {
         if ('reply' in r) {
           const reply = mask(r.reply);
           const verdict = parseVerdict(reply);
-          if (verdict === null) log(`judge: ${model} did not reply CORRECT or INCORRECT (${JSON.stringify(reply.slice(0, 120))}); scored by exact match`);
+          if (verdict === null)
+            log(`judge: ${model} did not reply CORRECT or INCORRECT (${JSON.stringify(reply.slice(0, 120))}); scored by exact match`);
           return { verdict, reply };
         }
         why = r.why;
         if (a === attempts) break;
         const wait = Math.min(maxDelayMs, r.waitMs ?? backoffMs * 2 ** (a - 1));
-        log(`judge: ${where}: ${why}; try ${a + 1} of ${attempts} in ${(wait / 1000).toFixed(wait < 1000 ? 2 : 1)} s${r.waitMs !== undefined ? ' (Retry-After)' : ''}`);
+        log(
+          `judge: ${where}: ${why}; try ${a + 1} of ${attempts} in ${(wait / 1000).toFixed(wait < 1000 ? 2 : 1)} s${r.waitMs !== undefined ? ' (Retry-After)' : ''}`,
+        );
         try {
           await sleep(wait, signal);
         } catch {

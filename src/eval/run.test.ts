@@ -37,11 +37,26 @@ describe('scoreOutput', () => {
   const math: EvalItem = { index: 0, question: 'q', task: 'math', check: { kind: 'math', gold: '\\frac{1}{2}' } };
   const choice: EvalItem = { index: 0, question: 'q', task: 'choice', check: { kind: 'choice', gold: 'B' } };
   const mbpp: EvalItem = {
-    index: 0, question: 'q', task: 'code', fnName: 'add',
-    check: { kind: 'mbppplus', test: 'inputs = [[1, 2], [3, 4]]\nresults = [3, 7]\nfor i, r in zip(inputs, results):\n    assert add(*i) == r\n' },
+    index: 0,
+    question: 'q',
+    task: 'code',
+    fnName: 'add',
+    check: {
+      kind: 'mbppplus',
+      test: 'inputs = [[1, 2], [3, 4]]\nresults = [3, 7]\nfor i, r in zip(inputs, results):\n    assert add(*i) == r\n',
+    },
   };
   const lcb: EvalItem = {
-    index: 0, question: 'q', task: 'code', check: { kind: 'lcb', tests: [{ input: '2 3\n', output: '5\n', testtype: 'stdin' }, { input: '10 -4\n', output: '6', testtype: 'stdin' }] },
+    index: 0,
+    question: 'q',
+    task: 'code',
+    check: {
+      kind: 'lcb',
+      tests: [
+        { input: '2 3\n', output: '5\n', testtype: 'stdin' },
+        { input: '10 -4\n', output: '6', testtype: 'stdin' },
+      ],
+    },
   };
 
   it('scores math and choice outputs by their parsed answers', async () => {
@@ -56,7 +71,10 @@ describe('scoreOutput', () => {
   });
 
   it('runs code against its tests', async () => {
-    expect(await scoreOutput(mbpp, '```python\ndef add(a, b):\n    return a + b\n```')).toEqual({ pred: 'def add(a, b):\n    return a + b\n', correct: true });
+    expect(await scoreOutput(mbpp, '```python\ndef add(a, b):\n    return a + b\n```')).toEqual({
+      pred: 'def add(a, b):\n    return a + b\n',
+      correct: true,
+    });
     const wrong = await scoreOutput(mbpp, '```python\ndef add(a, b):\n    return a - b\n```');
     expect(wrong.correct).toBe(false);
     expect(wrong.detail).toMatch(/AssertionError/);

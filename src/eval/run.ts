@@ -85,7 +85,10 @@ export interface EvalSummary {
   judge?: { model: string; judged: number; malformed: number };
 }
 
-export interface EvaluateOptions extends Pick<AskOptions, 'rounds' | 'latentSteps' | 'mode' | 'maxNewTokens' | 'prompts' | 'answerRetry' | 'tools' | 'signal'> {
+export interface EvaluateOptions extends Pick<
+  AskOptions,
+  'rounds' | 'latentSteps' | 'mode' | 'maxNewTokens' | 'prompts' | 'answerRetry' | 'tools' | 'signal'
+> {
   /** Questions asked at once (askBatch: the same answers as one at a time). Default 1. */
   batchSize?: number;
   /** Question i's rollout r samples with seed + i·k + r (k rollouts); greedy ignores it. */
@@ -124,8 +127,12 @@ function goldAnswers(item: EvalItem): string[] {
 }
 
 /** Scores one output, and when the question asks for it and a judge is given, has the judge decide (exact match kept as `em`). */
-export async function scoreRollout(item: EvalItem, text: string, opts: Pick<EvaluateOptions, 'mbppTimeoutMs' | 'lcbTimeoutMs' | 'python' | 'signal'>,
-  judge: Judge | null): Promise<Pick<RolloutRecord, 'pred' | 'correct' | 'detail' | 'em' | 'judge'>> {
+export async function scoreRollout(
+  item: EvalItem,
+  text: string,
+  opts: Pick<EvaluateOptions, 'mbppTimeoutMs' | 'lcbTimeoutMs' | 'python' | 'signal'>,
+  judge: Judge | null,
+): Promise<Pick<RolloutRecord, 'pred' | 'correct' | 'detail' | 'em' | 'judge'>> {
   const s = await scoreOutput(item, text, opts);
   if (!item.judge || !judge) return s;
   const r = await judge.judge({ question: item.question, gold: goldAnswers(item), prediction: s.pred ?? '' }, opts.signal);
@@ -134,8 +141,11 @@ export async function scoreRollout(item: EvalItem, text: string, opts: Pick<Eval
 }
 
 /** Scores one output against its question's check. */
-export async function scoreOutput(item: EvalItem, text: string, opts: Pick<EvaluateOptions, 'mbppTimeoutMs' | 'lcbTimeoutMs' | 'python' | 'signal'> = {}):
-  Promise<Pick<RolloutRecord, 'pred' | 'correct' | 'detail'>> {
+export async function scoreOutput(
+  item: EvalItem,
+  text: string,
+  opts: Pick<EvaluateOptions, 'mbppTimeoutMs' | 'lcbTimeoutMs' | 'python' | 'signal'> = {},
+): Promise<Pick<RolloutRecord, 'pred' | 'correct' | 'detail'>> {
   const c = item.check;
   if (c.kind === 'math') {
     const pred = extractPredAnswer(text);
@@ -157,7 +167,11 @@ export async function scoreOutput(item: EvalItem, text: string, opts: Pick<Evalu
     const r = await scoreMbppPlus(code, c.test, { timeoutMs: opts.mbppTimeoutMs ?? 10_000, ...run });
     return { pred: code, correct: r.passed, ...(r.passed ? {} : { detail: r.detail }) };
   }
-  const r = await scoreLcb(code, c.tests, { timeoutMs: opts.lcbTimeoutMs ?? 6_000, ...(item.fnName ? { fnName: item.fnName } : {}), ...run });
+  const r = await scoreLcb(code, c.tests, {
+    timeoutMs: opts.lcbTimeoutMs ?? 6_000,
+    ...(item.fnName ? { fnName: item.fnName } : {}),
+    ...run,
+  });
   return { pred: code, correct: r.passed, ...(r.passed ? {} : { detail: r.detail }) };
 }
 
@@ -179,17 +193,25 @@ export function summarize(records: readonly SampleRecord[], k: number): EvalSumm
   const byGroup = [...groups].sort(([a], [b]) => a.localeCompare(b, 'en', { numeric: true }))
     .map(([name, g]) => [name, { samples: g.samples, accuracy: g.right / g.samples }] as const);
   return {
-    type: 'summary', samples: n, k,
+    type: 'summary',
+    samples: n,
+    k,
     accuracy: per.reduce((a, b) => a + b, 0) / k,
     pass_at_k: n ? records.filter((s) => s.solved).length / n : 0,
     per_rollout_accuracy: per,
     tokens_mean: n ? records.reduce((a, s) => a + s.tokens, 0) / n : 0,
     seconds_mean: n ? records.reduce((a, s) => a + s.seconds, 0) / n : 0,
     ...(byGroup.length ? { by_group: Object.fromEntries(byGroup) } : {}),
-    ...(judged.length ? {
-      em_accuracy: em.reduce((a, b) => a + b, 0) / k,
-      judge: { model: [...new Set(judged.map((r) => r.judge!.model))].join(', '), judged: judged.length, malformed: judged.filter((r) => r.judge!.verdict === null).length },
-    } : {}),
+    ...(judged.length
+      ? {
+          em_accuracy: em.reduce((a, b) => a + b, 0) / k,
+          judge: {
+            model: [...new Set(judged.map((r) => r.judge!.model))].join(', '),
+            judged: judged.length,
+            malformed: judged.filter((r) => r.judge!.verdict === null).length,
+          },
+        }
+      : {}),
   };
 }
 
@@ -204,11 +226,18 @@ export function accuracyLines(summary: EvalSummary): string {
 }
 
 /** Asks every question (skipping `done` ones), scores every rollout, and returns the records in item order with their summary. */
-export async function evaluate(system: MasSystem, items: readonly EvalItem[], opts: EvaluateOptions): Promise<{ records: SampleRecord[]; summary: EvalSummary }> {
+export async function evaluate(
+  system: MasSystem,
+  items: readonly EvalItem[],
+  opts: EvaluateOptions,
+): Promise<{ records: SampleRecord[]; summary: EvalSummary }> {
   const k = opts.rollouts ?? 1;
   if (!Number.isInteger(k) || k < 1) throw new InvalidArgument(`rollouts must be a positive integer, got ${k}`);
   // before the first question: a run that needs the judge and lacks its settings stops here
-  const judge = runJudge(items.filter((i) => !opts.done?.has(i.index)), opts.judge);
+  const judge = runJudge(
+    items.filter((i) => !opts.done?.has(i.index)),
+    opts.judge,
+  );
   const records: SampleRecord[] = [];
   const batchSize = opts.batchSize ?? 1;
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidArgument(`batch size must be a positive integer, got ${batchSize}`);
@@ -216,11 +245,19 @@ export async function evaluate(system: MasSystem, items: readonly EvalItem[], op
   const askOptions = (item: EvalItem): AskOptions => {
     const seed = seedOf(item);
     return {
-      question: item.question, task: item.task, ...(item.fnName ? { fnName: item.fnName } : {}),
-      rounds: opts.rounds, latentSteps: opts.latentSteps, mode: opts.mode, maxNewTokens: opts.maxNewTokens,
-      sampling: seed === null ? opts.sampling : { ...opts.sampling, seed }, rollouts: k,
-      ...(opts.prompts ? { prompts: opts.prompts } : {}), ...(opts.answerRetry !== undefined ? { answerRetry: opts.answerRetry } : {}),
-      ...(opts.tools ? { tools: opts.tools } : {}), ...(opts.signal ? { signal: opts.signal } : {}),
+      question: item.question,
+      task: item.task,
+      ...(item.fnName ? { fnName: item.fnName } : {}),
+      rounds: opts.rounds,
+      latentSteps: opts.latentSteps,
+      mode: opts.mode,
+      maxNewTokens: opts.maxNewTokens,
+      sampling: seed === null ? opts.sampling : { ...opts.sampling, seed },
+      rollouts: k,
+      ...(opts.prompts ? { prompts: opts.prompts } : {}),
+      ...(opts.answerRetry !== undefined ? { answerRetry: opts.answerRetry } : {}),
+      ...(opts.tools ? { tools: opts.tools } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
     };
   };
   // questions to ask, batchSize at a time (askBatch answers each as ask() would alone); recorded ones are kept as they are
@@ -233,7 +270,9 @@ export async function evaluate(system: MasSystem, items: readonly EvalItem[], op
     const old = opts.done?.get(item.index);
     if (old) {
       if (old.rollouts.length !== k) {
-        throw new InvalidArgument(`the recorded question ${item.index} has ${old.rollouts.length} rollouts, this run asks for ${k}; resume with the same --num_rollouts`);
+        throw new InvalidArgument(
+          `the recorded question ${item.index} has ${old.rollouts.length} rollouts, this run asks for ${k}; resume with the same --num_rollouts`,
+        );
       }
       records.push(old);
       continue;
@@ -254,11 +293,27 @@ export async function evaluate(system: MasSystem, items: readonly EvalItem[], op
     const first = rollouts[0]!;
     const code = item.task === 'code';
     const rec: SampleRecord = {
-      type: 'sample', sample_idx: item.index, question: item.question, task: item.task,
-      gold: item.check.kind === 'math' || item.check.kind === 'choice' ? item.check.gold : item.check.kind === 'freeform' ? item.check.gold.join(' | ') : null,
-      pred_answer_parsed: code ? null : first.pred, pred_code_parsed: code ? first.pred : null,
-      raw_output: first.raw_output, correct: first.correct, solved: rollouts.some((o) => o.correct), rollouts,
-      tokens: r.tokens, latent_steps: r.latentSteps, seconds: r.seconds, seed, ...(item.groups ? { groups: item.groups } : {}),
+      type: 'sample',
+      sample_idx: item.index,
+      question: item.question,
+      task: item.task,
+      gold:
+        item.check.kind === 'math' || item.check.kind === 'choice'
+          ? item.check.gold
+          : item.check.kind === 'freeform'
+            ? item.check.gold.join(' | ')
+            : null,
+      pred_answer_parsed: code ? null : first.pred,
+      pred_code_parsed: code ? first.pred : null,
+      raw_output: first.raw_output,
+      correct: first.correct,
+      solved: rollouts.some((o) => o.correct),
+      rollouts,
+      tokens: r.tokens,
+      latent_steps: r.latentSteps,
+      seconds: r.seconds,
+      seed,
+      ...(item.groups ? { groups: item.groups } : {}),
       ...(first.judge ? { em: first.em!, judge: first.judge } : {}),
     };
     records.push(rec);

@@ -169,7 +169,10 @@ describe('GGUF reader', () => {
 
   describe('rejects damaged files with CorruptCheckpoint', () => {
     const expectCorrupt = async (bytes: Uint8Array, msg: RegExp) => {
-      await expect(readGgufHeader(bytesSource(bytes), 'bad.gguf')).rejects.toMatchObject({ name: 'CorruptCheckpoint', message: expect.stringMatching(msg) });
+      await expect(readGgufHeader(bytesSource(bytes), 'bad.gguf')).rejects.toMatchObject({
+        name: 'CorruptCheckpoint',
+        message: expect.stringMatching(msg),
+      });
     };
     it('bad magic', async () => {
       const b = model(); b[0] = 0x50;
@@ -201,7 +204,13 @@ describe('GGUF reader', () => {
     const b = writeGguf([], [{ name: 'x', ne: [32], type: GGML_TYPE.Q5_0, data: new Uint8Array(22) }]);
     const f = await readGgufHeader(bytesSource(b), 'q5.gguf');
     expect(f.tensors[0].dtype).toBeNull();
-    await expect(readGgufTensor(f, 'x')).rejects.toMatchObject({ name: 'UnsupportedFeature', message: expect.stringMatching(/"x" is Q5_0.*f16, q8_0 or q4_0/) });
-    await expect(readGgufTensor(f, 'y')).rejects.toMatchObject({ name: 'CorruptCheckpoint', message: expect.stringMatching(/no tensor "y"/) });
+    await expect(readGgufTensor(f, 'x')).rejects.toMatchObject({
+      name: 'UnsupportedFeature',
+      message: expect.stringMatching(/"x" is Q5_0.*f16, q8_0 or q4_0/),
+    });
+    await expect(readGgufTensor(f, 'y')).rejects.toMatchObject({
+      name: 'CorruptCheckpoint',
+      message: expect.stringMatching(/no tensor "y"/),
+    });
   });
 });

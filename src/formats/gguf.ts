@@ -139,7 +139,13 @@ export async function readGgufHeader(source: ByteSource, name = source.name): Pr
 /** Reads one tensor and converts it to our storage layout (see the module comment for each type). */
 export async function readGgufTensor(file: GgufFile, tensor: string | GgufTensorInfo): Promise<GgufTensor> {
   const info = typeof tensor === 'string' ? file.tensors.find((t) => t.name === tensor) : tensor;
-  if (!info) throw new CorruptCheckpoint(`${file.name} has no tensor "${String(tensor)}"; its tensors are ${file.tensors.slice(0, 8).map((t) => t.name).join(', ')}${file.tensors.length > 8 ? ', ...' : ''}`);
+  if (!info)
+    throw new CorruptCheckpoint(
+      `${file.name} has no tensor "${String(tensor)}"; its tensors are ${file.tensors
+        .slice(0, 8)
+        .map((t) => t.name)
+        .join(', ')}${file.tensors.length > 8 ? ', ...' : ''}`,
+    );
   if (!info.dtype) {
     throw new UnsupportedFeature(
       `${file.name}: tensor "${info.name}" is ${info.typeName}, which this reader does not decode (it reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K); use a GGUF converted to f16, q8_0 or q4_0`,

@@ -2,7 +2,18 @@
 // GGUF (read) and torch .pt state dicts (safe read, write).
 export * from './dtype';
 export * from './encode';
-export { GGML_TYPE, ggmlTypeName, readGgufHeader, readGgufTensor, ggufToStorage, dequantQ4K, dequantQ6K, type GgufFile, type GgufTensor, type GgufTensorInfo } from './gguf';
+export {
+  GGML_TYPE,
+  ggmlTypeName,
+  readGgufHeader,
+  readGgufTensor,
+  ggufToStorage,
+  dequantQ4K,
+  dequantQ6K,
+  type GgufFile,
+  type GgufTensor,
+  type GgufTensorInfo,
+} from './gguf';
 export * from './sources';
 export * from './safetensors';
 export * from './safetensors-sharded';

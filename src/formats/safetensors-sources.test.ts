@@ -142,7 +142,9 @@ describe('URL source (HTTP Range) and sharded checkpoints', () => {
     const flat = await openCheckpoint(`${base}/range/flat/`);
     expect(flat).toBeInstanceOf(SafetensorsFile);
     expect(values(await flat.read('embed.weight'))).toEqual([1, 2, 3]);
-    await expect(openCheckpoint(`${base}/range/empty`)).rejects.toThrow(/has neither model\.safetensors\.index\.json nor model\.safetensors/);
+    await expect(openCheckpoint(`${base}/range/empty`)).rejects.toThrow(
+      /has neither model\.safetensors\.index\.json nor model\.safetensors/,
+    );
   });
 });
 
@@ -163,14 +165,18 @@ describe('sharded checkpoints in a folder', () => {
     expect(ck.info('norm.weight')).toMatchObject({ dtype: 'F32', shape: [1] });
     expect(values(await ck.read('embed.weight'))).toEqual([1, 2, 3]);
     expect(values(await ck.read('norm.weight'))).toEqual([-0.5]);
-    expect(() => ck.info('model.layers.9.w')).toThrow(/model\.safetensors\.index\.json has no tensor "model\.layers\.9\.w" in its weight_map/);
+    expect(() => ck.info('model.layers.9.w')).toThrow(
+      /model\.safetensors\.index\.json has no tensor "model\.layers\.9\.w" in its weight_map/,
+    );
     await ck.close();
     expect(await openCheckpoint(d)).toBeInstanceOf(ShardedSafetensors);
   });
 
   it('names the missing shard, the misplaced tensor and a shard path that leaves the folder', async () => {
     const noShard = await folder('noshard', INDEX, { 'model-00001-of-00002.safetensors': SHARD1 });
-    await expect(ShardedSafetensors.open(noShard)).rejects.toThrow(/model-00002-of-00002\.safetensors is missing, but .*model\.safetensors\.index\.json maps tensors to it/);
+    await expect(ShardedSafetensors.open(noShard)).rejects.toThrow(
+      /model-00002-of-00002\.safetensors is missing, but .*model\.safetensors\.index\.json maps tensors to it/,
+    );
     await expect(openCheckpoint(noShard)).rejects.toBeInstanceOf(CorruptCheckpoint);
     const moved = JSON.stringify({ weight_map: { 'norm.weight': 'model-00001-of-00002.safetensors' } });
     await expect(ShardedSafetensors.open(await folder('moved', moved, both)))

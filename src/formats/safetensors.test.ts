@@ -108,7 +108,9 @@ describe('safetensors writer and reader round trip', () => {
 
   it('orders data by descending dtype, then by name, and rejects bad tensors', async () => {
     const t = (dtype: StDType, n: number): StTensor => ({ dtype, shape: [n], bytes: new Uint8Array(n * ST_DTYPE_BYTES[dtype]) });
-    const f = await SafetensorsFile.fromBytes(writeSafetensors({ b: t('U8', 1), a: t('U8', 3), w: t('BF16', 1), x: t('F32', 2), y: t('I64', 1), v: t('F16', 1) }));
+    const f = await SafetensorsFile.fromBytes(
+      writeSafetensors({ b: t('U8', 1), a: t('U8', 3), w: t('BF16', 1), x: t('F32', 2), y: t('I64', 1), v: t('F16', 1) }),
+    );
     const order = f.names().sort((p, q) => f.info(p).begin - f.info(q).begin);
     expect(order).toEqual(['y', 'x', 'w', 'v', 'a', 'b']);
     expect(() => writeSafetensors({ a: { dtype: 'F32', shape: [2], bytes: new Uint8Array(4) } })).toThrow(DTypeMismatch);
@@ -155,17 +157,31 @@ describe('safetensors corruption is rejected with CorruptCheckpoint', () => {
 
   it('rejects offsets that disagree with shape x dtype, overlap, leave gaps or run past the data', async () => {
     const d16 = new Uint8Array(16);
-    await rejects(rawFile(`{"w":${T('F32', [3], 0, 8)}}`, d16.subarray(0, 8)), /tensor "w" \(F32 \[3\]\) needs 12 bytes but its data_offsets \[0, 8\] span 8/);
+    await rejects(
+      rawFile(`{"w":${T('F32', [3], 0, 8)}}`, d16.subarray(0, 8)),
+      /tensor "w" \(F32 \[3\]\) needs 12 bytes but its data_offsets \[0, 8\] span 8/,
+    );
     await rejects(rawFile(`{"w":{"dtype":"F32","shape":[1],"data_offsets":[4]}}`, d16.subarray(0, 4)), /tensor "w" has data_offsets \[4\]/);
     await rejects(rawFile(`{"w":${T('F32', [1], 8, 4)}}`, d16.subarray(0, 8)), /tensor "w" has data_offsets \[8,4\]/);
-    await rejects(rawFile(`{"a":${T('F32', [2], 0, 8)},"b":${T('F32', [2], 4, 12)}}`, d16.subarray(0, 12)), /tensor "b" \[4, 12\] overlaps tensor "a" \[0, 8\]/);
-    await rejects(rawFile(`{"a":${T('F32', [1], 0, 4)},"b":${T('F32', [1], 8, 12)}}`, d16.subarray(0, 12)), /tensor "b" starts at 8 but the previous data ends at 4/);
+    await rejects(
+      rawFile(`{"a":${T('F32', [2], 0, 8)},"b":${T('F32', [2], 4, 12)}}`, d16.subarray(0, 12)),
+      /tensor "b" \[4, 12\] overlaps tensor "a" \[0, 8\]/,
+    );
+    await rejects(
+      rawFile(`{"a":${T('F32', [1], 0, 4)},"b":${T('F32', [1], 8, 12)}}`, d16.subarray(0, 12)),
+      /tensor "b" starts at 8 but the previous data ends at 4/,
+    );
     await rejects(rawFile(`{"a":${T('F32', [1], 4, 8)}}`, d16.subarray(0, 8)), /tensor "a" starts at 4/);
-    await rejects(rawFile(`{"a":${T('F32', [4], 0, 16)}}`, d16.subarray(0, 12)), /tensor "a" needs data bytes up to 16 but the file holds only 12/);
+    await rejects(
+      rawFile(`{"a":${T('F32', [4], 0, 16)}}`, d16.subarray(0, 12)),
+      /tensor "a" needs data bytes up to 16 but the file holds only 12/,
+    );
     await rejects(rawFile(`{"a":${T('F32', [2], 0, 8)}}`, d16.subarray(0, 12)), /describes 8 bytes of tensor data but 12 follow/);
     await rejects(rawFile(`{"a":${T('F32', [2 ** 40, 2 ** 40], 0, 8)}}`, d16.subarray(0, 8)), /tensor "a"/);
     // A well-formed file of out-of-order entries (b's data first) is valid.
-    const ok = await SafetensorsFile.fromBytes(rawFile(`{"a":${T('F32', [1], 4, 8)},"b":${T('U8', [4], 0, 4)}}`, [1, 2, 3, 4, 0, 0, 0x80, 0x3f]));
+    const ok = await SafetensorsFile.fromBytes(
+      rawFile(`{"a":${T('F32', [1], 4, 8)},"b":${T('U8', [4], 0, 4)}}`, [1, 2, 3, 4, 0, 0, 0x80, 0x3f]),
+    );
     expect(Array.from(new Float32Array((await ok.read('a')).bytes.slice().buffer))).toEqual([1]);
   });
 
@@ -183,7 +199,12 @@ describe('safetensors tensors to storage dtypes', () => {
     const f16 = { dtype: 'F16' as const, shape: [2], bytes: Uint8Array.from([0x00, 0x3c, 0x00, 0xb8]) };
     const f32 = { dtype: 'F32' as const, shape: [1, 2], bytes: new Uint8Array(Float32Array.of(0.1, -7).buffer) };
     const i32 = { dtype: 'I32' as const, shape: [2], bytes: new Uint8Array(Int32Array.of(-5, 123457).buffer) };
-    for (const [t, dtype, values] of [[bf, 'bf16', [1, -2, 0.25]], [f16, 'f16', [1, -0.5]], [f32, 'f32', [Math.fround(0.1), -7]], [i32, 'i32', [-5, 123457]]] as const) {
+    for (const [t, dtype, values] of [
+      [bf, 'bf16', [1, -2, 0.25]],
+      [f16, 'f16', [1, -0.5]],
+      [f32, 'f32', [Math.fround(0.1), -7]],
+      [i32, 'i32', [-5, 123457]],
+    ] as const) {
       const s = toStorage(t, 'w', 'm.safetensors');
       expect(s.dtype).toBe(dtype);
       expect(s.bytes).toBe(t.bytes); // no copy

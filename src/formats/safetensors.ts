@@ -121,10 +121,18 @@ export function parseHeader(
   let pos = 0;
   let prev: StTensorInfo | undefined;
   for (const t of list) {
-    if (t.begin < pos) throw corrupt(file, `tensor "${t.name}" [${t.begin}, ${t.end}] overlaps tensor "${prev!.name}" [${prev!.begin}, ${prev!.end}]`);
-    if (t.begin > pos) throw corrupt(file, `tensor "${t.name}" starts at ${t.begin} but the previous data ends at ${pos} (offsets out of order or with a gap)`);
+    if (t.begin < pos)
+      throw corrupt(file, `tensor "${t.name}" [${t.begin}, ${t.end}] overlaps tensor "${prev!.name}" [${prev!.begin}, ${prev!.end}]`);
+    if (t.begin > pos)
+      throw corrupt(
+        file,
+        `tensor "${t.name}" starts at ${t.begin} but the previous data ends at ${pos} (offsets out of order or with a gap)`,
+      );
     if (t.end > dataBytes) {
-      throw corrupt(file, `tensor "${t.name}" needs data bytes up to ${t.end} but the file holds only ${dataBytes} after the header: the file is truncated`);
+      throw corrupt(
+        file,
+        `tensor "${t.name}" needs data bytes up to ${t.end} but the file holds only ${dataBytes} after the header: the file is truncated`,
+      );
     }
     pos = t.end;
     prev = t;
@@ -156,11 +164,17 @@ export class SafetensorsFile implements TensorStore {
     if (size < 8) throw corrupt(file, `the file is ${size} bytes, too short for the 8-byte header length: it is truncated`);
     const n = new DataView((await source.read(0, 8)).slice().buffer).getBigUint64(0, true);
     if (n > BigInt(MAX_HEADER_BYTES)) {
-      throw corrupt(file, `the header length field says ${n} bytes, more than the ${MAX_HEADER_BYTES} allowed (not a safetensors file, or damaged)`);
+      throw corrupt(
+        file,
+        `the header length field says ${n} bytes, more than the ${MAX_HEADER_BYTES} allowed (not a safetensors file, or damaged)`,
+      );
     }
     const headerLen = Number(n);
     if (8 + headerLen > size) {
-      throw corrupt(file, `the header length field says ${headerLen} bytes but the file has only ${size - 8} after it: the file is truncated`);
+      throw corrupt(
+        file,
+        `the header length field says ${headerLen} bytes but the file has only ${size - 8} after it: the file is truncated`,
+      );
     }
     const { tensors, metadata } = parseHeader(file, await source.read(8, headerLen), size - 8 - headerLen);
     return new SafetensorsFile(source, tensors, metadata, 8 + headerLen);
@@ -221,9 +235,11 @@ export function writeSafetensors(
   const entries = (Symbol.iterator in tensors ? [...tensors] : Object.entries(tensors)) as [string, StTensor][];
   const seen = new Set<string>();
   for (const [name, t] of entries) {
-    if (name === METADATA_KEY || seen.has(name)) throw new InvalidArgument(`tensor name "${name}" is reserved or repeated; give each tensor a unique name`);
+    if (name === METADATA_KEY || seen.has(name))
+      throw new InvalidArgument(`tensor name "${name}" is reserved or repeated; give each tensor a unique name`);
     seen.add(name);
-    if (!isStDType(t.dtype)) throw new DTypeMismatch(`tensor "${name}": dtype ${String(t.dtype)} is not one of ${Object.keys(ST_DTYPE_BYTES).join(', ')}`);
+    if (!isStDType(t.dtype))
+      throw new DTypeMismatch(`tensor "${name}": dtype ${String(t.dtype)} is not one of ${Object.keys(ST_DTYPE_BYTES).join(', ')}`);
     let n = ST_DTYPE_BYTES[t.dtype];
     for (const s of t.shape) n *= s;
     if (n !== t.bytes.byteLength) {
@@ -236,7 +252,9 @@ export function writeSafetensors(
   const parts: string[] = [];
   if (metadata) {
     const keys = Object.keys(metadata).sort(compareNames);
-    parts.push(`${JSON.stringify(METADATA_KEY)}:{${keys.map((k) => `${JSON.stringify(k)}:${JSON.stringify(String(metadata[k]))}`).join(',')}}`);
+    parts.push(
+      `${JSON.stringify(METADATA_KEY)}:{${keys.map((k) => `${JSON.stringify(k)}:${JSON.stringify(String(metadata[k]))}`).join(',')}}`,
+    );
   }
   let offset = 0;
   for (const [name, t] of entries) {

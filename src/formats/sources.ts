@@ -71,7 +71,8 @@ export function fileSource(path: string): ByteSource {
       .then((fs) => fs.open(path, 'r'))
       .catch((e: NodeJS.ErrnoException) => {
         handle = undefined;
-        if (e.code === 'ENOENT') throw notFound(`${path} does not exist; check the path, or re-download the checkpoint so that the file is there`);
+        if (e.code === 'ENOENT')
+          throw notFound(`${path} does not exist; check the path, or re-download the checkpoint so that the file is there`);
         throw new CorruptCheckpoint(`${path} cannot be opened (${e.code ?? e.message}); check the path and its permissions`);
       }));
   const src: ByteSource = {
@@ -88,7 +89,9 @@ export function fileSource(path: string): ByteSource {
       while (done < length) {
         const { bytesRead } = await fh.read(out, done, length - done, offset + done);
         if (bytesRead === 0) {
-          throw new CorruptCheckpoint(`${path}: the file ended at byte ${offset + done} while reading; it changed or is truncated: re-download it`);
+          throw new CorruptCheckpoint(
+            `${path}: the file ended at byte ${offset + done} while reading; it changed or is truncated: re-download it`,
+          );
         }
         done += bytesRead;
       }
@@ -143,7 +146,9 @@ export function urlSource(url: string, opts: UrlSourceOptions = {}): ByteSource 
       throw notFound(`${url} does not exist (HTTP ${res.status}); check the URL, or that the repository has this file`);
     }
     if (!res.ok) {
-      throw new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}; check the URL, access rights (gated repos need a token) and the server`);
+      throw new DownloadFailed(
+        `${url}: HTTP ${res.status} ${res.statusText}; check the URL, access rights (gated repos need a token) and the server`,
+      );
     }
     return res;
   };
@@ -159,10 +164,14 @@ export function urlSource(url: string, opts: UrlSourceOptions = {}): ByteSource 
     }
     const buf = new Uint8Array(await res.arrayBuffer());
     if (buf.byteLength > maxFull) {
-      throw new CorruptCheckpoint(`${url}: the server ignores HTTP Range requests and sent ${buf.byteLength} bytes, more than ${maxFull}; download the file and open it locally`);
+      throw new CorruptCheckpoint(
+        `${url}: the server ignores HTTP Range requests and sent ${buf.byteLength} bytes, more than ${maxFull}; download the file and open it locally`,
+      );
     }
     if (Number.isFinite(declared) && declared !== buf.byteLength) {
-      throw new CorruptCheckpoint(`${url}: the server announced ${declared} bytes but sent ${buf.byteLength}; the download was cut off: retry`);
+      throw new CorruptCheckpoint(
+        `${url}: the server announced ${declared} bytes but sent ${buf.byteLength}; the download was cut off: retry`,
+      );
     }
     size = buf.byteLength;
     return buf;
@@ -213,7 +222,9 @@ export function urlSource(url: string, opts: UrlSourceOptions = {}): ByteSource 
       }
       const buf = new Uint8Array(await res.arrayBuffer());
       if (buf.byteLength !== length) {
-        throw new CorruptCheckpoint(`${url}: expected ${length} bytes at ${offset}, received ${buf.byteLength}; the download was cut off: retry`);
+        throw new CorruptCheckpoint(
+          `${url}: expected ${length} bytes at ${offset}, received ${buf.byteLength}; the download was cut off: retry`,
+        );
       }
       return buf;
     },

@@ -68,12 +68,29 @@ function unpickle(pkl: Uint8Array, file: string, storage: (pid: unknown) => Stor
   const marks: unknown[][] = [];
   const memo = new Map<number, unknown>();
   let p = 0;
-  const need = (n: number) => { if (p + n > pkl.length) throw bad('ends in the middle of an opcode (truncated)'); const at = p; p += n; return at; };
+  const need = (n: number) => {
+    if (p + n > pkl.length) throw bad('ends in the middle of an opcode (truncated)');
+    const at = p;
+    p += n;
+    return at;
+  };
   const pop = () => { if (stack.length === 0) throw bad('pops an empty stack'); return stack.pop(); };
-  const popMark = () => { const items = stack; const prev = marks.pop(); if (!prev) throw bad('has no MARK to pop to'); stack = prev; return items; };
+  const popMark = () => {
+    const items = stack;
+    const prev = marks.pop();
+    if (!prev) throw bad('has no MARK to pop to');
+    stack = prev;
+    return items;
+  };
   const top = () => { if (stack.length === 0) throw bad('reads an empty stack'); return stack[stack.length - 1]; };
   const str = (n: number) => new TextDecoder('utf-8', { fatal: true }).decode(pkl.subarray(need(n), p));
-  const line = () => { const e = pkl.indexOf(0x0a, p); if (e < 0) throw bad('has an unterminated GLOBAL'); const s = new TextDecoder().decode(pkl.subarray(p, e)); p = e + 1; return s; };
+  const line = () => {
+    const e = pkl.indexOf(0x0a, p);
+    if (e < 0) throw bad('has an unterminated GLOBAL');
+    const s = new TextDecoder().decode(pkl.subarray(p, e));
+    p = e + 1;
+    return s;
+  };
   const global = (name: string) => {
     if (!ALLOWED_CALLS.includes(name) && !(name in STORAGE_DTYPE)) throw unsafe(`the global ${name}`);
     return new Global(name);
@@ -82,7 +99,10 @@ function unpickle(pkl: Uint8Array, file: string, storage: (pid: unknown) => Stor
     if (!(d instanceof Dict)) throw bad('sets items on something that is not a dict');
     for (let i = 0; i + 1 < kv.length; i += 2) d.map.set(kv[i], kv[i + 1]);
   };
-  const append = (l: unknown, xs: unknown[]) => { if (!Array.isArray(l)) throw bad('appends to something that is not a list'); l.push(...xs); };
+  const append = (l: unknown, xs: unknown[]) => {
+    if (!Array.isArray(l)) throw bad('appends to something that is not a list');
+    l.push(...xs);
+  };
   for (;;) {
     const op = pkl[need(1)]!;
     switch (op) {
@@ -111,7 +131,8 @@ function unpickle(pkl: Uint8Array, file: string, storage: (pid: unknown) => Stor
         let v = 0n;
         for (let i = n - 1; i >= 0; i--) v = (v << 8n) | BigInt(pkl[at + i]!);
         if (n > 0 && pkl[at + n - 1]! & 0x80) v -= 1n << BigInt(8 * n);
-        if (v > BigInt(Number.MAX_SAFE_INTEGER) || v < -BigInt(Number.MAX_SAFE_INTEGER)) throw bad(`holds the integer ${v}, too large for a size`);
+        if (v > BigInt(Number.MAX_SAFE_INTEGER) || v < -BigInt(Number.MAX_SAFE_INTEGER))
+          throw bad(`holds the integer ${v}, too large for a size`);
         stack.push(Number(v)); break;
       }
       case 0x47: stack.push(dv.getFloat64(need(8), false)); break; // BINFLOAT (big-endian)
@@ -234,7 +255,11 @@ function pickleStateDict(tensors: [string, PtTensor][]): Uint8Array {
   const out: number[] = [0x80, 2];
   const enc = new TextEncoder();
   const bytes = (s: string) => out.push(...enc.encode(s));
-  const uni = (s: string) => { const b = enc.encode(s); out.push(0x58, b.length & 0xff, (b.length >> 8) & 0xff, (b.length >> 16) & 0xff, b.length >>> 24); for (const x of b) out.push(x); };
+  const uni = (s: string) => {
+    const b = enc.encode(s);
+    out.push(0x58, b.length & 0xff, (b.length >> 8) & 0xff, (b.length >> 16) & 0xff, b.length >>> 24);
+    for (const x of b) out.push(x);
+  };
   const int = (v: number) => {
     if (v < 256) out.push(0x4b, v);
     else if (v < 65536) out.push(0x4d, v & 0xff, v >> 8);
@@ -271,9 +296,11 @@ export function writeTorchStateDict(tensors: Map<string, PtTensor>): Uint8Array 
   for (const [key, t] of list) {
     const e = ELEM_BYTES[t.dtype];
     if (e === undefined) throw new InvalidArgument(`tensor "${key}" has dtype ${t.dtype}; .pt export takes f32, f16 or bf16`);
-    if (!t.shape.every((d) => Number.isSafeInteger(d) && d >= 0)) throw new InvalidArgument(`tensor "${key}" has shape [${t.shape}], expected non-negative integers`);
+    if (!t.shape.every((d) => Number.isSafeInteger(d) && d >= 0))
+      throw new InvalidArgument(`tensor "${key}" has shape [${t.shape}], expected non-negative integers`);
     const n = t.shape.reduce((a, b) => a * b, 1);
-    if (t.bytes.length !== n * e) throw new InvalidArgument(`tensor "${key}" has ${t.bytes.length} bytes, expected ${n} × ${e} for shape [${t.shape}] ${t.dtype}`);
+    if (t.bytes.length !== n * e)
+      throw new InvalidArgument(`tensor "${key}" has ${t.bytes.length} bytes, expected ${n} × ${e} for shape [${t.shape}] ${t.dtype}`);
   }
   const enc = new TextEncoder();
   const files: [string, Uint8Array][] = [['archive/data.pkl', pickleStateDict(list)],

@@ -63,7 +63,11 @@ describe('writeZip / readZip', () => {
   it.skipIf(!has('python3'))('Python zipfile.testzip finds no bad CRC and reads the UTF-8 name', () => {
     const f = join(tmp, 'py.zip');
     writeFileSync(f, writeZip(ENTRIES));
-    const out = execFileSync('python3', ['-S', '-c', 'import sys,zipfile; z=zipfile.ZipFile(sys.argv[1]); print(z.testzip()); print(z.namelist()[3])', f], { encoding: 'utf8' });
+    const out = execFileSync(
+      'python3',
+      ['-S', '-c', 'import sys,zipfile; z=zipfile.ZipFile(sys.argv[1]); print(z.testzip()); print(z.namelist()[3])', f],
+      { encoding: 'utf8' },
+    );
     expect(out).toBe('None\ngröße(math).pt\n');
   });
 
@@ -77,7 +81,9 @@ describe('writeZip / readZip', () => {
     expect(back.get('a.txt')!.length).toBe(5000);
     expect(hex(back.get('b.bin')!)).toBe(hex(binary));
     execFileSync('zip', ['-9', '-q', '-X', join(tmp, 'z9.zip'), 'a.txt'], { cwd: d });
-    expect(() => readZip(new Uint8Array(readFileSync(join(tmp, 'z9.zip'))), 'z9.zip')).toThrow(/z9\.zip: zip entry "a\.txt" is compressed \(method 8\)/);
+    expect(() => readZip(new Uint8Array(readFileSync(join(tmp, 'z9.zip'))), 'z9.zip')).toThrow(
+      /z9\.zip: zip entry "a\.txt" is compressed \(method 8\)/,
+    );
   });
 
   it('a flipped data byte fails verifyCrc with the entry named; without it the bytes come back as stored', () => {

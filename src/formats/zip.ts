@@ -111,7 +111,8 @@ export interface ZipWriteOptions {
 /** A zip of STORED entries in the given order (no zip64: at most 65535 entries and 4 GiB). */
 export function writeZip(entries: readonly (readonly [string, Uint8Array])[], opts: ZipWriteOptions = {}): Uint8Array {
   const align = opts.align ?? 0;
-  if (!Number.isSafeInteger(align) || align < 0 || align > 0x8000) throw new InvalidArgument(`zip alignment ${align} must be an integer in 0..32768`);
+  if (!Number.isSafeInteger(align) || align < 0 || align > 0x8000)
+    throw new InvalidArgument(`zip alignment ${align} must be an integer in 0..32768`);
   const tooLarge = () => new InvalidArgument(`${opts.what ?? 'zip'} over 4 GiB or 65535 entries is not supported (no zip64 writer)` +
     `${opts.tooLargeHint ? `; ${opts.tooLargeHint}` : ''}`);
   if (entries.length > 0xffff) throw tooLarge();
@@ -123,25 +124,39 @@ export function writeZip(entries: readonly (readonly [string, Uint8Array])[], op
     const nb = enc.encode(name);
     // bit 11: the name is UTF-8 (set only when it is not plain ASCII, so torch's archives keep flags 0)
     const flags = nb.length !== name.length ? 0x800 : 0;
-    const extra = align > 1 ? 4 + (align - ((off + 30 + nb.length + 4) % align)) % align : 0;
+    const extra = align > 1 ? 4 + ((align - ((off + 30 + nb.length + 4) % align)) % align) : 0;
     const pad = extra - 4;
     const h = new Uint8Array(30 + nb.length + extra);
     const v = new DataView(h.buffer);
     const crc = crc32(data);
-    v.setUint32(0, 0x04034b50, true); v.setUint16(4, 20, true); v.setUint16(6, flags, true);
-    v.setUint32(14, crc, true); v.setUint32(18, data.length, true); v.setUint32(22, data.length, true);
-    v.setUint16(26, nb.length, true); v.setUint16(28, extra, true);
+    v.setUint32(0, 0x04034b50, true);
+    v.setUint16(4, 20, true);
+    v.setUint16(6, flags, true);
+    v.setUint32(14, crc, true);
+    v.setUint32(18, data.length, true);
+    v.setUint32(22, data.length, true);
+    v.setUint16(26, nb.length, true);
+    v.setUint16(28, extra, true);
     h.set(nb, 30);
     if (extra) {
-      v.setUint16(30 + nb.length, 0x4246, true); v.setUint16(32 + nb.length, pad, true);
+      v.setUint16(30 + nb.length, 0x4246, true);
+      v.setUint16(32 + nb.length, pad, true);
       h.fill(0x5a, 34 + nb.length);
     }
     const c = new Uint8Array(46 + nb.length);
     const cv = new DataView(c.buffer);
-    cv.setUint32(0, 0x02014b50, true); cv.setUint16(4, flags ? 0x314 : 20, true); cv.setUint16(6, 20, true); cv.setUint16(8, flags, true); // made by: Unix when UTF-8, for unzip
-    cv.setUint32(16, crc, true); cv.setUint32(20, data.length, true); cv.setUint32(24, data.length, true);
-    cv.setUint16(28, nb.length, true); cv.setUint32(42, off, true); c.set(nb, 46);
-    parts.push(h, data); central.push(c);
+    cv.setUint32(0, 0x02014b50, true);
+    cv.setUint16(4, flags ? 0x314 : 20, true);
+    cv.setUint16(6, 20, true);
+    cv.setUint16(8, flags, true); // made by: Unix when UTF-8, for unzip
+    cv.setUint32(16, crc, true);
+    cv.setUint32(20, data.length, true);
+    cv.setUint32(24, data.length, true);
+    cv.setUint16(28, nb.length, true);
+    cv.setUint32(42, off, true);
+    c.set(nb, 46);
+    parts.push(h, data);
+    central.push(c);
     off += h.length + data.length;
     if (off > 0xffffffff) throw tooLarge();
   }

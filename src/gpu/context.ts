@@ -98,7 +98,10 @@ export class GpuContext {
   private constructor(readonly device: GPUDevice, readonly report: AdapterReport, opts: ContextOptions, subgroups: SubgroupProbe | null) {
     this.subgroupReduce = !!subgroups?.contiguous;
     if (opts.maxWorkgroupsPerDimension) {
-      report.limits.maxComputeWorkgroupsPerDimension = Math.min(report.limits.maxComputeWorkgroupsPerDimension, opts.maxWorkgroupsPerDimension);
+      report.limits.maxComputeWorkgroupsPerDimension = Math.min(
+        report.limits.maxComputeWorkgroupsPerDimension,
+        opts.maxWorkgroupsPerDimension,
+      );
     }
     this.pool = new BufferPool(device, !opts.noBufferReuse);
     this.pipelines = new PipelineCache(device);
@@ -138,7 +141,9 @@ export class GpuContext {
 
   requireFeature(f: WantedFeature, what: string) {
     if (!this.hasFeature(f)) {
-      throw new UnsupportedFeature(`${what} needs the '${f}' WebGPU feature, which this adapter lacks; use an f32 variant or another device`);
+      throw new UnsupportedFeature(
+        `${what} needs the '${f}' WebGPU feature, which this adapter lacks; use an f32 variant or another device`,
+      );
     }
   }
 
@@ -159,7 +164,9 @@ export class GpuContext {
   createBuffer(bytes: number, usage: GPUBufferUsageFlags, label?: string): GPUBuffer {
     this.assertAlive();
     if (bytes > this.report.limits.maxBufferSize) {
-      throw new BindingLimitExceeded(`${label ?? 'a buffer'} of ${bytes} bytes exceeds this device's maxBufferSize (${this.report.limits.maxBufferSize})`);
+      throw new BindingLimitExceeded(
+        `${label ?? 'a buffer'} of ${bytes} bytes exceeds this device's maxBufferSize (${this.report.limits.maxBufferSize})`,
+      );
     }
     return this.pool.acquire(bytes, usage, label);
   }

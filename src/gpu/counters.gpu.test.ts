@@ -24,7 +24,9 @@ describe('GpuContext counters (node dawn)', () => {
     const got = await s.read(); // one submit, one readback
     const d = counterDelta(before, b.counters());
     // s = 2·x·wᵀ, by hand
-    const want = [0, 1].flatMap((r) => [0, 1, 2].map((j) => 2 * [0, 1, 2, 3].reduce((a, k) => a + (r * 4 + k + 1) * ((j * 4 + k) / 10), 0)));
+    const want = [0, 1].flatMap((r) =>
+      [0, 1, 2].map((j) => 2 * [0, 1, 2, 3].reduce((a, k) => a + (r * 4 + k + 1) * ((j * 4 + k) / 10), 0)),
+    );
     Array.from(got).forEach((v, i) => expect(v).toBeCloseTo(want[i]!, 4));
     expect([d.dispatches, d.submits, d.readbacks]).toEqual([2, 1, 1]);
     expect(d.weightBytes).toBe(48);

@@ -62,7 +62,8 @@ export const isCudaError = (e: unknown): e is CudaError => e instanceof Error &&
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 /** Where the build puts the addon; RMAS_CUDA_ADDON (a path, relative to the working folder) overrides it. */
-export const addonPath = (): string => (process.env.RMAS_CUDA_ADDON ? resolve(process.env.RMAS_CUDA_ADDON) : resolve(root, 'native/cuda/build/rmas_cuda.node'));
+export const addonPath = (): string =>
+  process.env.RMAS_CUDA_ADDON ? resolve(process.env.RMAS_CUDA_ADDON) : resolve(root, 'native/cuda/build/rmas_cuda.node');
 const BUILD_HINT = 'build it with `npm run build:cuda` (needs the CUDA toolkit: nvcc and cmake)';
 
 let cached: { addon: CudaAddon } | { error: string } | null = null;
@@ -76,7 +77,9 @@ export function loadCudaAddon(): CudaAddon {
       try {
         cached = { addon: createRequire(import.meta.url)(path) as CudaAddon };
       } catch (e) {
-        cached = { error: `the CUDA addon at ${path} does not load (${(e as Error).message}); rebuild it with \`npm run build:cuda -- --force\`` };
+        cached = {
+          error: `the CUDA addon at ${path} does not load (${(e as Error).message}); rebuild it with \`npm run build:cuda -- --force\``,
+        };
       }
     }
   }
@@ -86,7 +89,8 @@ export function loadCudaAddon(): CudaAddon {
 
 /** What to do about a probe's CUDA error (35: no or old driver, 100: no device). */
 function adviceFor(code: number): string {
-  if (code === 35) return 'no NVIDIA driver (or one older than the CUDA runtime the addon was built with); install or update the driver, or use --backend webgpu|cpu';
+  if (code === 35)
+    return 'no NVIDIA driver (or one older than the CUDA runtime the addon was built with); install or update the driver, or use --backend webgpu|cpu';
   if (code === 100) return 'the driver sees no CUDA device (check nvidia-smi and CUDA_VISIBLE_DEVICES), or use --backend webgpu|cpu';
   return 'check the driver with nvidia-smi, or use --backend webgpu|cpu';
 }

@@ -65,9 +65,10 @@ export async function acquireDevice(opts: AcquireOptions = {}): Promise<{ device
   const { gpu, runtime } = await getGpu();
   const adapter = await gpu.requestAdapter({ powerPreference: opts.powerPreference ?? 'high-performance' });
   if (!adapter) {
-    const hint = runtime === 'node'
-      ? 'In Node, set VK_ICD_FILENAMES to a Vulkan driver Dawn accepts (scripts/setup-system.sh installs Mesa 25 lavapipe; source scripts/env.sh).'
-      : 'Enable WebGPU in the browser (chrome://flags/#enable-unsafe-webgpu on Linux) or use the CPU backend.';
+    const hint =
+      runtime === 'node'
+        ? 'In Node, set VK_ICD_FILENAMES to a Vulkan driver Dawn accepts (scripts/setup-system.sh installs Mesa 25 lavapipe; source scripts/env.sh).'
+        : 'Enable WebGPU in the browser (chrome://flags/#enable-unsafe-webgpu on Linux) or use the CPU backend.';
     throw new WebGpuUnavailable(`requestAdapter() returned no adapter. ${hint}`);
   }
   const features = {} as Record<WantedFeature, boolean>;

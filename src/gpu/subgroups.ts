@@ -31,11 +31,17 @@ export async function probeSubgroups(device: GPUDevice): Promise<SubgroupProbe |
   const out = device.createBuffer({ size: bytes, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
   const back = device.createBuffer({ size: bytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
   try {
-    const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module: device.createShaderModule({ code: PROBE_WGSL }), entryPoint: 'main' } });
+    const pipeline = device.createComputePipeline({
+      layout: 'auto',
+      compute: { module: device.createShaderModule({ code: PROBE_WGSL }), entryPoint: 'main' },
+    });
     const enc = device.createCommandEncoder();
     const pass = enc.beginComputePass();
     pass.setPipeline(pipeline);
-    pass.setBindGroup(0, device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: out } }] }));
+    pass.setBindGroup(
+      0,
+      device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer: out } }] }),
+    );
     pass.dispatchWorkgroups(1);
     pass.end();
     enc.copyBufferToBuffer(out, 0, back, 0, bytes);

@@ -33,7 +33,9 @@ class Lockstep implements AskEngine {
   constructor(private running: number) {}
 
   rollout: AskEngine['rollout'] = (agent, pieces, m, opts) =>
-    new Promise<Tensor>((resolve, reject) => this.add({ kind: 'rollout', model: agent.decoder, inner: agent.inner!, m, pieces, signal: opts.signal, done: { resolve, reject } }));
+    new Promise<Tensor>((resolve, reject) =>
+      this.add({ kind: 'rollout', model: agent.decoder, inner: agent.inner!, m, pieces, signal: opts.signal, done: { resolve, reject } }),
+    );
 
   generate: AskEngine['generate'] = (model, opts) =>
     new Promise<GenerateResult>((resolve, reject) => this.add({ kind: 'generate', model, opts, done: { resolve, reject } }));
@@ -69,15 +71,28 @@ class Lockstep implements AskEngine {
       try {
         if (group[0].kind === 'rollout') {
           const g = group as Extract<Waiting, { kind: 'rollout' }>[];
-          const Hs = await latentRolloutBatch(g[0].model, g[0].inner, g.map((w) => w.pieces), g[0].m, { signal: g[0].signal, what: `${g.length} latent rollouts` });
+          const Hs = await latentRolloutBatch(
+            g[0].model,
+            g[0].inner,
+            g.map((w) => w.pieces),
+            g[0].m,
+            { signal: g[0].signal, what: `${g.length} latent rollouts` },
+          );
           g.forEach((w, i) => w.done.resolve(Hs[i]));
         } else {
           const g = group as Extract<Waiting, { kind: 'generate' }>[];
           const r = await generateBatch(g[0].model, { prompts: g.map((w) => batchPrompt(w.opts)), signal: g[0].opts.signal });
-          g.forEach((w, i) => w.done.resolve({
-            tokens: r.rows[i].tokens, stoppedBy: r.rows[i].stoppedBy, prefillMs: r.prefillMs, decodeMs: r.decodeMs,
-            prefillTokensPerSec: 0, decodeTokensPerSec: r.decodeTokensPerSec, decodeCounters: null,
-          }));
+          g.forEach((w, i) =>
+            w.done.resolve({
+              tokens: r.rows[i].tokens,
+              stoppedBy: r.rows[i].stoppedBy,
+              prefillMs: r.prefillMs,
+              decodeMs: r.decodeMs,
+              prefillTokensPerSec: 0,
+              decodeTokensPerSec: r.decodeTokensPerSec,
+              decodeCounters: null,
+            }),
+          );
         }
       } catch (e) {
         group.forEach((w) => w.done.reject(e));

@@ -23,7 +23,11 @@ const i32 = (ids: readonly number[]): StTensor => {
   const a = Int32Array.from(ids);
   return { dtype: 'I32', shape: [a.length], bytes: new Uint8Array(a.buffer) };
 };
-const f32 = (a: Float32Array, shape: readonly number[]): StTensor => ({ dtype: 'F32', shape: [...shape], bytes: new Uint8Array(a.buffer, a.byteOffset, a.byteLength) });
+const f32 = (a: Float32Array, shape: readonly number[]): StTensor => ({
+  dtype: 'F32',
+  shape: [...shape],
+  bytes: new Uint8Array(a.buffer, a.byteOffset, a.byteLength),
+});
 
 /** The tensors of one stage file (reads the latents back from the backend). */
 export async function stageTensors(r: StageRecord): Promise<Record<string, StTensor>> {

@@ -27,7 +27,8 @@ describe.each(Object.keys(INNER_LINK_TYPES) as InnerLinkType[])('fused inner lin
       // trained links have LN weights away from 1 and 0: perturb them so the fold is tested
       const state = await link.stateDict();
       const rng = new Rng(3);
-      for (const [name, t] of state) if (/_ln\./.test(name)) t.data.set(rng.normals(t.data.length, 0.3).map((v) => (name.endsWith('weight') ? 1 : 0) + v));
+      for (const [name, t] of state)
+        if (/_ln\./.test(name)) t.data.set(rng.normals(t.data.length, 0.3).map((v) => (name.endsWith('weight') ? 1 : 0) + v));
       link.load(state);
       for (const rows of [1, 3]) {
         const x = b.fromValues(new Rng(rows).normals(rows * D, 2).map((v, i) => v + (i % 5)), [rows, D]);

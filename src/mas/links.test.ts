@@ -49,7 +49,8 @@ const ln = (x: M, g: LinkTensor, b: LinkTensor): M =>
 const addM = (a: M, b: M) => a.map((r, i) => r.map((c, j) => c + b[i][j]));
 
 function reference(kind: 'inner' | 'outer', type: string, s: Map<string, LinkTensor>, x: M): M {
-  const t = kind === 'inner' ? INNER_LINK_TYPES[type as keyof typeof INNER_LINK_TYPES] : OUTER_LINK_TYPES[type as keyof typeof OUTER_LINK_TYPES];
+  const t =
+    kind === 'inner' ? INNER_LINK_TYPES[type as keyof typeof INNER_LINK_TYPES] : OUTER_LINK_TYPES[type as keyof typeof OUTER_LINK_TYPES];
   const [lnA, lnB] = kind === 'inner' ? ['pre_ln', 'post_ln'] : ['ln_source', 'ln_target'];
   const g = (k: string) => s.get(k)!;
   const h = t.ln ? ln(x, g(`${lnA}.weight`), g(`${lnA}.bias`)) : x;
@@ -153,10 +154,16 @@ describe('gradcheck (f64)', () => {
     expect(rep.inputs.length).toBe(1 + link.params.entries.length);
   };
   it.each(Object.keys(OUTER_LINK_TYPES))('outer %s: input and every parameter', async (type) => {
-    await check(OuterLink.fromStateDict(be, randomState(outerLinkShapes(type as keyof typeof OUTER_LINK_TYPES, 5, 4), new Rng(3)), { type }), 3);
+    await check(
+      OuterLink.fromStateDict(be, randomState(outerLinkShapes(type as keyof typeof OUTER_LINK_TYPES, 5, 4), new Rng(3)), { type }),
+      3,
+    );
   });
   it.each(Object.keys(INNER_LINK_TYPES))('inner %s: input and every parameter', async (type) => {
-    await check(InnerLink.fromStateDict(be, randomState(innerLinkShapes(type as keyof typeof INNER_LINK_TYPES, 5), new Rng(4)), { type }), 3);
+    await check(
+      InnerLink.fromStateDict(be, randomState(innerLinkShapes(type as keyof typeof INNER_LINK_TYPES, 5), new Rng(4)), { type }),
+      3,
+    );
   });
 
   it('a frozen link passes the same input gradient and takes none itself', async () => {
@@ -207,7 +214,14 @@ describe('parameter counts and init', () => {
   it('PyTorch defaults: U(±1/√fan_in) for Linear, γ = 1 and β = 0 for LayerNorm, seeded', async () => {
     const be = new CpuBackend('f32');
     const s = await OuterLink.create(be, 50, 20, { seed: 4 }).stateDict();
-    const bound = { 'proj1.weight': 50, 'proj1.bias': 50, 'proj2.weight': 40, 'proj2.bias': 40, 'residual_proj.weight': 50, 'residual_proj.bias': 50 };
+    const bound = {
+      'proj1.weight': 50,
+      'proj1.bias': 50,
+      'proj2.weight': 40,
+      'proj2.bias': 40,
+      'residual_proj.weight': 50,
+      'residual_proj.bias': 50,
+    };
     for (const [k, fan] of Object.entries(bound)) {
       const a = Array.from(s.get(k)!.data);
       const m = Math.max(...a.map(Math.abs));
@@ -228,7 +242,16 @@ describe('state dicts', () => {
   it('round trip keeps upstream keys, shapes and outputs', async () => {
     const a = InnerLink.create(be, 6, { seed: 3 });
     const s = await a.stateDict();
-    expect([...s.keys()]).toEqual(['pre_ln.weight', 'pre_ln.bias', 'proj1.weight', 'proj1.bias', 'proj2.weight', 'proj2.bias', 'post_ln.weight', 'post_ln.bias']);
+    expect([...s.keys()]).toEqual([
+      'pre_ln.weight',
+      'pre_ln.bias',
+      'proj1.weight',
+      'proj1.bias',
+      'proj2.weight',
+      'proj2.bias',
+      'post_ln.weight',
+      'post_ln.bias',
+    ]);
     const b = InnerLink.fromStateDict(be, s);
     const x = be.fromValues(new Rng(1).uniforms(12), [2, 6]);
     expect(Array.from(await b.forward(x).read())).toEqual(Array.from(await a.forward(x).read()));
@@ -259,7 +282,9 @@ describe('errors', () => {
     o.set('extra.weight', { shape: [1], data: [0] });
     expect(() => OuterLink.fromStateDict(be, o)).toThrow(/unexpected extra\.weight/);
     // a res_adapter file loaded as the released type
-    expect(() => InnerLink.fromStateDict(be, randomState(innerLinkShapes('res_adapter', 4), new Rng(1)))).toThrow(/lacks pre_ln\.weight.*pass that type/);
+    expect(() => InnerLink.fromStateDict(be, randomState(innerLinkShapes('res_adapter', 4), new Rng(1)))).toThrow(
+      /lacks pre_ln\.weight.*pass that type/,
+    );
   });
   it('sizes that do not match are ShapeMismatch naming the link and both sizes', () => {
     expect(() => OuterLink.fromStateDict(be, outer(), { name: 'outer_23', dIn: 5, dOut: 6 })).toThrow(ShapeMismatch);

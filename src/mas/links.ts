@@ -149,7 +149,9 @@ function specsFromState(link: string, type: string, shapes: Shapes, state: LinkS
   if (missing.length || extra.length) {
     throw new CorruptCheckpoint(
       `link ${link} (${type}): state dict ` +
-        [missing.length ? `lacks ${missing.join(', ')}` : '', extra.length ? `has unexpected ${extra.join(', ')}` : ''].filter(Boolean).join(' and ') +
+        [missing.length ? `lacks ${missing.join(', ')}` : '', extra.length ? `has unexpected ${extra.join(', ')}` : '']
+          .filter(Boolean)
+          .join(' and ') +
         `; expected exactly ${[...want].join(', ')}. If the file is another link type, pass that type.`,
     );
   }
@@ -159,7 +161,8 @@ function specsFromState(link: string, type: string, shapes: Shapes, state: LinkS
       throw new ShapeMismatch(`link ${link} (${type}): '${name}' has shape [${t.shape}] but the link's sizes need [${shape}]`);
     }
     const n = shape.reduce((a, b) => a * b, 1);
-    if (t.data.length !== n) throw new CorruptCheckpoint(`link ${link}: '${name}' holds ${t.data.length} values for shape [${shape}] (${n})`);
+    if (t.data.length !== n)
+      throw new CorruptCheckpoint(`link ${link}: '${name}' holds ${t.data.length} values for shape [${shape}] (${n})`);
     return { name, shape, init: t.data };
   });
 }
@@ -208,7 +211,9 @@ abstract class Link {
 
   protected checkInput(x: Tensor) {
     if (x.rank < 1 || x.shape[x.rank - 1] !== this.dIn) {
-      throw new ShapeMismatch(`link ${this.name} (${this.type}) takes [T, ${this.dIn}], got [${x.shape}]: last size ${x.shape[x.rank - 1]} vs ${this.dIn}`);
+      throw new ShapeMismatch(
+        `link ${this.name} (${this.type}) takes [T, ${this.dIn}], got [${x.shape}]: last size ${x.shape[x.rank - 1]} vs ${this.dIn}`,
+      );
     }
   }
 
@@ -335,9 +340,19 @@ export class InnerLink extends Link {
     const res = residual ? [x] : [];
     let sum: Tensor;
     if (linear) {
-      [sum] = b.run(fusedGemvKernel, [x, ...pre, this.p('proj1.weight'), this.p('proj1.bias'), ...res], { norm, weights: 1, bias: true, residual });
+      [sum] = b.run(fusedGemvKernel, [x, ...pre, this.p('proj1.weight'), this.p('proj1.bias'), ...res], {
+        norm,
+        weights: 1,
+        bias: true,
+        residual,
+      });
     } else {
-      const [a] = b.run(fusedGemvKernel, [x, ...pre, this.p('proj1.weight'), this.p('proj1.bias')], { norm, weights: 1, bias: true, act: 'gelu' });
+      const [a] = b.run(fusedGemvKernel, [x, ...pre, this.p('proj1.weight'), this.p('proj1.bias')], {
+        norm,
+        weights: 1,
+        bias: true,
+        act: 'gelu',
+      });
       [sum] = b.run(fusedGemvKernel, [a, this.p('proj2.weight'), this.p('proj2.bias'), ...res], { weights: 1, bias: true, residual });
       a.dispose();
     }
@@ -390,7 +405,11 @@ export class OuterLink extends Link {
    * given, must match. d_out is read like upstream's loader (first of proj2.bias, residual_proj.bias,
    * ln_target.weight, else proj1.bias of a linear variant), d_in from proj1.weight.
    */
-  static fromStateDict(backend: Backend, state: LinkStateDict, opts: LinkOptions & { type?: string; dIn?: number; dOut?: number } = {}): OuterLink {
+  static fromStateDict(
+    backend: Backend,
+    state: LinkStateDict,
+    opts: LinkOptions & { type?: string; dIn?: number; dOut?: number } = {},
+  ): OuterLink {
     const type = resolveOuterLinkType(opts.type ?? 'outer_ln_res_adapter');
     const name = opts.name ?? 'outer';
     const dIn = dimOf(name, state, ['proj1.weight', 'residual_proj.weight', 'ln_source.weight'], 1);

@@ -23,7 +23,9 @@ async function latentStep(backend: Backend): Promise<BenchRun> {
   const inner = InnerLink.create(backend, c.hidden, { seed: 2 });
   const rng = new Rng(6);
   const cache = model.newCache(PAST + 1);
-  noGrad(() => tidy(() => model.forward({ inputsEmbeds: backend.fromValues(rng.normals(PAST * c.hidden), [PAST, c.hidden]), cache }).hidden)).dispose();
+  noGrad(() =>
+    tidy(() => model.forward({ inputsEmbeds: backend.fromValues(rng.normals(PAST * c.hidden), [PAST, c.hidden]), cache }).hidden),
+  ).dispose();
   const h = backend.fromValues(rng.normals(c.hidden), [1, c.hidden]);
   const link = 2 * 2 * c.hidden * c.hidden;
   const cost = forwardCost(c, model.weights, { T: 1, past: PAST, logitsRows: 0, ids: false });

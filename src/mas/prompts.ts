@@ -192,7 +192,9 @@ function checkSlots(key: string, template: string): void {
   for (const s of found) {
     if (!want.includes(s)) {
       const need = want.length ? want.join(', ') : 'none';
-      throw new PromptSlotMissing(`prompt template '${key}' holds the slot ${s}, which its stage does not fill (it takes: ${need}); remove it`);
+      throw new PromptSlotMissing(
+        `prompt template '${key}' holds the slot ${s}, which its stage does not fill (it takes: ${need}); remove it`,
+      );
     }
   }
   if (found.length !== want.length || found.some((s, i) => s !== want[i])) {
@@ -296,7 +298,8 @@ export function userPrompt(
   const taskKey = `${key}.${vars.task}`;
   const usedKey = taskKey in set.templates ? taskKey : key;
   const template = set.templates[usedKey];
-  if (template === undefined) throw new InvalidArgument(`the prompt set has no template '${key}'; load it over the defaults with loadPromptSet`);
+  if (template === undefined)
+    throw new InvalidArgument(`the prompt set has no template '${key}'; load it over the defaults with loadPromptSet`);
   checkSlots(usedKey, template);
   checkPlaceholders(usedKey, template);
   const values = placeholderValues(vars);

@@ -41,7 +41,8 @@ export function embedPieces(model: Decoder, pieces: readonly Piece[]): Tensor[] 
   return noGrad(() =>
     pieces.filter((p) => pieceLength(p) > 0).map((p) => {
       if (p instanceof Tensor) {
-        if (p.rank !== 2 || p.shape[1] !== d) throw new ShapeMismatch(`latents of shape [${p.shape}] cannot enter a model of hidden size ${d}`);
+        if (p.rank !== 2 || p.shape[1] !== d)
+          throw new ShapeMismatch(`latents of shape [${p.shape}] cannot enter a model of hidden size ${d}`);
         return p;
       }
       const ids = model.backend.fromValues(p, [p.length], 'i32');
@@ -83,7 +84,13 @@ export interface RolloutOptions {
  * m latent steps: h = post-norm hidden at the last position; H gets h; Inner(h) is fed as the next input
  * embedding. Returns H [m, d]. The last Inner(h_m) is never fed, as upstream.
  */
-export async function latentRollout(model: Decoder, inner: InnerLink, pieces: readonly Piece[], m: number, opts: RolloutOptions = {}): Promise<Tensor> {
+export async function latentRollout(
+  model: Decoder,
+  inner: InnerLink,
+  pieces: readonly Piece[],
+  m: number,
+  opts: RolloutOptions = {},
+): Promise<Tensor> {
   const what = opts.what ?? 'the latent rollout';
   const steps = rolloutSteps(model, inner, pieces, m, what, opts.onCounted);
   try {
@@ -102,7 +109,13 @@ export async function latentRollout(model: Decoder, inner: InnerLink, pieces: re
  * The same rollout without yielding between steps (no cancellation), for callers that must stay
  * synchronous: a training loss recorded on a tape (src/train/outer.ts). Runs without grad.
  */
-export function latentRolloutSync(model: Decoder, inner: InnerLink, pieces: readonly Piece[], m: number, what = 'the latent rollout'): Tensor {
+export function latentRolloutSync(
+  model: Decoder,
+  inner: InnerLink,
+  pieces: readonly Piece[],
+  m: number,
+  what = 'the latent rollout',
+): Tensor {
   const steps = rolloutSteps(model, inner, pieces, m, what);
   for (;;) {
     const r = steps.next();
@@ -181,7 +194,20 @@ export async function latentRolloutBatch(model: Decoder, inner: InnerLink, promp
     }
     const all = H.reshape([m * B, d]);
     try {
-      return prompts.map((_, b) => noGrad(() => tidy(() => F.embedding(be.fromValues(Array.from({ length: m }, (_, i) => i * B + b), [m], 'i32'), all))));
+      return prompts.map((_, b) =>
+        noGrad(() =>
+          tidy(() =>
+            F.embedding(
+              be.fromValues(
+                Array.from({ length: m }, (_, i) => i * B + b),
+                [m],
+                'i32',
+              ),
+              all,
+            ),
+          ),
+        ),
+      );
     } finally {
       all.dispose();
     }

@@ -177,12 +177,29 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
     }
   }
   const system0 = systemPrompt(style.shape, prompts);
-  const vars = (round: number) => ({ question: opts.question, task, round: round + 1, ...(opts.fnName ? { fnName: opts.fnName, codeType: 'function' as const } : {}) });
+  const vars = (round: number) => ({
+    question: opts.question,
+    task,
+    round: round + 1,
+    ...(opts.fnName ? { fnName: opts.fnName, codeType: 'function' as const } : {}),
+  });
 
   const latents = new Map<string, Tensor>();
   const texts = new Map<string, string>();
   const result: AskResult = {
-    answer: '', text: '', tokens: 0, latentSteps: 0, seconds: 0, rounds, mode, task, retried: false, toolCalls: [], stages: [], retrySeconds: 0, rollouts: [],
+    answer: '',
+    text: '',
+    tokens: 0,
+    latentSteps: 0,
+    seconds: 0,
+    rounds,
+    mode,
+    task,
+    retried: false,
+    toolCalls: [],
+    stages: [],
+    retrySeconds: 0,
+    rollouts: [],
   };
   const finals: { ids: number[]; text: string }[] = [];
   const stream = answerStream(opts, (role) => agents.get(role)!.tokenizer);
@@ -223,9 +240,16 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
         if (st.decode || mode === 'text') {
           const final = st.decode;
           const budget = final ? opts.maxNewTokens : opts.stageMaxNewTokens ?? opts.maxNewTokens;
-          const out: { ids: number[]; text: string; prefillTokensPerSec?: number; decodeTokensPerSec?: number; decodeCounters?: GenerateResult['decodeCounters'] } = final && style.tools
-            ? await decodeWithTools(agent, pieces, budget, opts, result, engine.generate)
-            : await decode(agent, pieces, budget, opts, final, undefined, engine.generate);
+          const out: {
+            ids: number[];
+            text: string;
+            prefillTokensPerSec?: number;
+            decodeTokensPerSec?: number;
+            decodeCounters?: GenerateResult['decodeCounters'];
+          } =
+            final && style.tools
+              ? await decodeWithTools(agent, pieces, budget, opts, result, engine.generate)
+              : await decode(agent, pieces, budget, opts, final, undefined, engine.generate);
           if (final) {
             finals.push(out);
             for (let r = 1; r < nRollouts; r++) {
@@ -286,8 +310,12 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
         const raw = o.text + retrySuffix(task);
         if (r === 0) stream.restart(raw);
         const g = await engine.generate(decoder.decoder, {
-          inputIds: decoder.tokenizer.encode(raw), maxNewTokens: retryMaxTokens(task), sampling: samplingFor(decoder, reseed(opts.sampling, r)),
-          eosTokenIds: decoder.generation.eosTokenIds, signal, ...(r === 0 ? { onToken: (id: number) => opts.onToken?.(decoder.role, id) } : {}),
+          inputIds: decoder.tokenizer.encode(raw),
+          maxNewTokens: retryMaxTokens(task),
+          sampling: samplingFor(decoder, reseed(opts.sampling, r)),
+          eosTokenIds: decoder.generation.eosTokenIds,
+          signal,
+          ...(r === 0 ? { onToken: (id: number) => opts.onToken?.(decoder.role, id) } : {}),
         });
         checkCancelled(signal, 'the answer retry');
         result.retrySeconds += (performance.now() - tr) / 1000;
@@ -349,16 +377,35 @@ function addCounters(sum: (GpuCounters & { steps: number }) | null, c: GpuCounte
   };
 }
 
-async function decode(agent: Agent, pieces: Piece[], maxNewTokens: number, opts: AskOptions, stream: boolean, stop?: (t: readonly number[]) => boolean, gen: GenerateFn = generate) {
+async function decode(
+  agent: Agent,
+  pieces: Piece[],
+  maxNewTokens: number,
+  opts: AskOptions,
+  stream: boolean,
+  stop?: (t: readonly number[]) => boolean,
+  gen: GenerateFn = generate,
+) {
   const embeds = embedPieces(agent.decoder, pieces);
   try {
     const r = await gen(agent.decoder, {
-      inputsEmbeds: embeds, maxNewTokens, sampling: samplingFor(agent, opts.sampling), eosTokenIds: agent.generation.eosTokenIds,
-      signal: opts.signal, ...(stream ? { onToken: (id: number) => opts.onToken?.(agent.role, id) } : {}), ...(stop ? { stop } : {}),
+      inputsEmbeds: embeds,
+      maxNewTokens,
+      sampling: samplingFor(agent, opts.sampling),
+      eosTokenIds: agent.generation.eosTokenIds,
+      signal: opts.signal,
+      ...(stream ? { onToken: (id: number) => opts.onToken?.(agent.role, id) } : {}),
+      ...(stop ? { stop } : {}),
     });
     checkCancelled(opts.signal, `${agent.role} decoding`);
-    return { ids: r.tokens, text: skip(agent.tokenizer, r.tokens), stoppedBy: r.stoppedBy, prefillTokensPerSec: r.prefillTokensPerSec,
-      decodeTokensPerSec: r.decodeTokensPerSec, decodeCounters: r.decodeCounters };
+    return {
+      ids: r.tokens,
+      text: skip(agent.tokenizer, r.tokens),
+      stoppedBy: r.stoppedBy,
+      prefillTokensPerSec: r.prefillTokensPerSec,
+      decodeTokensPerSec: r.decodeTokensPerSec,
+      decodeCounters: r.decodeCounters,
+    };
   } finally {
     for (const e of embeds) if (!pieces.includes(e)) e.dispose(); // ids became new tensors; latents stay
   }
@@ -368,7 +415,14 @@ async function decode(agent: Agent, pieces: Piece[], maxNewTokens: number, opts:
  * The tool-caller's final decode (docs/method.md §7.6): each continuation re-reads prompt + the text so far (no cache
  * reuse), and a decode stops once its last 16 tokens hold a closing tool tag. `gen` is injectable for tests.
  */
-export async function decodeWithTools(agent: Agent, pieces: Piece[], maxNewTokens: number, opts: AskOptions, result: Pick<AskResult, 'toolCalls'>, gen: GenerateFn = generate) {
+export async function decodeWithTools(
+  agent: Agent,
+  pieces: Piece[],
+  maxNewTokens: number,
+  opts: AskOptions,
+  result: Pick<AskResult, 'toolCalls'>,
+  gen: GenerateFn = generate,
+) {
   const tok = agent.tokenizer;
   const ids: number[] = [];
   const disabled: ToolRunners = {
@@ -382,7 +436,15 @@ export async function decodeWithTools(agent: Agent, pieces: Piece[], maxNewToken
     ...(opts.signal ? { signal: opts.signal } : {}),
     generate: async (soFar, budget) => {
       const more = soFar ? [...pieces, tok.encode(soFar, { addSpecialTokens: false })] : pieces;
-      const out = await decode(agent, more, budget, opts, true, (t) => endsToolCall(tok.decode(t.slice(-16), { skipSpecialTokens: true })), gen);
+      const out = await decode(
+        agent,
+        more,
+        budget,
+        opts,
+        true,
+        (t) => endsToolCall(tok.decode(t.slice(-16), { skipSpecialTokens: true })),
+        gen,
+      );
       ids.push(...out.ids);
       return { text: out.text, tokens: out.ids.length, stoppedBy: out.stoppedBy === 'stop' ? 'tool' : out.stoppedBy };
     },

@@ -7,21 +7,39 @@ describe('styles registry', () => {
     expect(STYLE_NAMES).toEqual(['sequential_light', 'sequential_scaled', 'mixture', 'distillation', 'deliberation']);
     const repos = (s: string) => Object.fromEntries(getStyle(s).roles.map((r) => [r.key, r.repo.replace('RecursiveMAS/', '')]));
     expect(repos('sequential_light')).toEqual({
-      planner: 'Sequential-Light-Planner-Qwen3-1.7B', critic: 'Sequential-Light-Critic-Llama3.2-1B', solver: 'Sequential-Light-Solver-Qwen2.5-Math-1.5B',
+      planner: 'Sequential-Light-Planner-Qwen3-1.7B',
+      critic: 'Sequential-Light-Critic-Llama3.2-1B',
+      solver: 'Sequential-Light-Solver-Qwen2.5-Math-1.5B',
     });
     expect(repos('sequential_scaled')).toEqual({
-      planner: 'Sequential-Scaled-Planner-Gemma3-4B', critic: 'Sequential-Scaled-Critic-Llama3.2-3B', solver: 'Sequential-Scaled-Solver-Qwen3.5-4B',
+      planner: 'Sequential-Scaled-Planner-Gemma3-4B',
+      critic: 'Sequential-Scaled-Critic-Llama3.2-3B',
+      solver: 'Sequential-Scaled-Solver-Qwen3.5-4B',
     });
     expect(repos('mixture')).toEqual({
-      math: 'Mixture-Math-DeepSeek-R1-Distill-Qwen-1.5B', code: 'Mixture-Code-Qwen2.5-Coder-3B', science: 'Mixture-Science-BioMistral-7B', summarizer: 'Mixture-Summarizer-Qwen3.5-2B',
+      math: 'Mixture-Math-DeepSeek-R1-Distill-Qwen-1.5B',
+      code: 'Mixture-Code-Qwen2.5-Coder-3B',
+      science: 'Mixture-Science-BioMistral-7B',
+      summarizer: 'Mixture-Summarizer-Qwen3.5-2B',
     });
     expect(repos('distillation')).toEqual({ expert: 'Distillation-Expert-Qwen3.5-9B', learner: 'Distillation-Learner-Qwen3.5-4B' });
-    expect(repos('deliberation')).toEqual({ reflector: 'Deliberation-Reflector-Qwen3.5-4B', toolcaller: 'Deliberation-Toolcaller-Qwen3.5-4B' });
+    expect(repos('deliberation')).toEqual({
+      reflector: 'Deliberation-Reflector-Qwen3.5-4B',
+      toolcaller: 'Deliberation-Toolcaller-Qwen3.5-4B',
+    });
     expect(STYLE_NAMES.map((n) => getStyle(n).outerRepo.replace('RecursiveMAS/', ''))).toEqual([
-      'Sequential-Light-Outerlinks', 'Sequential-Scaled-Outerlinks', 'Mixture-Outerlinks', 'Distillation-Outerlinks', 'Deliberation-Outerlinks',
+      'Sequential-Light-Outerlinks',
+      'Sequential-Scaled-Outerlinks',
+      'Mixture-Outerlinks',
+      'Distillation-Outerlinks',
+      'Deliberation-Outerlinks',
     ]);
     expect(STYLE_NAMES.map((n) => [getStyle(n).decoder, getStyle(n).taskScoped, getStyle(n).tools])).toEqual([
-      ['solver', true, false], ['solver', true, false], ['summarizer', false, false], ['learner', false, false], ['toolcaller', false, true],
+      ['solver', true, false],
+      ['solver', true, false],
+      ['summarizer', false, false],
+      ['learner', false, false],
+      ['toolcaller', false, true],
     ]);
   });
 
@@ -36,7 +54,11 @@ describe('styles registry', () => {
 
   it('one round decodes at once; R rounds run the feedback link R − 1 times; only the final agent decodes', () => {
     const one = schedule(getStyle('sequential_light'), 1);
-    expect(one.map((s) => `${s.role}:${s.kind}:${s.linksOut.join('+')}:${s.decode}`)).toEqual(['planner:first:outer_12:false', 'critic:first:outer_23:false', 'solver:first::true']);
+    expect(one.map((s) => `${s.role}:${s.kind}:${s.linksOut.join('+')}:${s.decode}`)).toEqual([
+      'planner:first:outer_12:false',
+      'critic:first:outer_23:false',
+      'solver:first::true',
+    ]);
     for (const name of STYLE_NAMES) {
       const style = getStyle(name);
       const feedback = style.links.filter((l) => l.from === style.decoder).map((l) => l.key);
@@ -63,7 +85,9 @@ describe('receiverOf', () => {
     const s = getStyle('sequential_light');
     expect(['outer_12', 'outer_23', 'outer_31'].map((k) => receiverOf(s, k))).toEqual(['critic', 'solver', 'planner']);
     expect(receiverOf(getStyle('distillation'), 'outer_el')).toBe('learner');
-    expect(() => receiverOf(s, 'outer_el')).toThrow('style sequential_light has no outer link outer_el; its links are outer_12, outer_23, outer_31');
+    expect(() => receiverOf(s, 'outer_el')).toThrow(
+      'style sequential_light has no outer link outer_el; its links are outer_12, outer_23, outer_31',
+    );
   });
 });
 
@@ -73,12 +97,15 @@ describe('checkBackbones', () => {
     expect(() => checkBackbones(getStyle('tiny_sequential'))).not.toThrow();
     // a style whose solver needs a decoder the engine does not run is refused before anything is read
     const base = STYLES.sequential_scaled;
-    const future = { ...base, roles: base.roles.map((r) => (r.key === 'solver' ? { ...r, base: 'Org/Future-4B', modelType: 'future_lm' } : r)) };
+    const future = {
+      ...base,
+      roles: base.roles.map((r) => (r.key === 'solver' ? { ...r, base: 'Org/Future-4B', modelType: 'future_lm' } : r)),
+    };
     expect(unrunnableRoles(future).map((r) => r.key)).toEqual(['solver']);
     expect(() => checkBackbones(future)).toThrow(
       'style sequential_scaled needs backbones this engine cannot run yet: solver (Org/Future-4B, model_type future_lm); ' +
-      'it runs llama, qwen2, qwen3, mistral, gemma3, qwen3_5 decoders (Llama 3.x, Qwen2/2.5, Qwen3, Mistral, Gemma 3, Qwen3.5). Use sequential_light or the tiny system, or give that role a model it runs ' +
-      "(--ckpt_override ROLE=DIR with a model folder; in the playground, the role's backbone URL)",
+        'it runs llama, qwen2, qwen3, mistral, gemma3, qwen3_5 decoders (Llama 3.x, Qwen2/2.5, Qwen3, Mistral, Gemma 3, Qwen3.5). Use sequential_light or the tiny system, or give that role a model it runs ' +
+        "(--ckpt_override ROLE=DIR with a model folder; in the playground, the role's backbone URL)",
     );
     // a role given its own model is not asked about
     expect(() => checkBackbones(future, ['solver'])).not.toThrow();

@@ -87,17 +87,42 @@ export interface StyleSpec {
 export const defaultLatentSteps = (style: Pick<StyleSpec, 'latentSteps'>): number => style.latentSteps ?? 32;
 
 const R = 'RecursiveMAS/';
-const stage = (role: string, kind: PromptKind, fill: [string, string][], linksOut: string[], decode = false): StageSpec => ({ role, kind, fill, linksOut, decode });
+const stage = (role: string, kind: PromptKind, fill: [string, string][], linksOut: string[], decode = false): StageSpec => ({
+  role,
+  kind,
+  fill,
+  linksOut,
+  decode,
+});
 
-function sequential(name: 'sequential_light' | 'sequential_scaled' | 'tiny_sequential', roles: RoleSpec[], outerRepo: string, taskScoped = true): StyleSpec {
+function sequential(
+  name: 'sequential_light' | 'sequential_scaled' | 'tiny_sequential',
+  roles: RoleSpec[],
+  outerRepo: string,
+  taskScoped = true,
+): StyleSpec {
   return {
-    name, shape: 'chain', roles, outerRepo, taskScoped, decoder: 'solver', tools: false,
-    links: [{ key: 'outer_12', from: 'planner', to: 'critic' }, { key: 'outer_23', from: 'critic', to: 'solver' }, { key: 'outer_31', from: 'solver', to: 'planner' }],
+    name,
+    shape: 'chain',
+    roles,
+    outerRepo,
+    taskScoped,
+    decoder: 'solver',
+    tools: false,
+    links: [
+      { key: 'outer_12', from: 'planner', to: 'critic' },
+      { key: 'outer_23', from: 'critic', to: 'solver' },
+      { key: 'outer_31', from: 'solver', to: 'planner' },
+    ],
     stages: (round, rounds) => [
-      round === 0 ? stage('planner', 'first', [], ['outer_12']) : stage('planner', 'feedback', [[SLOTS.feedback, 'outer_31']], ['outer_12']),
+      round === 0
+        ? stage('planner', 'first', [], ['outer_12'])
+        : stage('planner', 'feedback', [[SLOTS.feedback, 'outer_31']], ['outer_12']),
       stage('critic', 'first', [[SLOTS.planner, 'outer_12']], ['outer_23']),
       // the solver's feedback rollout (outer_31) is skipped in the last round, where it decodes instead
-      round < rounds - 1 ? stage('solver', 'first', [[SLOTS.refined, 'outer_23']], ['outer_31']) : stage('solver', 'first', [[SLOTS.refined, 'outer_23']], [], true),
+      round < rounds - 1
+        ? stage('solver', 'first', [[SLOTS.refined, 'outer_23']], ['outer_31'])
+        : stage('solver', 'first', [[SLOTS.refined, 'outer_23']], [], true),
     ],
   };
 }
@@ -127,20 +152,38 @@ function tinySequential(): StyleSpec {
 const EXPERTS = [['math', '1', SLOTS.hieMath], ['code', '2', SLOTS.hieCode], ['science', '3', SLOTS.hieScience]] as const;
 
 export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
-  sequential_light: sequential('sequential_light', [
-    { key: 'planner', repo: `${R}Sequential-Light-Planner-Qwen3-1.7B`, base: 'Qwen/Qwen3-1.7B', modelType: 'qwen3' },
-    { key: 'critic', repo: `${R}Sequential-Light-Critic-Llama3.2-1B`, base: 'meta-llama/Llama-3.2-1B-Instruct', modelType: 'llama' },
-    { key: 'solver', repo: `${R}Sequential-Light-Solver-Qwen2.5-Math-1.5B`, base: 'Qwen/Qwen2.5-Math-1.5B-Instruct', modelType: 'qwen2' },
-  ], `${R}Sequential-Light-Outerlinks`),
-  sequential_scaled: sequential('sequential_scaled', [
-    { key: 'planner', repo: `${R}Sequential-Scaled-Planner-Gemma3-4B`, base: 'google/gemma-3-4b-it', modelType: 'gemma3' },
-    { key: 'critic', repo: `${R}Sequential-Scaled-Critic-Llama3.2-3B`, base: 'meta-llama/Llama-3.2-3B-Instruct', modelType: 'llama' },
-    { key: 'solver', repo: `${R}Sequential-Scaled-Solver-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B', modelType: 'qwen3_5' },
-  ], `${R}Sequential-Scaled-Outerlinks`),
+  sequential_light: sequential(
+    'sequential_light',
+    [
+      { key: 'planner', repo: `${R}Sequential-Light-Planner-Qwen3-1.7B`, base: 'Qwen/Qwen3-1.7B', modelType: 'qwen3' },
+      { key: 'critic', repo: `${R}Sequential-Light-Critic-Llama3.2-1B`, base: 'meta-llama/Llama-3.2-1B-Instruct', modelType: 'llama' },
+      { key: 'solver', repo: `${R}Sequential-Light-Solver-Qwen2.5-Math-1.5B`, base: 'Qwen/Qwen2.5-Math-1.5B-Instruct', modelType: 'qwen2' },
+    ],
+    `${R}Sequential-Light-Outerlinks`,
+  ),
+  sequential_scaled: sequential(
+    'sequential_scaled',
+    [
+      { key: 'planner', repo: `${R}Sequential-Scaled-Planner-Gemma3-4B`, base: 'google/gemma-3-4b-it', modelType: 'gemma3' },
+      { key: 'critic', repo: `${R}Sequential-Scaled-Critic-Llama3.2-3B`, base: 'meta-llama/Llama-3.2-3B-Instruct', modelType: 'llama' },
+      { key: 'solver', repo: `${R}Sequential-Scaled-Solver-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B', modelType: 'qwen3_5' },
+    ],
+    `${R}Sequential-Scaled-Outerlinks`,
+  ),
   mixture: {
-    name: 'mixture', shape: 'hie', outerRepo: `${R}Mixture-Outerlinks`, taskScoped: false, decoder: 'summarizer', tools: false,
+    name: 'mixture',
+    shape: 'hie',
+    outerRepo: `${R}Mixture-Outerlinks`,
+    taskScoped: false,
+    decoder: 'summarizer',
+    tools: false,
     roles: [
-      { key: 'math', repo: `${R}Mixture-Math-DeepSeek-R1-Distill-Qwen-1.5B`, base: 'deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B', modelType: 'qwen2' },
+      {
+        key: 'math',
+        repo: `${R}Mixture-Math-DeepSeek-R1-Distill-Qwen-1.5B`,
+        base: 'deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B',
+        modelType: 'qwen2',
+      },
       { key: 'code', repo: `${R}Mixture-Code-Qwen2.5-Coder-3B`, base: 'Qwen/Qwen2.5-Coder-3B-Instruct', modelType: 'qwen2' },
       { key: 'science', repo: `${R}Mixture-Science-BioMistral-7B`, base: 'BioMistral/BioMistral-7B', modelType: 'mistral' },
       { key: 'summarizer', repo: `${R}Mixture-Summarizer-Qwen3.5-2B`, base: 'Qwen/Qwen3.5-2B', modelType: 'qwen3_5' },
@@ -155,32 +198,65 @@ export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
       const last = round === rounds - 1;
       const fill: [string, string][] = EXPERTS.map(([, n, slot]) => [slot, `outer_${n}s`]);
       return [
-        ...EXPERTS.map(([role, n]) => round === 0 ? stage(role, 'first', [], [`outer_${n}s`]) : stage(role, 'feedback', [[SLOTS.hieFeedback, `outer_s${n}`]], [`outer_${n}s`])),
-        last ? stage('summarizer', 'first', fill, [], true) : stage('summarizer', 'first', fill, EXPERTS.map(([, n]) => `outer_s${n}`)),
+        ...EXPERTS.map(([role, n]) =>
+          round === 0
+            ? stage(role, 'first', [], [`outer_${n}s`])
+            : stage(role, 'feedback', [[SLOTS.hieFeedback, `outer_s${n}`]], [`outer_${n}s`]),
+        ),
+        last
+          ? stage('summarizer', 'first', fill, [], true)
+          : stage(
+              'summarizer',
+              'first',
+              fill,
+              EXPERTS.map(([, n]) => `outer_s${n}`),
+            ),
       ];
     },
   },
   distillation: {
-    name: 'distillation', shape: 'distill', outerRepo: `${R}Distillation-Outerlinks`, taskScoped: false, decoder: 'learner', tools: false,
+    name: 'distillation',
+    shape: 'distill',
+    outerRepo: `${R}Distillation-Outerlinks`,
+    taskScoped: false,
+    decoder: 'learner',
+    tools: false,
     roles: [
       { key: 'expert', repo: `${R}Distillation-Expert-Qwen3.5-9B`, base: 'Qwen/Qwen3.5-9B', modelType: 'qwen3_5' },
       { key: 'learner', repo: `${R}Distillation-Learner-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B', modelType: 'qwen3_5' },
     ],
-    links: [{ key: 'outer_el', from: 'expert', to: 'learner' }, { key: 'outer_le', from: 'learner', to: 'expert' }],
+    links: [
+      { key: 'outer_el', from: 'expert', to: 'learner' },
+      { key: 'outer_le', from: 'learner', to: 'expert' },
+    ],
     stages: (round, rounds) => [
-      round === 0 ? stage('expert', 'first', [], ['outer_el']) : stage('expert', 'feedback', [[SLOTS.distillFeedback, 'outer_le']], ['outer_el']),
-      round < rounds - 1 ? stage('learner', 'first', [[SLOTS.distillExpert, 'outer_el']], ['outer_le']) : stage('learner', 'first', [[SLOTS.distillExpert, 'outer_el']], [], true),
+      round === 0
+        ? stage('expert', 'first', [], ['outer_el'])
+        : stage('expert', 'feedback', [[SLOTS.distillFeedback, 'outer_le']], ['outer_el']),
+      round < rounds - 1
+        ? stage('learner', 'first', [[SLOTS.distillExpert, 'outer_el']], ['outer_le'])
+        : stage('learner', 'first', [[SLOTS.distillExpert, 'outer_el']], [], true),
     ],
   },
   deliberation: {
-    name: 'deliberation', shape: 'deliberation', outerRepo: `${R}Deliberation-Outerlinks`, taskScoped: false, decoder: 'toolcaller', tools: true,
+    name: 'deliberation',
+    shape: 'deliberation',
+    outerRepo: `${R}Deliberation-Outerlinks`,
+    taskScoped: false,
+    decoder: 'toolcaller',
+    tools: true,
     roles: [
       { key: 'reflector', repo: `${R}Deliberation-Reflector-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B', modelType: 'qwen3_5' },
       { key: 'toolcaller', repo: `${R}Deliberation-Toolcaller-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B', modelType: 'qwen3_5' },
     ],
-    links: [{ key: 'outer_rt', from: 'reflector', to: 'toolcaller' }, { key: 'outer_tr', from: 'toolcaller', to: 'reflector' }],
+    links: [
+      { key: 'outer_rt', from: 'reflector', to: 'toolcaller' },
+      { key: 'outer_tr', from: 'toolcaller', to: 'reflector' },
+    ],
     stages: (round, rounds) => [
-      round === 0 ? stage('reflector', 'first', [], ['outer_rt']) : stage('reflector', 'feedback', [[SLOTS.deliberationFeedback, 'outer_tr']], ['outer_rt']),
+      round === 0
+        ? stage('reflector', 'first', [], ['outer_rt'])
+        : stage('reflector', 'feedback', [[SLOTS.deliberationFeedback, 'outer_tr']], ['outer_rt']),
       round < rounds - 1
         ? stage('toolcaller', 'first', [[SLOTS.deliberationReflector, 'outer_rt']], ['outer_tr'])
         : stage('toolcaller', 'first', [[SLOTS.deliberationReflector, 'outer_rt']], [], true),
@@ -210,7 +286,8 @@ export function getStyle(name: string): StyleSpec {
 /** The role that reads outer link `key`'s messages. */
 export function receiverOf(style: StyleSpec, key: string): string {
   const link = style.links.find((l) => l.key === key);
-  if (!link) throw new InvalidArgument(`style ${style.name} has no outer link ${key}; its links are ${style.links.map((l) => l.key).join(', ')}`);
+  if (!link)
+    throw new InvalidArgument(`style ${style.name} has no outer link ${key}; its links are ${style.links.map((l) => l.key).join(', ')}`);
   return link.to;
 }
 
@@ -236,6 +313,6 @@ export function checkBackbones(style: StyleSpec, ownBackbone: Iterable<string> =
   throw new UnknownModelType(
     `style ${style.name} needs backbones this engine cannot run yet: ${missing.map((r) => `${r.key} (${r.base}, model_type ${r.modelType})`).join(', ')}; ` +
       `it runs ${SUPPORTED_DECODERS}. Use sequential_light or the tiny system, or give ${missing.length > 1 ? 'those roles models' : 'that role a model'} ` +
-      'it runs (--ckpt_override ROLE=DIR with a model folder; in the playground, the role\'s backbone URL)',
+      "it runs (--ckpt_override ROLE=DIR with a model folder; in the playground, the role's backbone URL)",
   );
 }

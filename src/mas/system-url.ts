@@ -79,8 +79,12 @@ export function progressFetch(opts: LoadSpecOptions): typeof fetch {
         emit({ type: 'download', file, loaded, total });
       });
       if (!bytes) return new Response(null, { status: 404, statusText: 'Not Found' });
-      if ((init?.method ?? 'GET') === 'HEAD') return new Response(null, { status: 200, headers: { 'content-length': String(bytes.byteLength) } });
-      return new Response(bytes as BodyInit, { status: 200, headers: { 'content-length': String(bytes.byteLength), 'content-type': 'application/octet-stream' } });
+      if ((init?.method ?? 'GET') === 'HEAD')
+        return new Response(null, { status: 200, headers: { 'content-length': String(bytes.byteLength) } });
+      return new Response(bytes as BodyInit, {
+        status: 200,
+        headers: { 'content-length': String(bytes.byteLength), 'content-type': 'application/octet-stream' },
+      });
     }
     : (input, init) => globalThis.fetch(input, { ...init, ...(opts.signal ? { signal: opts.signal } : {}) });
   return async (input, init) => {
@@ -150,7 +154,8 @@ function checkedLink<T>(make: () => T, link: string, want: string): T {
   try {
     return make();
   } catch (e) {
-    if (e instanceof ShapeMismatch) throw new ShapeMismatch(`${link} does not fit its agents (${want}): ${e.message}; give links trained for these models`);
+    if (e instanceof ShapeMismatch)
+      throw new ShapeMismatch(`${link} does not fit its agents (${want}): ${e.message}; give links trained for these models`);
     throw e;
   }
 }
@@ -164,7 +169,10 @@ const firstShape = (s: LinkStateDict) => [...s.values()][0]?.shape.join('×') ??
 /** The prompt set of a spec's prompt file; an embedded style's missing file says how to rebuild it. */
 async function specPrompts(spec: SystemSpec, fetcher: typeof fetch, embedded: boolean): Promise<PromptSet | undefined> {
   if (spec.prompts === undefined) {
-    if (embedded) throw new InvalidArgument(`system spec: style ${spec.style} needs prompts, the URL of its prompts.json (models/tiny-system.json names it)`);
+    if (embedded)
+      throw new InvalidArgument(
+        `system spec: style ${spec.style} needs prompts, the URL of its prompts.json (models/tiny-system.json names it)`,
+      );
     return undefined;
   }
   let bytes: Uint8Array;
@@ -187,7 +195,10 @@ export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opt
   const fetcher = progressFetch(opts);
   const adapterTask: AdapterTask | null = style.taskScoped ? adapterTaskFor(spec.task ?? 'math') : null;
   for (const k of Object.keys(spec.roles ?? {})) {
-    if (!style.roles.some((r) => r.key === k)) throw new InvalidArgument(`system spec: style ${style.name} has no role '${k}'; its roles are ${style.roles.map((r) => r.key).join(', ')}`);
+    if (!style.roles.some((r) => r.key === k))
+      throw new InvalidArgument(
+        `system spec: style ${style.name} has no role '${k}'; its roles are ${style.roles.map((r) => r.key).join(', ')}`,
+      );
   }
   const agents = new Map<string, Agent>();
   const outer = new Map<string, OuterLink>();
@@ -202,14 +213,29 @@ export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opt
     prompts = await specPrompts(spec, fetcher, !!style.embedded);
     for (const role of style.roles) {
       const r = spec.roles?.[role.key];
-      if (!r?.model) throw new InvalidArgument(`system spec: role ${role.key} of ${style.name} needs model, the URL of its model folder or of a .gguf file`);
+      if (!r?.model)
+        throw new InvalidArgument(
+          `system spec: role ${role.key} of ${style.name} needs model, the URL of its model folder or of a .gguf file`,
+        );
       throwIfAborted(opts.signal, `role ${role.key}`);
       // a GGUF role: weights and config from the file, the rest from its tokenizer folder
       const gguf = isGgufUrl(r.model) ? fileUrl(r.model) : null;
       const root = gguf ? ggufTokenizerFolder(`system spec: role ${role.key}`, r) : folderUrl(r.model);
-      const decoder = await loadDecoderFromUrl(gguf ?? root, backend, { fetch: fetcher, what: `role ${role.key}`, ...(spec.quantize ? { quantize: spec.quantize } : {}) });
+      const decoder = await loadDecoderFromUrl(gguf ?? root, backend, {
+        fetch: fetcher,
+        what: `role ${role.key}`,
+        ...(spec.quantize ? { quantize: spec.quantize } : {}),
+      });
       const source = gguf ?? root;
-      const agent: Agent = { role: role.key, source, dir: root, decoder, tokenizer: null!, inner: null, generation: { sampling: { greedy: true }, eosTokenIds: [] } };
+      const agent: Agent = {
+        role: role.key,
+        source,
+        dir: root,
+        decoder,
+        tokenizer: null!,
+        inner: null,
+        generation: { sampling: { greedy: true }, eosTokenIds: [] },
+      };
       agents.set(role.key, agent);
       agent.tokenizer = await loadTokenizerFromUrl(root, { fetch: fetcher });
       let gen: Uint8Array | undefined;
@@ -218,38 +244,62 @@ export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opt
       } catch (e) {
         if (!isNotFound(e)) throw e;
       }
-      agent.generation = parseGenerationConfig(gen ? new TextDecoder().decode(gen) : null, [...decoder.config.eosTokenIds, ...agent.tokenizer.eosTokenIds], `${root}generation_config.json`);
+      agent.generation = parseGenerationConfig(
+        gen ? new TextDecoder().decode(gen) : null,
+        [...decoder.config.eosTokenIds, ...agent.tokenizer.eosTokenIds],
+        `${root}generation_config.json`,
+      );
       emit({ type: 'compile', what: `${role.key} (${decoder.config.hidden}-wide, ${decoder.config.layers} layers)` });
       if (withLinks) {
         const name = `${role.key} inner link`;
         const found = r.innerLink === undefined ? await resolveInnerLink(role.key, root, fetcher, adapterTask) : null;
         const state = parseLinkBytes(found ? found.bytes : await linkBytes(r.innerLink!, fetcher, undefined, name), name);
         const d = decoder.config.hidden;
-        agent.inner = checkedLink(() => InnerLink.fromStateDict(backend, state, { type: r.innerType ?? found?.type ?? DEFAULT_INNER_TYPE, d, name }),
-          `${name} (weights ${firstShape(state)})`, `${role.key} has hidden size ${d}${fromGguf(agent)}`).freeze();
+        agent.inner = checkedLink(
+          () => InnerLink.fromStateDict(backend, state, { type: r.innerType ?? found?.type ?? DEFAULT_INNER_TYPE, d, name }),
+          `${name} (weights ${firstShape(state)})`,
+          `${role.key} has hidden size ${d}${fromGguf(agent)}`,
+        ).freeze();
       }
     }
     if (withLinks) {
       const missing = style.links.filter((l) => spec.outer?.[l.key] === undefined).map((l) => l.key);
-      const fromRepo = missing.length && spec.outerRepo ? await resolveOuterLinks(spec.outerRepo, fetcher, adapterTask, missing) : new Map<string, { url: string; type: string }>();
+      const fromRepo =
+        missing.length && spec.outerRepo
+          ? await resolveOuterLinks(spec.outerRepo, fetcher, adapterTask, missing)
+          : new Map<string, { url: string; type: string }>();
       for (const l of style.links) {
         const ref = spec.outer?.[l.key] ?? fromRepo.get(l.key)?.url;
-        if (ref === undefined) throw new InvalidArgument(`system spec: outer link ${l.key} (${l.from} → ${l.to}) is missing; ${style.name} needs ${style.links.map((x) => x.key).join(', ')}`);
+        if (ref === undefined)
+          throw new InvalidArgument(
+            `system spec: outer link ${l.key} (${l.from} → ${l.to}) is missing; ${style.name} needs ${style.links.map((x) => x.key).join(', ')}`,
+          );
         throwIfAborted(opts.signal, `outer link ${l.key}`);
         const name = `outer link ${l.key} (${l.from} → ${l.to})`;
         const state = parseLinkBytes(await linkBytes(ref, fetcher, undefined, name), name);
         const dIn = agents.get(l.from)!.decoder.config.hidden;
         const dOut = agents.get(l.to)!.decoder.config.hidden;
-        const link = checkedLink(() => OuterLink.fromStateDict(backend, state, { type: spec.outerTypes?.[l.key] ?? fromRepo.get(l.key)?.type ?? DEFAULT_OUTER_TYPE, dIn, dOut, name }),
-          `${name} (weights ${firstShape(state)})`, `${l.from} has hidden size ${dIn}${fromGguf(agents.get(l.from)!)}, ${l.to} has ${dOut}${fromGguf(agents.get(l.to)!)}`);
+        const link = checkedLink(
+          () =>
+            OuterLink.fromStateDict(backend, state, {
+              type: spec.outerTypes?.[l.key] ?? fromRepo.get(l.key)?.type ?? DEFAULT_OUTER_TYPE,
+              dIn,
+              dOut,
+              name,
+            }),
+          `${name} (weights ${firstShape(state)})`,
+          `${l.from} has hidden size ${dIn}${fromGguf(agents.get(l.from)!)}, ${l.to} has ${dOut}${fromGguf(agents.get(l.to)!)}`,
+        );
         outer.set(l.key, link.freeze());
       }
     }
   } catch (e) {
     dispose();
-    if (opts.signal?.aborted && !(e instanceof Cancelled)) throw new Cancelled(`loading the system was cancelled (${(e as Error).message}); nothing was kept`);
+    if (opts.signal?.aborted && !(e instanceof Cancelled))
+      throw new Cancelled(`loading the system was cancelled (${(e as Error).message}); nothing was kept`);
     // a file of the shipped tiny system that is not there: say how to rebuild it
-    if (style.embedded && e instanceof MissingCheckpoint && !/the tiny system files are missing/.test(e.message)) throw missingEmbedded(`${style.name} (${spec.label ?? 'system spec'})`, e.message, 'then reload');
+    if (style.embedded && e instanceof MissingCheckpoint && !/the tiny system files are missing/.test(e.message))
+      throw missingEmbedded(`${style.name} (${spec.label ?? 'system spec'})`, e.message, 'then reload');
     throw e;
   }
   return { style, agents, outer, backend, adapterTask: null, ...(prompts ? { prompts } : {}), dispose };
@@ -277,7 +327,12 @@ async function optionalJson(root: string, file: string, fetcher: typeof fetch): 
  * A role repo's inner link when the spec names none, by resolveRoleFiles: a folder cannot be listed over HTTP,
  * so each candidate is fetched in the rule's order (the first found is the link's bytes).
  */
-async function resolveInnerLink(role: string, root: string, fetcher: typeof fetch, task: AdapterTask | null): Promise<{ bytes: Uint8Array; type: string }> {
+async function resolveInnerLink(
+  role: string,
+  root: string,
+  fetcher: typeof fetch,
+  task: AdapterTask | null,
+): Promise<{ bytes: Uint8Array; type: string }> {
   let bytes: Uint8Array | undefined;
   const folder: RoleFolder = {
     manifest: (name) => optionalJson(root, name, fetcher),
@@ -293,14 +348,24 @@ async function resolveInnerLink(role: string, root: string, fetcher: typeof fetc
 
 /** A role folder URL without the inner link resolveRoleFiles looked for (`tried`). */
 export function noInnerLink(role: string, root: string, task: AdapterTask | null, tried: readonly string[]): MissingCheckpoint {
-  return new MissingCheckpoint(`role ${role}: ${root} holds no inner link for task ${task ?? '(none)'}; looked for ${tried.join(', ')}. Give the role's innerLink, or a repo that ships its adapters`);
+  return new MissingCheckpoint(
+    `role ${role}: ${root} holds no inner link for task ${task ?? '(none)'}; looked for ${tried.join(', ')}. Give the role's innerLink, or a repo that ships its adapters`,
+  );
 }
 
 /** Outer links from an upstream outer-links folder's outerlink_config.json (task-scoped or not). */
-async function resolveOuterLinks(repo: string, fetcher: typeof fetch, task: AdapterTask | null, keys: string[]): Promise<Map<string, { url: string; type: string }>> {
+async function resolveOuterLinks(
+  repo: string,
+  fetcher: typeof fetch,
+  task: AdapterTask | null,
+  keys: string[],
+): Promise<Map<string, { url: string; type: string }>> {
   const root = folderUrl(repo);
   const cfg = await optionalJson(root, 'outerlink_config.json', fetcher);
-  if (!cfg) throw new MissingCheckpoint(`${root}outerlink_config.json does not exist; give the outer links by key, or the folder of a RecursiveMAS *-Outerlinks repo`);
+  if (!cfg)
+    throw new MissingCheckpoint(
+      `${root}outerlink_config.json does not exist; give the outer links by key, or the folder of a RecursiveMAS *-Outerlinks repo`,
+    );
   // the files cannot be listed over HTTP: take every file the manifest names as present
   const lists = [cfg.adapters, ...Object.values((cfg.tasks ?? {}) as Record<string, { adapters?: unknown }>).map((t) => t?.adapters)];
   const files = lists.flatMap((a) => (Array.isArray(a) ? a.map((e) => String((e as { filename?: unknown }).filename)) : []));

@@ -89,7 +89,8 @@ const tinyEnv = (): string | undefined => (typeof process !== 'undefined' ? proc
 
 /** The folder of an embedded style's system: `root`, else $RMAS_TINY_SYSTEM, else <package root>/<style.embedded.root>. */
 export async function embeddedRoot(style: StyleSpec, root?: string): Promise<string> {
-  if (!style.embedded) throw new InvalidArgument(`style ${style.name} ships no files in the package; its checkpoints come from the Hugging Face cache`);
+  if (!style.embedded)
+    throw new InvalidArgument(`style ${style.name} ships no files in the package; its checkpoints come from the Hugging Face cache`);
   const dir = root || tinyEnv() || `${await packageRoot()}/${style.embedded.root}`;
   return dir.replace(/[\\/]+$/, '');
 }
@@ -111,7 +112,10 @@ async function embeddedFiles<T>(embedded: boolean, what: string, body: () => Pro
     return await body();
   } catch (e) {
     if (embedded && e instanceof MissingCheckpoint) throw missingTinySystem(what, e.message);
-    if (embedded && e instanceof CorruptCheckpoint) throw new CorruptCheckpoint(`${what}: the tiny system files are damaged or incomplete (${e.message}); rebuild them with \`${TINY_REBUILD}\``);
+    if (embedded && e instanceof CorruptCheckpoint)
+      throw new CorruptCheckpoint(
+        `${what}: the tiny system files are damaged or incomplete (${e.message}); rebuild them with \`${TINY_REBUILD}\``,
+      );
     throw e;
   }
 }
@@ -146,17 +150,26 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
   const override = opts.ckptOverride ?? {};
   const known = [...style.roles.map((r) => r.key), 'outer'];
   for (const k of Object.keys(override)) {
-    if (!known.includes(k)) throw new InvalidArgument(`--ckpt_override ${k}=…: style ${style.name} has no role '${k}'; its keys are ${known.join(', ')}`);
+    if (!known.includes(k))
+      throw new InvalidArgument(`--ckpt_override ${k}=…: style ${style.name} has no role '${k}'; its keys are ${known.join(', ')}`);
   }
   for (const k of Object.keys(opts.placement ?? {})) {
-    if (!style.roles.some((r) => r.key === k)) throw new InvalidArgument(`placement of role '${k}': style ${style.name} has no such role; its roles are ${style.roles.map((r) => r.key).join(', ')}`);
+    if (!style.roles.some((r) => r.key === k))
+      throw new InvalidArgument(
+        `placement of role '${k}': style ${style.name} has no such role; its roles are ${style.roles.map((r) => r.key).join(', ')}`,
+      );
   }
   const backendOf = (role: string): Backend => opts.placement?.[role] ?? opts.backend;
   const adapterTask = style.taskScoped ? adapterTaskFor(opts.task) : null;
   const say = opts.onProgress ?? (() => {});
   const root = style.embedded ? await embeddedRoot(style, opts.embeddedRoot) : null;
   /** A role's (or the outer links') folder: the override, the embedded folder, or the hub cache snapshot. */
-  const where = async (what: string, key: string, repo: string, useOverride = true): Promise<{ dir: string; source: string; embedded: boolean }> => {
+  const where = async (
+    what: string,
+    key: string,
+    repo: string,
+    useOverride = true,
+  ): Promise<{ dir: string; source: string; embedded: boolean }> => {
     const over = useOverride ? override[key] : undefined;
     if (root === null || over) return { ...(await locate(what, key, repo, over)), embedded: false };
     const dir = embeddedPath(style, root, repo);
@@ -172,7 +185,8 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
   };
   // an override of links only (a train-inner save_dir, a bundle of one) keeps the style's model for that role
   const linksOnly = new Map<string, string>();
-  for (const r of style.roles) if (override[r.key] !== undefined && (await holdsLinksOnly(override[r.key]!))) linksOnly.set(r.key, override[r.key]!);
+  for (const r of style.roles)
+    if (override[r.key] !== undefined && (await holdsLinksOnly(override[r.key]!))) linksOnly.set(r.key, override[r.key]!);
   checkBackbones(style, style.roles.filter((r) => override[r.key] !== undefined && !linksOnly.has(r.key)).map((r) => r.key));
   try {
     for (const role of style.roles) {
@@ -180,14 +194,29 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
       const linkDir = linksOnly.get(role.key) ?? null;
       const { dir, source, embedded } = await where(what, role.key, role.repo, linkDir === null).catch((e: unknown) => {
         if (linkDir === null || !(e instanceof MissingCheckpoint)) throw e;
-        throw new MissingCheckpoint(`${what}: ${linkDir} holds its inner link only, so the model comes from the style's repo ${role.repo}, ` +
-          `which is not in the Hugging Face cache (huggingface-cli download ${role.repo}); or copy the link files into the role's model folder and pass that`);
+        throw new MissingCheckpoint(
+          `${what}: ${linkDir} holds its inner link only, so the model comes from the style's repo ${role.repo}, ` +
+            `which is not in the Hugging Face cache (huggingface-cli download ${role.repo}); or copy the link files into the role's model folder and pass that`,
+        );
       });
       await embeddedFiles(embedded && linkDir === null, what, async () => {
-        const ckpt = await resolveRoleFolder(role.key, linkDir ?? dir, adapterTask, { requireInner: withLinks, linksOnly: linkDir !== null });
-        say(`${role.key}: loading ${source}${linkDir !== null ? ` with the inner link of ${linkDir}` : ''}${backendOf(role.key) !== opts.backend ? ` on ${backendOf(role.key).name}` : ''}`);
+        const ckpt = await resolveRoleFolder(role.key, linkDir ?? dir, adapterTask, {
+          requireInner: withLinks,
+          linksOnly: linkDir !== null,
+        });
+        say(
+          `${role.key}: loading ${source}${linkDir !== null ? ` with the inner link of ${linkDir}` : ''}${backendOf(role.key) !== opts.backend ? ` on ${backendOf(role.key).name}` : ''}`,
+        );
         const decoder = await loadDecoderFromDir(dir, backendOf(role.key), { what: `role ${role.key}` });
-        const agent: Agent = { role: role.key, source, dir, decoder, tokenizer: null!, inner: null, generation: { sampling: { greedy: true }, eosTokenIds: [] } };
+        const agent: Agent = {
+          role: role.key,
+          source,
+          dir,
+          decoder,
+          tokenizer: null!,
+          inner: null,
+          generation: { sampling: { greedy: true }, eosTokenIds: [] },
+        };
         agents.set(role.key, agent);
         agent.tokenizer = await loadTokenizerFromDir(dir);
         agent.generation = await readGenerationConfig(dir, [...decoder.config.eosTokenIds, ...agent.tokenizer.eosTokenIds]);
@@ -209,8 +238,10 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
         const dIn = agents.get(spec.from)!.decoder.config.hidden;
         const dOut = agents.get(spec.to)!.decoder.config.hidden;
         if ((f.inDim !== undefined && f.inDim !== dIn) || (f.outDim !== undefined && f.outDim !== dOut)) {
-          throw new ShapeMismatch(`outer link ${spec.key} (${spec.from} → ${spec.to}): its manifest says ${f.inDim} → ${f.outDim} but the agents ` +
-            `have hidden sizes ${dIn} → ${dOut}; the outer links belong to other models`);
+          throw new ShapeMismatch(
+            `outer link ${spec.key} (${spec.from} → ${spec.to}): its manifest says ${f.inDim} → ${f.outDim} but the agents ` +
+              `have hidden sizes ${dIn} → ${dOut}; the outer links belong to other models`,
+          );
         }
         const state = await embeddedFiles(embedded, what, () => readLinkFile(f.path));
         const link = OuterLink.fromStateDict(backendOf(spec.from), state, {

@@ -36,8 +36,18 @@ const base = (p: string | null) => (p === null ? null : p.slice(p.lastIndexOf('/
 
 describe('adapterTaskFor', () => {
   it.each([
-    ['code', 'code'], ['mbppplus', 'code'], ['MBPPPlus', 'code'], ['evalplus/mbppplus', 'code'], ['livecodebench', 'code'], [' lcb ', 'code'],
-    ['math', 'math'], ['math500', 'math'], ['gpqa', 'math'], ['medqa', 'math'], ['aime25', 'math'], ['', 'math'],
+    ['code', 'code'],
+    ['mbppplus', 'code'],
+    ['MBPPPlus', 'code'],
+    ['evalplus/mbppplus', 'code'],
+    ['livecodebench', 'code'],
+    [' lcb ', 'code'],
+    ['math', 'math'],
+    ['math500', 'math'],
+    ['gpqa', 'math'],
+    ['medqa', 'math'],
+    ['aime25', 'math'],
+    ['', 'math'],
   ])('%s → %s', (name, want) => expect(adapterTaskFor(name)).toBe(want));
 });
 
@@ -57,7 +67,10 @@ describe('resolveRoleFolder', () => {
   it('a config-named file that is missing is not replaced by a fallback', async () => {
     const dir = await role({ 'adapter.pt': '', 'innerlink_config.json': JSON.stringify({ tasks: { math: { 'adapter.pt': 'gone.pt' } } }) });
     expect((await resolveRoleFolder('p', dir, 'math')).innerPath).toBeNull();
-    await expect(resolveRoleFolder('p', dir, 'math', { requireInner: true })).rejects.toMatchObject({ name: 'MissingCheckpoint', message: expect.stringContaining('looked for gone.pt, gone.safetensors') });
+    await expect(resolveRoleFolder('p', dir, 'math', { requireInner: true })).rejects.toMatchObject({
+      name: 'MissingCheckpoint',
+      message: expect.stringContaining('looked for gone.pt, gone.safetensors'),
+    });
   });
 
   it('adapter(task).pt, then adapter.pt, then .safetensors twins; adapter_type from adapter_config.json', async () => {
@@ -71,7 +84,9 @@ describe('resolveRoleFolder', () => {
   });
 
   it('task null → adapter.pt, else the only adapter(*) file', async () => {
-    expect(base((await resolveRoleFolder('r', await role({ 'adapter.pt': '', 'adapter(math).pt': '' }), null)).innerPath)).toBe('adapter.pt');
+    expect(base((await resolveRoleFolder('r', await role({ 'adapter.pt': '', 'adapter(math).pt': '' }), null)).innerPath)).toBe(
+      'adapter.pt',
+    );
     expect(base((await resolveRoleFolder('r', await role({ 'adapter(math).pt': '' }), null)).innerPath)).toBe('adapter(math).pt');
     expect((await resolveRoleFolder('r', await role({ 'adapter(math).pt': '', 'adapter(code).pt': '' }), null)).innerPath).toBeNull();
   });
@@ -95,12 +110,18 @@ describe('resolveRoleFolder', () => {
     await expect(resolveRoleFolder('r', dir, 'math')).rejects.toMatchObject({
       name: 'CorruptCheckpoint', message: expect.stringContaining(`${dir}/innerlink_config.json is not valid JSON`),
     });
-    await expect(resolveRoleFolder('r', await role({ 'adapter_config.json': '[1]' }), 'math')).rejects.toMatchObject({ name: 'CorruptCheckpoint' });
+    await expect(resolveRoleFolder('r', await role({ 'adapter_config.json': '[1]' }), 'math')).rejects.toMatchObject({
+      name: 'CorruptCheckpoint',
+    });
   });
 
   it('resolveRoleFiles lists every name tried, and probes an unlisted folder in that order up to the first hit', async () => {
     const none = { has: async () => false, manifest: async () => null };
-    expect(await resolveRoleFiles(none, 'code')).toEqual({ inner: null, innerType: 'ln_res_adapter', tried: ['adapter(code).pt', 'adapter(code).safetensors', 'adapter.pt', 'adapter.safetensors'] });
+    expect(await resolveRoleFiles(none, 'code')).toEqual({
+      inner: null,
+      innerType: 'ln_res_adapter',
+      tried: ['adapter(code).pt', 'adapter(code).safetensors', 'adapter.pt', 'adapter.safetensors'],
+    });
     const asked: string[] = [];
     const url = { has: async (n: string) => (asked.push(n), n === 'adapter.safetensors'), manifest: async () => null };
     expect((await resolveRoleFiles(url, null)).inner).toBe('adapter.safetensors');
@@ -108,7 +129,13 @@ describe('resolveRoleFolder', () => {
   });
 });
 
-const entry = (k: string, f: string, i = 4, o = 8) => ({ legacy_key: k, filename: f, adapter_type: 'outer_ln_res_adapter', in_dim: i, out_dim: o });
+const entry = (k: string, f: string, i = 4, o = 8) => ({
+  legacy_key: k,
+  filename: f,
+  adapter_type: 'outer_ln_res_adapter',
+  in_dim: i,
+  out_dim: o,
+});
 
 describe('resolveOuterFolder', () => {
   it('task-scoped outerlink_config.json picks the task', async () => {
@@ -124,14 +151,25 @@ describe('resolveOuterFolder', () => {
     expect(m.get('outer_12')).toEqual({ key: 'outer_12', path: `${dir}/A(code).pt`, type: 'outer_ln_res_adapter', inDim: 16, outDim: 32 });
     expect(m.get('outer_23')!.path).toBe(`${dir}/B(code).safetensors`); // our export's twin
     expect(base((await resolveOuterFolder(dir, 'math', ['outer_12'])).get('outer_12')!.path)).toBe('A(math).pt');
-    await expect(resolveOuterFolder(dir, 'math', ['outer_23'])).rejects.toMatchObject({ name: 'MissingCheckpoint', message: expect.stringContaining("'outer_23'") });
-    await expect(resolveOuterFolder(dir, null, ['outer_12'])).rejects.toMatchObject({ name: 'InvalidArgument', message: expect.stringContaining('task-scoped (math, code)') });
+    await expect(resolveOuterFolder(dir, 'math', ['outer_23'])).rejects.toMatchObject({
+      name: 'MissingCheckpoint',
+      message: expect.stringContaining("'outer_23'"),
+    });
+    await expect(resolveOuterFolder(dir, null, ['outer_12'])).rejects.toMatchObject({
+      name: 'InvalidArgument',
+      message: expect.stringContaining('task-scoped (math, code)'),
+    });
   });
 
   it('plain outerlink_config.json ignores the task and returns only the keys asked for', async () => {
     const dir = await folder({
-      'rt.pt': '', 'tr.pt': '',
-      'outerlink_config.json': JSON.stringify({ format_version: 1, paradigm: 'deliberation', adapters: [entry('outer_rt', 'rt.pt'), entry('outer_tr', 'tr.pt')] }),
+      'rt.pt': '',
+      'tr.pt': '',
+      'outerlink_config.json': JSON.stringify({
+        format_version: 1,
+        paradigm: 'deliberation',
+        adapters: [entry('outer_rt', 'rt.pt'), entry('outer_tr', 'tr.pt')],
+      }),
     });
     const m = await resolveOuterFolder(dir, null, ['outer_tr']);
     expect([...m.keys()]).toEqual(['outer_tr']);
@@ -147,20 +185,35 @@ describe('resolveOuterFolder', () => {
     });
     const code = await resolveOuterFolder(dir, 'code', ['outer_12', 'outer_31']);
     expect(code.get('outer_12')).toEqual({ key: 'outer_12', path: `${dir}/outer_12.pt`, type: 'outer_res_adapter', inDim: 48, outDim: 64 });
-    expect(code.get('outer_31')).toEqual({ key: 'outer_31', path: `${dir}/outer_31.safetensors`, type: 'outer_ln_res_adapter', inDim: undefined, outDim: undefined });
+    expect(code.get('outer_31')).toEqual({
+      key: 'outer_31',
+      path: `${dir}/outer_31.safetensors`,
+      type: 'outer_ln_res_adapter',
+      inDim: undefined,
+      outDim: undefined,
+    });
     expect((await resolveOuterFolder(dir, 'math', ['outer_12'])).get('outer_12')!.type).toBe('outer_ln_adapter');
     await expect(resolveOuterFolder(dir, 'math', ['outer_23'])).rejects.toMatchObject({
-      name: 'MissingCheckpoint', message: expect.stringContaining(`${dir}: no outerlink_config.json and no file for link 'outer_23' (looked for outer_23.pt, outer_23.safetensors)`),
+      name: 'MissingCheckpoint',
+      message: expect.stringContaining(
+        `${dir}: no outerlink_config.json and no file for link 'outer_23' (looked for outer_23.pt, outer_23.safetensors)`,
+      ),
     });
   });
 
   it('a listed file that is missing, or a corrupt manifest, is named', async () => {
     const dir = await folder({ 'outerlink_config.json': JSON.stringify({ adapters: [entry('outer_el', 'Expert-Learner-Outerlink.pt')] }) });
     await expect(resolveOuterFolder(dir, null, ['outer_el'])).rejects.toMatchObject({
-      name: 'MissingCheckpoint', message: expect.stringContaining("link 'outer_el' file is missing (looked for Expert-Learner-Outerlink.pt, Expert-Learner-Outerlink.safetensors)"),
+      name: 'MissingCheckpoint',
+      message: expect.stringContaining(
+        "link 'outer_el' file is missing (looked for Expert-Learner-Outerlink.pt, Expert-Learner-Outerlink.safetensors)",
+      ),
     });
     const bad = await folder({ 'outerlink_config.json': '{"adapters": [' });
-    await expect(resolveOuterFolder(bad, null, ['outer_el'])).rejects.toMatchObject({ name: 'CorruptCheckpoint', message: expect.stringContaining('outerlink_config.json') });
+    await expect(resolveOuterFolder(bad, null, ['outer_el'])).rejects.toMatchObject({
+      name: 'CorruptCheckpoint',
+      message: expect.stringContaining('outerlink_config.json'),
+    });
     const noList = await folder({ 'outerlink_config.json': '{"adapters": {}}' });
     await expect(resolveOuterFolder(noList, null, ['outer_el'])).rejects.toMatchObject({ name: 'CorruptCheckpoint' });
   });
@@ -169,7 +222,12 @@ describe('resolveOuterFolder', () => {
 describe('link files', () => {
   const cpu = new CpuBackend('f32');
 
-  it.each([['pt', 'bf16'], ['pt', 'f32'], ['safetensors', 'bf16'], ['safetensors', 'f32']] as const)('%s %s round trip', async (fmt, dtype) => {
+  it.each([
+    ['pt', 'bf16'],
+    ['pt', 'f32'],
+    ['safetensors', 'bf16'],
+    ['safetensors', 'f32'],
+  ] as const)('%s %s round trip', async (fmt, dtype) => {
     const link = OuterLink.create(cpu, 6, 5, { seed: 7 });
     const want = await link.stateDict();
     const path = join(root, `rt-${dtype}.${fmt}`);
@@ -197,10 +255,14 @@ describe('link files', () => {
   });
 
   it('f16 tensors are widened exactly; bad bytes and missing files are named errors', async () => {
-    const pt = writeTorchStateDict(new Map([['x', { dtype: 'f16' as const, shape: [2], bytes: new Uint8Array([0x00, 0x3c, 0x00, 0xc2]) }]]));
+    const pt = writeTorchStateDict(
+      new Map([['x', { dtype: 'f16' as const, shape: [2], bytes: new Uint8Array([0x00, 0x3c, 0x00, 0xc2]) }]]),
+    );
     expect(Array.from(parseLinkBytes(pt, 'x.pt').get('x')!.data)).toEqual([1, -3]);
     expect(() => parseLinkBytes(new Uint8Array([1, 2, 3]), 'bad.pt')).toThrow(/bad\.pt/);
-    expect(() => parseLinkBytes(pt.slice(0, pt.length - 30), 'cut.pt')).toThrowError(expect.objectContaining({ name: 'CorruptCheckpoint' }));
+    expect(() => parseLinkBytes(pt.slice(0, pt.length - 30), 'cut.pt')).toThrowError(
+      expect.objectContaining({ name: 'CorruptCheckpoint' }),
+    );
     await expect(readLinkFile(join(root, 'absent.pt'))).rejects.toMatchObject({ name: 'MissingCheckpoint' });
     await expect(writeLinkFile(InnerLink.create(cpu, 2), join(root, 'x.bin'))).rejects.toMatchObject({ name: 'InvalidArgument' });
   });

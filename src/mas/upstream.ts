@@ -146,10 +146,14 @@ export function pickOuterFiles(
       const tasks = outerlinkConfig.tasks;
       if (!isObj(tasks)) throw new CorruptCheckpoint(`${where}/outerlink_config.json: "tasks" is not an object`);
       if (task === null) {
-        throw new InvalidArgument(`${where}/outerlink_config.json is task-scoped (${Object.keys(tasks).join(', ')}); pass a task (math or code)`);
+        throw new InvalidArgument(
+          `${where}/outerlink_config.json is task-scoped (${Object.keys(tasks).join(', ')}); pass a task (math or code)`,
+        );
       }
       if (!isObj(tasks[task])) {
-        throw new MissingCheckpoint(`${where}/outerlink_config.json has no links for task '${task}' (it has ${Object.keys(tasks).join(', ') || 'none'}); use another task or another outer folder`);
+        throw new MissingCheckpoint(
+          `${where}/outerlink_config.json has no links for task '${task}' (it has ${Object.keys(tasks).join(', ') || 'none'}); use another task or another outer folder`,
+        );
       }
       adapters = tasks[task].adapters;
     }
@@ -164,12 +168,23 @@ export function pickOuterFiles(
     for (const key of keys) {
       const e = entries.get(key);
       if (!e) {
-        throw new MissingCheckpoint(`${where}: outerlink_config.json lists no link '${key}' (it lists ${[...entries.keys()].join(', ') || 'none'}${task ? ` for task ${task}` : ''}); use the outer folder of this style`);
+        throw new MissingCheckpoint(
+          `${where}: outerlink_config.json lists no link '${key}' (it lists ${[...entries.keys()].join(', ') || 'none'}${task ? ` for task ${task}` : ''}); use the outer folder of this style`,
+        );
       }
       const names = withTwin(e.filename as string);
       const name = names.find((n) => have.has(n));
-      if (!name) throw new MissingCheckpoint(`${where}: link '${key}' file is missing (looked for ${names.join(', ')}); re-download the outer folder`);
-      out.set(key, { key, path: name, type: typeof e.adapter_type === 'string' ? e.adapter_type : DEFAULT_OUTER_TYPE, inDim: optDim(e.in_dim), outDim: optDim(e.out_dim) });
+      if (!name)
+        throw new MissingCheckpoint(
+          `${where}: link '${key}' file is missing (looked for ${names.join(', ')}); re-download the outer folder`,
+        );
+      out.set(key, {
+        key,
+        path: name,
+        type: typeof e.adapter_type === 'string' ? e.adapter_type : DEFAULT_OUTER_TYPE,
+        inDim: optDim(e.in_dim),
+        outDim: optDim(e.out_dim),
+      });
     }
     return out;
   }
@@ -177,7 +192,9 @@ export function pickOuterFiles(
     const names = withTwin(`${key}.pt`);
     const name = names.find((n) => have.has(n));
     if (!name) {
-      throw new MissingCheckpoint(`${where}: no outerlink_config.json and no file for link '${key}' (looked for ${names.join(', ')}); re-download the outer folder`);
+      throw new MissingCheckpoint(
+        `${where}: no outerlink_config.json and no file for link '${key}' (looked for ${names.join(', ')}); re-download the outer folder`,
+      );
     }
     const type = legacyConfig?.[`${key}_type`];
     out.set(key, {
@@ -199,7 +216,8 @@ async function listDir(fs: FsPromises, dir: string, what: string): Promise<strin
   try {
     return (await fs.readdir(dir, { withFileTypes: true })).filter((d) => !d.isDirectory()).map((d) => d.name);
   } catch (e) {
-    if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR') throw new MissingCheckpoint(`${what}: ${dir} is not a folder; download it or fix the path`);
+    if (errCode(e) === 'ENOENT' || errCode(e) === 'ENOTDIR')
+      throw new MissingCheckpoint(`${what}: ${dir} is not a folder; download it or fix the path`);
     throw e;
   }
 }
@@ -225,15 +243,24 @@ export interface RoleCheckpoint {
  * Role folder: HF model files + inner link (see resolveRoleFiles). No config.json → MissingCheckpoint; no
  * inner file → innerPath null, or MissingCheckpoint listing the names tried when `requireInner`.
  */
-export async function resolveRoleFolder(role: string, dir: string, task: AdapterTask | null, opts: { requireInner?: boolean; linksOnly?: boolean } = {}): Promise<RoleCheckpoint> {
+export async function resolveRoleFolder(
+  role: string,
+  dir: string,
+  task: AdapterTask | null,
+  opts: { requireInner?: boolean; linksOnly?: boolean } = {},
+): Promise<RoleCheckpoint> {
   const fs = await fsp();
   const files = await listDir(fs, dir, `role ${role}`);
   if (!files.includes('config.json') && !opts.linksOnly) {
-    throw new MissingCheckpoint(`role ${role}: ${dir} has no config.json; point to the role's model folder (the repo with model.safetensors and its inner links)`);
+    throw new MissingCheckpoint(
+      `role ${role}: ${dir} has no config.json; point to the role's model folder (the repo with model.safetensors and its inner links)`,
+    );
   }
   const { inner, innerType, tried } = await resolveRoleFiles(listedRoleFolder(fs, dir, files), task);
   if (!inner && opts.requireInner) {
-    throw new MissingCheckpoint(`role ${role}: ${dir} has no inner link for task ${task ?? '(none)'}; looked for ${tried.join(', ')}. Download the role repo with its adapter files`);
+    throw new MissingCheckpoint(
+      `role ${role}: ${dir} has no inner link for task ${task ?? '(none)'}; looked for ${tried.join(', ')}. Download the role repo with its adapter files`,
+    );
   }
   return { role, dir, innerPath: inner ? join(dir, inner) : null, innerType };
 }
@@ -250,11 +277,17 @@ export async function holdsLinksOnly(dir: string): Promise<boolean> {
   } catch {
     return false; // not a folder: resolveRoleFolder says so
   }
-  return !files.includes('config.json') && files.some((f) => /^adapter(\(.+\))?\.(pt|safetensors)$/.test(f) || f === 'innerlink_config.json');
+  return (
+    !files.includes('config.json') && files.some((f) => /^adapter(\(.+\))?\.(pt|safetensors)$/.test(f) || f === 'innerlink_config.json')
+  );
 }
 
 /** Outer folder: the files of exactly `keys` (see pickOuterFiles), with absolute-as-given paths. */
-export async function resolveOuterFolder(dir: string, task: AdapterTask | null, keys: readonly string[]): Promise<Map<string, OuterLinkFile>> {
+export async function resolveOuterFolder(
+  dir: string,
+  task: AdapterTask | null,
+  keys: readonly string[],
+): Promise<Map<string, OuterLinkFile>> {
   const fs = await fsp();
   const files = await listDir(fs, dir, 'outer links');
   const outerlinkConfig = await readManifest(fs, dir, files, 'outerlink_config.json');
@@ -279,16 +312,20 @@ export function parseLinkBytes(bytes: Uint8Array, name: string): LinkStateDict {
     for (const [k, t] of readTorchStateDict(bytes, name)) out.set(k, { shape: t.shape, data: decode(t.dtype, t.bytes, t.shape) });
     return out;
   }
-  if (bytes.length < 8) throw new CorruptCheckpoint(`${name}: ${bytes.length} bytes is neither a torch.save zip nor a safetensors file; re-download it`);
+  if (bytes.length < 8)
+    throw new CorruptCheckpoint(`${name}: ${bytes.length} bytes is neither a torch.save zip nor a safetensors file; re-download it`);
   const n = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true);
   if (n > BigInt(bytes.length - 8)) {
-    throw new CorruptCheckpoint(`${name}: neither a torch.save zip (no PK signature) nor a whole safetensors file (header length ${n} past the end); re-download it`);
+    throw new CorruptCheckpoint(
+      `${name}: neither a torch.save zip (no PK signature) nor a whole safetensors file (header length ${n} past the end); re-download it`,
+    );
   }
   const start = 8 + Number(n);
   const { tensors } = parseHeader(name, bytes.subarray(8, start), bytes.length - start);
   for (const t of tensors.values()) {
     const dt = FLOAT_DTYPES[t.dtype];
-    if (!dt) throw new CorruptCheckpoint(`${name}: link tensor "${t.name}" is ${t.dtype}; links hold F32, F16 or BF16 values. Re-export it`);
+    if (!dt)
+      throw new CorruptCheckpoint(`${name}: link tensor "${t.name}" is ${t.dtype}; links hold F32, F16 or BF16 values. Re-export it`);
     out.set(t.name, { shape: [...t.shape], data: decode(dt, bytes.slice(start + t.begin, start + t.end), t.shape) });
   }
   return out;
@@ -317,13 +354,19 @@ export function linkFileBytes(state: F32State, format: 'pt' | 'safetensors', dty
     return writeTorchStateDict(t);
   }
   const st = dtype === 'bf16' ? 'BF16' : 'F32';
-  return writeSafetensors([...state].map(([k, v]) => [k, { dtype: st, shape: [...v.shape], bytes: encode(dtype, v.data, v.shape) }] as const));
+  return writeSafetensors(
+    [...state].map(([k, v]) => [k, { dtype: st, shape: [...v.shape], bytes: encode(dtype, v.data, v.shape) }] as const),
+  );
 }
 
 let tmpCounter = 0;
 
 /** Writes a link under upstream key names, .pt or .safetensors by extension, bf16 by default; atomic (temp + rename). */
-export async function writeLinkFile(link: { stateDict(): Promise<F32State> }, path: string, opts: { dtype?: 'bf16' | 'f32' } = {}): Promise<void> {
+export async function writeLinkFile(
+  link: { stateDict(): Promise<F32State> },
+  path: string,
+  opts: { dtype?: 'bf16' | 'f32' } = {},
+): Promise<void> {
   const format = path.endsWith('.pt') ? 'pt' : path.endsWith('.safetensors') ? 'safetensors' : null;
   if (!format) throw new InvalidArgument(`link file ${path} must end in .pt or .safetensors`);
   const dtype = opts.dtype ?? 'bf16';

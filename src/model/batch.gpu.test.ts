@@ -78,8 +78,11 @@ it('sequences stop on their own (EOS, stop callback) and the rest go on; sampled
   const free = await generateBatch(m, { prompts: PROMPTS.map((p) => ({ inputIds: p })), maxNewTokens: 8 });
   // an EOS the second sequence emits at its third token ends it there; the others run to the length
   const eos = free.rows[1].tokens[2];
-  const stopped = await generateBatch(m, { prompts: PROMPTS.map((p, row) => ({ inputIds: p, ...(row === 2 ? { stop: (t: readonly number[]) => t.length === 4 } : {}) })),
-    maxNewTokens: 8, eosTokenIds: [eos] });
+  const stopped = await generateBatch(m, {
+    prompts: PROMPTS.map((p, row) => ({ inputIds: p, ...(row === 2 ? { stop: (t: readonly number[]) => t.length === 4 } : {}) })),
+    maxNewTokens: 8,
+    eosTokenIds: [eos],
+  });
   const cut = (t: number[]) => t.slice(0, t.indexOf(eos) + 1 || undefined);
   expect(stopped.rows.map((r) => r.tokens)).toEqual([cut(free.rows[0].tokens), cut(free.rows[1].tokens), free.rows[2].tokens.slice(0, 4)]);
   expect(stopped.rows[1].stoppedBy).toBe('eos');

@@ -114,22 +114,27 @@ export class BatchCache {
     const align = kvDtype === 'f16' ? 2 * VIEW_ALIGN : VIEW_ALIGN;
     let stride = maxLen;
     while ((stride * per) % align !== 0) stride++;
-    const kv = () => Array.from({ length: layers }, (_, l) => (linearLayers[l] ? null : backend.zeros([rows * stride, kvHeads, headDim], kvDtype)));
+    const kv = () =>
+      Array.from({ length: layers }, (_, l) => (linearLayers[l] ? null : backend.zeros([rows * stride, kvHeads, headDim], kvDtype)));
     const C = d ? 2 * d.keyHeads * d.keyDim + d.valueHeads * d.valueDim : 0;
     const conv = Array.from({ length: layers }, (_, l) => (linearLayers[l] && d ? backend.zeros([rows * d.convKernel, C]) : null));
-    const ssm = Array.from({ length: layers }, (_, l) => (linearLayers[l] && d ? backend.zeros([rows * d.valueHeads, d.keyDim, d.valueDim]) : null));
+    const ssm = Array.from({ length: layers }, (_, l) =>
+      linearLayers[l] && d ? backend.zeros([rows * d.valueHeads, d.keyDim, d.valueDim]) : null,
+    );
     return new BatchCache(config, backend, rows, maxLen, stride, kv(), kv(), conv, ssm);
   }
 
   private checkRow(b: number) {
-    if (!Number.isInteger(b) || b < 0 || b >= this.rows) throw new InvalidArgument(`batch cache: sequence ${b} is not one of its ${this.rows}`);
+    if (!Number.isInteger(b) || b < 0 || b >= this.rows)
+      throw new InvalidArgument(`batch cache: sequence ${b} is not one of its ${this.rows}`);
   }
 
   /** Sequence b's k/v rows as a KVCache (views: what the plain forward writes there lands here), empty DeltaNet states. */
   rowCache(b: number): KVCache {
     this.checkRow(b);
     const { kvHeads, headDim } = this.config;
-    const view = (t: Tensor | null) => (t ? this.backend.view(t, b * this.stride * kvHeads * headDim, [this.maxLen, kvHeads, headDim]) : null);
+    const view = (t: Tensor | null) =>
+      t ? this.backend.view(t, b * this.stride * kvHeads * headDim, [this.maxLen, kvHeads, headDim]) : null;
     const c = new KVCache(this.k.map(view), this.v.map(view), this.maxLen);
     c.length = c.stateLength = this.lengths[b];
     return c;

@@ -39,7 +39,14 @@ describe('decoder config', () => {
 
   it('reads Llama-3.2-1B: llama3 rope scaling, several EOS ids', () => {
     const c = parseDecoderConfig(llama);
-    expect(c).toMatchObject({ family: 'llama', headDim: 64, kvHeads: 8, qkvBias: false, qkNorm: false, eosTokenIds: [128001, 128008, 128009] });
+    expect(c).toMatchObject({
+      family: 'llama',
+      headDim: 64,
+      kvHeads: 8,
+      qkvBias: false,
+      qkNorm: false,
+      eosTokenIds: [128001, 128008, 128009],
+    });
     expect(c.rope.scaling?.rope_type).toBe('llama3');
     // the scaled frequencies: the top (high-frequency) band untouched, the lowest divided by the factor
     const inv = ropeInvFreq(c.rope);
@@ -49,9 +56,21 @@ describe('decoder config', () => {
 
   it('reads Qwen2.5-Math-1.5B: q/k/v biases, head_dim derived, window off', () => {
     const c = parseDecoderConfig(qwen2);
-    expect(c).toMatchObject({ family: 'qwen2', hidden: 1536, heads: 12, kvHeads: 2, headDim: 128, qkvBias: true, oBias: false, slidingWindow: null });
+    expect(c).toMatchObject({
+      family: 'qwen2',
+      hidden: 1536,
+      heads: 12,
+      kvHeads: 2,
+      headDim: 128,
+      qkvBias: true,
+      oBias: false,
+      slidingWindow: null,
+    });
     expect(parseDecoderConfig(qwen2).windowLayers).toEqual(Array(28).fill(false));
-    expect(parseDecoderConfig({ ...qwen2, use_sliding_window: true })).toMatchObject({ slidingWindow: 4096, windowLayers: [...Array(21).fill(false), ...Array(7).fill(true)] });
+    expect(parseDecoderConfig({ ...qwen2, use_sliding_window: true })).toMatchObject({
+      slidingWindow: 4096,
+      windowLayers: [...Array(21).fill(false), ...Array(7).fill(true)],
+    });
   });
 
   it('accepts the newer rope_parameters form', () => {
@@ -65,7 +84,9 @@ describe('decoder config', () => {
     expect(() => parseDecoderConfig({ ...qwen3, model_type: 'gpt2' }, 'm/config.json')).toThrow(UnknownModelType);
     expect(() => parseDecoderConfig({ ...qwen3, model_type: 'gpt2' }, 'm/config.json')).toThrow(/m\/config.json.*gpt2/);
     // an image-text wrapper's decoder is under text_config
-    expect(() => parseDecoderConfig({ ...qwen3, model_type: 'gemma3' }, 'm/config.json')).toThrow(/m\/config.json: a gemma3 config holds its decoder under text_config/);
+    expect(() => parseDecoderConfig({ ...qwen3, model_type: 'gemma3' }, 'm/config.json')).toThrow(
+      /m\/config.json: a gemma3 config holds its decoder under text_config/,
+    );
     expect(() => parseDecoderConfig('{ not json')).toThrow(InvalidModelConfig);
     expect(() => parseDecoderConfig({ ...qwen3, hidden_size: '2048' })).toThrow(/hidden_size/);
     expect(() => parseDecoderConfig({ ...qwen3, num_key_value_heads: 5 })).toThrow(/multiple/);
@@ -75,13 +96,22 @@ describe('decoder config', () => {
 
   it("reads an image-text checkpoint's text_config, with the wrapper's tie_word_embeddings and dtype where it has none", () => {
     const { tie_word_embeddings: _t, torch_dtype: _d, ...inner } = { ...qwen3, torch_dtype: 'bfloat16' } as Record<string, unknown>;
-    const wrapped = { model_type: 'llava_like', tie_word_embeddings: false, torch_dtype: 'float16', vision_config: { hidden_size: 7 }, text_config: inner };
+    const wrapped = {
+      model_type: 'llava_like',
+      tie_word_embeddings: false,
+      torch_dtype: 'float16',
+      vision_config: { hidden_size: 7 },
+      text_config: inner,
+    };
     const c = parseDecoderConfig(wrapped);
     expect([c.family, c.hidden, c.tieEmbeddings, c.savedDtype]).toEqual(['qwen3', parseDecoderConfig(qwen3).hidden, false, 'float16']);
     // the text config's own value wins
     expect(parseDecoderConfig({ ...wrapped, text_config: { ...inner, tie_word_embeddings: true } }).tieEmbeddings).toBe(true);
     // qwen3_5_text names its family
-    expect(parseDecoderConfig({ ...wrapped, model_type: 'qwen3_5', text_config: { ...inner, model_type: 'qwen3_5_text' } }, 'q/config.json').family).toBe('qwen3_5');
+    expect(
+      parseDecoderConfig({ ...wrapped, model_type: 'qwen3_5', text_config: { ...inner, model_type: 'qwen3_5_text' } }, 'q/config.json')
+        .family,
+    ).toBe('qwen3_5');
     expect(() => parseDecoderConfig({ ...wrapped, text_config: 3 })).toThrow(/text_config must be a JSON object/);
   });
 
@@ -89,17 +119,59 @@ describe('decoder config', () => {
     const L = 'linear_attention';
     const F4 = 'full_attention';
     const text = {
-      attention_bias: false, attn_output_gate: true, dtype: 'bfloat16', eos_token_id: 248044, full_attention_interval: 4, head_dim: 256,
-      hidden_act: 'silu', hidden_size: 2560, intermediate_size: 9216, layer_types: Array.from({ length: 8 }, () => [L, L, L, F4]).flat(),
-      linear_conv_kernel_dim: 4, linear_key_head_dim: 128, linear_num_key_heads: 16, linear_num_value_heads: 32, linear_value_head_dim: 128,
-      max_position_embeddings: 262144, model_type: 'qwen3_5_text', mtp_num_hidden_layers: 1, num_attention_heads: 16, num_hidden_layers: 32,
-      num_key_value_heads: 4, rms_norm_eps: 1e-6, tie_word_embeddings: true, vocab_size: 248320,
-      rope_parameters: { mrope_interleaved: true, mrope_section: [11, 11, 10], rope_type: 'default', rope_theta: 10000000, partial_rotary_factor: 0.25 },
+      attention_bias: false,
+      attn_output_gate: true,
+      dtype: 'bfloat16',
+      eos_token_id: 248044,
+      full_attention_interval: 4,
+      head_dim: 256,
+      hidden_act: 'silu',
+      hidden_size: 2560,
+      intermediate_size: 9216,
+      layer_types: Array.from({ length: 8 }, () => [L, L, L, F4]).flat(),
+      linear_conv_kernel_dim: 4,
+      linear_key_head_dim: 128,
+      linear_num_key_heads: 16,
+      linear_num_value_heads: 32,
+      linear_value_head_dim: 128,
+      max_position_embeddings: 262144,
+      model_type: 'qwen3_5_text',
+      mtp_num_hidden_layers: 1,
+      num_attention_heads: 16,
+      num_hidden_layers: 32,
+      num_key_value_heads: 4,
+      rms_norm_eps: 1e-6,
+      tie_word_embeddings: true,
+      vocab_size: 248320,
+      rope_parameters: {
+        mrope_interleaved: true,
+        mrope_section: [11, 11, 10],
+        rope_type: 'default',
+        rope_theta: 10000000,
+        partial_rotary_factor: 0.25,
+      },
     };
-    const wrapper = { architectures: ['Qwen3_5ForConditionalGeneration'], model_type: 'qwen3_5', tie_word_embeddings: true, text_config: text, vision_config: { depth: 24 } };
+    const wrapper = {
+      architectures: ['Qwen3_5ForConditionalGeneration'],
+      model_type: 'qwen3_5',
+      tie_word_embeddings: true,
+      text_config: text,
+      vision_config: { depth: 24 },
+    };
     const c = parseDecoderConfig(wrapper);
-    expect([c.family, c.hidden, c.layers, c.heads, c.kvHeads, c.headDim, c.tieEmbeddings, c.normOffset, c.qkNorm, c.attnOutputGate, c.eosTokenIds])
-      .toEqual(['qwen3_5', 2560, 32, 16, 4, 256, true, 1, true, true, [248044]]);
+    expect([
+      c.family,
+      c.hidden,
+      c.layers,
+      c.heads,
+      c.kvHeads,
+      c.headDim,
+      c.tieEmbeddings,
+      c.normOffset,
+      c.qkNorm,
+      c.attnOutputGate,
+      c.eosTokenIds,
+    ]).toEqual(['qwen3_5', 2560, 32, 16, 4, 256, true, 1, true, true, [248044]]);
     expect(c.deltaNet).toEqual({ keyHeads: 16, valueHeads: 32, keyDim: 128, valueDim: 128, convKernel: 4 });
     expect(c.linearLayers.flatMap((lin, i) => (lin ? [] : [i]))).toEqual([3, 7, 11, 15, 19, 23, 27, 31]);
     expect([c.rope.theta, c.rope.partialRotaryFactor, c.rope.scaling, c.slidingWindow]).toEqual([1e7, 0.25, null, null]);
@@ -109,8 +181,12 @@ describe('decoder config', () => {
     const { partial_rotary_factor: _p, ...rope } = text.rope_parameters;
     const d = parseDecoderConfig({ ...bare, rope_parameters: rope, num_hidden_layers: 6, full_attention_interval: 3 });
     expect([d.linearLayers, d.rope.partialRotaryFactor]).toEqual([[true, true, false, true, true, false], 0.25]);
-    expect(() => parseDecoderConfig({ ...text, layer_types: [L, F4] }, 'q/config.json')).toThrow(/q\/config.json: layer_types must list 32/);
-    expect(() => parseDecoderConfig({ ...text, linear_num_value_heads: 24 })).toThrow(/linear_num_value_heads \(24\) must be a multiple of linear_num_key_heads \(16\)/);
+    expect(() => parseDecoderConfig({ ...text, layer_types: [L, F4] }, 'q/config.json')).toThrow(
+      /q\/config.json: layer_types must list 32/,
+    );
+    expect(() => parseDecoderConfig({ ...text, linear_num_value_heads: 24 })).toThrow(
+      /linear_num_value_heads \(24\) must be a multiple of linear_num_key_heads \(16\)/,
+    );
     expect(() => parseDecoderConfig({ ...text, hidden_act: 'gelu' })).toThrow(InvalidModelConfig);
   });
 
@@ -128,12 +204,33 @@ describe('decoder config', () => {
   it("gemma-3-4b-it's config.json: its text_config and Gemma3TextConfig's defaults", () => {
     // the released file's text_config lists only what differs from the defaults
     const released = {
-      architectures: ['Gemma3ForConditionalGeneration'], boi_token_index: 255999, eoi_token_index: 256000, eos_token_id: [1, 106],
-      image_token_index: 262144, initializer_range: 0.02, mm_tokens_per_image: 256, model_type: 'gemma3',
-      text_config: { hidden_size: 2560, intermediate_size: 10240, model_type: 'gemma3_text', num_hidden_layers: 34,
-        rope_scaling: { factor: 8.0, rope_type: 'linear' }, sliding_window: 1024 },
-      torch_dtype: 'bfloat16', transformers_version: '4.50.0.dev0',
-      vision_config: { hidden_size: 1152, image_size: 896, intermediate_size: 4304, model_type: 'siglip_vision_model', num_attention_heads: 16, num_hidden_layers: 27, patch_size: 14 },
+      architectures: ['Gemma3ForConditionalGeneration'],
+      boi_token_index: 255999,
+      eoi_token_index: 256000,
+      eos_token_id: [1, 106],
+      image_token_index: 262144,
+      initializer_range: 0.02,
+      mm_tokens_per_image: 256,
+      model_type: 'gemma3',
+      text_config: {
+        hidden_size: 2560,
+        intermediate_size: 10240,
+        model_type: 'gemma3_text',
+        num_hidden_layers: 34,
+        rope_scaling: { factor: 8.0, rope_type: 'linear' },
+        sliding_window: 1024,
+      },
+      torch_dtype: 'bfloat16',
+      transformers_version: '4.50.0.dev0',
+      vision_config: {
+        hidden_size: 1152,
+        image_size: 896,
+        intermediate_size: 4304,
+        model_type: 'siglip_vision_model',
+        num_attention_heads: 16,
+        num_hidden_layers: 27,
+        patch_size: 14,
+      },
     };
     const c = parseDecoderConfig(released);
     expect(c).toMatchObject({
@@ -144,17 +241,40 @@ describe('decoder config', () => {
     });
     // every sixth layer is global: 5, 11, 17, 23, 29
     expect(c.windowLayers.map((w, i) => (w ? -1 : i)).filter((i) => i >= 0)).toEqual([5, 11, 17, 23, 29]);
-    expect([c.rope.theta, c.rope.scaling, c.ropeLocal!.theta, c.ropeLocal!.scaling]).toEqual([1e6, { factor: 8, rope_type: 'linear' }, 10000, null]);
+    expect([c.rope.theta, c.rope.scaling, c.ropeLocal!.theta, c.ropeLocal!.scaling]).toEqual([
+      1e6,
+      { factor: 8, rope_type: 'linear' },
+      10000,
+      null,
+    ]);
     // transformers 5 spells the rope per layer type, and may list layer_types
-    const t5 = parseDecoderConfig({ ...released, text_config: { ...released.text_config, rope_scaling: undefined,
-      rope_parameters: { full_attention: { rope_type: 'linear', factor: 8, rope_theta: 1e6 }, sliding_attention: { rope_type: 'default', rope_theta: 10000 } },
-      layer_types: Array.from({ length: 34 }, (_, i) => ((i + 1) % 6 ? 'sliding_attention' : 'full_attention')) } });
-    expect([t5.rope, t5.ropeLocal, t5.windowLayers]).toEqual([{ ...c.rope, scaling: { rope_type: 'linear', factor: 8, rope_theta: 1e6 } }, c.ropeLocal, c.windowLayers]);
+    const t5 = parseDecoderConfig({
+      ...released,
+      text_config: {
+        ...released.text_config,
+        rope_scaling: undefined,
+        rope_parameters: {
+          full_attention: { rope_type: 'linear', factor: 8, rope_theta: 1e6 },
+          sliding_attention: { rope_type: 'default', rope_theta: 10000 },
+        },
+        layer_types: Array.from({ length: 34 }, (_, i) => ((i + 1) % 6 ? 'sliding_attention' : 'full_attention')),
+      },
+    });
+    expect([t5.rope, t5.ropeLocal, t5.windowLayers]).toEqual([
+      { ...c.rope, scaling: { rope_type: 'linear', factor: 8, rope_theta: 1e6 } },
+      c.ropeLocal,
+      c.windowLayers,
+    ]);
     expect([...ropeInvFreq(t5.rope)]).toEqual([...ropeInvFreq(c.rope)]);
     // as in transformers: attention soft-capping is never applied by Gemma 3, the final one only by the text-only model
-    expect(parseDecoderConfig({ ...released, text_config: { ...released.text_config, attn_logit_softcapping: 50, final_logit_softcapping: 30 } }).finalSoftcap).toBeNull();
+    expect(
+      parseDecoderConfig({ ...released, text_config: { ...released.text_config, attn_logit_softcapping: 50, final_logit_softcapping: 30 } })
+        .finalSoftcap,
+    ).toBeNull();
     expect(parseDecoderConfig({ ...released.text_config, final_logit_softcapping: 30 }).finalSoftcap).toBe(30);
-    expect(() => parseDecoderConfig({ ...released, text_config: { ...released.text_config, layer_types: ['full_attention'] } })).toThrow(/layer_types must list 34/);
+    expect(() => parseDecoderConfig({ ...released, text_config: { ...released.text_config, layer_types: ['full_attention'] } })).toThrow(
+      /layer_types must list 34/,
+    );
   });
 
   it('the benches\' tiny model (model.bench.ts) is models/tiny/qwen3-tiny/config.json', () => {

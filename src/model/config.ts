@@ -129,7 +129,8 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   };
   const num = (key: string, fallback: number): number => {
     const v = c[key] ?? fallback;
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidModelConfig(`${file}: '${key}' must be a number, got ${JSON.stringify(c[key])}`);
+    if (typeof v !== 'number' || !Number.isFinite(v))
+      throw new InvalidModelConfig(`${file}: '${key}' must be a number, got ${JSON.stringify(c[key])}`);
     return v;
   };
   const bool = (key: string, fallback: boolean): boolean => {
@@ -141,15 +142,19 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   const hidden = int('hidden_size');
   const heads = int('num_attention_heads');
   const kvHeads = int('num_key_value_heads', heads);
-  if (heads % kvHeads) throw new InvalidModelConfig(`${file}: num_attention_heads (${heads}) must be a multiple of num_key_value_heads (${kvHeads})`);
+  if (heads % kvHeads)
+    throw new InvalidModelConfig(`${file}: num_attention_heads (${heads}) must be a multiple of num_key_value_heads (${kvHeads})`);
   // head_dim is explicit in Qwen3 (128 with hidden 2048 and 16 heads) and optional elsewhere
   const headDim = c.head_dim == null ? hidden / heads : int('head_dim');
-  if (!Number.isInteger(headDim)) throw new InvalidModelConfig(`${file}: hidden_size ${hidden} is not divisible by ${heads} heads and no head_dim is given`);
+  if (!Number.isInteger(headDim))
+    throw new InvalidModelConfig(`${file}: hidden_size ${hidden} is not divisible by ${heads} heads and no head_dim is given`);
   const gemma = family === 'gemma3';
   const act = gemma ? c.hidden_activation ?? c.hidden_act : c.hidden_act ?? 'silu';
   const mlpAct = act === 'silu' ? 'silu' : act === 'gelu_pytorch_tanh' || act === 'gelu_tanh' ? 'gelu_tanh' : null;
   if (!mlpAct || (gemma && mlpAct !== 'gelu_tanh')) {
-    throw new InvalidModelConfig(`${file}: hidden activation '${String(act)}' is not supported (${gemma ? 'Gemma 3 uses gelu_pytorch_tanh' : 'these families use silu'})`);
+    throw new InvalidModelConfig(
+      `${file}: hidden activation '${String(act)}' is not supported (${gemma ? 'Gemma 3 uses gelu_pytorch_tanh' : 'these families use silu'})`,
+    );
   }
   // attn_logit_softcapping is read by Gemma 3's config but never passed to its attention (only Gemma 2 used it):
   // ignored here as there; a family that would use it does not reach this point
@@ -164,7 +169,9 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   const eosTokenIds = Array.isArray(eos) ? eos.filter((x): x is number => typeof x === 'number') : typeof eos === 'number' ? [eos] : [];
   const layers = int('num_hidden_layers');
   const qwen35 = family === 'qwen3_5';
-  const linearLayers = qwen35 ? layersOfKind(c, layers, file, 'linear_attention', { key: 'full_attention_interval', fallback: 4 }) : Array.from({ length: layers }, () => false);
+  const linearLayers = qwen35
+    ? layersOfKind(c, layers, file, 'linear_attention', { key: 'full_attention_interval', fallback: 4 })
+    : Array.from({ length: layers }, () => false);
   let deltaNet: DeltaNetConfig | null = null;
   if (qwen35) {
     deltaNet = {
@@ -172,7 +179,9 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
       keyDim: int('linear_key_head_dim'), valueDim: int('linear_value_head_dim'), convKernel: int('linear_conv_kernel_dim'),
     };
     if (deltaNet.valueHeads % deltaNet.keyHeads) {
-      throw new InvalidModelConfig(`${file}: linear_num_value_heads (${deltaNet.valueHeads}) must be a multiple of linear_num_key_heads (${deltaNet.keyHeads})`);
+      throw new InvalidModelConfig(
+        `${file}: linear_num_value_heads (${deltaNet.valueHeads}) must be a multiple of linear_num_key_heads (${deltaNet.keyHeads})`,
+      );
     }
     // Qwen3_5TextConfig has no other activation: the MLP and the conv both use SiLU
     if (mlpAct !== 'silu') throw new InvalidModelConfig(`${file}: Qwen3.5 uses hidden_act silu, got '${String(act)}'`);
@@ -207,7 +216,10 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     slidingWindow: useWindow ? int('sliding_window') : null,
     windowLayers: gemma
       ? layersOfKind(c, layers, file, 'sliding_attention', { key: 'sliding_window_pattern' }).map((sliding) => useWindow && sliding)
-      : Array.from({ length: layers }, (_, l) => useWindow && l >= (family === 'qwen2' && typeof c.max_window_layers === 'number' ? c.max_window_layers : 0)),
+      : Array.from(
+          { length: layers },
+          (_, l) => useWindow && l >= (family === 'qwen2' && typeof c.max_window_layers === 'number' ? c.max_window_layers : 0),
+        ),
     linearLayers,
     deltaNet,
     // config.json's attn_output_gate is true in every release and transformers never reads it: the gate is always on
@@ -255,7 +267,13 @@ function ropeOf(c: Json, type: 'full_attention' | 'sliding_attention'): Json {
  * else every layer but each `period.key`-th (Gemma 3's sliding_window_pattern; Qwen3.5's full_attention_interval,
  * default 4: layers 3, 7, … attend).
  */
-function layersOfKind(c: Json, layers: number, file: string, kind: 'sliding_attention' | 'linear_attention', period: { key: string; fallback?: number }): boolean[] {
+function layersOfKind(
+  c: Json,
+  layers: number,
+  file: string,
+  kind: 'sliding_attention' | 'linear_attention',
+  period: { key: string; fallback?: number },
+): boolean[] {
   const types = c.layer_types;
   if (Array.isArray(types)) {
     if (types.length !== layers || types.some((t) => t !== kind && t !== 'full_attention')) {
@@ -278,14 +296,17 @@ function textConfig(c: Json, file: string): Json {
   const inner = c.text_config;
   if (inner === undefined || inner === null) {
     if (c.model_type === 'gemma3' || c.model_type === 'qwen3_5') {
-      throw new InvalidModelConfig(`${file}: a ${c.model_type} config holds its decoder under text_config, which is missing; re-download config.json`);
+      throw new InvalidModelConfig(
+        `${file}: a ${c.model_type} config holds its decoder under text_config, which is missing; re-download config.json`,
+      );
     }
     // a text-only checkpoint of such a family (gemma-3-1b-it is gemma3_text)
     return typeof c.model_type === 'string' && TEXT_MODEL_TYPES[c.model_type] ? { ...c, model_type: TEXT_MODEL_TYPES[c.model_type] } : c;
   }
   if (typeof inner !== 'object' || Array.isArray(inner)) throw new InvalidModelConfig(`${file}: text_config must be a JSON object`);
   const t = { ...(inner as Json) };
-  for (const k of ['tie_word_embeddings', 'torch_dtype', 'dtype', 'bos_token_id', 'eos_token_id']) if (t[k] === undefined && c[k] !== undefined) t[k] = c[k];
+  for (const k of ['tie_word_embeddings', 'torch_dtype', 'dtype', 'bos_token_id', 'eos_token_id'])
+    if (t[k] === undefined && c[k] !== undefined) t[k] = c[k];
   const mt = typeof t.model_type === 'string' ? t.model_type : typeof c.model_type === 'string' ? c.model_type : undefined;
   t.model_type = mt !== undefined ? TEXT_MODEL_TYPES[mt] ?? mt : mt;
   return t;
@@ -295,7 +316,8 @@ function parseRope(c: Json, headDim: number, file: string, defaultPartial?: numb
   const params = c.rope_parameters as (RopeScaling & { rope_theta?: number; partial_rotary_factor?: number }) | undefined;
   const scaling = (params ?? (c.rope_scaling as RopeScaling | null | undefined)) ?? null;
   const theta = params?.rope_theta ?? c.rope_theta ?? 10000;
-  if (typeof theta !== 'number' || !(theta > 0)) throw new InvalidModelConfig(`${file}: rope_theta must be a positive number, got ${JSON.stringify(theta)}`);
+  if (typeof theta !== 'number' || !(theta > 0))
+    throw new InvalidModelConfig(`${file}: rope_theta must be a positive number, got ${JSON.stringify(theta)}`);
   const type = scaling ? scaling.rope_type ?? scaling.type ?? 'default' : 'default';
   if (!['default', 'linear', 'llama3'].includes(type)) {
     throw new InvalidModelConfig(`${file}: rope type '${type}' is not supported (default, linear and llama3 are)`);

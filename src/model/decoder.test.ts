@@ -18,7 +18,11 @@ import { writeSafetensors } from '../formats/safetensors';
 const IDS = [3, 17, 0, 41, 8, 29, 5];
 const vals = (t: Tensor) => Float64Array.from((t.backend as CpuBackend).data(t) as Float64Array);
 
-async function build(family: (typeof FAMILIES)[number], precision: 'f64' | 'f32', opts: { quantize?: 'q8_0' | 'q4_0'; over?: Record<string, unknown>; cpu?: CpuBackend } = {}) {
+async function build(
+  family: (typeof FAMILIES)[number],
+  precision: 'f64' | 'f32',
+  opts: { quantize?: 'q8_0' | 'q4_0'; over?: Record<string, unknown>; cpu?: CpuBackend } = {},
+) {
   const config = tinyConfig(family, opts.over);
   const tensors = tinyTensors(config, 11);
   const cpu = opts.cpu ?? new CpuBackend(precision);
@@ -157,7 +161,9 @@ describe('loader errors', () => {
     const src = await file(null, ['model.layers.0.mlp.up_proj.weight', [32, 64]]);
     await expect(loadDecoderWeights(config, src, cpu)).rejects.toMatchObject({
       name: 'ShapeMismatch',
-      message: expect.stringMatching(/broken\/model\.safetensors.*"model\.layers\.0\.mlp\.up_proj\.weight" has shape \[32, 64\].*\[64, 32\]/),
+      message: expect.stringMatching(
+        /broken\/model\.safetensors.*"model\.layers\.0\.mlp\.up_proj\.weight" has shape \[32, 64\].*\[64, 32\]/,
+      ),
     });
   });
 

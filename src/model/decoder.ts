@@ -87,10 +87,13 @@ export class Decoder {
     this.fusedSteps = weights.backend.kind === 'webgpu';
     this.kvDtype = defaultKvDtype(weights.backend);
     const dk = config.deltaNet?.keyDim;
-    this.l2 = dk === undefined ? null : {
-      q: weights.backend.fromValues(new Float32Array(dk).fill(1 / dk), [dk]),
-      k: weights.backend.fromValues(new Float32Array(dk).fill(1 / Math.sqrt(dk)), [dk]),
-    };
+    this.l2 =
+      dk === undefined
+        ? null
+        : {
+            q: weights.backend.fromValues(new Float32Array(dk).fill(1 / dk), [dk]),
+            k: weights.backend.fromValues(new Float32Array(dk).fill(1 / Math.sqrt(dk)), [dk]),
+          };
   }
 
   get backend() {
@@ -99,7 +102,8 @@ export class Decoder {
 
   /** The fused inference path (prepared on first use). */
   get fused(): FusedPath {
-    if (!FusedPath.supports(this.backend)) throw new InvalidArgument(`the fused inference path has no kernels on the ${this.backend.kind} backend; set fusedSteps = false`);
+    if (!FusedPath.supports(this.backend))
+      throw new InvalidArgument(`the fused inference path has no kernels on the ${this.backend.kind} backend; set fusedSteps = false`);
     this.fusedImpl ??= new FusedPath(this.config, this.weights, this.invFreq, this.invFreqLocal);
     return this.fusedImpl;
   }
@@ -126,7 +130,8 @@ export class Decoder {
     if (!Number.isInteger(maxLen) || maxLen < 1) throw new InvalidArgument(`newCache: maxLen must be a positive integer, got ${maxLen}`);
     const { layers, kvHeads, headDim, linearLayers } = this.config;
     this.checkKvDtype();
-    const make = () => Array.from({ length: layers }, (_, l) => (linearLayers[l] ? null : this.backend.zeros([maxLen, kvHeads, headDim], this.kvDtype)));
+    const make = () =>
+      Array.from({ length: layers }, (_, l) => (linearLayers[l] ? null : this.backend.zeros([maxLen, kvHeads, headDim], this.kvDtype)));
     return new KVCache(make(), make(), maxLen);
   }
 
@@ -141,11 +146,15 @@ export class Decoder {
     const T = inputIds ? inputIds.shape[0] : inputsEmbeds!.shape[0];
     const past = cache?.length ?? 0;
     if (cache && past + T > cache.maxLen) {
-      throw new InvalidArgument(`forward: ${T} new positions after ${past} cached ones exceed the cache's ${cache.maxLen}; allocate a longer cache`);
+      throw new InvalidArgument(
+        `forward: ${T} new positions after ${past} cached ones exceed the cache's ${cache.maxLen}; allocate a longer cache`,
+      );
     }
     if (cache && c.deltaNet && past !== cache.stateLength) {
-      throw new InvalidArgument(`forward: the cache's length was set to ${past}, but its Gated DeltaNet states hold ${cache.stateLength} positions ` +
-        'and cannot be rewound; reset() it and feed the sequence again, or use a new cache');
+      throw new InvalidArgument(
+        `forward: the cache's length was set to ${past}, but its Gated DeltaNet states hold ${cache.stateLength} positions ` +
+          'and cannot be rewound; reset() it and feed the sequence again, or use a new cache',
+      );
     }
     const rows = selectRows(input.logits ?? false, T);
     const tape = currentTape();
@@ -158,20 +167,31 @@ export class Decoder {
       const ownPos = pos !== null && pos !== input.positions;
       const x0 = inputsEmbeds ?? this.embed(inputIds!);
       if (cache && tape && x0.requiresGrad) {
-        throw new InvalidArgument('forward: backward through a KV cache is not supported (the cache is written in place); ' +
-          'run the forward without a cache while recording a tape');
+        throw new InvalidArgument(
+          'forward: backward through a KV cache is not supported (the cache is written in place); ' +
+            'run the forward without a cache while recording a tape',
+        );
       }
       let x = x0;
-      const step = fused && cache
-        ? { cache, rows: this.backend.fromValues([(input.positions as ArrayLike<number> | undefined)?.[0] ?? past, past, 0], [3, 1], 'i32'), maxKeys: past + 1 }
-        : null;
+      const step =
+        fused && cache
+          ? {
+              cache,
+              rows: this.backend.fromValues([(input.positions as ArrayLike<number> | undefined)?.[0] ?? past, past, 0], [3, 1], 'i32'),
+              maxKeys: past + 1,
+            }
+          : null;
       for (let l = 0; l < c.layers; l++) {
         const prev = x;
         // a layer's intermediates go when it returns, not when the whole forward does (recorded ones
         // belong to the tape and stay)
-        x = tidy(() => step && fused?.has(l) ? fused.layer(l, prev, step) : input.recompute && tape && !cache
-          ? recompute((xl) => this.layer(l, xl, pos!, T, past), [prev], layerTensors(this.weights.layers[l]))
-          : this.layer(l, prev, pos!, T, past, cache));
+        x = tidy(() =>
+          step && fused?.has(l)
+            ? fused.layer(l, prev, step)
+            : input.recompute && tape && !cache
+              ? recompute((xl) => this.layer(l, xl, pos!, T, past), [prev], layerTensors(this.weights.layers[l]))
+              : this.layer(l, prev, pos!, T, past, cache),
+        );
         // off the tape nothing reads the previous layer's output again
         if (!tape && prev !== x0) prev.dispose();
       }
@@ -187,7 +207,13 @@ export class Decoder {
       }
       // rope's and embedding's backward rules read these after the forward: hand them to the tape so that
       // tidy leaves them alive (record disposes them at once when nothing requires grad)
-      tape?.record({ name: 'decoder.keep', inputs: [x0], outputs: [], saved: [...(ownPos ? [pos!] : []), ...(sel ? [sel] : [])], backward: () => [null] });
+      tape?.record({
+        name: 'decoder.keep',
+        inputs: [x0],
+        outputs: [],
+        saved: [...(ownPos ? [pos!] : []), ...(sel ? [sel] : [])],
+        backward: () => [null],
+      });
       return logits ? { hidden, logits } : { hidden };
     });
     if (cache) cache.length = cache.stateLength = past + T;
@@ -206,7 +232,9 @@ export class Decoder {
     if (this.kvDtype !== 'f16') throw new InvalidArgument(`kvDtype must be 'f32' or 'f16', got ${JSON.stringify(this.kvDtype)}`);
     const b = this.backend;
     if (b.kind === 'cuda' || (b.kind === 'webgpu' && !(b as WebGpuBackend).ctx.hasFeature('shader-f16'))) {
-      throw new UnsupportedFeature(`an f16 KV cache needs ${b.kind === 'cuda' ? 'the WebGPU or CPU backend (CUDA keeps f32 caches)' : 'a WebGPU device with shader-f16'}; set kvDtype 'f32'`);
+      throw new UnsupportedFeature(
+        `an f16 KV cache needs ${b.kind === 'cuda' ? 'the WebGPU or CPU backend (CUDA keeps f32 caches)' : 'a WebGPU device with shader-f16'}; set kvDtype 'f32'`,
+      );
     }
   }
 
@@ -214,8 +242,14 @@ export class Decoder {
    * Prefills sequence `b` of a batch cache with a prompt (pieces of embeddings, or token ids), on the plain path as
    * forward does it alone; returns the last piece's output (`logits` as in forward).
    */
-  prefillRow(cache: BatchCache, b: number, prompt: { inputIds: Tensor } | { inputsEmbeds: readonly Tensor[] }, logits: ForwardInput['logits'] = false): ForwardOutput {
-    if (cache.lengths[b] !== 0) throw new InvalidArgument(`prefillRow: sequence ${b} already holds ${cache.lengths[b]} positions; batch caches are filled once`);
+  prefillRow(
+    cache: BatchCache,
+    b: number,
+    prompt: { inputIds: Tensor } | { inputsEmbeds: readonly Tensor[] },
+    logits: ForwardInput['logits'] = false,
+  ): ForwardOutput {
+    if (cache.lengths[b] !== 0)
+      throw new InvalidArgument(`prefillRow: sequence ${b} already holds ${cache.lengths[b]} positions; batch caches are filled once`);
     const row = cache.rowCache(b);
     try {
       const pieces = 'inputIds' in prompt ? [prompt.inputIds] : prompt.inputsEmbeds.filter((p) => p.shape[0] > 0);
@@ -225,7 +259,11 @@ export class Decoder {
         out?.hidden.dispose();
         out?.logits?.dispose();
         const last = i === pieces.length - 1;
-        out = this.forward({ ...('inputIds' in prompt ? { inputIds: piece } : { inputsEmbeds: piece }), cache: row, logits: last ? logits : false });
+        out = this.forward({
+          ...('inputIds' in prompt ? { inputIds: piece } : { inputsEmbeds: piece }),
+          cache: row,
+          logits: last ? logits : false,
+        });
       }
       cache.takeStates(b, row);
       return out!;
@@ -240,7 +278,13 @@ export class Decoder {
    * the same sequences give one at a time (batched decoding is token-identical). Returns the post-norm hidden states
    * and, with `logits`, the LM head's [M, vocab].
    */
-  stepBatch(input: { inputsEmbeds?: Tensor; inputIds?: Tensor; cache: BatchCache; rows?: readonly number[]; logits?: boolean }): ForwardOutput {
+  stepBatch(input: {
+    inputsEmbeds?: Tensor;
+    inputIds?: Tensor;
+    cache: BatchCache;
+    rows?: readonly number[];
+    logits?: boolean;
+  }): ForwardOutput {
     const { cache } = input;
     const c = this.config;
     const rows = input.rows ?? Array.from({ length: cache.rows }, (_, i) => i);
@@ -248,22 +292,31 @@ export class Decoder {
     if (!!input.inputIds === !!x0) throw new InvalidArgument('stepBatch: pass exactly one of inputIds and inputsEmbeds');
     const M = x0 ? x0.shape[0] : input.inputIds!.shape[0];
     if (M !== rows.length) throw new ShapeMismatch(`stepBatch: ${M} input rows for ${rows.length} sequences`);
-    if (x0 && (x0.rank !== 2 || x0.shape[1] !== c.hidden)) throw new ShapeMismatch(`stepBatch: inputsEmbeds [${x0.shape}], expected [${M}, ${c.hidden}]`);
+    if (x0 && (x0.rank !== 2 || x0.shape[1] !== c.hidden))
+      throw new ShapeMismatch(`stepBatch: inputsEmbeds [${x0.shape}], expected [${M}, ${c.hidden}]`);
     if (new Set(rows).size !== rows.length) throw new InvalidArgument('stepBatch: a sequence is listed twice');
     for (const r of rows) {
-      if (!Number.isInteger(r) || r < 0 || r >= cache.rows) throw new InvalidArgument(`stepBatch: sequence ${r} is not one of the cache's ${cache.rows}`);
+      if (!Number.isInteger(r) || r < 0 || r >= cache.rows)
+        throw new InvalidArgument(`stepBatch: sequence ${r} is not one of the cache's ${cache.rows}`);
       if (cache.lengths[r] < 1) throw new InvalidArgument(`stepBatch: sequence ${r} was not prefilled (prefillRow)`);
-      if (cache.lengths[r] >= cache.maxLen) throw new InvalidArgument(`stepBatch: sequence ${r} is full (${cache.maxLen} positions); allocate a longer batch cache`);
+      if (cache.lengths[r] >= cache.maxLen)
+        throw new InvalidArgument(`stepBatch: sequence ${r} is full (${cache.maxLen} positions); allocate a longer batch cache`);
     }
     if (currentTape()) throw new InvalidArgument('stepBatch: batched steps are inference only; run forward while recording a tape');
     const fused = this.fused;
     if (fused.fusedLayers !== c.layers) {
-      throw new UnsupportedFeature(`stepBatch: ${c.layers - fused.fusedLayers} layer(s) hold weights split across bindings, which batched steps cannot read; ` +
-        'use a batch size of 1, or a device with a larger maxStorageBufferBindingSize');
+      throw new UnsupportedFeature(
+        `stepBatch: ${c.layers - fused.fusedLayers} layer(s) hold weights split across bindings, which batched steps cannot read; ` +
+          'use a batch size of 1, or a device with a larger maxStorageBufferBindingSize',
+      );
     }
     const out = tidy((): Record<string, Tensor> => {
       const len = rows.map((r) => cache.lengths[r]);
-      const info = this.backend.fromValues([...len, ...rows.map((r, i) => r * cache.stride + len[i]), ...rows.map((r) => r * cache.stride)], [3, M], 'i32');
+      const info = this.backend.fromValues(
+        [...len, ...rows.map((r, i) => r * cache.stride + len[i]), ...rows.map((r) => r * cache.stride)],
+        [3, M],
+        'i32',
+      );
       const step = { cache, rows: info, maxKeys: Math.max(...len) + 1 };
       let x = x0 ?? this.embed(input.inputIds!);
       for (let l = 0; l < c.layers; l++) {

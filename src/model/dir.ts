@@ -16,7 +16,9 @@ export async function loadDecoderFromDir(dir: string, backend: Backend, opts: Lo
   try {
     text = await fs.readFile(configFile, 'utf8');
   } catch (e) {
-    throw new MissingCheckpoint(`${opts.what ?? 'model'}: cannot read ${configFile} (${(e as Error).message}); give a Hugging Face model folder`);
+    throw new MissingCheckpoint(
+      `${opts.what ?? 'model'}: cannot read ${configFile} (${(e as Error).message}); give a Hugging Face model folder`,
+    );
   }
   const config = parseDecoderConfig(text, configFile);
   const store = await openCheckpoint(base);

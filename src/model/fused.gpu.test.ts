@@ -51,7 +51,9 @@ describe.each(VARIANTS)('fused steps %s', (_name, family, over) => {
         // a steady step (the first prepares the fused path's concatenated biases): the layers, the final norm and the
         // logits (a GEMV; Gemma also soft-caps: 3 more)
         const perLayer = (fused.dispatches.at(-1)! - 2 - (m.config.finalSoftcap !== null ? 3 : 0)) / m.config.layers;
-        console.log(`${_name} ${dtype}: fused vs plain ${err.toExponential(2)} of peak; dispatches per step ${fused.dispatches.at(-1)} (plain ${plain.dispatches.at(-1)}), ${perLayer} per layer`);
+        console.log(
+          `${_name} ${dtype}: fused vs plain ${err.toExponential(2)} of peak; dispatches per step ${fused.dispatches.at(-1)} (plain ${plain.dispatches.at(-1)}), ${perLayer} per layer`,
+        );
         expect(perLayer).toBeLessThanOrEqual(8);
         expect(fused.dispatches.at(-1)!).toBeLessThan(plain.dispatches.at(-1)!);
       }

@@ -14,7 +14,15 @@
  * kernels hold, takes the differentiable path; the choice is made once per layer.
  */
 import { F } from '../autograd';
-import { DELTA_STEP_MAX_DIM, type FusedGemvAttrs, decodeAttentionKernel, deltaStepKernel, fusedGemvKernel, normAddKernel, ropeAppendKernel } from '../kernels/fused';
+import {
+  DELTA_STEP_MAX_DIM,
+  type FusedGemvAttrs,
+  decodeAttentionKernel,
+  deltaStepKernel,
+  fusedGemvKernel,
+  normAddKernel,
+  ropeAppendKernel,
+} from '../kernels/fused';
 import type { Backend } from '../tensor/backend';
 import { tidy, untrack } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
@@ -69,7 +77,9 @@ export class FusedPath {
   }
 
   private fits(w: LayerWeights | DeltaNetLayerWeights): boolean {
-    const tensors = [...Object.values(w), ...(isDeltaNetLayer(w) ? Object.values(w.deltaNet) : [])].filter((t): t is Tensor => t instanceof Tensor);
+    const tensors = [...Object.values(w), ...(isDeltaNetLayer(w) ? Object.values(w.deltaNet) : [])].filter(
+      (t): t is Tensor => t instanceof Tensor,
+    );
     if (!tensors.every(whole)) return false;
     const d = this.config.deltaNet;
     if (isDeltaNetLayer(w) && d && (d.keyDim > DELTA_STEP_MAX_DIM || d.valueDim > DELTA_STEP_MAX_DIM)) return false;
@@ -141,7 +151,13 @@ export class FusedPath {
       const inv = layerWindow(c, l) !== null ? this.invFreqLocal : this.invFreq;
       const [ck, cv] = [cache.k[l]!, cache.v[l]!];
       const [q] = this.backend.run(ropeAppendKernel, [qkv, ...(w.qNorm && w.kNorm ? [w.qNorm, w.kNorm] : []), step.rows, inv, ck, cv], {
-        heads: c.heads, kvHeads: c.kvHeads, headDim: D, gated: c.attnOutputGate, qkNorm: !!(w.qNorm && w.kNorm), eps: c.rmsEps, offset: c.normOffset,
+        heads: c.heads,
+        kvHeads: c.kvHeads,
+        headDim: D,
+        gated: c.attnOutputGate,
+        qkNorm: !!(w.qNorm && w.kNorm),
+        eps: c.rmsEps,
+        offset: c.normOffset,
       });
       const window = layerWindow(c, l) ?? undefined;
       const [o] = this.backend.run(decodeAttentionKernel, [q, ck, cv, step.rows], {
@@ -194,13 +210,26 @@ export class FusedPath {
     const d = c.deltaNet!;
     const dn = w.deltaNet;
     const C = 2 * d.keyHeads * d.keyDim + d.valueHeads * d.valueDim;
-    const [proj] = this.gemv([x, w.inputNorm, dn.qkv, dn.z, dn.b, dn.a], { norm: { kind: 'rms', eps: c.rmsEps, offset: c.normOffset }, weights: 4 });
+    const [proj] = this.gemv([x, w.inputNorm, dn.qkv, dn.z, dn.b, dn.a], {
+      norm: { kind: 'rms', eps: c.rmsEps, offset: c.normOffset },
+      weights: 4,
+    });
     const conv = this.backend.reshape(dn.conv, [C, d.convKernel]);
-    const attrs = { keyHeads: d.keyHeads, valueHeads: d.valueHeads, keyDim: d.keyDim, valueDim: d.valueDim, convKernel: d.convKernel, eps: c.rmsEps };
+    const attrs = {
+      keyHeads: d.keyHeads,
+      valueHeads: d.valueHeads,
+      keyDim: d.keyDim,
+      valueDim: d.valueDim,
+      convKernel: d.convKernel,
+      eps: c.rmsEps,
+    };
     const { cache } = step;
     if (cache instanceof BatchCache) {
       // the stacked rings and states are updated in place
-      return this.backend.run(deltaStepKernel, [proj, conv, cache.conv[l]!, cache.ssm[l]!, p.gates!, dn.norm, step.rows], { ...attrs, rowStride: cache.stride })[0];
+      return this.backend.run(deltaStepKernel, [proj, conv, cache.conv[l]!, cache.ssm[l]!, p.gates!, dn.norm, step.rows], {
+        ...attrs,
+        rowStride: cache.stride,
+      })[0];
     }
     const fresh = (shape: number[]) => {
       const t = this.backend.zeros(shape);

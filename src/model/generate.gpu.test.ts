@@ -32,7 +32,9 @@ describe.each(FAMILIES)('decode counters, %s (WebGPU)', (family) => {
       expect(c.steps).toBe(4); // the decode steps after the first of 5
       // by hand: a prefill, then one decode step
       const cache = model.newCache(3 + 6); // as generate sizes it: bindings of the cache are its whole buffers
-      const first = tidy(() => F.argmax(model.forward({ inputIds: gpu.fromValues([3, 17, 5], [3], 'i32'), cache, logits: 'last' }).logits!));
+      const first = tidy(() =>
+        F.argmax(model.forward({ inputIds: gpu.fromValues([3, 17, 5], [3], 'i32'), cache, logits: 'last' }).logits!),
+      );
       await first.readI32();
       const before = gpu.counters();
       const next = tidy(() => F.argmax(model.forward({ inputIds: first, cache, logits: 'last' }).logits!));
@@ -52,7 +54,17 @@ describe.each(FAMILIES)('decode counters, %s (WebGPU)', (family) => {
 });
 
 it('rmas generate --json prints the counters per token of the decode steps after the first', async () => {
-  const args = ['generate', '--model', 'models/tiny/qwen3-tiny', '--prompt', 'Add 17 and 25.', '--greedy', '--max-new-tokens', '6', '--json'];
+  const args = [
+    'generate',
+    '--model',
+    'models/tiny/qwen3-tiny',
+    '--prompt',
+    'Add 17 and 25.',
+    '--greedy',
+    '--max-new-tokens',
+    '6',
+    '--json',
+  ];
   const [gr, cr] = [await rmasInProcess(...args, '--backend', 'webgpu'), await rmasInProcess(...args, '--backend', 'cpu')];
   expect([gr.code, cr.code]).toEqual([0, 0]);
   const [g, c] = [gr, cr].map((r) => JSON.parse(r.out) as Record<string, number | string | null>);

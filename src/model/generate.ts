@@ -192,10 +192,12 @@ export async function generateBatch(model: Decoder, opts: GenerateBatchOptions):
   if (!prompts.length) throw new InvalidArgument('generateBatch: no prompts');
   const rowOpts = prompts.map((p, i) => {
     const maxNewTokens = p.maxNewTokens ?? opts.maxNewTokens;
-    if (!Number.isInteger(maxNewTokens) || maxNewTokens! < 1) throw new InvalidArgument(`generateBatch: prompt ${i}: maxNewTokens must be a positive integer, got ${maxNewTokens}`);
+    if (!Number.isInteger(maxNewTokens) || maxNewTokens! < 1)
+      throw new InvalidArgument(`generateBatch: prompt ${i}: maxNewTokens must be a positive integer, got ${maxNewTokens}`);
     const sampling = p.sampling ?? opts.sampling ?? { greedy: true };
     checkSampling(sampling);
-    if ((p.inputIds === undefined) === (p.inputsEmbeds === undefined)) throw new InvalidArgument(`generateBatch: prompt ${i}: pass exactly one of inputIds and inputsEmbeds`);
+    if ((p.inputIds === undefined) === (p.inputsEmbeds === undefined))
+      throw new InvalidArgument(`generateBatch: prompt ${i}: pass exactly one of inputIds and inputsEmbeds`);
     const length = p.inputIds ? p.inputIds.length : p.inputsEmbeds!.reduce((s, t) => s + t.shape[0], 0);
     if (length < 1) throw new InvalidArgument(`generateBatch: prompt ${i} is empty`);
     return { maxNewTokens: maxNewTokens!, sampling, eos: new Set(p.eosTokenIds ?? opts.eosTokenIds ?? []), length };
@@ -288,7 +290,11 @@ export interface GenerationDefaults {
  * as in transformers; its eos_token_id (number or list) is merged with `extraEos` (config.json's and the
  * tokenizer's), in order, without repeats.
  */
-export function parseGenerationConfig(json: string | Record<string, unknown> | null, extraEos: readonly number[] = [], file = 'generation_config.json'): GenerationDefaults {
+export function parseGenerationConfig(
+  json: string | Record<string, unknown> | null,
+  extraEos: readonly number[] = [],
+  file = 'generation_config.json',
+): GenerationDefaults {
   let g: Record<string, unknown> = {};
   if (typeof json === 'string') {
     try {
@@ -301,7 +307,8 @@ export function parseGenerationConfig(json: string | Record<string, unknown> | n
   const num = (k: string): number | undefined => {
     const v = g[k];
     if (v === undefined || v === null) return undefined;
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw new InvalidModelConfig(`${file}: "${k}" must be a number, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isFinite(v))
+      throw new InvalidModelConfig(`${file}: "${k}" must be a number, got ${JSON.stringify(v)}`);
     return v;
   };
   const e = g.eos_token_id;

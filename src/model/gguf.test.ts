@@ -73,7 +73,8 @@ function toGguf(c: DecoderConfig, values: Map<string, { shape: number[]; v: Floa
   const kv: GgufKv[] = ggufMetadata(c, a);
   const tensors: GgufWriterTensor[] = [];
   const freqs = opt.freqs ?? (c.rope.scaling ? ropeFreqs(c) : null);
-  if (freqs) tensors.push({ name: 'rope_freqs.weight', ne: [freqs.length], type: GGML_TYPE.F32, data: new Uint8Array(freqs.buffer.slice(0)) });
+  if (freqs)
+    tensors.push({ name: 'rope_freqs.weight', ne: [freqs.length], type: GGML_TYPE.F32, data: new Uint8Array(freqs.buffer.slice(0)) });
   for (const s of weightSpecs(c)) {
     const name = ggufTensorName(s.name, c.family)!;
     if (name === opt.drop) continue;
@@ -102,7 +103,9 @@ describe('the q/k row permutation', () => {
     expect(Array.from(new Float32Array(unpermuteRows(bytes, rows, cols * 4, nHead).buffer))).toEqual(Array.from(w));
     // a 1-element row (a bias)
     const b = permuteForward(Float64Array.from({ length: 12 }, (_, i) => i), 12, 1, 3);
-    expect(Array.from(new Float32Array(unpermuteRows(new Uint8Array(Float32Array.from(b).buffer), 12, 4, 3).buffer))).toEqual([...Array(12).keys()]);
+    expect(Array.from(new Float32Array(unpermuteRows(new Uint8Array(Float32Array.from(b).buffer), 12, 4, 3).buffer))).toEqual([
+      ...Array(12).keys(),
+    ]);
   });
 
   it('f32Decimal recovers the decimal a config meant from its f32', () => {
@@ -124,7 +127,8 @@ describe.each(NAMES)('GGUF conversion of %s', (name) => {
     const { config, st, values } = await folder(name);
     const cpu = new CpuBackend(precision);
     // F16 norms hold the bf16 values exactly (all are normal numbers near 1)
-    for (const s of weightSpecs(config).filter((x) => x.kind === 'norm')) expect(values.get(s.name)!.v.every((v) => roundF16(v) === v)).toBe(true);
+    for (const s of weightSpecs(config).filter((x) => x.kind === 'norm'))
+      expect(values.get(s.name)!.v.every((v) => roundF16(v) === v)).toBe(true);
     const ref = new Decoder(config, await loadDecoderWeights(config, st, cpu));
     const g = await loadDecoderFromGguf(memorySource(toGguf(config, values), `${name}.gguf`), cpu);
     const m = new Decoder(g.config, g.weights);
@@ -189,19 +193,36 @@ const GEMMA = { num_hidden_layers: 6, sliding_window_pattern: 6, query_pre_attn_
 
 /** The llama.cpp name of a Hugging Face tensor (tensor_mapping.py for MODEL_TENSORS[GEMMA3] and [QWEN35]). */
 function llamaCppName(hf: string): string {
-  const fixed: Record<string, string> = { 'model.embed_tokens.weight': 'token_embd.weight', 'model.norm.weight': 'output_norm.weight', 'lm_head.weight': 'output.weight' };
+  const fixed: Record<string, string> = {
+    'model.embed_tokens.weight': 'token_embd.weight',
+    'model.norm.weight': 'output_norm.weight',
+    'lm_head.weight': 'output.weight',
+  };
   if (fixed[hf]) return fixed[hf];
   const [, bid, rest] = /^model\.layers\.(\d+)\.(.+)$/.exec(hf)!;
   const table: Record<string, string> = {
-    'input_layernorm.weight': 'attn_norm.weight', 'post_attention_layernorm.weight': 'post_attention_norm.weight',
-    'pre_feedforward_layernorm.weight': 'ffn_norm.weight', 'post_feedforward_layernorm.weight': 'post_ffw_norm.weight',
-    'self_attn.q_proj.weight': 'attn_q.weight', 'self_attn.k_proj.weight': 'attn_k.weight', 'self_attn.v_proj.weight': 'attn_v.weight',
-    'self_attn.o_proj.weight': 'attn_output.weight', 'self_attn.q_norm.weight': 'attn_q_norm.weight', 'self_attn.k_norm.weight': 'attn_k_norm.weight',
-    'mlp.gate_proj.weight': 'ffn_gate.weight', 'mlp.up_proj.weight': 'ffn_up.weight', 'mlp.down_proj.weight': 'ffn_down.weight',
-    'linear_attn.in_proj_qkv.weight': 'attn_qkv.weight', 'linear_attn.in_proj_z.weight': 'attn_gate.weight',
-    'linear_attn.in_proj_b.weight': 'ssm_beta.weight', 'linear_attn.in_proj_a.weight': 'ssm_alpha.weight',
-    'linear_attn.conv1d.weight': 'ssm_conv1d.weight', 'linear_attn.A_log': 'ssm_a', 'linear_attn.dt_bias': 'ssm_dt.bias',
-    'linear_attn.norm.weight': 'ssm_norm.weight', 'linear_attn.out_proj.weight': 'ssm_out.weight',
+    'input_layernorm.weight': 'attn_norm.weight',
+    'post_attention_layernorm.weight': 'post_attention_norm.weight',
+    'pre_feedforward_layernorm.weight': 'ffn_norm.weight',
+    'post_feedforward_layernorm.weight': 'post_ffw_norm.weight',
+    'self_attn.q_proj.weight': 'attn_q.weight',
+    'self_attn.k_proj.weight': 'attn_k.weight',
+    'self_attn.v_proj.weight': 'attn_v.weight',
+    'self_attn.o_proj.weight': 'attn_output.weight',
+    'self_attn.q_norm.weight': 'attn_q_norm.weight',
+    'self_attn.k_norm.weight': 'attn_k_norm.weight',
+    'mlp.gate_proj.weight': 'ffn_gate.weight',
+    'mlp.up_proj.weight': 'ffn_up.weight',
+    'mlp.down_proj.weight': 'ffn_down.weight',
+    'linear_attn.in_proj_qkv.weight': 'attn_qkv.weight',
+    'linear_attn.in_proj_z.weight': 'attn_gate.weight',
+    'linear_attn.in_proj_b.weight': 'ssm_beta.weight',
+    'linear_attn.in_proj_a.weight': 'ssm_alpha.weight',
+    'linear_attn.conv1d.weight': 'ssm_conv1d.weight',
+    'linear_attn.A_log': 'ssm_a',
+    'linear_attn.dt_bias': 'ssm_dt.bias',
+    'linear_attn.norm.weight': 'ssm_norm.weight',
+    'linear_attn.out_proj.weight': 'ssm_out.weight',
   };
   return `blk.${bid}.${table[rest]}`;
 }
@@ -222,7 +243,12 @@ function reorderV(v: Float64Array, shape: number[], dim: 0 | 1, nk: number, R: n
 }
 
 /** One Hugging Face tensor as the converter writes it: [name, values, row-major shape], or null when it is dropped. */
-function convertTensor(c: DecoderConfig, hf: string, t: { shape: number[]; values: Float64Array }, reorder: boolean): [string, Float64Array, number[]] {
+function convertTensor(
+  c: DecoderConfig,
+  hf: string,
+  t: { shape: number[]; values: Float64Array },
+  reorder: boolean,
+): [string, Float64Array, number[]] {
   let v: Float64Array = Float64Array.from(t.values); // bf16 is made f32 before modify_tensors (exact)
   let shape = [...t.shape];
   const d = c.deltaNet;
@@ -242,7 +268,12 @@ function convertTensor(c: DecoderConfig, hf: string, t: { shape: number[]; value
 }
 
 /** The GGUF convert_hf_to_gguf.py --outtype `out` writes from a bf16 checkpoint `hf` of config `c`. */
-function convertHf(c: DecoderConfig, hf: Values, out: OutType, opt: { reorder?: boolean; kv?: GgufKv[]; extra?: GgufWriterTensor[]; drop?: string } = {}): Uint8Array {
+function convertHf(
+  c: DecoderConfig,
+  hf: Values,
+  out: OutType,
+  opt: { reorder?: boolean; kv?: GgufKv[]; extra?: GgufWriterTensor[]; drop?: string } = {},
+): Uint8Array {
   const tensors: GgufWriterTensor[] = [...(opt.extra ?? [])];
   for (const s of weightSpecs(c)) {
     const [name, v, shape] = convertTensor(c, s.name, hf.get(s.name)!, opt.reorder ?? true);
@@ -292,22 +323,26 @@ describe.each(FAMILIES)('GGUF of tiny %s as llama.cpp writes it', (family, over)
 
   it('reads the config.json values back, with normOffset 0 for the stored 1 + w', async () => {
     // every stored 1 + w is exact in f32, so normOffset 0 multiplies by exactly 1 + w
-    for (const s of weightSpecs(config).filter((x) => x.kind === 'norm')) expect(hf.get(s.name)!.values.every((w) => Math.fround(1 + w) === 1 + w)).toBe(true);
+    for (const s of weightSpecs(config).filter((x) => x.kind === 'norm'))
+      expect(hf.get(s.name)!.values.every((w) => Math.fround(1 + w) === 1 + w)).toBe(true);
     const g = await loadDecoderFromGguf(memorySource(convertHf(config, hf, 'f32'), `${family}.gguf`), new CpuBackend('f32'));
     expect(g.config).toEqual({ ...config, normOffset: 0 });
     g.weights.dispose();
   });
 
-  it.each(['f32', 'f16', 'bf16'] as const)('%s GGUF: hidden states and logits equal the safetensors model exactly (f64 and f32 CPU)', async (out) => {
-    for (const precision of ['f64', 'f32'] as const) {
-      const cpu = new CpuBackend(precision);
-      const g = await loadDecoderFromGguf(memorySource(convertHf(config, hf, out), `${family}-${out}.gguf`), cpu);
-      const a = await logitsOf(config, await loadDecoderWeights(config, await referenceCheckpoint(config, hf, out), cpu));
-      const b = await logitsOf(g.config, g.weights);
-      expect(b.hidden).toEqual(a.hidden);
-      expect(b.logits).toEqual(a.logits);
-    }
-  });
+  it.each(['f32', 'f16', 'bf16'] as const)(
+    '%s GGUF: hidden states and logits equal the safetensors model exactly (f64 and f32 CPU)',
+    async (out) => {
+      for (const precision of ['f64', 'f32'] as const) {
+        const cpu = new CpuBackend(precision);
+        const g = await loadDecoderFromGguf(memorySource(convertHf(config, hf, out), `${family}-${out}.gguf`), cpu);
+        const a = await logitsOf(config, await loadDecoderWeights(config, await referenceCheckpoint(config, hf, out), cpu));
+        const b = await logitsOf(g.config, g.weights);
+        expect(b.hidden).toEqual(a.hidden);
+        expect(b.logits).toEqual(a.logits);
+      }
+    },
+  );
 
   it('Q8_0 GGUF: every q8_0 tensor equals the Hugging Face tensor quantized directly; logits equal its values exactly', async () => {
     const cpu = new CpuBackend('f64');
@@ -344,7 +379,9 @@ describe('GGUF of Qwen3.5 (qwen35): what the converter changes', () => {
     const g = await loadDecoderFromGguf(memorySource(convertHf(config, hf, 'bf16'), 'q35.gguf'), cpu);
     const aLog = (await ggufWeightSource(g.file, g.config).read('model.layers.0.linear_attn.A_log'));
     const back = new Float32Array(aLog.bytes.buffer, aLog.bytes.byteOffset, 4);
-    hf.get('model.layers.0.linear_attn.A_log')!.values.forEach((a, i) => expect(Math.abs(back[i] - a)).toBeLessThan(3e-7 * Math.max(1, Math.abs(a))));
+    hf.get('model.layers.0.linear_attn.A_log')!.values.forEach((a, i) =>
+      expect(Math.abs(back[i] - a)).toBeLessThan(3e-7 * Math.max(1, Math.abs(a))),
+    );
     const ref = await logitsOf(config, await loadDecoderWeights(config, await tinyCheckpoint(hf), cpu));
     expect(scaledError((await logitsOf(g.config, g.weights)).logits, ref.logits)).toBeLessThan(1e-6);
   });
@@ -360,7 +397,13 @@ describe('GGUF of Qwen3.5 (qwen35): what the converter changes', () => {
     const kv = ggufMetadata(config).map((e) => (e.key === 'qwen35.block_count' ? { ...e, value: config.layers + 1 } as GgufKv : e));
     kv.push({ key: 'qwen35.nextn_predict_layers', type: 'u32', value: 1 });
     const mtp = (name: string, n: number): GgufWriterTensor => ({ name, ne: [n], type: GGML_TYPE.F32, data: new Uint8Array(4 * n) });
-    const g = await loadDecoderFromGguf(memorySource(convertHf(config, hf, 'f32', { kv, extra: [mtp('blk.2.attn_norm.weight', 32), mtp('blk.2.nextn.enorm.weight', 32)] }), 'mtp.gguf'), cpu);
+    const g = await loadDecoderFromGguf(
+      memorySource(
+        convertHf(config, hf, 'f32', { kv, extra: [mtp('blk.2.attn_norm.weight', 32), mtp('blk.2.nextn.enorm.weight', 32)] }),
+        'mtp.gguf',
+      ),
+      cpu,
+    );
     expect(g.config.layers).toBe(config.layers);
     expect(g.config.linearLayers).toEqual(config.linearLayers);
     const a = await logitsOf(config, await loadDecoderWeights(config, await referenceCheckpoint(config, hf, 'f32'), cpu));
@@ -395,7 +438,12 @@ describe('GGUF of Gemma 3 (gemma3): what llama.cpp does not read from the file',
     const header = (layers: number) => {
       const kv = ggufMetadata({ ...config, layers }).filter((e) => !e.key.endsWith('sliding_window'));
       const e = new Uint8Array(4 * config.vocabSize * config.hidden);
-      return readGgufHeader(memorySource(writeGguf(kv, [{ name: 'token_embd.weight', ne: [config.hidden, config.vocabSize], type: GGML_TYPE.F32, data: e }]), 'h.gguf'));
+      return readGgufHeader(
+        memorySource(
+          writeGguf(kv, [{ name: 'token_embd.weight', ne: [config.hidden, config.vocabSize], type: GGML_TYPE.F32, data: e }]),
+          'h.gguf',
+        ),
+      );
     };
     expect((await decoderConfigFromGguf(await header(2))).attnScale).toBe(16 ** -0.5);
     expect((await decoderConfigFromGguf(await header(62))).attnScale).toBe((32 / 4) ** -0.5);
@@ -405,24 +453,27 @@ describe('GGUF of Gemma 3 (gemma3): what llama.cpp does not read from the file',
 describe('moving value heads in quantized rows', () => {
   const rows = 3, cols = 64;
   const x = Float64Array.from({ length: rows * cols }, (_, i) => Math.sin(i * 1.7) * (1 + (i % 5)));
-  it.each(['q8_0', 'q4_0'] as const)('%s: a permutation within blocks keeps the blocks; across blocks it gives their exact f32 values', (dt) => {
-    const t = { dtype: dt, shape: [rows, cols], bytes: encode(dt, x, [rows, cols]) };
-    const values = decode(dt, t.bytes, t.shape);
-    const expectMoved = (m: ReturnType<typeof moveCols>, from: (c: number) => number) => {
-      const got = decode(m.dtype, m.bytes, m.shape);
-      for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) expect(got[r * cols + c]).toBe(values[r * cols + from(c)]);
-    };
-    // value heads of 8 columns, 2 key heads × 4 (one block of 32 each side): stays inside its block
-    const inBlock = (c: number) => (c < 32 ? vHeadAt(c >> 3, 2, 4) * 8 + (c & 7) : c);
-    const a = moveCols(t, inBlock);
-    expect(a.dtype).toBe(dt);
-    expectMoved(a, inBlock);
-    // 2 key heads × 8 value heads of 8 columns: heads cross the two blocks
-    const across = (c: number) => vHeadAt(c >> 3, 2, 8) * 8 + (c & 7);
-    const b = moveCols(t, across);
-    expect(b.dtype).toBe('f32');
-    expectMoved(b, across);
-  });
+  it.each(['q8_0', 'q4_0'] as const)(
+    '%s: a permutation within blocks keeps the blocks; across blocks it gives their exact f32 values',
+    (dt) => {
+      const t = { dtype: dt, shape: [rows, cols], bytes: encode(dt, x, [rows, cols]) };
+      const values = decode(dt, t.bytes, t.shape);
+      const expectMoved = (m: ReturnType<typeof moveCols>, from: (c: number) => number) => {
+        const got = decode(m.dtype, m.bytes, m.shape);
+        for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) expect(got[r * cols + c]).toBe(values[r * cols + from(c)]);
+      };
+      // value heads of 8 columns, 2 key heads × 4 (one block of 32 each side): stays inside its block
+      const inBlock = (c: number) => (c < 32 ? vHeadAt(c >> 3, 2, 4) * 8 + (c & 7) : c);
+      const a = moveCols(t, inBlock);
+      expect(a.dtype).toBe(dt);
+      expectMoved(a, inBlock);
+      // 2 key heads × 8 value heads of 8 columns: heads cross the two blocks
+      const across = (c: number) => vHeadAt(c >> 3, 2, 8) * 8 + (c & 7);
+      const b = moveCols(t, across);
+      expect(b.dtype).toBe('f32');
+      expectMoved(b, across);
+    },
+  );
 });
 
 describe('GGUF errors for gemma3 and qwen35 name the file', () => {
@@ -433,18 +484,24 @@ describe('GGUF errors for gemma3 and qwen35 name the file', () => {
 
   it('a mixture-of-experts Qwen, rope sections off the text axes, an ssm_a that is not −exp(A_log), a missing DeltaNet tensor', async () => {
     await expect(load('moe.gguf', hf, { kv: ggufMetadata(config, 'qwen35moe') })).rejects.toMatchObject({
-      name: 'UnknownModelType', message: expect.stringMatching(/moe\.gguf: general\.architecture "qwen35moe" is not supported \(mixture-of-experts/),
+      name: 'UnknownModelType',
+      message: expect.stringMatching(/moe\.gguf: general\.architecture "qwen35moe" is not supported \(mixture-of-experts/),
     });
-    const sections = ggufMetadata(config).map((e) => (e.key.endsWith('dimension_sections') ? { ...e, value: [0, 1, 0, 0] } as GgufKv : e));
+    const sections = ggufMetadata(config).map((e) =>
+      e.key.endsWith('dimension_sections') ? ({ ...e, value: [0, 1, 0, 0] } as GgufKv) : e,
+    );
     await expect(load('mrope.gguf', hf, { kv: sections })).rejects.toMatchObject({
-      name: 'UnsupportedFeature', message: expect.stringMatching(/mrope\.gguf: qwen35\.rope\.dimension_sections \[0, 1, 0, 0\] put rotary pair 0 /),
+      name: 'UnsupportedFeature',
+      message: expect.stringMatching(/mrope\.gguf: qwen35\.rope\.dimension_sections \[0, 1, 0, 0\] put rotary pair 0 /),
     });
     const nan = new Map(hf).set('model.layers.0.linear_attn.A_log', { shape: [4], values: Float64Array.from([Number.NaN, 0, 0, 0]) });
     await expect(load('nan.gguf', nan, {})).rejects.toMatchObject({
-      name: 'CorruptCheckpoint', message: expect.stringMatching(/nan\.gguf: ssm_a must hold −exp\(A_log\) < 0/),
+      name: 'CorruptCheckpoint',
+      message: expect.stringMatching(/nan\.gguf: ssm_a must hold −exp\(A_log\) < 0/),
     });
     await expect(load('gap.gguf', hf, { drop: 'blk.0.ssm_a' })).rejects.toMatchObject({
-      name: 'CorruptCheckpoint', message: expect.stringMatching(/gap\.gguf lacks 1 tensor.*model\.layers\.0\.linear_attn\.A_log/),
+      name: 'CorruptCheckpoint',
+      message: expect.stringMatching(/gap\.gguf lacks 1 tensor.*model\.layers\.0\.linear_attn\.A_log/),
     });
   });
 });

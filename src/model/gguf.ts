@@ -28,7 +28,13 @@ import type { DecoderConfig, DeltaNetConfig, Family } from './config';
 import { type DecoderWeights, type LoadOptions, type WeightSource, loadDecoderWeights } from './weights';
 
 /** general.architecture → the family read: llama.cpp's names (Qwen3.5's text model is `qwen35`). */
-const GGUF_ARCHES: Readonly<Record<string, Family>> = { llama: 'llama', qwen2: 'qwen2', qwen3: 'qwen3', gemma3: 'gemma3', qwen35: 'qwen3_5' };
+const GGUF_ARCHES: Readonly<Record<string, Family>> = {
+  llama: 'llama',
+  qwen2: 'qwen2',
+  qwen3: 'qwen3',
+  gemma3: 'gemma3',
+  qwen35: 'qwen3_5',
+};
 
 /** The llama.cpp tensor name for a Hugging Face decoder tensor name of `family`, or null for names it has no place for. */
 export function ggufTensorName(hf: string, family: Family): string | null {
@@ -46,12 +52,24 @@ export function ggufTensorName(hf: string, family: Family): string | null {
     input_layernorm: 'attn_norm',
     // gemma3 and qwen35 list it as the attention's post norm (in Qwen3.5 it is still the MLP's input norm)
     post_attention_layernorm: family === 'gemma3' || family === 'qwen3_5' ? 'post_attention_norm' : 'ffn_norm',
-    pre_feedforward_layernorm: 'ffn_norm', post_feedforward_layernorm: 'post_ffw_norm',
-    'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v', 'self_attn.o_proj': 'attn_output',
-    'self_attn.q_norm': 'attn_q_norm', 'self_attn.k_norm': 'attn_k_norm',
-    'mlp.gate_proj': 'ffn_gate', 'mlp.up_proj': 'ffn_up', 'mlp.down_proj': 'ffn_down',
-    'linear_attn.in_proj_qkv': 'attn_qkv', 'linear_attn.in_proj_z': 'attn_gate', 'linear_attn.in_proj_b': 'ssm_beta',
-    'linear_attn.in_proj_a': 'ssm_alpha', 'linear_attn.conv1d': 'ssm_conv1d', 'linear_attn.norm': 'ssm_norm', 'linear_attn.out_proj': 'ssm_out',
+    pre_feedforward_layernorm: 'ffn_norm',
+    post_feedforward_layernorm: 'post_ffw_norm',
+    'self_attn.q_proj': 'attn_q',
+    'self_attn.k_proj': 'attn_k',
+    'self_attn.v_proj': 'attn_v',
+    'self_attn.o_proj': 'attn_output',
+    'self_attn.q_norm': 'attn_q_norm',
+    'self_attn.k_norm': 'attn_k_norm',
+    'mlp.gate_proj': 'ffn_gate',
+    'mlp.up_proj': 'ffn_up',
+    'mlp.down_proj': 'ffn_down',
+    'linear_attn.in_proj_qkv': 'attn_qkv',
+    'linear_attn.in_proj_z': 'attn_gate',
+    'linear_attn.in_proj_b': 'ssm_beta',
+    'linear_attn.in_proj_a': 'ssm_alpha',
+    'linear_attn.conv1d': 'ssm_conv1d',
+    'linear_attn.norm': 'ssm_norm',
+    'linear_attn.out_proj': 'ssm_out',
   };
   const g = part[m[2]];
   return g ? `blk.${m[1]}.${g}.${m[3]}` : null;
@@ -64,7 +82,8 @@ export function ggufTensorName(hf: string, family: Family): string | null {
  */
 export function unpermuteRows(bytes: Uint8Array, rows: number, rowStride: number, nHead: number): Uint8Array {
   const D = rows / nHead;
-  if (!Number.isInteger(D) || D % 2) throw new CorruptCheckpoint(`cannot undo the q/k permutation: ${rows} rows do not split into ${nHead} heads of even size`);
+  if (!Number.isInteger(D) || D % 2)
+    throw new CorruptCheckpoint(`cannot undo the q/k permutation: ${rows} rows do not split into ${nHead} heads of even size`);
   const half = D / 2;
   return moveRowBytes(bytes, rows, rowStride, (to) => {
     const h = Math.floor(to / D), s = Math.floor((to % D) / half), i = to % half;
@@ -94,7 +113,8 @@ export const vHeadAt = (h: number, keyHeads: number, valueHeads: number): number
 
 /** `t` with output row r taken from row `from(r)` (any dtype; a 1-D quantized tensor is decoded first). */
 export function moveRows(t: StorageTensor, from: (row: number) => number): StorageTensor {
-  if (t.shape.length === 1 && isQuant(t.dtype)) t = { dtype: 'f32', shape: t.shape, bytes: new Uint8Array(decode(t.dtype, t.bytes, t.shape).buffer) };
+  if (t.shape.length === 1 && isQuant(t.dtype))
+    t = { dtype: 'f32', shape: t.shape, bytes: new Uint8Array(decode(t.dtype, t.bytes, t.shape).buffer) };
   const rows = t.shape[0];
   return { ...t, bytes: moveRowBytes(t.bytes, rows, t.bytes.length / rows, from) };
 }
@@ -170,7 +190,9 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
     const v = meta(file, `${arch}.${key}`) ?? fallback;
     const n = typeof v === 'bigint' ? Number(v) : v;
     if (typeof n !== 'number' || !Number.isFinite(n)) {
-      throw new CorruptCheckpoint(`${file.name}: metadata "${arch}.${key}" is missing or not a number (got ${String(v)}); convert the model again with llama.cpp's convert_hf_to_gguf.py`);
+      throw new CorruptCheckpoint(
+        `${file.name}: metadata "${arch}.${key}" is missing or not a number (got ${String(v)}); convert the model again with llama.cpp's convert_hf_to_gguf.py`,
+      );
     }
     return n;
   };
@@ -181,10 +203,15 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
   const headDim = num('attention.key_length', hidden / heads);
   const rotary = num('rope.dimension_count', headDim);
   if (rotary !== headDim && family !== 'qwen3_5') {
-    throw new UnsupportedFeature(`${file.name}: partial rotary embeddings (rope.dimension_count ${rotary} of head_dim ${headDim}) are not supported`);
+    throw new UnsupportedFeature(
+      `${file.name}: partial rotary embeddings (rope.dimension_count ${rotary} of head_dim ${headDim}) are not supported`,
+    );
   }
   const embd = tensor('token_embd.weight');
-  if (!embd) throw new CorruptCheckpoint(`${file.name} has no tensor "token_embd.weight" (model.embed_tokens.weight); the file is incomplete or not a decoder`);
+  if (!embd)
+    throw new CorruptCheckpoint(
+      `${file.name} has no tensor "token_embd.weight" (model.embed_tokens.weight); the file is incomplete or not a decoder`,
+    );
   const tokens = meta(file, 'tokenizer.ggml.tokens');
   const vocabSize = embd.shape[0] ?? (Array.isArray(tokens) ? tokens.length : 0);
   const has = (n: string) => !!tensor(n);
@@ -241,7 +268,9 @@ function gemma3Fields(file: GgufFile, num: Num, c: DecoderConfig): Partial<Decod
   const { hidden, heads, headDim, layers } = c;
   const window = num('attention.sliding_window', 0);
   if (Array.isArray(meta(file, 'gemma3.attention.sliding_window_pattern'))) {
-    throw new UnsupportedFeature(`${file.name}: gemma3.attention.sliding_window_pattern is a per-layer array; llama.cpp's gemma3 reads one period`);
+    throw new UnsupportedFeature(
+      `${file.name}: gemma3.attention.sliding_window_pattern is a per-layer array; llama.cpp's gemma3 reads one period`,
+    );
   }
   // the converter writes no pattern: llama.cpp's default period 6 makes every 6th layer global (set_swa_pattern)
   const period = num('attention.sliding_window_pattern', 6);
@@ -276,16 +305,22 @@ function qwen35Fields(file: GgufFile, num: Num, c: DecoderConfig, rotary: number
   let linearLayers: boolean[];
   const rec = meta(file, 'qwen35.attention.recurrent_layers');
   if (Array.isArray(rec)) {
-    if (rec.length < layers) throw new CorruptCheckpoint(`${file.name}: qwen35.attention.recurrent_layers lists ${rec.length} layers, block_count says ${layers}`);
+    if (rec.length < layers)
+      throw new CorruptCheckpoint(`${file.name}: qwen35.attention.recurrent_layers lists ${rec.length} layers, block_count says ${layers}`);
     linearLayers = rec.slice(0, layers).map((v) => Number(v) !== 0);
   } else {
     const every = num('full_attention_interval', 4);
-    if (!Number.isInteger(every) || every < 1) throw new CorruptCheckpoint(`${file.name}: qwen35.full_attention_interval must be a positive integer, got ${every}`);
+    if (!Number.isInteger(every) || every < 1)
+      throw new CorruptCheckpoint(`${file.name}: qwen35.full_attention_interval must be a positive integer, got ${every}`);
     linearLayers = Array.from({ length: layers }, (_, i) => (i + 1) % every !== 0);
   }
   checkTextRope(file, rotary);
   const partial = rotary / headDim;
-  const rope: RopeConfig = { ...c.rope, partialRotaryFactor: partial, ...(Math.trunc(headDim * partial) === rotary ? {} : { rotaryDim: rotary }) };
+  const rope: RopeConfig = {
+    ...c.rope,
+    partialRotaryFactor: partial,
+    ...(Math.trunc(headDim * partial) === rotary ? {} : { rotaryDim: rotary }),
+  };
   return { qkNorm: true, attnOutputGate: true, deltaNet: d, linearLayers, rope };
 }
 
@@ -314,21 +349,30 @@ async function ropeScaling(file: GgufFile, arch: string, theta: number, headDim:
   const factor = meta(file, `${arch}.rope.scaling.factor`);
   if (type === 'linear' && typeof factor === 'number') return { rope_type: 'linear', factor: f32Decimal(factor) };
   if (type !== undefined && type !== 'none' && type !== 'linear') {
-    throw new UnsupportedFeature(`${file.name}: rope scaling type ${JSON.stringify(type)} is not supported (default, linear and llama3 are)`);
+    throw new UnsupportedFeature(
+      `${file.name}: rope scaling type ${JSON.stringify(type)} is not supported (default, linear and llama3 are)`,
+    );
   }
   const info = file.tensors.find((t) => t.name === 'rope_freqs.weight');
   if (!info) return null;
   const t = await readGgufTensor(file, info);
   const ff = decode(t.dtype, t.bytes, t.shape);
   const inv = Array.from({ length: headDim / 2 }, (_, i) => 1 / theta ** ((2 * i) / headDim));
-  if (ff.length !== inv.length) throw new CorruptCheckpoint(`${file.name}: rope_freqs.weight has ${ff.length} factors, head_dim ${headDim} needs ${inv.length}`);
+  if (ff.length !== inv.length)
+    throw new CorruptCheckpoint(`${file.name}: rope_freqs.weight has ${ff.length} factors, head_dim ${headDim} needs ${inv.length}`);
   const scale = Math.max(...ff);
   // convert_hf_to_gguf.py writes llama3 divisors from (factor, low, high, original context); Llama 3.x uses
   // low 1, high 4. The original context is not stored: try the stated one, then every power of two.
   const tries = [meta(file, `${arch}.rope.scaling.original_context_length`), ctx, ...Array.from({ length: 20 }, (_, k) => 2 ** (k + 4))];
   for (const old of tries) {
     if (typeof old !== 'number' || !(old > 0)) continue;
-    const s: RopeScaling = { rope_type: 'llama3', factor: Math.round(scale * 1e4) / 1e4, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: old };
+    const s: RopeScaling = {
+      rope_type: 'llama3',
+      factor: Math.round(scale * 1e4) / 1e4,
+      low_freq_factor: 1,
+      high_freq_factor: 4,
+      original_max_position_embeddings: old,
+    };
     if (inv.every((f, i) => Math.abs(llama3Divisor(f, s) - ff[i]) <= 1e-5 * ff[i])) return s;
   }
   throw new UnsupportedFeature(`${file.name}: rope_freqs.weight holds frequency factors that no Llama 3 rope_scaling (low 1, high 4) ` +
@@ -355,7 +399,8 @@ function deltaNetTensor(t: StorageTensor, part: string, d: DeltaNetConfig, file:
   if (part === 'conv1d' && t.shape.length === 2) t = { ...t, shape: [t.shape[0], 1, t.shape[1]] };
   if (part === 'A_log') {
     const a = decode(t.dtype, t.bytes, t.shape);
-    if (!a.every((v) => v < 0)) throw new CorruptCheckpoint(`${file}: ssm_a must hold −exp(A_log) < 0, as convert_hf_to_gguf.py writes it; convert the model again`);
+    if (!a.every((v) => v < 0))
+      throw new CorruptCheckpoint(`${file}: ssm_a must hold −exp(A_log) < 0, as convert_hf_to_gguf.py writes it; convert the model again`);
     t = { dtype: 'f32', shape: t.shape, bytes: new Uint8Array(Float32Array.from(a, (v) => Math.log(-v)).buffer) };
   }
   if (nv === nk) return t;
@@ -386,7 +431,10 @@ export function ggufWeightSource(file: GgufFile, config: DecoderConfig): WeightS
   const map = (n: string) => ggufTensorName(n, config.family);
   const readStorage = async (name: string): Promise<StorageTensor> => {
     const g = map(name);
-    if (!g || !names.has(g)) throw new CorruptCheckpoint(`${file.name} has no tensor "${g ?? name}" (${name}); the file is incomplete or belongs to another model`);
+    if (!g || !names.has(g))
+      throw new CorruptCheckpoint(
+        `${file.name} has no tensor "${g ?? name}" (${name}); the file is incomplete or belongs to another model`,
+      );
     const t = await readGgufTensor(file, g);
     const dn = /\.linear_attn\.(\w+?)(?:\.weight)?$/.exec(name);
     if (dn && config.deltaNet) return deltaNetTensor(t, dn[1], config.deltaNet, file.name);

@@ -61,7 +61,9 @@ describe('released layouts', () => {
 
   it('names what it cannot find', async () => {
     const empty = await SafetensorsFile.fromBytes(writeSafetensors([['vision_tower.x', bf16Tensor([1], [1])]]), 'vision.safetensors');
-    expect(() => detectLayout(empty)).toThrow(/vision\.safetensors has no embedding table under any known prefix \(model\.embed_tokens\.weight, model\.language_model\.embed_tokens\.weight, language_model\.model\.embed_tokens\.weight\)/);
+    expect(() => detectLayout(empty)).toThrow(
+      /vision\.safetensors has no embedding table under any known prefix \(model\.embed_tokens\.weight, model\.language_model\.embed_tokens\.weight, language_model\.model\.embed_tokens\.weight\)/,
+    );
     const both = await SafetensorsFile.fromBytes(writeSafetensors([
       ['model.embed_tokens.weight', bf16Tensor([1], [1])], ['language_model.model.embed_tokens.weight', bf16Tensor([1], [1])],
     ]), 'two.safetensors');

@@ -36,8 +36,10 @@ export function detectLayout(src: Pick<WeightSource, 'name' | 'has'>): TensorLay
     throw new CorruptCheckpoint(`${src.name} holds a decoder under several prefixes (${found.map((l) => l.model).join(', ')}); ` +
       'it is not one model: re-download it');
   }
-  throw new CorruptCheckpoint(`${src.name} has no embedding table under any known prefix (${LAYOUTS.map((l) => l.model + EMBED).join(', ')}); ` +
-    'the checkpoint is incomplete or not a decoder: re-download it');
+  throw new CorruptCheckpoint(
+    `${src.name} has no embedding table under any known prefix (${LAYOUTS.map((l) => l.model + EMBED).join(', ')}); ` +
+      'the checkpoint is incomplete or not a decoder: re-download it',
+  );
 }
 
 /** The stored name of an engine name under `layout`. */

@@ -18,9 +18,13 @@ export function lmLoss(decoder: Decoder, ids: readonly number[], lossMask?: read
   const T = ids.length;
   const V = decoder.config.vocabSize;
   if (T < 2) throw new InvalidArgument(`lmLoss: need at least 2 tokens (an input and a target), got ${T}`);
-  if (lossMask && lossMask.length !== T) throw new InvalidArgument(`lmLoss: lossMask has ${lossMask.length} values for ${T} ids; give one per id`);
+  if (lossMask && lossMask.length !== T)
+    throw new InvalidArgument(`lmLoss: lossMask has ${lossMask.length} values for ${T} ids; give one per id`);
   const bad = ids.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= V);
-  if (bad >= 0) throw new InvalidArgument(`lmLoss: id ${ids[bad]} at position ${bad} is outside the vocabulary [0, ${V}); check the tokenizer matches the model`);
+  if (bad >= 0)
+    throw new InvalidArgument(
+      `lmLoss: id ${ids[bad]} at position ${bad} is outside the vocabulary [0, ${V}); check the tokenizer matches the model`,
+    );
   // row t predicts ids[t + 1]; the last row has no target
   const labels = Int32Array.from({ length: T }, (_, t) => (t + 1 < T && (!lossMask || lossMask[t + 1] !== 0) ? ids[t + 1] : -100));
   const b = decoder.backend;

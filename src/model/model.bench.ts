@@ -259,15 +259,49 @@ async function layersDecode(backend: Backend, size: BenchSize, c: DecoderConfig,
 export function sequentialLightLayers(role: 'planner' | 'critic' | 'solver', size: BenchSize): DecoderConfig {
   const q = size === 'full' ? 1 : 4;
   const shapes = {
-    planner: { model_type: 'qwen3', hidden_size: 2048, num_attention_heads: 16, num_key_value_heads: 8, head_dim: 128, intermediate_size: 6144, rope_theta: 1000000 },
-    critic: { model_type: 'llama', hidden_size: 2048, num_attention_heads: 32, num_key_value_heads: 8, head_dim: 64, intermediate_size: 8192, rope_theta: 500000 },
-    solver: { model_type: 'qwen2', hidden_size: 1536, num_attention_heads: 12, num_key_value_heads: 2, head_dim: 128, intermediate_size: 8960, rope_theta: 10000 },
+    planner: {
+      model_type: 'qwen3',
+      hidden_size: 2048,
+      num_attention_heads: 16,
+      num_key_value_heads: 8,
+      head_dim: 128,
+      intermediate_size: 6144,
+      rope_theta: 1000000,
+    },
+    critic: {
+      model_type: 'llama',
+      hidden_size: 2048,
+      num_attention_heads: 32,
+      num_key_value_heads: 8,
+      head_dim: 64,
+      intermediate_size: 8192,
+      rope_theta: 500000,
+    },
+    solver: {
+      model_type: 'qwen2',
+      hidden_size: 1536,
+      num_attention_heads: 12,
+      num_key_value_heads: 2,
+      head_dim: 128,
+      intermediate_size: 8960,
+      rope_theta: 10000,
+    },
   }[role];
-  return parseDecoderConfig({
-    ...shapes, hidden_size: shapes.hidden_size / q, num_attention_heads: shapes.num_attention_heads / q,
-    num_key_value_heads: Math.max(1, shapes.num_key_value_heads / q), intermediate_size: shapes.intermediate_size / q,
-    vocab_size: size === 'full' ? 1024 : 64, num_hidden_layers: 2, rms_norm_eps: 1e-6, max_position_embeddings: 4096, tie_word_embeddings: true,
-  }, `sequential_light ${role} layers`);
+  return parseDecoderConfig(
+    {
+      ...shapes,
+      hidden_size: shapes.hidden_size / q,
+      num_attention_heads: shapes.num_attention_heads / q,
+      num_key_value_heads: Math.max(1, shapes.num_key_value_heads / q),
+      intermediate_size: shapes.intermediate_size / q,
+      vocab_size: size === 'full' ? 1024 : 64,
+      num_hidden_layers: 2,
+      rms_norm_eps: 1e-6,
+      max_position_embeddings: 4096,
+      tie_word_embeddings: true,
+    },
+    `sequential_light ${role} layers`,
+  );
 }
 
 /**
@@ -281,7 +315,8 @@ async function layersDecodeBatch(backend: Backend, size: BenchSize, rows: number
   const rng = new Rng(7);
   const cache = model.newBatchCache(rows, past + 1);
   // random k/v rows stand in for prefilled contexts: every sequence is `past` positions in
-  for (const k of [...cache.k, ...cache.v]) if (k) tidy(() => F.kvAppend(k, backend.fromValues(rng.normals(k.shape[0] * c.kvHeads * c.headDim), k.shape), 0));
+  for (const k of [...cache.k, ...cache.v])
+    if (k) tidy(() => F.kvAppend(k, backend.fromValues(rng.normals(k.shape[0] * c.kvHeads * c.headDim), k.shape), 0));
   const x = backend.fromValues(rng.normals(rows * c.hidden), [rows, c.hidden]);
   return {
     run: () => {
@@ -298,7 +333,10 @@ export const benches: BenchCase[] = [
   { name: `tiny model prefill (qwen3-tiny, ${PROMPT} tokens)`, setup: (b) => tinyPrefill(b) },
   { name: 'tiny model decode step (qwen3-tiny)', setup: (b) => tinyDecodeStep(b) },
   { name: 'decode layer hidden 2048 q4_0 (one layer, KV 512; tiny hidden 256, KV 64)', setup: (b, s) => wideLayerDecode(b, s) },
-  { name: 'decode Gemma 3 4B layer q4_0 (global, KV 512; tiny hidden 256, KV 64)', setup: (b, s) => layersDecode(b, s, gemma3LayerConfig(s)) },
+  {
+    name: 'decode Gemma 3 4B layer q4_0 (global, KV 512; tiny hidden 256, KV 64)',
+    setup: (b, s) => layersDecode(b, s, gemma3LayerConfig(s)),
+  },
   ...(['planner', 'critic', 'solver'] as const).map((role): BenchCase => ({
     name: `decode 2 layers of sequential_light's ${role} (${{ planner: 'Qwen3-1.7B', critic: 'Llama-3.2-1B', solver: 'Qwen2.5-Math-1.5B' }[role]} width) q4_0, KV 512 (tiny: ¼ width, KV 64)`,
     setup: (b, s) => layersDecode(b, s, sequentialLightLayers(role, s)),
@@ -311,5 +349,8 @@ export const benches: BenchCase[] = [
     name: "decode 2 layers of sequential_light's planner, plain ops (the unfused path, for the dispatch count it saves)",
     setup: (b, s) => layersDecode(b, s, sequentialLightLayers('planner', s), false),
   },
-  { name: 'decode Qwen3.5-4B layer pair q4_0 (DeltaNet + gated attention, KV 512; tiny hidden 256, KV 64)', setup: (b, s) => layersDecode(b, s, qwen35PairConfig(s)) },
+  {
+    name: 'decode Qwen3.5-4B layer pair q4_0 (DeltaNet + gated attention, KV 512; tiny hidden 256, KV 64)',
+    setup: (b, s) => layersDecode(b, s, qwen35PairConfig(s)),
+  },
 ];

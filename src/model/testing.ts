@@ -132,7 +132,13 @@ const silu = (z: number) => z * sigmoid(z);
  * over q|k|v (zeros before the sequence) and SiLU, L2-normalised q (then · 1/√dk) and k, and per value head the
  * recurrence S ← αS; δ = β(v − Sᵀk); S ← S + kδᵀ; o = Sᵀq, then the gated RMSNorm (plain w) and out_proj.
  */
-function referenceDeltaNet(c: DecoderConfig, g: (n: string) => Float64Array | undefined, p: string, h: Float64Array, T: number): Float64Array {
+function referenceDeltaNet(
+  c: DecoderConfig,
+  g: (n: string) => Float64Array | undefined,
+  p: string,
+  h: Float64Array,
+  T: number,
+): Float64Array {
   const { keyHeads: nk, valueHeads: nv, keyDim: dk, valueDim: dv, convKernel: K } = c.deltaNet!;
   const C = 2 * nk * dk + nv * dv;
   const mixed = linear(h, T, g(`${p}in_proj_qkv.weight`)!, C);
@@ -265,7 +271,14 @@ export function referenceForward(c: DecoderConfig, w: W, x0: Float64Array, posit
 /** x + MLP(norm(x)) of layer prefix `p` (Gemma: the MLP wrapped in its two norms). */
 function mlpResidual(c: DecoderConfig, g: (n: string) => Float64Array | undefined, p: string, x: Float64Array, T: number): Float64Array {
   const { hidden: d, intermediate: I, rmsEps: eps, normOffset: off } = c;
-  const h2 = rmsNorm(x, T, d, g(c.sandwichNorms ? `${p}pre_feedforward_layernorm.weight` : `${p}post_attention_layernorm.weight`)!, eps, off);
+  const h2 = rmsNorm(
+    x,
+    T,
+    d,
+    g(c.sandwichNorms ? `${p}pre_feedforward_layernorm.weight` : `${p}post_attention_layernorm.weight`)!,
+    eps,
+    off,
+  );
   const gate = linear(h2, T, g(`${p}mlp.gate_proj.weight`)!, I);
   const up = linear(h2, T, g(`${p}mlp.up_proj.weight`)!, I);
   const act = gate.map((z, i) => (c.mlpAct === 'silu' ? silu(z) : geluTanh(z)) * up[i]);
@@ -317,7 +330,8 @@ export function ggufMetadata(c: DecoderConfig, arch: string = c.family === 'qwen
   ];
   if (c.family === 'gemma3') {
     const s = c.rope.scaling;
-    if (s && (s.rope_type ?? s.type) === 'linear') kv.push({ key: `${arch}.rope.scaling.type`, type: 'str', value: 'linear' }, f32('rope.scaling.factor', s.factor!));
+    if (s && (s.rope_type ?? s.type) === 'linear')
+      kv.push({ key: `${arch}.rope.scaling.type`, type: 'str', value: 'linear' }, f32('rope.scaling.factor', s.factor!));
     if (c.ropeLocal) kv.push(f32('rope.freq_base_swa', c.ropeLocal.theta));
     if (c.slidingWindow !== null && c.windowLayers.some(Boolean)) kv.push(u32('attention.sliding_window', c.slidingWindow));
     if (c.finalSoftcap !== null) kv.push(f32('final_logit_softcapping', c.finalSoftcap));

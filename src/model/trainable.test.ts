@@ -70,7 +70,9 @@ describe.each(FAMILIES)('trainable %s decoder: weight gradients (f64 finite diff
         peak = Math.max(peak, Math.abs(numeric));
         checked++;
         if (Math.abs(grad[at]) > 1e-6) nonzero++;
-        expect(Math.abs(grad[at] - numeric), `${e.name}[${i}] analytic ${grad[at]} numeric ${numeric}`).toBeLessThan(1e-8 + 1e-5 * Math.abs(numeric));
+        expect(Math.abs(grad[at] - numeric), `${e.name}[${i}] analytic ${grad[at]} numeric ${numeric}`).toBeLessThan(
+          1e-8 + 1e-5 * Math.abs(numeric),
+        );
       }
     }
     // every tensor was sampled, most sampled gradients are nonzero (a dropped weight gradient would read 0)
@@ -109,7 +111,11 @@ describe('trainable decoder: initialisation and state dict', () => {
     const again = createTrainableDecoder(tied, cpu, { seed: 1 });
     expect((await again.params.export()).get('model.layers.1.mlp.down_proj.weight')).toEqual(v.get('model.layers.1.mlp.down_proj.weight'));
     const sd = await decoderStateDict(params, 'bf16');
-    expect(sd.get('model.norm.weight')).toEqual({ dtype: 'BF16', shape: [32], bytes: new Uint8Array(new Uint16Array(32).fill(0x3f80).buffer) });
+    expect(sd.get('model.norm.weight')).toEqual({
+      dtype: 'BF16',
+      shape: [32],
+      bytes: new Uint8Array(new Uint16Array(32).fill(0x3f80).buffer),
+    });
     params.dispose();
     again.params.dispose();
   });

@@ -78,14 +78,21 @@ export type CheckpointDType = 'f32' | 'bf16';
 
 /** The parameters as safetensors tensors under their Hugging Face names (one readback). */
 export async function decoderStateDict(params: FlatParams, dtype: CheckpointDType = 'f32'): Promise<Map<string, StTensor>> {
-  if (dtype !== 'f32' && dtype !== 'bf16') throw new InvalidArgument(`decoderStateDict: dtype must be 'f32' or 'bf16', got ${JSON.stringify(dtype)}`);
+  if (dtype !== 'f32' && dtype !== 'bf16')
+    throw new InvalidArgument(`decoderStateDict: dtype must be 'f32' or 'bf16', got ${JSON.stringify(dtype)}`);
   const values = await params.export('data');
   const st: StTensor['dtype'] = dtype === 'f32' ? 'F32' : 'BF16';
-  return new Map(params.entries.map((e) => [e.name, { dtype: st, shape: [...e.shape], bytes: encode(dtype as DType, values.get(e.name)!, e.shape) }]));
+  return new Map(
+    params.entries.map((e) => [e.name, { dtype: st, shape: [...e.shape], bytes: encode(dtype as DType, values.get(e.name)!, e.shape) }]),
+  );
 }
 
 /** `model.safetensors` bytes of the parameters; `metadata` defaults to {format: 'pt'} as transformers writes. */
-export async function decoderSafetensors(params: FlatParams, dtype: CheckpointDType = 'f32', metadata: Record<string, string> = { format: 'pt' }) {
+export async function decoderSafetensors(
+  params: FlatParams,
+  dtype: CheckpointDType = 'f32',
+  metadata: Record<string, string> = { format: 'pt' },
+) {
   return writeSafetensors(await decoderStateDict(params, dtype), metadata);
 }
 

@@ -21,7 +21,9 @@ export function folderUrl(base: string): string {
   try {
     u = here ? new URL(base, here) : new URL(base);
   } catch {
-    throw new MissingCheckpoint(`model URL '${base}' is not a URL and there is no page location to resolve it against; give an absolute http(s) URL`);
+    throw new MissingCheckpoint(
+      `model URL '${base}' is not a URL and there is no page location to resolve it against; give an absolute http(s) URL`,
+    );
   }
   return u.href.endsWith('/') ? u.href : `${u.href}/`;
 }
@@ -52,7 +54,11 @@ export interface UrlLoadOptions extends UrlSourceOptions {
 }
 
 /** Fetches a whole small file of a model folder (config or tokenizer JSON); undefined on 404 when `optional`. */
-export async function fetchModelFile(base: string, file: string, opts: UrlLoadOptions & { optional?: boolean } = {}): Promise<Uint8Array | undefined> {
+export async function fetchModelFile(
+  base: string,
+  file: string,
+  opts: UrlLoadOptions & { optional?: boolean } = {},
+): Promise<Uint8Array | undefined> {
   const url = new URL(file, folderUrl(base)).href;
   try {
     return await readAll(opts.open ? opts.open(file) : urlSource(url, { ...opts, fetch: modelFetch(opts.fetch) }));
@@ -128,13 +134,17 @@ export async function loadGgufDecoderFromUrl(
 ): Promise<GgufDecoder & { decoder: Decoder }> {
   const abs = fileUrl(url);
   // `open` names files relative to the GGUF's folder (the model cache's opener of that folder)
-  const src = prefixSource(opts.open ? opts.open(decodeURIComponent(abs.replace(/^.*\//, ''))) : urlSource(abs, { ...opts, fetch: modelFetch(opts.fetch) }));
+  const src = prefixSource(
+    opts.open ? opts.open(decodeURIComponent(abs.replace(/^.*\//, ''))) : urlSource(abs, { ...opts, fetch: modelFetch(opts.fetch) }),
+  );
   let file;
   try {
     file = await readGgufHeader(src, abs);
   } catch (e) {
     if (!isNotFound(e)) throw e;
-    throw new MissingCheckpoint(`${opts.what ?? 'model'}: cannot fetch ${abs} (${(e as Error).message}); give the URL of a .gguf file (…/resolve/main/<name>.gguf on the hub)`);
+    throw new MissingCheckpoint(
+      `${opts.what ?? 'model'}: cannot fetch ${abs} (${(e as Error).message}); give the URL of a .gguf file (…/resolve/main/<name>.gguf on the hub)`,
+    );
   }
   src.seal();
   try {
@@ -162,14 +172,17 @@ export async function loadDecoderFromUrl(
     bytes = (await fetchModelFile(root, 'config.json', opts))!;
   } catch (e) {
     if (!(e instanceof CorruptCheckpoint)) throw e;
-    throw new MissingCheckpoint(`${opts.what ?? 'model'}: cannot fetch ${configUrl} (${e.message}); give the URL of a Hugging Face model folder`);
+    throw new MissingCheckpoint(
+      `${opts.what ?? 'model'}: cannot fetch ${configUrl} (${e.message}); give the URL of a Hugging Face model folder`,
+    );
   }
   const config = parseDecoderConfig(new TextDecoder().decode(bytes), configUrl);
   let store: Awaited<ReturnType<typeof openCheckpoint>>;
   try {
     store = await openCheckpoint(root, { ...opts, fetch: modelFetch(opts.fetch) });
   } catch (e) {
-    if (e instanceof CorruptCheckpoint && /has neither/.test(e.message)) throw new MissingCheckpoint(`${opts.what ?? 'model'}: ${e.message}`);
+    if (e instanceof CorruptCheckpoint && /has neither/.test(e.message))
+      throw new MissingCheckpoint(`${opts.what ?? 'model'}: ${e.message}`);
     throw e;
   }
   try {

@@ -86,7 +86,10 @@ export interface DeltaNetWeights {
 }
 
 /** The parts every layer has: its norms and the MLP. */
-export type MlpWeights = Pick<LayerWeights, 'inputNorm' | 'postNorm' | 'preFfnNorm' | 'postFfnNorm' | 'gate' | 'up' | 'down' | 'gateBias' | 'upBias' | 'downBias'>;
+export type MlpWeights = Pick<
+  LayerWeights,
+  'inputNorm' | 'postNorm' | 'preFfnNorm' | 'postFfnNorm' | 'gate' | 'up' | 'down' | 'gateBias' | 'upBias' | 'downBias'
+>;
 
 /** A Qwen3.5 linear layer: its norms and MLP around a Gated DeltaNet instead of attention. */
 export type DeltaNetLayerWeights = MlpWeights & { deltaNet: DeltaNetWeights };
@@ -145,7 +148,8 @@ function attentionSpecs(c: DecoderConfig, a: string): Spec[] {
     );
   }
   if (c.oBias) specs.push({ name: `${a}o_proj.bias`, shape: [d], kind: 'bias' });
-  if (c.qkNorm) specs.push({ name: `${a}q_norm.weight`, shape: [D], kind: 'norm' }, { name: `${a}k_norm.weight`, shape: [D], kind: 'norm' });
+  if (c.qkNorm)
+    specs.push({ name: `${a}q_norm.weight`, shape: [D], kind: 'norm' }, { name: `${a}k_norm.weight`, shape: [D], kind: 'norm' });
   return specs;
 }
 
@@ -178,7 +182,10 @@ export function weightSpecs(c: DecoderConfig): Spec[] {
     }
     specs.push({ name: `${p}post_attention_layernorm.weight`, shape: [d], kind: 'norm' });
     if (c.sandwichNorms) {
-      specs.push({ name: `${p}pre_feedforward_layernorm.weight`, shape: [d], kind: 'norm' }, { name: `${p}post_feedforward_layernorm.weight`, shape: [d], kind: 'norm' });
+      specs.push(
+        { name: `${p}pre_feedforward_layernorm.weight`, shape: [d], kind: 'norm' },
+        { name: `${p}post_feedforward_layernorm.weight`, shape: [d], kind: 'norm' },
+      );
     }
     specs.push(
       { name: `${p}mlp.gate_proj.weight`, shape: [I, d], kind: 'proj' },
@@ -205,7 +212,9 @@ async function loadOne(src: WeightSource, spec: Spec, backend: Backend, quantize
       `[${spec.shape.join(', ')}]; the weights do not belong to this config (check hidden_size, heads, head_dim, vocab_size)`);
   }
   if (s.dtype === 'i32') {
-    throw new DTypeMismatch(`${src.name}: tensor "${spec.name}" is an integer tensor; model weights must be F32, F16 or BF16 (re-export the checkpoint)`);
+    throw new DTypeMismatch(
+      `${src.name}: tensor "${spec.name}" is an integer tensor; model weights must be F32, F16 or BF16 (re-export the checkpoint)`,
+    );
   }
   let t: Tensor;
   if ((spec.kind === 'bias' || spec.kind === 'norm') && isQuant(s.dtype)) {
@@ -231,32 +240,55 @@ async function loadOne(src: WeightSource, spec: Spec, backend: Backend, quantize
 }
 
 /** Each layer's weights under the Hugging Face names, from a lookup of required (`w`) and optional (`opt`) tensors. */
-export function layerWeights(config: DecoderConfig, w: (name: string) => Tensor, opt: (name: string) => Tensor | null): DecoderLayerWeights[] {
+export function layerWeights(
+  config: DecoderConfig,
+  w: (name: string) => Tensor,
+  opt: (name: string) => Tensor | null,
+): DecoderLayerWeights[] {
   return Array.from({ length: config.layers }, (_, i): DecoderLayerWeights => {
     const p = `model.layers.${i}.`;
     const a = `${p}self_attn.`;
     const mlp: MlpWeights = {
       inputNorm: w(`${p}input_layernorm.weight`),
       postNorm: w(`${p}post_attention_layernorm.weight`),
-      preFfnNorm: opt(`${p}pre_feedforward_layernorm.weight`), postFfnNorm: opt(`${p}post_feedforward_layernorm.weight`),
-      gate: w(`${p}mlp.gate_proj.weight`), up: w(`${p}mlp.up_proj.weight`), down: w(`${p}mlp.down_proj.weight`),
-      gateBias: opt(`${p}mlp.gate_proj.bias`), upBias: opt(`${p}mlp.up_proj.bias`), downBias: opt(`${p}mlp.down_proj.bias`),
+      preFfnNorm: opt(`${p}pre_feedforward_layernorm.weight`),
+      postFfnNorm: opt(`${p}post_feedforward_layernorm.weight`),
+      gate: w(`${p}mlp.gate_proj.weight`),
+      up: w(`${p}mlp.up_proj.weight`),
+      down: w(`${p}mlp.down_proj.weight`),
+      gateBias: opt(`${p}mlp.gate_proj.bias`),
+      upBias: opt(`${p}mlp.up_proj.bias`),
+      downBias: opt(`${p}mlp.down_proj.bias`),
     };
     if (config.linearLayers[i]) {
       const l = `${p}linear_attn.`;
       return {
         ...mlp,
         deltaNet: {
-          qkv: w(`${l}in_proj_qkv.weight`), z: w(`${l}in_proj_z.weight`), b: w(`${l}in_proj_b.weight`), a: w(`${l}in_proj_a.weight`),
-          conv: w(`${l}conv1d.weight`), aLog: w(`${l}A_log`), dtBias: w(`${l}dt_bias`), norm: w(`${l}norm.weight`), out: w(`${l}out_proj.weight`),
+          qkv: w(`${l}in_proj_qkv.weight`),
+          z: w(`${l}in_proj_z.weight`),
+          b: w(`${l}in_proj_b.weight`),
+          a: w(`${l}in_proj_a.weight`),
+          conv: w(`${l}conv1d.weight`),
+          aLog: w(`${l}A_log`),
+          dtBias: w(`${l}dt_bias`),
+          norm: w(`${l}norm.weight`),
+          out: w(`${l}out_proj.weight`),
         },
       };
     }
     return {
       ...mlp,
-      q: w(`${a}q_proj.weight`), k: w(`${a}k_proj.weight`), v: w(`${a}v_proj.weight`), o: w(`${a}o_proj.weight`),
-      qBias: opt(`${a}q_proj.bias`), kBias: opt(`${a}k_proj.bias`), vBias: opt(`${a}v_proj.bias`), oBias: opt(`${a}o_proj.bias`),
-      qNorm: opt(`${a}q_norm.weight`), kNorm: opt(`${a}k_norm.weight`),
+      q: w(`${a}q_proj.weight`),
+      k: w(`${a}k_proj.weight`),
+      v: w(`${a}v_proj.weight`),
+      o: w(`${a}o_proj.weight`),
+      qBias: opt(`${a}q_proj.bias`),
+      kBias: opt(`${a}k_proj.bias`),
+      vBias: opt(`${a}v_proj.bias`),
+      oBias: opt(`${a}o_proj.bias`),
+      qNorm: opt(`${a}q_norm.weight`),
+      kNorm: opt(`${a}k_norm.weight`),
     };
   });
 }
@@ -275,8 +307,10 @@ export async function loadDecoderWeights(
   const missing = specs.filter((s) => !src.has(s.name));
   if (missing.length) {
     const list = missing.slice(0, 5).map((s) => `"${s.name}" [${s.shape.join(', ')}]`).join(', ');
-    throw new CorruptCheckpoint(`${src.name} lacks ${missing.length} tensor(s) that a ${config.family} model with this config.json needs: ` +
-      `${list}${missing.length > 5 ? ', ...' : ''}; the checkpoint is incomplete or belongs to another model: re-download it`);
+    throw new CorruptCheckpoint(
+      `${src.name} lacks ${missing.length} tensor(s) that a ${config.family} model with this config.json needs: ` +
+        `${list}${missing.length > 5 ? ', ...' : ''}; the checkpoint is incomplete or belongs to another model: re-download it`,
+    );
   }
   const got = new Map<string, Tensor>();
   try {

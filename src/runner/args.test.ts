@@ -29,7 +29,11 @@ const thrown = (f: () => unknown) => {
 
 describe('parseFlags', () => {
   it('reads aliases under the canonical name, in argv order', () => {
-    expect(parseFlags(['--max-new-tokens', '3', '--top_p=0.5', '--greedy'], gen)).toEqual({ max_new_tokens: '3', top_p: '0.5', greedy: true });
+    expect(parseFlags(['--max-new-tokens', '3', '--top_p=0.5', '--greedy'], gen)).toEqual({
+      max_new_tokens: '3',
+      top_p: '0.5',
+      greedy: true,
+    });
     expect(parseFlags(['--max-new-tokens', '3', '--max_new_tokens', '5'], gen)).toEqual({ max_new_tokens: '5' });
     expect(parseFlags(['--max_new_tokens', '5', '--max-new-tokens', '3'], gen)).toEqual({ max_new_tokens: '3' });
     expect(parseFlags(['-q', 'a', '--question', 'b', '-q', 'c'], gen)).toEqual({ question: ['a', 'b', 'c'] });

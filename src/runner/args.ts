@@ -72,7 +72,8 @@ export function parseFlags<O extends Options>(argv: readonly string[], c: Pick<C
     // the same tokens without the strict checks: the first option the table lacks is the one refused
     const loose = parseArgs({ args: [...argv], options, allowPositionals: true, strict: false, tokens: true }).tokens;
     const unknown = loose.find((t) => t.kind === 'option' && !Object.hasOwn(options, t.name));
-    if (unknown?.kind === 'option' && elsewhere.has(unknown.rawName)) throw new UsageError(`${unknown.rawName} does not apply to "${where}"`);
+    if (unknown?.kind === 'option' && elsewhere.has(unknown.rawName))
+      throw new UsageError(`${unknown.rawName} does not apply to "${where}"`);
     throw new UsageError((e as Error).message);
   }
   const values: Record<string, string | string[] | boolean> = {};
@@ -95,8 +96,12 @@ export function parseFlags<O extends Options>(argv: readonly string[], c: Pick<C
  * The command of `argv` (its first argument, a key of `table`) and its flags; null for --help. An argv that
  * starts with a flag runs `fallback` when there is one; without, it is "no command given".
  */
-export function parseCommand<C extends Command<Options, never>>(table: Readonly<Record<string, C>>, argv: readonly string[], program: string, fallback?: string):
-  { name: string; command: C; values: Values<Options> } | null {
+export function parseCommand<C extends Command<Options, never>>(
+  table: Readonly<Record<string, C>>,
+  argv: readonly string[],
+  program: string,
+  fallback?: string,
+): { name: string; command: C; values: Values<Options> } | null {
   const first = argv[0];
   const named = first !== undefined && !first.startsWith('-');
   if (!named && fallback === undefined) {
@@ -107,7 +112,11 @@ export function parseCommand<C extends Command<Options, never>>(table: Readonly<
   const name = named ? first : fallback!;
   if (!Object.hasOwn(table, name)) throw new UsageError(`unknown command "${name}"`);
   const c = table[name]!;
-  const elsewhere = new Set(Object.values(table).filter((x) => x !== c).flatMap(spellings));
+  const elsewhere = new Set(
+    Object.values(table)
+      .filter((x) => x !== c)
+      .flatMap(spellings),
+  );
   for (const s of spellings(c)) elsewhere.delete(s);
   const values = parseFlags(named ? argv.slice(1) : argv, c, `${program} ${name}`, elsewhere);
   return values && { name, command: c, values };

@@ -28,9 +28,31 @@ const b = { type: 'boolean' } as const;
 
 /** Upstream run.py's spellings, and run_custom.py's (-q is cli.ts's alias of --question). */
 export const ASK_OPTIONS = {
-  style: s, question: { type: 'string', multiple: true }, questions_file: s, output_jsonl: s, ckpt_override: { type: 'string', multiple: true },
-  num_recursive_rounds: s, latent_length: s, greedy: b, temperature: s, top_p: s, top_k: s, seed: s, max_new_tokens: s, mode: s, task: s,
-  fn_name: s, prompts: s, no_ans: b, dump: s, json: b, enable_thinking: s, batch_size: s, trust_remote_code: s, dtype: s, kv_dtype: s,
+  style: s,
+  question: { type: 'string', multiple: true },
+  questions_file: s,
+  output_jsonl: s,
+  ckpt_override: { type: 'string', multiple: true },
+  num_recursive_rounds: s,
+  latent_length: s,
+  greedy: b,
+  temperature: s,
+  top_p: s,
+  top_k: s,
+  seed: s,
+  max_new_tokens: s,
+  mode: s,
+  task: s,
+  fn_name: s,
+  prompts: s,
+  no_ans: b,
+  dump: s,
+  json: b,
+  enable_thinking: s,
+  batch_size: s,
+  trust_remote_code: s,
+  dtype: s,
+  kv_dtype: s,
   ...DEVICE_OPTIONS,
 } as const;
 
@@ -67,10 +89,17 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
       f16 needs shader-f16 or the CPU backend). Deliberation's search tool reads its key from TAVILY_API_KEY (never written anywhere).`;
 
 /** The flags of `rmas ask`; a caller in code may give one question as a string. */
-export type AskArgs = Omit<Values<typeof ASK_OPTIONS>, 'question' | 'ckpt_override'> & { question?: string | readonly string[]; ckpt_override?: readonly string[] };
+export type AskArgs = Omit<Values<typeof ASK_OPTIONS>, 'question' | 'ckpt_override'> & {
+  question?: string | readonly string[];
+  ckpt_override?: readonly string[];
+};
 
-const num = (a: AskArgs, k: 'num_recursive_rounds' | 'latent_length' | 'max_new_tokens' | 'temperature' | 'top_p' | 'top_k' | 'seed', integer: boolean, min: number) =>
-  numberFlag(k, a[k], { integer, min });
+const num = (
+  a: AskArgs,
+  k: 'num_recursive_rounds' | 'latent_length' | 'max_new_tokens' | 'temperature' | 'top_p' | 'top_k' | 'seed',
+  integer: boolean,
+  min: number,
+) => numberFlag(k, a[k], { integer, min });
 
 /** Upstream run.py's sampling: temperature 0.6 (0.2 for code), top_p 0.95, top_k from the model's generation_config unless >= 0. */
 export function upstreamSampling(f: { temperature?: number; topP?: number; topK?: number; seed: number }, task: TaskKind): SamplingOptions {
@@ -121,8 +150,10 @@ export function upstreamFlags(a: { batch_size?: string; trust_remote_code?: stri
   err: (s: string) => void): { batchSize: number; thinking: boolean } {
   const batchSize = numberFlag('batch_size', a.batch_size, { integer: true, min: 1 }) ?? 8;
   flag01('trust_remote_code', a.trust_remote_code, true);
-  if (a.dtype !== undefined && !['auto', 'float32', 'float16', 'bfloat16'].includes(a.dtype)) throw new UsageError(`--dtype ${a.dtype}: expected auto, float32, float16 or bfloat16`);
-  if (a.dtype !== undefined && a.dtype !== 'auto') err(`note: --dtype ${a.dtype} only tunes PyTorch; here weights are read as stored and the engine computes in f32 (upstream's auto)\n`);
+  if (a.dtype !== undefined && !['auto', 'float32', 'float16', 'bfloat16'].includes(a.dtype))
+    throw new UsageError(`--dtype ${a.dtype}: expected auto, float32, float16 or bfloat16`);
+  if (a.dtype !== undefined && a.dtype !== 'auto')
+    err(`note: --dtype ${a.dtype} only tunes PyTorch; here weights are read as stored and the engine computes in f32 (upstream's auto)\n`);
   return { batchSize, thinking: flag01('enable_thinking', a.enable_thinking, false) };
 }
 
@@ -135,7 +166,10 @@ export function thinkingTokenizer(tok: Tokenizer, on: boolean): Tokenizer {
   if (!on) return tok;
   const t = Object.create(tok) as Tokenizer;
   t.applyChatTemplate = (messages, opts = {}) =>
-    tok.applyChatTemplate(messages, opts.kwargs && 'enable_thinking' in opts.kwargs ? { ...opts, kwargs: { ...opts.kwargs, enable_thinking: true } } : opts);
+    tok.applyChatTemplate(
+      messages,
+      opts.kwargs && 'enable_thinking' in opts.kwargs ? { ...opts, kwargs: { ...opts.kwargs, enable_thinking: true } } : opts,
+    );
   return t;
 }
 
@@ -177,12 +211,15 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   place?: (roles: readonly string[]) => Promise<Record<string, Backend>>) {
   const questions = questionsOf(a);
   if (!questions.length) {
-    throw new UsageError(a.questions_file ? `--questions_file ${a.questions_file} holds no question` : '--question (-q) or --questions_file is required');
+    throw new UsageError(
+      a.questions_file ? `--questions_file ${a.questions_file} holds no question` : '--question (-q) or --questions_file is required',
+    );
   }
   const style = getStyle(a.style ?? DEFAULT_STYLE);
   const mode = a.mode ?? 'latent';
   if (mode !== 'latent' && mode !== 'text') throw new UsageError(`--mode ${mode}: expected latent or text`);
-  if (a.task !== undefined && !['math', 'reasoning', 'choice', 'code'].includes(a.task)) throw new UsageError(`--task ${a.task}: expected math, reasoning, choice or code`);
+  if (a.task !== undefined && !['math', 'reasoning', 'choice', 'code'].includes(a.task))
+    throw new UsageError(`--task ${a.task}: expected math, reasoning, choice or code`);
   const reasoning = a.task === 'reasoning';
   // reasoning questions run as math ones (upstream maps the task to math500's loaders and links) with their own prompts
   const taskOf = (q: string): TaskKind => (reasoning ? 'math' : (a.task as TaskKind | undefined) ?? detectTask(q));
@@ -198,7 +235,8 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   }
   const { thinking } = upstreamFlags(a, err);
   const kvChoice = kvDtypeFlag(a.kv_dtype);
-  const samplingOf = (task: TaskKind): SamplingOptions => (a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: seed ?? 42 }, task));
+  const samplingOf = (task: TaskKind): SamplingOptions =>
+    a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: seed ?? 42 }, task);
   const given = a.prompts ? readPrompts(a.prompts) : undefined;
   const partial = a.output_jsonl ? `${a.output_jsonl}.partial` : null;
   const be = await backend();
@@ -213,34 +251,50 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
     thinkAll(system, thinking);
     const kv = kvDtypeAll(system, kvChoice);
     const prompts = reasoning ? reasoningPrompts(given ?? system.prompts ?? DEFAULT_PROMPTS) : given;
-    err(`loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${mode} mode, ${rounds} round(s)` +
-      `${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, task ${reasoning ? 'reasoning' : firstTask}${system.adapterTask ? ` (${system.adapterTask} links)` : ''}` +
-      `${questions.length > 1 ? `; ${questions.length} questions` : ''}${thinking ? '; thinking on' : ''}; ${kv} KV cache\n`);
+    err(
+      `loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${mode} mode, ${rounds} round(s)` +
+        `${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, task ${reasoning ? 'reasoning' : firstTask}${system.adapterTask ? ` (${system.adapterTask} links)` : ''}` +
+        `${questions.length > 1 ? `; ${questions.length} questions` : ''}${thinking ? '; thinking on' : ''}; ${kv} KV cache\n`,
+    );
     if (partial) {
       mkdirSync(dirname(partial), { recursive: true });
       writeFileSync(partial, '');
     }
-    const tools = style.tools ? { python: nodePythonRunner(), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) } : undefined;
+    const tools = style.tools
+      ? { python: nodePythonRunner(), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) }
+      : undefined;
     for (const [index, q] of questions.entries()) {
       const task = taskOf(q.question);
       if (questions.length > 1) err(`question ${index + 1}/${questions.length}\n`);
       const dump = a.dump ? await DumpWriter.create(questions.length > 1 ? join(a.dump, String(index)) : a.dump) : null;
       const fnName = q.fnName ?? a.fn_name;
       const opts: AskOptions = {
-        question: q.question, task, rounds, latentSteps, mode, sampling: samplingOf(task), maxNewTokens: maxNewTokensFlag ?? defaultMaxNewTokens(style.name, task),
+        question: q.question,
+        task,
+        rounds,
+        latentSteps,
+        mode,
+        sampling: samplingOf(task),
+        maxNewTokens: maxNewTokensFlag ?? defaultMaxNewTokens(style.name, task),
         answerRetry: !a.no_ans && !reasoning,
         ...(fnName ? { fnName } : {}),
         ...(prompts ? { prompts } : {}),
         ...(tools ? { tools } : {}),
         onStage: async (r) => {
-          err(`round ${r.round + 1} ${r.role}: ${r.generatedIds ? `${r.generatedIds.length} tokens` : `${r.hidden?.shape[0] ?? 0} latent steps → ${r.linksOut.join(', ')}`} ` +
-            `(${r.seconds.toFixed(2)} s)\n`);
+          err(
+            `round ${r.round + 1} ${r.role}: ${r.generatedIds ? `${r.generatedIds.length} tokens` : `${r.hidden?.shape[0] ?? 0} latent steps → ${r.linksOut.join(', ')}`} ` +
+              `(${r.seconds.toFixed(2)} s)\n`,
+          );
           await dump?.stage(r);
         },
       };
       const r = await ask(system, opts);
       const record = {
-        answer: reasoning ? stripThink(r.text).trim() : r.answer, text: r.text, tokens: r.tokens, seconds: Number(r.seconds.toFixed(3)), rounds: r.rounds,
+        answer: reasoning ? stripThink(r.text).trim() : r.answer,
+        text: r.text,
+        tokens: r.tokens,
+        seconds: Number(r.seconds.toFixed(3)),
+        rounds: r.rounds,
         // what a counting backend (WebGPU) issued per latent step and per decoded token (steps after each first)
         ...(r.counters ? { per_latent_step: perStep(r.counters.latent), per_decoded_token: perStep(r.counters.decode) } : {}),
       };
@@ -248,7 +302,9 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
         out(`${JSON.stringify(record)}\n`);
       } else {
         out(`${r.text}\n`);
-        err(`answer: ${record.answer}\n${r.tokens} tokens, ${r.latentSteps} latent steps, ${r.seconds.toFixed(2)} s${r.retried ? ' (answer retry ran)' : ''}\n`);
+        err(
+          `answer: ${record.answer}\n${r.tokens} tokens, ${r.latentSteps} latent steps, ${r.seconds.toFixed(2)} s${r.retried ? ' (answer retry ran)' : ''}\n`,
+        );
       }
       if (partial) appendFileSync(partial, `${JSON.stringify({ index, question: q.question, ...record })}\n`);
     }

@@ -27,15 +27,26 @@ import { TRAIN_ALIASES, TRAIN_OPTIONS, TRAIN_USAGE } from './train-args';
  * --devices. The values of --backend and --devices to use; a --backend or --devices that says otherwise is
  * a usage error naming both.
  */
-export function deviceFlag(v: { device?: string; backend?: string; devices?: string }, usage: (m: string) => Error): { backend?: string; devices?: string } {
+export function deviceFlag(
+  v: { device?: string; backend?: string; devices?: string },
+  usage: (m: string) => Error,
+): { backend?: string; devices?: string } {
   const { device, backend, devices } = v;
   if (device === undefined) return { backend, devices };
   const m = /^(cuda|cpu)(?::(\d+))?$/.exec(device.trim());
-  if (!m || (m[1] === 'cpu' && m[2] !== undefined)) throw usage(`--device ${device}: expected cuda, cpu or cuda:N (upstream's spelling; --backend webgpu for WebGPU)`);
+  if (!m || (m[1] === 'cpu' && m[2] !== undefined))
+    throw usage(`--device ${device}: expected cuda, cpu or cuda:N (upstream's spelling; --backend webgpu for WebGPU)`);
   const be = m[1]!;
-  if (backend !== undefined && backend !== be) throw usage(`--device ${device} asks for the ${be} backend but --backend is ${backend}; give one of them`);
+  if (backend !== undefined && backend !== be)
+    throw usage(`--device ${device} asks for the ${be} backend but --backend is ${backend}; give one of them`);
   if (m[2] !== undefined) {
-    if (devices !== undefined && devices.split(',').map((x) => x.trim()).join(',') !== String(Number(m[2]))) {
+    if (
+      devices !== undefined &&
+      devices
+        .split(',')
+        .map((x) => x.trim())
+        .join(',') !== String(Number(m[2]))
+    ) {
       throw usage(`--device ${device} picks CUDA device ${Number(m[2])} but --devices is ${devices}; give one of them`);
     }
     return { backend: be, devices: String(Number(m[2])) };
@@ -44,7 +55,8 @@ export function deviceFlag(v: { device?: string; backend?: string; devices?: str
 }
 
 async function pickBackend(choice: string | undefined, device = 0): Promise<Backend> {
-  if (choice !== undefined && choice !== 'webgpu' && choice !== 'cpu' && choice !== 'cuda') throw new UsageError(`--backend ${choice}: expected webgpu, cpu or cuda`);
+  if (choice !== undefined && choice !== 'webgpu' && choice !== 'cpu' && choice !== 'cuda')
+    throw new UsageError(`--backend ${choice}: expected webgpu, cpu or cuda`);
   let be: Backend;
   if (choice === 'cpu') be = new CpuBackend('f32');
   else if (choice === 'cuda') be = await CudaBackend.create({ device });
@@ -75,7 +87,10 @@ interface Runner {
    * The backend of --backend (or upstream's --device), opened when the command asks for it, and with
    * --devices over several GPUs the placement of a system's roles; `one` for a command that runs one model.
    */
-  devices(v: { backend?: string; devices?: string; device?: string }, one?: boolean): { backend: () => Promise<Backend>; place?: Placement };
+  devices(
+    v: { backend?: string; devices?: string; device?: string },
+    one?: boolean,
+  ): { backend: () => Promise<Backend>; place?: Placement };
 }
 
 async function healthcheckCmd(a: Values<typeof HEALTHCHECK_OPTIONS>, r: Runner): Promise<number> {
@@ -96,26 +111,38 @@ async function healthcheckCmd(a: Values<typeof HEALTHCHECK_OPTIONS>, r: Runner):
 const COMMANDS: Readonly<Record<string, Command<Options, Runner>>> = {
   forward: command({ options: FORWARD_OPTIONS, usage: FORWARD_USAGE, run: (v, r: Runner) => forwardCmd(v, r.devices(v, true).backend) }),
   generate: command({
-    options: GENERATE_OPTIONS, aliases: { 'max-new-tokens': 'max_new_tokens', 'top-p': 'top_p', 'top-k': 'top_k' }, usage: GENERATE_USAGE,
+    options: GENERATE_OPTIONS,
+    aliases: { 'max-new-tokens': 'max_new_tokens', 'top-p': 'top_p', 'top-k': 'top_k' },
+    usage: GENERATE_USAGE,
     run: (v, r: Runner) => generateCmd(v, r.devices(v, true).backend),
   }),
   ask: command({
-    options: ASK_OPTIONS, aliases: { q: 'question' }, usage: ASK_USAGE,
+    options: ASK_OPTIONS,
+    aliases: { q: 'question' },
+    usage: ASK_USAGE,
     run: (v, r: Runner) => {
       const d = r.devices(v);
       return askCmd(v, d.backend, r.out, r.err, d.place);
     },
   }),
   run: command({
-    options: RUN_OPTIONS, usage: RUN_USAGE,
+    options: RUN_OPTIONS,
+    usage: RUN_USAGE,
     run: (v, r: Runner) => {
       const d = r.devices(v);
       return runCmd(v, d.backend, r.out, r.err, d.place);
     },
   }),
-  'train-inner': command({ options: TRAIN_OPTIONS, aliases: TRAIN_ALIASES, usage: TRAIN_USAGE, run: (v, r: Runner) => trainCmd('inner', v, r.devices(v, true).backend, r) }),
+  'train-inner': command({
+    options: TRAIN_OPTIONS,
+    aliases: TRAIN_ALIASES,
+    usage: TRAIN_USAGE,
+    run: (v, r: Runner) => trainCmd('inner', v, r.devices(v, true).backend, r),
+  }),
   'train-outer': command({
-    options: TRAIN_OPTIONS, aliases: TRAIN_ALIASES, usage: TRAIN_USAGE,
+    options: TRAIN_OPTIONS,
+    aliases: TRAIN_ALIASES,
+    usage: TRAIN_USAGE,
     run: (v, r: Runner) => {
       const d = r.devices(v);
       return trainCmd('outer', v, d.backend, r, d.place);
@@ -123,7 +150,8 @@ const COMMANDS: Readonly<Record<string, Command<Options, Runner>>> = {
   }),
   'plan-memory': command({ options: PLAN_MEMORY_OPTIONS, usage: PLAN_MEMORY_USAGE, run: (v, r: Runner) => planMemoryCmd(v, r.out) }),
   convert: command({
-    options: CONVERT_OPTIONS, usage: CONVERT_USAGE,
+    options: CONVERT_OPTIONS,
+    usage: CONVERT_USAGE,
     run: async (v, r: Runner) => {
       r.out(await convertCmd(v));
     },
@@ -154,7 +182,9 @@ export async function main(argv: string[]): Promise<number> {
       if (one && ids && ids.length > 1) throw usage(`--devices ${ids.join(',')}: this command runs one model; give one device`);
       return {
         backend: async () => (made = await pickBackend(backend, ids?.[0])),
-        ...(ids && ids.length > 1 ? { place: (roles: readonly string[]) => openPlacement(roles, ids, (s) => process.stderr.write(s)) } : {}),
+        ...(ids && ids.length > 1
+          ? { place: (roles: readonly string[]) => openPlacement(roles, ids, (s) => process.stderr.write(s)) }
+          : {}),
       };
     },
   };

@@ -27,7 +27,8 @@ export type ConvertArgs = Values<typeof CONVERT_OPTIONS>;
 
 const LINK = /\.(pt|safetensors)$/i;
 /** Files a link folder's bundle carries: the links, their manifests, and what resuming training needs. */
-const LINK_FOLDER_FILE = /^(adapter.*\.(pt|safetensors)|outer_.*\.(pt|safetensors)|adapter_config\.json|innerlink_config\.json|outerlink_config\.json|outer_adapter_config.*\.json|train_args\.json|trainer_state\.json|optimizer\.safetensors)$/;
+const LINK_FOLDER_FILE =
+  /^(adapter.*\.(pt|safetensors)|outer_.*\.(pt|safetensors)|adapter_config\.json|innerlink_config\.json|outerlink_config\.json|outer_adapter_config.*\.json|train_args\.json|trainer_state\.json|optimizer\.safetensors)$/;
 
 async function writeNew(path: string, bytes: Uint8Array): Promise<void> {
   const tmp = `${path}.partial-${process.pid}`;
@@ -67,7 +68,9 @@ export async function convertCmd(a: ConvertArgs): Promise<string> {
   if (isDir && /\.zip$/i.test(a.out)) {
     const names = (await readdir(a.in)).filter((n) => LINK_FOLDER_FILE.test(n)).sort();
     if (!names.some((n) => LINK.test(n))) {
-      throw new InvalidArgument(`--in ${a.in} holds no link files (adapter*.pt|safetensors or outer_*.pt|safetensors); give a folder that rmas train-inner or train-outer wrote`);
+      throw new InvalidArgument(
+        `--in ${a.in} holds no link files (adapter*.pt|safetensors or outer_*.pt|safetensors); give a folder that rmas train-inner or train-outer wrote`,
+      );
     }
     const files: Record<string, Uint8Array> = {};
     for (const n of names) files[n] = await readInput(join(a.in, n));
@@ -80,7 +83,12 @@ export async function convertCmd(a: ConvertArgs): Promise<string> {
         if (Number.isSafeInteger(st.state?.step)) step = st.state!.step as number;
       } catch { /* a damaged trainer state stays as it is; the bundle records it byte for byte */ }
     }
-    const zip = await exportBundle(files, { kind, ...(a.style ? { style: a.style } : {}), ...(a.role ? { role: a.role } : {}), ...(step !== undefined ? { step } : {}) });
+    const zip = await exportBundle(files, {
+      kind,
+      ...(a.style ? { style: a.style } : {}),
+      ...(a.role ? { role: a.role } : {}),
+      ...(step !== undefined ? { step } : {}),
+    });
     await writeNew(a.out, zip);
     return `wrote ${a.out}: ${kind} bundle of ${names.length} files (${names.join(', ')})\n`;
   }
@@ -98,5 +106,7 @@ export async function convertCmd(a: ConvertArgs): Promise<string> {
     }
     return `wrote ${a.out}: ${meta.kind} link files ${Object.keys(files).sort().join(', ')}${meta.step !== undefined ? ` (step ${meta.step})` : ''}\n`;
   }
-  throw new UsageError(`convert --in ${a.in} --out ${a.out}: expected FILE.pt|.safetensors -> FILE.pt|.safetensors, DIR -> FILE.zip or FILE.zip -> DIR`);
+  throw new UsageError(
+    `convert --in ${a.in} --out ${a.out}: expected FILE.pt|.safetensors -> FILE.pt|.safetensors, DIR -> FILE.zip or FILE.zip -> DIR`,
+  );
 }

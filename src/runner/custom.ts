@@ -110,11 +110,15 @@ export function reasoningPrompts(base: PromptSet): PromptSet {
     const own = base.templates[`${key}.math`] ?? base.templates[key];
     if (own === undefined) continue;
     const fromDefaults = own === (DEFAULT_PROMPTS.templates[`${key}.math`] ?? DEFAULT_PROMPTS.templates[key]);
-    templates[`${key}.math`] = fromDefaults && REASONING_CHAIN[key] ? REASONING_CHAIN[key] : own.split('{final_instruction}').join(REASONING_FINAL_INSTRUCTION);
+    templates[`${key}.math`] =
+      fromDefaults && REASONING_CHAIN[key] ? REASONING_CHAIN[key] : own.split('{final_instruction}').join(REASONING_FINAL_INSTRUCTION);
   }
   const system = { ...base.system };
   if (system.deliberation === DEFAULT_PROMPTS.system.deliberation) {
-    system.deliberation = system.deliberation.replace(DELIBERATION_BOXED, ' When you are done, give a clear final response in natural language.');
+    system.deliberation = system.deliberation.replace(
+      DELIBERATION_BOXED,
+      ' When you are done, give a clear final response in natural language.',
+    );
   }
   return { system, templates };
 }

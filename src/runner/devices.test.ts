@@ -10,7 +10,8 @@ describe('--devices', () => {
     expect(parseDevices('2, 0,1', 'cuda', usage)).toEqual([2, 0, 1]);
     expect(() => parseDevices('0,1', undefined, usage)).toThrow('--devices 0,1 picks CUDA devices: it needs --backend cuda');
     expect(() => parseDevices('0,1', 'webgpu', usage)).toThrow(/needs --backend cuda/);
-    for (const bad of ['', '0,', '-1', '1.5', 'gpu0']) expect(() => parseDevices(bad, 'cuda', usage), bad).toThrow(/expected CUDA device indices/);
+    for (const bad of ['', '0,', '-1', '1.5', 'gpu0'])
+      expect(() => parseDevices(bad, 'cuda', usage), bad).toThrow(/expected CUDA device indices/);
     expect(() => parseDevices('0,2,0', 'cuda', usage)).toThrow('--devices 0,2,0: device 0 is listed twice');
   });
 

@@ -15,7 +15,8 @@ export function parseDevices(value: string | undefined, backend: string | undefi
   if (value === undefined) return null;
   if (backend !== 'cuda') throw usage(`--devices ${value} picks CUDA devices: it needs --backend cuda`);
   const parts = value.split(',').map((x) => x.trim());
-  if (!parts.length || parts.some((x) => !/^\d+$/.test(x))) throw usage(`--devices ${value}: expected CUDA device indices separated by commas, e.g. 0,1`);
+  if (!parts.length || parts.some((x) => !/^\d+$/.test(x)))
+    throw usage(`--devices ${value}: expected CUDA device indices separated by commas, e.g. 0,1`);
   const ids = parts.map(Number);
   const twice = ids.find((d, i) => ids.indexOf(d) !== i);
   if (twice !== undefined) throw usage(`--devices ${value}: device ${twice} is listed twice`);
@@ -28,7 +29,11 @@ export function placeRoles(roles: readonly string[], devices: readonly number[])
 }
 
 /** Opens the devices of placeRoles (one CudaBackend per device) and says where each role runs. */
-export async function openPlacement(roles: readonly string[], devices: readonly number[], say: (line: string) => void): Promise<Record<string, Backend>> {
+export async function openPlacement(
+  roles: readonly string[],
+  devices: readonly number[],
+  say: (line: string) => void,
+): Promise<Record<string, Backend>> {
   const where = placeRoles(roles, devices);
   const out: Record<string, Backend> = {};
   for (const r of roles) out[r] = await CudaBackend.create({ device: where[r] });

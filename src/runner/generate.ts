@@ -8,7 +8,15 @@ import { DTypeMismatch, ShapeMismatch, UsageError } from '../errors';
 import { SafetensorsFile, writeSafetensors } from '../formats/safetensors';
 import { openCheckpoint } from '../formats/safetensors-sharded';
 import { fileSource } from '../formats/sources';
-import { Decoder, formatWeightBytes, generate, loadDecoderWeights, parseDecoderConfig, readGenerationConfig, type SamplingOptions } from '../model';
+import {
+  Decoder,
+  formatWeightBytes,
+  generate,
+  loadDecoderWeights,
+  parseDecoderConfig,
+  readGenerationConfig,
+  type SamplingOptions,
+} from '../model';
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { kvDtypeFlag, numberFlag, required, type Values } from './args';
@@ -20,7 +28,18 @@ const b = { type: 'boolean' } as const;
 export const FORWARD_OPTIONS = { model: s, ids: s, embeds: s, out: s, ...DEVICE_OPTIONS } as const;
 
 export const GENERATE_OPTIONS = {
-  model: s, prompt: s, chat: b, max_new_tokens: s, greedy: b, temperature: s, top_p: s, top_k: s, seed: s, json: b, kv_dtype: s, ...DEVICE_OPTIONS,
+  model: s,
+  prompt: s,
+  chat: b,
+  max_new_tokens: s,
+  greedy: b,
+  temperature: s,
+  top_p: s,
+  top_k: s,
+  seed: s,
+  json: b,
+  kv_dtype: s,
+  ...DEVICE_OPTIONS,
 } as const;
 
 export const FORWARD_USAGE = `  rmas forward --model DIR (--ids 1,2,3 | --embeds FILE.safetensors) --out FILE.safetensors [--backend webgpu|cpu|cuda]
@@ -48,7 +67,9 @@ async function loadModel(dir: string, backend: Backend) {
   const store = await openCheckpoint(dir);
   try {
     const weights = await loadDecoderWeights(config, store, backend);
-    process.stderr.write(`model: ${config.family}, ${config.layers} layers, hidden ${config.hidden}, weights ${formatWeightBytes(weights)}\n`);
+    process.stderr.write(
+      `model: ${config.family}, ${config.layers} layers, hidden ${config.hidden}, weights ${formatWeightBytes(weights)}\n`,
+    );
     return new Decoder(config, weights);
   } finally {
     await store.close();
@@ -64,7 +85,9 @@ function parseIds(s: string): number[] {
 async function readEmbeds(path: string, hidden: number, backend: Backend) {
   const f = await SafetensorsFile.open(fileSource(path));
   if (!f.names().includes('inputs_embeds')) {
-    throw new ShapeMismatch(`${path} has no tensor "inputs_embeds" (it holds ${f.names().join(', ') || 'none'}); write the embeddings under that name`);
+    throw new ShapeMismatch(
+      `${path} has no tensor "inputs_embeds" (it holds ${f.names().join(', ') || 'none'}); write the embeddings under that name`,
+    );
   }
   const t = await f.read('inputs_embeds');
   if (t.dtype !== 'F32') throw new DTypeMismatch(`${path}: inputs_embeds is ${t.dtype}, expected F32`);
@@ -74,7 +97,11 @@ async function readEmbeds(path: string, hidden: number, backend: Backend) {
   return backend.fromBytes(t.bytes, t.shape, 'f32');
 }
 
-const f32 = (a: Float32Array, shape: number[]) => ({ dtype: 'F32' as const, shape, bytes: new Uint8Array(a.buffer, a.byteOffset, a.byteLength) });
+const f32 = (a: Float32Array, shape: number[]) => ({
+  dtype: 'F32' as const,
+  shape,
+  bytes: new Uint8Array(a.buffer, a.byteOffset, a.byteLength),
+});
 
 export async function forwardCmd(a: Values<typeof FORWARD_OPTIONS>, backend: () => Promise<Backend>) {
   const dir = required('model', a.model);
@@ -83,13 +110,18 @@ export async function forwardCmd(a: Values<typeof FORWARD_OPTIONS>, backend: () 
   const ids = a.ids !== undefined ? parseIds(a.ids) : null;
   const be = await backend();
   const model = await loadModel(dir, be);
-  const input = ids ? { inputIds: be.fromValues(ids, [ids.length], 'i32') } : { inputsEmbeds: await readEmbeds(a.embeds!, model.config.hidden, be) };
+  const input = ids
+    ? { inputIds: be.fromValues(ids, [ids.length], 'i32') }
+    : { inputsEmbeds: await readEmbeds(a.embeds!, model.config.hidden, be) };
   const t0 = performance.now();
   const r = model.forward({ ...input, logits: 'all' });
   const [hidden, logits] = await Promise.all([r.hidden.read(), r.logits!.read()]);
   const ms = performance.now() - t0;
   const T = r.hidden.shape[0];
-  writeFileSync(out, writeSafetensors({ hidden_states: f32(hidden, [T, model.config.hidden]), logits: f32(logits, [T, model.config.vocabSize]) }));
+  writeFileSync(
+    out,
+    writeSafetensors({ hidden_states: f32(hidden, [T, model.config.hidden]), logits: f32(logits, [T, model.config.vocabSize]) }),
+  );
   process.stderr.write(`forward: ${T} positions in ${ms.toFixed(1)} ms; wrote ${out}\n`);
 }
 
@@ -114,11 +146,19 @@ export async function generateCmd(a: Values<typeof GENERATE_OPTIONS>, backend: (
   if (a.greedy) sampling = { greedy: true };
   else if ([temperature, topP, topK, seed].some((x) => x !== undefined)) {
     const base = defaults.sampling.greedy ? {} : defaults.sampling;
-    sampling = { ...base, ...(temperature !== undefined && { temperature }), ...(topP !== undefined && { topP }), ...(topK !== undefined && { topK }), ...(seed !== undefined && { seed }) };
+    sampling = {
+      ...base,
+      ...(temperature !== undefined && { temperature }),
+      ...(topP !== undefined && { topP }),
+      ...(topK !== undefined && { topK }),
+      ...(seed !== undefined && { seed }),
+    };
   }
   const text = a.chat ? tok.applyChatTemplate([{ role: 'user', content: prompt }], { addGenerationPrompt: true }) : prompt;
   const ids = tok.encode(text, { addSpecialTokens: !a.chat });
-  process.stderr.write(`prompt: ${ids.length} tokens; sampling ${JSON.stringify(sampling)}; eos ${JSON.stringify(defaults.eosTokenIds)}; ${model.kvDtype} KV cache\n`);
+  process.stderr.write(
+    `prompt: ${ids.length} tokens; sampling ${JSON.stringify(sampling)}; eos ${JSON.stringify(defaults.eosTokenIds)}; ${model.kvDtype} KV cache\n`,
+  );
 
   // Stream the text as it grows (an incomplete UTF-8 tail held back until the next token completes it).
   const tokens: number[] = [];

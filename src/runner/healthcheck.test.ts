@@ -17,7 +17,10 @@ function hubCache(name: string, repos: string[]): string {
 }
 
 const OUTER_FILES = ['.gitattributes', 'README.md', 'outer_12(math).pt', 'outer_23(math).pt', 'outer_31(math).pt', 'outerlink_config.json'];
-const listing = (files: string[]) => new Response(JSON.stringify({ id: 'RecursiveMAS/Sequential-Light-Outerlinks', siblings: files.map((rfilename) => ({ rfilename })) }), { status: 200 });
+const listing = (files: string[]) =>
+  new Response(JSON.stringify({ id: 'RecursiveMAS/Sequential-Light-Outerlinks', siblings: files.map((rfilename) => ({ rfilename })) }), {
+    status: 200,
+  });
 
 const deps = (over: Partial<HealthDeps> = {}): HealthDeps => ({
   webgpu: async () => { throw new Error('no webgpu in this test'); },
@@ -53,11 +56,19 @@ describe('healthcheck level 3', () => {
     ]);
     const by = Object.fromEntries(r.checks.map((c) => [c.name, c]));
     expect(by.huggingface).toEqual({
-      level: 3, name: 'huggingface', status: 'ok',
-      detail: 'RecursiveMAS/Sequential-Light-Outerlinks: 6 files (.gitattributes, README.md, outer_12(math).pt, outer_23(math).pt, outer_31(math).pt, outerlink_config.json)',
+      level: 3,
+      name: 'huggingface',
+      status: 'ok',
+      detail:
+        'RecursiveMAS/Sequential-Light-Outerlinks: 6 files (.gitattributes, README.md, outer_12(math).pt, outer_23(math).pt, outer_31(math).pt, outerlink_config.json)',
     });
     // a 4xx still counts as reachable
-    expect(by.datasets).toEqual({ level: 3, name: 'datasets', status: 'ok', detail: 'HEAD https://datasets-server.huggingface.co/: HTTP 404' });
+    expect(by.datasets).toEqual({
+      level: 3,
+      name: 'datasets',
+      status: 'ok',
+      detail: 'HEAD https://datasets-server.huggingface.co/: HTTP 404',
+    });
     // levels include the ones below: cpu's allocation and the cache are checked too
     expect(by.cpu!.status).toBe('ok');
     expect(by['hf-cache']!.level).toBe(1);
@@ -68,7 +79,13 @@ describe('healthcheck level 3', () => {
   it('a long listing shows its first 12 files and how many more; no token, no authorization header', async () => {
     const files = Array.from({ length: 15 }, (_, i) => `f${i}.pt`);
     let auth: string | undefined = 'unset';
-    const c = await hubFilesCheck({ hfToken: '', fetch: async (_u, init) => { auth = init.headers.authorization; return listing(files); } });
+    const c = await hubFilesCheck({
+      hfToken: '',
+      fetch: async (_u, init) => {
+        auth = init.headers.authorization;
+        return listing(files);
+      },
+    });
     expect(auth).toBeUndefined();
     expect(c.detail).toBe(`RecursiveMAS/Sequential-Light-Outerlinks: 15 files (${files.slice(0, 12).join(', ')}, … 3 more)`);
   });
@@ -78,15 +95,28 @@ describe('healthcheck level 3', () => {
     expect(r.ok).toBe(true);
     const by = Object.fromEntries(r.checks.map((c) => [c.name, c]));
     expect(by.huggingface).toEqual({
-      level: 3, name: 'huggingface', status: 'warn',
-      detail: 'offline: GET https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks failed (ENOTFOUND); models must come from local folders or the cache',
+      level: 3,
+      name: 'huggingface',
+      status: 'warn',
+      detail:
+        'offline: GET https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks failed (ENOTFOUND); models must come from local folders or the cache',
     });
     expect(by.datasets).toEqual({
-      level: 3, name: 'datasets', status: 'warn',
-      detail: 'offline: HEAD https://datasets-server.huggingface.co/ failed (ENOTFOUND); datasets and benchmarks must come from local files (--dataset_name FILE, --dataset_file) or the cache',
+      level: 3,
+      name: 'datasets',
+      status: 'warn',
+      detail:
+        'offline: HEAD https://datasets-server.huggingface.co/ failed (ENOTFOUND); datasets and benchmarks must come from local files (--dataset_name FILE, --dataset_file) or the cache',
     });
-    const slow = await hubFilesCheck({ hfToken: '', fetch: async () => { throw Object.assign(new Error('t'), { name: 'TimeoutError' }); } });
-    expect(slow.detail).toBe('offline: GET https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks failed (no answer within 5 s); models must come from local folders or the cache');
+    const slow = await hubFilesCheck({
+      hfToken: '',
+      fetch: async () => {
+        throw Object.assign(new Error('t'), { name: 'TimeoutError' });
+      },
+    });
+    expect(slow.detail).toBe(
+      'offline: GET https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks failed (no answer within 5 s); models must come from local folders or the cache',
+    );
   });
 
   it('fails when the hub answers without the listing: a missing repository, a bad token, a body without siblings', async () => {
@@ -107,33 +137,66 @@ describe('healthcheck level 1', () => {
   it('lists the decoder families, and every released style as registered and runnable', async () => {
     const r = await healthcheck(1, deps({ fetch: offline, head: offline }));
     const by = Object.fromEntries(r.checks.map((c) => [c.name, c]));
-    expect(by.families).toEqual({ level: 1, name: 'families', status: 'ok', detail: 'decoders: llama, qwen2, qwen3, mistral, gemma3, qwen3_5' });
+    expect(by.families).toEqual({
+      level: 1,
+      name: 'families',
+      status: 'ok',
+      detail: 'decoders: llama, qwen2, qwen3, mistral, gemma3, qwen3_5',
+    });
     expect(by.styles).toEqual({
-      level: 1, name: 'styles', status: 'ok',
-      detail: '5 styles registered, all runnable: sequential_light, sequential_scaled, mixture, distillation, deliberation; embedded: tiny_sequential',
+      level: 1,
+      name: 'styles',
+      status: 'ok',
+      detail:
+        '5 styles registered, all runnable: sequential_light, sequential_scaled, mixture, distillation, deliberation; embedded: tiny_sequential',
     });
     expect(r.checks.every((c) => c.level === 1)).toBe(true);
   });
 
   it('reports a style whose backbones the engine cannot run as not runnable, not as registered', () => {
-    const mamba: StyleSpec = { ...STYLES.mixture, roles: STYLES.mixture.roles.map((r) => r.key === 'science' ? { ...r, modelType: 'mamba' } : r) };
-    const c = stylesCheck({ ...STYLES, mixture: mamba, distillation: { ...STYLES.distillation, roles: STYLES.distillation.roles.map((r) => ({ ...r, modelType: 'rwkv' })) } });
+    const mamba: StyleSpec = {
+      ...STYLES.mixture,
+      roles: STYLES.mixture.roles.map((r) => (r.key === 'science' ? { ...r, modelType: 'mamba' } : r)),
+    };
+    const c = stylesCheck({
+      ...STYLES,
+      mixture: mamba,
+      distillation: { ...STYLES.distillation, roles: STYLES.distillation.roles.map((r) => ({ ...r, modelType: 'rwkv' })) },
+    });
     expect(c).toEqual({
-      level: 1, name: 'styles', status: 'warn',
-      detail: '3 of 5 styles runnable: sequential_light, sequential_scaled, deliberation; not runnable, their released backbones need decoders this engine lacks: ' +
+      level: 1,
+      name: 'styles',
+      status: 'warn',
+      detail:
+        '3 of 5 styles runnable: sequential_light, sequential_scaled, deliberation; not runnable, their released backbones need decoders this engine lacks: ' +
         'mixture (science: mamba); distillation (expert: rwkv, learner: rwkv) (give those roles models of a family it runs: --ckpt_override ROLE=DIR); embedded: tiny_sequential',
     });
-    expect(stylesCheck({ ...STYLES, mixture: { ...STYLES.mixture, roles: [] } })).toEqual({ level: 1, name: 'styles', status: 'fail', detail: 'registry broken: no roles in mixture' });
+    expect(stylesCheck({ ...STYLES, mixture: { ...STYLES.mixture, roles: [] } })).toEqual({
+      level: 1,
+      name: 'styles',
+      status: 'fail',
+      detail: 'registry broken: no roles in mixture',
+    });
   });
 
   it('counts the models in the Hugging Face cache and names the styles cached whole', async () => {
     const light = [...STYLES.sequential_light.roles.map((r) => r.repo), STYLES.sequential_light.outerRepo];
     const dir = hubCache('light', [...light, 'Qwen/Qwen3-1.7B', STYLES.mixture.roles[0]!.repo]);
-    expect(await hfCacheCheck(dir)).toEqual({ level: 1, name: 'hf-cache', status: 'ok', detail: `${dir}: 6 models; styles cached whole: sequential_light` });
+    expect(await hfCacheCheck(dir)).toEqual({
+      level: 1,
+      name: 'hf-cache',
+      status: 'ok',
+      detail: `${dir}: 6 models; styles cached whole: sequential_light`,
+    });
     const one = hubCache('one', ['Qwen/Qwen3-1.7B']);
     expect((await hfCacheCheck(one)).detail).toBe(`${one}: 1 model; styles cached whole: none`);
     const none = join(root, 'absent');
-    expect(await hfCacheCheck(none)).toEqual({ level: 1, name: 'hf-cache', status: 'ok', detail: `${none}: no cache yet (0 models); released styles download there on first use` });
+    expect(await hfCacheCheck(none)).toEqual({
+      level: 1,
+      name: 'hf-cache',
+      status: 'ok',
+      detail: `${none}: no cache yet (0 models); released styles download there on first use`,
+    });
     // healthcheck reads the folder it is given
     const r = await healthcheck(1, deps({ hfHubCache: dir }));
     expect(r.checks.find((c) => c.name === 'hf-cache')!.detail).toBe(`${dir}: 6 models; styles cached whole: sequential_light`);

@@ -74,7 +74,12 @@ const MIN_NODE = [20, 19];
 function nodeCheck(): Check {
   const [maj, min] = process.versions.node.split('.').map(Number);
   const ok = maj > MIN_NODE[0] || (maj === MIN_NODE[0] && min >= MIN_NODE[1]);
-  return { level: 1, name: 'node', status: ok ? 'ok' : 'fail', detail: ok ? `Node ${process.versions.node}` : `Node ${process.versions.node}; the runner needs ${MIN_NODE.join('.')} or later` };
+  return {
+    level: 1,
+    name: 'node',
+    status: ok ? 'ok' : 'fail',
+    detail: ok ? `Node ${process.versions.node}` : `Node ${process.versions.node}; the runner needs ${MIN_NODE.join('.')} or later`,
+  };
 }
 
 function packageCheck(pkg: string, what: string): Check {
@@ -91,7 +96,12 @@ function packageCheck(pkg: string, what: string): Check {
       dir = dirname(dir);
     }
   } catch (e) {
-    return { level: 1, name: pkg, status: 'fail', detail: `${what}: ${pkg} is not installed (${(e as Error).message.split('\n')[0]}); run npm install` };
+    return {
+      level: 1,
+      name: pkg,
+      status: 'fail',
+      detail: `${what}: ${pkg} is not installed (${(e as Error).message.split('\n')[0]}); run npm install`,
+    };
   }
 }
 
@@ -103,7 +113,12 @@ export function stylesCheck(styles: Readonly<Record<string, StyleSpec>> = STYLES
   const all = Object.values(styles);
   const empty = all.filter((s) => !s.roles.length).map((s) => s.name);
   if (!all.length || empty.length || !Object.hasOwn(styles, DEFAULT_STYLE)) {
-    return { level: 1, name: 'styles', status: 'fail', detail: `registry broken: ${empty.length ? `no roles in ${empty.join(', ')}` : `default ${DEFAULT_STYLE} missing`}` };
+    return {
+      level: 1,
+      name: 'styles',
+      status: 'fail',
+      detail: `registry broken: ${empty.length ? `no roles in ${empty.join(', ')}` : `default ${DEFAULT_STYLE} missing`}`,
+    };
   }
   const released = all.filter((s) => !s.embedded);
   const lacking = released.flatMap((s) => {
@@ -113,7 +128,13 @@ export function stylesCheck(styles: Readonly<Record<string, StyleSpec>> = STYLES
   const runnable = released.filter((s) => !unrunnableRoles(s).length).map((s) => s.name);
   const embedded = all.filter((s) => s.embedded).map((s) => s.name);
   const tail = embedded.length ? `; embedded: ${embedded.join(', ')}` : '';
-  if (!lacking.length) return { level: 1, name: 'styles', status: 'ok', detail: `${released.length} styles registered, all runnable: ${runnable.join(', ')}${tail}` };
+  if (!lacking.length)
+    return {
+      level: 1,
+      name: 'styles',
+      status: 'ok',
+      detail: `${released.length} styles registered, all runnable: ${runnable.join(', ')}${tail}`,
+    };
   return {
     level: 1, name: 'styles', status: 'warn',
     detail: `${runnable.length} of ${released.length} styles runnable${runnable.length ? `: ${runnable.join(', ')}` : ''}; ` +
@@ -134,18 +155,30 @@ function familiesCheck(): Check {
 export async function hfCacheCheck(dir: string, styles: Readonly<Record<string, StyleSpec>> = STYLES): Promise<Check> {
   let names: string[];
   try {
-    names = (await readdir(dir, { withFileTypes: true })).filter((e) => e.isDirectory() && e.name.startsWith('models--')).map((e) => e.name);
+    names = (await readdir(dir, { withFileTypes: true }))
+      .filter((e) => e.isDirectory() && e.name.startsWith('models--'))
+      .map((e) => e.name);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return { level: 1, name: 'hf-cache', status: 'ok', detail: `${dir}: no cache yet (0 models); released styles download there on first use` };
+    if (code === 'ENOENT')
+      return {
+        level: 1,
+        name: 'hf-cache',
+        status: 'ok',
+        detail: `${dir}: no cache yet (0 models); released styles download there on first use`,
+      };
     return { level: 1, name: 'hf-cache', status: 'warn', detail: `${dir}: unreadable (${code ?? (e as Error).message})` };
   }
   const have = new Set(names);
   const cached = Object.values(styles)
-    .filter((s) => !s.embedded && [...s.roles.map((r) => r.repo), s.outerRepo].every((repo) => have.has(`models--${repo.replace('/', '--')}`)))
+    .filter(
+      (s) => !s.embedded && [...s.roles.map((r) => r.repo), s.outerRepo].every((repo) => have.has(`models--${repo.replace('/', '--')}`)),
+    )
     .map((s) => s.name);
   return {
-    level: 1, name: 'hf-cache', status: 'ok',
+    level: 1,
+    name: 'hf-cache',
+    status: 'ok',
     detail: `${dir}: ${names.length} model${names.length === 1 ? '' : 's'}; styles cached whole: ${cached.length ? cached.join(', ') : 'none'}`,
   };
 }
@@ -157,7 +190,9 @@ export function pythonCheck(python = 'python3'): Check {
   if (r.status === 0 && /^Python 3\./.test(version)) return { level: 1, name: 'python', status: 'ok', detail: `${python}: ${version}` };
   const why = r.error ? (r.error as NodeJS.ErrnoException).code ?? r.error.message : version || `exit ${r.status}`;
   return {
-    level: 1, name: 'python', status: 'warn',
+    level: 1,
+    name: 'python',
+    status: 'warn',
     detail: `${python} unavailable (${why}); code benchmarks (mbppplus, livecodebench) and deliberation's Python tool need Python 3 (apt-get install python3)`,
   };
 }
@@ -183,7 +218,12 @@ async function backendCheck(name: string, open: () => Promise<{ backend: Backend
     return { level: 2, name, status: 'ok', detail: await roundTrip(opened.backend) };
   } catch (e) {
     const err = e as Error;
-    return { level: 2, name, status: required ? 'fail' : 'warn', detail: `unavailable: ${err?.name ?? 'Error'}: ${err?.message ?? String(e)}` };
+    return {
+      level: 2,
+      name,
+      status: required ? 'fail' : 'warn',
+      detail: `unavailable: ${err?.name ?? 'Error'}: ${err?.message ?? String(e)}`,
+    };
   } finally {
     try {
       opened?.close?.();
@@ -197,9 +237,16 @@ function cudaAddonCheck(): Check {
   const s = cudaStatus();
   if (!s.built) return { level: 2, name: 'cuda-addon', status: 'warn', detail: s.hint ?? 'not built' };
   const p = s.probe;
-  const versions = p ? `runtime ${p.runtimeVersion}, driver ${p.driverVersion || 'none'}, cuBLASLt ${p.cublasLt ?? 'missing'}` : 'does not load';
+  const versions = p
+    ? `runtime ${p.runtimeVersion}, driver ${p.driverVersion || 'none'}, cuBLASLt ${p.cublasLt ?? 'missing'}`
+    : 'does not load';
   const devices = p?.devices.map((d) => `${d.name} (sm_${d.major}${d.minor}, ${(d.totalMem / 2 ** 30).toFixed(0)} GiB)`).join(', ');
-  return { level: 2, name: 'cuda-addon', status: s.hint ? 'warn' : 'ok', detail: `${s.path}: ${versions}${devices ? `; ${devices}` : ''}${s.hint ? `; ${s.hint}` : ''}` };
+  return {
+    level: 2,
+    name: 'cuda-addon',
+    status: s.hint ? 'warn' : 'ok',
+    detail: `${s.path}: ${versions}${devices ? `; ${devices}` : ''}${s.hint ? `; ${s.hint}` : ''}`,
+  };
 }
 
 const TIMEOUT_MS = 5000;
@@ -207,7 +254,9 @@ const TIMEOUT_MS = 5000;
 /** Why a request got no answer, in a few words. */
 function noAnswer(e: unknown): string {
   const err = e as Error & { cause?: { code?: string } };
-  return err.name === 'TimeoutError' || err.name === 'AbortError' ? `no answer within ${TIMEOUT_MS / 1000} s` : (err.cause?.code ?? err.message);
+  return err.name === 'TimeoutError' || err.name === 'AbortError'
+    ? `no answer within ${TIMEOUT_MS / 1000} s`
+    : (err.cause?.code ?? err.message);
 }
 
 const defaultHead = async (url: string, timeoutMs: number): Promise<number> =>
@@ -235,12 +284,25 @@ export async function hubFilesCheck(deps: Pick<HealthDeps, 'fetch' | 'hfToken'>,
   const token = deps.hfToken ?? process.env.HF_TOKEN;
   let res: Response;
   try {
-    res = await (deps.fetch ?? fetch)(url, { signal: AbortSignal.timeout(TIMEOUT_MS), headers: token ? { authorization: `Bearer ${token}` } : {} });
+    res = await (deps.fetch ?? fetch)(url, {
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+      headers: token ? { authorization: `Bearer ${token}` } : {},
+    });
   } catch (e) {
-    return { level: 3, name: 'huggingface', status: 'warn', detail: `offline: GET ${url} failed (${noAnswer(e)}); models must come from local folders or the cache` };
+    return {
+      level: 3,
+      name: 'huggingface',
+      status: 'warn',
+      detail: `offline: GET ${url} failed (${noAnswer(e)}); models must come from local folders or the cache`,
+    };
   }
   if (!res.ok) {
-    const hint = res.status === 401 || res.status === 403 ? '; HF_TOKEN may be invalid' : res.status === 404 ? '; the repository is gone or renamed' : '';
+    const hint =
+      res.status === 401 || res.status === 403
+        ? '; HF_TOKEN may be invalid'
+        : res.status === 404
+          ? '; the repository is gone or renamed'
+          : '';
     return { level: 3, name: 'huggingface', status: 'fail', detail: `GET ${url}: HTTP ${res.status}${hint}` };
   }
   let files: string[];
@@ -249,16 +311,31 @@ export async function hubFilesCheck(deps: Pick<HealthDeps, 'fetch' | 'hfToken'>,
     if (!Array.isArray(body.siblings)) throw new Error('no siblings');
     files = body.siblings.map((f) => f.rfilename).filter((f): f is string => typeof f === 'string');
   } catch (e) {
-    return { level: 3, name: 'huggingface', status: 'fail', detail: `GET ${url}: HTTP ${res.status} but no file list (${(e as Error).message})` };
+    return {
+      level: 3,
+      name: 'huggingface',
+      status: 'fail',
+      detail: `GET ${url}: HTTP ${res.status} but no file list (${(e as Error).message})`,
+    };
   }
   const shown = files.slice(0, SHOWN_FILES).join(', ');
   const more = files.length > SHOWN_FILES ? `, … ${files.length - SHOWN_FILES} more` : '';
-  return { level: 3, name: 'huggingface', status: 'ok', detail: `${repo}: ${files.length} file${files.length === 1 ? '' : 's'}${files.length ? ` (${shown}${more})` : ''}` };
+  return {
+    level: 3,
+    name: 'huggingface',
+    status: 'ok',
+    detail: `${repo}: ${files.length} file${files.length === 1 ? '' : 's'}${files.length ? ` (${shown}${more})` : ''}`,
+  };
 }
 
 export async function healthcheck(level: 1 | 2 | 3, deps: HealthDeps): Promise<HealthReport> {
   const checks: Check[] = [
-    nodeCheck(), packageCheck('webgpu', 'WebGPU (Dawn)'), packageCheck('@huggingface/transformers', 'tokenizers'), pythonCheck(), stylesCheck(), familiesCheck(),
+    nodeCheck(),
+    packageCheck('webgpu', 'WebGPU (Dawn)'),
+    packageCheck('@huggingface/transformers', 'tokenizers'),
+    pythonCheck(),
+    stylesCheck(),
+    familiesCheck(),
     await hfCacheCheck(deps.hfHubCache ?? hfHubCacheDir(process.env, homedir())),
   ];
   if (level >= 2) {
@@ -269,7 +346,14 @@ export async function healthcheck(level: 1 | 2 | 3, deps: HealthDeps): Promise<H
   }
   if (level >= 3) {
     checks.push(await hubFilesCheck(deps));
-    checks.push(await reachCheck(deps, 'datasets', `${new URL(ROWS_API).origin}/`, 'datasets and benchmarks must come from local files (--dataset_name FILE, --dataset_file) or the cache'));
+    checks.push(
+      await reachCheck(
+        deps,
+        'datasets',
+        `${new URL(ROWS_API).origin}/`,
+        'datasets and benchmarks must come from local files (--dataset_name FILE, --dataset_file) or the cache',
+      ),
+    );
   }
   return { level, ok: checks.every((c) => c.status !== 'fail'), checks };
 }
@@ -278,6 +362,8 @@ export function formatReport(r: HealthReport): string {
   const lines = r.checks.map((c) => `${c.status.padEnd(4)}  ${c.name}: ${c.detail}`);
   const warns = r.checks.filter((c) => c.status === 'warn').length;
   const fails = r.checks.filter((c) => c.status === 'fail').length;
-  lines.push(`healthcheck level ${r.level}: ${r.ok ? 'passed' : 'FAILED'} (${r.checks.length} checks, ${warns} warnings, ${fails} failures)`);
+  lines.push(
+    `healthcheck level ${r.level}: ${r.ok ? 'passed' : 'FAILED'} (${r.checks.length} checks, ${warns} warnings, ${fails} failures)`,
+  );
   return `${lines.join('\n')}\n`;
 }

@@ -13,7 +13,17 @@ import { getStyle, schedule } from '../mas/styles';
 import { type DecoderConfig, parseDecoderConfig } from '../model/config';
 import { VIEW_ALIGN } from '../tensor/backend';
 import { halfGemmFromEnv } from '../tensor/cuda';
-import { type AgentForward, type DeviceMemoryPlan, type LinkParams, type MemoryPlan, type MemoryPlanInput, type RecomputeMode, formatBytes as fmt, planPlacedMemory, planTrainingMemory } from '../train/memory';
+import {
+  type AgentForward,
+  type DeviceMemoryPlan,
+  type LinkParams,
+  type MemoryPlan,
+  type MemoryPlanInput,
+  type RecomputeMode,
+  formatBytes as fmt,
+  planPlacedMemory,
+  planTrainingMemory,
+} from '../train/memory';
 import { numberFlag, type Values } from './args';
 import { placeRoles } from './devices';
 
@@ -91,7 +101,15 @@ export interface PlanMemoryResult {
   spread?: DeviceMemoryPlan[];
   agents: { name: string; dir: string; family: string; layers: number; hidden: number; weightBytesPerParam: number }[];
   links: LinkParams[];
-  settings: { maxLength: number; answerTokens: number; rounds: number; recompute: RecomputeMode; budgetGb: number; style: string | null; devices: number };
+  settings: {
+    maxLength: number;
+    answerTokens: number;
+    rounds: number;
+    recompute: RecomputeMode;
+    budgetGb: number;
+    style: string | null;
+    devices: number;
+  };
 }
 
 /** The agents (in order) over `n` devices as --devices places roles, each link with its sender (`from`) or agent. */
@@ -124,10 +142,17 @@ export function planFromArgs(a: PlanArgs): PlanMemoryResult {
   const outerType = resolveOuterLinkType(a.outer_type ?? 'outer_ln_res_adapter');
   const bytes = new Map(agents.map((x) => [x.name, weightBytes(a.weights_dtype, x.config)]));
   // --weights_dtype names the half type for every agent; without it each config.json's dtype does
-  const halfType = a.weights_dtype && /^(f16|float16)$/i.test(a.weights_dtype) ? 'f16' as const : a.weights_dtype ? 'bf16' as const : undefined;
+  const halfType =
+    a.weights_dtype && /^(f16|float16)$/i.test(a.weights_dtype) ? ('f16' as const) : a.weights_dtype ? ('bf16' as const) : undefined;
 
   const forward = (name: string, recorded: boolean, scored: boolean): AgentForward => ({
-    name, config: byName.get(name)!.config, weightBytesPerParam: bytes.get(name)!, ...(halfType ? { halfType } : {}), tokens: maxLength, recorded, logitRows: scored ? answerTokens : 0,
+    name,
+    config: byName.get(name)!.config,
+    weightBytesPerParam: bytes.get(name)!,
+    ...(halfType ? { halfType } : {}),
+    tokens: maxLength,
+    recorded,
+    logitRows: scored ? answerTokens : 0,
   });
   let forwards: AgentForward[];
   let pairs: [string, string, string][];
@@ -155,15 +180,34 @@ export function planFromArgs(a: PlanArgs): PlanMemoryResult {
     ...agents.map((x) => ({ name: `inner_${x.name}`, params: flatSize(innerLinkShapes(innerType, x.config.hidden)), trainable: false })),
   ];
   // the cuda runner's half-weight products follow RMAS_CUDA_HALF_GEMM; 'split' keeps 3 (bf16) or 2 (f16) copies of the operand
-  const input: MemoryPlanInput = { agents: forwards, links, recompute, budgetBytes: Math.floor(budgetGb * GIB), halfGemm: halfGemmFromEnv() };
+  const input: MemoryPlanInput = {
+    agents: forwards,
+    links,
+    recompute,
+    budgetBytes: Math.floor(budgetGb * GIB),
+    halfGemm: halfGemmFromEnv(),
+  };
   const plan = planTrainingMemory(input);
   const names = style ? style.roles.map((r) => r.key) : agents.map((x) => x.name);
-  const linkAgent = new Map<string, string>([...pairs.map(([name, from]) => [name, from] as [string, string]), ...agents.map((x) => [`inner_${x.name}`, x.name] as [string, string])]);
+  const linkAgent = new Map<string, string>([
+    ...pairs.map(([name, from]) => [name, from] as [string, string]),
+    ...agents.map((x) => [`inner_${x.name}`, x.name] as [string, string]),
+  ]);
   const devices = nDevices > 1 ? placed(input, names, nDevices, linkAgent) : undefined;
   const spread = nDevices === 1 && !plan.fits && names.length > 1 ? placed(input, names, names.length, linkAgent) : undefined;
   return {
-    plan, links, ...(devices ? { devices } : {}), ...(spread ? { spread } : {}),
-    agents: agents.map((x) => ({ name: x.name, dir: x.dir, family: x.config.family, layers: x.config.layers, hidden: x.config.hidden, weightBytesPerParam: bytes.get(x.name)! })),
+    plan,
+    links,
+    ...(devices ? { devices } : {}),
+    ...(spread ? { spread } : {}),
+    agents: agents.map((x) => ({
+      name: x.name,
+      dir: x.dir,
+      family: x.config.family,
+      layers: x.config.layers,
+      hidden: x.config.hidden,
+      weightBytesPerParam: bytes.get(x.name)!,
+    })),
     settings: { maxLength, answerTokens, rounds, recompute, budgetGb, style: style?.name ?? null, devices: nDevices },
   };
 }
@@ -182,10 +226,18 @@ export function formatPlan(r: PlanMemoryResult): string {
   const { plan, settings: st } = r;
   const head = `plan-memory: ${st.style ? `style ${st.style}, ` : ''}${st.rounds} round(s), max_length ${st.maxLength}, ` +
     `answer_tokens ${st.answerTokens}, gradient_checkpointing ${FLAG[st.recompute]}, budget ${fmt(plan.budget)}`;
-  const agents = table([
-    ['agent', 'model', 'bytes/weight', 'weights'],
-    ...r.agents.map((x) => [x.name, `${x.family}, ${x.layers} layers, hidden ${x.hidden}`, String(x.weightBytesPerParam), fmt(plan.weights[x.name])]),
-  ], 'llrr');
+  const agents = table(
+    [
+      ['agent', 'model', 'bytes/weight', 'weights'],
+      ...r.agents.map((x) => [
+        x.name,
+        `${x.family}, ${x.layers} layers, hidden ${x.hidden}`,
+        String(x.weightBytesPerParam),
+        fmt(plan.weights[x.name]),
+      ]),
+    ],
+    'llrr',
+  );
   const dash = (on: boolean, b: number) => (on ? fmt(b) : '-');
   const forwards = table([
     ['forward', 'tokens', 'rows', 'tape', 'activations', 'recomputing', 'inputs', 'logits', 'backward transient', 'off-tape peak'],
@@ -210,14 +262,17 @@ export function formatPlan(r: PlanMemoryResult): string {
     ? `fits: ${fmt(p.budget - p.peak)} to spare; recompute ${p.recomputed.length ? p.recomputed.join(', ') : 'nothing'}`
     : `does not fit: ${p.advice}`);
   if (r.devices) {
-    const per = r.devices.map((d) => `GPU ${d.device} (${d.agents.join(', ')}): weights ${fmt(d.plan.weightsTotal)}, peak ${fmt(d.plan.peak)}; ${fitsLine(d.plan)}`);
+    const per = r.devices.map(
+      (d) => `GPU ${d.device} (${d.agents.join(', ')}): weights ${fmt(d.plan.weightsTotal)}, peak ${fmt(d.plan.peak)}; ${fitsLine(d.plan)}`,
+    );
     return `${head}, ${st.devices} GPUs\n\n${agents}\n\n${forwards}\n\non one GPU: peak ${fmt(plan.peak)}\n${per.join('\n')}\n`;
   }
   let verdict = fitsLine(plan);
   if (r.spread) {
     const worst = r.spread.reduce((a, b) => (b.plan.peak > a.plan.peak ? b : a));
     const fit = r.spread.every((d) => d.plan.fits);
-    verdict += `\none agent per GPU (--devices ${r.spread.length}): the largest GPU peak is ${fmt(worst.plan.peak)} on GPU ${worst.device} (${worst.agents.join(', ')}); ` +
+    verdict +=
+      `\none agent per GPU (--devices ${r.spread.length}): the largest GPU peak is ${fmt(worst.plan.peak)} on GPU ${worst.device} (${worst.agents.join(', ')}); ` +
       `${fit ? `fits, with recompute ${r.spread.flatMap((d) => d.plan.recomputed).join(', ') || 'nothing'}` : 'does not fit either'}`;
   }
   return `${head}\n\n${agents}\n\n${forwards}\n\n${totals}\n${verdict}\n`;
@@ -228,7 +283,12 @@ export function planMemoryCmd(a: PlanArgs, out: (s: string) => void): void {
   const r = planFromArgs(a);
   out(a.json ? `${JSON.stringify(r, null, 2)}\n` : formatPlan(r));
   if (!planFits(r)) {
-    const over = r.devices ? r.devices.filter((d) => !d.plan.fits).map((d) => `GPU ${d.device} (${d.agents.join(', ')}): ${d.plan.advice}`).join('; ') : r.plan.advice!;
+    const over = r.devices
+      ? r.devices
+          .filter((d) => !d.plan.fits)
+          .map((d) => `GPU ${d.device} (${d.agents.join(', ')}): ${d.plan.advice}`)
+          .join('; ')
+      : r.plan.advice!;
     throw new TrainingMemoryExceeded(over);
   }
 }

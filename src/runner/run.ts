@@ -30,12 +30,43 @@ const s = { type: 'string' } as const;
 const b = { type: 'boolean' } as const;
 
 export const RUN_OPTIONS = {
-  style: s, dataset: s, dataset_file: s, dataset_split: s, cache_dir: s, seed: s, sample_seed: s, num_recursive_rounds: s, latent_length: s,
-  greedy: b, temperature: s, top_p: s, top_k: s, num_samples: s, num_rollouts: s, max_new_tokens: s, mode: s, ckpt_override: { type: 'string', multiple: true },
-  prompts: s, no_ans: b, no_judge: b, result_jsonl: s, resume: b, mbppplus_timeout_s: s, mbppplus_num_prompt_tests: s, lcb_use_private_tests: s,
-  json: b, ...DEVICE_OPTIONS,
+  style: s,
+  dataset: s,
+  dataset_file: s,
+  dataset_split: s,
+  cache_dir: s,
+  seed: s,
+  sample_seed: s,
+  num_recursive_rounds: s,
+  latent_length: s,
+  greedy: b,
+  temperature: s,
+  top_p: s,
+  top_k: s,
+  num_samples: s,
+  num_rollouts: s,
+  max_new_tokens: s,
+  mode: s,
+  ckpt_override: { type: 'string', multiple: true },
+  prompts: s,
+  no_ans: b,
+  no_judge: b,
+  result_jsonl: s,
+  resume: b,
+  mbppplus_timeout_s: s,
+  mbppplus_num_prompt_tests: s,
+  lcb_use_private_tests: s,
+  json: b,
+  ...DEVICE_OPTIONS,
   // run.py's remaining flags, and those it always passes to its modules
-  batch_size: s, trust_remote_code: s, tavily_keys_file: s, tavily_sentinel_file: s, dtype: s, enable_thinking: s, do_sample: b, ans: b,
+  batch_size: s,
+  trust_remote_code: s,
+  tavily_keys_file: s,
+  tavily_sentinel_file: s,
+  dtype: s,
+  enable_thinking: s,
+  do_sample: b,
+  ans: b,
   kv_dtype: s,
 } as const;
 
@@ -73,8 +104,20 @@ export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.j
 
 export type RunArgs = Values<typeof RUN_OPTIONS>;
 
-type NumberFlag = 'seed' | 'sample_seed' | 'num_recursive_rounds' | 'num_rollouts' | 'num_samples' | 'temperature' | 'top_p' | 'top_k' | 'latent_length' |
-  'max_new_tokens' | 'mbppplus_timeout_s' | 'mbppplus_num_prompt_tests' | 'lcb_use_private_tests';
+type NumberFlag =
+  | 'seed'
+  | 'sample_seed'
+  | 'num_recursive_rounds'
+  | 'num_rollouts'
+  | 'num_samples'
+  | 'temperature'
+  | 'top_p'
+  | 'top_k'
+  | 'latent_length'
+  | 'max_new_tokens'
+  | 'mbppplus_timeout_s'
+  | 'mbppplus_num_prompt_tests'
+  | 'lcb_use_private_tests';
 const num = (a: RunArgs, k: NumberFlag, integer: boolean, min: number) => numberFlag(k, a[k], { integer, min });
 
 /** Upstream's RELEASE_RECOMMENDED_SETTINGS latent steps (docs/method.md §4.5); the style's default elsewhere. */
@@ -103,9 +146,14 @@ const UNCHECKED = new Set(['type', 'batch_size']);
  * The deliberation search tool of --tavily_keys_file (else TAVILY_API_KEY): keys rotated on auth and quota
  * errors; --tavily_sentinel_file written when every key is gone. Messages name keys by position only.
  */
-export function searchTool(a: Pick<RunArgs, 'tavily_keys_file' | 'tavily_sentinel_file'>, err: (s: string) => void, opts: { url?: string; env?: NodeJS.ProcessEnv } = {}): ToolRunners['search'] {
+export function searchTool(
+  a: Pick<RunArgs, 'tavily_keys_file' | 'tavily_sentinel_file'>,
+  err: (s: string) => void,
+  opts: { url?: string; env?: NodeJS.ProcessEnv } = {},
+): ToolRunners['search'] {
   const env = opts.env ?? process.env;
-  if (a.tavily_sentinel_file && !a.tavily_keys_file) err('note: --tavily_sentinel_file is written when the keys of --tavily_keys_file are exhausted; without a keys file it is not used\n');
+  if (a.tavily_sentinel_file && !a.tavily_keys_file)
+    err('note: --tavily_sentinel_file is written when the keys of --tavily_keys_file are exhausted; without a keys file it is not used\n');
   if (!a.tavily_keys_file) return tavilySearchRunner({ apiKey: env.TAVILY_API_KEY, ...(opts.url ? { url: opts.url } : {}) });
   let text: string;
   try {
@@ -114,11 +162,15 @@ export function searchTool(a: Pick<RunArgs, 'tavily_keys_file' | 'tavily_sentine
     throw new InvalidArgument(`--tavily_keys_file ${a.tavily_keys_file}: cannot read it (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
   }
   const keys = parseTavilyKeys(text);
-  if (!keys.length) throw new InvalidArgument(`--tavily_keys_file ${a.tavily_keys_file} holds no key (one per line; blank lines and # comments are skipped)`);
+  if (!keys.length)
+    throw new InvalidArgument(
+      `--tavily_keys_file ${a.tavily_keys_file} holds no key (one per line; blank lines and # comments are skipped)`,
+    );
   err(`search: ${keys.length} Tavily key(s) from ${a.tavily_keys_file}\n`);
   const sentinel = a.tavily_sentinel_file;
   return tavilySearchRunner({
-    keys, ...(opts.url ? { url: opts.url } : {}),
+    keys,
+    ...(opts.url ? { url: opts.url } : {}),
     onKeyEvent: (m) => err(`search: ${m}\n`),
     onExhausted: (m) => {
       err(`search: ${m}; web search is off for the rest of the run${sentinel ? `; wrote ${sentinel}` : ''}\n`);
@@ -177,7 +229,8 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   if (a.no_ans && a.ans) throw new UsageError('--ans (the answer retry, the default) and --no_ans contradict each other; give one');
   const { batchSize, thinking } = upstreamFlags(a, err);
   const kvChoice = kvDtypeFlag(a.kv_dtype);
-  if ((a.tavily_keys_file || a.tavily_sentinel_file) && !style.tools) err(`note: --tavily_keys_file is for deliberation's search tool; ${style.name} has no tools\n`);
+  if ((a.tavily_keys_file || a.tavily_sentinel_file) && !style.tools)
+    err(`note: --tavily_keys_file is for deliberation's search tool; ${style.name} has no tools\n`);
   const search = style.tools ? searchTool(a, err) : null;
   const mbppTimeout = num(a, 'mbppplus_timeout_s', false, 0.001) ?? 10;
   const promptTests = num(a, 'mbppplus_num_prompt_tests', true, 0) ?? 3;
@@ -196,22 +249,42 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   const task: TaskKind = items[0]!.task;
   const latentSteps = num(a, 'latent_length', true, 1) ?? recommendedLatentSteps(style, name);
   const maxNewTokens = num(a, 'max_new_tokens', true, 1) ?? benchmarkMaxNewTokens(style.name, name);
-  const sampling: SamplingOptions = a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: sampleSeed >= 0 ? sampleSeed : seed }, task);
+  const sampling: SamplingOptions = a.greedy
+    ? { greedy: true }
+    : upstreamSampling({ temperature, topP, topK, seed: sampleSeed >= 0 ? sampleSeed : seed }, task);
   const config: RunConfig = {
-    type: 'config', style: style.name, dataset: a.dataset, dataset_file: a.dataset_file ?? null, dataset_split: a.dataset_split ?? null, seed,
-    sampling: JSON.stringify(sampling), num_recursive_rounds: rounds, latent_length: latentSteps, max_new_tokens: maxNewTokens, mode,
-    num_rollouts: k, answer_retry: !a.no_ans, prompts: a.prompts ?? null, ckpt_override: (a.ckpt_override ?? []).join(' ') || null,
-    enable_thinking: thinking, batch_size: batchSize, judge_model: judge?.model ?? null, kv_dtype: kvChoice,
+    type: 'config',
+    style: style.name,
+    dataset: a.dataset,
+    dataset_file: a.dataset_file ?? null,
+    dataset_split: a.dataset_split ?? null,
+    seed,
+    sampling: JSON.stringify(sampling),
+    num_recursive_rounds: rounds,
+    latent_length: latentSteps,
+    max_new_tokens: maxNewTokens,
+    mode,
+    num_rollouts: k,
+    answer_retry: !a.no_ans,
+    prompts: a.prompts ?? null,
+    ckpt_override: (a.ckpt_override ?? []).join(' ') || null,
+    enable_thinking: thinking,
+    batch_size: batchSize,
+    judge_model: judge?.model ?? null,
+    kv_dtype: kvChoice,
   };
 
   let done = new Map<number, SampleRecord>();
   const file = a.result_jsonl;
   if (file && existsSync(file)) {
-    if (!a.resume) throw new InvalidArgument(`--result_jsonl ${file} exists; pass --resume to continue it, or name another file (it was not changed)`);
+    if (!a.resume)
+      throw new InvalidArgument(`--result_jsonl ${file} exists; pass --resume to continue it, or name another file (it was not changed)`);
     const prev = readResults(file);
     for (const [key, v] of Object.entries(prev.config ?? {})) {
       if (!UNCHECKED.has(key) && v !== config[key]) {
-        throw new InvalidArgument(`--resume ${file}: it was run with ${key} = ${JSON.stringify(v)}, this run has ${JSON.stringify(config[key])}; use the same settings (the file was not changed)`);
+        throw new InvalidArgument(
+          `--resume ${file}: it was run with ${key} = ${JSON.stringify(v)}, this run has ${JSON.stringify(config[key])}; use the same settings (the file was not changed)`,
+        );
       }
     }
     if (prev.keep !== null) {
@@ -238,8 +311,10 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   try {
     thinkAll(system, thinking);
     const kv = kvDtypeAll(system, kvChoice);
-    err(`loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${items.length} questions of ${name ?? a.dataset}, ${mode} mode, ` +
-      `${rounds} round(s)${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, ${k} rollout(s), max ${maxNewTokens} new tokens; ${kv} KV cache\n`);
+    err(
+      `loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${items.length} questions of ${name ?? a.dataset}, ${mode} mode, ` +
+        `${rounds} round(s)${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, ${k} rollout(s), max ${maxNewTokens} new tokens; ${kv} KV cache\n`,
+    );
     let right = [...done.values()].filter((r) => r.sample_idx < items.length && r.correct).length;
     let seen = [...done.keys()].filter((i) => i < items.length).length;
     const { summary } = await evaluate(system, items, {
@@ -252,8 +327,10 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
         if (file) appendFileSync(file, `${JSON.stringify(rec)}\n`);
         const pred = (rec.pred_answer_parsed ?? (rec.pred_code_parsed ? 'code' : 'none')).replace(/\s+/g, ' ').slice(0, 40);
         const by = rec.judge ? ` by the judge${rec.judge.verdict === null ? ' (malformed reply: exact match)' : ''}` : '';
-        err(`[${seen}/${items.length}] question ${rec.sample_idx}: ${rec.correct ? 'right' : 'wrong'}${by} (${pred}${rec.gold !== null ? ` vs ${rec.gold.slice(0, 40)}` : ''}); ` +
-          `${rec.tokens} tokens, ${rec.seconds.toFixed(1)} s; accuracy so far ${((100 * right) / seen).toFixed(2)}%\n`);
+        err(
+          `[${seen}/${items.length}] question ${rec.sample_idx}: ${rec.correct ? 'right' : 'wrong'}${by} (${pred}${rec.gold !== null ? ` vs ${rec.gold.slice(0, 40)}` : ''}); ` +
+            `${rec.tokens} tokens, ${rec.seconds.toFixed(1)} s; accuracy so far ${((100 * right) / seen).toFixed(2)}%\n`,
+        );
       },
     });
     if (file) appendFileSync(file, `${JSON.stringify(summary)}\n`);
@@ -265,7 +342,10 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     }
     for (const [kind, parts] of kinds) err(`by ${kind}: ${parts.join(' · ')}\n`);
     const paper = paperAccuracy(style.name, name, rounds, mode);
-    if (paper) err(`the paper: ${paper.accuracy.toFixed(1)}% (${paper.source}; its mean of 5 runs${k > 1 && (name === 'aime25' || name === 'aime26') ? ', pass@10' : ''})\n`);
+    if (paper)
+      err(
+        `the paper: ${paper.accuracy.toFixed(1)}% (${paper.source}; its mean of 5 runs${k > 1 && (name === 'aime25' || name === 'aime26') ? ', pass@10' : ''})\n`,
+      );
     if (a.json) out(`${JSON.stringify(summary)}\n`);
     else out(accuracyLines(summary));
   } finally {

@@ -52,7 +52,10 @@ function recomputeRoles(v: string | undefined, roles: readonly string[]): boolea
   if (v.toLowerCase() === 'auto') return 'auto';
   const list = v.split(',').map((r) => r.trim());
   const bad = list.filter((r) => !roles.includes(r));
-  if (bad.length) throw new UsageError(`--gradient_checkpointing ${v}: expected 0, 1, auto or roles of this style (${roles.join(', ')}); ${bad.join(', ')} is not one`);
+  if (bad.length)
+    throw new UsageError(
+      `--gradient_checkpointing ${v}: expected 0, 1, auto or roles of this style (${roles.join(', ')}); ${bad.join(', ')} is not one`,
+    );
   return list;
 }
 
@@ -95,15 +98,22 @@ function autoRecompute(
     ...[...agents.keys()].map((role) => [`inner_${role}`, device(role)] as const),
   ]);
   const halfGemm = (backends[0] as { halfGemm?: HalfGemm }).halfGemm;
-  const plans = planPlacedMemory({ agents: forwards, links, recompute: 'auto', budgetBytes: budgets[0], halfGemm }, Object.fromEntries([...agents.keys()].map((r) => [r, device(r)])), linkDevice, budgets);
+  const plans = planPlacedMemory(
+    { agents: forwards, links, recompute: 'auto', budgetBytes: budgets[0], halfGemm },
+    Object.fromEntries([...agents.keys()].map((r) => [r, device(r)])),
+    linkDevice,
+    budgets,
+  );
   const over = plans.filter((p) => !p.plan.fits);
   if (over.length) {
     throw new TrainingMemoryExceeded(over.map((p) => `${backends[p.device].name} (${p.agents.join(', ')}): ${p.plan.advice}`).join('; '));
   }
   const roles = plans.flatMap((p) => p.plan.recomputed);
   for (const p of plans) {
-    say(`gradient_checkpointing auto on ${backends[p.device].name} (${p.agents.join(', ')}): recompute ${p.plan.recomputed.join(', ') || 'nothing'}; ` +
-      `planned peak ${formatBytes(p.plan.peak)} of ${formatBytes(p.plan.budget)}\n`);
+    say(
+      `gradient_checkpointing auto on ${backends[p.device].name} (${p.agents.join(', ')}): recompute ${p.plan.recomputed.join(', ') || 'nothing'}; ` +
+        `planned peak ${formatBytes(p.plan.peak)} of ${formatBytes(p.plan.budget)}\n`,
+    );
   }
   return roles;
 }
@@ -111,13 +121,21 @@ function autoRecompute(
 /** --outer_latents: what a non-final stage sends while the outer links train (src/train/outer.ts). */
 function outerLatents(v: string | undefined): 'teacher' | 'rollout' {
   if (v === undefined || v === 'teacher' || v === 'rollout') return v ?? 'teacher';
-  throw new UsageError(`--outer_latents ${v}: expected teacher (upstream: the states of the gold text) or rollout (the stage's own latent rollout, as inference)`);
+  throw new UsageError(
+    `--outer_latents ${v}: expected teacher (upstream: the states of the gold text) or rollout (the stage's own latent rollout, as inference)`,
+  );
 }
 const need = (a: TrainArgs, k: StringFlag): string => required(k, a[k]);
 
 /** Upstream's --mas_design / --style names → a style of the registry. */
 const STYLE_ALIASES: Record<string, string> = {
-  sequential: 'sequential_light', chain: 'sequential_light', mixture: 'mixture', hie: 'mixture', distillation: 'distillation', distill: 'distillation', deliberation: 'deliberation',
+  sequential: 'sequential_light',
+  chain: 'sequential_light',
+  mixture: 'mixture',
+  hie: 'mixture',
+  distillation: 'distillation',
+  distill: 'distillation',
+  deliberation: 'deliberation',
 };
 export function styleFor(name: string): StyleSpec {
   return getStyle(STYLE_ALIASES[name.trim().toLowerCase()] ?? name.trim().toLowerCase());
@@ -146,7 +164,9 @@ async function resolveModel(what: string, p: string): Promise<string> {
     const snap = await hfCacheSnapshot(p);
     if (snap) return snap;
   }
-  throw new MissingCheckpoint(`${what}: ${p} is neither a local folder nor a Hugging Face repo in the local cache; download it (huggingface-cli download ${p}) or give its folder`);
+  throw new MissingCheckpoint(
+    `${what}: ${p} is neither a local folder nor a Hugging Face repo in the local cache; download it (huggingface-cli download ${p}) or give its folder`,
+  );
 }
 
 /** A link given as a file, or as a folder holding adapter files (a role repo or a train-inner save_dir). */
@@ -176,13 +196,20 @@ function taskOf(a: TrainArgs): TaskKind {
   return t;
 }
 
-const fmtTime = (s: number) => (s >= 3600 ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m` : s >= 60 ? `${Math.floor(s / 60)}m${String(Math.round(s % 60)).padStart(2, '0')}s` : `${s.toFixed(1)}s`);
+const fmtTime = (s: number) =>
+  s >= 3600
+    ? `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`
+    : s >= 60
+      ? `${Math.floor(s / 60)}m${String(Math.round(s % 60)).padStart(2, '0')}s`
+      : `${s.toFixed(1)}s`;
 
 export function progressLine(e: StepEvent): string {
   const w = 20;
   const done = Math.round((w * e.step) / e.maxSteps);
-  return `[${'#'.repeat(done)}${'.'.repeat(w - done)}] step ${e.step}/${e.maxSteps} | loss ${e.loss.toFixed(4)} | lr ${e.lr.toExponential(2)} | ` +
-    `grad norm ${e.gradNorm.toFixed(3)} | ${e.tokensPerSec.toFixed(0)} tok/s | ETA ${fmtTime(e.etaSec)}${e.empty ? ' | no valid sample, no update' : ''}`;
+  return (
+    `[${'#'.repeat(done)}${'.'.repeat(w - done)}] step ${e.step}/${e.maxSteps} | loss ${e.loss.toFixed(4)} | lr ${e.lr.toExponential(2)} | ` +
+    `grad norm ${e.gradNorm.toFixed(3)} | ${e.tokensPerSec.toFixed(0)} tok/s | ETA ${fmtTime(e.etaSec)}${e.empty ? ' | no valid sample, no update' : ''}`
+  );
 }
 
 /**
@@ -202,7 +229,8 @@ export function agentFlags(a: TrainArgs, style: StyleSpec): TrainArgs {
           `${style.roles.map((r, k) => `${r.key} (--agent${k + 1}_${suffix})`).join(', ')}`);
       }
       const agent = `agent${i + 1}_${suffix}`;
-      if (out[agent] !== undefined) throw new UsageError(`--${alias} and --${agent} are the same flag (${role} is agent ${i + 1} of ${style.name}); give one of them`);
+      if (out[agent] !== undefined)
+        throw new UsageError(`--${alias} and --${agent} are the same flag (${role} is agent ${i + 1} of ${style.name}); give one of them`);
       out[agent] = v;
       delete out[alias];
     }
@@ -216,7 +244,8 @@ export function agentFlags(a: TrainArgs, style: StyleSpec): TrainArgs {
  */
 export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: () => Promise<Backend>, io: TrainIO,
   place?: (roles: readonly string[]) => Promise<Record<string, Backend>>): Promise<void> {
-  for (const k of NO_EFFECT) if (a[k] !== undefined) io.err(`note: --${k} only tunes PyTorch; it has no effect here (links train in f32)\n`);
+  for (const k of NO_EFFECT)
+    if (a[k] !== undefined) io.err(`note: --${k} only tunes PyTorch; it has no effect here (links train in f32)\n`);
   const thinking = bool01(a, 'enable_thinking', false);
   const saveDir = need(a, 'save_dir');
   const task = taskOf(a);
@@ -254,12 +283,32 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       const type = a.adapter_type ?? 'ln_res_adapter';
       const d = decoder.config.hidden;
       const link = a.init_adapter
-        ? InnerLink.fromStateDict(be, await readLinkFile(await innerLinkPath('--init_adapter', await materialize(a.init_adapter), style.taskScoped ? adapterTaskFor(task) : null)), { type, d, name: `${role} inner link` })
+        ? InnerLink.fromStateDict(
+            be,
+            await readLinkFile(
+              await innerLinkPath('--init_adapter', await materialize(a.init_adapter), style.taskScoped ? adapterTaskFor(task) : null),
+            ),
+            { type, d, name: `${role} inner link` },
+          )
         : InnerLink.create(be, d, { type, seed, name: `${role} inner link` });
       disposers.push(() => link.dispose());
       job = createInnerJob({
-        decoder, tokenizer, link, rows, shape: style.shape, role, task, maxLength, optimizer,
-        weights: { cos: num(a, 'adapter_cos_weight', 1), mse: num(a, 'adapter_mse_weight', 0), ce: num(a, 'adapter_ce_weight', 0), recompute: bool01(a, 'gradient_checkpointing', false) }, ...(prompts ? { prompts } : {}),
+        decoder,
+        tokenizer,
+        link,
+        rows,
+        shape: style.shape,
+        role,
+        task,
+        maxLength,
+        optimizer,
+        weights: {
+          cos: num(a, 'adapter_cos_weight', 1),
+          mse: num(a, 'adapter_mse_weight', 0),
+          ce: num(a, 'adapter_ce_weight', 0),
+          recompute: bool01(a, 'gradient_checkpointing', false),
+        },
+        ...(prompts ? { prompts } : {}),
       });
       manifests = { 'adapter_config.json': { adapter_type: link.type } };
       io.err(`inner link ${link.type} (d ${d}, ${link.numParams} parameters) for ${style.shape}/${role} on ${basename(dir)}\n`);
@@ -274,20 +323,36 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
         const decoder = await loadDecoderFromDir(dir, on(r.key), { what: `--${k}` });
         disposers.push(() => decoder.dispose());
         const innerArg = await materialize((a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] as string | undefined) ?? dir);
-        const inner = InnerLink.fromStateDict(on(r.key), await readLinkFile(await innerLinkPath(`--agent${i + 1}_inner_aligner_path (${r.key})`, innerArg, adapterTask)), {
-          d: decoder.config.hidden, name: `${r.key} inner link`,
-        }).freeze();
+        const inner = InnerLink.fromStateDict(
+          on(r.key),
+          await readLinkFile(await innerLinkPath(`--agent${i + 1}_inner_aligner_path (${r.key})`, innerArg, adapterTask)),
+          {
+            d: decoder.config.hidden,
+            name: `${r.key} inner link`,
+          },
+        ).freeze();
         disposers.push(() => inner.dispose());
         agents.set(r.key, { decoder, inner, tokenizer: thinkingTokenizer(await loadTokenizerFromDir(dir), thinking) });
       }
       const outerType = a.outer_type ?? 'outer_ln_res_adapter';
       const outer = new Map<string, OuterLink>();
-      const init = a.init_outer ? await resolveOuterFolder(await materialize(a.init_outer), adapterTask, style.links.map((l) => l.key)) : null;
+      const init = a.init_outer
+        ? await resolveOuterFolder(
+            await materialize(a.init_outer),
+            adapterTask,
+            style.links.map((l) => l.key),
+          )
+        : null;
       for (const [i, l] of style.links.entries()) {
         const dIn = agents.get(l.from)!.decoder.config.hidden;
         const dOut = agents.get(l.to)!.decoder.config.hidden;
         const link = init
-          ? OuterLink.fromStateDict(on(l.from), await readLinkFile(init.get(l.key)!.path), { type: init.get(l.key)!.type, dIn, dOut, name: l.key })
+          ? OuterLink.fromStateDict(on(l.from), await readLinkFile(init.get(l.key)!.path), {
+              type: init.get(l.key)!.type,
+              dIn,
+              dOut,
+              name: l.key,
+            })
           : OuterLink.create(on(l.from), dIn, dOut, { type: outerType, seed: seed * 100 + i, name: l.key });
         disposers.push(() => link.dispose());
         outer.set(l.key, link);
@@ -307,20 +372,35 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       // the job holds the tokenised samples the plan sizes the step by; the loss options are read at every step
       if (recompute === 'auto') loss.recompute = autoRecompute(style, outerJob.samples, loss, agents, outer, io.err);
       job = outerJob;
-      const m = outerManifests(style.shape, [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })));
+      const m = outerManifests(
+        style.shape,
+        [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })),
+      );
       manifests = {
         'outerlink_config.json': m.outerlinkConfig,
         'outer_adapter_config.json': {
-          ...m.outerAdapterConfig, mas_shape: style.shape, mas_task: task, num_recursive_rounds: rounds, supervise_final_only: superviseFinalOnly ? 1 : 0,
-          non_last_loss_weight: nonLastLossWeight, enable_thinking: thinking ? 1 : 0,
-          ...Object.fromEntries(style.roles.flatMap((_, i) => [[`agent${i + 1}_model_name_or_path`, a[`agent${i + 1}_model_name_or_path` as keyof TrainArgs]], [`agent${i + 1}_inner_aligner_path`, a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] ?? null]])),
+          ...m.outerAdapterConfig,
+          mas_shape: style.shape,
+          mas_task: task,
+          num_recursive_rounds: rounds,
+          supervise_final_only: superviseFinalOnly ? 1 : 0,
+          non_last_loss_weight: nonLastLossWeight,
+          enable_thinking: thinking ? 1 : 0,
+          ...Object.fromEntries(
+            style.roles.flatMap((_, i) => [
+              [`agent${i + 1}_model_name_or_path`, a[`agent${i + 1}_model_name_or_path` as keyof TrainArgs]],
+              [`agent${i + 1}_inner_aligner_path`, a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] ?? null],
+            ]),
+          ),
         },
       };
       io.err(`outer links ${[...outer].map(([k, l]) => `${k} ${l.dIn}→${l.dOut}`).join(', ')} (${style.name}, ${rounds} rounds)\n`);
     }
     const droppedText = Object.entries(job.dropped).map(([k, v]) => `${k} ${v}`).join(', ');
     const notesText = Object.entries(job.notes).map(([k, v]) => `${k} ${v}`).join(', ');
-    io.err(`${rows.length} rows, ${job.size} usable${droppedText ? ` (dropped: ${droppedText})` : ''}${notesText ? `; kept with notes: ${notesText}` : ''}\n`);
+    io.err(
+      `${rows.length} rows, ${job.size} usable${droppedText ? ` (dropped: ${droppedText})` : ''}${notesText ? `; kept with notes: ${notesText}` : ''}\n`,
+    );
 
     const perEpoch = Math.floor(job.size / batchSize / gradAccum);
     let maxSteps = num(a, 'max_steps', 20000, { int: true });
@@ -353,12 +433,18 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
         if (io.tty) io.err(`\r${line}`);
         else if (e.step % logEvery === 0 || e.step === e.maxSteps || e.step === 1) io.err(`${line}\n`);
         if (a.log_jsonl) {
-          await appendFile(a.log_jsonl, `${JSON.stringify({ step: e.step, epoch: e.epoch, loss: e.loss, lr: e.lr, grad_norm: e.gradNorm, tokens: e.tokens, tokens_per_sec: e.tokensPerSec, elapsed_s: e.elapsedSec, skipped: e.skipped, batches: e.batches })}\n`);
+          await appendFile(
+            a.log_jsonl,
+            `${JSON.stringify({ step: e.step, epoch: e.epoch, loss: e.loss, lr: e.lr, grad_norm: e.gradNorm, tokens: e.tokens, tokens_per_sec: e.tokensPerSec, elapsed_s: e.elapsedSec, skipped: e.skipped, batches: e.batches })}\n`,
+          );
         }
         if (a.dump_batches) {
           const tensors: Record<string, StTensor> = {};
           e.batches.forEach((idx, i) => Object.assign(tensors, job.batchTensors(idx, e.batches.length > 1 ? `micro${i}.` : '')));
-          await writeFile(join(a.dump_batches, `step-${e.step}.safetensors`), writeSafetensors(tensors, { sample_indices: JSON.stringify(e.batches) }));
+          await writeFile(
+            join(a.dump_batches, `step-${e.step}.safetensors`),
+            writeSafetensors(tensors, { sample_indices: JSON.stringify(e.batches) }),
+          );
         }
       },
       save: async (s, last) => {

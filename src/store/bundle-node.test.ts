@@ -27,7 +27,11 @@ const cpu = new CpuBackend('f32');
 
 /** The files of a flat folder, as a bundle written next to it. */
 async function bundleOf(dir: string, file: string, kind: 'inner' | 'outer'): Promise<string> {
-  const files = Object.fromEntries(readdirSync(dir, { withFileTypes: true }).filter((d) => d.isFile()).map((d) => [d.name, new Uint8Array(readFileSync(join(dir, d.name)))]));
+  const files = Object.fromEntries(
+    readdirSync(dir, { withFileTypes: true })
+      .filter((d) => d.isFile())
+      .map((d) => [d.name, new Uint8Array(readFileSync(join(dir, d.name)))]),
+  );
   writeFileSync(file, await exportBundle(files, { kind }));
   return file;
 }
@@ -36,7 +40,10 @@ async function bundleOf(dir: string, file: string, kind: 'inner' | 'outer'): Pro
 async function linkBundle(roleDir: string, file: string): Promise<string> {
   const names = readdirSync(roleDir).filter((n) => /^adapter|^innerlink_config\.json$/.test(n));
   expect(names.length).toBeGreaterThan(0);
-  writeFileSync(file, await exportBundle(Object.fromEntries(names.map((n) => [n, new Uint8Array(readFileSync(join(roleDir, n)))])), { kind: 'inner' }));
+  writeFileSync(
+    file,
+    await exportBundle(Object.fromEntries(names.map((n) => [n, new Uint8Array(readFileSync(join(roleDir, n)))])), { kind: 'inner' }),
+  );
   return file;
 }
 
@@ -63,30 +70,48 @@ describe('materialize', () => {
     await expect(materialize(join(tmp, 'none.zip'))).rejects.toThrow(/none\.zip does not exist/);
   });
 
-  it('rmas ask --ckpt_override outer=bundle.zip answers exactly like the folder; a role bundle of links only needs the style\'s model', async () => {
+  it("rmas ask --ckpt_override outer=bundle.zip answers exactly like the folder; a role bundle of links only needs the style's model", async () => {
     const dir = join(tmp, 'ask');
     const o = await overridesFor('sequential_light', dir);
     const outerDir = o.find((s) => s.startsWith('outer='))!.slice(6);
     const zip = await bundleOf(outerDir, join(tmp, 'ask-outer.zip'), 'outer');
-    const args = { style: 'sequential_light', question: 'What is 12 + 30?', num_recursive_rounds: '2', latent_length: '3', greedy: true, max_new_tokens: '6', no_ans: true, json: true };
+    const args = {
+      style: 'sequential_light',
+      question: 'What is 12 + 30?',
+      num_recursive_rounds: '2',
+      latent_length: '3',
+      greedy: true,
+      max_new_tokens: '6',
+      no_ans: true,
+      json: true,
+    };
     const viaFolder = await runAsk({ ...args, ckpt_override: o, dump: join(dir, 'd1') }, cpu);
-    const viaZip = await runAsk({ ...args, ckpt_override: [...o.filter((s) => !s.startsWith('outer=')), `outer=${zip}`], dump: join(dir, 'd2') }, cpu);
+    const viaZip = await runAsk(
+      { ...args, ckpt_override: [...o.filter((s) => !s.startsWith('outer=')), `outer=${zip}`], dump: join(dir, 'd2') },
+      cpu,
+    );
     expect(viaFolder.error).toBeNull();
     expect(viaZip.error).toBeNull();
-    const answer = (s: string) => { const j = JSON.parse(s) as { text: string; tokens: number }; return [j.text, j.tokens]; };
+    const answer = (s: string) => {
+      const j = JSON.parse(s) as { text: string; tokens: number };
+      return [j.text, j.tokens];
+    };
     expect(answer(viaZip.out)).toEqual(answer(viaFolder.out));
     // every stage's tensors (latents through the outer links included) are bit-identical
     const [d1, d2] = [await readDump(join(dir, 'd1')), await readDump(join(dir, 'd2'))];
     expect(d2.map((s) => s.links_out)).toEqual(d1.map((s) => s.links_out));
     expect(d1.flatMap((s) => [...s.tensors.keys()]).length).toBeGreaterThan(6);
-    for (const [i, s] of d1.entries()) for (const [k, t] of s.tensors) expect(Array.from(d2[i]!.tensors.get(k)!.values), `${i} ${k}`).toEqual(Array.from(t.values));
+    for (const [i, s] of d1.entries())
+      for (const [k, t] of s.tensors) expect(Array.from(d2[i]!.tensors.get(k)!.values), `${i} ${k}`).toEqual(Array.from(t.values));
     expect(viaZip.err).toMatch(/outer links: loading \/.*rmas-bundle-/);
     // a role bundle of links only: the model comes from the style's repo, which no cache holds here
     const plannerDir = o.find((s) => s.startsWith('planner='))!.slice(8);
     const innerZip = await linkBundle(plannerDir, join(tmp, 'ask-planner.zip'));
     const noModel = await runAsk({ ...args, ckpt_override: [...o.filter((s) => !s.startsWith('planner=')), `planner=${innerZip}`] }, cpu);
     expect(noModel.error?.name).toBe('MissingCheckpoint');
-    expect(noModel.error?.message).toMatch(/role planner of sequential_light: .*rmas-bundle-.* holds its inner link only, so the model comes from the style's repo RecursiveMAS\//);
+    expect(noModel.error?.message).toMatch(
+      /role planner of sequential_light: .*rmas-bundle-.* holds its inner link only, so the model comes from the style's repo RecursiveMAS\//,
+    );
     // a bundle with no inner link (the outer links) given for a role: no model, no link
     const r = await runAsk({ ...args, ckpt_override: [...o.filter((s) => !s.startsWith('planner=')), `planner=${zip}`] }, cpu);
     expect(r.error?.name).toBe('MissingCheckpoint');
@@ -95,8 +120,16 @@ describe('materialize', () => {
 });
 
 describe('a role override of links only', () => {
-  it('rmas ask --ckpt_override planner=bundle.zip (the tiny planner\'s link files) keeps the package\'s planner model and answers as without it', async () => {
-    const args = { question: 'What is 12 + 30?', num_recursive_rounds: '1', latent_length: '3', greedy: true, max_new_tokens: '8', no_ans: true, json: true };
+  it("rmas ask --ckpt_override planner=bundle.zip (the tiny planner's link files) keeps the package's planner model and answers as without it", async () => {
+    const args = {
+      question: 'What is 12 + 30?',
+      num_recursive_rounds: '1',
+      latent_length: '3',
+      greedy: true,
+      max_new_tokens: '8',
+      no_ans: true,
+      json: true,
+    };
     const zip = await linkBundle('models/tiny/system/planner', join(tmp, 'tiny-planner.zip'));
     const plain = await runAsk(args, cpu);
     const withZip = await runAsk({ ...args, ckpt_override: [`planner=${zip}`] }, cpu);
@@ -138,7 +171,8 @@ describe('train-inner with bundles', () => {
     const r = await train(innerArgs(cont, { resume: zip }));
     expect(r.error).toBeNull();
     expect(r.err).toContain('at step 2');
-    for (const f of ['adapter.safetensors', 'optimizer.safetensors']) expect(readFileSync(join(cont, f)).equals(readFileSync(join(straight, f))), f).toBe(true);
+    for (const f of ['adapter.safetensors', 'optimizer.safetensors'])
+      expect(readFileSync(join(cont, f)).equals(readFileSync(join(straight, f))), f).toBe(true);
 
     const top = await bundleOf(straight, join(tmp, 'final.zip'), 'inner');
     const init = join(tmp, 'init');

@@ -39,7 +39,11 @@ describe('exportBundle / importBundle', () => {
     const entries = readZip(z, 'b.zip', { verifyCrc: true });
     expect([...entries.keys()]).toEqual(['bundle.json', 'adapter.pt', 'adapter.safetensors', 'adapter_config.json', 'trainer_state.json']);
     const meta = JSON.parse(new TextDecoder().decode(entries.get('bundle.json')!)) as Record<string, unknown>;
-    expect(meta.files).toEqual(Object.fromEntries(await Promise.all(Object.entries(FILES).map(async ([n, b]) => [n, { bytes: b.length, sha256: await sha256Hex(b) }]))));
+    expect(meta.files).toEqual(
+      Object.fromEntries(
+        await Promise.all(Object.entries(FILES).map(async ([n, b]) => [n, { bytes: b.length, sha256: await sha256Hex(b) }])),
+      ),
+    );
     expect({ ...meta, files: undefined }).toEqual({ format: 'rmas-checkpoint-bundle', version: 1, ...INFO, files: undefined });
     // SHA-256 check value
     expect(await sha256Hex(enc('abc'))).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
@@ -65,13 +69,24 @@ describe('exportBundle / importBundle', () => {
     flipped[at + 10] ^= 0x40;
     await expectReject(importBundle(flipped, 'dl/b.zip'), CorruptCheckpoint, 'b.zip', '"adapter.safetensors"', 'CRC-32');
 
-    const entries = [...readZip(z, 'b.zip')].map(([n, b]): [string, Uint8Array] => [n, n === 'adapter_config.json' ? enc('{"adapter_type":"other"}\n') : b]);
-    await expectReject(importBundle(writeZip(entries), 'b.zip'), CorruptCheckpoint, "b.zip: 'adapter_config.json' does not match its SHA-256", 'export or download the bundle again');
+    const entries = [...readZip(z, 'b.zip')].map(([n, b]): [string, Uint8Array] => [
+      n,
+      n === 'adapter_config.json' ? enc('{"adapter_type":"other"}\n') : b,
+    ]);
+    await expectReject(
+      importBundle(writeZip(entries), 'b.zip'),
+      CorruptCheckpoint,
+      "b.zip: 'adapter_config.json' does not match its SHA-256",
+      'export or download the bundle again',
+    );
     const extra = [...readZip(z, 'b.zip')].concat([['evil.sh', enc('x')]]) as [string, Uint8Array][];
     await expectReject(importBundle(writeZip(extra), 'b.zip'), CorruptCheckpoint, "file 'evil.sh' is not listed");
     const missing = [...readZip(z, 'b.zip')].filter(([n]) => n !== 'adapter.pt');
     await expectReject(importBundle(writeZip(missing), 'b.zip'), CorruptCheckpoint, "'adapter.pt' is listed in bundle.json but missing");
-    const v2 = [...readZip(z, 'b.zip')].map(([n, b]): [string, Uint8Array] => [n, n === 'bundle.json' ? enc(new TextDecoder().decode(b).replace('"version": 1', '"version": 2')) : b]);
+    const v2 = [...readZip(z, 'b.zip')].map(([n, b]): [string, Uint8Array] => [
+      n,
+      n === 'bundle.json' ? enc(new TextDecoder().decode(b).replace('"version": 1', '"version": 2')) : b,
+    ]);
     await expectReject(importBundle(writeZip(v2), 'b.zip'), CorruptCheckpoint, 'bundle version 2 is not supported');
   });
 
@@ -89,7 +104,11 @@ describe('exportBundle / importBundle', () => {
   });
 
   it('imports a plain zip of a folder (top folder stripped) and reads kind and step from trainer_state.json', async () => {
-    const z = writeZip([['ckpt/', new Uint8Array(0)], ['ckpt/outer_12.pt', FILES['adapter.pt']], ['ckpt/trainer_state.json', enc('{"kind":"outer","state":{"step":7}}')]]);
+    const z = writeZip([
+      ['ckpt/', new Uint8Array(0)],
+      ['ckpt/outer_12.pt', FILES['adapter.pt']],
+      ['ckpt/trainer_state.json', enc('{"kind":"outer","state":{"step":7}}')],
+    ]);
     const r = await importBundle(z, 'ckpt.zip');
     expect(Object.keys(r.files).sort()).toEqual(['outer_12.pt', 'trainer_state.json']);
     expect([r.meta.kind, r.meta.step]).toEqual(['outer', 7]);

@@ -50,7 +50,9 @@ export { sha256Hex };
 export function checkFileName(name: string, where: string): string {
   const parts = name.split('/');
   if (!name || parts.some((p) => !p || p === '.' || p === '..' || p.includes('\\')) || name === BUNDLE_MANIFEST) {
-    throw new InvalidArgument(`${where}: file name '${name}' must be a relative '/'-separated path without '.', '..' or empty parts, other than ${BUNDLE_MANIFEST}`);
+    throw new InvalidArgument(
+      `${where}: file name '${name}' must be a relative '/'-separated path without '.', '..' or empty parts, other than ${BUNDLE_MANIFEST}`,
+    );
   }
   return name;
 }
@@ -58,14 +60,22 @@ export function checkFileName(name: string, where: string): string {
 /** Kind of a folder of files that does not say: outer if it holds outer manifests or outer_*.pt links. */
 export function guessKind(names: readonly string[]): CheckpointKind {
   const base = names.map((n) => n.slice(n.lastIndexOf('/') + 1));
-  const outer = base.some((n) => n === 'outerlink_config.json' || /^outer_adapter_config.*\.json$/.test(n) || /^outer_\w+\.(pt|safetensors)$/.test(n) || /Outerlink/i.test(n));
+  const outer = base.some(
+    (n) =>
+      n === 'outerlink_config.json' ||
+      /^outer_adapter_config.*\.json$/.test(n) ||
+      /^outer_\w+\.(pt|safetensors)$/.test(n) ||
+      /Outerlink/i.test(n),
+  );
   return outer ? 'outer' : 'inner';
 }
 
 /** A bundle of `files` (sorted by name) with bundle.json first. */
 export async function exportBundle(files: CheckpointFiles, info: BundleInfo): Promise<Uint8Array> {
-  if (info.kind !== 'inner' && info.kind !== 'outer') throw new InvalidArgument(`bundle kind '${String(info.kind)}' must be inner or outer`);
-  if (info.step !== undefined && !(Number.isSafeInteger(info.step) && info.step >= 0)) throw new InvalidArgument(`bundle step ${info.step} must be a non-negative integer`);
+  if (info.kind !== 'inner' && info.kind !== 'outer')
+    throw new InvalidArgument(`bundle kind '${String(info.kind)}' must be inner or outer`);
+  if (info.step !== undefined && !(Number.isSafeInteger(info.step) && info.step >= 0))
+    throw new InvalidArgument(`bundle step ${info.step} must be a non-negative integer`);
   const names = Object.keys(files).sort();
   if (!names.length) throw new InvalidArgument('a checkpoint bundle needs at least one file; save the checkpoint first');
   const meta: BundleMeta = {
@@ -79,7 +89,10 @@ export async function exportBundle(files: CheckpointFiles, info: BundleInfo): Pr
     checkFileName(n, 'exportBundle');
     meta.files[n] = { bytes: files[n]!.length, sha256: await sha256Hex(files[n]!) };
   }
-  const entries: [string, Uint8Array][] = [[BUNDLE_MANIFEST, utf8.encode(`${JSON.stringify(meta, null, 2)}\n`)], ...names.map((n): [string, Uint8Array] => [n, files[n]!])];
+  const entries: [string, Uint8Array][] = [
+    [BUNDLE_MANIFEST, utf8.encode(`${JSON.stringify(meta, null, 2)}\n`)],
+    ...names.map((n): [string, Uint8Array] => [n, files[n]!]),
+  ];
   return writeZip(entries, { what: 'checkpoint bundle', tooLargeHint: 'export the links alone (without optimizer.safetensors)' });
 }
 
@@ -92,20 +105,32 @@ function parseMeta(bytes: Uint8Array, where: string): BundleMeta {
     throw bad(`is not valid JSON (${(e as Error).message})`);
   }
   if (!isObj(v) || v.format !== BUNDLE_FORMAT) throw bad(`is not an ${BUNDLE_FORMAT} manifest`);
-  if (v.version !== BUNDLE_VERSION) throw new CorruptCheckpoint(`${where}: bundle version ${String(v.version)} is not supported (this build reads version ${BUNDLE_VERSION}); update the playground or the runner`);
+  if (v.version !== BUNDLE_VERSION)
+    throw new CorruptCheckpoint(
+      `${where}: bundle version ${String(v.version)} is not supported (this build reads version ${BUNDLE_VERSION}); update the playground or the runner`,
+    );
   if (v.kind !== 'inner' && v.kind !== 'outer') throw bad('has no kind inner or outer');
   if (!isObj(v.files)) throw bad('has no files table');
   for (const [n, f] of Object.entries(v.files)) {
-    if (!isObj(f) || !Number.isSafeInteger(f.bytes) || typeof f.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(f.sha256)) throw bad(`entry '${n}' lacks bytes or sha256`);
+    if (!isObj(f) || !Number.isSafeInteger(f.bytes) || typeof f.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(f.sha256))
+      throw bad(`entry '${n}' lacks bytes or sha256`);
   }
-  if (v.step !== undefined && !(Number.isSafeInteger(v.step) && (v.step as number) >= 0)) throw bad('has a step that is not a non-negative integer');
-  for (const k of ['style', 'role', 'created'] as const) if (v[k] !== undefined && typeof v[k] !== 'string') throw bad(`field ${k} is not a string`);
+  if (v.step !== undefined && !(Number.isSafeInteger(v.step) && (v.step as number) >= 0))
+    throw bad('has a step that is not a non-negative integer');
+  for (const k of ['style', 'role', 'created'] as const)
+    if (v[k] !== undefined && typeof v[k] !== 'string') throw bad(`field ${k} is not a string`);
   return v as unknown as BundleMeta;
 }
 
 /** The meta a bundle would have for files that came without one (a bare link or a plain zip). */
 async function metaFor(files: CheckpointFiles): Promise<BundleMeta> {
-  const meta: BundleMeta = { format: BUNDLE_FORMAT, version: BUNDLE_VERSION, kind: guessKind(Object.keys(files)), created: new Date().toISOString(), files: {} };
+  const meta: BundleMeta = {
+    format: BUNDLE_FORMAT,
+    version: BUNDLE_VERSION,
+    kind: guessKind(Object.keys(files)),
+    created: new Date().toISOString(),
+    files: {},
+  };
   const st = files['trainer_state.json'];
   if (st) {
     try {
@@ -130,7 +155,9 @@ const isTorchZip = (names: readonly string[]) => names.some((k) => /^[^/]+\/data
 export async function importBundle(bytes: Uint8Array, fileName = 'checkpoint.zip'): Promise<{ meta: BundleMeta; files: CheckpointFiles }> {
   const base = fileName.slice(fileName.replace(/\\/g, '/').lastIndexOf('/') + 1) || 'checkpoint.zip';
   const isZip = bytes.length >= 4 && bytes[0] === 0x50 && bytes[1] === 0x4b && bytes[2] === 0x03 && bytes[3] === 0x04;
-  const entries = isZip ? readZip(bytes, base, { kind: 'a checkpoint bundle or torch.save file', fix: 'export or download it again', verifyCrc: true }) : null;
+  const entries = isZip
+    ? readZip(bytes, base, { kind: 'a checkpoint bundle or torch.save file', fix: 'export or download it again', verifyCrc: true })
+    : null;
   if (!entries || isTorchZip([...entries.keys()])) {
     const name = /\.(pt|safetensors)$/i.test(base) ? base : entries ? 'adapter.pt' : 'adapter.safetensors';
     parseLinkBytes(bytes, base); // a link file must parse (UnsafeCheckpoint / CorruptCheckpoint otherwise)
@@ -150,14 +177,17 @@ export async function importBundle(bytes: Uint8Array, fileName = 'checkpoint.zip
   const meta = parseMeta(manifest, base);
   for (const n of entries.keys()) {
     if (n === BUNDLE_MANIFEST || n.endsWith('/')) continue;
-    if (!(n in meta.files)) throw new CorruptCheckpoint(`${base}: file '${n}' is not listed in ${BUNDLE_MANIFEST}; the bundle was altered, export it again`);
+    if (!(n in meta.files))
+      throw new CorruptCheckpoint(`${base}: file '${n}' is not listed in ${BUNDLE_MANIFEST}; the bundle was altered, export it again`);
   }
   for (const [n, f] of Object.entries(meta.files)) {
     checkFileName(n, base);
     const b = entries.get(n);
     if (!b) throw new CorruptCheckpoint(`${base}: '${n}' is listed in ${BUNDLE_MANIFEST} but missing; export the bundle again`);
     if (b.length !== f.bytes || (await sha256Hex(b)) !== f.sha256) {
-      throw new CorruptCheckpoint(`${base}: '${n}' does not match its SHA-256 in ${BUNDLE_MANIFEST} (${b.length} bytes, expected ${f.bytes}); the file is damaged, export or download the bundle again`);
+      throw new CorruptCheckpoint(
+        `${base}: '${n}' does not match its SHA-256 in ${BUNDLE_MANIFEST} (${b.length} bytes, expected ${f.bytes}); the file is damaged, export or download the bundle again`,
+      );
     }
     files[n] = b.slice();
   }

@@ -40,7 +40,8 @@ interface StoredMeta extends Omit<CheckpointInfo, 'id' | 'files' | 'bytes'> {
 }
 
 const checkId = (id: string) => {
-  if (!/^[\w-]+$/.test(id) || id.startsWith('.')) throw new InvalidArgument(`checkpoint id '${id}' is not one this registry made; pick one from listCheckpoints()`);
+  if (!/^[\w-]+$/.test(id) || id.startsWith('.'))
+    throw new InvalidArgument(`checkpoint id '${id}' is not one this registry made; pick one from listCheckpoints()`);
   return id;
 };
 const cleanName = (name: string) => {
@@ -48,7 +49,8 @@ const cleanName = (name: string) => {
   if (!n || n.length > 200) throw new InvalidArgument('a checkpoint name must be 1 to 200 characters');
   return n;
 };
-const defaultName = (m: CheckpointMeta) => [m.kind, m.style, m.role, m.step !== undefined ? `step ${m.step}` : null].filter(Boolean).join(' ');
+const defaultName = (m: CheckpointMeta) =>
+  [m.kind, m.style, m.role, m.step !== undefined ? `step ${m.step}` : null].filter(Boolean).join(' ');
 
 export interface CheckpointRegistry {
   listCheckpoints(): Promise<CheckpointInfo[]>;
@@ -68,7 +70,8 @@ export interface CheckpointRegistry {
 export function checkpointRegistry(store: CheckpointStore): CheckpointRegistry {
   const readMeta = async (id: string): Promise<StoredMeta> => {
     const path = `${checkId(id)}/${META}`;
-    if (!(await store.exists(path))) throw new MissingCheckpoint(`checkpoint ${id} does not exist (it may have been deleted); pick one from the list`);
+    if (!(await store.exists(path)))
+      throw new MissingCheckpoint(`checkpoint ${id} does not exist (it may have been deleted); pick one from the list`);
     return JSON.parse(new TextDecoder().decode(await store.read(path))) as StoredMeta;
   };
   const info = (id: string, m: StoredMeta): CheckpointInfo => {
@@ -89,9 +92,11 @@ export function checkpointRegistry(store: CheckpointStore): CheckpointRegistry {
     async saveFromFiles(files, meta) {
       const names = Object.keys(files).sort();
       if (!names.length) throw new InvalidArgument('saveFromFiles: no files; a checkpoint needs at least its link file');
-      if (meta.kind !== 'inner' && meta.kind !== 'outer') throw new InvalidArgument(`checkpoint kind '${String(meta.kind)}' must be inner or outer`);
+      if (meta.kind !== 'inner' && meta.kind !== 'outer')
+        throw new InvalidArgument(`checkpoint kind '${String(meta.kind)}' must be inner or outer`);
       for (const n of names) {
-        if (n === META || n.split('/').some((p) => !p || p === '.' || p === '..')) throw new InvalidArgument(`checkpoint file name '${n}' is not a plain relative path`);
+        if (n === META || n.split('/').some((p) => !p || p === '.' || p === '..'))
+          throw new InvalidArgument(`checkpoint file name '${n}' is not a plain relative path`);
       }
       const id = `ckpt-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}${(++idCounter).toString(36)}`;
       const stage = `${INCOMING}${id}`;

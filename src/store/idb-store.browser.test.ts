@@ -41,11 +41,27 @@ describe('idbCheckpointStore', () => {
     const cpu = new CpuBackend('f32');
     const store = fresh();
     const link = InnerLink.create(cpu, 8, { seed: 5, name: 'planner inner' });
-    const m = new Map(link.params.entries.map((e, i) => [e.name, Float32Array.from({ length: e.numel }, (_, j) => (i + 1) * 0.01 * (j - 3))]));
+    const m = new Map(
+      link.params.entries.map((e, i) => [e.name, Float32Array.from({ length: e.numel }, (_, j) => (i + 1) * 0.01 * (j - 3))]),
+    );
     link.params.import(m, { part: 'm' });
     const state = { step: 3, epoch: 0, sampleCursor: 6, order: [2, 0, 1], rng: [1, 2], skipped: {}, tokensSeen: 99 };
-    await saveCheckpoint(store, 'run/checkpoint-3', { kind: 'inner', links: new Map([['adapter', link]]), optimizerT: 3, state, args: { lr: 1 }, manifests: { 'adapter_config.json': { adapter_type: link.type } } });
-    expect(await store.list('run/checkpoint-3')).toEqual(['adapter.pt', 'adapter.safetensors', 'adapter_config.json', 'optimizer.safetensors', 'train_args.json', 'trainer_state.json']);
+    await saveCheckpoint(store, 'run/checkpoint-3', {
+      kind: 'inner',
+      links: new Map([['adapter', link]]),
+      optimizerT: 3,
+      state,
+      args: { lr: 1 },
+      manifests: { 'adapter_config.json': { adapter_type: link.type } },
+    });
+    expect(await store.list('run/checkpoint-3')).toEqual([
+      'adapter.pt',
+      'adapter.safetensors',
+      'adapter_config.json',
+      'optimizer.safetensors',
+      'train_args.json',
+      'trainer_state.json',
+    ]);
     const other = InnerLink.create(cpu, 8, { seed: 6, name: 'fresh' });
     const loaded = await loadCheckpoint(store, 'run/checkpoint-3', new Map([['adapter', other]]));
     expect([loaded.optimizerT, loaded.state, loaded.args]).toEqual([3, state, { lr: 1 }]);
@@ -95,7 +111,8 @@ describe('idbCheckpointStore', () => {
       get(t, prop) {
         if (prop === 'put') {
           return (v: unknown, k?: IDBValidKey) => {
-            if (full && v instanceof Uint8Array && ++chunksPut > 1) throw new DOMException('The quota has been exceeded.', 'QuotaExceededError');
+            if (full && v instanceof Uint8Array && ++chunksPut > 1)
+              throw new DOMException('The quota has been exceeded.', 'QuotaExceededError');
             return t.put(v, k);
           };
         }
@@ -110,7 +127,9 @@ describe('idbCheckpointStore', () => {
     full = true;
     const e = await caught(store.write('ck/adapter.safetensors', pattern(CHUNK_BYTES * 2 + 5, 2)));
     expect(e).toBeInstanceOf(QuotaExceeded);
-    expect(e.message).toMatch(/saving ck\/adapter\.safetensors needed 16\.0 MiB\. Delete models or checkpoints you no longer need .*nothing stored was changed/);
+    expect(e.message).toMatch(
+      /saving ck\/adapter\.safetensors needed 16\.0 MiB\. Delete models or checkpoints you no longer need .*nothing stored was changed/,
+    );
     expect(chunksPut).toBe(2); // the first new chunk went in, the second hit the quota
     expect((await keys(base)).map(String).sort()).toEqual(before); // and the first was removed again
     expect(same(await store.read('ck/adapter.safetensors'), old)).toBe(true);
@@ -120,10 +139,22 @@ describe('idbCheckpointStore', () => {
 describe('checkpoint registry over IndexedDB', () => {
   it('saves, lists, renames, exports and re-imports with equal bytes, imports a bare .pt, removes', async () => {
     const reg = checkpointRegistry(fresh());
-    const pt = writeTorchStateDict(new Map([['proj.weight', { dtype: 'f32' as const, shape: [2, 2], bytes: new Uint8Array(new Float32Array([1, 2, 3, 4]).buffer) }]]));
-    const files = { 'outer_12.pt': pt, 'outerlink_config.json': enc('{"format_version":1}\n'), 'trainer_state.json': enc('{"state":{"step":5}}\n') };
+    const pt = writeTorchStateDict(
+      new Map([['proj.weight', { dtype: 'f32' as const, shape: [2, 2], bytes: new Uint8Array(new Float32Array([1, 2, 3, 4]).buffer) }]]),
+    );
+    const files = {
+      'outer_12.pt': pt,
+      'outerlink_config.json': enc('{"format_version":1}\n'),
+      'trainer_state.json': enc('{"state":{"step":5}}\n'),
+    };
     const a = await reg.saveFromFiles(files, { kind: 'outer', style: 'sequential_light', step: 5, created: '2026-01-01T00:00:00.000Z' });
-    expect(a).toMatchObject({ name: 'outer sequential_light step 5', kind: 'outer', step: 5, bytes: pt.length + 21 + 21, files: ['outer_12.pt', 'outerlink_config.json', 'trainer_state.json'] });
+    expect(a).toMatchObject({
+      name: 'outer sequential_light step 5',
+      kind: 'outer',
+      step: 5,
+      bytes: pt.length + 21 + 21,
+      files: ['outer_12.pt', 'outerlink_config.json', 'trainer_state.json'],
+    });
     expect((await reg.rename(a.id, 'my links')).name).toBe('my links');
 
     const zip = await reg.exportBundle(a.id);

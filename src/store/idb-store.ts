@@ -79,8 +79,10 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
 
   const quota = (e: unknown, what: string, bytes: number | null) => {
     if (!isQuota(e)) return e;
-    return new QuotaExceeded(`browser storage is full: ${what}${bytes === null ? '' : ` needed ${size(bytes)}`}. Delete models or checkpoints ` +
-      'you no longer need (or allow persistent storage), then try again; nothing stored was changed');
+    return new QuotaExceeded(
+      `browser storage is full: ${what}${bytes === null ? '' : ` needed ${size(bytes)}`}. Delete models or checkpoints ` +
+        'you no longer need (or allow persistent storage), then try again; nothing stored was changed',
+    );
   };
 
   const entriesAt = async (os: IDBObjectStore, p: string): Promise<[string, FileEntry][]> => {
@@ -133,8 +135,10 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
         if (!e) return null;
         return { e, parts: await Promise.all(e.chunks.map((c) => req(os.get(c)) as Promise<Uint8Array | undefined>)) };
       });
-      if (!got) throw new MissingCheckpoint(`checkpoint file ${p} does not exist (browser storage); save a checkpoint first or fix the path`);
-      const damaged = (what: string) => new CorruptCheckpoint(`${p} in browser storage ${what}; delete this checkpoint in the cache manager and save or import it again`);
+      if (!got)
+        throw new MissingCheckpoint(`checkpoint file ${p} does not exist (browser storage); save a checkpoint first or fix the path`);
+      const damaged = (what: string) =>
+        new CorruptCheckpoint(`${p} in browser storage ${what}; delete this checkpoint in the cache manager and save or import it again`);
       const out = new Uint8Array(got.e.size);
       let at = 0;
       for (const [i, b] of got.parts.entries()) {

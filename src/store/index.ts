@@ -5,6 +5,16 @@ export {
   modelCache, idbKv, memoryKv, sha256Hex, Sha256, linkedSha256, isMissingFile, CHUNK_BYTES,
   type ModelCache, type ModelCacheOptions, type SourceOptions, type CachedFile, type FileMeta, type Kv,
 } from './models';
-export { exportBundle, importBundle, BUNDLE_FORMAT, BUNDLE_VERSION, BUNDLE_MANIFEST, type BundleMeta, type BundleInfo, type CheckpointFiles, type CheckpointKind } from './bundle';
+export {
+  exportBundle,
+  importBundle,
+  BUNDLE_FORMAT,
+  BUNDLE_VERSION,
+  BUNDLE_MANIFEST,
+  type BundleMeta,
+  type BundleInfo,
+  type CheckpointFiles,
+  type CheckpointKind,
+} from './bundle';
 export * from './idb-store';
 export { checkpointRegistry, checkpoints, type CheckpointInfo, type CheckpointMeta, type CheckpointRegistry } from './checkpoints';

@@ -104,7 +104,10 @@ describe('model cache on IndexedDB (chromium)', () => {
     chunk[100] ^= 0xff;
     await kv.setMany([[key, chunk]]);
     const src = await cache.source(FILE);
-    await expect(src.read(2 * C + 50, 100)).rejects.toMatchObject({ name: 'CorruptCheckpoint', message: expect.stringMatching(/chunk 2 is damaged/) });
+    await expect(src.read(2 * C + 50, 100)).rejects.toMatchObject({
+      name: 'CorruptCheckpoint',
+      message: expect.stringMatching(/chunk 2 is damaged/),
+    });
     expect(await cache.list()).toEqual([]);
     expect(await cache.bytes(FILE)).toEqual(await fileBytes());
     expect(net.ranges).toEqual([null, null]);
@@ -121,7 +124,10 @@ describe('model cache on IndexedDB (chromium)', () => {
     const cfg = await cache.bytes(`${ROOT}config.json`);
     full = true;
     const err = await cache.source(FILE).catch((e: Error) => e);
-    expect(err).toMatchObject({ name: 'QuotaExceeded', message: expect.stringMatching(/needs 157928 more bytes .*delete models or checkpoints/) });
+    expect(err).toMatchObject({
+      name: 'QuotaExceeded',
+      message: expect.stringMatching(/needs 157928 more bytes .*delete models or checkpoints/),
+    });
     expect(await cache.bytes(`${ROOT}config.json`)).toEqual(cfg);
     expect((await cache.list()).find((f) => f.url.endsWith('config.json'))).toMatchObject({ complete: true, bytes: 710 });
   });

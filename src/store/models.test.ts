@@ -61,12 +61,18 @@ describe('Sha256 (incremental)', () => {
       for (let i = 0; i < n; i += 37) h.update(data.subarray(i, Math.min(n, i + 37)));
       expect(h.hex(), `${n}`).toBe(hexOf(data.subarray(0, n)));
     }
-    expect(new Sha256().update(new TextEncoder().encode('abc')).hex()).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    expect(new Sha256().update(new TextEncoder().encode('abc')).hex()).toBe(
+      'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad',
+    );
   });
 });
 
 describe('modelCache: a file read in place (ranged)', () => {
-  const chunksOf = (kv: ReturnType<typeof memoryKv>) => [...kv.map.keys()].filter((k) => k.startsWith('c|')).map((k) => Number(k.split('|')[2])).sort((a, b) => a - b);
+  const chunksOf = (kv: ReturnType<typeof memoryKv>) =>
+    [...kv.map.keys()]
+      .filter((k) => k.startsWith('c|'))
+      .map((k) => Number(k.split('|')[2]))
+      .sort((a, b) => a - b);
 
   it('downloads only the chunks reads touch, one request per run of missing chunks, and keeps them', async () => {
     const kv = memoryKv();
@@ -84,14 +90,18 @@ describe('modelCache: a file read in place (ranged)', () => {
     expect(await cache.peek(URL0, 4100, 4000)).toEqual({ bytes: data.slice(4100, 8100), size: 10_000 });
     expect(await cache.peek(URL0, 3000, 1200)).toBeNull();
     expect(await cache.peek('https://example.test/m/other', 0, 1)).toBeNull();
-    expect(await cache.list()).toEqual([{ url: URL0, bytes: 5 * 1024, size: 10_000, complete: false, sparse: true, storedAt: expect.any(Number) }]);
+    expect(await cache.list()).toEqual([
+      { url: URL0, bytes: 5 * 1024, size: 10_000, complete: false, sparse: true, storedAt: expect.any(Number) },
+    ]);
     // another cache over the same store reads them without the network; wanted whole, only the missing chunks are fetched
     const again = modelCache({ kv, fetch: s.fetch, chunkBytes: 1024 });
     expect(await (await again.ranged(URL0)).read(7000, 10)).toEqual(data.slice(7000, 7010));
     expect(s.calls).toHaveLength(2);
     expect(await again.bytes(URL0)).toEqual(data);
     expect(s.calls.map((c) => c.range).slice(2)).toEqual(['bytes=0-4095', 'bytes=9216-9999']);
-    expect(await cache.list()).toEqual([{ url: URL0, bytes: 10_000, size: 10_000, complete: true, sparse: true, storedAt: expect.any(Number) }]);
+    expect(await cache.list()).toEqual([
+      { url: URL0, bytes: 10_000, size: 10_000, complete: true, sparse: true, storedAt: expect.any(Number) },
+    ]);
   });
 
   it('a server without ranges gives the whole file; a missing file is not-found; a changed file is DownloadFailed and dropped', async () => {
@@ -121,16 +131,23 @@ describe('modelCache: a file read in place (ranged)', () => {
     await (await cache.ranged(URL0)).read(2048, 10);
     const key = 'c|' + URL0 + '|2';
     (kv.map.get(key) as Uint8Array)[5] ^= 1;
-    const err = await (await modelCache({ kv, fetch: server(data).fetch, chunkBytes: 1024 }).ranged(URL0)).read(2048, 10).catch((e: Error) => e);
+    const err = await (
+      await modelCache({ kv, fetch: server(data).fetch, chunkBytes: 1024 }).ranged(URL0)
+    )
+      .read(2048, 10)
+      .catch((e: Error) => e);
     expect(err).toMatchObject({ name: 'CorruptCheckpoint' });
     expect(kv.map.size).toBe(0);
     // the store refuses the second run's chunks
     const base = memoryKv();
     let writes = 0;
-    const full: Kv = { ...base, setMany: async (e) => {
-      if (++writes > 1) throw Object.assign(new Error('quota'), { name: 'QuotaExceededError' });
-      return base.setMany(e);
-    } };
+    const full: Kv = {
+      ...base,
+      setMany: async (e) => {
+        if (++writes > 1) throw Object.assign(new Error('quota'), { name: 'QuotaExceededError' });
+        return base.setMany(e);
+      },
+    };
     const q = modelCache({ kv: full, fetch: server(data).fetch, chunkBytes: 1024 });
     const src = await q.ranged(URL0);
     expect(await src.read(0, 10)).toEqual(data.slice(0, 10));
@@ -151,7 +168,9 @@ describe('modelCache (memory Kv)', () => {
     expect(seen[0]).toEqual([0, 10_000]);
     expect(seen.at(-1)).toEqual([10_000, 10_000]);
     expect(seen.every(([l], i) => i === 0 || l > seen[i - 1][0])).toBe(true);
-    expect([...kv.map.keys()].filter((k) => k.startsWith('c|')).map((k) => (kv.map.get(k) as Uint8Array).byteLength)).toEqual([4096, 4096, 1808]);
+    expect([...kv.map.keys()].filter((k) => k.startsWith('c|')).map((k) => (kv.map.get(k) as Uint8Array).byteLength)).toEqual([
+      4096, 4096, 1808,
+    ]);
     expect(await src.read(4000, 200)).toEqual(data.slice(4000, 4200));
     const again = await modelCache({ kv, fetch: s.fetch }).bytes(URL0);
     expect(again).toEqual(data);
@@ -190,7 +209,10 @@ describe('modelCache (memory Kv)', () => {
     const cache = modelCache({ kv, fetch: server(data).fetch, chunkBytes: 4096 });
     await expect(cache.source(URL0, { expectedSize: 9999 })).rejects.toThrow(/has 10000 bytes but 9999 were expected/);
     const bad = 'ab'.repeat(32);
-    await expect(cache.source(URL0, { sha256: bad })).rejects.toMatchObject({ name: 'DownloadFailed', message: expect.stringMatching(/SHA-256 .* differs/) });
+    await expect(cache.source(URL0, { sha256: bad })).rejects.toMatchObject({
+      name: 'DownloadFailed',
+      message: expect.stringMatching(/SHA-256 .* differs/),
+    });
     expect(kv.map.size).toBe(0);
   });
 
@@ -202,7 +224,10 @@ describe('modelCache (memory Kv)', () => {
     (kv.map.get(`c|${URL0}|1`) as Uint8Array)[17] ^= 1;
     const src = await cache.source(URL0);
     expect(await src.read(0, 10)).toEqual(data.slice(0, 10));
-    await expect(src.read(4090, 10)).rejects.toMatchObject({ name: 'CorruptCheckpoint', message: expect.stringMatching(/chunk 1 is damaged/) });
+    await expect(src.read(4090, 10)).rejects.toMatchObject({
+      name: 'CorruptCheckpoint',
+      message: expect.stringMatching(/chunk 1 is damaged/),
+    });
     expect(await cache.list()).toEqual([]);
     expect(await cache.bytes(URL0)).toEqual(data);
     expect(s.calls.length).toBe(2);

@@ -186,7 +186,8 @@ export function modelCache(opts: ModelCacheOptions = {}) {
   // a missing file served as the site's HTML page (Vite's dev server, SPA hosts) counts as a 404
   const doFetch = modelFetch(opts.fetch ?? globalThis.fetch.bind(globalThis));
   const C = opts.chunkBytes ?? CHUNK_BYTES;
-  if (!Number.isInteger(C) || C < 1 || C > CHUNK_BYTES) throw new InvalidArgument(`chunkBytes must be an integer in 1..${CHUNK_BYTES}, got ${C}`);
+  if (!Number.isInteger(C) || C < 1 || C > CHUNK_BYTES)
+    throw new InvalidArgument(`chunkBytes must be an integer in 1..${CHUNK_BYTES}, got ${C}`);
   const inflight = new Map<string, Promise<FileMeta>>();
 
   const remove = async (url: string) => {
@@ -227,10 +228,17 @@ export function modelCache(opts: ModelCacheOptions = {}) {
     if (!res.ok) {
       void res.body?.cancel();
       if (res.status === 416) await remove(url); // the stored part no longer fits the file: start over next time
-      throw Object.assign(new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}; ` +
-        (res.status === 401 || res.status === 403 ? 'the repository is gated or private: accept its terms and give an access token'
-          : res.status === 416 ? 'the file changed on the server: load again to download it from the start' : 'check the URL and load again later')),
-      { status: res.status });
+      throw Object.assign(
+        new DownloadFailed(
+          `${url}: HTTP ${res.status} ${res.statusText}; ` +
+            (res.status === 401 || res.status === 403
+              ? 'the repository is gated or private: accept its terms and give an access token'
+              : res.status === 416
+                ? 'the file changed on the server: load again to download it from the start'
+                : 'check the URL and load again later'),
+        ),
+        { status: res.status },
+      );
     }
     let loaded = 0;
     let total: number;
@@ -241,7 +249,9 @@ export function modelCache(opts: ModelCacheOptions = {}) {
       if ((cr && cr.start !== start) || (meta?.size != null && total !== meta.size)) {
         void res.body?.cancel();
         await remove(url);
-        throw new DownloadFailed(`${url}: the resumed download does not continue the stored part (the file changed on the server); load again to download it from the start`);
+        throw new DownloadFailed(
+          `${url}: the resumed download does not continue the stored part (the file changed on the server); load again to download it from the start`,
+        );
       }
       loaded = start;
     } else {
@@ -254,9 +264,19 @@ export function modelCache(opts: ModelCacheOptions = {}) {
     if (known && wrongSize(total)) {
       void res.body?.cancel();
       await remove(url);
-      throw new DownloadFailed(`${url}: the server has ${total} bytes but ${o.expectedSize} were expected; the file changed on the hub or the listing is stale: refresh it and load again`);
+      throw new DownloadFailed(
+        `${url}: the server has ${total} bytes but ${o.expectedSize} were expected; the file changed on the hub or the listing is stale: refresh it and load again`,
+      );
     }
-    meta = { url, size: known ? total : null, chunkBytes: chunk, hashes, complete: false, storedAt: Date.now(), ...(sha ? { sha256: sha } : {}) };
+    meta = {
+      url,
+      size: known ? total : null,
+      chunkBytes: chunk,
+      hashes,
+      complete: false,
+      storedAt: Date.now(),
+      ...(sha ? { sha256: sha } : {}),
+    };
     const quota = (e: unknown) => {
       const kept = meta!.hashes.length * chunk;
       return new QuotaExceeded(`storing ${url} needs ${known ? total - kept : 'more than ' + chunk} more bytes ` +
@@ -302,7 +322,9 @@ export function modelCache(opts: ModelCacheOptions = {}) {
       if (e instanceof QuotaExceeded || e instanceof DownloadFailed) throw e;
       const kept = meta.hashes.length * chunk;
       if (o.signal?.aborted) throw cancelled(kept);
-      throw new DownloadFailed(`${url}: the download broke off at byte ${loaded} (${(e as Error).message}); load again to resume from byte ${kept}`);
+      throw new DownloadFailed(
+        `${url}: the download broke off at byte ${loaded} (${(e as Error).message}); load again to resume from byte ${kept}`,
+      );
     }
     if (known && loaded < total) {
       throw new DownloadFailed(`${url}: the server stopped after ${loaded} of ${total} bytes; load again to resume`);
@@ -310,7 +332,9 @@ export function modelCache(opts: ModelCacheOptions = {}) {
     if (fill > 0) await flush();
     if (wrongSize(loaded)) {
       await remove(url);
-      throw new DownloadFailed(`${url}: received ${loaded} bytes but ${o.expectedSize} were expected; refresh the file listing and load again`);
+      throw new DownloadFailed(
+        `${url}: received ${loaded} bytes but ${o.expectedSize} were expected; refresh the file listing and load again`,
+      );
     }
     const done: FileMeta = { ...meta, size: loaded, complete: true, storedAt: Date.now() };
     if (sha) {
@@ -355,7 +379,8 @@ export function modelCache(opts: ModelCacheOptions = {}) {
         if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0) {
           throw new InvalidArgument(`${url}: read(${offset}, ${length}) needs non-negative integer offset and length`);
         }
-        if (offset + length > size) throw new CorruptCheckpoint(`${url}: needs bytes ${offset}..${offset + length} but the file has ${size}; re-download it`);
+        if (offset + length > size)
+          throw new CorruptCheckpoint(`${url}: needs bytes ${offset}..${offset + length} but the file has ${size}; re-download it`);
         const out = new Uint8Array(length);
         for (let at = offset; at < offset + length;) {
           const i = Math.floor(at / C0);
@@ -421,9 +446,15 @@ export function modelCache(opts: ModelCacheOptions = {}) {
       }
       if (res.status !== 206) {
         void res.body?.cancel();
-        throw Object.assign(new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}; ` +
-          (res.status === 401 || res.status === 403 ? 'the repository is gated or private: accept its terms and give an access token' : 'check the URL and load again later')),
-        { status: res.status });
+        throw Object.assign(
+          new DownloadFailed(
+            `${url}: HTTP ${res.status} ${res.statusText}; ` +
+              (res.status === 401 || res.status === 403
+                ? 'the repository is gated or private: accept its terms and give an access token'
+                : 'check the URL and load again later'),
+          ),
+          { status: res.status },
+        );
       }
       const cr = parseContentRange(res.headers.get('content-range'));
       if (!cr || cr.total === undefined || cr.start !== a || (meta?.size != null && cr.total !== meta.size)) {
@@ -439,7 +470,10 @@ export function modelCache(opts: ModelCacheOptions = {}) {
         await remove(url);
         throw new DownloadFailed(`${url}: bytes ${a}-${end} came back as ${body.byteLength} bytes; load again`);
       }
-      const base: FileMeta = meta && !meta.missing ? meta : { url, size: total, chunkBytes: C0, hashes: [], complete: false, storedAt: Date.now(), sparse: true };
+      const base: FileMeta =
+        meta && !meta.missing
+          ? meta
+          : { url, size: total, chunkBytes: C0, hashes: [], complete: false, storedAt: Date.now(), sparse: true };
       const hashes = [...base.hashes];
       const entries: [string, unknown][] = [];
       for (let i = i0; i * C0 <= end; i++) {
@@ -455,8 +489,10 @@ export function modelCache(opts: ModelCacheOptions = {}) {
         await kv.setMany([...entries, [mk(url), next]]);
       } catch (e) {
         if (isQuota(e)) {
-          throw new QuotaExceeded(`storing ${end - a + 1} bytes of ${url} needs more space than the browser allows this site ` +
-            `(${storedBytes(base)} bytes of it are stored and kept); delete models or checkpoints you no longer need in the cache manager, then load again (${(e as Error).message})`);
+          throw new QuotaExceeded(
+            `storing ${end - a + 1} bytes of ${url} needs more space than the browser allows this site ` +
+              `(${storedBytes(base)} bytes of it are stored and kept); delete models or checkpoints you no longer need in the cache manager, then load again (${(e as Error).message})`,
+          );
         }
         throw e;
       }

@@ -62,7 +62,8 @@ describe('planSystemDownload', () => {
 
   it('the KV cache: f16 where the adapter has shader-f16 (the decoder default there), f32 without, or as asked', () => {
     const withF16 = { ...big, features: ['shader-f16'] };
-    const at = (limits: typeof big, kvDtype?: 'f16' | 'f32') => planSystemDownload(files, [{ config: qwen3, weightsBytes: 0 }], limits, 'q4_0', kvDtype ? { kvDtype } : {});
+    const at = (limits: typeof big, kvDtype?: 'f16' | 'f32') =>
+      planSystemDownload(files, [{ config: qwen3, weightsBytes: 0 }], limits, 'q4_0', kvDtype ? { kvDtype } : {});
     expect(at(withF16).models[0].kvCache).toBe(KV / 2); // 2·28·4096·8·128·2 = 469 762 048 B
     expect(at(withF16).gpuBytes).toBe(2_594_557_440 - KV / 2);
     expect(at(withF16, 'f32').models[0].kvCache).toBe(KV);
@@ -81,7 +82,9 @@ describe('planSystemDownload', () => {
     const tiny = { maxStorageBufferBindingSize: 4096, maxBufferSize: 1 << 20, features: ['shader-f16'] };
     const p = planSystemDownload([], [{ config: qwen3, weightsBytes: 0 }], tiny, 'f16');
     // The embedding row is 2048 · 2 = 4096 B (fits); down_proj's row is 6144 · 2 = 12288 B.
-    expect(p.refusal).toMatch(/^model 1: one row of "model\.layers\.0\.mlp\.down_proj\.weight" \(f16, 12288 bytes\) is larger than this adapter's 4096-byte/);
+    expect(p.refusal).toMatch(
+      /^model 1: one row of "model\.layers\.0\.mlp\.down_proj\.weight" \(f16, 12288 bytes\) is larger than this adapter's 4096-byte/,
+    );
     expect(p.refusalName).toBe('BindingLimitExceeded');
     // In q4_0 the same row is 3456 B and fits.
     expect(planSystemDownload([], [{ config: qwen3, weightsBytes: 0 }], tiny, 'q4_0').refusal).toBeNull();

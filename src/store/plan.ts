@@ -179,14 +179,29 @@ export function planSystemDownload(
     for (const s of tensors ?? weightSpecs(c)) {
       const stored = 'dtype' in s ? s.dtype : undefined;
       if (stored === null) {
-        refuse('UnsupportedFeature', `model ${i + 1}: "${s.name}" is stored as ${(s as PlanTensor).typeName}, which this engine does not read; use a GGUF converted to f16, q8_0 or q4_0`);
+        refuse(
+          'UnsupportedFeature',
+          `model ${i + 1}: "${s.name}" is stored as ${(s as PlanTensor).typeName}, which this engine does not read; use a GGUF converted to f16, q8_0 or q4_0`,
+        );
         continue;
       }
-      let dt: DType = s.kind === 'bias' ? 'f32' : stored !== undefined ? (s.kind === 'norm' && isQuant(stored) ? 'f32' : stored) : quantize === 'f16' ? 'f16' : saved;
+      let dt: DType =
+        s.kind === 'bias'
+          ? 'f32'
+          : stored !== undefined
+            ? s.kind === 'norm' && isQuant(stored)
+              ? 'f32'
+              : stored
+            : quantize === 'f16'
+              ? 'f16'
+              : saved;
       // a GGUF's quantized weights are uploaded as stored; only its float projections take `quantize`
       if (s.kind === 'proj' && (quantize === 'q4_0' || quantize === 'q8_0') && !(stored && isQuant(stored))) {
         if (s.shape[1] % 32) {
-          refuse('InvalidArgument', `model ${i + 1}: "${s.name}" has ${s.shape[1]} columns, not a multiple of 32, so it cannot be ${quantize}; choose f16 or no quantization`);
+          refuse(
+            'InvalidArgument',
+            `model ${i + 1}: "${s.name}" has ${s.shape[1]} columns, not a multiple of 32, so it cannot be ${quantize}; choose f16 or no quantization`,
+          );
         } else dt = quantize;
       }
       weights += byteSize(dt, s.shape);
@@ -200,7 +215,8 @@ export function planSystemDownload(
     if (quantize === null && !tensors) weights = weightsBytes;
     const kvCache = 2 * c.layers * context * c.kvHeads * c.headDim * kvBytes;
     const kvRow = c.kvHeads * c.headDim * kvBytes;
-    if (kvRow > binding) refuse('BindingLimitExceeded', `model ${i + 1}: one KV-cache row (${kvRow} bytes) exceeds the ${binding}-byte binding limit`);
+    if (kvRow > binding)
+      refuse('BindingLimitExceeded', `model ${i + 1}: one KV-cache row (${kvRow} bytes) exceeds the ${binding}-byte binding limit`);
     const activations = 4 * T * (6 * c.hidden + 3 * c.intermediate + (c.heads + 2 * c.kvHeads) * c.headDim)
       + 4 * c.heads * T * context + 4 * c.vocabSize;
     const next = models[(i + 1) % models.length].config.hidden;

@@ -31,7 +31,12 @@ export function checkpointStoreContract(label: string, make: () => Promise<Check
       expect(await s.list('run')).toEqual(['ckpt']);
       expect(await s.list('run/ckpt')).toEqual(['x.bin', 'y.bin']);
       expect(await s.list('nope')).toEqual([]);
-      expect([await s.exists('run'), await s.exists('run/ckpt/y.bin'), await s.exists('run/ck'), await s.exists('ru')]).toEqual([true, true, false, false]);
+      expect([await s.exists('run'), await s.exists('run/ckpt/y.bin'), await s.exists('run/ck'), await s.exists('ru')]).toEqual([
+        true,
+        true,
+        false,
+        false,
+      ]);
       await s.remove('run/ckpt/y.bin');
       expect(await s.list('run/ckpt')).toEqual(['x.bin']);
       await s.remove('run');

@@ -29,7 +29,8 @@ export function checkValues(values: ArrayLike<number>, shape: readonly number[])
 export function checkBytes(bytes: Uint8Array, shape: readonly number[], dtype: DType): number {
   checkShape(shape);
   const want = byteSize(dtype, shape);
-  if (bytes.byteLength !== want) throw new InvalidArgument(`fromBytes: ${bytes.byteLength} bytes for ${dtype} [${shape}], expected ${want}`);
+  if (bytes.byteLength !== want)
+    throw new InvalidArgument(`fromBytes: ${bytes.byteLength} bytes for ${dtype} [${shape}], expected ${want}`);
   return want;
 }
 
@@ -46,7 +47,8 @@ export function checkReshape(t: Tensor, shape: readonly number[]) {
 
 export function checkView(t: Tensor, offset: number, shape: readonly number[]) {
   checkShape(shape);
-  if (t.dtype !== 'f32' && t.dtype !== 'i32' && t.dtype !== 'f16') throw new InvalidArgument(`view: ${t} has dtype ${t.dtype}; views exist for f32, i32 and f16 only`);
+  if (t.dtype !== 'f32' && t.dtype !== 'i32' && t.dtype !== 'f16')
+    throw new InvalidArgument(`view: ${t} has dtype ${t.dtype}; views exist for f32, i32 and f16 only`);
   const n = shape.reduce((a, b) => a * b, 1);
   if (!Number.isInteger(offset) || offset < 0 || offset + n > t.numel) {
     throw new ShapeMismatch(`view: elements [${offset}, ${offset + n}) are outside ${t} (${t.numel} elements)`);

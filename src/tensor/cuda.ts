@@ -66,7 +66,9 @@ export class CudaBackend implements Backend {
     }
     const addon = loadCudaAddon();
     if (typeof addon.use !== 'function') {
-      throw new CudaUnavailable(`the CUDA addon at ${addonPath()} predates multi-device support (no use()); rebuild it with \`npm run build:cuda -- --force\``);
+      throw new CudaUnavailable(
+        `the CUDA addon at ${addonPath()} predates multi-device support (no use()); rebuild it with \`npm run build:cuda -- --force\``,
+      );
     }
     const reason = cudaUnavailableReason(addon.probe(), device);
     if (reason) throw new CudaUnavailable(reason);
@@ -169,7 +171,9 @@ export class CudaBackend implements Backend {
   run<A>(def: KernelDef<A>, inputs: readonly Tensor[], attrs: A): Tensor[] {
     sameBackend(def.name, this, inputs);
     if (!def.cuda) {
-      throw new UnsupportedFeature(`${def.name}: this op has no CUDA kernel yet (its kernel folder lacks a cuda hook); run with --backend webgpu or cpu`);
+      throw new UnsupportedFeature(
+        `${def.name}: this op has no CUDA kernel yet (its kernel folder lacks a cuda hook); run with --backend webgpu or cpu`,
+      );
     }
     this.bind();
     const inRefs = inputs.map((t) => this.ref(t));
@@ -187,7 +191,8 @@ export class CudaBackend implements Backend {
       halfGemm: this.halfGemm,
     };
     try {
-      for (const meta of outMeta) outRefs.push({ meta, ptr: this.malloc(byteSize(meta.dtype, meta.shape), `${def.name} output [${meta.shape}]`) });
+      for (const meta of outMeta)
+        outRefs.push({ meta, ptr: this.malloc(byteSize(meta.dtype, meta.shape), `${def.name} output [${meta.shape}]`) });
       def.cuda(launcher, inRefs, outRefs, attrs);
     } catch (e) {
       for (const r of outRefs) this.addon.free(r.ptr);
@@ -212,7 +217,8 @@ export class CudaBackend implements Backend {
     const s = t.storage;
     if (s.kind !== 'cuda') throw new InvalidArgument(`${t} is not a CUDA tensor`);
     // the same alignment as WebGPU, so that code written for either backend runs on both (and vector loads stay aligned)
-    if (offset % VIEW_ALIGN) throw new InvalidArgument(`view: offset ${offset} is not a multiple of ${VIEW_ALIGN} elements (256-byte alignment)`);
+    if (offset % VIEW_ALIGN)
+      throw new InvalidArgument(`view: offset ${offset} is not a multiple of ${VIEW_ALIGN} elements (256-byte alignment)`);
     s.refs.n++;
     return this.wrap(s.ptr + BigInt(offset * 4), shape, t.dtype, s.refs);
   }

@@ -129,7 +129,9 @@ export class WebGpuBackend implements Backend {
     const s = t.storage;
     if (s.kind !== 'webgpu') throw new InvalidArgument(`${t} is not a WebGPU tensor`);
     if (s.chunks.length > 1 && shape[0] !== t.shape[0]) {
-      throw new BindingLimitExceeded(`reshape: ${t} is split across ${s.chunks.length} bindings along dim 0, so dim 0 must stay ${t.shape[0]}`);
+      throw new BindingLimitExceeded(
+        `reshape: ${t} is split across ${s.chunks.length} bindings along dim 0, so dim 0 must stay ${t.shape[0]}`,
+      );
     }
     s.refs.n++;
     // a chunk counts its rows along dim 0: a whole tensor's one chunk takes the new dim 0 (kernels that walk chunks,
@@ -146,7 +148,8 @@ export class WebGpuBackend implements Backend {
     // bindings start at multiples of 256 bytes: VIEW_ALIGN f32 or i32 elements, twice as many f16 ones
     const bytes = t.dtype === 'f16' ? 2 : 4;
     const align = (VIEW_ALIGN * 4) / bytes;
-    if (offset % align) throw new InvalidArgument(`view: offset ${offset} is not a multiple of ${align} elements (256-byte binding alignment)`);
+    if (offset % align)
+      throw new InvalidArgument(`view: offset ${offset} is not a multiple of ${align} elements (256-byte binding alignment)`);
     const n = shape.reduce((a, b) => a * b, 1);
     const c = s.chunks[0];
     s.refs.n++;

@@ -13,7 +13,15 @@ import { scaledError } from '../model/testing';
 import type { Backend } from '../tensor/backend';
 import type { Tensor } from '../tensor/tensor';
 
-export const TINY_GOLDEN_MODELS = ['qwen3-tiny', 'llama-tiny', 'qwen2-tiny', 'mistral-tiny', 'gemma3-tiny', 'qwen3_5-tiny', 'qwen3_5-tied-tiny'] as const;
+export const TINY_GOLDEN_MODELS = [
+  'qwen3-tiny',
+  'llama-tiny',
+  'qwen2-tiny',
+  'mistral-tiny',
+  'gemma3-tiny',
+  'qwen3_5-tiny',
+  'qwen3_5-tied-tiny',
+] as const;
 
 interface Golden {
   ids: number[];
@@ -49,7 +57,11 @@ function f64(b64: string): Float64Array {
  * Runs models/tiny/<name> forward and backward on `b` and measures it against the golden file. `read` reads a
  * tensor's values (default Tensor.read, f32; the f64 CPU backend passes its own to keep f64).
  */
-export async function tinyGoldenErrors(b: Backend, name: string, read: (t: Tensor) => Promise<ArrayLike<number>> = (t) => t.read()): Promise<TinyGoldenErrors> {
+export async function tinyGoldenErrors(
+  b: Backend,
+  name: string,
+  read: (t: Tensor) => Promise<ArrayLike<number>> = (t) => t.read(),
+): Promise<TinyGoldenErrors> {
   const dir = `models/tiny/${name}`;
   const golden = JSON.parse(readFileSync(`test/golden/tiny-${name}.json`, 'utf8')) as Golden;
   const { T, hidden: d, vocab: V, logit_cols: C } = golden.dims;
@@ -58,7 +70,8 @@ export async function tinyGoldenErrors(b: Backend, name: string, read: (t: Tenso
   const R2 = new Float64Array(T * V);
   for (let t = 0; t < T; t++) for (let j = 0; j < C; j++) R2[t * V + j] = Math.cos(0.23 * (t * C + j));
   const config = parseDecoderConfig(readFileSync(`${dir}/config.json`, 'utf8'), `${dir}/config.json`);
-  if (config.hidden !== d || config.vocabSize !== V) throw new Error(`${dir}: hidden ${config.hidden}, vocab ${config.vocabSize}; the golden file has ${d}, ${V}`);
+  if (config.hidden !== d || config.vocabSize !== V)
+    throw new Error(`${dir}: hidden ${config.hidden}, vocab ${config.vocabSize}; the golden file has ${d}, ${V}`);
   const store = await openCheckpoint(dir);
   const weights = await loadDecoderWeights(config, store, b);
   await store.close();

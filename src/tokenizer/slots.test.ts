@@ -52,7 +52,9 @@ describe('splitAtSlots', () => {
     expect(() => splitAtSlots('Plan:\n', all, [SLOTS.planner], 'the critic prompt')).toThrow(PromptSlotMissing);
     expect(() => splitAtSlots('Plan:\n', all, [SLOTS.planner], 'the critic prompt')).toThrow(`the critic prompt lacks ${SLOTS.planner}`);
     expect(() => splitAtSlots(`x${SLOTS.feedback}`, all, [])).toThrow(`holds ${SLOTS.feedback} that nothing fills`);
-    expect(() => splitAtSlots(`${SLOTS.hieCode}${SLOTS.hieMath}`, all, [SLOTS.hieMath, SLOTS.hieCode])).toThrow(/in the order <<HIE_CODE_EXPERT_SLOT>>, <<HIE_MATH_EXPERT_SLOT>>/);
+    expect(() => splitAtSlots(`${SLOTS.hieCode}${SLOTS.hieMath}`, all, [SLOTS.hieMath, SLOTS.hieCode])).toThrow(
+      /in the order <<HIE_CODE_EXPERT_SLOT>>, <<HIE_MATH_EXPERT_SLOT>>/,
+    );
     expect(() => splitAtSlots(`${SLOTS.planner}${SLOTS.planner}`, all, [SLOTS.planner])).toThrow(PromptSlotMissing);
   });
 });
@@ -60,7 +62,10 @@ describe('splitAtSlots', () => {
 describe('renderWithSlots', () => {
   it('tokenises the pieces separately, special-token strings included, without adding special tokens', () => {
     const r = renderWithSlots(tok, 'S', `Initial Plan:\n${SLOTS.planner}\nQ`, Object.values(SLOTS), [SLOTS.planner]);
-    expect(r.pieces).toEqual(['<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nInitial Plan:\n', '\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n']);
+    expect(r.pieces).toEqual([
+      '<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nInitial Plan:\n',
+      '\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n',
+    ]);
     expect(r.ids).toEqual(r.pieces.map((p) => tok.encode(p, { addSpecialTokens: false })));
     const start = tok.idOf('<|im_start|>')!;
     expect(r.ids[0][0]).toBe(start);

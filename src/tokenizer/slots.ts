@@ -31,8 +31,17 @@ export function renderChat(tok: Tokenizer, system: string | null, user: string):
  * `enable_thinking` variable, then the system text merged into the user message. A missing template is
  * not retried; the last template error is re-raised when every attempt fails.
  */
-export function withChatFallbacks<T>(system: string | null, user: string, render: (messages: ChatMessage[], kwargs: Record<string, unknown>) => T): T {
-  const withSystem: ChatMessage[] = system ? [{ role: 'system', content: system }, { role: 'user', content: user }] : [{ role: 'user', content: user }];
+export function withChatFallbacks<T>(
+  system: string | null,
+  user: string,
+  render: (messages: ChatMessage[], kwargs: Record<string, unknown>) => T,
+): T {
+  const withSystem: ChatMessage[] = system
+    ? [
+        { role: 'system', content: system },
+        { role: 'user', content: user },
+      ]
+    : [{ role: 'user', content: user }];
   const attempts: [ChatMessage[], Record<string, unknown>][] = [
     [withSystem, { enable_thinking: false }],
     [withSystem, {}],
@@ -54,7 +63,12 @@ export function withChatFallbacks<T>(system: string | null, user: string, render
  * Cuts `text` at every occurrence of the given slot strings. `expected`, when given, is the exact sequence
  * of slots the stage fills: a missing, repeated or unexpected slot is a PromptSlotMissing that names it.
  */
-export function splitAtSlots(text: string, slotStrings: readonly string[], expected?: readonly string[], where = 'the prompt'): { pieces: string[]; slots: string[] } {
+export function splitAtSlots(
+  text: string,
+  slotStrings: readonly string[],
+  expected?: readonly string[],
+  where = 'the prompt',
+): { pieces: string[]; slots: string[] } {
   const pieces: string[] = [];
   const slots: string[] = [];
   let at = 0;
@@ -63,7 +77,10 @@ export function splitAtSlots(text: string, slotStrings: readonly string[], expec
     let which = '';
     for (const s of slotStrings) {
       const i = text.indexOf(s, at);
-      if (i >= 0 && (best < 0 || i < best)) { best = i; which = s; }
+      if (i >= 0 && (best < 0 || i < best)) {
+        best = i;
+        which = s;
+      }
     }
     if (best < 0) break;
     pieces.push(text.slice(at, best));
@@ -74,7 +91,11 @@ export function splitAtSlots(text: string, slotStrings: readonly string[], expec
   if (expected && expected.join('\n') !== slots.join('\n')) {
     const missing = expected.filter((s) => !slots.includes(s));
     const extra = slots.filter((s) => !expected.includes(s));
-    const detail = missing.length ? `lacks ${missing.join(', ')}` : extra.length ? `holds ${extra.join(', ')} that nothing fills` : `has the slots in the order ${slots.join(', ')}`;
+    const detail = missing.length
+      ? `lacks ${missing.join(', ')}`
+      : extra.length
+        ? `holds ${extra.join(', ')} that nothing fills`
+        : `has the slots in the order ${slots.join(', ')}`;
     throw new PromptSlotMissing(
       `${where} ${detail}; it must hold exactly ${expected.length ? expected.join(', ') : 'no slot'} in that order. ` +
         'Fix the prompt template (or the chat template, if it rewrites the user text)',
@@ -84,7 +105,14 @@ export function splitAtSlots(text: string, slotStrings: readonly string[], expec
 }
 
 /** renderChat + splitAtSlots + per-piece tokenisation. */
-export function renderWithSlots(tok: Tokenizer, system: string | null, user: string, slotStrings: readonly string[], expected?: readonly string[], where?: string): RenderedPrompt {
+export function renderWithSlots(
+  tok: Tokenizer,
+  system: string | null,
+  user: string,
+  slotStrings: readonly string[],
+  expected?: readonly string[],
+  where?: string,
+): RenderedPrompt {
   const text = renderChat(tok, system, user);
   const { pieces, slots } = splitAtSlots(text, slotStrings, expected, where);
   return { text, pieces, slots, ids: pieces.map((p) => (p ? tok.encode(p, { addSpecialTokens: false }) : [])) };

@@ -190,7 +190,11 @@ describe('loading from a folder and errors', () => {
     const { chat_template: _, ...noTemplate } = tiny.tokenizerConfig;
     const bare: Tokenizer = loadTokenizer({ tokenizerJson: tiny.tokenizerJson, tokenizerConfig: noTemplate, source: 'models/x' });
     expect(bare.encode('hi')).toEqual(tok.encode('hi'));
-    expectTokenizerError(() => bare.applyChatTemplate([{ role: 'user', content: 'hi' }]), 'models/x has no chat template', 'chat_template.jinja');
+    expectTokenizerError(
+      () => bare.applyChatTemplate([{ role: 'user', content: 'hi' }]),
+      'models/x has no chat template',
+      'chat_template.jinja',
+    );
     const broken = loadTokenizer({ ...tiny, chatTemplateJinja: '{% for m in messages %}' });
     expectTokenizerError(() => broken.applyChatTemplate([{ role: 'user', content: 'hi' }]), 'failed to render');
   });

@@ -17,7 +17,9 @@ export async function loadTokenizerFromUrl(
   try {
     root = (here ? new URL(base, here) : new URL(base)).href.replace(/\/?$/, '/');
   } catch {
-    throw new TokenizerError(`tokenizer URL '${base}' is not a URL and there is no page location to resolve it against; give an absolute http(s) URL`);
+    throw new TokenizerError(
+      `tokenizer URL '${base}' is not a URL and there is no page location to resolve it against; give an absolute http(s) URL`,
+    );
   }
   const get = async (file: string, optional: boolean): Promise<Uint8Array | undefined> => {
     try {

@@ -8,7 +8,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../errors';
-import { type CheckpointStore, JOURNAL_FILE, STAGING_DIR, beginCommit, folderPath, memoryStore, nodeStore, recoverCheckpoint, recoverFolderRename } from './checkpoint-files';
+import {
+  type CheckpointStore,
+  JOURNAL_FILE,
+  STAGING_DIR,
+  beginCommit,
+  folderPath,
+  memoryStore,
+  nodeStore,
+  recoverCheckpoint,
+  recoverFolderRename,
+} from './checkpoint-files';
 
 let root: string;
 beforeAll(async () => {
@@ -24,7 +34,10 @@ let nStore = 0;
 
 interface Case {
   name: string;
-  make(): Promise<{ store: CheckpointStore; /** Moves a path aside without the store (a crash after step 1). */ moveRaw(from: string, to: string): Promise<void> }>;
+  make(): Promise<{
+    store: CheckpointStore;
+    /** Moves a path aside without the store (a crash after step 1). */ moveRaw(from: string, to: string): Promise<void>;
+  }>;
 }
 
 const cases: Case[] = [
@@ -160,7 +173,9 @@ for (const c of cases) {
         const outcome = await recoverCheckpoint(store, '');
         outcomes.push(outcome);
         const names = await store.list('');
-        const tags = await Promise.all(names.filter((f) => f.length === 5 && f !== 'other.txt').map(async (f) => text(await store.read(f))));
+        const tags = await Promise.all(
+          names.filter((f) => f.length === 5 && f !== 'other.txt').map(async (f) => text(await store.read(f))),
+        );
         const isNew = names.includes('d.txt');
         expect(names).toEqual(isNew ? ['a.txt', 'b.txt', 'd.txt', 'keep', 'other.txt'] : ['a.txt', 'b.txt', 'c.txt', 'keep', 'other.txt']);
         expect(tags).toEqual(isNew ? ['a-new', 'b-new', 'd-new'] : ['a-old', 'b-old', 'c-old']);

@@ -212,7 +212,8 @@ export function folderPath(dir: string): string {
 /** `name` inside folder `d` ('' = root). */
 export const inFolder = (d: string, name: string) => (d ? `${d}/${name}` : name);
 
-const plainName = (n: unknown): n is string => typeof n === 'string' && /^[^/\\]+$/.test(n) && n !== '.' && n !== '..' && n !== STAGING_DIR && n !== JOURNAL_FILE;
+const plainName = (n: unknown): n is string =>
+  typeof n === 'string' && /^[^/\\]+$/.test(n) && n !== '.' && n !== '..' && n !== STAGING_DIR && n !== JOURNAL_FILE;
 
 export interface Journal {
   write: string[];
@@ -232,7 +233,9 @@ export async function pendingCommit(store: CheckpointStore, dir: string): Promis
   const o = j as Record<string, unknown> | null;
   const ok = (v: unknown): v is string[] => Array.isArray(v) && v.every(plainName);
   if (!o || typeof o !== 'object' || o.format_version !== JOURNAL_VERSION || !ok(o.write) || !ok(o.remove)) {
-    throw new CorruptCheckpoint(`${path} is not a version ${JOURNAL_VERSION} commit journal; delete it and ${inFolder(folderPath(dir), STAGING_DIR)} by hand, then check that the checkpoint loads`);
+    throw new CorruptCheckpoint(
+      `${path} is not a version ${JOURNAL_VERSION} commit journal; delete it and ${inFolder(folderPath(dir), STAGING_DIR)} by hand, then check that the checkpoint loads`,
+    );
   }
   return { write: o.write, remove: o.remove };
 }
@@ -243,7 +246,9 @@ async function applyJournal(store: CheckpointStore, d: string, j: Journal) {
     const staged = inFolder(d, `${STAGING_DIR}/${name}`);
     if (await store.exists(staged)) await store.rename(staged, inFolder(d, name));
     else if (!(await store.exists(inFolder(d, name)))) {
-      throw new CorruptCheckpoint(`${inFolder(d, name)} was committed but is neither staged nor in place; the checkpoint in ${d || 'the store root'} is damaged, resume from another one`);
+      throw new CorruptCheckpoint(
+        `${inFolder(d, name)} was committed but is neither staged nor in place; the checkpoint in ${d || 'the store root'} is damaged, resume from another one`,
+      );
     }
   }
   for (const name of j.remove) await store.remove(inFolder(d, name));
@@ -267,7 +272,8 @@ export async function beginCommit(store: CheckpointStore, dir: string): Promise<
   return {
     async put(name, bytes) {
       if (done) throw new InvalidArgument('this commit is finished; begin a new one');
-      if (!plainName(name)) throw new InvalidArgument(`checkpoint file name '${name}' must be a plain file name other than ${STAGING_DIR} and ${JOURNAL_FILE}`);
+      if (!plainName(name))
+        throw new InvalidArgument(`checkpoint file name '${name}' must be a plain file name other than ${STAGING_DIR} and ${JOURNAL_FILE}`);
       await store.write(inFolder(d, `${STAGING_DIR}/${name}`), bytes);
       if (!staged.includes(name)) staged.push(name);
     },
@@ -278,7 +284,10 @@ export async function beginCommit(store: CheckpointStore, dir: string): Promise<
       const bad = gone.filter((n) => !plainName(n));
       if (bad.length) throw new InvalidArgument(`files to remove (${bad.join(', ')}) must be plain file names in the folder`);
       const j: Journal = { write: staged, remove: gone };
-      await store.write(inFolder(d, JOURNAL_FILE), new TextEncoder().encode(`${JSON.stringify({ format_version: JOURNAL_VERSION, ...j })}\n`));
+      await store.write(
+        inFolder(d, JOURNAL_FILE),
+        new TextEncoder().encode(`${JSON.stringify({ format_version: JOURNAL_VERSION, ...j })}\n`),
+      );
       await applyJournal(store, d, j);
     },
   };

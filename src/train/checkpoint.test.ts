@@ -54,17 +54,34 @@ async function train(links: ReadonlyMap<string, L>, steps: number, seed: number)
 
 const snapshot = async (links: ReadonlyMap<string, L>) => {
   const out: Record<string, Float32Array[]> = {};
-  for (const [k, l] of links) out[k] = await Promise.all((['data', 'm', 'v'] as const).map(async (p) => Float32Array.from([...(await l.params.export(p)).values()].flatMap((a) => [...a]))));
+  for (const [k, l] of links)
+    out[k] = await Promise.all(
+      (['data', 'm', 'v'] as const).map(async (p) => Float32Array.from([...(await l.params.export(p)).values()].flatMap((a) => [...a]))),
+    );
   return out;
 };
 
-const state = (rng: Rng): TrainerState => ({ step: 2, epoch: 1, sampleCursor: 3, order: [4, 0, 2, 1, 3], rng: rng.state(), skipped: { sequence_too_long: 1, nan_loss: 0 }, tokensSeen: 1234 });
+const state = (rng: Rng): TrainerState => ({
+  step: 2,
+  epoch: 1,
+  sampleCursor: 3,
+  order: [4, 0, 2, 1, 3],
+  rng: rng.state(),
+  skipped: { sequence_too_long: 1, nan_loss: 0 },
+  tokensSeen: 1234,
+});
 
 function content(links: ReadonlyMap<string, L>, t: number, rng: Rng): CheckpointContent {
   return {
-    kind: 'outer', links, optimizerT: t, state: state(rng),
+    kind: 'outer',
+    links,
+    optimizerT: t,
+    state: state(rng),
     args: { outer_lr: 5e-4, max_steps: 20, style: 'sequential_light' },
-    manifests: { 'outerlink_config.json': { format_version: 1, paradigm: 'sequential', adapters: [] }, 'outer_adapter_config.json': { outer_12_type: 'outer_ln_res_adapter' } },
+    manifests: {
+      'outerlink_config.json': { format_version: 1, paradigm: 'sequential', adapters: [] },
+      'outer_adapter_config.json': { outer_12_type: 'outer_ln_res_adapter' },
+    },
   };
 }
 
@@ -118,12 +135,30 @@ describe('checkpoint round trip', () => {
     const store = nodeStore(join(root, 'up'));
     const inner = InnerLink.create(cpu, 8, { seed: 3, name: 'adapter' });
     const links = new Map<string, L>([['adapter', inner]]);
-    const c: CheckpointContent = { ...content(links, 0, new Rng(1)), kind: 'inner', manifests: { 'adapter_config.json': { adapter_type: 'ln_res_adapter' } } };
+    const c: CheckpointContent = {
+      ...content(links, 0, new Rng(1)),
+      kind: 'inner',
+      manifests: { 'adapter_config.json': { adapter_type: 'ln_res_adapter' } },
+    };
     const want = await inner.stateDict();
-    const keys = ['pre_ln.weight', 'pre_ln.bias', 'proj1.weight', 'proj1.bias', 'proj2.weight', 'proj2.bias', 'post_ln.weight', 'post_ln.bias'];
+    const keys = [
+      'pre_ln.weight',
+      'pre_ln.bias',
+      'proj1.weight',
+      'proj1.bias',
+      'proj2.weight',
+      'proj2.bias',
+      'post_ln.weight',
+      'post_ln.bias',
+    ];
     await saveCheckpoint(store, 'f32', c);
     await saveCheckpoint(store, 'bf16', c, { ptDtype: 'bf16' });
-    for (const [file, exact] of [['f32/adapter.pt', true], ['f32/adapter.safetensors', true], ['bf16/adapter.safetensors', true], ['bf16/adapter.pt', false]] as const) {
+    for (const [file, exact] of [
+      ['f32/adapter.pt', true],
+      ['f32/adapter.safetensors', true],
+      ['bf16/adapter.safetensors', true],
+      ['bf16/adapter.pt', false],
+    ] as const) {
       const sd = await readLinkFile(join(root, 'up', file));
       expect([...sd.keys()].sort(), file).toEqual([...keys].sort());
       for (const k of keys) {
@@ -183,7 +218,10 @@ describe('damaged checkpoints', () => {
     const mem = await saved();
     const sd = await outerLinks(1).get('outer_23')!.stateDict();
     sd.delete('proj2.bias');
-    mem.files.set('ck/outer_23.safetensors', writeSafetensors([...sd].map(([k, v]) => [k, { dtype: 'F32', shape: v.shape, bytes: new Uint8Array(v.data.buffer) }] as const)));
+    mem.files.set(
+      'ck/outer_23.safetensors',
+      writeSafetensors([...sd].map(([k, v]) => [k, { dtype: 'F32', shape: v.shape, bytes: new Uint8Array(v.data.buffer) }] as const)),
+    );
     const b = outerLinks(9);
     const before = await snapshot(b);
     const err = await loadCheckpoint(mem, 'ck', b).catch((e) => e);
@@ -197,15 +235,34 @@ describe('damaged checkpoints', () => {
     const sd = await outerLinks(1).get('outer_12')!.stateDict();
     const t = sd.get('proj1.bias')!;
     sd.set('proj1.bias', { shape: [t.shape[0] + 1], data: new Float32Array(t.shape[0] + 1) });
-    mem.files.set('ck/outer_12.safetensors', writeSafetensors([...sd].map(([k, v]) => [k, { dtype: 'F32', shape: v.shape, bytes: new Uint8Array(v.data.buffer) }] as const)));
+    mem.files.set(
+      'ck/outer_12.safetensors',
+      writeSafetensors([...sd].map(([k, v]) => [k, { dtype: 'F32', shape: v.shape, bytes: new Uint8Array(v.data.buffer) }] as const)),
+    );
     await expect(loadCheckpoint(mem, 'ck', outerLinks(9))).rejects.toThrow(ShapeMismatch);
-    await expect(loadCheckpoint(mem, 'ck', outerLinks(9))).rejects.toThrow(/ck\/outer_12\.safetensors: 'proj1\.bias' has shape \[11\] but link outer_12 needs \[10\]/);
+    await expect(loadCheckpoint(mem, 'ck', outerLinks(9))).rejects.toThrow(
+      /ck\/outer_12\.safetensors: 'proj1\.bias' has shape \[11\] but link outer_12 needs \[10\]/,
+    );
 
     const mem2 = await saved();
     const links = outerLinks(1);
-    const tensors = [...links].flatMap(([k, l]) => (['m', 'v'] as const).map((p) => [`${k}.${p}`, { dtype: 'F32' as const, shape: [l.numParams - (k === 'outer_31' && p === 'v' ? 1 : 0)], bytes: f32(l.numParams - (k === 'outer_31' && p === 'v' ? 1 : 0)) }] as const));
+    const tensors = [...links].flatMap(([k, l]) =>
+      (['m', 'v'] as const).map(
+        (p) =>
+          [
+            `${k}.${p}`,
+            {
+              dtype: 'F32' as const,
+              shape: [l.numParams - (k === 'outer_31' && p === 'v' ? 1 : 0)],
+              bytes: f32(l.numParams - (k === 'outer_31' && p === 'v' ? 1 : 0)),
+            },
+          ] as const,
+      ),
+    );
     mem2.files.set('ck/optimizer.safetensors', writeSafetensors(tensors, { t: '1' }));
-    await expect(loadCheckpoint(mem2, 'ck', outerLinks(9))).rejects.toThrow(/ck\/optimizer\.safetensors: 'outer_31\.v' has shape \[\d+\] but link outer_31 has \d+ parameters/);
+    await expect(loadCheckpoint(mem2, 'ck', outerLinks(9))).rejects.toThrow(
+      /ck\/optimizer\.safetensors: 'outer_31\.v' has shape \[\d+\] but link outer_31 has \d+ parameters/,
+    );
     mem2.files.set('ck/optimizer.safetensors', writeSafetensors(tensors.filter(([k]) => k !== 'outer_23.m'), { t: '1' }));
     await expect(loadCheckpoint(mem2, 'ck', outerLinks(9))).rejects.toThrow(/optimizer\.safetensors: lacks tensor 'outer_23\.m'/);
   });
@@ -217,8 +274,13 @@ describe('damaged checkpoints', () => {
     await expect(loadCheckpoint(mem, 'ck', outerLinks(9))).rejects.toThrow(/ck\/outer_31\.safetensors.*truncated/);
     mem.files.set('ck/outer_31.safetensors', good);
     const two = new Map([...outerLinks(9)].slice(0, 2));
-    await expect(loadCheckpoint(mem, 'ck', two)).rejects.toThrow(/holds links outer_12, outer_23, outer_31 but this run trains outer_12, outer_23/);
-    mem.files.set('ck/trainer_state.json', new TextEncoder().encode('{"format_version":1,"links":["outer_12","outer_23","outer_31"],"state":{"step":-1}}'));
+    await expect(loadCheckpoint(mem, 'ck', two)).rejects.toThrow(
+      /holds links outer_12, outer_23, outer_31 but this run trains outer_12, outer_23/,
+    );
+    mem.files.set(
+      'ck/trainer_state.json',
+      new TextEncoder().encode('{"format_version":1,"links":["outer_12","outer_23","outer_31"],"state":{"step":-1}}'),
+    );
     await expect(loadCheckpoint(mem, 'ck', outerLinks(9))).rejects.toThrow(/trainer_state\.json: .*field step = -1/);
     await expect(loadCheckpoint(mem, 'nothing-here', outerLinks(9))).rejects.toThrow(MissingCheckpoint);
   });
@@ -330,7 +392,10 @@ describe('checkpoint at the save_dir root', () => {
 });
 
 describe('listCheckpoints / latestCheckpoint', () => {
-  const at = (step: number, rngSeed = 3): CheckpointContent => ({ ...content(outerLinks(1), 1, new Rng(rngSeed)), state: { ...state(new Rng(rngSeed)), step } });
+  const at = (step: number, rngSeed = 3): CheckpointContent => ({
+    ...content(outerLinks(1), 1, new Rng(rngSeed)),
+    state: { ...state(new Rng(rngSeed)), step },
+  });
 
   for (const { name, make } of stores) {
     it(`${name}: complete checkpoint-<step> folders by step, the root last when newest or tied`, async () => {

@@ -17,7 +17,16 @@ import { CorruptCheckpoint, MissingCheckpoint, RmasError, ShapeMismatch } from '
 import { parseHeader, writeSafetensors } from '../formats/safetensors';
 import type { InnerLink, LinkStateDict, OuterLink } from '../mas/links';
 import { linkFileBytes, parseLinkBytes } from '../mas/upstream';
-import { type CheckpointStore, JOURNAL_FILE, STAGING_DIR, beginCommit, folderPath, inFolder, pendingCommit, recoverCheckpoint } from './checkpoint-files';
+import {
+  type CheckpointStore,
+  JOURNAL_FILE,
+  STAGING_DIR,
+  beginCommit,
+  folderPath,
+  inFolder,
+  pendingCommit,
+  recoverCheckpoint,
+} from './checkpoint-files';
 
 export interface TrainerState {
   step: number;
@@ -83,17 +92,26 @@ function checkContent(c: CheckpointContent) {
   if (!c.links.size) throw bad('no links to save');
   for (const k of c.links.keys()) if (!KEY_RE.test(k)) throw bad(`link key '${k}' is not a plain file stem`);
   if (!isCount(c.optimizerT)) throw bad(`optimizer t ${c.optimizerT} is not a non-negative integer`);
-  const ours = new Set([JOURNAL_FILE, OPTIMIZER_FILE, TRAINER_STATE_FILE, TRAIN_ARGS_FILE, ...[...c.links.keys()].flatMap((k) => [`${k}.pt`, `${k}.safetensors`])]);
+  const ours = new Set([
+    JOURNAL_FILE,
+    OPTIMIZER_FILE,
+    TRAINER_STATE_FILE,
+    TRAIN_ARGS_FILE,
+    ...[...c.links.keys()].flatMap((k) => [`${k}.pt`, `${k}.safetensors`]),
+  ]);
   for (const name of Object.keys(c.manifests)) {
-    if (!/^[^/\\]+\.json$/.test(name) || ours.has(name)) throw bad(`manifest name '${name}' must be a .json file name not used by the checkpoint itself`);
+    if (!/^[^/\\]+\.json$/.test(name) || ours.has(name))
+      throw bad(`manifest name '${name}' must be a .json file name not used by the checkpoint itself`);
   }
   checkState(c.state, 'saveCheckpoint');
 }
 
 function checkState(s: unknown, where: string): asserts s is TrainerState {
-  const fail = (what: string) => new CorruptCheckpoint(`${where}: trainer state ${what}; the checkpoint was not written by this trainer or is damaged`);
+  const fail = (what: string) =>
+    new CorruptCheckpoint(`${where}: trainer state ${what}; the checkpoint was not written by this trainer or is damaged`);
   if (!isObj(s)) throw fail('is not an object');
-  for (const k of ['step', 'epoch', 'sampleCursor', 'tokensSeen'] as const) if (!isCount(s[k])) throw fail(`field ${k} = ${JSON.stringify(s[k])} is not a non-negative integer`);
+  for (const k of ['step', 'epoch', 'sampleCursor', 'tokensSeen'] as const)
+    if (!isCount(s[k])) throw fail(`field ${k} = ${JSON.stringify(s[k])} is not a non-negative integer`);
   if (!Array.isArray(s.order) || !s.order.every(isCount)) throw fail('field order is not a list of sample indices');
   if (!isObj(s.skipped) || !Object.values(s.skipped).every(isCount)) throw fail('field skipped is not a map of counts');
   if (!('rng' in s)) throw fail('has no rng field');
@@ -111,13 +129,25 @@ function filesOf(top: unknown): string[] {
  * Saves a checkpoint into `dir` (a checkpoint-N folder or the save_dir root, other contents kept) as one
  * atomic commit; .pt in f32 unless `ptDtype` is 'bf16' (upstream's release dtype).
  */
-export async function saveCheckpoint(store: CheckpointStore, dir: string, c: CheckpointContent, opts: { ptDtype?: 'bf16' | 'f32' } = {}): Promise<void> {
+export async function saveCheckpoint(
+  store: CheckpointStore,
+  dir: string,
+  c: CheckpointContent,
+  opts: { ptDtype?: 'bf16' | 'f32' } = {},
+): Promise<void> {
   checkContent(c);
   const ptDtype = opts.ptDtype ?? 'f32';
   const d = folderPath(dir);
   const tx = await beginCommit(store, d); // recovers an interrupted save first
   const stPath = inFolder(d, TRAINER_STATE_FILE);
-  const previous = (await store.exists(stPath)) ? filesOf(await store.read(stPath).then((b) => parseJson(b, stPath)).catch(() => null)) : [];
+  const previous = (await store.exists(stPath))
+    ? filesOf(
+        await store
+          .read(stPath)
+          .then((b) => parseJson(b, stPath))
+          .catch(() => null),
+      )
+    : [];
 
   const files: string[] = [];
   const put = async (name: string, bytes: Uint8Array) => {
@@ -131,7 +161,10 @@ export async function saveCheckpoint(store: CheckpointStore, dir: string, c: Che
     await put(`${key}.pt`, linkFileBytes(sd, 'pt', ptDtype));
     for (const part of ['m', 'v'] as const) {
       const flat = pack(link, await link.params.export(part));
-      moments.push([`${key}.${part}`, { dtype: 'F32', shape: [flat.length], bytes: new Uint8Array(flat.buffer, flat.byteOffset, flat.byteLength) }]);
+      moments.push([
+        `${key}.${part}`,
+        { dtype: 'F32', shape: [flat.length], bytes: new Uint8Array(flat.buffer, flat.byteOffset, flat.byteLength) },
+      ]);
     }
   }
   const meta = { format_version: String(FORMAT_VERSION), t: String(c.optimizerT), links: [...c.links.keys()].join(',') };
@@ -139,7 +172,10 @@ export async function saveCheckpoint(store: CheckpointStore, dir: string, c: Che
   for (const [name, body] of Object.entries(c.manifests)) await put(name, json(body));
   await put(TRAIN_ARGS_FILE, json(c.args));
   files.push(TRAINER_STATE_FILE); // renamed in last
-  await tx.put(TRAINER_STATE_FILE, json({ format_version: FORMAT_VERSION, kind: c.kind, links: [...c.links.keys()], files, state: c.state }));
+  await tx.put(
+    TRAINER_STATE_FILE,
+    json({ format_version: FORMAT_VERSION, kind: c.kind, links: [...c.links.keys()], files, state: c.state }),
+  );
   const plain = (f: string) => /^[^/\\]+$/.test(f) && !['.', '..', STAGING_DIR, JOURNAL_FILE].includes(f);
   await tx.commit(previous.filter((f) => plain(f) && !files.includes(f)));
 }
@@ -172,12 +208,16 @@ function checkAgainst(link: AnyLink, sd: LinkStateDict, file: string) {
   const missing = want.filter((e) => !sd.has(e.name)).map((e) => e.name);
   const extra = [...sd.keys()].filter((k) => !names.has(k));
   if (missing.length || extra.length) {
-    throw new CorruptCheckpoint(`${file}: ${missing.length ? `lacks ${missing.join(', ')}` : ''}${missing.length && extra.length ? ' and ' : ''}${extra.length ? `has unexpected ${extra.join(', ')}` : ''}; it is not a checkpoint of this ${link.type} link`);
+    throw new CorruptCheckpoint(
+      `${file}: ${missing.length ? `lacks ${missing.join(', ')}` : ''}${missing.length && extra.length ? ' and ' : ''}${extra.length ? `has unexpected ${extra.join(', ')}` : ''}; it is not a checkpoint of this ${link.type} link`,
+    );
   }
   for (const e of want) {
     const t = sd.get(e.name)!;
     if (t.shape.join() !== e.shape.join() || t.data.length !== e.numel) {
-      throw new ShapeMismatch(`${file}: '${e.name}' has shape [${t.shape}] but link ${link.name} needs [${e.shape}]; resume with the same model sizes`);
+      throw new ShapeMismatch(
+        `${file}: '${e.name}' has shape [${t.shape}] but link ${link.name} needs [${e.shape}]; resume with the same model sizes`,
+      );
     }
   }
 }
@@ -195,16 +235,22 @@ export async function loadCheckpoint(
   await recoverCheckpoint(store, d);
   const stFile = inFolder(d, TRAINER_STATE_FILE);
   if (!(await store.exists(stFile))) {
-    throw new MissingCheckpoint(`no checkpoint at ${d || 'the store root'} (no ${TRAINER_STATE_FILE}); start without --resume or point to a checkpoint folder`);
+    throw new MissingCheckpoint(
+      `no checkpoint at ${d || 'the store root'} (no ${TRAINER_STATE_FILE}); start without --resume or point to a checkpoint folder`,
+    );
   }
   const top = parseJson(await store.read(stFile), stFile);
   if (!isObj(top) || top.format_version !== FORMAT_VERSION || !Array.isArray(top.links)) {
-    throw new CorruptCheckpoint(`${stFile}: not a format_version ${FORMAT_VERSION} trainer state with a links list; resume from a checkpoint this trainer wrote`);
+    throw new CorruptCheckpoint(
+      `${stFile}: not a format_version ${FORMAT_VERSION} trainer state with a links list; resume from a checkpoint this trainer wrote`,
+    );
   }
   const saved = (top.links as unknown[]).map(String);
   const have = [...links.keys()];
   if (saved.length !== have.length || saved.some((k) => !links.has(k))) {
-    throw new CorruptCheckpoint(`${d || 'the store root'} holds links ${saved.join(', ')} but this run trains ${have.join(', ')}; resume with the same style and stage`);
+    throw new CorruptCheckpoint(
+      `${d || 'the store root'} holds links ${saved.join(', ')} but this run trains ${have.join(', ')}; resume with the same style and stage`,
+    );
   }
   inFile(stFile, () => checkState(top.state, 'loadCheckpoint'));
 
@@ -226,9 +272,12 @@ export async function loadCheckpoint(
     checkAgainst(link, sd, file);
     const mv = (['m', 'v'] as const).map((part) => {
       const tensor = moments.get(`${key}.${part}`);
-      if (!tensor) throw new CorruptCheckpoint(`${optFile}: lacks tensor '${key}.${part}'; the checkpoint is damaged, resume from another one`);
+      if (!tensor)
+        throw new CorruptCheckpoint(`${optFile}: lacks tensor '${key}.${part}'; the checkpoint is damaged, resume from another one`);
       if (tensor.shape.length !== 1 || tensor.data.length !== link.numParams) {
-        throw new ShapeMismatch(`${optFile}: '${key}.${part}' has shape [${tensor.shape}] but link ${key} has ${link.numParams} parameters; resume with the same model sizes`);
+        throw new ShapeMismatch(
+          `${optFile}: '${key}.${part}' has shape [${tensor.shape}] but link ${key} has ${link.numParams} parameters; resume with the same model sizes`,
+        );
       }
       return unpack(link, Float32Array.from(tensor.data));
     });
@@ -300,7 +349,9 @@ export async function listCheckpoints(store: CheckpointStore, dir: string): Prom
 export async function latestCheckpoint(store: CheckpointStore, dir: string): Promise<{ step: number; dir: string }> {
   const all = await listCheckpoints(store, dir);
   if (!all.length) {
-    throw new MissingCheckpoint(`no complete checkpoint in ${folderPath(dir) || 'the store root'} or its checkpoint-<step> folders; start without --resume or point to a save_dir`);
+    throw new MissingCheckpoint(
+      `no complete checkpoint in ${folderPath(dir) || 'the store root'} or its checkpoint-<step> folders; start without --resume or point to a save_dir`,
+    );
   }
   return all[all.length - 1];
 }

@@ -44,7 +44,9 @@ export interface InnerLossWeights {
 function spanStart(ex: InnerExample): number {
   const P = ex.lossMask.indexOf(1);
   if (P < 1 || ex.lossMask.slice(P).some((m) => !m)) {
-    throw new InvalidArgument('inner step: the read-back term (--adapter_ce_weight) needs a prompt followed by one assistant span that ends the sample');
+    throw new InvalidArgument(
+      'inner step: the read-back term (--adapter_ce_weight) needs a prompt followed by one assistant span that ends the sample',
+    );
   }
   return P;
 }
@@ -60,41 +62,53 @@ export function innerPairs(ex: InnerExample): number {
  * Forward and backward of one sample's share of a batch loss over `batchPairs` pairs; the gradients
  * accumulate into the link's parameters. Returns the share of the loss, [1], not requiring grad.
  */
-export async function innerSampleStep(model: Decoder, inner: InnerLink, ex: InnerExample, w: InnerLossWeights, batchPairs: number): Promise<Tensor> {
+export async function innerSampleStep(
+  model: Decoder,
+  inner: InnerLink,
+  ex: InnerExample,
+  w: InnerLossWeights,
+  batchPairs: number,
+): Promise<Tensor> {
   const T = ex.ids.length;
   if (ex.lossMask.length !== T) throw new InvalidArgument(`inner example: ${T} ids but ${ex.lossMask.length} mask values`);
   if (!(batchPairs > 0)) throw new InvalidArgument(`inner step: the batch has no trained pairs (${batchPairs})`);
-  if (ex.readMask && ex.readMask.length !== T) throw new InvalidArgument(`inner example: ${T} ids but ${ex.readMask.length} read-back mask values`);
+  if (ex.readMask && ex.readMask.length !== T)
+    throw new InvalidArgument(`inner example: ${T} ids but ${ex.readMask.length} read-back mask values`);
   const be = model.backend;
   const pairs = innerPairs(ex);
   const share = pairs / batchPairs;
   const ids = be.fromValues(ex.ids, [T], 'i32');
   // targets: the next token's embedding; the last row has no next token and is masked out
   const next = be.fromValues([...ex.ids.slice(1), ex.ids[T - 1]], [T], 'i32');
-  const mask = be.fromValues(Array.from({ length: T }, (_, t) => (t < T - 1 && ex.lossMask[t + 1] ? 1 : 0)), [T]);
+  const mask = be.fromValues(
+    Array.from({ length: T }, (_, t) => (t < T - 1 && ex.lossMask[t + 1] ? 1 : 0)),
+    [T],
+  );
   const tape = new Tape();
   try {
     const hidden = noGrad(() => tidy(() => model.forward({ inputIds: ids }).hidden));
-    const loss = tidy(() => tape.run(() => {
-      const pred = inner.forward(hidden);
-      const target = noGrad(() => model.embed(next));
-      let l = F.scale(F.cosineLoss(pred, target, mask), w.cos * share);
-      if (w.mse) l = F.add(l, F.scale(F.mseLoss(pred, target, mask), w.mse * share));
-      if (w.ce) {
-        const P = spanStart(ex);
-        // positions P..T-1 get Inner(Hs[P-1..T-2]); logits at P..T-2 score x[P+1..T-1]
-        if (T - P >= 2) {
-          const prefix = noGrad(() => model.embed(be.fromValues(ex.ids.slice(0, P), [P], 'i32')));
-          const x = F.concatRows([prefix, F.sliceRows(pred, P - 1, T - P)]);
-          const rows = Array.from({ length: T - P - 1 }, (_, i) => P + i);
-          const out = model.forward({ inputsEmbeds: x, logits: rows, recompute: w.recompute });
-          const labels = ex.ids.slice(P + 1).map((id, i) => (!ex.readMask || ex.readMask[P + 1 + i] ? id : -100));
-          const ce = F.crossEntropy(out.logits!, be.fromValues(labels, [T - P - 1], 'i32'));
-          l = F.add(l, F.scale(ce, w.ce * share));
+    const loss = tidy(() =>
+      tape.run(() => {
+        const pred = inner.forward(hidden);
+        const target = noGrad(() => model.embed(next));
+        let l = F.scale(F.cosineLoss(pred, target, mask), w.cos * share);
+        if (w.mse) l = F.add(l, F.scale(F.mseLoss(pred, target, mask), w.mse * share));
+        if (w.ce) {
+          const P = spanStart(ex);
+          // positions P..T-1 get Inner(Hs[P-1..T-2]); logits at P..T-2 score x[P+1..T-1]
+          if (T - P >= 2) {
+            const prefix = noGrad(() => model.embed(be.fromValues(ex.ids.slice(0, P), [P], 'i32')));
+            const x = F.concatRows([prefix, F.sliceRows(pred, P - 1, T - P)]);
+            const rows = Array.from({ length: T - P - 1 }, (_, i) => P + i);
+            const out = model.forward({ inputsEmbeds: x, logits: rows, recompute: w.recompute });
+            const labels = ex.ids.slice(P + 1).map((id, i) => (!ex.readMask || ex.readMask[P + 1 + i] ? id : -100));
+            const ce = F.crossEntropy(out.logits!, be.fromValues(labels, [T - P - 1], 'i32'));
+            l = F.add(l, F.scale(ce, w.ce * share));
+          }
         }
-      }
-      return l;
-    }));
+        return l;
+      }),
+    );
     if (!loss.requiresGrad) throw new InvalidArgument(`inner step: link ${inner.name} is frozen; unfreeze it to train`);
     await tape.backward(loss);
     const value = noGrad(() => F.scale(loss, 1));

@@ -36,7 +36,11 @@ export interface TrainJob {
 }
 
 const add = (m: Record<string, number>, k: string, n = 1) => (m[k] = (m[k] ?? 0) + n);
-const i32 = (values: readonly number[], shape: number[]): StTensor => ({ dtype: 'I32', shape, bytes: new Uint8Array(Int32Array.from(values).buffer) });
+const i32 = (values: readonly number[], shape: number[]): StTensor => ({
+  dtype: 'I32',
+  shape,
+  bytes: new Uint8Array(Int32Array.from(values).buffer),
+});
 
 export interface InnerJobConfig {
   decoder: Decoder;
@@ -59,7 +63,11 @@ export function createInnerJob(c: InnerJobConfig): TrainJob & { examples: InnerE
   const notes: Record<string, number> = {};
   for (const row of c.rows) {
     const t = rowTask(row, c.task);
-    const ex = innerExample(c.tokenizer, c.shape, c.role, 'first', row, { task: t.task, maxLength: c.maxLength, ...(c.prompts ? { prompts: c.prompts } : {}) });
+    const ex = innerExample(c.tokenizer, c.shape, c.role, 'first', row, {
+      task: t.task,
+      maxLength: c.maxLength,
+      ...(c.prompts ? { prompts: c.prompts } : {}),
+    });
     if ('skip' in ex) add(dropped, ex.skip);
     else if (innerPairs(ex) === 0) add(dropped, 'no_target_pairs');
     else {
@@ -125,7 +133,11 @@ export function createOuterJob(c: OuterJobConfig): TrainJob & { samples: OuterSa
     const sample = new Map<string, { pieces: number[][]; target: number[] }>();
     let skip: string | null = null;
     for (const st of stages) {
-      const ex = stageExample(c.agents.get(st.role)!.tokenizer, c.style.shape, st.role, st.kind, row, { task: t.task, round: st.round + 1, ...(c.prompts ? { prompts: c.prompts } : {}) });
+      const ex = stageExample(c.agents.get(st.role)!.tokenizer, c.style.shape, st.role, st.kind, row, {
+        task: t.task,
+        round: st.round + 1,
+        ...(c.prompts ? { prompts: c.prompts } : {}),
+      });
       if ('skip' in ex) { skip = ex.skip; break; }
       sample.set(stageKey(st.round, st.role), { pieces: ex.pieces, target: ex.target });
     }
@@ -171,7 +183,8 @@ export function createOuterJob(c: OuterJobConfig): TrainJob & { samples: OuterSa
           out[`${p}slot_lens`] = i32(slotLens, [slotLens.length]);
           const T = first + rest;
           out[`${p}label_positions`] = i32(Array.from({ length: s.target.length }, (_, k) => T - s.target.length + k), [s.target.length]);
-          for (const key of st.linksOut) lens.set(key, c.loss.latents === 'rollout' ? c.loss.maxLatentTokens : Math.min(c.loss.maxLatentTokens, s.target.length));
+          for (const key of st.linksOut)
+            lens.set(key, c.loss.latents === 'rollout' ? c.loss.maxLatentTokens : Math.min(c.loss.maxLatentTokens, s.target.length));
         }
       }
       return out;

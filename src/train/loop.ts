@@ -89,13 +89,25 @@ function epochOrder(n: number, rng: Rng, shuffle: boolean): number[] {
  * Runs optimizer steps until `maxSteps` (or a stop); returns the final state. `state` is a fresh
  * initialState() or one loaded from a checkpoint (then the run continues exactly where it stopped).
  */
-export async function trainLoop(n: number, opts: LoopOptions, hooks: LoopHooks, state: TrainerState): Promise<TrainerState & { stopped: boolean }> {
+export async function trainLoop(
+  n: number,
+  opts: LoopOptions,
+  hooks: LoopHooks,
+  state: TrainerState,
+): Promise<TrainerState & { stopped: boolean }> {
   const { batchSize, gradAccumSteps, maxSteps } = opts;
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidArgument(`batch size must be a positive integer, got ${batchSize}`);
-  if (!Number.isInteger(gradAccumSteps) || gradAccumSteps < 1) throw new InvalidArgument(`gradient accumulation steps must be a positive integer, got ${gradAccumSteps}`);
+  if (!Number.isInteger(gradAccumSteps) || gradAccumSteps < 1)
+    throw new InvalidArgument(`gradient accumulation steps must be a positive integer, got ${gradAccumSteps}`);
   if (!Number.isInteger(maxSteps) || maxSteps < 1) throw new InvalidArgument(`max steps must be a positive integer, got ${maxSteps}`);
-  if (n < batchSize) throw new InvalidArgument(`${n} usable samples cannot fill one batch of ${batchSize} (batches drop the remainder, as upstream); lower --batch_size or add data`);
-  if (state.order.length !== n) throw new InvalidArgument(`the saved data order has ${state.order.length} samples but the data now has ${n}; resume with the same dataset and filters`);
+  if (n < batchSize)
+    throw new InvalidArgument(
+      `${n} usable samples cannot fill one batch of ${batchSize} (batches drop the remainder, as upstream); lower --batch_size or add data`,
+    );
+  if (state.order.length !== n)
+    throw new InvalidArgument(
+      `the saved data order has ${state.order.length} samples but the data now has ${n}; resume with the same dataset and filters`,
+    );
   const rng = Rng.fromState(state.rng);
   const s: TrainerState = { ...state, order: [...state.order], skipped: { ...state.skipped } };
   const opt = hooks.optimizer;
@@ -152,8 +164,19 @@ export async function trainLoop(n: number, opts: LoopOptions, hooks: LoopHooks, 
     const now = performance.now();
     const perStep = (now - t0) / 1000 / (s.step - stepsAtStart);
     await hooks.onStep?.({
-      step: s.step, maxSteps, epoch: s.epoch, loss, lr, gradNorm, tokens, tokensPerSec: tokens / Math.max(1e-9, (now - ts) / 1000),
-      elapsedSec: (now - t0) / 1000, etaSec: perStep * (maxSteps - s.step), skipped, batches, empty: valid === 0,
+      step: s.step,
+      maxSteps,
+      epoch: s.epoch,
+      loss,
+      lr,
+      gradNorm,
+      tokens,
+      tokensPerSec: tokens / Math.max(1e-9, (now - ts) / 1000),
+      elapsedSec: (now - t0) / 1000,
+      etaSec: perStep * (maxSteps - s.step),
+      skipped,
+      batches,
+      empty: valid === 0,
     });
     if (opts.saveSteps > 0 && s.step % opts.saveSteps === 0 && s.step < maxSteps) await hooks.save?.(snapshot(), false);
   }

@@ -107,9 +107,21 @@ const HANDOFF = 2;
 /** Shapes that move every term: q wider and narrower than hidden, MHA and GQA, I below and above hidden, one to three layers. */
 const SHAPES: { over: Record<string, unknown>; T: number; R: number }[] = [
   { over: {}, T: 7, R: 3 },
-  { over: { hidden_size: 48, num_attention_heads: 6, num_key_value_heads: 3, head_dim: 16, intermediate_size: 40, num_hidden_layers: 3 }, T: 5, R: 5 },
-  { over: { hidden_size: 24, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 12, intermediate_size: 96, num_hidden_layers: 1 }, T: 11, R: 4 },
-  { over: { hidden_size: 64, num_attention_heads: 8, num_key_value_heads: 8, head_dim: 4, intermediate_size: 32, num_hidden_layers: 2 }, T: 3, R: 0 },
+  {
+    over: { hidden_size: 48, num_attention_heads: 6, num_key_value_heads: 3, head_dim: 16, intermediate_size: 40, num_hidden_layers: 3 },
+    T: 5,
+    R: 5,
+  },
+  {
+    over: { hidden_size: 24, num_attention_heads: 2, num_key_value_heads: 1, head_dim: 12, intermediate_size: 96, num_hidden_layers: 1 },
+    T: 11,
+    R: 4,
+  },
+  {
+    over: { hidden_size: 64, num_attention_heads: 8, num_key_value_heads: 8, head_dim: 4, intermediate_size: 32, num_hidden_layers: 2 },
+    T: 3,
+    R: 0,
+  },
   // a vocabulary wide enough that the logits and their gradient set the backward peak
   { over: { vocab_size: 3000, num_hidden_layers: 2 }, T: 6, R: 5 },
   // and every row scored: no rows gathered, lm_head's input gradient is every row's
@@ -260,11 +272,20 @@ describe('training memory plan', () => {
   it('sums the parts into the peak, counting an agent\'s weights once however many forwards it runs', () => {
     const c = tinyConfig('qwen3');
     const f = forwardOf(c, 8, 2);
-    const one = planTrainingMemory({ agents: [f], links: [{ name: 'l', params: 100 }, { name: 'frozen', params: 10, trainable: false }], recompute: 'none', budgetBytes: 2 ** 40 });
+    const one = planTrainingMemory({
+      agents: [f],
+      links: [
+        { name: 'l', params: 100 },
+        { name: 'frozen', params: 10, trainable: false },
+      ],
+      recompute: 'none',
+      budgetBytes: 2 ** 40,
+    });
     const two = planTrainingMemory({ agents: [f, f], links: [], recompute: 'none', budgetBytes: 2 ** 40 });
     expect(one.weightsTotal).toBe(2 * weightParamCount(c));
-    expect(planTrainingMemory({ agents: [forwardOf(tinyConfig('qwen2'), 8, 0)], links: [], recompute: 'none', budgetBytes: 1 }).weightsTotal)
-      .toBe(weightBytes(tinyConfig('qwen2'), 2));
+    expect(
+      planTrainingMemory({ agents: [forwardOf(tinyConfig('qwen2'), 8, 0)], links: [], recompute: 'none', budgetBytes: 1 }).weightsTotal,
+    ).toBe(weightBytes(tinyConfig('qwen2'), 2));
     expect(two.weightsTotal).toBe(one.weightsTotal);
     expect(one.links).toBe(100 * 24 + 10 * 4); // a frozen link holds its values only
     expect(two.activations).toBe(2 * one.activations);
@@ -316,9 +337,15 @@ describe('training memory plan', () => {
     const [ea, la] = planPlacedMemory(input('auto', 60 * GiB), { expert: 0, learner: 1 }, links);
     expect([ea.plan.recomputed, la.plan.recomputed, ea.plan.fits, la.plan.fits]).toEqual([['expert'], [], true, true]);
     // everything on one device is the one-device plan
-    expect(planPlacedMemory(input('none'), { expert: 3, learner: 3 }, { outer_el: 3, outer_le: 3 })).toEqual([{ device: 3, agents: ['expert', 'learner'], plan: one }]);
-    expect(() => planPlacedMemory(input('none'), { expert: 0 }, links)).toThrow('planPlacedMemory: agent learner is not placed on a device');
-    expect(() => planPlacedMemory(input('none'), { expert: 0, learner: 1 }, { outer_el: 0 })).toThrow('planPlacedMemory: link outer_le is not placed on a device');
+    expect(planPlacedMemory(input('none'), { expert: 3, learner: 3 }, { outer_el: 3, outer_le: 3 })).toEqual([
+      { device: 3, agents: ['expert', 'learner'], plan: one },
+    ]);
+    expect(() => planPlacedMemory(input('none'), { expert: 0 }, links)).toThrow(
+      'planPlacedMemory: agent learner is not placed on a device',
+    );
+    expect(() => planPlacedMemory(input('none'), { expert: 0, learner: 1 }, { outer_el: 0 })).toThrow(
+      'planPlacedMemory: link outer_le is not placed on a device',
+    );
   });
 
   it('a budget too small even with recomputation: fits false and what to change', () => {
@@ -330,7 +357,9 @@ describe('training memory plan', () => {
 
   it('rejects malformed input with what is wrong', () => {
     const f = forwardOf(tinyConfig('llama'), 4, 5);
-    expect(() => planTrainingMemory({ agents: [f], links: [], recompute: 'none', budgetBytes: 1 })).toThrow(/logitRows must be an integer in \[0, 4\]/);
+    expect(() => planTrainingMemory({ agents: [f], links: [], recompute: 'none', budgetBytes: 1 })).toThrow(
+      /logitRows must be an integer in \[0, 4\]/,
+    );
     expect(() => planTrainingMemory({ agents: [], links: [], recompute: 'none', budgetBytes: 1 })).toThrow(/no agents/);
     const g = { ...forwardOf(tinyConfig('llama', { num_hidden_layers: 3 }), 4, 0) };
     expect(() => planTrainingMemory({ agents: [forwardOf(tinyConfig('llama'), 4, 0), g], links: [], recompute: 'none', budgetBytes: 1 }))

@@ -153,7 +153,9 @@ export function layerActivationFloats(c: DecoderConfig): number {
  */
 function deltaNetActivationFloats(c: DecoderConfig): number {
   const d = c.deltaNet!;
-  return 6 * c.hidden + 4 * convChannels(d) + 2 * d.keyHeads * d.keyDim + 6 * d.valueHeads + 6 * d.valueHeads * d.valueDim + 3 * c.intermediate;
+  return (
+    6 * c.hidden + 4 * convChannels(d) + 2 * d.keyHeads * d.keyDim + 6 * d.valueHeads + 6 * d.valueHeads * d.valueDim + 3 * c.intermediate
+  );
 }
 
 /**
@@ -168,7 +170,8 @@ function deltaNetSequenceFloats(c: DecoderConfig): number {
 /** f32 elements every layer records for T tokens: per layer its kind's per-token floats, and a DeltaNet's per-sequence ones. */
 export function layersActivationFloats(c: DecoderConfig, T: number): number {
   let n = 0;
-  for (let l = 0; l < c.layers; l++) n += c.linearLayers[l] ? T * deltaNetActivationFloats(c) + deltaNetSequenceFloats(c) : T * layerActivationFloats(c);
+  for (let l = 0; l < c.layers; l++)
+    n += c.linearLayers[l] ? T * deltaNetActivationFloats(c) + deltaNetSequenceFloats(c) : T * layerActivationFloats(c);
   return n;
 }
 
@@ -188,7 +191,9 @@ export function layerBackwardFloats(c: DecoderConfig, pinned = false): number {
   // per-row parts (dv and v's part, q's and k's parts per value head) and the gradients of q, k, v they sum to
   const d = c.deltaNet;
   const deltaNet = d ? h + 4 * (2 * d.keyHeads * d.keyDim + d.valueHeads * d.valueDim) + 2 * d.valueHeads * (d.valueDim + d.keyDim) : 0;
-  return (pinned ? h : 0) + Math.max(h + 3 * I, 4 * h + q * (c.attnOutputGate ? 2 : 1), h + 2 * q + 2 * k + (c.qkNorm ? 2 : 1) * heads, deltaNet);
+  return (
+    (pinned ? h : 0) + Math.max(h + 3 * I, 4 * h + q * (c.attnOutputGate ? 2 : 1), h + 2 * q + 2 * k + (c.qkNorm ? 2 : 1) * heads, deltaNet)
+  );
 }
 
 /** Elements the decoder keeps outside its layers while recording: the final norm [T, h] and positions [T] (i32). */
@@ -274,10 +279,13 @@ function check(input: MemoryPlanInput) {
   }
   const configs = new Map<string, AgentForward>();
   for (const f of input.agents) {
-    if (!Number.isInteger(f.tokens) || f.tokens < 1) throw new InvalidArgument(`${f.name}: tokens must be a positive integer, got ${f.tokens}`);
+    if (!Number.isInteger(f.tokens) || f.tokens < 1)
+      throw new InvalidArgument(`${f.name}: tokens must be a positive integer, got ${f.tokens}`);
     const R = f.logitRows ?? 0;
-    if (!Number.isInteger(R) || R < 0 || R > f.tokens) throw new InvalidArgument(`${f.name}: logitRows must be an integer in [0, ${f.tokens}], got ${R}`);
-    if (!pos(f.weightBytesPerParam)) throw new InvalidArgument(`${f.name}: weightBytesPerParam must be positive, got ${f.weightBytesPerParam}`);
+    if (!Number.isInteger(R) || R < 0 || R > f.tokens)
+      throw new InvalidArgument(`${f.name}: logitRows must be an integer in [0, ${f.tokens}], got ${R}`);
+    if (!pos(f.weightBytesPerParam))
+      throw new InvalidArgument(`${f.name}: weightBytesPerParam must be positive, got ${f.weightBytesPerParam}`);
     const seen = configs.get(f.name);
     const sameConfig = seen?.config === f.config || JSON.stringify(seen?.config) === JSON.stringify(f.config);
     if (seen && (!sameConfig || seen.weightBytesPerParam !== f.weightBytesPerParam)) {
@@ -286,7 +294,8 @@ function check(input: MemoryPlanInput) {
     configs.set(f.name, f);
   }
   for (const l of input.links) {
-    if (!Number.isInteger(l.params) || l.params < 0) throw new InvalidArgument(`link ${l.name}: params must be a non-negative integer, got ${l.params}`);
+    if (!Number.isInteger(l.params) || l.params < 0)
+      throw new InvalidArgument(`link ${l.name}: params must be a non-negative integer, got ${l.params}`);
   }
 }
 
@@ -401,7 +410,12 @@ export function planPlacedMemory(
   const devices = [...new Set(input.agents.map((f) => agentDevice[f.name]))].sort((a, b) => a - b);
   return devices.map((device) => {
     const agents = input.agents.filter((f) => agentDevice[f.name] === device);
-    const plan = planTrainingMemory({ ...input, agents, links: input.links.filter((l) => linkDevice[l.name] === device), budgetBytes: budgets[device] ?? input.budgetBytes });
+    const plan = planTrainingMemory({
+      ...input,
+      agents,
+      links: input.links.filter((l) => linkDevice[l.name] === device),
+      budgetBytes: budgets[device] ?? input.budgetBytes,
+    });
     return { device, agents: [...new Set(agents.map((f) => f.name))], plan };
   });
 }

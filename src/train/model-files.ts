@@ -19,7 +19,8 @@ const INDEX = 'model.safetensors.index.json';
 /** The files of `dir` to place: config.json (required), the tokenizer files present, and the weights (one file, or the index and its shards). */
 export function modelFileNames(dir: string): string[] {
   const has = (n: string) => existsSync(join(dir, n));
-  if (!has('config.json')) throw new MissingCheckpoint(`${dir} has no config.json; the model folder of the inner link is needed to make a full role folder`);
+  if (!has('config.json'))
+    throw new MissingCheckpoint(`${dir} has no config.json; the model folder of the inner link is needed to make a full role folder`);
   const names = MODEL_CONFIG_FILES.filter(has);
   if (has(INDEX)) {
     let map: unknown;
@@ -28,10 +29,12 @@ export function modelFileNames(dir: string): string[] {
     } catch (e) {
       throw new CorruptCheckpoint(`${join(dir, INDEX)} is not valid JSON (${(e as Error).message}); download the model again`);
     }
-    if (typeof map !== 'object' || map === null) throw new CorruptCheckpoint(`${join(dir, INDEX)} has no weight_map; download the model again`);
+    if (typeof map !== 'object' || map === null)
+      throw new CorruptCheckpoint(`${join(dir, INDEX)} has no weight_map; download the model again`);
     const shards = [...new Set(Object.values(map as Record<string, unknown>).map(String))].sort();
     const missing = shards.filter((s) => !has(s));
-    if (missing.length) throw new MissingCheckpoint(`${dir} lacks the shards ${missing.join(', ')} named by ${INDEX}; download the model again`);
+    if (missing.length)
+      throw new MissingCheckpoint(`${dir} lacks the shards ${missing.join(', ')} named by ${INDEX}; download the model again`);
     return [...names, INDEX, ...shards];
   }
   if (!has('model.safetensors')) throw new MissingCheckpoint(`${dir} has neither model.safetensors nor ${INDEX}`);

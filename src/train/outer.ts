@@ -106,7 +106,8 @@ export async function outerSampleStep(
         const tail = Math.max(rollout ? opts.maxLatentTokens - 1 : 0, teacher ? ex.target.length : 0);
         const fixed = ex.pieces.slice(1).reduce((n, p) => n + p.length, 0) + incoming.reduce((n, l) => n + l.shape[0], 0) + tail;
         const first = ex.pieces[0];
-        if (fixed > opts.maxLength) return `sequence_too_long:${st.role} round ${st.round + 1} needs ${fixed} positions beyond its prompt, over --max_length ${opts.maxLength}`;
+        if (fixed > opts.maxLength)
+          return `sequence_too_long:${st.role} round ${st.round + 1} needs ${fixed} positions beyond its prompt, over --max_length ${opts.maxLength}`;
         const cut = Math.max(0, first.length + fixed - opts.maxLength);
         const pieces = [first.slice(cut), ...ex.pieces.slice(1)];
         if (rollout && pieces.every((p) => !p.length) && !incoming.length) {
@@ -196,6 +197,13 @@ export function outerStepForwards(
       tokens = Math.max(tokens, Math.min(opts.maxLength, prompt + tail));
       if (decodes) rows = Math.max(rows, Math.min(ex.target.length, tokens));
     }
-    return { name: st.role, config: agents.get(st.role)!.decoder.config, weightBytesPerParam: weightBytesPerParam(st.role), tokens, recorded: st.fill.length > 0, logitRows: rows };
+    return {
+      name: st.role,
+      config: agents.get(st.role)!.decoder.config,
+      weightBytesPerParam: weightBytesPerParam(st.role),
+      tokens,
+      recorded: st.fill.length > 0,
+      logitRows: rows,
+    };
   });
 }

@@ -45,7 +45,10 @@ async function innerStep(backend: Backend, size: BenchSize): Promise<BenchRun> {
   const inner = InnerLink.create(backend, c.hidden, { seed: 2 });
   const opt = new AdamW([inner.params]);
   // the assistant span is the second half: T/2 − 1 trained pairs (the last token has no next one)
-  const ex: InnerExample = { ids: randomIds(new Rng(8), T, c.vocabSize), lossMask: Array.from({ length: T }, (_, t) => (t >= T / 2 ? 1 : 0)) };
+  const ex: InnerExample = {
+    ids: randomIds(new Rng(8), T, c.vocabSize),
+    lossMask: Array.from({ length: T }, (_, t) => (t >= T / 2 ? 1 : 0)),
+  };
   const pairs = innerPairs(ex);
   const P = innerLinkParamCount(c.hidden);
   const cost = forwardCost(c, model.weights, { T, past: 0, logitsRows: 0, ids: true });
@@ -74,7 +77,10 @@ async function outerStep(backend: Backend, size: BenchSize): Promise<BenchRun> {
   const style = getStyle('distillation');
   const agents = new Map<string, OuterAgent>();
   for (const [i, role] of ['expert', 'learner'].entries()) {
-    agents.set(role, { decoder: await randomDecoder(c, backend, null), inner: InnerLink.create(backend, d, { seed: 3 + i, name: `${role} inner` }).freeze() });
+    agents.set(role, {
+      decoder: await randomDecoder(c, backend, null),
+      inner: InnerLink.create(backend, d, { seed: 3 + i, name: `${role} inner` }).freeze(),
+    });
   }
   const outer = new Map([['outer_el', OuterLink.create(backend, d, d, { seed: 5, name: 'outer_el' })]]);
   const opt = new AdamW([outer.get('outer_el')!.params]);

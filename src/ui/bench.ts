@@ -57,7 +57,8 @@ function addRow(r: BenchResult) {
 engine.api.adapterReport().then(
   (r) => {
     const name = [r.vendor, r.architecture, r.description].filter(Boolean).join(' · ') || 'unknown adapter';
-    document.getElementById('adapter')!.textContent = `${name}${r.isFallback ? ' (fallback adapter: a CPU implementation, so the figures say nothing about GPU speed)' : ''}`;
+    document.getElementById('adapter')!.textContent =
+      `${name}${r.isFallback ? ' (fallback adapter: a CPU implementation, so the figures say nothing about GPU speed)' : ''}`;
   },
   (e: Error) => {
     document.getElementById('adapter')!.textContent = `WebGPU is not available (${e.message}); only the cpu backend can run.`;

@@ -53,7 +53,13 @@ function decimate(xs: number[], ys: number[], maxPoints: number): [number[], num
 }
 
 /** The path of y over x in a `width` × `height` box (y up), optionally on a log10 scale. */
-export function linePath(xs: number[], ys: number[], width: number, height: number, opts: { log?: boolean; maxPoints?: number } = {}): Scaled {
+export function linePath(
+  xs: number[],
+  ys: number[],
+  width: number,
+  height: number,
+  opts: { log?: boolean; maxPoints?: number } = {},
+): Scaled {
   const tf = (v: number) => (opts.log ? (v > 0 ? Math.log10(v) : NaN) : v);
   const [dx, dy0] = decimate(xs, ys, opts.maxPoints ?? 1000);
   const dy = dy0.map(tf);

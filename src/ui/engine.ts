@@ -37,7 +37,9 @@ export function startEngine(opts: EngineOptions = {}): Engine {
     remote = wrap<EngineApi>(worker);
     died = new Promise<never>((_, reject) => (kill = reject));
     died.catch(() => {}); // only calls in flight observe it
-    worker.addEventListener('error', (e) => restart(`the engine worker crashed (${e.message || 'error event'}); it was restarted, and loaded systems must be loaded again`));
+    worker.addEventListener('error', (e) =>
+      restart(`the engine worker crashed (${e.message || 'error event'}); it was restarted, and loaded systems must be loaded again`),
+    );
     lastPong = Date.now();
   };
 

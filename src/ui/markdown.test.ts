@@ -19,7 +19,9 @@ describe('renderMarkdown', () => {
 
   it('keeps only http(s) and mailto links and never loads images', () => {
     expect(renderMarkdown('[a](javascript:alert(1))')).toBe('<p>a</p>\n');
-    expect(renderMarkdown('[a](https://x.org/p)')).toBe('<p><a href="https://x.org/p" rel="noopener noreferrer nofollow" target="_blank">a</a></p>\n');
+    expect(renderMarkdown('[a](https://x.org/p)')).toBe(
+      '<p><a href="https://x.org/p" rel="noopener noreferrer nofollow" target="_blank">a</a></p>\n',
+    );
     expect(renderMarkdown('![cat](https://x.org/c.png)')).not.toContain('<img');
   });
 

@@ -25,7 +25,9 @@ const marked = new Marked({
     },
     image({ href, text }: Tokens.Image) {
       const label = escapeHtml(text || 'image');
-      return SAFE_URL.test(href.trim()) ? `<a href="${escapeHtml(href)}" rel="noopener noreferrer nofollow" target="_blank">[${label}]</a>` : `[${label}]`;
+      return SAFE_URL.test(href.trim())
+        ? `<a href="${escapeHtml(href)}" rel="noopener noreferrer nofollow" target="_blank">[${label}]</a>`
+        : `[${label}]`;
     },
   },
 });

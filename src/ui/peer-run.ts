@@ -128,7 +128,11 @@ export function transformersJsRunner(m: PreTrainedModel): Runner {
       }
       const gen = out.slice(ids.length);
       const first = stamps[1];
-      return { ids: gen, prefillTokensPerSec: (ids.length * 1000) / (first - t0), decodeTokensPerSec: ((gen.length - 1) * 1000) / (stamps[stamps.length - 1] - first) };
+      return {
+        ids: gen,
+        prefillTokensPerSec: (ids.length * 1000) / (first - t0),
+        decodeTokensPerSec: ((gen.length - 1) * 1000) / (stamps[stamps.length - 1] - first),
+      };
     },
     async dispose() { await m.dispose(); },
   };
@@ -161,9 +165,22 @@ function firstDiff(a: number[], b: number[]): number {
 }
 
 /** Runs the comparison on `host`; `progress` hears each finished run, `onRow` each row as it is ready. */
-export async function runPeer(host: PeerHost, opts: PeerOptions, progress: (msg: string) => void = () => {}, onRow: (r: PeerRow) => void = () => {}): Promise<PeerReport> {
+export async function runPeer(
+  host: PeerHost,
+  opts: PeerOptions,
+  progress: (msg: string) => void = () => {},
+  onRow: (r: PeerRow) => void = () => {},
+): Promise<PeerReport> {
   const t0 = performance.now();
-  const report: PeerReport = { adapter: host.adapter, isFallbackAdapter: host.isFallbackAdapter, runtime: host.runtime, options: opts, rows: [], checks: [], seconds: 0 };
+  const report: PeerReport = {
+    adapter: host.adapter,
+    isFallbackAdapter: host.isFallbackAdapter,
+    runtime: host.runtime,
+    options: opts,
+    rows: [],
+    checks: [],
+    seconds: 0,
+  };
   for (const model of opts.models) {
     const ids = await host.promptIds(model, opts.prompt);
     progress(`${model}: loading`);
@@ -186,14 +203,31 @@ export async function runPeer(host: PeerHost, opts: PeerOptions, progress: (msg:
         }
       }
       const ref = first.get(THEIRS)!;
-      const diffs = [...first.values()].map((t) => firstDiff(t, ref)).concat(drift).filter((d) => d >= 0);
-      report.checks.push({ adapter: host.adapter, model, promptIds: ids, tokens: Object.fromEntries(first), equal: diffs.length === 0, firstDiff: diffs.length ? Math.min(...diffs) : -1 });
+      const diffs = [...first.values()]
+        .map((t) => firstDiff(t, ref))
+        .concat(drift)
+        .filter((d) => d >= 0);
+      report.checks.push({
+        adapter: host.adapter,
+        model,
+        promptIds: ids,
+        tokens: Object.fromEntries(first),
+        equal: diffs.length === 0,
+        firstDiff: diffs.length ? Math.min(...diffs) : -1,
+      });
       if (opts.reps === 0) continue;
       const rows = runners.map((e): PeerRow => {
         const rs = runs.get(e.key)!.map((t) => ({ prefillTokensPerSec: t.prefillTokensPerSec, decodeTokensPerSec: t.decodeTokensPerSec }));
         return {
-          engine: e.engine, adapter: host.adapter, model, weights: e.weights, runs: rs, prefillRatio: null, decodeRatio: null,
-          prefillTokensPerSec: median(rs.map((x) => x.prefillTokensPerSec)), decodeTokensPerSec: median(rs.map((x) => x.decodeTokensPerSec)),
+          engine: e.engine,
+          adapter: host.adapter,
+          model,
+          weights: e.weights,
+          runs: rs,
+          prefillRatio: null,
+          decodeRatio: null,
+          prefillTokensPerSec: median(rs.map((x) => x.prefillTokensPerSec)),
+          decodeTokensPerSec: median(rs.map((x) => x.decodeTokensPerSec)),
         };
       });
       const peer = rows[runners.findIndex((e) => e.key === THEIRS)];
@@ -226,12 +260,35 @@ export const fmtRatio = (v: number | null): string => (v === null || !Number.isF
 
 /** The table's cells, header first (the page renders them as HTML, the CLI as text). */
 export function peerCells(rows: readonly PeerRow[]): string[][] {
-  const head = ['engine', 'adapter', 'model', 'weights', 'prefill tokens/s', 'decode tokens/s', 'ours/theirs prefill', 'ours/theirs decode'];
-  return [head, ...rows.map((r) => [r.engine, r.adapter, r.model, r.weights, fmtRate(r.prefillTokensPerSec), fmtRate(r.decodeTokensPerSec), fmtRatio(r.prefillRatio), fmtRatio(r.decodeRatio)])];
+  const head = [
+    'engine',
+    'adapter',
+    'model',
+    'weights',
+    'prefill tokens/s',
+    'decode tokens/s',
+    'ours/theirs prefill',
+    'ours/theirs decode',
+  ];
+  return [
+    head,
+    ...rows.map((r) => [
+      r.engine,
+      r.adapter,
+      r.model,
+      r.weights,
+      fmtRate(r.prefillTokensPerSec),
+      fmtRate(r.decodeTokensPerSec),
+      fmtRatio(r.prefillRatio),
+      fmtRatio(r.decodeRatio),
+    ]),
+  ];
 }
 
 /** One line per check: identical, or where the ids part. */
 export function checkLine(c: PeerCheck): string {
   const n = c.tokens[THEIRS]?.length ?? 0;
-  return c.equal ? `${c.adapter}: ${c.model}: greedy ids identical across engines (${n} ids)` : `${c.adapter}: ${c.model}: greedy ids DIFFER from index ${c.firstDiff}`;
+  return c.equal
+    ? `${c.adapter}: ${c.model}: greedy ids identical across engines (${n} ids)`
+    : `${c.adapter}: ${c.model}: greedy ids DIFFER from index ${c.firstDiff}`;
 }

@@ -16,7 +16,18 @@ import { loadDecoderFromUrl, modelFetch } from '../model';
 import { WebGpuBackend } from '../tensor/webgpu';
 import { loadTokenizerFromUrl } from '../tokenizer';
 import {
-  PEER_DEFAULTS, type PeerHost, type PeerOptions, type PeerReport, type PeerRow, adapterLabel, checkLine, loadTheirs, openRunners, oursRunner, peerCells, runPeer,
+  PEER_DEFAULTS,
+  type PeerHost,
+  type PeerOptions,
+  type PeerReport,
+  type PeerRow,
+  adapterLabel,
+  checkLine,
+  loadTheirs,
+  openRunners,
+  oursRunner,
+  peerCells,
+  runPeer,
 } from './peer-run';
 
 /** The ONNX export of a model is not where the page looks for it. */
@@ -26,7 +37,8 @@ export class PeerExportMissing extends RmasError {
 
 const OURS_DIR = (m: string) => `/models/tiny/${m}/`;
 const EXPORT_DIR = (m: string) => `/.cache/peer/${m}/`;
-const exportHint = (m: string) => `build it with \`/usr/bin/python3 scripts/peer/export_onnx.py ${m}\` (or \`npm run bench:peer -- --models ${m}\`, which exports on demand), then run again`;
+const exportHint = (m: string) =>
+  `build it with \`/usr/bin/python3 scripts/peer/export_onnx.py ${m}\` (or \`npm run bench:peer -- --models ${m}\`, which exports on demand), then run again`;
 
 /** "Chrome 156" (headless too), "Firefox 140", from the user agent. */
 function browserLabel(): string {
@@ -52,11 +64,16 @@ async function browserHost(): Promise<PeerHost & { close(): void }> {
     },
     async open(model) {
       const probe = await modelFetch()(`${EXPORT_DIR(model)}onnx/model.onnx`, { method: 'HEAD' });
-      if (!probe.ok) throw new PeerExportMissing(`${EXPORT_DIR(model)}onnx/model.onnx is missing (HTTP ${probe.status}); ${exportHint(model)}`);
+      if (!probe.ok)
+        throw new PeerExportMissing(`${EXPORT_DIR(model)}onnx/model.onnx is missing (HTTP ${probe.status}); ${exportHint(model)}`);
       return openRunners([
         async () => oursRunner(await loadDecoderFromUrl(OURS_DIR(model), backend), 'committed'),
         async () => oursRunner(await loadDecoderFromUrl(EXPORT_DIR(model), backend), 'export'),
-        () => loadTheirs(() => AutoModelForCausalLM.from_pretrained(model, { device: 'webgpu', dtype: 'fp32' }), `${EXPORT_DIR(model)} on WebGPU`),
+        () =>
+          loadTheirs(
+            () => AutoModelForCausalLM.from_pretrained(model, { device: 'webgpu', dtype: 'fp32' }),
+            `${EXPORT_DIR(model)} on WebGPU`,
+          ),
       ]);
     },
     close: () => backend.ctx.device.destroy(),

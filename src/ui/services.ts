@@ -91,7 +91,8 @@ export function realServices(onRestart?: (reason: string) => void): Services {
   return {
     engine: realEngine(onRestart),
     // typed by the store modules themselves, so that a change of their signatures fails the type check here
-    checkpoints: async (): Promise<CheckpointRegistry> => (await loadStore<typeof import('../store/checkpoints')>('checkpoints')).checkpoints(),
+    checkpoints: async (): Promise<CheckpointRegistry> =>
+      (await loadStore<typeof import('../store/checkpoints')>('checkpoints')).checkpoints(),
     models: async (): Promise<ModelCache> => (await loadStore<typeof import('../store/models')>('models')).modelCache(),
   };
 }

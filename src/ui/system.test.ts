@@ -30,11 +30,18 @@ describe('system spec', () => {
       learner: { model: 'https://huggingface.co/RecursiveMAS/Distillation-Learner-Qwen3.5-4B/resolve/main' },
     });
     const own = { model: 'https://example.org/qwen3-4b/' };
-    expect((await buildSpec('distillation', {}, null, reg, new Map(), { expert: own, learner: own })).roles).toEqual({ expert: own, learner: own });
+    expect((await buildSpec('distillation', {}, null, reg, new Map(), { expert: own, learner: own })).roles).toEqual({
+      expert: own,
+      learner: own,
+    });
   });
 
   it('puts checkpoint bytes in place of the tiny system’s links and says so in the label', async () => {
-    const offline: SystemSpec = { style: 'tiny_sequential', roles: { planner: { model: '/m/p', innerLink: '/m/p/adapter.pt' }, solver: { model: '/m/s' } }, outer: { outer_31: '/m/o31.pt' } };
+    const offline: SystemSpec = {
+      style: 'tiny_sequential',
+      roles: { planner: { model: '/m/p', innerLink: '/m/p/adapter.pt' }, solver: { model: '/m/s' } },
+      outer: { outer_31: '/m/o31.pt' },
+    };
     const spec = await buildSpec('tiny', { planner: 'in1', solver: RELEASED, [OUTER]: 'out1' }, offline, reg, new Map([['in1', 'run A']]));
     expect(spec.roles.planner).toEqual({ model: '/m/p', innerLink: b(1) });
     expect(spec.roles.solver).toEqual({ model: '/m/s' });
@@ -51,8 +58,23 @@ describe('system spec', () => {
   });
 
   it('offers inner checkpoints of the role and outer checkpoints of the style', () => {
-    const c = (id: string, kind: 'inner' | 'outer', role?: string, style?: string): CheckpointInfo => ({ id, name: id, kind, role, style, created: 0, bytes: 0, files: [] });
-    const list = [c('a', 'inner', 'planner'), c('b', 'inner'), c('c', 'inner', 'critic'), c('d', 'outer', undefined, 'mixture'), c('e', 'outer', undefined, 'sequential_light')];
+    const c = (id: string, kind: 'inner' | 'outer', role?: string, style?: string): CheckpointInfo => ({
+      id,
+      name: id,
+      kind,
+      role,
+      style,
+      created: 0,
+      bytes: 0,
+      files: [],
+    });
+    const list = [
+      c('a', 'inner', 'planner'),
+      c('b', 'inner'),
+      c('c', 'inner', 'critic'),
+      c('d', 'outer', undefined, 'mixture'),
+      c('e', 'outer', undefined, 'sequential_light'),
+    ];
     expect(candidates(list, 'sequential_light', 'planner').map((x) => x.id)).toEqual(['a', 'b']);
     expect(candidates(list, 'sequential_light', OUTER).map((x) => x.id)).toEqual(['e']);
   });

@@ -58,7 +58,10 @@ const LINK = /\.(safetensors|pt)$/;
 export function innerLinkOf(files: Record<string, Uint8Array>, name: string): Uint8Array {
   const links = Object.keys(files).filter((f) => LINK.test(f) && !/optimizer|scheduler|rng/.test(f));
   const pick = links.find((f) => /(^|\/)adapter[^/]*$/.test(f)) ?? (links.length === 1 ? links[0] : undefined);
-  if (!pick) throw new InvalidArgument(`checkpoint '${name}' holds no single inner link file (found: ${links.join(', ') || 'none'}); pick another checkpoint`);
+  if (!pick)
+    throw new InvalidArgument(
+      `checkpoint '${name}' holds no single inner link file (found: ${links.join(', ') || 'none'}); pick another checkpoint`,
+    );
   return files[pick]!;
 }
 
@@ -69,7 +72,8 @@ export function outerLinksOf(files: Record<string, Uint8Array>, name: string): R
     const m = f.match(/(?:^|\/)(outer_[A-Za-z0-9]+)\.(safetensors|pt)$/);
     if (m && !out[m[1]!]) out[m[1]!] = bytes;
   }
-  if (!Object.keys(out).length) throw new InvalidArgument(`checkpoint '${name}' holds no outer_*.safetensors or .pt files; pick another checkpoint`);
+  if (!Object.keys(out).length)
+    throw new InvalidArgument(`checkpoint '${name}' holds no outer_*.safetensors or .pt files; pick another checkpoint`);
   return out;
 }
 
@@ -92,7 +96,10 @@ export function withBackbones(spec: SystemSpec, backbones: Record<string, Backbo
     const was = roles[role]!.model;
     if (isGgufModel(model)) {
       const tokenizer = b.tokenizer?.trim() || (isGgufModel(was) ? roles[role]!.tokenizer : was);
-      if (!tokenizer) throw new InvalidArgument(`role ${role}: ${model} is a GGUF file, which brings no tokenizer; give its tokenizer folder (a Hugging Face folder URL with tokenizer.json)`);
+      if (!tokenizer)
+        throw new InvalidArgument(
+          `role ${role}: ${model} is a GGUF file, which brings no tokenizer; give its tokenizer folder (a Hugging Face folder URL with tokenizer.json)`,
+        );
       roles[role] = { ...roles[role]!, model, tokenizer };
     } else {
       const { tokenizer: _t, ...rest } = roles[role]!;
@@ -104,22 +111,40 @@ export function withBackbones(spec: SystemSpec, backbones: Record<string, Backbo
 }
 
 /** The SystemSpec for `style` with each role's (and the outer links') choice: RELEASED or a checkpoint id; `backbones` replace role models. */
-export async function buildSpec(style: string, choice: Record<string, string>, offline: SystemSpec | null, reg: () => Promise<CheckpointRegistry>, names: Map<string, string>,
-  backbones: Record<string, Backbone> = {}): Promise<SystemSpec> {
+export async function buildSpec(
+  style: string,
+  choice: Record<string, string>,
+  offline: SystemSpec | null,
+  reg: () => Promise<CheckpointRegistry>,
+  names: Map<string, string>,
+  backbones: Record<string, Backbone> = {},
+): Promise<SystemSpec> {
   let spec: SystemSpec;
   if (style === TINY) {
-    if (!offline) throw new InvalidArgument('this build has no offline tiny system; run `npm run tiny:build` and reload, or pick a released style');
+    if (!offline)
+      throw new InvalidArgument('this build has no offline tiny system; run `npm run tiny:build` and reload, or pick a released style');
     spec = { ...offline, roles: { ...offline.roles }, outer: offline.outer ? { ...offline.outer } : undefined, label: 'offline tiny' };
   } else {
     const s = STYLES[style as StyleName];
     if (!s) throw new InvalidArgument(`unknown style '${style}'; pick one of ${STYLE_CHOICES.join(', ')}`);
     // released links: each role repo's adapters and the style's Outerlinks repo, resolved by the worker from
     // their manifests (innerlink_config.json, outerlink_config.json) as upstream's resolver does
-    spec = { style, roles: Object.fromEntries(s.roles.map((r) => [r.key, { model: hfFolder(r.repo) }])), outerRepo: hfFolder(s.outerRepo), label: 'released' };
+    spec = {
+      style,
+      roles: Object.fromEntries(s.roles.map((r) => [r.key, { model: hfFolder(r.repo) }])),
+      outerRepo: hfFolder(s.outerRepo),
+      label: 'released',
+    };
   }
   const swapped = withBackbones(spec, backbones);
   // before anything is planned or downloaded, as rmas ask refuses it
-  if (style !== TINY) checkBackbones(STYLES[style as StyleName], Object.entries(backbones).filter(([, b]) => b.model.trim()).map(([r]) => r));
+  if (style !== TINY)
+    checkBackbones(
+      STYLES[style as StyleName],
+      Object.entries(backbones)
+        .filter(([, b]) => b.model.trim())
+        .map(([r]) => r),
+    );
   spec = swapped.spec;
   const overrides = swapped.changed.map((c) => `backbone ${c}`);
   for (const role of Object.keys(spec.roles)) {

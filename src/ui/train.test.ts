@@ -2,7 +2,13 @@
 import { describe, expect, it } from 'vitest';
 import { duration, parseUpload, preview, stepsPerSec, usableRows } from './train';
 
-const row = (i: number, extra: Record<string, unknown> = {}) => ({ question: `q${i}`, plan: `p${i}`, refined_plan: `r${i}`, answer: `a${i}`, ...extra });
+const row = (i: number, extra: Record<string, unknown> = {}) => ({
+  question: `q${i}`,
+  plan: `p${i}`,
+  refined_plan: `r${i}`,
+  answer: `a${i}`,
+  ...extra,
+});
 
 describe('train helpers', () => {
   it('parses JSONL by extension and JSON with or without a field', () => {

@@ -5,7 +5,16 @@ import { DEFAULTS, UPSTREAM_RANGE, WIDE_RANGE, fitRange, parseSettings, settings
 describe('settings in the URL', () => {
   it('writes only what differs from the defaults, and reads it back', () => {
     expect(settingsQuery({ ...DEFAULTS })).toBe('');
-    const s = { ...DEFAULTS, tab: 'train' as const, style: 'mixture', rounds: 2, latentSteps: 32, temperature: 0.3, greedy: true, mode: 'both' as const };
+    const s = {
+      ...DEFAULTS,
+      tab: 'train' as const,
+      style: 'mixture',
+      rounds: 2,
+      latentSteps: 32,
+      temperature: 0.3,
+      greedy: true,
+      mode: 'both' as const,
+    };
     const q = settingsQuery(s);
     expect(q).toBe('?tab=train&style=mixture&rounds=2&temp=0.3&greedy=1&mode=both');
     expect(parseSettings(q)).toEqual(s);
@@ -38,13 +47,22 @@ describe('settings in the URL', () => {
   it("knows upstream's demo ranges (rounds 1–5, latent steps 8–64 by 8) and fits values into them", () => {
     expect(withinUpstream(DEFAULTS)).toBe(true);
     expect(withinUpstream({ rounds: 5, latentSteps: 64 })).toBe(true);
-    expect([{ rounds: 6, latentSteps: 32 }, { rounds: 3, latentSteps: 36 }, { rounds: 3, latentSteps: 0 }].map(withinUpstream)).toEqual([false, false, false]);
+    expect(
+      [
+        { rounds: 6, latentSteps: 32 },
+        { rounds: 3, latentSteps: 36 },
+        { rounds: 3, latentSteps: 0 },
+      ].map(withinUpstream),
+    ).toEqual([false, false, false]);
     const r = UPSTREAM_RANGE.latentSteps;
     expect([0, 8, 11, 12, 36, 63, 200].map((v) => fitRange(v, r, 32))).toEqual([8, 8, 8, 16, 40, 64, 64]);
     expect([0, 7, 2.4].map((v) => fitRange(v, UPSTREAM_RANGE.rounds, 3))).toEqual([1, 5, 2]);
     expect([null, undefined, Number.NaN].map((v) => fitRange(v, r, 32))).toEqual([32, 32, 32]);
     // past them, as far as the URL takes
-    expect(parseSettings('?rounds=10&latent=256')).toMatchObject({ rounds: WIDE_RANGE.rounds.max, latentSteps: WIDE_RANGE.latentSteps.max });
+    expect(parseSettings('?rounds=10&latent=256')).toMatchObject({
+      rounds: WIDE_RANGE.rounds.max,
+      latentSteps: WIDE_RANGE.latentSteps.max,
+    });
   });
 
   it('keeps unrelated parameters such as groups', () => {

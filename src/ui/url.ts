@@ -21,7 +21,9 @@ export interface Settings {
 }
 
 /** The sampling the settings ask for, as the worker takes it. */
-export function samplingOf(s: Pick<Settings, 'greedy' | 'temperature' | 'topP' | 'seed'>): { greedy: true } | { temperature: number; topP: number; seed: number } {
+export function samplingOf(
+  s: Pick<Settings, 'greedy' | 'temperature' | 'topP' | 'seed'>,
+): { greedy: true } | { temperature: number; topP: number; seed: number } {
   return s.greedy ? { greedy: true } : { temperature: s.temperature, topP: s.topP, seed: s.seed };
 }
 
@@ -34,7 +36,15 @@ export function styleLatentSteps(style: string): number {
 
 /** Upstream's demo (serve.py) samples at temperature 0.6, top-p 0.95; greedy is a choice here. */
 export const DEFAULTS: Readonly<Settings> = {
-  tab: 'ask', style: 'tiny', rounds: 3, latentSteps: styleLatentSteps('tiny'), temperature: 0.6, topP: 0.95, seed: 42, greedy: false, mode: 'latent',
+  tab: 'ask',
+  style: 'tiny',
+  rounds: 3,
+  latentSteps: styleLatentSteps('tiny'),
+  temperature: 0.6,
+  topP: 0.95,
+  seed: 42,
+  greedy: false,
+  mode: 'latent',
 };
 
 export interface Range {
@@ -43,9 +53,15 @@ export interface Range {
   step: number;
 }
 /** Upstream's demo sliders (serve.py): rounds 1–5, latent steps 8–64 in steps of 8. */
-export const UPSTREAM_RANGE = { rounds: { min: 1, max: 5, step: 1 }, latentSteps: { min: 8, max: 64, step: 8 } } as const satisfies Record<string, Range>;
+export const UPSTREAM_RANGE = { rounds: { min: 1, max: 5, step: 1 }, latentSteps: { min: 8, max: 64, step: 8 } } as const satisfies Record<
+  string,
+  Range
+>;
 /** What the page takes past them (Ask's "beyond upstream's ranges", and the URL). */
-export const WIDE_RANGE = { rounds: { min: 1, max: 10, step: 1 }, latentSteps: { min: 0, max: 256, step: 1 } } as const satisfies Record<string, Range>;
+export const WIDE_RANGE = { rounds: { min: 1, max: 10, step: 1 }, latentSteps: { min: 0, max: 256, step: 1 } } as const satisfies Record<
+  string,
+  Range
+>;
 
 const inRange = (v: number, r: Range): boolean => Number.isInteger(v) && v >= r.min && v <= r.max && (v - r.min) % r.step === 0;
 

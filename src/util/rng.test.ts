@@ -33,7 +33,14 @@ describe('Rng state', () => {
   });
 
   it('refuses states it did not write', () => {
-    for (const bad of [null, {}, { kind: 'mulberry32', s: -1 }, { kind: 'mulberry32', s: 2 ** 32 }, { kind: 'pcg', s: 3 }, { kind: 'mulberry32', s: 1.5 }]) {
+    for (const bad of [
+      null,
+      {},
+      { kind: 'mulberry32', s: -1 },
+      { kind: 'mulberry32', s: 2 ** 32 },
+      { kind: 'pcg', s: 3 },
+      { kind: 'mulberry32', s: 1.5 },
+    ]) {
       expect(() => Rng.fromState(bad)).toThrow(InvalidArgument);
     }
   });

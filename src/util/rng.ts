@@ -48,7 +48,9 @@ export class Rng {
   static fromState(state: unknown): Rng {
     const st = state as Partial<RngState> | null;
     if (!st || st.kind !== 'mulberry32' || !Number.isInteger(st.s) || st.s! < 0 || st.s! > 0xffffffff) {
-      throw new InvalidArgument(`Rng.fromState: expected { kind: 'mulberry32', s: <uint32> }, got ${JSON.stringify(state)}; pass a value from Rng.state()`);
+      throw new InvalidArgument(
+        `Rng.fromState: expected { kind: 'mulberry32', s: <uint32> }, got ${JSON.stringify(state)}; pass a value from Rng.state()`,
+      );
     }
     const r = new Rng(1);
     r.s = st.s!;

@@ -49,7 +49,15 @@ export async function serve(dir: string): Promise<{ url: string; close(): Promis
   return { url: `http://127.0.0.1:${port}/`, close: () => new Promise((r) => server.close(() => r())) };
 }
 
-const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--no-sandbox',
+  '--enable-unsafe-webgpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 export async function launch(): Promise<Browser> {
   return chromium.launch({ executablePath: '/usr/bin/chromium', args: ARGS, headless: true });
@@ -90,7 +98,11 @@ export async function withPage(app: ReturnType<typeof builtApp>, body: (page: Pa
 }
 
 /** A page of a fresh context (own IndexedDB) at `url`, collecting uncaught page errors. */
-export async function openPage(browser: Browser, url: string, ctx?: BrowserContext): Promise<{ ctx: BrowserContext; page: Page; errors: string[] }> {
+export async function openPage(
+  browser: Browser,
+  url: string,
+  ctx?: BrowserContext,
+): Promise<{ ctx: BrowserContext; page: Page; errors: string[] }> {
   ctx ??= await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
   const page = await ctx.newPage();
   const errors: string[] = [];
@@ -116,7 +128,9 @@ export async function ask(page: Page, question: string, runs = 1): Promise<strin
   await page.getByRole('textbox', { name: 'question' }).fill(question);
   await page.getByRole('textbox', { name: 'question' }).press('Control+Enter');
   const stats = page.locator('#panel-ask [data-testid=ask-stats]');
-  await expect.poll(async () => (await stats.allTextContents()).filter((t) => /s total/.test(t)).length, { timeout: 300_000, interval: 500 }).toBe(runs);
+  await expect
+    .poll(async () => (await stats.allTextContents()).filter((t) => /s total/.test(t)).length, { timeout: 300_000, interval: 500 })
+    .toBe(runs);
   await expect.poll(() => page.getByTestId('ask-status').textContent(), { timeout: 10_000 }).toBe('done');
   return (await stats.allTextContents()).map((t) => t.replace(/\s+/g, ' ').trim());
 }

@@ -61,13 +61,27 @@ describe('the dev server on a fresh clone', () => {
       page.on('load', () => loads++);
       await page.evaluate(() => ((globalThis as { rmasFirstDocument?: boolean }).rmasFirstDocument = true));
       await tinyOneRound(page);
-      await page.getByRole('textbox', { name: 'question' }).fill('Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?');
+      await page
+        .getByRole('textbox', { name: 'question' })
+        .fill('Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?');
       await page.getByRole('textbox', { name: 'question' }).press('Control+Enter');
       expect(Date.now() - loaded).toBeLessThan(2_000);
       const stats = page.locator('#panel-ask [data-testid=ask-stats]');
-      await expect.poll(async () => `${await stats.textContent()} | ${await page.getByTestId('ask-status').textContent()}`, { timeout: 150_000, interval: 500 })
+      await expect
+        .poll(async () => `${await stats.textContent()} | ${await page.getByTestId('ask-status').textContent()}`, {
+          timeout: 150_000,
+          interval: 500,
+        })
         .toMatch(/s total on webgpu/);
-      const want = await runAsk({ question: 'Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?', num_recursive_rounds: '1', greedy: true, json: true }, new CpuBackend('f32'));
+      const want = await runAsk(
+        {
+          question: 'Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?',
+          num_recursive_rounds: '1',
+          greedy: true,
+          json: true,
+        },
+        new CpuBackend('f32'),
+      );
       expect(await page.getByTestId('answer-text').textContent()).toBe((JSON.parse(want.out) as { text: string }).text);
       expect(loads).toBe(0);
       expect(await page.evaluate(() => (globalThis as { rmasFirstDocument?: boolean }).rmasFirstDocument)).toBe(true);

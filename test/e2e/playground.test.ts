@@ -40,7 +40,11 @@ async function timelineStates(page: Page): Promise<string[]> {
 async function listed(page: Page): Promise<string[]> {
   await tab(page, 'checkpoints');
   const list = page.locator('#panel-checkpoints');
-  await expect.poll(async () => (await list.getByTestId('checkpoint-list').count()) + (await list.getByTestId('no-checkpoints').count()), { timeout: 20_000 }).toBeGreaterThan(0);
+  await expect
+    .poll(async () => (await list.getByTestId('checkpoint-list').count()) + (await list.getByTestId('no-checkpoints').count()), {
+      timeout: 20_000,
+    })
+    .toBeGreaterThan(0);
   return list.locator('[data-testid=checkpoint-list] tbody tr td.name').evaluateAll((tds) => tds.map((td) => td.textContent!.trim()));
 }
 
@@ -51,14 +55,22 @@ async function importInto(page: Page, name: string, bytes: Buffer): Promise<void
 
 /** Clicks export on the row `id` and returns the downloaded file's bytes. */
 async function exportRow(page: Page, id: string): Promise<{ bytes: Buffer; name: string }> {
-  const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 20_000 }), page.locator(`tr[data-id="${id}"] [data-action=export]`).click()]);
+  const [dl] = await Promise.all([
+    page.waitForEvent('download', { timeout: 20_000 }),
+    page.locator(`tr[data-id="${id}"] [data-action=export]`).click(),
+  ]);
   return { bytes: readFileSync((await dl.path())!), name: dl.suggestedFilename() };
 }
 
 const arithmetic = Array.from({ length: 8 }, (_, i) => {
   const a = 3 + i;
   const b = 11 + 2 * i;
-  return JSON.stringify({ question: `What is ${a} + ${b}?`, plan: `Step 1: add ${a} and ${b}.`, refined_plan: `Step 1: add ${a} and ${b}. Step 2: box the sum.`, answer: `${a + b}. \\boxed{${a + b}}` });
+  return JSON.stringify({
+    question: `What is ${a} + ${b}?`,
+    plan: `Step 1: add ${a} and ${b}.`,
+    refined_plan: `Step 1: add ${a} and ${b}. Step 2: box the sum.`,
+    answer: `${a + b}. \\boxed{${a + b}}`,
+  });
 }).join('\n');
 
 describe.sequential('playground end to end (built app, CPU backend)', () => {
@@ -83,8 +95,12 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       await expect(page.getByTestId('ask-device').inputValue()).resolves.toBe('cpu');
       const entry = page.locator('#panel-ask [data-testid=history-entry]');
       expect(await entry.count()).toBe(1);
-      await expect(entry.locator('.question').textContent()).resolves.toBe('Tom has 8 apples. He finds 8 more. He gives away 6. How many apples does Tom have now?');
-      await expect(entry.locator('.meta').textContent()).resolves.toMatch(/tiny sequential \(offline\) · latent · 1 round · 40 latent steps · greedy · cpu$/);
+      await expect(entry.locator('.question').textContent()).resolves.toBe(
+        'Tom has 8 apples. He finds 8 more. He gives away 6. How many apples does Tom have now?',
+      );
+      await expect(entry.locator('.meta').textContent()).resolves.toMatch(
+        /tiny sequential \(offline\) · latent · 1 round · 40 latent steps · greedy · cpu$/,
+      );
       await expect(entry.getByTestId('history-answer').textContent()).resolves.toBe('10');
       await expect(entry.getByTestId('history-text').textContent()).resolves.toContain('\\boxed{10}');
       await shot(page, 'ask');
@@ -108,8 +124,11 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       const score = page.getByTestId('eval-score');
       await expect.poll(() => score.textContent(), { timeout: 150_000, interval: 500 }).toMatch(/a question/);
       // models/tiny/system/eval.json: `npm run tiny:eval`, 1 round, latent, greedy, the style's 40 latent steps
-      const recorded = (JSON.parse(readFileSync('models/tiny/system/eval.json', 'utf8')) as { results: { config: string; answers: string[]; ok: boolean[] }[] })
-        .results.find((r) => r.config === 'latent1')!;
+      const recorded = (
+        JSON.parse(readFileSync('models/tiny/system/eval.json', 'utf8')) as {
+          results: { config: string; answers: string[]; ok: boolean[] }[];
+        }
+      ).results.find((r) => r.config === 'latent1')!;
       const rows = await page.locator('[data-testid=eval-table] tbody tr').evaluateAll((trs) => trs.map((tr) => ({
         text: tr.getAttribute('title'), cells: [...tr.querySelectorAll('td')].map((td) => td.textContent),
       })));
@@ -135,7 +154,9 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       await page.getByTestId('train-loop').selectOption('inner');
       await expect.poll(() => page.getByTestId('train-role').locator('option').count(), { timeout: 20_000 }).toBeGreaterThan(0);
       await page.getByTestId('train-role').selectOption('planner');
-      await page.getByTestId('train-upload').setInputFiles({ name: 'arith.jsonl', mimeType: 'application/json', buffer: Buffer.from(arithmetic) });
+      await page
+        .getByTestId('train-upload')
+        .setInputFiles({ name: 'arith.jsonl', mimeType: 'application/json', buffer: Buffer.from(arithmetic) });
       await expect.poll(() => page.getByTestId('data-summary').textContent()).toMatch(/arith\.jsonl: 8 rows, 8 usable for planner/);
       await page.getByTestId('train-max-steps').fill('10');
       await page.getByTestId('train-warmup').fill('2');
@@ -143,14 +164,18 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       const t0 = Date.now();
       await page.getByTestId('train-start').click();
       const status = page.getByTestId('train-status');
-      await expect.poll(async () => (await status.textContent())?.trim(), { timeout: 150_000, interval: 500 }).toMatch(/saved “.*” at step 10$/);
+      await expect
+        .poll(async () => (await status.textContent())?.trim(), { timeout: 150_000, interval: 500 })
+        .toMatch(/saved “.*” at step 10$/);
       console.log(`[e2e] train: 10 steps and saves in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       const loss = page.locator('[data-testid=curves] figure[data-series=loss]');
       expect(await loss.getAttribute('data-points')).toBe('10');
       expect(await loss.locator('svg').getAttribute('aria-label')).toBe('loss over 10 steps');
       const d = (await loss.locator('path').getAttribute('d'))!;
       expect(d.match(/[ML]/g)?.length).toBe(10);
-      await expect(page.locator('[data-testid=curves] figure[data-series=loss] .range span').nth(2).textContent()).resolves.toBe('step 1–10');
+      await expect(page.locator('[data-testid=curves] figure[data-series=loss] .range span').nth(2).textContent()).resolves.toBe(
+        'step 1–10',
+      );
       await shot(page, 'train');
       const trained = /saved “(.*)” at step 10$/.exec((await status.textContent())!.trim())![1]!;
 
@@ -169,7 +194,9 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       expect(first.bytes.subarray(0, 4).toString('hex')).toBe('504b0304');
       await importInto(page, first.name, first.bytes);
       await expect.poll(() => page.getByTestId('ckpt-status').textContent(), { timeout: 20_000 }).toBe(`imported ${first.name}`);
-      const ids = await page.locator('[data-testid=checkpoint-list] tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-id')!));
+      const ids = await page
+        .locator('[data-testid=checkpoint-list] tbody tr')
+        .evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-id')!));
       expect(ids.length).toBe(2);
       const copy = ids.find((x) => x !== id)!;
       const second = await exportRow(page, copy);
@@ -209,7 +236,8 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       await page.evaluate(() => {
         const put = IDBObjectStore.prototype.put;
         IDBObjectStore.prototype.put = function (this: IDBObjectStore, ...args: Parameters<IDBObjectStore['put']>) {
-          if (this.transaction.db.name === 'rmas-ckpt-checkpoints') throw new DOMException('simulated: the quota is exhausted', 'QuotaExceededError');
+          if (this.transaction.db.name === 'rmas-ckpt-checkpoints')
+            throw new DOMException('simulated: the quota is exhausted', 'QuotaExceededError');
           return put.apply(this, args);
         };
       });
@@ -218,7 +246,9 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       await box.waitFor({ timeout: 20_000 });
       expect(await box.getAttribute('data-error-name')).toBe('QuotaExceeded');
       await expect(box.textContent()).resolves.toMatch(/storage is full.*Delete models or checkpoints.*nothing stored was changed/s);
-      await expect(box.locator('.hint').textContent()).resolves.toMatch(/delete cached models in Environment or old checkpoints in Checkpoints/);
+      await expect(box.locator('.hint').textContent()).resolves.toMatch(
+        /delete cached models in Environment or old checkpoints in Checkpoints/,
+      );
       expect(await listed(page)).toEqual(['kept']);
       await shot(page, 'quota');
       await page.reload(); // the patch lives in the old document only
@@ -260,7 +290,11 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
     const { ctx, page, errors } = await open();
     try {
       await tab(page, 'env');
-      await expect.poll(async () => (await page.getByTestId('use-cpu').count()) + (await page.getByTestId('webgpu-unavailable').count()), { timeout: 30_000 }).toBeGreaterThan(0);
+      await expect
+        .poll(async () => (await page.getByTestId('use-cpu').count()) + (await page.getByTestId('webgpu-unavailable').count()), {
+          timeout: 30_000,
+        })
+        .toBeGreaterThan(0);
       await page.getByTestId('storage-usage').waitFor({ timeout: 20_000 });
       await expect(page.locator('#panel-env').textContent()).resolves.toMatch(/running in a worker/);
       await shot(page, 'environment');

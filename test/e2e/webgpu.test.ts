@@ -71,7 +71,8 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       expectShown(await shown(page, 'latent'), want, await pageKv(page));
       // the stats say where the time went, and the status where the system ran
       await expect(page.getByTestId('ask-time').textContent()).resolves.toMatch(
-        /^of the [\d.]+ s: stages [\d.]+ s · latent-message lens [\d.]+ s · answer retry [\d.]+ s · other [\d.]+ s; \d+ GPU kernels compiled on first use, inside these; before it, loading the system [\d.]+ s \(downloads, weights to the GPU\)$/);
+        /^of the [\d.]+ s: stages [\d.]+ s · latent-message lens [\d.]+ s · answer retry [\d.]+ s · other [\d.]+ s; \d+ GPU kernels compiled on first use, inside these; before it, loading the system [\d.]+ s \(downloads, weights to the GPU\)$/,
+      );
       await expect(page.getByTestId('lens-note').first().textContent()).resolves.toMatch(/read as near uniform/);
       console.log(`[e2e webgpu] ask: ${(await shown(page, 'latent')).stats}`);
       await shot(page, 'ask-webgpu');
@@ -121,7 +122,9 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       // the planner's config.json is the first file the plan reads; nothing more is asked for once it fails
       const first = 'https://huggingface.co/RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B/resolve/main/config.json';
       expect(await box.getAttribute('data-error-name')).toBe('DownloadFailed');
-      await expect(box.locator('.msg').textContent()).resolves.toBe(`${first}: the request failed (Failed to fetch); check the URL and the network`);
+      await expect(box.locator('.msg').textContent()).resolves.toBe(
+        `${first}: the request failed (Failed to fetch); check the URL and the network`,
+      );
       expect(remote).toEqual([first]);
     });
   });
@@ -138,8 +141,12 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       const t0 = Date.now();
       await page.getByTestId('train-start').click();
       const status = page.getByTestId('train-status');
-      await expect.poll(async () => (await status.textContent())?.trim(), { timeout: 300_000, interval: 1000 }).toMatch(/^saved “.*” at step 10$/);
-      console.log(`[e2e webgpu] train: 10 steps in ${((Date.now() - t0) / 1000).toFixed(1)} s; ${await page.locator('.figures').textContent()}`);
+      await expect
+        .poll(async () => (await status.textContent())?.trim(), { timeout: 300_000, interval: 1000 })
+        .toMatch(/^saved “.*” at step 10$/);
+      console.log(
+        `[e2e webgpu] train: 10 steps in ${((Date.now() - t0) / 1000).toFixed(1)} s; ${await page.locator('.figures').textContent()}`,
+      );
       await expect(page.locator('.figures').textContent()).resolves.toMatch(/^2000 samples on webgpu/);
       const trend = page.getByTestId('loss-trend');
       const [first, last] = [Number(await trend.getAttribute('data-first')), Number(await trend.getAttribute('data-last'))];
@@ -151,10 +158,14 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       await page.getByTestId('try-n').fill('2');
       await page.getByTestId('try-compare').click();
       for (const side of ['try-before', 'try-after']) {
-        await expect.poll(() => page.getByTestId(side).textContent(), { timeout: 300_000, interval: 1000 }).toMatch(/^\d\/2 correct, [\d.]+ tokens a question$/);
+        await expect
+          .poll(() => page.getByTestId(side).textContent(), { timeout: 300_000, interval: 1000 })
+          .toMatch(/^\d\/2 correct, [\d.]+ tokens a question$/);
       }
       await expect(page.getByTestId('try-compare').isEnabled()).resolves.toBe(true);
-      console.log(`[e2e webgpu] before ${await page.getByTestId('try-before').textContent()}; after ${await page.getByTestId('try-after').textContent()}`);
+      console.log(
+        `[e2e webgpu] before ${await page.getByTestId('try-before').textContent()}; after ${await page.getByTestId('try-after').textContent()}`,
+      );
 
       // export: the bundle the runner reads
       const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 20_000 }), page.getByTestId('try-export').click()]);
@@ -173,8 +184,21 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
 
       // the runner, as a user types it, reads the bundle and writes the answer the page showed
       const rmas = (args: string[]) => spawnSync(process.execPath, ['bin/rmas.js', ...args], { encoding: 'utf8', timeout: 300_000 });
-      const r = rmas(['ask', '--question', QUESTION, '--num_recursive_rounds', '1', '--greedy', '--json', '--backend', 'cpu', '--ckpt_override', `planner=${zip}`,
-        '--kv_dtype', await pageKv(page)]);
+      const r = rmas([
+        'ask',
+        '--question',
+        QUESTION,
+        '--num_recursive_rounds',
+        '1',
+        '--greedy',
+        '--json',
+        '--backend',
+        'cpu',
+        '--ckpt_override',
+        `planner=${zip}`,
+        '--kv_dtype',
+        await pageKv(page),
+      ]);
       expect(r.status, r.stderr).toBe(0);
       expectShown(onPage, (JSON.parse(r.stdout) as { text: string }).text, await pageKv(page));
       // and starts a training run from it: with a learning rate of 0, its one step saves the bundle's link unchanged

@@ -75,7 +75,11 @@ export const decoderGolden = golden.decoder;
 export const linkGolden = golden.link;
 
 /** Hugging Face's rope config of the golden layer, in ropeInvFreq's terms. */
-export const decoderRope = { theta: golden.decoder.rope.theta, headDim: golden.decoder.dims.head_dim, scaling: golden.decoder.rope.scaling };
+export const decoderRope = {
+  theta: golden.decoder.rope.theta,
+  headDim: golden.decoder.dims.head_dim,
+  scaling: golden.decoder.rope.scaling,
+};
 
 /**
  * The decoder layer (Llama/Qwen, with Qwen2's q/k/v bias and Qwen3's per-head q/k norm) and HF's

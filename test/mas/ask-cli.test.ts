@@ -25,9 +25,29 @@ function rmas(...args: string[]): Promise<{ code: number; stdout: string; stderr
 describe('rmas ask (child process)', () => {
   it('--json prints {answer, text, tokens, seconds, rounds} equal to the in-process run', async () => {
     const o = await overridesFor('distillation', join(tmp, 'sys'));
-    const r = await rmas('ask', '--style', 'distillation', '--question', 'What is 7 * 6?', ...o.flatMap((x) => ['--ckpt_override', x]),
-      '--num_recursive_rounds', '2', '--latent_length', '3', '--temperature', '0.7', '--top_p', '0.9', '--seed', '5', '--max_new_tokens', '6',
-      '--backend', 'cpu', '--json');
+    const r = await rmas(
+      'ask',
+      '--style',
+      'distillation',
+      '--question',
+      'What is 7 * 6?',
+      ...o.flatMap((x) => ['--ckpt_override', x]),
+      '--num_recursive_rounds',
+      '2',
+      '--latent_length',
+      '3',
+      '--temperature',
+      '0.7',
+      '--top_p',
+      '0.9',
+      '--seed',
+      '5',
+      '--max_new_tokens',
+      '6',
+      '--backend',
+      'cpu',
+      '--json',
+    );
     expect(r.stderr).toContain('round 2 learner: ');
     expect(r.code).toBe(0);
     const got = JSON.parse(r.stdout) as Record<string, unknown>;

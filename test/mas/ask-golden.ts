@@ -13,12 +13,30 @@ import { f64 } from '../golden/check';
 import { GOLDEN_OF_STAGE, GOLDEN_PROMPTS, GOLDEN_QUESTION, goldenLinkSystem, readDump, runAsk, type DumpStage } from './ask-util';
 import { golden } from './golden';
 
-export async function goldenAskRun(backend: Backend, dir: string, rounds: number, kvDtype: KvDType | 'auto' = 'auto'): Promise<{ stages: DumpStage[]; answer: string }> {
+export async function goldenAskRun(
+  backend: Backend,
+  dir: string,
+  rounds: number,
+  kvDtype: KvDType | 'auto' = 'auto',
+): Promise<{ stages: DumpStage[]; answer: string }> {
   const dump = join(dir, `dump-${backend.kind}-${rounds}-${kvDtype}`);
-  const r = await runAsk({
-    style: 'sequential_light', question: GOLDEN_QUESTION, prompts: GOLDEN_PROMPTS, ckpt_override: await goldenLinkSystem(join(dir, `sys-${backend.kind}-${rounds}`)),
-    num_recursive_rounds: String(rounds), latent_length: String(golden.m), greedy: true, max_new_tokens: '6', no_ans: true, dump, json: true, kv_dtype: kvDtype,
-  }, backend);
+  const r = await runAsk(
+    {
+      style: 'sequential_light',
+      question: GOLDEN_QUESTION,
+      prompts: GOLDEN_PROMPTS,
+      ckpt_override: await goldenLinkSystem(join(dir, `sys-${backend.kind}-${rounds}`)),
+      num_recursive_rounds: String(rounds),
+      latent_length: String(golden.m),
+      greedy: true,
+      max_new_tokens: '6',
+      no_ans: true,
+      dump,
+      json: true,
+      kv_dtype: kvDtype,
+    },
+    backend,
+  );
   if (r.error) throw r.error;
   return { stages: await readDump(dump), answer: (JSON.parse(r.out) as { answer: string }).answer };
 }

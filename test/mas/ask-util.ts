@@ -37,7 +37,11 @@ export async function readDump(dir: string): Promise<DumpStage[]> {
     for (const name of f.names()) {
       const t = await f.read(name);
       const b = t.bytes.slice();
-      tensors.set(name, { dtype: t.dtype, shape: [...t.shape], values: t.dtype === 'I32' ? new Int32Array(b.buffer) : new Float32Array(b.buffer) });
+      tensors.set(name, {
+        dtype: t.dtype,
+        shape: [...t.shape],
+        values: t.dtype === 'I32' ? new Int32Array(b.buffer) : new Float32Array(b.buffer),
+      });
     }
     await f.close();
     out.push({ ...s, tensors });
@@ -52,7 +56,11 @@ export async function readDump(dir: string): Promise<DumpStage[]> {
  */
 export async function goldenLinkSystem(dir: string): Promise<string[]> {
   const { cpSync, mkdirSync } = await import('node:fs');
-  const roles = { planner: ['qwen3-tiny', 'planner-inner'], critic: ['llama-tiny', 'critic-inner'], solver: ['qwen2-tiny', 'solver-inner'] };
+  const roles = {
+    planner: ['qwen3-tiny', 'planner-inner'],
+    critic: ['llama-tiny', 'critic-inner'],
+    solver: ['qwen2-tiny', 'solver-inner'],
+  };
   const out: string[] = [];
   for (const [role, [model, inner]] of Object.entries(roles)) {
     const d = `${dir}/${role}`;

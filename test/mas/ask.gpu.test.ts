@@ -53,7 +53,9 @@ describe('rmas ask on WebGPU', () => {
       expect(gpu.json.text).toBe(cpu.json.text);
       expect(gpu.json.answer).toBe(cpu.json.answer);
       expect(gpu.json.tokens).toBe(cpu.json.tokens);
-      expect(gpu.stages.map((s) => [s.file, s.round, s.role, s.slots, s.links_out])).toEqual(cpu.stages.map((s) => [s.file, s.round, s.role, s.slots, s.links_out]));
+      expect(gpu.stages.map((s) => [s.file, s.round, s.role, s.slots, s.links_out])).toEqual(
+        cpu.stages.map((s) => [s.file, s.round, s.role, s.slots, s.links_out]),
+      );
       let worst = 0;
       for (const [i, c] of cpu.stages.entries()) {
         const g = gpu.stages[i];

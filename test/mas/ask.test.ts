@@ -24,23 +24,53 @@ const S = SLOTS;
 /** Two rounds of each style, written out by hand from docs/method.md (docs/method.md §4.3, §4.4). */
 const EXPECTED: Record<TinyStyle, Expect[]> = {
   sequential_light: [
-    [1, 'planner', [], ['outer_12']], [1, 'critic', [[S.planner, 'outer_12']], ['outer_23']], [1, 'solver', [[S.refined, 'outer_23']], ['outer_31']],
-    [2, 'planner', [[S.feedback, 'outer_31']], ['outer_12']], [2, 'critic', [[S.planner, 'outer_12']], ['outer_23']], [2, 'solver', [[S.refined, 'outer_23']], []],
+    [1, 'planner', [], ['outer_12']],
+    [1, 'critic', [[S.planner, 'outer_12']], ['outer_23']],
+    [1, 'solver', [[S.refined, 'outer_23']], ['outer_31']],
+    [2, 'planner', [[S.feedback, 'outer_31']], ['outer_12']],
+    [2, 'critic', [[S.planner, 'outer_12']], ['outer_23']],
+    [2, 'solver', [[S.refined, 'outer_23']], []],
   ],
   sequential_scaled: [],
   mixture: [
-    [1, 'math', [], ['outer_1s']], [1, 'code', [], ['outer_2s']], [1, 'science', [], ['outer_3s']],
-    [1, 'summarizer', [[S.hieMath, 'outer_1s'], [S.hieCode, 'outer_2s'], [S.hieScience, 'outer_3s']], ['outer_s1', 'outer_s2', 'outer_s3']],
-    [2, 'math', [[S.hieFeedback, 'outer_s1']], ['outer_1s']], [2, 'code', [[S.hieFeedback, 'outer_s2']], ['outer_2s']], [2, 'science', [[S.hieFeedback, 'outer_s3']], ['outer_3s']],
-    [2, 'summarizer', [[S.hieMath, 'outer_1s'], [S.hieCode, 'outer_2s'], [S.hieScience, 'outer_3s']], []],
+    [1, 'math', [], ['outer_1s']],
+    [1, 'code', [], ['outer_2s']],
+    [1, 'science', [], ['outer_3s']],
+    [
+      1,
+      'summarizer',
+      [
+        [S.hieMath, 'outer_1s'],
+        [S.hieCode, 'outer_2s'],
+        [S.hieScience, 'outer_3s'],
+      ],
+      ['outer_s1', 'outer_s2', 'outer_s3'],
+    ],
+    [2, 'math', [[S.hieFeedback, 'outer_s1']], ['outer_1s']],
+    [2, 'code', [[S.hieFeedback, 'outer_s2']], ['outer_2s']],
+    [2, 'science', [[S.hieFeedback, 'outer_s3']], ['outer_3s']],
+    [
+      2,
+      'summarizer',
+      [
+        [S.hieMath, 'outer_1s'],
+        [S.hieCode, 'outer_2s'],
+        [S.hieScience, 'outer_3s'],
+      ],
+      [],
+    ],
   ],
   distillation: [
-    [1, 'expert', [], ['outer_el']], [1, 'learner', [[S.distillExpert, 'outer_el']], ['outer_le']],
-    [2, 'expert', [[S.distillFeedback, 'outer_le']], ['outer_el']], [2, 'learner', [[S.distillExpert, 'outer_el']], []],
+    [1, 'expert', [], ['outer_el']],
+    [1, 'learner', [[S.distillExpert, 'outer_el']], ['outer_le']],
+    [2, 'expert', [[S.distillFeedback, 'outer_le']], ['outer_el']],
+    [2, 'learner', [[S.distillExpert, 'outer_el']], []],
   ],
   deliberation: [
-    [1, 'reflector', [], ['outer_rt']], [1, 'toolcaller', [[S.deliberationReflector, 'outer_rt']], ['outer_tr']],
-    [2, 'reflector', [[S.deliberationFeedback, 'outer_tr']], ['outer_rt']], [2, 'toolcaller', [[S.deliberationReflector, 'outer_rt']], []],
+    [1, 'reflector', [], ['outer_rt']],
+    [1, 'toolcaller', [[S.deliberationReflector, 'outer_rt']], ['outer_tr']],
+    [2, 'reflector', [[S.deliberationFeedback, 'outer_tr']], ['outer_rt']],
+    [2, 'toolcaller', [[S.deliberationReflector, 'outer_rt']], []],
   ],
 };
 EXPECTED.sequential_scaled = EXPECTED.sequential_light;
@@ -59,7 +89,9 @@ describe('rmas ask, latent mode, every style (CPU)', () => {
       expect(r.error).toBeNull();
       const stages = await readDump(dump);
       const want = EXPECTED[style];
-      expect(stages.map((s) => [s.round, s.role, s.slots, s.links_out])).toEqual(want.map(([round, role, fill, out]) => [round, role, fill.map((f) => f[0]), out]));
+      expect(stages.map((s) => [s.round, s.role, s.slots, s.links_out])).toEqual(
+        want.map(([round, role, fill, out]) => [round, role, fill.map((f) => f[0]), out]),
+      );
       const hidden = (role: string) => TINY_HIDDEN[TINY_MAS_ROLES[style][role]];
       const last = new Map<string, Float32Array>();
       for (const [i, s] of stages.entries()) {
@@ -115,7 +147,14 @@ describe('rmas ask, text mode (the Recursive-TextMAS baseline)', () => {
     }, cpu);
     expect(r.error).toBeNull();
     const stages = await readDump(dump);
-    expect(stages.map((s) => [s.round, s.role])).toEqual([[1, 'planner'], [1, 'critic'], [1, 'solver'], [2, 'planner'], [2, 'critic'], [2, 'solver']]);
+    expect(stages.map((s) => [s.round, s.role])).toEqual([
+      [1, 'planner'],
+      [1, 'critic'],
+      [1, 'solver'],
+      [2, 'planner'],
+      [2, 'critic'],
+      [2, 'solver'],
+    ]);
     const { loadTokenizerFromDir } = await import('../../src/tokenizer');
     const tok = await loadTokenizerFromDir('models/tiny/qwen3-tiny');
     const textOf = (i: number) => tok.decode(Array.from(stages[i].tensors.get('generated_ids')!.values), { skipSpecialTokens: true });
@@ -210,13 +249,18 @@ describe('cancellation', () => {
   it('an abort before the run, between stages or while decoding ends it with Cancelled, and the system stays usable', async () => {
     const { loadSystem } = await import('../../src/mas/system');
     const { ask } = await import('../../src/mas/run');
-    const o = Object.fromEntries((await overridesFor('sequential_light', join(tmp, 'cancel'))).map((x) => x.split('=') as [string, string]));
+    const o = Object.fromEntries(
+      (await overridesFor('sequential_light', join(tmp, 'cancel'))).map((x) => x.split('=') as [string, string]),
+    );
     const system = await loadSystem('sequential_light', { backend: cpu, ckptOverride: o, task: 'math' });
     const base = { question: 'What is 1 + 1?', rounds: 2, latentSteps: 3, sampling: { greedy: true }, maxNewTokens: 4 };
     try {
       const before = new AbortController();
       before.abort();
-      await expect(ask(system, { ...base, signal: before.signal })).rejects.toMatchObject({ name: 'Cancelled', message: expect.stringContaining('planner, round 1') });
+      await expect(ask(system, { ...base, signal: before.signal })).rejects.toMatchObject({
+        name: 'Cancelled',
+        message: expect.stringContaining('planner, round 1'),
+      });
 
       const between = new AbortController();
       const seen: string[] = [];
@@ -244,7 +288,9 @@ describe('one role per device (placement)', () => {
   it('roles on three backends answer as on one: same latents, same text; messages arrive on the receiver\'s backend', async () => {
     const { loadSystem } = await import('../../src/mas/system');
     const { ask } = await import('../../src/mas/run');
-    const o = Object.fromEntries((await overridesFor('sequential_light', join(tmp, 'placed'))).map((x) => x.split('=') as [string, string]));
+    const o = Object.fromEntries(
+      (await overridesFor('sequential_light', join(tmp, 'placed'))).map((x) => x.split('=') as [string, string]),
+    );
     const devices = [cpu, new CpuBackend('f32'), new CpuBackend('f32')];
     const placement = { critic: devices[1], solver: devices[2] };
     await expect(loadSystem('sequential_light', { backend: cpu, ckptOverride: o, task: 'math', placement: { judge: devices[1] } }))
@@ -284,7 +330,9 @@ describe('onText: the answer as it is written', () => {
     const { loadSystem } = await import('../../src/mas/system');
     const { ask } = await import('../../src/mas/run');
     const { retrySuffix } = await import('../../src/mas/answer');
-    const o = Object.fromEntries((await overridesFor('sequential_light', join(tmp, 'ontext'))).map((x) => x.split('=') as [string, string]));
+    const o = Object.fromEntries(
+      (await overridesFor('sequential_light', join(tmp, 'ontext'))).map((x) => x.split('=') as [string, string]),
+    );
     const system = await loadSystem('sequential_light', { backend: cpu, ckptOverride: o, task: 'math' });
     try {
       const texts: string[] = [];
@@ -319,9 +367,11 @@ describe('a released style without its checkpoints', () => {
     try {
       const r = await runAsk({ style: 'sequential_scaled', question: 'What is 1 + 1?', json: true }, cpu);
       // every backbone family is runnable now: what stops it is the planner's checkpoint, named with the way to get it
-      expect([r.error?.name, r.error?.message]).toEqual(['MissingCheckpoint',
+      expect([r.error?.name, r.error?.message]).toEqual([
+        'MissingCheckpoint',
         'role planner of sequential_scaled has no checkpoint: pass --ckpt_override planner=DIR with a local folder, or download ' +
-        'RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B into the Hugging Face cache (huggingface-cli download RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B)']);
+          'RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B into the Hugging Face cache (huggingface-cli download RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B)',
+      ]);
     } finally {
       if (saved === undefined) delete process.env.HF_HUB_CACHE;
       else process.env.HF_HUB_CACHE = saved;

@@ -49,7 +49,15 @@ describe('train-inner / train-outer with --style tiny_sequential', () => {
   it('train-inner --style --role: the embedded model folder and the tiny prompts by default', async () => {
     const save = join(tmp, 'inner');
     const dump = join(tmp, 'inner-dump');
-    const r = await train('inner', { style: 'tiny_sequential', role: 'critic', dataset_name: rowsFile, save_dir: save, max_steps: '1', batch_size: '2', dump_batches: dump });
+    const r = await train('inner', {
+      style: 'tiny_sequential',
+      role: 'critic',
+      dataset_name: rowsFile,
+      save_dir: save,
+      max_steps: '1',
+      batch_size: '2',
+      dump_batches: dump,
+    });
     expect(r.error).toBeNull();
     expect(r.err).toContain('for chain/critic on critic');
     expect(readdirSync(save)).toContain('adapter.pt');
@@ -65,8 +73,15 @@ describe('train-inner / train-outer with --style tiny_sequential', () => {
     writeFileSync(file, JSON.stringify({ templates: { 'chain.critic.first': 'Q {question}\n<<LATENT_PLANNER_SLOT>>\nMARKER refine.' } }));
     const dump = join(tmp, 'inner-dump-2');
     const r = await train('inner', {
-      mas_design: 'tiny_sequential', mas_role: 'critic', model_name_or_path: 'models/tiny/llama-tiny', prompts: file, dataset_name: rowsFile,
-      save_dir: join(tmp, 'inner-2'), max_steps: '1', batch_size: '2', dump_batches: dump,
+      mas_design: 'tiny_sequential',
+      mas_role: 'critic',
+      model_name_or_path: 'models/tiny/llama-tiny',
+      prompts: file,
+      dataset_name: rowsFile,
+      save_dir: join(tmp, 'inner-2'),
+      max_steps: '1',
+      batch_size: '2',
+      dump_batches: dump,
     });
     expect(r.error).toBeNull();
     expect(r.err).toContain('on llama-tiny');
@@ -78,7 +93,15 @@ describe('train-inner / train-outer with --style tiny_sequential', () => {
 
   it('train-outer --style tiny_sequential needs no agent flags (the embedded folders and their adapter.pt)', async () => {
     const save = join(tmp, 'outer');
-    const r = await train('outer', { style: 'tiny_sequential', dataset_name: rowsFile, save_dir: save, max_steps: '1', num_recursive_rounds: '1', max_latent_tokens: '2', batch_size: '1' });
+    const r = await train('outer', {
+      style: 'tiny_sequential',
+      dataset_name: rowsFile,
+      save_dir: save,
+      max_steps: '1',
+      num_recursive_rounds: '1',
+      max_latent_tokens: '2',
+      batch_size: '1',
+    });
     expect(r.error).toBeNull();
     expect(r.err).toContain('outer links outer_12 48→64, outer_23 64→32, outer_31 32→48 (tiny_sequential, 1 rounds)');
     expect(readdirSync(save).filter((f) => f.endsWith('.pt')).sort()).toEqual(['outer_12.pt', 'outer_23.pt', 'outer_31.pt']);
@@ -92,8 +115,18 @@ describe('train-inner / train-outer with --style tiny_sequential', () => {
       const a = await train('inner', { style: 'tiny_sequential', role: 'critic', dataset_name: rowsFile, save_dir: join(tmp, 'x') });
       expect(a.error).toMatchObject({ name: 'MissingCheckpoint', message: expect.stringContaining('prompts.json does not exist') });
       expect(a.error?.message).toContain('rebuild them with `npm run tiny:build`');
-      const b = await train('outer', { style: 'tiny_sequential', prompts: join(standIn, 'prompts.json'), dataset_name: rowsFile, save_dir: join(tmp, 'y') });
-      expect(b.error).toMatchObject({ name: 'MissingCheckpoint', message: expect.stringContaining(`--agent1_model_name_or_path (planner) (default of tiny_sequential): the tiny system files are missing (${empty}/planner holds no config.json)`) });
+      const b = await train('outer', {
+        style: 'tiny_sequential',
+        prompts: join(standIn, 'prompts.json'),
+        dataset_name: rowsFile,
+        save_dir: join(tmp, 'y'),
+      });
+      expect(b.error).toMatchObject({
+        name: 'MissingCheckpoint',
+        message: expect.stringContaining(
+          `--agent1_model_name_or_path (planner) (default of tiny_sequential): the tiny system files are missing (${empty}/planner holds no config.json)`,
+        ),
+      });
     } finally {
       process.env[TINY_SYSTEM_ENV] = standIn;
     }
@@ -114,22 +147,33 @@ describe('the offline manifest (models/tiny-system.json) in the browser path', (
     ].sort());
     expect(files).toContain('models/tiny/system/critic/adapter.pt');
     rmSync(join(root, 'models/tiny/system/prompts.json'));
-    expect(() => tinySystemFiles(root)).toThrow(/references models\/tiny\/system\/prompts\.json, which does not exist; run npm run tiny:build/);
+    expect(() => tinySystemFiles(root)).toThrow(
+      /references models\/tiny\/system\/prompts\.json, which does not exist; run npm run tiny:build/,
+    );
   });
 
   it('loadSystemFromSpec reads the prompt file into system.prompts; a missing one says how to rebuild', async () => {
     const app = 'http://app.test/';
-    const api = systemCalls({ backend: async () => ({ backend: cpu }), appBase: app, fetchFile: standInFetch(app, standIn) }, callRegistry());
+    const api = systemCalls(
+      { backend: async () => ({ backend: cpu }), appBase: app, fetchFile: standInFetch(app, standIn) },
+      callRegistry(),
+    );
     const spec = (await api.offlineSystem())!;
     const sys = await loadSystemFromSpec(spec, cpu, { fetchFile: standInFetch(app, standIn), links: false });
     expect(sys.prompts!.templates['chain.critic.first']).toBe('Question: {question}\nPlan:\n<<LATENT_PLANNER_SLOT>>\nWork out each step.');
     sys.dispose();
     const gone = standInFetch(app, join(tmp, 'nowhere'));
     await expect(loadSystemFromSpec(spec, cpu, { fetchFile: gone })).rejects.toMatchObject({
-      name: 'MissingCheckpoint', message: expect.stringMatching(/^the prompts of tiny_sequential: the tiny system files are missing \(http:\/\/app\.test\/models\/tiny\/system\/prompts\.json.*rebuild them with `npm run tiny:build`, then reload$/),
+      name: 'MissingCheckpoint',
+      message: expect.stringMatching(
+        /^the prompts of tiny_sequential: the tiny system files are missing \(http:\/\/app\.test\/models\/tiny\/system\/prompts\.json.*rebuild them with `npm run tiny:build`, then reload$/,
+      ),
     });
     const { prompts: _, ...bare } = spec as typeof spec & { prompts?: unknown };
-    await expect(loadSystemFromSpec(bare, cpu, { fetchFile: standInFetch(app, standIn) })).rejects.toMatchObject({ name: 'InvalidArgument', message: expect.stringContaining('needs prompts') });
+    await expect(loadSystemFromSpec(bare, cpu, { fetchFile: standInFetch(app, standIn) })).rejects.toMatchObject({
+      name: 'InvalidArgument',
+      message: expect.stringContaining('needs prompts'),
+    });
     api.dispose();
   });
 });

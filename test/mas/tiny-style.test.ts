@@ -36,7 +36,15 @@ afterAll(() => {
 });
 
 const Q = 'What is 2+3?';
-const FLAGS = { question: Q, num_recursive_rounds: '2', latent_length: '3', greedy: true, max_new_tokens: '6', no_ans: true, json: true } as const;
+const FLAGS = {
+  question: Q,
+  num_recursive_rounds: '2',
+  latent_length: '3',
+  greedy: true,
+  max_new_tokens: '6',
+  no_ans: true,
+  json: true,
+} as const;
 
 /** A copy of the stand-in with `drop` (paths relative to it) removed. */
 function brokenCopy(name: string, drop: string): string {
@@ -65,8 +73,14 @@ describe('tiny_sequential in the style registry', () => {
     expect(DEFAULT_STYLE).toBe('tiny_sequential');
     expect(STYLE_NAMES).toEqual(['sequential_light', 'sequential_scaled', 'mixture', 'distillation', 'deliberation']);
     expect(ALL_STYLE_NAMES).toEqual([...STYLE_NAMES, 'tiny_sequential']);
-    expect(() => getStyle('tiny')).toThrow(/choose one of sequential_light, sequential_scaled, mixture, distillation, deliberation, tiny_sequential$/);
-    expect([defaultMaxNewTokens('tiny_sequential', 'math'), defaultMaxNewTokens('tiny_sequential', 'code'), defaultMaxNewTokens('sequential_light', 'math')]).toEqual([64, 64, 1000]);
+    expect(() => getStyle('tiny')).toThrow(
+      /choose one of sequential_light, sequential_scaled, mixture, distillation, deliberation, tiny_sequential$/,
+    );
+    expect([
+      defaultMaxNewTokens('tiny_sequential', 'math'),
+      defaultMaxNewTokens('tiny_sequential', 'code'),
+      defaultMaxNewTokens('sequential_light', 'math'),
+    ]).toEqual([64, 64, 1000]);
   });
 
   it('the system folder is found from the module, not the working folder; the option and the variable move it', async () => {
@@ -93,8 +107,13 @@ describe('rmas ask with the embedded system', () => {
     expect(r.err).toContain(`planner: loading ${standIn}/planner`);
     const stages = await readDump(dump);
     expect(stages.map((s) => `${s.round} ${s.role}`)).toEqual(['1 planner', '1 critic', '1 solver', '2 planner', '2 critic', '2 solver']);
-    const toks = { planner: await loadTokenizerFromDir(`${standIn}/planner`), critic: await loadTokenizerFromDir(`${standIn}/critic`), solver: await loadTokenizerFromDir(`${standIn}/solver`) };
-    const piece = (i: number, k: number) => toks[stages[i].role as keyof typeof toks].decode(Array.from(stages[i].tensors.get(`ids.${k}`)!.values));
+    const toks = {
+      planner: await loadTokenizerFromDir(`${standIn}/planner`),
+      critic: await loadTokenizerFromDir(`${standIn}/critic`),
+      solver: await loadTokenizerFromDir(`${standIn}/solver`),
+    };
+    const piece = (i: number, k: number) =>
+      toks[stages[i].role as keyof typeof toks].decode(Array.from(stages[i].tensors.get(`ids.${k}`)!.values));
     // the rendered prompts hold the tiny templates, slot by slot (the chat template wraps them)
     expect(piece(0, 0)).toContain('You are a helpful assistant.');
     expect(piece(0, 0)).toContain(`Question: ${Q}\nWrite the plan.`);
@@ -114,7 +133,7 @@ describe('rmas ask with the embedded system', () => {
     expect([a.text, a.tokens]).toEqual([b.text, b.tokens]);
   });
 
-  it('--prompts replaces the style\'s prompts (laid over the defaults, not over prompts.json), even where prompts.json is absent', async () => {
+  it("--prompts replaces the style's prompts (laid over the defaults, not over prompts.json), even where prompts.json is absent", async () => {
     const dir = brokenCopy('no-prompts', 'prompts.json');
     const file = join(tmp, 'mine.json');
     writeFileSync(file, JSON.stringify({ templates: { 'chain.planner.first': 'Q: {question}\nMARKER plan please.' } }));
@@ -149,7 +168,13 @@ describe('rmas ask with the embedded system', () => {
     } finally {
       sys.dispose();
     }
-    const bare = await loadSystem('tiny_sequential', { backend: cpu, task: 'math', embeddedRoot: standIn, stylePrompts: false, links: false });
+    const bare = await loadSystem('tiny_sequential', {
+      backend: cpu,
+      task: 'math',
+      embeddedRoot: standIn,
+      stylePrompts: false,
+      links: false,
+    });
     expect(bare.prompts).toBeUndefined();
     bare.dispose();
   });
@@ -162,16 +187,28 @@ describe('missing embedded files', () => {
     mkdirSync(empty, { recursive: true });
     await expect(loadSystem('tiny_sequential', { backend: cpu, task: 'math', embeddedRoot: empty })).rejects.toMatchObject({
       name: 'MissingCheckpoint',
-      message: expect.stringMatching(new RegExp(`^the prompts of tiny_sequential: the tiny system files are missing \\(${empty}/prompts\\.json does not exist.*rebuild them with ${hint}`)),
+      message: expect.stringMatching(
+        new RegExp(
+          `^the prompts of tiny_sequential: the tiny system files are missing \\(${empty}/prompts\\.json does not exist.*rebuild them with ${hint}`,
+        ),
+      ),
     });
     // with its own prompts the first missing thing is the planner's folder
-    const r = await loadSystem('tiny_sequential', { backend: cpu, task: 'math', embeddedRoot: empty, stylePrompts: false }).catch((e: Error) => e);
-    expect(r).toMatchObject({ name: 'MissingCheckpoint', message: expect.stringContaining(`role planner of tiny_sequential: the tiny system files are missing (role planner: ${empty}/planner is not a folder`) });
+    const r = await loadSystem('tiny_sequential', { backend: cpu, task: 'math', embeddedRoot: empty, stylePrompts: false }).catch(
+      (e: Error) => e,
+    );
+    expect(r).toMatchObject({
+      name: 'MissingCheckpoint',
+      message: expect.stringContaining(
+        `role planner of tiny_sequential: the tiny system files are missing (role planner: ${empty}/planner is not a folder`,
+      ),
+    });
     expect((r as Error).message).toContain(hint);
   });
 
   for (const [drop, what, name] of [
-    ['planner/adapter.pt', 'role planner of tiny_sequential', 'MissingCheckpoint'], ['outer', 'the outer links of tiny_sequential', 'MissingCheckpoint'],
+    ['planner/adapter.pt', 'role planner of tiny_sequential', 'MissingCheckpoint'],
+    ['outer', 'the outer links of tiny_sequential', 'MissingCheckpoint'],
     ['solver/model.safetensors', 'role solver of tiny_sequential', 'CorruptCheckpoint'],
   ] as const) {
     it(`without ${drop}: ${name} for ${what} with the rebuild command`, async () => {
@@ -196,11 +233,31 @@ describe('bin/rmas.js from another working folder', () => {
   it('runs the default style and prints what the in-process run computes', async () => {
     const cwd = join(tmp, 'cwd');
     mkdirSync(cwd, { recursive: true });
-    const args = ['ask', '--question', Q, '--num_recursive_rounds', '2', '--latent_length', '3', '--greedy', '--max_new_tokens', '6', '--no_ans', '--json', '--backend', 'cpu'];
+    const args = [
+      'ask',
+      '--question',
+      Q,
+      '--num_recursive_rounds',
+      '2',
+      '--latent_length',
+      '3',
+      '--greedy',
+      '--max_new_tokens',
+      '6',
+      '--no_ans',
+      '--json',
+      '--backend',
+      'cpu',
+    ];
     const r = await new Promise<{ code: number; stdout: string; stderr: string }>((res) => {
-      execFile(process.execPath, [join(REPO, 'bin/rmas.js'), ...args], { cwd, encoding: 'utf8', env: { ...process.env, [TINY_SYSTEM_ENV]: standIn } }, (err, stdout, stderr) => {
-        res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
-      });
+      execFile(
+        process.execPath,
+        [join(REPO, 'bin/rmas.js'), ...args],
+        { cwd, encoding: 'utf8', env: { ...process.env, [TINY_SYSTEM_ENV]: standIn } },
+        (err, stdout, stderr) => {
+          res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+        },
+      );
     });
     expect(r.stderr).toContain('loaded tiny_sequential');
     expect(r.code).toBe(0);

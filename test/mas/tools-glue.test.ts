@@ -25,7 +25,15 @@ afterAll(() => decoder?.dispose());
 
 describe('deliberation tool loop on the engine', () => {
   it('stops at </python>, runs it, re-reads prompt + text so far, and continues to the answer', async () => {
-    const agent: Agent = { role: 'toolcaller', source: 'tiny', dir: '', decoder, tokenizer: tok, inner: null, generation: { sampling: { greedy: true }, eosTokenIds: [458] } };
+    const agent: Agent = {
+      role: 'toolcaller',
+      source: 'tiny',
+      dir: '',
+      decoder,
+      tokenizer: tok,
+      inner: null,
+      generation: { sampling: { greedy: true }, eosTokenIds: [458] },
+    };
     const latents = be.fromValues(new Float32Array(3 * 48).fill(0.1), [3, 48]);
     const prefix = tok.encode('<|im_start|>user\nReflector signal:', { addSpecialTokens: false });
     const suffix = tok.encode('\nQ: 6*7?<|im_end|>\n<|im_start|>assistant\n', { addSpecialTokens: false });
@@ -39,7 +47,8 @@ describe('deliberation tool loop on the engine', () => {
       for (const id of script) {
         tokens.push(id);
         o.onToken?.(id);
-        if (o.stop?.(tokens)) return { tokens, stoppedBy: 'stop' as const, prefillMs: 0, decodeMs: 0, prefillTokensPerSec: 0, decodeTokensPerSec: 0 };
+        if (o.stop?.(tokens))
+          return { tokens, stoppedBy: 'stop' as const, prefillMs: 0, decodeMs: 0, prefillTokensPerSec: 0, decodeTokensPerSec: 0 };
       }
       tokens.push(458);
       o.onToken?.(458);

@@ -44,7 +44,10 @@ describe.skipIf(!torch)('link .pt export read by torch.load(weights_only=True)',
       for (const link of [InnerLink.create(be, 24, { seed: 3 }), OuterLink.create(be, 24, 16, { seed: 4 })]) {
         const path = join(tmp, `${link.type}-${dtype}.pt`);
         await writeLinkFile(link, path, { dtype });
-        const got = JSON.parse(execFileSync(PY, ['-c', LOAD, path], { encoding: 'utf8' })) as Record<string, { dtype: string; shape: number[]; values: number[] }>;
+        const got = JSON.parse(execFileSync(PY, ['-c', LOAD, path], { encoding: 'utf8' })) as Record<
+          string,
+          { dtype: string; shape: number[]; values: number[] }
+        >;
         const want = await link.stateDict();
         expect(Object.keys(got)).toEqual([...want.keys()]);
         for (const [k, t] of want) {

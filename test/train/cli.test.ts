@@ -45,21 +45,48 @@ async function tensors(path: string) {
 describe('rmas train-inner', () => {
   it('writes upstream\'s layout, a log per step and the exact batches it trained on', async () => {
     const save = join(tmp, 'inner');
-    const r = await train('inner', innerArgs(save, { save_steps: '2', log_jsonl: join(tmp, 'inner.jsonl'), dump_batches: join(tmp, 'inner-dump') }));
+    const r = await train(
+      'inner',
+      innerArgs(save, { save_steps: '2', log_jsonl: join(tmp, 'inner.jsonl'), dump_batches: join(tmp, 'inner-dump') }),
+    );
     expect(r.error).toBeNull();
     // the link files beside the model's own files (a whole role folder; test/train/save-dir.test.ts checks them)
-    expect(readdirSync(save).sort()).toEqual(['adapter.pt', 'adapter.safetensors', 'adapter_config.json', 'checkpoint-2', 'config.json', 'generation_config.json',
-      'model.safetensors', 'optimizer.safetensors', 'tokenizer.json', 'tokenizer_config.json', 'train_args.json', 'trainer_state.json']);
+    expect(readdirSync(save).sort()).toEqual([
+      'adapter.pt',
+      'adapter.safetensors',
+      'adapter_config.json',
+      'checkpoint-2',
+      'config.json',
+      'generation_config.json',
+      'model.safetensors',
+      'optimizer.safetensors',
+      'tokenizer.json',
+      'tokenizer_config.json',
+      'train_args.json',
+      'trainer_state.json',
+    ]);
     expect(JSON.parse(readFileSync(join(save, 'adapter_config.json'), 'utf8'))).toEqual({ adapter_type: 'ln_res_adapter' });
     const args = JSON.parse(readFileSync(join(save, 'train_args.json'), 'utf8')) as Record<string, unknown>;
     expect([args.command, args.mas_role, args.adapter_lr]).toEqual(['train-inner', 'planner', '1e-2']);
     // the .pt (f32) and the safetensors hold the same values under upstream's keys
     const pt = await readLinkFile(join(save, 'adapter.pt'));
     const st = await readLinkFile(join(save, 'adapter.safetensors'));
-    expect([...pt.keys()]).toEqual(['pre_ln.weight', 'pre_ln.bias', 'proj1.weight', 'proj1.bias', 'proj2.weight', 'proj2.bias', 'post_ln.weight', 'post_ln.bias']);
+    expect([...pt.keys()]).toEqual([
+      'pre_ln.weight',
+      'pre_ln.bias',
+      'proj1.weight',
+      'proj1.bias',
+      'proj2.weight',
+      'proj2.bias',
+      'post_ln.weight',
+      'post_ln.bias',
+    ]);
     for (const [k, t] of pt) expect(Array.from(t.data)).toEqual(Array.from(st.get(k)!.data));
 
-    const log = readFileSync(join(tmp, 'inner.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { step: number; loss: number; lr: number; batches: number[][] });
+    const log = readFileSync(join(tmp, 'inner.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { step: number; loss: number; lr: number; batches: number[][] });
     expect(log.map((l) => l.step)).toEqual([1, 2, 3, 4]);
     expect(log[0].lr).toBe(0); // the first optimizer step runs at warm-up factor 0
     const tok = await loadTokenizerFromDir('models/tiny/qwen3-tiny');
@@ -90,12 +117,16 @@ describe('rmas train-inner', () => {
     const r = await train('inner', innerArgs(cont, { resume: resumeFrom }));
     expect(r.error).toBeNull();
     expect(r.err).toContain('at step 2');
-    for (const f of ['adapter.safetensors', 'optimizer.safetensors']) expect(readFileSync(join(cont, f)).equals(readFileSync(join(straight, f))), f).toBe(true);
+    for (const f of ['adapter.safetensors', 'optimizer.safetensors'])
+      expect(readFileSync(join(cont, f)).equals(readFileSync(join(straight, f))), f).toBe(true);
   });
 
   it('--init_adapter starts from given weights (a torch-saved bf16 .pt); lr 0 keeps them', async () => {
     const save = join(tmp, 'init');
-    const r = await train('inner', innerArgs(save, { init_adapter: 'test/golden/tiny-mas/planner-inner.pt', adapter_lr: '0', max_steps: '1' }));
+    const r = await train(
+      'inner',
+      innerArgs(save, { init_adapter: 'test/golden/tiny-mas/planner-inner.pt', adapter_lr: '0', max_steps: '1' }),
+    );
     expect(r.error).toBeNull();
     const want = await readLinkFile('test/golden/tiny-mas/planner-inner.pt');
     const got = await readLinkFile(join(save, 'adapter.safetensors'));
@@ -103,11 +134,17 @@ describe('rmas train-inner', () => {
   });
 
   it('bad input gets named errors', async () => {
-    expect((await train('inner', innerArgs(join(tmp, 'x'), { mas_role: 'poet' }))).error?.message).toMatch(/no trainable role 'poet'.*planner, critic, solver/);
+    expect((await train('inner', innerArgs(join(tmp, 'x'), { mas_role: 'poet' }))).error?.message).toMatch(
+      /no trainable role 'poet'.*planner, critic, solver/,
+    );
     expect((await train('inner', { ...innerArgs(join(tmp, 'x')), save_dir: undefined })).error?.name).toBe('UsageError');
     expect((await train('inner', innerArgs(join(tmp, 'x'), { dataset_name: join(tmp, 'nope.json') }))).error?.name).toBe('InvalidArgument');
-    expect((await train('inner', innerArgs(join(tmp, 'x'), { enable_thinking: '2' }))).error?.message).toContain('--enable_thinking 2: expected 0 or 1');
-    expect((await train('inner', innerArgs(join(tmp, 'x'), { model_name_or_path: join(tmp, 'no-model') }))).error?.name).toBe('MissingCheckpoint');
+    expect((await train('inner', innerArgs(join(tmp, 'x'), { enable_thinking: '2' }))).error?.message).toContain(
+      '--enable_thinking 2: expected 0 or 1',
+    );
+    expect((await train('inner', innerArgs(join(tmp, 'x'), { model_name_or_path: join(tmp, 'no-model') }))).error?.name).toBe(
+      'MissingCheckpoint',
+    );
   });
 });
 
@@ -117,18 +154,31 @@ describe('rmas train-outer', () => {
     const dir = (role: string) => sys.find((s) => s.startsWith(`${role}=`))!.split('=')[1];
     const save = join(tmp, 'outer');
     const r = await train('outer', {
-      style: 'sequential', agent1_model_name_or_path: dir('planner'), agent2_model_name_or_path: dir('critic'), agent3_model_name_or_path: dir('solver'),
-      dataset_name: rowsFile, save_dir: save, max_steps: '2', num_recursive_rounds: '2', max_latent_tokens: '4', outer_lr: '1e-2', dump_batches: join(tmp, 'outer-dump'),
+      style: 'sequential',
+      agent1_model_name_or_path: dir('planner'),
+      agent2_model_name_or_path: dir('critic'),
+      agent3_model_name_or_path: dir('solver'),
+      dataset_name: rowsFile,
+      save_dir: save,
+      max_steps: '2',
+      num_recursive_rounds: '2',
+      max_latent_tokens: '4',
+      outer_lr: '1e-2',
+      dump_batches: join(tmp, 'outer-dump'),
     });
     expect(r.error).toBeNull();
     expect(readdirSync(save).filter((f) => f.endsWith('.pt')).sort()).toEqual(['outer_12.pt', 'outer_23.pt', 'outer_31.pt']);
     const cfg = JSON.parse(readFileSync(join(save, 'outer_adapter_config.json'), 'utf8')) as Record<string, unknown>;
-    expect([cfg.outer_12_in_dim, cfg.outer_12_out_dim, cfg.outer_23_out_dim, cfg.outer_31_in_dim, cfg.num_recursive_rounds]).toEqual([48, 64, 32, 32, 2]);
+    expect([cfg.outer_12_in_dim, cfg.outer_12_out_dim, cfg.outer_23_out_dim, cfg.outer_31_in_dim, cfg.num_recursive_rounds]).toEqual([
+      48, 64, 32, 32, 2,
+    ]);
     const d = await tensors(join(tmp, 'outer-dump', 'step-1.safetensors'));
     const critic = (k: string) => d.get(`sample0.round1.critic.${k}`)!;
     expect(critic('slot_lens').values).toEqual([4]);
     const T = critic('ids.0').shape[0] + 4 + critic('ids.1').shape[0] + critic('target').shape[0];
-    expect(critic('label_positions').values).toEqual(Array.from({ length: critic('target').shape[0] }, (_, k) => T - critic('target').shape[0] + k));
+    expect(critic('label_positions').values).toEqual(
+      Array.from({ length: critic('target').shape[0] }, (_, k) => T - critic('target').shape[0] + k),
+    );
     expect([...d.keys()].filter((k) => k.startsWith('sample0.round2.planner.')).sort())
       .toEqual(['ids.0', 'ids.1', 'label_positions', 'slot_lens', 'target'].map((k) => `sample0.round2.planner.${k}`));
 
@@ -143,16 +193,39 @@ describe('rmas train-outer', () => {
       const [a, b] = [await readLinkFile(join(save, `${k}.safetensors`)), await readLinkFile(join(again, `${k}.safetensors`))];
       for (const [n, t] of a) expect(Array.from(b.get(n)!.data), `${k} ${n}`).toEqual(Array.from(t.data));
     }
-    const asked = await runAsk({ style: 'sequential_light', question: 'What is 2 + 2?', ckpt_override: [...sys.filter((s) => !s.startsWith('outer=')), `outer=${save}`], latent_length: '2', greedy: true, max_new_tokens: '3', num_recursive_rounds: '1', json: true }, new CpuBackend('f32'));
+    const asked = await runAsk(
+      {
+        style: 'sequential_light',
+        question: 'What is 2 + 2?',
+        ckpt_override: [...sys.filter((s) => !s.startsWith('outer=')), `outer=${save}`],
+        latent_length: '2',
+        greedy: true,
+        max_new_tokens: '3',
+        num_recursive_rounds: '1',
+        json: true,
+      },
+      new CpuBackend('f32'),
+    );
     expect(asked.error).toBeNull();
     expect(asked.err).toContain(`outer links: loading ${save}`);
 
     // --outer_latents rollout: every hand-off carries --max_latent_tokens rollout states; a bad value is a usage error
     const base = {
-      style: 'sequential', agent1_model_name_or_path: dir('planner'), agent2_model_name_or_path: dir('critic'), agent3_model_name_or_path: dir('solver'),
-      dataset_name: rowsFile, max_steps: '1', num_recursive_rounds: '2', max_latent_tokens: '6',
+      style: 'sequential',
+      agent1_model_name_or_path: dir('planner'),
+      agent2_model_name_or_path: dir('critic'),
+      agent3_model_name_or_path: dir('solver'),
+      dataset_name: rowsFile,
+      max_steps: '1',
+      num_recursive_rounds: '2',
+      max_latent_tokens: '6',
     };
-    const rolled = await train('outer', { ...base, save_dir: join(tmp, 'outer-rollout'), outer_latents: 'rollout', dump_batches: join(tmp, 'rollout-dump') });
+    const rolled = await train('outer', {
+      ...base,
+      save_dir: join(tmp, 'outer-rollout'),
+      outer_latents: 'rollout',
+      dump_batches: join(tmp, 'rollout-dump'),
+    });
     expect(rolled.error).toBeNull();
     const rd = await tensors(join(tmp, 'rollout-dump', 'step-1.safetensors'));
     expect(rd.get('sample0.round1.critic.slot_lens')!.values).toEqual([6]);
@@ -169,8 +242,17 @@ describe('rmas train-outer', () => {
     const sys = await overridesFor('sequential_light', join(tmp, 'sys-placed'));
     const dir = (role: string) => sys.find((s) => s.startsWith(`${role}=`))!.split('=')[1];
     const args = (save: string): TrainArgs => ({
-      style: 'sequential', agent1_model_name_or_path: dir('planner'), agent2_model_name_or_path: dir('critic'), agent3_model_name_or_path: dir('solver'),
-      dataset_name: rowsFile, save_dir: save, max_steps: '2', num_recursive_rounds: '2', max_latent_tokens: '4', outer_lr: '1e-2', max_grad_norm: '1e9',
+      style: 'sequential',
+      agent1_model_name_or_path: dir('planner'),
+      agent2_model_name_or_path: dir('critic'),
+      agent3_model_name_or_path: dir('solver'),
+      dataset_name: rowsFile,
+      save_dir: save,
+      max_steps: '2',
+      num_recursive_rounds: '2',
+      max_latent_tokens: '4',
+      outer_lr: '1e-2',
+      max_grad_norm: '1e9',
       log_jsonl: `${save}.jsonl`,
     });
     const placedOn: Record<string, CpuBackend> = {};
@@ -188,7 +270,10 @@ describe('rmas train-outer', () => {
     // no clipping (--max_grad_norm 1e9): the same arithmetic in the same order, so the same bits
     expect(losses(join(tmp, 'outer-placed.jsonl'))).toEqual(l1);
     for (const k of ['outer_12', 'outer_23', 'outer_31']) {
-      const [a, b] = [await readLinkFile(join(tmp, 'outer-one', `${k}.safetensors`)), await readLinkFile(join(tmp, 'outer-placed', `${k}.safetensors`))];
+      const [a, b] = [
+        await readLinkFile(join(tmp, 'outer-one', `${k}.safetensors`)),
+        await readLinkFile(join(tmp, 'outer-placed', `${k}.safetensors`)),
+      ];
       for (const [n, t] of a) expect(Array.from(b.get(n)!.data), `${k} ${n}`).toEqual(Array.from(t.data));
     }
   });
@@ -205,10 +290,24 @@ describe('rmas train-outer --gradient_checkpointing auto', () => {
     const dir = (role: string) => sys.find((s) => s.startsWith(`${role}=`))!.split('=')[1];
     let err = '';
     try {
-      await trainCmd('outer', {
-        style: 'sequential', agent1_model_name_or_path: dir('planner'), agent2_model_name_or_path: dir('critic'), agent3_model_name_or_path: dir('solver'),
-        dataset_name: rowsFile, save_dir: save, max_steps: '1', num_recursive_rounds: '2', max_latent_tokens: '4', gradient_checkpointing: 'auto', ...extra,
-      }, async () => backend, { out: () => {}, err: (s) => (err += s), tty: false });
+      await trainCmd(
+        'outer',
+        {
+          style: 'sequential',
+          agent1_model_name_or_path: dir('planner'),
+          agent2_model_name_or_path: dir('critic'),
+          agent3_model_name_or_path: dir('solver'),
+          dataset_name: rowsFile,
+          save_dir: save,
+          max_steps: '1',
+          num_recursive_rounds: '2',
+          max_latent_tokens: '4',
+          gradient_checkpointing: 'auto',
+          ...extra,
+        },
+        async () => backend,
+        { out: () => {}, err: (s) => (err += s), tty: false },
+      );
       return { err, error: null as Error | null };
     } catch (e) {
       return { err, error: e as Error };
@@ -219,10 +318,12 @@ describe('rmas train-outer --gradient_checkpointing auto', () => {
     return Number(m[1]) * 1024 ** ['B', 'KiB', 'MiB', 'GiB'].indexOf(m[2]);
   };
 
-  it('plans from the device\'s free memory: nothing to recompute when it is ample, the fewest agents when tight, a named error when nothing fits', async () => {
+  it("plans from the device's free memory: nothing to recompute when it is ample, the fewest agents when tight, a named error when nothing fits", async () => {
     const ample = await trainOn(join(tmp, 'auto-ample'), new ReportingCpu(2 ** 30));
     expect(ample.error).toBeNull();
-    expect(ample.err).toMatch(/gradient_checkpointing auto on cpu \(f32\) \(planner, critic, solver\): recompute nothing; planned peak .* of 1\.00 GiB/);
+    expect(ample.err).toMatch(
+      /gradient_checkpointing auto on cpu \(f32\) \(planner, critic, solver\): recompute nothing; planned peak .* of 1\.00 GiB/,
+    );
     const none = peakOf(ample.err);
     // a budget just under that peak: auto recomputes some agents, not necessarily all, and fits
     const tight = await trainOn(join(tmp, 'auto-tight'), new ReportingCpu(Math.floor(none * 0.995)));
@@ -239,6 +340,8 @@ describe('rmas train-outer --gradient_checkpointing auto', () => {
     // a backend that does not report its memory: a usage error that says what to give instead
     const plain = await trainOn(join(tmp, 'auto-plain'), new CpuBackend('f32'));
     expect(plain.error?.name).toBe('UsageError');
-    expect(plain.error?.message).toMatch(/--gradient_checkpointing auto reads the device's free memory, which cpu \(f32\) does not report; give 0, 1 or the roles/);
+    expect(plain.error?.message).toMatch(
+      /--gradient_checkpointing auto reads the device's free memory, which cpu \(f32\) does not report; give 0, 1 or the roles/,
+    );
   });
 });

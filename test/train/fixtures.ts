@@ -43,13 +43,18 @@ export async function outerJob(be: Backend, rows: Row[], opts: { rounds?: number
   const disposers: (() => void)[] = [];
   for (const [role, m] of Object.entries(models)) {
     const decoder = await loadDecoderFromDir(`models/tiny/${m}`, be);
-    const inner = InnerLink.fromStateDict(be, await readLinkFile(`test/golden/tiny-mas/${role}-inner.pt`), { name: `${role} inner` }).freeze();
+    const inner = InnerLink.fromStateDict(be, await readLinkFile(`test/golden/tiny-mas/${role}-inner.pt`), {
+      name: `${role} inner`,
+    }).freeze();
     disposers.push(() => (inner.dispose(), decoder.dispose()));
     agents.set(role, { decoder, inner, tokenizer: await loadTokenizerFromDir(`models/tiny/${m}`) });
   }
   const outer = new Map<string, OuterLink>();
   for (const [i, l] of style.links.entries()) {
-    const link = OuterLink.create(be, agents.get(l.from).decoder.config.hidden, agents.get(l.to).decoder.config.hidden, { seed: (opts.seed ?? 5) * 10 + i, name: l.key });
+    const link = OuterLink.create(be, agents.get(l.from).decoder.config.hidden, agents.get(l.to).decoder.config.hidden, {
+      seed: (opts.seed ?? 5) * 10 + i,
+      name: l.key,
+    });
     disposers.push(() => link.dispose());
     outer.set(l.key, link);
   }
@@ -88,7 +93,12 @@ export function meanCrossEntropy(logits: ArrayLike<number>, V: number, targets: 
  * named tensor; returns how many were checked. The losses carry f32-level rounding (~1e-7), so the step
  * is large and the bound loose; a wrong gradient (a missed path, a sign, a dropped row) is off by far more.
  */
-export async function checkLinkGrads(link: InnerLink, names: readonly string[], loss: () => Promise<number>, o: { seed: number; picks?: number; eps?: number }) {
+export async function checkLinkGrads(
+  link: InnerLink,
+  names: readonly string[],
+  loss: () => Promise<number>,
+  o: { seed: number; picks?: number; eps?: number },
+) {
   const grads = await link.params.export('grad');
   const values = await link.params.export('data');
   const rng = new Rng(o.seed);

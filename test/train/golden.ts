@@ -24,16 +24,40 @@ type B64 = string;
 interface Probe { rows?: number[]; data: B64; wsum: number; sumsq: number }
 const G = JSON.parse(readFileSync('test/golden/tiny-train.json', 'utf8')) as {
   inner: {
-    link_file: string; hyper: { w_cos: number; w_mse: number; lr: number; eps: number; weight_decay: number; max_grad_norm: number; warmup: number; total: number };
-    samples: { ids: number[]; loss_mask: number[] }[]; grad0: Record<string, B64>;
+    link_file: string;
+    hyper: {
+      w_cos: number;
+      w_mse: number;
+      lr: number;
+      eps: number;
+      weight_decay: number;
+      max_grad_norm: number;
+      warmup: number;
+      total: number;
+    };
+    samples: { ids: number[]; loss_mask: number[] }[];
+    grad0: Record<string, B64>;
     steps: { batch: number[]; lr: number; loss: number; grad_norm: number; state: Record<string, B64> }[];
   };
   outer: {
-    inner_links: Record<string, string>; outer_links: Record<string, { file: string; d_in: number; d_out: number }>;
-    hyper: { rounds: number; max_latent_tokens: number; lr: number; eps: number; max_grad_norm: number; warmup: number; total: number; non_last_loss_weight: number };
+    inner_links: Record<string, string>;
+    outer_links: Record<string, { file: string; d_in: number; d_out: number }>;
+    hyper: {
+      rounds: number;
+      max_latent_tokens: number;
+      lr: number;
+      eps: number;
+      max_grad_norm: number;
+      warmup: number;
+      total: number;
+      non_last_loss_weight: number;
+    };
     samples: Record<'P' | 'TP' | 'F0' | 'F1' | 'C0' | 'C1' | 'TC' | 'S0' | 'S1' | 'TS', number[]>[];
     shapes: Record<string, Record<string, number[]>>;
-    config1: { grad0: Record<string, Record<string, Probe>>; steps: { lr: number; loss: number; grad_norm: number; ce: number[][]; state: Record<string, Record<string, Probe>> }[] };
+    config1: {
+      grad0: Record<string, Record<string, Probe>>;
+      steps: { lr: number; loss: number; grad_norm: number; ce: number[][]; state: Record<string, Record<string, Probe>> }[];
+    };
     config2: { loss: number; grad_norm: number; ce: number[][]; grad: Record<string, Record<string, Probe>> };
   };
 };
@@ -90,7 +114,13 @@ export async function runInnerGolden(backend: Backend): Promise<StepReport[]> {
       const gradNorm = (await values(gn))[0];
       gn.dispose();
       const state = new Map([...(await link.stateDict())].map(([n, t]) => [n, t.data]));
-      out.push({ loss, gradNorm, lr, stateErr: maxRel(state, Object.fromEntries(Object.entries(step.state).map(([n, b]) => [n, f64(b)]))), ...(gradErr !== undefined ? { gradErr } : {}) });
+      out.push({
+        loss,
+        gradNorm,
+        lr,
+        stateErr: maxRel(state, Object.fromEntries(Object.entries(step.state).map(([n, b]) => [n, f64(b)]))),
+        ...(gradErr !== undefined ? { gradErr } : {}),
+      });
     }
     return out;
   } finally {
@@ -173,11 +203,19 @@ export async function outerSetup(backend: Backend, placement: Readonly<Record<st
 export interface OuterReport { loss: number; gradNorm: number; ce: number[][]; stateErr: number; gradErr?: number }
 
 /** `steps` optimizer steps on the golden batch; config 2 (non-last weighting) when `finalOnly` is false. */
-export async function runOuterGolden(backend: Backend, finalOnly: boolean, steps: number, placement: Readonly<Record<string, Backend>> = {}): Promise<OuterReport[]> {
+export async function runOuterGolden(
+  backend: Backend,
+  finalOnly: boolean,
+  steps: number,
+  placement: Readonly<Record<string, Backend>> = {},
+): Promise<OuterReport[]> {
   const h = G.outer.hyper;
   const s = await outerSetup(backend, placement);
   const keys = ['outer_12', 'outer_23', 'outer_31'];
-  const opt = new AdamW(keys.map((k) => s.outer.get(k)!.params), { eps: h.eps, weightDecay: 0, maxGradNorm: h.max_grad_norm });
+  const opt = new AdamW(
+    keys.map((k) => s.outer.get(k)!.params),
+    { eps: h.eps, weightDecay: 0, maxGradNorm: h.max_grad_norm },
+  );
   const style = getStyle('sequential_light');
   const out: OuterReport[] = [];
   try {
@@ -186,9 +224,20 @@ export async function runOuterGolden(backend: Backend, finalOnly: boolean, steps
       const ce: number[][] = [];
       let loss = 0;
       for (const sample of s.samples) {
-        const r = await outerSampleStep(style, s.agents, s.outer, sample, {
-          rounds: h.rounds, maxLatentTokens: h.max_latent_tokens, superviseFinalOnly: finalOnly, nonLastLossWeight: h.non_last_loss_weight, maxLength: 4096,
-        }, 1 / s.samples.length);
+        const r = await outerSampleStep(
+          style,
+          s.agents,
+          s.outer,
+          sample,
+          {
+            rounds: h.rounds,
+            maxLatentTokens: h.max_latent_tokens,
+            superviseFinalOnly: finalOnly,
+            nonLastLossWeight: h.non_last_loss_weight,
+            maxLength: 4096,
+          },
+          1 / s.samples.length,
+        );
         if (!('loss' in r)) throw new Error(`golden sample skipped: ${r.skip} ${r.detail}`);
         loss += r.loss / s.samples.length;
         ce.push(r.ce);
@@ -210,7 +259,8 @@ export async function runOuterGolden(backend: Backend, finalOnly: boolean, steps
       gn.dispose();
       let stateErr = 0;
       if (finalOnly) {
-        for (const key of keys) stateErr = Math.max(stateErr, probeError(await s.outer.get(key)!.stateDict(), G.outer.config1.steps[k].state[key]));
+        for (const key of keys)
+          stateErr = Math.max(stateErr, probeError(await s.outer.get(key)!.stateDict(), G.outer.config1.steps[k].state[key]));
       }
       out.push({ loss, gradNorm, ce, stateErr, ...(gradErr !== undefined ? { gradErr } : {}) });
     }

@@ -64,7 +64,9 @@ describe('inner loop: the read-back term', () => {
     expect(Math.abs(wantMasked - want)).toBeGreaterThan(1e-3);
     const lm = await innerSampleStep(decoder, link, masked, { cos: 0, mse: 0, ce: 1 }, pairs);
     expect(Math.abs((await lm.read())[0]! - wantMasked)).toBeLessThan(1e-6 * wantMasked);
-    await expect(innerSampleStep(decoder, link, { ...ex, readMask: [1] }, { cos: 0, mse: 0, ce: 1 }, pairs)).rejects.toThrow(/read-back mask values/);
+    await expect(innerSampleStep(decoder, link, { ...ex, readMask: [1] }, { cos: 0, mse: 0, ce: 1 }, pairs)).rejects.toThrow(
+      /read-back mask values/,
+    );
     link.dispose();
     decoder.dispose();
   }, 60_000);
@@ -76,7 +78,12 @@ describe('inner loop: the read-back term', () => {
     const l = await innerSampleStep(decoder, link, ex, { cos: 0, mse: 0, ce: 1 }, innerPairs(ex));
     l.dispose();
     opt.gather();
-    const checked = await checkLinkGrads(link, ['proj1.weight', 'proj1.bias', 'proj2.weight', 'post_ln.weight', 'pre_ln.bias'], () => reference(decoder, link, ex, P), { seed: 9 });
+    const checked = await checkLinkGrads(
+      link,
+      ['proj1.weight', 'proj1.bias', 'proj2.weight', 'post_ln.weight', 'pre_ln.bias'],
+      () => reference(decoder, link, ex, P),
+      { seed: 9 },
+    );
     expect(checked).toBe(15);
     link.dispose();
     decoder.dispose();
@@ -86,7 +93,9 @@ describe('inner loop: the read-back term', () => {
     const { decoder, link, ex } = await setup();
     const broken: InnerExample = { ids: ex.ids, lossMask: ex.lossMask.map((m, t) => (t === ex.ids.length - 1 ? 0 : m)) };
     await expect(innerSampleStep(decoder, link, broken, { cos: 1, mse: 0, ce: 1 }, innerPairs(broken))).rejects.toThrow(InvalidArgument);
-    await expect(innerSampleStep(decoder, link, broken, { cos: 1, mse: 0, ce: 1 }, innerPairs(broken))).rejects.toThrow(/--adapter_ce_weight/);
+    await expect(innerSampleStep(decoder, link, broken, { cos: 1, mse: 0, ce: 1 }, innerPairs(broken))).rejects.toThrow(
+      /--adapter_ce_weight/,
+    );
     // without the term the same example trains as before
     const l = await innerSampleStep(decoder, link, broken, { cos: 1, mse: 0 }, innerPairs(broken));
     expect((await l.read())[0]).toBeGreaterThan(0);

@@ -75,7 +75,12 @@ describe('inner loop: the rollout read-back term', () => {
     expect(Math.abs((await l.read())[0]! - (await fixedReference(decoder, link, ex, P, H)))).toBeLessThan(1e-6);
     l.dispose();
     opt.gather();
-    const checked = await checkLinkGrads(link, ['proj1.weight', 'proj2.weight', 'proj2.bias', 'post_ln.weight'], () => fixedReference(decoder, link, ex, P, H), { seed: 3 });
+    const checked = await checkLinkGrads(
+      link,
+      ['proj1.weight', 'proj2.weight', 'proj2.bias', 'post_ln.weight'],
+      () => fixedReference(decoder, link, ex, P, H),
+      { seed: 3 },
+    );
     expect(checked).toBe(12);
     H.dispose();
     link.dispose();

@@ -11,7 +11,17 @@ import { memoryStore } from '../../src/train/checkpoint-files';
 import { gpuBackend } from '../util/gpu';
 import { arithmeticRows, innerJob, outerJob } from './fixtures';
 
-const opts: LoopOptions = { maxSteps: 4, batchSize: 2, gradAccumSteps: 1, lr: 1e-2, scheduler: 'cosine', warmupSteps: 1, seed: 11, shuffle: true, saveSteps: 0 };
+const opts: LoopOptions = {
+  maxSteps: 4,
+  batchSize: 2,
+  gradAccumSteps: 1,
+  lr: 1e-2,
+  scheduler: 'cosine',
+  warmupSteps: 1,
+  seed: 11,
+  shuffle: true,
+  saveSteps: 0,
+};
 
 async function run(job: TrainJob, store: ReturnType<typeof memoryStore> | null, stopAfter?: number, resume = false) {
   const ctl = new AbortController();
@@ -21,16 +31,35 @@ async function run(job: TrainJob, store: ReturnType<typeof memoryStore> | null, 
     job.optimizer.t = r.optimizerT;
     state = r.state;
   }
-  return trainLoop(job.size, opts, {
-    optimizer: job.optimizer, runBatch: (i, s) => job.runBatch(i, s), signal: ctl.signal,
-    onStep: (e) => void (e.step === stopAfter && ctl.abort()),
-    save: async (s) => void (store && (await saveCheckpoint(store, 'ckpt', { kind: job.kind, links: job.links, optimizerT: job.optimizer.t, state: s, args: {}, manifests: {} }))),
-  }, state);
+  return trainLoop(
+    job.size,
+    opts,
+    {
+      optimizer: job.optimizer,
+      runBatch: (i, s) => job.runBatch(i, s),
+      signal: ctl.signal,
+      onStep: (e) => void (e.step === stopAfter && ctl.abort()),
+      save: async (s) =>
+        void (
+          store &&
+          (await saveCheckpoint(store, 'ckpt', {
+            kind: job.kind,
+            links: job.links,
+            optimizerT: job.optimizer.t,
+            state: s,
+            args: {},
+            manifests: {},
+          }))
+        ),
+    },
+    state,
+  );
 }
 
 async function weights(job: TrainJob) {
   const out = new Map<string, Float32Array>();
-  for (const [k, l] of job.links) for (const part of ['data', 'm', 'v'] as const) for (const [n, v] of await l.params.export(part)) out.set(`${k}.${n}.${part}`, v);
+  for (const [k, l] of job.links)
+    for (const part of ['data', 'm', 'v'] as const) for (const [n, v] of await l.params.export(part)) out.set(`${k}.${n}.${part}`, v);
   return out;
 }
 

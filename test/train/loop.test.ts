@@ -12,9 +12,23 @@ import { memoryStore } from '../../src/train/checkpoint-files';
 import { arithmeticRows, innerJob, outerJob } from './fixtures';
 
 const be = new CpuBackend('f32');
-const base: LoopOptions = { maxSteps: 4, batchSize: 2, gradAccumSteps: 1, lr: 1e-2, scheduler: 'cosine', warmupSteps: 1, seed: 11, shuffle: true, saveSteps: 0 };
+const base: LoopOptions = {
+  maxSteps: 4,
+  batchSize: 2,
+  gradAccumSteps: 1,
+  lr: 1e-2,
+  scheduler: 'cosine',
+  warmupSteps: 1,
+  seed: 11,
+  shuffle: true,
+  saveSteps: 0,
+};
 
-async function run(job: TrainJob, opts: LoopOptions, extra: { stopAfter?: number; store?: ReturnType<typeof memoryStore>; resume?: boolean } = {}) {
+async function run(
+  job: TrainJob,
+  opts: LoopOptions,
+  extra: { stopAfter?: number; store?: ReturnType<typeof memoryStore>; resume?: boolean } = {},
+) {
   const events: StepEvent[] = [];
   const ctl = new AbortController();
   let state = initialState(job.size, opts);
@@ -23,22 +37,39 @@ async function run(job: TrainJob, opts: LoopOptions, extra: { stopAfter?: number
     job.optimizer.t = r.optimizerT;
     state = r.state;
   }
-  const final = await trainLoop(job.size, opts, {
-    optimizer: job.optimizer, runBatch: (i, s) => job.runBatch(i, s), signal: ctl.signal,
-    onStep: (e) => {
-      events.push(e);
-      if (extra.stopAfter === e.step) ctl.abort();
+  const final = await trainLoop(
+    job.size,
+    opts,
+    {
+      optimizer: job.optimizer,
+      runBatch: (i, s) => job.runBatch(i, s),
+      signal: ctl.signal,
+      onStep: (e) => {
+        events.push(e);
+        if (extra.stopAfter === e.step) ctl.abort();
+      },
+      save: async (s) => {
+        if (extra.store)
+          await saveCheckpoint(extra.store, 'ckpt', {
+            kind: job.kind,
+            links: job.links,
+            optimizerT: job.optimizer.t,
+            state: s,
+            args: {},
+            manifests: {},
+          });
+      },
     },
-    save: async (s) => {
-      if (extra.store) await saveCheckpoint(extra.store, 'ckpt', { kind: job.kind, links: job.links, optimizerT: job.optimizer.t, state: s, args: {}, manifests: {} });
-    },
-  }, state);
+    state,
+  );
   return { events, final };
 }
 
 async function snapshot(job: TrainJob) {
   const out: Record<string, number[]> = {};
-  for (const [k, l] of job.links) for (const part of ['data', 'm', 'v'] as const) for (const [n, v] of await l.params.export(part)) out[`${k}.${n}.${part}`] = Array.from(v);
+  for (const [k, l] of job.links)
+    for (const part of ['data', 'm', 'v'] as const)
+      for (const [n, v] of await l.params.export(part)) out[`${k}.${n}.${part}`] = Array.from(v);
   return out;
 }
 

@@ -41,7 +41,10 @@ describe('outerSampleStep edge cases', () => {
     const size = (st: OuterStage) => st.pieces.reduce((n, p) => n + p.length, 0) + (st.pieces.length - 1) * 5 + st.target.length;
     const [key, longest] = [...sample].reduce((a, b) => (size(b[1]) > size(a[1]) ? b : a));
     const len = size(longest);
-    const longer = withStage(sample, key, (st) => ({ ...st, pieces: [[11, 12, 13, 14, 15, 16, 17, ...st.pieces[0]], ...st.pieces.slice(1)] }));
+    const longer = withStage(sample, key, (st) => ({
+      ...st,
+      pieces: [[11, 12, 13, 14, 15, 16, 17, ...st.pieces[0]], ...st.pieces.slice(1)],
+    }));
     const cut = await outerSampleStep(style, s.agents, s.outer, longer, opts(len), 1);
     if (!('loss' in ref) || !('loss' in cut)) throw new Error('unexpected skip');
     expect(cut.loss).toBe(ref.loss);
@@ -54,7 +57,14 @@ describe('outerSampleStep edge cases', () => {
     const sample = s.samples[1];
     const tooLong = await outerSampleStep(style, s.agents, s.outer, sample, opts(10), 1);
     expect(tooLong).toMatchObject({ skip: 'sequence_too_long' });
-    const empty = await outerSampleStep(style, s.agents, s.outer, withStage(sample, stageKey(1, 'solver'), (st) => ({ ...st, target: [] })), opts(4096), 1);
+    const empty = await outerSampleStep(
+      style,
+      s.agents,
+      s.outer,
+      withStage(sample, stageKey(1, 'solver'), (st) => ({ ...st, target: [] })),
+      opts(4096),
+      1,
+    );
     expect(empty).toMatchObject({ skip: 'empty_span' });
     const missing = await outerSampleStep(style, s.agents, s.outer, withStage(sample, stageKey(1, 'planner'), () => null), opts(4096), 1);
     expect(missing).toMatchObject({ skip: 'missing_stage', detail: expect.stringContaining('planner in round 2') });
@@ -69,8 +79,16 @@ describe('outerSampleStep edge cases', () => {
 
 describe("outerSampleStep with latents 'rollout'", () => {
   const m = 4;
-  const ropts = (rounds: number) => ({ rounds, maxLatentTokens: m, superviseFinalOnly: true, nonLastLossWeight: 0.1, maxLength: 4096, latents: 'rollout' as const });
-  const embedIds = (role: string, ids: readonly number[]) => noGrad(() => s.agents.get(role)!.decoder.embed(be.fromValues(ids, [ids.length], 'i32')));
+  const ropts = (rounds: number) => ({
+    rounds,
+    maxLatentTokens: m,
+    superviseFinalOnly: true,
+    nonLastLossWeight: 0.1,
+    maxLength: 4096,
+    latents: 'rollout' as const,
+  });
+  const embedIds = (role: string, ids: readonly number[]) =>
+    noGrad(() => s.agents.get(role)!.decoder.embed(be.fromValues(ids, [ids.length], 'i32')));
 
   /** One round by the inference path: planner and critic roll out m steps, their messages go on, the solver scores its gold text. */
   async function inferencePathLoss(sample: OuterSample): Promise<number> {
@@ -90,7 +108,9 @@ describe("outerSampleStep with latents 'rollout'", () => {
     const x = F.concatRows([embedIds('solver', S.pieces[0]), L23, embedIds('solver', S.pieces[1]), embedIds('solver', S.target)]);
     const T = x.shape[0];
     const L = S.target.length;
-    const logits = await noGrad(() => solver.forward({ inputsEmbeds: x, logits: Array.from({ length: L }, (_, i) => T - L - 1 + i) }).logits!).read();
+    const logits = await noGrad(
+      () => solver.forward({ inputsEmbeds: x, logits: Array.from({ length: L }, (_, i) => T - L - 1 + i) }).logits!,
+    ).read();
     const V = solver.config.vocabSize;
     let sum = 0;
     S.target.forEach((t, i) => {

@@ -54,8 +54,16 @@ describe('training every style (CPU)', () => {
           const a = s.agents.get(r.key);
           const link = InnerLink.create(be, a.decoder.config.hidden, { seed: 1 });
           const job = createInnerJob({
-            decoder: a.decoder, tokenizer: a.tokenizer, link, rows: [ROW, ROW], shape: s.spec.shape, role: r.key, task: 'math', maxLength: 512,
-            weights: { cos: 1, mse: 0 }, optimizer: {},
+            decoder: a.decoder,
+            tokenizer: a.tokenizer,
+            link,
+            rows: [ROW, ROW],
+            shape: s.spec.shape,
+            role: r.key,
+            task: 'math',
+            maxLength: 512,
+            weights: { cos: 1, mse: 0 },
+            optimizer: {},
           });
           expect(job.size, `${style} ${r.key} usable rows`).toBe(2);
           job.optimizer.zeroGrad();
@@ -65,7 +73,13 @@ describe('training every style (CPU)', () => {
         }
         const outer = new Map<string, OuterLink>();
         for (const [i, l] of s.spec.links.entries()) {
-          outer.set(l.key, OuterLink.create(be, s.agents.get(l.from).decoder.config.hidden, s.agents.get(l.to).decoder.config.hidden, { seed: 20 + i, name: l.key }));
+          outer.set(
+            l.key,
+            OuterLink.create(be, s.agents.get(l.from).decoder.config.hidden, s.agents.get(l.to).decoder.config.hidden, {
+              seed: 20 + i,
+              name: l.key,
+            }),
+          );
         }
         const job = createOuterJob({
           style: s.spec, agents: s.agents, outer, rows: [ROW, ROW], task: 'math', batchSize: 2, optimizer: {},

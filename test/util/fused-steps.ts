@@ -22,7 +22,10 @@ export async function tinyModelIn(family: Family, dtype: StepDType, backend: Bac
   const tensors = tinyTensors(config, 5);
   const file = dtype === 'f32' || dtype === 'f16'
     ? SafetensorsFile.fromBytes(writeSafetensors([...tensors].map(([n, t]) => {
-      const bytes = dtype === 'f32' ? new Uint8Array(Float32Array.from(t.values).buffer) : new Uint8Array(Uint16Array.from(t.values, f32ToF16Bits).buffer);
+      const bytes =
+        dtype === 'f32'
+          ? new Uint8Array(Float32Array.from(t.values).buffer)
+          : new Uint8Array(Uint16Array.from(t.values, f32ToF16Bits).buffer);
       return [n, { dtype: dtype === 'f32' ? 'F32' : 'F16', shape: t.shape, bytes }] as const;
     })), 'tiny.safetensors')
     : tinyCheckpoint(tensors);

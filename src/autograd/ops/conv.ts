@@ -10,7 +10,9 @@ import { runOp1 } from './op';
  */
 export function causalConv1d(x: Tensor, w: Tensor, state?: Tensor): Tensor {
   if (state?.requiresGrad) {
-    throw new InvalidArgument('causalConv1d: a cached state is not trained through (the gradient reaches x and w); set requiresGrad = false on it');
+    throw new InvalidArgument(
+      'causalConv1d: a cached state is not trained through (the gradient reaches x and w); set requiresGrad = false on it',
+    );
   }
   const K = w.shape[1];
   return runOp1(causalConv1dKernel, state ? [x, w, state] : [x, w], undefined, () => ({

@@ -14,7 +14,9 @@ import { sumLastDim } from './reduce';
  */
 export function gatedDeltaRule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, state?: Tensor): { o: Tensor; state: Tensor } {
   if (state?.requiresGrad) {
-    throw new InvalidArgument('gatedDeltaRule: the initial state is frozen here (gradients reach q, k, v, g and beta); set requiresGrad = false on it');
+    throw new InvalidArgument(
+      'gatedDeltaRule: the initial state is frozen here (gradients reach q, k, v, g and beta); set requiresGrad = false on it',
+    );
   }
   let recorded = false;
   const [o, final, u] = runOp(gatedDeltaRuleKernel, state ? [q, k, v, g, beta, state] : [q, k, v, g, beta], undefined, ([, , u]) => {

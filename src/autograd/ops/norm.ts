@@ -6,7 +6,9 @@ import { runOp, runOp1 } from './op';
 
 function checkTrainable(op: string, what: string, p: Tensor | null) {
   if (p?.requiresGrad && p.dtype !== 'f32') {
-    throw new DTypeMismatch(`${op}: ${what} requires grad but is ${p.dtype}; trainable parameters must be f32 (keep ${p.dtype} ones frozen, requiresGrad = false)`);
+    throw new DTypeMismatch(
+      `${op}: ${what} requires grad but is ${p.dtype}; trainable parameters must be f32 (keep ${p.dtype} ones frozen, requiresGrad = false)`,
+    );
   }
 }
 

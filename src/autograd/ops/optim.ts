@@ -30,7 +30,10 @@ export function clipGradNorm(grads: Tensor[], maxNorm: number): Tensor {
   if (groups.size === 1) return first.run(clipGradNormKernel, grads, { maxNorm })[0];
   if (!(maxNorm > 0)) throw new InvalidArgument(`clip_grad_norm: maxNorm must be positive, got ${maxNorm}`);
   const norms = [...groups].map(([be, gs]) => {
-    if (!be.readBytesSync) throw new InvalidArgument(`clipGradNorm: gradients on ${be.name} cannot be clipped with others on other backends (no synchronous read)`);
+    if (!be.readBytesSync)
+      throw new InvalidArgument(
+        `clipGradNorm: gradients on ${be.name} cannot be clipped with others on other backends (no synchronous read)`,
+      );
     const n = be.run(clipGradNormKernel, gs, { maxNorm: Infinity })[0];
     const bytes = be.readBytesSync(n);
     n.dispose();
@@ -122,7 +125,8 @@ export class AdamW {
     const { beta1, beta2, eps, weightDecay, maxGradNorm } = this.opts;
     const norm = clipGradNorm(this.params.map((p) => p.grad), maxGradNorm);
     this.t++;
-    for (const p of this.params) adamwStep(p.data, p.grad, p.m, p.v, { lr, t: this.t, beta1, beta2, eps, weightDecay, decayMask: p.decayMask });
+    for (const p of this.params)
+      adamwStep(p.data, p.grad, p.m, p.v, { lr, t: this.t, beta1, beta2, eps, weightDecay, decayMask: p.decayMask });
     return norm;
   }
 }

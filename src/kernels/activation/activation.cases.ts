@@ -3,7 +3,15 @@ import type { Tensor } from '../../tensor/tensor';
 import { type ParityCase, TOL, expectParity, pair } from '../../testing';
 import { expectGradParity } from '../../testing/gradparity';
 
-const UNARY: [string, (x: Tensor) => Tensor][] = [['silu', F.silu], ['gelu', F.gelu], ['geluTanh', F.geluTanh], ['tanh', F.tanh], ['sigmoid', F.sigmoid], ['softplus', F.softplus], ['exp', F.exp]];
+const UNARY: [string, (x: Tensor) => Tensor][] = [
+  ['silu', F.silu],
+  ['gelu', F.gelu],
+  ['geluTanh', F.geluTanh],
+  ['tanh', F.tanh],
+  ['sigmoid', F.sigmoid],
+  ['softplus', F.softplus],
+  ['exp', F.exp],
+];
 
 // Saturated and huge inputs: no NaN from exp/tanh overflow, exact limits on both sides.
 const EXTREMES = [-1e20, -1e4, -100, -30, -12, -9, 9, 12, 30, 100, 1e4, 1e20, 0, -0.0];

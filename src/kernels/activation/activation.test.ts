@@ -66,7 +66,15 @@ describe('activations (CPU reference)', () => {
     const rng = new Rng(8);
     const x = f64.fromValues([...rng.normals(20, 2), -8, 8, 0, -0.1], [4, 6]);
     x.requiresGrad = true;
-    for (const [name, fn] of [['silu', F.silu], ['gelu', F.gelu], ['geluTanh', F.geluTanh], ['tanh', F.tanh], ['sigmoid', F.sigmoid], ['softplus', F.softplus], ['exp', F.exp]] as const) {
+    for (const [name, fn] of [
+      ['silu', F.silu],
+      ['gelu', F.gelu],
+      ['geluTanh', F.geluTanh],
+      ['tanh', F.tanh],
+      ['sigmoid', F.sigmoid],
+      ['softplus', F.softplus],
+      ['exp', F.exp],
+    ] as const) {
       const r = await gradcheck(fn, [x]);
       expect(r.ok, `${name}\n${r.message}`).toBe(true);
     }
@@ -90,7 +98,11 @@ describe('activations (CPU reference)', () => {
     const x = cpu.fromValues([1, 2], [2]);
     expect(() => cpu.run(activationBackwardKernel, [x, cpu.fromValues([1, 2, 3], [3])], { op: 'silu' })).toThrow(ShapeMismatch);
     expect(() => cpu.run(activationBackwardKernel, [x, cpu.fromValues([1, 2], [2], 'bf16')], { op: 'gelu' })).toThrow(DTypeMismatch);
-    expect(() => cpu.run(gluBackwardKernel, [x, x, cpu.fromValues([1], [1])], { act: 'silu', dgate: true, dup: true })).toThrow(ShapeMismatch);
-    expect(() => cpu.run(gluBackwardKernel, [x, x, cpu.fromValues([1, 2], [2], 'f16')], { act: 'gelu_tanh', dgate: true, dup: false })).toThrow(DTypeMismatch);
+    expect(() => cpu.run(gluBackwardKernel, [x, x, cpu.fromValues([1], [1])], { act: 'silu', dgate: true, dup: true })).toThrow(
+      ShapeMismatch,
+    );
+    expect(() =>
+      cpu.run(gluBackwardKernel, [x, x, cpu.fromValues([1, 2], [2], 'f16')], { act: 'gelu_tanh', dgate: true, dup: false }),
+    ).toThrow(DTypeMismatch);
   });
 });

@@ -116,7 +116,14 @@ export function gluForward(act: Activation, gate: FloatArray, up: FloatArray, ou
   for (let i = 0; i < gate.length; i++) out[i] = f(gate[i]) * up[i];
 }
 
-export function gluBackward(act: Activation, gate: FloatArray, up: FloatArray, g: FloatArray, dgate: FloatArray | null, dup: FloatArray | null) {
+export function gluBackward(
+  act: Activation,
+  gate: FloatArray,
+  up: FloatArray,
+  g: FloatArray,
+  dgate: FloatArray | null,
+  dup: FloatArray | null,
+) {
   const { f, df } = ACT[act];
   for (let i = 0; i < gate.length; i++) {
     if (dgate) dgate[i] = g[i] * up[i] * df(gate[i]);

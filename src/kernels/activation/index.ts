@@ -11,9 +11,24 @@ export { type Activation, erf, erfc } from './cpu';
 const WG = 256;
 
 /** The activation codes of native/cuda/src/kernels/activation.cu. */
-export const ACTIVATION_CODE: Readonly<Record<Activation, number>> = { silu: 0, gelu: 1, gelu_tanh: 2, tanh: 3, sigmoid: 4, softplus: 5, exp: 6 };
+export const ACTIVATION_CODE: Readonly<Record<Activation, number>> = {
+  silu: 0,
+  gelu: 1,
+  gelu_tanh: 2,
+  tanh: 3,
+  sigmoid: 4,
+  softplus: 5,
+  exp: 6,
+};
 
-function elementwise(ctx: Parameters<KernelDef<unknown>['webgpu']>[0], key: string, wgsl: () => string, n: number, refs: Parameters<typeof binding>[0][], what: string) {
+function elementwise(
+  ctx: Parameters<KernelDef<unknown>['webgpu']>[0],
+  key: string,
+  wgsl: () => string,
+  n: number,
+  refs: Parameters<typeof binding>[0][],
+  what: string,
+) {
   ctx.dispatch({
     key,
     wgsl,
@@ -107,7 +122,14 @@ export const gluBackwardKernel: KernelDef<{ act: Activation; dgate: boolean; dup
     if (!dgate && !dup) return;
     const v = dgate && dup ? 'both' : dgate ? 'gate' : 'up';
     const ins = dgate ? [gate, up, g] : [gate, g];
-    elementwise(ctx, `glu_bwd_${act}_f32_${v}_wg${WG}`, () => gluBackwardWgsl(act, WG, dgate, dup), numelOf(gate.meta.shape), [...ins, ...outs], 'glu_backward');
+    elementwise(
+      ctx,
+      `glu_bwd_${act}_f32_${v}_wg${WG}`,
+      () => gluBackwardWgsl(act, WG, dgate, dup),
+      numelOf(gate.meta.shape),
+      [...ins, ...outs],
+      'glu_backward',
+    );
   },
   cuda(ctx, [gate, up, g], outs, { act, dgate, dup }) {
     const n = numelOf(gate.meta.shape);

@@ -52,7 +52,12 @@ describe('AdamW (CPU reference)', () => {
     const mask = f64.fromValues([1, 1, 0, 1], [4]);
     F.adamwStep(p, g, m, v, { lr: 0.01, t: 1, weightDecay: 0.5, decayMask: mask });
     // t = 1: m-hat = g and v-hat = g^2, so the update is lr * g / (|g| + eps) after decoupled decay
-    const want = [1 * (1 - 0.005) - 0.01 * (0.3 / (0.3 + 1e-8)), -2 * (1 - 0.005) + 0.01 * (4 / (4 + 1e-8)), 0.5 - 0.01 * (1e-3 / (1e-3 + 1e-8)), 3 * (1 - 0.005)];
+    const want = [
+      1 * (1 - 0.005) - 0.01 * (0.3 / (0.3 + 1e-8)),
+      -2 * (1 - 0.005) + 0.01 * (4 / (4 + 1e-8)),
+      0.5 - 0.01 * (1e-3 / (1e-3 + 1e-8)),
+      3 * (1 - 0.005),
+    ];
     assertClose(f64.data(p), want, { atol: 1e-15, rtol: 1e-12 }, 'params');
     assertClose(f64.data(m), [0.03, -0.4, 1e-4, 0], { atol: 1e-15, rtol: 1e-12 }, 'm');
     assertClose(f64.data(v), [0.05 * 0.09, 0.05 * 16, 0.05 * 1e-6, 0], { atol: 1e-15, rtol: 1e-12 }, 'v');

@@ -16,13 +16,15 @@ const WG = 256;
 export const adamwKernel: KernelDef<AdamWHyper> = {
   name: 'adamw',
   outputs(inputs, h) {
-    if (inputs.length !== 4 && inputs.length !== 5) throw new InvalidArgument(`adamw: expected [params, grads, m, v, decayMask?], got ${inputs.length} tensors`);
+    if (inputs.length !== 4 && inputs.length !== 5)
+      throw new InvalidArgument(`adamw: expected [params, grads, m, v, decayMask?], got ${inputs.length} tensors`);
     const names = ['params', 'grads', 'm', 'v', 'decayMask'];
     inputs.forEach((t, i) => {
       expectDType('adamw', names[i], t, 'f32');
       expectSameShape('adamw', t, inputs[0], names[i], 'params');
     });
-    if (!Number.isInteger(h.t) || h.t < 1) throw new InvalidArgument(`adamw: step t must be an integer >= 1 (bias correction 1 - beta^t), got ${h.t}`);
+    if (!Number.isInteger(h.t) || h.t < 1)
+      throw new InvalidArgument(`adamw: step t must be an integer >= 1 (bias correction 1 - beta^t), got ${h.t}`);
     for (const k of ['lr', 'eps', 'weightDecay'] as const) {
       if (!(h[k] >= 0)) throw new InvalidArgument(`adamw: ${k} must be >= 0, got ${h[k]}`);
     }

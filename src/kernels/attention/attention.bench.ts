@@ -13,7 +13,8 @@ interface Shape {
 }
 
 // Full: a 1.5B-class layer (16 query heads over 8 kv heads, head_dim 128). Tiny: a CI smoke size.
-const prefill = (s: BenchSize): Shape => (s === 'tiny' ? { T: 16, S: 16, hq: 4, hkv: 2, D: 16 } : { T: 512, S: 512, hq: 16, hkv: 8, D: 128 });
+const prefill = (s: BenchSize): Shape =>
+  s === 'tiny' ? { T: 16, S: 16, hq: 4, hkv: 2, D: 16 } : { T: 512, S: 512, hq: 16, hkv: 8, D: 128 };
 const decode = (s: BenchSize): Shape => (s === 'tiny' ? { T: 1, S: 64, hq: 4, hkv: 2, D: 16 } : { T: 1, S: 2048, hq: 16, hkv: 8, D: 128 });
 
 /** Query-key pairs the causal mask lets through (each costs 2·D multiply-adds per matmul). */

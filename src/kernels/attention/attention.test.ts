@@ -72,11 +72,14 @@ describe('attention (CPU reference)', () => {
     const rng = new Rng(12);
     const [T, hq, hkv, D, maxS] = [9, 4, 2, 6, 16];
     const [qv, kv, vv] = [rand(rng, T * hq * D), rand(rng, T * hkv * D), rand(rng, T * hkv * D)];
-    const full = f64.data(F.attention(f64.fromValues(qv, [T, hq, D]), f64.fromValues(kv, [T, hkv, D]), f64.fromValues(vv, [T, hkv, D]), { window: 4 }));
+    const full = f64.data(
+      F.attention(f64.fromValues(qv, [T, hq, D]), f64.fromValues(kv, [T, hkv, D]), f64.fromValues(vv, [T, hkv, D]), { window: 4 }),
+    );
     // a cache filled with garbage, appended to chunk by chunk: rows past kvLen must never be read
     const kc = f64.fromValues(rand(rng, maxS * hkv * D).map((x) => x * 1e6), [maxS, hkv, D]);
     const vc = f64.fromValues(rand(rng, maxS * hkv * D).map((x) => x * 1e6), [maxS, hkv, D]);
-    const rowsOf = (a: Float64Array, t0: number, t1: number, h: number) => f64.fromValues(a.subarray(t0 * h * D, t1 * h * D), [t1 - t0, h, D]);
+    const rowsOf = (a: Float64Array, t0: number, t1: number, h: number) =>
+      f64.fromValues(a.subarray(t0 * h * D, t1 * h * D), [t1 - t0, h, D]);
     const got: number[] = [];
     for (const [t0, t1] of [[0, 4], [4, 5], [5, 8], [8, 9]]) {
       F.kvAppend(kc, rowsOf(kv, t0, t1, hkv), t0);

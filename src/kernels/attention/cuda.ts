@@ -17,7 +17,9 @@ const dimsInts = (d: AttnDims) => [d.t, d.s, d.hq, d.hkv, d.d, d.kvLen, d.window
 
 function checkHeadDim(op: string, d: AttnDims) {
   if (d.d > CUDA_MAX_HEAD_DIM) {
-    throw new InvalidArgument(`${op}: head_dim ${d.d} exceeds the CUDA kernels' ${CUDA_MAX_HEAD_DIM}; use the webgpu or cpu backend for this model`);
+    throw new InvalidArgument(
+      `${op}: head_dim ${d.d} exceeds the CUDA kernels' ${CUDA_MAX_HEAD_DIM}; use the webgpu or cpu backend for this model`,
+    );
   }
 }
 

@@ -48,7 +48,8 @@ export function attentionDims(op: string, q: Meta, k: Meta, v: Meta, attrs: Atte
     );
   }
   const window = attrs.window ?? 0;
-  if (!Number.isInteger(window) || window < 0) throw new InvalidArgument(`${op}: window ${window} must be a positive integer (or 0 for none)`);
+  if (!Number.isInteger(window) || window < 0)
+    throw new InvalidArgument(`${op}: window ${window} must be a positive integer (or 0 for none)`);
   const scale = attrs.scale ?? 1 / Math.sqrt(d);
   if (!Number.isFinite(scale)) throw new InvalidArgument(`${op}: scale ${scale} is not finite`);
   return { t, s, hq, hkv, d, kvLen, scale, window };
@@ -62,7 +63,10 @@ function attnUniforms(dims: AttnDims, split = { base: 0, len: dims.kvLen, n: 1 }
 
 function checkGrid(ctx: GpuContext, op: string, n: number, what: string) {
   const max = ctx.report.limits.maxComputeWorkgroupsPerDimension;
-  if (n > max) throw new InvalidArgument(`${op}: ${n} workgroups of ${what} exceed this device's ${max} per dimension; process the sequence in chunks`);
+  if (n > max)
+    throw new InvalidArgument(
+      `${op}: ${n} workgroups of ${what} exceed this device's ${max} per dimension; process the sequence in chunks`,
+    );
 }
 
 /**

@@ -44,7 +44,14 @@ export const kvAppendKernel: KernelDef<{ at: number }> = {
       const hi = Math.min(at + rows.meta.shape[0], first + c.rows);
       if (lo < hi) {
         if (f16) appendF16(ctx, src, c, (lo - at) * rowElems, (lo - first) * rowElems, (hi - lo) * rowElems);
-        else ctx.copy(src.buffer, (src.offset ?? 0) + (lo - at) * rowElems * 4, c.buffer, c.offset + (lo - first) * rowElems * 4, (hi - lo) * rowElems * 4);
+        else
+          ctx.copy(
+            src.buffer,
+            (src.offset ?? 0) + (lo - at) * rowElems * 4,
+            c.buffer,
+            c.offset + (lo - first) * rowElems * 4,
+            (hi - lo) * rowElems * 4,
+          );
       }
       first += c.rows;
     }

@@ -17,7 +17,9 @@ const WG = 256;
 function check(x: Meta, dtype: DType) {
   if (dtype === x.dtype) return;
   if (dtype !== 'f32' && dtype !== 'f16' && dtype !== 'bf16') {
-    throw new DTypeMismatch(`cast: cannot convert ${x.dtype} to ${dtype} on a backend; cast to f32/f16/bf16, and quantize with formats/encode.ts`);
+    throw new DTypeMismatch(
+      `cast: cannot convert ${x.dtype} to ${dtype} on a backend; cast to f32/f16/bf16, and quantize with formats/encode.ts`,
+    );
   }
   if (x.dtype === 'i32') throw new DTypeMismatch('cast: i32 ids are not float values; cast from f32, f16, bf16, q8_0 or q4_0');
 }
@@ -39,7 +41,9 @@ export const castKernel: KernelDef<{ dtype: DType }> = {
     if (n === 0) return;
     if (from === dtype) {
       // same dtype means the same split, chunk by chunk
-      x.chunks.forEach((c, i) => ctx.copy(c.buffer, c.offset, out.chunks[i].buffer, out.chunks[i].offset, Math.min(c.size, out.chunks[i].size)));
+      x.chunks.forEach((c, i) =>
+        ctx.copy(c.buffer, c.offset, out.chunks[i].buffer, out.chunks[i].offset, Math.min(c.size, out.chunks[i].size)),
+      );
       return;
     }
     const to = dtype as CastTarget;

@@ -25,10 +25,16 @@ export const cases: ParityCase[] = [
       // the parts joined in reverse order: concat_cols reads every input at its own width
       await expectParity(F.concatCols([...gs].reverse()), F.concatCols([...cs].reverse()), EXACT, 'concat');
       // backward: with several parts, the first unused (no gradient: zeros) and the last used twice (gradients summed)
-      await expectGradParity(env, 'split backward', (t) => {
-        const ps = F.splitCols(t, widths);
-        return ps.length === 1 ? ps[0] : F.concatCols([...ps.slice(1), ps[ps.length - 1]]);
-      }, [{ values: xv, shape }], EXACT);
+      await expectGradParity(
+        env,
+        'split backward',
+        (t) => {
+          const ps = F.splitCols(t, widths);
+          return ps.length === 1 ? ps[0] : F.concatCols([...ps.slice(1), ps[ps.length - 1]]);
+        },
+        [{ values: xv, shape }],
+        EXACT,
+      );
     },
   })),
   {

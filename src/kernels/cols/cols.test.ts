@@ -132,7 +132,12 @@ describe('column ops (CPU reference)', () => {
         capability: { major: 9, minor: 0 },
       };
       const ins: CudaRef[] = shapes.map((shape, i) => ({ meta: { shape, dtype: 'f32' }, ptr: BigInt(0x1000 * (i + 1)) }));
-      const outs = def.outputs(ins.map((r) => r.meta), attrs).map((meta, i): CudaRef => ({ meta, ptr: BigInt(0x1000 * (shapes.length + i + 1)) }));
+      const outs = def
+        .outputs(
+          ins.map((r) => r.meta),
+          attrs,
+        )
+        .map((meta, i): CudaRef => ({ meta, ptr: BigInt(0x1000 * (shapes.length + i + 1)) }));
       def.cuda!(ctx, ins, outs, attrs);
       return launches;
     };
@@ -141,7 +146,16 @@ describe('column ops (CPU reference)', () => {
       { name: 'slice_cols', ptrs: [0x1000n, 0x3000n], ints: [6, 7, 4, 2] },
       { name: 'slice_cols', ptrs: [0x1000n, 0x4000n], ints: [6, 7, 6, 1] },
     ]);
-    expect(record(concatColsKernel, [[5, 2], [5, 3]], undefined)).toEqual([{ name: 'concat_cols', ptrs: [0x3000n, 0x1000n, 0x2000n], ints: [5, 2, 3] }]);
+    expect(
+      record(
+        concatColsKernel,
+        [
+          [5, 2],
+          [5, 3],
+        ],
+        undefined,
+      ),
+    ).toEqual([{ name: 'concat_cols', ptrs: [0x3000n, 0x1000n, 0x2000n], ints: [5, 2, 3] }]);
     expect(record(sliceColsKernel, [[0, 4]], { start: 1, width: 2 })).toEqual([]);
   });
 });

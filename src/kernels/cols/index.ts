@@ -34,7 +34,9 @@ export interface SplitColsAttrs {
 function colOperand(op: string, what: string, m: Meta) {
   expectDType(op, what, m, 'f32');
   if (m.shape.length < 1) {
-    throw new ShapeMismatch(`${op}: ${what} is a scalar (shape []); column ops take tensors of rank ≥ 1 with columns along the last dim (reshape it to [1])`);
+    throw new ShapeMismatch(
+      `${op}: ${what} is a scalar (shape []); column ops take tensors of rank ≥ 1 with columns along the last dim (reshape it to [1])`,
+    );
   }
 }
 
@@ -56,7 +58,8 @@ export function checkSplitWidths(op: string, x: Meta, widths: readonly number[])
     throw new InvalidArgument(`${op}: widths [${widths}] must be one or more positive integers (the columns of each part, in order)`);
   }
   const sum = widths.reduce((a, b) => a + b, 0);
-  if (sum !== C) throw new InvalidArgument(`${op}: widths [${widths}] sum to ${sum} but x [${x.shape}] has ${C} columns; they must sum to the last dim`);
+  if (sum !== C)
+    throw new InvalidArgument(`${op}: widths [${widths}] sum to ${sum} but x [${x.shape}] has ${C} columns; they must sum to the last dim`);
 }
 
 /** Validates concat_cols operands (1 to MAX_CONCAT_COLS f32 tensors, equal but for the last dim); the output shape. */

@@ -56,7 +56,9 @@ describe('causal depthwise conv1d (CPU reference)', () => {
   it('refuses wrong shapes and a trainable state by name', () => {
     const x = cpu.fromValues([1, 2, 3, 4], [2, 2]);
     expect(() => F.causalConv1d(x, cpu.fromValues([1, 2, 3], [3, 1]))).toThrow(ShapeMismatch);
-    expect(() => F.causalConv1d(x, cpu.fromValues([1, 2, 3, 4], [2, 2]), cpu.fromValues([1, 2, 3, 4], [2, 2]))).toThrow(/state has rows \(kernel size − 1\) 2, expected 1/);
+    expect(() => F.causalConv1d(x, cpu.fromValues([1, 2, 3, 4], [2, 2]), cpu.fromValues([1, 2, 3, 4], [2, 2]))).toThrow(
+      /state has rows \(kernel size − 1\) 2, expected 1/,
+    );
     const st = cpu.fromValues([1, 2], [1, 2]);
     st.requiresGrad = true;
     expect(() => F.causalConv1d(x, cpu.fromValues([1, 2, 3, 4], [2, 2]), st)).toThrow(/a cached state is not trained through/);

@@ -8,7 +8,15 @@
  */
 import type { FloatArray } from '../kernel';
 
-export function causalConv1dForward(x: FloatArray, w: FloatArray, state: FloatArray | null, out: FloatArray, T: number, C: number, K: number) {
+export function causalConv1dForward(
+  x: FloatArray,
+  w: FloatArray,
+  state: FloatArray | null,
+  out: FloatArray,
+  T: number,
+  C: number,
+  K: number,
+) {
   for (let t = 0; t < T; t++) {
     for (let c = 0; c < C; c++) {
       let s = 0;
@@ -35,7 +43,15 @@ export function causalConv1dBackward(g: FloatArray, w: FloatArray, dx: FloatArra
   }
 }
 
-export function causalConv1dBackwardW(g: FloatArray, x: FloatArray, state: FloatArray | null, dw: FloatArray, T: number, C: number, K: number) {
+export function causalConv1dBackwardW(
+  g: FloatArray,
+  x: FloatArray,
+  state: FloatArray | null,
+  dw: FloatArray,
+  T: number,
+  C: number,
+  K: number,
+) {
   for (let c = 0; c < C; c++) {
     for (let j = 0; j < K; j++) {
       let s = 0;

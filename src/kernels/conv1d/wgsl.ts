@@ -18,9 +18,13 @@ ${mainSignature(wg)} {
     // x's row t + j − (K − 1), or the state's row t + j when that is negative
     if (t + j >= u.k - 1u) {
       s += w[ch * u.k + j] * x[(t + j - (u.k - 1u)) * u.c + ch];
-    }${withState ? ` else {
+    }${
+      withState
+        ? ` else {
       s += w[ch * u.k + j] * st[(t + j) * u.c + ch];
-    }` : ''}
+    }`
+        : ''
+    }
   }
   out[i] = s;
 }`;
@@ -60,9 +64,13 @@ ${mainSignature(wg)} {
   for (var t = 0u; t < u.t; t++) {
     if (t + j >= u.k - 1u) {
       s += g[t * u.c + ch] * x[(t + j - (u.k - 1u)) * u.c + ch];
-    }${withState ? ` else {
+    }${
+      withState
+        ? ` else {
       s += g[t * u.c + ch] * st[(t + j) * u.c + ch];
-    }` : ''}
+    }`
+        : ''
+    }
   }
   dw[i] = s;
 }`;

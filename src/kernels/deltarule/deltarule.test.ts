@@ -44,7 +44,9 @@ function naive(p: Problem): { o: number[]; state: number[] } {
   const state = new Array<number>(nv * dk * dv).fill(0);
   for (let h = 0; h < nv; h++) {
     const kh = Math.floor((h * nk) / nv);
-    const S: number[][][] = [Array.from({ length: dk }, (_, i) => Array.from({ length: dv }, (_, j) => p.state?.[(h * dk + i) * dv + j] ?? 0))];
+    const S: number[][][] = [
+      Array.from({ length: dk }, (_, i) => Array.from({ length: dv }, (_, j) => p.state?.[(h * dk + i) * dv + j] ?? 0)),
+    ];
     for (let t = 0; t < T; t++) {
       const kt = p.k.slice((t * nk + kh) * dk, (t * nk + kh + 1) * dk);
       const qt = p.q.slice((t * nk + kh) * dk, (t * nk + kh + 1) * dk);
@@ -162,7 +164,9 @@ describe('gated delta rule (CPU reference)', () => {
       return () => F.gatedDeltaRule(y.q, y.k, y.v, y.g, y.beta, y.state);
     };
     expect(rule({ k: cpu.zeros([3, 2, 4]) })).toThrow(ShapeMismatch);
-    expect(rule({ v: cpu.zeros([3, 3, 5]), g: cpu.zeros([3, 3]), beta: cpu.zeros([3, 3]), state: undefined })).toThrow(/3 value heads cannot share 2 key heads/);
+    expect(rule({ v: cpu.zeros([3, 3, 5]), g: cpu.zeros([3, 3]), beta: cpu.zeros([3, 3]), state: undefined })).toThrow(
+      /3 value heads cannot share 2 key heads/,
+    );
     expect(rule({ v: cpu.zeros([2, 4, 5]) })).toThrow(/v has positions 2, expected 3/);
     expect(rule({ g: cpu.zeros([3, 2]) })).toThrow(ShapeMismatch);
     expect(rule({ beta: cpu.zeros([3, 4, 1]) })).toThrow(/beta has shape \[3,4,1\] \(rank 3\), expected rank 2/);

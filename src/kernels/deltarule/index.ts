@@ -31,11 +31,15 @@ export function deltaDims(op: string, q: Meta, k: Meta, v: Meta, g: Meta, beta: 
   const [Tv, nv, dv] = v.shape;
   expectDim(op, 'v', Tv, T, 'positions');
   if (nk < 1 || nv % nk !== 0) {
-    throw new ShapeMismatch(`${op}: ${nv} value heads cannot share ${nk} key heads; nv must be a multiple of nk ≥ 1 (q, k [T, nk, dk], v [T, nv, dv])`);
+    throw new ShapeMismatch(
+      `${op}: ${nv} value heads cannot share ${nk} key heads; nv must be a multiple of nk ≥ 1 (q, k [T, nk, dk], v [T, nv, dv])`,
+    );
   }
   for (const [n, d] of [['dk', dk], ['dv', dv]] as const) {
     if (d < 1 || d > DELTA_MAX_DIM) {
-      throw new ShapeMismatch(`${op}: ${n} ${d} is outside 1..${DELTA_MAX_DIM}; one GPU thread holds a state column (dk) or row (dv) of that size`);
+      throw new ShapeMismatch(
+        `${op}: ${n} ${d} is outside 1..${DELTA_MAX_DIM}; one GPU thread holds a state column (dk) or row (dv) of that size`,
+      );
     }
   }
   for (const [n, m] of [['g', g], ['beta', beta]] as const) {

@@ -8,7 +8,10 @@ import { decode } from '../../formats/encode';
 import { type CpuArray, type FloatArray, isFloatArray } from '../kernel';
 
 function checkId(id: number, i: number, V: number) {
-  if (id < 0 || id >= V) throw new InvalidArgument(`embedding: id ${id} at position ${i} is outside the table's [0, ${V}) rows; check the tokenizer's vocabulary size`);
+  if (id < 0 || id >= V)
+    throw new InvalidArgument(
+      `embedding: id ${id} at position ${i} is outside the table's [0, ${V}) rows; check the tokenizer's vocabulary size`,
+    );
 }
 
 /** out[i, :] = table[ids[i], :], decoding only the rows that are used (tables can be vocab × hidden). */

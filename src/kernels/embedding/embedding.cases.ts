@@ -18,7 +18,12 @@ const gatherCases: ParityCase[] = (['f32', 'f16', 'bf16', 'q8_0', 'q4_0'] as con
         const bytes = encode(dt, env.rng.normals(V * d), [V, d]);
         const tg = env.gpu.fromBytes(bytes, [V, d], dt);
         const tc = env.cpu.fromBytes(bytes, [V, d], dt);
-        await expectParity(F.embedding(env.gpu.fromValues(ids, shape, 'i32'), tg), F.embedding(env.cpu.fromValues(ids, shape, 'i32'), tc), EXACT, `${dt} gather`);
+        await expectParity(
+          F.embedding(env.gpu.fromValues(ids, shape, 'i32'), tg),
+          F.embedding(env.cpu.fromValues(ids, shape, 'i32'), tc),
+          EXACT,
+          `${dt} gather`,
+        );
       },
     })),
 );
@@ -29,17 +34,34 @@ export const cases: ParityCase[] = [
     name: 'embedding out-of-range ids give zero rows on the GPU',
     async run(env) {
       const table = env.rng.normals(4 * 3);
-      const got = await env.gpu.run(embeddingKernel, [env.gpu.fromValues([1, -1, 4, 3], [4], 'i32'), env.gpu.fromValues(table, [4, 3])], undefined)[0].read();
+      const got = await env.gpu
+        .run(embeddingKernel, [env.gpu.fromValues([1, -1, 4, 3], [4], 'i32'), env.gpu.fromValues(table, [4, 3])], undefined)[0]
+        .read();
       assertClose(got, [...table.subarray(3, 6), 0, 0, 0, 0, 0, 0, ...table.subarray(9, 12)], EXACT, 'out-of-range');
     },
   },
-  ...([[17, 96, [3, 1]], [200, 3, [2, 96]], [1, 17, [17]], [3, 200, [40]]] as [number, number, number[]][]).map(([V, d, shape]): ParityCase => ({
+  ...(
+    [
+      [17, 96, [3, 1]],
+      [200, 3, [2, 96]],
+      [1, 17, [17]],
+      [3, 200, [40]],
+    ] as [number, number, number[]][]
+  ).map(([V, d, shape]): ParityCase => ({
     name: `embedding backward f32 table [${V}, ${d}], ids [${shape}] with repeats`,
     async run(env) {
       const n = shape.reduce((a, b) => a * b, 1);
       const ids = Array.from({ length: n }, (_, i) => (i % 3 === 0 ? V - 1 : env.rng.int(V)));
-      await expectGradParity(env, 'embedding', (i, t) => F.embedding(i, t),
-        [{ values: ids, shape, dtype: 'i32', grad: false }, { values: env.rng.normals(V * d), shape: [V, d] }], EXACT);
+      await expectGradParity(
+        env,
+        'embedding',
+        (i, t) => F.embedding(i, t),
+        [
+          { values: ids, shape, dtype: 'i32', grad: false },
+          { values: env.rng.normals(V * d), shape: [V, d] },
+        ],
+        EXACT,
+      );
     },
   })),
 ];

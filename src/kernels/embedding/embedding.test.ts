@@ -44,7 +44,9 @@ describe('embedding (CPU reference)', () => {
     expect(() => F.embedding(cpu.fromValues([-1], [1], 'i32'), table)).toThrow(/outside/);
     expect(() => F.embedding(cpu.fromValues([0], [1]), table)).toThrow(DTypeMismatch);
     expect(() => F.embedding(cpu.fromValues([0], [1], 'i32'), cpu.fromValues([1, 2], [2]))).toThrow(ShapeMismatch);
-    expect(() => cpu.run(embeddingBackwardKernel, [cpu.fromValues([0, 1], [2], 'i32'), cpu.fromValues([1, 2], [1, 2])], { V: 2 })).toThrow(ShapeMismatch);
+    expect(() => cpu.run(embeddingBackwardKernel, [cpu.fromValues([0, 1], [2], 'i32'), cpu.fromValues([1, 2], [1, 2])], { V: 2 })).toThrow(
+      ShapeMismatch,
+    );
   });
 
   it('passes gradcheck w.r.t. the table with repeated ids; frozen tables get none', async () => {

@@ -50,7 +50,16 @@ export const embeddingKernel: KernelDef<void> = {
         ctx.dispatch({
           key: `embedding_${dtype}${native ? 'n' : ''}_gather_wg${WG}`,
           wgsl: () => gatherWgsl(dtype, native, WG),
-          uniforms: new Uniforms().u32(p1 - p0).u32(d).u32(li.local).u32(lo.local * d).u32(tStarts[ti]).u32(tc.rows).u32(V).u32(ti === 0 ? 1 : 0).u32(ld),
+          uniforms: new Uniforms()
+            .u32(p1 - p0)
+            .u32(d)
+            .u32(li.local)
+            .u32(lo.local * d)
+            .u32(tStarts[ti])
+            .u32(tc.rows)
+            .u32(V)
+            .u32(ti === 0 ? 1 : 0)
+            .u32(ld),
           bindings: [bind(li.chunk), bind(tc), bind(lo.chunk)],
           // the table is bound whole but only the looked-up rows are read
           reads: [undefined, (p1 - p0) * (tc.size / Math.max(1, tc.rows))],

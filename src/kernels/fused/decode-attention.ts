@@ -39,13 +39,16 @@ function dims([q, k, v, rows]: readonly Meta[], a: DecodeAttentionAttrs) {
     else expectDType(op, n, m, 'f32', 'f16');
     expectRank(op, n, m, 3);
   }
-  if (k.shape.join() !== v.shape.join() || k.dtype !== v.dtype) throw new ShapeMismatch(`${op}: k ${k.dtype} [${k.shape}] and v ${v.dtype} [${v.shape}] differ`);
+  if (k.shape.join() !== v.shape.join() || k.dtype !== v.dtype)
+    throw new ShapeMismatch(`${op}: k ${k.dtype} [${k.shape}] and v ${v.dtype} [${v.shape}] differ`);
   const [M, hq, d] = q.shape;
   const [R, hkv, dk] = k.shape;
-  if (dk !== d || hq % hkv !== 0) throw new ShapeMismatch(`${op}: q [${q.shape}] does not fit caches [${k.shape}] (D equal, Hq a multiple of Hkv)`);
+  if (dk !== d || hq % hkv !== 0)
+    throw new ShapeMismatch(`${op}: q [${q.shape}] does not fit caches [${k.shape}] (D equal, Hq a multiple of Hkv)`);
   expectDType(op, 'rows', rows, 'i32');
   if (rows.shape.join() !== `3,${M}`) throw new ShapeMismatch(`${op}: rows [${rows.shape}], expected [3, ${M}]`);
-  if (!Number.isInteger(a.maxKeys) || a.maxKeys < 1 || a.maxKeys > R) throw new InvalidArgument(`${op}: maxKeys ${a.maxKeys} must be in [1, ${R}]`);
+  if (!Number.isInteger(a.maxKeys) || a.maxKeys < 1 || a.maxKeys > R)
+    throw new InvalidArgument(`${op}: maxKeys ${a.maxKeys} must be in [1, ${R}]`);
   const window = a.window ?? 0;
   const scale = a.scale ?? 1 / Math.sqrt(d);
   return { M, hq, hkv, d, R, window, scale, group: hq / hkv, nsplit: Math.ceil(a.maxKeys / SPLIT_KEYS) };
@@ -58,7 +61,14 @@ export const decodeAttentionKernel: KernelDef<DecodeAttentionAttrs> = {
     return [{ shape: [M, hq, d], dtype: 'f32' }];
   },
   cpu([q, k, v, rows], [o], a, { inputs }) {
-    decodeAttentionCpu(q as FloatArray, floatValues(k, inputs[1].dtype), floatValues(v, inputs[2].dtype), rows as Int32Array, o as FloatArray, dims(inputs, a));
+    decodeAttentionCpu(
+      q as FloatArray,
+      floatValues(k, inputs[1].dtype),
+      floatValues(v, inputs[2].dtype),
+      rows as Int32Array,
+      o as FloatArray,
+      dims(inputs, a),
+    );
   },
   webgpu(ctx, [q, k, v, rows], [o], a) {
     const op = 'decode_attention';
@@ -69,12 +79,30 @@ export const decodeAttentionKernel: KernelDef<DecodeAttentionAttrs> = {
     if (f16) ctx.requireFeature('shader-f16', 'an f16 KV cache');
     const bpr = Math.ceil(g.group / BR);
     const max = ctx.report.limits.maxComputeWorkgroupsPerDimension;
-    if (g.M * bpr > max || g.nsplit > max) throw new InvalidArgument(`${op}: ${g.M} rows or ${g.nsplit} splits exceed ${max} workgroups per dimension`);
-    const u = new Uniforms().u32(g.M).u32(g.hq).u32(g.hkv).u32(g.d).u32(g.group).u32(g.window).f32(g.scale).u32(SPLIT_KEYS).u32(g.nsplit).u32(bpr).u32(L);
+    if (g.M * bpr > max || g.nsplit > max)
+      throw new InvalidArgument(`${op}: ${g.M} rows or ${g.nsplit} splits exceed ${max} workgroups per dimension`);
+    const u = new Uniforms()
+      .u32(g.M)
+      .u32(g.hq)
+      .u32(g.hkv)
+      .u32(g.d)
+      .u32(g.group)
+      .u32(g.window)
+      .f32(g.scale)
+      .u32(SPLIT_KEYS)
+      .u32(g.nsplit)
+      .u32(bpr)
+      .u32(L);
     const ins = [binding(q, op), binding(k, op), binding(v, op), binding(rows, op)];
     const grid: [number, number, number] = [g.M * bpr, g.hkv, g.nsplit];
     if (g.nsplit === 1) {
-      ctx.dispatch({ key: `decode_attention_${f16 ? 'f16kv' : 'f32'}_dpt${dpt}_direct`, wgsl: () => decodeAttentionWgsl(dpt, false, f16), uniforms: u, bindings: [...ins, binding(o, op)], workgroups: grid });
+      ctx.dispatch({
+        key: `decode_attention_${f16 ? 'f16kv' : 'f32'}_dpt${dpt}_direct`,
+        wgsl: () => decodeAttentionWgsl(dpt, false, f16),
+        uniforms: u,
+        bindings: [...ins, binding(o, op)],
+        workgroups: grid,
+      });
       return;
     }
     const n = g.M * g.hq * g.d;
@@ -82,7 +110,13 @@ export const decodeAttentionKernel: KernelDef<DecodeAttentionAttrs> = {
     const pl = ctx.createBuffer(g.nsplit * g.M * g.hq * 4, GpuContext.STORAGE, 'decode-attention-lse');
     const bo = { buffer: po, offset: 0, size: g.nsplit * n * 4 };
     const bl = { buffer: pl, offset: 0, size: g.nsplit * g.M * g.hq * 4 };
-    ctx.dispatch({ key: `decode_attention_${f16 ? 'f16kv' : 'f32'}_dpt${dpt}_split`, wgsl: () => decodeAttentionWgsl(dpt, true, f16), uniforms: u, bindings: [...ins, bo, bl], workgroups: grid });
+    ctx.dispatch({
+      key: `decode_attention_${f16 ? 'f16kv' : 'f32'}_dpt${dpt}_split`,
+      wgsl: () => decodeAttentionWgsl(dpt, true, f16),
+      uniforms: u,
+      bindings: [...ins, bo, bl],
+      workgroups: grid,
+    });
     const WG = 256;
     ctx.dispatch({
       key: `decode_attention_merge_wg${WG}`,
@@ -180,7 +214,8 @@ function decodeAttentionCpu(q: FloatArray, k: FloatArray, v: FloatArray, rows: I
   for (let b = 0; b < M; b++) {
     const cache0 = rows[2 * M + b];
     const self = rows[M + b] - cache0;
-    if (!(cache0 >= 0 && self >= 0 && cache0 + self < R)) throw new InvalidArgument(`decode_attention: row ${b} reads cache rows ${cache0}..${cache0 + self} of ${R}`);
+    if (!(cache0 >= 0 && self >= 0 && cache0 + self < R))
+      throw new InvalidArgument(`decode_attention: row ${b} reads cache rows ${cache0}..${cache0 + self} of ${R}`);
     const first = window && self + 1 > window ? self + 1 - window : 0;
     for (let h = 0; h < hq; h++) {
       const kvh = Math.floor(h / group);

@@ -42,7 +42,8 @@ function check(inputs: readonly Meta[], a: DeltaStepAttrs) {
   const [proj, cw, cs, st, gp, nw, rows] = inputs;
   const { keyHeads: nk, valueHeads: nv, keyDim: dk, valueDim: dv, convKernel: K } = a;
   if (nv % nk !== 0) throw new ShapeMismatch(`${op}: ${nv} value heads cannot share ${nk} key heads`);
-  if (dk > DELTA_STEP_MAX_DIM || dv > DELTA_STEP_MAX_DIM) throw new InvalidArgument(`${op}: head sizes up to ${DELTA_STEP_MAX_DIM}, got ${dk} and ${dv}`);
+  if (dk > DELTA_STEP_MAX_DIM || dv > DELTA_STEP_MAX_DIM)
+    throw new InvalidArgument(`${op}: head sizes up to ${DELTA_STEP_MAX_DIM}, got ${dk} and ${dv}`);
   if (K < 2) throw new InvalidArgument(`${op}: conv kernel ${K} must be at least 2`);
   const C = 2 * nk * dk + nv * dv;
   const W = C + nv * dv + 2 * nv;
@@ -68,7 +69,8 @@ function check(inputs: readonly Meta[], a: DeltaStepAttrs) {
     shape('states', st, [R * nv, dk, dv]);
     expectDType(op, 'rows', rows, 'i32');
     shape('rows', rows, [3, M]);
-    if (!Number.isInteger(a.rowStride) || a.rowStride! < 1) throw new InvalidArgument(`${op}: rowStride ${a.rowStride} must be a positive integer`);
+    if (!Number.isInteger(a.rowStride) || a.rowStride! < 1)
+      throw new InvalidArgument(`${op}: rowStride ${a.rowStride} must be a positive integer`);
   } else {
     shape('conv state', cs, [K - 1, C]);
     shape('state', st, [nv, dk, dv]);
@@ -93,8 +95,20 @@ export const deltaStepKernel: KernelDef<DeltaStepAttrs> = {
     ctx.dispatch({
       key: `delta_step_c${cwd}_n${nwd}_${ring ? 'ring' : 'one'}_wg${WG}`,
       wgsl: () => deltaStepWgsl(cwd, nwd, ring),
-      uniforms: new Uniforms().u32(a.keyHeads).u32(a.valueHeads).u32(a.keyDim).u32(a.valueDim).u32(a.convKernel).u32(C)
-        .f32(1e-6 / a.keyDim).f32(Math.fround(1 / a.keyDim)).f32(Math.fround(1 / Math.sqrt(a.keyDim))).f32(a.eps).u32(W).u32(M).u32(a.rowStride ?? 1),
+      uniforms: new Uniforms()
+        .u32(a.keyHeads)
+        .u32(a.valueHeads)
+        .u32(a.keyDim)
+        .u32(a.valueDim)
+        .u32(a.convKernel)
+        .u32(C)
+        .f32(1e-6 / a.keyDim)
+        .f32(Math.fround(1 / a.keyDim))
+        .f32(Math.fround(1 / Math.sqrt(a.keyDim)))
+        .f32(a.eps)
+        .u32(W)
+        .u32(M)
+        .u32(a.rowStride ?? 1),
       bindings: [...inputs, ...outputs].map((r) => binding(r, 'delta_step')),
       workgroups: [a.valueHeads, M],
     });
@@ -157,10 +171,14 @@ ${wgSumWgsl(WG)}
 ${mainSignature(WG)} {
   let h = wid.x;
   let b = wid.y;
-  ${ring ? `let cr = u32(rows[2u * u.m + b]) / u.stride;
+  ${
+    ring
+      ? `let cr = u32(rows[2u * u.m + b]) / u.stride;
   len = u32(rows[u.m + b] - rows[2u * u.m + b]);
   ring0 = cr * u.K;
-  let st0 = cr * u.nv;` : 'let st0 = 0u;'}
+  let st0 = cr * u.nv;`
+      : 'let st0 = 0u;'
+  }
   p0 = b * u.W;
   let r = u.nv / u.nk;
   let kh = h / r;
@@ -227,7 +245,8 @@ function deltaStepCpu(inputs: CpuArray[], outs: FloatArray[], a: DeltaStepAttrs,
     if (rows) {
       cr = rows[2 * M + b] / a.rowStride!;
       const len = rows[M + b] - rows[2 * M + b];
-      if (!(Number.isInteger(cr) && cr >= 0 && cr < R && len >= 0)) throw new InvalidArgument(`delta_step: row ${b} names cache row ${cr} of ${R}`);
+      if (!(Number.isInteger(cr) && cr >= 0 && cr < R && len >= 0))
+        throw new InvalidArgument(`delta_step: row ${b} names cache row ${cr} of ${R}`);
       const ring0 = cr * K;
       const old = Float64Array.from({ length: (K - 1) * C }, (_, i) => cs[(ring0 + (len + 1 + Math.floor(i / C)) % K) * C + (i % C)]);
       past = (c, j) => old[j * C + c];
@@ -272,7 +291,8 @@ function deltaStepCpu(inputs: CpuArray[], outs: FloatArray[], a: DeltaStepAttrs,
       }
       const ss = o.reduce((s, x) => s + x * x, 0);
       const rn = 1 / Math.sqrt(ss / dv + a.eps);
-      for (let j = 0; j < dv; j++) y[b * nv * dv + h * dv + j] = Math.fround(o[j] * rn * nw[j]) * Math.fround(silu(proj[p0 + C + h * dv + j]));
+      for (let j = 0; j < dv; j++)
+        y[b * nv * dv + h * dv + j] = Math.fround(o[j] * rn * nw[j]) * Math.fround(silu(proj[p0 + C + h * dv + j]));
     }
   }
 }

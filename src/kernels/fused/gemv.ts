@@ -72,10 +72,13 @@ function check(inputs: readonly Meta[], a: FusedGemvAttrs): Dims {
   if (!Number.isInteger(a.weights) || a.weights < 1 || a.weights > 4) throw new InvalidArgument(`${op}: 1 to 4 weights, got ${a.weights}`);
   if (a.glu && a.weights !== 2) throw new InvalidArgument(`${op}: a gated unit takes exactly 2 weights (gate, up), got ${a.weights}`);
   if (a.glu && a.act) throw new InvalidArgument(`${op}: act applies without glu only`);
-  if (inputs.length !== names.length) throw new InvalidArgument(`${op}: expected ${names.length} inputs (${names.join(', ')}), got ${inputs.length}`);
+  if (inputs.length !== names.length)
+    throw new InvalidArgument(`${op}: expected ${names.length} inputs (${names.join(', ')}), got ${inputs.length}`);
   const outs = 1 + (a.preAdd ? 1 : 0);
   if (names.length + outs > MAX_STORAGE) {
-    throw new InvalidArgument(`${op}: ${names.length + outs} storage bindings exceed the ${MAX_STORAGE} every WebGPU device allows; fuse less`);
+    throw new InvalidArgument(
+      `${op}: ${names.length + outs} storage bindings exceed the ${MAX_STORAGE} every WebGPU device allows; fuse less`,
+    );
   }
   const at = (n: string) => inputs[names.indexOf(n)];
   const x = at('x');
@@ -131,7 +134,13 @@ export const fusedGemvKernel: KernelDef<FusedGemvAttrs> = {
     // recomputed for each of the workgroup's 8 weight rows
     const stage = !!(attrs.norm || attrs.preAdd || attrs.inputGate) && Math.min(d.M, MR) * d.K <= STAGE;
     const subgroups = ctx.subgroupReduce;
-    const v: Variant = { attrs, walks, stage, subgroups, paramDtypes: ['wpost', 'gamma', 'beta'].filter((n) => names.includes(n)).map(dtypes) };
+    const v: Variant = {
+      attrs,
+      walks,
+      stage,
+      subgroups,
+      paramDtypes: ['wpost', 'gamma', 'beta'].filter((n) => names.includes(n)).map(dtypes),
+    };
     const key = `fused_gemv_${JSON.stringify([walks.map((w) => `${w.dtype}:${w.mode}`), stage, subgroups, v.paramDtypes, attrs.norm?.kind ?? '', !!attrs.preAdd, !!attrs.inputGate, attrs.weights, attrs.glu ?? '', attrs.act ?? '', !!attrs.bias, !!attrs.residual])}`;
     const starts = [0];
     for (const n of d.rows) starts.push(starts[starts.length - 1] + n);
@@ -373,7 +382,8 @@ fn rowsum(v: vec4<f32>, l: u32, first: bool) -> vec4<f32> {
   }
   return red[l - l % 32u];
 }`;
-  const rowsum = (acc: string, second: boolean) => (v.subgroups ? `rowsum(${acc}, lid.x, sgs, ${second ? WG / 2 : 0}u)` : `rowsum(${acc}, lid.x, ${!second})`);
+  const rowsum = (acc: string, second: boolean) =>
+    v.subgroups ? `rowsum(${acc}, lid.x, sgs, ${second ? WG / 2 : 0}u)` : `rowsum(${acc}, lid.x, ${!second})`;
   return `${v.subgroups ? 'enable subgroups;\n' : ''}struct P {
   M: u32, K: u32, N: u32, eps: f32, off: f32, eps2: f32, off2: f32,
   g_ld: u32, g_head: u32, g_hs: u32, g_off: u32, s1: u32, s2: u32, s3: u32,
@@ -473,7 +483,8 @@ function fusedGemvCpu(inputs: CpuArray[], outputs: CpuArray[], a: FusedGemvAttrs
     if (a.inputGate) {
       const gt = get('gate') as FloatArray;
       const { ld, head, headStride, offset } = a.inputGate;
-      for (let k = 0; k < K; k++) dst[k] = Math.fround(dst[k] * ACT.sigmoid.f(gt[i * ld + Math.floor(k / head) * headStride + offset + (k % head)]));
+      for (let k = 0; k < K; k++)
+        dst[k] = Math.fround(dst[k] * ACT.sigmoid.f(gt[i * ld + Math.floor(k / head) * headStride + offset + (k % head)]));
     }
   }
   const ws = rows.map((r, s) => dequantize(get(`w${s}`), metas[names.indexOf(`w${s}`)].dtype, [r, K]));

@@ -41,19 +41,23 @@ function check(inputs: readonly Meta[], a: RopeAppendAttrs) {
   expectRank(op, 'qkv', qkv, 2);
   const [T, width] = qkv.shape;
   const qw = H * D * (a.gated ? 2 : 1);
-  if (width !== qw + 2 * Hkv * D) throw new ShapeMismatch(`${op}: qkv rows have ${width} values, expected ${qw + 2 * Hkv * D} (q ${qw}, k and v ${Hkv * D} each)`);
+  if (width !== qw + 2 * Hkv * D)
+    throw new ShapeMismatch(`${op}: qkv rows have ${width} values, expected ${qw + 2 * Hkv * D} (q ${qw}, k and v ${Hkv * D} each)`);
   if (qn && kn) for (const [n, m] of [['q norm', qn], ['k norm', kn]] as const) {
     expectDType(op, n, m, 'f32', 'f16', 'bf16');
     if (m.shape.length !== 1 || m.shape[0] !== D) throw new ShapeMismatch(`${op}: ${n} has shape [${m.shape}], expected [${D}]`);
   }
   expectDType(op, 'rows', pos, 'i32');
-  if (pos.shape.length !== 2 || pos.shape[0] !== 3 || pos.shape[1] !== T) throw new ShapeMismatch(`${op}: rows [${pos.shape}] for ${T} tokens, expected [3, ${T}]`);
+  if (pos.shape.length !== 2 || pos.shape[0] !== 3 || pos.shape[1] !== T)
+    throw new ShapeMismatch(`${op}: rows [${pos.shape}] for ${T} tokens, expected [3, ${T}]`);
   const half = freq.shape[0];
-  if (freq.shape.length !== 1 || half < 1 || 2 * half > D) throw new ShapeMismatch(`${op}: frequencies [${freq.shape}] do not fit head_dim ${D}`);
+  if (freq.shape.length !== 1 || half < 1 || 2 * half > D)
+    throw new ShapeMismatch(`${op}: frequencies [${freq.shape}] do not fit head_dim ${D}`);
   if (kc.dtype !== vc.dtype) throw new ShapeMismatch(`${op}: the k cache is ${kc.dtype} but the v cache ${vc.dtype}`);
   for (const [n, m] of [['k cache', kc], ['v cache', vc]] as const) {
     expectDType(op, n, m, 'f32', 'f16');
-    if (m.shape.length !== 3 || m.shape[1] !== Hkv || m.shape[2] !== D) throw new ShapeMismatch(`${op}: ${n} is [${m.shape}], expected [maxLen, ${Hkv}, ${D}]`);
+    if (m.shape.length !== 3 || m.shape[1] !== Hkv || m.shape[2] !== D)
+      throw new ShapeMismatch(`${op}: ${n} is [${m.shape}], expected [maxLen, ${Hkv}, ${D}]`);
   }
   return { T, width, qw, half };
 }
@@ -120,7 +124,9 @@ ${mainSignature(WG)} {
   let src = select(t * u.width + u.qw + kh * u.D, t * u.width + h * u.qstride, isq);
   let dst = select((u32(pos[u.T + t]) * u.Hkv + kh) * u.D, (t * u.H + h) * u.D, isq);
   r = 1.0;
-  ${norm ? `var ss = 0.0;
+  ${
+    norm
+      ? `var ss = 0.0;
   for (var d = lid.x; d < u.D; d += ${WG}u) { let v = qkv[src + d]; ss += v * v; }
   red[lid.x] = ss;
   workgroupBarrier();
@@ -128,7 +134,9 @@ ${mainSignature(WG)} {
     if (lid.x < s) { red[lid.x] += red[lid.x + s]; }
     workgroupBarrier();
   }
-  r = inverseSqrt(red[0] / f32(u.D) + u.eps);` : ''}
+  r = inverseSqrt(red[0] / f32(u.D) + u.eps);`
+      : ''
+  }
   for (var j = lid.x; j < u.D - u.half; j += ${WG}u) {
     if (j < u.half) {
       let cs = cos_sin(f32(pos[t]) * freq[j]);
@@ -149,16 +157,24 @@ ${mainSignature(WG)} {
 
 function ropeAppendCpu(inputs: CpuArray[], q: FloatArray, a: RopeAppendAttrs, metas: readonly Meta[]) {
   const { T, width, qw, half } = check(metas, a);
-  const [qkv, pos, freq, kc, vc] = (a.qkNorm ? [inputs[0], ...inputs.slice(3)] : inputs) as [FloatArray, Int32Array, FloatArray, FloatArray | Uint16Array, FloatArray | Uint16Array];
+  const [qkv, pos, freq, kc, vc] = (a.qkNorm ? [inputs[0], ...inputs.slice(3)] : inputs) as [
+    FloatArray,
+    Int32Array,
+    FloatArray,
+    FloatArray | Uint16Array,
+    FloatArray | Uint16Array,
+  ];
   const { heads: H, kvHeads: Hkv, headDim: D } = a;
   const rows = kc.length / (Hkv * D);
   for (let t = 0; t < T; t++) {
-    if (!(pos[T + t] >= 0 && pos[T + t] < rows)) throw new InvalidArgument(`rope_append: row ${t} writes cache row ${pos[T + t]} of ${rows}`);
+    if (!(pos[T + t] >= 0 && pos[T + t] < rows))
+      throw new InvalidArgument(`rope_append: row ${t} writes cache row ${pos[T + t]} of ${rows}`);
   }
   const qn = a.qkNorm ? floatValues(inputs[1], metas[1].dtype) : null;
   const kn = a.qkNorm ? floatValues(inputs[2], metas[2].dtype) : null;
   // an f16 cache stores each value rounded to f16
-  const store = (dst: FloatArray | Uint16Array) => (dst instanceof Uint16Array ? (i: number, v: number) => (dst[i] = f32ToF16Bits(v)) : (i: number, v: number) => (dst[i] = v));
+  const store = (dst: FloatArray | Uint16Array) =>
+    dst instanceof Uint16Array ? (i: number, v: number) => (dst[i] = f32ToF16Bits(v)) : (i: number, v: number) => (dst[i] = v);
   const head = new Float64Array(D);
   const put = (src: number, w: FloatArray | null, t: number, set: (i: number, v: number) => void, at: number) => {
     let r = 1;

@@ -25,7 +25,10 @@ export const layernormKernel: KernelDef<LayerNormAttrs> = {
   outputs(inputs, { gamma, beta }) {
     const x = inputs[0];
     const want = 1 + Number(gamma) + Number(beta);
-    if (inputs.length !== want) throw new InvalidArgument(`layernorm: got ${inputs.length} inputs, expected ${want} (x${gamma ? ', gamma' : ''}${beta ? ', beta' : ''})`);
+    if (inputs.length !== want)
+      throw new InvalidArgument(
+        `layernorm: got ${inputs.length} inputs, expected ${want} (x${gamma ? ', gamma' : ''}${beta ? ', beta' : ''})`,
+      );
     checkRowParam('layernorm', x, null, '', P_DTYPES);
     if (gamma) checkRowParam('layernorm', x, inputs[1], 'gamma', P_DTYPES);
     if (beta) checkRowParam('layernorm', x, inputs[gamma ? 2 : 1], 'beta', P_DTYPES);

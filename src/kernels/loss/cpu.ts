@@ -44,7 +44,9 @@ export function crossEntropyForward(
   for (let r = 0; r < rows; r++) {
     const lab = labels[r];
     if (lab !== ignore && !(lab >= 0 && lab < V)) {
-      throw new InvalidArgument(`cross_entropy: label ${lab} in row ${r} is outside [0, ${V}) and is not the ignore index ${ignore}; check the tokenizer's vocab size against the logits`);
+      throw new InvalidArgument(
+        `cross_entropy: label ${lab} in row ${r} is outside [0, ${V}) and is not the ignore index ${ignore}; check the tokenizer's vocab size against the logits`,
+      );
     }
   }
   let sum = 0;
@@ -133,7 +135,16 @@ export function mseRows(a: FloatArray, b: FloatArray, d: number, rowLoss: FloatA
 }
 
 /** dx = sign * 2 g scale w (a - b); sign +1 for a, -1 for b. */
-export function mseBackward(a: FloatArray, b: FloatArray, w: FloatArray | null, scale: number, g: number, d: number, sign: number, dx: FloatArray) {
+export function mseBackward(
+  a: FloatArray,
+  b: FloatArray,
+  w: FloatArray | null,
+  scale: number,
+  g: number,
+  d: number,
+  sign: number,
+  dx: FloatArray,
+) {
   for (let i = 0; i < dx.length; i++) {
     const wr = w ? w[Math.floor(i / d)] : 1;
     dx[i] = wr === 0 ? 0 : sign * 2 * g * scale * wr * (a[i] - b[i]);

@@ -26,7 +26,9 @@ function checkCe(name: string, logits: Meta, labels: Meta): [rows: number, V: nu
   }
   const [rows, V] = rowsCols(logits.shape);
   if (numelOf(labels.shape) !== rows) {
-    throw new ShapeMismatch(`${name}: labels have shape [${labels.shape}] (${numelOf(labels.shape)} values) but logits [${logits.shape}] have ${rows} rows; give one label per row`);
+    throw new ShapeMismatch(
+      `${name}: labels have shape [${labels.shape}] (${numelOf(labels.shape)} values) but logits [${logits.shape}] have ${rows} rows; give one label per row`,
+    );
   }
   return [rows, V];
 }
@@ -57,7 +59,11 @@ export const crossEntropyKernel: KernelDef<CrossEntropyAttrs> = {
   },
   cpu([x, labels], [loss, lse, scale], { ignoreIndex }, { inputs: [m] }) {
     const V = m.shape[m.shape.length - 1];
-    crossEntropyForward(x as FloatArray, labels as Int32Array, V, ignoreIndex, { loss: loss as FloatArray, lse: lse as FloatArray, scale: scale as FloatArray });
+    crossEntropyForward(x as FloatArray, labels as Int32Array, V, ignoreIndex, {
+      loss: loss as FloatArray,
+      lse: lse as FloatArray,
+      scale: scale as FloatArray,
+    });
   },
   webgpu(ctx, [x, labels], [loss, lse, scale], { ignoreIndex }) {
     const [rows, V] = rowsCols(x.meta.shape);

@@ -6,7 +6,17 @@
  */
 import { type GpuContext, Uniforms } from '../../gpu/context';
 import { ShapeMismatch } from '../../errors';
-import { type FloatArray, type GpuRef, type KernelDef, type Meta, binding, expectDType, expectSameShape, numelOf, rowsCols } from '../kernel';
+import {
+  type FloatArray,
+  type GpuRef,
+  type KernelDef,
+  type Meta,
+  binding,
+  expectDType,
+  expectSameShape,
+  numelOf,
+  rowsCols,
+} from '../kernel';
 import { scratch } from '../reduce';
 import { cosineBackward, cosineRows, maskedMean, mseBackward, mseRows } from './cpu';
 import { encodeMaskedMean } from './crossentropy';
@@ -23,12 +33,15 @@ function checkPair(name: string, a: Meta, b: Meta, mask: Meta | undefined): [row
   expectDType(name, 'a', a, 'f32');
   expectDType(name, 'b', b, 'f32');
   expectSameShape(name, a, b);
-  if (a.shape.length < 1 || a.shape[a.shape.length - 1] < 1) throw new ShapeMismatch(`${name}: a has shape [${a.shape}], expected [..., d] with d >= 1`);
+  if (a.shape.length < 1 || a.shape[a.shape.length - 1] < 1)
+    throw new ShapeMismatch(`${name}: a has shape [${a.shape}], expected [..., d] with d >= 1`);
   const [rows, d] = rowsCols(a.shape);
   if (mask) {
     expectDType(name, 'mask', mask, 'f32');
     if (numelOf(mask.shape) !== rows) {
-      throw new ShapeMismatch(`${name}: mask has shape [${mask.shape}] (${numelOf(mask.shape)} values) but a [${a.shape}] has ${rows} rows; give one mask value per row`);
+      throw new ShapeMismatch(
+        `${name}: mask has shape [${mask.shape}] (${numelOf(mask.shape)} values) but a [${a.shape}] has ${rows} rows; give one mask value per row`,
+      );
     }
   }
   return [rows, d];
@@ -73,7 +86,15 @@ export const cosineLossKernel: KernelDef<void> = {
     const rows = rowsCols(a.meta.shape)[0];
     const rowLoss = scratch(ctx, rows, 'cos-row-loss');
     rowsPass(ctx, 'cos', a, b, rowLoss.binding, binding(stats, 'cosine_loss'));
-    encodeMaskedMean(ctx, rowLoss.binding, mask ? binding(mask, 'cosine_loss') : null, rows, 1, binding(loss, 'cosine_loss'), binding(scale, 'cosine_loss'));
+    encodeMaskedMean(
+      ctx,
+      rowLoss.binding,
+      mask ? binding(mask, 'cosine_loss') : null,
+      rows,
+      1,
+      binding(loss, 'cosine_loss'),
+      binding(scale, 'cosine_loss'),
+    );
     rowLoss.release();
   },
   cuda(ctx, [a, b, mask], [loss, scale, stats]) {
@@ -94,7 +115,17 @@ export const cosineLossBackwardKernel: KernelDef<WrtAttrs> = {
   cpu([a, b, stats, scale, g, mask], [dx], { wrt }, { inputs: [m] }) {
     const d = rowsCols(m.shape)[1];
     const [x, y] = wrt === 'a' ? [a, b] : [b, a];
-    cosineBackward(x as FloatArray, y as FloatArray, stats as FloatArray, (mask as FloatArray | undefined) ?? null, scale[0], g[0], d, wrt === 'a' ? 1 : 2, dx as FloatArray);
+    cosineBackward(
+      x as FloatArray,
+      y as FloatArray,
+      stats as FloatArray,
+      (mask as FloatArray | undefined) ?? null,
+      scale[0],
+      g[0],
+      d,
+      wrt === 'a' ? 1 : 2,
+      dx as FloatArray,
+    );
   },
   webgpu(ctx, [a, b, stats, scale, g, mask], [dx], { wrt }) {
     const n = numelOf(a.meta.shape);
@@ -105,8 +136,20 @@ export const cosineLossBackwardKernel: KernelDef<WrtAttrs> = {
     ctx.dispatch({
       key: `cos_backward_f32_wg${WG}`,
       wgsl: () => cosBackwardWgsl(WG),
-      uniforms: new Uniforms().u32(n).u32(rowsCols(a.meta.shape)[1]).u32(wrt === 'a' ? 1 : 2).u32(mask ? 1 : 0),
-      bindings: [xb, binding(y, name), binding(stats, name), mask ? binding(mask, name) : xb, binding(scale, name), binding(g, name), binding(dx, name)],
+      uniforms: new Uniforms()
+        .u32(n)
+        .u32(rowsCols(a.meta.shape)[1])
+        .u32(wrt === 'a' ? 1 : 2)
+        .u32(mask ? 1 : 0),
+      bindings: [
+        xb,
+        binding(y, name),
+        binding(stats, name),
+        mask ? binding(mask, name) : xb,
+        binding(scale, name),
+        binding(g, name),
+        binding(dx, name),
+      ],
       workgroups: ctx.grid(Math.ceil(n / WG)),
     });
   },
@@ -142,7 +185,15 @@ export const mseLossKernel: KernelDef<void> = {
     const [rows, d] = rowsCols(a.meta.shape);
     const rowLoss = scratch(ctx, rows, 'mse-row-loss');
     rowsPass(ctx, 'mse', a, b, rowLoss.binding, null);
-    encodeMaskedMean(ctx, rowLoss.binding, mask ? binding(mask, 'mse_loss') : null, rows, d, binding(loss, 'mse_loss'), binding(scale, 'mse_loss'));
+    encodeMaskedMean(
+      ctx,
+      rowLoss.binding,
+      mask ? binding(mask, 'mse_loss') : null,
+      rows,
+      d,
+      binding(loss, 'mse_loss'),
+      binding(scale, 'mse_loss'),
+    );
     rowLoss.release();
   },
   cuda(ctx, [a, b, mask], [loss, scale]) {
@@ -161,7 +212,16 @@ export const mseLossBackwardKernel: KernelDef<WrtAttrs> = {
   },
   cpu([a, b, scale, g, mask], [dx], { wrt }, { inputs: [m] }) {
     const d = rowsCols(m.shape)[1];
-    mseBackward(a as FloatArray, b as FloatArray, (mask as FloatArray | undefined) ?? null, scale[0], g[0], d, wrt === 'a' ? 1 : -1, dx as FloatArray);
+    mseBackward(
+      a as FloatArray,
+      b as FloatArray,
+      (mask as FloatArray | undefined) ?? null,
+      scale[0],
+      g[0],
+      d,
+      wrt === 'a' ? 1 : -1,
+      dx as FloatArray,
+    );
   },
   webgpu(ctx, [a, b, scale, g, mask], [dx], { wrt }) {
     const n = numelOf(a.meta.shape);
@@ -178,6 +238,11 @@ export const mseLossBackwardKernel: KernelDef<WrtAttrs> = {
   },
   cuda(ctx, [a, b, scale, g, mask], [dx], { wrt }) {
     const [rows, d] = rowsCols(a.meta.shape);
-    ctx.launch('mse_loss_backward', [a.ptr, b.ptr, mask?.ptr ?? 0n, scale.ptr, g.ptr, dx.ptr], [rows, d, mask ? 1 : 0], [wrt === 'a' ? 1 : -1]);
+    ctx.launch(
+      'mse_loss_backward',
+      [a.ptr, b.ptr, mask?.ptr ?? 0n, scale.ptr, g.ptr, dx.ptr],
+      [rows, d, mask ? 1 : 0],
+      [wrt === 'a' ? 1 : -1],
+    );
   },
 };

@@ -37,7 +37,14 @@ function rowMajor(sr: number, sc: number, rows: number, cols: number): { trans: 
  * dtypeA, dtypeB, accumulate, split]; floats [alpha]. A and C f32, B f32/f16/bf16 (split: HalfGemm 'split' with a
  * half B). Null when the plan does not fit.
  */
-export function gemmLtLaunch(p: MatmulPlan, a: CudaRef, b: CudaRef, out: CudaRef, bias: CudaRef | undefined, halfGemm: HalfGemm = 'round'): CudaLaunch | null {
+export function gemmLtLaunch(
+  p: MatmulPlan,
+  a: CudaRef,
+  b: CudaRef,
+  out: CudaRef,
+  bias: CudaRef | undefined,
+  halfGemm: HalfGemm = 'round',
+): CudaLaunch | null {
   if (p.K === 0) return null;
   const A = rowMajor(p.a.sm, p.a.sk, p.M, p.K);
   if (!A) return null;
@@ -50,8 +57,24 @@ export function gemmLtLaunch(p: MatmulPlan, a: CudaRef, b: CudaRef, out: CudaRef
     return {
       kernel: 'gemm_lt',
       ptrs: [a.ptr, b.ptr, out.ptr, bias ? bias.ptr : 0n],
-      ints: [p.M, p.N, p.K, p.batch, A.trans, transB, A.ld, p.b.cols, C.ld, p.a.sb, strideB, p.c.sb, cudaDType('f32'), dtB, 0,
-        halfGemm === 'split' && b.meta.dtype !== 'f32' ? 1 : 0],
+      ints: [
+        p.M,
+        p.N,
+        p.K,
+        p.batch,
+        A.trans,
+        transB,
+        A.ld,
+        p.b.cols,
+        C.ld,
+        p.a.sb,
+        strideB,
+        p.c.sb,
+        cudaDType('f32'),
+        dtB,
+        0,
+        halfGemm === 'split' && b.meta.dtype !== 'f32' ? 1 : 0,
+      ],
       floats: [1],
     };
   }
@@ -60,7 +83,24 @@ export function gemmLtLaunch(p: MatmulPlan, a: CudaRef, b: CudaRef, out: CudaRef
     return {
       kernel: 'gemm_lt',
       ptrs: [b.ptr, a.ptr, out.ptr, 0n],
-      ints: [p.N, p.M, p.K, p.batch, 1 - transB, 1 - A.trans, p.b.cols, A.ld, C.ld, strideB, p.a.sb, p.c.sb, cudaDType('f32'), cudaDType('f32'), 0, 0],
+      ints: [
+        p.N,
+        p.M,
+        p.K,
+        p.batch,
+        1 - transB,
+        1 - A.trans,
+        p.b.cols,
+        A.ld,
+        C.ld,
+        strideB,
+        p.a.sb,
+        p.c.sb,
+        cudaDType('f32'),
+        cudaDType('f32'),
+        0,
+        0,
+      ],
       floats: [1],
     };
   }
@@ -72,13 +112,34 @@ export function tiledLaunch(p: MatmulPlan, a: CudaRef, b: CudaRef, out: CudaRef,
   return {
     kernel: 'matmul_tiled',
     ptrs: [a.ptr, b.ptr, out.ptr, bias ? bias.ptr : 0n],
-    ints: [p.batch, p.M, p.N, p.K, p.a.sb, p.a.sm, p.a.sk, p.b.sbr, p.b.cols, p.b.transB ? 1 : 0, p.c.sb, p.c.sm, p.c.sn, cudaDType(b.meta.dtype)],
+    ints: [
+      p.batch,
+      p.M,
+      p.N,
+      p.K,
+      p.a.sb,
+      p.a.sm,
+      p.a.sk,
+      p.b.sbr,
+      p.b.cols,
+      p.b.transB ? 1 : 0,
+      p.c.sb,
+      p.c.sm,
+      p.c.sn,
+      cudaDType(b.meta.dtype),
+    ],
     floats: [],
   };
 }
 
 /** The launch the cuda hook makes for a plan; exported for tests. */
-export function planCudaMatmul(p: MatmulPlan, [a, b, bias]: CudaRef[], out: CudaRef, attrs: MatmulAttrs, halfGemm: HalfGemm = 'round'): CudaLaunch | null {
+export function planCudaMatmul(
+  p: MatmulPlan,
+  [a, b, bias]: CudaRef[],
+  out: CudaRef,
+  attrs: MatmulAttrs,
+  halfGemm: HalfGemm = 'round',
+): CudaLaunch | null {
   if (p.M === 0 || p.N === 0 || p.batch === 0) return null;
   const dtype = b.meta.dtype;
   if (isQuant(dtype)) {

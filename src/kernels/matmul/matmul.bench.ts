@@ -30,7 +30,10 @@ export const benches: BenchCase[] = [
   { name: 'matmul f32 256³ (tiny 64³)', setup: (b, s) => squareRun(b, pick(s, 64, 256)) },
   { name: 'matmul f32 1024³ (tiny 64³)', setup: (b, s) => squareRun(b, pick(s, 64, 1024)) },
   { name: 'linear f32 2048x2048 M=1 (tiny 256)', setup: (b, s) => linearRun(b, 1, pick(s, 256, 2048), pick(s, 256, 2048), 'f32') },
-  { name: 'linear f32 2048x2048 M=128 (tiny 256, M=16)', setup: (b, s) => linearRun(b, pick(s, 16, 128), pick(s, 256, 2048), pick(s, 256, 2048), 'f32') },
+  {
+    name: 'linear f32 2048x2048 M=128 (tiny 256, M=16)',
+    setup: (b, s) => linearRun(b, pick(s, 16, 128), pick(s, 256, 2048), pick(s, 256, 2048), 'f32'),
+  },
   ...(['f16', 'q8_0', 'q4_0'] as const).map((dt) => ({
     name: `gemv ${dt} 2048x2048 M=1 (tiny 256)`,
     setup: (b: Backend, s: BenchSize) => linearRun(b, 1, pick(s, 256, 2048), pick(s, 256, 2048), dt),

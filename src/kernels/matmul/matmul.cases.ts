@@ -14,7 +14,11 @@ import { expectGradParity } from '../../testing/gradparity';
 const tolK = (K: number): Tolerance => ({ atol: TOL.f32.atol * Math.max(1, K / 32), rtol: TOL.f32.rtol });
 
 const size = (s: number[]) => s.reduce((a, b) => a * b, 1);
-const spec = (env: ParityEnv, shape: number[], dtype?: 'f16' | 'bf16' | QuantDType) => ({ values: env.rng.normals(size(shape)), shape, dtype });
+const spec = (env: ParityEnv, shape: number[], dtype?: 'f16' | 'bf16' | QuantDType) => ({
+  values: env.rng.normals(size(shape)),
+  shape,
+  dtype,
+});
 
 const f32Cases: ParityCase[] = ([
   [1, 3, 17, false, false],
@@ -35,26 +39,56 @@ const batchCases: ParityCase[] = [
   {
     name: 'f32 linear with bias, x [2, 17, 96] w [3, 96] (flattened M, batch-summed dW, bias grad)',
     async run(env) {
-      await expectGradParity(env, 'linear', (x, w, b) => F.linear(x, w, b), [spec(env, [2, 17, 96]), spec(env, [3, 96]), spec(env, [3])], tolK(96 * 2));
+      await expectGradParity(
+        env,
+        'linear',
+        (x, w, b) => F.linear(x, w, b),
+        [spec(env, [2, 17, 96]), spec(env, [3, 96]), spec(env, [3])],
+        tolK(96 * 2),
+      );
     },
   },
   {
     name: 'f32 batched b [2, 3]: A [2,3,17,96]·Bᵀ [2,3,200,96] and Aᵀ·B',
     async run(env) {
-      await expectGradParity(env, 'batched nt', (x, y) => F.matmul(x, y, { transB: true }), [spec(env, [2, 3, 17, 96]), spec(env, [2, 3, 200, 96])], tolK(200));
-      await expectGradParity(env, 'batched tn', (x, y) => F.matmul(x, y, { transA: true }), [spec(env, [2, 3, 96, 17]), spec(env, [2, 3, 96, 1])], tolK(96));
+      await expectGradParity(
+        env,
+        'batched nt',
+        (x, y) => F.matmul(x, y, { transB: true }),
+        [spec(env, [2, 3, 17, 96]), spec(env, [2, 3, 200, 96])],
+        tolK(200),
+      );
+      await expectGradParity(
+        env,
+        'batched tn',
+        (x, y) => F.matmul(x, y, { transA: true }),
+        [spec(env, [2, 3, 96, 17]), spec(env, [2, 3, 96, 1])],
+        tolK(96),
+      );
     },
   },
   {
     name: 'f32 shared b under batched transposed a: [3, 96, 17]ᵀ·[96, 200] (per-batch dB summed)',
     async run(env) {
-      await expectGradParity(env, 'shared tA', (x, y) => F.matmul(x, y, { transA: true }), [spec(env, [3, 96, 17]), spec(env, [96, 200])], tolK(96 * 3));
+      await expectGradParity(
+        env,
+        'shared tA',
+        (x, y) => F.matmul(x, y, { transA: true }),
+        [spec(env, [3, 96, 17]), spec(env, [96, 200])],
+        tolK(96 * 3),
+      );
     },
   },
   {
     name: 'f32 1-D x through linear (GEMV), x [200] w [17, 200] b [17]',
     async run(env) {
-      await expectGradParity(env, 'linear 1-D', (x, w, b) => F.linear(x, w, b), [spec(env, [200]), spec(env, [17, 200]), spec(env, [17])], tolK(200));
+      await expectGradParity(
+        env,
+        'linear 1-D',
+        (x, w, b) => F.linear(x, w, b),
+        [spec(env, [200]), spec(env, [17, 200]), spec(env, [17])],
+        tolK(200),
+      );
     },
   },
 ];
@@ -120,7 +154,17 @@ const weightCases: ParityCase[] = (['f32', 'f16', 'bf16', 'q8_0', 'q4_0'] as con
         }
         // frozen weight: only dx = g·W, the weight read without transB (a B split along K accumulates)
         if (halfInput) await halfInputDx(env, dt as 'f16' | 'bf16', xv, bytes, M, N, K);
-        else await expectGradParity(env, `${dt} dx`, (a, ww) => F.linear(a, ww), [{ values: xv, shape: [M, K] }, { values: decode(dt, bytes, [N, K]), shape: [N, K], dtype: dt === 'f32' ? undefined : dt, grad: false }], tolK(Math.max(K, N)));
+        else
+          await expectGradParity(
+            env,
+            `${dt} dx`,
+            (a, ww) => F.linear(a, ww),
+            [
+              { values: xv, shape: [M, K] },
+              { values: decode(dt, bytes, [N, K]), shape: [N, K], dtype: dt === 'f32' ? undefined : dt, grad: false },
+            ],
+            tolK(Math.max(K, N)),
+          );
         for (const t of [x, w, b]) t.g.dispose(), t.c.dispose();
       },
     })),

@@ -153,7 +153,12 @@ describe('f16 weights on a device without shader-f16 (packed u32 reads)', () => 
       const t = on(rng.normals(5 * d), [5, d], 'f16');
       const ids = [4, 0, 2, 4, 1];
       const out = packed.run(embeddingKernel, [packed.fromValues(ids, [5], 'i32'), t.g], undefined)[0];
-      await same(out, cpu.run(embeddingKernel, [cpu.fromValues(ids, [5], 'i32'), t.c], undefined)[0], { atol: 0, rtol: 0 }, `f16 gather d=${d}`);
+      await same(
+        out,
+        cpu.run(embeddingKernel, [cpu.fromValues(ids, [5], 'i32'), t.c], undefined)[0],
+        { atol: 0, rtol: 0 },
+        `f16 gather d=${d}`,
+      );
     }
     await packed.sync();
   });

@@ -13,7 +13,17 @@ const f64 = new CpuBackend('f64');
 const read = async (t: Tensor) => [...(await t.read())];
 
 /** Naive C[b] = op(A[b])·op(B[b]) on plain arrays, independent of the plan. */
-function naive(a: ArrayLike<number>, b: ArrayLike<number>, batch: number, M: number, N: number, K: number, tA: boolean, tB: boolean, bShared = false) {
+function naive(
+  a: ArrayLike<number>,
+  b: ArrayLike<number>,
+  batch: number,
+  M: number,
+  N: number,
+  K: number,
+  tA: boolean,
+  tB: boolean,
+  bShared = false,
+) {
   const out: number[] = [];
   for (let z = 0; z < batch; z++) {
     const ao = z * M * K;
@@ -99,9 +109,15 @@ describe('matmul (CPU reference)', () => {
     const a = cpu.fromValues(new Float32Array(6), [2, 3]);
     expect(() => F.matmul(a, cpu.fromValues(new Float32Array(8), [4, 2]))).toThrow(ShapeMismatch);
     expect(() => F.matmul(a, cpu.fromValues(new Float32Array(8), [4, 2]))).toThrow(/K = 3.*K = 4/);
-    expect(() => F.matmul(cpu.fromValues(new Float32Array(6), [2, 3], 'bf16'), cpu.fromValues(new Float32Array(6), [3, 2]))).toThrow(DTypeMismatch);
-    expect(() => F.matmul(cpu.fromValues(new Float32Array(24), [2, 3, 4]), cpu.fromValues(new Float32Array(40), [2, 5, 4]))).toThrow(ShapeMismatch);
-    expect(() => F.matmul(cpu.fromValues(new Float32Array(24), [2, 3, 4]), cpu.fromValues(new Float32Array(60), [3, 4, 5]))).toThrow(/leading/);
+    expect(() => F.matmul(cpu.fromValues(new Float32Array(6), [2, 3], 'bf16'), cpu.fromValues(new Float32Array(6), [3, 2]))).toThrow(
+      DTypeMismatch,
+    );
+    expect(() => F.matmul(cpu.fromValues(new Float32Array(24), [2, 3, 4]), cpu.fromValues(new Float32Array(40), [2, 5, 4]))).toThrow(
+      ShapeMismatch,
+    );
+    expect(() => F.matmul(cpu.fromValues(new Float32Array(24), [2, 3, 4]), cpu.fromValues(new Float32Array(60), [3, 4, 5]))).toThrow(
+      /leading/,
+    );
     expect(() => F.linear(a, cpu.fromValues(new Float32Array(6), [2, 3]), cpu.fromValues([1, 2, 3], [3]))).toThrow(/bias/);
     expect(() => F.linear(a, cpu.fromValues(new Float32Array(6), [2, 3]), cpu.fromValues([1, 2], [2], 'f16'))).toThrow(DTypeMismatch);
     expect(() => cpu.run(matmulKernel, [a, a], { sumBatch: true })).toThrow(InvalidArgument);
@@ -116,9 +132,18 @@ describe('matmul (CPU reference)', () => {
     };
     const cases: [string, () => [(...x: Tensor[]) => Tensor, Tensor[]]][] = [];
     for (const tA of [false, true]) for (const tB of [false, true]) {
-      cases.push([`2-D tA=${tA} tB=${tB}`, () => [(a, b) => F.matmul(a, b, { transA: tA, transB: tB }), [t(tA ? [4, 3] : [3, 4]), t(tB ? [5, 4] : [4, 5])]]]);
-      cases.push([`batched tA=${tA} tB=${tB}`, () => [(a, b) => F.matmul(a, b, { transA: tA, transB: tB }), [t(tA ? [2, 4, 3] : [2, 3, 4]), t(tB ? [2, 5, 4] : [2, 4, 5])]]]);
-      cases.push([`shared b tA=${tA} tB=${tB}`, () => [(a, b) => F.matmul(a, b, { transA: tA, transB: tB }), [t(tA ? [2, 2, 4, 3] : [2, 2, 3, 4]), t(tB ? [5, 4] : [4, 5])]]]);
+      cases.push([
+        `2-D tA=${tA} tB=${tB}`,
+        () => [(a, b) => F.matmul(a, b, { transA: tA, transB: tB }), [t(tA ? [4, 3] : [3, 4]), t(tB ? [5, 4] : [4, 5])]],
+      ]);
+      cases.push([
+        `batched tA=${tA} tB=${tB}`,
+        () => [(a, b) => F.matmul(a, b, { transA: tA, transB: tB }), [t(tA ? [2, 4, 3] : [2, 3, 4]), t(tB ? [2, 5, 4] : [2, 4, 5])]],
+      ]);
+      cases.push([
+        `shared b tA=${tA} tB=${tB}`,
+        () => [(a, b) => F.matmul(a, b, { transA: tA, transB: tB }), [t(tA ? [2, 2, 4, 3] : [2, 2, 3, 4]), t(tB ? [5, 4] : [4, 5])]],
+      ]);
     }
     cases.push(['linear with bias, x [2, 3, 4]', () => [(x, w, b) => F.linear(x, w, b), [t([2, 3, 4]), t([5, 4]), t([5])]]]);
     cases.push(['linear 1-D x', () => [(x, w, b) => F.linear(x, w, b), [t([4]), t([5, 4]), t([5])]]]);

@@ -49,7 +49,8 @@ export function planMatmul(a: Meta, b: Meta, bias: Meta | undefined, attrs: Matm
   const { transA = false, transB = false, transC = false, sumBatch = false } = attrs;
   expectDType(OP, 'a (activations)', a, 'f32');
   expectDType(OP, 'b', b, 'f32', 'f16', 'bf16', 'q8_0', 'q4_0');
-  if (b.shape.length < 2) throw new ShapeMismatch(`${OP}: b has shape [${b.shape}], expected at least 2 dims ([K, N], or [N, K] with transB)`);
+  if (b.shape.length < 2)
+    throw new ShapeMismatch(`${OP}: b has shape [${b.shape}], expected at least 2 dims ([K, N], or [N, K] with transB)`);
   if (a.shape.length < 1 || (a.shape.length < 2 && (transA || b.shape.length > 2))) {
     throw new ShapeMismatch(`${OP}: a has shape [${a.shape}]; a 1-D a needs a 2-D b and no transA`);
   }
@@ -58,7 +59,9 @@ export function planMatmul(a: Meta, b: Meta, bias: Meta | undefined, attrs: Matm
     throw new ShapeMismatch(`${OP}: a [${a.shape}] and b [${b.shape}] must have equal leading (batch) dims, or b must be 2-D`);
   }
   if (sumBatch && (!transA || transB || a.shape.length !== b.shape.length)) {
-    throw new InvalidArgument(`${OP}: sumBatch needs transA, no transB and a, b of equal rank (got ranks ${a.shape.length}, ${b.shape.length})`);
+    throw new InvalidArgument(
+      `${OP}: sumBatch needs transA, no transB and a, b of equal rank (got ranks ${a.shape.length}, ${b.shape.length})`,
+    );
   }
   const [ar, ac] = a.shape.length >= 2 ? a.shape.slice(-2) : [1, a.shape[0]];
   const [br, bc] = b.shape.slice(-2);
@@ -69,7 +72,9 @@ export function planMatmul(a: Meta, b: Meta, bias: Meta | undefined, attrs: Matm
   if (sumBatch) K = numelOf(lead(a.shape, 1)); // rows of every batch, one long reduction
   const Kb2 = sumBatch ? numelOf(lead(b.shape, 1)) : Kb;
   if (K !== Kb2) {
-    throw new ShapeMismatch(`${OP}: a [${a.shape}]${transA ? ' (transA)' : ''} gives K = ${K} but b [${b.shape}]${transB ? ' (transB)' : ''} gives K = ${Kb2}`);
+    throw new ShapeMismatch(
+      `${OP}: a [${a.shape}]${transA ? ' (transA)' : ''} gives K = ${K} but b [${b.shape}]${transB ? ' (transB)' : ''} gives K = ${Kb2}`,
+    );
   }
   if (bias) {
     expectDType(OP, 'bias', bias, 'f32');

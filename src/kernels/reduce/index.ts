@@ -109,7 +109,12 @@ export const reduceBackwardKernel: KernelDef<ReduceBackwardAttrs> = {
     const n = numelOf(shape);
     if (n === 0) return;
     const square = op === 'sumsq';
-    ctx.launch('reduce_backward', [g.ptr, square ? x.ptr : 0n, dx.ptr], [n, Math.max(group(shape, axis), 1)], [alphaOf(op, group(shape, axis))]);
+    ctx.launch(
+      'reduce_backward',
+      [g.ptr, square ? x.ptr : 0n, dx.ptr],
+      [n, Math.max(group(shape, axis), 1)],
+      [alphaOf(op, group(shape, axis))],
+    );
   },
 };
 

@@ -42,23 +42,51 @@ export function scratch(ctx: GpuContext, elements: number, label: string): { bin
   return { binding: { buffer, offset: 0, size }, release: () => ctx.releaseBuffer(buffer) };
 }
 
-function partial(ctx: GpuContext, square: boolean, x: GPUBufferBinding, rows: number, cols: number, splits: number, outBase: number, alpha: number, out: GPUBufferBinding) {
+function partial(
+  ctx: GpuContext,
+  square: boolean,
+  x: GPUBufferBinding,
+  rows: number,
+  cols: number,
+  splits: number,
+  outBase: number,
+  alpha: number,
+  out: GPUBufferBinding,
+) {
   if (rows * splits === 0) return;
   ctx.dispatch({
     key: `reduce_${square ? 'sumsq' : 'sum'}_f32_partial_wg${WG}`,
     wgsl: () => reducePartialWgsl(square, WG),
-    uniforms: new Uniforms().u32(rows).u32(cols).u32(splits).u32(Math.ceil(cols / splits)).u32(outBase).f32(alpha),
+    uniforms: new Uniforms()
+      .u32(rows)
+      .u32(cols)
+      .u32(splits)
+      .u32(Math.ceil(cols / splits))
+      .u32(outBase)
+      .f32(alpha),
     bindings: [x, out],
     workgroups: ctx.grid(rows * splits),
   });
 }
 
-function final(ctx: GpuContext, partials: GPUBufferBinding, rows: number, splits: number, alpha: number, root: boolean, out: GPUBufferBinding) {
+function final(
+  ctx: GpuContext,
+  partials: GPUBufferBinding,
+  rows: number,
+  splits: number,
+  alpha: number,
+  root: boolean,
+  out: GPUBufferBinding,
+) {
   if (rows === 0) return;
   ctx.dispatch({
     key: `reduce_final_f32_wg${WG}`,
     wgsl: () => reduceFinalWgsl(WG),
-    uniforms: new Uniforms().u32(rows).u32(splits).f32(alpha).u32(root ? 1 : 0),
+    uniforms: new Uniforms()
+      .u32(rows)
+      .u32(splits)
+      .f32(alpha)
+      .u32(root ? 1 : 0),
     bindings: [partials, out],
     workgroups: ctx.grid(rows),
   });
@@ -93,7 +121,14 @@ export function encodeReduceAll(ctx: GpuContext, parts: Span[], { square, alpha,
 }
 
 /** out[r] = alpha * sum_c x[r, c] (squared when `square`) for the `rows` rows held by the spans. */
-export function encodeReduceLast(ctx: GpuContext, parts: Span[], rows: number, cols: number, { square, alpha }: ReduceOpts, out: GPUBufferBinding) {
+export function encodeReduceLast(
+  ctx: GpuContext,
+  parts: Span[],
+  rows: number,
+  cols: number,
+  { square, alpha }: ReduceOpts,
+  out: GPUBufferBinding,
+) {
   const splits = splitsFor(cols);
   if (splits === 1) {
     for (const p of parts) partial(ctx, square, p.binding, p.count / cols, cols, 1, p.start / cols, alpha, out);
@@ -101,7 +136,8 @@ export function encodeReduceLast(ctx: GpuContext, parts: Span[], rows: number, c
   }
   // splits 0 (empty rows) still runs stage 2, which writes alpha * 0 (NaN for a mean, as in torch)
   const tmp = scratch(ctx, rows * splits, 'reduce-partials');
-  if (splits) for (const p of parts) partial(ctx, square, p.binding, p.count / cols, cols, splits, (p.start / cols) * splits, 1, tmp.binding);
+  if (splits)
+    for (const p of parts) partial(ctx, square, p.binding, p.count / cols, cols, splits, (p.start / cols) * splits, 1, tmp.binding);
   final(ctx, tmp.binding, rows, splits, alpha, false, out);
   tmp.release();
 }

@@ -28,7 +28,12 @@ export const benches: BenchCase[] = [
     setup(backend, s) {
       const len = s === 'tiny' ? 4096 : 8_400_896;
       const g = backend.fromValues(new Rng(3).normals(len), [len]);
-      return { run: () => backend.run(clipGradNormKernel, [g], { maxNorm: 1e9 })[0].dispose(), flops: 3 * len, bytes: 12 * len, dispose: () => g.dispose() };
+      return {
+        run: () => backend.run(clipGradNormKernel, [g], { maxNorm: 1e9 })[0].dispose(),
+        flops: 3 * len,
+        bytes: 12 * len,
+        dispose: () => g.dispose(),
+      };
     },
   },
 ];

@@ -23,7 +23,12 @@ async function forwardAndBackward(env: ParityEnv, shape: number[], tol = TOL.f32
   for (const name of REDUCERS) {
     const yg = F[name](x.g);
     const yc = F[name](x.c);
-    await expectParity(yg, yc, name.startsWith('sum') ? sumTol(name.endsWith('LastDim') ? shape[shape.length - 1] : n) : tol, `${name} [${shape}]`);
+    await expectParity(
+      yg,
+      yc,
+      name.startsWith('sum') ? sumTol(name.endsWith('LastDim') ? shape[shape.length - 1] : n) : tol,
+      `${name} [${shape}]`,
+    );
     const g = pair(env, env.rng.normals(yc.numel), yc.shape);
     const op = name === 'sumSquares' ? 'sumsq' : name.startsWith('sum') ? 'sum' : 'mean';
     const axis = name.endsWith('LastDim') ? 'last' : 'all';
@@ -102,7 +107,12 @@ export const cases: ParityCase[] = [
         const gs = small.fromValues(g, [40]);
         const gc = env.cpu.fromValues(g, [40]);
         const attrs = { op: 'sumsq', axis: 'last', shape: [40, 17] } as const;
-        await expectParity(small.run(reduceBackwardKernel, [gs, xs], attrs)[0], env.cpu.run(reduceBackwardKernel, [gc, xc], attrs)[0], TOL.f32, 'sumsq backward split');
+        await expectParity(
+          small.run(reduceBackwardKernel, [gs, xs], attrs)[0],
+          env.cpu.run(reduceBackwardKernel, [gc, xc], attrs)[0],
+          TOL.f32,
+          'sumsq backward split',
+        );
         const [ts] = small.run(clipGradNormKernel, [xs, gs], { maxNorm: 1 });
         const [tc] = env.cpu.run(clipGradNormKernel, [xc, gc], { maxNorm: 1 });
         await expectParity(ts, tc, TOL.f32, 'clip total split');

@@ -69,9 +69,13 @@ describe('reduce (CPU reference)', () => {
     expect(() => F.sumLastDim(cpu.fromValues([1], []))).toThrow(ShapeMismatch);
     const g = cpu.fromValues([1, 2], [2]);
     expect(() => cpu.run(reduceBackwardKernel, [g], { op: 'sum', axis: 'all', shape: [2, 3] })).toThrow(ShapeMismatch);
-    expect(() => cpu.run(reduceBackwardKernel, [cpu.fromValues([1], [1], 'f16')], { op: 'sum', axis: 'all', shape: [2, 3] })).toThrow(DTypeMismatch);
+    expect(() => cpu.run(reduceBackwardKernel, [cpu.fromValues([1], [1], 'f16')], { op: 'sum', axis: 'all', shape: [2, 3] })).toThrow(
+      DTypeMismatch,
+    );
     expect(() => cpu.run(reduceBackwardKernel, [g], { op: 'sumsq', axis: 'last', shape: [2, 3] })).toThrow(InvalidArgument);
-    expect(() => cpu.run(reduceBackwardKernel, [g, cpu.zeros([3, 2])], { op: 'sumsq', axis: 'last', shape: [2, 3] })).toThrow(ShapeMismatch);
+    expect(() => cpu.run(reduceBackwardKernel, [g, cpu.zeros([3, 2])], { op: 'sumsq', axis: 'last', shape: [2, 3] })).toThrow(
+      ShapeMismatch,
+    );
   });
 });
 

@@ -14,7 +14,14 @@ export interface ParamGradAttrs {
   beta: boolean;
 }
 
-export function normParamGradCpu(g: FloatArray, x: FloatArray, stats: FloatArray, cols: number, dgamma: FloatArray | null, dbeta: FloatArray | null) {
+export function normParamGradCpu(
+  g: FloatArray,
+  x: FloatArray,
+  stats: FloatArray,
+  cols: number,
+  dgamma: FloatArray | null,
+  dbeta: FloatArray | null,
+) {
   dgamma?.fill(0);
   dbeta?.fill(0);
   for (let row = 0, base = 0; base < g.length; row++, base += cols) {

@@ -58,7 +58,8 @@ export function ropeInvFreq(config: RopeConfig): Float32Array {
       const low = need('low_freq_factor');
       const high = need('high_freq_factor');
       const oldLen = need('original_max_position_embeddings');
-      if (!(high > low)) throw new InvalidArgument(`ropeInvFreq: llama3 scaling needs high_freq_factor > low_freq_factor, got ${high} and ${low}`);
+      if (!(high > low))
+        throw new InvalidArgument(`ropeInvFreq: llama3 scaling needs high_freq_factor > low_freq_factor, got ${high} and ${low}`);
       const lowWavelen = oldLen / low;
       const highWavelen = oldLen / high;
       for (let i = 0; i < inv.length; i++) {

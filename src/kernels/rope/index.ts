@@ -28,10 +28,13 @@ export const ropeKernel: KernelDef<RopeAttrs> = {
     if (x.shape.length !== 3) throw new ShapeMismatch(`rope: x has shape [${x.shape}], expected [tokens, heads, head_dim]`);
     const [T, , D] = x.shape;
     if (pos.dtype !== 'i32') throw new DTypeMismatch(`rope: positions have dtype ${pos.dtype}, expected i32 (one position per token)`);
-    if (pos.shape.length !== 1 || pos.shape[0] !== T) throw new ShapeMismatch(`rope: positions have shape [${pos.shape}], expected [${T}] (one per token of x)`);
+    if (pos.shape.length !== 1 || pos.shape[0] !== T)
+      throw new ShapeMismatch(`rope: positions have shape [${pos.shape}], expected [${T}] (one per token of x)`);
     expectDType('rope', 'inverse frequencies', freq, 'f32');
     if (freq.shape.length !== 1 || freq.shape[0] < 1 || 2 * freq.shape[0] > D) {
-      throw new ShapeMismatch(`rope: inverse frequencies have shape [${freq.shape}], expected [R/2] with 2 ≤ R ≤ head_dim = ${D} (see ropeInvFreq)`);
+      throw new ShapeMismatch(
+        `rope: inverse frequencies have shape [${freq.shape}], expected [R/2] with 2 ≤ R ≤ head_dim = ${D} (see ropeInvFreq)`,
+      );
     }
     return [{ shape: x.shape, dtype: 'f32' }];
   },

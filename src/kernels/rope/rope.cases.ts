@@ -31,7 +31,11 @@ export const cases: ParityCase[] = SHAPES.map(([shape, config]) => ({
     // within ~1e-7 on every adapter (SwiftShader's builtin sin/cos are off by 2e-4), so 10x tighter than f32
     await expectParity(F.rope(x.g, pos.g, inv), F.rope(x.c, pos.c, inv), { atol: 1e-6, rtol: 1e-5 }, 'Float32Array frequencies');
     const fn = (a: Tensor, p: Tensor, f: Tensor) => F.rope(a, p, f, { scale: 1.25 });
-    const specs = [{ values: xv, shape }, { values: posv, shape: [T], dtype: 'i32' as const }, { values: inv, shape: [inv.length], grad: false }];
+    const specs = [
+      { values: xv, shape },
+      { values: posv, shape: [T], dtype: 'i32' as const },
+      { values: inv, shape: [inv.length], grad: false },
+    ];
     await expectGradParity(env, 'scaled, tensor frequencies', fn, specs, TOL.f32);
   },
 }));

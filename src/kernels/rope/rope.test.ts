@@ -18,7 +18,12 @@ describe('ropeInvFreq', () => {
     assertClose(ropeInvFreq({ theta: 10000, headDim: 8 }), [1, 0.1, 0.01, 0.001], { atol: 0, rtol: 1e-7 }, 'default');
     assertClose(ropeInvFreq({ theta: 10000, headDim: 8, partialRotaryFactor: 0.5 }), [1, 0.01], { atol: 0, rtol: 1e-7 }, 'partial');
     expect(ropeInvFreq({ theta: 100, headDim: 8, rotaryDim: 2 })).toEqual(Float32Array.from([1]));
-    assertClose(ropeInvFreq({ theta: 10000, headDim: 8, scaling: { type: 'linear', factor: 4 } }), [0.25, 0.025, 0.0025, 0.00025], { atol: 0, rtol: 1e-7 }, 'linear');
+    assertClose(
+      ropeInvFreq({ theta: 10000, headDim: 8, scaling: { type: 'linear', factor: 4 } }),
+      [0.25, 0.025, 0.0025, 0.00025],
+      { atol: 0, rtol: 1e-7 },
+      'linear',
+    );
   });
 
   it("reproduces Hugging Face's llama3 scaling, smooth band included (Llama 3.1 8B config)", () => {

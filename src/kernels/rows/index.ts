@@ -35,7 +35,9 @@ const rowElemsOf = (m: Meta) => numelOf(m.shape.slice(1));
 function rowOperand(op: string, what: string, m: Meta) {
   expectDType(op, what, m, 'f32');
   if (m.shape.length < 1) {
-    throw new ShapeMismatch(`${op}: ${what} is a scalar (shape []); row ops take tensors of rank ≥ 1 with rows along dim 0 (reshape it to [1])`);
+    throw new ShapeMismatch(
+      `${op}: ${what} is a scalar (shape []); row ops take tensors of rank ≥ 1 with rows along dim 0 (reshape it to [1])`,
+    );
   }
 }
 
@@ -88,7 +90,9 @@ export function copyRowsGpu(ctx: GpuContext, op: string, src: GpuRef, srcRow: nu
     const d = locate(dst, dStarts, dstRow + a);
     const words = (b - a) * rowElems;
     if ((Math.max(s.local, d.local) + b - a) * rowElems > 0xffffffff) {
-      throw new BindingLimitExceeded(`${op}: a binding of more than 2³² elements cannot be indexed by this kernel; split the tensor along dim 0`);
+      throw new BindingLimitExceeded(
+        `${op}: a binding of more than 2³² elements cannot be indexed by this kernel; split the tensor along dim 0`,
+      );
     }
     ctx.dispatch({
       key: `rows_copy_b32_wg${WG}`,

@@ -80,7 +80,10 @@ describe('row ops (CPU reference)', () => {
     const r1 = await gradcheck((a, b, c, z) => F.concatRows([a, F.sliceRows(b, 1, 2), z, c]), [a, b, c, z]);
     expect(r1.ok, r1.message).toBe(true);
     const x = mk([3, 2, 2]);
-    const r2 = await gradcheck((x) => F.mul(F.concatRows([F.sliceRows(x, 0, 2), F.sliceRows(x, 1, 2)]), F.concatRows([x, F.sliceRows(x, 2, 1)])), [x]);
+    const r2 = await gradcheck(
+      (x) => F.mul(F.concatRows([F.sliceRows(x, 0, 2), F.sliceRows(x, 1, 2)]), F.concatRows([x, F.sliceRows(x, 2, 1)])),
+      [x],
+    );
     expect(r2.ok, r2.message).toBe(true);
   });
 

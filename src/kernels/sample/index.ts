@@ -39,7 +39,8 @@ function idsMeta(op: string, [x]: readonly Meta[]): Meta[] {
   expectDType(op, 'logits', x, 'f32');
   expectRank(op, 'logits', x, 1, 2);
   const v = x.shape[x.shape.length - 1];
-  if (v < 1 || v >= MAX_VOCAB) throw new ShapeMismatch(`${op}: logits have ${v} columns; expected a vocabulary of 1 to ${MAX_VOCAB - 1} tokens`);
+  if (v < 1 || v >= MAX_VOCAB)
+    throw new ShapeMismatch(`${op}: logits have ${v} columns; expected a vocabulary of 1 to ${MAX_VOCAB - 1} tokens`);
   return [{ shape: [x.shape.length === 2 ? x.shape[0] : 1], dtype: 'i32' }];
 }
 

@@ -56,7 +56,8 @@ async function expectSameIds(env: ParityEnv, x: Float32Array, shape: number[], o
   let used = 0;
   for (let step = 0; step < steps; step++) {
     const a = sampleAttrs({ ...o, seed: 1234, step });
-    const safe = a.temperature === 0 || [...Array(rows).keys()].every((r) => drawMargin(x, r * v, v, a, uniformFor(a.seed, step, r)) > MARGIN);
+    const safe =
+      a.temperature === 0 || [...Array(rows).keys()].every((r) => drawMargin(x, r * v, v, a, uniformFor(a.seed, step, r)) > MARGIN);
     if (!safe) continue;
     used++;
     const [gi, ci] = await Promise.all([F.sample(g, a).readI32(), F.sample(c, a).readI32()]);
@@ -86,7 +87,14 @@ export const cases: ParityCase[] = [
       const base = sampleAttrs({ temperature: 1.2, topK: Math.max(1, Math.floor(v / 2)) });
       const topP = safeTopP(x, rows, v, base, 0.8);
       await expectSameIds(env, x, shape, { ...base, topP }, 8, `top-k ${base.topK} + top-p ${topP.toFixed(3)}`);
-      await expectSameIds(env, x, shape, { temperature: 0.9, topP: safeTopP(x, rows, v, sampleAttrs({ temperature: 0.9 }), 0.5) }, 8, 'top-p');
+      await expectSameIds(
+        env,
+        x,
+        shape,
+        { temperature: 0.9, topP: safeTopP(x, rows, v, sampleAttrs({ temperature: 0.9 }), 0.5) },
+        8,
+        'top-p',
+      );
     },
   })),
   {

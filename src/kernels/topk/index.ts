@@ -24,10 +24,13 @@ export interface TopkAttrs {
 
 function topkOutputs([x]: readonly Meta[], { k }: TopkAttrs): Meta[] {
   expectDType('topk', 'x', x, 'f32');
-  if (x.shape.length < 1) throw new ShapeMismatch('topk: x is a scalar (shape []); top-k runs over the last dim, so reshape it to [1] or more');
+  if (x.shape.length < 1)
+    throw new ShapeMismatch('topk: x is a scalar (shape []); top-k runs over the last dim, so reshape it to [1] or more');
   const v = x.shape[x.shape.length - 1];
   if (!Number.isInteger(k) || k < 1 || k > Math.min(v, TOPK_MAX)) {
-    throw new InvalidArgument(`topk: k ${k} must be an integer in [1, ${Math.min(v, TOPK_MAX)}] (at most the row length ${v} and at most ${TOPK_MAX}); ask for fewer`);
+    throw new InvalidArgument(
+      `topk: k ${k} must be an integer in [1, ${Math.min(v, TOPK_MAX)}] (at most the row length ${v} and at most ${TOPK_MAX}); ask for fewer`,
+    );
   }
   const shape = [...x.shape.slice(0, -1), k];
   return [{ shape, dtype: 'f32' }, { shape, dtype: 'i32' }];
@@ -64,11 +67,15 @@ function dispatchTopk(ctx: GpuContext, x: GpuRef, values: GpuRef, indices: GpuRe
     const xl = locate(x, xs, a);
     const vl = locate(values, vs, a);
     const il = locate(indices, is, a);
-    if (vl.local !== il.local) throw new ShapeMismatch('topk: the values and indices outputs were split into different chunks; allocate them on one device');
+    if (vl.local !== il.local)
+      throw new ShapeMismatch('topk: the values and indices outputs were split into different chunks; allocate them on one device');
     const inOff = xl.local * rowsPerD0 * v;
     const outOff = vl.local * rowsPerD0 * k;
     const n = (b - a) * rowsPerD0;
-    if (inOff + n * v > 0xffffffff) throw new BindingLimitExceeded('topk: a binding of more than 2³² elements cannot be indexed by this kernel; split the tensor along dim 0');
+    if (inOff + n * v > 0xffffffff)
+      throw new BindingLimitExceeded(
+        'topk: a binding of more than 2³² elements cannot be indexed by this kernel; split the tensor along dim 0',
+      );
     ctx.dispatch({
       key: `topk_f32_wg${WG}`,
       wgsl: () => topkWgsl(WG),

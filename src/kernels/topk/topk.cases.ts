@@ -13,7 +13,8 @@ async function expectSameTopk(env: ParityEnv, gx: Tensor, x: Float32Array, k: nu
   const g = F.topk(gx, k);
   const c = F.topk(env.cpu.fromValues(x, gx.shape), k);
   try {
-    if (g.values.shape.join() !== c.values.shape.join()) throw new Error(`${label}: shape [${g.values.shape}] vs reference [${c.values.shape}]`);
+    if (g.values.shape.join() !== c.values.shape.join())
+      throw new Error(`${label}: shape [${g.values.shape}] vs reference [${c.values.shape}]`);
     const [gv, gi, cv, ci] = await Promise.all([g.values.read(), g.indices.readI32(), c.values.read(), c.indices.readI32()]);
     observedClose(gi, ci, { atol: 0, rtol: 0 }, `${label} indices`);
     const gb = new Uint32Array(gv.buffer, gv.byteOffset, gv.length);

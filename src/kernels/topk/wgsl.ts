@@ -19,7 +19,8 @@ export const TOPK_MAX = 32;
 const GROUP = 16;
 
 export function topkWgsl(wg: number): string {
-  if (wg % GROUP || wg / GROUP > GROUP) throw new Error(`topkWgsl: workgroup size ${wg} must be a multiple of ${GROUP} up to ${GROUP * GROUP}`);
+  if (wg % GROUP || wg / GROUP > GROUP)
+    throw new Error(`topkWgsl: workgroup size ${wg} must be a multiple of ${GROUP} up to ${GROUP * GROUP}`);
   const groups = wg / GROUP;
   return `struct P { rows: u32, V: u32, k: u32, inOff: u32, outOff: u32 }
 @group(0) @binding(0) var<uniform> u: P;

@@ -82,7 +82,12 @@ describe.skipIf(!hasPython)('spawnPython (python3)', () => {
   });
 
   it('keeps at most maxOutputChars of a stream (plus the last chunk read) and reports a timeout', async () => {
-    const r = await spawnPython({ args: ['-'], stdin: 'print("a" * 10**6, flush=True)\nimport time\ntime.sleep(30)', timeoutMs: 500, maxOutputChars: 10 });
+    const r = await spawnPython({
+      args: ['-'],
+      stdin: 'print("a" * 10**6, flush=True)\nimport time\ntime.sleep(30)',
+      timeoutMs: 500,
+      maxOutputChars: 10,
+    });
     expect(r.timedOut).toBe(true);
     expect(r.exitCode).toBeNull();
     expect(r.stdout.length).toBeGreaterThanOrEqual(10);

@@ -82,7 +82,8 @@ async function tavilyServer(plan: Record<string, number | [number, unknown]>) {
       res.end(JSON.stringify(reply));
     });
   });
-  const status200 = (s: number, q: string) => (s === 200 ? { results: [{ title: `hit for ${q}`, url: 'https://x.test', content: 'text' }] } : { detail: { error: 'refused' } });
+  const status200 = (s: number, q: string) =>
+    s === 200 ? { results: [{ title: `hit for ${q}`, url: 'https://x.test', content: 'text' }] } : { detail: { error: 'refused' } };
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as { port: number };
   return { url: `http://127.0.0.1:${port}/search`, seen, close: () => new Promise<void>((r) => server.close(() => r())) };
@@ -113,11 +114,20 @@ describe('tavilySearchRunner with a keys file (rotation, against a local HTTP se
   });
 
   it('a usage-limit body on another 4xx rotates too; a server error does not; when every key is refused search stops, once reported', async () => {
-    const srv = await tavilyServer({ [K[0]]: [400, { detail: { error: 'This request exceeds your plan\'s set usage limit.' } }], [K[1]]: 500, [K[2]]: 401 });
+    const srv = await tavilyServer({
+      [K[0]]: [400, { detail: { error: "This request exceeds your plan's set usage limit." } }],
+      [K[1]]: 500,
+      [K[2]]: 401,
+    });
     const events: string[] = [];
     const exhausted: string[] = [];
     try {
-      const search = tavilySearchRunner({ keys: K, url: srv.url, onKeyEvent: (m) => events.push(m), onExhausted: (m) => exhausted.push(m) });
+      const search = tavilySearchRunner({
+        keys: K,
+        url: srv.url,
+        onKeyEvent: (m) => events.push(m),
+        onExhausted: (m) => exhausted.push(m),
+      });
       expect(await search('q', {})).toBe('[search error] Tavily answered HTTP 500 Internal Server Error.');
       expect(srv.seen).toEqual([K[0], K[1]]);
       expect(await search('q', {})).toBe('[search error] Tavily answered HTTP 500 Internal Server Error.'); // key 2 is kept: not a key error
@@ -126,7 +136,12 @@ describe('tavilySearchRunner with a keys file (rotation, against a local HTTP se
       expect(events[0]).toMatch(/^Tavily key 1 of 3 was refused \(HTTP 400 Bad Request\)/);
       expect(exhausted).toEqual([]);
 
-      const two = tavilySearchRunner({ keys: [K[0], K[2]], url: srv.url, onKeyEvent: (m) => events.push(m), onExhausted: (m) => exhausted.push(m) });
+      const two = tavilySearchRunner({
+        keys: [K[0], K[2]],
+        url: srv.url,
+        onKeyEvent: (m) => events.push(m),
+        onExhausted: (m) => exhausted.push(m),
+      });
       const out = await two('q', {});
       expect(out).toBe('[search error] every Tavily key (2) was refused or is over its limit; web search is off for the rest of the run.');
       expect(exhausted).toEqual(['all 2 Tavily keys were refused or are over their limits (the last: HTTP 401 Unauthorized)']);

@@ -15,7 +15,8 @@ const SNIPPET_CHARS = 320;
  * says so (KEY_ERROR_BODY), as Tavily's client reports usage-limit errors from the body's text.
  */
 export const TAVILY_KEY_STATUSES: readonly number[] = [401, 403, 429, 432, 433];
-const KEY_ERROR_BODY = /usage limit|plan limit|rate limit|quota|exceed|credits|unauthori[sz]ed|invalid api key|api key is (invalid|missing)/i;
+const KEY_ERROR_BODY =
+  /usage limit|plan limit|rate limit|quota|exceed|credits|unauthori[sz]ed|invalid api key|api key is (invalid|missing)/i;
 
 interface TavilyHit {
   title?: string;
@@ -66,7 +67,8 @@ export function tavilySearchRunner(opts: TavilyOptions): ToolRunners['search'] {
   const name = (i: number) => `key ${i + 1} of ${n}`;
   /** A message with any key in it replaced by its position (a server or network error could echo one). */
   const redact = (s: string) => keys.reduce((t, k, i) => t.split(k).join(`<${name(i)}>`), s);
-  const allSkipped = () => `[search error] every Tavily key (${n}) was refused or is over its limit; web search is off for the rest of the run.`;
+  const allSkipped = () =>
+    `[search error] every Tavily key (${n}) was refused or is over its limit; web search is off for the rest of the run.`;
 
   return async (query, { signal } = {}) => {
     if (!n) {

@@ -60,10 +60,18 @@ describe('roleExample', () => {
     const hie = { question: 'Q', hie_math_expert: 'HM', hie_code_expert: 'HC', hie_science_expert: 'HS' };
     expect(roleExample('hie', 'summarizer', { ...hie, hie_summarizer: 'HSUM', summary: 'SUM' })).toMatchObject({ target: 'HSUM' });
     expect(roleExample('hie', 'summarizer', { ...hie, summary: 'SUM', answer: '  ' })).toMatchObject({ target: 'SUM' });
-    expect(roleExample('deliberation', 'toolcaller', { question: 'Q', deliberation_reflector: 'DR', answer: 'A' })).toEqual({ target: 'A', slotTexts: ['DR'], question: 'Q' });
+    expect(roleExample('deliberation', 'toolcaller', { question: 'Q', deliberation_reflector: 'DR', answer: 'A' })).toEqual({
+      target: 'A',
+      slotTexts: ['DR'],
+      question: 'Q',
+    });
     // the chain alias and numeric cells
     expect(roleExample('chain', 'refiner', full)).toEqual({ target: 'RP', slotTexts: ['P'], question: 'Q' });
-    expect(roleExample('chain', 'solver', { question: 'Q', refined_plan: 'RP', answer: 42 })).toEqual({ target: '42', slotTexts: ['RP'], question: 'Q' });
+    expect(roleExample('chain', 'solver', { question: 'Q', refined_plan: 'RP', answer: 42 })).toEqual({
+      target: '42',
+      slotTexts: ['RP'],
+      question: 'Q',
+    });
   });
 
   it('names the missing field (with its fallbacks) as the skip reason', () => {
@@ -72,18 +80,26 @@ describe('roleExample', () => {
     expect(roleExample('chain', 'critic', { question: 'Q', refined_plan: 'RP' })).toEqual({ skip: 'missing:plan' });
     expect(roleExample('chain', 'critic', { question: 'Q', plan: 'P', refined_plan: '' })).toEqual({ skip: 'missing:refined_plan' });
     expect(roleExample('chain', 'solver', { question: 'Q', refined_plan: 'RP', answer: null })).toEqual({ skip: 'missing:answer' });
-    expect(roleExample('distill', 'learner', { question: 'Q', answer: 'A' })).toEqual({ skip: 'missing:distill_expert|refined_plan|expert_plan' });
+    expect(roleExample('distill', 'learner', { question: 'Q', answer: 'A' })).toEqual({
+      skip: 'missing:distill_expert|refined_plan|expert_plan',
+    });
     expect(roleExample('distill', 'learner', { question: 'Q' })).toEqual({ skip: 'missing:distill_learner|answer|learner_answer' });
-    expect(roleExample('hie', 'summarizer', { question: 'Q', answer: 'A', hie_math_expert: 'HM', hie_science_expert: 'HS' })).toEqual({ skip: 'missing:hie_code_expert' });
+    expect(roleExample('hie', 'summarizer', { question: 'Q', answer: 'A', hie_math_expert: 'HM', hie_science_expert: 'HS' })).toEqual({
+      skip: 'missing:hie_code_expert',
+    });
     expect(roleExample('hie', 'science', { question: 'Q', answer: 'A' })).toEqual({ skip: 'missing:hie_science_expert' });
     expect(roleExample('deliberation', 'reflector', { question: 'Q', answer: 'A' })).toEqual({ skip: 'missing:deliberation_reflector' });
     expect(roleExample('deliberation', 'toolcaller', { question: 'Q', answer: 'A' })).toEqual({ skip: 'missing:deliberation_reflector' });
-    expect(roleExample('deliberation', 'toolcaller', { question: 'Q', deliberation_reflector: 'DR' })).toEqual({ skip: 'missing:deliberation_toolcaller|answer' });
+    expect(roleExample('deliberation', 'toolcaller', { question: 'Q', deliberation_reflector: 'DR' })).toEqual({
+      skip: 'missing:deliberation_toolcaller|answer',
+    });
   });
 
   it('rejects a role the shape does not train', () => {
     expect(() => roleExample('chain', 'summarizer', full)).toThrow(InvalidArgument);
-    expect(() => roleExample('hie', 'refiner', full)).toThrow("shape 'hie' has no trainable role 'refiner'; its roles: math, code, science, summarizer");
+    expect(() => roleExample('hie', 'refiner', full)).toThrow(
+      "shape 'hie' has no trainable role 'refiner'; its roles: math, code, science, summarizer",
+    );
     expect(canonicalRole('chain', 'refiner')).toBe('critic');
     expect(canonicalRole('distill', 'learner')).toBe('learner');
   });
@@ -102,7 +118,11 @@ describe('rowTask', () => {
   });
 
   it('reads the code interface columns', () => {
-    expect(rowTask({ task_family: 'code', type: 'function', fn_name: ' add ' }, 'math')).toEqual({ task: 'code', codeType: 'function', fnName: 'add' });
+    expect(rowTask({ task_family: 'code', type: 'function', fn_name: ' add ' }, 'math')).toEqual({
+      task: 'code',
+      codeType: 'function',
+      fnName: 'add',
+    });
     expect(rowTask({ type: 'complete' }, 'code')).toEqual({ task: 'code', codeType: 'complete' });
     expect(rowTask({ type: 'math', fn_name: '' }, 'math')).toEqual({ task: 'math' });
   });

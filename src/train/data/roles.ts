@@ -75,7 +75,11 @@ const missing = (fields: Field) => `missing:${fields.join('|')}`;
  * The texts one training example of `role` needs: the assistant target, the texts that fill its slots in
  * the inner loop, and the question. `{ skip }` names the first missing or empty field (with fallbacks).
  */
-export function roleExample(shape: StyleShape, role: string, row: Row): { target: string; slotTexts: string[]; question: string } | { skip: string } {
+export function roleExample(
+  shape: StyleShape,
+  role: string,
+  row: Row,
+): { target: string; slotTexts: string[]; question: string } | { skip: string } {
   const cols = COLUMNS[`${shape}.${canonicalRole(shape, role)}`]!;
   const question = cellText(row, 'question');
   if (question === undefined) return { skip: missing(['question']) };

@@ -27,7 +27,9 @@ function fakeServer(total: number, opts: { status?: number; truncated?: number }
       row,
       truncated_cells: offset + i === opts.truncated ? ['answer'] : [],
     }));
-    return new Response(JSON.stringify({ features: [], rows, num_rows_total: total, num_rows_per_page: 100, partial: false }), { status: 200 });
+    return new Response(JSON.stringify({ features: [], rows, num_rows_total: total, num_rows_per_page: 100, partial: false }), {
+      status: 200,
+    });
   }) as typeof fetch;
   return { f, urls };
 }
@@ -36,7 +38,11 @@ describe('loadRows from files', () => {
   it('reads a JSON array, a JSON object field and JSONL (blank lines skipped)', async () => {
     const a = join(dir, 'a.json');
     await writeFile(a, JSON.stringify(rowsOf(3)));
-    expect(await loadRows({ jsonFile: a })).toEqual([{ question: 'q0', answer: '0' }, { question: 'q1', answer: '1' }, { question: 'q2', answer: '2' }]);
+    expect(await loadRows({ jsonFile: a })).toEqual([
+      { question: 'q0', answer: '0' },
+      { question: 'q1', answer: '1' },
+      { question: 'q2', answer: '2' },
+    ]);
     const b = join(dir, 'b.json');
     await writeFile(b, JSON.stringify({ meta: 1, data: rowsOf(2, 5) }));
     expect(await loadRows({ jsonFile: b, jsonField: 'data' })).toEqual([{ question: 'q5', answer: '5' }, { question: 'q6', answer: '6' }]);
@@ -53,8 +59,12 @@ describe('loadRows from files', () => {
     await expect(loadRows({ jsonFile: join(dir, 'nope.json') })).rejects.toThrow(/nope\.json does not exist; check the path/);
     const obj = join(dir, 'obj.json');
     await writeFile(obj, JSON.stringify({ data: rowsOf(1), rows: [] }));
-    await expect(loadRows({ jsonFile: obj })).rejects.toThrow("name the field that holds the rows (--dataset_json_field; its array fields: data, rows)");
-    await expect(loadRows({ jsonFile: obj, jsonField: 'items' })).rejects.toThrow("has no array field 'items'; its array fields: data, rows");
+    await expect(loadRows({ jsonFile: obj })).rejects.toThrow(
+      'name the field that holds the rows (--dataset_json_field; its array fields: data, rows)',
+    );
+    await expect(loadRows({ jsonFile: obj, jsonField: 'items' })).rejects.toThrow(
+      "has no array field 'items'; its array fields: data, rows",
+    );
     const nonObj = join(dir, 'nonobj.json');
     await writeFile(nonObj, '[{"a":1}, 3]');
     await expect(loadRows({ jsonFile: nonObj })).rejects.toThrow('row 1 is not a JSON object (got number)');
@@ -75,9 +85,14 @@ describe('loadRows from the Hugging Face rows API', () => {
     const { f, urls } = fakeServer(250);
     const progress: [number, number][] = [];
     const cacheDir = join(dir, 'cache');
-    const rows = await loadRows({ datasetName: 'RecursiveMAS/Sequential-Math' }, { fetch: f, cacheDir, onProgress: (a, b) => progress.push([a, b]) });
+    const rows = await loadRows(
+      { datasetName: 'RecursiveMAS/Sequential-Math' },
+      { fetch: f, cacheDir, onProgress: (a, b) => progress.push([a, b]) },
+    );
     expect(rows).toEqual(rowsOf(250));
-    expect(urls).toEqual([0, 100, 200].map((o) => `${ROWS_API}?dataset=RecursiveMAS%2FSequential-Math&config=default&split=train&offset=${o}&length=100`));
+    expect(urls).toEqual(
+      [0, 100, 200].map((o) => `${ROWS_API}?dataset=RecursiveMAS%2FSequential-Math&config=default&split=train&offset=${o}&length=100`),
+    );
     expect(progress).toEqual([[100, 250], [200, 250], [250, 250]]);
     const file = cachePath(cacheDir, 'RecursiveMAS/Sequential-Math', 'default', 'train');
     expect(file).toBe(`${cacheDir}/RecursiveMAS--Sequential-Math/default/train.jsonl`);

@@ -52,7 +52,10 @@ async function readText(path: string, flag: string): Promise<string> {
 
 function checkRows(rows: unknown[], where: string): Row[] {
   rows.forEach((r, i) => {
-    if (!isRecord(r)) throw new InvalidArgument(`${where}: row ${i} is not a JSON object (got ${Array.isArray(r) ? 'an array' : typeof r}); each row must be an object of named fields`);
+    if (!isRecord(r))
+      throw new InvalidArgument(
+        `${where}: row ${i} is not a JSON object (got ${Array.isArray(r) ? 'an array' : typeof r}); each row must be an object of named fields`,
+      );
   });
   return rows as Row[];
 }
@@ -66,13 +69,15 @@ export function parseJsonRows(text: string, where: string, field?: string): Row[
     throw new InvalidArgument(`${where} is not valid JSON (${(e as Error).message}); fix it, or give a JSONL file with one row per line`);
   }
   if (Array.isArray(doc)) {
-    if (field !== undefined) throw new InvalidArgument(`${where} holds a top-level array, so the JSON field '${field}' does not apply; drop it`);
+    if (field !== undefined)
+      throw new InvalidArgument(`${where} holds a top-level array, so the JSON field '${field}' does not apply; drop it`);
     return checkRows(doc, where);
   }
   if (!isRecord(doc)) throw new InvalidArgument(`${where} must hold an array of rows or an object with one (e.g. {"data": [...]})`);
   const arrays = Object.keys(doc).filter((k) => Array.isArray(doc[k]));
   const hint = arrays.length ? `its array fields: ${arrays.join(', ')}` : 'it has no array field';
-  if (field === undefined) throw new InvalidArgument(`${where} holds an object; name the field that holds the rows (--dataset_json_field; ${hint})`);
+  if (field === undefined)
+    throw new InvalidArgument(`${where} holds an object; name the field that holds the rows (--dataset_json_field; ${hint})`);
   if (!Array.isArray(doc[field])) throw new InvalidArgument(`${where} has no array field '${field}'; ${hint}`);
   return checkRows(doc[field], `${where} field '${field}'`);
 }
@@ -106,48 +111,73 @@ interface RowsPage {
   num_rows_total?: number;
 }
 
-async function fetchPage(f: typeof fetch, dataset: string, config: string, split: string, offset: number, token?: string): Promise<RowsPage> {
+async function fetchPage(
+  f: typeof fetch,
+  dataset: string,
+  config: string,
+  split: string,
+  offset: number,
+  token?: string,
+): Promise<RowsPage> {
   const url = `${ROWS_API}?dataset=${encodeURIComponent(dataset)}&config=${encodeURIComponent(config)}&split=${encodeURIComponent(split)}&offset=${offset}&length=${PAGE}`;
   const local = 'download the dataset (e.g. its parquet converted to JSONL) and pass it as a local JSONL or JSON file instead';
   let res: Response;
   try {
     res = token ? await f(url, { headers: { Authorization: `Bearer ${token}` } }) : await f(url);
   } catch (e) {
-    throw new InvalidArgument(`the dataset ${dataset} could not be fetched from ${ROWS_API} (${(e as Error).message}); check the network, or ${local}`);
+    throw new InvalidArgument(
+      `the dataset ${dataset} could not be fetched from ${ROWS_API} (${(e as Error).message}); check the network, or ${local}`,
+    );
   }
   if (!res.ok) {
     let detail = '';
     try {
       const body = (await res.json()) as { error?: unknown };
       if (typeof body.error === 'string') detail = `: ${body.error}`;
-    } catch { /* no JSON body */ }
-    const what = res.status === 404 ? `; check the dataset name '${dataset}', config '${config}' and split '${split}'`
-      : res.status === 401 || res.status === 403 ? `; ${dataset} may be gated: accept its terms on huggingface.co and set HF_TOKEN to an access token` : '';
-    throw new InvalidArgument(`the dataset ${dataset} could not be fetched (HTTP ${res.status} at offset ${offset}${detail})${what}; or ${local}`);
+    } catch {
+      /* no JSON body */
+    }
+    const what =
+      res.status === 404
+        ? `; check the dataset name '${dataset}', config '${config}' and split '${split}'`
+        : res.status === 401 || res.status === 403
+          ? `; ${dataset} may be gated: accept its terms on huggingface.co and set HF_TOKEN to an access token`
+          : '';
+    throw new InvalidArgument(
+      `the dataset ${dataset} could not be fetched (HTTP ${res.status} at offset ${offset}${detail})${what}; or ${local}`,
+    );
   }
   try {
     return (await res.json()) as RowsPage;
   } catch (e) {
-    throw new InvalidArgument(`the dataset ${dataset} could not be fetched: the rows API sent a body that is not JSON (${(e as Error).message}); try again, or ${local}`);
+    throw new InvalidArgument(
+      `the dataset ${dataset} could not be fetched: the rows API sent a body that is not JSON (${(e as Error).message}); try again, or ${local}`,
+    );
   }
 }
 
 async function downloadRows(dataset: string, config: string, split: string, opts: LoadRowsOptions): Promise<Row[]> {
   const f = opts.fetch ?? globalThis.fetch;
-  if (typeof f !== 'function') throw new InvalidArgument(`no fetch is available to download ${dataset}; pass a local JSONL or JSON file instead`);
+  if (typeof f !== 'function')
+    throw new InvalidArgument(`no fetch is available to download ${dataset}; pass a local JSONL or JSON file instead`);
   const rows: Row[] = [];
   let total = Infinity;
   while (rows.length < total) {
     const page = await fetchPage(f, dataset, config, split, rows.length, opts.token);
     if (typeof page.num_rows_total !== 'number' || !Array.isArray(page.rows)) {
-      throw new InvalidArgument(`the rows API answered for ${dataset} without rows or num_rows_total; try again later, or pass a local file`);
+      throw new InvalidArgument(
+        `the rows API answered for ${dataset} without rows or num_rows_total; try again later, or pass a local file`,
+      );
     }
     total = page.num_rows_total;
     if (page.rows.length === 0 && rows.length < total) {
-      throw new InvalidArgument(`the rows API returned no rows at offset ${rows.length} of ${total} for ${dataset}; try again later, or pass a local file`);
+      throw new InvalidArgument(
+        `the rows API returned no rows at offset ${rows.length} of ${total} for ${dataset}; try again later, or pass a local file`,
+      );
     }
     for (const item of page.rows) {
-      if (!isRecord(item.row)) throw new InvalidArgument(`the rows API sent a malformed row at offset ${rows.length} of ${dataset}; pass a local file instead`);
+      if (!isRecord(item.row))
+        throw new InvalidArgument(`the rows API sent a malformed row at offset ${rows.length} of ${dataset}; pass a local file instead`);
       if (Array.isArray(item.truncated_cells) && item.truncated_cells.length > 0) {
         throw new InvalidArgument(
           `the rows API truncated the cells ${item.truncated_cells.join(', ')} of row ${item.row_idx ?? rows.length} of ${dataset}, ` +
@@ -174,11 +204,13 @@ export async function loadRows(src: RowSource, opts: LoadRowsOptions = {}): Prom
         : `give one data source, not ${given.join(' and ')}`,
     );
   }
-  if (src.jsonField !== undefined && src.jsonFile === undefined) throw new InvalidArgument('the JSON field applies to a JSON file only; drop it or give a JSON file');
+  if (src.jsonField !== undefined && src.jsonFile === undefined)
+    throw new InvalidArgument('the JSON field applies to a JSON file only; drop it or give a JSON file');
   if (src.jsonFile) return parseJsonRows(await readText(src.jsonFile, 'the JSON file'), src.jsonFile, src.jsonField);
   if (src.jsonlFile) return parseJsonlRows(await readText(src.jsonlFile, 'the JSONL file'), src.jsonlFile);
   const dataset = src.datasetName!;
-  if (!/^[\w.-]+\/[\w.-]+$/.test(dataset)) throw new InvalidArgument(`'${dataset}' is not a Hugging Face dataset id; write it as owner/name, e.g. RecursiveMAS/Sequential-Math`);
+  if (!/^[\w.-]+\/[\w.-]+$/.test(dataset))
+    throw new InvalidArgument(`'${dataset}' is not a Hugging Face dataset id; write it as owner/name, e.g. RecursiveMAS/Sequential-Math`);
   const config = src.config || 'default';
   const split = src.split || 'train';
   const cache = opts.cacheDir ? cachePath(opts.cacheDir, dataset, config, split) : undefined;

@@ -46,7 +46,10 @@ describe('innerExample', () => {
   it('masks exactly the assistant span, end-of-turn included, when the prompt is a prefix', () => {
     const ex = innerExample(plain, 'chain', 'solver', 'first', row, { task: 'math', maxLength: 4096 });
     if ('skip' in ex) throw new Error(ex.skip);
-    const user = userPrompt('chain', 'solver', 'first', { question: row.question, task: 'math', round: 1 }).replace(SLOTS.refined, row.refined_plan);
+    const user = userPrompt('chain', 'solver', 'first', { question: row.question, task: 'math', round: 1 }).replace(
+      SLOTS.refined,
+      row.refined_plan,
+    );
     const promptIds = enc(plain, chat(SYS, user) + GEN);
     expect(ex.promptIsPrefix).toBe(true);
     expect(ex.ids.slice(0, promptIds.length)).toEqual(promptIds);
@@ -65,11 +68,19 @@ describe('innerExample', () => {
   });
 
   it('puts the three expert texts into the summarizer prompt, and uses the deliberation system prompt', () => {
-    const hie = { question: 'Q?', hie_math_expert: 'math says 7', hie_code_expert: 'code says 7', hie_science_expert: 'science says 8', answer: '\\boxed{7}' };
+    const hie = {
+      question: 'Q?',
+      hie_math_expert: 'math says 7',
+      hie_code_expert: 'code says 7',
+      hie_science_expert: 'science says 8',
+      answer: '\\boxed{7}',
+    };
     const ex = innerExample(llama, 'hie', 'summarizer', 'first', hie, { task: 'math', maxLength: 4096 });
     if ('skip' in ex) throw new Error(ex.skip);
     const text = llama.decode(ex.ids);
-    expect(text).toContain('Math expert information:\nmath says 7\n\nCode expert information:\ncode says 7\n\nScience expert information:\nscience says 8\n\n---');
+    expect(text).toContain(
+      'Math expert information:\nmath says 7\n\nCode expert information:\ncode says 7\n\nScience expert information:\nscience says 8\n\n---',
+    );
     expect(text.endsWith(`${GEN}\\boxed{7}<|im_end|>\n`)).toBe(true);
     const del = { question: 'Q?', deliberation_reflector: 'check it', deliberation_toolcaller: '<python>print(1)</python>' };
     const d = innerExample(plain, 'deliberation', 'toolcaller', 'first', del, { task: 'math', maxLength: 4096 });
@@ -83,10 +94,18 @@ describe('innerExample', () => {
     const code = { question: 'Add two numbers.', plan: 'Step 1: return a+b.', task_family: 'code', type: 'function', fn_name: 'add' };
     const ex = innerExample(plain, 'chain', 'planner', 'first', code, { task: 'math', maxLength: 4096 });
     if ('skip' in ex) throw new Error(ex.skip);
-    expect(plain.decode(ex.ids)).toContain('Implement and return the function `add` only.\nThe programming problem is:\nAdd two numbers.\n');
-    expect(innerExample(plain, 'chain', 'planner', 'first', { ...code, fn_name: undefined }, { task: 'math', maxLength: 4096 })).toEqual({ skip: 'missing:fn_name' });
-    expect(innerExample(plain, 'chain', 'critic', 'first', { question: 'Q', refined_plan: 'R' }, { task: 'math', maxLength: 4096 })).toEqual({ skip: 'missing:plan' });
-    expect(innerExample(plain, 'chain', 'critic', 'first', { ...row, plan: `see ${SLOTS.feedback}` }, { task: 'math', maxLength: 4096 })).toEqual({
+    expect(plain.decode(ex.ids)).toContain(
+      'Implement and return the function `add` only.\nThe programming problem is:\nAdd two numbers.\n',
+    );
+    expect(innerExample(plain, 'chain', 'planner', 'first', { ...code, fn_name: undefined }, { task: 'math', maxLength: 4096 })).toEqual({
+      skip: 'missing:fn_name',
+    });
+    expect(
+      innerExample(plain, 'chain', 'critic', 'first', { question: 'Q', refined_plan: 'R' }, { task: 'math', maxLength: 4096 }),
+    ).toEqual({ skip: 'missing:plan' });
+    expect(
+      innerExample(plain, 'chain', 'critic', 'first', { ...row, plan: `see ${SLOTS.feedback}` }, { task: 'math', maxLength: 4096 }),
+    ).toEqual({
       skip: `slot_string_in_text:${SLOTS.feedback}`,
     });
     expect(() => innerExample(plain, 'chain', 'planner', 'feedback', row, { task: 'math', maxLength: 4096 })).toThrow(InvalidArgument);
@@ -102,7 +121,10 @@ describe('renderChatPair', () => {
         "[{{ m['role'] }}]{{ m['content'] }}{%- endfor %}{%- if add_generation_prompt %}[assistant]{%- endif %}",
     });
     expect(renderChatPair(t, 'S', 'U', 'T')).toEqual({ prompt: '[user]S\n\nU[assistant]', full: '[user]S\n\nU[assistant]T' });
-    expect(renderChatPair(qwen, 'S', 'U', 'T')).toEqual({ prompt: chat('S', 'U') + GEN + THINK, full: chat('S', 'U') + GEN + 'T<|im_end|>\n' });
+    expect(renderChatPair(qwen, 'S', 'U', 'T')).toEqual({
+      prompt: chat('S', 'U') + GEN + THINK,
+      full: chat('S', 'U') + GEN + 'T<|im_end|>\n',
+    });
   });
 });
 
@@ -135,7 +157,10 @@ describe('stageExample', () => {
     const ex = stageExample(llama, 'hie', 'summarizer', 'first', hie, { task: 'math' });
     if ('skip' in ex) throw new Error(ex.skip);
     expect(ex.slots).toEqual([SLOTS.hieMath, SLOTS.hieCode, SLOTS.hieScience]);
-    expect(ex.pieces.slice(1, 3).map((p) => llama.decode(p))).toEqual(['\n\nCode expert information:\n', '\n\nScience expert information:\n']);
+    expect(ex.pieces.slice(1, 3).map((p) => llama.decode(p))).toEqual([
+      '\n\nCode expert information:\n',
+      '\n\nScience expert information:\n',
+    ]);
     expect(ex.target).toEqual(enc(llama, 'A.<|im_end|>\n'));
     const fb = stageExample(plain, 'chain', 'planner', 'feedback', row, { task: 'math', round: 3 });
     if ('skip' in fb) throw new Error(fb.skip);
@@ -148,8 +173,12 @@ describe('stageExample', () => {
   });
 
   it('skips rows with missing fields or slot strings in the text', () => {
-    expect(stageExample(plain, 'chain', 'solver', 'first', { question: 'Q', refined_plan: 'R' }, { task: 'math' })).toEqual({ skip: 'missing:answer' });
-    expect(stageExample(plain, 'chain', 'solver', 'first', { ...row, answer: SLOTS.refined }, { task: 'math' })).toEqual({ skip: `slot_string_in_text:${SLOTS.refined}` });
+    expect(stageExample(plain, 'chain', 'solver', 'first', { question: 'Q', refined_plan: 'R' }, { task: 'math' })).toEqual({
+      skip: 'missing:answer',
+    });
+    expect(stageExample(plain, 'chain', 'solver', 'first', { ...row, answer: SLOTS.refined }, { task: 'math' })).toEqual({
+      skip: `slot_string_in_text:${SLOTS.refined}`,
+    });
   });
 });
 

@@ -4,7 +4,15 @@
  * at its slots (the trainer splices latents there) followed by the gold assistant tokens.
  */
 import { InvalidArgument, TokenizerError } from '../../errors.ts';
-import { PROMPT_SLOTS, systemPrompt, userPrompt, type PromptKind, type PromptSet, type StyleShape, type TaskKind } from '../../mas/prompts.ts';
+import {
+  PROMPT_SLOTS,
+  systemPrompt,
+  userPrompt,
+  type PromptKind,
+  type PromptSet,
+  type StyleShape,
+  type TaskKind,
+} from '../../mas/prompts.ts';
 import { ALL_SLOTS } from '../../mas/slots.ts';
 import { splitAtSlots, withChatFallbacks } from '../../tokenizer/slots.ts';
 import type { Tokenizer } from '../../tokenizer/tokenizer.ts';
@@ -67,7 +75,15 @@ interface Prepared {
 }
 
 /** Row → system prompt, user prompt (slot strings kept), gold target; or the reason to skip the row. */
-function prepare(shape: StyleShape, role: string, kind: PromptKind, row: Row, task: TaskKind, round: number | undefined, prompts: PromptSet | undefined): Prepared | { skip: string } {
+function prepare(
+  shape: StyleShape,
+  role: string,
+  kind: PromptKind,
+  row: Row,
+  task: TaskKind,
+  round: number | undefined,
+  prompts: PromptSet | undefined,
+): Prepared | { skip: string } {
   const name = canonicalRole(shape, role);
   const ex = roleExample(shape, name, row);
   if ('skip' in ex) return ex;
@@ -78,8 +94,20 @@ function prepare(shape: StyleShape, role: string, kind: PromptKind, row: Row, ta
   if (t.task === 'code' && t.codeType === 'function' && !t.fnName) return { skip: 'missing:fn_name' };
   const stray = straySlot([ex.question, ex.target, ...ex.slotTexts]);
   if (stray) return { skip: `slot_string_in_text:${stray}` };
-  const vars = { question: ex.question, task: t.task, round: round ?? (kind === 'feedback' ? 2 : 1), ...(t.codeType ? { codeType: t.codeType } : {}), ...(t.fnName ? { fnName: t.fnName } : {}) };
-  return { system: systemPrompt(shape, prompts), user: userPrompt(shape, name, kind, vars, prompts), slots, target: ex.target, slotTexts: ex.slotTexts };
+  const vars = {
+    question: ex.question,
+    task: t.task,
+    round: round ?? (kind === 'feedback' ? 2 : 1),
+    ...(t.codeType ? { codeType: t.codeType } : {}),
+    ...(t.fnName ? { fnName: t.fnName } : {}),
+  };
+  return {
+    system: systemPrompt(shape, prompts),
+    user: userPrompt(shape, name, kind, vars, prompts),
+    slots,
+    target: ex.target,
+    slotTexts: ex.slotTexts,
+  };
 }
 
 /**
@@ -98,9 +126,12 @@ export function innerExample(
   row: Row,
   opts: { task: TaskKind; maxLength: number; round?: number; prompts?: PromptSet },
 ): (InnerExample & { promptIsPrefix: boolean }) | { skip: string } {
-  if (!Number.isInteger(opts.maxLength) || opts.maxLength < 2) throw new InvalidArgument(`maxLength must be an integer ≥ 2, got ${opts.maxLength}`);
+  if (!Number.isInteger(opts.maxLength) || opts.maxLength < 2)
+    throw new InvalidArgument(`maxLength must be an integer ≥ 2, got ${opts.maxLength}`);
   if (kind !== 'first') {
-    throw new InvalidArgument("inner training renders first-round prompts with real text in the slots; a 'feedback' prompt has no text for its feedback slot, use kind 'first'");
+    throw new InvalidArgument(
+      "inner training renders first-round prompts with real text in the slots; a 'feedback' prompt has no text for its feedback slot, use kind 'first'",
+    );
   }
   const p = prepare(shape, role, kind, row, opts.task, opts.round, opts.prompts);
   if ('skip' in p) return p;
@@ -148,7 +179,9 @@ export function stageExample(
   const k = p.slots.length;
   for (let i = 0; i < k; i++) {
     if (cutPrompt.pieces[i] !== cutFull.pieces[i]) {
-      throw new TokenizerError(`the chat template renders the text before slot ${i + 1} of ${where} differently with and without the assistant turn; slots cannot be placed, use another template`);
+      throw new TokenizerError(
+        `the chat template renders the text before slot ${i + 1} of ${where} differently with and without the assistant turn; slots cannot be placed, use another template`,
+      );
     }
   }
   const lastPrompt = cutPrompt.pieces[k]!;
@@ -172,11 +205,16 @@ export function stageExample(
  * Drops tokens from the start of pieces[0] so that Σ pieces + Σ slotLens + target ≤ maxLength (upstream
  * left-truncates); 'sequence_too_long' when even an empty first piece does not fit.
  */
-export function leftTruncate(ex: StageExample, slotLens: readonly number[], maxLength: number): StageExample | { skip: 'sequence_too_long' } {
+export function leftTruncate(
+  ex: StageExample,
+  slotLens: readonly number[],
+  maxLength: number,
+): StageExample | { skip: 'sequence_too_long' } {
   if (slotLens.length !== ex.slots.length) {
     throw new InvalidArgument(`leftTruncate got ${slotLens.length} slot lengths for ${ex.slots.length} slots; give one length per slot`);
   }
-  if (slotLens.some((n) => !Number.isInteger(n) || n < 0)) throw new InvalidArgument(`slot lengths must be integers ≥ 0, got ${slotLens.join(', ')}`);
+  if (slotLens.some((n) => !Number.isInteger(n) || n < 0))
+    throw new InvalidArgument(`slot lengths must be integers ≥ 0, got ${slotLens.join(', ')}`);
   const total = ex.pieces.reduce((s, p) => s + p.length, 0) + slotLens.reduce((s, n) => s + n, 0) + ex.target.length;
   const excess = total - maxLength;
   if (excess <= 0) return ex;

@@ -12,8 +12,27 @@ afterEach(() => {
 });
 
 const items: CheckpointInfo[] = [
-  { id: 'a1', name: 'planner run', kind: 'inner', style: 'sequential_light', role: 'planner', step: 20, created: Date.UTC(2026, 0, 2), bytes: 1536, files: ['adapter.safetensors'] },
-  { id: 'b2', name: 'outer run', kind: 'outer', style: 'mixture', step: 100, created: Date.UTC(2026, 0, 3), bytes: 5 * 2 ** 20 + 2 ** 19, files: ['outer_1s.safetensors'] },
+  {
+    id: 'a1',
+    name: 'planner run',
+    kind: 'inner',
+    style: 'sequential_light',
+    role: 'planner',
+    step: 20,
+    created: Date.UTC(2026, 0, 2),
+    bytes: 1536,
+    files: ['adapter.safetensors'],
+  },
+  {
+    id: 'b2',
+    name: 'outer run',
+    kind: 'outer',
+    style: 'mixture',
+    step: 100,
+    created: Date.UTC(2026, 0, 3),
+    bytes: 5 * 2 ** 20 + 2 ** 19,
+    files: ['outer_1s.safetensors'],
+  },
   { id: 'c3', name: 'imported', kind: 'inner', created: Date.UTC(2026, 0, 4), bytes: 12, files: ['adapter.pt'] },
 ];
 

@@ -28,7 +28,13 @@ function setup(evaluate: (req: EvalRequest, on: (e: EngineEvent) => void, opts?:
   };
   const prepare = vi.fn(async () => ({ spec, backend: 'cpu' as const }));
   const target = document.body.appendChild(document.createElement('div'));
-  const props = reactiveProps({ services, settings: { ...DEFAULTS, style: TINY, rounds: 2, latentSteps: 8, greedy: true }, prepare, busy: false, running: false });
+  const props = reactiveProps({
+    services,
+    settings: { ...DEFAULTS, style: TINY, rounds: 2, latentSteps: 8, greedy: true },
+    prepare,
+    busy: false,
+    running: false,
+  });
   app = mount(EvalPanel, { target, props });
   (target.querySelector('details') as HTMLDetailsElement).open = true;
   flushSync();
@@ -36,8 +42,19 @@ function setup(evaluate: (req: EvalRequest, on: (e: EngineEvent) => void, opts?:
 }
 
 const sample = (index: number, correct: boolean, total = 3): EngineEvent => ({
-  type: 'sample', index, total,
-  record: { index, question: `q${index}`, gold: String(index), pred: correct ? String(index) : 'x', correct, text: `t${index}`, tokens: 10 + index, seconds: 0.5 },
+  type: 'sample',
+  index,
+  total,
+  record: {
+    index,
+    question: `q${index}`,
+    gold: String(index),
+    pred: correct ? String(index) : 'x',
+    correct,
+    text: `t${index}`,
+    tokens: 10 + index,
+    seconds: 0.5,
+  },
 });
 
 describe('EvalPanel', () => {
@@ -46,7 +63,16 @@ describe('EvalPanel', () => {
       on(sample(0, true));
       on(sample(1, false));
       on(sample(2, true));
-      return { type: 'summary', samples: 3, accuracy: 2 / 3, pass_at_k: 2 / 3, k: 1, per_rollout_accuracy: [2 / 3], tokens_mean: 11, seconds_mean: 0.5 };
+      return {
+        type: 'summary',
+        samples: 3,
+        accuracy: 2 / 3,
+        pass_at_k: 2 / 3,
+        k: 1,
+        per_rollout_accuracy: [2 / 3],
+        tokens_mean: 11,
+        seconds_mean: 0.5,
+      };
     });
     const limit = target.querySelector('[data-testid="eval-limit"]') as HTMLInputElement;
     limit.value = '3';
@@ -55,13 +81,26 @@ describe('EvalPanel', () => {
     await vi.waitFor(() => expect(target.querySelector('[data-testid="eval-score"]')?.textContent).toContain('11.0 tokens'));
     expect(prepare).toHaveBeenCalledTimes(1);
     const req = api.evaluate.mock.calls[0]![0];
-    expect(req).toMatchObject({ system: spec, limit: 3, mode: 'latent', rounds: 2, latentSteps: 8, sampling: { greedy: true }, backend: 'cpu' });
+    expect(req).toMatchObject({
+      system: spec,
+      limit: 3,
+      mode: 'latent',
+      rounds: 2,
+      latentSteps: 8,
+      sampling: { greedy: true },
+      backend: 'cpu',
+    });
     const src = req.source as { rows: { question: string; answer: string }[]; dataset: null };
     expect(src.dataset).toBeNull();
     expect(src.rows).toHaveLength(200);
-    expect(src.rows[1]).toEqual({ question: 'Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?', answer: '2' });
+    expect(src.rows[1]).toEqual({
+      question: 'Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?',
+      answer: '2',
+    });
     expect(target.querySelector('[data-testid="eval-score"]')!.textContent).toMatch(/accuracy 66\.7% \(2\/3\)/);
-    const rows = [...target.querySelectorAll('[data-testid="eval-table"] tbody tr')].map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent));
+    const rows = [...target.querySelectorAll('[data-testid="eval-table"] tbody tr')].map((tr) =>
+      [...tr.querySelectorAll('td')].map((td) => td.textContent),
+    );
     expect(rows).toEqual([['0', 'q0', '0', '0', '✓'], ['1', 'q1', 'x', '1', '✗'], ['2', 'q2', '2', '2', '✓']]);
   });
 
@@ -80,13 +119,24 @@ describe('EvalPanel', () => {
     await vi.waitFor(() => expect((target.querySelector('[data-testid="eval-button"]') as HTMLButtonElement).disabled).toBe(false));
     expect(target.textContent).not.toContain('Cancelled');
 
-    api.evaluate.mockImplementationOnce(async () => { throw Object.assign(new Error('evaluate: code benchmarks are scored by running the answers in Python'), { name: 'InvalidArgument' }); });
+    api.evaluate.mockImplementationOnce(async () => {
+      throw Object.assign(new Error('evaluate: code benchmarks are scored by running the answers in Python'), { name: 'InvalidArgument' });
+    });
     (target.querySelector('[data-testid="eval-button"]') as HTMLButtonElement).click();
     await vi.waitFor(() => expect(target.textContent).toContain('code benchmarks are scored by running the answers in Python'));
   });
 
   it("reads a JSONL file's rows and sends them as the chosen benchmark", async () => {
-    const { api, target } = setup(async () => ({ type: 'summary', samples: 0, accuracy: 0, pass_at_k: 0, k: 1, per_rollout_accuracy: [0], tokens_mean: 0, seconds_mean: 0 }));
+    const { api, target } = setup(async () => ({
+      type: 'summary',
+      samples: 0,
+      accuracy: 0,
+      pass_at_k: 0,
+      k: 1,
+      per_rollout_accuracy: [0],
+      tokens_mean: 0,
+      seconds_mean: 0,
+    }));
     const select = target.querySelector('[data-testid="eval-source"]') as HTMLSelectElement;
     select.value = 'file';
     select.dispatchEvent(new Event('change', { bubbles: true }));
@@ -102,6 +152,12 @@ describe('EvalPanel', () => {
     kind.dispatchEvent(new Event('change', { bubbles: true }));
     (target.querySelector('[data-testid="eval-button"]') as HTMLButtonElement).click();
     await vi.waitFor(() => expect(api.evaluate).toHaveBeenCalled());
-    expect(api.evaluate.mock.calls[0]![0].source).toEqual({ rows: [{ problem: '1+1?', answer: '2' }, { problem: '2+2?', answer: '4' }], dataset: 'math500' });
+    expect(api.evaluate.mock.calls[0]![0].source).toEqual({
+      rows: [
+        { problem: '1+1?', answer: '2' },
+        { problem: '2+2?', answer: '4' },
+      ],
+      dataset: 'math500',
+    });
   });
 });

@@ -18,7 +18,12 @@ afterEach(() => {
 });
 
 const offline: SystemSpec = {
-  style: 'tiny_sequential', roles: { planner: { model: '/m/planner', innerLink: '/m/planner/adapter.pt' }, critic: { model: '/m/critic' }, solver: { model: '/m/solver' } },
+  style: 'tiny_sequential',
+  roles: {
+    planner: { model: '/m/planner', innerLink: '/m/planner/adapter.pt' },
+    critic: { model: '/m/critic' },
+    solver: { model: '/m/solver' },
+  },
 };
 const trainedLink = new Uint8Array([1, 2, 3, 4]);
 
@@ -27,16 +32,36 @@ describe('TryCheckpoint', () => {
     const evaluate = vi.fn(async (req: EvalRequest, on: (e: EngineEvent) => void) => {
       const after = req.system.roles.planner!.innerLink instanceof Uint8Array;
       const rows = (req.source as { rows: { question: string; answer: string }[] }).rows;
-      rows.forEach((r, index) => on({ type: 'sample', index, total: rows.length, record: {
-        index, question: r.question, gold: r.answer, pred: after ? r.answer : 'x', correct: after, text: `t${index}`, tokens: after ? 20 : 30, seconds: 1,
-      } }));
+      rows.forEach((r, index) =>
+        on({
+          type: 'sample',
+          index,
+          total: rows.length,
+          record: {
+            index,
+            question: r.question,
+            gold: r.answer,
+            pred: after ? r.answer : 'x',
+            correct: after,
+            text: `t${index}`,
+            tokens: after ? 20 : 30,
+            seconds: 1,
+          },
+        }),
+      );
       return {};
     });
     const exportBundle = vi.fn(async () => new Uint8Array([80, 75, 3, 4]));
     const services: Services = {
       engine: { api: () => ({ evaluate }) as unknown as EngineRemote, restart: () => {}, stop: () => {} },
-      checkpoints: async () => ({ files: async () => ({ 'adapter.safetensors': trainedLink, 'train_args.json': new Uint8Array([123, 125]) }), exportBundle }) as never,
-      models: async () => { throw new Error('unused'); },
+      checkpoints: async () =>
+        ({
+          files: async () => ({ 'adapter.safetensors': trainedLink, 'train_args.json': new Uint8Array([123, 125]) }),
+          exportBundle,
+        }) as never,
+      models: async () => {
+        throw new Error('unused');
+      },
     };
     const onAsk = vi.fn();
     const trained = { id: 'ck1', name: 'tiny planner 1', loop: 'inner' as const, role: 'planner' };
@@ -47,13 +72,17 @@ describe('TryCheckpoint', () => {
     n.value = '3';
     n.dispatchEvent(new Event('input'));
     target.querySelector<HTMLButtonElement>('[data-testid="try-compare"]')!.click();
-    await vi.waitFor(() => expect(target.querySelector('[data-testid="try-after"]')!.textContent).toBe('3/3 correct, 20.0 tokens a question'));
+    await vi.waitFor(() =>
+      expect(target.querySelector('[data-testid="try-after"]')!.textContent).toBe('3/3 correct, 20.0 tokens a question'),
+    );
     expect(target.querySelector('[data-testid="try-before"]')!.textContent).toBe('0/3 correct, 30.0 tokens a question');
     expect(evaluate).toHaveBeenCalledTimes(2);
     const [before, after] = evaluate.mock.calls.map((c) => c[0]);
     // the same questions, settings and system but for the planner's link
     const questions = taskSplit('test').slice(0, 3);
-    expect((before!.source as { rows: unknown[] }).rows).toEqual(questions.map((r) => ({ question: r.question, answer: String(r.answer_value) })));
+    expect((before!.source as { rows: unknown[] }).rows).toEqual(
+      questions.map((r) => ({ question: r.question, answer: String(r.answer_value) })),
+    );
     expect(after!.source).toEqual(before!.source);
     expect([before!.mode, before!.rounds, before!.latentSteps, before!.sampling]).toEqual(['latent', 1, 40, { greedy: true }]);
     expect(before!.system.roles.planner!.innerLink).toBe('/m/planner/adapter.pt');
@@ -72,6 +101,7 @@ describe('TryCheckpoint', () => {
     clicked.mockRestore();
     expect(target.querySelector('[data-testid="try-cli"]')!.textContent).toBe(
       'npx rmas ask --style tiny_sequential --ckpt_override planner=tiny_planner_1.zip --question "…"\n' +
-      'npx rmas train-inner --style tiny_sequential --role planner --init_adapter tiny_planner_1.zip --dataset_name DATA.jsonl --save_dir out/planner');
+        'npx rmas train-inner --style tiny_sequential --role planner --init_adapter tiny_planner_1.zip --dataset_name DATA.jsonl --save_dir out/planner',
+    );
   });
 });

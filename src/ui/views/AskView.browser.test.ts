@@ -19,11 +19,24 @@ afterEach(() => {
   localStorage.removeItem('rmas.prefs');
 });
 
-const offline: SystemSpec = { style: 'sequential_light', roles: { planner: { model: '/p' }, critic: { model: '/c' }, solver: { model: '/s' } } };
+const offline: SystemSpec = {
+  style: 'sequential_light',
+  roles: { planner: { model: '/p' }, critic: { model: '/c' }, solver: { model: '/s' } },
+};
 
 const plan = (refusal: string | null) => ({
-  plan: { fetchBytes: 3 * 2 ** 20, cachedBytes: 2 ** 20, totalBytes: 4 * 2 ** 20, models: [], gpuBytes: 1.5 * 2 ** 30, refusal, refusalName: refusal ? 'BindingLimitExceeded' as const : null },
-  text: '', refusal, files: [],
+  plan: {
+    fetchBytes: 3 * 2 ** 20,
+    cachedBytes: 2 ** 20,
+    totalBytes: 4 * 2 ** 20,
+    models: [],
+    gpuBytes: 1.5 * 2 ** 30,
+    refusal,
+    refusalName: refusal ? ('BindingLimitExceeded' as const) : null,
+  },
+  text: '',
+  refusal,
+  files: [],
 });
 
 function fakeServices(ask: (req: AskRequest, on: (e: EngineEvent) => void) => Promise<AskResultView>, refusal: string | null = null) {
@@ -49,12 +62,44 @@ function fakeServices(ask: (req: AskRequest, on: (e: EngineEvent) => void) => Pr
 describe('AskView', () => {
   it('streams one latent run into the timeline, the latent messages and the answer', async () => {
     const { api, services } = fakeServices(async (req, on) => {
-      on({ type: 'stage', index: 0, round: 1, role: 'planner', state: 'done', decode: false, latents: 2, seconds: 0.25,
-        messages: [{ link: 'outer_12', to: 'critic', norms: [3.5, 4.25], top: [[{ token: ' the', prob: 0.5 }], [{ token: '7', prob: 0.0035 }]], vocab: 300 }] });
+      on({
+        type: 'stage',
+        index: 0,
+        round: 1,
+        role: 'planner',
+        state: 'done',
+        decode: false,
+        latents: 2,
+        seconds: 0.25,
+        messages: [
+          {
+            link: 'outer_12',
+            to: 'critic',
+            norms: [3.5, 4.25],
+            top: [[{ token: ' the', prob: 0.5 }], [{ token: '7', prob: 0.0035 }]],
+            vocab: 300,
+          },
+        ],
+      });
       on({ type: 'text', role: 'solver', text: 'So **25** is it: ' });
       on({ type: 'text', role: 'solver', text: 'So **25** is it: $\\boxed{25}$ <b>x</b>' });
-      const result = { answer: '25', text: 'So **25** is it: $\\boxed{25}$ <b>x</b>', tokens: 12, latentSteps: 2, seconds: 1.5, rounds: req.rounds!, mode: req.mode,
-        prefillTokensPerSec: 250, decodeTokensPerSec: 8.5, backend: 'webgpu' as const, kvDtype: 'f32', stageSeconds: 1.0, lensSeconds: 0.25, retrySeconds: 0, pipelinesCompiled: 7 };
+      const result = {
+        answer: '25',
+        text: 'So **25** is it: $\\boxed{25}$ <b>x</b>',
+        tokens: 12,
+        latentSteps: 2,
+        seconds: 1.5,
+        rounds: req.rounds!,
+        mode: req.mode,
+        prefillTokensPerSec: 250,
+        decodeTokensPerSec: 8.5,
+        backend: 'webgpu' as const,
+        kvDtype: 'f32',
+        stageSeconds: 1.0,
+        lensSeconds: 0.25,
+        retrySeconds: 0,
+        pipelinesCompiled: 7,
+      };
       on({ type: 'done', result });
       return result;
     });
@@ -80,7 +125,8 @@ describe('AskView', () => {
     expect(target.querySelector('[data-testid="latent-messages"] summary')!.textContent).toMatch(/2 latents, read by critic's LM head/);
     expect(target.querySelector('[data-testid="lens-note"]')!.textContent!.replace(/\s+/g, ' ').trim()).toBe(
       "The latents are in critic's embedding space; the lens reads each with critic's LM head over its 300 tokens. 1 of 2 read as near uniform " +
-      '(top token under twice 1/300 = 0.3%): such a latent is close to no single token, so the lens cannot say what it carries, not that it carries nothing.');
+        '(top token under twice 1/300 = 0.3%): such a latent is close to no single token, so the lens cannot say what it carries, not that it carries nothing.',
+    );
     expect(target.querySelector('[data-testid="boxed"] mark')!.textContent).toBe('25');
     const md = target.querySelector('.md')!;
     expect(md.querySelector('strong')!.textContent).toBe('25');
@@ -90,10 +136,13 @@ describe('AskView', () => {
     expect(target.querySelector('[data-testid="ask-stats"]')!.textContent!.replace(/\s+/g, ' ').trim())
       .toBe('12 tokens · prefill 250 tok/s · decode 8.50 tok/s · 2 latent steps · 1.50 s total on webgpu (f32 KV cache)');
     expect(target.querySelector('[data-testid="ask-time"]')!.textContent).toMatch(
-      /^of the 1\.50 s: stages 1\.00 s · latent-message lens 0\.25 s · answer retry 0\.00 s · other 0\.25 s; 7 GPU kernels compiled on first use, inside these; before it, loading the system \d+\.\d\d s \(downloads, weights to the GPU\)$/);
+      /^of the 1\.50 s: stages 1\.00 s · latent-message lens 0\.25 s · answer retry 0\.00 s · other 0\.25 s; 7 GPU kernels compiled on first use, inside these; before it, loading the system \d+\.\d\d s \(downloads, weights to the GPU\)$/,
+    );
     expect(target.querySelector('[data-testid="answer-text"]')!.textContent).toBe('So **25** is it: $\\boxed{25}$ <b>x</b>');
     expect(target.querySelector('.dl .bytes')!.textContent).toBe('512 B / 1.00 KiB');
-    expect(target.querySelector('[data-testid="ask-plan"]')!.textContent).toBe('will download 3.00 MiB (1.00 MiB cached) · needs about 1.50 GiB of GPU memory');
+    expect(target.querySelector('[data-testid="ask-plan"]')!.textContent).toBe(
+      'will download 3.00 MiB (1.00 MiB cached) · needs about 1.50 GiB of GPU memory',
+    );
     expect(api.planSystem.mock.calls[0]![0]).toBe(api.loadSystem.mock.calls[0]![0]);
 
     // the same system again: loaded already, so not planned again
@@ -103,7 +152,8 @@ describe('AskView', () => {
   });
 
   it('shows the refusal in the error box and does not load a system this adapter cannot hold', async () => {
-    const why = 'model 1: one row of "model.embed_tokens.weight" (bf16, 8192 bytes) is larger than this adapter\'s 4096-byte storage-binding limit';
+    const why =
+      'model 1: one row of "model.embed_tokens.weight" (bf16, 8192 bytes) is larger than this adapter\'s 4096-byte storage-binding limit';
     const { api, services } = fakeServices(async () => { throw new Error('unused'); }, why);
     const target = document.body.appendChild(document.createElement('div'));
     app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS } }) });
@@ -123,8 +173,23 @@ describe('AskView', () => {
   it('runs latent then text in "both" mode and shows an error where it happened', async () => {
     const { api, services } = fakeServices(async (req) => {
       if (req.mode === 'text') throw Object.assign(new Error('the text baseline needs a decoder'), { name: 'InvalidArgument' });
-      return { answer: '', text: '', tokens: 0, latentSteps: 0, seconds: 0, rounds: 1, mode: 'latent', prefillTokensPerSec: 0, decodeTokensPerSec: 0,
-        backend: 'cpu', kvDtype: 'f32', stageSeconds: 0, lensSeconds: 0, retrySeconds: 0, pipelinesCompiled: 0 };
+      return {
+        answer: '',
+        text: '',
+        tokens: 0,
+        latentSteps: 0,
+        seconds: 0,
+        rounds: 1,
+        mode: 'latent',
+        prefillTokensPerSec: 0,
+        decodeTokensPerSec: 0,
+        backend: 'cpu',
+        kvDtype: 'f32',
+        stageSeconds: 0,
+        lensSeconds: 0,
+        retrySeconds: 0,
+        pipelinesCompiled: 0,
+      };
     });
     const target = document.body.appendChild(document.createElement('div'));
     app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS, mode: 'both' as const } }) });
@@ -158,7 +223,12 @@ describe('AskView', () => {
     target.querySelector<HTMLButtonElement>('button.primary')!.click();
     await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(1));
     const first = api.ask.mock.calls[0]![0];
-    expect([first.sampling, first.rounds, first.latentSteps, first.backend]).toEqual([{ temperature: 0.6, topP: 0.95, seed: 42 }, 3, 40, undefined]);
+    expect([first.sampling, first.rounds, first.latentSteps, first.backend]).toEqual([
+      { temperature: 0.6, topP: 0.95, seed: 42 },
+      3,
+      40,
+      undefined,
+    ]);
     await vi.waitFor(() => expect(askHistory.entries).toHaveLength(1));
 
     // greedy, and the CPU backend: the same choice as Environment's (prefs, kept across reloads)
@@ -198,7 +268,12 @@ describe('AskView', () => {
 
     input('ask-beyond').click();
     flushSync();
-    expect([input('ask-rounds').max, input('ask-latent').min, input('ask-latent').max, input('ask-latent').step]).toEqual(['10', '0', '256', '1']);
+    expect([input('ask-rounds').max, input('ask-latent').min, input('ask-latent').max, input('ask-latent').step]).toEqual([
+      '10',
+      '0',
+      '256',
+      '1',
+    ]);
     type('ask-rounds', '9');
     type('ask-latent', '100');
     expect([settings.rounds, settings.latentSteps]).toEqual([9, 100]);
@@ -255,7 +330,9 @@ describe('AskView', () => {
     const [a, b] = entries();
     expect(a!.querySelector('.question')!.textContent).toBe('What is 1 + 2?');
     expect(a!.querySelector('.style')!.textContent).toBe('tiny sequential (offline)');
-    expect(a!.querySelector('.meta')!.textContent).toContain('latent · 1 round · 40 latent steps · temperature 0.6, top-p 0.95, seed 42 · webgpu');
+    expect(a!.querySelector('.meta')!.textContent).toContain(
+      'latent · 1 round · 40 latent steps · temperature 0.6, top-p 0.95, seed 42 · webgpu',
+    );
     expect(a!.querySelector('[data-testid="history-answer"]')!.textContent).toBe('3');
     expect(a!.querySelector('[data-testid="history-text"]')!.textContent).toBe('\\boxed{3}');
     const at = Date.parse(a!.querySelector('time')!.getAttribute('datetime')!);
@@ -263,18 +340,29 @@ describe('AskView', () => {
     expect(at).toBeLessThanOrEqual(Date.now());
     expect(b!.querySelector('.question')!.textContent).toBe('What is 5 + 7?');
     expect(b!.querySelector('.meta')!.textContent).toContain('latent and text · 1 round · 40 latent steps · greedy · webgpu');
-    expect([...b!.querySelectorAll('.reply')].map((r) => [r.getAttribute('data-mode'), r.querySelector('[data-testid="history-answer"]')?.textContent]))
-      .toEqual([['latent', '12'], ['text', '12']]);
+    expect(
+      [...b!.querySelectorAll('.reply')].map((r) => [
+        r.getAttribute('data-mode'),
+        r.querySelector('[data-testid="history-answer"]')?.textContent,
+      ]),
+    ).toEqual([
+      ['latent', '12'],
+      ['text', '12'],
+    ]);
     expect(target.querySelector('[data-testid="ask-history"] h3')!.textContent).toBe("This page's questions (2)");
     // the history sits under the answer
     const runs = target.querySelector('.runs')!;
-    expect(runs.compareDocumentPosition(target.querySelector('[data-testid="ask-history"]')!) & Node.DOCUMENT_POSITION_FOLLOWING).toBeTruthy();
+    expect(
+      runs.compareDocumentPosition(target.querySelector('[data-testid="ask-history"]')!) & Node.DOCUMENT_POSITION_FOLLOWING,
+    ).toBeTruthy();
 
     // an error is kept as the answer it was
     settings.mode = 'latent';
     flushSync();
     await askQ('Why?', 3);
-    expect(entries()[2]!.querySelector('[data-testid="history-error"]')!.textContent).toBe('InvalidArgument: the tiny model has no opinion');
+    expect(entries()[2]!.querySelector('[data-testid="history-error"]')!.textContent).toBe(
+      'InvalidArgument: the tiny model has no opinion',
+    );
 
     target.querySelector<HTMLButtonElement>('[data-testid="history-clear"]')!.click();
     flushSync();
@@ -286,6 +374,21 @@ describe('AskView', () => {
 
 /** A finished run that wrote `text` (its boxed value as the answer). */
 function answered(req: AskRequest, text: string): AskResultView {
-  return { answer: /\\boxed\{([^}]*)\}/.exec(text)?.[1] ?? '', text, tokens: 3, latentSteps: req.latentSteps ?? 0, seconds: 0.5, rounds: req.rounds ?? 3, mode: req.mode,
-    prefillTokensPerSec: 100, decodeTokensPerSec: 10, backend: 'cpu', kvDtype: 'f32', stageSeconds: 0.25, lensSeconds: 0, retrySeconds: 0, pipelinesCompiled: 0 };
+  return {
+    answer: /\\boxed\{([^}]*)\}/.exec(text)?.[1] ?? '',
+    text,
+    tokens: 3,
+    latentSteps: req.latentSteps ?? 0,
+    seconds: 0.5,
+    rounds: req.rounds ?? 3,
+    mode: req.mode,
+    prefillTokensPerSec: 100,
+    decodeTokensPerSec: 10,
+    backend: 'cpu',
+    kvDtype: 'f32',
+    stageSeconds: 0.25,
+    lensSeconds: 0,
+    retrySeconds: 0,
+    pipelinesCompiled: 0,
+  };
 }

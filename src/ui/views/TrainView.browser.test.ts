@@ -19,7 +19,11 @@ afterEach(() => {
 
 const offline: SystemSpec = {
   style: 'tiny_sequential',
-  roles: { planner: { model: '/m/planner', innerLink: new Uint8Array([9]) }, critic: { model: '/m/critic' }, solver: { model: '/m/solver' } },
+  roles: {
+    planner: { model: '/m/planner', innerLink: new Uint8Array([9]) },
+    critic: { model: '/m/critic' },
+    solver: { model: '/m/solver' },
+  },
 };
 
 /** An engine whose run emits start and one step, then waits for pause, resume or cancel by its call id. */
@@ -28,12 +32,15 @@ function fakeEngine() {
   let finish: (r: TrainResult) => void = () => {};
   const api = {
     offlineSystem: vi.fn(async () => offline),
-    train: vi.fn((_req: TrainRequest, onEvent: (e: TrainEvent) => void, _opts?: { callId?: string }) => new Promise<TrainResult>((resolve) => {
-      on = onEvent;
-      finish = resolve;
-      on({ type: 'start', runId: 'run-a', backend: 'cpu', samples: 2000, dropped: {} });
-      on({ type: 'step', step: 1, maxSteps: 40, loss: 1, lr: 1e-3, gradNorm: 1, tokensPerSec: 100, etaSec: 10 });
-    })),
+    train: vi.fn(
+      (_req: TrainRequest, onEvent: (e: TrainEvent) => void, _opts?: { callId?: string }) =>
+        new Promise<TrainResult>((resolve) => {
+          on = onEvent;
+          finish = resolve;
+          on({ type: 'start', runId: 'run-a', backend: 'cpu', samples: 2000, dropped: {} });
+          on({ type: 'step', step: 1, maxSteps: 40, loss: 1, lr: 1e-3, gradNorm: 1, tokensPerSec: 100, etaSec: 10 });
+        }),
+    ),
     pauseTraining: vi.fn(async (_callId: string) => on({ type: 'paused' })),
     resumeTraining: vi.fn(async (_callId: string) => on({ type: 'resumed' })),
     cancel: vi.fn(async (_callId: string) => {
@@ -43,7 +50,13 @@ function fakeEngine() {
     }),
     checkpointFiles: vi.fn(async (_runId: string) => ({ 'adapter.safetensors': new Uint8Array([1]) })),
   };
-  const saveFromFiles = vi.fn(async (_files: Record<string, Uint8Array>, meta: CheckpointMeta) => ({ id: 'ck1', ...meta, created: 0, bytes: 1, files: [] }));
+  const saveFromFiles = vi.fn(async (_files: Record<string, Uint8Array>, meta: CheckpointMeta) => ({
+    id: 'ck1',
+    ...meta,
+    created: 0,
+    bytes: 1,
+    files: [],
+  }));
   const services: Services = {
     engine: { api: () => api as unknown as EngineRemote, restart: () => {}, stop: () => {} },
     checkpoints: async () => ({ saveFromFiles, remove: async () => {} }) as never,
