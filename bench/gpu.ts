@@ -25,8 +25,11 @@ function gpuAdapterVisible(): boolean {
   } catch {
     return false;
   }
-  const probe = `const m = await import(${JSON.stringify(url)}); const a = await m.create([]).requestAdapter({ powerPreference: 'high-performance' });
-    const i = a?.info ?? {}; console.log(JSON.stringify(a ? { name: [i.vendor, i.architecture, i.description].join(' '), fallback: !!i.isFallbackAdapter } : null)); process.exit(0);`;
+  const probe =
+    `const m = await import(${JSON.stringify(url)}); const a = await m.create([]).requestAdapter({ powerPreference: 'high-performance' });
+    const i = a?.info ?? {}; ` +
+    "console.log(JSON.stringify(a ? { name: [i.vendor, i.architecture, i.description].join(' '), fallback: !!i.isFallbackAdapter } : null)); " +
+    'process.exit(0);';
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', probe], { encoding: 'utf8', timeout: 60_000 });
   const last = r.stdout?.trim().split('\n').pop();
   try {

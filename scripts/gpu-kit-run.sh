@@ -19,10 +19,12 @@ cp .gpu-kit/nodeinc/*.h /tmp/gpu-kit-node/include/node/
 export PATH=/tmp/gpu-kit-node/bin:$PATH
 mkdir -p node_modules && cp -r .gpu-kit/node_modules/. node_modules/
 xz -df node_modules/webgpu/dist/linux-x64/dawn.node.xz
-cub=$(ls /usr/local/cuda/lib64/libcublasLt.so.1[23] /usr/local/cuda*/targets/x86_64-linux/lib/libcublasLt.so.1[23] 2>/dev/null | head -1 || true)
+cub=$(ls /usr/local/cuda/lib64/libcublasLt.so.1[23] /usr/local/cuda*/targets/x86_64-linux/lib/libcublasLt.so.1[23] 2>/dev/null \
+  | head -1 || true)
 [ -n "$cub" ] && export LD_LIBRARY_PATH=$(dirname "$cub")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p native/cuda/build && cp .gpu-kit/rmas_cuda.node native/cuda/build/
-if ! node -e "const p = require('./native/cuda/build/rmas_cuda.node').probe(); process.exit(p.code === 0 && p.devices.length ? 0 : 1)" >>"$log" 2>&1; then
+if ! node -e "const p = require('./native/cuda/build/rmas_cuda.node').probe(); process.exit(p.code === 0 && p.devices.length ? 0 : 1)" \
+  >>"$log" 2>&1; then
   echo "the carried addon finds no device: building it here" >>"$log"
   step "build:cuda" 240 node scripts/build-cuda.mjs --force
 fi
@@ -37,6 +39,7 @@ for j in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/
 done
 step "test:webgpu" 120 node models/tiny/.kit-webgpu.mjs
 # the kit carries no onnxruntime-node (nor PyTorch for the ONNX export): no peer run; --budget-s ends it inside its step
-[ -z "${SKIP_BENCH_GPU:-}" ] && step "bench:gpu" 300 sh -c "node models/tiny/.kit-gpu.mjs --no-peer --json --budget-s 270 >'$out/bench-gpu.json'"
+[ -z "${SKIP_BENCH_GPU:-}" ] && step "bench:gpu" 300 \
+  sh -c "node models/tiny/.kit-gpu.mjs --no-peer --json --budget-s 270 >'$out/bench-gpu.json'"
 [ -z "${SKIP_BENCH:-}" ] && step "bench" 200 node models/tiny/.kit-run.mjs --size full
 echo "total $(($(date +%s) - start)) s" | tee -a "$log"

@@ -23,8 +23,14 @@ xz -T0 -6 -c node_modules/webgpu/dist/linux-x64/dawn.node > $kit/node_modules/we
 # transformers.js (the tokenizers) loads onnxruntime-node when it starts in Node; no model of ours runs on it
 mkdir -p $kit/node_modules/onnxruntime-node
 echo '{"name":"onnxruntime-node","version":"0.0.0","main":"index.js"}' > $kit/node_modules/onnxruntime-node/package.json
-echo 'module.exports = { listSupportedBackends: () => [], InferenceSession: { create() { throw new Error("onnxruntime-node is not in the GPU kit"); } }, Tensor: class {}, env: {} };' \
-  > $kit/node_modules/onnxruntime-node/index.js
+cat > $kit/node_modules/onnxruntime-node/index.js <<'JS'
+module.exports = {
+  listSupportedBackends: () => [],
+  InferenceSession: { create() { throw new Error("onnxruntime-node is not in the GPU kit"); } },
+  Tensor: class {},
+  env: {},
+};
+JS
 # Vulkan's loader and glvnd, which NVIDIA's Vulkan driver (libGLX_nvidia) needs; Debian amd64 packages
 o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/gpu-kit-apt'
 mkdir -p /tmp/gpu-kit-apt/partial

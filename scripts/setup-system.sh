@@ -35,7 +35,8 @@ if [ ! -f "$DEST/lvp_icd.json" ]; then
   O=(-o APT::Sandbox::User=root -o Dir::Etc::SourceList="$W/sources.list" -o Dir::Etc::SourceParts=/dev/null
      -o Dir::State::Lists="$W/lists" -o Dir::Cache="$W/cache")
   apt-get "${O[@]}" update -qq
-  (cd "$W" && apt-get "${O[@]}" download -qq mesa-vulkan-drivers/bookworm-backports libdrm2/bookworm-backports libdrm-amdgpu1/bookworm-backports)
+  (cd "$W" && apt-get "${O[@]}" download -qq mesa-vulkan-drivers/bookworm-backports libdrm2/bookworm-backports \
+     libdrm-amdgpu1/bookworm-backports)
   for d in "$W"/*.deb; do dpkg -x "$d" "$DEST"; done
   rm -rf "$W"
   cat > "$DEST/lvp_icd.json" <<JSON

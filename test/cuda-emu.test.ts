@@ -159,7 +159,8 @@ describe.skipIf(!gxx)('test:cuda on the CUDA emulator', () => {
   }, 900_000);
 
   for (const [cc, halfGemm] of [['9.0', 'round'], ['8.0', 'split']] as const) {
-    it(`(h) dry run at Qwen3-8B width and 4096 tokens on sm_${cc.replace('.', '')} limits, half gemm '${halfGemm}': every launch valid; the pool's peak within 2% under the memory plan`, () => {
+    it(`(h) dry run at Qwen3-8B width and 4096 tokens on sm_${cc.replace('.', '')} limits, half gemm '${halfGemm}': ` +
+      "every launch valid; the pool's peak within 2% under the memory plan", () => {
       const out = bench('scale', {
         RMAS_CUDA_EMU_DRYRUN: '1',
         RMAS_CUDA_EMU_CC: cc,
@@ -257,7 +258,8 @@ describe.skipIf(!gxx)('test:cuda on the CUDA emulator', () => {
     }
   }, 900_000);
 
-  it('rmas train-outer --backend cuda --devices 0,1 trains the outer links as --backend cpu does (one role per emulated device, split)', async () => {
+  it('rmas train-outer --backend cuda --devices 0,1 trains the outer links as --backend cpu does ' +
+    '(one role per emulated device, split)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rmas-emu-outer-'));
     try {
       const rows = join(dir, 'rows.jsonl');

@@ -1,6 +1,7 @@
 /**
- * The engine API's system calls (workers/system-calls.ts) on the CPU backend in Node: the offline tiny system (models/tiny-system.json) read from
- * disk through the fetchFile hook, events in order, the same answer as `rmas ask` on the same links, the logit
+ * The engine API's system calls (workers/system-calls.ts) on the CPU backend in Node: the offline tiny system
+ * (models/tiny-system.json) read from disk through the fetchFile hook, events in order, the same answer as
+ * `rmas ask` on the same links, the logit
  * lens against the dumped latents, cancellation, and a link that does not fit.
  *
  * Until the trained system lands, models/tiny/system/* is served from a stand-in in the same layout (random

@@ -117,7 +117,8 @@ describe('evaluate with the LLM judge (tiny system, local judge server)', () => 
     }
   }, 120_000);
 
-  it("stops before the first question when the judge is needed and unset; 'off' scores by exact match with the records as before", async () => {
+  it('stops before the first question when the judge is needed and unset; ' +
+    "'off' scores by exact match with the records as before", async () => {
     vi.stubEnv('API_KEY', '');
     vi.stubEnv('API_BASE_URL', '');
     vi.stubEnv('API_MODEL', '');

@@ -92,7 +92,8 @@ describe('rmas plan-memory', () => {
     expect(small.err).toMatch(/rmas: TrainingMemoryExceeded: needs .* over the 1\.02 MiB budget.*--max_length/);
   });
 
-  it('--devices N plans each GPU with the agents train-outer --devices puts there; one GPU too small suggests one agent per GPU', async () => {
+  it('--devices N plans each GPU with the agents train-outer --devices puts there; ' +
+    'one GPU too small suggests one agent per GPU', async () => {
     const r = await run(
       'plan-memory',
       '--style',

@@ -241,7 +241,8 @@ describe('rmas run with the LLM judge (rows that ask for it)', () => {
   afterAll(restore);
   const flags = { style: 'tiny_sequential', dataset: judged, greedy: true, num_recursive_rounds: '1', latent_length: '4' };
 
-  it('without API_KEY, API_BASE_URL and API_MODEL it stops naming them, before any model loads; --no_judge scores by exact match', async () => {
+  it('without API_KEY, API_BASE_URL and API_MODEL it stops naming them, before any model loads; ' +
+    '--no_judge scores by exact match', async () => {
     for (const k of Object.keys(saved)) delete process.env[k];
     let loads = 0;
     const backend = async () => (loads++, new CpuBackend('f32'));

@@ -347,7 +347,8 @@ describe('rmas ask with run_custom.py\'s flags', () => {
     expect(() => parseQuestionsFile(JSON.stringify([{ answer: 1 }]), 'q.json')).toThrow('q.json item 1: an object without a question');
   });
 
-  it('--questions_file (txt, json, jsonl) → --output_jsonl: one record per question, each what rmas ask --json prints for it, with its index', async () => {
+  it('--questions_file (txt, json, jsonl) → --output_jsonl: ' +
+    'one record per question, each what rmas ask --json prints for it, with its index', async () => {
     const flags = { style: 'sequential_light', ckpt_override: seq, greedy: true, ...small };
     const single: Record<string, unknown>[] = [];
     for (const q of QS) {
@@ -446,7 +447,8 @@ describe('rmas ask with run_custom.py\'s flags', () => {
     expect(plain.err).not.toContain('answer retry ran');
   }, 60_000);
 
-  it("reasoningPrompts: chain roles reworded, other styles' final instruction replaced, deliberation's system prompt unboxed, a --prompts wording kept", () => {
+  it("reasoningPrompts: chain roles reworded, other styles' final instruction replaced, deliberation's system prompt unboxed, " +
+    'a --prompts wording kept', () => {
     const set = reasoningPrompts(DEFAULT_PROMPTS);
     const vars = { question: 'Why?', task: 'math' as const, round: 1 };
     expect(userPrompt('distill', 'learner', 'first', vars, set)).toContain(REASONING_FINAL_INSTRUCTION);

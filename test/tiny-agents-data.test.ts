@@ -1,6 +1,7 @@
 // What the tiny agents train on beyond their role chats (scripts/tiny-system/train-agents.ts): the arithmetic
 // drills (every fact of the task, in the refined plan's exact tokens for the critic, in the answer's for the
-// solver's chain phase, loss on the results only) and the planner's feedback chats (the slot holds a solver answer, its own row's or another's).
+// solver's chain phase, loss on the results only) and the planner's feedback chats (the slot holds a solver
+// answer, its own row's or another's).
 import { describe, expect, it } from 'vitest';
 import { arithmeticFacts, taskSplit } from '../src/eval/tiny-task.ts';
 import { AGENT_SPECS, DRILL_LINES, drillExamples, roleExamples, taskTokenizer } from '../scripts/tiny-system/train-agents.ts';

@@ -43,7 +43,8 @@ describe('latent rollouts of the tiny system', () => {
     expect(critic!.prefixShare).toBeCloseTo(0.062, 3);
   }, 120_000);
 
-  it('inside the running system (one latent round): the planner thinks its plan, the critic reading it through outer_12 does not', async () => {
+  it('inside the running system (one latent round): ' +
+    'the planner thinks its plan, the critic reading it through outer_12 does not', async () => {
     const [planner, critic] = await scoreChain({ rows });
     // the planner's rollout is the same as from its text prompt: it reads nothing from another agent
     expect(planner!.exact).toBe(6);

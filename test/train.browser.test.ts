@@ -1,8 +1,8 @@
 /**
  * Link training in the tab: the engine worker trains through comlink in headless Chromium, streams its
  * events in order, pauses and resumes between steps by the train call's id, ends a cancelled call with a
- * final checkpoint (train() resolves, stopped), and hands the checkpoint files back with upstream key names. CPU backend for the longer runs (SwiftShader is slow),
- * a two-step WebGPU smoke run.
+ * final checkpoint (train() resolves, stopped), and hands the checkpoint files back with upstream key names.
+ * CPU backend for the longer runs (SwiftShader is slow), a two-step WebGPU smoke run.
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { proxy } from 'comlink';
@@ -99,7 +99,8 @@ describe('training links in the engine worker (chromium)', () => {
     expect(last).toBeLessThan(first * 0.7);
   });
 
-  it('cancel mid-run saves a final checkpoint and resolves stopped; a second run meanwhile is refused; files carry upstream keys', async () => {
+  it('cancel mid-run saves a final checkpoint and resolves stopped; a second run meanwhile is refused; ' +
+    'files carry upstream keys', async () => {
     const second: { err?: Promise<Error | null> } = {};
     const { events, result } = train(innerReq(20), (e, _all, callId) => {
       if (e.type === 'step' && e.step === 1)

@@ -290,7 +290,8 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
         ...(deps.fetchFile ? { fetchFile: deps.fetchFile } : {}),
         ...(deps.fetchRange ? { fetchRange: deps.fetchRange } : {}),
       });
-      const l: Loaded = { key, system, busy: 0, stale: false, backend: backend.kind as Loaded['backend'], ...(reason ? { reason } : {}) }; // workers run in the browser: webgpu or cpu
+      // workers run in the browser: webgpu or cpu
+      const l: Loaded = { key, system, busy: 0, stale: false, backend: backend.kind as Loaded['backend'], ...(reason ? { reason } : {}) };
       current = l;
       emit({ type: 'ready', backend: l.backend, ...(reason ? { reason } : {}), seconds: (performance.now() - t0) / 1000 });
       return l;

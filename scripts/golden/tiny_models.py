@@ -8,9 +8,9 @@ writes test/golden/tiny-{qwen3,llama,qwen2,mistral,gemma3,qwen3_5,qwen3_5-tied}-
 An independent float64 forward written from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3 /
 modeling_mistral (transformers 4.51): RMSNorm, q/k/v projections (+ bias for qwen2), Qwen3's per-head q/k RMSNorm before RoPE,
 rotate_half RoPE (default or Llama-3 scaled inv_freq, reimplemented from `_compute_llama3_parameters`), GQA
-repeat_kv, causal softmax attention (Mistral's sliding window: a query sees the last sliding_window keys), o_proj, SwiGLU MLP, final norm, tied or untied lm_head. The checkpoint
-is read by hand (header length, JSON header, bf16 bits placed in the high half of an f32), so bf16 weights
-are exact in f64.
+repeat_kv, causal softmax attention (Mistral's sliding window: a query sees the last sliding_window keys), o_proj, SwiGLU MLP,
+final norm, tied or untied lm_head. The checkpoint is read by hand (header length, JSON header, bf16 bits placed in the high
+half of an f32), so bf16 weights are exact in f64.
 
 Deliberate numerical choices (as in scripts/golden/decoder.py):
 - inv_freq is computed with f32 torch ops as HF does, and the angle pos * inv_freq is rounded to f32 like

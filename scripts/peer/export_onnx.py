@@ -70,7 +70,9 @@ def golden_check(name, model):
     out = model(ids, torch.ones_like(ids), torch.arange(T)[None], *model.empty_cache())
     err = float(np.abs(out[0][0].double().numpy() - want).max() / np.abs(want).max())
     if not err < GOLDEN_TOL:
-        raise PeerExportCheckFailed(f"{name}: logits are {err:.2e} (relative) off {path}, over {GOLDEN_TOL}; the exporter's decoder is wrong")
+        raise PeerExportCheckFailed(
+            f"{name}: logits are {err:.2e} (relative) off {path}, over {GOLDEN_TOL}; the exporter's decoder is wrong"
+        )
     return err
 
 

@@ -62,7 +62,9 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
       from: s,
       until: s,
     },
-    usage: `  build.ts [all] [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N] [--chain_steps N] [--jobs J]
+    usage:
+      '  build.ts [all] [--out DIR] [--work DIR] [--seed S] [--agent_steps N] [--inner_steps N] [--outer_steps N]' +
+      ` [--chain_steps N] [--jobs J]
                 [--from STAGE] [--until STAGE] [--stages DIR]
       the embedded system from its seed into --out (default models/tiny/system); stages: ${STAGES.join(', ')}`,
     run: async (a) => {
@@ -101,7 +103,9 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
   }),
   agents: command({
     options: { out: s, role: s, steps: s, seed: s, backend: s, eval: s, losses: s, first_phase: s, first_phase_losses: s },
-    usage: `  build.ts agents --out DIR [--role planner|critic|solver] [--steps N] [--seed S] [--backend cpu|webgpu] [--eval N] [--losses FILE.json]
+    usage:
+      '  build.ts agents --out DIR [--role planner|critic|solver] [--steps N] [--seed S] [--backend cpu|webgpu] [--eval N]' +
+      ` [--losses FILE.json]
                 [--first_phase DIR --first_phase_losses FILE.json]
       the agents trained from scratch (train-agents.ts), each into DIR/<role>/`,
     run: async (a) => {
@@ -150,9 +154,12 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
   }),
   latent: command({
     options: { system: s, role: s, link: s, steps: s, seed: s, rollout: s, lr: s, drills: s, losses: s },
-    usage: `  build.ts latent --system DIR --role planner|critic|solver --link FILE.pt [--steps N] [--seed S] [--rollout W] [--lr LR] [--drills N]
+    usage:
+      '  build.ts latent --system DIR --role planner|critic|solver --link FILE.pt [--steps N] [--seed S] [--rollout W] [--lr LR]' +
+      ` [--drills N]
                 [--losses FILE.json]
-      the latent phase (latent-phase.ts): the agent learns to read its inner link's output, with the link (one cycle of N steps with --steps)`,
+      the latent phase (latent-phase.ts): the agent learns to read its inner link's output, with the link ` +
+      '(one cycle of N steps with --steps)',
     run: async (a) => {
       const system = required('system', a.system);
       const role = oneOf<AgentRole>('role', required('role', a.role), ROLES)!;

@@ -17,7 +17,8 @@
  * from the text-trained agent and the link `rmas train-inner --adapter_ce_weight 1` made for it, and writes
  * both back (the agent's model.safetensors, the link's adapter.pt in upstream layout, f32).
  *
- *   npx tsx scripts/tiny-system/build.ts latent --system DIR --role R --link FILE.pt [--steps N (one cycle)] [--seed S] [--losses FILE.json]
+ *   npx tsx scripts/tiny-system/build.ts latent --system DIR --role R --link FILE.pt [--steps N (one cycle)] [--seed S]
+ *     [--losses FILE.json]
  *
  * On the CPU backend the run is a pure function of its inputs and the seed.
  */

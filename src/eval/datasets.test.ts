@@ -20,7 +20,8 @@ describe('benchmark rows as questions', () => {
 
   it('gpqa: options in the order Python gives them for md5(seed::stem), the gold letter follows the correct one', async () => {
     // /usr/bin/python3: r = random.Random(int(hashlib.md5(f'42::{stem}'.encode()).hexdigest()[:16], 16)); r.shuffle(['4', '3', '5', '22'])
-    //   -> ['3', '22', '4', '5'];  for 'Which gas is inert?' and ['Argon', 'Oxygen', 'Nitrogen', 'Hydrogen'] -> ['Nitrogen', 'Argon', 'Oxygen', 'Hydrogen']
+    //   -> ['3', '22', '4', '5'];  for 'Which gas is inert?' and ['Argon', 'Oxygen', 'Nitrogen', 'Hydrogen']
+    //   -> ['Nitrogen', 'Argon', 'Oxygen', 'Hydrogen']
     const items = await toItems(
       'gpqa',
       [

@@ -77,7 +77,8 @@ async function rejection(p: Promise<unknown>): Promise<Error> {
 }
 
 describe('createJudge', () => {
-  it('posts the question, gold answers and prediction to {API_BASE_URL}/chat/completions with the bearer key; CORRECT is right', async () => {
+  it('posts the question, gold answers and prediction to {API_BASE_URL}/chat/completions with the bearer key; ' +
+    'CORRECT is right', async () => {
     const srv = await judgeServer(reply('CORRECT'));
     const { judge, logs } = judgeOn(`${srv.baseUrl}/`); // a trailing slash is dropped
     expect(await judge.judge(REQ)).toEqual({ verdict: 'CORRECT', reply: 'CORRECT' });

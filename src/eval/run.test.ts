@@ -60,7 +60,8 @@ describe('scoreOutput', () => {
   };
 
   it('scores math and choice outputs by their parsed answers', async () => {
-    expect(await scoreOutput(math, 'so \\boxed{\\frac{1}{2}}')).toEqual({ pred: '\\frac{1}{2}', correct: true, detail: 'intpart' }); // 1/2 -> "0" first
+    // 1/2 -> "0" first
+    expect(await scoreOutput(math, 'so \\boxed{\\frac{1}{2}}')).toEqual({ pred: '\\frac{1}{2}', correct: true, detail: 'intpart' });
     expect(await scoreOutput(math, 'so \\boxed{0.5}')).toEqual({ pred: '0.5', correct: true, detail: 'intpart' }); // upstream's leniency
     expect(await scoreOutput(math, 'so \\boxed{2}')).toEqual({ pred: '2', correct: false });
     expect(await scoreOutput(choice, 'Final Choice: B')).toEqual({ pred: 'B', correct: true });

@@ -82,7 +82,10 @@ function choiceIn(candidate: string): string | null {
   return m ? m[1]! : null;
 }
 
-/** The option letter an output chooses: from the boxed content, the last "Final Choice/Answer:" line, the whole text; "A" when none names one. */
+/**
+ * The option letter an output chooses: from the boxed content, the last "Final Choice/Answer:" line, the whole text; "A" when
+ * none names one.
+ */
 export function extractChoice(text: string): string {
   const t = stripThink(text);
   const candidates: string[] = [];

@@ -54,7 +54,10 @@ function boxedLetter(content: string): string | null {
 
 const STATED_CHOICE = /(?:final\s+(?:choice|answer)\s*:|answer\s+is\s*:?)\s*(?:\*\*)?\s*\(?\s*([A-Za-z])(?![A-Za-z])/gi;
 
-/** True when the final output already holds what scoring needs: a \boxed{…} (math), a choice letter (choice: boxed letter, or a "Final Choice/Answer: X" / "answer is X" pattern), or a ```python fenced block (code). <think>…</think> is ignored. */
+/**
+ * True when the final output already holds what scoring needs: a \boxed{…} (math), a choice letter (choice: boxed letter, or a
+ * "Final Choice/Answer: X" / "answer is X" pattern), or a ```python fenced block (code). <think>…</think> is ignored.
+ */
 export function hasFinalAnswer(text: string, task: TaskKind): boolean {
   const t = stripThink(text);
   if (task === 'code') return /```python/i.test(t);

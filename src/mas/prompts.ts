@@ -29,7 +29,10 @@ export interface PromptVars {
   task: TaskKind;
   /** 1-based round number (used by feedback prompts: "This is round 2."). */
   round: number;
-  /** code tasks: `function` → "Implement and return the function `fnName` only." ; `complete` → stdin/stdout program line. Default 'complete' unless fnName given. */
+  /**
+   * code tasks: `function` → "Implement and return the function `fnName` only." ; `complete` → stdin/stdout program line.
+   * Default 'complete' unless fnName given.
+   */
   codeType?: 'function' | 'complete';
   fnName?: string;
 }
@@ -269,7 +272,10 @@ function placeholderValues(vars: PromptVars): Record<string, string> {
   };
 }
 
-/** The user message for a stage, slot strings included, placeholders filled. Throws PromptSlotMissing (from ../errors) naming the key and the missing slot if the template lacks a slot PROMPT_SLOTS requires, InvalidArgument for an unknown role/kind. */
+/**
+ * The user message for a stage, slot strings included, placeholders filled. Throws PromptSlotMissing (from ../errors) naming the
+ * key and the missing slot if the template lacks a slot PROMPT_SLOTS requires, InvalidArgument for an unknown role/kind.
+ */
 export function userPrompt(
   shape: StyleShape,
   role: string,

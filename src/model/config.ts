@@ -1,8 +1,9 @@
 /**
  * Decoder configuration from a Hugging Face `config.json`, for the families the engine runs: llama
  * (Llama 3.x), qwen2 (Qwen2 / Qwen2.5), qwen3, mistral, gemma3 and qwen3_5 (Qwen3.5's hybrid of Gated DeltaNet
- * and gated attention layers); an image-text checkpoint's decoder is read from its `text_config`. Family differences that matter to the forward pass are
- * made explicit here (q/k/v biases, q/k RMSNorm, head_dim, rope scaling), so the layer code has no
+ * and gated attention layers); an image-text checkpoint's decoder is read from its `text_config`. Family
+ * differences that matter to the forward pass are made explicit here (q/k/v biases, q/k RMSNorm, head_dim,
+ * rope scaling), so the layer code has no
  * `model_type` switches. Both rope spellings are accepted: the older `rope_theta` + `rope_scaling` and
  * the newer `rope_parameters` (transformers ≥ 4.56 / 5.x).
  */

@@ -3,8 +3,9 @@
  * Node WebGPU (Dawn on lavapipe) and on the CPU backend: after the same prefill, one-token steps with fusedSteps on and
  * off give the same hidden states and logits within 1e-5 of their peak, and on WebGPU a step takes at most 8 dispatches
  * per layer, with the GEMV's sums through subgroups (lavapipe has them, laid out as the reductions assume) and, on a
- * second device without the feature, through workgroup memory. On f32 KV caches: with f16 ones (the default on shader-f16 devices) a k or v whose two f32 results
- * straddle an f16 rounding boundary is stored one ulp apart, which kv-f16.gpu.test.ts bounds on its own.
+ * second device without the feature, through workgroup memory. On f32 KV caches: with f16 ones (the default on
+ * shader-f16 devices) a k or v whose two f32 results straddle an f16 rounding boundary is stored one ulp apart,
+ * which kv-f16.gpu.test.ts bounds on its own.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CpuBackend } from '../tensor/cpu';

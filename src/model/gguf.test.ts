@@ -482,7 +482,8 @@ describe('GGUF errors for gemma3 and qwen35 name the file', () => {
   const load = (name: string, h: Values, opt: Parameters<typeof convertHf>[3]) =>
     loadDecoderFromGguf(memorySource(convertHf(config, h, 'f32', opt), name), new CpuBackend('f32'));
 
-  it('a mixture-of-experts Qwen, rope sections off the text axes, an ssm_a that is not −exp(A_log), a missing DeltaNet tensor', async () => {
+  it('a mixture-of-experts Qwen, rope sections off the text axes, an ssm_a that is not −exp(A_log), ' +
+    'a missing DeltaNet tensor', async () => {
     await expect(load('moe.gguf', hf, { kv: ggufMetadata(config, 'qwen35moe') })).rejects.toMatchObject({
       name: 'UnknownModelType',
       message: expect.stringMatching(/moe\.gguf: general\.architecture "qwen35moe" is not supported \(mixture-of-experts/),

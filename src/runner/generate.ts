@@ -42,7 +42,8 @@ export const GENERATE_OPTIONS = {
   ...DEVICE_OPTIONS,
 } as const;
 
-export const FORWARD_USAGE = `  rmas forward --model DIR (--ids 1,2,3 | --embeds FILE.safetensors) --out FILE.safetensors [--backend webgpu|cpu|cuda]
+export const FORWARD_USAGE =
+  `  rmas forward --model DIR (--ids 1,2,3 | --embeds FILE.safetensors) --out FILE.safetensors [--backend webgpu|cpu|cuda]
       writes F32 hidden_states [T, d] (after the final norm) and logits [T, vocab];
       --embeds reads the F32 tensor inputs_embeds [T, d]`;
 

@@ -104,7 +104,8 @@ export const ROLE_FLAG_SUFFIXES = ['model_name_or_path', 'inner_aligner_path'] a
 
 export type TrainArgs = Values<typeof TRAIN_OPTIONS>;
 
-export const TRAIN_USAGE = `  rmas train-inner --model_name_or_path DIR --mas_design STYLE --mas_role ROLE --dataset_name NAME|FILE --save_dir DIR
+export const TRAIN_USAGE =
+  `  rmas train-inner --model_name_or_path DIR --mas_design STYLE --mas_role ROLE --dataset_name NAME|FILE --save_dir DIR
                    [--mas_task math|choice|code] [--adapter_type ln_res_adapter] [--adapter_lr 5e-4]
                    [--adapter_cos_weight 1.0] [--adapter_mse_weight 0.0] [--adapter_ce_weight 0.0] [--init_adapter PATH] [--max_length 2048]
   rmas train-outer --style STYLE --agent1_model_name_or_path DIR --agent1_inner_aligner_path PATH … --dataset_name NAME|FILE

@@ -70,7 +70,8 @@ describe('materialize', () => {
     await expect(materialize(join(tmp, 'none.zip'))).rejects.toThrow(/none\.zip does not exist/);
   });
 
-  it("rmas ask --ckpt_override outer=bundle.zip answers exactly like the folder; a role bundle of links only needs the style's model", async () => {
+  it('rmas ask --ckpt_override outer=bundle.zip answers exactly like the folder; ' +
+    "a role bundle of links only needs the style's model", async () => {
     const dir = join(tmp, 'ask');
     const o = await overridesFor('sequential_light', dir);
     const outerDir = o.find((s) => s.startsWith('outer='))!.slice(6);
@@ -120,7 +121,8 @@ describe('materialize', () => {
 });
 
 describe('a role override of links only', () => {
-  it("rmas ask --ckpt_override planner=bundle.zip (the tiny planner's link files) keeps the package's planner model and answers as without it", async () => {
+  it("rmas ask --ckpt_override planner=bundle.zip (the tiny planner's link files) " +
+    "keeps the package's planner model and answers as without it", async () => {
     const args = {
       question: 'What is 12 + 30?',
       num_recursive_rounds: '1',

@@ -104,7 +104,8 @@ describe('modelCache: a file read in place (ranged)', () => {
     ]);
   });
 
-  it('a server without ranges gives the whole file; a missing file is not-found; a changed file is DownloadFailed and dropped', async () => {
+  it('a server without ranges gives the whole file; a missing file is not-found; ' +
+    'a changed file is DownloadFailed and dropped', async () => {
     const kv = memoryKv();
     const s = server(data, { ranges: false });
     const cache = modelCache({ kv, fetch: s.fetch, chunkBytes: 1024 });
@@ -125,7 +126,8 @@ describe('modelCache: a file read in place (ranged)', () => {
     expect(chunksOf(kv2)).toEqual([]);
   });
 
-  it('a damaged stored chunk is CorruptCheckpoint and drops the file; a full store is QuotaExceeded and keeps what was stored', async () => {
+  it('a damaged stored chunk is CorruptCheckpoint and drops the file; ' +
+    'a full store is QuotaExceeded and keeps what was stored', async () => {
     const kv = memoryKv();
     const cache = modelCache({ kv, fetch: server(data).fetch, chunkBytes: 1024 });
     await (await cache.ranged(URL0)).read(2048, 10);

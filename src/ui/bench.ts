@@ -14,7 +14,8 @@ app.innerHTML = `
   body { font: 14px/1.45 system-ui, sans-serif; max-width: 60rem; margin: 1.5rem auto; padding: 0 1rem; color: #222; }
   h1 { font-size: 1.3rem; } form { display: flex; gap: 0.8rem; align-items: center; margin: 0.8rem 0; }
   table { border-collapse: collapse; width: 100%; } th, td { padding: 0.15rem 0.5rem; border-bottom: 1px solid #eee; text-align: right; }
-  th:first-child, td:first-child { text-align: left; } td { font-variant-numeric: tabular-nums; } .muted { color: #777; } .bad { color: #a11; }
+  th:first-child, td:first-child { text-align: left; } td { font-variant-numeric: tabular-nums; } ` +
+  `.muted { color: #777; } .bad { color: #a11; }
 </style>
 <h1>Kernel benchmarks</h1>
 <p id="adapter" class="muted">asking the engine worker…</p>

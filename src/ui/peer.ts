@@ -10,7 +10,8 @@
 import { AutoModelForCausalLM, env as tjsEnv } from '@huggingface/transformers';
 // transformers.js brings its own onnxruntime-web build (newer than the project's top-level copy); the wasm must
 // come from that same build, served with the page (transformers.js' default is a CDN)
-import ortWasmUrl from '../../node_modules/@huggingface/transformers/node_modules/onnxruntime-web/dist/ort-wasm-simd-threaded.asyncify.wasm?url';
+import ortWasmUrl from
+  '../../node_modules/@huggingface/transformers/node_modules/onnxruntime-web/dist/ort-wasm-simd-threaded.asyncify.wasm?url';
 import { RmasError } from '../errors';
 import { loadDecoderFromUrl, modelFetch } from '../model';
 import { WebGpuBackend } from '../tensor/webgpu';
@@ -92,10 +93,12 @@ app.innerHTML = `
   body { font: 14px/1.45 system-ui, sans-serif; max-width: 72rem; margin: 1.5rem auto; padding: 0 1rem; color: #222; }
   h1 { font-size: 1.3rem; } form { display: flex; gap: 0.8rem; align-items: center; margin: 0.8rem 0; flex-wrap: wrap; }
   table { border-collapse: collapse; width: 100%; } th, td { padding: 0.15rem 0.5rem; border-bottom: 1px solid #eee; text-align: right; }
-  th:nth-child(-n+4), td:nth-child(-n+4) { text-align: left; } td { font-variant-numeric: tabular-nums; } .muted { color: #777; } .bad { color: #a11; }
+  th:nth-child(-n+4), td:nth-child(-n+4) { text-align: left; } td { font-variant-numeric: tabular-nums; } ` +
+  `.muted { color: #777; } .bad { color: #a11; }
 </style>
 <h1>Peer benchmark: our engine and transformers.js on WebGPU</h1>
-<p class="muted">The same tiny models, prompt ids and adapter; greedy decoding; medians of interleaved runs. transformers.js runs ONNX Runtime
+<p class="muted">The same tiny models, prompt ids and adapter; greedy decoding; medians of interleaved runs. ` +
+  `transformers.js runs ONNX Runtime
 Web's WebGPU execution provider on an ONNX export of each model (scripts/peer/export_onnx.py); "ours export" loads that export's f32
 weights, "ours committed" the model as committed. On a CPU adapter the figures say nothing about GPU speed.</p>
 <form>

@@ -1,7 +1,8 @@
 /**
  * `rmas ask` (in-process, CPU f32) on a sequential system whose links PyTorch saved, against the PyTorch
  * float64 reference of the same stages (see ./ask-golden.ts). Latents cross three agents and two rounds
- * in f32, so errors accumulate across stages: measured ≤ 3.2e-7 of each array's peak (≤ 6.8e-7 on WebGPU/lavapipe, test/mas/ask.gpu.test.ts); bound 1e-5.
+ * in f32, so errors accumulate across stages: measured ≤ 3.2e-7 of each array's peak (≤ 6.8e-7 on
+ * WebGPU/lavapipe, test/mas/ask.gpu.test.ts); bound 1e-5.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

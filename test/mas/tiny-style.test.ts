@@ -133,7 +133,8 @@ describe('rmas ask with the embedded system', () => {
     expect([a.text, a.tokens]).toEqual([b.text, b.tokens]);
   });
 
-  it("--prompts replaces the style's prompts (laid over the defaults, not over prompts.json), even where prompts.json is absent", async () => {
+  it("--prompts replaces the style's prompts (laid over the defaults, not over prompts.json), " +
+    'even where prompts.json is absent', async () => {
     const dir = brokenCopy('no-prompts', 'prompts.json');
     const file = join(tmp, 'mine.json');
     writeFileSync(file, JSON.stringify({ templates: { 'chain.planner.first': 'Q: {question}\nMARKER plan please.' } }));

@@ -185,8 +185,16 @@ describe('rmas train-outer', () => {
     // --init_outer continues from that folder: with lr 0 the links come back unchanged
     const again = join(tmp, 'outer-again');
     const r2 = await train('outer', {
-      style: 'sequential', agent1_model_name_or_path: dir('planner'), agent2_model_name_or_path: dir('critic'), agent3_model_name_or_path: dir('solver'),
-      dataset_name: rowsFile, save_dir: again, max_steps: '1', num_recursive_rounds: '1', outer_lr: '0', init_outer: save,
+      style: 'sequential',
+      agent1_model_name_or_path: dir('planner'),
+      agent2_model_name_or_path: dir('critic'),
+      agent3_model_name_or_path: dir('solver'),
+      dataset_name: rowsFile,
+      save_dir: again,
+      max_steps: '1',
+      num_recursive_rounds: '1',
+      outer_lr: '0',
+      init_outer: save,
     });
     expect(r2.error).toBeNull();
     for (const k of ['outer_12', 'outer_23', 'outer_31']) {
@@ -318,7 +326,8 @@ describe('rmas train-outer --gradient_checkpointing auto', () => {
     return Number(m[1]) * 1024 ** ['B', 'KiB', 'MiB', 'GiB'].indexOf(m[2]);
   };
 
-  it("plans from the device's free memory: nothing to recompute when it is ample, the fewest agents when tight, a named error when nothing fits", async () => {
+  it("plans from the device's free memory: " +
+    'nothing to recompute when it is ample, the fewest agents when tight, a named error when nothing fits', async () => {
     const ample = await trainOn(join(tmp, 'auto-ample'), new ReportingCpu(2 ** 30));
     expect(ample.error).toBeNull();
     expect(ample.err).toMatch(

@@ -46,7 +46,8 @@ const MODEL_FILES = ['config.json', 'generation_config.json', 'model.safetensors
 const EMPTY_THINK = '<think>\n\n</think>';
 
 describe('train-inner --save_dir: a whole role folder', () => {
-  it("holds the model's files hard-linked (byte-identical, same inode) beside the links, in checkpoint-N too; rmas ask --ckpt_override reads it as the role's model folder", async () => {
+  it("holds the model's files hard-linked (byte-identical, same inode) beside the links, in checkpoint-N too; " +
+    "rmas ask --ckpt_override reads it as the role's model folder", async () => {
     const sys = await buildTinySystem('sequential_light', join(tmp, 'seq'));
     const src = sys.roles.planner;
     const save = join(tmp, 'planner-trained');
@@ -106,7 +107,8 @@ describe('train-inner --save_dir: a whole role folder', () => {
     expect(await holdsLinksOnly(links)).toBe(true);
   });
 
-  it('copies where the filesystem refuses a hard link; an existing same file stays, another is replaced by a rename; shards come with their index', () => {
+  it('copies where the filesystem refuses a hard link; an existing same file stays, another is replaced by a rename; ' +
+    'shards come with their index', () => {
     const src = join(tmp, 'sharded');
     mkdirSync(src);
     writeFileSync(join(src, 'config.json'), '{"model_type":"llama"}');
@@ -156,7 +158,8 @@ describe('train-inner --save_dir: a whole role folder', () => {
 });
 
 describe('train-outer: upstream\'s role-named flags and --enable_thinking', () => {
-  it("distillation: --expert_* / --learner_* are agent1 / agent2 (an inner save_dir as the expert's model folder); thinking reaches the template", async () => {
+  it("distillation: --expert_* / --learner_* are agent1 / agent2 (an inner save_dir as the expert's model folder); " +
+    'thinking reaches the template', async () => {
     const sys = await buildTinySystem('distillation', join(tmp, 'distill'));
     const expert = join(tmp, 'expert-trained');
     const inner = await train('inner', {

@@ -432,7 +432,8 @@ LT_API int cublasLtMatmul(Handle* handle, Desc* desc, const void* alphaP, const 
   }
   if (overlap(sd, spanOf(A, la, esA)) || overlap(sd, spanOf(B, lb, esB))) return kInvalidValue;
   if (bias) {
-    const int64_t bs = p.desc->biasStride, lo = std::min<int64_t>(0, (la.batch - 1) * bs), hi = std::max<int64_t>(0, (la.batch - 1) * bs) + p.m;
+    const int64_t bs = p.desc->biasStride, lo = std::min<int64_t>(0, (la.batch - 1) * bs),
+                  hi = std::max<int64_t>(0, (la.batch - 1) * bs) + p.m;
     const uintptr_t base = reinterpret_cast<uintptr_t>(bias);
     if (overlap(sd, {base + uintptr_t(lo * 4), base + uintptr_t(hi * 4)})) return kInvalidValue;
   }

@@ -44,7 +44,8 @@ struct Api {
   int (*prefDestroy)(H);
   int (*prefSet)(H, int, const void*, size_t);
   int (*heuristic)(H, H, H, H, H, H, H, int, Result*, int*);
-  int (*matmul)(H, H, const void*, const void*, H, const void*, H, const void*, const void*, H, void*, H, const Algo*, void*, size_t, void*);
+  int (*matmul)(H, H, const void*, const void*, H, const void*, H, const void*, const void*, H, void*, H, const Algo*, void*, size_t,
+                void*);
 } lt;
 
 int g_failed = 0;
@@ -91,7 +92,8 @@ H desc(int compute = C32F, int32_t ta = 0, int32_t tb = 0, uint32_t epi = EPI_DE
 H g_handle;
 
 // heuristic (default preference: 256-byte alignment, 32 MiB workspace) then matmul with its algo
-int run(H d, const void* A, H la, const void* B, H lb, const float* C, H lc, float* D, H ldd, float alpha, float beta, bool useAlgo = true) {
+int run(H d, const void* A, H la, const void* B, H lb, const float* C, H lc, float* D, H ldd, float alpha, float beta,
+        bool useAlgo = true) {
   H pref = nullptr;
   lt.prefCreate(&pref);
   const uint64_t ws = 32u << 20;
@@ -306,7 +308,8 @@ void addonMapping() {
       for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
           double acc = 0;
-          for (int64_t q = 0; q < K; q++) acc += double(transA ? A[q * lda + m] : A[m * lda + q]) * double(transB ? B[n * ldb + q] : B[q * ldb + n]);
+          for (int64_t q = 0; q < K; q++)
+            acc += double(transA ? A[q * lda + m] : A[m * lda + q]) * double(transB ? B[n * ldb + q] : B[q * ldb + n]);
           ok = ok && near(C[m * ldc + n], float(acc + bias[n]));
         }
       char what[96];

@@ -162,7 +162,8 @@ void checkGuards(const char* kernel) {
   for (const auto& [p, a] : s.allocs) {
     if (guardsIntact(p, a)) continue;
     char buf[320];
-    std::snprintf(buf, sizeof buf, "illegal address (emulator): kernel %s wrote outside the %zu-byte allocation at 0x%llx on device %d", kernel, a.bytes,
+    std::snprintf(buf, sizeof buf,
+                  "illegal address (emulator): kernel %s wrote outside the %zu-byte allocation at 0x%llx on device %d", kernel, a.bytes,
                   (unsigned long long)p, a.device);
     stick(cudaErrorIllegalAddress, buf);
     return;
@@ -319,14 +320,17 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t) {
   auto it = s.allocs.find(reinterpret_cast<uintptr_t>(p));
   if (it == s.allocs.end()) return fail(cudaErrorInvalidValue);
   if (!guardsIntact(it->first, it->second) && !s.sticky)
-    stick(cudaErrorIllegalAddress, "illegal address (emulator): a kernel wrote outside an allocation freed now (" + std::to_string(it->second.bytes) + " bytes)");
+    stick(cudaErrorIllegalAddress,
+          "illegal address (emulator): a kernel wrote outside an allocation freed now (" + std::to_string(it->second.bytes) + " bytes)");
   munmap(it->second.map, it->second.mapped);
   s.used[it->second.device] -= it->second.bytes;
   s.allocs.erase(it);
   return s.sticky;
 }
 
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) { return cudaMemcpyAsync(dst, src, bytes, kind, nullptr); }
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+}
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
   auto& s = st();
@@ -387,7 +391,8 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr, vo
   uint64_t v = 0;
   // the addon sets the release threshold to the maximum, so a real pool keeps what it ever held: reserved = high water
   if (attr == cudaMemPoolAttrUsedMemCurrent) v = s.used[d];
-  else if (attr == cudaMemPoolAttrReservedMemCurrent || attr == cudaMemPoolAttrUsedMemHigh || attr == cudaMemPoolAttrReservedMemHigh) v = s.high[d];
+  else if (attr == cudaMemPoolAttrReservedMemCurrent || attr == cudaMemPoolAttrUsedMemHigh || attr == cudaMemPoolAttrReservedMemHigh)
+    v = s.high[d];
   else if (attr == cudaMemPoolAttrReleaseThreshold) v = UINT64_MAX;
   else return fail(cudaErrorInvalidValue);
   *static_cast<uint64_t*>(value) = v;
@@ -521,7 +526,9 @@ void describeFault(uintptr_t a, bool write) {
     --it;
     const uintptr_t end = it->first + bodyBytes(it->second.bytes);
     if (a >= end && a < end + page) {
-      std::snprintf(g_fault, sizeof g_fault, "illegal address (emulator): kernel %s %s byte %llu of the %zu-byte allocation at 0x%llx on device %d (past its end)",
+      std::snprintf(g_fault, sizeof g_fault,
+                    "illegal address (emulator): kernel %s %s byte %llu of the %zu-byte allocation "
+                    "at 0x%llx on device %d (past its end)",
                     kernel, what, (unsigned long long)(a - it->first), it->second.bytes, (unsigned long long)it->first, it->second.device);
       return;
     }
@@ -529,11 +536,14 @@ void describeFault(uintptr_t a, bool write) {
   if (g_stacks) {
     const size_t each = stackStride();
     if (a >= uintptr_t(g_stacks) && a < uintptr_t(g_stacks) + each * kMaxThreads && (a - uintptr_t(g_stacks)) % each < page) {
-      std::snprintf(g_fault, sizeof g_fault, "illegal address (emulator): kernel %s overflowed a thread's %zu KiB stack (large local arrays?)", kernel, kStack / 1024);
+      std::snprintf(g_fault, sizeof g_fault,
+                    "illegal address (emulator): kernel %s overflowed a thread's %zu KiB stack (large local arrays?)", kernel,
+                    kStack / 1024);
       return;
     }
   }
-  std::snprintf(g_fault, sizeof g_fault, "illegal address (emulator): kernel %s %s address 0x%llx, outside every allocation", kernel, what, (unsigned long long)a);
+  std::snprintf(g_fault, sizeof g_fault, "illegal address (emulator): kernel %s %s address 0x%llx, outside every allocation", kernel, what,
+                (unsigned long long)a);
 }
 
 void onFault(int sig, siginfo_t* si, void* uc) {
@@ -632,7 +642,8 @@ void fiberMain(void*) {
       if (o.wait == Wait::Block) o.wait = Wait::None;
   }
   if (w.waiting && g.error.empty())
-    g.error = "a warp shuffle in kernel " + std::string(g.kernel) + " names a lane that has exited (thread " + std::to_string(f.tid.x) + ")";
+    g.error =
+        "a warp shuffle in kernel " + std::string(g.kernel) + " names a lane that has exited (thread " + std::to_string(f.tid.x) + ")";
   for (;;) toScheduler(f);
 }
 
@@ -687,8 +698,9 @@ bool runBlock(Grid& g, uint8_t* stackBase, size_t each) {
     if (!progressed) {
       int atBlock = 0, atWarp = 0;
       for (const Fiber& f : g.fibers) atBlock += f.wait == Wait::Block, atWarp += f.wait == Wait::Warp;
-      g.error = "barrier deadlock in kernel " + std::string(g.kernel) + ": " + std::to_string(atBlock) + " thread(s) wait at __syncthreads, " +
-                std::to_string(atWarp) + " in a warp shuffle, " + std::to_string(g.done) + " exited (a barrier under divergent control flow)";
+      g.error = "barrier deadlock in kernel " + std::string(g.kernel) + ": " + std::to_string(atBlock) +
+                " thread(s) wait at __syncthreads, " + std::to_string(atWarp) + " in a warp shuffle, " + std::to_string(g.done) +
+                " exited (a barrier under divergent control flow)";
       return false;
     }
   }
@@ -702,8 +714,8 @@ void sync_block(const char* file, int line) {
   Fiber& f = *g.cur;
   if (!g.waiting) g.barrierFile = file, g.barrierLine = line;
   else if ((line != g.barrierLine || std::strcmp(file, g.barrierFile) != 0) && g.error.empty())
-    g.error = "divergent __syncthreads in kernel " + std::string(g.kernel) + ": thread " + std::to_string(f.tid.x) + " waits at " + file + ":" +
-              std::to_string(line) + ", others at " + g.barrierFile + ":" + std::to_string(g.barrierLine);
+    g.error = "divergent __syncthreads in kernel " + std::string(g.kernel) + ": thread " + std::to_string(f.tid.x) + " waits at " +
+              file + ":" + std::to_string(line) + ", others at " + g.barrierFile + ":" + std::to_string(g.barrierLine);
   if (!g.error.empty()) {
     toScheduler(f);
     return;
@@ -739,9 +751,11 @@ uint64_t shuffle(unsigned mask, uint64_t bits, int lane, int mode, int width) {
   Grid& g = *g_grid;
   Fiber& f = *g.cur;
   WarpState& w = g.warps[f.warp];
-  if (g.error.empty() && mask != 0xffffffffu) g.error = "the emulator supports full-mask warp shuffles only (kernel " + std::string(g.kernel) + ")";
+  if (g.error.empty() && mask != 0xffffffffu)
+    g.error = "the emulator supports full-mask warp shuffles only (kernel " + std::string(g.kernel) + ")";
   if (g.error.empty() && w.size != 32)
-    g.error = "a full-mask warp shuffle in kernel " + std::string(g.kernel) + " with a partial warp of " + std::to_string(w.size) + " threads (blockDim not a multiple of 32)";
+    g.error = "a full-mask warp shuffle in kernel " + std::string(g.kernel) + " with a partial warp of " + std::to_string(w.size) +
+              " threads (blockDim not a multiple of 32)";
   if (g.error.empty() && (width < 1 || width > 32 || (width & (width - 1))))
     g.error = "warp shuffle width " + std::to_string(width) + " is not a power of two up to 32 (kernel " + std::string(g.kernel) + ")";
   if (!g.error.empty()) {
@@ -782,15 +796,19 @@ void run_grid(const LaunchConfig& c, void (*entry)(void*), void* ctx) {
   if (!threads || !c.grid.x || !c.grid.y || !c.grid.z)
     return bad(cudaErrorInvalidConfiguration, "invalid configuration argument: a zero grid or block dimension");
   if (threads > 1024 || c.block.x > 1024 || c.block.y > 1024 || c.block.z > 64)
-    return bad(cudaErrorInvalidConfiguration, "invalid configuration argument: block (" + std::to_string(c.block.x) + ", " + std::to_string(c.block.y) + ", " +
-                                                  std::to_string(c.block.z) + ") is over the limits (1024 threads; 1024, 1024, 64)");
+    return bad(cudaErrorInvalidConfiguration, "invalid configuration argument: block (" + std::to_string(c.block.x) + ", " +
+                                                  std::to_string(c.block.y) + ", " + std::to_string(c.block.z) +
+                                                  ") is over the limits (1024 threads; 1024, 1024, 64)");
   if (c.grid.x > 0x7fffffffu || c.grid.y > 65535 || c.grid.z > 65535)
-    return bad(cudaErrorInvalidConfiguration, "invalid configuration argument: grid (" + std::to_string(c.grid.x) + ", " + std::to_string(c.grid.y) + ", " +
-                                                  std::to_string(c.grid.z) + ") is over the limits (2^31 - 1, 65535, 65535)");
+    return bad(cudaErrorInvalidConfiguration, "invalid configuration argument: grid (" + std::to_string(c.grid.x) + ", " +
+                                                  std::to_string(c.grid.y) + ", " + std::to_string(c.grid.z) +
+                                                  ") is over the limits (2^31 - 1, 65535, 65535)");
   if (c.smem > kStaticSmem) {
     auto it = s.smemOptin.find(c.fn);
     if (it == s.smemOptin.end() || size_t(it->second) < c.smem)
-      return bad(cudaErrorInvalidValue, std::to_string(c.smem) + " bytes of dynamic shared memory without cudaFuncSetAttribute(MaxDynamicSharedMemorySize) at least that large");
+      return bad(cudaErrorInvalidValue, std::to_string(c.smem) +
+                                            " bytes of dynamic shared memory without "
+                                            "cudaFuncSetAttribute(MaxDynamicSharedMemorySize) at least that large");
   }
 
   if (config().dryRun) return;  // checked, not run

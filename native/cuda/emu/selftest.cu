@@ -47,7 +47,8 @@ __global__ void block_sum_kernel(const float* x, float* out, int n) {
 // cudaErrorInvalidConfiguration; a count that is not a multiple of 32 makes the full-mask shuffle fail).
 cudaError_t launch_block_sum(const rmas::LaunchArgs& a) {
   if (!rmas::counts(a, 2, 2, 0)) return cudaErrorInvalidValue;
-  block_sum_kernel<<<1, static_cast<unsigned>(a.ints[1]), 0, a.stream>>>(rmas::ptr<const float>(a, 0), rmas::ptr<float>(a, 1), static_cast<int>(a.ints[0]));
+  block_sum_kernel<<<1, static_cast<unsigned>(a.ints[1]), 0, a.stream>>>(rmas::ptr<const float>(a, 0), rmas::ptr<float>(a, 1),
+                                                                         static_cast<int>(a.ints[0]));
   return cudaGetLastError();
 }
 
@@ -122,7 +123,8 @@ __global__ void dyn_smem_kernel(T* out, int count) {
 cudaError_t launch_dyn_smem(const rmas::LaunchArgs& a) {
   if (!rmas::counts(a, 1, 2, 0)) return cudaErrorInvalidValue;
   const int64_t bytes = a.ints[0];
-  if (a.ints[1] && cudaFuncSetAttribute(dyn_smem_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) != cudaSuccess)
+  if (a.ints[1] &&
+      cudaFuncSetAttribute(dyn_smem_kernel<float>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)) != cudaSuccess)
     return cudaGetLastError();
   dyn_smem_kernel<float><<<1, 256, static_cast<size_t>(bytes), a.stream>>>(rmas::ptr<float>(a, 0), static_cast<int>(bytes / 4));
   return cudaGetLastError();

@@ -52,7 +52,9 @@ void needInit(Napi::Env env, const char* what) {
 
 Device& openDevice(Napi::Env env, int device, const char* what) {
   auto it = g_open.find(device);
-  if (it == g_open.end()) throw Napi::Error::New(env, std::string(what) + ": device " + std::to_string(device) + " is not open; call init(" + std::to_string(device) + ") first");
+  if (it == g_open.end())
+    throw Napi::Error::New(env, std::string(what) + ": device " + std::to_string(device) + " is not open; call init(" +
+                                    std::to_string(device) + ") first");
   return it->second;
 }
 
@@ -77,7 +79,8 @@ size_t toSize(const Napi::Value& v, const char* what) {
     bool lossless = true;
     return size_t(v.As<Napi::BigInt>().Uint64Value(&lossless));
   }
-  if (!v.IsNumber() || v.As<Napi::Number>().DoubleValue() < 0) throw Napi::TypeError::New(v.Env(), std::string(what) + ": expected a byte count");
+  if (!v.IsNumber() || v.As<Napi::Number>().DoubleValue() < 0)
+    throw Napi::TypeError::New(v.Env(), std::string(what) + ": expected a byte count");
   return size_t(v.As<Napi::Number>().Int64Value());
 }
 
@@ -177,7 +180,9 @@ Napi::Value CopyPeer(const Napi::CallbackInfo& info) {
     check(env, cudaEventRecord(ready, s.stream), "cudaEventRecord");
     check(env, cudaSetDevice(dstDevice), "cudaSetDevice");
     check(env, cudaStreamWaitEvent(d.stream, ready, 0), "cudaStreamWaitEvent");
-    check(env, cudaMemcpyPeerAsync(reinterpret_cast<void*>(uintptr_t(dst)), dstDevice, reinterpret_cast<const void*>(uintptr_t(src)), srcDevice, bytes, d.stream),
+    check(env,
+          cudaMemcpyPeerAsync(reinterpret_cast<void*>(uintptr_t(dst)), dstDevice, reinterpret_cast<const void*>(uintptr_t(src)), srcDevice,
+                              bytes, d.stream),
           "cudaMemcpyPeerAsync");
     check(env, cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "cudaEventCreate");
     check(env, cudaEventRecord(done, d.stream), "cudaEventRecord");
@@ -220,7 +225,9 @@ Napi::Value Upload(const Napi::CallbackInfo& info) {
   Napi::TypedArray t = info[1].As<Napi::TypedArray>();
   const uint8_t* src = static_cast<const uint8_t*>(t.ArrayBuffer().Data()) + t.ByteOffset();
   // from pageable memory this returns once the bytes are staged, so the JS buffer may be reused at once
-  if (t.ByteLength()) check(env, cudaMemcpyAsync(reinterpret_cast<void*>(uintptr_t(p)), src, t.ByteLength(), cudaMemcpyHostToDevice, g.stream), "cudaMemcpy (upload)");
+  if (t.ByteLength())
+    check(env, cudaMemcpyAsync(reinterpret_cast<void*>(uintptr_t(p)), src, t.ByteLength(), cudaMemcpyHostToDevice, g.stream),
+          "cudaMemcpy (upload)");
   return env.Undefined();
 }
 
@@ -231,7 +238,8 @@ Napi::Value Download(const Napi::CallbackInfo& info) {
   const size_t bytes = toSize(info[1], "download");
   Napi::Uint8Array out = Napi::Uint8Array::New(env, bytes);
   if (bytes) {
-    check(env, cudaMemcpyAsync(out.Data(), reinterpret_cast<const void*>(uintptr_t(p)), bytes, cudaMemcpyDeviceToHost, g.stream), "cudaMemcpy (download)");
+    check(env, cudaMemcpyAsync(out.Data(), reinterpret_cast<const void*>(uintptr_t(p)), bytes, cudaMemcpyDeviceToHost, g.stream),
+          "cudaMemcpy (download)");
     check(env, cudaStreamSynchronize(g.stream), "cudaStreamSynchronize (download)");
   }
   return out;
@@ -252,7 +260,11 @@ Napi::Value Copy(const Napi::CallbackInfo& info) {
   needInit(env, "copy");
   const uint64_t dst = toPtr(info[0], "copy"), src = toPtr(info[1], "copy");
   const size_t bytes = toSize(info[2], "copy");
-  if (bytes) check(env, cudaMemcpyAsync(reinterpret_cast<void*>(uintptr_t(dst)), reinterpret_cast<const void*>(uintptr_t(src)), bytes, cudaMemcpyDeviceToDevice, g.stream), "cudaMemcpy (copy)");
+  if (bytes)
+    check(env,
+          cudaMemcpyAsync(reinterpret_cast<void*>(uintptr_t(dst)), reinterpret_cast<const void*>(uintptr_t(src)), bytes,
+                          cudaMemcpyDeviceToDevice, g.stream),
+          "cudaMemcpy (copy)");
   return env.Undefined();
 }
 
@@ -318,19 +330,22 @@ Napi::Value Launch(const Napi::CallbackInfo& info) {
   if (!info[0].IsString()) throw Napi::TypeError::New(env, "launch: expected a kernel name");
   const std::string name = info[0].As<Napi::String>();
   rmas::KernelFn fn = rmas::find_kernel(name.c_str());
-  if (!fn) throw Napi::Error::New(env, "launch: no CUDA kernel named \"" + name + "\" is registered in this addon (rebuild it: npm run build:cuda)");
+  if (!fn)
+    throw Napi::Error::New(env,
+                           "launch: no CUDA kernel named \"" + name + "\" is registered in this addon (rebuild it: npm run build:cuda)");
   needInit(env, "launch");
   const auto ptrs = numbers<uint64_t>(info[1], "ptrs", true);
   const auto ints = numbers<int64_t>(info[2], "ints", false);
   const auto floats = numbers<double>(info[3], "floats", false);
-  rmas::LaunchArgs a{g.stream, ptrs.data(), int(ptrs.size()), ints.data(), int(ints.size()), floats.data(), int(floats.size()), g.ccMajor, g.ccMinor};
+  rmas::LaunchArgs a{g.stream, ptrs.data(), int(ptrs.size()), ints.data(), int(ints.size()),
+                     floats.data(), int(floats.size()), g.ccMajor, g.ccMinor};
   rmas::lt::clear_detail();
   cudaError_t e = fn(a);
   if (e != cudaSuccess) {
     std::string detail = rmas::lt::detail();
     if (e == cudaErrorInvalidValue && detail.empty())
-      detail = "check the argument counts (" + std::to_string(ptrs.size()) + " ptrs, " + std::to_string(ints.size()) + " ints, " + std::to_string(floats.size()) +
-               " floats), the shapes and the launch configuration";
+      detail = "check the argument counts (" + std::to_string(ptrs.size()) + " ptrs, " + std::to_string(ints.size()) + " ints, " +
+               std::to_string(floats.size()) + " floats), the shapes and the launch configuration";
     Napi::Error err = cudaError(env, e, "kernel " + name, detail);
     cudaGetLastError();  // a failure left pending (cudaFuncSetAttribute, a launch) must not be blamed on the next call
     throw err;

@@ -156,7 +156,8 @@ cudaError_t makePlan(const rmas::lt::Api& lt, DeviceState& dev, const int64_t* v
     const int64_t strides[3] = {sB, sA, sC};
     for (int i = 0; i < 3; i++) {
       LT(lt.matrixLayoutSetAttribute(ls[i], rmas::lt::kLayoutBatchCount, &n, sizeof n), "set BATCH_COUNT");
-      LT(lt.matrixLayoutSetAttribute(ls[i], rmas::lt::kLayoutStridedBatchOffset, &strides[i], sizeof strides[i]), "set STRIDED_BATCH_OFFSET");
+      LT(lt.matrixLayoutSetAttribute(ls[i], rmas::lt::kLayoutStridedBatchOffset, &strides[i], sizeof strides[i]),
+         "set STRIDED_BATCH_OFFSET");
     }
   }
   rmas::lt::Preference pref = nullptr;
@@ -181,7 +182,8 @@ cudaError_t makePlan(const rmas::lt::Api& lt, DeviceState& dev, const int64_t* v
       found = 0;
     }
   }
-  if (st == rmas::lt::kSuccess && !found) st = lt.algoGetHeuristic(dev.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &res, &found);
+  if (st == rmas::lt::kSuccess && !found)
+    st = lt.algoGetHeuristic(dev.handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &res, &found);
   lt.preferenceDestroy(pref);
   if (st != rmas::lt::kSuccess) return fail(st, "MatmulAlgoGetHeuristic");
   if (!found) return fail(15, "MatmulAlgoGetHeuristic (no algorithm for this shape and dtype)");
@@ -201,15 +203,16 @@ cudaError_t launchGemmLt(const rmas::LaunchArgs& a) {
   if (M < 0 || N < 0 || K < 0 || batch < 0) return cudaErrorInvalidValue;
   // row strides cover a row, batch strides are not negative (the conversion reads the span they describe)
   if (lda < (transA ? M : K) || ldb < (transB ? K : N) || ldc < N || sA < 0 || sB < 0 || sC < 0 || (split != 0 && split != 1)) {
-    rmas::lt::set_detail("gemm_lt: lda %lld, ldb %lld, ldc %lld or a batch stride (%lld, %lld, %lld) does not fit M %lld, N %lld, K %lld, or split %lld is not 0/1",
-                         (long long)lda, (long long)ldb, (long long)ldc, (long long)sA, (long long)sB, (long long)sC, (long long)M, (long long)N,
-                         (long long)K, (long long)split);
+    rmas::lt::set_detail("gemm_lt: lda %lld, ldb %lld, ldc %lld or a batch stride (%lld, %lld, %lld) does not fit "
+                         "M %lld, N %lld, K %lld, or split %lld is not 0/1",
+                         (long long)lda, (long long)ldb, (long long)ldc, (long long)sA, (long long)sB, (long long)sC, (long long)M,
+                         (long long)N, (long long)K, (long long)split);
     return cudaErrorInvalidValue;
   }
   // batches of C must not overlap: the products of a batch run concurrently
   if (batch > 1 && M > 0 && N > 0 && sC < (M - 1) * ldc + N) {
-    rmas::lt::set_detail("gemm_lt: strideC %lld makes the %lld batches of C [%lld, %lld] (ldc %lld) overlap", (long long)sC, (long long)batch, (long long)M,
-                         (long long)N, (long long)ldc);
+    rmas::lt::set_detail("gemm_lt: strideC %lld makes the %lld batches of C [%lld, %lld] (ldc %lld) overlap", (long long)sC,
+                         (long long)batch, (long long)M, (long long)N, (long long)ldc);
     return cudaErrorInvalidValue;
   }
   if (dtB != rmas::F32 && dtB != rmas::F16 && dtB != rmas::BF16) {
@@ -253,9 +256,11 @@ cudaError_t launchGemmLt(const rmas::LaunchArgs& a) {
     nparts = split ? (dtB == rmas::BF16 ? 3 : 2) : 1;
     if ((e = ensure(dev.convert, dev.convertBytes, size_t(stride) * 2 * nparts, a.stream)) != cudaSuccess) return e;
     if (dtB == rmas::BF16)
-      convertKernel<__nv_bfloat16><<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A), static_cast<__nv_bfloat16*>(dev.convert), stride, nparts, span);
+      convertKernel<__nv_bfloat16><<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A),
+                                                                          static_cast<__nv_bfloat16*>(dev.convert), stride, nparts, span);
     else
-      convertKernel<__half><<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A), static_cast<__half*>(dev.convert), stride, nparts, span);
+      convertKernel<__half><<<blocksFor(span), 256, 0, a.stream>>>(static_cast<const float*>(A), static_cast<__half*>(dev.convert), stride,
+                                                                   nparts, span);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     for (int p = 0; p < nparts; p++) parts[p] = static_cast<const char*>(dev.convert) + size_t(p) * stride * 2;
     A = parts[0];
@@ -287,16 +292,16 @@ cudaError_t launchGemmLt(const rmas::LaunchArgs& a) {
   if ((e = planFor(A, bias != nullptr, plan)) != cudaSuccess) return e;
   if (plan->epilogueBias) LT(lt->matmulDescSetAttribute(plan->desc, rmas::lt::kDescBiasPointer, &bias, sizeof bias), "set BIAS_POINTER");
   const float beta = accumulate ? 1.f : 0.f;
-  LT(lt->matmul(dev.handle, plan->desc, &alpha, rmas::ptr<const void>(a, 1), plan->a, A, plan->b, &beta, C, plan->c, C, plan->c, &plan->algo,
-                dev.workspace, kLtWorkspace, a.stream),
+  LT(lt->matmul(dev.handle, plan->desc, &alpha, rmas::ptr<const void>(a, 1), plan->a, A, plan->b, &beta, C, plan->c, C, plan->c,
+                &plan->algo, dev.workspace, kLtWorkspace, a.stream),
      "Matmul");
   const bool biasPending = bias && !plan->epilogueBias;
   for (int p = 1; p < nparts; p++) {
     Plan* partPlan = nullptr;
     if ((e = planFor(parts[p], false, partPlan)) != cudaSuccess) return e;
     const float one = 1.f;
-    LT(lt->matmul(dev.handle, partPlan->desc, &alpha, rmas::ptr<const void>(a, 1), partPlan->a, parts[p], partPlan->b, &one, C, partPlan->c, C,
-                  partPlan->c, &partPlan->algo, dev.workspace, kLtWorkspace, a.stream),
+    LT(lt->matmul(dev.handle, partPlan->desc, &alpha, rmas::ptr<const void>(a, 1), partPlan->a, parts[p], partPlan->b, &one, C,
+                  partPlan->c, C, partPlan->c, &partPlan->algo, dev.workspace, kLtWorkspace, a.stream),
        "Matmul (split, a lower part)");
   }
   if (biasPending) biasKernel<<<blocksFor(batch * M * N), 256, 0, a.stream>>>(C, bias, M, N, ldc, sC, batch, 1);

@@ -3,11 +3,15 @@ import { flatIndex, mainSignature } from '../wgsl';
 
 const HEADER = 'struct P { n: u32, t: u32, c: u32, k: u32 }\n@group(0) @binding(0) var<uniform> u: P;';
 
+/** The state's binding (3) when there is one, then the start of the output's binding (3 or 4). */
+const outBinding = (withState: boolean) =>
+  withState ? '@group(0) @binding(3) var<storage, read> st: array<f32>;\n@group(0) @binding(4)' : '@group(0) @binding(3)';
+
 export function causalConv1dWgsl(wg: number, withState: boolean): string {
   return `${HEADER}
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
-${withState ? '@group(0) @binding(3) var<storage, read> st: array<f32>;\n@group(0) @binding(4)' : '@group(0) @binding(3)'} var<storage, read_write> out: array<f32>;
+${outBinding(withState)} var<storage, read_write> out: array<f32>;
 ${mainSignature(wg)} {
   let i = ${flatIndex(wg)};
   if (i >= u.n) { return; }
@@ -54,7 +58,7 @@ export function causalConv1dBackwardWWgsl(wg: number, withState: boolean): strin
   return `${HEADER}
 @group(0) @binding(1) var<storage, read> g: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
-${withState ? '@group(0) @binding(3) var<storage, read> st: array<f32>;\n@group(0) @binding(4)' : '@group(0) @binding(3)'} var<storage, read_write> dw: array<f32>;
+${outBinding(withState)} var<storage, read_write> dw: array<f32>;
 ${mainSignature(wg)} {
   let i = ${flatIndex(wg)};
   if (i >= u.n) { return; }

@@ -130,8 +130,12 @@ export const decodeAttentionKernel: KernelDef<DecodeAttentionAttrs> = {
   },
 };
 
+/** decodeAttentionWgsl's uniform block. */
+const PARAMS =
+  'struct P { m: u32, hq: u32, hkv: u32, d: u32, group: u32, window: u32, scale: f32, split_len: u32, nsplit: u32, bpr: u32, lanes: u32 }';
+
 function decodeAttentionWgsl(dpt: number, split: boolean, f16: boolean): string {
-  return `${f16 ? 'enable f16;\n' : ''}struct P { m: u32, hq: u32, hkv: u32, d: u32, group: u32, window: u32, scale: f32, split_len: u32, nsplit: u32, bpr: u32, lanes: u32 }
+  return `${f16 ? 'enable f16;\n' : ''}${PARAMS}
 @group(0) @binding(0) var<uniform> u: P;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 ${kvBindings(2, f16)}

@@ -115,6 +115,10 @@ export const deltaStepKernel: KernelDef<DeltaStepAttrs> = {
   },
 };
 
+/** deltaStepWgsl's uniform block. */
+const PARAMS =
+  'struct P { nk: u32, nv: u32, dk: u32, dv: u32, K: u32, C: u32, l2eps: f32, wq: f32, wk: f32, eps: f32, W: u32, m: u32, stride: u32 }';
+
 function deltaStepWgsl(cwd: Meta['dtype'], nwd: Meta['dtype'], ring: boolean): string {
   const M = DELTA_STEP_MAX_DIM;
   // one sequence: the K − 1 cached rows in order, the next state to its own output; stacked caches: rings in place
@@ -145,7 +149,7 @@ function deltaStepWgsl(cwd: Meta['dtype'], nwd: Meta['dtype'], ring: boolean): s
   if (keep) { cn[(u.K - 2u) * u.C + c] = proj[c]; }
   return s * sigmoid(s);
 }`;
-  return `struct P { nk: u32, nv: u32, dk: u32, dv: u32, K: u32, C: u32, l2eps: f32, wq: f32, wk: f32, eps: f32, W: u32, m: u32, stride: u32 }
+  return `${PARAMS}
 @group(0) @binding(0) var<uniform> u: P;
 @group(0) @binding(1) var<storage, read> proj: array<f32>;
 ${loadFn('cw', 2, cwd)}

@@ -141,7 +141,20 @@ export const fusedGemvKernel: KernelDef<FusedGemvAttrs> = {
       subgroups,
       paramDtypes: ['wpost', 'gamma', 'beta'].filter((n) => names.includes(n)).map(dtypes),
     };
-    const key = `fused_gemv_${JSON.stringify([walks.map((w) => `${w.dtype}:${w.mode}`), stage, subgroups, v.paramDtypes, attrs.norm?.kind ?? '', !!attrs.preAdd, !!attrs.inputGate, attrs.weights, attrs.glu ?? '', attrs.act ?? '', !!attrs.bias, !!attrs.residual])}`;
+    const key = `fused_gemv_${JSON.stringify([
+      walks.map((w) => `${w.dtype}:${w.mode}`),
+      stage,
+      subgroups,
+      v.paramDtypes,
+      attrs.norm?.kind ?? '',
+      !!attrs.preAdd,
+      !!attrs.inputGate,
+      attrs.weights,
+      attrs.glu ?? '',
+      attrs.act ?? '',
+      !!attrs.bias,
+      !!attrs.residual,
+    ])}`;
     const starts = [0];
     for (const n of d.rows) starts.push(starts[starts.length - 1] + n);
     const g = attrs.inputGate ?? { ld: 0, head: 1, headStride: 0, offset: 0 };

@@ -90,10 +90,13 @@ export const ropeAppendKernel: KernelDef<RopeAppendAttrs> = {
   },
 };
 
+/** ropeAppendWgsl's uniform block. */
+const PARAMS = 'struct P { T: u32, H: u32, Hkv: u32, D: u32, width: u32, qw: u32, qstride: u32, half: u32, eps: f32, off: f32 }';
+
 function ropeAppendWgsl(qd: Meta['dtype'], kd: Meta['dtype'], norm: boolean, f16: boolean): string {
   const b = norm ? 2 : 0;
   const t = f16 ? 'f16' : 'f32';
-  return `${f16 ? 'enable f16;\n' : ''}struct P { T: u32, H: u32, Hkv: u32, D: u32, width: u32, qw: u32, qstride: u32, half: u32, eps: f32, off: f32 }
+  return `${f16 ? 'enable f16;\n' : ''}${PARAMS}
 @group(0) @binding(0) var<uniform> u: P;
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;
 ${norm ? `${loadFn('qn', 2, qd)}\n${loadFn('kn', 3, kd)}` : ''}

@@ -96,6 +96,10 @@ const LDV = TILE / 4 + 1; // vec4s per row of a workgroup tile; the extra one st
  * of a workgroup vec4 is a read-modify-write of the whole vector on some backends (Tint's FXC HLSL
  * output), which would race with the invocations storing the other three components.
  */
+/** tiledWgsl's vec4 loads: four rows of A's tile at column gk, four columns of B's tile at row gkb. */
+const TILE_A4 = 'vec4<f32>(tileA(aBase, gm, gk), tileA(aBase, gm + 1u, gk), tileA(aBase, gm + 2u, gk), tileA(aBase, gm + 3u, gk))';
+const TILE_B4 = 'vec4<f32>(tileB(bz, gkb, gn), tileB(bz, gkb, gn + 1u), tileB(bz, gkb, gn + 2u), tileB(bz, gkb, gn + 3u))';
+
 export function tiledWgsl(v: MatmulVariant): string {
   return `${enableF16(v.native)}${MATMUL_UNIFORMS}
 @group(0) @binding(1) var<storage, read> a: array<f32>;
@@ -130,10 +134,10 @@ ${mainSignature(256)} {
   for (var k0 = 0u; k0 < u.K; k0 += ${TK}u) {
     let gm = m0 + ma;
     let gk = k0 + ka;
-    As[ka * ${LDV}u + ma / 4u] = vec4<f32>(tileA(aBase, gm, gk), tileA(aBase, gm + 1u, gk), tileA(aBase, gm + 2u, gk), tileA(aBase, gm + 3u, gk));
+    As[ka * ${LDV}u + ma / 4u] = ${TILE_A4};
     let gn = n0 + nb;
     let gkb = k0 + kb;
-    Bs[kb * ${LDV}u + nb / 4u] = vec4<f32>(tileB(bz, gkb, gn), tileB(bz, gkb, gn + 1u), tileB(bz, gkb, gn + 2u), tileB(bz, gkb, gn + 3u));
+    Bs[kb * ${LDV}u + nb / 4u] = ${TILE_B4};
     workgroupBarrier();
     for (var kk = 0u; kk < ${TK}u; kk++) {
       let a4 = As[kk * ${LDV}u + ty];

@@ -93,7 +93,8 @@ describe('tavilySearchRunner with a keys file (rotation, against a local HTTP se
   const K = ['tvly-FIRST-0000aaaa', 'tvly-SECOND-1111bbbb', 'tvly-THIRD-2222cccc'];
   const leaks = (s: string) => K.filter((k) => s.includes(k));
 
-  it('a key answered 432 or 429 is skipped for the rest of the run; the query goes on to the next key; keys are named by position only', async () => {
+  it('a key answered 432 or 429 is skipped for the rest of the run; the query goes on to the next key; ' +
+    'keys are named by position only', async () => {
     const srv = await tavilyServer({ [K[0]]: 432, [K[1]]: 429, [K[2]]: 200 });
     const events: string[] = [];
     try {
@@ -113,7 +114,8 @@ describe('tavilySearchRunner with a keys file (rotation, against a local HTTP se
     }
   });
 
-  it('a usage-limit body on another 4xx rotates too; a server error does not; when every key is refused search stops, once reported', async () => {
+  it('a usage-limit body on another 4xx rotates too; a server error does not; ' +
+    'when every key is refused search stops, once reported', async () => {
     const srv = await tavilyServer({
       [K[0]]: [400, { detail: { error: "This request exceeds your plan's set usage limit." } }],
       [K[1]]: 500,
@@ -130,7 +132,8 @@ describe('tavilySearchRunner with a keys file (rotation, against a local HTTP se
       });
       expect(await search('q', {})).toBe('[search error] Tavily answered HTTP 500 Internal Server Error.');
       expect(srv.seen).toEqual([K[0], K[1]]);
-      expect(await search('q', {})).toBe('[search error] Tavily answered HTTP 500 Internal Server Error.'); // key 2 is kept: not a key error
+      // key 2 is kept: not a key error
+      expect(await search('q', {})).toBe('[search error] Tavily answered HTTP 500 Internal Server Error.');
       expect(srv.seen).toEqual([K[0], K[1], K[1]]);
       expect(events).toHaveLength(1);
       expect(events[0]).toMatch(/^Tavily key 1 of 3 was refused \(HTTP 400 Bad Request\)/);

@@ -119,7 +119,9 @@ async function fetchPage(
   offset: number,
   token?: string,
 ): Promise<RowsPage> {
-  const url = `${ROWS_API}?dataset=${encodeURIComponent(dataset)}&config=${encodeURIComponent(config)}&split=${encodeURIComponent(split)}&offset=${offset}&length=${PAGE}`;
+  const url =
+    `${ROWS_API}?dataset=${encodeURIComponent(dataset)}&config=${encodeURIComponent(config)}` +
+    `&split=${encodeURIComponent(split)}&offset=${offset}&length=${PAGE}`;
   const local = 'download the dataset (e.g. its parquet converted to JSONL) and pass it as a local JSONL or JSON file instead';
   let res: Response;
   try {

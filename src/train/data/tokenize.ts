@@ -32,7 +32,10 @@ export interface StageExample {
   target: number[];
   /** The slot strings, in prompt order. */
   slots: string[];
-  /** Whether the prompt-only render is a text prefix of the full render (false for Qwen3-style empty think blocks, docs/method.md §12.7). */
+  /**
+   * Whether the prompt-only render is a text prefix of the full render (false for Qwen3-style empty think blocks,
+   * docs/method.md §12.7).
+   */
   promptIsPrefix: boolean;
 }
 

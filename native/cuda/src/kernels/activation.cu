@@ -159,7 +159,9 @@ cudaError_t launch_glu_backward(const rmas::LaunchArgs& args) {
   const auto dg = rmas::ptr<float>(args, 3);
   const auto du = rmas::ptr<float>(args, 4);
   const unsigned grid = grid_for(n, kThreads);
-  return by_act(args.ints[1], [&](auto a) { glu_backward_kernel<decltype(a)::value><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n); });
+  return by_act(args.ints[1], [&](auto a) {
+    glu_backward_kernel<decltype(a)::value><<<grid, kThreads, 0, args.stream>>>(gate, up, g, dg, du, n);
+  });
 }
 
 }  // namespace

@@ -225,7 +225,8 @@ cudaError_t launch_attention_fwd(const rmas::LaunchArgs& a) {
 __global__ void attention_combine_kernel(const float* __restrict__ po, const float* __restrict__ pl, float* __restrict__ o,
                                          float* __restrict__ lse, int64_t T, int64_t Hq, int64_t D, int n) {
   const int64_t total = T * Hq * D;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t d = i % D, th = i / D, h = th % Hq, t = th / Hq;
     const int64_t li = h * T + t;
     float mx = -INFINITY;

@@ -53,10 +53,11 @@ cudaError_t launch_cast(const rmas::LaunchArgs& args) {
     if (bytes == 0) return cudaSuccess;
     const auto s = args.ptrs[0], d = args.ptrs[1];
     if (!(bytes & 3) && !(s & 3) && !(d & 3)) {
-      copy_kernel<<<grid_for(bytes / 4, kThreads), kThreads, 0, args.stream>>>(rmas::ptr<const uint32_t>(args, 0), rmas::ptr<uint32_t>(args, 1),
-                                                                               bytes / 4);
+      copy_kernel<<<grid_for(bytes / 4, kThreads), kThreads, 0, args.stream>>>(rmas::ptr<const uint32_t>(args, 0),
+                                                                               rmas::ptr<uint32_t>(args, 1), bytes / 4);
     } else {
-      copy_kernel<<<grid_for(bytes, kThreads), kThreads, 0, args.stream>>>(rmas::ptr<const uint8_t>(args, 0), rmas::ptr<uint8_t>(args, 1), bytes);
+      copy_kernel<<<grid_for(bytes, kThreads), kThreads, 0, args.stream>>>(rmas::ptr<const uint8_t>(args, 0), rmas::ptr<uint8_t>(args, 1),
+                                                                           bytes);
     }
     return cudaGetLastError();
   }

@@ -31,7 +31,8 @@ cudaError_t launch_binary(const rmas::LaunchArgs& args) {
   const auto a = rmas::ptr<const float>(args, 0), b = rmas::ptr<const float>(args, 1);
   const auto out = rmas::ptr<float>(args, 2);
   if (n < (int64_t{1} << 31)) {
-    binary_kernel<OP, uint32_t><<<grid_for(n, kThreads), kThreads, 0, args.stream>>>(a, b, out, static_cast<uint32_t>(n), static_cast<uint32_t>(bn));
+    binary_kernel<OP, uint32_t><<<grid_for(n, kThreads), kThreads, 0, args.stream>>>(a, b, out, static_cast<uint32_t>(n),
+                                                                                      static_cast<uint32_t>(bn));
   } else {
     binary_kernel<OP, int64_t><<<grid_for(n, kThreads), kThreads, 0, args.stream>>>(a, b, out, n, bn);
   }

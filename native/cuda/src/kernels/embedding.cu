@@ -23,8 +23,8 @@ constexpr int kScanThreads = 1024;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 template <int64_t DT>
-__global__ void gather_kernel(const int32_t* __restrict__ ids, const void* __restrict__ table, float* __restrict__ out, int64_t n, int64_t V,
-                              int64_t d) {
+__global__ void gather_kernel(const int32_t* __restrict__ ids, const void* __restrict__ table, float* __restrict__ out, int64_t n,
+                              int64_t V, int64_t d) {
   GRID_STRIDE(i, n * d) {
     const int64_t id = ids[i / d];
     const int64_t c = i % d;

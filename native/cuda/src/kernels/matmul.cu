@@ -239,9 +239,11 @@ cudaError_t launch_gemv_t(const rmas::LaunchArgs& a, int64_t M, int64_t N, int64
   for (int64_t m0 = 0; m0 < M; m0 += GEMV_MR) {
     const int rows = static_cast<int>(M - m0 < GEMV_MR ? M - m0 : GEMV_MR);
     if (vec) {
-      matmul_gemv_q_kernel<DT, true><<<static_cast<unsigned>(blocks), GEMV_WARPS * 32, 0, a.stream>>>(A + m0 * lda, W, C + m0 * ldc, bias, rows, N, K, lda, ldc);
+      matmul_gemv_q_kernel<DT, true><<<static_cast<unsigned>(blocks), GEMV_WARPS * 32, 0, a.stream>>>(A + m0 * lda, W, C + m0 * ldc, bias,
+                                                                                                      rows, N, K, lda, ldc);
     } else {
-      matmul_gemv_q_kernel<DT, false><<<static_cast<unsigned>(blocks), GEMV_WARPS * 32, 0, a.stream>>>(A + m0 * lda, W, C + m0 * ldc, bias, rows, N, K, lda, ldc);
+      matmul_gemv_q_kernel<DT, false><<<static_cast<unsigned>(blocks), GEMV_WARPS * 32, 0, a.stream>>>(A + m0 * lda, W, C + m0 * ldc, bias,
+                                                                                                       rows, N, K, lda, ldc);
     }
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;

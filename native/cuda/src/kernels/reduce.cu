@@ -80,8 +80,8 @@ cudaError_t launch_reduce_backward(const rmas::LaunchArgs& args) {
   const int64_t n = args.ints[0], cols = args.ints[1];
   if (n < 0 || cols < 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  reduce_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, args.stream>>>(rmas::ptr<const float>(args, 0), rmas::ptr<const float>(args, 1),
-                                                                               rmas::ptr<float>(args, 2), n, cols, args.floats[0]);
+  reduce_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, args.stream>>>(
+      rmas::ptr<const float>(args, 0), rmas::ptr<const float>(args, 1), rmas::ptr<float>(args, 2), n, cols, args.floats[0]);
   return cudaGetLastError();
 }
 
