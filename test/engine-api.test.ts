@@ -1,48 +1,51 @@
 /**
  * The engine API's system calls (workers/system-calls.ts) on the CPU backend in Node: the offline tiny system
- * (models/tiny-system.json) read from disk through the fetchFile hook, events in order, the same answer as
- * `rmas ask` on the same links, the logit
- * lens against the dumped latents, cancellation, and a link that does not fit.
- *
- * Until the trained system lands, models/tiny/system/* is served from a stand-in in the same layout (random
- * tiny models, golden links, the tiny prompt file: test/tiny-style-standin.ts); `rmas ask` reads the same
- * stand-in through RMAS_TINY_SYSTEM.
+ * (models/tiny-system.json: tiny_distillation, its files in models/tiny/distillation) read from the repository on
+ * disk through the fetchFile hook, events in order, the same answer as `rmas ask --style tiny_distillation` on the
+ * same files, the logit lens against the dumped latents, cancellation, and a link that does not fit.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { priceSplit } from '../src/eval/tiny-prices';
 import { ask } from '../src/mas/run';
 import { loadSystemFromSpec } from '../src/mas/system-url';
 import { TINY_SYSTEM_ENV } from '../src/mas/system';
 import { CpuBackend } from '../src/tensor/cpu';
 import { runAsk } from './mas/ask-util';
-import { buildTinyStandIn, standInFetch } from './tiny-style-standin';
 import { callRegistry } from '../workers/calls';
 import { systemCalls } from '../workers/system-calls';
 import type { EngineEvent, SystemSpec } from '../workers/protocol';
 
-// an app origin served from the repository on disk through the fetchFile hook (the tiny system from the stand-in)
+// an app origin served from the repository on disk through the fetchFile hook
 const root = 'http://app.test/';
-const tmp = mkdtempSync(join(tmpdir(), 'engine-api-'));
-const standIn = join(tmp, 'system');
-const fetchFile = standInFetch(root, standIn);
+const repo = resolve(import.meta.dirname, '..');
+const fetchFile = async (url: string): Promise<Uint8Array | null> => {
+  if (!url.startsWith(root)) return null;
+  try {
+    return new Uint8Array(readFileSync(join(repo, decodeURIComponent(url.slice(root.length)))));
+  } catch {
+    return null;
+  }
+};
 const cpu = new CpuBackend('f32');
 const calls = callRegistry();
 const api = systemCalls({ backend: async () => ({ backend: cpu }), appBase: root, fetchFile }, calls);
+const STYLE = 'tiny_distillation';
+const SYSTEM = join(repo, 'models/tiny/distillation');
+// rmas ask reads the package's own system folder, the one the manifest names
 const savedEnv = process.env[TINY_SYSTEM_ENV];
-beforeAll(async () => {
-  await buildTinyStandIn(standIn);
-  process.env[TINY_SYSTEM_ENV] = standIn;
+beforeAll(() => {
+  delete process.env[TINY_SYSTEM_ENV];
 });
 afterAll(() => {
   api.dispose();
   if (savedEnv === undefined) delete process.env[TINY_SYSTEM_ENV];
   else process.env[TINY_SYSTEM_ENV] = savedEnv;
-  rmSync(tmp, { recursive: true, force: true });
 });
 
-const QUESTION = 'What is 2+3?';
+/** The offline task's first test question (src/eval/tiny-prices.ts). */
+const QUESTION = priceSplit('test')[0]!.question;
 const FLAGS = { rounds: 2, latentSteps: 3, maxNewTokens: 8 };
 
 async function offline(): Promise<SystemSpec> {
@@ -54,11 +57,11 @@ async function offline(): Promise<SystemSpec> {
 describe('engine api (cpu, offline tiny system)', () => {
   it('offlineSystem resolves the manifest against the app root', async () => {
     const spec = await offline();
-    expect(spec.style).toBe('tiny_sequential');
-    expect(spec.roles.critic.model).toBe(`${root}models/tiny/system/critic/`);
-    expect(spec.roles.critic.innerLink).toBe(`${root}models/tiny/system/critic/adapter.pt`);
-    expect(spec.outer!.outer_31).toBe(`${root}models/tiny/system/outer/outer_31.pt`);
-    expect((spec as { prompts?: unknown }).prompts).toBe(`${root}models/tiny/system/prompts.json`);
+    expect(spec.style).toBe(STYLE);
+    expect(spec.roles.learner.model).toBe(`${root}models/tiny/distillation/learner/`);
+    expect(spec.roles.learner.innerLink).toBe(`${root}models/tiny/distillation/learner/adapter.pt`);
+    expect(spec.outer!.outer_le).toBe(`${root}models/tiny/distillation/outer/outer_le.pt`);
+    expect((spec as { prompts?: unknown }).prompts).toBe(`${root}models/tiny/distillation/prompts.json`);
     const none = systemCalls({ backend: async () => ({ backend: cpu }), appBase: `${root}nowhere/`, fetchFile }, calls);
     expect(await none.offlineSystem()).toBeNull();
   });
@@ -68,18 +71,18 @@ describe('engine api (cpu, offline tiny system)', () => {
     const events: EngineEvent[] = [];
     const load = await api.loadSystem(spec, (e) => void events.push(e));
     expect(load.roles).toEqual({
-      planner: { hidden: 48, family: 'qwen3', layers: expect.any(Number) },
-      critic: { hidden: 64, family: 'llama', layers: expect.any(Number) },
-      solver: { hidden: 32, family: 'qwen2', layers: expect.any(Number) },
+      expert: { hidden: 64, family: 'qwen3', layers: expect.any(Number) },
+      learner: { hidden: 64, family: 'llama', layers: expect.any(Number) },
     });
     expect(events.some((e) => e.type === 'initiate' && e.file.endsWith('/model.safetensors'))).toBe(true);
     const dl = events
       .filter(
-        (e): e is Extract<EngineEvent, { type: 'download' }> => e.type === 'download' && e.file.endsWith('system/solver/model.safetensors'),
+        (e): e is Extract<EngineEvent, { type: 'download' }> =>
+          e.type === 'download' && e.file.endsWith('distillation/learner/model.safetensors'),
       )
       .at(-1)!;
     expect(dl.loaded).toBe(dl.total);
-    expect(dl.total).toBe(readFileSync(join(standIn, 'solver/model.safetensors')).byteLength);
+    expect(dl.total).toBe(readFileSync(join(SYSTEM, 'learner/model.safetensors')).byteLength);
     expect(events.at(-1)).toMatchObject({ type: 'ready', backend: 'cpu' });
 
     const ev: EngineEvent[] = [];
@@ -90,17 +93,17 @@ describe('engine api (cpu, offline tiny system)', () => {
     expect(ev[0]).toMatchObject({ type: 'ready', backend: 'cpu' });
     expect(ev.some((e) => e.type === 'initiate' || e.type === 'download')).toBe(false); // reused: no second load
     const stages = ev.filter((e): e is Extract<EngineEvent, { type: 'stage' }> => e.type === 'stage');
-    const order = ['planner', 'critic', 'solver', 'planner', 'critic', 'solver'];
+    const order = ['expert', 'learner', 'expert', 'learner'];
     expect(stages.map((e) => `${e.round} ${e.role} ${e.state}`)).toEqual(
-      order.flatMap((role, i) => [`${i < 3 ? 1 : 2} ${role} running`, `${i < 3 ? 1 : 2} ${role} done`]),
+      order.flatMap((role, i) => [`${i < 2 ? 1 : 2} ${role} running`, `${i < 2 ? 1 : 2} ${role} done`]),
     );
-    expect(stages.filter((e) => e.state === 'done').map((e) => e.latents ?? 0)).toEqual([3, 3, 3, 3, 3, 0]);
+    expect(stages.filter((e) => e.state === 'done').map((e) => e.latents ?? 0)).toEqual([3, 3, 3, 0]);
     expect(stages.at(-1)!.decode).toBe(true);
     // text events: the whole answer so far, each one extending the last, the last one the answer itself
     const texts = ev.filter((e): e is Extract<EngineEvent, { type: 'text' }> => e.type === 'text');
     const lastStage = ev.indexOf(stages.at(-2)!);
     expect(texts.length).toBeGreaterThan(1);
-    expect(texts.every((t) => t.role === 'solver' && ev.indexOf(t) > lastStage)).toBe(true);
+    expect(texts.every((t) => t.role === 'learner' && ev.indexOf(t) > lastStage)).toBe(true);
     for (let i = 1; i < texts.length; i++)
       expect(texts[i]!.text.startsWith(texts[i - 1]!.text) && texts[i]!.text !== texts[i - 1]!.text).toBe(true);
     expect(texts.at(-1)!.text).toBe(r.text);
@@ -108,9 +111,9 @@ describe('engine api (cpu, offline tiny system)', () => {
     expect(r.tokens).toBeGreaterThan(0);
     expect(r.decodeTokensPerSec >= 0 && r.prefillTokensPerSec > 0).toBe(true);
 
-    // rmas ask's default style on the same system folder (the stand-in), with its prompts.json
+    // rmas ask with the manifest's style on the same system folder (the package's), with its prompts.json
     const cli = await runAsk({
-      question: QUESTION, greedy: true, no_ans: true, json: true,
+      style: STYLE, question: QUESTION, greedy: true, no_ans: true, json: true,
       num_recursive_rounds: String(FLAGS.rounds), latent_length: String(FLAGS.latentSteps), max_new_tokens: String(FLAGS.maxNewTokens),
     }, cpu);
     expect(cli.error).toBeNull();
@@ -150,7 +153,7 @@ describe('engine api (cpu, offline tiny system)', () => {
       sys.dispose();
     }
     const msgs = ev.flatMap((e) => (e.type === 'stage' && e.messages ? e.messages : []));
-    expect(msgs.map((m) => `${m.link}→${m.to}`)).toEqual(['outer_12→critic', 'outer_23→solver']);
+    expect(msgs.map((m) => `${m.link}→${m.to}`)).toEqual(['outer_el→learner']);
     for (const m of msgs) {
       const want = dumped.get(m.link)!;
       expect(m.norms.length).toBe(3);
@@ -193,19 +196,21 @@ describe('engine api (cpu, offline tiny system)', () => {
 
   it('a link of the wrong size is a ShapeMismatch naming it and both sizes', async () => {
     const spec = await offline();
-    // outer_23 maps critic (64) → solver (32); put it where planner (48) → critic (64) is expected
-    const bad: SystemSpec = { ...spec, outer: { ...spec.outer, outer_12: spec.outer!.outer_23 } };
+    // both agents are 64 wide, so the misfits are the golden tiny links (test/golden/tiny-mas): outer_12 maps
+    // 48 → 64; put it where expert (64) → learner (64) is expected
+    const bad: SystemSpec = { ...spec, outer: { ...spec.outer, outer_el: `${root}test/golden/tiny-mas/outer_12.pt` } };
     await expect(loadSystemFromSpec(bad, cpu, { fetchFile })).rejects.toMatchObject({
       name: 'ShapeMismatch',
-      message: expect.stringMatching(/outer link outer_12 \(planner → critic\).*planner has hidden size 48, critic has 64/),
+      message: expect.stringMatching(/outer link outer_el \(expert → learner\).*expert has hidden size 64, learner has 64/),
     });
+    // solver-inner is 32 wide
     const badInner: SystemSpec = {
       ...spec,
-      roles: { ...spec.roles, critic: { ...spec.roles.critic, innerLink: spec.roles.solver.innerLink } },
+      roles: { ...spec.roles, learner: { ...spec.roles.learner, innerLink: `${root}test/golden/tiny-mas/solver-inner.pt` } },
     };
     await expect(api.loadSystem(badInner, () => {})).rejects.toMatchObject({
       name: 'ShapeMismatch',
-      message: expect.stringMatching(/critic inner link.*critic has hidden size 64/),
+      message: expect.stringMatching(/learner inner link.*learner has hidden size 64/),
     });
   });
 });

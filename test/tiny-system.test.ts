@@ -62,7 +62,7 @@ export function recordedCorrect(record: EvalRecord, config: EvalConfig, n: numbe
 
 describe('the committed tiny system', () => {
   it('answers the fixed test subset as the eval script recorded (CPU, greedy)', async () => {
-    const configs: EvalConfig[] = ['solver', 'text1', 'latent1', 'latent3'];
+    const configs: EvalConfig[] = ['alone', 'text1', 'latent1', 'latent3'];
     const rows = taskSplit('test').slice(0, SUBSET);
     const results = await evalTiny({ backend: new CpuBackend('f32'), rows, configs, latentSteps: evalRecord.latentSteps });
     for (const r of results) {

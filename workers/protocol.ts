@@ -162,7 +162,15 @@ export interface AskRequest {
   backend?: 'webgpu' | 'cpu';
   /** The answer-retry stage when the text has no final answer (default true, as rmas ask without --no_ans). */
   answerRetry?: boolean;
+  /**
+   * Latent mode: a message ablation (src/mas/ablation.ts), as `rmas ask` runs it. 'zeroed' sends zeros in place of
+   * every latent message (--zero_messages); 'from' first asks `question` (same settings, no answer retry) recording
+   * its messages, then sends them, round for round, in place of this question's own (--messages_from QUESTION).
+   */
+  ablation?: AskAblation;
 }
+
+export type AskAblation = { kind: 'zeroed' } | { kind: 'from'; question: string };
 
 /** What the page gets of an AskResult (the decode speeds always present: 0 when not measured). */
 export type AskResultView = Pick<
@@ -180,6 +188,10 @@ export type AskResultView = Pick<
   lensSeconds: number;
   /** GPU pipelines compiled during the ask (each kernel variant on first use; 0 on the CPU backend or once warm). */
   pipelinesCompiled: number;
+  /** The ablation the messages went through, as `rmas ask --json` writes it ("messages"): 'zeroed' or 'from: QUESTION'. */
+  messages?: string;
+  /** A 'from' ablation: the seconds its donor question's run took, before this ask (not in `seconds`). */
+  donorSeconds?: number;
 };
 
 /**

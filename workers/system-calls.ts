@@ -1,17 +1,18 @@
 /**
  * The engine API's systems and asking (protocol.ts EngineApi): the offline tiny system served with the app
- * (models/tiny-system.json: the tiny_sequential folders under models/tiny/system and their prompt file), a
+ * (models/tiny-system.json: an embedded style's folders under models/tiny and its prompt file), a
  * system's download plan, loading it from a spec, asking it with streamed stage/token events and a logit lens
- * on every latent message, and evaluating it on a benchmark; the long calls are cancelled through the worker's
- * call registry (calls.ts). A plain object with injected dependencies, so Node tests run it on the CPU backend;
- * engine.worker.ts exposes it through comlink with the device and training calls.
+ * on every latent message (and the message ablations of `rmas ask`), and evaluating it on a benchmark; the long
+ * calls are cancelled through the worker's call registry (calls.ts). A plain object with injected dependencies, so
+ * Node tests run it on the CPU backend; engine.worker.ts exposes it through comlink with the device and training calls.
  */
 import { F, noGrad } from '../src/autograd';
 import { Cancelled, InvalidArgument, MissingCheckpoint } from '../src/errors';
 import { SafetensorsFile } from '../src/formats/safetensors';
 import { INDEX_FILE, SINGLE_FILE, parseIndex } from '../src/formats/safetensors-sharded';
 import { isNotFound, readAll, urlSource } from '../src/formats/sources';
-import { ask as askSystem, type AskResult, type StageRecord } from '../src/mas/run';
+import type { MessageAblation } from '../src/mas/ablation';
+import { ask as askSystem, type AskOptions, type AskResult, type StageRecord } from '../src/mas/run';
 import { defaultLatentSteps, getStyle, schedule } from '../src/mas/styles';
 import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName } from '../src/eval/datasets';
 import { evaluate as evaluateSystem } from '../src/eval/run';
@@ -30,7 +31,7 @@ import { tidy } from '../src/tensor/scope';
 import type { Tensor } from '../src/tensor/tensor';
 import type { Tokenizer } from '../src/tokenizer';
 import type { Calls } from './calls';
-import type { AskResultView, EngineApi, EngineEvent, LatentMessage, SystemPlanView } from './protocol';
+import type { AskRequest, AskResultView, EngineApi, EngineEvent, LatentMessage, SystemPlanView } from './protocol';
 
 export interface SystemDeps {
   /** The backend for a request ('webgpu' falls back to cpu where there is none, with the reason). */
@@ -244,6 +245,26 @@ export async function specFiles(spec: SystemSpec, fetcher: typeof fetch): Promis
   return { files, models };
 }
 
+/**
+ * The engine's ablation for an ask request's (none without one), after asking its donor question through `askDonor`
+ * for a 'from' ablation, with that run's seconds. Refused, before any run, outside latent mode or for an empty donor.
+ */
+async function ablationOf(
+  req: AskRequest,
+  askDonor: (question: string) => Promise<AskResult>,
+): Promise<{ ablation?: MessageAblation; donorSeconds?: number }> {
+  const a = req.ablation;
+  if (!a) return {};
+  if (req.mode !== 'latent') throw new InvalidArgument('ask: a message ablation replaces latent messages; text mode sends none');
+  if (a.kind === 'zeroed') return { ablation: { kind: 'zeroed' } };
+  if (a.kind !== 'from' || typeof a.question !== 'string')
+    throw new InvalidArgument(`ask: ablation must be {kind: 'zeroed'} or {kind: 'from', question}, got ${JSON.stringify(a)}`);
+  const donor = a.question.trim();
+  if (!donor) throw new InvalidArgument('ask: the ablation\'s donor question is empty');
+  const d = await askDonor(donor);
+  return { ablation: { kind: 'replaced', from: d.messages! }, donorSeconds: d.seconds };
+}
+
 interface Loaded { key: string; system: MasSystem; busy: number; stale: boolean; backend: 'webgpu' | 'cpu'; reason?: string }
 
 export type SystemCalls = Pick<EngineApi, 'offlineSystem' | 'planSystem' | 'loadSystem' | 'ask' | 'evaluate'>;
@@ -400,18 +421,26 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
             await s.flush();
           };
           const onText = (role: string, text: string) => void s.emit({ type: 'text', role, text });
-          if (stages.length) running(0);
           const sampling = req.sampling?.greedy ? { greedy: true } : { ...req.sampling };
-          const r: AskResult = await askSystem(system, {
-            question: req.question,
+          const common: Omit<AskOptions, 'question'> = {
             mode: req.mode,
             rounds,
             ...(req.latentSteps !== undefined ? { latentSteps: req.latentSteps } : {}),
             ...(req.task ? { task: req.task } : {}),
             sampling,
             maxNewTokens: req.maxNewTokens ?? (system.style.embedded ? 64 : 512),
-            answerRetry: req.answerRetry ?? true,
             signal,
+          };
+          const { ablation, donorSeconds } = await ablationOf(req, (question) =>
+            // as rmas ask --messages_from runs its donor: the same settings, no answer retry, its messages recorded
+            askSystem(system, { ...common, question, answerRetry: false, recordMessages: true }),
+          );
+          if (stages.length) running(0);
+          const r: AskResult = await askSystem(system, {
+            ...common,
+            question: req.question,
+            answerRetry: req.answerRetry ?? true,
+            ...(ablation ? { ablation } : {}),
             onStage,
             onText,
           });
@@ -431,6 +460,8 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
             lensSeconds,
             retrySeconds: r.retrySeconds,
             pipelinesCompiled: pipelineCount(system.backend) - pipelines0,
+            ...(req.ablation ? { messages: req.ablation.kind === 'zeroed' ? 'zeroed' : `from: ${req.ablation.question.trim()}` } : {}),
+            ...(donorSeconds !== undefined ? { donorSeconds } : {}),
           };
           s.emit({ type: 'done', result: view });
           await s.flush();

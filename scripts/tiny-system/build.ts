@@ -2,9 +2,9 @@
  * The tiny data's one entry point: every command that writes models/tiny, each a command of the same table
  * shape as rmas's (src/runner/args.ts: options, aliases, usage, run).
  *
- *   npx tsx scripts/tiny-system/build.ts [all] [flags]   the whole build of the embedded system (npm run tiny:build; pipeline.ts)
+ *   npx tsx scripts/tiny-system/build.ts [all] [flags]   the whole build of tiny_sequential (npm run tiny:build:sequential)
  *   npx tsx scripts/tiny-system/build.ts COMMAND [flags] one stage or tool: task, agents, latent, chain, eval (npm run
- *                                                        tiny:eval), rollouts, models (npm run models:tiny)
+ *                                                        tiny:eval:sequential), rollouts, models (npm run models:tiny)
  *
  * The build runs agents, latent and chain as child processes of this file. A bad command line prints the
  * usage and exits 2.

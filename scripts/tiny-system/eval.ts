@@ -1,31 +1,60 @@
 /**
- * `npm run tiny:eval`: the tiny system (style tiny_sequential, models/tiny/system) on the held-out test
- * split of its task (src/eval/tiny-task.ts), greedy, for
- *   - the solver alone (its own prompt with the refined-plan line left empty),
- *   - the text-MAS baseline (the same three agents passing text, rounds as given),
- *   - RecursiveMAS (latent messages through the trained links) at 1, 2 and 3 rounds;
- * with accuracy, mean seconds and generated tokens per question and latent steps. Prints a Markdown
- * table (the one in README.md) and, with --json FILE, writes every figure and each row's answer.
- *
- *   npx tsx scripts/tiny-system/build.ts eval [--split test|validation] [--limit N] [--offset K] [--latent_steps M]
- *                                             [--backend cpu|webgpu] [--configs solver,text1,latent1,...] [--json FILE] [--system DIR]
+ * `npm run tiny:eval` (tiny_distillation) and `npm run tiny:eval:sequential`: an embedded tiny system on a held-out
+ * split of its task, greedy, for
+ *   - `alone`: the final agent alone (its own prompt with its slots left empty),
+ *   - `text{r}`: the text-MAS baseline (the same agents passing text) over r rounds,
+ *   - `latent{r}`: RecursiveMAS (latent messages through the trained links) over r rounds,
+ *   - `shuffled{r}`: the same, each message replaced by the one the system sent for another question of the
+ *     split (the next row's), so the receivers read messages of the right form about the wrong question,
+ *   - `zeroed{r}`: the same with every message replaced by zeros;
+ * with accuracy, mean seconds and generated tokens per question and latent steps. Prints a Markdown table
+ * (the one in models/tiny/README.md) and, with --json FILE, writes every figure and each row's answer.
+ * The systems are described by a TinyEvalTarget: tiny_sequential's here, tiny_distillation's in
+ * scripts/tiny-distillation/eval.ts.
  */
 import { resolve } from 'node:path';
+import { type RecordedMessages } from '../../src/mas/ablation.ts';
 import { ask } from '../../src/mas/run.ts';
 import { loadSystem, type MasSystem } from '../../src/mas/system.ts';
 import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
 import { generate } from '../../src/model/generate.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
+import type { Tokenizer } from '../../src/tokenizer/tokenizer.ts';
 import { scoreAnswer, taskSplit, type TaskRow } from '../../src/eval/tiny-task.ts';
 import { TINY_SYSTEM_DIR } from './paths.ts';
 import { rolePrompt } from './train-agents.ts';
 
-export const CONFIGS = ['solver', 'text1', 'text2', 'text3', 'latent1', 'latent2', 'latent3'] as const;
+const KINDS = ['text', 'latent', 'shuffled', 'zeroed'] as const;
+export const CONFIGS = [
+  'alone',
+  ...(['text1', 'text2', 'text3', 'latent1', 'latent2', 'latent3'] as const),
+  ...(['shuffled1', 'shuffled2', 'shuffled3', 'zeroed1', 'zeroed2', 'zeroed3'] as const),
+] as const;
 export type EvalConfig = (typeof CONFIGS)[number];
-export const DEFAULT_CONFIGS: readonly EvalConfig[] = ['solver', 'text1', 'text3', 'latent1', 'latent2', 'latent3'];
-/** Longest answer any agent writes here; the task's targets are under 40 tokens. */
+/** Longest answer any agent writes here; the tasks' targets are under 40 tokens. */
 export const TINY_MAX_NEW_TOKENS = 64;
+
+/** What the evaluation needs to know of an embedded system and its task. */
+export interface TinyEvalTarget<R extends { question: string } = { question: string }> {
+  style: 'tiny_sequential' | 'tiny_distillation';
+  /** The committed system's folder. */
+  dir: string;
+  rows(split: 'test' | 'validation'): R[];
+  score(text: string, row: R): boolean;
+  /** The final agent alone: its role, the table's label, and its prompt with the slots empty. */
+  alone: { role: string; label: string; prompt(tok: Tokenizer, row: R): string };
+  configs: readonly EvalConfig[];
+}
+
+export const SEQUENTIAL_TARGET: TinyEvalTarget<TaskRow> = {
+  style: 'tiny_sequential',
+  dir: TINY_SYSTEM_DIR,
+  rows: taskSplit,
+  score: scoreAnswer,
+  alone: { role: 'solver', label: 'solver alone', prompt: (tok, row) => rolePrompt(tok, 'solver', 'first', row.question, '') },
+  configs: ['alone', 'text1', 'text3', 'latent1', 'latent2', 'latent3'],
+};
 
 export interface ConfigResult {
   config: EvalConfig;
@@ -42,57 +71,94 @@ export interface ConfigResult {
   ok: boolean[];
 }
 
-export interface EvalOptions {
+export interface EvalOptions<R extends { question: string }> {
+  target?: TinyEvalTarget<R>;
   backend?: Backend;
-  rows?: readonly TaskRow[];
+  rows?: readonly R[];
   configs?: readonly EvalConfig[];
   latentSteps?: number;
-  /** Folder of the system (default models/tiny/system). */
+  /** Folder of the system (default the target's). */
   systemDir?: string;
   onRow?: (config: EvalConfig, index: number, ok: boolean) => void;
 }
 
-const LABELS: Record<EvalConfig, string> = {
-  solver: 'solver alone', text1: 'text-MAS, 1 round', text2: 'text-MAS, 2 rounds', text3: 'text-MAS, 3 rounds',
-  latent1: 'RecursiveMAS, 1 round', latent2: 'RecursiveMAS, 2 rounds', latent3: 'RecursiveMAS, 3 rounds',
-};
+/** The table's label of a config. */
+export function configLabel(config: EvalConfig, alone: string): string {
+  if (config === 'alone') return alone;
+  const r = Number(config.slice(-1));
+  const rounds = `${r} round${r > 1 ? 's' : ''}`;
+  const kind = config.slice(0, -1) as (typeof KINDS)[number];
+  return {
+    text: `text-MAS, ${rounds}`,
+    latent: `RecursiveMAS, ${rounds}`,
+    shuffled: `RecursiveMAS, ${rounds}, messages shuffled`,
+    zeroed: `RecursiveMAS, ${rounds}, messages zeroed`,
+  }[kind];
+}
 
-async function solverAlone(system: MasSystem, row: TaskRow): Promise<{ text: string; tokens: number }> {
-  const solver = system.agents.get('solver')!;
-  const tok = solver.tokenizer;
-  const ids = tok.encode(rolePrompt(tok, 'solver', 'first', row.question, ''), { addSpecialTokens: false });
+async function agentAlone<R extends { question: string }>(system: MasSystem, target: TinyEvalTarget<R>, row: R) {
+  const agent = system.agents.get(target.alone.role)!;
+  const tok = agent.tokenizer;
+  const ids = tok.encode(target.alone.prompt(tok, row), { addSpecialTokens: false });
   const eos = [tok.idOf('<|im_end|>'), tok.idOf('<|endoftext|>')].filter((x): x is number => typeof x === 'number');
-  const r = await generate(solver.decoder, {
-    inputIds: ids,
-    maxNewTokens: TINY_MAX_NEW_TOKENS,
-    sampling: { greedy: true },
-    eosTokenIds: eos,
-  });
-  return { text: tok.decode(r.tokens, { skipSpecialTokens: true }), tokens: r.tokens.length };
+  const greedy = { sampling: { greedy: true }, eosTokenIds: eos };
+  const r = await generate(agent.decoder, { inputIds: ids, maxNewTokens: TINY_MAX_NEW_TOKENS, ...greedy });
+  return { text: tok.decode(r.tokens, { skipSpecialTokens: true }), tokens: r.tokens.length, latentSteps: 0, messages: undefined };
 }
 
 /** Runs every config over the rows; one system load per mode. */
-export async function evalTiny(opts: EvalOptions = {}): Promise<ConfigResult[]> {
+export async function evalTiny<R extends { question: string } = TaskRow>(opts: EvalOptions<R> = {}): Promise<ConfigResult[]> {
+  const target = (opts.target ?? SEQUENTIAL_TARGET) as TinyEvalTarget<R>;
   const backend = opts.backend ?? new CpuBackend('f32');
-  const rows = opts.rows ?? taskSplit('test');
-  const configs = opts.configs ?? DEFAULT_CONFIGS;
-  const m = opts.latentSteps ?? defaultLatentSteps(getStyle('tiny_sequential'));
-  const root = resolve(opts.systemDir ?? TINY_SYSTEM_DIR);
+  const rows = opts.rows ?? target.rows('test');
+  const configs = opts.configs ?? target.configs;
+  const m = opts.latentSteps ?? defaultLatentSteps(getStyle(target.style));
+  const root = resolve(opts.systemDir ?? target.dir);
   const results: ConfigResult[] = [];
   const systems = new Map<'latent' | 'text', MasSystem>();
   const systemFor = async (mode: 'latent' | 'text') => {
     let s = systems.get(mode);
     if (!s) {
-      s = await loadSystem('tiny_sequential', { backend, embeddedRoot: root, task: 'math', links: mode === 'latent' });
+      s = await loadSystem(target.style, { backend, embeddedRoot: root, task: 'math', links: mode === 'latent' });
       systems.set(mode, s);
     }
     return s;
   };
+  // the messages each row's latent run sent, per rounds, for the shuffled configs
+  const recorded = new Map<number, RecordedMessages[]>();
+  const run = async (config: EvalConfig, row: R, i: number, record: boolean) => {
+    if (config === 'alone') return agentAlone(await systemFor('text'), target, row);
+    const kind = config.slice(0, -1) as (typeof KINDS)[number];
+    const rounds = Number(config.slice(-1));
+    const mode = kind === 'text' ? 'text' : 'latent';
+    const donor = kind === 'shuffled' ? (await messagesOf(rounds))[(i + 1) % rows.length]! : undefined;
+    const r = await ask(await systemFor(mode), {
+      question: row.question,
+      task: 'math',
+      rounds,
+      latentSteps: m,
+      mode,
+      sampling: { greedy: true },
+      maxNewTokens: TINY_MAX_NEW_TOKENS,
+      ...(kind === 'zeroed' ? { ablation: { kind: 'zeroed' as const } } : {}),
+      ...(donor ? { ablation: { kind: 'replaced' as const, from: donor } } : {}),
+      ...(record ? { recordMessages: true } : {}),
+    });
+    return { text: r.text, tokens: r.tokens, latentSteps: r.latentSteps, messages: r.messages };
+  };
+  const messagesOf = async (rounds: number): Promise<RecordedMessages[]> => {
+    let list = recorded.get(rounds);
+    if (!list) {
+      list = [];
+      for (const [i, row] of rows.entries()) list.push((await run(`latent${rounds}` as EvalConfig, row, i, true)).messages!);
+      recorded.set(rounds, list);
+    }
+    return list;
+  };
   try {
     for (const config of configs) {
-      const mode = config.startsWith('latent') ? 'latent' : 'text';
-      const system = await systemFor(mode);
-      const rounds = config === 'solver' ? 0 : Number(config.slice(-1));
+      const wantMessages = config.startsWith('latent') && configs.includes(`shuffled${config.slice(-1)}` as EvalConfig);
+      const messages: RecordedMessages[] = [];
       let correct = 0;
       let seconds = 0;
       let tokens = 0;
@@ -101,31 +167,30 @@ export async function evalTiny(opts: EvalOptions = {}): Promise<ConfigResult[]> 
       const okRows: boolean[] = [];
       for (const [i, row] of rows.entries()) {
         const t0 = performance.now();
-        let text: string;
-        if (config === 'solver') {
-          const r = await solverAlone(system, row);
-          text = r.text;
-          tokens += r.tokens;
-        } else {
-          const r = await ask(system, {
-            question: row.question, task: 'math', rounds, latentSteps: m, mode, sampling: { greedy: true },
-            maxNewTokens: TINY_MAX_NEW_TOKENS,
-          });
-          text = r.text;
-          tokens += r.tokens;
-          latent += r.latentSteps;
-        }
+        const r = await run(config, row, i, wantMessages);
         seconds += (performance.now() - t0) / 1000;
-        const ok = scoreAnswer(text, row);
+        if (r.messages) messages.push(r.messages);
+        tokens += r.tokens;
+        latent += r.latentSteps;
+        const ok = target.score(r.text, row);
         if (ok) correct++;
-        answers.push(text);
+        answers.push(r.text);
         okRows.push(ok);
         opts.onRow?.(config, i, ok);
       }
+      if (wantMessages) recorded.set(Number(config.slice(-1)), messages);
       const n = rows.length;
       results.push({
-        config, label: LABELS[config], correct, total: n, accuracy: n ? correct / n : 0,
-        seconds: n ? seconds / n : 0, tokens: n ? tokens / n : 0, latentSteps: n ? latent / n : 0, answers, ok: okRows,
+        config,
+        label: configLabel(config, target.alone.label),
+        correct,
+        total: n,
+        accuracy: n ? correct / n : 0,
+        seconds: n ? seconds / n : 0,
+        tokens: n ? tokens / n : 0,
+        latentSteps: n ? latent / n : 0,
+        answers,
+        ok: okRows,
       });
     }
   } finally {
@@ -136,13 +201,14 @@ export async function evalTiny(opts: EvalOptions = {}): Promise<ConfigResult[]> 
 
 /** The README table. */
 export function markdownTable(results: readonly ConfigResult[], backendName: string, split = 'test'): string {
+  const head = `| system (greedy, ${results[0]?.total ?? 0} ${split} questions, ${backendName}) |`;
   const lines = [
-    `| system (greedy, ${results[0]?.total ?? 0} ${split} questions, ${backendName}) | accuracy | s / question | generated tokens / question | latent steps / question |`,
+    `${head} accuracy | s / question | generated tokens / question | latent steps / question |`,
     '|---|---:|---:|---:|---:|',
-    ...results.map(
-      (r) =>
-        `| ${r.label} | ${(100 * r.accuracy).toFixed(1)}% (${r.correct}/${r.total}) | ${r.seconds.toFixed(2)} | ${r.tokens.toFixed(1)} | ${r.latentSteps.toFixed(0)} |`,
-    ),
+    ...results.map((r) => {
+      const acc = `${(100 * r.accuracy).toFixed(1)}% (${r.correct}/${r.total})`;
+      return `| ${r.label} | ${acc} | ${r.seconds.toFixed(3)} | ${r.tokens.toFixed(1)} | ${r.latentSteps.toFixed(0)} |`;
+    }),
   ];
   return lines.join('\n');
 }

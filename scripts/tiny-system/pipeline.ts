@@ -1,6 +1,6 @@
 /**
  * The build of the embedded tiny system (style tiny_sequential) from its seed, the way a researcher would
- * build any RecursiveMAS with this project (`npm run tiny:build`, build.ts's default command):
+ * build any RecursiveMAS with this project (`npm run tiny:build:sequential`, build.ts's default command):
  *   1. the task's splits as JSONL (src/eval/tiny-task.ts);
  *   2. the three agents trained from scratch (train-agents.ts, one process per agent);
  *   3. each role's inner link with `rmas train-inner` (cosine plus the read-back term, --adapter_ce_weight 1);
@@ -98,8 +98,8 @@ export function outerTrainArgs(data: string, saveDir: string, steps: number, see
   ];
 }
 
-/** Runs a command with the tiny system root pointed at `system`; output goes to `log` and stderr. */
-function run(label: string, args: string[], system: string, log: string): Promise<number> {
+/** Runs a command with the tiny system root pointed at `system`; output goes to `log` and stderr; resolves to its seconds. */
+export function runChild(label: string, args: string[], system: string, log: string): Promise<number> {
   const t0 = performance.now();
   return new Promise((resolvePromise, reject) => {
     const child = spawn(process.execPath, args, {
@@ -125,7 +125,7 @@ function run(label: string, args: string[], system: string, log: string): Promis
 }
 
 /** Runs tasks with at most `jobs` at a time; returns their results in order. */
-async function pool<T>(jobs: number, tasks: (() => Promise<T>)[]): Promise<T[]> {
+export async function pool<T>(jobs: number, tasks: (() => Promise<T>)[]): Promise<T[]> {
   const results: T[] = new Array(tasks.length);
   let next = 0;
   const worker = async () => {
@@ -143,7 +143,7 @@ const BUILD = ['--import', 'tsx', join(ROOT, 'scripts/tiny-system/build.ts')];
 const RMAS = [join(ROOT, 'bin/rmas.js')];
 
 /** Loss values of a --log_jsonl file, in step order. */
-async function jsonlLosses(file: string): Promise<number[]> {
+export async function jsonlLosses(file: string): Promise<number[]> {
   const text = await readFile(file, 'utf8');
   return text
     .split('\n')
@@ -231,7 +231,7 @@ export async function buildEmbeddedSystem(o: BuildOptions): Promise<void> {
   const doStage = (s: Stage) => STAGES.indexOf(s) >= STAGES.indexOf(o.from) && STAGES.indexOf(s) <= STAGES.indexOf(o.until);
 
   if (doStage('agents')) {
-    const times = await pool(o.jobs, ROLES.map((role) => () => run(`agent ${role}`, [
+    const times = await pool(o.jobs, ROLES.map((role) => () => runChild(`agent ${role}`, [
       ...BUILD, 'agents', '--out', system, '--role', role, ...(o.agentSteps ? ['--steps', String(o.agentSteps)] : []),
       '--seed', String(o.seed), '--losses', join(logs, `agent-${role}.json`),
     ], system, join(logs, `agent-${role}.log`))));
@@ -245,8 +245,7 @@ export async function buildEmbeddedSystem(o: BuildOptions): Promise<void> {
       o.jobs,
       ROLES.map(
         (role) => () =>
-          run(
-            `inner ${role}`,
+          runChild(`inner ${role}`,
             [
               ...RMAS,
               ...innerTrainArgs(
@@ -275,7 +274,7 @@ export async function buildEmbeddedSystem(o: BuildOptions): Promise<void> {
     if (!existsSync(join(work, 'stages', 'text'))) await snapshot(work, system, 'text');
     if (!existsSync(join(work, 'stages', 'inner'))) await snapshot(work, system, 'inner');
     // each agent learns to read its link's output, with the link (latent-phase.ts); both are written to system/<role>/
-    const times = await pool(o.jobs, ROLES.map((role) => () => run(`latent ${role}`, [
+    const times = await pool(o.jobs, ROLES.map((role) => () => runChild(`latent ${role}`, [
       ...BUILD, 'latent', '--system', system, '--role', role, '--link', join(work, `inner-${role}`, 'adapter.pt'),
       '--seed', String(o.seed), '--losses', join(logs, `latent-${role}.json`),
     ], system, join(logs, `latent-${role}.log`))));
@@ -284,7 +283,7 @@ export async function buildEmbeddedSystem(o: BuildOptions): Promise<void> {
 
   const outer = BUILD_DEFAULTS.outer;
   if (doStage('outer')) {
-    seconds.outer = await run('outer', [
+    seconds.outer = await runChild('outer', [
       ...RMAS, ...outerTrainArgs(join(data, 'train.jsonl'), join(work, 'outer'), o.outerSteps, o.seed, join(logs, 'outer.jsonl')),
     ], system, join(logs, 'outer.log'));
     await mkdir(join(system, 'outer'), { recursive: true });
@@ -295,7 +294,7 @@ export async function buildEmbeddedSystem(o: BuildOptions): Promise<void> {
 
   if (doStage('chain')) {
     await snapshot(work, system, 'chain');
-    seconds.chain = await run('chain', [
+    seconds.chain = await runChild('chain', [
       ...BUILD, 'chain', '--system', system, '--seed', String(o.seed), '--steps', String(o.chainSteps),
       '--losses', join(logs, 'chain-solver.json'),
     ], system, join(logs, 'chain.log'));

@@ -174,9 +174,12 @@ export function taskTokenizer(): TinyTokenizer {
   return buildTinyTokenizer({ merges: TASK_MERGES, corpus: [...prompts, ...texts].join('\n'), digitGroups: true });
 }
 
-/** Writes everything of an agent folder but the weights; returns config.json's content. */
-async function writeAgentFiles(dir: string, spec: AgentSpec): Promise<Record<string, unknown>> {
-  const tok = taskTokenizer();
+/** Writes everything of an agent folder but the weights (with `tok`, default the task's); returns config.json's content. */
+export async function writeAgentFiles(
+  dir: string,
+  spec: Omit<TinySpec, 'seed' | 'separateTemplate'>,
+  tok: TinyTokenizer = taskTokenizer(),
+): Promise<Record<string, unknown>> {
   const ids = specialIds(tok.tokenizerJson);
   const vocab = vocabSize(tok.tokenizerJson);
   // rope_theta 10000 for every family: with 16-dim heads and ~130-token chats, the families' long-context

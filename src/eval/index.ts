@@ -1,6 +1,7 @@
 /**
  * Benchmarks: loaders (datasets), upstream's scoring (score, code), the LLM judge (judge), the evaluation loop with
- * its records (run), the paper's figures (paper), and the tiny system's own task (tiny-task).
+ * its records (run), the paper's figures (paper), and the embedded tiny systems' tasks (tiny-task, tiny-prices; by
+ * style in embedded-task).
  */
 export * from './datasets';
 export * from './score';
@@ -9,3 +10,5 @@ export * from './run';
 export * from './judge';
 export * from './paper';
 export * from './tiny-task';
+export * from './tiny-prices';
+export * from './embedded-task';

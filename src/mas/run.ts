@@ -13,6 +13,7 @@ import { type GenerateResult, generate, isGreedy, type SamplingOptions } from '.
 import type { GpuCounters } from '../gpu/counters';
 import type { Tensor } from '../tensor/tensor';
 import { renderChat, renderWithSlots, splitAtSlots } from '../tokenizer';
+import { ablateMessage, type MessageAblation, messageKey, recordMessage, type RecordedMessages } from './ablation';
 import { hasFinalAnswer, lastBoxed, retryMaxTokens, retrySuffix, stripThink } from './answer';
 import { DEFAULT_PROMPTS, detectTask, systemPrompt, userPrompt, type PromptSet, type TaskKind } from './prompts';
 import { type RolloutOptions, checkCancelled, deliver, embedPieces, latentRollout, linkMessage, type Piece } from './rollout';
@@ -62,6 +63,10 @@ export interface AskOptions {
    * samples with seed + r and gets its own answer retry. Default 1.
    */
   rollouts?: number;
+  /** Latent mode: send zeros, or another run's recorded messages, in place of every message (ablation.ts). */
+  ablation?: MessageAblation;
+  /** Latent mode: copy every message the run computes to the host, into AskResult.messages (before any ablation). */
+  recordMessages?: boolean;
 }
 
 /** One final decode of a question, its answer retry included. */
@@ -124,6 +129,8 @@ export interface AskResult {
   counters?: { latent: (GpuCounters & { steps: number }) | null; decode: (GpuCounters & { steps: number }) | null };
   /** Every rollout of the final decode, the first one being answer/text/retried above. */
   rollouts: RolloutResult[];
+  /** The messages the links computed (AskOptions.recordMessages). */
+  messages?: RecordedMessages;
 }
 
 const skip = (tok: Agent['tokenizer'], ids: readonly number[]) => tok.decode(ids, { skipSpecialTokens: true });
@@ -171,6 +178,8 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
   if (!opts.question.trim()) throw new InvalidArgument('the question is empty');
   const nRollouts = opts.rollouts ?? 1;
   if (!Number.isInteger(nRollouts) || nRollouts < 1) throw new InvalidArgument(`rollouts must be a positive integer, got ${nRollouts}`);
+  if (mode === 'text' && (opts.ablation || opts.recordMessages))
+    throw new InvalidArgument('message ablations and recording apply to latent messages; text mode sends none');
   if (mode === 'latent') {
     for (const a of agents.values()) {
       if (!a.inner) throw new InvalidArgument(`role ${a.role} has no inner link loaded; load the system with links for latent mode`);
@@ -200,6 +209,7 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
     stages: [],
     retrySeconds: 0,
     rollouts: [],
+    ...(opts.recordMessages ? { messages: { question: opts.question, messages: new Map() } } : {}),
   };
   const finals: { ids: number[]; text: string }[] = [];
   const stream = answerStream(opts, (role) => agents.get(role)!.tokenizer);
@@ -282,7 +292,10 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
           for (const key of st.linksOut) {
             // made on the sender's backend, read on the receiver's (roles placed on different devices)
             const to = agents.get(receiverOf(style, key))!.decoder.backend;
-            outs.set(key, deliver(linkMessage(agent.inner!, system.outer.get(key)!, H), to));
+            const L = deliver(linkMessage(agent.inner!, system.outer.get(key)!, H), to);
+            outs.set(key, L);
+            if (result.messages) result.messages.messages.set(messageKey(st.round, key), await recordMessage(L));
+            if (opts.ablation) outs.set(key, ablateMessage(L, st.round, key, opts.ablation));
           }
           rec.hidden = H;
         }

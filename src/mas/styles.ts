@@ -1,8 +1,9 @@
 /**
  * The collaboration styles (docs/method.md §3.3, §4.3–§4.4) as data: roles and their default Hugging Face repos,
  * outer links (which role feeds which), and the stages of one round. The round engine (system.ts) knows
- * nothing about any style beyond this table. Five styles are the released ones (Hugging Face repos);
- * tiny_sequential is embedded: its folders ship in the package under TINY_SYSTEM_ROOT (models/tiny/system).
+ * nothing about any style beyond this table. Five styles are the released ones (Hugging Face repos); two are
+ * embedded, their folders shipped in the package: tiny_sequential under TINY_SYSTEM_ROOT (models/tiny/system) and
+ * tiny_distillation, the page's offline system, under TINY_DISTILLATION_ROOT (models/tiny/distillation).
  *
  * A stage names its role, its prompt kind, which slot each incoming message fills, which outer links it
  * sends through (after a latent rollout), and whether it decodes text instead (the final agent, last round).
@@ -12,10 +13,22 @@ import { SUPPORTED_DECODERS, isSupportedModelType } from '../model/config';
 import type { PromptKind, StyleShape } from './prompts';
 import { SLOTS } from './slots';
 
-export type StyleName = 'sequential_light' | 'sequential_scaled' | 'mixture' | 'distillation' | 'deliberation' | 'tiny_sequential';
+export type StyleName =
+  | 'sequential_light'
+  | 'sequential_scaled'
+  | 'mixture'
+  | 'distillation'
+  | 'deliberation'
+  | 'tiny_sequential'
+  | 'tiny_distillation';
 
-/** The style `rmas ask` and the playground use when none is chosen: the tiny system shipped in the package. */
+/** The style `rmas ask` uses when none is chosen: the first tiny system shipped in the package. */
 export const DEFAULT_STYLE = 'tiny_sequential';
+/**
+ * The embedded style the playground ships as its offline system (models/tiny-system.json lists its files for the
+ * worker; src/ui/offline.test.ts checks that the two agree).
+ */
+export const OFFLINE_STYLE: StyleName = 'tiny_distillation';
 
 export interface RoleSpec {
   key: string;
@@ -54,6 +67,8 @@ export interface EmbeddedSpec {
   root: string;
   /** The prompt file (a --prompts file), relative to `root`. */
   prompts: string;
+  /** The command that rebuilds the system's files. */
+  rebuild: string;
 }
 
 export interface StyleSpec {
@@ -127,6 +142,30 @@ function sequential(
   };
 }
 
+function distillation(name: 'distillation' | 'tiny_distillation', roles: RoleSpec[], outerRepo: string): StyleSpec {
+  return {
+    name,
+    shape: 'distill',
+    outerRepo,
+    taskScoped: false,
+    decoder: 'learner',
+    tools: false,
+    roles,
+    links: [
+      { key: 'outer_el', from: 'expert', to: 'learner' },
+      { key: 'outer_le', from: 'learner', to: 'expert' },
+    ],
+    stages: (round, rounds) => [
+      round === 0
+        ? stage('expert', 'first', [], ['outer_el'])
+        : stage('expert', 'feedback', [[SLOTS.distillFeedback, 'outer_le']], ['outer_el']),
+      round < rounds - 1
+        ? stage('learner', 'first', [[SLOTS.distillExpert, 'outer_el']], ['outer_le'])
+        : stage('learner', 'first', [[SLOTS.distillExpert, 'outer_el']], [], true),
+    ],
+  };
+}
+
 /**
  * The embedded tiny system's folder, relative to the package root: its role and outer repos lie under it.
  * Node resolves it once (system.ts embeddedRoot, which $RMAS_TINY_SYSTEM can move); the build scripts
@@ -143,9 +182,38 @@ function tinySequential(): StyleSpec {
       role('critic', 'tiny Llama-style decoder trained from scratch (scripts/tiny-system/train-agents.ts)', 'llama'),
       role('solver', 'tiny Qwen2-style decoder trained from scratch (scripts/tiny-system/train-agents.ts)', 'qwen2'),
     ], `${TINY_SYSTEM_ROOT}/outer`, false),
-    embedded: { root: TINY_SYSTEM_ROOT, prompts: 'prompts.json' },
+    embedded: { root: TINY_SYSTEM_ROOT, prompts: 'prompts.json', rebuild: 'npm run tiny:build:sequential' },
     // its outer links were trained on up to 40 latents (scripts/tiny-system/pipeline.ts), and a 3-step refined plan is 39 tokens
     latentSteps: 40,
+  };
+}
+
+/** The embedded two-agent system's folder, relative to the package root (as TINY_SYSTEM_ROOT). */
+export const TINY_DISTILLATION_ROOT = 'models/tiny/distillation';
+
+/**
+ * The tiny distillation system (scripts/tiny-distillation): an expert that alone knows a price list and a
+ * learner that alone computes (src/eval/tiny-prices.ts), so the learner needs the expert's message.
+ */
+function tinyDistillation(): StyleSpec {
+  const role = (key: string, base: string, modelType: string): RoleSpec => ({
+    key,
+    repo: `${TINY_DISTILLATION_ROOT}/${key}`,
+    base,
+    modelType,
+  });
+  return {
+    ...distillation(
+      'tiny_distillation',
+      [
+        role('expert', 'tiny Qwen3-style decoder trained from scratch (scripts/tiny-distillation/agents.ts)', 'qwen3'),
+        role('learner', 'tiny Llama-style decoder trained from scratch (scripts/tiny-distillation/agents.ts)', 'llama'),
+      ],
+      `${TINY_DISTILLATION_ROOT}/outer`,
+    ),
+    embedded: { root: TINY_DISTILLATION_ROOT, prompts: 'prompts.json', rebuild: 'npm run tiny:build' },
+    // its outer links were trained on rollouts of this length (scripts/tiny-distillation/build.ts)
+    latentSteps: 4,
   };
 }
 
@@ -214,30 +282,14 @@ export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
       ];
     },
   },
-  distillation: {
-    name: 'distillation',
-    shape: 'distill',
-    outerRepo: `${R}Distillation-Outerlinks`,
-    taskScoped: false,
-    decoder: 'learner',
-    tools: false,
-    roles: [
+  distillation: distillation(
+    'distillation',
+    [
       { key: 'expert', repo: `${R}Distillation-Expert-Qwen3.5-9B`, base: 'Qwen/Qwen3.5-9B', modelType: 'qwen3_5' },
       { key: 'learner', repo: `${R}Distillation-Learner-Qwen3.5-4B`, base: 'Qwen/Qwen3.5-4B', modelType: 'qwen3_5' },
     ],
-    links: [
-      { key: 'outer_el', from: 'expert', to: 'learner' },
-      { key: 'outer_le', from: 'learner', to: 'expert' },
-    ],
-    stages: (round, rounds) => [
-      round === 0
-        ? stage('expert', 'first', [], ['outer_el'])
-        : stage('expert', 'feedback', [[SLOTS.distillFeedback, 'outer_le']], ['outer_el']),
-      round < rounds - 1
-        ? stage('learner', 'first', [[SLOTS.distillExpert, 'outer_el']], ['outer_le'])
-        : stage('learner', 'first', [[SLOTS.distillExpert, 'outer_el']], [], true),
-    ],
-  },
+    `${R}Distillation-Outerlinks`,
+  ),
   deliberation: {
     name: 'deliberation',
     shape: 'deliberation',
@@ -263,14 +315,13 @@ export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
     ],
   },
   tiny_sequential: tinySequential(),
+  tiny_distillation: tinyDistillation(),
 };
 
-/** The command that rebuilds the embedded tiny system's files (TINY_SYSTEM_ROOT). */
-export const TINY_REBUILD = 'npm run tiny:build';
-
 /** The error for an embedded system whose files are absent or incomplete: what, why, how to rebuild, and `orElse`. */
-export function missingEmbedded(what: string, detail: string, orElse: string): MissingCheckpoint {
-  return new MissingCheckpoint(`${what}: the tiny system files are missing (${detail}); rebuild them with \`${TINY_REBUILD}\`, ${orElse}`);
+export function missingEmbedded(style: StyleSpec, what: string, detail: string, orElse: string): MissingCheckpoint {
+  const rebuild = style.embedded?.rebuild ?? 'npm run tiny:build';
+  return new MissingCheckpoint(`${what}: the tiny system files are missing (${detail}); rebuild them with \`${rebuild}\`, ${orElse}`);
 }
 
 /** Every style, the released ones first. */

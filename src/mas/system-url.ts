@@ -181,7 +181,7 @@ async function specPrompts(spec: SystemSpec, fetcher: typeof fetch, embedded: bo
   } catch (e) {
     if (!isNotFound(e) && !(e instanceof MissingCheckpoint)) throw e;
     const what = `the prompts of ${spec.style}`;
-    if (embedded) throw missingEmbedded(what, `${String(spec.prompts)}: ${(e as Error).message}`, 'then reload');
+    if (embedded) throw missingEmbedded(getStyle(spec.style), what, `${String(spec.prompts)}: ${(e as Error).message}`, 'then reload');
     throw new MissingCheckpoint(`${what}: ${String(spec.prompts)} cannot be fetched (${(e as Error).message}); fix the spec's prompts URL`);
   }
   return loadPromptSet(new TextDecoder().decode(bytes));
@@ -299,7 +299,7 @@ export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opt
       throw new Cancelled(`loading the system was cancelled (${(e as Error).message}); nothing was kept`);
     // a file of the shipped tiny system that is not there: say how to rebuild it
     if (style.embedded && e instanceof MissingCheckpoint && !/the tiny system files are missing/.test(e.message))
-      throw missingEmbedded(`${style.name} (${spec.label ?? 'system spec'})`, e.message, 'then reload');
+      throw missingEmbedded(style, `${style.name} (${spec.label ?? 'system spec'})`, e.message, 'then reload');
     throw e;
   }
   return { style, agents, outer, backend, adapterTask: null, ...(prompts ? { prompts } : {}), dispose };

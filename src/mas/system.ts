@@ -15,7 +15,7 @@ import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir, type Tokenizer } from '../tokenizer';
 import { InnerLink, OuterLink } from './links';
 import { loadPromptSet, type PromptSet, type TaskKind } from './prompts';
-import { checkBackbones, getStyle, missingEmbedded, TINY_REBUILD, type StyleSpec } from './styles';
+import { checkBackbones, getStyle, missingEmbedded, type StyleSpec } from './styles';
 import { adapterTaskFor, hfCacheSnapshot, holdsLinksOnly, readLinkFile, resolveOuterFolder, resolveRoleFolder } from './upstream';
 import { nodeImport } from '../util/node-import';
 
@@ -102,19 +102,19 @@ export function embeddedPath(style: StyleSpec, root: string, repo: string): stri
 }
 
 /** The error for an embedded system whose files are absent or incomplete (Node: names the ways to point elsewhere). */
-export function missingTinySystem(what: string, detail: string): MissingCheckpoint {
-  return missingEmbedded(what, detail, `or point ${TINY_SYSTEM_ENV} (or --ckpt_override ROLE=DIR) at a built system`);
+export function missingTinySystem(style: StyleSpec, what: string, detail: string): MissingCheckpoint {
+  return missingEmbedded(style, what, detail, `or point ${TINY_SYSTEM_ENV} (or --ckpt_override ROLE=DIR) at a built system`);
 }
 
 /** Runs `body`; for files of the embedded system, a missing file becomes missingTinySystem and a damaged one says to rebuild. */
-async function embeddedFiles<T>(embedded: boolean, what: string, body: () => Promise<T>): Promise<T> {
+async function embeddedFiles<T>(style: StyleSpec, embedded: boolean, what: string, body: () => Promise<T>): Promise<T> {
   try {
     return await body();
   } catch (e) {
-    if (embedded && e instanceof MissingCheckpoint) throw missingTinySystem(what, e.message);
+    if (embedded && e instanceof MissingCheckpoint) throw missingTinySystem(style, what, e.message);
     if (embedded && e instanceof CorruptCheckpoint)
       throw new CorruptCheckpoint(
-        `${what}: the tiny system files are damaged or incomplete (${e.message}); rebuild them with \`${TINY_REBUILD}\``,
+        `${what}: the tiny system files are damaged or incomplete (${e.message}); rebuild them with \`${style.embedded?.rebuild}\``,
       );
     throw e;
   }
@@ -129,7 +129,7 @@ export async function loadEmbeddedPrompts(style: StyleSpec, root: string): Promi
     text = await fs.readFile(file, 'utf8');
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
-    throw missingTinySystem(`the prompts of ${style.name}`, `${file} does not exist; --prompts FILE also gives them`);
+    throw missingTinySystem(style, `the prompts of ${style.name}`, `${file} does not exist; --prompts FILE also gives them`);
   }
   return loadPromptSet(text);
 }
@@ -199,7 +199,7 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
             `which is not in the Hugging Face cache (huggingface-cli download ${role.repo}); or copy the link files into the role's model folder and pass that`,
         );
       });
-      await embeddedFiles(embedded && linkDir === null, what, async () => {
+      await embeddedFiles(style, embedded && linkDir === null, what, async () => {
         const ckpt = await resolveRoleFolder(role.key, linkDir ?? dir, adapterTask, {
           requireInner: withLinks,
           linksOnly: linkDir !== null,
@@ -232,7 +232,7 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
       const what = `the outer links of ${style.name}`;
       const { dir, source, embedded } = await where(what, 'outer', style.outerRepo);
       say(`outer links: loading ${source}`);
-      const files = await embeddedFiles(embedded, what, () => resolveOuterFolder(dir, adapterTask, style.links.map((l) => l.key)));
+      const files = await embeddedFiles(style, embedded, what, () => resolveOuterFolder(dir, adapterTask, style.links.map((l) => l.key)));
       for (const spec of style.links) {
         const f = files.get(spec.key)!;
         const dIn = agents.get(spec.from)!.decoder.config.hidden;
@@ -243,7 +243,7 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
               `have hidden sizes ${dIn} → ${dOut}; the outer links belong to other models`,
           );
         }
-        const state = await embeddedFiles(embedded, what, () => readLinkFile(f.path));
+        const state = await embeddedFiles(style, embedded, what, () => readLinkFile(f.path));
         const link = OuterLink.fromStateDict(backendOf(spec.from), state, {
           type: f.type, dIn, dOut, name: `${spec.key} (${spec.from} → ${spec.to}, ${f.path})`,
         });

@@ -53,6 +53,8 @@ export const ASK_OPTIONS = {
   trust_remote_code: s,
   dtype: s,
   kv_dtype: s,
+  zero_messages: b,
+  messages_from: s,
   ...DEVICE_OPTIONS,
 } as const;
 
@@ -61,7 +63,7 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
            [--max_new_tokens N] [--mode latent|text] [--task math|reasoning|choice|code] [--fn_name NAME] [--prompts FILE.json]
            [--no_ans] [--output_jsonl OUT] [--backend webgpu|cpu|cuda [--devices 0,1,…] | --device cuda|cpu|cuda:N]
            [--enable_thinking 0|1] [--batch_size 8] [--trust_remote_code 1] [--dtype auto] [--kv_dtype auto|f32|f16]
-           [--dump DIR] [--json]
+           [--dump DIR] [--json] [--zero_messages | --messages_from QUESTION]
       styles: tiny_sequential (the default: the tiny system shipped in models/tiny/system, with its own
       prompts; RMAS_TINY_SYSTEM=DIR loads another copy), sequential_light, sequential_scaled, mixture,
       distillation, deliberation. ROLE is a role of the style or "outer"; roles not overridden come from
@@ -72,7 +74,8 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
       latent steps, temperature 0.6 (0.2 for code), top_p 0.95, top_k from the final agent's
       generation_config.json, seed 42; max_new_tokens 64 for tiny_sequential. --json prints {answer, text,
       tokens, seconds, rounds} (a line per question; on WebGPU also per_latent_step and per_decoded_token: the
-      dispatches, submits, readbacks and weight/activation bytes bound per step, after each rollout's first); --dump DIR writes manifest.json and one safetensors
+      dispatches, submits, readbacks and weight/activation bytes bound per step, after each rollout's first); ` +
+      `--dump DIR writes manifest.json and one safetensors
       file per stage (DIR/<index>/ with several questions).
       As upstream's run_custom.py: -q is --question and may be repeated; --questions_file reads .txt (a question
       per line, or per blank-line-separated block), .json (a list of strings or of objects with "question",
@@ -83,10 +86,14 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
       question asks for), no answer retry and no extraction: answer is the whole text.
       --device is upstream's spelling of --backend (cuda:N = --backend cuda --devices N); --enable_thinking is the
       chat template's variable (0, upstream's default, renders Qwen3's empty think block). --batch_size is accepted
-      (upstream's default 8); rmas ask takes its questions one at a time (rmas run batches them); --trust_remote_code is accepted and changes nothing:
+      (upstream's default 8); rmas ask takes its questions one at a time (rmas run batches them); ` +
+      `--trust_remote_code is accepted and changes nothing:
       no code from a model repository is ever run; --dtype auto (upstream's) is what the engine does, other dtypes
       only tune PyTorch. --kv_dtype: the KV caches' dtype (auto: f16 on a WebGPU device with shader-f16, else f32;
-      f16 needs shader-f16 or the CPU backend). Deliberation's search tool reads its key from TAVILY_API_KEY (never written anywhere).`;
+      f16 needs shader-f16 or the CPU backend). Ablations of the latent messages (not upstream's): --zero_messages sends
+      zeros in place of every message; --messages_from QUESTION first asks QUESTION and then sends its messages, round
+      for round, in place of the question's own (what the agents say about another question). Deliberation's search
+      tool reads its key from TAVILY_API_KEY (never written anywhere).`;
 
 /** The flags of `rmas ask`; a caller in code may give one question as a string. */
 export type AskArgs = Omit<Values<typeof ASK_OPTIONS>, 'question' | 'ckpt_override'> & {
@@ -135,7 +142,7 @@ export function readPrompts(path: string): PromptSet {
 
 /** Upstream's max-new-tokens rule for a single question (infer_max_new_tokens, math500-like by default); 64 for the tiny system. */
 export function defaultMaxNewTokens(style: string, task: TaskKind): number {
-  if (style === 'tiny_sequential') return 64;
+  if (getStyle(style).embedded) return 64;
   if (task === 'code') return 4000;
   return style === 'sequential_light' && task === 'math' ? 1000 : 2000;
 }
@@ -235,6 +242,11 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   }
   const { thinking } = upstreamFlags(a, err);
   const kvChoice = kvDtypeFlag(a.kv_dtype);
+  if (a.zero_messages && a.messages_from !== undefined)
+    throw new UsageError('--zero_messages and --messages_from are two ablations; give one');
+  if ((a.zero_messages || a.messages_from !== undefined) && mode !== 'latent')
+    throw new UsageError(`--${a.zero_messages ? 'zero_messages' : 'messages_from'} replaces latent messages; --mode text sends none`);
+  if (a.messages_from !== undefined && !a.messages_from.trim()) throw new UsageError('--messages_from: the question is empty');
   const samplingOf = (task: TaskKind): SamplingOptions =>
     a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: seed ?? 42 }, task);
   const given = a.prompts ? readPrompts(a.prompts) : undefined;
@@ -263,6 +275,24 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
     const tools = style.tools
       ? { python: nodePythonRunner(), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) }
       : undefined;
+    const common = (task: TaskKind): Omit<AskOptions, 'question'> => ({
+      rounds,
+      latentSteps,
+      mode,
+      sampling: samplingOf(task),
+      maxNewTokens: maxNewTokensFlag ?? defaultMaxNewTokens(style.name, task),
+      ...(prompts ? { prompts } : {}),
+      ...(tools ? { tools } : {}),
+    });
+    let ablation: AskOptions['ablation'];
+    if (a.zero_messages) ablation = { kind: 'zeroed' };
+    if (a.messages_from !== undefined) {
+      const donor = a.messages_from.trim();
+      const task = taskOf(donor);
+      const d = await ask(system, { question: donor, task, ...common(task), answerRetry: false, recordMessages: true });
+      ablation = { kind: 'replaced', from: d.messages! };
+      err(`messages from "${donor}" (${d.messages!.messages.size} messages, ${d.seconds.toFixed(2)} s)\n`);
+    }
     for (const [index, q] of questions.entries()) {
       const task = taskOf(q.question);
       if (questions.length > 1) err(`question ${index + 1}/${questions.length}\n`);
@@ -271,15 +301,10 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
       const opts: AskOptions = {
         question: q.question,
         task,
-        rounds,
-        latentSteps,
-        mode,
-        sampling: samplingOf(task),
-        maxNewTokens: maxNewTokensFlag ?? defaultMaxNewTokens(style.name, task),
+        ...common(task),
         answerRetry: !a.no_ans && !reasoning,
         ...(fnName ? { fnName } : {}),
-        ...(prompts ? { prompts } : {}),
-        ...(tools ? { tools } : {}),
+        ...(ablation ? { ablation } : {}),
         onStage: async (r) => {
           err(
             `round ${r.round + 1} ${r.role}: ${r.generatedIds ? `${r.generatedIds.length} tokens` : `${r.hidden?.shape[0] ?? 0} latent steps → ${r.linksOut.join(', ')}`} ` +
@@ -295,6 +320,7 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
         tokens: r.tokens,
         seconds: Number(r.seconds.toFixed(3)),
         rounds: r.rounds,
+        ...(ablation ? { messages: ablation.kind === 'zeroed' ? 'zeroed' : `from: ${ablation.from.question}` } : {}),
         // what a counting backend (WebGPU) issued per latent step and per decoded token (steps after each first)
         ...(r.counters ? { per_latent_step: perStep(r.counters.latent), per_decoded_token: perStep(r.counters.decode) } : {}),
       };

@@ -70,7 +70,8 @@ export const RUN_OPTIONS = {
   kv_dtype: s,
 } as const;
 
-export const RUN_USAGE = `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.join('|')}|FILE.json[l] [--dataset_file FILE] [--dataset_split S]
+export const RUN_USAGE =
+  `  rmas run --style STYLE --dataset ${BENCHMARK_NAMES.join('|')}|FILE.json[l] [--dataset_file FILE] [--dataset_split S]
            [--num_samples N] [--num_rollouts K] [--seed 42] [--sample_seed S] [--num_recursive_rounds 3] [--latent_length M]
            [--greedy | --temperature T --top_p 0.95 --top_k -1] [--max_new_tokens N] [--mode latent|text] [--ckpt_override ROLE=PATH ...]
            [--prompts FILE.json] [--no_ans] [--result_jsonl FILE [--resume]] [--mbppplus_timeout_s 10] [--mbppplus_num_prompt_tests 3]
@@ -129,9 +130,9 @@ export function recommendedLatentSteps(style: StyleSpec, dataset: BenchmarkName 
   return (dataset && table[style.name]?.[dataset]) ?? defaultLatentSteps(style);
 }
 
-/** Upstream's infer_max_new_tokens (docs/method.md §7.1); 64 for the tiny system. */
+/** Upstream's infer_max_new_tokens (docs/method.md §7.1); 64 for the embedded tiny systems. */
 export function benchmarkMaxNewTokens(style: string, dataset: BenchmarkName | null): number {
-  if (style === 'tiny_sequential') return 64;
+  if (getStyle(style).embedded) return 64;
   if (dataset === 'math500' || dataset === null) return style === 'sequential_light' ? 1000 : 2000;
   if (dataset === 'aime25' || dataset === 'aime26') return style === 'sequential_light' ? 8192 : 16000;
   return 4000;

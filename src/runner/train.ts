@@ -154,7 +154,8 @@ async function modelArg(a: TrainArgs, k: StringFlag, what: string, style: StyleS
   const given = a[k];
   if (given || !style.embedded) return resolveModel(what, need(a, k));
   const dir = embeddedPath(style, await embeddedRoot(style), style.roles.find((r) => r.key === role)!.repo);
-  if (!existsSync(join(dir, 'config.json'))) throw missingTinySystem(`${what} (default of ${style.name})`, `${dir} holds no config.json`);
+  if (!existsSync(join(dir, 'config.json')))
+    throw missingTinySystem(style, `${what} (default of ${style.name})`, `${dir} holds no config.json`);
   return dir;
 }
 

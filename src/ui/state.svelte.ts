@@ -30,6 +30,8 @@ export interface AskedQuestion {
   style: string;
   /** Rounds, latent steps, sampling and device, in words. */
   setup: string;
+  /** The message ablation it was asked with, in words ('messages from: …', 'messages zeroed'); absent for none. */
+  ablation?: string;
   answers: { mode: 'latent' | 'text'; answer: string; text: string; error: string | null }[];
 }
 

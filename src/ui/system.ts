@@ -2,13 +2,13 @@
 import type { FileRef, SystemSpec } from '../../workers/protocol';
 import { InvalidArgument } from '../errors';
 import { STYLE_NAMES, STYLES, checkBackbones, type StyleName } from '../mas/styles';
+import { OFFLINE_STYLE, TINY } from './offline';
 import type { CheckpointInfo, CheckpointRegistry, Services } from './services';
 
-/** The style picker's value for the offline tiny system. */
-export const TINY = 'tiny';
+export { TINY } from './offline';
 export const STYLE_CHOICES: readonly string[] = [TINY, ...STYLE_NAMES];
-/** A style choice as the pickers name it. */
-export const styleLabel = (style: string): string => (style === TINY ? 'tiny sequential (offline)' : style);
+/** A style choice as the pickers name it: the offline system by its style, e.g. 'tiny distillation (offline)'. */
+export const styleLabel = (style: string): string => (style === TINY ? `${OFFLINE_STYLE.replace(/_/g, ' ')} (offline)` : style);
 /** The choice meaning "the released (or shipped) links". */
 export const RELEASED = 'released';
 /** Key of the outer-link choice in the per-role choice map. */

@@ -1,6 +1,7 @@
 /** The run timeline as data: 'stage' events folded into cells of rounds × agents. */
 import type { EngineEvent, LatentMessage } from '../../workers/protocol';
 import { STYLES, type StyleName } from '../mas/styles';
+import { registryStyle } from './offline';
 
 export type StageEvent = Extract<EngineEvent, { type: 'stage' }>;
 
@@ -11,9 +12,9 @@ export interface Cell {
   latents?: number;
 }
 
-/** Agents of a style in stage order (round 0); for a style the registry does not know, `fallback`. */
+/** Agents of a style ('tiny': the offline system's) in stage order (round 0); for a style the registry does not know, `fallback`. */
 export function stageRoles(style: string, fallback: readonly string[] = []): string[] {
-  const spec = STYLES[style as StyleName] ?? (style.startsWith('tiny') ? STYLES.sequential_light : undefined);
+  const spec = STYLES[registryStyle(style) as StyleName];
   if (!spec) return [...fallback];
   return [...new Set(spec.stages(0, 2).map((s) => s.role))];
 }

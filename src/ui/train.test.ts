@@ -1,6 +1,7 @@
 // Train view helpers: uploads parsed by extension, usable rows per role, the preview table, speed and time.
 import { describe, expect, it } from 'vitest';
-import { duration, parseUpload, preview, stepsPerSec, usableRows } from './train';
+import { priceSplit } from '../eval/tiny-prices';
+import { duration, parseUpload, preview, stepsPerSec, tinyTestRows, tinyTrainRows, usableRows } from './train';
 
 const row = (i: number, extra: Record<string, unknown> = {}) => ({
   question: `q${i}`,
@@ -20,9 +21,34 @@ describe('train helpers', () => {
 
   it('counts rows that give the role an example', () => {
     const rows = [row(1), row(2, { plan: '' }), row(3, { refined_plan: undefined }), { question: 'only' }];
-    expect(usableRows(rows, 'tiny', 'planner')).toBe(2);
+    expect(usableRows(rows, 'sequential_light', 'planner')).toBe(2);
     expect(usableRows(rows, 'sequential_light', '')).toBe(1); // every role of the style
     expect(usableRows(rows, 'nope', 'planner')).toBe(0);
+    // 'tiny' is the offline system's style, tiny_distillation: an expert and a learner, no planner
+    const distill = [
+      { question: 'q', distill_expert: '4 coins per glim.', distill_learner: '\\boxed{12}' },
+      { question: 'q', distill_expert: '4 coins per glim.' }, // the learner's target is missing
+      { question: 'q', distill_learner: '\\boxed{12}' }, // and here the expert's message its slot holds
+    ];
+    expect(['expert', 'learner', ''].map((role) => usableRows(distill, 'tiny', role))).toEqual([2, 1, 1]);
+    expect(usableRows(rows, 'tiny', 'planner')).toBe(0);
+  });
+
+  it("gives the offline system's own task: its test split to evaluate, its training split to train every role", () => {
+    const test = priceSplit('test');
+    expect(tinyTestRows(2)).toEqual(test.slice(0, 2).map((r) => ({ question: r.question, answer: String(r.answer_value) })));
+    expect(tinyTestRows()).toHaveLength(200);
+    const train = tinyTrainRows();
+    const first = priceSplit('train')[0]!;
+    expect(train).toHaveLength(1000);
+    // the upstream columns of a distillation row, and only those
+    expect(train[0]).toEqual({
+      question: first.question,
+      distill_expert: first.distill_expert,
+      distill_learner: first.distill_learner,
+      answer: first.answer,
+    });
+    expect([usableRows(train, 'tiny', 'expert'), usableRows(train, 'tiny', 'learner')]).toEqual([1000, 1000]);
   });
 
   it('previews the first rows with short cells', () => {

@@ -1,9 +1,8 @@
 /** The Train view's plain parts: dataset preview and usable count, speed, and the note an interrupted run leaves. */
-import { taskSplit } from '../eval/tiny-task';
 import { STYLES, type StyleName } from '../mas/styles';
 import { roleExample } from '../train/data/roles';
 import { parseJsonlRows, parseJsonRows, type Row } from '../train/data/rows';
-import { TINY } from './system';
+import { offlineTask, registryStyle } from './offline';
 
 /** Rows of an uploaded file: JSONL by extension (or when the text is not one JSON document), else JSON (optionally under `field`). */
 export function parseUpload(text: string, fileName: string, field?: string): Row[] {
@@ -11,9 +10,9 @@ export function parseUpload(text: string, fileName: string, field?: string): Row
   return parseJsonRows(text, fileName, field || undefined);
 }
 
-/** Rows that give a training example for `role` of `style` (the offline tiny system is tiny_sequential). */
+/** Rows that give a training example for `role` of `style` (a registry style, or 'tiny': the offline system's). */
 export function usableRows(rows: readonly Row[], style: string, role: string): number {
-  const spec = STYLES[(style === TINY ? 'tiny_sequential' : style) as StyleName];
+  const spec = STYLES[registryStyle(style) as StyleName];
   if (!spec) return 0;
   const roles = role ? [role] : spec.roles.map((r) => r.key);
   return rows.filter((r) => roles.every((ro) => {
@@ -88,21 +87,22 @@ export const activeRun = {
   },
 };
 
-/** The tiny task's test split as benchmark rows (question and answer), read as plain math; the first `n` when given. */
+/** The offline system's test split as benchmark rows (question and answer), read as plain math; the first `n` when given. */
 export function tinyTestRows(n?: number): { question: string; answer: string }[] {
-  return taskSplit('test').slice(0, n).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
+  return offlineTask().split('test').slice(0, n).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
 }
 
-/** The tiny task's training split as training rows (its upstream columns; every role finds its target). */
+/** The offline system's training split as training rows: its style's upstream columns, so every role finds its target. */
 export function tinyTrainRows(): Row[] {
-  return taskSplit('train').map((r) => ({ question: r.question, plan: r.plan, refined_plan: r.refined_plan, answer: r.answer }));
+  const { columns, split } = offlineTask();
+  return split('train').map((r) => Object.fromEntries(columns.map((c) => [c, r[c]])));
 }
 
 /**
  * Hyperparameters the Train view starts with. The tiny system's: a fine-tune of one of its links that finishes
- * in seconds (40 steps of 4 on the CPU backend, about 4 s) with a loss that visibly falls (planner, from its
- * shipped link: 0.235 over the first 5 steps, 0.18 over the last 10). Others: upstream's learning rate and batch,
- * a short run.
+ * in seconds (40 steps of 4 on the CPU backend: 9 s in Node on two busy cores) with a loss that visibly falls
+ * (tiny_distillation's learner, from its shipped link on the training split: 0.39 over the first 5 steps, 0.20
+ * over the last 10; its expert 0.41, then 0.24). Others: upstream's learning rate and batch, a short run.
  */
 export const TINY_HP = { lr: 2e-3, batchSize: 4, maxSteps: 40, warmupSteps: 5, saveSteps: 20 } as const;
 export const UPSTREAM_HP = { lr: 5e-4, batchSize: 2, maxSteps: 20, warmupSteps: 10, saveSteps: 10 } as const;

@@ -26,13 +26,15 @@ describe('settings in the URL', () => {
   });
 
   it("defaults the latent steps to the style's own", () => {
-    // the tiny system's outer links were trained on 40 latents; released styles use upstream's 32
-    expect(styleLatentSteps('tiny')).toBe(40);
+    // the offline system (tiny_distillation) had its outer links trained on 4 latents; released styles use upstream's 32
+    expect(styleLatentSteps('tiny')).toBe(4);
+    expect(styleLatentSteps('tiny')).toBe(styleLatentSteps('tiny_distillation'));
+    expect(styleLatentSteps('tiny_sequential')).toBe(40);
     expect(styleLatentSteps('mixture')).toBe(32);
     expect(styleLatentSteps('no-such-style')).toBe(32);
-    expect(DEFAULTS.latentSteps).toBe(40);
+    expect(DEFAULTS.latentSteps).toBe(4);
     expect(parseSettings('?style=sequential_light').latentSteps).toBe(32);
-    expect(parseSettings('').latentSteps).toBe(40);
+    expect(parseSettings('').latentSteps).toBe(4);
     // a value away from its style's default is written, even when it is another style's default
     expect(settingsQuery({ ...DEFAULTS, style: 'mixture', latentSteps: 40 })).toBe('?style=mixture&latent=40');
     expect(parseSettings('?style=mixture&latent=40').latentSteps).toBe(40);
@@ -45,7 +47,9 @@ describe('settings in the URL', () => {
   });
 
   it("knows upstream's demo ranges (rounds 1–5, latent steps 8–64 by 8) and fits values into them", () => {
-    expect(withinUpstream(DEFAULTS)).toBe(true);
+    // the offline system's 4 latent steps lie below upstream's slider (8–64): the page opens past the ranges
+    expect(withinUpstream(DEFAULTS)).toBe(false);
+    expect(withinUpstream({ ...DEFAULTS, latentSteps: 32 })).toBe(true);
     expect(withinUpstream({ rounds: 5, latentSteps: 64 })).toBe(true);
     expect(
       [

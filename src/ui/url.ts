@@ -3,13 +3,14 @@
  * earlier ones. Only values that differ from the defaults are written.
  */
 import { defaultLatentSteps, STYLES, type StyleName } from '../mas/styles';
+import { registryStyle, TINY } from './offline';
 
 export type Tab = 'ask' | 'train' | 'checkpoints' | 'env';
 export type AskMode = 'latent' | 'text' | 'both';
 
 export interface Settings {
   tab: Tab;
-  /** A registry style name or 'tiny' (the offline system). */
+  /** A registry style name or 'tiny' (the offline system, offline.ts). */
   style: string;
   rounds: number;
   latentSteps: number;
@@ -29,17 +30,17 @@ export function samplingOf(
 
 export const TABS: readonly Tab[] = ['ask', 'train', 'checkpoints', 'env'];
 
-/** The latent steps a style runs with until the user picks others ('tiny' is tiny_sequential). */
+/** The latent steps a style runs with until the user picks others ('tiny': the offline system's style's). */
 export function styleLatentSteps(style: string): number {
-  return defaultLatentSteps(STYLES[(style === 'tiny' ? 'tiny_sequential' : style) as StyleName] ?? {});
+  return defaultLatentSteps(STYLES[registryStyle(style) as StyleName] ?? {});
 }
 
 /** Upstream's demo (serve.py) samples at temperature 0.6, top-p 0.95; greedy is a choice here. */
 export const DEFAULTS: Readonly<Settings> = {
   tab: 'ask',
-  style: 'tiny',
+  style: TINY,
   rounds: 3,
-  latentSteps: styleLatentSteps('tiny'),
+  latentSteps: styleLatentSteps(TINY),
   temperature: 0.6,
   topP: 0.95,
   seed: 42,

@@ -127,6 +127,24 @@ export async function tinyOneRound(page: Page, mode: 'latent' | 'text' | 'both' 
 export async function ask(page: Page, question: string, runs = 1): Promise<string[]> {
   await page.getByRole('textbox', { name: 'question' }).fill(question);
   await page.getByRole('textbox', { name: 'question' }).press('Control+Enter');
+  return answered(page, runs);
+}
+
+/**
+ * After a latent answer, "Ask again with the messages shuffled / zeroed"; waits for the one latent run it gives to
+ * show its stats, and returns them.
+ */
+export async function askAgain(page: Page, kind: 'shuffled' | 'zeroed'): Promise<string> {
+  await page.getByTestId(`ask-${kind}`).click();
+  // the run of the ablated ask names its ablation; the earlier runs (and their stats) are gone by then
+  await expect
+    .poll(() => page.locator('#panel-ask [data-testid=run-title]').allTextContents(), { timeout: 20_000 })
+    .toEqual([expect.stringMatching(kind === 'zeroed' ? /messages zeroed$/ : /messages from: /)]);
+  return (await answered(page, 1))[0]!;
+}
+
+/** Waits until `runs` runs of the Ask view show their stats and the status says done; returns the stats. */
+async function answered(page: Page, runs: number): Promise<string[]> {
   const stats = page.locator('#panel-ask [data-testid=ask-stats]');
   await expect
     .poll(async () => (await stats.allTextContents()).filter((t) => /s total/.test(t)).length, { timeout: 300_000, interval: 500 })

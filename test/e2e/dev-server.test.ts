@@ -2,7 +2,8 @@
  * `npm start` on a fresh clone: the dev server starts with no dependency cache (a new RMAS_VITE_CACHE_DIR, as a
  * clone has no node_modules/.vite), the user opens the page and asks within two seconds of its load, on WebGPU,
  * and the answer arrives: the page never reloads under them (vite.config.ts pre-bundles what the page and its
- * workers import) and the dev server never re-optimises. The answer is the one rmas ask --json writes.
+ * workers import) and the dev server never re-optimises. The answer is the one rmas ask --json writes for the
+ * page's offline system (style tiny_distillation, models/tiny-system.json) on the same question.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -11,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, describe, expect, test } from 'vitest';
+import { priceSplit } from '../../src/eval/tiny-prices';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { runAsk } from '../mas/ask-util';
 import { launch, openPage, tinyOneRound } from './app';
@@ -19,6 +21,9 @@ const cache = mkdtempSync(join(tmpdir(), 'rmas-vite-cache-'));
 let vite: ChildProcess | null = null;
 let browser: Browser | null = null;
 let log = '';
+/** The page's offline system, as the runner names it, and a question of its task's test split (src/eval/tiny-prices.ts). */
+const STYLE = 'tiny_distillation';
+const QUESTION = priceSplit('test')[0]!.question;
 
 afterAll(async () => {
   await browser?.close();
@@ -61,9 +66,7 @@ describe('the dev server on a fresh clone', () => {
       page.on('load', () => loads++);
       await page.evaluate(() => ((globalThis as { rmasFirstDocument?: boolean }).rmasFirstDocument = true));
       await tinyOneRound(page);
-      await page
-        .getByRole('textbox', { name: 'question' })
-        .fill('Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?');
+      await page.getByRole('textbox', { name: 'question' }).fill(QUESTION);
       await page.getByRole('textbox', { name: 'question' }).press('Control+Enter');
       expect(Date.now() - loaded).toBeLessThan(2_000);
       const stats = page.locator('#panel-ask [data-testid=ask-stats]');
@@ -75,13 +78,15 @@ describe('the dev server on a fresh clone', () => {
         .toMatch(/s total on webgpu/);
       const want = await runAsk(
         {
-          question: 'Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?',
+          style: STYLE,
+          question: QUESTION,
           num_recursive_rounds: '1',
           greedy: true,
           json: true,
         },
         new CpuBackend('f32'),
       );
+      expect(want.error).toBeNull();
       expect(await page.getByTestId('answer-text').textContent()).toBe((JSON.parse(want.out) as { text: string }).text);
       expect(loads).toBe(0);
       expect(await page.evaluate(() => (globalThis as { rmasFirstDocument?: boolean }).rmasFirstDocument)).toBe(true);

@@ -1,15 +1,35 @@
 /**
  * End-to-end: the built playground in headless Chromium, as a user drives it, on the CPU fallback (a browser
- * without WebGPU): asking, evaluating, training, the checkpoint registry, a full disk, a dead worker. The page's
- * default backend, WebGPU, is driven by test/e2e/webgpu.test.ts. Screenshots land in .cache/test-output/e2e/.
+ * without WebGPU): asking (and asking again with the messages shuffled or zeroed), evaluating, training, the
+ * checkpoint registry, a full disk, a dead worker. The offline system is tiny_distillation (models/tiny-system.json),
+ * whose answers `npm run tiny:eval` recorded in models/tiny/distillation/eval.json with the same engine on the CPU.
+ * The page's default backend, WebGPU, is driven by test/e2e/webgpu.test.ts. Screenshots land in .cache/test-output/e2e/.
  */
 import { readFileSync } from 'node:fs';
 import type { BrowserContext, Page } from 'playwright-core';
 import { describe, expect, test } from 'vitest';
+import { priceSplit } from '../../src/eval/tiny-prices';
 import { importBundle } from '../../src/store/bundle';
-import { ask, builtApp, openPage, shot, tab, tinyOneRound } from './app';
+import { DEFAULT_ROW } from '../../src/ui/offline';
+import { ask, askAgain, builtApp, openPage, shot, tab, tinyOneRound } from './app';
 
 const app = builtApp();
+/** The offline system's test split (src/eval/tiny-prices.ts). */
+const TEST = priceSplit('test');
+
+/**
+ * What `npm run tiny:eval` recorded for a config (1 round, greedy, the style's 4 latent steps, CPU): each test row's
+ * text and whether it scored right. shuffled1 sends row i + 1's messages on row i, as the page's shuffle does.
+ */
+function recorded(config: 'latent1' | 'shuffled1' | 'zeroed1'): { answers: string[]; ok: boolean[] } {
+  const file = JSON.parse(readFileSync('models/tiny/distillation/eval.json', 'utf8')) as {
+    results: { config: string; answers: string[]; ok: boolean[] }[];
+  };
+  const r = file.results.find((x) => x.config === config);
+  if (!r)
+    throw new Error(`models/tiny/distillation/eval.json has no ${config}; write it with npm run tiny:eval -- --json FILE`);
+  return r;
+}
 /** The first export of the trained checkpoint (test 4), re-imported by tests 6 and 7. */
 let exported: Buffer | null = null;
 
@@ -62,48 +82,65 @@ async function exportRow(page: Page, id: string): Promise<{ bytes: Buffer; name:
   return { bytes: readFileSync((await dl.path())!), name: dl.suggestedFilename() };
 }
 
-const arithmetic = Array.from({ length: 8 }, (_, i) => {
-  const a = 3 + i;
-  const b = 11 + 2 * i;
+/** Eight rows in upstream's distillation columns (the expert's note, the learner's answer) at another shop's prices. */
+const shop = Array.from({ length: 8 }, (_, i) => {
+  const [n, price] = [2 + i, 3 + (i % 4)];
   return JSON.stringify({
-    question: `What is ${a} + ${b}?`,
-    plan: `Step 1: add ${a} and ${b}.`,
-    refined_plan: `Step 1: add ${a} and ${b}. Step 2: box the sum.`,
-    answer: `${a + b}. \\boxed{${a + b}}`,
+    question: `Eva buys ${n} plums. How many coins does she pay?`,
+    distill_expert: `${price} coins per plum.`,
+    distill_learner: `\\boxed{${n * price}}`,
   });
 }).join('\n');
 
 describe.sequential('playground end to end (built app, CPU backend)', () => {
-  test('1. ask the offline tiny system: answer, every stage done, timing', async () => {
+  test('1. ask the offline tiny system: answer, every stage done, timing; again with the messages shuffled and zeroed', async () => {
     const { ctx, page, errors } = await open();
     try {
       await useCpu(page);
-      // test split row 0: the recorded 1-round latent run (models/tiny/system/eval.json, `npm run tiny:eval`, 40
-      // latent steps, the style's default) ends it with \boxed{10}; the page, on the same engine's CPU backend,
-      // must write the same answer
-      const stats = await askTiny(page, 'Tom has 8 apples. He finds 8 more. He gives away 6. How many apples does Tom have now?');
+      // the question Ask opens with (test split row DEFAULT_ROW): the recorded 1-round latent run (eval.json, the
+      // style's 4 latent steps) answers it right; the page, on the same engine's CPU backend, must write the same text
+      const [row, next] = [TEST[DEFAULT_ROW]!, TEST[DEFAULT_ROW + 1]!];
+      const want = recorded('latent1');
+      expect(want.ok[DEFAULT_ROW]).toBe(true);
+      await tinyOneRound(page);
+      await expect(page.getByRole('textbox', { name: 'question' }).inputValue()).resolves.toBe(row.question);
+      const stats = (await ask(page, row.question))[0]!;
       const states = await timelineStates(page);
-      expect(states.length).toBe(3); // 1 round × planner, critic, solver
+      expect(states.length).toBe(2); // 1 round × expert, learner
       expect(states.every((s) => s === 'done')).toBe(true);
       const m = /(\d+) tokens .* ([\d.]+) s total/.exec(stats);
       expect(m, stats).not.toBeNull();
       expect(Number(m![1])).toBeGreaterThan(0);
       expect(Number(m![2])).toBeGreaterThan(0);
-      expect((await page.locator('#panel-ask .answer .md').textContent())!).toContain('\\boxed{10}');
+      expect((await page.locator('#panel-ask .answer .md').textContent())!).toContain(`\\boxed{${row.answer_value}}`);
       console.log(`[e2e] ask: ${stats}`);
       // Ask's device is Environment's choice; the question and its answer are in the page's history until Clear
       await expect(page.getByTestId('ask-device').inputValue()).resolves.toBe('cpu');
       const entry = page.locator('#panel-ask [data-testid=history-entry]');
       expect(await entry.count()).toBe(1);
-      await expect(entry.locator('.question').textContent()).resolves.toBe(
-        'Tom has 8 apples. He finds 8 more. He gives away 6. How many apples does Tom have now?',
-      );
+      await expect(entry.locator('.question').textContent()).resolves.toBe(row.question);
       await expect(entry.locator('.meta').textContent()).resolves.toMatch(
-        /tiny sequential \(offline\) · latent · 1 round · 40 latent steps · greedy · cpu$/,
+        /tiny distillation \(offline\) · latent · 1 round · 4 latent steps · greedy · cpu$/,
       );
-      await expect(entry.getByTestId('history-answer').textContent()).resolves.toBe('10');
-      await expect(entry.getByTestId('history-text').textContent()).resolves.toContain('\\boxed{10}');
+      await expect(entry.getByTestId('history-answer').textContent()).resolves.toBe(String(row.answer_value));
+      await expect(entry.getByTestId('history-text').textContent()).resolves.toBe(want.answers[DEFAULT_ROW]);
       await shot(page, 'ask');
+
+      // the same question with the next row's messages, then with zeros: the texts the tiny eval recorded for them
+      const shuffled = await askAgain(page, 'shuffled');
+      expect(shuffled).toContain(`messages from: ${next.question} ·`);
+      await expect(page.getByTestId('run-title').textContent()).resolves.toBe(`latent mode · messages from: ${next.question}`);
+      await expect(page.getByTestId('answer-text').textContent()).resolves.toBe(recorded('shuffled1').answers[DEFAULT_ROW]);
+      await shot(page, 'ask-shuffled');
+      const zeroed = await askAgain(page, 'zeroed');
+      expect(zeroed).toContain('4 latent steps · messages zeroed ·');
+      await expect(page.getByTestId('answer-text').textContent()).resolves.toBe(recorded('zeroed1').answers[DEFAULT_ROW]);
+      console.log(`[e2e] shuffled: ${shuffled}; zeroed: ${zeroed}`);
+      expect(await entry.count()).toBe(3);
+      await expect(entry.getByTestId('history-ablation').allTextContents()).resolves.toEqual([
+        `messages from: ${next.question}`,
+        'messages zeroed',
+      ]);
       await page.getByTestId('history-clear').click();
       await expect.poll(() => entry.count()).toBe(0);
       expect(errors).toEqual([]);
@@ -123,18 +160,15 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       await page.getByTestId('eval-button').click();
       const score = page.getByTestId('eval-score');
       await expect.poll(() => score.textContent(), { timeout: 150_000, interval: 500 }).toMatch(/a question/);
-      // models/tiny/system/eval.json: `npm run tiny:eval`, 1 round, latent, greedy, the style's 40 latent steps
-      const recorded = (
-        JSON.parse(readFileSync('models/tiny/system/eval.json', 'utf8')) as {
-          results: { config: string; answers: string[]; ok: boolean[] }[];
-        }
-      ).results.find((r) => r.config === 'latent1')!;
+      // models/tiny/distillation/eval.json: `npm run tiny:eval`, 1 round, latent, greedy, the style's 4 latent steps
+      const want = recorded('latent1');
       const rows = await page.locator('[data-testid=eval-table] tbody tr').evaluateAll((trs) => trs.map((tr) => ({
         text: tr.getAttribute('title'), cells: [...tr.querySelectorAll('td')].map((td) => td.textContent),
       })));
-      expect(rows.map((r) => r.text)).toEqual(recorded.answers.slice(0, 3));
-      expect(rows.map((r) => r.cells[4])).toEqual(recorded.ok.slice(0, 3).map((ok) => (ok ? '✓' : '✗')));
-      const right = recorded.ok.slice(0, 3).filter(Boolean).length;
+      expect(rows.map((r) => r.cells[1])).toEqual(TEST.slice(0, 3).map((r) => r.question));
+      expect(rows.map((r) => r.text)).toEqual(want.answers.slice(0, 3));
+      expect(rows.map((r) => r.cells[4])).toEqual(want.ok.slice(0, 3).map((ok) => (ok ? '✓' : '✗')));
+      const right = want.ok.slice(0, 3).filter(Boolean).length;
       expect(await score.textContent()).toContain(`(${right}/3)`);
       console.log(`[e2e] evaluate: ${(await score.textContent())!.replace(/\s+/g, ' ').trim()}`);
       await shot(page, 'evaluate');
@@ -147,17 +181,17 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
   test('2–5. train 10 steps, reload and find the checkpoint, export/import equal bytes, delete', async () => {
     const { ctx, page, errors } = await open();
     try {
-      // 2. train the planner's inner link of the tiny system for 10 steps on the CPU backend
+      // 2. train the learner's inner link of the tiny system for 10 steps on the CPU backend
       await useCpu(page);
       await tab(page, 'train');
       await page.getByTestId('train-style').selectOption('tiny');
       await page.getByTestId('train-loop').selectOption('inner');
       await expect.poll(() => page.getByTestId('train-role').locator('option').count(), { timeout: 20_000 }).toBeGreaterThan(0);
-      await page.getByTestId('train-role').selectOption('planner');
+      await page.getByTestId('train-role').selectOption('learner');
       await page
         .getByTestId('train-upload')
-        .setInputFiles({ name: 'arith.jsonl', mimeType: 'application/json', buffer: Buffer.from(arithmetic) });
-      await expect.poll(() => page.getByTestId('data-summary').textContent()).toMatch(/arith\.jsonl: 8 rows, 8 usable for planner/);
+        .setInputFiles({ name: 'shop.jsonl', mimeType: 'application/json', buffer: Buffer.from(shop) });
+      await expect.poll(() => page.getByTestId('data-summary').textContent()).toMatch(/shop\.jsonl: 8 rows, 8 usable for learner/);
       await page.getByTestId('train-max-steps').fill('10');
       await page.getByTestId('train-warmup').fill('2');
       await page.getByTestId('train-save-every').fill('5');
@@ -186,7 +220,7 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       const row = page.locator('[data-testid=checkpoint-list] tbody tr').first();
       const id = (await row.getAttribute('data-id'))!;
       await expect(row.locator('td').nth(3).textContent()).resolves.toBe('10');
-      await expect(row.locator('td').nth(2).textContent()).resolves.toBe('tiny / planner');
+      await expect(row.locator('td').nth(2).textContent()).resolves.toBe('tiny / learner');
       await shot(page, 'checkpoints');
 
       // 4. export, import the file back, export the copy: the same bytes
@@ -205,7 +239,7 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       const a = await importBundle(new Uint8Array(first.bytes), first.name);
       const b = await importBundle(new Uint8Array(second.bytes), second.name);
       expect(Object.keys(b.files).sort()).toEqual(Object.keys(a.files).sort());
-      expect(a.meta).toMatchObject({ kind: 'inner', style: 'tiny', role: 'planner', step: 10 });
+      expect(a.meta).toMatchObject({ kind: 'inner', style: 'tiny', role: 'learner', step: 10 });
       for (const n of Object.keys(a.files)) expect(Buffer.compare(Buffer.from(b.files[n]!), Buffer.from(a.files[n]!)), n).toBe(0);
       exported = first.bytes;
 
@@ -277,7 +311,7 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       await shot(page, 'engine-lost');
       await banner.getByRole('button', { name: 'reload engine' }).click();
       await expect.poll(() => banner.count()).toBe(0);
-      const stats = await askTiny(page, 'What is 4 + 4? Put the final answer in \\boxed{}.');
+      const stats = await askTiny(page, 'Mia buys 3 zorps. How many coins does she pay?');
       expect((await timelineStates(page)).every((s) => s === 'done')).toBe(true);
       console.log(`[e2e] ask after the restart: ${stats}`);
       expect(await listed(page)).toEqual(['kept']);

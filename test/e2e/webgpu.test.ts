@@ -1,10 +1,11 @@
 /**
  * End-to-end on the page's default backend, WebGPU (SwiftShader in headless Chromium), against what the runner
  * computes for the same input: the text the page shows, character for character, is what `rmas ask --json` writes
- * (in latent mode, text mode side by side, and in the evaluation table); a style the engine cannot run yet is
- * refused as the runner refuses it, before any download; and the Train view's loop: the tiny training split,
- * Start, the loss falls, before/after on held-out questions, ask with the trained link, export, and the runner
- * (child processes) reads the exported bundle and writes the answer the page showed. Slow (a few minutes on two
+ * (in latent mode, text mode side by side, with the messages shuffled or zeroed, and in the evaluation table); a
+ * style the engine cannot run yet is refused as the runner refuses it, before any download; and the Train view's
+ * loop: the offline system's training split, Start, the loss falls, before/after on held-out questions, ask with
+ * the trained link, export, and the runner (child processes) reads the exported bundle and writes the answer the
+ * page showed. The offline system is tiny_distillation (models/tiny-system.json). Slow (a few minutes on two
  * cores: SwiftShader runs WGSL on the CPU), and run in CI. Screenshots land in .cache/test-output/e2e/.
  */
 import { spawnSync } from 'node:child_process';
@@ -13,17 +14,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, describe, expect, test } from 'vitest';
-import { taskSplit, toJsonl } from '../../src/eval/tiny-task';
+import { priceJsonl, priceSplit } from '../../src/eval/tiny-prices';
 import { readLinkFile } from '../../src/mas/upstream';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { renderMarkdown } from '../../src/ui/markdown';
+import { DEFAULT_ROW } from '../../src/ui/offline';
 import { runAsk } from '../mas/ask-util';
-import { ask, builtApp, shot, tab, tinyOneRound, withPage } from './app';
+import { ask, askAgain, builtApp, shot, tab, tinyOneRound, withPage } from './app';
 
 const app = builtApp();
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-e2e-webgpu-'));
 const cpu = new CpuBackend('f32');
-const QUESTION = 'Mia has 9 stamps. She buys 4 more. She gives away 5. How many stamps does Mia have now?';
+/** The offline system's style, as the runner names it; its test split (src/eval/tiny-prices.ts). */
+const STYLE = 'tiny_distillation';
+const TEST = priceSplit('test').map((r) => r.question);
+/** A question of the test split, neither the one Ask opens with nor its donor. */
+const QUESTION = TEST[DEFAULT_ROW + 2]!;
+
+/** `node bin/rmas.js ARGS`, as a user types it (Dawn on lavapipe for --backend webgpu: vitest.config.ts sets its environment). */
+const rmas = (args: string[]) => spawnSync(process.execPath, ['bin/rmas.js', ...args], { encoding: 'utf8', timeout: 300_000 });
 
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
@@ -35,11 +44,12 @@ const pageKv = (page: Page): Promise<'f16' | 'f32'> =>
   page.evaluate(async () => ((await navigator.gpu.requestAdapter())?.features.has('shader-f16') ? 'f16' : 'f32'));
 
 /**
- * What `rmas ask --json` writes as "text" for the tiny system, 1 round, greedy, with `flags` (in-process, CPU backend),
- * with the KV cache of `page`'s engine.
+ * What `rmas ask --json` writes as "text" for the offline system, 1 round, greedy, with `flags` (in-process, CPU
+ * backend), with the KV cache of `page`'s engine.
  */
 async function runnerText(page: Page, question: string, flags: Record<string, string | boolean | string[]> = {}): Promise<string> {
-  const r = await runAsk({ question, num_recursive_rounds: '1', greedy: true, json: true, kv_dtype: await pageKv(page), ...flags }, cpu);
+  const kv = await pageKv(page);
+  const r = await runAsk({ style: STYLE, question, num_recursive_rounds: '1', greedy: true, json: true, kv_dtype: kv, ...flags }, cpu);
   expect(r.error).toBeNull();
   return (JSON.parse(r.out) as { text: string }).text;
 }
@@ -90,6 +100,48 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
     });
   });
 
+  test('ask again with the messages shuffled, then zeroed: the text rmas ask --messages_from / --zero_messages writes', async () => {
+    await withPage(app, async (page) => {
+      await tinyOneRound(page);
+      const latent = await page.getByTestId('ask-latent').inputValue();
+      const kv = await pageKv(page);
+      // the question Ask opens with; its messages are replaced by those the system sends for the next test row
+      const [q, donor] = [TEST[DEFAULT_ROW]!, TEST[DEFAULT_ROW + 1]!];
+      await expect(page.getByRole('textbox', { name: 'question' }).inputValue()).resolves.toBe(q);
+      await ask(page, q);
+      /** `rmas ask --json` of the offline system on WebGPU (a child process), as the page was set, with `flags`. */
+      const runner = (flags: string[]) => {
+        const r = rmas([
+          'ask', '--style', STYLE, '--question', q, ...flags, '--greedy', '--num_recursive_rounds', '1', '--latent_length', latent,
+          '--backend', 'webgpu', '--kv_dtype', kv, '--json',
+        ]);
+        expect(r.status, r.stderr).toBe(0);
+        return JSON.parse(r.stdout) as { text: string; messages: string };
+      };
+
+      const shuffledStats = await askAgain(page, 'shuffled');
+      await expect(page.getByTestId('run-title').textContent()).resolves.toBe(`latent mode · messages from: ${donor}`);
+      expect(shuffledStats).toContain(`· messages from: ${donor} ·`);
+      const shuffled = runner(['--messages_from', donor]);
+      expect(shuffled.messages).toBe(`from: ${donor}`);
+      expectShown(await shown(page, 'latent'), shuffled.text, kv);
+      const time = page.getByTestId('ask-time');
+      await expect(time.textContent()).resolves.toMatch(/; before it, the donor question's run [\d.]+ s \(its messages\)$/);
+      await shot(page, 'ask-shuffled-webgpu');
+
+      const zeroedStats = await askAgain(page, 'zeroed');
+      await expect(page.getByTestId('run-title').textContent()).resolves.toBe('latent mode · messages zeroed');
+      expect(zeroedStats).toContain('· messages zeroed ·');
+      const zeroed = runner(['--zero_messages']);
+      expect(zeroed.messages).toBe('zeroed');
+      expectShown(await shown(page, 'latent'), zeroed.text, kv);
+      console.log(`[e2e webgpu] shuffled: ${JSON.stringify(shuffled.text)}; zeroed: ${JSON.stringify(zeroed.text)}`);
+
+      // the history keeps which answer had which messages
+      await expect(page.getByTestId('history-ablation').allTextContents()).resolves.toEqual([`messages from: ${donor}`, 'messages zeroed']);
+    });
+  });
+
   test('evaluate: each row of the table holds the text rmas ask writes for its question', async () => {
     await withPage(app, async (page) => {
       await tinyOneRound(page);
@@ -99,8 +151,7 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       await page.getByTestId('eval-button').click();
       await expect.poll(() => page.getByTestId('eval-score').textContent(), { timeout: 300_000, interval: 1000 }).toMatch(/a question/);
       const rows = await page.locator('[data-testid=eval-table] tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('title')));
-      const questions = taskSplit('test').slice(0, 3).map((r) => r.question);
-      expect(rows).toEqual(await Promise.all(questions.map((q) => runnerText(page, q))));
+      expect(rows).toEqual(await Promise.all(TEST.slice(0, 3).map((q) => runnerText(page, q))));
       await shot(page, 'evaluate-webgpu');
     });
   });
@@ -131,13 +182,17 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
 
   test('train: the tiny split, Start, the loss falls, before/after, ask with it, export; the runner reads the bundle', async () => {
     await withPage(app, async (page) => {
-      // the Train view opens on the offline tiny system with its own training split loaded: one click to Start
+      // the Train view opens on the offline tiny system with its own training split loaded: a role, then Start
       await tab(page, 'train');
       await expect.poll(() => page.getByTestId('data-summary').textContent(), { timeout: 20_000 })
-        .toBe('tiny task, training split (offline): 2000 rows, 2000 usable for planner');
+        .toBe('tiny task, training split (offline): 1000 rows, 1000 usable for expert');
+      // the learner, who answers: a fine-tune of its shipped inner link
+      await page.getByTestId('train-role').selectOption('learner');
+      await expect.poll(() => page.getByTestId('data-summary').textContent())
+        .toBe('tiny task, training split (offline): 1000 rows, 1000 usable for learner');
       await expect(page.getByTestId('train-init').inputValue()).resolves.toBe('system');
       await expect(page.getByTestId('train-max-steps').inputValue()).resolves.toBe('40');
-      await page.getByTestId('train-max-steps').fill('10'); // a short run: 40 steps take about 80 s on SwiftShader
+      await page.getByTestId('train-max-steps').fill('10'); // a short run: 10 take about 35 s on SwiftShader (two busy cores)
       const t0 = Date.now();
       await page.getByTestId('train-start').click();
       const status = page.getByTestId('train-status');
@@ -147,7 +202,7 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       console.log(
         `[e2e webgpu] train: 10 steps in ${((Date.now() - t0) / 1000).toFixed(1)} s; ${await page.locator('.figures').textContent()}`,
       );
-      await expect(page.locator('.figures').textContent()).resolves.toMatch(/^2000 samples on webgpu/);
+      await expect(page.locator('.figures').textContent()).resolves.toMatch(/^1000 samples on webgpu/);
       const trend = page.getByTestId('loss-trend');
       const [first, last] = [Number(await trend.getAttribute('data-first')), Number(await trend.getAttribute('data-last'))];
       expect(last).toBeLessThan(first);
@@ -171,21 +226,27 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 20_000 }), page.getByTestId('try-export').click()]);
       const zip = join(tmp, dl.suggestedFilename());
       writeFileSync(zip, readFileSync((await dl.path())!));
-      await expect(page.getByTestId('try-cli').textContent()).resolves.toContain(`--ckpt_override planner=${dl.suggestedFilename()}`);
+      await expect(page.getByTestId('try-cli').textContent()).resolves.toContain(
+        `--style ${STYLE} --ckpt_override learner=${dl.suggestedFilename()}`,
+      );
       await shot(page, 'train-try');
 
-      // ask with it: the Ask view with the trained planner link
+      // ask with it: the Ask view with the trained learner link
       await page.getByTestId('try-ask').click();
-      await expect.poll(() => page.locator('#panel-ask details.links select').first().inputValue()).not.toBe('released');
+      // the role pickers in stage order: the expert's, then the learner's
+      const pickers = page.locator('#panel-ask details.links select');
+      await expect.poll(() => pickers.nth(1).inputValue()).not.toBe('released');
+      await expect(pickers.first().inputValue()).resolves.toBe('released');
       await page.getByTestId('ask-rounds').fill('1');
       await page.getByTestId('ask-greedy').check();
       await ask(page, QUESTION);
       const onPage = await shown(page, 'latent');
 
       // the runner, as a user types it, reads the bundle and writes the answer the page showed
-      const rmas = (args: string[]) => spawnSync(process.execPath, ['bin/rmas.js', ...args], { encoding: 'utf8', timeout: 300_000 });
       const r = rmas([
         'ask',
+        '--style',
+        STYLE,
         '--question',
         QUESTION,
         '--num_recursive_rounds',
@@ -195,7 +256,7 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
         '--backend',
         'cpu',
         '--ckpt_override',
-        `planner=${zip}`,
+        `learner=${zip}`,
         '--kv_dtype',
         await pageKv(page),
       ]);
@@ -203,9 +264,9 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       expectShown(onPage, (JSON.parse(r.stdout) as { text: string }).text, await pageKv(page));
       // and starts a training run from it: with a learning rate of 0, its one step saves the bundle's link unchanged
       const data = join(tmp, 'rows.jsonl');
-      writeFileSync(data, toJsonl(taskSplit('train').slice(0, 4)));
+      writeFileSync(data, priceJsonl(priceSplit('train').slice(0, 4)));
       const save = join(tmp, 'from-bundle');
-      const t = rmas(['train-inner', '--style', 'tiny_sequential', '--role', 'planner', '--init_adapter', zip, '--dataset_name', data,
+      const t = rmas(['train-inner', '--style', STYLE, '--role', 'learner', '--init_adapter', zip, '--dataset_name', data,
         '--save_dir', save, '--max_steps', '1', '--adapter_lr', '0', '--backend', 'cpu']);
       expect(t.status, t.stderr).toBe(0);
       const { importBundle } = await import('../../src/store/bundle');
@@ -216,5 +277,5 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       expect([...saved.keys()].sort()).toEqual([...exported.keys()].sort());
       for (const [k, v] of exported) expect(Array.from(saved.get(k)!.data), k).toEqual(Array.from(v.data));
     });
-  }, 400_000); // training, two evaluations and the runner: about 110 s on two idle cores, its waits allow 300 s
+  }, 400_000); // training, two evaluations and the runner: about 55 s on two busy cores, its waits allow 300 s
 });

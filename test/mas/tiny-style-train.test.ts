@@ -1,7 +1,8 @@
 /**
  * tiny_sequential outside `rmas ask`, on the stand-in system (test/tiny-style-standin.ts): train-inner and
  * train-outer take its folders and prompts.json by default (the trained batches hold the tiny prompt text),
- * the build plugin lists every file the offline manifest needs, and the browser loader reads the prompt file.
+ * and, for the offline manifest (which names tiny_distillation, the committed models/tiny/distillation), the build
+ * plugin lists every file it needs and the browser loader reads its prompt file.
  */
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -114,7 +115,7 @@ describe('train-inner / train-outer with --style tiny_sequential', () => {
     try {
       const a = await train('inner', { style: 'tiny_sequential', role: 'critic', dataset_name: rowsFile, save_dir: join(tmp, 'x') });
       expect(a.error).toMatchObject({ name: 'MissingCheckpoint', message: expect.stringContaining('prompts.json does not exist') });
-      expect(a.error?.message).toContain('rebuild them with `npm run tiny:build`');
+      expect(a.error?.message).toContain('rebuild them with `npm run tiny:build:sequential`');
       const b = await train('outer', {
         style: 'tiny_sequential',
         prompts: join(standIn, 'prompts.json'),
@@ -134,43 +135,49 @@ describe('train-inner / train-outer with --style tiny_sequential', () => {
 });
 
 describe('the offline manifest (models/tiny-system.json) in the browser path', () => {
+  // the manifest names tiny_distillation, whose files are the committed ones in models/tiny/distillation
+  const SYSTEM = 'models/tiny/distillation';
+
   it('the build plugin lists the manifest, the prompt file, every role folder file (adapter.pt included) and the outer links', async () => {
     const root = join(tmp, 'app');
     mkdirSync(join(root, 'models/tiny'), { recursive: true });
     cpSync('models/tiny-system.json', join(root, 'models/tiny-system.json'));
-    cpSync(standIn, join(root, 'models/tiny/system'), { recursive: true });
+    cpSync(SYSTEM, join(root, SYSTEM), { recursive: true });
     const files = tinySystemFiles(root).sort();
-    const role = (r: string) => readdirSync(join(standIn, r)).map((f) => `models/tiny/system/${r}/${f}`);
+    const role = (r: string) => readdirSync(join(SYSTEM, r)).map((f) => `${SYSTEM}/${r}/${f}`);
     expect(files).toEqual([
-      'models/tiny-system.json', 'models/tiny/system/prompts.json', ...role('planner'), ...role('critic'), ...role('solver'),
-      ...['outer_12', 'outer_23', 'outer_31'].map((k) => `models/tiny/system/outer/${k}.pt`),
+      'models/tiny-system.json', `${SYSTEM}/prompts.json`, ...role('expert'), ...role('learner'),
+      ...['outer_el', 'outer_le'].map((k) => `${SYSTEM}/outer/${k}.pt`),
     ].sort());
-    expect(files).toContain('models/tiny/system/critic/adapter.pt');
-    rmSync(join(root, 'models/tiny/system/prompts.json'));
+    expect(files).toContain(`${SYSTEM}/learner/adapter.pt`);
+    rmSync(join(root, SYSTEM, 'prompts.json'));
     expect(() => tinySystemFiles(root)).toThrow(
-      /references models\/tiny\/system\/prompts\.json, which does not exist; run npm run tiny:build/,
+      /references models\/tiny\/distillation\/prompts\.json, which does not exist; run npm run tiny:build/,
     );
   });
 
   it('loadSystemFromSpec reads the prompt file into system.prompts; a missing one says how to rebuild', async () => {
     const app = 'http://app.test/';
-    const api = systemCalls(
-      { backend: async () => ({ backend: cpu }), appBase: app, fetchFile: standInFetch(app, standIn) },
-      callRegistry(),
-    );
+    // the repository at `app` (standInFetch serves every path but models/tiny/system/ from it)
+    const fetchFile = standInFetch(app, standIn);
+    const api = systemCalls({ backend: async () => ({ backend: cpu }), appBase: app, fetchFile }, callRegistry());
     const spec = (await api.offlineSystem())!;
-    const sys = await loadSystemFromSpec(spec, cpu, { fetchFile: standInFetch(app, standIn), links: false });
-    expect(sys.prompts!.templates['chain.critic.first']).toBe('Question: {question}\nPlan:\n<<LATENT_PLANNER_SLOT>>\nWork out each step.');
+    expect(spec.style).toBe('tiny_distillation');
+    const sys = await loadSystemFromSpec(spec, cpu, { fetchFile, links: false });
+    expect(sys.prompts!.templates['distill.learner.first']).toBe(
+      'Question: {question}\nExpert:\n<<DISTILL_EXPERT_SLOT>>\nGive the answer.',
+    );
     sys.dispose();
-    const gone = standInFetch(app, join(tmp, 'nowhere'));
+    // the system folder gone
+    const gone = (url: string) => (url.startsWith(`${app}${SYSTEM}/`) ? Promise.resolve(null) : fetchFile(url));
     await expect(loadSystemFromSpec(spec, cpu, { fetchFile: gone })).rejects.toMatchObject({
       name: 'MissingCheckpoint',
       message: expect.stringMatching(
-        /^the prompts of tiny_sequential: the tiny system files are missing \(http:\/\/app\.test\/models\/tiny\/system\/prompts\.json.*rebuild them with `npm run tiny:build`, then reload$/,
+        /^the prompts of tiny_distillation: the tiny system files are missing \(http:\/\/app\.test\/models\/tiny\/distillation\/prompts\.json.*rebuild them with `npm run tiny:build`, then reload$/,
       ),
     });
     const { prompts: _, ...bare } = spec as typeof spec & { prompts?: unknown };
-    await expect(loadSystemFromSpec(bare, cpu, { fetchFile: standInFetch(app, standIn) })).rejects.toMatchObject({
+    await expect(loadSystemFromSpec(bare, cpu, { fetchFile })).rejects.toMatchObject({
       name: 'InvalidArgument',
       message: expect.stringContaining('needs prompts'),
     });

@@ -63,24 +63,25 @@ describe('tiny_sequential in the style registry', () => {
       ['planner', 'models/tiny/system/planner'], ['critic', 'models/tiny/system/critic'], ['solver', 'models/tiny/system/solver'],
     ]);
     expect(tiny.outerRepo).toBe('models/tiny/system/outer');
-    expect(tiny.embedded).toEqual({ root: 'models/tiny/system', prompts: 'prompts.json' });
+    expect(tiny.embedded).toEqual({ root: 'models/tiny/system', prompts: 'prompts.json', rebuild: 'npm run tiny:build:sequential' });
     expect(tiny.links).toEqual(light.links);
     for (const rounds of [1, 3]) expect(schedule(tiny, rounds)).toEqual(schedule(light, rounds));
     expect(light.embedded).toBeUndefined();
   });
 
-  it('is the default; STYLE_NAMES keeps the five released styles; UnknownStyle lists all six', () => {
+  it('is the default; STYLE_NAMES keeps the five released styles; UnknownStyle lists all seven', () => {
     expect(DEFAULT_STYLE).toBe('tiny_sequential');
     expect(STYLE_NAMES).toEqual(['sequential_light', 'sequential_scaled', 'mixture', 'distillation', 'deliberation']);
-    expect(ALL_STYLE_NAMES).toEqual([...STYLE_NAMES, 'tiny_sequential']);
+    expect(ALL_STYLE_NAMES).toEqual([...STYLE_NAMES, 'tiny_sequential', 'tiny_distillation']);
     expect(() => getStyle('tiny')).toThrow(
-      /choose one of sequential_light, sequential_scaled, mixture, distillation, deliberation, tiny_sequential$/,
+      /choose one of sequential_light, sequential_scaled, mixture, distillation, deliberation, tiny_sequential, tiny_distillation$/,
     );
     expect([
       defaultMaxNewTokens('tiny_sequential', 'math'),
       defaultMaxNewTokens('tiny_sequential', 'code'),
+      defaultMaxNewTokens('tiny_distillation', 'math'),
       defaultMaxNewTokens('sequential_light', 'math'),
-    ]).toEqual([64, 64, 1000]);
+    ]).toEqual([64, 64, 64, 1000]);
   });
 
   it('the system folder is found from the module, not the working folder; the option and the variable move it', async () => {
@@ -182,7 +183,7 @@ describe('rmas ask with the embedded system', () => {
 });
 
 describe('missing embedded files', () => {
-  const hint = '`npm run tiny:build`';
+  const hint = "`npm run tiny:build:sequential`";
   it('an empty system folder: MissingCheckpoint naming the prompt file and the rebuild command', async () => {
     const empty = join(tmp, 'empty');
     mkdirSync(empty, { recursive: true });

@@ -1,4 +1,4 @@
-// Evaluate panel over a fake engine: the tiny test split goes to the worker with the chosen settings, sample
+// Evaluate panel over a fake engine: the offline system's test split goes to the worker with the chosen settings, sample
 // events fill the table and the running accuracy, Stop cancels the call, a file's rows go as the chosen benchmark,
 // and the engine's refusal is shown.
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -17,7 +17,7 @@ afterEach(() => {
   document.body.replaceChildren();
 });
 
-const spec: SystemSpec = { style: 'tiny_sequential', roles: {} };
+const spec: SystemSpec = { style: 'tiny_distillation', roles: {} };
 
 function setup(evaluate: (req: EvalRequest, on: (e: EngineEvent) => void, opts?: { callId?: string }) => Promise<unknown>) {
   const api = { evaluate: vi.fn(evaluate), cancel: vi.fn(async () => {}) };
@@ -58,7 +58,7 @@ const sample = (index: number, correct: boolean, total = 3): EngineEvent => ({
 });
 
 describe('EvalPanel', () => {
-  it('sends the tiny test split with the settings, and shows each scored question and the accuracy', async () => {
+  it("sends the offline system's test split with the settings, and shows each scored question and the accuracy", async () => {
     const { api, prepare, target } = setup(async (_req, on) => {
       on(sample(0, true));
       on(sample(1, false));
@@ -93,10 +93,11 @@ describe('EvalPanel', () => {
     const src = req.source as { rows: { question: string; answer: string }[]; dataset: null };
     expect(src.dataset).toBeNull();
     expect(src.rows).toHaveLength(200);
-    expect(src.rows[1]).toEqual({
-      question: 'Eva has 4 eggs. She gives away 1. She loses 1. How many eggs does Eva have now?',
-      answer: '2',
-    });
+    // the offline system's task (tiny_distillation's price list, src/eval/tiny-prices.ts), gold as plain numbers
+    expect(src.rows[1]).toEqual({ question: 'Ben orders 4 quons. What does he pay in coins?', answer: '24' });
+    expect(target.querySelector<HTMLSelectElement>('[data-testid="eval-source"]')!.selectedOptions[0]!.textContent).toBe(
+      "tiny distillation (offline): its task's test split",
+    );
     expect(target.querySelector('[data-testid="eval-score"]')!.textContent).toMatch(/accuracy 66\.7% \(2\/3\)/);
     const rows = [...target.querySelectorAll('[data-testid="eval-table"] tbody tr')].map((tr) =>
       [...tr.querySelectorAll('td')].map((td) => td.textContent),

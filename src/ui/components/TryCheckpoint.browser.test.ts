@@ -1,9 +1,9 @@
 // The trained checkpoint's panel over a fake engine and registry: "before" asks the system as shipped and "after"
-// the same system with the checkpoint's link in place of the role's, on the tiny test split's first questions; the
+// the same system with the checkpoint's link in place of the role's, on the offline test split's first questions; the
 // table and its sums; "ask with it"; the export downloads the registry's bundle under the name the commands show.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { mount, unmount } from 'svelte';
-import { taskSplit } from '../../eval/tiny-task';
+import { priceSplit } from '../../eval/tiny-prices';
 import type { EngineEvent, EvalRequest, SystemSpec } from '../../../workers/protocol';
 import type { EngineRemote, Services } from '../services';
 import { TINY } from '../system';
@@ -18,11 +18,10 @@ afterEach(() => {
 });
 
 const offline: SystemSpec = {
-  style: 'tiny_sequential',
+  style: 'tiny_distillation',
   roles: {
-    planner: { model: '/m/planner', innerLink: '/m/planner/adapter.pt' },
-    critic: { model: '/m/critic' },
-    solver: { model: '/m/solver' },
+    expert: { model: '/m/expert', innerLink: '/m/expert/adapter.pt' },
+    learner: { model: '/m/learner', innerLink: '/m/learner/adapter.pt' },
   },
 };
 const trainedLink = new Uint8Array([1, 2, 3, 4]);
@@ -30,7 +29,7 @@ const trainedLink = new Uint8Array([1, 2, 3, 4]);
 describe('TryCheckpoint', () => {
   it('compares the shipped system with the trained link on held-out questions, asks with it and exports it', async () => {
     const evaluate = vi.fn(async (req: EvalRequest, on: (e: EngineEvent) => void) => {
-      const after = req.system.roles.planner!.innerLink instanceof Uint8Array;
+      const after = req.system.roles.learner!.innerLink instanceof Uint8Array;
       const rows = (req.source as { rows: { question: string; answer: string }[] }).rows;
       rows.forEach((r, index) =>
         on({
@@ -64,7 +63,7 @@ describe('TryCheckpoint', () => {
       },
     };
     const onAsk = vi.fn();
-    const trained = { id: 'ck1', name: 'tiny planner 1', loop: 'inner' as const, role: 'planner' };
+    const trained = { id: 'ck1', name: 'tiny learner 1', loop: 'inner' as const, role: 'learner' };
     const target = document.body.appendChild(document.createElement('div'));
     app = mount(TryCheckpoint, { target, props: reactiveProps({ services, style: TINY, offline, trained, onAsk }) });
 
@@ -78,16 +77,16 @@ describe('TryCheckpoint', () => {
     expect(target.querySelector('[data-testid="try-before"]')!.textContent).toBe('0/3 correct, 30.0 tokens a question');
     expect(evaluate).toHaveBeenCalledTimes(2);
     const [before, after] = evaluate.mock.calls.map((c) => c[0]);
-    // the same questions, settings and system but for the planner's link
-    const questions = taskSplit('test').slice(0, 3);
+    // the same questions, settings and system but for the learner's link; the style's 4 latent steps
+    const questions = priceSplit('test').slice(0, 3);
     expect((before!.source as { rows: unknown[] }).rows).toEqual(
       questions.map((r) => ({ question: r.question, answer: String(r.answer_value) })),
     );
     expect(after!.source).toEqual(before!.source);
-    expect([before!.mode, before!.rounds, before!.latentSteps, before!.sampling]).toEqual(['latent', 1, 40, { greedy: true }]);
-    expect(before!.system.roles.planner!.innerLink).toBe('/m/planner/adapter.pt');
-    expect(after!.system.roles.planner!.innerLink).toEqual(trainedLink);
-    expect(after!.system.roles.critic).toEqual(before!.system.roles.critic);
+    expect([before!.mode, before!.rounds, before!.latentSteps, before!.sampling]).toEqual(['latent', 1, 4, { greedy: true }]);
+    expect(before!.system.roles.learner!.innerLink).toBe('/m/learner/adapter.pt');
+    expect(after!.system.roles.learner!.innerLink).toEqual(trainedLink);
+    expect(after!.system.roles.expert).toEqual(before!.system.roles.expert);
     expect(target.querySelectorAll('[data-testid="try-table"] tbody tr').length).toBe(3);
 
     target.querySelector<HTMLButtonElement>('[data-testid="try-ask"]')!.click();
@@ -97,11 +96,13 @@ describe('TryCheckpoint', () => {
     target.querySelector<HTMLButtonElement>('[data-testid="try-export"]')!.click();
     await vi.waitFor(() => expect(clicked).toHaveBeenCalled());
     expect(exportBundle).toHaveBeenCalledWith('ck1');
-    expect((clicked.mock.contexts[0] as HTMLAnchorElement).download).toBe('tiny_planner_1.zip');
+    expect((clicked.mock.contexts[0] as HTMLAnchorElement).download).toBe('tiny_learner_1.zip');
     clicked.mockRestore();
+    // the runner names the offline system by its style
     expect(target.querySelector('[data-testid="try-cli"]')!.textContent).toBe(
-      'npx rmas ask --style tiny_sequential --ckpt_override planner=tiny_planner_1.zip --question "…"\n' +
-        'npx rmas train-inner --style tiny_sequential --role planner --init_adapter tiny_planner_1.zip --dataset_name DATA.jsonl --save_dir out/planner',
+      'npx rmas ask --style tiny_distillation --ckpt_override learner=tiny_learner_1.zip --question "…"\n' +
+        'npx rmas train-inner --style tiny_distillation --role learner --init_adapter tiny_learner_1.zip --dataset_name DATA.jsonl ' +
+        '--save_dir out/learner',
     );
   });
 });

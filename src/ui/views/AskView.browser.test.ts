@@ -1,8 +1,11 @@
 // Ask view over a fake engine: Ctrl+Enter asks, stage/token/done events fill the timeline, messages and answer;
-// upstream's demo controls (sampling defaults, slider ranges and past them, device) and the page's history.
+// upstream's demo controls (sampling defaults, slider ranges and past them, device), the page's history, and the
+// message ablations (ask again with the messages shuffled or zeroed).
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { flushSync, mount, unmount } from 'svelte';
 import type { AskRequest, AskResultView, EngineEvent, SystemSpec } from '../../../workers/protocol';
+import { priceSplit } from '../../eval/tiny-prices';
+import { DEFAULT_ROW } from '../offline';
 import { reactiveProps } from '../components/props.svelte';
 import type { EngineRemote, Services } from '../services';
 import { askHistory, prefs } from '../state.svelte';
@@ -19,10 +22,14 @@ afterEach(() => {
   localStorage.removeItem('rmas.prefs');
 });
 
+// the offline system as the worker reads it from models/tiny-system.json
 const offline: SystemSpec = {
-  style: 'sequential_light',
-  roles: { planner: { model: '/p' }, critic: { model: '/c' }, solver: { model: '/s' } },
+  style: 'tiny_distillation',
+  roles: { expert: { model: '/e' }, learner: { model: '/l' } },
 };
+/** The offline system's test split (src/eval/tiny-prices.ts); the question Ask opens with, and the next one. */
+const TEST = priceSplit('test').map((r) => r.question);
+const [FIRST, NEXT] = [TEST[DEFAULT_ROW]!, TEST[DEFAULT_ROW + 1]!];
 
 const plan = (refusal: string | null) => ({
   plan: {
@@ -66,23 +73,23 @@ describe('AskView', () => {
         type: 'stage',
         index: 0,
         round: 1,
-        role: 'planner',
+        role: 'expert',
         state: 'done',
         decode: false,
         latents: 2,
         seconds: 0.25,
         messages: [
           {
-            link: 'outer_12',
-            to: 'critic',
+            link: 'outer_el',
+            to: 'learner',
             norms: [3.5, 4.25],
             top: [[{ token: ' the', prob: 0.5 }], [{ token: '7', prob: 0.0035 }]],
             vocab: 300,
           },
         ],
       });
-      on({ type: 'text', role: 'solver', text: 'So **25** is it: ' });
-      on({ type: 'text', role: 'solver', text: 'So **25** is it: $\\boxed{25}$ <b>x</b>' });
+      on({ type: 'text', role: 'learner', text: 'So **25** is it: ' });
+      on({ type: 'text', role: 'learner', text: 'So **25** is it: $\\boxed{25}$ <b>x</b>' });
       const result = {
         answer: '25',
         text: 'So **25** is it: $\\boxed{25}$ <b>x</b>',
@@ -115,16 +122,19 @@ describe('AskView', () => {
     expect(req.sampling).toEqual({ greedy: true });
     expect(req.mode).toBe('latent');
     expect(req.system.label).toBe('offline tiny');
-    expect(target.querySelector('[data-cell="1:planner"]')!.textContent).toBe('0.25 s · 2 latents');
-    expect([...target.querySelectorAll('thead th')].map((t) => t.textContent)).toEqual(['round', 'planner', 'critic', 'solver']);
+    expect(req.question).toBe(FIRST); // the question the view opens with, of the offline test split
+    expect(req.ablation).toBeUndefined();
+    expect(target.querySelector('[data-cell="1:expert"]')!.textContent).toBe('0.25 s · 2 latents');
+    // the offline system's agents in stage order
+    expect([...target.querySelectorAll('thead th')].map((t) => t.textContent)).toEqual(['round', 'expert', 'learner']);
     expect(target.querySelectorAll('.latent').length).toBe(2);
     expect(target.querySelector('.latent .norm')!.textContent).toBe('‖3.5‖');
     expect(target.querySelector('.latent .tok')!.textContent).toBe('·the50%');
     // the second latent's top token (0.35%) is under 2/300: near uniform, marked and counted
     expect([...target.querySelectorAll('.latent')].map((l) => l.classList.contains('flat'))).toEqual([false, true]);
-    expect(target.querySelector('[data-testid="latent-messages"] summary')!.textContent).toMatch(/2 latents, read by critic's LM head/);
+    expect(target.querySelector('[data-testid="latent-messages"] summary')!.textContent).toMatch(/2 latents, read by learner's LM head/);
     expect(target.querySelector('[data-testid="lens-note"]')!.textContent!.replace(/\s+/g, ' ').trim()).toBe(
-      "The latents are in critic's embedding space; the lens reads each with critic's LM head over its 300 tokens. 1 of 2 read as near uniform " +
+      "The latents are in learner's embedding space; the lens reads each with learner's LM head over its 300 tokens. 1 of 2 read as near uniform " +
         '(top token under twice 1/300 = 0.3%): such a latent is close to no single token, so the lens cannot say what it carries, not that it carries nothing.',
     );
     expect(target.querySelector('[data-testid="boxed"] mark')!.textContent).toBe('25');
@@ -212,10 +222,11 @@ describe('AskView', () => {
     const input = (id: string) => target.querySelector<HTMLInputElement>(`[data-testid="${id}"]`)!;
     expect([input('ask-greedy').checked, input('ask-temperature').value, input('ask-top-p').value]).toEqual([false, '0.6', '0.95']);
     expect(input('ask-temperature').disabled).toBe(false);
-    // upstream's sliders: rounds 1–5, latent steps 8–64 by 8; defaults 3 and the style's 40 (the tiny system's)
-    expect(['min', 'max', 'step', 'value'].map((a) => input('ask-rounds')[a as 'min'])).toEqual(['1', '5', '1', '3']);
-    expect(['min', 'max', 'step', 'value'].map((a) => input('ask-latent')[a as 'min'])).toEqual(['8', '64', '8', '40']);
-    expect(input('ask-beyond').checked).toBe(false);
+    // defaults 3 rounds and the style's 4 latent steps (the offline system's), under upstream's slider (8–64 by 8):
+    // the view opens past upstream's ranges (rounds up to 10, latent steps 0–256)
+    expect(['min', 'max', 'step', 'value'].map((a) => input('ask-rounds')[a as 'min'])).toEqual(['1', '10', '1', '3']);
+    expect(['min', 'max', 'step', 'value'].map((a) => input('ask-latent')[a as 'min'])).toEqual(['0', '256', '1', '4']);
+    expect(input('ask-beyond').checked).toBe(true);
     const device = target.querySelector<HTMLSelectElement>('[data-testid="ask-device"]')!;
     expect(device.value).toBe('auto');
     expect([...device.options].map((o) => o.textContent)).toEqual(['webgpu', 'cpu']);
@@ -226,7 +237,7 @@ describe('AskView', () => {
     expect([first.sampling, first.rounds, first.latentSteps, first.backend]).toEqual([
       { temperature: 0.6, topP: 0.95, seed: 42 },
       3,
-      40,
+      4,
       undefined,
     ]);
     await vi.waitFor(() => expect(askHistory.entries).toHaveLength(1));
@@ -258,13 +269,18 @@ describe('AskView', () => {
       input(id).dispatchEvent(new Event('change', { bubbles: true }));
       flushSync();
     };
+    // the offline system's 4 latent steps open the view past upstream's ranges; within them, 4 becomes 8
+    expect(input('ask-beyond').checked).toBe(true);
+    input('ask-beyond').click();
+    flushSync();
+    expect([settings.rounds, settings.latentSteps, input('ask-latent').min]).toEqual([3, 8, '8']);
     type('ask-rounds', '9');
     type('ask-latent', '100');
     expect([settings.rounds, settings.latentSteps]).toEqual([5, 64]);
     type('ask-latent', '21');
     expect(settings.latentSteps).toBe(24);
     type('ask-latent', '');
-    expect(settings.latentSteps).toBe(40); // an emptied field: the style's default
+    expect(settings.latentSteps).toBe(8); // an emptied field: the style's default (4), fitted to the slider
 
     input('ask-beyond').click();
     flushSync();
@@ -288,13 +304,17 @@ describe('AskView', () => {
     expect([settings.rounds, settings.latentSteps, input('ask-latent').max]).toEqual([5, 64, '64']);
   });
 
-  it('opens past the ranges when the settings (a shared link) already are', async () => {
+  it('opens past the ranges when the settings (a shared link) already are, and within them when they are not', async () => {
     const { api, services } = fakeServices(async (req) => answered(req, '7'));
     const target = document.body.appendChild(document.createElement('div'));
     app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS, rounds: 8, latentSteps: 12 } }) });
     await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
     expect(target.querySelector<HTMLInputElement>('[data-testid="ask-beyond"]')!.checked).toBe(true);
     expect(target.querySelector<HTMLInputElement>('[data-testid="ask-rounds"]')!.value).toBe('8');
+    unmount(app);
+    target.replaceChildren();
+    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS, style: 'mixture', latentSteps: 32 } }) });
+    expect(target.querySelector<HTMLInputElement>('[data-testid="ask-beyond"]')!.checked).toBe(false);
   });
 
   it("lists this page's questions and answers under the answer, in order, until Clear", async () => {
@@ -329,17 +349,18 @@ describe('AskView', () => {
 
     const [a, b] = entries();
     expect(a!.querySelector('.question')!.textContent).toBe('What is 1 + 2?');
-    expect(a!.querySelector('.style')!.textContent).toBe('tiny sequential (offline)');
+    expect(a!.querySelector('.style')!.textContent).toBe('tiny distillation (offline)');
     expect(a!.querySelector('.meta')!.textContent).toContain(
-      'latent · 1 round · 40 latent steps · temperature 0.6, top-p 0.95, seed 42 · webgpu',
+      'latent · 1 round · 4 latent steps · temperature 0.6, top-p 0.95, seed 42 · webgpu',
     );
+    expect(a!.querySelector('[data-testid="history-ablation"]')).toBeNull();
     expect(a!.querySelector('[data-testid="history-answer"]')!.textContent).toBe('3');
     expect(a!.querySelector('[data-testid="history-text"]')!.textContent).toBe('\\boxed{3}');
     const at = Date.parse(a!.querySelector('time')!.getAttribute('datetime')!);
     expect(at).toBeGreaterThanOrEqual(Math.floor(t0 / 1000) * 1000);
     expect(at).toBeLessThanOrEqual(Date.now());
     expect(b!.querySelector('.question')!.textContent).toBe('What is 5 + 7?');
-    expect(b!.querySelector('.meta')!.textContent).toContain('latent and text · 1 round · 40 latent steps · greedy · webgpu');
+    expect(b!.querySelector('.meta')!.textContent).toContain('latent and text · 1 round · 4 latent steps · greedy · webgpu');
     expect(
       [...b!.querySelectorAll('.reply')].map((r) => [
         r.getAttribute('data-mode'),
@@ -370,6 +391,87 @@ describe('AskView', () => {
     expect(askHistory.entries).toEqual([]);
     expect(target.querySelector<HTMLButtonElement>('[data-testid="history-clear"]')!.disabled).toBe(true);
   });
+
+  it('asks the question again with the messages shuffled (the next test question\'s) or zeroed, and says so', async () => {
+    const { api, services } = fakeServices(async (req) => answered(req, req.ablation ? '\\boxed{9}' : '\\boxed{24}'));
+    const target = document.body.appendChild(document.createElement('div'));
+    const settings: Settings = reactiveProps({ ...DEFAULTS, rounds: 1, greedy: true, mode: 'both' as const });
+    app = mount(AskView, { target, props: { services, settings } });
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    const button = (id: string) => target.querySelector<HTMLButtonElement>(`[data-testid="${id}"]`);
+    const idle = () => vi.waitFor(() => expect(target.querySelector<HTMLButtonElement>('button.primary')!.disabled).toBe(false));
+    expect(button('ask-shuffled')).toBeNull(); // nothing answered yet
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    await vi.waitFor(() => expect(askHistory.entries).toHaveLength(1));
+    await idle();
+    // after a latent answer (here beside the text one), under the latent run only
+    expect(target.querySelectorAll('[data-testid="ask-shuffled"]')).toHaveLength(1);
+    expect(target.querySelector('[data-mode="latent"] [data-testid="ask-zeroed"]')!.textContent).toBe('Ask again with the messages zeroed');
+    expect(button('ask-shuffled')!.textContent).toBe('Ask again with the messages shuffled');
+    expect(button('ask-shuffled')!.title).toContain(`“${NEXT}”`);
+
+    // the typed question may change: the question of the answer shown is asked again, latent mode only
+    const box = target.querySelector<HTMLTextAreaElement>('textarea')!;
+    box.value = 'What is 1 + 1?';
+    box.dispatchEvent(new Event('input', { bubbles: true }));
+    flushSync();
+    button('ask-shuffled')!.click();
+    await vi.waitFor(() => expect(askHistory.entries).toHaveLength(2));
+    await idle();
+    const shuffled = api.ask.mock.calls[2]![0];
+    expect([shuffled.question, shuffled.mode, shuffled.ablation, shuffled.rounds, shuffled.latentSteps, shuffled.sampling]).toEqual([
+      FIRST, 'latent', { kind: 'from', question: NEXT }, 1, 4, { greedy: true },
+    ]);
+    expect([...target.querySelectorAll('.run')].map((r) => r.getAttribute('data-mode'))).toEqual(['latent']);
+    expect(target.querySelector('[data-testid="run-title"]')!.textContent).toBe(`latent mode · messages from: ${NEXT}`);
+    expect(target.querySelector('[data-testid="ask-stats"]')!.textContent!.replace(/\s+/g, ' ').trim()).toBe(
+      `3 tokens · prefill 100 tok/s · decode 10.0 tok/s · 4 latent steps · messages from: ${NEXT} · ` +
+        '0.50 s total on cpu (f32 KV cache)',
+    );
+    const time = target.querySelector('[data-testid="ask-time"]')!.textContent;
+    expect(time).toMatch(/; before it, the donor question's run 0\.25 s \(its messages\)$/);
+    expect(target.querySelector('[data-testid="boxed"] mark')!.textContent).toBe('9');
+
+    // and again, zeroed (the buttons stay under the ablated answer)
+    button('ask-zeroed')!.click();
+    await vi.waitFor(() => expect(askHistory.entries).toHaveLength(3));
+    await idle();
+    expect(api.ask.mock.calls[3]![0]).toMatchObject({ question: FIRST, mode: 'latent', ablation: { kind: 'zeroed' } });
+    expect(target.querySelector('[data-testid="run-title"]')!.textContent).toBe('latent mode · messages zeroed');
+    expect(target.querySelector('[data-testid="ask-stats"]')!.textContent).toContain('4 latent steps · messages zeroed ·');
+
+    // the history says which answer had which messages
+    const entries = [...target.querySelectorAll('[data-testid="history-entry"]')];
+    expect(entries.map((e) => e.querySelector('.question')!.textContent)).toEqual([FIRST, FIRST, FIRST]);
+    expect(entries.map((e) => e.querySelector('[data-testid="history-ablation"]')?.textContent ?? null)).toEqual([
+      null, `messages from: ${NEXT}`, 'messages zeroed',
+    ]);
+    const meta = entries[1]!.querySelector('.meta')!.textContent;
+    expect(meta).toMatch(/ · latent · 1 round · 4 latent steps · greedy · webgpu · messages from: /);
+    expect([...entries[2]!.querySelectorAll('[data-testid="history-answer"]')].map((a) => a.textContent)).toEqual(['9']);
+  });
+
+  it('shuffles the messages of a question of the split with the next row, of any other with row 1', async () => {
+    const { api, services } = fakeServices(async (req) => answered(req, '\\boxed{1}'));
+    const target = document.body.appendChild(document.createElement('div'));
+    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS, greedy: true } }) });
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    const box = target.querySelector<HTMLTextAreaElement>('textarea')!;
+    for (const [q, donor] of [[TEST[7]!, TEST[8]!], ['What is 2 + 2?', TEST[1]!]]) {
+      box.value = q;
+      box.dispatchEvent(new Event('input', { bubbles: true }));
+      flushSync();
+      const n = api.ask.mock.calls.length;
+      target.querySelector<HTMLButtonElement>('button.primary')!.click();
+      flushSync(); // the last answer's buttons go at once
+      await vi.waitFor(() => expect(target.querySelector('[data-testid="ask-shuffled"]')).not.toBeNull());
+      await vi.waitFor(() => expect(target.querySelector<HTMLButtonElement>('[data-testid="ask-shuffled"]')!.disabled).toBe(false));
+      target.querySelector<HTMLButtonElement>('[data-testid="ask-shuffled"]')!.click();
+      await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(n + 2));
+      expect(api.ask.mock.calls[n + 1]![0].ablation).toEqual({ kind: 'from', question: donor });
+      await vi.waitFor(() => expect(target.querySelector<HTMLButtonElement>('button.primary')!.disabled).toBe(false));
+    }
+  });
 });
 
 /** A finished run that wrote `text` (its boxed value as the answer). */
@@ -390,5 +492,7 @@ function answered(req: AskRequest, text: string): AskResultView {
     lensSeconds: 0,
     retrySeconds: 0,
     pipelinesCompiled: 0,
+    // as the worker echoes the ablation (`rmas ask --json`'s "messages")
+    ...(req.ablation ? { messages: req.ablation.kind === 'zeroed' ? 'zeroed' : `from: ${req.ablation.question}`, donorSeconds: 0.25 } : {}),
   };
 }

@@ -18,11 +18,10 @@ afterEach(() => {
 });
 
 const offline: SystemSpec = {
-  style: 'tiny_sequential',
+  style: 'tiny_distillation',
   roles: {
-    planner: { model: '/m/planner', innerLink: new Uint8Array([9]) },
-    critic: { model: '/m/critic' },
-    solver: { model: '/m/solver' },
+    expert: { model: '/m/expert', innerLink: new Uint8Array([9]) },
+    learner: { model: '/m/learner', innerLink: new Uint8Array([8]) },
   },
 };
 
@@ -37,7 +36,7 @@ function fakeEngine() {
         new Promise<TrainResult>((resolve) => {
           on = onEvent;
           finish = resolve;
-          on({ type: 'start', runId: 'run-a', backend: 'cpu', samples: 2000, dropped: {} });
+          on({ type: 'start', runId: 'run-a', backend: 'cpu', samples: 1000, dropped: {} });
           on({ type: 'step', step: 1, maxSteps: 40, loss: 1, lr: 1e-3, gradNorm: 1, tokensPerSec: 100, etaSec: 10 });
         }),
     ),
@@ -72,24 +71,35 @@ describe('TrainView', () => {
     app = mount(TrainView, { target, props: reactiveProps({ services, style: TINY, onAsk: () => {} }) });
     const button = (text: string) => [...target.querySelectorAll('button')].find((b) => b.textContent === text)!;
     const status = () => target.querySelector('[data-testid="train-status"]')!.textContent!.trim();
-    await vi.waitFor(() => expect(target.querySelector('[data-testid="data-summary"]')!.textContent).toMatch(/2000 usable for planner/));
+    // the offline system's own training split, usable for its first role
+    await vi.waitFor(() =>
+      expect(target.querySelector('[data-testid="data-summary"]')!.textContent).toMatch(
+        /^\s*tiny task, training split \(offline\): 1000 rows, 1000 usable for expert\s*$/,
+      ),
+    );
 
     target.querySelector<HTMLButtonElement>('[data-testid="train-start"]')!.click();
     await vi.waitFor(() => expect(status()).toBe('running · step 1 / 40'));
     const callId = api.train.mock.calls[0]![2]!.callId!;
     expect(callId).toEqual(expect.any(String));
+    // a fine-tune of the shipped expert link, under the runner's name of the offline style
+    const req = api.train.mock.calls[0]![0];
+    expect([req.kind, req.style, req.role, req.model, req.initLinks]).toEqual([
+      'inner', 'tiny_distillation', 'expert', '/m/expert', { adapter: new Uint8Array([9]) },
+    ]);
+    expect(req.rows[0]).toEqual(expect.objectContaining({ distill_expert: expect.any(String), distill_learner: expect.any(String) }));
 
     button('Pause').click();
     await vi.waitFor(() => expect(status()).toMatch(/^paused/));
     button('Resume').click();
     await vi.waitFor(() => expect(status()).toMatch(/^running/));
     button('Stop').click();
-    await vi.waitFor(() => expect(status()).toMatch(/^saved “tiny planner .*” at step 1$/));
+    await vi.waitFor(() => expect(status()).toMatch(/^saved “tiny expert .*” at step 1$/));
     expect(api.pauseTraining).toHaveBeenCalledWith(callId);
     expect(api.resumeTraining).toHaveBeenCalledWith(callId);
     expect(api.cancel).toHaveBeenCalledWith(callId);
     expect(api.checkpointFiles).toHaveBeenCalledWith('run-a');
     expect(saveFromFiles).toHaveBeenCalledTimes(1);
-    expect(saveFromFiles.mock.calls[0]![1]).toMatchObject({ kind: 'inner', style: TINY, role: 'planner', step: 1 });
+    expect(saveFromFiles.mock.calls[0]![1]).toMatchObject({ kind: 'inner', style: TINY, role: 'expert', step: 1 });
   });
 });

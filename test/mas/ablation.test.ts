@@ -1,0 +1,110 @@
+/**
+ * Message ablations (src/mas/ablation.ts) on the committed tiny_sequential system, CPU backend: a run records
+ * every message its links send, by round and link; a run on another question with those messages replacing its
+ * own reads exactly them in its slots; a zeroed run reads zeros; recording changes nothing; mismatched
+ * recordings and text mode are refused by name.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidArgument } from '../../src/errors';
+import { taskSplit } from '../../src/eval/tiny-task';
+import { messageKey, type RecordedMessages } from '../../src/mas/ablation';
+import { ask, type AskOptions, type StageRecord } from '../../src/mas/run';
+import { loadSystem, type MasSystem } from '../../src/mas/system';
+import { CpuBackend } from '../../src/tensor/cpu';
+
+const M = 6;
+let system: MasSystem;
+const [q1, q2] = taskSplit('test').map((r) => r.question);
+
+beforeAll(async () => {
+  system = await loadSystem('tiny_sequential', { backend: new CpuBackend('f32'), task: 'math' });
+});
+afterAll(() => system?.dispose());
+
+/** A 2-round latent ask; each stage's slot inputs read back, by messageKey of the link that filled them. */
+async function run(question: string, extra: Partial<AskOptions> = {}) {
+  const inputs = new Map<string, Float32Array>();
+  const r = await ask(system, {
+    question,
+    task: 'math',
+    rounds: 2,
+    latentSteps: M,
+    sampling: { greedy: true },
+    maxNewTokens: 12,
+    ...extra,
+    onStage: async (rec: StageRecord) => {
+      for (const [i, [, key]] of stageFill(rec).entries()) {
+        // a slot of round r reads the message its link sent last: this round's, or the round before's (feedback)
+        inputs.set(`${rec.round}:${rec.role}:${key}`, await rec.latentsIn[i]!.read());
+      }
+    },
+  });
+  return { r, inputs };
+}
+const stageFill = (rec: StageRecord) => {
+  const fill = system.style.stages(rec.round, 2).find((s) => s.role === rec.role)!.fill;
+  return fill;
+};
+
+describe('message ablations', () => {
+  let recorded: RecordedMessages;
+  let plain: Awaited<ReturnType<typeof run>>;
+
+  it('a run records every message by round and link, [m, d of the receiver], and recording changes nothing', async () => {
+    const rec = await run(q1!, { recordMessages: true });
+    recorded = rec.r.messages!;
+    expect(recorded.question).toBe(q1);
+    expect([...recorded.messages.keys()].sort()).toEqual(['0:outer_12', '0:outer_23', '0:outer_31', '1:outer_12', '1:outer_23']);
+    const d = (role: string) => system.agents.get(role)!.decoder.config.hidden;
+    expect(recorded.messages.get('0:outer_12')!.shape).toEqual([M, d('critic')]);
+    expect(recorded.messages.get('0:outer_31')!.shape).toEqual([M, d('planner')]);
+    // each slot read the message recorded for its link (the critic of round 2 reads round 2's outer_12)
+    expect(rec.inputs.get('1:critic:outer_12')).toEqual(recorded.messages.get(messageKey(1, 'outer_12'))!.data);
+    expect(rec.inputs.get('1:planner:outer_31')).toEqual(recorded.messages.get(messageKey(0, 'outer_31'))!.data);
+    const again = await run(q1!);
+    expect(again.r.text).toBe(rec.r.text);
+    expect(again.inputs).toEqual(rec.inputs);
+  });
+
+  it("replaced: a run on another question reads the recorded run's messages in every slot, round for round", async () => {
+    plain = await run(q2!);
+    const swapped = await run(q2!, { ablation: { kind: 'replaced', from: recorded } });
+    const msg = (round: number, key: string) => recorded.messages.get(messageKey(round, key))!.data;
+    expect(swapped.inputs.get('0:critic:outer_12')).toEqual(msg(0, 'outer_12'));
+    expect(swapped.inputs.get('0:solver:outer_23')).toEqual(msg(0, 'outer_23'));
+    expect(swapped.inputs.get('1:planner:outer_31')).toEqual(msg(0, 'outer_31'));
+    expect(swapped.inputs.get('1:critic:outer_12')).toEqual(msg(1, 'outer_12'));
+    expect(swapped.inputs.get('1:solver:outer_23')).toEqual(msg(1, 'outer_23'));
+    // its own messages differ from q1's
+    expect(plain.inputs.get('0:critic:outer_12')).not.toEqual(msg(0, 'outer_12'));
+  });
+
+  it('zeroed: every slot reads zeros of the message shape', async () => {
+    const z = await run(q2!, { ablation: { kind: 'zeroed' } });
+    expect(z.inputs.size).toBe(5);
+    for (const [k, v] of z.inputs) {
+      expect(v.length, k).toBe(plain.inputs.get(k)!.length);
+      expect(v.every((x) => x === 0), k).toBe(true);
+    }
+  });
+
+  it('a recording of other latent steps or fewer rounds, and text mode, are refused by name', async () => {
+    const short = (await run(q1!, { recordMessages: true, latentSteps: M - 1 })).r.messages!;
+    await expect(run(q2!, { ablation: { kind: 'replaced', from: short } })).rejects.toThrow(
+      /recorded message on outer_12 in round 1 is \[5,\d+\], this run sends \[6,\d+\]; record it with the same latent steps/,
+    );
+    const oneRound = await ask(system, {
+      question: q1!,
+      task: 'math',
+      rounds: 1,
+      latentSteps: M,
+      sampling: { greedy: true },
+      maxNewTokens: 4,
+      recordMessages: true,
+    });
+    const err = await run(q2!, { ablation: { kind: 'replaced', from: oneRound.messages! } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidArgument);
+    expect((err as Error).message).toMatch(/sent nothing on outer_31 in round 1; record it with as many rounds as this run/);
+    await expect(run(q2!, { mode: 'text', ablation: { kind: 'zeroed' } })).rejects.toThrow(/text mode sends none/);
+  });
+});
