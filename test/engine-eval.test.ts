@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { taskSplit } from '../src/eval/tiny-task';
+import { priceSplit } from '../src/eval/tiny-prices';
 import { toItems } from '../src/eval/datasets';
 import { evaluate } from '../src/eval/run';
 import { loadSystem } from '../src/mas/system';
@@ -31,8 +31,8 @@ const calls = callRegistry();
 const api = systemCalls({ backend: async () => ({ backend: cpu }), appBase: base, fetchFile }, calls);
 afterAll(() => api.dispose());
 
-const rows = taskSplit('test').slice(0, 4).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
-const FLAGS = { mode: 'latent' as const, rounds: 2, latentSteps: 8, maxNewTokens: 40, sampling: { greedy: true } };
+const rows = priceSplit('test').slice(0, 4).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
+const FLAGS = { mode: 'latent' as const, rounds: 2, latentSteps: 4, maxNewTokens: 40, sampling: { greedy: true } };
 
 describe('EngineApi.evaluate (cpu, offline tiny system)', () => {
   it('scores the rows as rmas run does, with one sample event per question in order', async () => {
@@ -42,7 +42,7 @@ describe('EngineApi.evaluate (cpu, offline tiny system)', () => {
     const samples = events.filter((e) => e.type === 'sample');
     expect(samples.map((e) => [e.index, e.total])).toEqual([[0, 3], [1, 3], [2, 3]]);
 
-    const ref = await loadSystem('tiny_sequential', { backend: cpu, task: 'math' });
+    const ref = await loadSystem('tiny_distillation', { backend: cpu, task: 'math' });
     try {
       const direct = await evaluate(ref, (await toItems(null, rows)).slice(0, 3), { ...FLAGS, rounds: 2 });
       expect(samples.map((e) => [e.record.text, e.record.pred, e.record.gold, e.record.correct])).toEqual(

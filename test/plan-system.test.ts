@@ -1,8 +1,8 @@
 /**
  * planSystem on the offline tiny system served from disk by a fetch that honours HTTP Range (what the hub and
  * the app's server do): the files and sizes it lists match the disk, only headers of the weights are read,
- * no events, and a binding limit smaller than a row is refused naming the tensor. Until the trained tiny
- * system lands, models/tiny/system/* is served from a stand-in in its layout (test/tiny-style-standin.ts).
+ * no events, and a binding limit smaller than a row is refused naming the tensor. The offline system is the
+ * committed tiny_distillation (models/tiny/distillation), served from the repository.
  */
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,24 +12,20 @@ import { CpuBackend } from '../src/tensor/cpu';
 import { callRegistry } from '../workers/calls';
 import { systemCalls } from '../workers/system-calls';
 import type { SystemSpec } from '../workers/protocol';
-import { buildTinyStandIn } from './tiny-style-standin';
 import { buildTinySystem } from '../scripts/tiny-system/tiny-mas';
 import { loadSystemFromSpec } from '../src/mas/system-url';
 import { isMissingFile, memoryKv, modelCache } from '../src/store/models';
 
 const root = 'http://app.test/';
 const tmp = mkdtempSync(join(tmpdir(), 'plan-system-'));
-const standIn = join(tmp, 'system');
 const DIST = 'dist/';
 beforeAll(async () => {
-  buildTinyStandIn(standIn);
   await buildTinySystem('distillation', join(tmp, 'dist'));
 });
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-const SYSTEM = 'models/tiny/system/';
-/** A path of the app (repository-relative) on disk: the tiny system's from the stand-in. */
-const diskOf = (rel: string) => (rel.startsWith(SYSTEM) ? join(standIn, rel.slice(SYSTEM.length))
-  : rel.startsWith(DIST) ? join(tmp, rel) : join(resolve('.'), rel));
+const SYSTEM = 'models/tiny/distillation/';
+/** A path of the app (repository-relative) on disk: the built distillation folders from tmp, the rest from the repository. */
+const diskOf = (rel: string) => (rel.startsWith(DIST) ? join(tmp, rel) : join(resolve('.'), rel));
 const pathOf = (url: string) => diskOf(decodeURIComponent(url.slice(root.length)));
 const read = (url: string) => {
   try {
@@ -62,11 +58,8 @@ const fetchFile = async (url: string) => {
 const cpu = new CpuBackend('f32');
 const deps = { backend: async () => ({ backend: cpu }), appBase: root, fetchFile, planFetch };
 
-const TINY = ['planner', 'critic', 'solver'];
-const LINKS = [
-  ...TINY.map((r) => `${SYSTEM}${r}/adapter.pt`),
-  ...['outer_12', 'outer_23', 'outer_31'].map((n) => `${SYSTEM}outer/${n}.pt`),
-];
+const TINY = ['expert', 'learner'];
+const LINKS = [...TINY.map((r) => `${SYSTEM}${r}/adapter.pt`), ...['outer_el', 'outer_le'].map((n) => `${SYSTEM}outer/${n}.pt`)];
 /** The files of the tiny system, listed independently of the planner (repository-relative). */
 const expectedFiles = () =>
   [
@@ -103,12 +96,15 @@ describe('planSystem (offline tiny system, Range reads)', () => {
     expect(r.files.map((f) => f.url.slice(root.length)).sort()).toEqual([...expected].sort());
     for (const f of r.files) expect(f.bytes).toBe(statSync(pathOf(f.url)).size);
     const total = expected.reduce((a, p) => a + statSync(diskOf(p)).size, 0);
-    expect(expected.length).toBe(1 + 3 * 6 + 6 - 2); // prompts.json; chat_template.jinja only for llama, no chat_template.json
+    // prompts.json; five files per role and chat_template.jinja for the llama learner (no chat_template.json); 4 links
+    expect(expected.length).toBe(1 + 2 * 5 + 1 + 4);
     expect(r.plan.totalBytes).toBe(total);
     expect(r.plan.fetchBytes).toBe(total);
     expect(r.plan.cachedBytes).toBe(0);
     expect(r.refusal).toBeNull();
-    expect(r.text).toBe(`fetch ${(total / 2 ** 20).toFixed(3)} MiB, GPU memory ≈ ${(r.plan.gpuBytes / 2 ** 20).toFixed(1)} MiB`);
+    // MiB with 3 decimals under 1 MiB, else 1 (src/store/plan.ts)
+    const mib = (n: number) => (n / 2 ** 20).toFixed(n < 2 ** 20 ? 3 : 1);
+    expect(r.text).toBe(`fetch ${mib(total)} MiB, GPU memory ≈ ${mib(r.plan.gpuBytes)} MiB`);
     let weights = 0;
     for (const m of TINY) {
       const url = `${root}${SYSTEM}${m}/model.safetensors`;
@@ -127,13 +123,13 @@ describe('planSystem (offline tiny system, Range reads)', () => {
 
   it('counts cached URLs, and refuses where one row of a tensor exceeds the binding limit', async () => {
     const limits = { maxStorageBufferBindingSize: 64, maxBufferSize: 1 << 30, features: [] };
-    const cachedUrl = `${root}${SYSTEM}solver/model.safetensors`;
+    const cachedUrl = `${root}${SYSTEM}learner/model.safetensors`;
     const api = systemCalls({ ...deps, planLimits: async () => limits, cachedUrls: async () => [cachedUrl] }, callRegistry());
     const spec = (await api.offlineSystem()) as SystemSpec;
     const r = await api.planSystem(spec, { backend: 'webgpu' });
-    expect(r.plan.cachedBytes).toBe(statSync(diskOf(`${SYSTEM}solver/model.safetensors`)).size);
+    expect(r.plan.cachedBytes).toBe(statSync(diskOf(`${SYSTEM}learner/model.safetensors`)).size);
     expect(r.plan.fetchBytes + r.plan.cachedBytes).toBe(r.plan.totalBytes);
-    // planner (qwen3, hidden 48) is model 1; its embedding row is 48 values of the saved dtype, more than 64 bytes
+    // the expert (qwen3, hidden 64) is model 1; its embedding row is 64 values of the saved dtype, more than 64 bytes
     expect(r.refusal).toMatch(
       /^model 1: one row of "model\.embed_tokens\.weight" \((f32|bf16|f16), \d+ bytes\) is larger than this adapter's 64-byte storage-binding limit/,
     );
