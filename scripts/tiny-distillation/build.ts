@@ -24,14 +24,12 @@ import { existsSync } from 'node:fs';
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { UsageError } from '../../src/errors.ts';
 import { priceJsonl, priceSplit } from '../../src/eval/tiny-prices.ts';
 import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
-import { command, numberFlag, parseCommand, type Command, type Options } from '../../src/runner/args.ts';
-import type { Backend } from '../../src/tensor/backend.ts';
-import { CpuBackend } from '../../src/tensor/cpu.ts';
+import { command, type Command, type Options } from '../../src/runner/args.ts';
 import { CONFIGS, evalTiny, markdownTable, type EvalConfig } from '../tiny-system/eval.ts';
+import { int, json, oneOf, openBackend, runCommand, runIfMain, s, usageOf } from '../tiny-system/cli.ts';
 import { ROOT, TINY_DISTILLATION_DIR } from '../tiny-system/paths.ts';
 import { jsonlLosses, pool, runChild } from '../tiny-system/pipeline.ts';
 import { DISTILL_AGENTS, DISTILL_ROLES, evalDistillAgent, trainDistillAgent } from './agents.ts';
@@ -76,7 +74,6 @@ export function distillOuterArgs(data: string, init: string, saveDir: string, st
 
 const BUILD = ['--import', 'tsx', join(ROOT, 'scripts/tiny-distillation/build.ts')];
 const RMAS = [join(ROOT, 'bin/rmas.js')];
-const json = (x: unknown) => `${JSON.stringify(x, null, 2)}\n`;
 
 export interface DistillBuildOptions {
   out: string;
@@ -205,18 +202,6 @@ export interface DistillBuildRecord {
 const readJson = async <T>(file: string): Promise<T> => JSON.parse(await readFile(file, 'utf8')) as T;
 const lossJsonl = (losses: readonly number[]) => losses.map((loss, i) => `${JSON.stringify({ step: i + 1, loss })}\n`).join('');
 
-const s = { type: 'string' } as const;
-const int = (flag: string, v: string | undefined, min?: number) =>
-  numberFlag(flag, v, { integer: true, ...(min !== undefined ? { min } : {}) });
-function oneOf<T extends string>(flag: string, v: string | undefined, choices: readonly T[]): T | undefined {
-  if (v !== undefined && !(choices as readonly string[]).includes(v))
-    throw new UsageError(`--${flag} ${v}: expected one of ${choices.join(', ')}`);
-  return v as T | undefined;
-}
-async function openBackend(name: string | undefined): Promise<Backend> {
-  if (oneOf('backend', name, ['cpu', 'webgpu']) !== 'webgpu') return new CpuBackend('f32');
-  return (await import('../../src/tensor/webgpu.ts')).WebGpuBackend.create();
-}
 
 const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
   all: command({
@@ -327,28 +312,9 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
   }),
 };
 
-export const USAGE = `usage: npx tsx scripts/tiny-distillation/build.ts [COMMAND] [flags]\n${Object.values(COMMANDS)
-  .map((c) => c.usage)
-  .join('\n')}`;
+export const USAGE = usageOf('scripts/tiny-distillation/build.ts', COMMANDS);
 
 /** Runs one command (the whole build without one); returns the exit code. Errors other than usage propagate. */
-export async function main(argv: readonly string[]): Promise<number> {
-  try {
-    const parsed = parseCommand(COMMANDS, argv, 'build.ts', 'all');
-    if (!parsed) {
-      process.stdout.write(`${USAGE}\n`);
-      return 0;
-    }
-    await parsed.command.run(parsed.values);
-    return 0;
-  } catch (e) {
-    if (!(e instanceof UsageError)) throw e;
-    process.stderr.write(`build.ts: ${e.message}\n${USAGE}\n`);
-    return 2;
-  }
-}
+export const main = (argv: readonly string[]): Promise<number> => runCommand('scripts/tiny-distillation/build.ts', COMMANDS, argv);
 
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  const code = await main(process.argv.slice(2));
-  process.stdout.write('', () => process.exit(code));
-}
+await runIfMain(import.meta.url, main);

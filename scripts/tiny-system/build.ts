@@ -12,14 +12,12 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { UsageError } from '../../src/errors.ts';
 import { taskSplit, toJsonl } from '../../src/eval/tiny-task.ts';
 import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
-import { command, numberFlag, parseCommand, required, type Command, type Options } from '../../src/runner/args.ts';
-import type { Backend } from '../../src/tensor/backend.ts';
-import { CpuBackend } from '../../src/tensor/cpu.ts';
+import { command, numberFlag, required, type Command, type Options } from '../../src/runner/args.ts';
 import { CHAIN_DEFAULTS, chainPhase } from './chain-phase.ts';
+import { b, int, json, oneOf, openBackend, runCommand, runIfMain, s, usageOf } from './cli.ts';
 import { CONFIGS, evalTiny, markdownTable, type EvalConfig } from './eval.ts';
 import { LATENT_DEFAULTS, latentPhase } from './latent-phase.ts';
 import { ROOT, TINY_MODELS_DIR, TINY_SYSTEM_DIR } from './paths.ts';
@@ -28,24 +26,9 @@ import { scoreChain, scoreRollouts, type RolloutRole } from './rollouts.ts';
 import { writeTinyModels } from './tiny-models.ts';
 import { AGENT_SPECS, evalSolver, ROLES, trainTinyAgents, type AgentRole, type TrainAgentsOptions } from './train-agents.ts';
 
-const s = { type: 'string' } as const;
-const b = { type: 'boolean' } as const;
 
-/** A flag whose value is one of `choices`. */
-function oneOf<T extends string>(flag: string, v: string | undefined, choices: readonly T[]): T | undefined {
-  if (v !== undefined && !(choices as readonly string[]).includes(v))
-    throw new UsageError(`--${flag} ${v}: expected one of ${choices.join(', ')}`);
-  return v as T | undefined;
-}
-const int = (flag: string, v: string | undefined, min?: number) =>
-  numberFlag(flag, v, { integer: true, ...(min !== undefined ? { min } : {}) });
 
-async function openBackend(name: string | undefined): Promise<Backend> {
-  if (oneOf('backend', name, ['cpu', 'webgpu']) !== 'webgpu') return new CpuBackend('f32');
-  return (await import('../../src/tensor/webgpu.ts')).WebGpuBackend.create();
-}
 
-const json = (x: unknown) => `${JSON.stringify(x, null, 2)}\n`;
 
 const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
   all: command({
@@ -260,29 +243,9 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
   }),
 };
 
-export const USAGE = `usage: npx tsx scripts/tiny-system/build.ts [COMMAND] [flags]\n${Object.values(COMMANDS)
-  .map((c) => c.usage)
-  .join('\n')}`;
+export const USAGE = usageOf('scripts/tiny-system/build.ts', COMMANDS);
 
 /** Runs one command (the whole build without one); returns the exit code. Errors other than usage propagate. */
-export async function main(argv: readonly string[]): Promise<number> {
-  try {
-    const parsed = parseCommand(COMMANDS, argv, 'build.ts', 'all');
-    if (!parsed) {
-      process.stdout.write(`${USAGE}\n`);
-      return 0;
-    }
-    await parsed.command.run(parsed.values);
-    return 0;
-  } catch (e) {
-    if (!(e instanceof UsageError)) throw e;
-    process.stderr.write(`build.ts: ${e.message}\n${USAGE}\n`);
-    return 2;
-  }
-}
+export const main = (argv: readonly string[]): Promise<number> => runCommand('scripts/tiny-system/build.ts', COMMANDS, argv);
 
-// A WebGPU backend (Dawn) keeps the event loop alive: exit explicitly once stdout has drained.
-if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  const code = await main(process.argv.slice(2));
-  process.stdout.write('', () => process.exit(code));
-}
+await runIfMain(import.meta.url, main);
