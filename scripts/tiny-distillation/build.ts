@@ -28,8 +28,8 @@ import { UsageError } from '../../src/errors.ts';
 import { priceJsonl, priceSplit } from '../../src/eval/tiny-prices.ts';
 import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
 import { command, type Command, type Options } from '../../src/runner/args.ts';
-import { CONFIGS, evalTiny, markdownTable, type EvalConfig } from '../tiny-system/eval.ts';
-import { int, json, oneOf, openBackend, runCommand, runIfMain, s, usageOf } from '../tiny-system/cli.ts';
+import { evalCommand } from '../tiny-system/eval.ts';
+import { int, json, oneOf, runCommand, runIfMain, s, usageOf } from '../tiny-system/cli.ts';
 import { ROOT, TINY_DISTILLATION_DIR } from '../tiny-system/paths.ts';
 import { jsonlLosses, pool, runChild } from '../tiny-system/pipeline.ts';
 import { DISTILL_AGENTS, DISTILL_ROLES, evalDistillAgent, trainDistillAgent } from './agents.ts';
@@ -276,40 +276,7 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
       }
     },
   }),
-  eval: command({
-    options: { split: s, limit: s, offset: s, latent_steps: s, backend: s, configs: s, json: s, system: s },
-    usage: `  build.ts eval [--split test|validation] [--limit N] [--offset K] [--latent_steps M] [--backend cpu|webgpu] [--configs a,b,...]
-                [--json FILE] [--system DIR]
-      the system on a held-out split (../tiny-system/eval.ts): a Markdown table, and with --json every figure and answer;
-      configs: ${CONFIGS.join(', ')}`,
-    run: async (a) => {
-      const split = oneOf('split', a.split, ['test', 'validation'] as const) ?? 'test';
-      const limit = int('limit', a.limit, 0);
-      const offset = int('offset', a.offset, 0) ?? 0;
-      const latentSteps = int('latent_steps', a.latent_steps, 1);
-      const configs = a.configs?.split(',').map((c) => c.trim()).filter(Boolean);
-      const bad = configs?.find((c) => !(CONFIGS as readonly string[]).includes(c));
-      if (bad) throw new UsageError(`--configs: unknown '${bad}'; choose from ${CONFIGS.join(', ')}`);
-      const backend = await openBackend(a.backend);
-      const rows = priceSplit(split).slice(offset, limit === undefined ? undefined : offset + limit);
-      const t0 = performance.now();
-      const results = await evalTiny({
-        target: DISTILLATION_TARGET,
-        backend,
-        rows,
-        configs: configs as EvalConfig[] | undefined,
-        latentSteps,
-        systemDir: a.system,
-        onRow: (c, i) => {
-          if ((i + 1) % 50 === 0) process.stderr.write(`${c}: ${i + 1}/${rows.length}\n`);
-        },
-      });
-      process.stdout.write(`${markdownTable(results, backend.name, split)}\n`);
-      const m = latentSteps ?? defaultLatentSteps(getStyle('tiny_distillation'));
-      process.stdout.write(`(latent steps m = ${m}; ${((performance.now() - t0) / 1000).toFixed(0)} s in all)\n`);
-      if (a.json) await writeFile(a.json, json({ backend: backend.name, split, latentSteps: m, offset, rows: rows.length, results }));
-    },
-  }),
+  eval: evalCommand(DISTILLATION_TARGET, '../tiny-system/eval.ts'),
 };
 
 export const USAGE = usageOf('scripts/tiny-distillation/build.ts', COMMANDS);

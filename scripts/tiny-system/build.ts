@@ -14,11 +14,10 @@ import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { UsageError } from '../../src/errors.ts';
 import { taskSplit, toJsonl } from '../../src/eval/tiny-task.ts';
-import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
 import { command, numberFlag, required, type Command, type Options } from '../../src/runner/args.ts';
 import { CHAIN_DEFAULTS, chainPhase } from './chain-phase.ts';
 import { b, int, json, oneOf, openBackend, runCommand, runIfMain, s, usageOf } from './cli.ts';
-import { CONFIGS, evalTiny, markdownTable, type EvalConfig } from './eval.ts';
+import { evalCommand, SEQUENTIAL_TARGET } from './eval.ts';
 import { LATENT_DEFAULTS, latentPhase } from './latent-phase.ts';
 import { ROOT, TINY_MODELS_DIR, TINY_SYSTEM_DIR } from './paths.ts';
 import { BUILD_DEFAULTS, buildEmbeddedSystem, STAGES, type Stage } from './pipeline.ts';
@@ -176,42 +175,7 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
         await writeFile(a.losses, `${JSON.stringify({ solver: { losses: r.losses, seconds: r.seconds, examples: r.examples } })}\n`);
     },
   }),
-  eval: command({
-    options: { split: s, limit: s, offset: s, latent_steps: s, backend: s, configs: s, json: s, system: s },
-    usage: `  build.ts eval [--split test|validation] [--limit N] [--offset K] [--latent_steps M] [--backend cpu|webgpu] [--configs a,b,...]
-                [--json FILE] [--system DIR]
-      the system on a held-out split (eval.ts): a Markdown table, and with --json every figure and answer; configs: ${CONFIGS.join(', ')}`,
-    run: async (a) => {
-      // settings such as the latent length are chosen on validation; the reported table is on test
-      const split = oneOf('split', a.split, ['test', 'validation'] as const) ?? 'test';
-      const limit = int('limit', a.limit, 0);
-      const offset = int('offset', a.offset, 0) ?? 0;
-      const latentSteps = int('latent_steps', a.latent_steps, 0);
-      const configs = a.configs
-        ?.split(',')
-        .map((c) => c.trim())
-        .filter(Boolean);
-      const bad = configs?.find((c) => !(CONFIGS as readonly string[]).includes(c));
-      if (bad) throw new UsageError(`--configs: unknown '${bad}'; choose from ${CONFIGS.join(', ')}`);
-      const backend = await openBackend(a.backend);
-      const rows = taskSplit(split).slice(offset, limit === undefined ? undefined : offset + limit);
-      const t0 = performance.now();
-      const results = await evalTiny({
-        backend,
-        rows,
-        configs: configs as EvalConfig[] | undefined,
-        latentSteps,
-        systemDir: a.system,
-        onRow: (c, i) => {
-          if ((i + 1) % 50 === 0) process.stderr.write(`${c}: ${i + 1}/${rows.length}\n`);
-        },
-      });
-      process.stdout.write(`${markdownTable(results, backend.name, split)}\n`);
-      const m = latentSteps ?? defaultLatentSteps(getStyle('tiny_sequential'));
-      process.stdout.write(`(latent steps m = ${m}; ${((performance.now() - t0) / 1000).toFixed(0)} s in all)\n`);
-      if (a.json) await writeFile(a.json, json({ backend: backend.name, split, latentSteps: m, offset, rows: rows.length, results }));
-    },
-  }),
+  eval: evalCommand(SEQUENTIAL_TARGET, 'eval.ts'),
   rollouts: command({
     options: { system: s, split: s, limit: s, roles: s, chain: b },
     usage: `  build.ts rollouts [--system DIR] [--split validation|test] [--limit N] [--roles planner,critic] [--chain]

@@ -12,7 +12,9 @@
  * The systems are described by a TinyEvalTarget: tiny_sequential's here, tiny_distillation's in
  * scripts/tiny-distillation/eval.ts.
  */
+import { writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import { UsageError } from '../../src/errors.ts';
 import { type RecordedMessages } from '../../src/mas/ablation.ts';
 import { ask } from '../../src/mas/run.ts';
 import { loadSystem, type MasSystem } from '../../src/mas/system.ts';
@@ -22,6 +24,8 @@ import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
 import type { Tokenizer } from '../../src/tokenizer/tokenizer.ts';
 import { scoreAnswer, taskSplit, type TaskRow } from '../../src/eval/tiny-task.ts';
+import { command, type Command, type Options } from '../../src/runner/args.ts';
+import { int, json, oneOf, openBackend, s } from './cli.ts';
 import { TINY_SYSTEM_DIR } from './paths.ts';
 import { rolePrompt } from './train-agents.ts';
 
@@ -211,4 +215,49 @@ export function markdownTable(results: readonly ConfigResult[], backendName: str
     }),
   ];
   return lines.join('\n');
+}
+
+/**
+ * The `eval` command of a build entry point over `target` (`npm run tiny:eval`, `npm run tiny:eval:sequential`): a
+ * Markdown table of the configs on a held-out split, and with --json every figure and answer.
+ */
+export function evalCommand<R extends { question: string }>(target: TinyEvalTarget<R>, doc: string): Command<Options, void> {
+  return command({
+    options: { split: s, limit: s, offset: s, latent_steps: s, backend: s, configs: s, json: s, system: s },
+    usage: `  build.ts eval [--split test|validation] [--limit N] [--offset K] [--latent_steps M] [--backend cpu|webgpu] [--configs a,b,...]
+                [--json FILE] [--system DIR]
+      the system on a held-out split (${doc}): a Markdown table, and with --json every figure and answer;
+      configs: ${CONFIGS.join(', ')}`,
+    run: async (a) => {
+      // settings such as the latent length are chosen on validation; the reported table is on test
+      const split = oneOf('split', a.split, ['test', 'validation'] as const) ?? 'test';
+      const limit = int('limit', a.limit, 0);
+      const offset = int('offset', a.offset, 0) ?? 0;
+      const latentSteps = int('latent_steps', a.latent_steps, 1);
+      const configs = a.configs
+        ?.split(',')
+        .map((c) => c.trim())
+        .filter(Boolean);
+      const bad = configs?.find((c) => !(CONFIGS as readonly string[]).includes(c));
+      if (bad) throw new UsageError(`--configs: unknown '${bad}'; choose from ${CONFIGS.join(', ')}`);
+      const backend = await openBackend(a.backend);
+      const rows = target.rows(split).slice(offset, limit === undefined ? undefined : offset + limit);
+      const t0 = performance.now();
+      const results = await evalTiny({
+        target,
+        backend,
+        rows,
+        configs: configs as EvalConfig[] | undefined,
+        latentSteps,
+        systemDir: a.system,
+        onRow: (c, i) => {
+          if ((i + 1) % 50 === 0) process.stderr.write(`${c}: ${i + 1}/${rows.length}\n`);
+        },
+      });
+      process.stdout.write(`${markdownTable(results, backend.name, split)}\n`);
+      const m = latentSteps ?? defaultLatentSteps(getStyle(target.style));
+      process.stdout.write(`(latent steps m = ${m}; ${((performance.now() - t0) / 1000).toFixed(0)} s in all)\n`);
+      if (a.json) await writeFile(a.json, json({ backend: backend.name, split, latentSteps: m, offset, rows: rows.length, results }));
+    },
+  });
 }
