@@ -72,3 +72,15 @@ export class EngineRestarted extends named('EngineRestarted') {}
 export class JudgeUnavailable extends named('JudgeUnavailable') {}
 /** A training step's planned device memory (src/train/memory.ts) exceeds the budget; the message says what to change. */
 export class TrainingMemoryExceeded extends named('TrainingMemoryExceeded') {}
+/**
+ * A run under a launcher (mpirun) cannot form its process group: the MPI addon is not built, or the
+ * launcher's environment and MPI disagree about the ranks; the message says what to install or how to launch.
+ */
+export class DistUnavailable extends named('DistUnavailable') {}
+/**
+ * Another rank of the job failed or was killed, so this one stops too (a collective cannot finish without it);
+ * the message names the last checkpoint or result file to resume from.
+ */
+export class RankLost extends named('RankLost') {}
+/** The ranks of a data-parallel run no longer hold the same link parameters (a bug or a faulty node); nothing was saved. */
+export class RanksDiverged extends named('RanksDiverged') {}

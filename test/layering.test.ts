@@ -12,7 +12,7 @@ const ROOT = resolve(import.meta.dirname, '..');
  * Library layers, lowest first; a file may import its own layer and those before it. `errors` is src/errors.ts,
  * which the doc leaves out: the named errors every layer throws, below util (whose Rng throws one).
  */
-const LAYERS = ['errors', 'util', 'formats', 'gpu', 'kernels', 'tensor', 'autograd', 'model', 'tokenizer', 'mas', 'train', 'eval', 'store'];
+const LAYERS = ['errors', 'util', 'formats', 'gpu', 'kernels', 'tensor', 'autograd', 'model', 'tokenizer', 'mas', 'train', 'eval', 'store', 'dist'];
 const APPS = ['ui', 'runner'];
 /** Folders outside src/ that no library file imports (workers/ only src/ui may). */
 const OUTSIDE = ['workers', 'bench', 'models', 'scripts', 'test'];
@@ -90,10 +90,10 @@ describe('layering of src/', () => {
       { from: 'src/model/a.ts', to: 'src/testing/close' },
       { from: 'src/kernels/a.ts', to: 'src/runner/cli' },
       { from: 'src/util/a.ts', to: 'src/errors' },
-      { from: 'src/dist/a.ts', to: 'src/tensor' },
+      { from: 'src/sandbox/a.ts', to: 'src/tensor' },
     ]).map((v) => v.split(':')[0])).toEqual([
       'src/formats/a.ts imports src/model/config', 'src/mas/a.ts imports workers/protocol', 'src/ui/a.svelte imports models/tiny/task',
-      'src/model/a.ts imports src/testing/close', 'src/kernels/a.ts imports src/runner/cli', 'src/dist/a.ts imports src/tensor',
+      'src/model/a.ts imports src/testing/close', 'src/kernels/a.ts imports src/runner/cli', 'src/sandbox/a.ts imports src/tensor',
     ]);
     expect(violations([
       { from: 'src/ui/a.svelte', to: 'workers/protocol' }, { from: 'src/runner/a.ts', to: 'src/store' },

@@ -289,7 +289,7 @@ export async function trainRun(
       loopOpts,
       {
         optimizer: job.optimizer,
-        runBatch: (idx, scale) => job.runBatch(idx, scale),
+        runBatch: (idx, scale, shard) => job.runBatch(idx, scale, shard),
         signal: ctl.signal,
         async waitIfPaused() {
           if (run.paused && !run.stop.aborted) {

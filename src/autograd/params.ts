@@ -175,6 +175,20 @@ export class FlatParams {
     return new Map(this.entries.map((e) => [e.name, all.slice(e.offset, e.offset + e.numel)]));
   }
 
+  /** One whole flat buffer (padding included), one readback: what a collective sends. */
+  readFlat(part: ParamPart = 'data'): Promise<Float32Array> {
+    return this.buffer(part).read();
+  }
+
+  /** Overwrites one whole flat buffer (padding included) with `values`, as readFlat gave them. */
+  writeFlat(part: ParamPart, values: Float32Array) {
+    if (values.length !== this.size)
+      throw new InvalidArgument(`FlatParams.writeFlat: ${values.length} values for a buffer of ${this.size}`);
+    const src = this.backend.fromValues(values, [this.size]);
+    this.backend.run(assignKernel, [this.buffer(part), src], { add: false });
+    src.dispose();
+  }
+
   /**
    * Writes values per parameter name. Everything is validated before anything is written, so a bad
    * checkpoint leaves the parameters as they were. Missing names are an error unless `partial`.

@@ -6,6 +6,7 @@
  */
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isEchoed, type ProcessGroup } from '../dist/group';
 import { RmasError, UsageError, WebGpuUnavailable } from '../errors';
 import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
@@ -15,6 +16,7 @@ import { command, parseCommand, type Command, type Options, type Values } from '
 import { ASK_OPTIONS, ASK_USAGE, askCmd } from './ask';
 import { CONVERT_OPTIONS, CONVERT_USAGE, convertCmd } from './convert';
 import { openPlacement, parseDevices } from './devices';
+import { closeProcessGroup, processGroup, rankDevices, withResumeNote } from './dist';
 import { FORWARD_OPTIONS, FORWARD_USAGE, GENERATE_OPTIONS, GENERATE_USAGE, forwardCmd, generateCmd } from './generate';
 import { HEALTHCHECK_OPTIONS, HEALTHCHECK_USAGE, formatReport, healthcheck, healthLevel } from './healthcheck';
 import { PLAN_MEMORY_OPTIONS, PLAN_MEMORY_USAGE, planMemoryCmd } from './plan-memory';
@@ -54,7 +56,7 @@ export function deviceFlag(
   return { backend: be, devices };
 }
 
-async function pickBackend(choice: string | undefined, device = 0): Promise<Backend> {
+async function pickBackend(choice: string | undefined, device = 0, say: (s: string) => void): Promise<Backend> {
   if (choice !== undefined && choice !== 'webgpu' && choice !== 'cpu' && choice !== 'cuda')
     throw new UsageError(`--backend ${choice}: expected webgpu, cpu or cuda`);
   let be: Backend;
@@ -66,11 +68,11 @@ async function pickBackend(choice: string | undefined, device = 0): Promise<Back
       be = await WebGpuBackend.create();
     } catch (e) {
       if (!(e instanceof WebGpuUnavailable)) throw e;
-      process.stderr.write(`no WebGPU adapter (${e.message}); `);
+      say(`no WebGPU adapter (${e.message}); `);
       be = new CpuBackend('f32');
     }
   }
-  process.stderr.write(`backend: ${be.name}\n`);
+  say(`backend: ${be.name}\n`);
   return be;
 }
 
@@ -91,6 +93,12 @@ interface Runner {
     v: { backend?: string; devices?: string; device?: string },
     one?: boolean,
   ): { backend: () => Promise<Backend>; place?: Placement };
+  /**
+   * The job's process group (world size 1 without mpirun), for the commands that split their work across
+   * ranks; call it before devices() so that each rank of a machine takes its share of --devices. Ranks
+   * other than 0 then print nothing but errors.
+   */
+  group(): ProcessGroup;
 }
 
 async function healthcheckCmd(a: Values<typeof HEALTHCHECK_OPTIONS>, r: Runner): Promise<number> {
@@ -129,23 +137,28 @@ const COMMANDS: Readonly<Record<string, Command<Options, Runner>>> = {
     options: RUN_OPTIONS,
     usage: RUN_USAGE,
     run: (v, r: Runner) => {
+      const g = r.group();
       const d = r.devices(v);
-      return runCmd(v, d.backend, r.out, r.err, d.place);
+      return runCmd(v, d.backend, r.out, r.err, d.place, g);
     },
   }),
   'train-inner': command({
     options: TRAIN_OPTIONS,
     aliases: TRAIN_ALIASES,
     usage: TRAIN_USAGE,
-    run: (v, r: Runner) => trainCmd('inner', v, r.devices(v, true).backend, r),
+    run: (v, r: Runner) => {
+      const g = r.group();
+      return trainCmd('inner', v, r.devices(v, true).backend, r, undefined, g);
+    },
   }),
   'train-outer': command({
     options: TRAIN_OPTIONS,
     aliases: TRAIN_ALIASES,
     usage: TRAIN_USAGE,
     run: (v, r: Runner) => {
+      const g = r.group();
       const d = r.devices(v);
-      return trainCmd('outer', v, d.backend, r, d.place);
+      return trainCmd('outer', v, d.backend, r, d.place, g);
     },
   }),
   'plan-memory': command({ options: PLAN_MEMORY_OPTIONS, usage: PLAN_MEMORY_USAGE, run: (v, r: Runner) => planMemoryCmd(v, r.out) }),
@@ -171,6 +184,7 @@ export const USAGE = `usage:\n${[...new Set(Object.values(COMMANDS).map((c) => c
 /** Runs one command; returns the exit code (never calls process.exit, so tests can call it in-process). */
 export async function main(argv: string[]): Promise<number> {
   let made: Backend | null = null;
+  let group: ProcessGroup | null = null;
   const usage = (m: string) => new UsageError(m);
   const runner: Runner = {
     out: (s) => void process.stdout.write(s),
@@ -178,14 +192,23 @@ export async function main(argv: string[]): Promise<number> {
     tty: !!process.stderr.isTTY,
     devices: (v, one = false) => {
       const { backend, devices } = deviceFlag(v, usage);
-      const ids = parseDevices(devices, backend, usage);
+      const given = parseDevices(devices, backend, usage);
+      const ids = group ? rankDevices(given, backend, group) : given;
       if (one && ids && ids.length > 1) throw usage(`--devices ${ids.join(',')}: this command runs one model; give one device`);
       return {
-        backend: async () => (made = await pickBackend(backend, ids?.[0])),
+        backend: async () => (made = await pickBackend(backend, ids?.[0], runner.err)),
         ...(ids && ids.length > 1
-          ? { place: (roles: readonly string[]) => openPlacement(roles, ids, (s) => process.stderr.write(s)) }
+          ? { place: (roles: readonly string[]) => openPlacement(roles, ids, runner.err) }
           : {}),
       };
+    },
+    group: () => {
+      group ??= processGroup(runner.err);
+      if (group.rank > 0) {
+        runner.err = () => {};
+        runner.tty = false;
+      }
+      return group;
     },
   };
   try {
@@ -200,13 +223,18 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`rmas: ${e.message}\n${USAGE}\n`);
       return 2;
     }
-    const err = e as Error;
-    process.stderr.write(`rmas: ${err instanceof RmasError ? err.name : err?.name ?? 'Error'}: ${err?.message ?? String(e)}\n`);
+    // a rank repeating another's error leaves the printing to that rank
+    if (isEchoed(e)) return 1;
+    const err = withResumeNote(e) as Error;
+    const g = group as ProcessGroup | null;
+    const who = g && g.size > 1 ? `[rank ${g.rank}] ` : '';
+    process.stderr.write(`rmas: ${who}${err instanceof RmasError ? err.name : err?.name ?? 'Error'}: ${err?.message ?? String(e)}\n`);
     if (process.env.RMAS_DEBUG && err?.stack) process.stderr.write(`${err.stack}\n`);
     return 1;
   } finally {
     const m = made as Backend | null;
     if (m instanceof WebGpuBackend) m.ctx.destroy();
+    closeProcessGroup();
   }
 }
 

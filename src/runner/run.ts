@@ -9,12 +9,13 @@
  * --tavily_keys_file and --tavily_sentinel_file; and those it always passes to its modules: --dtype auto,
  * --enable_thinking 0, --do_sample, --ans.
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { allGatherJson, fromRoot, singleProcess, type ProcessGroup } from '../dist/group';
 import { InvalidArgument, UsageError } from '../errors';
 import { BENCHMARK_NAMES, loadBenchmark, type BenchmarkName } from '../eval/datasets';
 import { paperAccuracy } from '../eval/paper';
-import { accuracyLines, evaluate, runJudge, type SampleRecord } from '../eval/run';
+import { accuracyLines, evaluate, runJudge, summarize, type SampleRecord } from '../eval/run';
 import type { TaskKind } from '../mas/prompts';
 import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
 import { loadSystem } from '../mas/system';
@@ -206,8 +207,33 @@ function readResults(path: string): { config: RunConfig | null; done: Map<number
   return { config, done, keep };
 }
 
+/** The part files of a sharded run of `file` (one per rank: `FILE.rank-R`) that this process can see. */
+export function partFiles(file: string): string[] {
+  const dir = dirname(file);
+  const prefix = `${basename(file)}.rank-`;
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length))).map((n) => join(dir, n)).sort();
+}
+
+/** The settings a record file was run with must be this run's (UNCHECKED ones excepted). */
+function checkConfig(file: string, was: RunConfig | null, now: RunConfig) {
+  for (const [key, v] of Object.entries(was ?? {})) {
+    if (!UNCHECKED.has(key) && v !== now[key]) {
+      throw new InvalidArgument(
+        `--resume ${file}: it was run with ${key} = ${JSON.stringify(v)}, this run has ${JSON.stringify(now[key])}; use the same settings (the file was not changed)`,
+      );
+    }
+  }
+}
+
+/**
+ * `group` (mpirun: several ranks) shards the questions: those not yet recorded go round-robin to the ranks,
+ * each rank writes its records to FILE.rank-R as it goes, and at the end rank 0 merges every rank's records
+ * into --result_jsonl in question order and writes the summary. A resumed run first takes in the records of
+ * the part files it finds (an interrupted sharded run, at any world size). Rank 0 alone prints the results.
+ */
 export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void,
-  place?: (roles: readonly string[]) => Promise<Record<string, Backend>>) {
+  place?: (roles: readonly string[]) => Promise<Record<string, Backend>>, group: ProcessGroup = singleProcess()) {
   if (!a.style) throw new UsageError('--style is required (e.g. sequential_light)');
   if (!a.dataset) throw new UsageError(`--dataset is required: ${BENCHMARK_NAMES.join(', ')}, or a .json/.jsonl file`);
   const style = getStyle(a.style);
@@ -277,30 +303,73 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
 
   let done = new Map<number, SampleRecord>();
   const file = a.result_jsonl;
-  if (file && existsSync(file)) {
-    if (!a.resume)
-      throw new InvalidArgument(`--result_jsonl ${file} exists; pass --resume to continue it, or name another file (it was not changed)`);
-    const prev = readResults(file);
-    for (const [key, v] of Object.entries(prev.config ?? {})) {
-      if (!UNCHECKED.has(key) && v !== config[key]) {
-        throw new InvalidArgument(
-          `--resume ${file}: it was run with ${key} = ${JSON.stringify(v)}, this run has ${JSON.stringify(config[key])}; use the same settings (the file was not changed)`,
-        );
-      }
-    }
-    if (prev.keep !== null) {
-      err(`${file}: its last line is incomplete (the run was interrupted while writing); asking that question again\n`);
-      truncateSync(file, prev.keep);
-    }
-    // a file cut before its config line was complete gets one now, so that a later resume checks the settings
-    if (!prev.config) appendFileSync(file, `${JSON.stringify(config)}\n`);
-    done = prev.done;
-    err(`resuming ${file}: ${[...done.keys()].filter((i) => i < items.length).length} of ${items.length} questions recorded\n`);
-  } else if (file) {
-    // a new file's folder is made, as upstream's run.py makes its output folders
-    mkdirSync(dirname(file), { recursive: true });
-    writeFileSync(file, `${JSON.stringify(config)}\n`);
+  const lead = group.rank === 0;
+  const sharded = group.size > 1;
+  // rank 0 checks and prepares the result file; every rank learns which questions it already holds
+  const parts = file ? partFiles(file) : [];
+  if (parts.length && !a.resume) {
+    throw new InvalidArgument(`${parts.join(', ')}: part files of an interrupted sharded run of ${file}; pass --resume to ` +
+      'take their records in and continue, or delete them (nothing was changed)');
   }
+  let prevExisted = false;
+  const { indices: recorded, resumed } = await fromRoot(group, async () => {
+    if (file && existsSync(file)) {
+      prevExisted = true;
+      if (!a.resume)
+        throw new InvalidArgument(`--result_jsonl ${file} exists; pass --resume to continue it, or name another file (it was not changed)`);
+      const prev = readResults(file);
+      checkConfig(file, prev.config, config);
+      for (const i of items) {
+        const r = prev.done.get(i.index);
+        if (r && r.rollouts.length !== k) {
+          throw new InvalidArgument(`the recorded question ${i.index} has ${r.rollouts.length} rollouts, this run asks for ${k}; ` +
+            'resume with the same --num_rollouts (the file was not changed)');
+        }
+      }
+      if (prev.keep !== null) {
+        err(`${file}: its last line is incomplete (the run was interrupted while writing); asking that question again\n`);
+        truncateSync(file, prev.keep);
+      }
+      // a file cut before its config line was complete gets one now, so that a later resume checks the settings
+      if (!prev.config) appendFileSync(file, `${JSON.stringify(config)}\n`);
+      done = prev.done;
+    } else if (file) {
+      // a new file's folder is made, as upstream's run.py makes its output folders
+      mkdirSync(dirname(file), { recursive: true });
+      writeFileSync(file, `${JSON.stringify(config)}\n`);
+    }
+    return { indices: [...done.keys()], resumed: done.size > 0 || prevExisted };
+  });
+  if (file) {
+    // the records of an interrupted sharded run, from the part files each rank sees, go into the result file
+    const found = parts.flatMap((p) => {
+      const r = readResults(p);
+      checkConfig(p, r.config, config);
+      return [...r.done.values()];
+    });
+    const gathered = (await allGatherJson(group, found)).flat();
+    await fromRoot(group, async () => {
+      const fresh = new Map<number, SampleRecord>();
+      for (const r of gathered) if (!done.has(r.sample_idx)) fresh.set(r.sample_idx, r);
+      for (const r of [...fresh.values()].sort((x, y) => x.sample_idx - y.sample_idx)) {
+        appendFileSync(file, `${JSON.stringify(r)}\n`);
+        done.set(r.sample_idx, r);
+      }
+      if (parts.length || gathered.length) err(`${file}: took in ${fresh.size} records of the part files of an interrupted sharded run\n`);
+      return null;
+    });
+    for (const p of parts) rmSync(p, { force: true });
+    // no rank starts its new part file while another may still be deleting the old ones
+    await group.barrier();
+    for (const r of gathered) recorded.push(r.sample_idx);
+  }
+  const held = new Set(recorded);
+  if (resumed) err(`resuming ${file}: ${items.filter((i) => held.has(i.index)).length} of ${items.length} questions recorded\n`);
+  // this rank's questions: those not yet recorded, dealt round-robin
+  const mine = sharded ? items.filter((i) => !held.has(i.index)).filter((_, n) => n % group.size === group.rank) : items;
+  const part = file && sharded ? `${file}.rank-${group.rank}` : null;
+  if (part) writeFileSync(part, `${JSON.stringify(config)}\n`);
+  if (sharded) err(`sharded over ${group.size} ranks: rank 0 asks ${mine.length} of the ${items.length - held.size} questions left\n`);
 
   const be = await backend();
   const placement = place ? await place(style.roles.map((r) => r.key)) : undefined;
@@ -316,24 +385,37 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
       `loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${items.length} questions of ${name ?? a.dataset}, ${mode} mode, ` +
         `${rounds} round(s)${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, ${k} rollout(s), max ${maxNewTokens} new tokens; ${kv} KV cache\n`,
     );
-    let right = [...done.values()].filter((r) => r.sample_idx < items.length && r.correct).length;
-    let seen = [...done.keys()].filter((i) => i < items.length).length;
-    const { summary } = await evaluate(system, items, {
-      rounds, latentSteps, mode, maxNewTokens, sampling, rollouts: k, answerRetry: !a.no_ans, done, judge: judge ?? 'off', batchSize,
+    let right = sharded ? 0 : [...done.values()].filter((r) => r.sample_idx < items.length && r.correct).length;
+    let seen = sharded ? 0 : [...done.keys()].filter((i) => i < items.length).length;
+    const total = mine.length;
+    const sink = part ?? file;
+    const result = await evaluate(system, mine, {
+      rounds, latentSteps, mode, maxNewTokens, sampling, rollouts: k, answerRetry: !a.no_ans, judge: judge ?? 'off', batchSize,
+      ...(sharded ? {} : { done }),
       ...(prompts ? { prompts } : {}), mbppTimeoutMs: mbppTimeout * 1000,
       ...(search ? { tools: { python: nodePythonRunner(), search } } : {}),
       onSample: (rec) => {
         seen++;
         if (rec.correct) right++;
-        if (file) appendFileSync(file, `${JSON.stringify(rec)}\n`);
+        if (sink) appendFileSync(sink, `${JSON.stringify(rec)}\n`);
         const pred = (rec.pred_answer_parsed ?? (rec.pred_code_parsed ? 'code' : 'none')).replace(/\s+/g, ' ').slice(0, 40);
         const by = rec.judge ? ` by the judge${rec.judge.verdict === null ? ' (malformed reply: exact match)' : ''}` : '';
         err(
-          `[${seen}/${items.length}] question ${rec.sample_idx}: ${rec.correct ? 'right' : 'wrong'}${by} (${pred}${rec.gold !== null ? ` vs ${rec.gold.slice(0, 40)}` : ''}); ` +
+          `[${seen}/${total}] question ${rec.sample_idx}: ${rec.correct ? 'right' : 'wrong'}${by} (${pred}${rec.gold !== null ? ` vs ${rec.gold.slice(0, 40)}` : ''}); ` +
             `${rec.tokens} tokens, ${rec.seconds.toFixed(1)} s; accuracy so far ${((100 * right) / seen).toFixed(2)}%\n`,
         );
       },
     });
+    // sharded: every rank's new records come to rank 0, which writes them in question order and sums up
+    const gathered = sharded ? (await allGatherJson(group, result.records)).flat() : [];
+    const summary = !sharded ? result.summary : await fromRoot(group, async () => {
+      const fresh = new Map(gathered.map((r) => [r.sample_idx, r] as const));
+      const all = items.map((i) => done.get(i.index) ?? fresh.get(i.index)).filter((r): r is SampleRecord => !!r);
+      if (file) for (const r of all) if (fresh.has(r.sample_idx)) appendFileSync(file, `${JSON.stringify(r)}\n`);
+      return summarize(all, k);
+    });
+    if (part) rmSync(part, { force: true });
+    if (!lead) return;
     if (file) appendFileSync(file, `${JSON.stringify(summary)}\n`);
     // per group (MATH-500's level and subject, GPQA's domain, …): one line per kind of group
     const kinds = new Map<string, string[]>();

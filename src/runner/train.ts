@@ -8,6 +8,9 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { appendFile, mkdir, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { basename, join } from 'node:path';
+import {
+  broadcastParameters, checkSameParameters, dataParallel, fromRoot, singleProcess, type ProcessGroup,
+} from '../dist/group';
 import { MissingCheckpoint, TrainingMemoryExceeded, UsageError } from '../errors';
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
 import { InnerLink, OuterLink } from '../mas/links';
@@ -31,6 +34,7 @@ import { parseSchedulerType } from '../train/schedule';
 import { materialize } from '../store/bundle-node';
 import { flag01, numberFlag, required } from './args';
 import { thinkingTokenizer } from './ask';
+import { setResumeNote } from './dist';
 import { NO_EFFECT, ROLE_FLAG_ROLES, ROLE_FLAG_SUFFIXES, type TrainArgs } from './train-args';
 
 export interface TrainIO {
@@ -242,9 +246,13 @@ export function agentFlags(a: TrainArgs, style: StyleSpec): TrainArgs {
 /**
  * `place`, when given (train-outer with --devices over several GPUs), opens a backend for each role: its
  * agent, its inner link and the outer links it sends live there. Without it everything runs on `backend`.
+ * `group` (mpirun: several ranks) trains data-parallel: --batch_size samples per rank, the gradients summed
+ * across ranks before clipping and AdamW, rank 0 alone reading --resume and writing --save_dir
+ * (docs/distributed.md).
  */
 export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: () => Promise<Backend>, io: TrainIO,
-  place?: (roles: readonly string[]) => Promise<Record<string, Backend>>): Promise<void> {
+  place?: (roles: readonly string[]) => Promise<Record<string, Backend>>, group: ProcessGroup = singleProcess()): Promise<void> {
+  const lead = group.rank === 0;
   for (const k of NO_EFFECT)
     if (a[k] !== undefined) io.err(`note: --${k} only tunes PyTorch; it has no effect here (links train in f32)\n`);
   const thinking = bool01(a, 'enable_thinking', false);
@@ -412,24 +420,41 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     };
     const store = nodeStore(saveDir);
     let state: TrainerState = initialState(job.size, loopOpts);
+    const params = job.optimizer.params;
     if (a.resume) {
-      const from = nodeStore(await materialize(a.resume));
-      const latest = await latestCheckpoint(from, '.');
-      const loaded = await loadCheckpoint(from, latest.dir, job.links);
-      job.optimizer.t = loaded.optimizerT;
-      state = loaded.state;
-      io.err(`resuming from ${join(a.resume, latest.dir)} at step ${state.step}\n`);
+      // rank 0 reads the checkpoint (it may repair an interrupted save); the others get its values
+      const resumed = await fromRoot(group, async () => {
+        const from = nodeStore(await materialize(a.resume!));
+        const latest = await latestCheckpoint(from, '.');
+        const loaded = await loadCheckpoint(from, latest.dir, job.links);
+        return { t: loaded.optimizerT, state: loaded.state, dir: latest.dir };
+      });
+      job.optimizer.t = resumed.t;
+      state = resumed.state;
+      await broadcastParameters(group, params, { moments: true });
+      io.err(`resuming from ${join(a.resume, resumed.dir)} at step ${state.step}\n`);
+    } else {
+      await broadcastParameters(group, params);
     }
+    if (group.size > 1) {
+      io.err(`data parallel over ${group.size} ranks: ${batchSize} samples per rank and micro-batch, ${batchSize * group.size} in all; ` +
+        `rank 0 writes ${saveDir}\n`);
+    }
+    let lastSaved: string | null = a.resume ? `${a.resume} (where this run resumed)` : null;
+    setResumeNote(() => `; ${lastSaved ? `the last checkpoint is ${lastSaved}` : 'no checkpoint was saved yet'}` +
+      `; run the same command with --resume ${saveDir} to continue${lastSaved ? '' : ' once one is saved'}`);
     const args: Record<string, unknown> = { command: `train-${kind}`, ...a, resolved: { ...loopOpts, task, maxLength } };
     const logEvery = num(a, 'logging_steps', 10, { int: true, min: 1 });
-    if (a.dump_batches) await mkdir(a.dump_batches, { recursive: true });
-    if (a.log_jsonl) await mkdir(join(a.log_jsonl, '..'), { recursive: true });
+    if (a.dump_batches && lead) await mkdir(a.dump_batches, { recursive: true });
+    if (a.log_jsonl && lead) await mkdir(join(a.log_jsonl, '..'), { recursive: true });
 
     let lastPlaced: PlacedModel | null = null;
     const final = await trainLoop(job.size, loopOpts, {
       optimizer: job.optimizer,
-      runBatch: (idx, scale) => job.runBatch(idx, scale),
+      runBatch: (idx, scale, shard) => job.runBatch(idx, scale, shard),
+      ...(group.size > 1 ? { parallel: dataParallel(group, params) } : {}),
       onStep: async (e) => {
+        if (!lead) return;
         const line = progressLine(e);
         if (io.tty) io.err(`\r${line}`);
         else if (e.step % logEvery === 0 || e.step === e.maxSteps || e.step === 1) io.err(`${line}\n`);
@@ -450,6 +475,8 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       },
       save: async (s, last) => {
         const dir = last ? '.' : `checkpoint-${s.step}`;
+        await checkSameParameters(group, params, `saving step ${s.step}`);
+        if (!lead) return;
         // the model files first (placed, never rewritten), the checkpoint's own commit last
         let placed: PlacedModel | null = null;
         if (modelDir !== null) {
@@ -459,6 +486,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
         if (placed && last) lastPlaced = placed;
         const saved = placed ? { ...args, model_files: placed } : args;
         await saveCheckpoint(store, dir, { kind, links: job.links, optimizerT: job.optimizer.t, state: s, args: saved, manifests });
+        lastSaved = join(saveDir, dir);
       },
     }, state);
     if (io.tty) io.err('\n');
@@ -466,7 +494,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     const lp = lastPlaced as PlacedModel | null; // assigned in save()
     io.err(`done: ${final.step} steps${skippedText ? `, skipped samples: ${skippedText}` : ''}; saved to ${saveDir}` +
       `${lp ? ` with the model files of ${lp.source} (${lp.method})` : ''}\n`);
-    io.out(`${JSON.stringify({ steps: final.step, save_dir: saveDir, skipped: final.skipped, dropped: job.dropped })}\n`);
+    if (lead) io.out(`${JSON.stringify({ steps: final.step, save_dir: saveDir, skipped: final.skipped, dropped: job.dropped })}\n`);
   } finally {
     for (const d of disposers.reverse()) d();
   }

@@ -17,7 +17,7 @@ import type { Tensor } from '../tensor/tensor';
 import type { Tokenizer } from '../tokenizer';
 import { innerExample, rowTask, stageExample, type Row } from './data';
 import { innerPairs, innerSampleStep, type InnerExample, type InnerLossWeights } from './inner';
-import type { BatchResult } from './loop';
+import type { BatchResult, BatchShard } from './loop';
 import { outerSampleStep, stageKey, type OuterAgent, type OuterLossOptions, type OuterSample } from './outer';
 
 export interface TrainJob {
@@ -30,7 +30,8 @@ export interface TrainJob {
   notes: Record<string, number>;
   optimizer: AdamW;
   links: ReadonlyMap<string, InnerLink | OuterLink>;
-  runBatch(indices: number[], scale: number): Promise<BatchResult>;
+  /** This rank's samples of a micro-batch; normalisers span `shard.global` (trainLoop's LoopHooks.runBatch). */
+  runBatch(indices: number[], scale: number, shard: BatchShard): Promise<BatchResult>;
   /** What a batch feeds the models, for --dump_batches (prefix distinguishes micro-batches). */
   batchTensors(indices: number[], prefix: string): Record<string, StTensor>;
 }
@@ -80,9 +81,10 @@ export function createInnerJob(c: InnerJobConfig): TrainJob & { examples: InnerE
   const optimizer = new AdamW([c.link.params], c.optimizer);
   return {
     kind: 'inner', size: examples.length, dropped, notes, optimizer, examples, links: new Map([['adapter', c.link]]),
-    async runBatch(indices, scale) {
+    async runBatch(indices, scale, shard) {
       const batch = indices.map((i) => examples[i]);
-      const pairs = batch.reduce((n, e) => n + innerPairs(e), 0);
+      // the masked means span the whole batch, every rank's samples (each rank tokenised them all)
+      const pairs = shard.global.reduce((n, i) => n + innerPairs(examples[i]), 0);
       // the batch's masked means, scaled by 1 / gradient-accumulation steps
       let total: Tensor | null = null;
       for (const ex of batch) {
@@ -148,21 +150,23 @@ export function createOuterJob(c: OuterJobConfig): TrainJob & { samples: OuterSa
   const optimizer = new AdamW(keys.map((k) => c.outer.get(k)!.params), c.optimizer);
   return {
     kind: 'outer', size: samples.length, dropped, notes: {}, optimizer, samples, links: c.outer,
-    async runBatch(indices, scale) {
+    async runBatch(indices, scale, shard) {
       let loss = 0;
       let tokens = 0;
       let valid = 0;
       const skipped: Record<string, number> = {};
+      const batch = shard.global.length;
       for (const i of indices) {
-        const r = await outerSampleStep(c.style, c.agents, c.outer, samples[i], c.loss, scale / indices.length);
+        const r = await outerSampleStep(c.style, c.agents, c.outer, samples[i], c.loss, scale / batch);
         if ('skip' in r) { add(skipped, r.skip); continue; }
         valid++;
         loss += r.loss;
         tokens += r.tokens;
       }
-      // upstream rescales by batch / valid when samples were skipped
-      if (valid > 0) optimizer.gather(indices.length / valid);
-      return { loss: valid ? loss / valid : 0, tokens, valid, skipped };
+      // upstream rescales by batch / valid when samples were skipped (valid samples of every rank)
+      const [all] = await shard.sum([valid]);
+      if (all > 0) optimizer.gather(batch / all);
+      return { loss: all ? loss / all : 0, tokens, valid, skipped };
     },
     batchTensors(indices, prefix) {
       // per sample and stage: the prompt pieces around the slots, the gold target, how many latents each

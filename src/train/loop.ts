@@ -8,6 +8,13 @@
  * What a batch computes is the caller's (inner.ts / outer.ts through the jobs): `runBatch` runs forward and
  * backward for the samples it is given, with losses scaled by `scale` (1 / gradAccumSteps), and gathers
  * the gradients into the optimizer's flat buffers.
+ *
+ * Data parallelism (hooks.parallel, src/dist under mpirun): every rank draws the same data order, each
+ * micro-batch is `batchSize` samples per rank (the global batch is batchSize × world size, in order, rank r
+ * taking the r-th slice), the jobs normalise by the global batch (BatchShard), the gradients are summed
+ * across ranks before clipping and AdamW, and the step's figures are the global ones, so that N ranks make
+ * the same updates as one process with the whole batch. The saved state counts global samples, so a run
+ * resumes at any world size.
  */
 import type { AdamW } from '../autograd/ops/optim';
 import { Cancelled, InvalidArgument } from '../errors';
@@ -57,9 +64,39 @@ export interface StepEvent {
   empty: boolean;
 }
 
+/** The whole batch a rank's samples belong to, for normalisers that span ranks. */
+export interface BatchShard {
+  /** Every sample of this micro-batch across ranks (this rank's `indices` are one slice of it). */
+  global: readonly number[];
+  /** Element-wise sums across ranks (the values themselves in one process). */
+  sum(values: readonly number[]): Promise<number[]>;
+}
+
+/** A data-parallel world (src/dist/group.ts dataParallel). */
+export interface DataParallel {
+  rank: number;
+  size: number;
+  /** Element-wise sums across ranks. */
+  sum(values: readonly number[]): Promise<number[]>;
+  /** Every rank's JSON value, in rank order. */
+  gather<T>(value: T): Promise<T[]>;
+  /** Sums the gathered gradients across ranks, in place on every rank. */
+  reduceGradients(): Promise<void>;
+}
+
+const ONE_PROCESS: BatchShard['sum'] = async (values) => [...values];
+/** A batch that is the whole batch (one process). */
+export const wholeBatch = (indices: readonly number[]): BatchShard => ({ global: indices, sum: ONE_PROCESS });
+
 export interface LoopHooks {
   optimizer: AdamW;
-  runBatch(indices: number[], scale: number): Promise<BatchResult>;
+  /**
+   * Forward and backward of this rank's samples, gradients gathered into the optimizer's buffers. With data
+   * parallelism the result's loss is this rank's part of the global batch loss (the ranks' parts sum to it).
+   */
+  runBatch(indices: number[], scale: number, shard: BatchShard): Promise<BatchResult>;
+  /** Several ranks (mpirun); absent: one process. */
+  parallel?: DataParallel;
   onStep?(e: StepEvent): void | Promise<void>;
   /** Periodic (final false) and last (final true) saves, with the state to resume from. */
   save?(state: TrainerState, final: boolean): Promise<void>;
@@ -95,14 +132,21 @@ export async function trainLoop(
   hooks: LoopHooks,
   state: TrainerState,
 ): Promise<TrainerState & { stopped: boolean }> {
-  const { batchSize, gradAccumSteps, maxSteps } = opts;
-  if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidArgument(`batch size must be a positive integer, got ${batchSize}`);
+  const { gradAccumSteps, maxSteps } = opts;
+  const dp = hooks.parallel;
+  const world = dp?.size ?? 1;
+  const rank = dp?.rank ?? 0;
+  // the order is drawn in global batches; this rank trains on its slice of each
+  const batchSize = opts.batchSize * world;
+  if (!Number.isInteger(opts.batchSize) || opts.batchSize < 1)
+    throw new InvalidArgument(`batch size must be a positive integer, got ${opts.batchSize}`);
   if (!Number.isInteger(gradAccumSteps) || gradAccumSteps < 1)
     throw new InvalidArgument(`gradient accumulation steps must be a positive integer, got ${gradAccumSteps}`);
   if (!Number.isInteger(maxSteps) || maxSteps < 1) throw new InvalidArgument(`max steps must be a positive integer, got ${maxSteps}`);
   if (n < batchSize)
     throw new InvalidArgument(
-      `${n} usable samples cannot fill one batch of ${batchSize} (batches drop the remainder, as upstream); lower --batch_size or add data`,
+      `${n} usable samples cannot fill one batch of ${batchSize}${world > 1 ? ` (${opts.batchSize} on each of ${world} ranks)` : ''} ` +
+        '(batches drop the remainder, as upstream); lower --batch_size or add data',
     );
   if (state.order.length !== n)
     throw new InvalidArgument(
@@ -141,15 +185,26 @@ export async function trainLoop(
     const skipped: Record<string, number> = {};
     const batches: number[][] = [];
     for (let a = 0; a < gradAccumSteps; a++) {
-      const idx = nextBatch();
-      batches.push(idx);
-      const r = await hooks.runBatch(idx, 1 / gradAccumSteps);
+      const global = nextBatch();
+      batches.push(global);
+      const idx = global.slice(rank * opts.batchSize, (rank + 1) * opts.batchSize);
+      const r = await hooks.runBatch(idx, 1 / gradAccumSteps, { global, sum: dp ? dp.sum : ONE_PROCESS });
       loss += r.loss / gradAccumSteps;
       tokens += r.tokens;
       valid += r.valid;
       for (const [k, v] of Object.entries(r.skipped)) skipped[k] = (skipped[k] ?? 0) + v;
     }
     if (hooks.signal?.aborted) throw new Cancelled(`cancelled during step ${s.step + 1}; the last saved checkpoint is intact`);
+    if (dp) {
+      // the global step: gradients summed before clipping, figures summed over ranks (identical on every rank)
+      await dp.reduceGradients();
+      const all = await dp.gather({ loss, tokens, valid, skipped });
+      loss = all.reduce((x, r) => x + r.loss, 0);
+      tokens = all.reduce((x, r) => x + r.tokens, 0);
+      valid = all.reduce((x, r) => x + r.valid, 0);
+      for (const k of Object.keys(skipped)) delete skipped[k];
+      for (const r of all) for (const [k, v] of Object.entries(r.skipped)) skipped[k] = (skipped[k] ?? 0) + v;
+    }
     // the schedule follows optimizer updates (a step with no valid sample makes none)
     const lr = opts.lr * lrFactor(opts.scheduler, opt.t, opts.warmupSteps, maxSteps);
     let gradNorm = 0;

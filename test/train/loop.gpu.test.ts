@@ -36,7 +36,7 @@ async function run(job: TrainJob, store: ReturnType<typeof memoryStore> | null, 
     opts,
     {
       optimizer: job.optimizer,
-      runBatch: (i, s) => job.runBatch(i, s),
+      runBatch: (i, s, shard) => job.runBatch(i, s, shard),
       signal: ctl.signal,
       onStep: (e) => void (e.step === stopAfter && ctl.abort()),
       save: async (s) =>

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { loadCheckpoint, saveCheckpoint } from '../../src/train/checkpoint';
 import type { TrainJob } from '../../src/train/jobs';
-import { initialState, trainLoop, type LoopOptions, type StepEvent } from '../../src/train/loop';
+import { initialState, trainLoop, wholeBatch, type LoopOptions, type StepEvent } from '../../src/train/loop';
 import { memoryStore } from '../../src/train/checkpoint-files';
 import { arithmeticRows, innerJob, outerJob } from './fixtures';
 
@@ -42,7 +42,7 @@ async function run(
     opts,
     {
       optimizer: job.optimizer,
-      runBatch: (i, s) => job.runBatch(i, s),
+      runBatch: (i, s, shard) => job.runBatch(i, s, shard),
       signal: ctl.signal,
       onStep: (e) => {
         events.push(e);
@@ -140,7 +140,7 @@ describe('training loop (CPU)', () => {
       const { job, link, dispose } = await innerJob(be, rows);
       try {
         job.optimizer.zeroGrad();
-        for (const b of batches) await job.runBatch(b, scale);
+        for (const b of batches) await job.runBatch(b, scale, wholeBatch(b));
         return new Map([...(await link.params.export('grad'))].map(([k, v]) => [k, Array.from(v)]));
       } finally {
         dispose();

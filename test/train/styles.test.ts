@@ -16,6 +16,7 @@ import { CpuBackend } from '../../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../../src/tokenizer';
 import type { Row } from '../../src/train/data';
 import { createInnerJob, createOuterJob } from '../../src/train/jobs';
+import { wholeBatch } from '../../src/train/loop';
 import { buildTinySystem, type TinyStyle } from '../../scripts/tiny-system/tiny-mas';
 
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-train-styles-'));
@@ -67,7 +68,7 @@ describe('training every style (CPU)', () => {
           });
           expect(job.size, `${style} ${r.key} usable rows`).toBe(2);
           job.optimizer.zeroGrad();
-          const res = await job.runBatch([0, 1], 1);
+          const res = await job.runBatch([0, 1], 1, wholeBatch([0, 1]));
           expect(Number.isFinite(res.loss) && res.loss > 0, `${style} ${r.key} inner loss ${res.loss}`).toBe(true);
           link.dispose();
         }
@@ -87,7 +88,7 @@ describe('training every style (CPU)', () => {
         });
         expect(job.size).toBe(2);
         job.optimizer.zeroGrad();
-        const res = await job.runBatch([0, 1], 1);
+        const res = await job.runBatch([0, 1], 1, wholeBatch([0, 1]));
         expect(res.valid).toBe(2);
         expect(Number.isFinite(res.loss) && res.loss > 0).toBe(true);
         for (const [key, l] of outer) {
