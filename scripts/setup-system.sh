@@ -5,6 +5,8 @@
 #  - python3-torch (PyTorch 1.13 for /usr/bin/python3: test/mas/torch-interop loads our link files with
 #    torch.load and writes torch.save files for us to read)
 #  - g++ (builds the CUDA emulator, native/cuda/emu, on which test/cuda-emu*.test.ts run the cuda backend's kernels)
+#  - Open MPI (openmpi-bin: mpirun; libopenmpi-dev: mpicxx, which builds native/mpi on npm install): test/dist runs
+#    data-parallel training and sharded evaluation under mpirun -np 2
 #  - Mesa 25 lavapipe from bookworm-backports, unpacked into .cache/lavapipe25 (the system's Mesa 22
 #    lavapipe has no adapter under Dawn); the system's apt state is left untouched.
 # Idempotent: does nothing for parts already present. Needs root for apt-get (CI and dev machines run as root).
@@ -17,6 +19,8 @@ need=()
 ldconfig -p | grep -q 'libvulkan.so.1' || need+=(libvulkan1)
 /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+command -v mpicxx >/dev/null 2>&1 || need+=(libopenmpi-dev)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "setup-system: missing ${need[*]}; run as root: apt-get update && apt-get install -y --no-install-recommends ${need[*]}" >&2
@@ -43,4 +47,4 @@ if [ ! -f "$DEST/lvp_icd.json" ]; then
 { "file_format_version": "1.0.0", "ICD": { "library_path": "$DEST/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so", "api_version": "1.4.305" } }
 JSON
 fi
-echo "setup-system: chromium $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}'), lavapipe in $DEST"
+echo "setup-system: chromium $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}'), lavapipe in $DEST, $(mpirun --version 2>/dev/null | head -1)"
