@@ -10,22 +10,9 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { priceList } from '../src/eval/tiny-prices';
 import { taskSplit, toJsonl } from '../src/eval/tiny-task';
+import { bashLines, words } from './util/markdown';
 
 const ROOT = resolve(import.meta.dirname, '..');
-
-/** The lines of a Markdown text's ```bash blocks that start with `prefix`. */
-export function bashLines(markdown: string, prefix: string): string[] {
-  const blocks = [...markdown.matchAll(/^```bash\n([^]*?)^```/gm)].map((m) => m[1]!);
-  return blocks.flatMap((b) => b.split('\n')).map((l) => l.trim()).filter((l) => l.startsWith(prefix));
-}
-
-/** A command line's words as a POSIX shell splits them (double and single quotes; no expansions are used). */
-export function words(line: string): string[] {
-  const out: string[] = [];
-  for (const m of line.matchAll(/"((?:[^"\\]|\\.)*)"|'([^']*)'|(\S+)/g))
-    out.push(m[1] !== undefined ? m[1].replace(/\\(.)/g, '$1') : (m[2] ?? m[3])!);
-  return out;
-}
 
 const lines = bashLines(readFileSync(join(ROOT, 'README.md'), 'utf8'), 'npx rmas ');
 const dir = mkdtempSync(join(tmpdir(), 'rmas-readme-'));
