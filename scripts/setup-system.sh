@@ -47,4 +47,5 @@ if [ ! -f "$DEST/lvp_icd.json" ]; then
 { "file_format_version": "1.0.0", "ICD": { "library_path": "$DEST/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so", "api_version": "1.4.305" } }
 JSON
 fi
-echo "setup-system: chromium $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}'), lavapipe in $DEST, $(mpirun --version 2>/dev/null | head -1)"
+CHROMIUM=$(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}')
+echo "setup-system: chromium $CHROMIUM, lavapipe in $DEST, $(mpirun --version 2>/dev/null | head -1)"

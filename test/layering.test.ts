@@ -12,7 +12,9 @@ const ROOT = resolve(import.meta.dirname, '..');
  * Library layers, lowest first; a file may import its own layer and those before it. `errors` is src/errors.ts,
  * which the doc leaves out: the named errors every layer throws, below util (whose Rng throws one).
  */
-const LAYERS = ['errors', 'util', 'formats', 'gpu', 'kernels', 'tensor', 'autograd', 'model', 'tokenizer', 'mas', 'train', 'eval', 'store', 'dist'];
+const LAYERS = [
+  'errors', 'util', 'formats', 'gpu', 'kernels', 'tensor', 'autograd', 'model', 'tokenizer', 'mas', 'train', 'eval', 'store', 'dist',
+];
 const APPS = ['ui', 'runner'];
 /** Folders outside src/ that no library file imports (workers/ only src/ui may). */
 const OUTSIDE = ['workers', 'bench', 'models', 'scripts', 'test'];

@@ -60,7 +60,8 @@ export function launcherWorld(env: NodeJS.ProcessEnv = process.env): LauncherWor
     const rank = intVar(env, r);
     const size = intVar(env, s);
     if (rank === null && size === null) continue;
-    if (rank === null || size === null) throw new DistUnavailable(`${rank === null ? s : r} is set but ${rank === null ? r : s} is not; a launcher sets both`);
+    if (rank === null || size === null)
+      throw new DistUnavailable(`${rank === null ? s : r} is set but ${rank === null ? r : s} is not; a launcher sets both`);
     if (size < 1 || rank >= size) throw new DistUnavailable(`${r}=${rank} with ${s}=${size}: the rank must be below the world size`);
     return { rank, size, localRank: intVar(env, l) ?? rank, source: `${r}/${s}` };
   }
@@ -74,7 +75,8 @@ export function loadMpiAddon(env: NodeJS.ProcessEnv = process.env): MpiAddon {
   if (loaded) return loaded;
   const path = mpiAddonPath(env);
   const how = 'install Open MPI (Debian: apt-get install openmpi-bin libopenmpi-dev, or npm run setup:system) and run npm run build:mpi';
-  if (!existsSync(path)) throw new DistUnavailable(`this job has several ranks, but the MPI addon is not built (${path} is missing); ${how}`);
+  if (!existsSync(path))
+    throw new DistUnavailable(`this job has several ranks, but the MPI addon is not built (${path} is missing); ${how}`);
   try {
     loaded = createRequire(import.meta.url)(path) as MpiAddon;
   } catch (e) {
