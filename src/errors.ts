@@ -73,6 +73,12 @@ export class JudgeUnavailable extends named('JudgeUnavailable') {}
 /** A training step's planned device memory (src/train/memory.ts) exceeds the budget; the message says what to change. */
 export class TrainingMemoryExceeded extends named('TrainingMemoryExceeded') {}
 /**
+ * A training step's loss or gradient norm is NaN or infinite (a learning rate too high, bad data): the run stops
+ * before the update, so the links and every saved checkpoint stay finite; the message names the step and what to
+ * resume from.
+ */
+export class NonFiniteLoss extends named('NonFiniteLoss') {}
+/**
  * A run under a launcher (mpirun) cannot form its process group: the MPI addon is not built, or the
  * launcher's environment and MPI disagree about the ranks; the message says what to install or how to launch.
  */
@@ -84,3 +90,8 @@ export class DistUnavailable extends named('DistUnavailable') {}
 export class RankLost extends named('RankLost') {}
 /** The ranks of a data-parallel run no longer hold the same link parameters (a bug or a faulty node); nothing was saved. */
 export class RanksDiverged extends named('RanksDiverged') {}
+/**
+ * A prompt does not fit the model's context (max_position_embeddings): refused before any forward pass, so no time
+ * or memory is spent on it; the message gives the prompt's token count, the context and what to shorten.
+ */
+export class ContextTooLong extends named('ContextTooLong') {}

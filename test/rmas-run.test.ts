@@ -137,6 +137,28 @@ describe('rmas run', () => {
     expect(summary.accuracy).toBeCloseTo(samples.filter((s) => s.correct).length / 5, 12);
   }, 180_000);
 
+  it('--resume of a finished file says so; asked for more questions it sums up once more; a file not ours is refused', () => {
+    const args = (n: number, file = results) =>
+      ['--dataset', data, '--greedy', '--num_samples', String(n), '--latent_length', String(recorded.latentSteps), '--result_jsonl', file];
+    const before = readFileSync(results);
+    const done = rmas(...args(5), '--resume');
+    expect(done.code).toBe(1);
+    expect(done.err).toMatch(/--resume .*results\.jsonl: the run is finished \(its summary says accuracy [\d.]+% over 5 questions\); nothing is left/);
+    expect(readFileSync(results).equals(before)).toBe(true);
+    const more = rmas(...args(6), '--resume');
+    expect(more.code, more.err).toBe(0);
+    expect(more.err).toMatch(/finished with 5 questions; asking the rest of the 6, then summing up again/);
+    expect(lines(results).map((x) => x.type)).toEqual(['config', ...Array(6).fill('sample'), 'summary']);
+    expect((lines(results)[7] as EvalSummary).samples).toBe(6);
+    // a training-data file is not a result file: nothing is appended to it
+    const rowsCopy = join(dir, 'rows-copy.jsonl');
+    writeFileSync(rowsCopy, readFileSync(data));
+    const r = rmas(...args(3, rowsCopy), '--resume');
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/rows-copy\.jsonl: its first line is not the config record rmas run writes; it is not a result file of rmas run/);
+    expect(readFileSync(rowsCopy).equals(readFileSync(data))).toBe(true);
+  }, 180_000);
+
   it('a settings mismatch leaves even a half-written file as it was; a file cut inside its config line gets one', async () => {
     const cpu = new CpuBackend('f32');
     const run = (args: Record<string, unknown>) =>

@@ -307,6 +307,27 @@ const FLOAT_DTYPES: Partial<Record<StDType, 'f32' | 'f16' | 'bf16'>> = { F32: 'f
 
 /** A link state dict from .pt (zip) or .safetensors bytes, told apart by content; values widened to f32 exactly. */
 export function parseLinkBytes(bytes: Uint8Array, name: string): LinkStateDict {
+  return requireFinite(linkValues(bytes, name), name);
+}
+
+/**
+ * Refuses a state dict holding NaN or infinite values (saved by a run that diverged): loaded, such a link turns
+ * every latent into NaN and the failure shows up far away (a token id of -1).
+ */
+function requireFinite(sd: ReadonlyMap<string, LinkTensor & { data: Float32Array }>, name: string): LinkStateDict {
+  for (const [k, t] of sd) {
+    const at = t.data.findIndex((x) => !Number.isFinite(x));
+    if (at < 0) continue;
+    const count = t.data.reduce((n, x) => n + (Number.isFinite(x) ? 0 : 1), 0);
+    throw new CorruptCheckpoint(
+      `${name}: tensor "${k}" holds ${count} non-finite value(s) (the first, ${t.data[at]}, at index ${at}): it was saved by a run ` +
+        'that diverged; use an earlier checkpoint, or train again with a lower learning rate',
+    );
+  }
+  return sd;
+}
+
+function linkValues(bytes: Uint8Array, name: string): Map<string, LinkTensor & { data: Float32Array }> {
   const out = new Map<string, LinkTensor & { data: Float32Array }>();
   if (bytes.length >= 4 && bytes[0] === 0x50 && bytes[1] === 0x4b) {
     for (const [k, t] of readTorchStateDict(bytes, name)) out.set(k, { shape: t.shape, data: decode(t.dtype, t.bytes, t.shape) });

@@ -15,7 +15,7 @@ import { allGatherJson, fromRoot, singleProcess, type ProcessGroup } from '../di
 import { InvalidArgument, UsageError } from '../errors';
 import { BENCHMARK_NAMES, loadBenchmark, type BenchmarkName } from '../eval/datasets';
 import { paperAccuracy } from '../eval/paper';
-import { accuracyLines, evaluate, runJudge, summarize, type SampleRecord } from '../eval/run';
+import { accuracyLines, evaluate, runJudge, summarize, type EvalSummary, type SampleRecord } from '../eval/run';
 import type { TaskKind } from '../mas/prompts';
 import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
 import { loadSystem } from '../mas/system';
@@ -181,8 +181,13 @@ export function searchTool(
   });
 }
 
-/** A result file's config and records; `keep` is the byte length to cut it to when its last line was half written. */
-function readResults(path: string): { config: RunConfig | null; done: Map<number, SampleRecord>; keep: number | null } {
+/**
+ * A result file's config, records and summary; `keep` is the byte length to cut it to when its last line was half
+ * written. A file whose first whole line is not a config record of rmas run is refused: it is not ours to append to.
+ */
+function readResults(path: string): {
+  config: RunConfig | null; done: Map<number, SampleRecord>; keep: number | null; summary: EvalSummary | null; summaryAt: number | null;
+} {
   let raw = readFileSync(path, 'utf8');
   const cut = raw.lastIndexOf('\n');
   let keep: number | null = null;
@@ -192,19 +197,34 @@ function readResults(path: string): { config: RunConfig | null; done: Map<number
     keep = Buffer.byteLength(raw);
   }
   let config: RunConfig | null = null;
+  let summary: EvalSummary | null = null;
   const done = new Map<number, SampleRecord>();
+  const notOurs = (why: string) =>
+    new InvalidArgument(`${path}: ${why}; it is not a result file of rmas run: name another --result_jsonl (nothing was changed)`);
+  let summaryAt: number | null = null;
+  let offset = 0;
   raw.split('\n').forEach((line, i) => {
+    const at = offset;
+    offset += Buffer.byteLength(line) + 1;
     if (!line.trim()) return;
-    let rec: { type?: string };
+    if (summaryAt !== null) throw notOurs(`line ${i + 1} follows the summary record`);
+    let rec: { type?: string; sample_idx?: unknown };
     try {
       rec = JSON.parse(line) as { type?: string };
     } catch {
-      throw new InvalidArgument(`${path}: line ${i + 1} is not JSON; it is not a result file of rmas run (nothing was changed)`);
+      throw notOurs(`line ${i + 1} is not JSON`);
     }
+    if (i === 0 && (rec?.type !== 'config' || typeof (rec as RunConfig).style !== 'string'))
+      throw notOurs('its first line is not the config record rmas run writes');
     if (rec.type === 'config') config = rec as RunConfig;
-    else if (rec.type === 'sample') done.set((rec as SampleRecord).sample_idx, rec as SampleRecord);
+    else if (rec.type === 'sample' && Number.isInteger(rec.sample_idx)) done.set(rec.sample_idx as number, rec as SampleRecord);
+    else if (rec.type === 'summary') {
+      summary = rec as EvalSummary;
+      summaryAt = at;
+    }
+    else throw notOurs(`line ${i + 1} is neither a config, a sample nor a summary record`);
   });
-  return { config, done, keep };
+  return { config, done, keep, summary, summaryAt };
 }
 
 /** The part files of a sharded run of `file` (one per rank: `FILE.rank-R`) that this process can see. */
@@ -319,6 +339,11 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
         throw new InvalidArgument(`--result_jsonl ${file} exists; pass --resume to continue it, or name another file (it was not changed)`);
       const prev = readResults(file);
       checkConfig(file, prev.config, config);
+      if (prev.summary && items.every((i) => prev.done.has(i.index))) {
+        const s = prev.summary;
+        throw new InvalidArgument(`--resume ${file}: the run is finished (its summary says accuracy ${(100 * s.accuracy).toFixed(2)}% ` +
+          `over ${s.samples} questions); nothing is left to resume. Name another --result_jsonl to run again (the file was not changed)`);
+      }
       for (const i of items) {
         const r = prev.done.get(i.index);
         if (r && r.rollouts.length !== k) {
@@ -326,7 +351,11 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
             'resume with the same --num_rollouts (the file was not changed)');
         }
       }
-      if (prev.keep !== null) {
+      if (prev.summaryAt !== null) {
+        // a finished run asked for more questions: its summary makes way for the one written at the end
+        err(`${file}: finished with ${prev.done.size} questions; asking the rest of the ${items.length}, then summing up again\n`);
+        truncateSync(file, prev.summaryAt);
+      } else if (prev.keep !== null) {
         err(`${file}: its last line is incomplete (the run was interrupted while writing); asking that question again\n`);
         truncateSync(file, prev.keep);
       }

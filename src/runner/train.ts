@@ -4,14 +4,14 @@
  * optional per-step JSONL log and batch dumps, and saves checkpoints into --save_dir (periodic ones in
  * checkpoint-<step>/, the last one at the top, upstream's layout).
  */
-import { existsSync, mkdirSync, statSync } from 'node:fs';
-import { appendFile, mkdir, writeFile } from 'node:fs/promises';
+import { accessSync, constants as fsConstants, existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { appendFile, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { basename, join } from 'node:path';
+import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import {
   broadcastParameters, checkSameParameters, dataParallel, fromRoot, singleProcess, type ProcessGroup,
 } from '../dist/group';
-import { MissingCheckpoint, TrainingMemoryExceeded, UsageError } from '../errors';
+import { InvalidArgument, MissingCheckpoint, NonFiniteLoss, TrainingMemoryExceeded, UsageError } from '../errors';
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
 import { InnerLink, OuterLink } from '../mas/links';
 import { loadPromptSet, type TaskKind } from '../mas/prompts';
@@ -23,7 +23,7 @@ import type { HalfGemm } from '../kernels/kernel';
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { latestCheckpoint, loadCheckpoint, saveCheckpoint, type TrainerState } from '../train/checkpoint';
-import { nodeStore } from '../train/checkpoint-files';
+import { nodeStore, pendingCommit } from '../train/checkpoint-files';
 import { canonicalRole, loadRows, type RowSource } from '../train/data';
 import { placeModelFiles, type PlacedModel } from '../train/model-files';
 import { createInnerJob, createOuterJob, type TrainJob } from '../train/jobs';
@@ -218,6 +218,28 @@ export function progressLine(e: StepEvent): string {
 }
 
 /**
+ * Makes sure a folder the run writes into can be made and written, before any model loads: a path that is a
+ * file, or a folder that cannot be created or written, is refused now rather than at the first save.
+ */
+export function checkOutputFolder(flag: string, dir: string) {
+  const fail = (why: string) => new InvalidArgument(`--${flag} ${dir}: ${why}; give a folder this run can write (nothing was trained)`);
+  if (existsSync(dir) && !statSync(dir).isDirectory()) throw fail('it is a file, not a folder');
+  try {
+    mkdirSync(dir, { recursive: true });
+    accessSync(dir, fsConstants.W_OK);
+  } catch (e) {
+    throw fail(`it cannot be made or written (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+}
+
+/** The same for a file the run appends to (--log_jsonl): its folder is made, and the path must not be a folder. */
+function checkOutputFile(flag: string, file: string) {
+  if (existsSync(file) && statSync(file).isDirectory())
+    throw new InvalidArgument(`--${flag} ${file}: it is a folder; give a file path (nothing was trained)`);
+  checkOutputFolder(flag, dirname(resolvePath(file)));
+}
+
+/**
  * train_outer.py's role-named flags (--expert_model_name_or_path, --reflector_inner_aligner_path, …) as the
  * --agentN_* flags of the role's place in the style's order; both spellings of one flag is a usage error.
  */
@@ -272,6 +294,16 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     : style.embedded ? await loadEmbeddedPrompts(style, await embeddedRoot(style)) : undefined;
   const cacheDir = a.cache_dir ?? process.env.RMAS_CACHE ?? join(homedir(), '.cache', 'rmas', 'datasets');
 
+  // every path the run writes is checked before anything loads (rank 0 alone writes them)
+  await fromRoot(group, async () => {
+    checkOutputFolder('save_dir', saveDir);
+    // an unreadable commit journal would stop the first save; it is reported now, before any step
+    const saves = nodeStore(saveDir);
+    for (const d of ['.', ...readdirSync(saveDir).filter((n) => /^checkpoint-\d+$/.test(n))]) await pendingCommit(saves, d);
+    if (a.dump_batches) checkOutputFolder('dump_batches', a.dump_batches);
+    if (a.log_jsonl) checkOutputFile('log_jsonl', a.log_jsonl);
+    return null;
+  });
   io.err(`loading rows from ${a.dataset_name}\n`);
   const rows = await loadRows(rowSource(a), { cacheDir });
   const be = await backend();
@@ -445,8 +477,6 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       `; run the same command with --resume ${saveDir} to continue${lastSaved ? '' : ' once one is saved'}`);
     const args: Record<string, unknown> = { command: `train-${kind}`, ...a, resolved: { ...loopOpts, task, maxLength } };
     const logEvery = num(a, 'logging_steps', 10, { int: true, min: 1 });
-    if (a.dump_batches && lead) await mkdir(a.dump_batches, { recursive: true });
-    if (a.log_jsonl && lead) await mkdir(join(a.log_jsonl, '..'), { recursive: true });
 
     let lastPlaced: PlacedModel | null = null;
     const final = await trainLoop(job.size, loopOpts, {
@@ -488,7 +518,12 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
         await saveCheckpoint(store, dir, { kind, links: job.links, optimizerT: job.optimizer.t, state: s, args: saved, manifests });
         lastSaved = join(saveDir, dir);
       },
-    }, state);
+    }, state).catch((e: unknown) => {
+      if (!(e instanceof NonFiniteLoss)) throw e;
+      const lrFlag = kind === 'inner' ? '--adapter_lr' : '--outer_lr';
+      throw new NonFiniteLoss(`${e.message}. Lower ${lrFlag} (now ${lr}) or check the data; nothing non-finite was saved, ` +
+        `${lastSaved ? `the last checkpoint is ${lastSaved}` : 'and no checkpoint was saved yet'}`);
+    });
     if (io.tty) io.err('\n');
     const skippedText = Object.entries(final.skipped).map(([k, v]) => `${k} ${v}`).join(', ');
     const lp = lastPlaced as PlacedModel | null; // assigned in save()

@@ -17,7 +17,7 @@
  * resumes at any world size.
  */
 import type { AdamW } from '../autograd/ops/optim';
-import { Cancelled, InvalidArgument } from '../errors';
+import { Cancelled, InvalidArgument, NonFiniteLoss } from '../errors';
 import { Rng } from '../util/rng';
 import type { TrainerState } from './checkpoint';
 import { lrFactor, type SchedulerType } from './schedule';
@@ -209,9 +209,9 @@ export async function trainLoop(
     const lr = opts.lr * lrFactor(opts.scheduler, opt.t, opts.warmupSteps, maxSteps);
     let gradNorm = 0;
     if (valid > 0) {
-      const norm = opt.step(lr);
-      gradNorm = (await norm.read())[0];
-      norm.dispose();
+      const where = `step ${s.step + 1}`;
+      if (!Number.isFinite(loss)) throw new NonFiniteLoss(`${where}: the loss is ${loss}; no update was made`);
+      gradNorm = await opt.checkedStep(lr, where);
     }
     s.step++;
     s.tokensSeen += tokens;

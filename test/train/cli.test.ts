@@ -4,13 +4,13 @@
  * trained on, --resume continues to the same bytes as an uninterrupted run, a trained outer-links folder
  * is what `rmas ask --ckpt_override outer=DIR` reads, and bad input gets named errors.
  */
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SafetensorsFile } from '../../src/formats/safetensors';
 import { fileSource } from '../../src/formats/sources';
-import { readLinkFile } from '../../src/mas/upstream';
+import { linkFileBytes, readLinkFile } from '../../src/mas/upstream';
 import { trainCmd } from '../../src/runner/train';
 import type { TrainArgs } from '../../src/runner/train-args';
 import { CpuBackend } from '../../src/tensor/cpu';
@@ -145,6 +145,58 @@ describe('rmas train-inner', () => {
     expect((await train('inner', innerArgs(join(tmp, 'x'), { model_name_or_path: join(tmp, 'no-model') }))).error?.name).toBe(
       'MissingCheckpoint',
     );
+  });
+});
+
+describe('rmas train-inner under faults', () => {
+  it('a diverging run stops with NonFiniteLoss before the update; every saved link is finite, and a NaN link file is refused', async () => {
+    const save = join(tmp, 'diverge');
+    const r = await train('inner', innerArgs(save, { adapter_lr: '1e30', warmup_steps: '0', max_steps: '20', save_steps: '1' }));
+    expect(r.error?.name).toBe('NonFiniteLoss');
+    const step = Number(/^step (\d+): /.exec(r.error!.message)?.[1]);
+    expect(step).toBeGreaterThan(1);
+    expect(r.error!.message).toMatch(/no update was made.*Lower --adapter_lr \(now 1e\+30\) or check the data; nothing non-finite was saved/);
+    expect(r.error!.message).toContain(`the last checkpoint is ${join(save, `checkpoint-${step - 1}`)}`);
+    // the final save never ran; every periodic one loads (non-finite values would be refused)
+    expect(existsSync(join(save, 'adapter.safetensors'))).toBe(false);
+    const saved = readdirSync(save).filter((d) => d.startsWith('checkpoint-'));
+    expect(saved.length).toBe(step - 1);
+    for (const d of saved) expect((await readLinkFile(join(save, d, 'adapter.safetensors'))).size).toBeGreaterThan(0);
+    // a link file holding NaN (as a diverged run without the check wrote them) is refused by name
+    const good = await readLinkFile(join(save, saved[0]!, 'adapter.safetensors'));
+    const bad = new Map([...good].map(([k, t]) => [k, { shape: t.shape, data: Float32Array.from(t.data) }]));
+    const [name, first] = [...bad][0]!;
+    first.data[3] = Number.NaN;
+    first.data[5] = Number.POSITIVE_INFINITY;
+    const file = join(tmp, 'nan-adapter.safetensors');
+    writeFileSync(file, linkFileBytes(bad, 'safetensors', 'f32'));
+    await expect(readLinkFile(file)).rejects.toThrow(
+      new RegExp(`${file}: tensor "${name}" holds 2 non-finite value\\(s\\) \\(the first, NaN, at index 3\\): it was saved by a run that diverged`),
+    );
+    const init = await train('inner', innerArgs(join(tmp, 'from-nan'), { init_adapter: file }));
+    expect(init.error?.name).toBe('CorruptCheckpoint');
+  });
+
+  it('output paths are checked before the first step: a --save_dir that is a file, a --log_jsonl that is a folder', async () => {
+    const file = join(tmp, 'a-file');
+    writeFileSync(file, 'x');
+    const r = await train('inner', innerArgs(file));
+    expect(r.error?.message).toBe(`--save_dir ${file}: it is a file, not a folder; give a folder this run can write (nothing was trained)`);
+    expect(r.err).not.toContain('loading rows');
+    const log = await train('inner', innerArgs(join(tmp, 'log-ok'), { log_jsonl: tmp }));
+    expect(log.error?.message).toBe(`--log_jsonl ${tmp}: it is a folder; give a file path (nothing was trained)`);
+    const under = await train('inner', innerArgs(join(file, 'sub')));
+    expect(under.error?.message).toMatch(/^--save_dir .*a-file\/sub: it cannot be made or written \(ENOTDIR\)/);
+  });
+
+  it('an unreadable commit journal in --save_dir is reported before any step, not at the first save', async () => {
+    const save = join(tmp, 'journal');
+    mkdirSync(save, { recursive: true });
+    writeFileSync(join(save, '.ckpt-commit.json'), '{ not json');
+    const r = await train('inner', innerArgs(save));
+    expect(r.error?.name).toBe('CorruptCheckpoint');
+    expect(r.error?.message).toMatch(/\.ckpt-commit\.json is not a version 1 commit journal/);
+    expect(r.err).not.toContain('loading rows');
   });
 });
 

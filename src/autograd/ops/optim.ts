@@ -3,7 +3,7 @@
  * update over flat buffers, and AdamW over FlatParams (the one optimizer training runs). Nothing here
  * reads back: norms stay on the device as [1] tensors the host may read later.
  */
-import { InvalidArgument } from '../../errors';
+import { InvalidArgument, NonFiniteLoss } from '../../errors';
 import { type AdamWHyper, adamwKernel } from '../../kernels/adamw';
 import { clipGradNormKernel } from '../../kernels/reduce';
 import type { Backend } from '../../tensor/backend';
@@ -122,11 +122,31 @@ export class AdamW {
 
   /** Clip + AdamW at `lr` over gradients already gathered; returns the pre-clip global norm, [1] (caller disposes). */
   step(lr: number): Tensor {
-    const { beta1, beta2, eps, weightDecay, maxGradNorm } = this.opts;
-    const norm = clipGradNorm(this.params.map((p) => p.grad), maxGradNorm);
+    const norm = clipGradNorm(this.params.map((p) => p.grad), this.opts.maxGradNorm);
+    this.update(lr);
+    return norm;
+  }
+
+  /**
+   * step() for training runs: the clipped norm is read back before the update (the step's one readback), and
+   * a NaN or infinite norm throws NonFiniteLoss with the parameters and moments as they were (and `t`
+   * unchanged), so that nothing non-finite is ever applied or saved. Returns the pre-clip norm.
+   */
+  async checkedStep(lr: number, where: string): Promise<number> {
+    const n = clipGradNorm(this.params.map((p) => p.grad), this.opts.maxGradNorm);
+    const norm = (await n.read())[0]!;
+    n.dispose();
+    if (!Number.isFinite(norm)) {
+      throw new NonFiniteLoss(`${where}: the gradient norm is ${norm}; no update was made (the links are as after the step before)`);
+    }
+    this.update(lr);
+    return norm;
+  }
+
+  private update(lr: number) {
+    const { beta1, beta2, eps, weightDecay } = this.opts;
     this.t++;
     for (const p of this.params)
       adamwStep(p.data, p.grad, p.m, p.v, { lr, t: this.t, beta1, beta2, eps, weightDecay, decayMask: p.decayMask });
-    return norm;
   }
 }

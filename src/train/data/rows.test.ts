@@ -139,3 +139,26 @@ describe('loadRows from the Hugging Face rows API', () => {
     );
   });
 });
+
+describe('data files that are not rows', () => {
+  it('a file that is not UTF-8 is refused, naming the file, the byte offset and its line; nothing is read as U+FFFD', async () => {
+    const file = join(dir, 'latin1.jsonl');
+    // "café" in Latin-1 on line 2: é is the single byte 0xe9
+    const bytes = Buffer.concat([Buffer.from('{"question":"q","answer":"1"}\n{"question":"caf'), Buffer.from([0xe9]), Buffer.from('","answer":"2"}\n')]);
+    await writeFile(file, bytes);
+    const at = bytes.indexOf(0xe9);
+    await expect(loadRows({ jsonlFile: file })).rejects.toThrow(
+      new InvalidArgument(`the JSONL file ${file} is not UTF-8: byte ${at} (line 2) is 0xe9; convert it to UTF-8 ` +
+        '(e.g. iconv -f latin1 -t utf-8) and try again'),
+    );
+  });
+
+  it('an empty (or blank) file says it is empty, naming it', async () => {
+    for (const [name, text] of [['empty.jsonl', ''], ['blank.json', ' \n\n']] as const) {
+      const file = join(dir, name);
+      await writeFile(file, text);
+      const src = name.endsWith('.jsonl') ? { jsonlFile: file } : { jsonFile: file };
+      await expect(loadRows(src)).rejects.toThrow(new RegExp(`${file.replace(/[.]/g, '\\.')} is empty; give a file with one row per line`));
+    }
+  });
+});

@@ -39,15 +39,47 @@ export const PAGE = 100;
 
 const isRecord = (v: unknown): v is Row => typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/**
+ * The offset of the first byte that breaks UTF-8 in `b` (a bad lead or continuation byte, an overlong or surrogate
+ * form, a sequence cut by the end), or -1.
+ */
+export function firstInvalidUtf8(b: Uint8Array): number {
+  for (let i = 0; i < b.length; ) {
+    const c = b[i]!;
+    if (c < 0x80) { i++; continue; }
+    const n = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+    if (n < 0) return i;
+    // the second byte's range excludes overlong forms, surrogates and code points past U+10FFFF
+    const lo = c === 0xe0 ? 0xa0 : c === 0xf0 ? 0x90 : 0x80;
+    const hi = c === 0xed ? 0x9f : c === 0xf4 ? 0x8f : 0xbf;
+    for (let k = 1; k <= n; k++) {
+      const x = b[i + k];
+      if (x === undefined || x < (k === 1 ? lo : 0x80) || x > (k === 1 ? hi : 0xbf)) return i;
+    }
+    i += n + 1;
+  }
+  return -1;
+}
+
 async function readText(path: string, flag: string): Promise<string> {
   const fs = await nodeFs();
+  let bytes: Uint8Array;
   try {
-    return await fs.readFile(path, 'utf8');
+    bytes = await fs.readFile(path);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') throw new InvalidArgument(`${flag} ${path} does not exist; check the path`);
     throw new InvalidArgument(`${flag} ${path} cannot be read (${(e as Error).message}); check the path and its permissions`);
   }
+  const bad = firstInvalidUtf8(bytes);
+  if (bad >= 0) {
+    const line = bytes.subarray(0, bad).reduce((n, x) => n + (x === 0x0a ? 1 : 0), 1);
+    throw new InvalidArgument(`${flag} ${path} is not UTF-8: byte ${bad} (line ${line}) is 0x${bytes[bad]!.toString(16).padStart(2, '0')}; ` +
+      'convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8) and try again');
+  }
+  const text = new TextDecoder('utf-8').decode(bytes);
+  if (!text.trim()) throw new InvalidArgument(`${flag} ${path} is empty; give a file with one row per line (JSONL) or a JSON array of rows`);
+  return text;
 }
 
 function checkRows(rows: unknown[], where: string): Row[] {

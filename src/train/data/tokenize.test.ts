@@ -67,6 +67,16 @@ describe('innerExample', () => {
     expect(innerExample(plain, 'chain', 'planner', 'first', row, { task: 'math', maxLength: 5 })).toEqual({ skip: 'target_truncated' });
   });
 
+  it('a target no longer than the think block the prompt render adds is not_past_prompt, not truncated (Qwen3 tiny)', () => {
+    const short = { ...row, plan: '5' };
+    const full = innerExample(qwen, 'chain', 'planner', 'first', short, { task: 'math', maxLength: 4096 });
+    // the whole chat (target and end of turn included) is shorter than the prompt with its think block
+    expect(enc(qwen, `5<|im_end|>\n`).length).toBeLessThan(enc(qwen, THINK).length);
+    expect(full).toEqual({ skip: 'target_not_past_prompt' });
+    // cut short by max_length, the same row is truncated
+    expect(innerExample(qwen, 'chain', 'planner', 'first', short, { task: 'math', maxLength: 10 })).toEqual({ skip: 'target_truncated' });
+  });
+
   it('puts the three expert texts into the summarizer prompt, and uses the deliberation system prompt', () => {
     const hie = {
       question: 'Q?',

@@ -118,7 +118,10 @@ function prepare(
  * lossMask 0 over the first len(prompt_ids) positions (prompt render with the generation prompt) and 1
  * after; both right-truncated to maxLength. Like upstream the mask goes by length even when prompt_ids is
  * not a prefix of the full ids (`promptIsPrefix` false; count those rows). Skips a row whose fields are
- * missing or whose assistant span is truncated away entirely ('target_truncated'). Inner training uses
+ * missing, whose assistant span is truncated away entirely ('target_truncated'), or whose whole chat is no longer than
+ * its prompt's render, so that masking by length leaves no target position ('target_not_past_prompt': a template
+ * that renders the generation prompt with more than the full chat has there, such as an empty think block, and
+ * a target shorter than the difference). Inner training uses
  * first-round prompts only: kind 'feedback' has no text for its feedback slot (InvalidArgument).
  */
 export function innerExample(
@@ -148,7 +151,7 @@ export function innerExample(
   const promptIsPrefix = isPrefix(promptIds, fullIds);
   const ids = fullIds.slice(0, opts.maxLength);
   const promptLen = Math.min(promptIds.length, opts.maxLength);
-  if (promptLen >= ids.length) return { skip: 'target_truncated' };
+  if (promptLen >= ids.length) return { skip: fullIds.length > opts.maxLength ? 'target_truncated' : 'target_not_past_prompt' };
   return { ids, lossMask: ids.map((_, i) => (i < promptLen ? 0 : 1)), promptIsPrefix };
 }
 
