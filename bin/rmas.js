@@ -25,8 +25,10 @@ const isMain = () => {
 if (isMain()) {
   // tsx resolved from this package, so that `npx rmas` works from any folder
   const tsx = import.meta.resolve('tsx');
+  // the IPC channel is how the child learns that this process is gone, even killed with SIGKILL (it then exits:
+  // src/runner/cli.ts); signals that can be caught are passed on
   const child = spawn(process.execPath, ['--import', tsx, resolve(root, 'src/runner/cli.ts'), ...process.argv.slice(2)], {
-    stdio: 'inherit',
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
     env: lavapipeEnv(),
   });
   for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => child.kill(sig));

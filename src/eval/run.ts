@@ -5,6 +5,7 @@
  * the LLM judge (judge.ts) are scored by its verdict, exact match kept beside it as `em`.
  */
 import { Cancelled, InvalidArgument } from '../errors';
+import { yieldToEventLoop } from '../util/yield';
 import { askBatch } from '../mas/batch';
 import type { AskOptions, AskResult } from '../mas/run';
 import type { MasSystem } from '../mas/system';
@@ -266,6 +267,7 @@ export async function evaluate(
   let next = 0;
   for (const item of items) {
     // a cancel stops between questions, also between those of one batch already answered
+    await yieldToEventLoop();
     if (opts.signal?.aborted) throw new Cancelled('cancelled between questions');
     const old = opts.done?.get(item.index);
     if (old) {

@@ -240,6 +240,15 @@ export async function main(argv: string[]): Promise<number> {
 
 // Dawn keeps the event loop alive after the device is gone: exit explicitly once stdout has drained.
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  // started by bin/rmas.js: its IPC channel closes when it dies (even by SIGKILL), and this process stops with it
+  // rather than train or evaluate on unseen (a SIGTERM handler, such as a bundle's cleanup, still runs)
+  if (process.channel) {
+    process.channel.unref();
+    process.on('disconnect', () => {
+      process.stderr.write('rmas: the launching process (bin/rmas.js) is gone; stopping\n');
+      process.kill(process.pid, 'SIGTERM');
+    });
+  }
   const code = await main(process.argv.slice(2));
   process.stdout.write('', () => process.exit(code));
 }

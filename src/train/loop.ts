@@ -19,6 +19,7 @@
 import type { AdamW } from '../autograd/ops/optim';
 import { Cancelled, InvalidArgument, NonFiniteLoss } from '../errors';
 import { Rng } from '../util/rng';
+import { yieldToEventLoop } from '../util/yield';
 import type { TrainerState } from './checkpoint';
 import { lrFactor, type SchedulerType } from './schedule';
 
@@ -172,6 +173,7 @@ export async function trainLoop(
   const snapshot = (): TrainerState => ({ ...s, order: [...s.order], skipped: { ...s.skipped }, rng: rng.state() });
 
   while (s.step < maxSteps) {
+    await yieldToEventLoop();
     await hooks.waitIfPaused?.();
     if (hooks.signal?.aborted) {
       await hooks.save?.(snapshot(), true);

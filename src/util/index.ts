@@ -1,3 +1,4 @@
-// util/: what every layer may use: the seeded Rng and the lazy import of Node-only modules.
+// util/: what every layer may use: the seeded Rng, the lazy import of Node-only modules, a turn of the event loop.
 export * from './rng';
 export * from './node-import';
+export * from './yield';
