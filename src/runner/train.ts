@@ -22,7 +22,7 @@ import { loadDecoderFromDir } from '../model';
 import type { HalfGemm } from '../kernels/kernel';
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir } from '../tokenizer';
-import { latestCheckpoint, loadCheckpoint, saveCheckpoint, type TrainerState } from '../train/checkpoint';
+import { latestCheckpoint, loadCheckpoint, pruneCheckpoints, saveCheckpoint, type TrainerState } from '../train/checkpoint';
 import { nodeStore, pendingCommit } from '../train/checkpoint-files';
 import { canonicalRole, loadRows, type RowSource } from '../train/data';
 import { placeModelFiles, type PlacedModel } from '../train/model-files';
@@ -477,6 +477,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       `; run the same command with --resume ${saveDir} to continue${lastSaved ? '' : ' once one is saved'}`);
     const args: Record<string, unknown> = { command: `train-${kind}`, ...a, resolved: { ...loopOpts, task, maxLength } };
     const logEvery = num(a, 'logging_steps', 10, { int: true, min: 1 });
+    const keep = num(a, 'save_total_limit', 0, { int: true, min: 0 });
 
     let lastPlaced: PlacedModel | null = null;
     const final = await trainLoop(job.size, loopOpts, {
@@ -517,6 +518,10 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
         const saved = placed ? { ...args, model_files: placed } : args;
         await saveCheckpoint(store, dir, { kind, links: job.links, optimizerT: job.optimizer.t, state: s, args: saved, manifests });
         lastSaved = join(saveDir, dir);
+        if (keep > 0) {
+          const gone = await pruneCheckpoints(store, '.', keep);
+          if (gone.length) io.err(`save_total_limit ${keep}: deleted ${gone.join(', ')}\n`);
+        }
       },
     }, state).catch((e: unknown) => {
       if (!(e instanceof NonFiniteLoss)) throw e;

@@ -19,7 +19,9 @@ import { InnerLink, OuterLink } from '../mas/links';
 import { readLinkFile } from '../mas/upstream';
 import { CpuBackend } from '../tensor/cpu';
 import { Rng } from '../util/rng';
-import { type CheckpointContent, type TrainerState, latestCheckpoint, listCheckpoints, loadCheckpoint, saveCheckpoint } from './checkpoint';
+import {
+  type CheckpointContent, type TrainerState, latestCheckpoint, listCheckpoints, loadCheckpoint, pruneCheckpoints, saveCheckpoint,
+} from './checkpoint';
 import { type CheckpointStore, memoryStore, nodeStore } from './checkpoint-files';
 
 const cpu = new CpuBackend('f32');
@@ -438,4 +440,35 @@ describe('listCheckpoints / latestCheckpoint', () => {
       }
     });
   }
+});
+
+describe('pruneCheckpoints (--save_total_limit)', () => {
+  it('keeps the newest N checkpoint-<step> folders by step (not by name), and the top-level save', async () => {
+    const store = nodeStore(join(root, 'prune'));
+    const a = outerLinks(3);
+    const rng = new Rng(7);
+    for (const step of [2, 4, 10, 6, 8]) await saveCheckpoint(store, `checkpoint-${step}`, content(a, step, rng));
+    await saveCheckpoint(store, '.', content(a, 12, rng));
+    expect(await pruneCheckpoints(store, '.', 2)).toEqual(['checkpoint-2', 'checkpoint-4', 'checkpoint-6']);
+    expect((await store.list('')).filter((n) => n.startsWith('checkpoint-'))).toEqual(['checkpoint-10', 'checkpoint-8']);
+    // the top-level save stays (its trainer state says step 2 here: listed by that step)
+    expect((await listCheckpoints(store, '.')).map((c) => c.dir)).toEqual(['', 'checkpoint-8', 'checkpoint-10']);
+    expect(await pruneCheckpoints(store, '.', 2)).toEqual([]);
+    await expect(pruneCheckpoints(store, '.', 0)).rejects.toThrow(/save_total_limit must be a positive integer, got 0/);
+  });
+
+  it('a crash between setting a folder aside and deleting it leaves no checkpoint-looking folder; the next call deletes it', async () => {
+    const store = nodeStore(join(root, 'prune-crash'));
+    const a = outerLinks(5);
+    const rng = new Rng(8);
+    for (const step of [1, 2, 3]) await saveCheckpoint(store, `checkpoint-${step}`, content(a, step, rng));
+    // the process died after the rename of checkpoint-1: its files are still there, under the aside name
+    const dying: CheckpointStore = { ...store, remove: async () => { throw new Error('killed'); } };
+    await expect(pruneCheckpoints(dying, '.', 2)).rejects.toThrow('killed');
+    expect(await store.list('')).toEqual(['.pruned-checkpoint-1', 'checkpoint-2', 'checkpoint-3']);
+    expect((await latestCheckpoint(store, '.')).dir).toBe('checkpoint-3');
+    expect((await listCheckpoints(store, '.')).map((c) => c.step)).toEqual([2, 3]);
+    expect(await pruneCheckpoints(store, '.', 2)).toEqual([]);
+    expect(await store.list('')).toEqual(['checkpoint-2', 'checkpoint-3']);
+  });
 });

@@ -13,7 +13,7 @@
  * and `checkpoint-<step>/` folders inside); nothing else in it is touched. A crash at any point leaves
  * the previous checkpoint or the new one after recoverCheckpoint (which load and save run first).
  */
-import { CorruptCheckpoint, MissingCheckpoint, RmasError, ShapeMismatch } from '../errors';
+import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint, RmasError, ShapeMismatch } from '../errors';
 import { parseHeader, writeSafetensors } from '../formats/safetensors';
 import type { InnerLink, LinkStateDict, OuterLink } from '../mas/links';
 import { linkFileBytes, parseLinkBytes } from '../mas/upstream';
@@ -343,6 +343,32 @@ export async function listCheckpoints(store: CheckpointStore, dir: string): Prom
   if (top !== null) out.push({ step: top, dir: d, top: true });
   out.sort((a, b) => a.step - b.step || Number(a.top) - Number(b.top));
   return out.map(({ step, dir: at }) => ({ step, dir: at }));
+}
+
+/** Where a pruned checkpoint folder goes before it is deleted: no longer a checkpoint-<step> name. */
+const PRUNED = '.pruned-';
+
+/**
+ * --save_total_limit: keeps the newest `limit` checkpoint-<step> folders of `dir` and deletes the older ones, to be
+ * called after a save committed (so the newest is never touched mid-write). Each goes aside first (renamed out of the
+ * checkpoint-<step> names, one atomic step), then is deleted: a crash in between leaves a folder that is never taken
+ * for a checkpoint, and the next call finishes deleting it. Returns the folders removed.
+ */
+export async function pruneCheckpoints(store: CheckpointStore, dir: string, limit: number): Promise<string[]> {
+  if (!Number.isInteger(limit) || limit < 1) throw new InvalidArgument(`save_total_limit must be a positive integer, got ${limit}`);
+  const d = folderPath(dir);
+  const names = await store.list(d);
+  for (const n of names.filter((x) => x.startsWith(PRUNED))) await store.remove(inFolder(d, n));
+  const steps = names.flatMap((n) => {
+    const m = STEP_DIR.exec(n);
+    return m && Number.isSafeInteger(Number(m[1])) ? [{ name: n, step: Number(m[1]) }] : [];
+  }).sort((a, b) => a.step - b.step);
+  const old = steps.slice(0, Math.max(0, steps.length - limit));
+  for (const { name } of old) {
+    await store.rename(inFolder(d, name), inFolder(d, `${PRUNED}${name}`));
+    await store.remove(inFolder(d, `${PRUNED}${name}`));
+  }
+  return old.map(({ name }) => inFolder(d, name));
 }
 
 /** The checkpoint `--resume DIR` continues from: the newest complete one (listCheckpoints' last). */

@@ -177,6 +177,19 @@ describe('rmas train-inner under faults', () => {
     expect(init.error?.name).toBe('CorruptCheckpoint');
   });
 
+  it('--save_total_limit 2 keeps the newest two checkpoint folders; a resume from them ends on the uninterrupted bytes', async () => {
+    const save = join(tmp, 'limit');
+    const r = await train('inner', innerArgs(save, { max_steps: '6', save_steps: '1', save_total_limit: '2' }));
+    expect(r.error).toBeNull();
+    expect(readdirSync(save).filter((d) => d.includes('checkpoint-')).sort()).toEqual(['checkpoint-4', 'checkpoint-5']);
+    expect(r.err).toContain(`save_total_limit 2: deleted checkpoint-3`);
+    const straight = join(tmp, 'limit-straight');
+    expect((await train('inner', innerArgs(straight, { max_steps: '6' }))).error).toBeNull();
+    const cont = join(tmp, 'limit-cont');
+    expect((await train('inner', innerArgs(cont, { max_steps: '6', resume: join(save, 'checkpoint-4') }))).error).toBeNull();
+    expect(readFileSync(join(cont, 'adapter.safetensors')).equals(readFileSync(join(straight, 'adapter.safetensors')))).toBe(true);
+  });
+
   it('output paths are checked before the first step: a --save_dir that is a file, a --log_jsonl that is a folder', async () => {
     const file = join(tmp, 'a-file');
     writeFileSync(file, 'x');
