@@ -95,6 +95,18 @@ describe('writeZip / readZip', () => {
     expect(readZip(z, 'bad.zip').get('sub/data.bin')![5]).toBe(binary[5]! ^ 1);
   });
 
+  it('refuses two entries of one name (which one is meant?) and a NUL in a name, naming the entry', () => {
+    const dup = writeZip([['a.pt', enc('first')], ['b.json', enc('{}')], ['a.pt', enc('second')]]);
+    expect(() => readZip(dup, 'dup.zip')).toThrow(new CorruptCheckpoint(
+      'dup.zip: zip entry "a.pt" appears twice (entries 0 and 2); re-download the file, or export it again',
+    ));
+    const nul = writeZip([['ok.pt', enc('x')], ['evil\0.pt', enc('y')]]);
+    expect(() => readZip(nul, 'nul.zip', { fix: 'export it again' })).toThrow(new CorruptCheckpoint(
+      'nul.zip: zip entry "evil\\u0000.pt" has a NUL character in its name; export it again',
+    ));
+    for (const z of [dup, nul]) expect(() => readZip(z, 'x.zip')).toThrow(CorruptCheckpoint);
+  });
+
   it('refuses bytes that are not a zip, and truncated archives', () => {
     expect(() => readZip(enc('hello'), 'h.zip')).toThrow(/h\.zip: not a zip archive.*no end-of-central-directory/);
     const z = writeZip(ENTRIES);

@@ -93,6 +93,9 @@ export function readZip(b: Uint8Array, name: string, opts: ZipReadOptions = {}):
     if (start + size > b.length) throw corrupt(`zip entry "${entry}" runs past the end of the file (truncated)`);
     const data = b.subarray(start, start + size);
     if (opts.verifyCrc && crc32(data) !== crc) throw corrupt(`zip entry "${entry}" fails its CRC-32 check (damaged)`);
+    // no writer puts a NUL in a name, and two entries of one name would leave which one is meant to the reader
+    if (entry.includes('\0')) throw corrupt(`zip entry ${JSON.stringify(entry)} has a NUL character in its name`);
+    if (out.has(entry)) throw corrupt(`zip entry "${entry}" appears twice (entries ${[...out.keys()].indexOf(entry)} and ${i})`);
     out.set(entry, data);
     p += 46 + nameLen + extraLen + commentLen;
   }

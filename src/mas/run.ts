@@ -8,7 +8,7 @@
  * Latents stay on the backend; nothing is read back except sampled token ids and, when a caller asks for
  * stage records (the dump), the tensors it reads itself.
  */
-import { InvalidArgument } from '../errors';
+import { ContextTooLong, InvalidArgument } from '../errors';
 import { type GenerateResult, generate, isGreedy, type SamplingOptions } from '../model/generate';
 import type { GpuCounters } from '../gpu/counters';
 import type { Tensor } from '../tensor/tensor';
@@ -185,6 +185,7 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
       if (!a.inner) throw new InvalidArgument(`role ${a.role} has no inner link loaded; load the system with links for latent mode`);
     }
   }
+  checkQuestionFits(system, opts.question);
   const system0 = systemPrompt(style.shape, prompts);
   const vars = (round: number) => ({
     question: opts.question,
@@ -244,6 +245,9 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
         rec.ids = [tok.encode(renderChat(tok, system0, filled), { addSpecialTokens: false })];
         pieces = [rec.ids[0]];
       }
+      // before the stage's forward pass: its prompt (and a rollout's latent steps) within the agent's context
+      checkStageFits(agent, rec.ids.flat().length, rec.latentsIn.reduce((n, L) => n + L.shape[0], 0),
+        st.decode || mode === 'text' ? 0 : m, where);
 
       let H: Tensor | null = null;
       try {
@@ -349,6 +353,33 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
   } finally {
     for (const L of latents.values()) L.dispose();
   }
+}
+
+/**
+ * Refuses a question longer than some agent's context (max_position_embeddings) before any forward pass: every
+ * stage's prompt holds it, so none could run.
+ */
+function checkQuestionFits(system: MasSystem, question: string): void {
+  const counted = new Map<Agent['tokenizer'], number>();
+  for (const a of system.agents.values()) {
+    const n = counted.get(a.tokenizer) ?? a.tokenizer.encode(question, { addSpecialTokens: false }).length;
+    counted.set(a.tokenizer, n);
+    const context = a.decoder.config.maxPositions;
+    if (n > context) {
+      throw new ContextTooLong(`the question is ${n} tokens, longer than the context of the ${a.role} model ` +
+        `(max_position_embeddings ${context}); shorten the question (nothing was run)`);
+    }
+  }
+}
+
+/** Refuses a stage whose prompt, latents in and latent steps (the last one is not fed) do not fit its agent's context. */
+function checkStageFits(agent: Agent, tokens: number, latentRows: number, m: number, where: string): void {
+  const context = agent.decoder.config.maxPositions;
+  const positions = tokens + latentRows + Math.max(0, m - 1);
+  if (positions <= context) return;
+  throw new ContextTooLong(`${where}: ${tokens} prompt tokens${latentRows ? `, ${latentRows} latent rows` : ''}` +
+    `${m ? ` and ${m} latent steps` : ''} need ${positions} positions, more than the ${agent.role} model's context of ` +
+    `${context} (max_position_embeddings); shorten the question${m ? ' or lower the latent steps' : ''}`);
 }
 
 /**

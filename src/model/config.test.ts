@@ -1,9 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidModelConfig, UnknownModelType } from '../errors';
 import { ropeInvFreq } from '../kernels/rope';
-import { parseDecoderConfig } from './config';
+import { CONFIG_LIMITS, parseDecoderConfig } from './config';
 import { TINY_QWEN3_CONFIG } from './model.bench';
 import qwen3TinyJson from '../../models/tiny/qwen3-tiny/config.json';
+import { tinyConfigJson } from './testing';
+
+const TINY_QWEN35 = tinyConfigJson('qwen3_5');
 
 // Trimmed copies of the released configs of the Sequential-Light agents.
 const qwen3 = {
@@ -275,6 +278,50 @@ describe('decoder config', () => {
     expect(() => parseDecoderConfig({ ...released, text_config: { ...released.text_config, layer_types: ['full_attention'] } })).toThrow(
       /layer_types must list 34/,
     );
+  });
+
+  it('bounds every size before anything is sized by it: num_hidden_layers 1e9 is refused at once, naming value and limit', () => {
+    const t0 = performance.now();
+    const err = (() => { try { parseDecoderConfig({ ...qwen3, num_hidden_layers: 1e9 }, 'm/config.json'); } catch (e) { return e; } })();
+    expect(performance.now() - t0).toBeLessThan(50);
+    expect(err).toBeInstanceOf(InvalidModelConfig);
+    expect((err as Error).message).toBe(
+      "m/config.json: 'num_hidden_layers' is 1000000000, above the limit of 1024 this engine accepts (released models stay far below it); " +
+        'fix config.json',
+    );
+    // at the limit a config still parses (1024 layers), one above it does not, for every size field
+    expect(parseDecoderConfig({ ...qwen3, num_hidden_layers: 1024 }).windowLayers).toHaveLength(1024);
+    const qwen35 = { ...TINY_QWEN35, model_type: 'qwen3_5_text' };
+    expect(Object.keys(CONFIG_LIMITS).sort()).toEqual([
+      'head_dim', 'hidden_size', 'intermediate_size', 'linear_conv_kernel_dim', 'linear_key_head_dim', 'linear_num_key_heads',
+      'linear_num_value_heads', 'linear_value_head_dim', 'max_position_embeddings', 'num_attention_heads', 'num_hidden_layers',
+      'num_key_value_heads', 'sliding_window', 'vocab_size',
+    ]);
+    for (const [key, limit] of Object.entries(CONFIG_LIMITS)) {
+      const base = key.startsWith('linear_') ? qwen35 : key === 'sliding_window' ? { ...qwen2, use_sliding_window: true } : qwen3;
+      expect(() => parseDecoderConfig({ ...base, [key]: limit + 1 }, 'c.json'), key).toThrow(
+        `c.json: '${key}' is ${limit + 1}, above the limit of ${limit} this engine accepts`,
+      );
+    }
+    expect(() => parseDecoderConfig({ ...qwen3, num_hidden_layers: -3 })).toThrow("'num_hidden_layers' must be a positive integer, got -3");
+  });
+
+  it('refuses an rms_norm_eps that is not a positive number below 1 (-1 made every state NaN), and other scales of the wrong sign', () => {
+    for (const eps of [-1, 0, 1, 'x']) {
+      expect(() => parseDecoderConfig({ ...qwen3, rms_norm_eps: eps }, 'm/config.json'), String(eps)).toThrow(InvalidModelConfig);
+    }
+    expect(() => parseDecoderConfig({ ...qwen3, rms_norm_eps: -1 }, 'm/config.json')).toThrow(
+      "m/config.json: 'rms_norm_eps' must be a positive number below 1, got -1; fix config.json",
+    );
+    expect(parseDecoderConfig({ ...qwen3, rms_norm_eps: 1e-5 }).rmsEps).toBe(1e-5);
+    const gemma = { model_type: 'gemma3_text', num_hidden_layers: 2 };
+    expect(() => parseDecoderConfig({ ...gemma, query_pre_attn_scalar: -256 })).toThrow(
+      "'query_pre_attn_scalar' must be a positive number, got -256",
+    );
+    expect(() => parseDecoderConfig({ ...gemma, final_logit_softcapping: 0 })).toThrow(
+      "'final_logit_softcapping' must be a positive number, got 0",
+    );
+    expect(() => parseDecoderConfig({ ...qwen3, partial_rotary_factor: 1.5 })).toThrow('partial_rotary_factor must be in (0, 1], got 1.5');
   });
 
   it('the benches\' tiny model (model.bench.ts) is models/tiny/qwen3-tiny/config.json', () => {

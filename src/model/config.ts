@@ -99,6 +99,25 @@ export const convChannels = (d: DeltaNetConfig): number => 2 * d.keyHeads * d.ke
 
 type Json = Record<string, unknown>;
 
+/**
+ * Upper bounds on config.json's sizes: far above every released model (Llama 3.1 405B: 126 layers, hidden 16384, MLP
+ * 53248; Gemma 3: vocab 262208; Llama 4 Scout: 10M positions), far below sizes whose per-layer lists alone would
+ * exhaust memory before the checkpoint is read (num_hidden_layers 1e9 did).
+ */
+export const CONFIG_LIMITS: Readonly<Record<string, number>> = {
+  num_hidden_layers: 1024, hidden_size: 65536, intermediate_size: 2 ** 20, num_attention_heads: 1024, num_key_value_heads: 1024,
+  head_dim: 4096, vocab_size: 2 ** 22, max_position_embeddings: 2 ** 24, sliding_window: 2 ** 24, linear_num_key_heads: 1024,
+  linear_num_value_heads: 1024, linear_key_head_dim: 4096, linear_value_head_dim: 4096, linear_conv_kernel_dim: 64,
+};
+
+/** The complaint about a size above CONFIG_LIMITS, or null when `value` is within it. */
+export function sizeOverLimit(file: string, key: string, value: number, limitKey = key): string | null {
+  const limit = CONFIG_LIMITS[limitKey];
+  return limit !== undefined && value > limit
+    ? `${file}: '${key}' is ${value}, above the limit of ${limit} this engine accepts (released models stay far below it)`
+    : null;
+}
+
 /** Parses config.json text or object; `file` names the source in error messages. */
 export function parseDecoderConfig(input: string | Json, file = 'config.json'): DecoderConfig {
   let c: Json;
@@ -126,12 +145,24 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) {
       throw new InvalidModelConfig(`${file}: '${key}' must be a positive integer, got ${JSON.stringify(c[key])}`);
     }
+    const over = sizeOverLimit(file, key, v);
+    if (over) throw new InvalidModelConfig(`${over}; fix config.json`);
     return v;
   };
   const num = (key: string, fallback: number): number => {
     const v = c[key] ?? fallback;
     if (typeof v !== 'number' || !Number.isFinite(v))
       throw new InvalidModelConfig(`${file}: '${key}' must be a number, got ${JSON.stringify(c[key])}`);
+    return v;
+  };
+  /** A number that must be above 0 (an epsilon, a scale, a cap), and below `below` when given. */
+  const positive = (key: string, fallback: number, below?: number): number => {
+    const v = num(key, fallback);
+    if (!(v > 0) || (below !== undefined && !(v < below))) {
+      throw new InvalidModelConfig(
+        `${file}: '${key}' must be a positive number${below !== undefined ? ` below ${below}` : ''}, got ${JSON.stringify(c[key])}; fix config.json`,
+      );
+    }
     return v;
   };
   const bool = (key: string, fallback: boolean): boolean => {
@@ -197,7 +228,8 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     kvHeads,
     headDim,
     intermediate: int('intermediate_size'),
-    rmsEps: num('rms_norm_eps', 1e-6),
+    // a negative or zero epsilon turns a zero row's norm into NaN; released models use 1e-6 or 1e-5
+    rmsEps: positive('rms_norm_eps', 1e-6, 1),
     tieEmbeddings: bool('tie_word_embeddings', false),
     qkvBias: family === 'qwen2' ? true : attentionBias,
     oBias: family === 'qwen2' ? false : attentionBias,
@@ -208,9 +240,9 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     sandwichNorms: gemma,
     mlpAct,
     embedScale: gemma ? Math.sqrt(hidden) : null,
-    attnScale: gemma ? num('query_pre_attn_scalar', headDim) ** -0.5 : null,
+    attnScale: gemma ? positive('query_pre_attn_scalar', headDim) ** -0.5 : null,
     // transformers applies it in Gemma3ForCausalLM (text-only checkpoints) but not in the image-text model
-    finalSoftcap: c.final_logit_softcapping == null || (gemma && imageText) ? null : num('final_logit_softcapping', 0),
+    finalSoftcap: c.final_logit_softcapping == null || (gemma && imageText) ? null : positive('final_logit_softcapping', 0),
     rope: parseRope(gemma ? ropeOf(c, 'full_attention') : c, headDim, file, qwen35 ? 0.25 : undefined),
     ropeLocal: gemma ? parseRope(ropeOf(c, 'sliding_attention'), headDim, file) : null,
     maxPositions: int('max_position_embeddings', 32768),
@@ -325,6 +357,8 @@ function parseRope(c: Json, headDim: number, file: string, defaultPartial?: numb
   }
   // Qwen3.5 rotates a quarter of each head unless told otherwise (its config's default)
   const partial = params?.partial_rotary_factor ?? c.partial_rotary_factor ?? defaultPartial;
+  if (typeof partial === 'number' && !(partial > 0 && partial <= 1))
+    throw new InvalidModelConfig(`${file}: partial_rotary_factor must be in (0, 1], got ${partial}; fix config.json`);
   return {
     theta,
     headDim,

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { F } from '../autograd';
-import { InvalidArgument, InvalidModelConfig } from '../errors';
+import { ContextTooLong, InvalidArgument, InvalidModelConfig } from '../errors';
 import { openCheckpoint } from '../formats/safetensors-sharded';
 import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
@@ -15,7 +15,7 @@ import type { WebGpuBackend } from '../tensor/webgpu';
 import { freshGpuBackend } from '../../test/util/gpu';
 import { parseDecoderConfig } from './config';
 import { Decoder } from './decoder';
-import { generate, parseGenerationConfig, readGenerationConfig } from './generate';
+import { generate, generateBatch, newTokensInContext, parseGenerationConfig, readGenerationConfig } from './generate';
 import { loadDecoderWeights } from './weights';
 
 const DIR = 'models/tiny/qwen3-tiny';
@@ -119,6 +119,43 @@ describe('generate (sampling)', () => {
     expect(c.tokens).not.toEqual(a.tokens);
     const g = await generate(gpuModel, { inputIds: PROMPT, maxNewTokens: N, sampling: s(7) });
     expect(g.tokens).toEqual(a.tokens);
+  });
+});
+
+describe("the model's context (max_position_embeddings)", () => {
+  // the tiny model's weights with a 16-position context
+  const short = (m: Decoder) => new Decoder({ ...m.config, maxPositions: 16 }, m.weights);
+
+  it('new tokens fit the context: the first comes from the last prompt position, each later one takes a position', () => {
+    const m = short(cpuModel);
+    expect([newTokensInContext(m, 8, 5), newTokensInContext(m, 8, 100), newTokensInContext(m, 16, 100)]).toEqual([5, 9, 1]);
+    const e = (() => { try { newTokensInContext(m, 17, 1, '--prompt'); } catch (x) { return x as Error; } })();
+    expect(e).toBeInstanceOf(ContextTooLong);
+    expect(e!.message).toBe("--prompt is 17 tokens, longer than the model's context of 16 positions (max_position_embeddings); shorten it");
+  });
+
+  it('maxNewTokens 1e6 stops where the context ends (stoppedBy length), with the tokens an unbounded run starts with', async () => {
+    const want = await generate(cpuModel, { inputIds: PROMPT, maxNewTokens: 9, eosTokenIds: [] });
+    const t0 = performance.now();
+    const r = await generate(short(cpuModel), { inputIds: PROMPT, maxNewTokens: 1_000_000, eosTokenIds: [] });
+    expect(performance.now() - t0).toBeLessThan(5000);
+    expect([r.tokens.length, r.stoppedBy]).toEqual([16 - PROMPT.length + 1, 'length']);
+    expect(r.tokens).toEqual(want.tokens);
+    const b = await generateBatch(short(gpuModel), { prompts: [{ inputIds: PROMPT }], maxNewTokens: 1_000_000, eosTokenIds: [] });
+    expect(b.rows[0]!.tokens).toEqual(want.tokens);
+  });
+
+  it('a prompt longer than the context is ContextTooLong before any forward pass', async () => {
+    const m = short(cpuModel);
+    const long = Array.from({ length: 17 }, (_, i) => PROMPT[i % PROMPT.length]!);
+    await expect(generate(m, { inputIds: long, maxNewTokens: 1 })).rejects.toMatchObject({
+      name: 'ContextTooLong',
+      message: "generate: the prompt is 17 tokens, longer than the model's context of 16 positions (max_position_embeddings); shorten it",
+    });
+    await expect(generateBatch(m, { prompts: [{ inputIds: PROMPT }, { inputIds: long }], maxNewTokens: 1 })).rejects.toMatchObject({
+      name: 'ContextTooLong',
+      message: expect.stringMatching(/^generateBatch: prompt 1 is 17 tokens, longer than .* context of 16 positions/),
+    });
   });
 });
 

@@ -6,7 +6,7 @@
  * backend that computes the same logits.
  */
 import { F } from '../autograd';
-import { InvalidArgument, InvalidModelConfig } from '../errors';
+import { ContextTooLong, InvalidArgument, InvalidModelConfig } from '../errors';
 import { tidy } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import { type GpuCounters, counterDelta } from '../gpu/counters';
@@ -78,8 +78,29 @@ function checkSampling(s: SamplingOptions) {
   if (s.seed !== undefined && !Number.isInteger(s.seed)) bad(`seed must be an integer, got ${s.seed}`);
 }
 
+/**
+ * How many of `maxNewTokens` fit the model's context (max_position_embeddings) after a prompt of `promptTokens`: the
+ * first new token comes from the prompt's last position, each later one takes a position, so at most
+ * context − prompt + 1. A prompt longer than the context is ContextTooLong (`what` names it in the message).
+ */
+export function newTokensInContext(
+  model: Pick<Decoder, 'config'>, promptTokens: number, maxNewTokens: number, what = 'the prompt',
+): number {
+  const context = model.config.maxPositions;
+  if (promptTokens > context) {
+    throw new ContextTooLong(`${what} is ${promptTokens} tokens, longer than the model's context of ${context} positions ` +
+      '(max_position_embeddings); shorten it');
+  }
+  return Math.min(maxNewTokens, context - promptTokens + 1);
+}
+
+/**
+ * Prefills the prompt and decodes up to maxNewTokens, stopping (stoppedBy 'length') where the model's context ends
+ * (newTokensInContext); a prompt longer than the context is refused before any forward pass.
+ */
 export async function generate(model: Decoder, opts: GenerateOptions): Promise<GenerateResult> {
-  const { inputsEmbeds, maxNewTokens, signal, onToken } = opts;
+  const { inputsEmbeds, signal, onToken } = opts;
+  let maxNewTokens = opts.maxNewTokens;
   const sampling = opts.sampling ?? { greedy: true };
   const eos = new Set(opts.eosTokenIds ?? []);
   if ((opts.inputIds === undefined) === (inputsEmbeds === undefined)) {
@@ -98,6 +119,12 @@ export async function generate(model: Decoder, opts: GenerateOptions): Promise<G
   const nonEmpty = pieces.filter((p) => p.shape[0] > 0);
   const T = ids ? ids.shape[0] : nonEmpty.reduce((n, p) => n + p.shape[0], 0);
   if (T < 1) throw new InvalidArgument('generate: the prompt is empty; give at least one token or embedding row');
+  try {
+    maxNewTokens = newTokensInContext(model, T, maxNewTokens, 'generate: the prompt');
+  } catch (e) {
+    if (ownIds) ids!.dispose();
+    throw e;
+  }
 
   const tokens: number[] = [];
   let counted: { from: GpuCounters; to: GpuCounters; steps: number } | null = null;
@@ -200,7 +227,8 @@ export async function generateBatch(model: Decoder, opts: GenerateBatchOptions):
       throw new InvalidArgument(`generateBatch: prompt ${i}: pass exactly one of inputIds and inputsEmbeds`);
     const length = p.inputIds ? p.inputIds.length : p.inputsEmbeds!.reduce((s, t) => s + t.shape[0], 0);
     if (length < 1) throw new InvalidArgument(`generateBatch: prompt ${i} is empty`);
-    return { maxNewTokens: maxNewTokens!, sampling, eos: new Set(p.eosTokenIds ?? opts.eosTokenIds ?? []), length };
+    const fits = newTokensInContext(model, length, maxNewTokens!, `generateBatch: prompt ${i}`);
+    return { maxNewTokens: fits, sampling, eos: new Set(p.eosTokenIds ?? opts.eosTokenIds ?? []), length };
   });
   const be = model.backend;
   const rows: BatchResult['rows'] = prompts.map(() => ({ tokens: [], stoppedBy: 'length' }));

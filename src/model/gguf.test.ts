@@ -183,6 +183,41 @@ describe('GGUF errors name the file', () => {
   });
 });
 
+describe('GGUF sizes are bounded before anything is sized by them', () => {
+  it('block_count 1e9 is refused at once naming the key, value and limit; block_count past the tensors names the layers held', async () => {
+    const { config, values } = await folder('llama-tiny');
+    const embd = values.get('model.embed_tokens.weight')!;
+    const header = (over: Partial<DecoderConfig>) => {
+      const { type, data } = ggufBlocks('f32', encode('f32', embd.v, embd.shape), embd.shape);
+      const bytes = writeGguf(ggufMetadata({ ...config, ...over }, 'llama'), [
+        { name: 'token_embd.weight', ne: [...embd.shape].reverse(), type, data },
+      ]);
+      return readGgufHeader(memorySource(bytes, 'huge.gguf'));
+    };
+    const t0 = performance.now();
+    await expect(decoderConfigFromGguf(await header({ layers: 1e9 }))).rejects.toMatchObject({
+      name: 'CorruptCheckpoint',
+      message: "huge.gguf: 'llama.block_count' is 1000000000, above the limit of 1024 this engine accepts (released models stay far " +
+        "below it); convert the model again with llama.cpp's convert_hf_to_gguf.py",
+    });
+    expect(performance.now() - t0).toBeLessThan(1000);
+    await expect(decoderConfigFromGguf(await header({ hidden: 0 }))).rejects.toMatchObject({
+      name: 'CorruptCheckpoint',
+      message: expect.stringMatching(/huge\.gguf: metadata "llama\.embedding_length" must be a positive integer, got 0/),
+    });
+    // one layer more than the file holds: refused by loadDecoderWeights before any per-layer list is built
+    const cpu = new CpuBackend('f32');
+    const file = await readGgufHeader(memorySource(toGguf(config, values), 'two-layers.gguf'));
+    const none = [false, false, false];
+    const c3 = { ...(await decoderConfigFromGguf(file)), layers: 3, windowLayers: none, linearLayers: none };
+    await expect(loadDecoderWeights(c3, ggufWeightSource(file, c3), cpu)).rejects.toMatchObject({
+      name: 'InvalidModelConfig',
+      message: 'two-layers.gguf: the config says num_hidden_layers 3 (block_count in GGUF), but the checkpoint holds 2 layer(s) ' +
+        '(model.layers.2.input_layernorm.weight is missing); set num_hidden_layers to 2 if the config is wrong, or re-download the model',
+    });
+  });
+});
+
 // ---- Gemma 3 (gemma3) and Qwen3.5 (qwen35): the converter's changes, written here from llama.cpp's conversion/gemma.py,
 // conversion/qwen.py, conversion/base.py and gguf-py/gguf/tensor_mapping.py (commit 82bb485) without gguf.ts's code ----
 

@@ -24,7 +24,7 @@ import type { StTensor, StorageTensor } from '../formats/safetensors';
 import type { ByteSource } from '../formats/sources';
 import type { RopeConfig, RopeScaling } from '../kernels/rope';
 import type { Backend } from '../tensor/backend';
-import type { DecoderConfig, DeltaNetConfig, Family } from './config';
+import { type DecoderConfig, type DeltaNetConfig, type Family, sizeOverLimit } from './config';
 import { type DecoderWeights, type LoadOptions, type WeightSource, loadDecoderWeights } from './weights';
 
 /** general.architecture → the family read: llama.cpp's names (Qwen3.5's text model is `qwen35`). */
@@ -34,6 +34,13 @@ const GGUF_ARCHES: Readonly<Record<string, Family>> = {
   qwen3: 'qwen3',
   gemma3: 'gemma3',
   qwen35: 'qwen3_5',
+};
+
+/** GGUF metadata keys (after `{arch}.`) that size the model → the config.json field whose limit (CONFIG_LIMITS) bounds them. */
+const GGUF_SIZES: Readonly<Record<string, string>> = {
+  block_count: 'num_hidden_layers', embedding_length: 'hidden_size', feed_forward_length: 'intermediate_size',
+  'attention.head_count': 'num_attention_heads', 'attention.head_count_kv': 'num_key_value_heads', 'attention.key_length': 'head_dim',
+  context_length: 'max_position_embeddings',
 };
 
 /** The llama.cpp tensor name for a Hugging Face decoder tensor name of `family`, or null for names it has no place for. */
@@ -196,11 +203,19 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
     }
     return n;
   };
+  // a size is a positive integer within config.json's limits, so that no per-layer list is sized by a forged header
+  const size: Num = (key, fallback) => {
+    const n = num(key, fallback);
+    const over = Number.isInteger(n) && n > 0 ? sizeOverLimit(file.name, `${arch}.${key}`, n, GGUF_SIZES[key]) : `${file.name}: ` +
+      `metadata "${arch}.${key}" must be a positive integer, got ${n}`;
+    if (over) throw new CorruptCheckpoint(`${over}; convert the model again with llama.cpp's convert_hf_to_gguf.py`);
+    return n;
+  };
   const tensor = (n: string) => file.tensors.find((t) => t.name === n);
-  const hidden = num('embedding_length');
-  const heads = num('attention.head_count');
-  const kvHeads = num('attention.head_count_kv', heads);
-  const headDim = num('attention.key_length', hidden / heads);
+  const hidden = size('embedding_length');
+  const heads = size('attention.head_count');
+  const kvHeads = size('attention.head_count_kv', heads);
+  const headDim = size('attention.key_length', hidden / heads);
   const rotary = num('rope.dimension_count', headDim);
   if (rotary !== headDim && family !== 'qwen3_5') {
     throw new UnsupportedFeature(
@@ -222,7 +237,9 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
   };
   const eos = id('eos_token_id');
   // Qwen3.5's multi-token-prediction block is appended after the decoder's own layers (llama.cpp: n_layer_nextn)
-  const layers = num('block_count') - (family === 'qwen3_5' ? num('nextn_predict_layers', 0) : 0);
+  const layers = size('block_count') - (family === 'qwen3_5' ? num('nextn_predict_layers', 0) : 0);
+  if (!Number.isInteger(layers) || layers < 1)
+    throw new CorruptCheckpoint(`${file.name}: block_count less nextn_predict_layers leaves ${layers} decoder layers; convert the model again`);
   const scaling = await ropeScaling(file, arch, theta, headDim, num('context_length', 0));
   const base: DecoderConfig = {
     family,
@@ -232,7 +249,7 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
     heads,
     kvHeads,
     headDim,
-    intermediate: num('feed_forward_length'),
+    intermediate: size('feed_forward_length'),
     rmsEps: f32Decimal(num('attention.layer_norm_rms_epsilon', 1e-6)),
     tieEmbeddings: !has('output.weight'),
     qkvBias: family === 'qwen2' || has('blk.0.attn_q.bias'),
@@ -247,7 +264,7 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
     finalSoftcap: null,
     rope: { theta, headDim, scaling },
     ropeLocal: null,
-    maxPositions: num('context_length', 32768),
+    maxPositions: size('context_length', 32768),
     // GGUF keeps no sliding-window setting for qwen2 (llama.cpp runs it with full attention too)
     slidingWindow: null,
     windowLayers: Array.from({ length: layers }, () => false),

@@ -11,7 +11,7 @@
  * - Norm weights stay as stored (rmsNorm reads f16/bf16 directly); biases become f32 (matmul's bias is f32), and
  *   so do the Gated DeltaNet's small parameters (conv1d weights, A_log, dt_bias), which f32 kernels read.
  */
-import { CorruptCheckpoint, DTypeMismatch, InvalidArgument, ShapeMismatch } from '../errors';
+import { CorruptCheckpoint, DTypeMismatch, InvalidArgument, InvalidModelConfig, ShapeMismatch } from '../errors';
 import { type DType, type QuantDType, QK, byteSize, isQuant } from '../formats/dtype';
 import { decode, encode } from '../formats/encode';
 import { type StTensor, type StorageTensor, toStorage } from '../formats/safetensors';
@@ -293,6 +293,21 @@ export function layerWeights(
   });
 }
 
+/**
+ * Refuses a config.json that claims more layers than the checkpoint holds before any per-layer list is built: one
+ * lookup when it fits, one per layer held when it does not (then the message says how many there are).
+ */
+export function checkLayerCount(config: DecoderConfig, src: Pick<WeightSource, 'name' | 'has'>): void {
+  const norm = (l: number) => `model.layers.${l}.input_layernorm.weight`;
+  if (src.has(norm(config.layers - 1))) return;
+  let held = 0;
+  while (held < config.layers && src.has(norm(held))) held++;
+  throw new InvalidModelConfig(
+    `${src.name}: the config says num_hidden_layers ${config.layers} (block_count in GGUF), but the checkpoint holds ${held} ` +
+      `layer(s) (${norm(held)} is missing); set num_hidden_layers to ${held} if the config is wrong, or re-download the model`,
+  );
+}
+
 /** Loads and checks every weight of `config` from `src`. Nothing is uploaded when a tensor is missing. */
 export async function loadDecoderWeights(
   config: DecoderConfig, src: WeightSource, backend: Backend, opts: LoadOptions = {},
@@ -303,6 +318,7 @@ export async function loadDecoderWeights(
   }
   // image-text checkpoints keep the decoder under another prefix (layout.ts); only its tensors are read
   src = layoutSource(src);
+  checkLayerCount(config, src);
   const specs = weightSpecs(config);
   const missing = specs.filter((s) => !src.has(s.name));
   if (missing.length) {

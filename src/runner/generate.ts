@@ -3,8 +3,8 @@
  * writes the hidden states and logits of some token ids (or inputs_embeds); generate prints a completion
  * and the prefill and decode rates.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
-import { DTypeMismatch, ShapeMismatch, UsageError } from '../errors';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { DTypeMismatch, InvalidArgument, ShapeMismatch, UsageError } from '../errors';
 import { SafetensorsFile, writeSafetensors } from '../formats/safetensors';
 import { openCheckpoint } from '../formats/safetensors-sharded';
 import { fileSource } from '../formats/sources';
@@ -13,6 +13,7 @@ import {
   formatWeightBytes,
   generate,
   loadDecoderWeights,
+  newTokensInContext,
   parseDecoderConfig,
   readGenerationConfig,
   type SamplingOptions,
@@ -45,7 +46,8 @@ export const GENERATE_OPTIONS = {
 export const FORWARD_USAGE =
   `  rmas forward --model DIR (--ids 1,2,3 | --embeds FILE.safetensors) --out FILE.safetensors [--backend webgpu|cpu|cuda]
       writes F32 hidden_states [T, d] (after the final norm) and logits [T, vocab];
-      --embeds reads the F32 tensor inputs_embeds [T, d]`;
+      --embeds reads the F32 tensor inputs_embeds [T, d]; an existing --out is never replaced, and T may not exceed
+      the model's max_position_embeddings (ContextTooLong)`;
 
 export const GENERATE_USAGE = `  rmas generate --model DIR --prompt TEXT [--chat] [--max_new_tokens N]
                 [--greedy | --temperature T --top_p P --top_k K --seed S] [--backend webgpu|cpu|cuda] [--kv_dtype auto|f32|f16] [--json]
@@ -54,7 +56,9 @@ export const GENERATE_USAGE = `  rmas generate --model DIR --prompt TEXT [--chat
       backend counted (WebGPU; null elsewhere): dispatches_per_token, submits_per_token, readbacks_per_token,
       weight_bytes_per_token (bytes read of weights: each weight once, the embedding table only its row, again whole
       when the LM head is tied to it), activation_bytes_per_token, weight_bytes, kv_dtype;
-      sampling defaults come from the model's generation_config.json; --max-new-tokens, --top-p and --top-k are the same flags`;
+      sampling defaults come from the model's generation_config.json; --max-new-tokens, --top-p and --top-k are the same flags;
+      generation stops where the model's context (max_position_embeddings) ends, said on stderr before it starts when
+      --max_new_tokens reaches past it; a prompt longer than the context is refused (ContextTooLong)`;
 
 async function loadModel(dir: string, backend: Backend) {
   const configFile = `${dir.replace(/\/+$/, '')}/config.json`;
@@ -109,20 +113,28 @@ export async function forwardCmd(a: Values<typeof FORWARD_OPTIONS>, backend: () 
   const out = required('out', a.out);
   if ((a.ids === undefined) === (a.embeds === undefined)) throw new UsageError('give exactly one of --ids and --embeds');
   const ids = a.ids !== undefined ? parseIds(a.ids) : null;
+  // as convert: an existing file is never replaced (checked again when writing)
+  if (existsSync(out)) throw new InvalidArgument(`--out ${out} exists; name a new file (nothing was changed)`);
   const be = await backend();
   const model = await loadModel(dir, be);
-  const input = ids
-    ? { inputIds: be.fromValues(ids, [ids.length], 'i32') }
-    : { inputsEmbeds: await readEmbeds(a.embeds!, model.config.hidden, be) };
+  if (ids) newTokensInContext(model, ids.length, 1, '--ids');
+  const embeds = ids ? null : await readEmbeds(a.embeds!, model.config.hidden, be);
+  if (embeds) newTokensInContext(model, embeds.shape[0], 1, `inputs_embeds of --embeds ${a.embeds}`);
+  const input = ids ? { inputIds: be.fromValues(ids, [ids.length], 'i32') } : { inputsEmbeds: embeds! };
   const t0 = performance.now();
   const r = model.forward({ ...input, logits: 'all' });
   const [hidden, logits] = await Promise.all([r.hidden.read(), r.logits!.read()]);
   const ms = performance.now() - t0;
   const T = r.hidden.shape[0];
-  writeFileSync(
-    out,
-    writeSafetensors({ hidden_states: f32(hidden, [T, model.config.hidden]), logits: f32(logits, [T, model.config.vocabSize]) }),
-  );
+  const bytes = writeSafetensors({
+    hidden_states: f32(hidden, [T, model.config.hidden]), logits: f32(logits, [T, model.config.vocabSize]),
+  });
+  try {
+    writeFileSync(out, bytes, { flag: 'wx' });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    throw new InvalidArgument(`--out ${out} appeared while the forward pass ran; nothing was replaced`);
+  }
   process.stderr.write(`forward: ${T} positions in ${ms.toFixed(1)} ms; wrote ${out}\n`);
 }
 
@@ -157,6 +169,12 @@ export async function generateCmd(a: Values<typeof GENERATE_OPTIONS>, backend: (
   }
   const text = a.chat ? tok.applyChatTemplate([{ role: 'user', content: prompt }], { addGenerationPrompt: true }) : prompt;
   const ids = tok.encode(text, { addSpecialTokens: !a.chat });
+  // refused before any forward pass; a budget past the context is cut to what fits, and said so
+  const fits = newTokensInContext(model, ids.length, maxNewTokens, a.chat ? '--prompt with the chat template' : '--prompt');
+  if (fits < maxNewTokens) {
+    process.stderr.write(`note: --max_new_tokens ${maxNewTokens} runs past the model's context (max_position_embeddings ` +
+      `${model.config.maxPositions}): the ${ids.length}-token prompt leaves room for ${fits} new tokens; generation stops there\n`);
+  }
   process.stderr.write(
     `prompt: ${ids.length} tokens; sampling ${JSON.stringify(sampling)}; eos ${JSON.stringify(defaults.eosTokenIds)}; ${model.kvDtype} KV cache\n`,
   );
@@ -170,7 +188,7 @@ export async function generateCmd(a: Values<typeof GENERATE_OPTIONS>, backend: (
     shown = s;
   };
   const r = await generate(model, {
-    inputIds: ids, maxNewTokens, sampling, eosTokenIds: defaults.eosTokenIds,
+    inputIds: ids, maxNewTokens: fits, sampling, eosTokenIds: defaults.eosTokenIds,
     onToken: (id) => { tokens.push(id); if (!a.json) show(false); },
   });
   if (a.json) {

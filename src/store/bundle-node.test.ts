@@ -4,7 +4,7 @@
  * outer=bundle.zip` answers exactly like the folder; a role bundle is refused with the fix; train-inner's
  * --resume and --init_adapter take bundles of its own checkpoints.
  */
-import { mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -15,7 +15,8 @@ import { readLinkFile, resolveOuterFolder } from '../mas/upstream';
 import { trainCmd } from '../runner/train';
 import type { TrainArgs } from '../runner/train-args';
 import { CpuBackend } from '../tensor/cpu';
-import { exportBundle } from './bundle';
+import { writeZip } from '../formats/zip';
+import { exportBundle, sha256Hex } from './bundle';
 import { materialize, removeExtracted } from './bundle-node';
 
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-bundle-node-'));
@@ -117,6 +118,42 @@ describe('materialize', () => {
     const r = await runAsk({ ...args, ckpt_override: [...o.filter((s) => !s.startsWith('planner=')), `planner=${zip}`] }, cpu);
     expect(r.error?.name).toBe('MissingCheckpoint');
     expect(r.error?.message).toMatch(/role planner: .*rmas-bundle-.* has no config\.json/);
+  });
+});
+
+describe('materialize: a refused bundle', () => {
+  it('extracts nothing, outside its folder or in it: traversal, a NUL, a file that is also a folder, a duplicate', async () => {
+    const own = join(tmp, 'own-tmp');
+    mkdirSync(own);
+    const x = new TextEncoder().encode('x');
+    /** A bundle whose bundle.json lists these files (hashes right), as a hand-made hostile one would. */
+    const hand = async (file: string, files: [string, Uint8Array][], extra: [string, Uint8Array][] = []) => {
+      const rows = await Promise.all(files.map(async ([n, b]) => [n, { bytes: b.length, sha256: await sha256Hex(b) }] as const));
+      const table = Object.fromEntries(rows);
+      const meta = { format: 'rmas-checkpoint-bundle', version: 1, kind: 'outer', created: '2026-01-01T00:00:00.000Z', files: table };
+      writeFileSync(file, writeZip([['bundle.json', new TextEncoder().encode(JSON.stringify(meta))], ...files, ...extra]));
+      return file;
+    };
+    const cases: [string, [string, Uint8Array][], [string, Uint8Array][], string][] = [
+      ['up.zip', [['outer_12.pt', x], ['../escaped.pt', x]], [], "up.zip: file name '../escaped.pt' must be a relative"],
+      ['nul.zip', [['outer_12.pt', x], ['a\0.pt', x]], [], 'nul.zip: zip entry "a\\u0000.pt" has a NUL character in its name'],
+      ['both.zip', [['outer_12.pt', x], ['outer_12.pt/x.pt', x]], [], "both.zip: 'outer_12.pt' is both a file and the folder of"],
+      ['dup.zip', [['outer_12.pt', x]], [['outer_12.pt', x]], 'dup.zip: zip entry "outer_12.pt" appears twice'],
+    ];
+    const before = process.env.TMPDIR;
+    process.env.TMPDIR = own; // where materialize() extracts
+    try {
+      for (const [name, files, extra, message] of cases) {
+        const e = await materialize(await hand(join(tmp, name), files, extra)).then(() => null, (x: unknown) => x as Error);
+        expect(e?.name, name).toBe('CorruptCheckpoint');
+        expect(e?.message, name).toContain(message);
+      }
+    } finally {
+      if (before === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = before;
+    }
+    expect(readdirSync(own)).toEqual([]);
+    expect(readdirSync(tmp).filter((n) => n.includes('escaped'))).toEqual([]);
   });
 });
 

@@ -6,8 +6,8 @@
 import { rmSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { MissingCheckpoint } from '../errors';
+import { dirname, join, resolve, sep } from 'node:path';
+import { CorruptCheckpoint, MissingCheckpoint } from '../errors';
 import { importBundle } from './bundle';
 
 const cache = new Map<string, Promise<string>>();
@@ -24,9 +24,19 @@ async function extract(path: string): Promise<string> {
     cleanupHooked = true;
     process.once('exit', removeExtracted);
   }
-  for (const [name, bytes] of Object.entries(files)) {
-    await mkdir(dirname(join(dir, name)), { recursive: true });
-    await writeFile(join(dir, name), bytes);
+  try {
+    for (const [name, bytes] of Object.entries(files)) {
+      // importBundle checked every name; this keeps a write inside `dir` whatever a future check misses
+      const to = resolve(dir, name);
+      if (!to.startsWith(dir + sep)) throw new CorruptCheckpoint(`${path}: file '${name}' would land outside the extraction folder`);
+      await mkdir(dirname(to), { recursive: true });
+      await writeFile(to, bytes, { flag: 'wx' });
+    }
+  } catch (e) {
+    // a bundle that cannot be extracted whole leaves nothing behind
+    rmSync(dir, { recursive: true, force: true });
+    made.splice(made.indexOf(dir), 1);
+    throw e;
   }
   return dir;
 }

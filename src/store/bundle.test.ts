@@ -73,10 +73,12 @@ describe('exportBundle / importBundle', () => {
       n,
       n === 'adapter_config.json' ? enc('{"adapter_type":"other"}\n') : b,
     ]);
+    const changed = enc('{"adapter_type":"other"}\n');
     await expectReject(
       importBundle(writeZip(entries), 'b.zip'),
       CorruptCheckpoint,
-      "b.zip: 'adapter_config.json' does not match its SHA-256",
+      `b.zip: 'adapter_config.json' does not match its SHA-256 in bundle.json (sha256 ${await sha256Hex(changed)}, expected ` +
+        `${await sha256Hex(FILES['adapter_config.json'])}; ${changed.length} bytes, expected ${FILES['adapter_config.json'].length})`,
       'export or download the bundle again',
     );
     const extra = [...readZip(z, 'b.zip')].concat([['evil.sh', enc('x')]]) as [string, Uint8Array][];
@@ -112,6 +114,42 @@ describe('exportBundle / importBundle', () => {
     const r = await importBundle(z, 'ckpt.zip');
     expect(Object.keys(r.files).sort()).toEqual(['outer_12.pt', 'trainer_state.json']);
     expect([r.meta.kind, r.meta.step]).toEqual(['outer', 7]);
+  });
+
+  it('refuses hostile entry names by name, as CorruptCheckpoint: NUL and control characters, over-long names, ' +
+    'a file that is also a folder, two entries of one name', async () => {
+    /** A bundle whose bundle.json lists exactly these files, as an altered or hand-made bundle would. */
+    const hand = async (files: [string, Uint8Array][]) => {
+      const rows = await Promise.all(files.map(async ([n, b]) => [n, { bytes: b.length, sha256: await sha256Hex(b) }] as const));
+      const table = Object.fromEntries(rows);
+      const meta = { format: 'rmas-checkpoint-bundle', version: 1, kind: 'inner', created: INFO.created, files: table };
+      return writeZip([['bundle.json', enc(JSON.stringify(meta))], ...files]);
+    };
+    const x = enc('x');
+    await expectReject(importBundle(await hand([['a\0.pt', x]]), 'nul.zip'), CorruptCheckpoint,
+      'nul.zip: zip entry "a\\u0000.pt" has a NUL character in its name');
+    await expectReject(importBundle(await hand([['a\u0001.pt', x]]), 'ctl.zip'), CorruptCheckpoint,
+      "ctl.zip: file name 'a\\u0001.pt' must be a relative '/'-separated path without '.', '..', empty parts or control characters");
+    const part = 'p'.repeat(300);
+    await expectReject(importBundle(await hand([[`${part}.pt`, x]]), 'long.zip'), CorruptCheckpoint,
+      `long.zip: file name '${'p'.repeat(120)}…' is too long: a part of 303 bytes, over 255; give the file a shorter name`);
+    const deep = Array.from({ length: 11 }, () => 'd'.repeat(99)).join('/');
+    await expectReject(importBundle(await hand([[deep, x]]), 'deep.zip'), CorruptCheckpoint, 'is too long: 1099 bytes, over 1024');
+    await expectReject(importBundle(await hand([['links', x], ['links/adapter.pt', x]]), 'both.zip'), CorruptCheckpoint,
+      "both.zip: 'links' is both a file and the folder of 'links/adapter.pt'; export the checkpoint again");
+    // the same without bundle.json (a plain zip of a folder), and on export
+    await expectReject(importBundle(writeZip([['ck/a', x], ['ck/a/b.pt', x]]), 'plain.zip'), CorruptCheckpoint,
+      "plain.zip: 'a' is both a file and the folder of 'a/b.pt'");
+    await expectReject(exportBundle({ a: x, 'a/b.pt': x }, INFO), InvalidArgument,
+      "exportBundle: 'a' is both a file and the folder of 'a/b.pt'");
+    // two entries of one name: the last one used to win; the manifest matches it, so only the duplicate gives it away
+    const two = await hand([['adapter.pt', enc('second')]]);
+    const dup = writeZip([...readZip(two, 'd.zip')].flatMap(([n, b]): [string, Uint8Array][] =>
+      n === 'adapter.pt' ? [[n, enc('first!')], [n, b]] : [[n, b]]));
+    await expectReject(importBundle(dup, 'dup.zip'), CorruptCheckpoint, 'dup.zip: zip entry "adapter.pt" appears twice (entries 1 and 2)');
+    // a name that is long but within the limits imports
+    const ok = `${'q'.repeat(252)}.pt`;
+    expect(Object.keys((await importBundle(await hand([[ok, x]]), 'ok.zip')).files)).toEqual([ok]);
   });
 
   it('refuses bad export input', async () => {

@@ -46,15 +46,48 @@ const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object
 
 export { sha256Hex };
 
-/** A relative '/'-separated file name without '.', '..', '\\' or empty segments (and not bundle.json). */
-export function checkFileName(name: string, where: string): string {
+/** Longest file name part and whole name, in UTF-8 bytes: what every file system takes (NAME_MAX 255), well within PATH_MAX. */
+export const NAME_PART_MAX = 255;
+export const NAME_MAX = 1024;
+
+/** A name for messages: control characters escaped, a long one cut. */
+const shown = (name: string) => {
+  const s = name.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return s.length > 120 ? `${s.slice(0, 120)}…` : s;
+};
+
+/**
+ * A relative '/'-separated file name without '.', '..', '\\', control characters or empty segments, each part at most
+ * NAME_PART_MAX bytes and the whole at most NAME_MAX (and not bundle.json). `Err`: InvalidArgument for names a caller
+ * gives, CorruptCheckpoint for names read from a bundle.
+ */
+export function checkFileName(name: string, where: string, Err: new (m: string) => Error = InvalidArgument): string {
   const parts = name.split('/');
-  if (!name || parts.some((p) => !p || p === '.' || p === '..' || p.includes('\\')) || name === BUNDLE_MANIFEST) {
-    throw new InvalidArgument(
-      `${where}: file name '${name}' must be a relative '/'-separated path without '.', '..' or empty parts, other than ${BUNDLE_MANIFEST}`,
-    );
+  if (!name || parts.some((p) => !p || p === '.' || p === '..' || p.includes('\\') || /[\u0000-\u001f\u007f]/.test(p)) ||
+    name === BUNDLE_MANIFEST) {
+    throw new Err(`${where}: file name '${shown(name)}' must be a relative '/'-separated path without '.', '..', empty parts or ` +
+      `control characters, other than ${BUNDLE_MANIFEST}; rename the file and export the bundle again`);
+  }
+  const long = parts.find((p) => utf8.encode(p).length > NAME_PART_MAX);
+  if (long !== undefined || utf8.encode(name).length > NAME_MAX) {
+    throw new Err(`${where}: file name '${shown(name)}' is too long: ${long !== undefined
+      ? `a part of ${utf8.encode(long).length} bytes, over ${NAME_PART_MAX}` : `${utf8.encode(name).length} bytes, over ${NAME_MAX}`}; ` +
+      'give the file a shorter name and export the bundle again');
   }
   return name;
+}
+
+/** Refuses names of which one is another's folder ('a' and 'a/b'): a folder cannot also be a file. */
+function checkNoFileFolder(names: readonly string[], where: string, Err: new (m: string) => Error = CorruptCheckpoint): void {
+  const files = new Set(names);
+  for (const n of names) {
+    for (let i = n.indexOf('/'); i > 0; i = n.indexOf('/', i + 1)) {
+      if (files.has(n.slice(0, i))) {
+        throw new Err(`${where}: '${shown(n.slice(0, i))}' is both a file and the folder of '${shown(n)}'; ` +
+          'export the checkpoint again');
+      }
+    }
+  }
 }
 
 /** Kind of a folder of files that does not say: outer if it holds outer manifests or outer_*.pt links. */
@@ -85,6 +118,7 @@ export async function exportBundle(files: CheckpointFiles, info: BundleInfo): Pr
     ...(info.step !== undefined ? { step: info.step } : {}),
     created: info.created ?? new Date().toISOString(), files: {},
   };
+  checkNoFileFolder(names, 'exportBundle', InvalidArgument);
   for (const n of names) {
     checkFileName(n, 'exportBundle');
     meta.files[n] = { bytes: files[n]!.length, sha256: await sha256Hex(files[n]!) };
@@ -170,24 +204,26 @@ export async function importBundle(bytes: Uint8Array, fileName = 'checkpoint.zip
     const names = [...entries.keys()].filter((n) => !n.endsWith('/'));
     const tops = new Set(names.map((n) => (n.includes('/') ? n.slice(0, n.indexOf('/')) : '')));
     const strip = tops.size === 1 && !tops.has('') ? [...tops][0]!.length + 1 : 0;
-    for (const n of names) files[checkFileName(n.slice(strip), base)] = entries.get(n)!.slice();
+    for (const n of names) files[checkFileName(n.slice(strip), base, CorruptCheckpoint)] = entries.get(n)!.slice();
     if (!Object.keys(files).length) throw new CorruptCheckpoint(`${base}: the zip holds no files; export the checkpoint again`);
+    checkNoFileFolder(Object.keys(files), base);
     return { meta: await metaFor(files), files };
   }
   const meta = parseMeta(manifest, base);
   for (const n of entries.keys()) {
     if (n === BUNDLE_MANIFEST || n.endsWith('/')) continue;
-    if (!(n in meta.files))
-      throw new CorruptCheckpoint(`${base}: file '${n}' is not listed in ${BUNDLE_MANIFEST}; the bundle was altered, export it again`);
+    if (!Object.hasOwn(meta.files, n))
+      throw new CorruptCheckpoint(`${base}: file '${shown(n)}' is not listed in ${BUNDLE_MANIFEST}; the bundle was altered, export it again`);
   }
+  for (const n of Object.keys(meta.files)) checkFileName(n, base, CorruptCheckpoint);
+  checkNoFileFolder(Object.keys(meta.files), base);
   for (const [n, f] of Object.entries(meta.files)) {
-    checkFileName(n, base);
     const b = entries.get(n);
     if (!b) throw new CorruptCheckpoint(`${base}: '${n}' is listed in ${BUNDLE_MANIFEST} but missing; export the bundle again`);
-    if (b.length !== f.bytes || (await sha256Hex(b)) !== f.sha256) {
-      throw new CorruptCheckpoint(
-        `${base}: '${n}' does not match its SHA-256 in ${BUNDLE_MANIFEST} (${b.length} bytes, expected ${f.bytes}); the file is damaged, export or download the bundle again`,
-      );
+    const sha256 = await sha256Hex(b);
+    if (b.length !== f.bytes || sha256 !== f.sha256) {
+      throw new CorruptCheckpoint(`${base}: '${n}' does not match its SHA-256 in ${BUNDLE_MANIFEST} (sha256 ${sha256}, expected ` +
+        `${f.sha256}; ${b.length} bytes, expected ${f.bytes}); the file is damaged, export or download the bundle again`);
     }
     files[n] = b.slice();
   }
