@@ -19,12 +19,20 @@
  * Without a usable CUDA device it prints why and exits 0 ("skipped: needs a CUDA device").
  *   (h) scale: a forward, backward and decode at Qwen3-8B width and 4096 tokens (2 layers; see scale()), the
  *       step's pool peak against its training memory plan (src/train/memory.ts): within [0.95, 1.01] of it;
- * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices|train|ask|scale runs one part;
+ *   (i) nccl, with NCCL and two or more GPUs: two processes (this script again, no MPI; the unique id goes through a
+ *       temp file), one per GPU, all-reduce and broadcast 1M floats, checked exactly, and the all-reduce's bus bandwidth;
+ * Exit 1 when a check fails. RMAS_CUDA_ONLY=parity|golden|gemm|perf|devices|train|ask|scale|nccl runs one part;
  * RMAS_CUDA_CASES=<regex> runs the parity cases whose "group/name" matches; RMAS_CUDA_ASK_ROWS=n asks n questions in (f).
  */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { DType } from '../src/formats/dtype';
 import { decode, encode } from '../src/formats/encode';
 import { F, Tape } from '../src/autograd';
+import { ncclVersionText } from '../src/dist/nccl';
 import { CudaUnavailable } from '../src/errors';
 import { CUDA_DTYPE, type HalfGemm } from '../src/kernels/kernel';
 import { allCases } from '../src/kernels/cases';
@@ -42,6 +50,13 @@ import { Rng } from '../src/util/rng';
 const only = process.env.RMAS_CUDA_ONLY;
 const failures: string[] = [];
 const log = (s: string) => process.stdout.write(`${s}\n`);
+/** NCCL's f32 sizes in (i): 1M floats checked; a larger buffer too, for the bus bandwidth, where timing means something. */
+const NCCL_SIZES = [2 ** 20, 2 ** 25];
+// (i)'s ranks: this script started again by nccl() with RMAS_CUDA_NCCL_RANK set; they do only their part
+if (process.env.RMAS_CUDA_NCCL_RANK) {
+  log(JSON.stringify(await ncclRank(Number(process.env.RMAS_CUDA_NCCL_RANK), process.env.RMAS_CUDA_NCCL_ID!)));
+  process.exit(0);
+}
 
 let cuda: CudaBackend;
 try {
@@ -472,6 +487,107 @@ async function scale() {
   }
 }
 
+/**
+ * One rank of (i), on device `rank` of 2: rank 0 writes the unique id to `idFile`, rank 1 waits for it; then an
+ * all-reduce and a broadcast of 1M floats, and the seconds one all-reduce takes at each size.
+ */
+async function ncclRank(rank: number, idFile: string) {
+  const be = await CudaBackend.create({ device: rank });
+  const a = be.addon;
+  let id: Uint8Array;
+  if (rank === 0) {
+    id = a.ncclUniqueId();
+    writeFileSync(`${idFile}.part`, id);
+    renameSync(`${idFile}.part`, idFile);
+  } else {
+    for (const t0 = Date.now(); !existsSync(idFile); ) {
+      if (Date.now() - t0 > 60_000) throw new Error(`rank 1: no NCCL id from rank 0 in ${idFile} within 60 s`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    id = new Uint8Array(readFileSync(idFile));
+  }
+  const comm = a.ncclCommInit(id, 2, rank);
+  const ptr = (t: { storage: unknown }) => (t.storage as { ptr: bigint }).ptr;
+  const n = NCCL_SIZES[0];
+  const x = be.fromValues(Float32Array.from({ length: n }, (_, i) => (i % 7) * (rank + 1)), [n]);
+  a.ncclAllReduce(comm, ptr(x), n);
+  const sum = await x.read();
+  const y = be.fromValues(Float32Array.from({ length: n }, (_, i) => (rank === 1 ? i : -1)), [n]);
+  a.ncclBroadcast(comm, ptr(y), n, 1);
+  const bcast = await y.read();
+  const seconds: number[] = [];
+  // the emulator's figures time the CPU, not a link: one small size is enough there
+  for (const size of be.name.includes('emulator') ? NCCL_SIZES.slice(0, 1) : NCCL_SIZES) {
+    const p = a.malloc(size * 4);
+    a.memset(p, size * 4);
+    for (let i = 0; i < 3; i++) a.ncclAllReduce(comm, p, size);
+    a.sync();
+    const t0 = performance.now();
+    for (let i = 0; i < 20; i++) a.ncclAllReduce(comm, p, size);
+    a.sync();
+    seconds.push((performance.now() - t0) / 1000 / 20);
+    a.free(p);
+  }
+  a.ncclCommDestroy(comm);
+  return {
+    rank,
+    sumWrong: sum.reduce((k, v, i) => k + (v === (i % 7) * 3 ? 0 : 1), 0),
+    bcastWrong: bcast.reduce((k, v, i) => k + (v === i ? 0 : 1), 0),
+    seconds,
+  };
+}
+
+/** (i): two processes, one GPU each, through NCCL; skipped, saying why, without NCCL or a second GPU. */
+async function nccl() {
+  const np = typeof cuda.addon.ncclProbe === 'function' ? cuda.addon.ncclProbe() : null;
+  if (!np?.loaded) {
+    log(`(i) skipped: ${np ? np.error : 'this CUDA addon predates NCCL support; rebuild it (npm run build:cuda -- --force)'}`);
+    return;
+  }
+  const version = np.version === null ? '(version unknown)' : ncclVersionText(np.version);
+  if (probe.devices.length < 2) {
+    log(`(i) skipped: NCCL ${version} loads (${np.path}), but the two-process check needs two CUDA devices (${probe.devices.length} here)`);
+    return;
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'rmas-nccl-'));
+  const self = fileURLToPath(import.meta.url);
+  // npm run test:cuda runs the .ts through tsx; the GPU kit runs a bundled .mjs
+  const argv = self.endsWith('.ts') ? ['--import', 'tsx', self] : [self];
+  const rank = (r: number) =>
+    new Promise<{ code: number | null; out: string }>((done) => {
+      const env = { ...process.env, RMAS_CUDA_NCCL_RANK: String(r), RMAS_CUDA_NCCL_ID: join(dir, 'id') };
+      const p = spawn(process.execPath, argv, { env, stdio: ['ignore', 'pipe', 'pipe'], timeout: 180_000 });
+      let out = '';
+      p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      p.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      p.on('close', (code) => done({ code, out }));
+    });
+  try {
+    const ranks = await Promise.all([rank(0), rank(1)]);
+    const got = ranks.map((r, k) => {
+      const line = r.out.trim().split('\n').pop() ?? '';
+      if (r.code !== 0 || !line.startsWith('{'))
+        throw new Error(`rank ${k} exited with ${r.code}: ${r.out.trim().split('\n').slice(-3).join(' | ')}`);
+      return JSON.parse(line) as Awaited<ReturnType<typeof ncclRank>>;
+    });
+    const wrong = got.map((g) => g.sumWrong + g.bcastWrong);
+    log(`(i) nccl ${version} (${np.path}), 2 processes on cuda:0 and cuda:1: all-reduce and broadcast of ${NCCL_SIZES[0]} f32, ` +
+      `${wrong.every((w) => w === 0) ? 'every value exact on both ranks' : `WRONG VALUES (${wrong.join(', ')})`}`);
+    if (wrong.some((w) => w)) failures.push(`nccl: ${wrong.join(' and ')} wrong values on ranks 0 and 1`);
+    // bus bandwidth of an all-reduce over n ranks: bytes · 2 (n − 1) / n per second; n = 2
+    got[0].seconds.forEach((_, k) => {
+      const s = Math.max(got[0].seconds[k], got[1].seconds[k]);
+      const mib = (NCCL_SIZES[k] * 4) / 2 ** 20;
+      const busBw = (NCCL_SIZES[k] * 4) / s / 1e9;
+      log(`(i) nccl all-reduce of ${mib} MiB: ${(s * 1e6).toFixed(0)} µs, bus bandwidth ${busBw.toFixed(1)} GB/s`);
+    });
+  } catch (e) {
+    failures.push(`nccl: ${(e as Error).message.split('\n')[0]}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 const t0 = performance.now();
 if (!only || only === 'parity') await parity();
 if (!only || only === 'golden') await golden();
@@ -481,6 +597,7 @@ if (!only || only === 'train') await train();
 if (!only || only === 'ask') await askTiny();
 if (!only || only === 'devices') await devices();
 if (!only || only === 'scale') await scale();
+if (!only || only === 'nccl') await nccl();
 const m = cuda.memInfo();
 log(
   `pool ${(m.poolReserved / 2 ** 20).toFixed(0)} MiB reserved, ${(m.poolUsed / 2 ** 20).toFixed(0)} MiB in use; ${((performance.now() - t0) / 1000).toFixed(1)} s`,

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Builds the CUDA emulator: the addon's own sources (native/cuda/src) compiled by g++ for the CPU against
 // native/cuda/emu (its runtime, execution model and cuBLASLt), so that the cuda backend's kernels run, and are
-// tested, on machines without a GPU. Output: native/cuda/build-emu/rmas_cuda.node and libcublasLt_emu.so
-// (which the addon loads from beside itself). Use it with RMAS_CUDA_ADDON=native/cuda/build-emu/rmas_cuda.node.
+// tested, on machines without a GPU. Output: native/cuda/build-emu/rmas_cuda.node, libcublasLt_emu.so and
+// libnccl_emu.so (which the addon loads from beside itself). Use it with RMAS_CUDA_ADDON=native/cuda/build-emu/rmas_cuda.node.
 //
 // Two rewrites turn a .cu file into C++ (emu/emu.h explains them):
 //   callee<<<grid, block[, smem[, stream]]>>>(args)  ->  ::rmas_emu::launch(callee, "callee", grid, block, ...)(args)
@@ -185,9 +185,11 @@ async function main() {
   const lib = join(out, 'libcublasLt_emu.so');
   const link = await run(cxx, ['-shared', '-o', addon, ...objects, '-ldl', '-Wl,--allow-shlib-undefined']);
   if (link.code !== 0) die(link.text);
-  const lt = join(cuda, 'emu/cublaslt_emu.cc');
-  if (!existsSync(lib) || statSync(lib).mtimeMs < statSync(lt).mtimeMs) {
-    const r = await run(cxx, ['-std=c++17', '-O2', '-fPIC', '-shared', '-ffp-contract=off', '-o', lib, lt]);
+  // the libraries the addon loads from beside itself: its cuBLASLt and its NCCL
+  for (const [file, so, extra] of [['cublaslt_emu.cc', lib, []], ['nccl_emu.cc', join(out, 'libnccl_emu.so'), ['-lrt']]]) {
+    const cc = join(cuda, 'emu', file);
+    if (existsSync(so) && statSync(so).mtimeMs >= statSync(cc).mtimeMs) continue;
+    const r = await run(cxx, ['-std=c++17', '-O2', '-fPIC', '-shared', '-ffp-contract=off', '-Wall', '-o', so, cc, ...extra]);
     if (r.code !== 0) die(r.text);
   }
   console.log(

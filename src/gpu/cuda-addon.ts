@@ -54,7 +54,36 @@ export interface CudaAddon {
   kernels(): string[];
   deviceName(): string;
   capability(): { major: number; minor: number };
+  /**
+   * Loads NCCL on first use (RMAS_NCCL, a path, alone when set; else libnccl.so.2; the emulator's libnccl_emu.so):
+   * where from and its version code (MAJOR*10000 + MINOR*100 + PATCH), or why it does not load. Never throws.
+   */
+  ncclProbe(): NcclProbe;
+  /** A fresh ncclUniqueId (128 bytes) for ncclCommInit on every rank; throws when NCCL does not load. */
+  ncclUniqueId(): Uint8Array;
+  /** Joins the communicator of `id` as `rank` of `nranks` on the current device, waiting for every rank; a handle. */
+  ncclCommInit(id: Uint8Array, nranks: number, rank: number): number;
+  /**
+   * Sums `count` f32 values at `ptr` over the ranks, in place, queued on the current device's stream (ordered with
+   * the kernels around it); the communicator must belong to the current device.
+   */
+  ncclAllReduce(comm: number, ptr: bigint, count: number): void;
+  /** Root's `count` f32 values at `ptr` on every rank, in place, on the current device's stream. */
+  ncclBroadcast(comm: number, ptr: bigint, count: number, root: number): void;
+  ncclCommDestroy(comm: number): void;
 }
+
+/** Whether NCCL loads, for ncclProbe(): its file and version code, or the reason it does not. */
+export interface NcclProbe {
+  loaded: boolean;
+  path: string | null;
+  version: number | null;
+  error: string | null;
+}
+
+/** An Error thrown by the addon for a failed NCCL call (ncclResult: its ncclResult_t, e.g. 6 for ncclRemoteError). */
+export type NcclError = Error & { ncclResult: number };
+export const isNcclError = (e: unknown): e is NcclError => e instanceof Error && typeof (e as NcclError).ncclResult === 'number';
 
 /** An Error thrown by the addon for a failed CUDA call. */
 export type CudaError = Error & { code: number; cudaError: string };

@@ -4,15 +4,19 @@
 // calls. copyPeer moves bytes between two open devices with both streams ordered around the copy.
 // Allocations come from each device's stream-ordered pool (cudaMallocAsync), which keeps freed memory for
 // reuse. Failures throw JS Errors carrying the CUDA error code and name.
+// NCCL (nccl.{h,cc}) is opened on the first nccl* call, never at load: its collectives run on the current
+// device's stream, so they are ordered with the kernels around them, and fail with NCCL's own words.
 #include <napi.h>
 
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "cublaslt.h"
+#include "nccl.h"
 #include "registry.h"
 
 namespace {
@@ -377,6 +381,120 @@ Napi::Value Capability(const Napi::CallbackInfo& info) {
   return r;
 }
 
+// NCCL communicators by handle, each with the device that was current when it was made (its stream is the one
+// its collectives go on).
+struct NcclComm {
+  rmas::nccl::Comm comm;
+  int device;
+};
+std::map<int, NcclComm> g_comms;
+int g_nextComm = 1;
+
+const rmas::nccl::Api& ncclApi(Napi::Env env, const char* what) {
+  const rmas::nccl::Api* a = rmas::nccl::api();
+  if (!a) throw Napi::Error::New(env, std::string(what) + ": " + rmas::nccl::load_error());
+  return *a;
+}
+
+void ncclCheck(Napi::Env env, rmas::nccl::Result r, const std::string& what, rmas::nccl::Comm comm) {
+  if (r == rmas::nccl::kSuccess) return;
+  Napi::Error err = Napi::Error::New(env, what + " failed: " + rmas::nccl::describe(r, comm));
+  err.Set("ncclResult", Napi::Number::New(env, r));
+  throw err;
+}
+
+/** The communicator of handle info[0]; it must belong to the current device, whose stream the call uses. */
+NcclComm& ncclComm(const Napi::CallbackInfo& info, const char* what) {
+  Napi::Env env = info.Env();
+  needInit(env, what);
+  auto it = info.Length() > 0 && info[0].IsNumber() ? g_comms.find(info[0].As<Napi::Number>().Int32Value()) : g_comms.end();
+  if (it == g_comms.end()) throw Napi::Error::New(env, std::string(what) + ": not a communicator of ncclCommInit (or destroyed)");
+  if (it->second.device != g.device)
+    throw Napi::Error::New(env, std::string(what) + ": the communicator belongs to device " + std::to_string(it->second.device) +
+                                    ", the current device is " + std::to_string(g.device) + "; call use(" +
+                                    std::to_string(it->second.device) + ") first");
+  return it->second;
+}
+
+// ncclProbe(): whether NCCL loads (loading it now, once), from where, its version code, or why not. Never throws.
+Napi::Value NcclProbe(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object r = Napi::Object::New(env);
+  const char* path = rmas::nccl::loaded_path();
+  r.Set("loaded", Napi::Boolean::New(env, path != nullptr));
+  r.Set("path", path ? Napi::String::New(env, path) : env.Null());
+  r.Set("version", path && rmas::nccl::version() >= 0 ? Napi::Number::New(env, rmas::nccl::version()) : env.Null());
+  r.Set("error", path ? env.Null() : Napi::String::New(env, rmas::nccl::load_error()));
+  return r;
+}
+
+Napi::Value NcclUniqueId(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const rmas::nccl::Api& a = ncclApi(env, "ncclUniqueId");
+  rmas::nccl::UniqueId id{};
+  ncclCheck(env, a.getUniqueId(&id), "ncclGetUniqueId", nullptr);
+  Napi::Uint8Array out = Napi::Uint8Array::New(env, rmas::nccl::kUniqueIdBytes);
+  std::memcpy(out.Data(), id.internal, rmas::nccl::kUniqueIdBytes);
+  return out;
+}
+
+// ncclCommInit(id, nranks, rank): joins the communicator of `id` on the current device; waits for every rank.
+Napi::Value NcclCommInit(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  needInit(env, "ncclCommInit");
+  const rmas::nccl::Api& a = ncclApi(env, "ncclCommInit");
+  if (info.Length() < 3 || !info[0].IsTypedArray() || !info[1].IsNumber() || !info[2].IsNumber())
+    throw Napi::TypeError::New(env, "ncclCommInit: expected (id: Uint8Array, nranks: number, rank: number)");
+  Napi::TypedArray t = info[0].As<Napi::TypedArray>();
+  if (t.ByteLength() != rmas::nccl::kUniqueIdBytes)
+    throw Napi::TypeError::New(env, "ncclCommInit: the id must be the 128 bytes of ncclUniqueId(), got " + std::to_string(t.ByteLength()));
+  const int nranks = info[1].As<Napi::Number>().Int32Value(), rank = info[2].As<Napi::Number>().Int32Value();
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    throw Napi::RangeError::New(env, "ncclCommInit: rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " is out of range");
+  rmas::nccl::UniqueId id{};
+  std::memcpy(id.internal, static_cast<const uint8_t*>(t.ArrayBuffer().Data()) + t.ByteOffset(), rmas::nccl::kUniqueIdBytes);
+  rmas::nccl::Comm comm = nullptr;
+  ncclCheck(env, a.commInitRank(&comm, nranks, id, rank),
+            "ncclCommInitRank (rank " + std::to_string(rank) + " of " + std::to_string(nranks) + ")", nullptr);
+  const int handle = g_nextComm++;
+  g_comms[handle] = NcclComm{comm, g.device};
+  return Napi::Number::New(env, handle);
+}
+
+// ncclAllReduce(comm, ptr, count): f32 sum over the ranks, in place, queued on the current device's stream.
+Napi::Value NcclAllReduce(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  NcclComm& c = ncclComm(info, "ncclAllReduce");
+  void* p = reinterpret_cast<void*>(uintptr_t(toPtr(info[1], "ncclAllReduce")));
+  const size_t count = toSize(info[2], "ncclAllReduce");
+  ncclCheck(env, ncclApi(env, "ncclAllReduce").allReduce(p, p, count, rmas::nccl::kFloat32, rmas::nccl::kSum, c.comm, g.stream),
+            "ncclAllReduce", c.comm);
+  return env.Undefined();
+}
+
+// ncclBroadcast(comm, ptr, count, root): root's f32 values on every rank, in place, on the current device's stream.
+Napi::Value NcclBroadcast(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  NcclComm& c = ncclComm(info, "ncclBroadcast");
+  void* p = reinterpret_cast<void*>(uintptr_t(toPtr(info[1], "ncclBroadcast")));
+  const size_t count = toSize(info[2], "ncclBroadcast");
+  if (info.Length() < 4 || !info[3].IsNumber()) throw Napi::TypeError::New(env, "ncclBroadcast: expected a root rank");
+  const int root = info[3].As<Napi::Number>().Int32Value();
+  ncclCheck(env, ncclApi(env, "ncclBroadcast").broadcast(p, p, count, rmas::nccl::kFloat32, root, c.comm, g.stream), "ncclBroadcast",
+            c.comm);
+  return env.Undefined();
+}
+
+Napi::Value NcclCommDestroy(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto it = info.Length() > 0 && info[0].IsNumber() ? g_comms.find(info[0].As<Napi::Number>().Int32Value()) : g_comms.end();
+  if (it == g_comms.end()) throw Napi::Error::New(env, "ncclCommDestroy: not a communicator of ncclCommInit (or destroyed)");
+  const rmas::nccl::Comm comm = it->second.comm;
+  g_comms.erase(it);
+  ncclCheck(env, ncclApi(env, "ncclCommDestroy").commDestroy(comm), "ncclCommDestroy", nullptr);
+  return env.Undefined();
+}
+
 Napi::Object Module(Napi::Env env, Napi::Object exports) {
   exports.Set("probe", Napi::Function::New(env, Probe));
   exports.Set("init", Napi::Function::New(env, Init));
@@ -396,6 +514,12 @@ Napi::Object Module(Napi::Env env, Napi::Object exports) {
   exports.Set("kernels", Napi::Function::New(env, Kernels));
   exports.Set("deviceName", Napi::Function::New(env, DeviceName));
   exports.Set("capability", Napi::Function::New(env, Capability));
+  exports.Set("ncclProbe", Napi::Function::New(env, NcclProbe));
+  exports.Set("ncclUniqueId", Napi::Function::New(env, NcclUniqueId));
+  exports.Set("ncclCommInit", Napi::Function::New(env, NcclCommInit));
+  exports.Set("ncclAllReduce", Napi::Function::New(env, NcclAllReduce));
+  exports.Set("ncclBroadcast", Napi::Function::New(env, NcclBroadcast));
+  exports.Set("ncclCommDestroy", Napi::Function::New(env, NcclCommDestroy));
   return exports;
 }
 
