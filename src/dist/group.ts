@@ -11,6 +11,7 @@
 import type { FlatParams } from '../autograd/params';
 import { InvalidArgument, RanksDiverged, RmasError } from '../errors';
 import type { DataParallel } from '../train/loop';
+import type { DeviceCollectives } from './nccl';
 
 export type ReduceOp = 'sum' | 'max' | 'min';
 export type NumericBuffer = Float32Array | Float64Array | Int32Array;
@@ -124,20 +125,25 @@ function writeAll(params: readonly FlatParams[], part: Part, all: Float32Array) 
 }
 
 /**
- * Sums the gathered gradients of `params` across ranks, in place on every rank (one collective for all
- * the buffers). Host buffers: each device's gradients come back to the host, are summed there over MPI and
- * go back; links are small next to the agents, so this costs little beside a step.
+ * Sums the gathered gradients of `params` across ranks, in place on every rank. With `device` (NCCL on the cuda
+ * backend) each flat buffer is summed in device memory. Otherwise on the host, one collective for all the
+ * buffers: each device's gradients come back to the host, are summed there over MPI and go back; links are small
+ * next to the agents, so this costs little beside a step.
  */
-export async function allReduceGradients(g: ProcessGroup, params: readonly FlatParams[]): Promise<void> {
+export async function allReduceGradients(g: ProcessGroup, params: readonly FlatParams[], device?: DeviceCollectives): Promise<void> {
   if (g.size === 1) return;
-  writeAll(params, 'grad', await g.allReduce(await readAll(params, 'grad'), 'sum'));
+  if (device) for (const p of params) device.allReduceSum(p.grad);
+  else writeAll(params, 'grad', await g.allReduce(await readAll(params, 'grad'), 'sum'));
 }
 
-/** Rank 0's parameter values (and with `moments`, AdamW's m and v) on every rank. */
-export async function broadcastParameters(g: ProcessGroup, params: readonly FlatParams[], { moments = false } = {}): Promise<void> {
+/** Rank 0's parameter values (and with `moments`, AdamW's m and v) on every rank, in device memory with `device`. */
+export async function broadcastParameters(
+  g: ProcessGroup, params: readonly FlatParams[], { moments = false, device }: { moments?: boolean; device?: DeviceCollectives } = {},
+): Promise<void> {
   if (g.size === 1) return;
   for (const part of moments ? (['data', 'm', 'v'] as const) : (['data'] as const)) {
-    writeAll(params, part, await g.broadcast(await readAll(params, part), 0));
+    if (device) for (const p of params) device.broadcast(part === 'data' ? p.data : p[part], 0);
+    else writeAll(params, part, await g.broadcast(await readAll(params, part), 0));
   }
 }
 
@@ -162,13 +168,16 @@ export async function checkSameParameters(g: ProcessGroup, params: readonly Flat
   }
 }
 
-/** What trainLoop needs of a group: this rank's place, sums of step figures, and the gradients' all-reduce. */
-export function dataParallel(g: ProcessGroup, params: readonly FlatParams[]): DataParallel {
+/**
+ * What trainLoop needs of a group: this rank's place, sums of step figures, and the gradients' all-reduce (over
+ * `device`, NCCL, when given; else on the host).
+ */
+export function dataParallel(g: ProcessGroup, params: readonly FlatParams[], device?: DeviceCollectives): DataParallel {
   return {
     rank: g.rank,
     size: g.size,
     sum: async (values) => [...(await g.allReduce(Float64Array.from(values), 'sum'))],
     gather: (value) => allGatherJson(g, value),
-    reduceGradients: () => allReduceGradients(g, params),
+    reduceGradients: () => allReduceGradients(g, params, device),
   };
 }

@@ -3,9 +3,11 @@
  * commands that split work (train-inner, train-outer, run); what a rank says when the launcher stops it; and
  * which GPUs of --devices each rank of a machine takes.
  */
-import { RankLost, UsageError } from '../errors';
+import type { FlatParams } from '../autograd/params';
 import type { ProcessGroup } from '../dist/group';
 import { openProcessGroup } from '../dist/mpi';
+import { openNccl, type DeviceCollectives } from '../dist/nccl';
+import { DistUnavailable, RankLost, UsageError } from '../errors';
 
 let group: ProcessGroup | null = null;
 let resumeNote: () => string = () => '';
@@ -61,4 +63,37 @@ export function rankDevices(ids: number[] | null | undefined, backend: string | 
   }
   const per = ids.length / g.localSize;
   return ids.slice(g.localRank * per, (g.localRank + 1) * per);
+}
+
+/**
+ * The device collectives of a data-parallel run (RMAS_COLLECTIVES: auto, the default, nccl or host). On the cuda
+ * backend, with every trained link on one device, the gradients are summed by NCCL in device memory; NCCL missing
+ * is then DistUnavailable, which names RMAS_COLLECTIVES=host (MPI on host buffers) as the way on without it. Other
+ * backends, and links spread over several GPUs of a rank (train-outer --devices), take the host path.
+ */
+export async function gradientCollectives(
+  g: ProcessGroup, params: readonly FlatParams[], say: (s: string) => void, env: NodeJS.ProcessEnv = process.env,
+): Promise<DeviceCollectives | undefined> {
+  const choice = (env.RMAS_COLLECTIVES ?? 'auto').trim().toLowerCase();
+  if (!['auto', 'nccl', 'host'].includes(choice))
+    throw new UsageError(`RMAS_COLLECTIVES=${env.RMAS_COLLECTIVES}: expected auto, nccl or host`);
+  if (g.size === 1 || choice === 'host') return undefined;
+  const backends = [...new Set(params.map((p) => p.backend))];
+  const cuda = backends.length === 1 && backends[0]!.kind === 'cuda';
+  if (!cuda) {
+    if (choice === 'nccl') {
+      throw new DistUnavailable(`RMAS_COLLECTIVES=nccl needs every trained link on one CUDA device; this run has them on ` +
+        `${backends.map((b) => b.name).join(', ')}; unset it to sum the gradients on the host`);
+    }
+    return undefined;
+  }
+  try {
+    const d = await openNccl(g, backends[0]!);
+    say(`gradients summed by ${d.description}\n`);
+    return d;
+  } catch (e) {
+    if (!(e instanceof DistUnavailable)) throw e;
+    throw new DistUnavailable(`${e.message}. Install NCCL (Debian/Ubuntu: libnccl2 from NVIDIA's CUDA repository, or set ` +
+      'RMAS_NCCL=/path/to/libnccl.so.2), or set RMAS_COLLECTIVES=host to sum the gradients on the host over MPI');
+  }
 }

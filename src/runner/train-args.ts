@@ -118,7 +118,8 @@ export const TRAIN_USAGE =
       deliberation --reflector_* and --toolcaller_* (agent1, agent2); giving one with its agentN flag is an error
       both: [--batch_size 2] [--grad_accum_steps 1] [--max_steps 20000 | --num_train_epochs N] [--lr_scheduler_type cosine]
             [--warmup_steps 10] [--max_grad_norm 1.0] [--weight_decay 0.0] [--seed 42] [--shuffle 1] [--save_steps 1000]
-            [--save_total_limit N] [--resume DIR] [--log_jsonl FILE] [--dump_batches DIR] [--dataset_json_field data] [--dataset_split train]
+            [--save_total_limit N] [--resume DIR] [--log_jsonl FILE] [--dump_batches DIR] [--dataset_json_field data]
+            [--dataset_split train]
             [--cache_dir DIR] [--prompts FILE.json] [--backend webgpu|cpu|cuda [--devices 0,1,…]] [--gradient_checkpointing 0|1|auto|ROLE,…]
             [--enable_thinking 0|1] (the chat template's enable_thinking variable; 0, upstream's, renders Qwen3's empty think block)
       train-inner's --save_dir (and each checkpoint-N) is a whole role folder, as upstream's save_pretrained leaves it:

@@ -34,7 +34,7 @@ import { parseSchedulerType } from '../train/schedule';
 import { materialize } from '../store/bundle-node';
 import { flag01, numberFlag, required } from './args';
 import { thinkingTokenizer } from './ask';
-import { setResumeNote } from './dist';
+import { gradientCollectives, setResumeNote } from './dist';
 import { NO_EFFECT, ROLE_FLAG_ROLES, ROLE_FLAG_SUFFIXES, type TrainArgs } from './train-args';
 
 export interface TrainIO {
@@ -453,6 +453,8 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     const store = nodeStore(saveDir);
     let state: TrainerState = initialState(job.size, loopOpts);
     const params = job.optimizer.params;
+    const device = await gradientCollectives(group, params, io.err);
+    if (device) disposers.push(() => device.close());
     if (a.resume) {
       // rank 0 reads the checkpoint (it may repair an interrupted save); the others get its values
       const resumed = await fromRoot(group, async () => {
@@ -463,10 +465,10 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       });
       job.optimizer.t = resumed.t;
       state = resumed.state;
-      await broadcastParameters(group, params, { moments: true });
+      await broadcastParameters(group, params, { moments: true, device });
       io.err(`resuming from ${join(a.resume, resumed.dir)} at step ${state.step}\n`);
     } else {
-      await broadcastParameters(group, params);
+      await broadcastParameters(group, params, { device });
     }
     if (group.size > 1) {
       io.err(`data parallel over ${group.size} ranks: ${batchSize} samples per rank and micro-batch, ${batchSize * group.size} in all; ` +
@@ -483,7 +485,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     const final = await trainLoop(job.size, loopOpts, {
       optimizer: job.optimizer,
       runBatch: (idx, scale, shard) => job.runBatch(idx, scale, shard),
-      ...(group.size > 1 ? { parallel: dataParallel(group, params) } : {}),
+      ...(group.size > 1 ? { parallel: dataParallel(group, params, device) } : {}),
       onStep: async (e) => {
         if (!lead) return;
         const line = progressLine(e);

@@ -144,7 +144,8 @@ describe('data files that are not rows', () => {
   it('a file that is not UTF-8 is refused, naming the file, the byte offset and its line; nothing is read as U+FFFD', async () => {
     const file = join(dir, 'latin1.jsonl');
     // "café" in Latin-1 on line 2: é is the single byte 0xe9
-    const bytes = Buffer.concat([Buffer.from('{"question":"q","answer":"1"}\n{"question":"caf'), Buffer.from([0xe9]), Buffer.from('","answer":"2"}\n')]);
+    const head = Buffer.from('{"question":"q","answer":"1"}\n{"question":"caf');
+    const bytes = Buffer.concat([head, Buffer.from([0xe9]), Buffer.from('","answer":"2"}\n')]);
     await writeFile(file, bytes);
     const at = bytes.indexOf(0xe9);
     await expect(loadRows({ jsonlFile: file })).rejects.toThrow(

@@ -78,7 +78,8 @@ async function readText(path: string, flag: string): Promise<string> {
       'convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8) and try again');
   }
   const text = new TextDecoder('utf-8').decode(bytes);
-  if (!text.trim()) throw new InvalidArgument(`${flag} ${path} is empty; give a file with one row per line (JSONL) or a JSON array of rows`);
+  if (!text.trim())
+    throw new InvalidArgument(`${flag} ${path} is empty; give a file with one row per line (JSONL) or a JSON array of rows`);
   return text;
 }
 
