@@ -28,7 +28,7 @@ if ! node -e "const p = require('./native/cuda/build/rmas_cuda.node').probe(); p
   echo "the carried addon finds no device: building it here" >>"$log"
   step "build:cuda" 240 node scripts/build-cuda.mjs --force
 fi
-for p in ${CUDA_PARTS:-parity golden gemm train scale devices perf ask}; do
+for p in ${CUDA_PARTS:-parity golden gemm train scale devices nccl perf ask}; do
   step "test:cuda $p" 150 env RMAS_CUDA_ONLY=$p node --input-type=module -e "await import('$PWD/models/tiny/.kit-cuda.mjs')"
 done
 for f in .gpu-kit/debs/*.deb; do dpkg -x "$f" /; done

@@ -10,7 +10,7 @@
  * `npm run test:cuda` runs part (i) on a machine with two.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -18,7 +18,9 @@ import { which } from '../scripts/build-tools.mjs';
 import { singleProcess } from '../src/dist/group';
 import { mpiAddonPath } from '../src/dist/mpi';
 import { ncclVersionText, openNccl } from '../src/dist/nccl';
+import { parseLinkBytes } from '../src/mas/upstream';
 import { CpuBackend } from '../src/tensor/cpu';
+import { arithmeticRows } from './train/fixtures';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const ADDON = join(ROOT, 'native/cuda/build-emu/rmas_cuda.node');
@@ -125,6 +127,43 @@ describe.skipIf(!mustRun && !(gxx && mpirunPath && mpiBuilt))('openNccl on the C
       expect(x.open.message).toMatch(/without NCCL the collectives take the host path/);
     }
   }, 300_000);
+
+  describe('rmas train-inner --backend cuda over 2 ranks (one emulated GPU each)', () => {
+    const rows = join(dir, 'rows.jsonl');
+    const train = (np: number, save: string, batch: number, env: Record<string, string> = {}) => {
+      const argv = [join(ROOT, 'bin/rmas.js'), 'train-inner', '--model_name_or_path', 'models/tiny/qwen3-tiny', '--mas_design',
+        'sequential', '--mas_role', 'planner', '--dataset_name', rows, '--max_steps', '3', '--adapter_lr', '1e-2', '--warmup_steps', '1',
+        '--seed', '3', '--backend', 'cuda', '--save_steps', '0', '--batch_size', String(batch), '--save_dir', save];
+      const cmd = np > 1 ? [mpirunPath!, ['-np', String(np), '--oversubscribe', process.execPath, ...argv]] as const
+        : [process.execPath, argv] as const;
+      return spawnSync(cmd[0], cmd[1], { cwd: ROOT, env: { ...ENV, RMAS_CUDA_EMU_DEVICES: '2', ...env }, encoding: 'utf8', timeout: 300_000 });
+    };
+    const values = (file: string) => [...parseLinkBytes(new Uint8Array(readFileSync(file)), file).values()].flatMap((t) => [...t.data]);
+
+    it('gradients summed by the emulated NCCL, or on the host, give the links of one process with the whole batch', () => {
+      writeFileSync(rows, arithmeticRows(12).map((r) => JSON.stringify(r)).join('\n'));
+      const one = train(1, join(dir, 'cuda-1'), 4);
+      expect(one.status, one.stderr).toBe(0);
+      const want = values(join(dir, 'cuda-1', 'adapter.safetensors'));
+      for (const [name, env] of [['nccl', {}], ['host', { RMAS_COLLECTIVES: 'host' }]] as const) {
+        const r = train(2, join(dir, `cuda-2-${name}`), 2, env);
+        expect(r.status, r.stderr).toBe(0);
+        if (name === 'nccl') expect(r.stderr).toMatch(/gradients summed by NCCL 2\.19\.0 \(.*libnccl_emu\.so\) on cuda:0, rank 0 of 2/);
+        else expect(r.stderr).not.toContain('gradients summed by NCCL');
+        const got = values(join(dir, `cuda-2-${name}`, 'adapter.safetensors'));
+        expect(Math.max(...got.map((x, i) => Math.abs(x - want[i]!)))).toBeLessThan(1e-6);
+      }
+    }, 600_000);
+
+    it('a rank that fails before the first collective stops the job at once (it leaves without MPI_Finalize)', () => {
+      // one emulated GPU for two ranks: rank 1 has no device 1
+      const t0 = Date.now();
+      const r = train(2, join(dir, 'cuda-fail'), 2, { RMAS_CUDA_EMU_DEVICES: '1' });
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toMatch(/rmas: \[rank 1\] CudaUnavailable: CUDA device 1 does not exist \(1 device found\)/);
+      expect(Date.now() - t0).toBeLessThan(120_000);
+    }, 300_000);
+  });
 });
 
 /**

@@ -211,13 +211,16 @@ export async function main(argv: string[]): Promise<number> {
       return group;
     },
   };
+  let ok = false;
   try {
     const parsed = parseCommand(COMMANDS, argv, 'rmas');
     if (!parsed) {
       process.stdout.write(`${USAGE}\n`);
       return 0;
     }
-    return (await parsed.command.run(parsed.values, runner)) ?? 0;
+    const code = (await parsed.command.run(parsed.values, runner)) ?? 0;
+    ok = code === 0;
+    return code;
   } catch (e) {
     if (e instanceof UsageError) {
       process.stderr.write(`rmas: ${e.message}\n${USAGE}\n`);
@@ -234,7 +237,8 @@ export async function main(argv: string[]): Promise<number> {
   } finally {
     const m = made as Backend | null;
     if (m instanceof WebGpuBackend) m.ctx.destroy();
-    closeProcessGroup();
+    // MPI_Finalize waits for every rank: a failed rank leaves without it, and mpirun stops the others
+    if (ok) closeProcessGroup();
   }
 }
 
