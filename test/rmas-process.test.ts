@@ -1,12 +1,14 @@
 /**
  * `rmas` as processes under faults: the child that bin/rmas.js starts stops when the wrapper is killed (SIGKILL
- * included), rather than train on unseen to the end.
+ * included), rather than train on unseen to the end; the folder a `.zip` bundle is extracted to goes away when the
+ * run is stopped by SIGTERM, SIGINT or its wrapper's death, not only at a normal exit.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { priceJsonl, priceSplit } from '../src/eval/tiny-prices';
 import { arithmeticRows } from './train/fixtures';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -57,4 +59,41 @@ describe('the rmas process pair', () => {
     expect(err).toContain('rmas: the launching process (bin/rmas.js) is gone; stopping');
     expect(err).not.toMatch(/step 100000\//);
   }, 90_000);
+
+  describe('bundles extracted for --init_outer', () => {
+    const bundle = join(dir, 'outer.zip');
+    const prices = join(dir, 'prices.jsonl');
+    /** train-outer from a bundle, with its own TMPDIR; resolves once it trains, with the wrapper and that TMPDIR. */
+    async function start(name: string) {
+      const tmp = join(dir, `tmp-${name}`);
+      mkdirSync(tmp);
+      const wrapper = spawn(process.execPath, [
+        join(ROOT, 'bin/rmas.js'), 'train-outer', '--style', 'tiny_distillation', '--init_outer', bundle, '--dataset_name', prices,
+        '--max_steps', '100000', '--num_recursive_rounds', '1', '--backend', 'cpu', '--save_dir', join(dir, `save-${name}`),
+        '--save_steps', '0', '--logging_steps', '1',
+      ], { cwd: ROOT, env: { ...process.env, TMPDIR: tmp, RMAS_TINY_SYSTEM: '' } });
+      let err = '';
+      wrapper.stderr.on('data', (d: Buffer) => (err += d.toString()));
+      await until(`${name}: the first steps`, () => /step 2\//.test(err), 60_000);
+      expect(readdirSync(tmp).filter((n) => n.startsWith('rmas-bundle-'))).toHaveLength(1);
+      return { wrapper, tmp, err: () => err };
+    }
+
+    it('SIGTERM, SIGINT, or the wrapper killed with SIGKILL: the extracted folder is removed', async () => {
+      const made = spawnSync(process.execPath, [join(ROOT, 'bin/rmas.js'), 'convert', '--in', 'models/tiny/distillation/outer',
+        '--out', bundle], { cwd: ROOT, encoding: 'utf8' });
+      expect(made.status, made.stderr).toBe(0);
+      writeFileSync(prices, priceJsonl(priceSplit('train').slice(0, 8)));
+      for (const sig of ['SIGTERM', 'SIGINT', 'SIGKILL'] as const) {
+        const run = await start(sig);
+        const child = childrenOf(run.wrapper.pid!)[0]!;
+        const exited = new Promise<number | null>((r) => run.wrapper.on('exit', (code, signal) => r(code ?? (signal ? -1 : null))));
+        run.wrapper.kill(sig);
+        await exited;
+        await until(`${sig}: the child to stop`, () => !alive(child), 15_000);
+        // (tsx keeps its own cache there)
+        expect(readdirSync(run.tmp).filter((n) => n.startsWith('rmas-')), sig).toEqual([]);
+      }
+    }, 240_000);
+  });
 });

@@ -1,7 +1,8 @@
 /**
  * Checkpoint bundles on the runner (Node): a `.zip` bundle given where a checkpoint folder is expected is
  * extracted once per process (per path, size and mtime) into a temp folder, which is used in its place
- * and removed when the process exits. A role's bundle holds its inner link only; the role keeps the style's model.
+ * and removed when the process exits, also when it is stopped by SIGTERM, SIGINT or SIGHUP. A role's bundle holds
+ * its inner link only; the role keeps the style's model.
  */
 import { rmSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
@@ -23,6 +24,7 @@ async function extract(path: string): Promise<string> {
   if (!cleanupHooked) {
     cleanupHooked = true;
     process.once('exit', removeExtracted);
+    for (const sig of STOP_SIGNALS) process.on(sig, onStopSignal);
   }
   try {
     for (const [name, bytes] of Object.entries(files)) {
@@ -39,6 +41,20 @@ async function extract(path: string): Promise<string> {
     throw e;
   }
   return dir;
+}
+
+const STOP_SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP'] as const;
+
+/**
+ * A stop signal: the extracted folders go, then the signal takes its course. When no other handler listens, ours
+ * is removed and the signal raised again, so the process ends as it would have (killed by that signal); another
+ * handler (mpirun's RankLost line) decides itself how the process exits.
+ */
+function onStopSignal(sig: NodeJS.Signals) {
+  removeExtracted();
+  if (process.listenerCount(sig) > 1) return;
+  for (const s of STOP_SIGNALS) process.removeListener(s, onStopSignal);
+  process.kill(process.pid, sig);
 }
 
 /** Deletes every folder materialize() extracted (also run at process exit) and forgets them. */
