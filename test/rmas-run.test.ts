@@ -11,6 +11,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { TINY_SYSTEM_DIR } from '../scripts/tiny-system/paths';
 import { scoreAnswer, taskSplit, toJsonl } from '../src/eval/tiny-task';
+import { priceJsonl, priceSplit } from '../src/eval/tiny-prices';
 import type { EvalSummary, SampleRecord } from '../src/eval/run';
 import { runCmd } from '../src/runner/run';
 import { CpuBackend } from '../src/tensor/cpu';
@@ -323,5 +324,27 @@ describe('rmas run with the LLM judge (rows that ask for it)', () => {
     expect(seen).toEqual([{ auth: `Bearer ${KEY}`, model: 'judge-1' }, { auth: `Bearer ${KEY}`, model: 'judge-1' }]);
     expect((recs[0] as unknown as { judge_model: string }).judge_model).toBe('judge-1');
     for (const text of [out, log, readFileSync(file, 'utf8')]) expect(text).not.toContain(KEY);
+  }, 120_000);
+});
+
+describe('rmas run with a question longer than the agents read', () => {
+  it('that question is scored wrong with ContextTooLong as its reason; the batch around it is answered as usual', () => {
+    const rows = priceSplit('test').slice(0, 4);
+    const long = { ...rows[1]!, question: `${'Ann buys many things. '.repeat(300)}${rows[1]!.question}` };
+    const file = join(dir, 'long.jsonl');
+    writeFileSync(file, priceJsonl([rows[0]!, long, rows[2]!, rows[3]!]));
+    const out = join(dir, 'long-results.jsonl');
+    const r = spawnSync(process.execPath, [join(ROOT, 'bin/rmas.js'), 'run', '--style', 'tiny_distillation', '--dataset', file, '--greedy',
+      '--num_recursive_rounds', '1', '--batch_size', '4', '--backend', 'cpu', '--result_jsonl', out], {
+      cwd: dir, encoding: 'utf8', env: { ...process.env, RMAS_TINY_SYSTEM: '' },
+    });
+    expect(r.status, r.stderr).toBe(0);
+    const samples = lines(out).filter((x) => x.type === 'sample') as SampleRecord[];
+    expect(samples.map((s) => s.sample_idx)).toEqual([0, 1, 2, 3]);
+    const refused = samples[1]!;
+    expect([refused.correct, refused.raw_output, refused.tokens]).toEqual([false, '', 0]);
+    expect(refused.rollouts[0]!.detail).toMatch(/^ContextTooLong: .*\d+ tokens.*512/);
+    // the others are the answers of the committed evaluation (every latent1 answer of these rows is right)
+    for (const i of [0, 2, 3]) expect(samples[i]!.correct, samples[i]!.raw_output).toBe(true);
   }, 120_000);
 });

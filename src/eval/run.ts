@@ -4,7 +4,7 @@
  * Records come out one at a time so that a long run can be written as it goes and resumed. Questions that ask for
  * the LLM judge (judge.ts) are scored by its verdict, exact match kept beside it as `em`.
  */
-import { Cancelled, InvalidArgument } from '../errors';
+import { Cancelled, ContextTooLong, InvalidArgument } from '../errors';
 import { yieldToEventLoop } from '../util/yield';
 import { askBatch } from '../mas/batch';
 import type { AskOptions, AskResult } from '../mas/run';
@@ -226,6 +226,31 @@ export function accuracyLines(summary: EvalSummary): string {
     `${summary.k > 1 ? `pass@${summary.k}=${pct(summary.pass_at_k)}\n` : ''}`;
 }
 
+/**
+ * Asks a chunk of questions at once; when one of them does not fit an agent's context (ContextTooLong, refused
+ * before anything runs), each is asked alone, and the ones that do not fit get their error instead of an answer.
+ */
+async function askChunk(
+  system: MasSystem, chunk: readonly EvalItem[], options: (item: EvalItem) => AskOptions,
+): Promise<[EvalItem, AskResult | ContextTooLong][]> {
+  try {
+    const results = await askBatch(system, chunk.map(options));
+    return chunk.map((c, i) => [c, results[i]!]);
+  } catch (e) {
+    if (!(e instanceof ContextTooLong)) throw e;
+  }
+  const out: [EvalItem, AskResult | ContextTooLong][] = [];
+  for (const c of chunk) {
+    try {
+      out.push([c, (await askBatch(system, [options(c)]))[0]!]);
+    } catch (e) {
+      if (!(e instanceof ContextTooLong)) throw e;
+      out.push([c, e]);
+    }
+  }
+  return out;
+}
+
 /** Asks every question (skipping `done` ones), scores every rollout, and returns the records in item order with their summary. */
 export async function evaluate(
   system: MasSystem,
@@ -262,7 +287,7 @@ export async function evaluate(
     };
   };
   // questions to ask, batchSize at a time (askBatch answers each as ask() would alone); recorded ones are kept as they are
-  const answered = new Map<number, AskResult>();
+  const answered = new Map<number, AskResult | ContextTooLong>();
   const pending = items.filter((item) => !opts.done?.has(item.index));
   let next = 0;
   for (const item of items) {
@@ -282,14 +307,18 @@ export async function evaluate(
     if (!answered.has(item.index)) {
       const chunk = pending.slice(next, next + batchSize);
       next += chunk.length;
-      const results = await askBatch(system, chunk.map(askOptions));
-      chunk.forEach((c, i) => answered.set(c.index, results[i]));
+      for (const [c, res] of await askChunk(system, chunk, askOptions)) answered.set(c.index, res);
     }
     const seed = seedOf(item);
     const r = answered.get(item.index)!;
     answered.delete(item.index);
     const rollouts: RolloutRecord[] = [];
-    for (const o of r.rollouts) {
+    if (r instanceof ContextTooLong) {
+      // a question the agents cannot read is scored wrong, with the reason, and the run goes on
+      const none = { raw_output: '', pred: null, correct: false, tokens: 0, retried: false, detail: `ContextTooLong: ${r.message}` };
+      for (let i = 0; i < k; i++) rollouts.push({ ...none });
+    }
+    for (const o of r instanceof ContextTooLong ? [] : r.rollouts) {
       rollouts.push({ raw_output: o.text, tokens: o.tokens, retried: o.retried, ...(await scoreRollout(item, o.text, opts, judge)) });
     }
     const first = rollouts[0]!;
@@ -311,9 +340,9 @@ export async function evaluate(
       correct: first.correct,
       solved: rollouts.some((o) => o.correct),
       rollouts,
-      tokens: r.tokens,
-      latent_steps: r.latentSteps,
-      seconds: r.seconds,
+      tokens: r instanceof ContextTooLong ? 0 : r.tokens,
+      latent_steps: r instanceof ContextTooLong ? 0 : r.latentSteps,
+      seconds: r instanceof ContextTooLong ? 0 : r.seconds,
       seed,
       ...(item.groups ? { groups: item.groups } : {}),
       ...(first.judge ? { em: first.em!, judge: first.judge } : {}),
