@@ -218,17 +218,20 @@ export function progressLine(e: StepEvent): string {
 }
 
 /**
- * Makes sure a folder the run writes into can be made and written, before any model loads: a path that is a
- * file, or a folder that cannot be created or written, is refused now rather than at the first save.
+ * Makes sure a folder the run writes into can be made and written, before any model loads and without making it:
+ * a path that is a file, one under a file, or one whose nearest existing folder cannot be written is refused now
+ * rather than at the first save.
  */
 export function checkOutputFolder(flag: string, dir: string) {
   const fail = (why: string) => new InvalidArgument(`--${flag} ${dir}: ${why}; give a folder this run can write (nothing was trained)`);
-  if (existsSync(dir) && !statSync(dir).isDirectory()) throw fail('it is a file, not a folder');
+  let at = resolvePath(dir);
+  if (existsSync(at) && !statSync(at).isDirectory()) throw fail('it is a file, not a folder');
+  while (!existsSync(at)) at = dirname(at);
+  if (!statSync(at).isDirectory()) throw fail(`it cannot be made: ${at} is a file (ENOTDIR)`);
   try {
-    mkdirSync(dir, { recursive: true });
-    accessSync(dir, fsConstants.W_OK);
+    accessSync(at, fsConstants.W_OK);
   } catch (e) {
-    throw fail(`it cannot be made or written (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    throw fail(`it cannot be written: ${at} is not writable (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
 }
 
@@ -299,7 +302,8 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     checkOutputFolder('save_dir', saveDir);
     // an unreadable commit journal would stop the first save; it is reported now, before any step
     const saves = nodeStore(saveDir);
-    for (const d of ['.', ...readdirSync(saveDir).filter((n) => /^checkpoint-\d+$/.test(n))]) await pendingCommit(saves, d);
+    const folders = existsSync(saveDir) ? readdirSync(saveDir).filter((n) => /^checkpoint-\d+$/.test(n)) : [];
+    for (const d of ['.', ...folders]) await pendingCommit(saves, d);
     if (a.dump_batches) checkOutputFolder('dump_batches', a.dump_batches);
     if (a.log_jsonl) checkOutputFile('log_jsonl', a.log_jsonl);
     return null;
@@ -480,6 +484,8 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     const args: Record<string, unknown> = { command: `train-${kind}`, ...a, resolved: { ...loopOpts, task, maxLength } };
     const logEvery = num(a, 'logging_steps', 10, { int: true, min: 1 });
     const keep = num(a, 'save_total_limit', 0, { int: true, min: 0 });
+    if (a.dump_batches && lead) mkdirSync(a.dump_batches, { recursive: true });
+    if (a.log_jsonl && lead) mkdirSync(dirname(resolvePath(a.log_jsonl)), { recursive: true });
 
     let lastPlaced: PlacedModel | null = null;
     const final = await trainLoop(job.size, loopOpts, {

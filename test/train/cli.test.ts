@@ -200,7 +200,8 @@ describe('rmas train-inner under faults', () => {
     const log = await train('inner', innerArgs(join(tmp, 'log-ok'), { log_jsonl: tmp }));
     expect(log.error?.message).toBe(`--log_jsonl ${tmp}: it is a folder; give a file path (nothing was trained)`);
     const under = await train('inner', innerArgs(join(file, 'sub')));
-    expect(under.error?.message).toMatch(/^--save_dir .*a-file\/sub: it cannot be made or written \(ENOTDIR\)/);
+    expect(under.error?.message).toMatch(/^--save_dir .*a-file\/sub: it cannot be made: .*a-file is a file \(ENOTDIR\)/);
+    expect(existsSync(join(tmp, 'log-ok'))).toBe(false);
   });
 
   it('an unreadable commit journal in --save_dir is reported before any step, not at the first save', async () => {
