@@ -136,9 +136,11 @@ describe.skipIf(!mustRun && !(gxx && mpirunPath && mpiBuilt))('openNccl on the C
         '--seed', '3', '--backend', 'cuda', '--save_steps', '0', '--batch_size', String(batch), '--save_dir', save];
       const cmd = np > 1 ? [mpirunPath!, ['-np', String(np), '--oversubscribe', process.execPath, ...argv]] as const
         : [process.execPath, argv] as const;
-      return spawnSync(cmd[0], cmd[1], { cwd: ROOT, env: { ...ENV, RMAS_CUDA_EMU_DEVICES: '2', ...env }, encoding: 'utf8', timeout: 300_000 });
+      const all = { ...ENV, RMAS_CUDA_EMU_DEVICES: '2', ...env };
+      return spawnSync(cmd[0], cmd[1], { cwd: ROOT, env: all, encoding: 'utf8', timeout: 300_000 });
     };
-    const values = (file: string) => [...parseLinkBytes(new Uint8Array(readFileSync(file)), file).values()].flatMap((t) => Array.from(t.data));
+    const values = (file: string) =>
+      [...parseLinkBytes(new Uint8Array(readFileSync(file)), file).values()].flatMap((t) => Array.from(t.data));
 
     it('gradients summed by the emulated NCCL, or on the host, give the links of one process with the whole batch', () => {
       writeFileSync(rows, arithmeticRows(12).map((r) => JSON.stringify(r)).join('\n'));

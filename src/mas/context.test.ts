@@ -51,9 +51,10 @@ describe('ask: the context', () => {
     const { calls, engine } = countingEngine();
     const e = await ask(system, { ...opts, question }, engine).then(() => null, (x: unknown) => x as Error);
     expect(e).toBeInstanceOf(ContextTooLong);
-    const m = /^the tiny_sequential planner prompt \([^)]*round 1\): (\d+) prompt tokens and 32 latent steps need (\d+) positions, more than the planner model's context of 512 \(max_position_embeddings\); shorten the question or lower the latent steps$/.exec(
-      e!.message,
-    );
+    const m = new RegExp(
+      "^the tiny_sequential planner prompt \\([^)]*round 1\\): (\\d+) prompt tokens and 32 latent steps need (\\d+) positions, " +
+        "more than the planner model's context of 512 \\(max_position_embeddings\\); shorten the question or lower the latent steps$",
+    ).exec(e!.message);
     expect(m, e!.message).not.toBeNull();
     const [prompt, positions] = [Number(m![1]), Number(m![2])];
     expect(prompt).toBeGreaterThan(tokens('planner', question));

@@ -91,7 +91,8 @@ describe('the context (max_position_embeddings 512)', () => {
   });
 
   it('a prompt longer than the context is ContextTooLong before any forward pass (generate and forward)', async () => {
-    const prompt = 'The quick brown fox jumps over the lazy dog. '.repeat(100); // 4500 characters: far over 512 tokens of the tiny vocabulary
+    // 4500 characters: far over 512 tokens of the tiny vocabulary
+    const prompt = 'The quick brown fox jumps over the lazy dog. '.repeat(100);
     const g = await timed('generate', '--model', DIR, '--prompt', prompt, '--greedy', '--backend', 'cpu');
     expect(g.code).toBe(1);
     expect(g.err).toMatch(
