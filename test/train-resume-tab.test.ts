@@ -86,6 +86,7 @@ describe('resuming an interrupted training run in the worker (cpu)', () => {
     const req = { ...request(), options: { maxSteps: 99, lr: 1 }, resume: { runId: first.id } };
     const resumed = await go(req);
     expect(resumed.run.id).toBe(first.id);
+    expect(resumed.events[0]).toMatchObject({ type: 'start', runId: first.id, resumedFrom: 3 }); // what the page says it resumed from
     expect(resumed.result).toEqual({ runId: first.id, steps: 6, stopped: false });
     expect(resumed.events.map((e) => (e.type === 'step' ? `step${e.step}/${e.maxSteps}` : e.type))).toEqual([
       'start',
@@ -136,7 +137,8 @@ describe('training calls: one run, paused, resumed and cancelled by its call id 
       events.push(e);
       if (e.type === 'step' && e.step === 1) {
         await api.pauseTraining('t1');
-        refused.push(api.train(request(), () => {}), api.pauseTraining('t-other'));
+        // handled at once: the run yields to the event loop before they are looked at
+        refused.push(...[api.train(request(), () => {}), api.pauseTraining('t-other')].map((p) => p.catch((e: Error) => e)));
       }
       if (e.type === 'paused') await api.resumeTraining('t1');
       if (e.type === 'step' && e.step === 2) await calls.cancel('t1');
@@ -152,7 +154,7 @@ describe('training calls: one run, paused, resumed and cancelled by its call id 
       'done',
     ]);
     expect(events.at(-2)).toEqual({ type: 'saved', step: 2, final: true });
-    const [second, other] = await Promise.all(refused.map((p) => p.catch((e: Error) => e)));
+    const [second, other] = await Promise.all(refused);
     expect(second).toMatchObject({
       name: 'InvalidArgument',
       message: expect.stringMatching(/still in progress; stop it \(cancel its call\)/),

@@ -10,24 +10,34 @@ import { CpuBackend } from '../src/tensor/cpu';
 import { WebGpuBackend } from '../src/tensor/webgpu';
 import { type CloseReport, closeness } from '../src/testing/close';
 import { newRng, parityObservers } from '../src/testing/parity';
-import { DownloadFailed } from '../src/errors';
+import { DownloadFailed, InvalidArgument } from '../src/errors';
 import { modelFetch } from '../src/model/url';
 import type { CheckpointStore } from '../src/train/checkpoint-files';
 import { cpuChecks } from './cpu-checks';
 import { callRegistry } from './calls';
 import { CPU_PLAN_LIMITS, systemCalls } from './system-calls';
 import { trainCalls } from './train-calls';
-import type { BenchResult, EngineApi, SelfTestEvent } from './protocol';
+import type { BenchResult, DeviceLostNotice, EngineApi, SelfTestEvent } from './protocol';
 
 let device: Promise<WebGpuBackend> | null = null;
 
-/** The worker's WebGPU backend, created on first use, and again after a failure or a device loss. */
+/**
+ * The worker's WebGPU backend, created on first use, and again after a failure or a device loss. A lost device is
+ * reported to the page at once (DeviceLostNotice), which replaces this worker: a call in flight may not notice.
+ */
 async function gpu(): Promise<WebGpuBackend> {
   if (device) {
     const d = await device.catch(() => null);
     if (d && !d.ctx.lost) return d;
   }
   device = WebGpuBackend.create();
+  void device.then(
+    (d) => d.ctx.device.lost.then((info) => {
+      const notice: DeviceLostNotice = { type: 'rmas:device-lost', detail: `${info.reason}${info.message ? `: ${info.message}` : ''}` };
+      self.postMessage(notice);
+    }),
+    () => {},
+  );
   return device;
 }
 
@@ -298,6 +308,20 @@ const api: EngineApi = {
   cancel: calls.cancel,
   async ping() {
     return 'pong' as const;
+  },
+  async testFault(kind) {
+    if (import.meta.env?.PROD) throw new InvalidArgument('testFault is a test hook; production builds refuse it');
+    if (kind === 'crash') {
+      setTimeout(() => {
+        throw new Error('test fault: a simulated crash');
+      }, 0);
+      return true;
+    }
+    if (kind !== 'lose-device') throw new InvalidArgument(`testFault: unknown fault ${JSON.stringify(kind)}`);
+    const d = device && (await device.catch(() => null));
+    if (!d || d.ctx.lost) return false;
+    d.ctx.device.destroy(); // as a driver reset does: the device's lost promise resolves, every later use fails
+    return true;
   },
 };
 expose(api);

@@ -91,7 +91,16 @@ export interface TrainOptions {
 
 export type TrainEvent =
   /** runId names the run's checkpoints (checkpointFiles, resume.runId); reason says why a webgpu request runs on cpu. */
-  | { type: 'start'; runId: string; backend: 'webgpu' | 'cpu'; samples: number; dropped: Record<string, number>; reason?: string }
+  | {
+      type: 'start';
+      runId: string;
+      backend: 'webgpu' | 'cpu';
+      samples: number;
+      dropped: Record<string, number>;
+      reason?: string;
+      /** A resumed run (TrainRequest.resume): the step of the checkpoint it continues from. */
+      resumedFrom?: number;
+    }
   | { type: 'step'; step: number; maxSteps: number; loss: number; lr: number; gradNorm: number; tokensPerSec: number; etaSec: number }
   | { type: 'saved'; step: number; final: boolean }
   | { type: 'paused' }
@@ -319,4 +328,30 @@ export interface EngineApi {
   cancel(callId: string): Promise<void>;
   /** Answers at once; the page's watchdog (src/ui/engine.ts) restarts a worker that stops answering. */
   ping(): Promise<'pong'>;
+
+  // ------------------------------------------------------------------------------------------ tests only
+
+  /**
+   * Test hook, refused in production builds: the fault a test asks for, as the real one happens. 'lose-device'
+   * destroys the worker's GPU device (resolves false when it has none yet); 'crash' throws an uncaught error in
+   * the worker on its next turn, whose 'error' event the page sees as a crash. Either way the page replaces the
+   * worker (src/ui/engine.ts), so this call may reject with EngineRestarted instead of resolving.
+   */
+  testFault(kind: TestFault): Promise<boolean>;
 }
+
+export type TestFault = 'lose-device' | 'crash';
+
+/**
+ * What the worker posts to the page, outside comlink's replies, when its GPU device is lost (GPUDevice.lost): the
+ * page replaces the worker, since everything on the device (loaded systems, a training run's tensors) is gone.
+ */
+export interface DeviceLostNotice {
+  type: 'rmas:device-lost';
+  /** GPUDeviceLostInfo's reason and message, e.g. 'destroyed: Device was destroyed.'. */
+  detail: string;
+}
+
+export const isDeviceLostNotice = (d: unknown): d is DeviceLostNotice =>
+  typeof d === 'object' && d !== null && (d as { type?: unknown }).type === 'rmas:device-lost' &&
+  typeof (d as { detail?: unknown }).detail === 'string';

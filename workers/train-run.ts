@@ -279,6 +279,7 @@ export async function trainRun(
       samples: job.size,
       dropped: job.dropped,
       ...(reason ? { reason } : {}),
+      ...(resume ? { resumedFrom: state.step } : {}),
     });
     // the loop's own signal, aborted only here between steps (an abort inside a step throws Cancelled), so that a
     // stop always ends with the loop's final save

@@ -1,10 +1,11 @@
-// The shell: tabs are buttons that change the URL, back/forward restores the tab, an engine restart shows a banner.
+// The shell: tabs are buttons that change the URL, back/forward restores the tab, a lost or restarted engine shows a banner.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { flushSync, mount, unmount } from 'svelte';
 import App from './App.svelte';
 import ErrorBox from './components/ErrorBox.svelte';
 import type { EngineRemote, Services } from './services';
-import { engineHealth } from './state.svelte';
+import { FAULTS } from './engine';
+import { engineHealth, noteRestart } from './state.svelte';
 
 let app: ReturnType<typeof mount> | null = null;
 const start = location.href;
@@ -14,6 +15,7 @@ afterEach(() => {
   document.body.replaceChildren();
   history.replaceState(null, '', start);
   engineHealth.lost = null;
+  engineHealth.restarts = 0;
 });
 
 function fake() {
@@ -68,6 +70,25 @@ describe('App shell', () => {
     banner.querySelector('button')!.click();
     flushSync();
     expect(restart).toHaveBeenCalledOnce();
+    expect(target.querySelector('[data-testid="engine-banner"]')).toBeNull();
+  });
+
+  it('an engine restarted on its own: the banner says what happened and what survived, and is dismissed', () => {
+    const { services, restart } = fake();
+    const target = document.body.appendChild(document.createElement('div'));
+    app = mount(App, { target, props: { services } });
+    noteRestart('the engine worker crashed (Uncaught Error: x); a new one was started', FAULTS.crashed);
+    noteRestart('the engine was reloaded on request', FAULTS.requested); // not news: the user asked for it
+    flushSync();
+    const banner = target.querySelector('[data-testid="engine-banner"]')!;
+    expect(banner.textContent!.replace(/\s+/g, ' ').trim()).toBe(
+      'EngineRestarted the engine worker crashed (Uncaught Error: x); a new one was started ' +
+        'Models and checkpoints stored in this browser are intact. dismiss',
+    );
+    expect(engineHealth.restarts).toBe(1);
+    banner.querySelector('button')!.click();
+    flushSync();
+    expect(restart).not.toHaveBeenCalled(); // the engine is new already
     expect(target.querySelector('[data-testid="engine-banner"]')).toBeNull();
   });
 

@@ -5,7 +5,7 @@
  */
 import { type Remote } from 'comlink';
 import type { EngineApi } from '../../workers/protocol';
-import { startEngine } from './engine';
+import { FAULTS, startEngine } from './engine';
 
 export type EngineRemote = Remote<EngineApi>;
 
@@ -67,12 +67,12 @@ export interface Services {
   models(): Promise<ModelCache>;
 }
 
-/** The engine handle over the real worker; a restart (asked for, or after the worker died) calls `onRestart`. */
-export function realEngine(onRestart?: (reason: string) => void): EngineHandle {
+/** The engine handle over the real worker; a restart (asked for, or after the worker or its device was lost) calls `onRestart`. */
+export function realEngine(onRestart?: (reason: string, fault: string) => void): EngineHandle {
   const engine = startEngine({ onRestart });
   return {
     api: () => engine.api,
-    restart: () => engine.restart('reloaded on request'),
+    restart: () => engine.restart(FAULTS.requested),
     stop: () => engine.stop(),
   };
 }
@@ -87,7 +87,7 @@ async function loadStore<T>(name: 'checkpoints' | 'models'): Promise<T> {
   return (await load()) as T;
 }
 
-export function realServices(onRestart?: (reason: string) => void): Services {
+export function realServices(onRestart?: (reason: string, fault: string) => void): Services {
   return {
     engine: realEngine(onRestart),
     // typed by the store modules themselves, so that a change of their signatures fails the type check here

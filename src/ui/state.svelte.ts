@@ -1,4 +1,5 @@
 /** Page-wide state the views share: the engine's health, the per-role checkpoint choice of Ask, Ask's history. */
+import { FAULTS } from './engine';
 import { errorParts } from './services';
 
 export interface Problem {
@@ -8,8 +9,18 @@ export interface Problem {
 
 export const engineHealth = $state({ lost: null as Problem | null, restarts: 0 });
 
-/** Names of errors that mean the engine (worker or GPU device) is gone and must be reloaded. */
+/** Names of errors that mean the engine (worker or GPU device) is gone: replaced already (EngineRestarted), or to reload. */
 const FATAL = new Set(['DeviceLost', 'EngineRestarted']);
+
+/**
+ * The engine replaced its worker (src/ui/engine.ts onRestart): flagged page-wide, so that every view shows what
+ * happened. A reload the user asked for is not news.
+ */
+export function noteRestart(reason: string, fault: string) {
+  if (fault === FAULTS.requested) return;
+  engineHealth.restarts++;
+  engineHealth.lost = { name: 'EngineRestarted', message: reason };
+}
 
 /** The error as a Problem; a lost device or dead worker is also flagged page-wide. */
 export function problem(e: unknown): Problem {

@@ -293,7 +293,7 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
     }
   });
 
-  test('7. a dead engine worker: the banner, reload engine, asking works again, checkpoints kept', async () => {
+  test('7. a dead engine worker: the banner says a new one was started, asking works again, checkpoints kept', async () => {
     expect(exported, 'test 2–5 exports the bundle this test imports').not.toBeNull();
     const { ctx, page } = await open();
     try {
@@ -307,9 +307,9 @@ describe.sequential('playground end to end (built app, CPU backend)', () => {
       await engine!.evaluate(() => void setTimeout(() => { throw new Error('simulated engine crash'); }, 0));
       const banner = page.getByTestId('engine-banner');
       await banner.waitFor({ timeout: 20_000 });
-      await expect(banner.textContent()).resolves.toMatch(/EngineRestarted.*crashed.*reload engine/s);
+      await expect(banner.textContent()).resolves.toMatch(/EngineRestarted.*crashed.*a new one was started.*intact.*dismiss/s);
       await shot(page, 'engine-lost');
-      await banner.getByRole('button', { name: 'reload engine' }).click();
+      await banner.getByRole('button', { name: 'dismiss' }).click();
       await expect.poll(() => banner.count()).toBe(0);
       const stats = await askTiny(page, 'Mia buys 3 zorps. How many coins does she pay?');
       expect((await timelineStates(page)).every((s) => s === 'done')).toBe(true);

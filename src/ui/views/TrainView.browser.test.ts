@@ -1,9 +1,13 @@
 // The Train view's controls over a fake engine: Start gives the train call an id, Pause and Resume name that call,
 // and Stop cancels it; the cancelled run still resolves (stopped) and its final checkpoint is saved to the registry.
+// After an engine fault it resumes the run by itself once per checkpoint, then on one click
+// (test/engine-faults.browser.test.ts runs the real worker).
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { mount, unmount } from 'svelte';
 import type { SystemSpec, TrainEvent, TrainRequest, TrainResult } from '../../../workers/protocol';
+import { EngineRestarted } from '../../errors';
 import { reactiveProps } from '../components/props.svelte';
+import { FAULTS } from '../engine';
 import type { CheckpointMeta, EngineRemote, Services } from '../services';
 import { TINY } from '../system';
 import { activeRun } from '../train';
@@ -101,5 +105,61 @@ describe('TrainView', () => {
     expect(api.checkpointFiles).toHaveBeenCalledWith('run-a');
     expect(saveFromFiles).toHaveBeenCalledTimes(1);
     expect(saveFromFiles.mock.calls[0]![1]).toMatchObject({ kind: 'inner', style: TINY, role: 'expert', step: 1 });
+  });
+});
+
+describe('TrainView after an engine fault (fake engine)', () => {
+  it('resumes on its own once; the same fault again before a newer checkpoint waits for one click', async () => {
+    const { api, saveFromFiles, services } = fakeEngine();
+    const lost = () => Object.assign(new EngineRestarted(`${FAULTS.deviceLost} (unknown: reset); a new engine worker was started`), {
+      fault: FAULTS.deviceLost,
+    });
+    const step = (n: number): TrainEvent => ({
+      type: 'step', step: n, maxSteps: 6, loss: 1 / n, lr: 1e-3, gradNorm: 1, tokensPerSec: 1, etaSec: 1,
+    });
+    const emitted = async (on: (e: TrainEvent) => void, events: TrainEvent[]) => {
+      for (const e of events) on(e);
+      await new Promise((r) => setTimeout(r, 20)); // the view's save of a checkpoint goes first
+    };
+    // the run: lost after step 4 (checkpoint at 3); resumed from 3, lost again after step 4; resumed by the click
+    api.train
+      .mockImplementationOnce(async (_req, on) => {
+        await emitted(on, [{ type: 'start', runId: 'run-a', backend: 'webgpu', samples: 1000, dropped: {} }, step(1), step(2), step(3),
+          { type: 'saved', step: 3, final: false }, step(4)]);
+        throw lost();
+      })
+      .mockImplementationOnce(async (_req, on) => {
+        await emitted(on, [{ type: 'start', runId: 'run-a', backend: 'webgpu', samples: 1000, dropped: {}, resumedFrom: 3 }, step(4)]);
+        throw lost();
+      })
+      .mockImplementationOnce(async (_req, on) => {
+        await emitted(on, [{ type: 'start', runId: 'run-a', backend: 'webgpu', samples: 1000, dropped: {}, resumedFrom: 3 }, step(4),
+          step(5), step(6), { type: 'saved', step: 6, final: true }, { type: 'done', steps: 6, stopped: false }]);
+        return { runId: 'run-a', steps: 6, stopped: false };
+      });
+    const target = document.body.appendChild(document.createElement('div'));
+    app = mount(TrainView, { target, props: reactiveProps({ services, style: TINY, onAsk: () => {} }) });
+    const notice = () => target.querySelector('[data-testid="train-recovery-text"]')?.textContent ?? '';
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="data-summary"]')!.textContent).toMatch(/1000 usable/));
+
+    target.querySelector<HTMLButtonElement>('[data-testid="train-start"]')!.click();
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="train-recovery-resume"]')).not.toBeNull());
+    expect(notice()).toBe(
+      'The GPU device was lost again after step 4, before a checkpoint newer than step 3: not resumed on its own, since the fault ' +
+        'may come back at the same point.',
+    );
+    expect(api.train).toHaveBeenCalledTimes(2);
+    expect(api.train.mock.calls[1]![0].resume).toEqual({ runId: 'run-a' });
+    // the registry holds the step-3 checkpoint the view saved before the fault
+    const status = () => target.querySelector('[data-testid="train-status"]')!.textContent!.trim();
+    expect(status()).toMatch(/^saved “.*” at step 3 \(intermediate\)$/);
+
+    target.querySelector<HTMLButtonElement>('[data-testid="train-recovery-resume"]')!.click();
+    await vi.waitFor(() => expect(status()).toMatch(/at step 6$/));
+    expect(notice()).toBe('Resumed from its checkpoint at step 3.');
+    expect(api.train.mock.calls[2]![0]).toEqual({ ...api.train.mock.calls[0]![0], resume: { runId: 'run-a' } });
+    // the curve: steps 1–3 of the first call, then 4–6 of the last
+    expect(target.querySelector('[data-testid=curves] figure[data-series=loss]')!.getAttribute('data-points')).toBe('6');
+    expect(saveFromFiles.mock.calls.map((c) => c[1].step)).toEqual([3, 6]);
   });
 });
