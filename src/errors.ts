@@ -95,3 +95,9 @@ export class RanksDiverged extends named('RanksDiverged') {}
  * or memory is spent on it; the message gives the prompt's token count, the context and what to shorten.
  */
 export class ContextTooLong extends named('ContextTooLong') {}
+/**
+ * IndexedDB aborted or refused a transaction for a reason other than a full disk (the browser aborted it, the
+ * database was closed or deleted under the tab, a disk error); the operation changed nothing, and what was stored
+ * before is intact.
+ */
+export class StorageFailed extends named('StorageFailed') {}

@@ -4,10 +4,13 @@
  *   DIR → FILE.zip               a link folder's files as a checkpoint bundle (bundle.json with sizes and
  *                                SHA-256), the form the playground imports and --ckpt_override outer= takes;
  *   FILE.zip → DIR               a bundle's files, checked against its manifest.
- * Nothing existing is overwritten: the output is written under a temporary name and renamed at the end.
+ * Nothing existing is overwritten: the output is written under a temporary name of its own and put in place at the end,
+ * a file by a hard link (which fails if --out appeared meanwhile), a folder by a rename after a last check (POSIX
+ * lets that rename replace only an empty folder made in the same instant). A failure removes the temporary name; a
+ * process killed before that leaves it (`.partial-` in its name), never --out.
  */
 import { existsSync, statSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { link, mkdir, mkdtemp, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { InvalidArgument, MissingCheckpoint, UsageError } from '../errors';
 import { linkFileBytes, parseLinkBytes } from '../mas/upstream';
@@ -30,12 +33,26 @@ const LINK = /\.(pt|safetensors)$/i;
 const LINK_FOLDER_FILE =
   /^(adapter.*\.(pt|safetensors)|outer_.*\.(pt|safetensors)|adapter_config\.json|innerlink_config\.json|outerlink_config\.json|outer_adapter_config.*\.json|train_args\.json|trainer_state\.json|optimizer\.safetensors)$/;
 
+const appeared = (path: string) => new InvalidArgument(`--out ${path} appeared while converting; nothing was replaced`);
+/** link() errors of a file system without hard links, where the check-then-rename fallback is used. */
+const NO_LINK = new Set(['EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'EXDEV', 'EMLINK', 'ENOSYS']);
+/** rename() errors when the target appeared: a folder not empty, or a file where a folder goes. */
+const TAKEN = new Set(['EEXIST', 'ENOTEMPTY', 'ENOTDIR', 'EISDIR']);
+const code = (e: unknown) => (e as NodeJS.ErrnoException).code ?? '';
+
 async function writeNew(path: string, bytes: Uint8Array): Promise<void> {
-  const tmp = `${path}.partial-${process.pid}`;
+  // a name no other conversion uses: one killed before its clean-up leaves its own, which must not stop this one
+  const tmp = `${path}.partial-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
   try {
     await writeFile(tmp, bytes, { flag: 'wx' });
-    if (existsSync(path)) throw new InvalidArgument(`--out ${path} appeared while converting; nothing was replaced`);
-    await rename(tmp, path);
+    try {
+      await link(tmp, path);
+    } catch (e) {
+      if (code(e) === 'EEXIST') throw appeared(path);
+      if (!NO_LINK.has(code(e))) throw e;
+      if (existsSync(path)) throw appeared(path);
+      await rename(tmp, path);
+    }
   } finally {
     await rm(tmp, { force: true });
   }
@@ -94,13 +111,17 @@ export async function convertCmd(a: ConvertArgs): Promise<string> {
   }
   if (!isDir && /\.zip$/i.test(a.in)) {
     const { meta, files } = await importBundle(await readInput(a.in), a.in);
-    const tmp = join(dirname(a.out), `.${basename(a.out)}.partial-${process.pid}`);
+    await mkdir(dirname(a.out), { recursive: true });
+    const tmp = await mkdtemp(join(dirname(a.out), `.${basename(a.out)}.partial-`));
     try {
       for (const [name, bytes] of Object.entries(files)) {
         await mkdir(dirname(join(tmp, name)), { recursive: true });
-        await writeFile(join(tmp, name), bytes);
+        await writeFile(join(tmp, name), bytes, { flag: 'wx' });
       }
-      await rename(tmp, a.out);
+      if (existsSync(a.out)) throw appeared(a.out);
+      await rename(tmp, a.out).catch((e: unknown) => {
+        throw TAKEN.has(code(e)) ? appeared(a.out!) : e;
+      });
     } finally {
       await rm(tmp, { recursive: true, force: true });
     }

@@ -9,14 +9,17 @@
  * transaction per chunk) and then swaps the entry and drops the old chunks in one transaction, so a
  * failure (quota, closed tab) leaves the old file whole; chunks of writes that never reached the swap
  * are orphans that sweepOrphans() removes. Reads check size and SHA-256 and raise CorruptCheckpoint.
- * QuotaExceededError becomes QuotaExceeded with the size that was being written.
+ * QuotaExceededError becomes QuotaExceeded with the size that was being written; any other failure of IndexedDB (an
+ * aborted transaction, a closed connection, a disk error) becomes StorageFailed naming what was being done.
  */
 import { createStore, type UseStore } from 'idb-keyval';
-import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint, QuotaExceeded } from '../errors';
+import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint, QuotaExceeded, RmasError, StorageFailed } from '../errors';
 import { cleanStorePath, type CheckpointStore } from '../train/checkpoint-files';
 import { sha256Hex } from './bundle';
 
 export const CHUNK_BYTES = 8 * 1024 * 1024;
+
+export { StorageFailed };
 const FILE = 'f:';
 const CHUNK = 'c:';
 const HIGH = '\uffff';
@@ -77,12 +80,27 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
       return out;
     });
 
-  const quota = (e: unknown, what: string, bytes: number | null) => {
-    if (!isQuota(e)) return e;
-    return new QuotaExceeded(
-      `browser storage is full: ${what}${bytes === null ? '' : ` needed ${size(bytes)}`}. Delete models or checkpoints ` +
-        'you no longer need (or allow persistent storage), then try again; nothing stored was changed',
+  /** What the caller gets for a failure of IndexedDB while doing `what`: QuotaExceeded, StorageFailed, or our own error as it is. */
+  const failed = (e: unknown, what: string, bytes: number | null = null) => {
+    if (isQuota(e)) {
+      return new QuotaExceeded(
+        `browser storage is full: ${what}${bytes === null ? '' : ` needed ${size(bytes)}`}. Delete models or checkpoints ` +
+          'you no longer need (or allow persistent storage), then try again; nothing stored was changed',
+      );
+    }
+    if (e instanceof RmasError || !(e instanceof Error || e instanceof DOMException)) return e;
+    return new StorageFailed(
+      `browser storage failed ${what} (${e.name}: ${e.message}); nothing stored was changed. Try again; if it keeps failing, ` +
+        'reload the page (another tab may have deleted or upgraded the database)',
     );
+  };
+  /** `op`, with a failure of IndexedDB turned into a named error (failed). */
+  const named = async <T>(what: string, op: () => Promise<T>, bytes: number | null = null): Promise<T> => {
+    try {
+      return await op();
+    } catch (e) {
+      throw failed(e, what, bytes);
+    }
   };
 
   const entriesAt = async (os: IDBObjectStore, p: string): Promise<[string, FileEntry][]> => {
@@ -125,16 +143,16 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
         });
       } catch (e) {
         await tx('readwrite', async (os) => { for (const c of chunks) os.delete(c); }).catch(() => {});
-        throw quota(e, `saving ${shown(p)}`, bytes.length);
+        throw failed(e, `saving ${shown(p)}`, bytes.length);
       }
     },
     async read(path) {
       const p = cleanStorePath(path);
-      const got = await tx('readonly', async (os) => {
+      const got = await named(`reading ${shown(p)}`, () => tx('readonly', async (os) => {
         const e = (await req(os.get(FILE + p))) as FileEntry | undefined;
         if (!e) return null;
         return { e, parts: await Promise.all(e.chunks.map((c) => req(os.get(c)) as Promise<Uint8Array | undefined>)) };
-      });
+      }));
       if (!got)
         throw new MissingCheckpoint(`checkpoint file ${p} does not exist (browser storage); save a checkpoint first or fix the path`);
       const damaged = (what: string) =>
@@ -153,17 +171,18 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
     },
     async exists(path) {
       const p = cleanStorePath(path);
-      return tx('readonly', async (os) => (await req(os.count(FILE + p))) > 0 || (await req(os.count(below(`${FILE}${p}/`)))) > 0);
+      return named(`looking for ${shown(p)}`, () =>
+        tx('readonly', async (os) => (await req(os.count(FILE + p))) > 0 || (await req(os.count(below(`${FILE}${p}/`)))) > 0));
     },
     async list(dir) {
       const d = cleanStorePath(dir, true);
       const pre = `${FILE}${d ? `${d}/` : ''}`;
-      const ks = await tx('readonly', async (os) => req(os.getAllKeys(below(pre))));
+      const ks = await named(`listing ${shown(d) || 'the store'}`, () => tx('readonly', async (os) => req(os.getAllKeys(below(pre)))));
       return [...new Set(ks.map((k) => String(k).slice(pre.length).split('/')[0]!))].sort();
     },
     async remove(path) {
       const p = cleanStorePath(path);
-      await tx('readwrite', async (os) => dropEntries(os, await entriesAt(os, p)));
+      await named(`deleting ${shown(p)}`, () => tx('readwrite', async (os) => dropEntries(os, await entriesAt(os, p))));
     },
     async rename(from, to) {
       const f = cleanStorePath(from);
@@ -179,21 +198,22 @@ export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}
           for (const [p, e] of moved) os.put(e, FILE + t + p.slice(f.length));
         });
       } catch (e) {
-        throw quota(e, `renaming ${shown(f)}`, null);
+        throw failed(e, `renaming ${shown(f)}`);
       }
     },
     async entry(path) {
       const p = cleanStorePath(path);
-      return ((await tx('readonly', async (os) => req(os.get(FILE + p)))) as FileEntry | undefined) ?? null;
+      const e = await named(`reading ${shown(p)}`, () => tx('readonly', async (os) => req(os.get(FILE + p))));
+      return (e as FileEntry | undefined) ?? null;
     },
     async sweepOrphans(olderThanMs = 3_600_000) {
       const cutoff = `${CHUNK}${Math.max(0, Date.now() - olderThanMs).toString(36).padStart(10, '0')}`;
-      return tx('readwrite', async (os) => {
+      return named('sweeping unused chunks', () => tx('readwrite', async (os) => {
         const used = new Set(((await req(os.getAll(below(FILE)))) as FileEntry[]).flatMap((e) => e.chunks));
         const stale = (await req(os.getAllKeys(IDBKeyRange.bound(CHUNK, cutoff)))).map(String).filter((k) => !used.has(k));
         for (const k of stale) os.delete(k);
         return stale.length;
-      });
+      }));
     },
   };
 }

@@ -13,7 +13,10 @@
  *   5. remove `.ckpt-staging/`, then the journal.
  * recoverCheckpoint(dir): a journal present → redo 3–5 (each step is idempotent) → the new checkpoint;
  * no journal but a staging folder → delete it → the previous checkpoint, whose files were never touched.
- * One writer per folder at a time is assumed.
+ * One writer per folder at a time is assumed. A journal naming a file that is neither staged nor in place (something
+ * else deleted files of the folder while it was being saved: another tab, a user) can never be finished: recovery
+ * refuses it by name, listing never takes the folder for a checkpoint, and the next save into the folder discards
+ * it (the checkpoint files of both saves, the staging folder, then the journal) before writing its own.
  *
  * Folder swap (nodeStore.rename of a folder onto an existing folder, which POSIX cannot do in one step;
  * the checkpoint code no longer needs it): 1. rename `to` aside to `to.old-<n>`; 2. rename `from` to
@@ -240,16 +243,28 @@ export async function pendingCommit(store: CheckpointStore, dir: string): Promis
   return { write: o.write, remove: o.remove };
 }
 
+/** The files a journal commits that are neither staged nor in place: the commit can never be finished. */
+async function lostFiles(store: CheckpointStore, d: string, j: Journal): Promise<string[]> {
+  const lost: string[] = [];
+  for (const name of j.write) {
+    if (!(await store.exists(inFolder(d, `${STAGING_DIR}/${name}`))) && !(await store.exists(inFolder(d, name)))) lost.push(name);
+  }
+  return lost;
+}
+
+const brokenCommit = (d: string, lost: readonly string[]) =>
+  new CorruptCheckpoint(
+    `${lost.map((n) => inFolder(d, n)).join(', ')} ${lost.length > 1 ? 'were' : 'was'} committed but ${lost.length > 1 ? 'are' : 'is'} ` +
+      `neither staged nor in place (deleted while the checkpoint was being saved?); the checkpoint in ${d || 'the store root'} is ` +
+      'damaged: resume from another one (the next save into this folder replaces it)',
+  );
+
 /** Steps 3–5 of the protocol; safe to repeat after a crash at any point inside it. */
 async function applyJournal(store: CheckpointStore, d: string, j: Journal) {
   for (const name of j.write) {
     const staged = inFolder(d, `${STAGING_DIR}/${name}`);
     if (await store.exists(staged)) await store.rename(staged, inFolder(d, name));
-    else if (!(await store.exists(inFolder(d, name)))) {
-      throw new CorruptCheckpoint(
-        `${inFolder(d, name)} was committed but is neither staged nor in place; the checkpoint in ${d || 'the store root'} is damaged, resume from another one`,
-      );
-    }
+    else if (!(await store.exists(inFolder(d, name)))) throw brokenCommit(d, [name]);
   }
   for (const name of j.remove) await store.remove(inFolder(d, name));
   await store.remove(inFolder(d, STAGING_DIR));
@@ -266,7 +281,7 @@ export interface FileCommit {
 /** Starts a journaled multi-file commit into `dir` (recovering an interrupted one first). */
 export async function beginCommit(store: CheckpointStore, dir: string): Promise<FileCommit> {
   const d = folderPath(dir);
-  await recoverCheckpoint(store, d);
+  await recoverCheckpoint(store, d, { discardBroken: true });
   const staged: string[] = [];
   let done = false;
   return {
@@ -295,20 +310,34 @@ export async function beginCommit(store: CheckpointStore, dir: string): Promise<
 
 // ------------------------------------------------------------------------------------ recovery
 
-export type RecoveryOutcome = 'intact' | 'rolled-forward' | 'rolled-back' | 'none';
+export type RecoveryOutcome = 'intact' | 'rolled-forward' | 'rolled-back' | 'discarded' | 'none';
 
 /**
  * Finishes (journal present: 'rolled-forward') or undoes (staging only: 'rolled-back') a commit into
  * `dir` that a crash interrupted; 'intact' if there was nothing to do, 'none' if the folder is empty.
- * A sub-folder left empty by a rolled-back first save is removed.
+ * A sub-folder left empty by a rolled-back first save is removed. A commit that can never be finished (files it
+ * names are gone) is CorruptCheckpoint, or with `discardBroken` (a new save into the folder) removed: 'discarded'.
  */
-export async function recoverCheckpoint(store: CheckpointStore, dir: string): Promise<RecoveryOutcome> {
+export async function recoverCheckpoint(
+  store: CheckpointStore,
+  dir: string,
+  opts: { discardBroken?: boolean } = {},
+): Promise<RecoveryOutcome> {
   const d = folderPath(dir);
   const names = await store.list(d);
   const j = names.includes(JOURNAL_FILE) ? await pendingCommit(store, d) : null;
   if (j) {
-    await applyJournal(store, d, j);
-    return 'rolled-forward';
+    const lost = await lostFiles(store, d, j);
+    if (!lost.length) {
+      await applyJournal(store, d, j);
+      return 'rolled-forward';
+    }
+    if (!opts.discardBroken) throw brokenCommit(d, lost);
+    // neither save's checkpoint is whole: their files go, the journal last (a crash in between repeats this)
+    for (const name of new Set([...j.write, ...j.remove])) await store.remove(inFolder(d, name));
+    await store.remove(inFolder(d, STAGING_DIR));
+    await store.remove(inFolder(d, JOURNAL_FILE));
+    return 'discarded';
   }
   if (names.includes(STAGING_DIR)) {
     await store.remove(inFolder(d, STAGING_DIR));

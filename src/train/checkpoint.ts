@@ -349,21 +349,25 @@ export async function listCheckpoints(store: CheckpointStore, dir: string): Prom
 const PRUNED = '.pruned-';
 
 /**
- * --save_total_limit: keeps the newest `limit` checkpoint-<step> folders of `dir` and deletes the older ones, to be
- * called after a save committed (so the newest is never touched mid-write). Each goes aside first (renamed out of the
- * checkpoint-<step> names, one atomic step), then is deleted: a crash in between leaves a folder that is never taken
- * for a checkpoint, and the next call finishes deleting it. Returns the folders removed.
+ * --save_total_limit: keeps the newest `limit` complete checkpoint-<step> folders of `dir` and deletes every other one:
+ * older checkpoints, and the remains of a save that was interrupted (a folder that never became a checkpoint must not
+ * count among the newest, or the last complete one would go). To be called after a save committed (one writer), so
+ * the newest is never touched mid-write. Each goes aside first (renamed out of the checkpoint-<step> names, one atomic
+ * step), then is deleted: a crash in between leaves a folder that is never taken for a checkpoint, and the next call
+ * finishes deleting it. Returns the folders removed, oldest first.
  */
 export async function pruneCheckpoints(store: CheckpointStore, dir: string, limit: number): Promise<string[]> {
   if (!Number.isInteger(limit) || limit < 1) throw new InvalidArgument(`save_total_limit must be a positive integer, got ${limit}`);
   const d = folderPath(dir);
   const names = await store.list(d);
   for (const n of names.filter((x) => x.startsWith(PRUNED))) await store.remove(inFolder(d, n));
+  const complete = new Set((await listCheckpoints(store, d)).map((c) => c.dir));
   const steps = names.flatMap((n) => {
     const m = STEP_DIR.exec(n);
     return m && Number.isSafeInteger(Number(m[1])) ? [{ name: n, step: Number(m[1]) }] : [];
   }).sort((a, b) => a.step - b.step);
-  const old = steps.slice(0, Math.max(0, steps.length - limit));
+  const keep = new Set(steps.filter((s) => complete.has(inFolder(d, s.name))).slice(-limit).map((s) => s.name));
+  const old = steps.filter((s) => !keep.has(s.name));
   for (const { name } of old) {
     await store.rename(inFolder(d, name), inFolder(d, `${PRUNED}${name}`));
     await store.remove(inFolder(d, `${PRUNED}${name}`));
