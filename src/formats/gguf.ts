@@ -123,8 +123,11 @@ export async function readGgufHeader(source: ByteSource, name = source.name): Pr
     const offset = dataOffset + rel;
     const block = BLOCK[ggmlType];
     const n = numel(shape);
-    if (block && n % block[0] !== 0) {
-      throw corrupt(name, `tensor "${t.name}" has ${n} elements, not a whole number of ${ggmlTypeName(ggmlType)} blocks`);
+    // ggml blocks run along a row: a row (the innermost dimension) must hold whole blocks, not only the tensor
+    const cols = shape.length ? shape[shape.length - 1]! : 1;
+    if (block && (n % block[0] !== 0 || cols % block[0] !== 0)) {
+      throw corrupt(name, `tensor "${t.name}" [${shape}] has rows of ${cols} elements, not a whole number of ` +
+        `${ggmlTypeName(ggmlType)} blocks of ${block[0]}`);
     }
     if (rel % alignment !== 0) throw corrupt(name, `tensor "${t.name}" offset ${rel} is not aligned to ${alignment}`);
     const byteLength = block ? (n / block[0]) * block[1] : 0;

@@ -5,6 +5,7 @@
  * the file, before any weight is uploaded.
  */
 import { CorruptCheckpoint } from '../errors';
+import { showValue } from '../util/show';
 import { SafetensorsFile, type StTensor, type StTensorInfo, type TensorStore } from './safetensors';
 import { type ByteSource, type UrlSourceOptions, isNotFound, readAll, resolveSource } from './sources';
 
@@ -32,15 +33,19 @@ export function parseIndex(file: string, bytes: Uint8Array): { weightMap: Map<st
   }
   const weightMap = new Map<string, string>();
   for (const [name, shard] of Object.entries(wm)) {
-    if (typeof shard !== 'string' || !shard || /^[a-z]+:|^\/|\\|(^|\/)\.\.(\/|$)/i.test(shard)) {
-      throw new CorruptCheckpoint(`${file}: tensor "${name}" maps to ${JSON.stringify(shard)}, expected a shard file name ` +
+    // a file name under the folder: no scheme, absolute path, backslash, '.' or '..' part, empty part or trailing '/'
+    if (typeof shard !== 'string' || !shard || /^[a-z]+:|^\/|\\|(^|\/)\.{1,2}(\/|$)|\/\/|\/$/i.test(shard)) {
+      throw new CorruptCheckpoint(`${file}: tensor "${name}" maps to ${showValue(shard)}, expected a shard file name ` +
         `inside the checkpoint folder; ${REDO}`);
     }
     weightMap.set(name, shard);
   }
   const meta = (json as { metadata?: unknown }).metadata;
   const metadata: Record<string, string> = {};
-  if (typeof meta === 'object' && meta !== null) for (const [k, v] of Object.entries(meta)) metadata[k] = String(v);
+  // scalars only (total_size, total_parameters): String() of a deeply nested array would recurse until the stack runs out
+  if (typeof meta === 'object' && meta !== null) {
+    for (const [k, v] of Object.entries(meta)) if (['string', 'number', 'boolean'].includes(typeof v)) metadata[k] = String(v);
+  }
   return { weightMap, metadata };
 }
 

@@ -9,6 +9,7 @@
  */
 import { CorruptCheckpoint, DTypeMismatch, InvalidArgument } from '../errors';
 import type { DType } from './dtype';
+import { showValue } from '../util/show';
 import { type ByteSource, memorySource } from './sources';
 
 export type StDType = 'BOOL' | 'U8' | 'I8' | 'I16' | 'U16' | 'F16' | 'BF16' | 'I32' | 'U32' | 'F32' | 'F64' | 'I64' | 'U64';
@@ -60,7 +61,7 @@ const corrupt = (file: string, what: string, todo = REDO) => new CorruptCheckpoi
 
 function numelChecked(file: string, name: string, shape: unknown): number[] {
   if (!Array.isArray(shape) || !shape.every((s) => Number.isSafeInteger(s) && s >= 0)) {
-    throw corrupt(file, `tensor "${name}" has shape ${JSON.stringify(shape)}, expected an array of non-negative integers`);
+    throw corrupt(file, `tensor "${name}" has shape ${showValue(shape)}, expected an array of non-negative integers`);
   }
   return shape as number[];
 }
@@ -92,7 +93,7 @@ export function parseHeader(
     if (name === METADATA_KEY) {
       if (typeof v !== 'object' || v === null || Array.isArray(v)) throw corrupt(file, '__metadata__ is not a map of strings');
       for (const [k, s] of Object.entries(v)) {
-        if (typeof s !== 'string') throw corrupt(file, `__metadata__ entry "${k}" is ${JSON.stringify(s)}, not a string`);
+        if (typeof s !== 'string') throw corrupt(file, `__metadata__ entry "${k}" is ${showValue(s)}, not a string`);
         metadata[k] = s;
       }
       continue;
@@ -100,13 +101,13 @@ export function parseHeader(
     if (typeof v !== 'object' || v === null) throw corrupt(file, `tensor "${name}" has no {dtype, shape, data_offsets} entry`);
     const e = v as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
     if (!isStDType(e.dtype)) {
-      throw corrupt(file, `tensor "${name}" has dtype ${JSON.stringify(e.dtype)}, which this reader does not know ` +
+      throw corrupt(file, `tensor "${name}" has dtype ${showValue(e.dtype)}, which this reader does not know ` +
         `(it reads ${Object.keys(ST_DTYPE_BYTES).join(', ')})`, 're-export the checkpoint with that tensor in one of these dtypes');
     }
     const shape = numelChecked(file, name, e.shape);
     const off = e.data_offsets;
     if (!Array.isArray(off) || off.length !== 2 || !off.every((o) => Number.isSafeInteger(o) && o >= 0) || off[0] > off[1]) {
-      throw corrupt(file, `tensor "${name}" has data_offsets ${JSON.stringify(off)}, expected [begin, end] with 0 <= begin <= end`);
+      throw corrupt(file, `tensor "${name}" has data_offsets ${showValue(off)}, expected [begin, end] with 0 <= begin <= end`);
     }
     let n = ST_DTYPE_BYTES[e.dtype];
     for (const s of shape) n *= s;

@@ -78,7 +78,12 @@ export function fileSource(path: string): ByteSource {
   const src: ByteSource = {
     name: path,
     async size() {
-      if (size === undefined) size = Number((await (await open()).stat()).size);
+      if (size === undefined) {
+        const st = await (await open()).stat();
+        // a folder opens for reading too, and fails only at the first read (EISDIR)
+        if (!st.isFile()) throw new CorruptCheckpoint(`${path} is a folder or a device, not a file; check the path`);
+        size = Number(st.size);
+      }
       return size;
     },
     async read(offset, length) {
@@ -87,7 +92,9 @@ export function fileSource(path: string): ByteSource {
       const out = new Uint8Array(length);
       let done = 0;
       while (done < length) {
-        const { bytesRead } = await fh.read(out, done, length - done, offset + done);
+        const { bytesRead } = await fh.read(out, done, length - done, offset + done).catch((e: NodeJS.ErrnoException) => {
+          throw new CorruptCheckpoint(`${path} cannot be read (${e.code ?? e.message}); check the file and its permissions`);
+        });
         if (bytesRead === 0) {
           throw new CorruptCheckpoint(
             `${path}: the file ended at byte ${offset + done} while reading; it changed or is truncated: re-download it`,

@@ -12,6 +12,7 @@
  * itself. Anything else is refused with UnsafeCheckpoint before any value is built from it.
  */
 import { CorruptCheckpoint, InvalidArgument, UnsafeCheckpoint } from '../errors';
+import { showValue } from '../util/show';
 import type { FloatDType } from './dtype';
 import { readZip, writeZip } from './zip';
 
@@ -83,7 +84,14 @@ function unpickle(pkl: Uint8Array, file: string, storage: (pid: unknown) => Stor
     return items;
   };
   const top = () => { if (stack.length === 0) throw bad('reads an empty stack'); return stack[stack.length - 1]; };
-  const str = (n: number) => new TextDecoder('utf-8', { fatal: true }).decode(pkl.subarray(need(n), p));
+  const str = (n: number) => {
+    const at = need(n);
+    try {
+      return new TextDecoder('utf-8', { fatal: true }).decode(pkl.subarray(at, p));
+    } catch {
+      throw bad(`holds a string that is not UTF-8 (at byte ${at})`);
+    }
+  };
   const line = () => {
     const e = pkl.indexOf(0x0a, p);
     if (e < 0) throw bad('has an unterminated GLOBAL');
@@ -92,7 +100,8 @@ function unpickle(pkl: Uint8Array, file: string, storage: (pid: unknown) => Stor
     return s;
   };
   const global = (name: string) => {
-    if (!ALLOWED_CALLS.includes(name) && !(name in STORAGE_DTYPE)) throw unsafe(`the global ${name}`);
+    // own keys only: `in` would also find Object.prototype's (constructor, toString, ...)
+    if (!ALLOWED_CALLS.includes(name) && !Object.hasOwn(STORAGE_DTYPE, name)) throw unsafe(`the global ${name}`);
     return new Global(name);
   };
   const setItems = (d: unknown, kv: unknown[]) => {
@@ -222,7 +231,7 @@ export function readTorchStateDict(bytes: Uint8Array, name: string): Map<string,
     if (f.length !== 5 || tag !== 'storage' || !(type instanceof Global) || typeof key !== 'string' || !isInt(numel)) {
       throw corrupt(name, 'data.pkl has a persistent id other than (\'storage\', type, key, location, numel)');
     }
-    const dtype = STORAGE_DTYPE[type.name];
+    const dtype = Object.hasOwn(STORAGE_DTYPE, type.name) ? STORAGE_DTYPE[type.name] : undefined;
     if (!dtype) throw corrupt(name, `storage ${key} has type ${type.name}; only bf16/f16/f32 tensors are supported, convert with .float()`);
     const seen = storages.get(key);
     if (seen) return seen; // shared storage (views of one tensor): one entry, several tensors
@@ -240,7 +249,7 @@ export function readTorchStateDict(bytes: Uint8Array, name: string): Map<string,
   const out = new Map<string, PtTensor>();
   for (const [k, v] of root.map) {
     if (typeof k !== 'string' || !(v instanceof Tensor)) {
-      throw corrupt(name, `entry ${JSON.stringify(k)} is not a tensor; save only model.state_dict() (no optimizer, step, ...)`);
+      throw corrupt(name, `entry ${showValue(k)} is not a tensor; save only model.state_dict() (no optimizer, step, ...)`);
     }
     out.set(k, v.t);
   }

@@ -17,7 +17,7 @@
  * looked up first. The defaults carry `.code` variants for the chain roles ("coding team" wording, 3–6
  * step plans, no code from planner and critic).
  */
-import { InvalidArgument, PromptSlotMissing } from '../errors';
+import { InvalidArgument, PromptSlotMissing, RmasError } from '../errors';
 import { SLOTS } from './slots';
 
 export type TaskKind = 'math' | 'choice' | 'code';
@@ -316,8 +316,22 @@ export function userPrompt(
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Parse a user prompt file (JSON `{ "system"?: {...}, "templates"?: {...} }`) over the defaults; validates that every template given holds exactly its required slots (PromptSlotMissing otherwise, saying which key and slot) and only known placeholders. */
-export function loadPromptSet(json: string | Record<string, unknown>): PromptSet {
+/**
+ * Parse a user prompt file (JSON `{ "system"?: {...}, "templates"?: {...} }`) over the defaults; validates that every
+ * template given holds exactly its required slots (PromptSlotMissing otherwise, saying which key and slot) and only known
+ * placeholders. `file` (a path or URL) starts every error's message, so that it names the file.
+ */
+export function loadPromptSet(json: string | Record<string, unknown>, file?: string): PromptSet {
+  try {
+    return parsePromptSet(json);
+  } catch (e) {
+    if (file === undefined || !(e instanceof RmasError)) throw e;
+    const Named = e.constructor as new (message: string) => RmasError;
+    throw new Named(`${file}: ${e.message}`);
+  }
+}
+
+function parsePromptSet(json: string | Record<string, unknown>): PromptSet {
   let obj: unknown = json;
   if (typeof json === 'string') {
     try {

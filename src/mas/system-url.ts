@@ -184,7 +184,8 @@ async function specPrompts(spec: SystemSpec, fetcher: typeof fetch, embedded: bo
     if (embedded) throw missingEmbedded(getStyle(spec.style), what, `${String(spec.prompts)}: ${(e as Error).message}`, 'then reload');
     throw new MissingCheckpoint(`${what}: ${String(spec.prompts)} cannot be fetched (${(e as Error).message}); fix the spec's prompts URL`);
   }
-  return loadPromptSet(new TextDecoder().decode(bytes));
+  const file = typeof spec.prompts === 'string' ? spec.prompts : `the prompts file of ${spec.style}`;
+  return loadPromptSet(new TextDecoder().decode(bytes), file);
 }
 
 /** A MasSystem (the same shape as system.ts returns, so ask() runs on it) from a SystemSpec (and its prompt file, if any). */

@@ -131,7 +131,7 @@ export async function loadEmbeddedPrompts(style: StyleSpec, root: string): Promi
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
     throw missingTinySystem(style, `the prompts of ${style.name}`, `${file} does not exist; --prompts FILE also gives them`);
   }
-  return loadPromptSet(text);
+  return loadPromptSet(text, file);
 }
 
 async function locate(what: string, key: string, repo: string, override: string | undefined): Promise<{ dir: string; source: string }> {

@@ -49,6 +49,11 @@ const cleanName = (name: string) => {
   if (!n || n.length > 200) throw new InvalidArgument('a checkpoint name must be 1 to 200 characters');
   return n;
 };
+/** `s` trimmed and cut to 200 UTF-16 units (without splitting a surrogate pair), as a display name. */
+const short = (s: string) => {
+  const t = s.trim().slice(0, 200);
+  return (/[\ud800-\udbff]$/.test(t) ? t.slice(0, -1) : t).trim();
+};
 const defaultName = (m: CheckpointMeta) =>
   [m.kind, m.style, m.role, m.step !== undefined ? `step ${m.step}` : null].filter(Boolean).join(' ');
 
@@ -140,8 +145,10 @@ export function checkpointRegistry(store: CheckpointStore): CheckpointRegistry {
     async importFile(bytes, fileName) {
       const { meta, files } = await importBundle(bytes, fileName);
       const base = fileName.slice(fileName.replace(/\\/g, '/').lastIndexOf('/') + 1);
+      // the display name comes from the file's name (or the bundle's style and role), cut to what cleanName takes
+      const name = short(base.replace(/\.(zip|pt|safetensors)$/i, '')) || short(defaultName(meta));
       return reg.saveFromFiles(files, {
-        name: base.replace(/\.(zip|pt|safetensors)$/i, '') || defaultName(meta), kind: meta.kind, created: meta.created,
+        name, kind: meta.kind, created: meta.created,
         ...(meta.style !== undefined ? { style: meta.style } : {}), ...(meta.role !== undefined ? { role: meta.role } : {}),
         ...(meta.step !== undefined ? { step: meta.step } : {}),
       });

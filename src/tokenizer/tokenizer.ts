@@ -7,6 +7,8 @@
 import * as HF from '@huggingface/transformers';
 import { PreTrainedTokenizer } from '@huggingface/transformers';
 import { TokenizerError } from '../errors.ts';
+import { CONFIG_LIMITS } from '../model/config.ts';
+import { showValue } from '../util/show.ts';
 
 /** JSON content as an object, as text, or as the raw bytes of the file. */
 export type JsonInput = Record<string, unknown> | string | Uint8Array | ArrayBuffer;
@@ -78,6 +80,35 @@ function tokenizerClass(config: Record<string, unknown>): TokenizerClass {
   return PreTrainedTokenizer as unknown as TokenizerClass;
 }
 
+/**
+ * Refuses a vocabulary that is neither {token: id} (BPE, WordPiece, WordLevel) nor a list of [token, score] (Unigram), and
+ * token ids (there and in added_tokens) that are not integers in [0, the vocab_size limit of config.json): transformers.js
+ * takes them as they are, so an object came out of encode() as a "token id", and an id of 2^31 made get_vocab() walk
+ * 2^31 slots.
+ */
+function checkIds(json: Record<string, unknown>, what: string): void {
+  const limit = CONFIG_LIMITS.vocab_size!;
+  const isId = (id: unknown) => Number.isSafeInteger(id) && (id as number) >= 0 && (id as number) < limit;
+  const bad = (token: unknown, id: unknown) =>
+    new TokenizerError(`${what} maps the token ${showValue(token)} to ${showValue(id)}, which is not a token id (an integer from 0 ` +
+      `to ${limit - 1}); the file is damaged, download it again`);
+  const vocab = (json.model as { vocab?: unknown }).vocab;
+  if (Array.isArray(vocab)) {
+    for (const e of vocab) if (!Array.isArray(e) || typeof e[0] !== 'string') throw bad(e, 'a list entry that is not [token, score]');
+  } else if (vocab && typeof vocab === 'object') {
+    for (const [token, id] of Object.entries(vocab)) if (!isId(id)) throw bad(token, id);
+  } else if (vocab !== undefined) {
+    throw new TokenizerError(`${what}: model.vocab is ${showValue(vocab)}, neither a {token: id} map nor a list of [token, score]; ` +
+      'the file is damaged, download it again');
+  }
+  const added = json.added_tokens;
+  if (Array.isArray(added)) {
+    for (const t of added as { id?: unknown; content?: unknown }[]) {
+      if (!t || typeof t !== 'object' || !isId(t.id)) throw bad(t?.content, t?.id);
+    }
+  }
+}
+
 /** Build a Tokenizer from file contents (objects, text or bytes). */
 export function loadTokenizer(opts: LoadTokenizerOptions): Tokenizer {
   const src = opts.source ? `${opts.source.replace(/\/+$/, '')}/` : '';
@@ -90,6 +121,7 @@ export function loadTokenizer(opts: LoadTokenizerOptions): Tokenizer {
   }
   const config = { ...(opts.tokenizerConfig === undefined ? {} : parseJsonFile(opts.tokenizerConfig, `${src}tokenizer_config.json`)) };
   if (opts.chatTemplateJinja !== undefined) config.chat_template = toText(opts.chatTemplateJinja, `${src}chat_template.jinja`);
+  checkIds(json, `${src}tokenizer.json`);
   let hf: PreTrainedTokenizer;
   try {
     hf = new (tokenizerClass(config))(json, config);
@@ -133,7 +165,21 @@ export class Tokenizer {
    * leading <|begin_of_text|>; pass false for text rendered by a chat template that already has it.
    */
   encode(text: string, opts: { addSpecialTokens?: boolean } = {}): number[] {
-    return this.hf.encode(text, { add_special_tokens: opts.addSpecialTokens ?? true });
+    return this.named('encode', () => this.hf.encode(text, { add_special_tokens: opts.addSpecialTokens ?? true }));
+  }
+
+  /**
+   * transformers.js reads most of tokenizer.json only when it first encodes (a pre-tokenizer's settings, say): what it
+   * throws then is a damaged file's doing, and is named after it.
+   */
+  private named<T>(what: string, f: () => T): T {
+    try {
+      return f();
+    } catch (e) {
+      if (e instanceof TokenizerError) throw e;
+      throw new TokenizerError(`${this.source}: the tokenizer failed to ${what} (${(e as Error).message}); tokenizer.json or ` +
+        'tokenizer_config.json is damaged: download them again');
+    }
   }
 
   /**
@@ -142,10 +188,10 @@ export class Tokenizer {
    */
   decode(ids: readonly number[], opts: { skipSpecialTokens?: boolean; cleanUpSpaces?: boolean } = {}): string {
     if (ids.length === 0) return '';
-    return this.hf.decode([...ids], {
+    return this.named('decode', () => this.hf.decode([...ids], {
       skip_special_tokens: opts.skipSpecialTokens ?? false,
       ...(opts.cleanUpSpaces === undefined ? {} : { clean_up_tokenization_spaces: opts.cleanUpSpaces }),
-    });
+    }));
   }
 
   /**

@@ -1,4 +1,6 @@
-// util/: what every layer may use: the seeded Rng, the lazy import of Node-only modules, a turn of the event loop.
+// util/: what every layer may use: the seeded Rng, a value shown in a message, the lazy import of Node-only modules, a turn
+// of the event loop.
 export * from './rng';
+export * from './show';
 export * from './node-import';
 export * from './yield';

@@ -6,6 +6,7 @@
  */
 import { InvalidArgument } from '../../errors.ts';
 import { nodeImport } from '../../util/node-import.ts';
+import { showValue } from '../../util/show.ts';
 
 export type Row = Record<string, unknown>;
 
@@ -211,11 +212,13 @@ async function downloadRows(dataset: string, config: string, split: string, opts
       );
     }
     for (const item of page.rows) {
-      if (!isRecord(item.row))
+      if (!isRecord(item) || !isRecord(item.row))
         throw new InvalidArgument(`the rows API sent a malformed row at offset ${rows.length} of ${dataset}; pass a local file instead`);
       if (Array.isArray(item.truncated_cells) && item.truncated_cells.length > 0) {
+        // the cells and the row are the server's words: shown, never converted (an object there has no usable toString)
+        const cells = item.truncated_cells.map((c) => (typeof c === 'string' ? c : showValue(c, 60))).join(', ');
         throw new InvalidArgument(
-          `the rows API truncated the cells ${item.truncated_cells.join(', ')} of row ${item.row_idx ?? rows.length} of ${dataset}, ` +
+          `the rows API truncated the cells ${cells} of row ${rows.length} of ${dataset}, ` +
             'so its text is incomplete; download the parquet files and pass them as a local JSONL file instead',
         );
       }
@@ -268,11 +271,19 @@ export async function loadRows(src: RowSource, opts: LoadRowsOptions = {}): Prom
   }
   const rows = await downloadRows(dataset, config, split, opts);
   if (cache) {
+    const lines = rows.map((r, i) => {
+      try {
+        return JSON.stringify(r);
+      } catch (e) { // a row nested too deep for JSON.stringify: no training example is, so the server sent garbage
+        throw new InvalidArgument(`the rows API sent row ${i} of ${dataset} in a shape that cannot be stored (${(e as Error).message}); ` +
+          'try again later, or pass a local file');
+      }
+    });
     const fs = await nodeFs();
     await fs.mkdir(cache.slice(0, cache.lastIndexOf('/')), { recursive: true });
     // Write to a temporary name first so that an interrupted write never looks like a complete cache.
     const tmp = `${cache}.partial`;
-    await fs.writeFile(tmp, rows.map((r) => JSON.stringify(r)).join('\n') + '\n', 'utf8');
+    await fs.writeFile(tmp, lines.join('\n') + '\n', 'utf8');
     await fs.rename(tmp, cache);
   }
   return rows;
