@@ -9,6 +9,7 @@
  */
 import { InvalidModelConfig, UnknownModelType } from '../errors';
 import type { RopeConfig, RopeScaling } from '../kernels/rope';
+import { showValue } from '../util/show';
 
 export const FAMILIES = ['llama', 'qwen2', 'qwen3', 'mistral', 'gemma3', 'qwen3_5'] as const;
 export type Family = (typeof FAMILIES)[number];
@@ -134,7 +135,7 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
 
   const type = c.model_type;
   if (!isSupportedModelType(type)) {
-    throw new UnknownModelType(`${file}: model_type ${JSON.stringify(type)} is not supported; this engine runs ${SUPPORTED_DECODERS}`);
+    throw new UnknownModelType(`${file}: model_type ${showValue(type)} is not supported; this engine runs ${SUPPORTED_DECODERS}`);
   }
   const family = type as Family;
   // a released gemma-3 text_config leaves most sizes to Gemma3TextConfig's defaults
@@ -143,7 +144,7 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   const int = (key: string, fallback?: number): number => {
     const v = c[key] ?? fallback;
     if (typeof v !== 'number' || !Number.isInteger(v) || v <= 0) {
-      throw new InvalidModelConfig(`${file}: '${key}' must be a positive integer, got ${JSON.stringify(c[key])}`);
+      throw new InvalidModelConfig(`${file}: '${key}' must be a positive integer, got ${showValue(c[key])}`);
     }
     const over = sizeOverLimit(file, key, v);
     if (over) throw new InvalidModelConfig(`${over}; fix config.json`);
@@ -152,7 +153,7 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   const num = (key: string, fallback: number): number => {
     const v = c[key] ?? fallback;
     if (typeof v !== 'number' || !Number.isFinite(v))
-      throw new InvalidModelConfig(`${file}: '${key}' must be a number, got ${JSON.stringify(c[key])}`);
+      throw new InvalidModelConfig(`${file}: '${key}' must be a number, got ${showValue(c[key])}`);
     return v;
   };
   /** A number that must be above 0 (an epsilon, a scale, a cap), and below `below` when given. */
@@ -160,14 +161,14 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
     const v = num(key, fallback);
     if (!(v > 0) || (below !== undefined && !(v < below))) {
       throw new InvalidModelConfig(
-        `${file}: '${key}' must be a positive number${below !== undefined ? ` below ${below}` : ''}, got ${JSON.stringify(c[key])}; fix config.json`,
+        `${file}: '${key}' must be a positive number${below !== undefined ? ` below ${below}` : ''}, got ${showValue(c[key])}; fix config.json`,
       );
     }
     return v;
   };
   const bool = (key: string, fallback: boolean): boolean => {
     const v = c[key] ?? fallback;
-    if (typeof v !== 'boolean') throw new InvalidModelConfig(`${file}: '${key}' must be true or false, got ${JSON.stringify(c[key])}`);
+    if (typeof v !== 'boolean') throw new InvalidModelConfig(`${file}: '${key}' must be true or false, got ${showValue(c[key])}`);
     return v;
   };
 
@@ -185,7 +186,7 @@ export function parseDecoderConfig(input: string | Json, file = 'config.json'): 
   const mlpAct = act === 'silu' ? 'silu' : act === 'gelu_pytorch_tanh' || act === 'gelu_tanh' ? 'gelu_tanh' : null;
   if (!mlpAct || (gemma && mlpAct !== 'gelu_tanh')) {
     throw new InvalidModelConfig(
-      `${file}: hidden activation '${String(act)}' is not supported (${gemma ? 'Gemma 3 uses gelu_pytorch_tanh' : 'these families use silu'})`,
+      `${file}: hidden activation ${showValue(act)} is not supported (${gemma ? 'Gemma 3 uses gelu_pytorch_tanh' : 'these families use silu'})`,
     );
   }
   // attn_logit_softcapping is read by Gemma 3's config but never passed to its attention (only Gemma 2 used it):
@@ -316,7 +317,7 @@ function layersOfKind(
   }
   const every = c[period.key] ?? period.fallback;
   if (typeof every !== 'number' || !Number.isInteger(every) || every < 1) {
-    throw new InvalidModelConfig(`${file}: ${period.key} must be a positive integer, got ${JSON.stringify(every)}`);
+    throw new InvalidModelConfig(`${file}: ${period.key} must be a positive integer, got ${showValue(every)}`);
   }
   return Array.from({ length: layers }, (_, i) => (i + 1) % every !== 0);
 }
@@ -350,7 +351,7 @@ function parseRope(c: Json, headDim: number, file: string, defaultPartial?: numb
   const scaling = (params ?? (c.rope_scaling as RopeScaling | null | undefined)) ?? null;
   const theta = params?.rope_theta ?? c.rope_theta ?? 10000;
   if (typeof theta !== 'number' || !(theta > 0))
-    throw new InvalidModelConfig(`${file}: rope_theta must be a positive number, got ${JSON.stringify(theta)}`);
+    throw new InvalidModelConfig(`${file}: rope_theta must be a positive number, got ${showValue(theta)}`);
   const type = scaling ? scaling.rope_type ?? scaling.type ?? 'default' : 'default';
   if (!['default', 'linear', 'llama3'].includes(type)) {
     throw new InvalidModelConfig(`${file}: rope type '${type}' is not supported (default, linear and llama3 are)`);

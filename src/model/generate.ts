@@ -12,6 +12,7 @@ import { Tensor } from '../tensor/tensor';
 import { type GpuCounters, counterDelta } from '../gpu/counters';
 import type { Decoder } from './decoder';
 import { nodeImport } from '../util/node-import';
+import { showValue } from '../util/show';
 
 export interface SamplingOptions {
   /** Argmax decoding; the other fields are ignored. */
@@ -336,7 +337,7 @@ export function parseGenerationConfig(
     const v = g[k];
     if (v === undefined || v === null) return undefined;
     if (typeof v !== 'number' || !Number.isFinite(v))
-      throw new InvalidModelConfig(`${file}: "${k}" must be a number, got ${JSON.stringify(v)}`);
+      throw new InvalidModelConfig(`${file}: "${k}" must be a number, got ${showValue(v)}`);
     return v;
   };
   const e = g.eos_token_id;

@@ -188,14 +188,18 @@ export function searchTool(
 function readResults(path: string): {
   config: RunConfig | null; done: Map<number, SampleRecord>; keep: number | null; summary: EvalSummary | null; summaryAt: number | null;
 } {
-  let raw = readFileSync(path, 'utf8');
-  const cut = raw.lastIndexOf('\n');
+  const bytes = readFileSync(path);
+  // counted in bytes (the text may hold bytes that are not UTF-8, whose decoded length differs)
+  const cut = bytes.lastIndexOf(0x0a);
   let keep: number | null = null;
-  if (cut !== raw.length - 1) {
+  if (cut !== bytes.length - 1) {
     // a run stopped in the middle of a line: the partial record is dropped and its question asked again
-    raw = raw.slice(0, cut + 1);
-    keep = Buffer.byteLength(raw);
+    keep = cut + 1;
   }
+  const raw = bytes.subarray(0, cut + 1).toString('utf8');
+  const lineBytes: number[] = [];
+  let from = 0;
+  for (let i = 0; i <= cut; i++) if (bytes[i] === 0x0a) { lineBytes.push(i + 1 - from); from = i + 1; }
   let config: RunConfig | null = null;
   let summary: EvalSummary | null = null;
   const done = new Map<number, SampleRecord>();
@@ -205,7 +209,7 @@ function readResults(path: string): {
   let offset = 0;
   raw.split('\n').forEach((line, i) => {
     const at = offset;
-    offset += Buffer.byteLength(line) + 1;
+    offset += lineBytes[i] ?? 0;
     if (!line.trim()) return;
     if (summaryAt !== null) throw notOurs(`line ${i + 1} follows the summary record`);
     let rec: { type?: string; sample_idx?: unknown };
@@ -214,10 +218,19 @@ function readResults(path: string): {
     } catch {
       throw notOurs(`line ${i + 1} is not JSON`);
     }
-    if (i === 0 && (rec?.type !== 'config' || typeof (rec as RunConfig).style !== 'string'))
+    if (typeof rec !== 'object' || rec === null || Array.isArray(rec)) throw notOurs(`line ${i + 1} is not a JSON object`);
+    if (i === 0 && (rec.type !== 'config' || typeof (rec as RunConfig).style !== 'string'))
       throw notOurs('its first line is not the config record rmas run writes');
-    if (rec.type === 'config') config = rec as RunConfig;
-    else if (rec.type === 'sample' && Number.isInteger(rec.sample_idx)) done.set(rec.sample_idx as number, rec as SampleRecord);
+    if (rec.type === 'config') {
+      const odd = Object.entries(rec).find(([, v]) => v !== null && typeof v === 'object');
+      if (odd) throw notOurs(`line ${i + 1}: the config's ${odd[0]} is not a plain value`);
+      config = rec as RunConfig;
+    } else if (rec.type === 'sample' && Number.isInteger(rec.sample_idx)) {
+      const r = rec as Partial<SampleRecord>;
+      if (!Array.isArray(r.rollouts) || !r.rollouts.every((x) => typeof x === 'object' && x !== null))
+        throw notOurs(`line ${i + 1}: the record of question ${r.sample_idx} has no rollouts list`);
+      done.set(rec.sample_idx as number, rec as SampleRecord);
+    }
     else if (rec.type === 'summary') {
       summary = rec as EvalSummary;
       summaryAt = at;

@@ -62,24 +62,22 @@ describe('model folder files: regressions', () => {
     expect(() => tok.encode('12 + 30')).toThrow(/^m: the tokenizer failed to encode \(.*\); tokenizer\.json or tokenizer_config/);
   });
 
-  // TODO(src/model/config.ts, another change in progress): JSON.stringify / String() of a file's value in an error message
-  // overflows the stack on a value nested ~5000 deep, and String() throws on an object whose toString is not a function. Each
-  // should be an InvalidModelConfig / UnknownModelType naming config.json (src/util/show.ts's showValue never throws).
-  // Found by the fuzzer (test/fuzz/targets/model-files.ts lists them as known); drop `.fails` once fixed.
+  // Found by the fuzzer: JSON.stringify / String() of a file's value in an error message overflowed the stack on a value
+  // nested ~5000 deep, and String() threw on an object whose toString is not a function; messages now use showValue.
   for (const [what, text] of [
     ['model_type nested 100 000 deep (config.ts:137, UnknownModelType message)', `{"model_type": ${deepJson(100_000)}}`],
     ['hidden_size nested 100 000 deep (config.ts:146, int())', `{"model_type": "llama", "hidden_size": ${deepJson(100_000)}}`],
     ['hidden_act nested 100 000 deep (config.ts:188, String(act))', `{${TINY}, "hidden_act": ${deepJson(100_000)}}`],
     ['hidden_act {"toString": 1} (config.ts:188, String(act): TypeError)', `{${TINY}, "hidden_act": {"toString": 1}}`],
   ] as const) {
-    it.fails(`config.json: ${what} is refused by name`, () => {
+    it(`config.json: ${what} is refused by name`, () => {
       expect(() => parseDecoderConfig(text, 'm/config.json')).toThrow(/^m\/config\.json/);
       expect(() => parseDecoderConfig(text, 'm/config.json')).toThrow(RmasError);
     });
   }
 
-  // TODO(src/model/generate.ts, another change in progress): the same JSON.stringify in parseGenerationConfig's num().
-  it.fails('generation_config.json: a temperature nested 100 000 deep is refused by name (generate.ts:339 overflows the stack)', () => {
+  // The same, in parseGenerationConfig's num().
+  it('generation_config.json: a temperature nested 100 000 deep is refused by name (generate.ts:339 overflows the stack)', () => {
     expect(() => parseGenerationConfig(`{"do_sample": true, "temperature": ${deepJson(100_000)}}`, [], 'm/generation_config.json'))
       .toThrow(/^m\/generation_config\.json: "temperature" must be a number/);
   });

@@ -18,9 +18,8 @@ describe('fuzz: result JSONL on --resume', () => {
   }, fuzzTimeout());
 });
 
-// TODO(src/runner/run.ts, another change in progress): four crashes the fuzzer found in `rmas run --resume`, minimised.
-// test/fuzz/targets/results.ts counts them as known; drop `.fails` here and their `known` entries once fixed.
-describe('result JSONL on --resume: known failures in src/runner/run.ts', () => {
+// Four crashes the fuzzer found in `rmas run --resume`, minimised, fixed in src/runner/run.ts's readResults.
+describe('result JSONL on --resume: regression cases', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rmas-fuzz-resume-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   const data = join(dir, 'rows.jsonl');
@@ -46,25 +45,25 @@ describe('result JSONL on --resume: known failures in src/runner/run.ts', () => 
     rollouts: [{ raw_output: 'x', pred: '1', correct: true, tokens: 1, retried: false }], tokens: 1, latent_steps: 4, seconds: 1, seed: 42,
     ...extra });
 
-  it.fails('a line `null` after the config line is refused by name (readResults: TypeError reading null.type)', async () => {
+  it('a line `null` after the config line is refused by name (readResults: TypeError reading null.type)', async () => {
     const { error } = await resume('null\n');
     expect(error).toBeInstanceOf(InvalidArgument);
   });
 
-  it.fails('a sample record without rollouts is refused by name (runCmd: TypeError reading r.rollouts.length)', async () => {
+  it('a sample record without rollouts is refused by name (runCmd: TypeError reading r.rollouts.length)', async () => {
     const { error } = await resume(`${sample(0, { rollouts: undefined })}\n`);
     expect(error).toBeInstanceOf(InvalidArgument);
   });
 
-  it.fails('a config value nested 100 000 deep is refused by name (checkConfig: JSON.stringify overflows the stack)', async () => {
+  it('a config value nested 100 000 deep is refused by name (checkConfig: JSON.stringify overflows the stack)', async () => {
     const file = join(dir, 'deep.jsonl');
     writeFileSync(file, `{"type":"config","style":"tiny_sequential","seed":${deepJson(100_000)}}\n`);
     const error = await runCmd({ ...args, result_jsonl: file, resume: true }, stop, () => {}, () => {}).then(() => null, (e: unknown) => e);
     expect(error).toBeInstanceOf(InvalidArgument);
   });
 
-  it.fails('a file with invalid UTF-8 and a half-written last line keeps its complete records (readResults counts the cut on the ' +
-    'decoded text, so truncateSync cuts the wrong byte and corrupts the record before it)', async () => {
+  it('a file with invalid UTF-8 and a half-written last line keeps its complete records (the cut is counted in bytes, not ' +
+    'in decoded text)', async () => {
     const [head, tail] = sample(0, { raw_output: 'a~~' }).split('~~') as [string, string];
     // a 0xff inside a complete record, another complete record, then a half-written line
     const { file, error, before } = await resume(head, Uint8Array.of(0xff), `${tail}\n${sample(1)}\n{"type":"sam`);

@@ -43,13 +43,6 @@ export const config: FuzzTarget<Uint8Array> = {
     return showValue(c, 100_000); // rope_scaling is kept as the file gives it, however deep
   },
   files: (b) => ({ 'config.json': b }),
-  // TODO(src/model/config.ts, not ours to change now): see the it.fails cases in test/fuzz/model-files.test.ts
-  known: [
-    { kind: 'uncaught', detail: /^RangeError: Maximum call stack size exceeded \(at .*src\/model\/config\.ts/,
-      todo: 'JSON.stringify or String() of a deeply nested value in an error message' },
-    { kind: 'uncaught', detail: /^TypeError: Cannot convert object to primitive value \(at .*src\/model\/config\.ts/,
-      todo: "String() of an object whose toString is not callable (hidden_act: {\"toString\": 1})" },
-  ],
 };
 
 const GEN = 'fuzzmodel/generation_config.json';
@@ -68,9 +61,6 @@ export const generationConfig: FuzzTarget<Uint8Array> = {
     return showValue(g, 100_000);
   },
   files: (b) => ({ 'generation_config.json': b }),
-  // TODO(src/model/generate.ts, not ours to change now): the it.fails case in test/fuzz/model-files.test.ts
-  known: [{ kind: 'uncaught', detail: /^RangeError: Maximum call stack size exceeded \(at .*src\/model\/generate\.ts/,
-    todo: 'parseGenerationConfig: JSON.stringify of a deeply nested value in an error message' }],
 };
 
 // ---- tokenizer files

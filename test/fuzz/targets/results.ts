@@ -136,15 +136,4 @@ export const results: FuzzTarget<ResultFiles> = {
     return `${now.length}:${log.split('\n').filter((l) => l.startsWith('resuming')).join()}`;
   },
   files: (f) => ({ 'results.jsonl': f.results, ...(f.part ? { 'results.jsonl.rank-1': f.part } : {}) }),
-  // TODO(src/runner/run.ts, not ours to change now): the it.fails cases in test/fuzz/results.test.ts
-  known: [
-    { kind: 'uncaught', detail: /^TypeError: Cannot read properties of null \(reading 'type'\) \(at .*src\/runner\/run\.ts/,
-      todo: 'readResults: a line `null` after the config line' },
-    { kind: 'uncaught', detail: /^TypeError: Cannot read properties of (undefined|null) \(reading 'length'\) \(at .*src\/runner\/run\.ts/,
-      todo: 'runCmd: a sample record without a rollouts array' },
-    { kind: 'uncaught', detail: /^RangeError: Maximum call stack size exceeded \(at .*src\/runner\/run\.ts/,
-      todo: 'checkConfig: JSON.stringify of a deeply nested config value in the message' },
-    { kind: 'wrong-result', detail: /\(the file holds invalid UTF-8\)$/,
-      todo: 'readResults: the cut offset of a half-written last line is counted on the decoded text, not the bytes' },
-  ],
 };
