@@ -5,9 +5,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { writeZip } from '../../src/formats/zip';
+import { importBundle } from '../../src/store/bundle';
 import { checkpointRegistry } from '../../src/store/checkpoints';
 import { memoryStore } from '../../src/train/checkpoint-files';
 import { fuzzReader, fuzzTimeout } from './harness';
+import { deepJson } from './mutate';
 
 describe('fuzz: checkpoint bundles', () => {
   it('importBundle: each case imports plain relative files or throws a named error naming the file', async () => {
@@ -38,4 +41,17 @@ describe('bundles: regressions', () => {
       '   .pt');
     expect(blank.name).toBe('inner');
   });
+});
+
+// TODO(src/store/bundle.ts, another change in progress): found by the 20x fuzz run: parseMeta shows bundle.json's version
+// with String(), which overflows the stack on a deep array and throws on an object whose toString is not a function. Drop
+// `.fails` (and the `known` entry in test/fuzz/targets/bundle.ts) once it is a CorruptCheckpoint naming the bundle.
+describe('bundles: known failures (the long run)', () => {
+  for (const [what, version] of [['nested 100 000 deep', deepJson(100_000)], ['{"toString": 1}', '{"toString": 1}']] as const) {
+    it.fails(`a bundle.json version ${what} is refused naming the bundle`, async () => {
+      const meta = `{"format": "rmas-checkpoint-bundle", "version": ${version}, "kind": "inner", "files": {}}`;
+      const zip = writeZip([['bundle.json', new TextEncoder().encode(meta)]]);
+      await expect(importBundle(zip, 'b.zip')).rejects.toThrow(/^b\.zip: /);
+    });
+  }
 });

@@ -72,3 +72,29 @@ describe('result JSONL on --resume: regression cases', () => {
     expect(readFileSync(file).equals(before.subarray(0, before.lastIndexOf(0x0a) + 1))).toBe(true);
   });
 });
+
+// TODO(src/runner/run.ts, another change in progress): found by the 20x fuzz run; drop `.fails` (and the `known` entry in
+// test/fuzz/targets/results.ts) once the message names the file.
+describe('result JSONL on --resume: known failures in src/runner/run.ts (the long run)', () => {
+  it.fails('a record of 0 rollouts is refused naming the result file (the --num_rollouts message names no file)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rmas-fuzz-rollouts-'));
+    try {
+      const data = join(dir, 'rows.jsonl');
+      writeFileSync(data, toJsonl(taskSplit('test').slice(0, 2)));
+      const file = join(dir, 'r.jsonl');
+      const args = { style: 'tiny_sequential', dataset: data, greedy: true, num_recursive_rounds: '1', latent_length: '4',
+        no_judge: true };
+      const stop = async (): Promise<never> => {
+        throw new Error('the models would load now');
+      };
+      await runCmd({ ...args, result_jsonl: file }, stop, () => {}, () => {}).catch(() => {});
+      writeFileSync(file, `${readFileSync(file, 'utf8')}{"type":"sample","sample_idx":0,"rollouts":[]}\n`);
+      const error = await runCmd({ ...args, result_jsonl: file, resume: true }, stop, () => {}, () => {})
+        .then(() => null, (e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidArgument);
+      expect((error as Error).message).toContain(file);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
