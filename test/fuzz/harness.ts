@@ -94,7 +94,7 @@ export interface FuzzReport {
 
 /** Messages from the worker. */
 export type WorkerMessage =
-  | { type: 'ready'; name: string; total: number }
+  | { type: 'ready'; name: string; total: number; known: { kind: FailureKind; detail: string }[] }
   | { type: 'case'; i: number; outcome: 'ok' | 'refused' | 'failed'; ms: number; failure?: Failure; known?: boolean }
   | { type: 'done' };
 
@@ -140,6 +140,8 @@ export async function runFuzz(o: FuzzOptions): Promise<FuzzReport> {
   let restarts = 0;
   let started = false;
   const base = mkdtempSync(join(tmpdir(), `rmas-fuzz-${o.target}-`));
+  // the target's known failures, for what the worker cannot report itself (a hang, a crash)
+  let known: { kind: FailureKind; detail: RegExp }[] = [];
   while (next < end) {
     const from = next;
     const result = await new Promise<'done' | 'boxed' | { lost: Failure }>((done) => {
@@ -160,7 +162,12 @@ export async function runFuzz(o: FuzzOptions): Promise<FuzzReport> {
       };
       arm(caseTimeout + 60_000);
       worker.on('message', (m: WorkerMessage) => {
-        if (m.type === 'ready') return (started = true), (report.reader = m.name), arm(caseTimeout + 30_000);
+        if (m.type === 'ready') {
+          started = true;
+          report.reader = m.name;
+          known = m.known.map((k) => ({ kind: k.kind, detail: new RegExp(k.detail) }));
+          return arm(caseTimeout + 30_000);
+        }
         if (m.type === 'done') return finish('done');
         report.cases++;
         report.maxCaseMs = Math.max(report.maxCaseMs, m.ms);
@@ -181,8 +188,9 @@ export async function runFuzz(o: FuzzOptions): Promise<FuzzReport> {
       break;
     }
     report.cases++;
-    report.failures.push(result.lost);
-    next = result.lost.case + 1;
+    const lost = result.lost;
+    (known.some((k) => k.kind === lost.kind && k.detail.test(lost.detail)) ? report.known : report.failures).push(lost);
+    next = lost.case + 1;
     if (++restarts > 20) break;
   }
   rmSync(base, { recursive: true, force: true });

@@ -174,7 +174,8 @@ const seedDigests: (string | undefined)[] = [];
 const work = join(d.base, `worker-${d.from}`);
 fs.mkdirSync(work, { recursive: true });
 const realTmp = process.env.TMPDIR;
-post({ type: 'ready', name: target.name, total: seeds.length + cuts.length });
+post({ type: 'ready', name: target.name, total: seeds.length + cuts.length,
+  known: (target.known ?? []).map((k) => ({ kind: k.kind, detail: k.detail.source })) });
 
 async function inputOf(i: number): Promise<unknown> {
   if (i < seeds.length) return seeds[i];
