@@ -16,17 +16,16 @@ import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { which } from '../scripts/build-tools.mjs';
 import { singleProcess } from '../src/dist/group';
-import { mpiAddonPath } from '../src/dist/mpi';
 import { ncclVersionText, openNccl } from '../src/dist/nccl';
 import { parseLinkBytes } from '../src/mas/upstream';
 import { CpuBackend } from '../src/tensor/cpu';
 import { arithmeticRows } from './train/fixtures';
+import { mpiAddonBuilt, mpiEnv, mpirunPath } from './util/mpi';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const ADDON = join(ROOT, 'native/cuda/build-emu/rmas_cuda.node');
 const gxx = which('g++');
-const mpirunPath = ['/usr/bin/mpirun', '/usr/local/bin/mpirun'].find((p) => existsSync(p)) ?? null;
-const mpiBuilt = existsSync(mpiAddonPath());
+const mpiBuilt = mpiAddonBuilt;
 /** CI has g++, Open MPI and the MPI addon (scripts/setup-system.sh, npm install): there these tests must run. */
 const mustRun = !!process.env.CI;
 if (!gxx) console.log('skipped: the emulated NCCL needs g++ to build the CUDA emulator (Debian: apt-get install g++)');
@@ -36,14 +35,10 @@ if (!mpirunPath || !mpiBuilt)
 const dir = mkdtempSync(join(tmpdir(), 'rmas-nccl-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const ENV: NodeJS.ProcessEnv = {
+const ENV = mpiEnv({
   ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('RMAS_CUDA') && !k.startsWith('RMAS_NCCL'))),
   RMAS_CUDA_ADDON: ADDON,
-  OMPI_ALLOW_RUN_AS_ROOT: '1',
-  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1',
-  OMPI_MCA_btl_vader_single_copy_mechanism: 'none',
-};
-for (const k of ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'PMI_RANK', 'PMI_SIZE', 'RANK', 'WORLD_SIZE']) delete ENV[k];
+});
 
 let built = false;
 /** Builds the emulator once for this file (incremental: quick when test/cuda-emu.test.ts built it already). */

@@ -13,12 +13,13 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { singleProcess } from '../../src/dist/group';
-import { launcherWorld, mpiAddonPath, openProcessGroup } from '../../src/dist/mpi';
+import { launcherWorld, openProcessGroup } from '../../src/dist/mpi';
 import { priceJsonl, priceSplit } from '../../src/eval/tiny-prices';
 import { readLinkFile } from '../../src/mas/upstream';
 import { rankDevices } from '../../src/runner/dist';
 import { taskSplit, toJsonl } from '../../src/eval/tiny-task';
 import { bashLines, words } from '../util/markdown';
+import { mpiAddonBuilt, mpiEnv, mpirunPath } from '../util/mpi';
 import { arithmeticRows } from '../train/fixtures';
 
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -26,20 +27,10 @@ const RMAS = join(ROOT, 'bin/rmas.js');
 const dir = mkdtempSync(join(tmpdir(), 'rmas-dist-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const mpirunPath = ['/usr/bin/mpirun', '/usr/local/bin/mpirun'].find((p) => existsSync(p)) ?? null;
-const addonBuilt = existsSync(mpiAddonPath());
+const addonBuilt = mpiAddonBuilt;
 /** CI installs Open MPI (scripts/setup-system.sh) and builds the addon (npm install): there these tests must run. */
 const mustRun = !!process.env.CI;
-const ENV: NodeJS.ProcessEnv = {
-  ...process.env,
-  // CI runs as root; Open MPI refuses that without both variables
-  OMPI_ALLOW_RUN_AS_ROOT: '1',
-  OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1',
-  // containers often forbid the cross-memory attach of the shared-memory transport
-  OMPI_MCA_btl_vader_single_copy_mechanism: 'none',
-  RMAS_TINY_SYSTEM: '',
-};
-for (const k of ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE', 'PMI_RANK', 'PMI_SIZE', 'RANK', 'WORLD_SIZE']) delete ENV[k];
+const ENV = mpiEnv({ ...process.env, RMAS_TINY_SYSTEM: '' });
 
 interface Ran { code: number | null; out: string; err: string }
 function mpirun(np: number, argv: string[]): Ran {
