@@ -321,7 +321,10 @@ describe('decoder config', () => {
     expect(() => parseDecoderConfig({ ...gemma, final_logit_softcapping: 0 })).toThrow(
       "'final_logit_softcapping' must be a positive number, got 0",
     );
-    expect(() => parseDecoderConfig({ ...qwen3, partial_rotary_factor: 1.5 })).toThrow('partial_rotary_factor must be in (0, 1], got 1.5');
+    expect(() => parseDecoderConfig({ ...qwen3, partial_rotary_factor: 1.5 })).toThrow(
+      'partial_rotary_factor must be a number in (0, 1], got 1.5');
+    expect(() => parseDecoderConfig({ ...qwen3, partial_rotary_factor: '0.25' })).toThrow(
+      'partial_rotary_factor must be a number in (0, 1], got "0.25"');
   });
 
   it('the benches\' tiny model (model.bench.ts) is models/tiny/qwen3-tiny/config.json', () => {

@@ -353,13 +353,13 @@ function parseRope(c: Json, headDim: number, file: string, defaultPartial?: numb
   if (typeof theta !== 'number' || !(theta > 0))
     throw new InvalidModelConfig(`${file}: rope_theta must be a positive number, got ${showValue(theta)}`);
   const type = scaling ? scaling.rope_type ?? scaling.type ?? 'default' : 'default';
-  if (!['default', 'linear', 'llama3'].includes(type)) {
-    throw new InvalidModelConfig(`${file}: rope type '${type}' is not supported (default, linear and llama3 are)`);
+  if (typeof type !== 'string' || !['default', 'linear', 'llama3'].includes(type)) {
+    throw new InvalidModelConfig(`${file}: rope type ${showValue(type)} is not supported (default, linear and llama3 are)`);
   }
   // Qwen3.5 rotates a quarter of each head unless told otherwise (its config's default)
   const partial = params?.partial_rotary_factor ?? c.partial_rotary_factor ?? defaultPartial;
-  if (typeof partial === 'number' && !(partial > 0 && partial <= 1))
-    throw new InvalidModelConfig(`${file}: partial_rotary_factor must be in (0, 1], got ${partial}; fix config.json`);
+  if (partial !== undefined && partial !== null && !(typeof partial === 'number' && partial > 0 && partial <= 1))
+    throw new InvalidModelConfig(`${file}: partial_rotary_factor must be a number in (0, 1], got ${showValue(partial)}; fix config.json`);
   return {
     theta,
     headDim,

@@ -217,6 +217,10 @@ export async function decoderConfigFromGguf(file: GgufFile): Promise<DecoderConf
   const kvHeads = size('attention.head_count_kv', heads);
   const headDim = size('attention.key_length', hidden / heads);
   const rotary = num('rope.dimension_count', headDim);
+  if (!Number.isInteger(rotary) || rotary < 2 || rotary % 2 || rotary > headDim) {
+    throw new CorruptCheckpoint(`${file.name}: metadata "${arch}.rope.dimension_count" must be an even number of rotated ` +
+      `dimensions from 2 to the head dimension ${headDim}, got ${rotary}; convert the model again with llama.cpp's convert_hf_to_gguf.py`);
+  }
   if (rotary !== headDim && family !== 'qwen3_5') {
     throw new UnsupportedFeature(
       `${file.name}: partial rotary embeddings (rope.dimension_count ${rotary} of head_dim ${headDim}) are not supported`,

@@ -137,7 +137,7 @@ export function readPrompts(path: string): PromptSet {
   } catch (e) {
     throw new InvalidArgument(`--prompts ${path}: cannot read it (${(e as Error).message})`);
   }
-  return loadPromptSet(text);
+  return loadPromptSet(text, path);
 }
 
 /** Upstream's max-new-tokens rule for a single question (infer_max_new_tokens, math500-like by default); 64 for the tiny system. */

@@ -360,7 +360,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
       for (const i of items) {
         const r = prev.done.get(i.index);
         if (r && r.rollouts.length !== k) {
-          throw new InvalidArgument(`the recorded question ${i.index} has ${r.rollouts.length} rollouts, this run asks for ${k}; ` +
+          throw new InvalidArgument(`--resume ${file}: the recorded question ${i.index} has ${r.rollouts.length} rollouts, this run asks for ${k}; ` +
             'resume with the same --num_rollouts (the file was not changed)');
         }
       }

@@ -14,7 +14,7 @@ import {
 import { InvalidArgument, MissingCheckpoint, NonFiniteLoss, TrainingMemoryExceeded, UsageError } from '../errors';
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
 import { InnerLink, OuterLink } from '../mas/links';
-import { loadPromptSet, type TaskKind } from '../mas/prompts';
+import { type TaskKind } from '../mas/prompts';
 import { getStyle, type StyleSpec } from '../mas/styles';
 import { embeddedPath, embeddedRoot, loadEmbeddedPrompts, missingTinySystem } from '../mas/system';
 import { adapterTaskFor, hfCacheSnapshot, outerManifests, readLinkFile, resolveOuterFolder, resolveRoleFiles } from '../mas/upstream';
@@ -33,7 +33,7 @@ import { outerStepForwards, type OuterAgent, type OuterLossOptions, type OuterSa
 import { parseSchedulerType } from '../train/schedule';
 import { materialize } from '../store/bundle-node';
 import { flag01, numberFlag, required } from './args';
-import { thinkingTokenizer } from './ask';
+import { readPrompts, thinkingTokenizer } from './ask';
 import { gradientCollectives, setResumeNote } from './dist';
 import { NO_EFFECT, ROLE_FLAG_ROLES, ROLE_FLAG_SUFFIXES, type TrainArgs } from './train-args';
 
@@ -293,7 +293,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
   const style = styleFor(kind === 'inner' ? (a.mas_design ?? a.style ?? need(a, 'mas_design')) : need(a, 'style'));
   if (kind === 'outer') a = agentFlags(a, style);
   // an embedded style's own prompts unless --prompts replaces them
-  const prompts = a.prompts ? loadPromptSet((await import('node:fs')).readFileSync(a.prompts, 'utf8'))
+  const prompts = a.prompts ? readPrompts(a.prompts)
     : style.embedded ? await loadEmbeddedPrompts(style, await embeddedRoot(style)) : undefined;
   const cacheDir = a.cache_dir ?? process.env.RMAS_CACHE ?? join(homedir(), '.cache', 'rmas', 'datasets');
 

@@ -11,6 +11,7 @@ import { CorruptCheckpoint, InvalidArgument } from '../errors';
 import { parseLinkBytes } from '../mas/upstream';
 import { readZip, writeZip } from '../formats/zip';
 import { sha256Hex } from './models';
+import { showValue } from '../util/show';
 
 export const BUNDLE_FORMAT = 'rmas-checkpoint-bundle';
 export const BUNDLE_VERSION = 1;
@@ -141,7 +142,7 @@ function parseMeta(bytes: Uint8Array, where: string): BundleMeta {
   if (!isObj(v) || v.format !== BUNDLE_FORMAT) throw bad(`is not an ${BUNDLE_FORMAT} manifest`);
   if (v.version !== BUNDLE_VERSION)
     throw new CorruptCheckpoint(
-      `${where}: bundle version ${String(v.version)} is not supported (this build reads version ${BUNDLE_VERSION}); update the playground or the runner`,
+      `${where}: bundle version ${showValue(v.version)} is not supported (this build reads version ${BUNDLE_VERSION}); update the playground or the runner`,
     );
   if (v.kind !== 'inner' && v.kind !== 'outer') throw bad('has no kind inner or outer');
   if (!isObj(v.files)) throw bad('has no files table');

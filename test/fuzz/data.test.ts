@@ -2,12 +2,13 @@
  * Fuzzing training data (JSON, JSONL, the rows API's pages), the page's upload of a data file and the prompt-set
  * JSON; test/fuzz/harness.ts has the property. Below, the regression cases.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgument, PromptSlotMissing } from '../../src/errors';
 import { loadPromptSet } from '../../src/mas/prompts';
+import { readPrompts } from '../../src/runner/ask';
 import { cachePath, loadRows } from '../../src/train/data/rows';
 import { fuzzReader, fuzzTimeout } from './harness';
 import { deepJson } from './mutate';
@@ -74,5 +75,17 @@ describe('training data and prompts: regressions', () => {
     })();
     expect(e).toBeInstanceOf(PromptSlotMissing);
     expect((e as Error).message).toMatch(/^p\.json: prompt template 'chain\.planner\.feedback' lacks the slot/);
+  });
+
+  it('a --prompts file is named in its errors (readPrompts, which ask, run and the trainers use)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rmas-fuzz-prompts-'));
+    try {
+      const file = join(dir, 'prompts.json');
+      writeFileSync(file, '{"templates": {"chain.judge.first": "x"}}');
+      expect(() => readPrompts(file)).toThrow(`${file}: unknown prompt template key 'chain.judge.first'`);
+      expect(() => readPrompts(join(dir, 'none.json'))).toThrow(`--prompts ${join(dir, 'none.json')}: cannot read it`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

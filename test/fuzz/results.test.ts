@@ -1,6 +1,6 @@
 /**
  * Fuzzing the result JSONL `rmas run --resume` reads (and the part files of a sharded run); test/fuzz/harness.ts has
- * the property. Below, the crashes it found in src/runner/run.ts, left to that file's owner as `it.fails`.
+ * the property. Below, the crashes it found in src/runner/run.ts, as regression cases.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -73,10 +73,9 @@ describe('result JSONL on --resume: regression cases', () => {
   });
 });
 
-// TODO(src/runner/run.ts, another change in progress): found by the 20x fuzz run; drop `.fails` (and the `known` entry in
-// test/fuzz/targets/results.ts) once the message names the file.
-describe('result JSONL on --resume: known failures in src/runner/run.ts (the long run)', () => {
-  it.fails('a record of 0 rollouts is refused naming the result file (the --num_rollouts message names no file)', async () => {
+// Found by the 20x fuzz run: the --num_rollouts mismatch message named no file.
+describe('result JSONL on --resume: what the long run found', () => {
+  it('a record of 0 rollouts is refused naming the result file (the --num_rollouts message names no file)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rmas-fuzz-rollouts-'));
     try {
       const data = join(dir, 'rows.jsonl');

@@ -99,11 +99,4 @@ export const ggufConfig: FuzzTarget<Uint8Array> = {
     return JSON.stringify(c);
   },
   files: (b) => ({ 'model.gguf': b }),
-  // TODO(src/model/gguf.ts, not ours to change now): the it.fails cases in test/fuzz/gguf.test.ts. A hang carries no detail,
-  // so every hang of this reader counts as known until qwen35's rope.dimension_count is bounded.
-  known: [
-    { kind: 'wrong-result', detail: /^partial rotary factor .*: more dimensions rotate than a head has/,
-      todo: 'qwen35.rope.dimension_count above the head dimension is accepted' },
-    { kind: 'hang', detail: /^no result after/, todo: 'checkTextRope walks rope.dimension_count / 2 pairs: 2^30 for a count of 2^31' },
-  ],
 };

@@ -43,9 +43,6 @@ export const config: FuzzTarget<Uint8Array> = {
     return showValue(c, 100_000); // rope_scaling is kept as the file gives it, however deep
   },
   files: (b) => ({ 'config.json': b }),
-  // TODO(src/model/config.ts, another change in progress): the it.fails cases in test/fuzz/model-files.test.ts
-  known: [{ kind: 'uncaught', detail: /^(RangeError: Maximum call stack|TypeError: Cannot convert object to primitive).* \(at parseRope /,
-    todo: "parseRope: '${type}' in the rope type message converts a deep array or an object without a toString" }],
 };
 
 const GEN = 'fuzzmodel/generation_config.json';

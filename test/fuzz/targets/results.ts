@@ -136,7 +136,4 @@ export const results: FuzzTarget<ResultFiles> = {
     return `${now.length}:${log.split('\n').filter((l) => l.startsWith('resuming')).join()}`;
   },
   files: (f) => ({ 'results.jsonl': f.results, ...(f.part ? { 'results.jsonl.rank-1': f.part } : {}) }),
-  // TODO(src/runner/run.ts, another change in progress): the it.fails case in test/fuzz/results.test.ts
-  known: [{ kind: 'unnamed', detail: /^InvalidArgument: the recorded question \d+ has \d+ rollouts, this run asks for/,
-    todo: 'the --num_rollouts mismatch message does not name the result file' }],
 };
