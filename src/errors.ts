@@ -62,7 +62,11 @@ export class MissingCheckpoint extends named('MissingCheckpoint') {}
 export class PromptSlotMissing extends named('PromptSlotMissing') {}
 /** The caller cancelled the run (AbortSignal); nothing stored was changed. */
 export class Cancelled extends named('Cancelled') {}
-/** Browser storage (IndexedDB) is full; the message says how much is needed and what can be deleted. Nothing stored was changed. */
+/**
+ * Storage is full: IndexedDB in the page (the message says how much is needed and what can be deleted; nothing stored
+ * was changed), or the disk or quota under the runner (ENOSPC, EDQUOT: the message says what was being written, what
+ * is kept and how to resume).
+ */
 export class QuotaExceeded extends named('QuotaExceeded') {}
 /** A download failed, was interrupted or did not match its expected size/hash; what was stored before is intact. */
 export class DownloadFailed extends named('DownloadFailed') {}
@@ -96,8 +100,9 @@ export class RanksDiverged extends named('RanksDiverged') {}
  */
 export class ContextTooLong extends named('ContextTooLong') {}
 /**
- * IndexedDB aborted or refused a transaction for a reason other than a full disk (the browser aborted it, the
- * database was closed or deleted under the tab, a disk error); the operation changed nothing, and what was stored
- * before is intact.
+ * A write failed for a reason other than a full disk. In the page, IndexedDB aborted or refused a transaction (the
+ * browser aborted it, the database was closed or deleted under the tab, a disk error): the operation changed nothing,
+ * and what was stored before is intact. Under the runner, the file system refused a write (EIO, EROFS, EACCES): the
+ * message says what was being written, what is kept and how to resume.
  */
 export class StorageFailed extends named('StorageFailed') {}

@@ -6,6 +6,7 @@
 import { appendFileSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { InvalidArgument, UsageError } from '../errors';
+import { writing } from './outputs';
 import type { GpuCounters } from '../gpu/counters';
 import { stripThink } from '../mas/answer';
 import { ask, type AskOptions } from '../mas/run';
@@ -268,9 +269,14 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
         `${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, task ${reasoning ? 'reasoning' : firstTask}${system.adapterTask ? ` (${system.adapterTask} links)` : ''}` +
         `${questions.length > 1 ? `; ${questions.length} questions` : ''}${thinking ? '; thinking on' : ''}; ${kv} KV cache\n`,
     );
+    const keep = (doing: string, write: () => void) => writing(`${doing} ${partial} (for --output_jsonl ${a.output_jsonl})`,
+      `${a.output_jsonl} was not changed and the answers so far stay in ${partial}; run the command again once the disk can be written`,
+      write);
     if (partial) {
-      mkdirSync(dirname(partial), { recursive: true });
-      writeFileSync(partial, '');
+      keep('making', () => {
+        mkdirSync(dirname(partial), { recursive: true });
+        writeFileSync(partial, '');
+      });
     }
     const tools = style.tools
       ? { python: nodePythonRunner(), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) }
@@ -332,10 +338,11 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
           `answer: ${record.answer}\n${r.tokens} tokens, ${r.latentSteps} latent steps, ${r.seconds.toFixed(2)} s${r.retried ? ' (answer retry ran)' : ''}\n`,
         );
       }
-      if (partial) appendFileSync(partial, `${JSON.stringify({ index, question: q.question, ...record })}\n`);
+      const line = `${JSON.stringify({ index, question: q.question, ...record })}\n`;
+      if (partial) keep(`appending answer ${index} to`, () => appendFileSync(partial, line));
     }
     if (partial) {
-      renameSync(partial, a.output_jsonl!);
+      keep('renaming', () => renameSync(partial, a.output_jsonl!));
       err(`wrote ${questions.length} record(s) to ${a.output_jsonl}\n`);
     }
   } finally {

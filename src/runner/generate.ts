@@ -3,8 +3,9 @@
  * writes the hidden states and logits of some token ids (or inputs_embeds); generate prints a completion
  * and the prefill and decode rates.
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { DTypeMismatch, InvalidArgument, ShapeMismatch, UsageError } from '../errors';
+import { writeFailed } from './outputs';
 import { SafetensorsFile, writeSafetensors } from '../formats/safetensors';
 import { openCheckpoint } from '../formats/safetensors-sharded';
 import { fileSource } from '../formats/sources';
@@ -132,8 +133,11 @@ export async function forwardCmd(a: Values<typeof FORWARD_OPTIONS>, backend: () 
   try {
     writeFileSync(out, bytes, { flag: 'wx' });
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
-    throw new InvalidArgument(`--out ${out} appeared while the forward pass ran; nothing was replaced`);
+    if ((e as NodeJS.ErrnoException).code === 'EEXIST')
+      throw new InvalidArgument(`--out ${out} appeared while the forward pass ran; nothing was replaced`);
+    // the file was made by this call (wx): a half-written one goes
+    if ((e as NodeJS.ErrnoException).syscall === 'write') rmSync(out, { force: true });
+    throw writeFailed(e, `writing --out ${out}`, 'no part of it was left; run the command again once the disk can be written');
   }
   process.stderr.write(`forward: ${T} positions in ${ms.toFixed(1)} ms; wrote ${out}\n`);
 }

@@ -25,6 +25,7 @@ import { materializeOverrides } from '../store/bundle-node';
 import type { Backend } from '../tensor/backend';
 import { kvDtypeFlag, numberFlag, type Values } from './args';
 import { kvDtypeAll, overrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask';
+import { writing } from './outputs';
 import { DEVICE_OPTIONS } from './devices';
 
 const s = { type: 'string' } as const;
@@ -344,6 +345,11 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     throw new InvalidArgument(`${parts.join(', ')}: part files of an interrupted sharded run of ${file}; pass --resume to ` +
       'take their records in and continue, or delete them (nothing was changed)');
   }
+  // a line of the result file (or of this rank's part file); a failed write is named, and says how --resume goes on
+  const put = (path: string, value: unknown, doing: string, create = false) => writing(`${doing} to ${path}`,
+    'the complete records are kept; once the disk can be written again, run the same command with --resume (a half-written ' +
+      'last line is cut and its question asked again)',
+    () => (create ? writeFileSync : appendFileSync)(path, `${JSON.stringify(value)}\n`));
   let prevExisted = false;
   const { indices: recorded, resumed } = await fromRoot(group, async () => {
     if (file && existsSync(file)) {
@@ -373,12 +379,12 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
         truncateSync(file, prev.keep);
       }
       // a file cut before its config line was complete gets one now, so that a later resume checks the settings
-      if (!prev.config) appendFileSync(file, `${JSON.stringify(config)}\n`);
+      if (!prev.config) put(file, config, 'appending the config line');
       done = prev.done;
     } else if (file) {
       // a new file's folder is made, as upstream's run.py makes its output folders
       mkdirSync(dirname(file), { recursive: true });
-      writeFileSync(file, `${JSON.stringify(config)}\n`);
+      put(file, config, 'writing the config line', true);
     }
     return { indices: [...done.keys()], resumed: done.size > 0 || prevExisted };
   });
@@ -394,7 +400,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
       const fresh = new Map<number, SampleRecord>();
       for (const r of gathered) if (!done.has(r.sample_idx)) fresh.set(r.sample_idx, r);
       for (const r of [...fresh.values()].sort((x, y) => x.sample_idx - y.sample_idx)) {
-        appendFileSync(file, `${JSON.stringify(r)}\n`);
+        put(file, r, `appending the record of question ${r.sample_idx}`);
         done.set(r.sample_idx, r);
       }
       if (parts.length || gathered.length) err(`${file}: took in ${fresh.size} records of the part files of an interrupted sharded run\n`);
@@ -410,7 +416,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   // this rank's questions: those not yet recorded, dealt round-robin
   const mine = sharded ? items.filter((i) => !held.has(i.index)).filter((_, n) => n % group.size === group.rank) : items;
   const part = file && sharded ? `${file}.rank-${group.rank}` : null;
-  if (part) writeFileSync(part, `${JSON.stringify(config)}\n`);
+  if (part) put(part, config, 'writing the config line', true);
   if (sharded) err(`sharded over ${group.size} ranks: rank 0 asks ${mine.length} of the ${items.length - held.size} questions left\n`);
 
   const be = await backend();
@@ -439,7 +445,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
       onSample: (rec) => {
         seen++;
         if (rec.correct) right++;
-        if (sink) appendFileSync(sink, `${JSON.stringify(rec)}\n`);
+        if (sink) put(sink, rec, `appending the record of question ${rec.sample_idx}`);
         const pred = (rec.pred_answer_parsed ?? (rec.pred_code_parsed ? 'code' : 'none')).replace(/\s+/g, ' ').slice(0, 40);
         const by = rec.judge ? ` by the judge${rec.judge.verdict === null ? ' (malformed reply: exact match)' : ''}` : '';
         err(
@@ -453,12 +459,12 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     const summary = !sharded ? result.summary : await fromRoot(group, async () => {
       const fresh = new Map(gathered.map((r) => [r.sample_idx, r] as const));
       const all = items.map((i) => done.get(i.index) ?? fresh.get(i.index)).filter((r): r is SampleRecord => !!r);
-      if (file) for (const r of all) if (fresh.has(r.sample_idx)) appendFileSync(file, `${JSON.stringify(r)}\n`);
+      if (file) for (const r of all) if (fresh.has(r.sample_idx)) put(file, r, `appending the record of question ${r.sample_idx}`);
       return summarize(all, k);
     });
     if (part) rmSync(part, { force: true });
     if (!lead) return;
-    if (file) appendFileSync(file, `${JSON.stringify(summary)}\n`);
+    if (file) put(file, summary, 'appending the summary');
     // per group (MATH-500's level and subject, GPQA's domain, …): one line per kind of group
     const kinds = new Map<string, string[]>();
     for (const [g, v] of Object.entries(summary.by_group ?? {})) {

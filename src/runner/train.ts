@@ -4,14 +4,14 @@
  * optional per-step JSONL log and batch dumps, and saves checkpoints into --save_dir (periodic ones in
  * checkpoint-<step>/, the last one at the top, upstream's layout).
  */
-import { accessSync, constants as fsConstants, existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { appendFile, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import {
   broadcastParameters, checkSameParameters, dataParallel, fromRoot, singleProcess, type ProcessGroup,
 } from '../dist/group';
-import { InvalidArgument, MissingCheckpoint, NonFiniteLoss, TrainingMemoryExceeded, UsageError } from '../errors';
+import { MissingCheckpoint, NonFiniteLoss, TrainingMemoryExceeded, UsageError } from '../errors';
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
 import { InnerLink, OuterLink } from '../mas/links';
 import { type TaskKind } from '../mas/prompts';
@@ -35,6 +35,7 @@ import { materialize } from '../store/bundle-node';
 import { flag01, numberFlag, required } from './args';
 import { readPrompts, thinkingTokenizer } from './ask';
 import { gradientCollectives, setResumeNote } from './dist';
+import { checkOutputFile, checkOutputFolder, writing } from './outputs';
 import { NO_EFFECT, ROLE_FLAG_ROLES, ROLE_FLAG_SUFFIXES, type TrainArgs } from './train-args';
 
 export interface TrainIO {
@@ -215,31 +216,6 @@ export function progressLine(e: StepEvent): string {
     `[${'#'.repeat(done)}${'.'.repeat(w - done)}] step ${e.step}/${e.maxSteps} | loss ${e.loss.toFixed(4)} | lr ${e.lr.toExponential(2)} | ` +
     `grad norm ${e.gradNorm.toFixed(3)} | ${e.tokensPerSec.toFixed(0)} tok/s | ETA ${fmtTime(e.etaSec)}${e.empty ? ' | no valid sample, no update' : ''}`
   );
-}
-
-/**
- * Makes sure a folder the run writes into can be made and written, before any model loads and without making it:
- * a path that is a file, one under a file, or one whose nearest existing folder cannot be written is refused now
- * rather than at the first save.
- */
-export function checkOutputFolder(flag: string, dir: string) {
-  const fail = (why: string) => new InvalidArgument(`--${flag} ${dir}: ${why}; give a folder this run can write (nothing was trained)`);
-  let at = resolvePath(dir);
-  if (existsSync(at) && !statSync(at).isDirectory()) throw fail('it is a file, not a folder');
-  while (!existsSync(at)) at = dirname(at);
-  if (!statSync(at).isDirectory()) throw fail(`it cannot be made: ${at} is a file (ENOTDIR)`);
-  try {
-    accessSync(at, fsConstants.W_OK);
-  } catch (e) {
-    throw fail(`it cannot be written: ${at} is not writable (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
-  }
-}
-
-/** The same for a file the run appends to (--log_jsonl): its folder is made, and the path must not be a folder. */
-function checkOutputFile(flag: string, file: string) {
-  if (existsSync(file) && statSync(file).isDirectory())
-    throw new InvalidArgument(`--${flag} ${file}: it is a folder; give a file path (nothing was trained)`);
-  checkOutputFolder(flag, dirname(resolvePath(file)));
 }
 
 /**
@@ -481,6 +457,10 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     let lastSaved: string | null = a.resume ? `${a.resume} (where this run resumed)` : null;
     setResumeNote(() => `; ${lastSaved ? `the last checkpoint is ${lastSaved}` : 'no checkpoint was saved yet'}` +
       `; run the same command with --resume ${saveDir} to continue${lastSaved ? '' : ' once one is saved'}`);
+    // what a failed write says: what is kept, and how to go on
+    const resumeHow = () => (lastSaved
+      ? `the last complete checkpoint is ${lastSaved}; once the disk can be written again, run the same command with --resume ${saveDir}`
+      : 'no checkpoint was saved yet; once the disk can be written again, run the same command');
     const args: Record<string, unknown> = { command: `train-${kind}`, ...a, resolved: { ...loopOpts, task, maxLength } };
     const logEvery = num(a, 'logging_steps', 10, { int: true, min: 1 });
     const keep = num(a, 'save_total_limit', 0, { int: true, min: 0 });
@@ -498,36 +478,38 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
         if (io.tty) io.err(`\r${line}`);
         else if (e.step % logEvery === 0 || e.step === e.maxSteps || e.step === 1) io.err(`${line}\n`);
         if (a.log_jsonl) {
-          await appendFile(
-            a.log_jsonl,
+          await writing(`appending step ${e.step} to --log_jsonl ${a.log_jsonl}`, resumeHow, () => appendFile(
+            a.log_jsonl!,
             `${JSON.stringify({ step: e.step, epoch: e.epoch, loss: e.loss, lr: e.lr, grad_norm: e.gradNorm, tokens: e.tokens, tokens_per_sec: e.tokensPerSec, elapsed_s: e.elapsedSec, skipped: e.skipped, batches: e.batches })}\n`,
-          );
+          ));
         }
         if (a.dump_batches) {
           const tensors: Record<string, StTensor> = {};
           e.batches.forEach((idx, i) => Object.assign(tensors, job.batchTensors(idx, e.batches.length > 1 ? `micro${i}.` : '')));
-          await writeFile(
-            join(a.dump_batches, `step-${e.step}.safetensors`),
-            writeSafetensors(tensors, { sample_indices: JSON.stringify(e.batches) }),
-          );
+          const out = join(a.dump_batches, `step-${e.step}.safetensors`);
+          await writing(`writing --dump_batches ${out}`, resumeHow,
+            () => writeFile(out, writeSafetensors(tensors, { sample_indices: JSON.stringify(e.batches) })));
         }
       },
       save: async (s, last) => {
         const dir = last ? '.' : `checkpoint-${s.step}`;
         await checkSameParameters(group, params, `saving step ${s.step}`);
         if (!lead) return;
-        // the model files first (placed, never rewritten), the checkpoint's own commit last
-        let placed: PlacedModel | null = null;
-        if (modelDir !== null) {
-          mkdirSync(join(saveDir, dir), { recursive: true });
-          placed = placeModelFiles(modelDir, join(saveDir, dir));
-        }
-        if (placed && last) lastPlaced = placed;
-        const saved = placed ? { ...args, model_files: placed } : args;
-        await saveCheckpoint(store, dir, { kind, links: job.links, optimizerT: job.optimizer.t, state: s, args: saved, manifests });
-        lastSaved = join(saveDir, dir);
+        await writing(`saving ${join(saveDir, dir)}`, resumeHow, async () => {
+          // the model files first (placed, never rewritten), the checkpoint's own commit last
+          let placed: PlacedModel | null = null;
+          if (modelDir !== null) {
+            mkdirSync(join(saveDir, dir), { recursive: true });
+            placed = placeModelFiles(modelDir, join(saveDir, dir));
+          }
+          if (placed && last) lastPlaced = placed;
+          const saved = placed ? { ...args, model_files: placed } : args;
+          await saveCheckpoint(store, dir, { kind, links: job.links, optimizerT: job.optimizer.t, state: s, args: saved, manifests });
+          lastSaved = join(saveDir, dir);
+        });
         if (keep > 0) {
-          const gone = await pruneCheckpoints(store, '.', keep);
+          const gone = await writing(`deleting checkpoints past --save_total_limit ${keep} in ${saveDir}`, resumeHow,
+            () => pruneCheckpoints(store, '.', keep));
           if (gone.length) io.err(`save_total_limit ${keep}: deleted ${gone.join(', ')}\n`);
         }
       },

@@ -12,6 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import { QuotaExceeded, StorageFailed } from '../../src/errors';
 import type { SampleRecord } from '../../src/eval/run';
 import { taskSplit, toJsonl } from '../../src/eval/tiny-task';
 import { type RunArgs, runCmd } from '../../src/runner/run';
@@ -146,8 +147,13 @@ describe('--result_jsonl under failed writes', () => {
         rmSync(file, { force: true });
         Object.assign(hook, { failAt: at, writes: 0, keep, asked: [] });
         const err = await run(file, false);
-        const named = j === 0 ? (err as NodeJS.ErrnoException)?.code === 'EIO' : isEnospc(err);
-        expect(named, `write ${at}, way ${j}: ${String(err)}`).toBe(true);
+        // a named error saying which write failed and how to go on (EIO: StorageFailed, ENOSPC: QuotaExceeded)
+        expect(err, `write ${at}, way ${j}: ${String(err)}`).toBeInstanceOf(j === 0 ? StorageFailed : QuotaExceeded);
+        expect((err as NodeJS.ErrnoException).code).toBe(j === 0 ? 'EIO' : 'ENOSPC');
+        expect(err!.message, `write ${at}, way ${j}`).toMatch(new RegExp(
+          `^(writing the config line|appending the record of question \\d|appending the summary) to ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} failed: ` +
+          `${j === 0 ? 'the file system refused the write \\(EIO' : 'the disk is full \\(ENOSPC'}.*; the complete records ` +
+          'are kept; once the disk can be written again, run the same command with --resume'));
         hook.failAt = 0;
         hook.asked = [];
         const again = await run(file, true);

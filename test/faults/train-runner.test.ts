@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
+import { QuotaExceeded } from '../../src/errors';
 import type { TrainArgs } from '../../src/runner/train-args';
 import { listCheckpoints } from '../../src/train/checkpoint';
 import { type CheckpointStore, inFolder, nodeStore, recoverCheckpoint } from '../../src/train/checkpoint-files';
@@ -121,5 +122,32 @@ describe('train-inner under crashes at each point of its saves', () => {
       n++;
     }
     expect(n).toBe(points);
+  });
+});
+
+describe('train-inner when the disk fills during a save', () => {
+  it('a store write of the final save failing with ENOSPC: QuotaExceeded naming the save, the last checkpoint and --resume', async () => {
+    const whole = join(tmp, 'full-whole');
+    expect((await train('inner', args(whole, { save_total_limit: '99' }))).error).toBeNull();
+    const want = normalTree(await storeTree(nodeStore(whole)));
+    const dir = join(tmp, 'full');
+    const faults = new Faults();
+    faults.arm(0);
+    hook.faults = faults;
+    expect((await train('inner', args(join(tmp, 'full-count'), { save_total_limit: '99' }))).error).toBeNull();
+    // the last step saves to the top of save_dir: its optimizer state is the write that fails
+    const at = faults.ops.indexOf('write .ckpt-staging/optimizer.safetensors') + 1;
+    expect(at).toBeGreaterThan(0);
+    faults.arm(at, 'enospc');
+    const r = await train('inner', args(dir, { save_total_limit: '99' }));
+    hook.faults = null;
+    expect(r.error).toBeInstanceOf(QuotaExceeded);
+    expect(r.error!.message).toBe(`saving ${dir} failed: the disk is full (ENOSPC: no space left on device, ` +
+      `write '.ckpt-staging/optimizer.safetensors'); the last complete checkpoint is ${join(dir, 'checkpoint-1')}; once the disk ` +
+      `can be written again, run the same command with --resume ${dir}`);
+    const again = await train('inner', args(dir, { save_total_limit: '99', resume: dir }));
+    expect(again.error).toBeNull();
+    expect(again.err).toContain('at step 1');
+    expect(treeDiff(normalTree(await storeTree(nodeStore(dir))), want)).toEqual([]);
   });
 });
