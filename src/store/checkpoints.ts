@@ -32,6 +32,13 @@ export interface CheckpointMeta extends BundleInfo {
 
 const META = '.rmas-meta.json';
 const INCOMING = '.incoming-';
+/** A staging folder this old was left by a save that died (a closed tab, a crash): no save takes an hour. */
+const STALE_STAGE_MS = 3600_000;
+/** Whether `name` is a staging folder older than STALE_STAGE_MS, by the time its id was made (`ckpt-<ms base 36>-…`). */
+const staleStage = (name: string, now: number) => {
+  const made = parseInt(name.slice(INCOMING.length).split('-')[1] ?? '', 36);
+  return name.startsWith(INCOMING) && Number.isFinite(made) && now - made > STALE_STAGE_MS;
+};
 const utf8 = new TextEncoder();
 let idCounter = 0;
 
@@ -89,6 +96,8 @@ export function checkpointRegistry(store: CheckpointStore): CheckpointRegistry {
     async listCheckpoints() {
       const out: CheckpointInfo[] = [];
       for (const id of await store.list('')) {
+        // what a dead save left is never listed, and is removed once it is old enough not to be a save in progress
+        if (staleStage(id, Date.now())) await store.remove(id).catch(() => {});
         if (id.startsWith('.') || !(await store.exists(`${id}/${META}`))) continue;
         out.push(info(id, await readMeta(id)));
       }

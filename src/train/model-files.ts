@@ -75,14 +75,19 @@ export function placeModelFiles(source: string, dest: string, link: (from: strin
     const tmp = join(dest, `.${name}.rmas-partial`);
     rmSync(tmp, { force: true });
     try {
-      link(from, tmp);
-      files[name] = 'linked';
+      try {
+        link(from, tmp);
+        files[name] = 'linked';
+      } catch (e) {
+        if (!NO_LINK.has((e as NodeJS.ErrnoException).code ?? '')) throw e;
+        copyFileSync(from, tmp);
+        files[name] = 'copied';
+      }
+      renameSync(tmp, to);
     } catch (e) {
-      if (!NO_LINK.has((e as NodeJS.ErrnoException).code ?? '')) throw e;
-      copyFileSync(from, tmp);
-      files[name] = 'copied';
+      rmSync(tmp, { force: true }); // a half copy (a full disk) is not left behind
+      throw e;
     }
-    renameSync(tmp, to);
   }
   const kinds = new Set(Object.values(files));
   return { source: resolve(source), method: kinds.size === 1 ? [...kinds][0]! : 'mixed', files };

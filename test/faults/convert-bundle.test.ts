@@ -244,4 +244,16 @@ describe('the tab\'s checkpoint registry importing a bundle, under faults', () =
       expect(points).toBe(Object.keys(links).length + 2);
     });
   }
+  it('a staging folder a dead save left is removed by the first listing an hour after it was made, not before', async () => {
+    const links = Object.fromEntries(readdirSync(OUTER).map((f) => [f, new Uint8Array(readFileSync(join(OUTER, f)))]));
+    const zip = await exportBundle(links, { kind: 'outer', style: 'tiny_sequential', step: 7, created: '2026-01-01T00:00:00.000Z' });
+    const mem = memoryStore();
+    const reg = checkpointRegistry(mem);
+    const kept = await reg.importFile(zip, 'kept.zip');
+    const stage = (ms: number) => `.incoming-ckpt-${ms.toString(36)}-abc1`;
+    const [old, recent] = [stage(Date.now() - 3600_000 - 5000), stage(Date.now() - 3000_000)];
+    for (const d of [old, recent]) await mem.write(`${d}/adapter.pt`, new Uint8Array(100));
+    expect((await reg.listCheckpoints()).map((c) => c.id)).toEqual([kept.id]);
+    expect((await mem.list('')).sort()).toEqual([recent, kept.id].sort());
+  });
 });

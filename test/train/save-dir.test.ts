@@ -154,6 +154,16 @@ describe('train-inner --save_dir: a whole role folder', () => {
     expect(readFileSync(held, 'utf8')).toBe('an older config');
     const again = placeModelFiles(src, linked, exdev); // already the same files: nothing is linked or copied again
     expect(again.method).toBe('linked');
+
+    // a write that fails half way (the disk full): the error goes up, the half file does not stay
+    const full = join(tmp, 'full');
+    mkdirSync(full);
+    const half = (_from: string, to: string) => {
+      writeFileSync(to, 'half');
+      throw Object.assign(new Error(`ENOSPC: no space left on device, link '${to}'`), { code: 'ENOSPC' });
+    };
+    expect(() => placeModelFiles(src, full, half)).toThrow(/^ENOSPC: no space left on device, link '.*\/\.config\.json\.rmas-partial'$/);
+    expect(readdirSync(full)).toEqual([]);
   });
 });
 
