@@ -11,7 +11,8 @@ describe('writeFailed', () => {
   it('a full disk or quota is QuotaExceeded, another errno StorageFailed; the message says what and how to go on', () => {
     const full = writeFailed(errno('ENOSPC', "ENOSPC: no space left on device, write 'r.jsonl'"), 'appending to r.jsonl', 'resume');
     expect(full).toBeInstanceOf(QuotaExceeded);
-    expect((full as Error).message).toBe("appending to r.jsonl failed: the disk is full (ENOSPC: no space left on device, write 'r.jsonl'); resume");
+    expect((full as Error).message).toBe(
+      "appending to r.jsonl failed: the disk is full (ENOSPC: no space left on device, write 'r.jsonl'); resume");
     expect((full as NodeJS.ErrnoException).code).toBe('ENOSPC');
     expect(writeFailed(errno('EDQUOT', 'EDQUOT: quota'), 'x', 'y')).toBeInstanceOf(QuotaExceeded);
     const io = writeFailed(errno('EIO', 'EIO: i/o error, write'), 'saving out', 'go on');
@@ -48,7 +49,8 @@ describe('writeFailed', () => {
       throw errno('EIO', 'EIO: i/o error');
     }).then(() => null, (e: NodeJS.ErrnoException) => e);
     expect(later).toBeInstanceOf(StorageFailed);
-    expect([later!.message, later!.code]).toEqual(['saving d failed: the file system refused the write (EIO: i/o error); resume it', 'EIO']);
+    expect([later!.message, later!.code]).toEqual(
+      ['saving d failed: the file system refused the write (EIO: i/o error); resume it', 'EIO']);
     await expect(writing('a', 'b', async () => 'done')).resolves.toBe('done');
   });
 });
