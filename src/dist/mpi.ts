@@ -17,6 +17,8 @@ import { singleProcess, type HostBuffer, type NumericBuffer, type ProcessGroup, 
 /** The exports of rmas_mpi.node (native/mpi/src/addon.cc); each collective returns a request id for test(). */
 export interface MpiAddon {
   init(): { rank: number; size: number; localRank: number; localSize: number; host: string; thread: number; library: string };
+  /** The MPI library's version line ("Open MPI v4.1.4"); needs no MPI_Init. */
+  library(): string;
   allreduce(data: NumericBuffer, op: ReduceOp): number;
   bcast(data: HostBuffer, root: number): number;
   allgather(send: HostBuffer, recv: HostBuffer): number;
@@ -68,21 +70,34 @@ export function launcherWorld(env: NodeJS.ProcessEnv = process.env): LauncherWor
   return null;
 }
 
-let loaded: MpiAddon | null = null;
+const loaded = new Map<string, MpiAddon>();
+const how = 'install Open MPI (Debian: apt-get install openmpi-bin libopenmpi-dev, or npm run setup:system) and run npm run build:mpi';
 
-/** The addon, loaded once; DistUnavailable says how to build it. */
+/** The addon, loaded once per path; DistUnavailable says how to build it. */
 export function loadMpiAddon(env: NodeJS.ProcessEnv = process.env): MpiAddon {
-  if (loaded) return loaded;
   const path = mpiAddonPath(env);
-  const how = 'install Open MPI (Debian: apt-get install openmpi-bin libopenmpi-dev, or npm run setup:system) and run npm run build:mpi';
+  const known = loaded.get(path);
+  if (known) return known;
   if (!existsSync(path))
     throw new DistUnavailable(`this job has several ranks, but the MPI addon is not built (${path} is missing); ${how}`);
   try {
-    loaded = createRequire(import.meta.url)(path) as MpiAddon;
+    const addon = createRequire(import.meta.url)(path) as MpiAddon;
+    loaded.set(path, addon);
+    return addon;
   } catch (e) {
     throw new DistUnavailable(`the MPI addon at ${path} does not load (${(e as Error).message}); ${how}, then npm run build:mpi -- --force`);
   }
-  return loaded;
+}
+
+/** What `rmas healthcheck` reports of the addon: built, loading, and the MPI library it links; never throws. */
+export function mpiStatus(env: NodeJS.ProcessEnv = process.env): { path: string; library: string | null; error: string | null } {
+  const path = mpiAddonPath(env);
+  if (!existsSync(path)) return { path, library: null, error: `the MPI addon is not built (${path} is missing); ${how}` };
+  try {
+    return { path, library: loadMpiAddon(env).library(), error: null };
+  } catch (e) {
+    return { path, library: null, error: (e as Error).message };
+  }
 }
 
 /**

@@ -1,9 +1,11 @@
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { mpiAddonPath } from '../dist/mpi';
 import { STYLES, type StyleSpec } from '../mas/styles';
-import { healthcheck, healthLevel, hfCacheCheck, hubFilesCheck, stylesCheck, type HealthDeps } from './healthcheck';
+import { healthcheck, healthLevel, hfCacheCheck, hubFilesCheck, mpiCheck, stylesCheck, type HealthDeps } from './healthcheck';
 
 const root = mkdtempSync(join(tmpdir(), 'rmas-health-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -151,6 +153,24 @@ describe('healthcheck level 1', () => {
         '5 styles registered, all runnable: sequential_light, sequential_scaled, mixture, distillation, deliberation; embedded: tiny_sequential, tiny_distillation',
     });
     expect(r.checks.every((c) => c.level === 1)).toBe(true);
+  });
+
+  it.runIf(existsSync(mpiAddonPath()))('reports the MPI addon built here with the library mpirun comes from', () => {
+    const version = spawnSync('mpirun', ['--version'], { encoding: 'utf8' }).stdout.match(/\(Open MPI\) (\S+)/)![1];
+    expect(mpiCheck()).toEqual({ level: 1, name: 'mpi', status: 'ok',
+      detail: `${mpiAddonPath()}: Open MPI v${version}; mpirun runs train-*, run over ranks` });
+  });
+
+  it('warns that the MPI addon is not built, saying how to build it, or why it does not load', () => {
+    const missing = join(root, 'none', 'rmas_mpi.node');
+    expect(mpiCheck({ RMAS_MPI_ADDON: missing })).toEqual({ level: 1, name: 'mpi', status: 'warn',
+      detail: `the MPI addon is not built (${missing} is missing); install Open MPI (Debian: apt-get install openmpi-bin ` +
+        'libopenmpi-dev, or npm run setup:system) and run npm run build:mpi; a single process does not need it, mpirun with several ' +
+        'ranks does' });
+    const junk = join(root, 'junk.node');
+    writeFileSync(junk, 'not a shared object');
+    const bad = mpiCheck({ RMAS_MPI_ADDON: junk });
+    expect([bad.status, bad.detail.startsWith(`the MPI addon at ${junk} does not load (`)]).toEqual(['warn', true]);
   });
 
   it('reports a style whose backbones the engine cannot run as not runnable, not as registered', () => {

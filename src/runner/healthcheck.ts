@@ -1,7 +1,8 @@
 /**
  * `rmas healthcheck --level 1|2|3` (upstream's healthcheck.py, for this runner; level 3 by default, as upstream's):
- *   1  dependencies present (Node version, webgpu, tokenizers, python3 for code benchmarks), the styles registered
- *      and whether their backbones run here, and the models in the Hugging Face cache;
+ *   1  dependencies present (Node version, webgpu, tokenizers, python3 for code benchmarks, the MPI addon for
+ *      multi-rank runs), the styles registered and whether their backbones run here, and the models in the
+ *      Hugging Face cache;
  *   2  + devices: a test allocation and read-back per backend (cpu, webgpu, cuda);
  *   3  + the hub: the files of RecursiveMAS/Sequential-Light-Outerlinks (upstream's list_repo_files), and the
  *      datasets rows API that training data and benchmarks come through.
@@ -20,6 +21,7 @@ import { STYLES, DEFAULT_STYLE, unrunnableRoles, type StyleSpec } from '../mas/s
 import { hfHubCacheDir } from '../mas/upstream';
 import { FAMILIES } from '../model/config';
 import { cudaStatus } from '../gpu/cuda-addon';
+import { mpiStatus } from '../dist/mpi';
 import { ROWS_API } from '../train/data/rows';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
@@ -249,6 +251,13 @@ function cudaAddonCheck(): Check {
   };
 }
 
+/** The MPI addon: only runs under mpirun with several ranks need it, so its absence is a warning. */
+export function mpiCheck(env: NodeJS.ProcessEnv = process.env): Check {
+  const s = mpiStatus(env);
+  if (s.library) return { level: 1, name: 'mpi', status: 'ok', detail: `${s.path}: ${s.library}; mpirun runs train-*, run over ranks` };
+  return { level: 1, name: 'mpi', status: 'warn', detail: `${s.error}; a single process does not need it, mpirun with several ranks does` };
+}
+
 const TIMEOUT_MS = 5000;
 
 /** Why a request got no answer, in a few words. */
@@ -334,6 +343,7 @@ export async function healthcheck(level: 1 | 2 | 3, deps: HealthDeps): Promise<H
     packageCheck('webgpu', 'WebGPU (Dawn)'),
     packageCheck('@huggingface/transformers', 'tokenizers'),
     pythonCheck(),
+    mpiCheck(),
     stylesCheck(),
     familiesCheck(),
     await hfCacheCheck(deps.hfHubCache ?? hfHubCacheDir(process.env, homedir())),

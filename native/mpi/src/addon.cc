@@ -88,6 +88,16 @@ Napi::Value track(Napi::Env env, MPI_Request r, std::initializer_list<Napi::Valu
   return Napi::Number::New(env, id);
 }
 
+// The first line of MPI_Get_library_version, up to its first comma ("Open MPI v4.1.6").
+std::string libraryVersion() {
+  char library[MPI_MAX_LIBRARY_VERSION_STRING];
+  int libLen = 0;
+  MPI_Get_library_version(library, &libLen);
+  std::string lib(library, libLen);
+  size_t eol = lib.find_first_of("\r\n,");
+  return eol == std::string::npos ? lib : lib.substr(0, eol);
+}
+
 // init(): { rank, size, localRank, localSize, host, thread, library }
 Napi::Value Init(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -115,11 +125,6 @@ Napi::Value Init(const Napi::CallbackInfo& info) {
   char host[MPI_MAX_PROCESSOR_NAME];
   int hostLen = 0;
   MPI_Get_processor_name(host, &hostLen);
-  char library[MPI_MAX_LIBRARY_VERSION_STRING];
-  int libLen = 0;
-  MPI_Get_library_version(library, &libLen);
-  std::string lib(library, libLen);
-  size_t eol = lib.find_first_of("\r\n,");
   Napi::Object o = Napi::Object::New(env);
   o.Set("rank", rank);
   o.Set("size", size);
@@ -127,8 +132,13 @@ Napi::Value Init(const Napi::CallbackInfo& info) {
   o.Set("localSize", localSize);
   o.Set("host", std::string(host, hostLen));
   o.Set("thread", provided);
-  o.Set("library", eol == std::string::npos ? lib : lib.substr(0, eol));
+  o.Set("library", libraryVersion());
   return o;
+}
+
+// library(): the MPI library's version line; MPI allows asking before MPI_Init, so a health check needs no job
+Napi::Value Library(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), libraryVersion());
 }
 
 // allreduce(buffer, 'sum'|'max'|'min'): request id; the buffer becomes the reduction on every rank
@@ -239,6 +249,7 @@ Napi::Value Abort(const Napi::CallbackInfo& info) {
 
 Napi::Object Module(Napi::Env env, Napi::Object exports) {
   exports.Set("init", Napi::Function::New(env, Init));
+  exports.Set("library", Napi::Function::New(env, Library));
   exports.Set("allreduce", Napi::Function::New(env, Allreduce));
   exports.Set("bcast", Napi::Function::New(env, Bcast));
   exports.Set("allgather", Napi::Function::New(env, Allgather));
