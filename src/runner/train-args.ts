@@ -2,8 +2,11 @@
  * Flags of `rmas train-inner` / `rmas train-outer`, spelled as upstream's train/train_inner.py and
  * train/train_outer.py spell them, so that an upstream command runs with `npx rmas train-inner` in place
  * of `python train/train_inner.py`. Flags that only tune PyTorch (dtypes, gradient checkpointing,
- * trust_remote_code, reporting) are accepted and reported as having no effect here.
+ * trust_remote_code, reporting) are accepted and reported as having no effect here. Upstream's spellings of
+ * styles (--mas_design sequential), roles (refiner) and role-named flags (--expert_model_name_or_path) map to ours here.
  */
+import { UsageError } from '../errors';
+import { getStyle, type StyleSpec } from '../mas/styles';
 import type { Values } from './args';
 
 const s = { type: 'string' } as const;
@@ -133,3 +136,48 @@ export const TRAIN_USAGE =
       and inner links, its prompts.json the default --prompts (RMAS_TINY_SYSTEM=DIR moves it), e.g.
         rmas train-inner --style tiny_sequential --role critic --dataset_name FILE --save_dir DIR
       (train-inner also takes --style for --mas_design and --role for --mas_role)`;
+
+/** Upstream's --mas_design / --style names → a style of the registry. */
+const STYLE_ALIASES: Record<string, string> = {
+  sequential: 'sequential_light',
+  chain: 'sequential_light',
+  mixture: 'mixture',
+  hie: 'mixture',
+  distillation: 'distillation',
+  distill: 'distillation',
+  deliberation: 'deliberation',
+};
+export function styleFor(name: string): StyleSpec {
+  return getStyle(STYLE_ALIASES[name.trim().toLowerCase()] ?? name.trim().toLowerCase());
+}
+/** Upstream role spellings (data column names) → ours. */
+export const ROLE_ALIASES: Record<string, string> = {
+  refiner: 'critic', distill_expert: 'expert', distill_learner: 'learner', hie_math_expert: 'math', hie_code_expert: 'code',
+  hie_science_expert: 'science', hie_summarizer: 'summarizer', deliberation_reflector: 'reflector', deliberation_toolcaller: 'toolcaller',
+};
+
+/**
+ * train_outer.py's role-named flags (--expert_model_name_or_path, --reflector_inner_aligner_path, …) as the
+ * --agentN_* flags of the role's place in the style's order; both spellings of one flag is a usage error.
+ */
+export function agentFlags(a: TrainArgs, style: StyleSpec): TrainArgs {
+  const out: Record<string, unknown> = { ...a };
+  for (const role of ROLE_FLAG_ROLES) {
+    for (const suffix of ROLE_FLAG_SUFFIXES) {
+      const alias = `${role}_${suffix}`;
+      const v = out[alias];
+      if (v === undefined) continue;
+      const i = style.roles.findIndex((r) => r.key === role);
+      if (i < 0) {
+        throw new UsageError(`--${alias} names the role ${role}, which style ${style.name} does not have; its roles are ` +
+          `${style.roles.map((r, k) => `${r.key} (--agent${k + 1}_${suffix})`).join(', ')}`);
+      }
+      const agent = `agent${i + 1}_${suffix}`;
+      if (out[agent] !== undefined)
+        throw new UsageError(`--${alias} and --${agent} are the same flag (${role} is agent ${i + 1} of ${style.name}); give one of them`);
+      out[agent] = v;
+      delete out[alias];
+    }
+  }
+  return out as TrainArgs;
+}

@@ -15,7 +15,7 @@ import { MissingCheckpoint, NonFiniteLoss, TrainingMemoryExceeded, UsageError } 
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
 import { InnerLink, OuterLink } from '../mas/links';
 import { type TaskKind } from '../mas/prompts';
-import { getStyle, type StyleSpec } from '../mas/styles';
+import type { StyleSpec } from '../mas/styles';
 import { embeddedPath, embeddedRoot, loadEmbeddedPrompts, missingTinySystem } from '../mas/system';
 import { adapterTaskFor, hfCacheSnapshot, outerManifests, readLinkFile, resolveOuterFolder, resolveRoleFiles } from '../mas/upstream';
 import { loadDecoderFromDir } from '../model';
@@ -36,7 +36,7 @@ import { flag01, numberFlag, required } from './args';
 import { readPrompts, thinkingTokenizer } from './ask';
 import { gradientCollectives, setResumeNote } from './dist';
 import { checkOutputFile, checkOutputFolder, writing } from './outputs';
-import { NO_EFFECT, ROLE_FLAG_ROLES, ROLE_FLAG_SUFFIXES, type TrainArgs } from './train-args';
+import { agentFlags, NO_EFFECT, ROLE_ALIASES, styleFor, type TrainArgs } from './train-args';
 
 export interface TrainIO {
   out(s: string): void;
@@ -132,25 +132,6 @@ function outerLatents(v: string | undefined): 'teacher' | 'rollout' {
 }
 const need = (a: TrainArgs, k: StringFlag): string => required(k, a[k]);
 
-/** Upstream's --mas_design / --style names → a style of the registry. */
-const STYLE_ALIASES: Record<string, string> = {
-  sequential: 'sequential_light',
-  chain: 'sequential_light',
-  mixture: 'mixture',
-  hie: 'mixture',
-  distillation: 'distillation',
-  distill: 'distillation',
-  deliberation: 'deliberation',
-};
-export function styleFor(name: string): StyleSpec {
-  return getStyle(STYLE_ALIASES[name.trim().toLowerCase()] ?? name.trim().toLowerCase());
-}
-/** Upstream role spellings (data column names) → ours. */
-const ROLE_ALIASES: Record<string, string> = {
-  refiner: 'critic', distill_expert: 'expert', distill_learner: 'learner', hie_math_expert: 'math', hie_code_expert: 'code',
-  hie_science_expert: 'science', hie_summarizer: 'summarizer', deliberation_reflector: 'reflector', deliberation_toolcaller: 'toolcaller',
-};
-
 /**
  * A model folder flag: the given path or repo, else (for an embedded style) the role's folder of the
  * shipped system, whose absence is missingTinySystem; else the flag is required.
@@ -216,32 +197,6 @@ export function progressLine(e: StepEvent): string {
     `[${'#'.repeat(done)}${'.'.repeat(w - done)}] step ${e.step}/${e.maxSteps} | loss ${e.loss.toFixed(4)} | lr ${e.lr.toExponential(2)} | ` +
     `grad norm ${e.gradNorm.toFixed(3)} | ${e.tokensPerSec.toFixed(0)} tok/s | ETA ${fmtTime(e.etaSec)}${e.empty ? ' | no valid sample, no update' : ''}`
   );
-}
-
-/**
- * train_outer.py's role-named flags (--expert_model_name_or_path, --reflector_inner_aligner_path, …) as the
- * --agentN_* flags of the role's place in the style's order; both spellings of one flag is a usage error.
- */
-export function agentFlags(a: TrainArgs, style: StyleSpec): TrainArgs {
-  const out: Record<string, unknown> = { ...a };
-  for (const role of ROLE_FLAG_ROLES) {
-    for (const suffix of ROLE_FLAG_SUFFIXES) {
-      const alias = `${role}_${suffix}`;
-      const v = out[alias];
-      if (v === undefined) continue;
-      const i = style.roles.findIndex((r) => r.key === role);
-      if (i < 0) {
-        throw new UsageError(`--${alias} names the role ${role}, which style ${style.name} does not have; its roles are ` +
-          `${style.roles.map((r, k) => `${r.key} (--agent${k + 1}_${suffix})`).join(', ')}`);
-      }
-      const agent = `agent${i + 1}_${suffix}`;
-      if (out[agent] !== undefined)
-        throw new UsageError(`--${alias} and --${agent} are the same flag (${role} is agent ${i + 1} of ${style.name}); give one of them`);
-      out[agent] = v;
-      delete out[alias];
-    }
-  }
-  return out as TrainArgs;
 }
 
 /**
