@@ -16,7 +16,8 @@ import { trainCmd } from '../runner/train';
 import type { TrainArgs } from '../runner/train-args';
 import { CpuBackend } from '../tensor/cpu';
 import { writeZip } from '../formats/zip';
-import { exportBundle, sha256Hex } from './bundle';
+import { sha256Hex } from '../util/sha256';
+import { exportBundle } from './bundle';
 import { materialize, removeExtracted } from './bundle-node';
 
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-bundle-node-'));

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CorruptCheckpoint, InvalidArgument, UnsafeCheckpoint } from '../errors';
 import { readZip, writeZip } from '../formats/zip';
-import { exportBundle, importBundle, sha256Hex } from './bundle';
+import { sha256Hex } from '../util/sha256';
+import { exportBundle, importBundle } from './bundle';
 
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-bundle-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

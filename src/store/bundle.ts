@@ -10,8 +10,8 @@
 import { CorruptCheckpoint, InvalidArgument } from '../errors';
 import { parseLinkBytes } from '../mas/upstream';
 import { readZip, writeZip } from '../formats/zip';
-import { sha256Hex } from './models';
 import { showValue } from '../util/show';
+import { sha256Hex } from '../util/sha256';
 
 export const BUNDLE_FORMAT = 'rmas-checkpoint-bundle';
 export const BUNDLE_VERSION = 1;
@@ -45,7 +45,6 @@ export type CheckpointFiles = Record<string, Uint8Array>;
 const utf8 = new TextEncoder();
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-export { sha256Hex };
 
 /** Longest file name part and whole name, in UTF-8 bytes: what every file system takes (NAME_MAX 255), well within PATH_MAX. */
 export const NAME_PART_MAX = 255;

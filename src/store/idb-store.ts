@@ -15,7 +15,7 @@
 import { createStore, type UseStore } from 'idb-keyval';
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint, QuotaExceeded, RmasError, StorageFailed } from '../errors';
 import { cleanStorePath, type CheckpointStore } from '../train/checkpoint-files';
-import { sha256Hex } from './bundle';
+import { sha256Hex } from '../util/sha256';
 
 export const CHUNK_BYTES = 8 * 1024 * 1024;
 

@@ -2,7 +2,7 @@
 // checkpoints in IndexedDB, checkpoint bundles (zip) shared with the runner, and download/memory plans.
 export * from './plan';
 export {
-  modelCache, idbKv, memoryKv, sha256Hex, Sha256, linkedSha256, isMissingFile, CHUNK_BYTES,
+  modelCache, idbKv, memoryKv, linkedSha256, isMissingFile, CHUNK_BYTES,
   type ModelCache, type ModelCacheOptions, type SourceOptions, type CachedFile, type FileMeta, type Kv,
 } from './models';
 export {

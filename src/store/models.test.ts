@@ -3,7 +3,8 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { isNotFound } from '../formats/sources';
-import { type Kv, Sha256, memoryKv, modelCache, sha256Hex } from './models';
+import { sha256Hex } from '../util/sha256';
+import { type Kv, memoryKv, modelCache } from './models';
 
 const data = Uint8Array.from({ length: 10_000 }, (_, i) => (i * 7919 + 13) % 251);
 const hexOf = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
@@ -53,19 +54,6 @@ function server(body: Uint8Array, o: { ranges?: boolean; cutAt?: number; onCut?:
   }) as typeof fetch;
   return { fetch: fetchFn, calls };
 }
-
-describe('Sha256 (incremental)', () => {
-  it('equals node:crypto for lengths around block edges, fed in uneven pieces', () => {
-    for (const n of [0, 1, 55, 56, 63, 64, 65, 119, 120, 1000, 10_000]) {
-      const h = new Sha256();
-      for (let i = 0; i < n; i += 37) h.update(data.subarray(i, Math.min(n, i + 37)));
-      expect(h.hex(), `${n}`).toBe(hexOf(data.subarray(0, n)));
-    }
-    expect(new Sha256().update(new TextEncoder().encode('abc')).hex()).toBe(
-      'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad',
-    );
-  });
-});
 
 describe('modelCache: a file read in place (ranged)', () => {
   const chunksOf = (kv: ReturnType<typeof memoryKv>) =>

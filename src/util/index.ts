@@ -1,6 +1,7 @@
 // util/: what every layer may use: the seeded Rng, a value shown in a message, the lazy import of Node-only modules, a turn
-// of the event loop.
+// of the event loop, SHA-256.
 export * from './rng';
 export * from './show';
 export * from './node-import';
 export * from './yield';
+export * from './sha256';

@@ -6,7 +6,8 @@
 import { readdirSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { linkFileBytes } from '../../../src/mas/upstream';
-import { exportBundle, importBundle, sha256Hex } from '../../../src/store/bundle';
+import { exportBundle, importBundle } from '../../../src/store/bundle';
+import { sha256Hex } from '../../../src/util/sha256';
 import { materialize, removeExtracted } from '../../../src/store/bundle-node';
 import { checkpointRegistry } from '../../../src/store/checkpoints';
 import { memoryStore } from '../../../src/train/checkpoint-files';
