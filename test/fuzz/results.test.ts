@@ -18,7 +18,7 @@ describe('fuzz: result JSONL on --resume', () => {
   }, fuzzTimeout());
 });
 
-// Four crashes the fuzzer found in `rmas run --resume`, minimised, fixed in src/runner/run.ts's readResults.
+// Four crashes the fuzzer found in `rmas run --resume`, minimised, fixed in readResults (src/runner/results-file.ts).
 describe('result JSONL on --resume: regression cases', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rmas-fuzz-resume-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
