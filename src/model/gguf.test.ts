@@ -17,9 +17,8 @@ import { CpuBackend } from '../tensor/cpu';
 import type { Tensor } from '../tensor/tensor';
 import { type DecoderConfig, parseDecoderConfig } from './config';
 import { Decoder } from './decoder';
-import {
-  decoderConfigFromGguf, f32Decimal, ggufTensorName, ggufWeightSource, loadDecoderFromGguf, moveCols, unpermuteRows, vHeadAt,
-} from './gguf';
+import { ggufTensorName, ggufWeightSource, loadDecoderFromGguf, moveCols, unpermuteRows, vHeadAt } from './gguf';
+import { decoderConfigFromGguf, f32Decimal } from './gguf-config';
 import { ggufMetadata, scaledError, tinyCheckpoint, tinyConfig, tinyTensors } from './testing';
 import { attentionLayer, loadDecoderWeights, weightSpecs } from './weights';
 

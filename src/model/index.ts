@@ -7,6 +7,7 @@ export * from './layout';
 export * from './decoder';
 export * from './generate';
 export * from './gguf';
+export * from './gguf-config';
 export * from './dir';
 export * from './url';
 export * from './trainable';

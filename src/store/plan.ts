@@ -29,7 +29,8 @@ import { isNotFound, urlSource } from '../formats/sources';
 import { innerLinkParamCount, outerLinkParamCount } from '../mas/links';
 import type { KvDType } from '../model/cache';
 import type { DecoderConfig } from '../model/config';
-import { decoderConfigFromGguf, ggufTensorName } from '../model/gguf';
+import { ggufTensorName } from '../model/gguf';
+import { decoderConfigFromGguf } from '../model/gguf-config';
 import { fileUrl, modelFetch } from '../model/url';
 import { weightSpecs } from '../model/weights';
 

@@ -9,7 +9,7 @@ import { GGML_TYPE, readGgufHeader, readGgufTensor } from '../../../src/formats/
 import { type GgufKv, type GgufWriterTensor, writeGguf } from '../../../src/formats/gguf-writer';
 import { memorySource } from '../../../src/formats/sources';
 import { parseDecoderConfig } from '../../../src/model/config';
-import { decoderConfigFromGguf } from '../../../src/model/gguf';
+import { decoderConfigFromGguf } from '../../../src/model/gguf-config';
 import { ggufMetadata } from '../../../src/model/testing';
 import type { FuzzTarget } from '../harness';
 import { ggufBoundaries, mutateGguf } from '../mutate';
