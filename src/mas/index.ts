@@ -1,5 +1,5 @@
 // mas/: the RecursiveMAS method on top of the engine: links, upstream checkpoint layouts, prompts and
-// styles, the latent rollout, the round loop (latent and text modes), the dump, the deliberation tools.
+// styles, the latent rollout, the round loop (latent and text modes) and the final decode, the dump, the deliberation tools.
 export * from './links';
 export * from './slots';
 export * from './prompts';
@@ -9,5 +9,6 @@ export * from './rollout';
 export * from './upstream';
 export * from './system';
 export * from './run';
+export { decodeWithTools, type GenerateFn } from './decode';
 export * from './dump';
 export * from './batch';

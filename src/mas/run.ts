@@ -16,11 +16,12 @@ import { renderChat, renderWithSlots, splitAtSlots } from '../tokenizer';
 import { ablateMessage, type MessageAblation, messageKey, recordMessage, type RecordedMessages } from './ablation';
 import { hasFinalAnswer, lastBoxed, retryMaxTokens, retrySuffix, stripThink } from './answer';
 import { DEFAULT_PROMPTS, detectTask, systemPrompt, userPrompt, type PromptSet, type TaskKind } from './prompts';
-import { type RolloutOptions, checkCancelled, deliver, embedPieces, latentRollout, linkMessage, type Piece } from './rollout';
+import { decode, decodeWithTools, type GenerateFn, samplingFor, skip } from './decode';
+import { type RolloutOptions, checkCancelled, deliver, latentRollout, linkMessage, type Piece } from './rollout';
 import { ALL_SLOTS } from './slots';
 import { defaultLatentSteps, receiverOf, schedule } from './styles';
 import type { Agent, MasSystem } from './system';
-import { endsToolCall, toolLoop, type ToolRunners } from './tools';
+import type { ToolRunners } from './tools';
 
 export interface AskOptions {
   question: string;
@@ -131,14 +132,6 @@ export interface AskResult {
   rollouts: RolloutResult[];
   /** The messages the links computed (AskOptions.recordMessages). */
   messages?: RecordedMessages;
-}
-
-const skip = (tok: Agent['tokenizer'], ids: readonly number[]) => tok.decode(ids, { skipSpecialTokens: true });
-
-function samplingFor(agent: Agent, s: SamplingOptions): SamplingOptions {
-  if (isGreedy(s)) return s;
-  const fromRepo = agent.generation.sampling.greedy ? undefined : agent.generation.sampling.topK;
-  return { ...s, topK: s.topK ?? fromRepo ?? 50 };
 }
 
 /** The final answer as scoring reads it (eval/ does the full normalisation). */
@@ -410,8 +403,6 @@ function reseed(s: SamplingOptions, r: number): SamplingOptions {
   return r === 0 || isGreedy(s) ? s : { ...s, seed: (s.seed ?? 0) + r };
 }
 
-export type GenerateFn = typeof generate;
-
 /** `sum` with `steps` more steps of work `c` added (null: none counted yet). */
 function addCounters(sum: (GpuCounters & { steps: number }) | null, c: GpuCounters, steps: number): GpuCounters & { steps: number } {
   if (!sum) return { ...c, steps };
@@ -419,81 +410,4 @@ function addCounters(sum: (GpuCounters & { steps: number }) | null, c: GpuCounte
     dispatches: sum.dispatches + c.dispatches, submits: sum.submits + c.submits, readbacks: sum.readbacks + c.readbacks,
     weightBytes: sum.weightBytes + c.weightBytes, activationBytes: sum.activationBytes + c.activationBytes, steps: sum.steps + steps,
   };
-}
-
-async function decode(
-  agent: Agent,
-  pieces: Piece[],
-  maxNewTokens: number,
-  opts: AskOptions,
-  stream: boolean,
-  stop?: (t: readonly number[]) => boolean,
-  gen: GenerateFn = generate,
-) {
-  const embeds = embedPieces(agent.decoder, pieces);
-  try {
-    const r = await gen(agent.decoder, {
-      inputsEmbeds: embeds,
-      maxNewTokens,
-      sampling: samplingFor(agent, opts.sampling),
-      eosTokenIds: agent.generation.eosTokenIds,
-      signal: opts.signal,
-      ...(stream ? { onToken: (id: number) => opts.onToken?.(agent.role, id) } : {}),
-      ...(stop ? { stop } : {}),
-    });
-    checkCancelled(opts.signal, `${agent.role} decoding`);
-    return {
-      ids: r.tokens,
-      text: skip(agent.tokenizer, r.tokens),
-      stoppedBy: r.stoppedBy,
-      prefillTokensPerSec: r.prefillTokensPerSec,
-      decodeTokensPerSec: r.decodeTokensPerSec,
-      decodeCounters: r.decodeCounters,
-    };
-  } finally {
-    for (const e of embeds) if (!pieces.includes(e)) e.dispose(); // ids became new tensors; latents stay
-  }
-}
-
-/**
- * The tool-caller's final decode (docs/method.md §7.6): each continuation re-reads prompt + the text so far (no cache
- * reuse), and a decode stops once its last 16 tokens hold a closing tool tag. `gen` is injectable for tests.
- */
-export async function decodeWithTools(
-  agent: Agent,
-  pieces: Piece[],
-  maxNewTokens: number,
-  opts: AskOptions,
-  result: Pick<AskResult, 'toolCalls'>,
-  gen: GenerateFn = generate,
-) {
-  const tok = agent.tokenizer;
-  const ids: number[] = [];
-  const disabled: ToolRunners = {
-    python: async () => '[python tool disabled] No Python runner was given to this run.',
-    search: async () => '[search disabled] No web-search API key was given; web search is off.',
-  };
-  const r = await toolLoop({
-    runners: opts.tools ?? disabled,
-    maxNewTokens,
-    ...(opts.maxToolCalls !== undefined ? { maxToolCalls: opts.maxToolCalls } : {}),
-    ...(opts.signal ? { signal: opts.signal } : {}),
-    generate: async (soFar, budget) => {
-      const more = soFar ? [...pieces, tok.encode(soFar, { addSpecialTokens: false })] : pieces;
-      const out = await decode(
-        agent,
-        more,
-        budget,
-        opts,
-        true,
-        (t) => endsToolCall(tok.decode(t.slice(-16), { skipSpecialTokens: true })),
-        gen,
-      );
-      ids.push(...out.ids);
-      return { text: out.text, tokens: out.ids.length, stoppedBy: out.stoppedBy === 'stop' ? 'tool' : out.stoppedBy };
-    },
-  });
-  checkCancelled(opts.signal, 'the tool loop');
-  result.toolCalls.push(...r.calls);
-  return { ids, text: r.text };
 }

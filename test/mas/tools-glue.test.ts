@@ -1,12 +1,12 @@
 /**
- * The deliberation tool-caller's final decode wired to the engine (src/mas/run.ts decodeWithTools): a
+ * The deliberation tool-caller's final decode wired to the engine (src/mas/decode.ts decodeWithTools): a
  * scripted generate (token by token through the real tiny tokenizer, honouring the stop callback) stands
  * in for the model, since random weights never write tool tags. Checks the stop at the closing tag, the
  * re-read prompt on continuation (prompt pieces + the text so far, no cache reuse), the inserted result,
  * and the final text.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeWithTools } from '../../src/mas/run';
+import { decodeWithTools } from '../../src/mas/decode';
 import type { Agent } from '../../src/mas/system';
 import { loadDecoderFromDir, type GenerateOptions } from '../../src/model';
 import type { Decoder } from '../../src/model/decoder';
