@@ -1,6 +1,7 @@
 // store/: the browser's persistent state. Model files (chunked, hashed, resumable downloads) and link
 // checkpoints in IndexedDB, checkpoint bundles (zip) shared with the runner, and download/memory plans.
 export * from './plan';
+export { specFiles } from './spec-files';
 export {
   modelCache, idbKv, memoryKv, linkedSha256, isMissingFile, CHUNK_BYTES,
   type ModelCache, type ModelCacheOptions, type SourceOptions, type CachedFile, type FileMeta, type Kv,
