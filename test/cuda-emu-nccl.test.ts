@@ -279,6 +279,14 @@ describe.skipIf(!existsSync(REAL_ADDON) || !gxx)('the nvcc-built addon: NCCL is 
     expect(got.id).toEqual({ error: `ncclUniqueId: ${got.probe.error}` });
   });
 
+  it('RMAS_NCCL naming a library that is not NCCL: refused with the symbols it lacks, and nothing of it is used', () => {
+    const other = join(ROOT, 'native/cuda/build-emu/libcublasLt_emu.so');
+    const got = withLibrary(other);
+    expect(got.probe).toMatchObject({ loaded: false, path: null, version: null });
+    expect(got.probe.error).toBe(`NCCL not found (${other} lacks ncclGetVersion, ncclGetUniqueId, ncclCommInitRank, ncclCommDestroy, ` +
+      'ncclAllReduce, ncclBroadcast, ncclGetErrorString); RMAS_NCCL must name a loadable libnccl.so.2 (NVIDIA\'s libnccl2), or be unset');
+  });
+
   it('the emulated NCCL through RMAS_NCCL: our declarations find every entry point; a communicator needs an open device', () => {
     const lib = join(ROOT, 'native/cuda/build-emu/libnccl_emu.so');
     const got = withLibrary(lib);

@@ -7,26 +7,16 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <cstdio>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "dynlib.h"
 
 namespace rmas::lt {
 namespace {
 
-Api g_api{};
-bool g_loaded = false;
-std::string g_path;
-std::string g_error;
-std::once_flag g_once;
+dynlib::Library<Api> g_lib;
 thread_local std::string t_detail;
-
-template <typename F>
-bool sym(void* lib, const char* name, F& out, std::string& missing) {
-  out = reinterpret_cast<F>(dlsym(lib, name));
-  if (!out) missing += missing.empty() ? name : std::string(", ") + name;
-  return out != nullptr;
-}
 
 /** Where to look: RMAS_CUBLASLT (a path) first; the emulation build's CPU cuBLASLt beside the addon; the CUDA releases. */
 std::vector<std::string> candidates() {
@@ -47,62 +37,33 @@ std::vector<std::string> candidates() {
 
 void load() {
   std::string tried;
-  for (const std::string& name : candidates()) {
-    const char* n = name.c_str();
-    void* lib = dlopen(n, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* e = dlerror();
-      tried += std::string(tried.empty() ? "" : "; ") + (e ? e : n);
-      continue;
-    }
-    std::string missing;
-    sym(lib, "cublasLtCreate", g_api.create, missing);
-    sym(lib, "cublasLtDestroy", g_api.destroy, missing);
-    sym(lib, "cublasLtGetVersion", g_api.getVersion, missing);
-    sym(lib, "cublasLtMatmulDescCreate", g_api.matmulDescCreate, missing);
-    sym(lib, "cublasLtMatmulDescDestroy", g_api.matmulDescDestroy, missing);
-    sym(lib, "cublasLtMatmulDescSetAttribute", g_api.matmulDescSetAttribute, missing);
-    sym(lib, "cublasLtMatrixLayoutCreate", g_api.matrixLayoutCreate, missing);
-    sym(lib, "cublasLtMatrixLayoutDestroy", g_api.matrixLayoutDestroy, missing);
-    sym(lib, "cublasLtMatrixLayoutSetAttribute", g_api.matrixLayoutSetAttribute, missing);
-    sym(lib, "cublasLtMatmulPreferenceCreate", g_api.preferenceCreate, missing);
-    sym(lib, "cublasLtMatmulPreferenceDestroy", g_api.preferenceDestroy, missing);
-    sym(lib, "cublasLtMatmulPreferenceSetAttribute", g_api.preferenceSetAttribute, missing);
-    sym(lib, "cublasLtMatmulAlgoGetHeuristic", g_api.algoGetHeuristic, missing);
-    sym(lib, "cublasLtMatmul", g_api.matmul, missing);
-    if (!missing.empty()) {
-      tried += std::string(tried.empty() ? "" : "; ") + n + " lacks " + missing;
-      dlclose(lib);
-      g_api = Api{};
-      continue;
-    }
-    char buf[4096];
-    g_path = n;
-    // the resolved file, for the healthcheck
-    if (name.find('/') == std::string::npos && dlinfo(lib, RTLD_DI_ORIGIN, buf) == 0) g_path = std::string(buf) + "/" + n;
-    g_loaded = true;
-    g_error.clear();
-    return;
-  }
-  g_error = "cuBLASLt not found (" + tried + "); install the CUDA toolkit's libcublas or put libcublasLt.so.* on LD_LIBRARY_PATH";
+  Api& f = g_lib.fns;
+  const bool ok = g_lib.open(candidates(), [&f](void* lib, std::string& missing) {
+    dynlib::sym(lib, "cublasLtCreate", f.create, &missing);
+    dynlib::sym(lib, "cublasLtDestroy", f.destroy, &missing);
+    dynlib::sym(lib, "cublasLtGetVersion", f.getVersion, &missing);
+    dynlib::sym(lib, "cublasLtMatmulDescCreate", f.matmulDescCreate, &missing);
+    dynlib::sym(lib, "cublasLtMatmulDescDestroy", f.matmulDescDestroy, &missing);
+    dynlib::sym(lib, "cublasLtMatmulDescSetAttribute", f.matmulDescSetAttribute, &missing);
+    dynlib::sym(lib, "cublasLtMatrixLayoutCreate", f.matrixLayoutCreate, &missing);
+    dynlib::sym(lib, "cublasLtMatrixLayoutDestroy", f.matrixLayoutDestroy, &missing);
+    dynlib::sym(lib, "cublasLtMatrixLayoutSetAttribute", f.matrixLayoutSetAttribute, &missing);
+    dynlib::sym(lib, "cublasLtMatmulPreferenceCreate", f.preferenceCreate, &missing);
+    dynlib::sym(lib, "cublasLtMatmulPreferenceDestroy", f.preferenceDestroy, &missing);
+    dynlib::sym(lib, "cublasLtMatmulPreferenceSetAttribute", f.preferenceSetAttribute, &missing);
+    dynlib::sym(lib, "cublasLtMatmulAlgoGetHeuristic", f.algoGetHeuristic, &missing);
+    dynlib::sym(lib, "cublasLtMatmul", f.matmul, &missing);
+  }, tried);
+  if (!ok) g_lib.error = "cuBLASLt not found (" + tried + "); install the CUDA toolkit's libcublas or put libcublasLt.so.* on LD_LIBRARY_PATH";
 }
 
 }  // namespace
 
-const Api* api() {
-  std::call_once(g_once, load);
-  return g_loaded ? &g_api : nullptr;
-}
+const Api* api() { return g_lib.get(load); }
 
-const char* loaded_path() {
-  api();
-  return g_loaded ? g_path.c_str() : nullptr;
-}
+const char* loaded_path() { return g_lib.path(load); }
 
-const char* load_error() {
-  api();
-  return g_error.c_str();
-}
+const char* load_error() { return g_lib.why(load); }
 
 const char* status_name(Status s) {
   switch (s) {

@@ -4,28 +4,17 @@
 // LD_LIBRARY_PATH); the emulator build (native/cuda/emu) loads its own NCCL, libnccl_emu.so, from beside the addon.
 #include "nccl.h"
 
-#include <dlfcn.h>
-
 #include <cstdlib>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "dynlib.h"
 
 namespace rmas::nccl {
 namespace {
 
-Api g_api{};
-bool g_loaded = false;
+dynlib::Library<Api> g_lib;
 int g_version = -1;
-std::string g_path;
-std::string g_error;
-std::once_flag g_once;
-
-template <typename F>
-void sym(void* lib, const char* name, F& out, std::string* missing) {
-  out = reinterpret_cast<F>(dlsym(lib, name));
-  if (!out && missing) *missing += missing->empty() ? name : std::string(", ") + name;
-}
 
 std::vector<std::string> candidates() {
   if (const char* env = std::getenv("RMAS_NCCL"); env && *env) return {env};
@@ -47,41 +36,25 @@ std::vector<std::string> candidates() {
 void load() {
   std::string tried;
   const bool chosen = std::getenv("RMAS_NCCL") && *std::getenv("RMAS_NCCL");
-  for (const std::string& name : candidates()) {
-    const char* n = name.c_str();
-    void* lib = dlopen(n, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* e = dlerror();
-      tried += std::string(tried.empty() ? "" : "; ") + (e ? e : n);
-      continue;
-    }
-    std::string missing;
-    sym(lib, "ncclGetVersion", g_api.getVersion, &missing);
-    sym(lib, "ncclGetUniqueId", g_api.getUniqueId, &missing);
-    sym(lib, "ncclCommInitRank", g_api.commInitRank, &missing);
-    sym(lib, "ncclCommDestroy", g_api.commDestroy, &missing);
-    sym(lib, "ncclAllReduce", g_api.allReduce, &missing);
-    sym(lib, "ncclBroadcast", g_api.broadcast, &missing);
-    sym(lib, "ncclGetErrorString", g_api.getErrorString, &missing);
-    sym(lib, "ncclGetLastError", g_api.getLastError, nullptr);
-    if (!missing.empty()) {
-      tried += std::string(tried.empty() ? "" : "; ") + n + " lacks " + missing;
-      dlclose(lib);
-      g_api = Api{};
-      continue;
-    }
-    char buf[4096];
-    g_path = n;
-    if (name.find('/') == std::string::npos && dlinfo(lib, RTLD_DI_ORIGIN, buf) == 0) g_path = std::string(buf) + "/" + n;
+  Api& f = g_lib.fns;
+  const bool ok = g_lib.open(candidates(), [&f](void* lib, std::string& missing) {
+    dynlib::sym(lib, "ncclGetVersion", f.getVersion, &missing);
+    dynlib::sym(lib, "ncclGetUniqueId", f.getUniqueId, &missing);
+    dynlib::sym(lib, "ncclCommInitRank", f.commInitRank, &missing);
+    dynlib::sym(lib, "ncclCommDestroy", f.commDestroy, &missing);
+    dynlib::sym(lib, "ncclAllReduce", f.allReduce, &missing);
+    dynlib::sym(lib, "ncclBroadcast", f.broadcast, &missing);
+    dynlib::sym(lib, "ncclGetErrorString", f.getErrorString, &missing);
+    dynlib::sym(lib, "ncclGetLastError", f.getLastError, nullptr);
+  }, tried);
+  if (ok) {
     int v = 0;
-    g_version = g_api.getVersion(&v) == kSuccess ? v : -1;
-    g_loaded = true;
-    g_error.clear();
+    g_version = f.getVersion(&v) == kSuccess ? v : -1;
     return;
   }
-  g_error = "NCCL not found (" + tried + "); " +
-            (chosen ? "RMAS_NCCL must name a loadable libnccl.so.2 (NVIDIA's libnccl2), or be unset"
-                    : "install NCCL (Debian/Ubuntu: libnccl2 from NVIDIA's CUDA repository) or set RMAS_NCCL=<path to libnccl.so.2>");
+  g_lib.error = "NCCL not found (" + tried + "); " +
+                (chosen ? "RMAS_NCCL must name a loadable libnccl.so.2 (NVIDIA's libnccl2), or be unset"
+                        : "install NCCL (Debian/Ubuntu: libnccl2 from NVIDIA's CUDA repository) or set RMAS_NCCL=<path to libnccl.so.2>");
 }
 
 const char* resultName(Result r) {
@@ -100,20 +73,11 @@ const char* resultName(Result r) {
 
 }  // namespace
 
-const Api* api() {
-  std::call_once(g_once, load);
-  return g_loaded ? &g_api : nullptr;
-}
+const Api* api() { return g_lib.get(load); }
 
-const char* loaded_path() {
-  api();
-  return g_loaded ? g_path.c_str() : nullptr;
-}
+const char* loaded_path() { return g_lib.path(load); }
 
-const char* load_error() {
-  api();
-  return g_error.c_str();
-}
+const char* load_error() { return g_lib.why(load); }
 
 int version() {
   api();
