@@ -54,7 +54,8 @@ void load() {
     dynlib::sym(lib, "cublasLtMatmulAlgoGetHeuristic", f.algoGetHeuristic, &missing);
     dynlib::sym(lib, "cublasLtMatmul", f.matmul, &missing);
   }, tried);
-  if (!ok) g_lib.error = "cuBLASLt not found (" + tried + "); install the CUDA toolkit's libcublas or put libcublasLt.so.* on LD_LIBRARY_PATH";
+  if (!ok)
+    g_lib.error = "cuBLASLt not found (" + tried + "); install the CUDA toolkit's libcublas or put libcublasLt.so.* on LD_LIBRARY_PATH";
 }
 
 }  // namespace
