@@ -14,7 +14,8 @@ import { systemCalls } from '../workers/system-calls';
 import type { SystemSpec } from '../workers/protocol';
 import { buildTinySystem } from '../scripts/tiny-system/tiny-mas';
 import { loadSystemFromSpec } from '../src/mas/system-url';
-import { isMissingFile, memoryKv, modelCache } from '../src/store/models';
+import { memoryKv } from '../src/store/kv';
+import { isMissingFile, modelCache } from '../src/store/models';
 
 const root = 'http://app.test/';
 const tmp = mkdtempSync(join(tmpdir(), 'plan-system-'));

@@ -3,9 +3,10 @@
 export * from './plan';
 export { specFiles } from './spec-files';
 export {
-  modelCache, idbKv, memoryKv, linkedSha256, isMissingFile, CHUNK_BYTES,
-  type ModelCache, type ModelCacheOptions, type SourceOptions, type CachedFile, type FileMeta, type Kv,
+  modelCache, linkedSha256, isMissingFile, CHUNK_BYTES,
+  type ModelCache, type ModelCacheOptions, type SourceOptions, type CachedFile, type FileMeta,
 } from './models';
+export { idbKv, memoryKv, type Kv } from './kv';
 export {
   exportBundle,
   importBundle,

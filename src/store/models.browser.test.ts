@@ -5,7 +5,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadDecoderFromUrl } from '../model/url';
 import { CpuBackend } from '../tensor/cpu';
 import { loadTokenizerFromUrl } from '../tokenizer/url';
-import { type Kv, idbKv, modelCache } from './models';
+import { type Kv, idbKv } from './kv';
+import { modelCache } from './models';
 
 const ROOT = new URL('/models/tiny/qwen3-tiny/', location.href).href;
 const FILE = `${ROOT}model.safetensors`;

@@ -4,7 +4,8 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { isNotFound } from '../formats/sources';
 import { sha256Hex } from '../util/sha256';
-import { type Kv, memoryKv, modelCache } from './models';
+import { type Kv, memoryKv } from './kv';
+import { modelCache } from './models';
 
 const data = Uint8Array.from({ length: 10_000 }, (_, i) => (i * 7919 + 13) % 251);
 const hexOf = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
