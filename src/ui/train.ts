@@ -92,6 +92,9 @@ export function tinyTestRows(n?: number): { question: string; answer: string }[]
   return offlineTask().split('test').slice(0, n).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
 }
 
+/** Where the Train view says its rows come from when they are the offline system's training split. */
+export const TINY_SOURCE = 'tiny task, training split (offline)';
+
 /** The offline system's training split as training rows: its style's upstream columns, so every role finds its target. */
 export function tinyTrainRows(): Row[] {
   const { columns, split } = offlineTask();
