@@ -143,11 +143,11 @@ describe('train-inner when the disk fills during a save', () => {
     hook.faults = null;
     expect(r.error).toBeInstanceOf(QuotaExceeded);
     expect(r.error!.message).toBe(`saving ${dir} failed: the disk is full (ENOSPC: no space left on device, ` +
-      `write '.ckpt-staging/optimizer.safetensors'); the last complete checkpoint is ${join(dir, 'checkpoint-1')}; once the disk ` +
+      `write '.ckpt-staging/optimizer.safetensors'); the last complete checkpoint is ${join(dir, `checkpoint-${STEPS - 1}`)}; once the disk ` +
       `can be written again, run the same command with --resume ${dir}`);
     const again = await train('inner', args(dir, { save_total_limit: '99', resume: dir }));
     expect(again.error).toBeNull();
-    expect(again.err).toContain('at step 1');
+    expect(again.err).toContain(`at step ${STEPS - 1}`);
     expect(treeDiff(normalTree(await storeTree(nodeStore(dir))), want)).toEqual([]);
   });
 });
