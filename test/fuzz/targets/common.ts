@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Rng } from '../../../src/util/rng';
-import { PropertyViolation } from '../harness';
+import { type FuzzTarget, PropertyViolation } from '../harness';
 import { mutateBytes, mutateJsonText, pick, truncateNear } from '../mutate';
 
 export const ROOT = resolve(import.meta.dirname, '../../..');
@@ -38,6 +38,25 @@ export function jsonBoundaries(b: Uint8Array, max = 120): number[] {
 }
 
 export const cutsAt = (b: Uint8Array, at: readonly number[]) => at.filter((x) => x < b.length).map((x) => b.slice(0, x));
+
+/**
+ * A target over one JSON file read as `label` (the path its errors must name): cut at up to `cuts` of its JSON
+ * tokens, mutated as JSON text, served to the run as a file of the label's base name.
+ */
+export function jsonFileTarget(o: { name: string; label: string; cuts: number; seeds: () => Uint8Array[]; run: (b: Uint8Array) => string },
+): FuzzTarget<Uint8Array> {
+  return {
+    name: o.name,
+    seeds: o.seeds,
+    truncations: (b) => cutsAt(b, jsonBoundaries(b, o.cuts)),
+    mutate: mutateJsonText,
+    labels: () => [o.label],
+    size: (b) => b.length,
+    key: bytesKey,
+    run: o.run,
+    files: (b) => ({ [o.label.slice(o.label.lastIndexOf('/') + 1)]: b }),
+  };
+}
 
 /** One mutation of one file of a set: JSON files get JSON mutations, others `other`; sometimes a file goes missing. */
 export function mutateOneFile(rng: Rng, files: Files, other: (rng: Rng, b: Uint8Array, name: string) => Uint8Array = mutateBytes): Files {

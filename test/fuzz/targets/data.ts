@@ -12,7 +12,7 @@ import { parseUpload } from '../../../src/ui/train';
 import type { Rng } from '../../../src/util/rng';
 import type { FuzzTarget } from '../harness';
 import { BAD_UTF8, concat, deepJson, mutateBytes, mutateJsonText, mutateJsonValue, oddValue, pick } from '../mutate';
-import { bytesKey, cutsAt, enc, expectThat, fnv, jsonBoundaries, repoFile } from './common';
+import { bytesKey, cutsAt, enc, expectThat, fnv, jsonBoundaries, jsonFileTarget, repoFile } from './common';
 
 /** A data file as the user gives it: name, bytes, and the JSON field that holds the rows (upstream's --dataset_json_field). */
 export interface DataFile { name: string; bytes: Uint8Array; field?: string }
@@ -195,19 +195,15 @@ export const pageDataUpload: FuzzTarget<DataFile> = {
 
 const PROMPTS = 'fuzz/prompts.json';
 
-export const promptSet: FuzzTarget<Uint8Array> = {
+export const promptSet = jsonFileTarget({
   name: 'prompt-set',
+  label: PROMPTS,
+  cuts: 60,
   seeds: () => [repoFile('models/tiny/system/prompts.json'), repoFile('models/tiny/distillation/prompts.json'),
     enc(JSON.stringify(DEFAULT_PROMPTS, null, 2))],
-  truncations: (b) => cutsAt(b, jsonBoundaries(b, 60)),
-  mutate: mutateJsonText,
-  labels: () => [PROMPTS],
-  size: (b) => b.length,
-  key: bytesKey,
   run: (b) => {
     const set = loadPromptSet(new TextDecoder().decode(b), PROMPTS);
     expectThat(Object.values(set.templates).every((t) => typeof t === 'string'), 'a template that is not a string');
     return fnv(enc(JSON.stringify(set)));
   },
-  files: (b) => ({ 'prompts.json': b }),
-};
+});

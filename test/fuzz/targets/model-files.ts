@@ -12,7 +12,7 @@ import { showValue } from '../../../src/util/show';
 import type { FuzzTarget } from '../harness';
 import { mutateJsonText, pick } from '../mutate';
 import {
-  type Files, ROOT, bytesKey, cutsAt, enc, expectThat, fileCuts, filesKey, filesSize, jsonBoundaries, mutateOneFile, repoFile,
+  type Files, ROOT, enc, expectThat, fileCuts, filesKey, filesSize, jsonBoundaries, jsonFileTarget, mutateOneFile, repoFile,
 } from './common';
 
 /** Every config.json / generation_config.json of the committed tiny models. */
@@ -24,14 +24,11 @@ function modelFiles(name: string): Uint8Array[] {
 
 const CONFIG = 'fuzzmodel/config.json';
 
-export const config: FuzzTarget<Uint8Array> = {
+export const config = jsonFileTarget({
   name: 'config.json',
+  label: CONFIG,
+  cuts: 30,
   seeds: () => modelFiles('config.json'),
-  truncations: (b) => cutsAt(b, jsonBoundaries(b, 30)),
-  mutate: mutateJsonText,
-  labels: () => [CONFIG],
-  size: (b) => b.length,
-  key: bytesKey,
   run: (b) => {
     const c = parseDecoderConfig(new TextDecoder().decode(b), CONFIG);
     // every size within the limits, and the per-layer lists as long as the layers
@@ -42,26 +39,21 @@ export const config: FuzzTarget<Uint8Array> = {
     expectThat(c.rmsEps > 0 && c.rmsEps < 1 && c.rope.theta > 0, `rms_norm_eps ${c.rmsEps}, rope_theta ${c.rope.theta}`);
     return showValue(c, 100_000); // rope_scaling is kept as the file gives it, however deep
   },
-  files: (b) => ({ 'config.json': b }),
-};
+});
 
 const GEN = 'fuzzmodel/generation_config.json';
 
-export const generationConfig: FuzzTarget<Uint8Array> = {
+export const generationConfig = jsonFileTarget({
   name: 'generation_config.json',
+  label: GEN,
+  cuts: 15,
   seeds: () => [...modelFiles('generation_config.json'), enc('{"do_sample": false}'), enc('{}')],
-  truncations: (b) => cutsAt(b, jsonBoundaries(b, 15)),
-  mutate: mutateJsonText,
-  labels: () => [GEN],
-  size: (b) => b.length,
-  key: bytesKey,
   run: (b) => {
     const g = parseGenerationConfig(new TextDecoder().decode(b), [1, 2], GEN);
     expectThat(g.eosTokenIds.every((x) => typeof x === 'number'), `eos ids ${String(g.eosTokenIds)}`);
     return showValue(g, 100_000);
   },
-  files: (b) => ({ 'generation_config.json': b }),
-};
+});
 
 // ---- tokenizer files
 
