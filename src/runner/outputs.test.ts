@@ -45,7 +45,7 @@ describe('writeFailed', () => {
     expect(sync).toBeInstanceOf(QuotaExceeded);
     expect([sync!.message, sync!.code, sync!.cause]).toEqual(['writing f failed: the disk is full (ENOSPC: no space left on device); b',
       'ENOSPC', cause]);
-    const later = await writing(() => 'saving d', () => 'resume it', async () => {
+    const later = await writing('saving d', () => 'resume it', async () => {
       throw errno('EIO', 'EIO: i/o error');
     }).then(() => null, (e: NodeJS.ErrnoException) => e);
     expect(later).toBeInstanceOf(StorageFailed);

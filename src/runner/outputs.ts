@@ -48,10 +48,10 @@ export function writeFailed(e: unknown, doing: string, next: string): unknown {
   return Object.assign(new Named(`${doing} failed: ${why} (${(e as Error).message}); ${next}`), { code, cause: e });
 }
 
-/** Runs a write (or an async one), turning a file-system error into writeFailed's named one. */
-export function writing<T>(doing: string | (() => string), next: string | (() => string), write: () => T): T {
+/** Runs a write (or an async one), turning a file-system error into writeFailed's named one; `next` is read only then. */
+export function writing<T>(doing: string, next: string | (() => string), write: () => T): T {
   const fail = (e: unknown): never => {
-    throw writeFailed(e, typeof doing === 'string' ? doing : doing(), typeof next === 'string' ? next : next());
+    throw writeFailed(e, doing, typeof next === 'string' ? next : next());
   };
   try {
     const r = write();

@@ -19,7 +19,6 @@ import { sha256Hex } from '../util/sha256';
 
 export const CHUNK_BYTES = 8 * 1024 * 1024;
 
-export { StorageFailed };
 const FILE = 'f:';
 const CHUNK = 'c:';
 const HIGH = '\uffff';

@@ -17,10 +17,10 @@
  */
 import { createStore, keys, type UseStore } from 'idb-keyval';
 import { describe, expect, it } from 'vitest';
-import { CorruptCheckpoint, MissingCheckpoint, QuotaExceeded, RmasError } from '../../src/errors';
+import { CorruptCheckpoint, MissingCheckpoint, QuotaExceeded, RmasError, StorageFailed } from '../../src/errors';
 import { InnerLink } from '../../src/mas/links';
 import { checkpointRegistry } from '../../src/store/checkpoints';
-import { type IdbCheckpointStore, StorageFailed, idbCheckpointStore } from '../../src/store/idb-store';
+import { type IdbCheckpointStore, idbCheckpointStore } from '../../src/store/idb-store';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { type CheckpointContent, listCheckpoints, loadCheckpoint, saveCheckpoint } from '../../src/train/checkpoint';
 import { type CheckpointStore, inFolder, recoverCheckpoint } from '../../src/train/checkpoint-files';
