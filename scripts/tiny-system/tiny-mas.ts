@@ -10,6 +10,7 @@
  * deliberation ship one adapter.pt per role and an untasked outerlink_config.json.
  *
  * Links are InnerLink / OuterLink default inits from fixed seeds, written bf16: the same bytes on every run.
+ * hub-layout.ts lays the same files out under the released repo ids, with the families' real chat templates.
  */
 import { copyFile, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -97,11 +98,22 @@ async function releasedWindow(file: string): Promise<void> {
   await writeFile(file, json(c));
 }
 
+export interface TinySystemOptions {
+  seed?: number;
+  taskScoped?: boolean;
+  linkFormat?: 'pt' | 'safetensors';
+  /**
+   * Folder of a role key or of 'outer', relative to outDir, in place of `<style>-<role>` / `<style>-outerlinks`:
+   * hub-layout.ts writes each repo straight into its `<Org>/<Name>` folder.
+   */
+  folders?: Readonly<Record<string, string>>;
+}
+
 /** Writes role folders and an outer folder for `style` under outDir; returns their paths. */
 export async function buildTinySystem(
   style: TinyStyle,
   outDir: string,
-  opts: { seed?: number; taskScoped?: boolean; linkFormat?: 'pt' | 'safetensors' } = {},
+  opts: TinySystemOptions = {},
 ): Promise<{ roles: Record<string, string>; outer: string }> {
   if (!Object.hasOwn(TINY_MAS_ROLES, style))
     throw new UnknownStyle(`unknown style '${style}'; tiny systems exist for ${TINY_STYLES.join(', ')}`);
@@ -117,7 +129,7 @@ export async function buildTinySystem(
 
   const roles: Record<string, string> = {};
   for (const [role, model] of Object.entries(TINY_MAS_ROLES[style])) {
-    const dir = join(outDir, folderName(style, role));
+    const dir = join(outDir, opts.folders?.[role] ?? folderName(style, role));
     await rm(dir, { recursive: true, force: true });
     await mkdir(dir, { recursive: true });
     for (const f of MODEL_FILES) {
@@ -143,7 +155,7 @@ export async function buildTinySystem(
     roles[role] = dir;
   }
 
-  const outer = join(outDir, folderName(style, 'outerlinks'));
+  const outer = join(outDir, opts.folders?.outer ?? folderName(style, 'outerlinks'));
   await rm(outer, { recursive: true, force: true });
   await mkdir(outer, { recursive: true });
   const paradigm = TINY_MAS_PARADIGM[style];
