@@ -70,6 +70,18 @@ export class Cancelled extends named('Cancelled') {}
 export class QuotaExceeded extends named('QuotaExceeded') {}
 /** A download failed, was interrupted or did not match its expected size/hash; what was stored before is intact. */
 export class DownloadFailed extends named('DownloadFailed') {}
+/**
+ * The hub refused a gated or private repository (HTTP 401/403 with X-Error-Code GatedRepo, or 401/403 to a token): the
+ * message names the repository's page, where its terms are accepted, and where the token goes (HF_TOKEN, the page's token field).
+ */
+export class GatedRepo extends named('GatedRepo') {}
+/** The hub has no such repository or revision (X-Error-Code RepoNotFound / RevisionNotFound); the message says what to check. */
+export class RepoNotFound extends named('RepoNotFound') {}
+/**
+ * Offline mode (HF_HUB_OFFLINE=1, the page's cache-only mode) and the file is not in the cache: nothing was requested; the
+ * message says what is missing and how to fetch it while online.
+ */
+export class HubOffline extends named('HubOffline') {}
 /** The engine worker died (crash, out of memory, unresponsive) and was restarted; calls in flight were lost, stored data is intact. */
 export class EngineRestarted extends named('EngineRestarted') {}
 /** The LLM judge (API_BASE_URL) could not be reached or refused the request, after retries where they make sense; the message says what to check. */

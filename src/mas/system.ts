@@ -1,22 +1,22 @@
 /**
  * Loading a RecursiveMAS system (Node): for each role of a style, its model folder (an upstream role
  * repo: base model + tokenizer + inner links), and the outer-link folder. Folders come from
- * `ckptOverride` (role key or `outer` → local path) or else from the local Hugging Face hub cache under
- * the style's default repo ids; an embedded style (tiny_sequential) takes them from the package itself
+ * `ckptOverride` (role key or `outer` → local path) or else from `repoFolder` under the style's default repo ids
+ * (the runner's: the Hugging Face cache, downloading what it lacks); an embedded style (tiny_sequential) takes them from the package itself
  * (models/tiny/system, found from this module's URL so that any working folder works), never from the
  * cache, and brings its prompt file. Every link is checked against the hidden sizes of the agents it connects.
  *
  * The embedded system's folder can be moved with `embeddedRoot` or the environment variable
  * RMAS_TINY_SYSTEM (tests point it at a stand-in; a freshly built system can be tried before it is copied in).
  */
-import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint, ShapeMismatch } from '../errors';
+import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint, RmasError, ShapeMismatch } from '../errors';
 import { loadDecoderFromDir, readGenerationConfig, type Decoder, type GenerationDefaults } from '../model';
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir, type Tokenizer } from '../tokenizer';
 import { InnerLink, OuterLink } from './links';
 import { loadPromptSet, type PromptSet, type TaskKind } from './prompts';
 import { checkBackbones, getStyle, missingEmbedded, type StyleSpec } from './styles';
-import { adapterTaskFor, hfCacheSnapshot, holdsLinksOnly, readLinkFile, resolveOuterFolder, resolveRoleFolder } from './upstream';
+import { adapterTaskFor, holdsLinksOnly, readLinkFile, resolveOuterFolder, resolveRoleFolder } from './upstream';
 import { nodeImport } from '../util/node-import';
 
 export interface Agent {
@@ -65,6 +65,11 @@ export interface LoadSystemOptions {
   placement?: Readonly<Record<string, Backend>>;
   /** Role key (or `outer`) → local folder, like upstream's --ckpt_override KEY=PATH. */
   ckptOverride?: Readonly<Record<string, string>>;
+  /**
+   * The local folder of a released repo id (the runner's: its snapshot in the Hugging Face cache, fetched from the hub
+   * when missing). Without it a released role or outer folder needs a ckptOverride.
+   */
+  repoFolder?: (repo: string, what: string) => Promise<string>;
   /** The question's task; code picks the code adapters of task-scoped styles. */
   task: TaskKind;
   /** Load inner and outer links (false for the text-MAS baseline, which needs none). Default true. */
@@ -134,14 +139,19 @@ export async function loadEmbeddedPrompts(style: StyleSpec, root: string): Promi
   return loadPromptSet(text, file);
 }
 
-async function locate(what: string, key: string, repo: string, override: string | undefined): Promise<{ dir: string; source: string }> {
-  if (override) return { dir: override, source: override };
-  const snap = await hfCacheSnapshot(repo);
-  if (snap) return { dir: snap, source: repo };
-  throw new MissingCheckpoint(
-    `${what} has no checkpoint: pass --ckpt_override ${key}=DIR with a local folder, or download ${repo} ` +
-      `into the Hugging Face cache (huggingface-cli download ${repo})`,
-  );
+/**
+ * A released repo's folder through `repoFolder`; its named error (offline, gated, not found, a failed download) keeps its
+ * class and gains `what` and `orElse`, the other way to give the folder.
+ */
+async function fromHub(what: string, repo: string, orElse: string, repoFolder: LoadSystemOptions['repoFolder']): Promise<string> {
+  if (!repoFolder) throw new MissingCheckpoint(`${what} has no checkpoint: ${orElse}`);
+  try {
+    return await repoFolder(repo, what);
+  } catch (e) {
+    if (!(e instanceof RmasError)) throw e;
+    const Named = e.constructor as new (message: string) => RmasError;
+    throw new Named(`${what}: ${e.message}; or ${orElse}`);
+  }
 }
 
 export async function loadSystem(styleName: string, opts: LoadSystemOptions): Promise<MasSystem> {
@@ -171,7 +181,11 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
     useOverride = true,
   ): Promise<{ dir: string; source: string; embedded: boolean }> => {
     const over = useOverride ? override[key] : undefined;
-    if (root === null || over) return { ...(await locate(what, key, repo, over)), embedded: false };
+    if (over) return { dir: over, source: over, embedded: false };
+    if (root === null) {
+      const orElse = `pass --ckpt_override ${key}=DIR with a local copy of ${repo}`;
+      return { dir: await fromHub(what, repo, orElse, opts.repoFolder), source: repo, embedded: false };
+    }
     const dir = embeddedPath(style, root, repo);
     // the dump records the package path when the package's own system ran
     return { dir, source: opts.embeddedRoot || tinyEnv() ? dir : repo, embedded: true };
@@ -192,13 +206,14 @@ export async function loadSystem(styleName: string, opts: LoadSystemOptions): Pr
     for (const role of style.roles) {
       const what = `role ${role.key} of ${style.name}`;
       const linkDir = linksOnly.get(role.key) ?? null;
-      const { dir, source, embedded } = await where(what, role.key, role.repo, linkDir === null).catch((e: unknown) => {
-        if (linkDir === null || !(e instanceof MissingCheckpoint)) throw e;
-        throw new MissingCheckpoint(
-          `${what}: ${linkDir} holds its inner link only, so the model comes from the style's repo ${role.repo}, ` +
-            `which is not in the Hugging Face cache (huggingface-cli download ${role.repo}); or copy the link files into the role's model folder and pass that`,
-        );
-      });
+      // an override of links only: the model still comes from the style's repo
+      const { dir, source, embedded } = linkDir === null || root !== null
+        ? await where(what, role.key, role.repo, linkDir === null)
+        : {
+          dir: await fromHub(`${what}: ${linkDir} holds its inner link only, so the model comes from the style's repo ${role.repo}`,
+            role.repo, "copy the link files into the role's model folder and pass that", opts.repoFolder),
+          source: role.repo, embedded: false,
+        };
       await embeddedFiles(style, embedded && linkDir === null, what, async () => {
         const ckpt = await resolveRoleFolder(role.key, linkDir ?? dir, adapterTask, {
           requireInner: withLinks,

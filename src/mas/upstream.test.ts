@@ -11,7 +11,7 @@ import { writeTorchStateDict } from '../formats/torch';
 import { CpuBackend } from '../tensor/cpu';
 import { InnerLink, OuterLink } from './links';
 import {
-  adapterTaskFor, hfCacheSnapshot, linkFileBytes, outerManifests, parseLinkBytes, readLinkFile,
+  adapterTaskFor, linkFileBytes, outerManifests, parseLinkBytes, readLinkFile,
   resolveOuterFolder, resolveRoleFiles, resolveRoleFolder, writeLinkFile,
 } from './upstream';
 
@@ -274,33 +274,5 @@ describe('link files', () => {
       adapters: [{ legacy_key: 'outer_12', filename: 'outer_12.pt', adapter_type: 'outer_ln_res_adapter', in_dim: 48, out_dim: 64 }],
     });
     expect(m.outerAdapterConfig).toEqual({ outer_12_type: 'outer_ln_res_adapter', outer_12_in_dim: 48, outer_12_out_dim: 64 });
-  });
-});
-
-describe('hfCacheSnapshot', () => {
-  it('follows refs/main, else the only snapshot; null when absent', async () => {
-    const cache = join(root, 'hub');
-    const repo = join(cache, 'models--RecursiveMAS--Sequential-Light-Outerlinks');
-    await mkdir(join(repo, 'snapshots/abc123'), { recursive: true });
-    await mkdir(join(repo, 'snapshots/def456'), { recursive: true });
-    await mkdir(join(repo, 'refs'), { recursive: true });
-    await writeFile(join(repo, 'refs/main'), 'def456\n');
-    const one = join(cache, 'models--Qwen--Qwen3-1.7B');
-    await mkdir(join(one, 'snapshots/0011'), { recursive: true });
-    const saved = { ...process.env };
-    try {
-      process.env.HF_HUB_CACHE = cache;
-      expect(await hfCacheSnapshot('RecursiveMAS/Sequential-Light-Outerlinks')).toBe(`${repo}/snapshots/def456`);
-      expect(await hfCacheSnapshot('Qwen/Qwen3-1.7B')).toBe(`${one}/snapshots/0011`);
-      expect(await hfCacheSnapshot('Qwen/Absent')).toBeNull();
-      await writeFile(join(repo, 'refs/main'), 'gone\n');
-      expect(await hfCacheSnapshot('RecursiveMAS/Sequential-Light-Outerlinks')).toBeNull(); // two snapshots, no usable ref
-      delete process.env.HF_HUB_CACHE;
-      process.env.HF_HOME = root;
-      expect(await hfCacheSnapshot('Qwen/Qwen3-1.7B')).toBe(`${one}/snapshots/0011`);
-      await expect(hfCacheSnapshot('no-slash')).rejects.toMatchObject({ name: 'InvalidArgument' });
-    } finally {
-      process.env = saved;
-    }
   });
 });

@@ -404,31 +404,6 @@ export async function writeLinkFile(
   }
 }
 
-// ------------------------------------------------------------------------------------ HF cache
-
-/** The hub cache folder: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub. */
-export function hfHubCacheDir(env: Record<string, string | undefined>, home: string): string {
-  if (env.HF_HUB_CACHE) return env.HF_HUB_CACHE;
-  if (env.HF_HOME) return join(env.HF_HOME, 'hub');
-  return join(home, '.cache/huggingface/hub');
-}
-
-/** Where a repo id lives in the local hub cache: snapshots/<refs/main, or the only snapshot>; null if absent. */
-export async function hfCacheSnapshot(repoId: string): Promise<string | null> {
-  const parts = repoId.split('/');
-  if (parts.length !== 2 || parts.some((p) => !p || p === '.' || p === '..')) {
-    throw new InvalidArgument(`'${repoId}' is not a Hugging Face repo id of the form Org/Name`);
-  }
-  const os = await nodeImport('node:os');
-  const fs = await fsp();
-  const repo = join(hfHubCacheDir(process.env, os.homedir()), `models--${parts[0]}--${parts[1]}`);
-  const isDir = async (p: string) => (await fs.stat(p).catch(() => null))?.isDirectory() ?? false;
-  const ref = (await fs.readFile(join(repo, 'refs/main'), 'utf8').catch(() => '')).trim();
-  if (ref && /^[\w.-]+$/.test(ref) && (await isDir(join(repo, `snapshots/${ref}`)))) return join(repo, `snapshots/${ref}`);
-  const snaps = await fs.readdir(join(repo, 'snapshots')).catch(() => [] as string[]);
-  return snaps.length === 1 && (await isDir(join(repo, `snapshots/${snaps[0]}`))) ? join(repo, `snapshots/${snaps[0]}`) : null;
-}
-
 // ------------------------------------------------------------------------------------ manifests
 
 /** outerlink_config.json and outer_adapter_config.json bodies for links we export. */

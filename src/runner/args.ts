@@ -25,6 +25,8 @@ export interface Command<O extends Options = Options, C = void> {
   /** Other spellings → the flag they stand for; a one-letter alias is a short flag (-q). */
   aliases?: Readonly<Record<string, keyof O & string>>;
   usage: string;
+  /** The `multiple` string option that takes the command's positional arguments (rmas download REPO …); none: refused. */
+  positional?: keyof O & string;
   /** Runs the command; returns its exit code, or nothing for 0. */
   run(values: Values<O>, context: C): Promise<number | void> | number | void;
 }
@@ -62,7 +64,7 @@ function spellings(c: Pick<Command, 'options' | 'aliases'>): string[] {
  * `elsewhere` holds the spellings of the program's other commands: one of them here is named as not
  * applying to `where` (e.g. "rmas forward") rather than as an unknown option.
  */
-export function parseFlags<O extends Options>(argv: readonly string[], c: Pick<Command<O, never>, 'options' | 'aliases'>,
+export function parseFlags<O extends Options>(argv: readonly string[], c: Pick<Command<O, never>, 'options' | 'aliases' | 'positional'>,
   where = 'this command', elsewhere: ReadonlySet<string> = new Set()): Values<O> | null {
   const { options, canonical } = parseOptions(c as Pick<Command, 'options' | 'aliases'>);
   let tokens;
@@ -88,7 +90,8 @@ export function parseFlags<O extends Options>(argv: readonly string[], c: Pick<C
     else values[name] = t.value!;
   }
   if (values.help) return null;
-  if (positionals.length) throw new UsageError(`unexpected argument ${positionals[0]}`);
+  if (c.positional) values[c.positional] = [...((values[c.positional] as string[] | undefined) ?? []), ...positionals];
+  else if (positionals.length) throw new UsageError(`unexpected argument ${positionals[0]}`);
   return values as Values<O>;
 }
 

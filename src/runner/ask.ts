@@ -14,6 +14,7 @@ import { DumpWriter } from '../mas/dump';
 import { DEFAULT_PROMPTS, detectTask, loadPromptSet, type PromptSet, type TaskKind } from '../mas/prompts';
 import { DEFAULT_STYLE, defaultLatentSteps, getStyle } from '../mas/styles';
 import { kvDtypes, loadSystem, type MasSystem } from '../mas/system';
+import { runnerHub } from './hub';
 import { materializeOverrides } from '../store/bundle-node';
 import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
 import type { KvDType } from '../model/cache';
@@ -258,7 +259,7 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   const firstTask = taskOf(questions[0]!.question);
   const system = await loadSystem(style.name, {
     backend: be, ...(placement ? { placement } : {}), ckptOverride: await materializeOverrides(overrides(a.ckpt_override)), task: firstTask,
-    links: mode === 'latent', onProgress: (s) => err(`${s}\n`), stylePrompts: !given,
+    links: mode === 'latent', onProgress: (s) => err(`${s}\n`), stylePrompts: !given, repoFolder: runnerHub(err).repoFolder,
   });
   try {
     thinkAll(system, thinking);

@@ -18,6 +18,7 @@ import { CONVERT_OPTIONS, CONVERT_USAGE, convertCmd } from './convert';
 import { openPlacement, parseDevices } from './devices';
 import { closeProcessGroup, processGroup, rankDevices, withResumeNote } from './dist';
 import { FORWARD_OPTIONS, FORWARD_USAGE, GENERATE_OPTIONS, GENERATE_USAGE, forwardCmd, generateCmd } from './generate';
+import { DOWNLOAD_OPTIONS, DOWNLOAD_USAGE, downloadCmd } from './hub';
 import { HEALTHCHECK_OPTIONS, HEALTHCHECK_USAGE, formatReport, healthcheck, healthLevel } from './healthcheck';
 import { PLAN_MEMORY_OPTIONS, PLAN_MEMORY_USAGE, planMemoryCmd } from './plan-memory';
 import { RUN_OPTIONS, RUN_USAGE, runCmd } from './run';
@@ -168,6 +169,12 @@ const COMMANDS: Readonly<Record<string, Command<Options, Runner>>> = {
     run: async (v, r: Runner) => {
       r.out(await convertCmd(v));
     },
+  }),
+  download: command({
+    options: DOWNLOAD_OPTIONS,
+    positional: 'repo',
+    usage: DOWNLOAD_USAGE,
+    run: (v, r: Runner) => downloadCmd(v, r.out, r.err, r.tty),
   }),
   healthcheck: command({ options: HEALTHCHECK_OPTIONS, usage: HEALTHCHECK_USAGE, run: healthcheckCmd }),
 };

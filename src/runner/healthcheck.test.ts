@@ -2,7 +2,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type StandInHub, startHub } from '../../test/util/hub';
 import { mpiAddonPath } from '../dist/mpi';
 import { STYLES, type StyleSpec } from '../mas/styles';
 import { healthcheck, healthLevel, hfCacheCheck, hubFilesCheck, mpiCheck, stylesCheck, type HealthDeps } from './healthcheck';
@@ -19,18 +20,32 @@ function hubCache(name: string, repos: string[]): string {
 }
 
 const OUTER_FILES = ['.gitattributes', 'README.md', 'outer_12(math).pt', 'outer_23(math).pt', 'outer_31(math).pt', 'outerlink_config.json'];
-const listing = (files: string[]) =>
-  new Response(JSON.stringify({ id: 'RecursiveMAS/Sequential-Light-Outerlinks', siblings: files.map((rfilename) => ({ rfilename })) }), {
-    status: 200,
-  });
+const PROBE = 'RecursiveMAS/Sequential-Light-Outerlinks';
+
+/** A folder holding `files` (a few bytes each), to serve as a repo of the stand-in hub. */
+function repoDir(name: string, files: string[]): string {
+  const dir = join(root, name);
+  mkdirSync(dir, { recursive: true });
+  for (const f of files) writeFileSync(join(dir, f), `${f}\n`);
+  return dir;
+}
+
+let hub: StandInHub;
+beforeAll(async () => {
+  hub = await startHub({ repos: [
+    { id: PROBE, dir: repoDir('outer', OUTER_FILES) },
+    { id: 'RecursiveMAS/Long', dir: repoDir('long', Array.from({ length: 15 }, (_, i) => `f${i}.pt`)) },
+    { id: 'RecursiveMAS/Gated', dir: repoDir('gated', ['config.json']), gated: true },
+  ] });
+});
+afterAll(() => hub.close());
 
 const deps = (over: Partial<HealthDeps> = {}): HealthDeps => ({
   webgpu: async () => { throw new Error('no webgpu in this test'); },
   cuda: async () => { throw new Error('no cuda in this test'); },
   head: async () => 200,
-  fetch: async () => listing(OUTER_FILES),
+  hub: { endpoint: hub.url },
   hfHubCache: hubCache('empty', []),
-  hfToken: '',
   ...over,
 });
 
@@ -45,24 +60,25 @@ describe('healthcheck level', () => {
 });
 
 describe('healthcheck level 3', () => {
-  it('lists the Sequential-Light outer links\' files through the hub API and checks the datasets rows API', async () => {
-    const asked: { url: string; auth?: string }[] = [];
+  it('lists the Sequential-Light outer links\' files through the hub client and checks the datasets rows API', async () => {
+    const heads: string[] = [];
+    const from = hub.log.length;
     const r = await healthcheck(3, deps({
-      hfToken: 'hf_secret_never_shown',
-      fetch: async (url, init) => { asked.push({ url, auth: init.headers.authorization }); return listing(OUTER_FILES); },
-      head: async (url) => { asked.push({ url }); return 404; },
+      hub: { endpoint: hub.url, token: 'hf_secret_never_shown' },
+      head: async (url) => { heads.push(url); return 404; },
     }));
-    expect(asked).toEqual([
-      { url: 'https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks', auth: 'Bearer hf_secret_never_shown' },
-      { url: 'https://datasets-server.huggingface.co/' },
+    const sha = hub.commit(PROBE);
+    expect(hub.log.slice(from).map((q) => [q.method, q.path, q.authorization])).toEqual([
+      ['GET', `/api/models/${PROBE}/revision/main`, 'Bearer hf_secret_never_shown'],
+      ['GET', `/api/models/${PROBE}/tree/${sha}?recursive=true`, 'Bearer hf_secret_never_shown'],
     ]);
+    expect(heads).toEqual(['https://datasets-server.huggingface.co/']);
     const by = Object.fromEntries(r.checks.map((c) => [c.name, c]));
     expect(by.huggingface).toEqual({
       level: 3,
       name: 'huggingface',
       status: 'ok',
-      detail:
-        'RecursiveMAS/Sequential-Light-Outerlinks: 6 files (.gitattributes, README.md, outer_12(math).pt, outer_23(math).pt, outer_31(math).pt, outerlink_config.json)',
+      detail: `${PROBE} at ${sha.slice(0, 12)} on ${hub.url}: 6 files (${OUTER_FILES.join(', ')})`,
     });
     // a 4xx still counts as reachable
     expect(by.datasets).toEqual({
@@ -79,29 +95,24 @@ describe('healthcheck level 3', () => {
   });
 
   it('a long listing shows its first 12 files and how many more; no token, no authorization header', async () => {
-    const files = Array.from({ length: 15 }, (_, i) => `f${i}.pt`);
-    let auth: string | undefined = 'unset';
-    const c = await hubFilesCheck({
-      hfToken: '',
-      fetch: async (_u, init) => {
-        auth = init.headers.authorization;
-        return listing(files);
-      },
-    });
-    expect(auth).toBeUndefined();
-    expect(c.detail).toBe(`RecursiveMAS/Sequential-Light-Outerlinks: 15 files (${files.slice(0, 12).join(', ')}, … 3 more)`);
+    const from = hub.log.length;
+    const c = await hubFilesCheck({ hub: { endpoint: hub.url } }, 'RecursiveMAS/Long');
+    expect(hub.log.slice(from).map((q) => q.authorization)).toEqual([null, null]);
+    const files = Array.from({ length: 15 }, (_, i) => `f${i}.pt`).sort();
+    expect(c.detail).toBe(
+      `RecursiveMAS/Long at ${hub.commit('RecursiveMAS/Long').slice(0, 12)} on ${hub.url}: 15 files (${files.slice(0, 12).join(', ')}, … 3 more)`,
+    );
   });
 
-  it('warns offline, without failing, with what must come from local files instead', async () => {
-    const r = await healthcheck(3, deps({ fetch: offline, head: offline }));
+  it('warns offline, without failing, with what must come from local files instead; HF_HUB_OFFLINE asks nothing', async () => {
+    const r = await healthcheck(3, deps({ fetch: offline, head: offline, hub: { endpoint: 'https://huggingface.co' } }));
     expect(r.ok).toBe(true);
     const by = Object.fromEntries(r.checks.map((c) => [c.name, c]));
     expect(by.huggingface).toEqual({
       level: 3,
       name: 'huggingface',
       status: 'warn',
-      detail:
-        'offline: GET https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks failed (ENOTFOUND); models must come from local folders or the cache',
+      detail: 'offline: https://huggingface.co did not answer (ENOTFOUND); models must come from local folders or the cache',
     });
     expect(by.datasets).toEqual({
       level: 3,
@@ -111,26 +122,31 @@ describe('healthcheck level 3', () => {
         'offline: HEAD https://datasets-server.huggingface.co/ failed (ENOTFOUND); datasets and benchmarks must come from local files (--dataset_name FILE, --dataset_file) or the cache',
     });
     const slow = await hubFilesCheck({
-      hfToken: '',
-      fetch: async () => {
-        throw Object.assign(new Error('t'), { name: 'TimeoutError' });
-      },
+      hub: { endpoint: hub.url },
+      fetch: async () => { throw Object.assign(new Error('t'), { name: 'TimeoutError' }); },
     });
-    expect(slow.detail).toBe(
-      'offline: GET https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks failed (no answer within 5 s); models must come from local folders or the cache',
-    );
+    expect(slow.detail).toBe(`offline: ${hub.url} did not answer (no answer within 5 s); models must come from local folders or the cache`);
+    const from = hub.log.length;
+    expect(await hubFilesCheck({ hub: { endpoint: hub.url, offline: true } })).toEqual({
+      level: 3, name: 'huggingface', status: 'warn',
+      detail: `HF_HUB_OFFLINE is set: ${hub.url} was not asked; models must be in the cache`,
+    });
+    expect(hub.log.length).toBe(from);
   });
 
-  it('fails when the hub answers without the listing: a missing repository, a bad token, a body without siblings', async () => {
-    const answer = (body: string, status: number) => hubFilesCheck({ hfToken: '', fetch: async () => new Response(body, { status }) });
-    expect(await answer('{"error":"Repository not found"}', 404)).toEqual({
+  it('fails when the hub refuses or answers without the listing: a missing repository, a gated one, a body without a commit', async () => {
+    expect(await hubFilesCheck({ hub: { endpoint: hub.url } }, 'RecursiveMAS/Absent')).toEqual({
       level: 3, name: 'huggingface', status: 'fail',
-      detail: 'GET https://huggingface.co/api/models/RecursiveMAS/Sequential-Light-Outerlinks: HTTP 404; the repository is gone or renamed',
+      detail: `RepoNotFound: RecursiveMAS/Absent does not exist on ${hub.url} (HTTP 401 RepoNotFound): check the repo id and HF_ENDPOINT; ` +
+        'a private repo needs an access token (HF_TOKEN for the runner, the token field under Environment in the page)',
     });
-    expect((await answer('', 401)).detail).toMatch(/HTTP 401; HF_TOKEN may be invalid$/);
-    expect((await answer('{"id":"x"}', 200)).detail).toMatch(/HTTP 200 but no file list \(no siblings\)$/);
-    expect((await answer('<html>', 200)).status).toBe('fail');
-    const r = await healthcheck(3, deps({ fetch: async () => new Response('', { status: 404 }) }));
+    const gated = await hubFilesCheck({ hub: { endpoint: hub.url } }, 'RecursiveMAS/Gated');
+    expect([gated.status, gated.detail.split(':')[0]]).toEqual(['fail', 'GatedRepo']);
+    expect((await hubFilesCheck({ hub: { endpoint: hub.url, token: hub.token } }, 'RecursiveMAS/Gated')).status).toBe('ok');
+    const noSha = await hubFilesCheck({ hub: { endpoint: hub.url }, fetch: async () => new Response('{"id":"x"}') });
+    expect(noSha).toEqual({ level: 3, name: 'huggingface', status: 'fail',
+      detail: `DownloadFailed: ${hub.url}/api/models/${PROBE}/revision/main names no commit; HF_ENDPOINT must be a Hugging Face hub` });
+    const r = await healthcheck(3, deps({ hub: { endpoint: hub.url }, fetch: async () => new Response('', { status: 404 }) }));
     expect(r.ok).toBe(false);
   });
 });

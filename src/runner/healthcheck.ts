@@ -15,10 +15,12 @@ import { readdir } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Cancelled, DownloadFailed } from '../errors';
 import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
 import { STYLES, DEFAULT_STYLE, unrunnableRoles, type StyleSpec } from '../mas/styles';
-import { hfHubCacheDir } from '../mas/upstream';
+import { hfHubCacheDir } from '../store/hub-cache';
+import { type HubSettings, hubSettingsFromEnv, listRepo } from '../store/hub';
 import { FAMILIES } from '../model/config';
 import { cudaStatus } from '../gpu/cuda-addon';
 import { mpiStatus } from '../dist/mpi';
@@ -44,12 +46,12 @@ export interface HealthDeps {
   cuda(): Promise<Backend>;
   /** HEAD request with a timeout; resolves to the HTTP status. Default: global fetch. */
   head?(url: string, timeoutMs: number): Promise<number>;
-  /** GET for the hub API (level 3). Default: global fetch. */
-  fetch?(url: string, init: { signal: AbortSignal; headers: Record<string, string> }): Promise<Response>;
+  /** fetch for the hub API (level 3). Default: global fetch. */
+  fetch?(url: string, init?: RequestInit): Promise<Response>;
   /** The Hugging Face hub cache folder. Default: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub. */
   hfHubCache?: string;
-  /** HF_TOKEN for the hub API, as upstream's list_repo_files uses it. Default: process.env.HF_TOKEN. */
-  hfToken?: string;
+  /** The hub's address, token and offline mode. Default: HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE. */
+  hub?: HubSettings;
 }
 
 /** Upstream's `rmas healthcheck` level when --level is absent. */
@@ -285,56 +287,34 @@ async function reachCheck(deps: HealthDeps, name: string, url: string, offline: 
 const SHOWN_FILES = 12;
 
 /**
- * Upstream's level 3: list_repo_files of the Sequential-Light outer links, through the hub API's siblings.
- * No answer is a warning (models then come from local folders or the cache); an answer without the listing fails.
+ * Upstream's level 3: list_repo_files of the Sequential-Light outer links, through the same hub client the downloads use
+ * (HF_ENDPOINT, HF_TOKEN). No answer is a warning (models then come from local folders or the cache), and so is offline
+ * mode; a refusal (gated, not found) or an answer without the listing fails.
  */
-export async function hubFilesCheck(deps: Pick<HealthDeps, 'fetch' | 'hfToken'>, repo = HUB_PROBE_REPO): Promise<Check> {
-  const url = `https://huggingface.co/api/models/${repo}`;
-  const token = deps.hfToken ?? process.env.HF_TOKEN;
-  let res: Response;
-  try {
-    res = await (deps.fetch ?? fetch)(url, {
-      signal: AbortSignal.timeout(TIMEOUT_MS),
-      headers: token ? { authorization: `Bearer ${token}` } : {},
-    });
-  } catch (e) {
-    return {
-      level: 3,
-      name: 'huggingface',
-      status: 'warn',
-      detail: `offline: GET ${url} failed (${noAnswer(e)}); models must come from local folders or the cache`,
-    };
-  }
-  if (!res.ok) {
-    const hint =
-      res.status === 401 || res.status === 403
-        ? '; HF_TOKEN may be invalid'
-        : res.status === 404
-          ? '; the repository is gone or renamed'
-          : '';
-    return { level: 3, name: 'huggingface', status: 'fail', detail: `GET ${url}: HTTP ${res.status}${hint}` };
-  }
+export async function hubFilesCheck(deps: Pick<HealthDeps, 'fetch' | 'hub'>, repo = HUB_PROBE_REPO): Promise<Check> {
+  const hub = deps.hub ?? hubSettingsFromEnv(process.env);
+  const check = (status: Check['status'], detail: string): Check => ({ level: 3, name: 'huggingface', status, detail });
+  if (hub.offline) return check('warn', `HF_HUB_OFFLINE is set: ${hub.endpoint} was not asked; models must be in the cache`);
   let files: string[];
+  let commit: string;
   try {
-    const body = (await res.json()) as { siblings?: { rfilename?: unknown }[] };
-    if (!Array.isArray(body.siblings)) throw new Error('no siblings');
-    files = body.siblings.map((f) => f.rfilename).filter((f): f is string => typeof f === 'string');
+    const r = await listRepo(hub, repo, {
+      retries: 0, signal: AbortSignal.timeout(TIMEOUT_MS), ...(deps.fetch ? { fetch: deps.fetch as typeof fetch } : {}),
+    });
+    files = r.files.map((f) => f.path);
+    commit = r.commit;
   } catch (e) {
-    return {
-      level: 3,
-      name: 'huggingface',
-      status: 'fail',
-      detail: `GET ${url}: HTTP ${res.status} but no file list (${(e as Error).message})`,
-    };
+    const err = e as Error;
+    // no answer at all (as opposed to the hub's refusal): the runner can still work from local folders and the cache
+    if ((err instanceof DownloadFailed || err instanceof Cancelled) && err.cause)
+      return check('warn',
+        `offline: ${hub.endpoint} did not answer (${noAnswer(err.cause)}); models must come from local folders or the cache`);
+    return check('fail', `${err.name}: ${err.message}`);
   }
   const shown = files.slice(0, SHOWN_FILES).join(', ');
   const more = files.length > SHOWN_FILES ? `, … ${files.length - SHOWN_FILES} more` : '';
-  return {
-    level: 3,
-    name: 'huggingface',
-    status: 'ok',
-    detail: `${repo}: ${files.length} file${files.length === 1 ? '' : 's'}${files.length ? ` (${shown}${more})` : ''}`,
-  };
+  return check('ok', `${repo} at ${commit.slice(0, 12)} on ${hub.endpoint}: ${files.length} file${files.length === 1 ? '' : 's'}` +
+    `${files.length ? ` (${shown}${more})` : ''}`);
 }
 
 export async function healthcheck(level: 1 | 2 | 3, deps: HealthDeps): Promise<HealthReport> {

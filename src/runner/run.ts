@@ -19,6 +19,7 @@ import { accuracyLines, evaluate, runJudge, summarize, type SampleRecord } from 
 import type { TaskKind } from '../mas/prompts';
 import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
 import { loadSystem } from '../mas/system';
+import { runnerHub } from './hub';
 import { nodePythonRunner, parseTavilyKeys, tavilySearchRunner, type ToolRunners } from '../mas/tools';
 import type { SamplingOptions } from '../model/generate';
 import { materializeOverrides } from '../store/bundle-node';
@@ -342,7 +343,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   const t0 = performance.now();
   const system = await loadSystem(style.name, {
     backend: be, ...(placement ? { placement } : {}), ckptOverride: await materializeOverrides(overrides(a.ckpt_override)), task,
-    links: mode === 'latent', onProgress: (m) => err(`${m}\n`), stylePrompts: !prompts,
+    links: mode === 'latent', onProgress: (m) => err(`${m}\n`), stylePrompts: !prompts, repoFolder: runnerHub(err).repoFolder,
   });
   try {
     thinkAll(system, thinking);

@@ -17,7 +17,7 @@ import { InnerLink, OuterLink } from '../mas/links';
 import { type TaskKind } from '../mas/prompts';
 import type { StyleSpec } from '../mas/styles';
 import { embeddedPath, embeddedRoot, loadEmbeddedPrompts, missingTinySystem } from '../mas/system';
-import { adapterTaskFor, hfCacheSnapshot, outerManifests, readLinkFile, resolveOuterFolder, resolveRoleFiles } from '../mas/upstream';
+import { adapterTaskFor, outerManifests, readLinkFile, resolveOuterFolder, resolveRoleFiles } from '../mas/upstream';
 import { loadDecoderFromDir } from '../model';
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir } from '../tokenizer';
@@ -35,6 +35,7 @@ import { readPrompts, thinkingTokenizer } from './ask';
 import { gradientCollectives, setResumeNote } from './dist';
 import { checkOutputFile, checkOutputFolder, writing } from './outputs';
 import { autoRecompute, recomputeRoles } from './train-memory';
+import { runnerHub } from './hub';
 import { agentFlags, NO_EFFECT, ROLE_ALIASES, styleFor, type TrainArgs } from './train-args';
 
 export interface TrainIO {
@@ -63,24 +64,22 @@ const need = (a: TrainArgs, k: StringFlag): string => required(k, a[k]);
  * A model folder flag: the given path or repo, else (for an embedded style) the role's folder of the
  * shipped system, whose absence is missingTinySystem; else the flag is required.
  */
-async function modelArg(a: TrainArgs, k: StringFlag, what: string, style: StyleSpec, role: string): Promise<string> {
+async function modelArg(
+  a: TrainArgs, k: StringFlag, what: string, style: StyleSpec, role: string, err: (s: string) => void,
+): Promise<string> {
   const given = a[k];
-  if (given || !style.embedded) return resolveModel(what, need(a, k));
+  if (given || !style.embedded) return resolveModel(what, need(a, k), err);
   const dir = embeddedPath(style, await embeddedRoot(style), style.roles.find((r) => r.key === role)!.repo);
   if (!existsSync(join(dir, 'config.json')))
     throw missingTinySystem(style, `${what} (default of ${style.name})`, `${dir} holds no config.json`);
   return dir;
 }
 
-async function resolveModel(what: string, p: string): Promise<string> {
+/** A local folder as given, or a repo id's snapshot in the Hugging Face cache (fetched from the hub when missing). */
+async function resolveModel(what: string, p: string, err: (s: string) => void): Promise<string> {
   if (existsSync(p)) return p;
-  if (/^[\w.-]+\/[\w.-]+$/.test(p)) {
-    const snap = await hfCacheSnapshot(p);
-    if (snap) return snap;
-  }
-  throw new MissingCheckpoint(
-    `${what}: ${p} is neither a local folder nor a Hugging Face repo in the local cache; download it (huggingface-cli download ${p}) or give its folder`,
-  );
+  if (/^[\w.-]+\/[\w.-]+$/.test(p)) return runnerHub(err).repoFolder(p, what);
+  throw new MissingCheckpoint(`${what}: ${p} is neither a local folder nor a Hugging Face repo id (Org/Name); give one of them`);
 }
 
 /** A link given as a file, or as a folder holding adapter files (a role repo or a train-inner save_dir). */
@@ -178,7 +177,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     if (kind === 'inner') {
       const roleArg = (a.mas_role ?? a.role ?? need(a, 'mas_role')).trim().toLowerCase();
       const role = canonicalRole(style.shape, ROLE_ALIASES[roleArg] ?? roleArg);
-      const dir = await modelArg(a, 'model_name_or_path', '--model_name_or_path', style, role);
+      const dir = await modelArg(a, 'model_name_or_path', '--model_name_or_path', style, role, io.err);
       const decoder = await loadDecoderFromDir(dir, be, { what: '--model_name_or_path' });
       disposers.push(() => decoder.dispose());
       const tokenizer = thinkingTokenizer(await loadTokenizerFromDir(dir), thinking);
@@ -222,7 +221,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       const agents = new Map<string, Parameters<typeof createOuterJob>[0]['agents'] extends ReadonlyMap<string, infer V> ? V : never>();
       for (const [i, r] of style.roles.entries()) {
         const k = `agent${i + 1}_model_name_or_path` as StringFlag;
-        const dir = await modelArg(a, k, `--${k} (${r.key})`, style, r.key);
+        const dir = await modelArg(a, k, `--${k} (${r.key})`, style, r.key, io.err);
         const decoder = await loadDecoderFromDir(dir, on(r.key), { what: `--${k}` });
         disposers.push(() => decoder.dispose());
         const innerArg = await materialize((a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] as string | undefined) ?? dir);

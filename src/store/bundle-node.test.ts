@@ -110,11 +110,16 @@ describe('materialize', () => {
     // a role bundle of links only: the model comes from the style's repo, which no cache holds here
     const plannerDir = o.find((s) => s.startsWith('planner='))!.slice(8);
     const innerZip = await linkBundle(plannerDir, join(tmp, 'ask-planner.zip'));
-    const noModel = await runAsk({ ...args, ckpt_override: [...o.filter((s) => !s.startsWith('planner=')), `planner=${innerZip}`] }, cpu);
-    expect(noModel.error?.name).toBe('MissingCheckpoint');
-    expect(noModel.error?.message).toMatch(
-      /role planner of sequential_light: .*rmas-bundle-.* holds its inner link only, so the model comes from the style's repo RecursiveMAS\//,
-    );
+    const saved = { ...process.env };
+    Object.assign(process.env, { HF_HUB_OFFLINE: '1', HF_HUB_CACHE: join(tmp, 'empty-hub') });
+    const noModel = await runAsk({ ...args, ckpt_override: [...o.filter((s) => !s.startsWith('planner=')), `planner=${innerZip}`] }, cpu)
+      .finally(() => void (process.env = saved));
+    expect(noModel.error?.name).toBe('HubOffline');
+    expect(noModel.error?.message).toMatch(new RegExp(
+      "^role planner of sequential_light: .*rmas-bundle-.* holds its inner link only, so the model comes from the style's repo " +
+        'RecursiveMAS/Sequential-Light-Planner-Qwen3-1.7B: RecursiveMAS/Sequential-Light-Planner-Qwen3-1.7B is not in the Hugging Face cache.*' +
+        "; or copy the link files into the role's model folder and pass that$",
+    ));
     // a bundle with no inner link (the outer links) given for a role: no model, no link
     const r = await runAsk({ ...args, ckpt_override: [...o.filter((s) => !s.startsWith('planner=')), `planner=${zip}`] }, cpu);
     expect(r.error?.name).toBe('MissingCheckpoint');

@@ -183,19 +183,21 @@ describe('rmas ask, bad input', () => {
     expect(r.error?.message).toContain('sequential_light, sequential_scaled, mixture, distillation, deliberation');
   });
 
-  it('a missing role is MissingCheckpoint saying which --ckpt_override to pass', async () => {
+  it('a role neither given nor cached, offline, is HubOffline saying how to fetch it and which --ckpt_override to pass', async () => {
     const dir = join(tmp, 'missing');
     const o = (await overridesFor('sequential_light', dir)).filter((x) => !x.startsWith('critic='));
-    const saved = process.env.HF_HUB_CACHE;
+    const saved = { ...process.env };
     process.env.HF_HUB_CACHE = join(dir, 'empty-hub');
+    process.env.HF_HUB_OFFLINE = '1';
     try {
       const r = await runAsk({ ...base, style: 'sequential_light', ckpt_override: o }, cpu);
-      expect(r.error?.name).toBe('MissingCheckpoint');
-      expect(r.error?.message).toContain('--ckpt_override critic=DIR');
-      expect(r.error?.message).toContain('RecursiveMAS/Sequential-Light-Critic-Llama3.2-1B');
+      const repo = 'RecursiveMAS/Sequential-Light-Critic-Llama3.2-1B';
+      expect([r.error?.name, r.error?.message]).toEqual(['HubOffline',
+        `role critic of sequential_light: ${repo} is not in the Hugging Face cache at ${join(dir, 'empty-hub')} and HF_HUB_OFFLINE is set, ` +
+        `so nothing is downloaded; unset HF_HUB_OFFLINE, or fetch it first while online (rmas download ${repo}); ` +
+        `or pass --ckpt_override critic=DIR with a local copy of ${repo}`]);
     } finally {
-      if (saved === undefined) delete process.env.HF_HUB_CACHE;
-      else process.env.HF_HUB_CACHE = saved;
+      process.env = saved;
     }
   });
 
@@ -360,21 +362,23 @@ describe('onText: the answer as it is written', () => {
 });
 
 describe('a released style without its checkpoints', () => {
-  it('rmas ask --style sequential_scaled (Gemma 3, Llama, Qwen3.5) stops with the named error of its first missing role', async () => {
+  it('rmas ask --style sequential_scaled (Gemma 3, Llama, Qwen3.5) offline stops with the error of its first missing role', async () => {
     const cache = join(tmp, 'empty-hub');
-    const saved = process.env.HF_HUB_CACHE;
+    const saved = { ...process.env };
     process.env.HF_HUB_CACHE = cache; // not even created
+    process.env.HF_HUB_OFFLINE = '1';
     try {
       const r = await runAsk({ style: 'sequential_scaled', question: 'What is 1 + 1?', json: true }, cpu);
-      // every backbone family is runnable now: what stops it is the planner's checkpoint, named with the way to get it
+      // every backbone family is runnable now: what stops it is the planner's checkpoint, named with the ways to get it
+      const repo = 'RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B';
       expect([r.error?.name, r.error?.message]).toEqual([
-        'MissingCheckpoint',
-        'role planner of sequential_scaled has no checkpoint: pass --ckpt_override planner=DIR with a local folder, or download ' +
-          'RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B into the Hugging Face cache (huggingface-cli download RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B)',
+        'HubOffline',
+        `role planner of sequential_scaled: ${repo} is not in the Hugging Face cache at ${cache} and HF_HUB_OFFLINE is set, so nothing ` +
+          `is downloaded; unset HF_HUB_OFFLINE, or fetch it first while online (rmas download ${repo}); or pass --ckpt_override ` +
+          `planner=DIR with a local copy of ${repo}`,
       ]);
     } finally {
-      if (saved === undefined) delete process.env.HF_HUB_CACHE;
-      else process.env.HF_HUB_CACHE = saved;
+      process.env = saved;
     }
   });
 });
