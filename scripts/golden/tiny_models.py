@@ -18,7 +18,8 @@ Deliberate numerical choices (as in scripts/golden/decoder.py):
   rounding that is not a convention);
 - RMSNorm and softmax stay in f64 (HF upcasts to f32 only, which for an f64 model is again rounding).
 
-Gemma 3 (gemma3_forward) from modeling_gemma3 (transformers 4.50), its inputs_embeds the scaled embedding rows.
+Gemma 3 (gemma3_forward) from modeling_gemma3 (transformers 4.50), its inputs_embeds the embedding rows times the
+float32 sqrt(hidden) (gemma3_inputs; no bf16 rounding, as transformers loaded in float32).
 
 Qwen3.5 (qwen3_5_forward) from modeling_qwen3_5: Gated DeltaNet layers run the delta rule as the plain recurrence
 (transformers' torch_recurrent_gated_delta_rule, which its chunked prefill equals up to rounding), written here with
@@ -318,10 +319,10 @@ def qwen3_5_forward(cfg, w, x):
 
 
 def gemma3_inputs(cfg, w, ids):
-    """Gemma3TextScaledWordEmbedding: the rows times sqrt(hidden), both in the table's dtype (bf16 here)."""
-    rows = w["model.embed_tokens.weight"][torch.tensor(ids)].to(torch.bfloat16)
-    scale = torch.tensor(cfg["hidden_size"] ** 0.5).to(torch.bfloat16)
-    return (rows * scale).to(f64)
+    """Gemma3TextScaledWordEmbedding as transformers loaded in float32 runs it: the rows times sqrt(hidden) as a float32
+    scalar, nothing rounded to the checkpoint's bf16 (the product kept in f64; f32 would be rounding, not a convention)."""
+    rows = w["model.embed_tokens.weight"][torch.tensor(ids)]
+    return rows * torch.tensor(cfg["hidden_size"] ** 0.5, dtype=torch.float32).to(f64)
 
 
 def seeds(T, d):

@@ -51,7 +51,7 @@ export interface DecoderConfig {
   sandwichNorms: boolean;
   /** The MLP's gate activation: silu (SwiGLU) or gelu_tanh (Gemma's GeGLU). */
   mlpAct: 'silu' | 'gelu_tanh';
-  /** embed(ids) multiplies the rows by this in the table's dtype (Gemma: √hidden), or null. */
+  /** embed(ids) multiplies the rows by this, in f32 (Gemma: √hidden), or null. */
   embedScale: number | null;
   /** The attention's softmax scale (Gemma: query_pre_attn_scalar^−½), or null for 1/√head_dim. */
   attnScale: number | null;

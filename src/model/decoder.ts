@@ -13,7 +13,6 @@
  */
 import { F, currentTape, recompute } from '../autograd';
 import { InvalidArgument, ShapeMismatch, UnsupportedFeature } from '../errors';
-import { roundBf16, roundF16 } from '../formats/dtype';
 import { ropeInvFreq } from '../kernels/rope';
 import { tidy, untrack } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
@@ -109,20 +108,16 @@ export class Decoder {
   }
 
   /**
-   * The model's input embeddings of i32 `ids` [T]: [T, hidden] f32. Exactly the table's rows, or for Gemma the
-   * rows times √hidden computed in the table's dtype, as Gemma3TextScaledWordEmbedding does (the scale rounded to
-   * that dtype, the product rounded again): upstream's "input embeddings" are the scaled rows.
+   * The model's input embeddings of i32 `ids` [T]: [T, hidden] f32. Exactly the table's rows, or for Gemma the rows
+   * times √hidden: upstream's "input embeddings" are the scaled rows. The scale is f32 and nothing is rounded to the
+   * table's dtype, as transformers computes it for a model loaded in float32 (and llama.cpp after get_rows): one rule
+   * with every other step, which computes in f32 from the upcast weights.
    */
   embed(ids: Tensor): Tensor {
     if (ids.dtype !== 'i32') throw new InvalidArgument(`embed: token ids must be i32, got ${ids.dtype}`);
     const s = this.config.embedScale;
     if (s === null) return F.embedding(ids, this.weights.embed);
-    const dt = this.weights.embed.dtype;
-    return tidy(() => {
-      const rows = F.embedding(ids, this.weights.embed);
-      if (dt !== 'bf16' && dt !== 'f16') return F.scale(rows, Math.fround(s));
-      return F.cast(F.cast(F.scale(rows, dt === 'bf16' ? roundBf16(s) : roundF16(s)), dt), 'f32');
-    });
+    return tidy(() => F.scale(F.embedding(ids, this.weights.embed), Math.fround(s)));
   }
 
   /** A cache for up to `maxLen` positions (f32 k and v for every attention layer). */

@@ -4,7 +4,7 @@
  * from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3 / modeling_mistral / modeling_gemma3 to
  * check the engine against.
  */
-import { bf16BitsToF32, f32ToBf16Bits, roundBf16, roundF16 } from '../formats/dtype';
+import { bf16BitsToF32, f32ToBf16Bits } from '../formats/dtype';
 import { ropeInvFreq } from '../kernels/rope';
 import type { GgufKv } from '../formats/gguf-writer';
 import { SafetensorsFile, type StTensor, writeSafetensors } from '../formats/safetensors';
@@ -288,17 +288,16 @@ function mlpResidual(c: DecoderConfig, g: (n: string) => Float64Array | undefine
 }
 
 /**
- * Rows `ids` of the embedding table, f64; with an embedScale (Gemma) times the scale, both rounded to `dtype`
- * (the table's: bf16 for the tiny checkpoints) as the reference computes it in the weights' dtype.
+ * Rows `ids` of the embedding table, f64; with an embedScale (Gemma) times the scale rounded to f32, the product
+ * unrounded: Decoder.embed's f32 rule, exact on the f64 backend.
  */
-export function referenceEmbed(c: DecoderConfig, w: W, ids: number[], dtype: 'bf16' | 'f16' | 'f32' = 'bf16'): Float64Array {
+export function referenceEmbed(c: DecoderConfig, w: W, ids: number[]): Float64Array {
   const e = w.get('model.embed_tokens.weight')!.values;
   const out = new Float64Array(ids.length * c.hidden);
   ids.forEach((id, t) => out.set(e.subarray(id * c.hidden, (id + 1) * c.hidden), t * c.hidden));
   if (c.embedScale === null) return out;
-  const round = dtype === 'bf16' ? roundBf16 : dtype === 'f16' ? roundF16 : Math.fround;
-  const s = round(c.embedScale);
-  return out.map((v) => round(v * s));
+  const s = Math.fround(c.embedScale);
+  return out.map((v) => v * s);
 }
 
 /** max |a − b| / max |b|: the error measure the tests quote (robust to entries that cancel to ~0). */
