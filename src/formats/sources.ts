@@ -4,7 +4,7 @@
  * so a multi-GB checkpoint is never held in memory whole (except from a server that ignores Range,
  * where the one full download is kept, up to `maxFullBytes`).
  */
-import { CorruptCheckpoint, DownloadFailed, InvalidArgument } from '../errors';
+import { CorruptCheckpoint, DownloadFailed, InvalidArgument, RmasError } from '../errors';
 import { nodeImport } from '../util/node-import';
 
 export interface ByteSource {
@@ -146,7 +146,8 @@ export function urlSource(url: string, opts: UrlSourceOptions = {}): ByteSource 
     try {
       res = await doFetch(url, { headers });
     } catch (e) {
-      // the network, not the file: nothing was read, so nothing can be corrupt
+      // the network, not the file: nothing was read, so nothing can be corrupt (a fetch's own named error passes as it is)
+      if (e instanceof RmasError) throw e;
       throw new DownloadFailed(`${url}: the request failed (${(e as Error).message}); check the URL and the network`);
     }
     if (res.status === 404 || res.status === 410) {

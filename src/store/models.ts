@@ -6,7 +6,7 @@
  * A file read in place (`ranged`: checkpoints, of which the engine reads some tensors and never a vision tower's)
  * is stored sparsely: only the chunks its reads touched.
  */
-import { Cancelled, CorruptCheckpoint, DownloadFailed, InvalidArgument, QuotaExceeded } from '../errors';
+import { Cancelled, CorruptCheckpoint, DownloadFailed, InvalidArgument, QuotaExceeded, RmasError } from '../errors';
 import { modelFetch } from '../model/url';
 import { type ByteSource, parseContentRange } from '../formats/sources';
 import { Sha256, sha256Hex } from '../util/sha256';
@@ -114,6 +114,7 @@ export function modelCache(opts: ModelCacheOptions = {}) {
     } catch (e) {
       if (o.signal?.aborted) throw cancelled(start);
       if (meta?.missing) throw notFoundError(`${url} was not on the server when last asked (and the network is unreachable now)`, 404);
+      if (e instanceof RmasError) throw e; // the hub client's own: offline, gated, not found, retries spent
       throw new DownloadFailed(`${url}: network error (${(e as Error).message}); check the connection and load again` +
         (start ? ` to resume from byte ${start}` : ''));
     }
@@ -327,6 +328,7 @@ export function modelCache(opts: ModelCacheOptions = {}) {
         res = await doFetch(url, { headers: { ...opts.headers, Range: `bytes=${a}-${b}` }, signal: o.signal });
       } catch (e) {
         if (o.signal?.aborted) throw new Cancelled(`reading ${url} was cancelled; the chunks read so far are kept`);
+        if (e instanceof RmasError) throw e;
         throw new DownloadFailed(`${url}: network error (${(e as Error).message}); check the connection and load again`);
       }
       if (res.status === 404 || res.status === 410) {

@@ -2,6 +2,7 @@
 import type { FileRef, SystemSpec } from '../../workers/protocol';
 import { InvalidArgument } from '../errors';
 import { STYLE_NAMES, STYLES, checkBackbones, type StyleName } from '../mas/styles';
+import { DEFAULT_ENDPOINT, normalizeEndpoint, repoFolderUrl } from '../store/hub';
 import { OFFLINE_STYLE, TINY } from './offline';
 import type { CheckpointInfo, CheckpointRegistry, Services } from './services';
 
@@ -30,8 +31,14 @@ export function offlineSystem(services: Services): Promise<SystemSpec | null> {
   return p;
 }
 
-/** Base URL of a Hugging Face repo's files. */
-export const hfFolder = (repo: string): string => `https://huggingface.co/${repo}/resolve/main`;
+let hubEndpoint = DEFAULT_ENDPOINT;
+/** Points released styles at another hub (the page's hub settings: `?hub=`, the Environment view). */
+export function setHubEndpoint(endpoint: string): void {
+  hubEndpoint = normalizeEndpoint(endpoint);
+}
+
+/** Base URL of a hub repo's files (no trailing slash), at the page's hub. */
+export const hfFolder = (repo: string): string => repoFolderUrl({ endpoint: hubEndpoint }, repo).replace(/\/$/, '');
 
 /** Roles of a style, in the registry's order; for the tiny system, those of its spec (when known). */
 export function rolesOf(style: string, offline: SystemSpec | null): string[] {
