@@ -15,6 +15,7 @@ import { modelFetch } from '../src/model/url';
 import type { CheckpointStore } from '../src/train/checkpoint-files';
 import { cpuChecks } from './cpu-checks';
 import { callRegistry } from './calls';
+import { pagePythonRunner } from './python';
 import { CPU_PLAN_LIMITS, systemCalls } from './system-calls';
 import { trainCalls } from './train-calls';
 import type { BenchResult, DeviceLostNotice, EngineApi, SelfTestEvent } from './protocol';
@@ -199,6 +200,8 @@ const { dispose: _dispose, ...systems } = systemCalls({
     const r = g.gpu.ctx.report;
     return { ...r.limits, features: Object.entries(r.features).filter(([, on]) => on).map(([f]) => f) };
   },
+  // deliberation's Python tool: Pyodide in a nested worker, started on the first call, without network
+  python: pagePythonRunner(),
 }, calls);
 
 /**

@@ -139,10 +139,26 @@ export type EngineEvent =
    * `done`, the result's text is the answer (what `rmas ask --json` writes as "text").
    */
   | { type: 'text'; role: string; text: string }
+  | ToolCallEvent
   | { type: 'done'; result: AskResultView }
   /** A benchmark question scored (EngineApi.evaluate); `index` counts from 0 in the order asked. */
   | { type: 'sample'; index: number; total: number; record: EvalRecordView }
   | { type: 'error'; name: string; message: string };
+
+/**
+ * A tool call of deliberation's tool-caller (docs/method.md §7.6) as its final decode runs it: 'running' once the call's
+ * closing tag is written, 'done' with the runner's result text (spliced into the decode between <result> tags, cut to
+ * 6000 characters there) and the seconds the call took. `index` counts the ask's calls from 0; `round` (1-based)
+ * and `role` are the decoding stage's. Input and output are the model's code or query and the tool's text: plain text.
+ */
+export type ToolCallEvent = {
+  type: 'tool';
+  index: number;
+  round: number;
+  role: string;
+  tool: 'python' | 'search';
+  input: string;
+} & ({ state: 'running' } | { state: 'done'; output: string; seconds: number });
 
 /**
  * One latent message through the logit lens: each latent (a row in the receiving agent's embedding space) read
@@ -177,6 +193,11 @@ export interface AskRequest {
    * its messages, then sends them, round for round, in place of this question's own (--messages_from QUESTION).
    */
   ablation?: AskAblation;
+  /**
+   * The Tavily API key of deliberation's search tool, held in the worker's memory for this ask only (never logged,
+   * stored or sent anywhere but to Tavily); without one the search tool answers that search is off.
+   */
+  searchKey?: string;
 }
 
 export type AskAblation = { kind: 'zeroed' } | { kind: 'from'; question: string };

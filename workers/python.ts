@@ -1,6 +1,7 @@
 /**
- * The page's Python tool: pyodideRunner (src/mas/tools/pyodide.ts) on workers/python.worker.ts. The worker
- * is constructed here, in the app, where Vite sees `new Worker(new URL(…, import.meta.url))` and bundles it.
+ * The tab's Python tool: pyodideRunner (src/mas/tools/pyodide.ts) on workers/python.worker.ts, which the engine worker
+ * starts as a nested worker (deliberation's tool-caller). The worker is constructed here, in the app, where Vite sees
+ * `new Worker(new URL(…, import.meta.url))` and bundles it.
  */
 import { type PyodideRunnerOptions, pyodideRunner } from '../src/mas/tools/pyodide';
 

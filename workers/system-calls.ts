@@ -2,14 +2,17 @@
  * The engine API's systems and asking (protocol.ts EngineApi): the offline tiny system served with the app
  * (models/tiny-system.json: an embedded style's folders under models/tiny and its prompt file), a
  * system's download plan, loading it from a spec, asking it with streamed stage/token events and a logit lens
- * on every latent message (and the message ablations of `rmas ask`), and evaluating it on a benchmark; the long
- * calls are cancelled through the worker's call registry (calls.ts). A plain object with injected dependencies, so
- * Node tests run it on the CPU backend; engine.worker.ts exposes it through comlink with the device and training calls.
+ * on every latent message (and the message ablations of `rmas ask`), deliberation's tools with an event per call, and
+ * evaluating it on a benchmark; the long calls are cancelled through the worker's call registry (calls.ts). A plain
+ * object with injected dependencies, so Node tests run it on the CPU backend; engine.worker.ts exposes it through
+ * comlink with the device and training calls.
  */
 import { F, noGrad } from '../src/autograd';
 import { Cancelled, InvalidArgument } from '../src/errors';
 import type { MessageAblation } from '../src/mas/ablation';
-import { ask as askSystem, type AskOptions, type AskResult, type StageRecord } from '../src/mas/run';
+import { DISABLED_TOOLS } from '../src/mas/decode';
+import { ask as askSystem, type AskEngine, type AskOptions, type AskResult, SINGLE_ENGINE, type StageRecord } from '../src/mas/run';
+import { tavilySearchRunner, toolFailureText, type ToolRunners } from '../src/mas/tools';
 import { defaultLatentSteps, schedule } from '../src/mas/styles';
 import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName } from '../src/eval/datasets';
 import { evaluate as evaluateSystem } from '../src/eval/run';
@@ -25,7 +28,7 @@ import { tidy } from '../src/tensor/scope';
 import type { Tensor } from '../src/tensor/tensor';
 import type { Tokenizer } from '../src/tokenizer';
 import type { Calls } from './calls';
-import type { AskRequest, AskResultView, EngineApi, EngineEvent, LatentMessage, SystemPlanView } from './protocol';
+import type { AskRequest, AskResultView, EngineApi, EngineEvent, LatentMessage, SystemPlanView, ToolCallEvent } from './protocol';
 
 export interface SystemDeps {
   /** The backend for a request ('webgpu' falls back to cpu where there is none, with the reason). */
@@ -47,6 +50,15 @@ export interface SystemDeps {
   cachedUrls?: () => Promise<Iterable<string>>;
   /** The adapter limits planSystem checks against; default: no limit (the CPU backend). */
   planLimits?: (want: 'webgpu' | 'cpu' | undefined) => Promise<PlanLimits>;
+  /**
+   * Deliberation's Python tool (the worker's: Pyodide in a worker of its own, workers/python.ts); without it the
+   * tool-caller's Python calls answer that no Python runner was given.
+   */
+  python?: ToolRunners['python'];
+  /** Deliberation's search tool for an ask's key (AskRequest.searchKey); default Tavily (tavilySearchRunner). */
+  search?: (apiKey: string | undefined) => ToolRunners['search'];
+  /** Where ask runs its rollouts and generations (default SINGLE_ENGINE); tests script the final decode with it. */
+  engine?: AskEngine;
 }
 
 /** Limits of the CPU backend for planning: none that a model could exceed. */
@@ -58,6 +70,8 @@ export const CPU_PLAN_LIMITS: PlanLimits = {
 
 export const OFFLINE_MANIFEST = 'models/tiny-system.json';
 
+const searchWith = (apiKey: string | undefined) => tavilySearchRunner(apiKey ? { apiKey } : {});
+
 /** Rows the page sent, read as the named benchmark's rows (null: a plain file). */
 function benchmarkRows(dataset: string | null, rows: Record<string, unknown>[]) {
   if (dataset !== null && !(BENCHMARK_NAMES as readonly string[]).includes(dataset)) {
@@ -66,6 +80,35 @@ function benchmarkRows(dataset: string | null, rows: Record<string, unknown>[]) 
     );
   }
   return toItems(dataset as BenchmarkName | null, rows);
+}
+
+/**
+ * `runners` with each call announced through `emit` (ToolCallEvent: running, then done with its result and seconds);
+ * a runner that throws is answered as the tool loop answers it (toolFailureText), and that text is the event's output.
+ */
+function tracedTools(
+  runners: ToolRunners,
+  where: { round: number; role: string },
+  emit: (e: ToolCallEvent) => unknown,
+): ToolRunners {
+  let calls = 0;
+  const traced = async (tool: ToolCallEvent['tool'], input: string, run: () => Promise<string>) => {
+    const head = { type: 'tool' as const, index: calls++, ...where, tool, input };
+    const t0 = performance.now();
+    emit({ ...head, state: 'running' });
+    let output: string;
+    try {
+      output = await run();
+    } catch (e) {
+      output = toolFailureText(tool, e);
+    }
+    emit({ ...head, state: 'done', output, seconds: (performance.now() - t0) / 1000 });
+    return output;
+  };
+  return {
+    python: (code, o) => traced('python', code, () => runners.python(code, o)),
+    search: (query, o) => traced('search', query, () => runners.search(query, o)),
+  };
 }
 
 /** GPU pipelines the backend has compiled so far (0 for a backend without a pipeline cache: the CPU). */
@@ -285,6 +328,11 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
           };
           const onText = (role: string, text: string) => void s.emit({ type: 'text', role, text });
           const sampling = req.sampling?.greedy ? { greedy: true } : { ...req.sampling };
+          // deliberation's tools, as rmas ask gives them; the key lives in this closure for this ask only
+          const tools: ToolRunners | undefined = system.style.tools
+            ? { python: deps.python ?? DISABLED_TOOLS.python, search: (deps.search ?? searchWith)(req.searchKey?.trim() || undefined) }
+            : undefined;
+          const engine = deps.engine ?? SINGLE_ENGINE;
           const common: Omit<AskOptions, 'question'> = {
             mode: req.mode,
             rounds,
@@ -293,20 +341,23 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
             sampling,
             maxNewTokens: req.maxNewTokens ?? (system.style.embedded ? 64 : 512),
             signal,
+            ...(tools ? { tools } : {}),
           };
           const { ablation, donorSeconds } = await ablationOf(req, (question) =>
             // as rmas ask --messages_from runs its donor: the same settings, no answer retry, its messages recorded
-            askSystem(system, { ...common, question, answerRetry: false, recordMessages: true }),
+            askSystem(system, { ...common, question, answerRetry: false, recordMessages: true }, engine),
           );
           if (stages.length) running(0);
+          const final = stages.at(-1);
           const r: AskResult = await askSystem(system, {
             ...common,
             question: req.question,
             answerRetry: req.answerRetry ?? true,
             ...(ablation ? { ablation } : {}),
+            ...(tools && final ? { tools: tracedTools(tools, { round: final.round + 1, role: final.role }, s.emit) } : {}),
             onStage,
             onText,
-          });
+          }, engine);
           const view: AskResultView = {
             answer: r.answer,
             text: r.text,

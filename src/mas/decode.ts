@@ -55,6 +55,12 @@ export async function decode(
   }
 }
 
+/** What the tool-caller's calls get in a run given no tools (AskOptions.tools). */
+export const DISABLED_TOOLS: ToolRunners = {
+  python: async () => '[python tool disabled] No Python runner was given to this run.',
+  search: async () => '[search disabled] No web-search API key was given; web search is off.',
+};
+
 /**
  * The tool-caller's final decode (docs/method.md §7.6): each continuation re-reads prompt + the text so far (no cache
  * reuse), and a decode stops once its last 16 tokens hold a closing tool tag. `gen` is injectable for tests.
@@ -69,12 +75,8 @@ export async function decodeWithTools(
 ) {
   const tok = agent.tokenizer;
   const ids: number[] = [];
-  const disabled: ToolRunners = {
-    python: async () => '[python tool disabled] No Python runner was given to this run.',
-    search: async () => '[search disabled] No web-search API key was given; web search is off.',
-  };
   const r = await toolLoop({
-    runners: opts.tools ?? disabled,
+    runners: opts.tools ?? DISABLED_TOOLS,
     maxNewTokens,
     ...(opts.maxToolCalls !== undefined ? { maxToolCalls: opts.maxToolCalls } : {}),
     ...(opts.signal ? { signal: opts.signal } : {}),

@@ -1,5 +1,5 @@
-/** The run timeline as data: 'stage' events folded into cells of rounds × agents. */
-import type { EngineEvent, LatentMessage } from '../../workers/protocol';
+/** The run timeline as data: 'stage' events folded into cells of rounds × agents, and the tool calls of deliberation. */
+import type { EngineEvent, LatentMessage, ToolCallEvent } from '../../workers/protocol';
 import { STYLES, type StyleName } from '../mas/styles';
 import { registryStyle } from './offline';
 
@@ -17,6 +17,11 @@ export function stageRoles(style: string, fallback: readonly string[] = []): str
   const spec = STYLES[registryStyle(style) as StyleName];
   if (!spec) return [...fallback];
   return [...new Set(spec.stages(0, 2).map((s) => s.role))];
+}
+
+/** Whether a style's final agent calls tools (deliberation's Python and search: the Ask view asks for a search key). */
+export function styleUsesTools(style: string): boolean {
+  return STYLES[registryStyle(style) as StyleName]?.tools ?? false;
 }
 
 /** Cells keyed `${round}:${role}` (round 1-based) after the events in order; later events win. */
@@ -42,4 +47,16 @@ export function cellText(c: Cell | undefined): string {
 /** Latent messages of the run in order, with the stage they came from. */
 export function messagesOf(events: readonly StageEvent[]): { round: number; role: string; message: LatentMessage }[] {
   return events.flatMap((e) => (e.messages ?? []).map((message) => ({ round: e.round, role: e.role, message })));
+}
+
+/** The tool calls of a run in order, each as its latest event (a 'done' replaces its 'running'). */
+export function foldTools(events: readonly ToolCallEvent[]): ToolCallEvent[] {
+  const calls = new Map<number, ToolCallEvent>();
+  for (const e of events) calls.set(e.index, e);
+  return [...calls.values()].sort((a, b) => a.index - b.index);
+}
+
+/** A tool call's heading: e.g. 'python · running…' or 'search · 0.42 s'. */
+export function toolText(e: ToolCallEvent): string {
+  return `${e.tool} · ${e.state === 'running' ? 'running…' : `${e.seconds.toFixed(2)} s`}`;
 }

@@ -92,6 +92,9 @@ export async function toolLoop(opts: ToolLoopOptions): Promise<ToolLoopResult> {
   }
 }
 
+/** The result of a call whose runner threw (runners should not: they answer failures as text). */
+export const toolFailureText = (tool: string, e: unknown) => `[error] ${tool} tool failed: ${e instanceof Error ? e.message : String(e)}`;
+
 /** Runners should not throw for tool failures; one that does gets its message as the result. */
 async function runCall(runners: ToolRunners, call: ToolCall, timeoutMs: number, signal?: AbortSignal): Promise<string> {
   try {
@@ -99,6 +102,6 @@ async function runCall(runners: ToolRunners, call: ToolCall, timeoutMs: number, 
       ? await runners.python(call.body, { timeoutMs, signal })
       : await runners.search(call.body, { signal });
   } catch (e) {
-    return `[error] ${call.tool} tool failed: ${e instanceof Error ? e.message : String(e)}`;
+    return toolFailureText(call.tool, e);
   }
 }

@@ -1,19 +1,40 @@
 /**
- * The Python tool in the page: Pyodide in a dedicated worker. A timeout or an abort terminates the worker,
- * the only way to stop a running Python loop; the next call starts a fresh one (Pyodide loads again, a few
- * seconds). The app starts the worker (workers/python.ts: `new Worker(new URL(…))` must sit where the
- * bundler sees the worker file), so the library names no worker file.
+ * The Python tool in the page: Pyodide in a dedicated worker without network access (workers/python.worker.ts says
+ * how). A timeout or an abort terminates the worker, the only way to stop a running Python loop, and so does a run
+ * whose heap reached the memory bound (a WebAssembly heap never shrinks); the next call starts a fresh one (Pyodide
+ * loads again, a few seconds). The app starts the worker (workers/python.ts: `new Worker(new URL(…))` must sit where
+ * the bundler sees the worker file), so the library names no worker file.
  */
 import { type Remote, wrap } from 'comlink';
 import type { ToolRunners } from './loop';
 import { ABORTED_TEXT, timeoutText } from './python-format';
 
+/** Default bound on the Python worker's WebAssembly heap. */
+export const DEFAULT_PYTHON_MEMORY_BYTES = 512 * 2 ** 20;
+
+/** The result of a run whose heap would have grown past `bytes` (Python got a MemoryError). */
+export const memoryText = (bytes: number) =>
+  `[memory] Python tool exceeded its memory bound of ${bytes / 2 ** 20} MiB; use less memory (the next run starts fresh).`;
+
+/** One run in the worker. */
+export interface PythonRun {
+  /** The tool's result text (formatPythonOutput). */
+  text: string;
+  /** The heap was refused growth past the bound during the run. */
+  memoryExceeded: boolean;
+  /** The WebAssembly heap's size after the run (0 where Pyodide does not say). */
+  heapBytes: number;
+}
+
 /** What the Python worker offers over comlink (workers/python.worker.ts implements it). */
 export interface PythonWorkerApi {
-  /** Loads Pyodide from `indexURL` (default: the npm package's files); later calls reuse the first load. */
-  load(indexURL?: string): Promise<void>;
-  /** Runs the code in fresh globals after the tool prelude; returns the tool's result text. */
-  run(code: string): Promise<string>;
+  /**
+   * Loads Pyodide from `indexURL` (default: the npm package's files) with its heap bounded to `memoryLimitBytes`
+   * (default DEFAULT_PYTHON_MEMORY_BYTES), then takes away its network; later calls reuse the first load.
+   */
+  load(opts?: { indexURL?: string; memoryLimitBytes?: number }): Promise<void>;
+  /** Runs the code in fresh globals after the tool prelude. */
+  run(code: string): Promise<PythonRun>;
 }
 
 export interface PyodideRunnerOptions {
@@ -26,6 +47,8 @@ export interface PyodideRunnerOptions {
   indexURL?: string;
   /** Limit on loading Pyodide itself, apart from the run's timeout (default 60 s). */
   loadTimeoutMs?: number;
+  /** Bound on the worker's WebAssembly heap (default DEFAULT_PYTHON_MEMORY_BYTES, 512 MiB). */
+  memoryLimitBytes?: number;
 }
 
 /** Python runner backed by a Pyodide worker; never throws for tool failures. */
@@ -33,6 +56,7 @@ export function pyodideRunner(opts: PyodideRunnerOptions): ToolRunners['python']
   let worker: Worker | null = null;
   let api: Remote<PythonWorkerApi> | null = null;
   let ready: Promise<void> | null = null;
+  const memoryLimit = opts.memoryLimitBytes ?? DEFAULT_PYTHON_MEMORY_BYTES;
 
   const dispose = () => {
     worker?.terminate();
@@ -44,7 +68,10 @@ export function pyodideRunner(opts: PyodideRunnerOptions): ToolRunners['python']
     if (!worker) {
       worker = opts.startWorker();
       api = wrap<PythonWorkerApi>(worker);
-      ready = api.load(opts.indexURL);
+      ready = api.load({
+        ...(opts.indexURL !== undefined ? { indexURL: opts.indexURL } : {}),
+        memoryLimitBytes: memoryLimit,
+      });
     }
     return { api: api!, ready: ready! };
   };
@@ -85,7 +112,11 @@ export function pyodideRunner(opts: PyodideRunnerOptions): ToolRunners['python']
       const failed = await race(w.ready.then(() => ''), loadMs, notLoaded, signal);
       if (failed) return failed;
       // the timeout counts from here: loading Pyodide is not the model's code being slow
-      return await race(w.api.run(code), timeoutMs, () => timeoutText(timeoutMs), signal);
+      const r = await race<PythonRun | string>(w.api.run(code), timeoutMs, () => timeoutText(timeoutMs), signal);
+      if (typeof r === 'string') return r;
+      if (!r.memoryExceeded && r.heapBytes <= memoryLimit) return r.text;
+      dispose(); // the heap stays at its size: the next run gets a fresh worker
+      return memoryText(memoryLimit);
     } catch (e) {
       dispose();
       return `[error] The Python tool (Pyodide) failed: ${e instanceof Error ? e.message : String(e)}`;
