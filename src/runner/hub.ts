@@ -33,6 +33,7 @@ export function progressPrinter(err: (s: string) => void, tty: boolean, now = ()
   let from = 0;
   let last = 0;
   return (e) => {
+    if (e.type === 'cached') return err(`${e.repo}: the hub did not answer (${e.why}); using the cached snapshot ${e.dir}\n`);
     const name = `${e.repo}/${e.file}`;
     if (e.type === 'file') {
       start = now();

@@ -97,6 +97,20 @@ describe('downloadRepo', () => {
     });
   });
 
+  it('falls back to the cached snapshot when the hub does not answer, and fails by name when none is cached', async () => {
+    const cacheDir = freshCache();
+    const r = await downloadRepo({ endpoint: hub.url }, REPO, { cacheDir, include: ['config.json'] });
+    const events: DownloadEvent[] = [];
+    const down = { endpoint: 'http://127.0.0.1:9' }; // nothing listens on the discard port
+    const again = await downloadRepo(down, REPO, { cacheDir, ...noWait, onEvent: (e) => events.push(e) });
+    expect(again).toEqual({ ...r, fetched: 0 });
+    expect(events.map((e) => e.type)).toEqual(['cached']);
+    expect(events[0]).toMatchObject({ repo: REPO, dir: r.dir, why: expect.stringContaining('network error') });
+    await expect(downloadRepo(down, REPO, { cacheDir: freshCache(), ...noWait, retries: 1 })).rejects.toMatchObject({
+      name: 'DownloadFailed', message: expect.stringMatching(/network error .* after 2 attempt\(s\); check the connection and run again$/),
+    });
+  });
+
   it('continues a dropped transfer from its last byte and fetches each byte once', async () => {
     const cacheDir = freshCache();
     hub.fault({ kind: 'drop', file: 'model.safetensors', afterBytes: 120_000 });

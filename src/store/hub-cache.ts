@@ -66,7 +66,9 @@ export type DownloadEvent =
   | { type: 'progress'; repo: string; file: string; loaded: number; total: number }
   | { type: 'done'; repo: string; file: string; total: number; fetched: number; seconds: number }
   | { type: 'retry'; repo: string; file: string; why: string; waitMs: number }
-  | { type: 'wait'; repo: string; file: string; pid: number };
+  | { type: 'wait'; repo: string; file: string; pid: number }
+  /** The hub did not answer; the snapshot already in the cache is used as it is. */
+  | { type: 'cached'; repo: string; why: string; dir: string };
 
 export interface DownloadOptions extends CacheOptions, Omit<HubFetchOptions, 'onRetry' | 'redirect'> {
   /** Globs (fnmatch, as huggingface_hub's allow_patterns) of the files to fetch; default all. */
@@ -104,7 +106,17 @@ export async function downloadRepo(s: HubSettings, repo: string, opts: DownloadO
       );
     return { dir, commit: dir.replace(/^.*\//, ''), files: await listSnapshot(dir), fetched: 0 };
   }
-  const listing = await listRepo(s, repo, { ...opts, revision, type });
+  const cached = await cachedSnapshot(repo, { cacheDir, revision, type });
+  let listing: Awaited<ReturnType<typeof listRepo>>;
+  try {
+    // with a snapshot to fall back on, one retry: a hub out of reach should not hold up a run the cache can serve
+    listing = await listRepo(s, repo, { ...opts, revision, type, ...(cached ? { retries: Math.min(opts.retries ?? 1, 1) } : {}) });
+  } catch (e) {
+    // as huggingface_hub does: no answer at all (not a refusal) and a snapshot in the cache → that snapshot
+    if (!cached || !(e instanceof DownloadFailed) || !(e as { cause?: unknown }).cause) throw e;
+    opts.onEvent?.({ type: 'cached', repo, why: (e as Error).message, dir: cached });
+    return { dir: cached, commit: cached.replace(/^.*\//, ''), files: await listSnapshot(cached), fetched: 0 };
+  }
   const any = (patterns: readonly string[] | undefined, path: string) => !!patterns?.some((p) => matchesPattern(path, p));
   const wanted = listing.files.filter((f) => (!opts.include?.length || any(opts.include, f.path)) && !any(opts.exclude, f.path));
   const root = join(cacheDir, repoFolderName(repo, type));
