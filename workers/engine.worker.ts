@@ -12,6 +12,8 @@ import { type CloseReport, closeness } from '../src/testing/close';
 import { newRng, parityObservers } from '../src/testing/parity';
 import { DownloadFailed, InvalidArgument } from '../src/errors';
 import { modelFetch } from '../src/model/url';
+import { hubFetch } from '../src/store/hub';
+import { hubSettingsOf, readPageHub } from '../src/store/hub-settings';
 import type { CheckpointStore } from '../src/train/checkpoint-files';
 import { cpuChecks } from './cpu-checks';
 import { callRegistry } from './calls';
@@ -213,9 +215,7 @@ function cachedComplete(): Promise<Map<string, boolean>> {
   if (typeof indexedDB === 'undefined') return Promise.resolve(new Map());
   if (completeMemo && performance.now() - completeMemo.at < 2000) return completeMemo.urls;
   const urls = (async () => {
-    const { modelCache } = await import('../src/store/models');
-    cache ??= modelCache();
-    return new Map((await cache.list()).filter((f) => f.complete || f.sparse).map((f) => [f.url, f.complete]));
+    return new Map((await (await modelFiles()).list()).filter((f) => f.complete || f.sparse).map((f) => [f.url, f.complete]));
   })();
   completeMemo = { at: performance.now(), urls };
   urls.catch(() => (completeMemo = null));
@@ -227,12 +227,12 @@ let completeMemo: { at: number; urls: Promise<Map<string, boolean>> } | null = n
 async function planFetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
   const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
   const complete = (await cachedComplete()).get(url);
-  if (complete === undefined) return fetch(input, init);
+  if (complete === undefined) return viaHub(input, init);
   const m = /bytes=(\d+)-(\d*)/.exec(new Headers(init?.headers).get('range') ?? '');
   if (!complete) {
     // read in place: the ranges it holds come from IndexedDB, others from the network
     const held = m ? await cache!.peek(url, Number(m[1]), m[2] ? Number(m[2]) - Number(m[1]) + 1 : undefined) : null;
-    if (!held) return fetch(input, init);
+    if (!held) return viaHub(input, init);
     const [a, n] = [Number(m![1]), held.bytes.byteLength];
     return new Response(held.bytes as BodyInit, {
       status: 206,
@@ -266,16 +266,28 @@ async function cachedFetch(
     if (!res.ok) throw new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}`);
     return new Uint8Array(await res.arrayBuffer());
   }
-  const { modelCache, isMissingFile } = await import('../src/store/models');
-  cache ??= modelCache();
+  const { isMissingFile } = await import('../src/store/models');
   try {
-    return await cache.bytes(url, { ...(signal ? { signal } : {}), ...(onProgress ? { onProgress } : {}) });
+    return await (await modelFiles()).bytes(url, { ...(signal ? { signal } : {}), ...(onProgress ? { onProgress } : {}) });
   } catch (e) {
     if (isMissingFile(e)) return null;
     throw e;
   }
 }
 let cache: import('../src/store/models').ModelCache | null = null;
+
+/**
+ * The hub client with the page's settings as they are now (IndexedDB, written by the page: `?hub=`, Environment):
+ * the token to the hub's origin only, retries, named errors, nothing requested in cache-only mode.
+ */
+const viaHub: typeof fetch = async (input, init) => hubFetch(hubSettingsOf(await readPageHub()))(input, init);
+
+/** The model file cache, downloading through the hub client. */
+async function modelFiles(): Promise<import('../src/store/models').ModelCache> {
+  const { modelCache } = await import('../src/store/models');
+  cache ??= modelCache({ fetch: viaHub });
+  return cache;
+}
 
 /**
  * A checkpoint's Range reads: files of other origins are read in place through the model cache (only the chunks
@@ -291,10 +303,9 @@ async function cachedRange(
     const whole = await cachedFetch(url, signal);
     return whole && { bytes: whole.subarray(start, Math.min(end + 1, whole.byteLength)), total: whole.byteLength };
   }
-  const { modelCache, isMissingFile } = await import('../src/store/models');
-  cache ??= modelCache();
+  const { isMissingFile } = await import('../src/store/models');
   try {
-    const src = await cache.ranged(url, signal ? { signal } : {});
+    const src = await (await modelFiles()).ranged(url, signal ? { signal } : {});
     const total = await src.size();
     const to = Math.min(end + 1, total);
     return { bytes: start < to ? await src.read(start, to - start) : new Uint8Array(0), total };

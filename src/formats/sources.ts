@@ -213,30 +213,47 @@ export function urlSource(url: string, opts: UrlSourceOptions = {}): ByteSource 
       checkRange(url, offset, length, await src.size());
       if (full) return (await full).subarray(offset, offset + length);
       if (length === 0) return new Uint8Array(0);
-      const res = await get([offset, offset + length - 1]);
-      if (res.status !== 206) {
-        full = readFull(res);
-        return (await full).subarray(offset, offset + length);
+      // a range read is idempotent: a connection dropped mid-body is asked again, twice, before it is an error
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await readRange(offset, length);
+        } catch (e) {
+          if (!(e instanceof TypeError) || attempt >= 2) {
+            if (e instanceof TypeError)
+              throw new DownloadFailed(`${url}: the connection dropped while reading bytes ${offset}-${offset + length - 1} ` +
+                `(${e.message}) three times; check the network and load again`);
+            throw e;
+          }
+        }
       }
-      // A missing Content-Range (hidden by CORS) is accepted; the length check below still applies.
-      const raw = res.headers.get('content-range');
-      const cr = parseContentRange(raw);
-      if (raw !== null && (!cr || cr.start !== offset || cr.end !== offset + length - 1)) {
-        await res.body?.cancel();
-        throw new CorruptCheckpoint(
-          `${url}: asked for bytes ${offset}-${offset + length - 1}, the server answered Content-Range ` +
-            `"${res.headers.get('content-range')}"; the server mishandles ranges: download the file and open it locally`,
-        );
-      }
-      const buf = new Uint8Array(await res.arrayBuffer());
-      if (buf.byteLength !== length) {
-        throw new CorruptCheckpoint(
-          `${url}: expected ${length} bytes at ${offset}, received ${buf.byteLength}; the download was cut off: retry`,
-        );
-      }
-      return buf;
     },
   };
+
+  /** One Range request's bytes (a server that ignores ranges: from the one full download). */
+  async function readRange(offset: number, length: number): Promise<Uint8Array> {
+    const res = await get([offset, offset + length - 1]);
+    if (res.status !== 206) {
+      full = readFull(res);
+      return (await full).subarray(offset, offset + length);
+    }
+    // A missing Content-Range (hidden by CORS) is accepted; the length check below still applies.
+    const raw = res.headers.get('content-range');
+    const cr = parseContentRange(raw);
+    if (raw !== null && (!cr || cr.start !== offset || cr.end !== offset + length - 1)) {
+      await res.body?.cancel();
+      throw new CorruptCheckpoint(
+        `${url}: asked for bytes ${offset}-${offset + length - 1}, the server answered Content-Range ` +
+          `"${res.headers.get('content-range')}"; the server mishandles ranges: download the file and open it locally`,
+      );
+    }
+    const buf = new Uint8Array(await res.arrayBuffer());
+    if (buf.byteLength !== length) {
+      throw new CorruptCheckpoint(
+        `${url}: expected ${length} bytes at ${offset}, received ${buf.byteLength}; the download was cut off: retry`,
+      );
+    }
+    return buf;
+  }
   return src;
 }
 

@@ -33,7 +33,8 @@ type FaultScope = { repo?: string; times?: number };
 /**
  * Faults are consumed in the order given, each `times` times (default 1). `file` is a repo-relative path or its last
  * segments ('adapter(math).pt' matches 'adapters/adapter(math).pt'). A status fault answers before any other check, so
- * it reaches a gated or missing file too; otherwise one drop and one slow fault may act on the same body together.
+ * it reaches a gated or missing file too; otherwise one drop and one slow fault may act on the same body together. A drop
+ * waits for a body longer than its afterBytes (a one-byte size probe passes it by).
  */
 export type HubFault =
   | ({ kind: 'drop'; file: string; afterBytes: number } & FaultScope)
@@ -173,10 +174,14 @@ export async function startHub(opts: { repos: HubRepoSpec[]; lfsThreshold?: numb
   let cdnUrl = '';
 
   /** The first pending fault of `kind` that fits, consumed once. Drop and slow act on file bodies only. */
-  function takeFault<K extends HubFault['kind']>(kind: K, entry: HubRequest, body: boolean): Extract<HubFault, { kind: K }> | null {
+  function takeFault<K extends HubFault['kind']>(
+    kind: K, entry: HubRequest, body: boolean, bodyBytes = Infinity,
+  ): Extract<HubFault, { kind: K }> | null {
     for (const p of faults) {
       const f = p.fault;
       if (p.left <= 0 || f.kind !== kind || (kind !== 'status' && !body)) continue;
+      // a drop cuts a body after afterBytes: a shorter body (a one-byte size probe) passes and leaves the fault for the next
+      if (f.kind === 'drop' && f.afterBytes >= bodyBytes) continue;
       if (f.repo !== undefined && f.repo !== entry.repo) continue;
       if (f.file !== undefined && !(entry.file === f.file || entry.file?.endsWith(`/${f.file}`))) continue;
       p.left--;
@@ -236,7 +241,7 @@ export async function startHub(opts: { repos: HubRepoSpec[]; lfsThreshold?: numb
       ...(range ? { 'Content-Range': `bytes ${a}-${b}/${size}` } : {}),
     });
     const isBody = req.method === 'GET';
-    const drop = takeFault('drop', entry, isBody);
+    const drop = takeFault('drop', entry, isBody, body.length);
     const slow = takeFault('slow', entry, isBody);
     return send(x, body, drop?.afterBytes, slow?.bytesPerSecond);
   }
