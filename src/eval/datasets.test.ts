@@ -182,6 +182,20 @@ describe('loadBenchmark', () => {
     await expect(loadBenchmark('mmlu')).rejects.toThrow(/expected one of math500, gpqa, medqa, mbppplus, livecodebench/);
     await expect(loadBenchmark(join(dir, 'none.jsonl'))).rejects.toThrow(/does not exist/);
   });
+  it('takes a named benchmark from the datasetFiles hook with its repo, config and split; --dataset_split picks another', async () => {
+    const csv = join(dir, 'gpqa_diamond.csv');
+    writeFileSync(csv, 'Question,Correct Answer,Incorrect Answer 1,Incorrect Answer 2,Incorrect Answer 3,High-level domain\n' +
+      '"Which is\nlargest?",9,1,2,3,Math\n');
+    const asked: string[][] = [];
+    const datasetFiles = async (...a: string[]) => (asked.push(a), [{ path: csv, format: 'csv' as const }]);
+    const r = await loadBenchmark('gpqa', { datasetFiles, seed: 42 });
+    expect(asked).toEqual([['Idavidrein/gpqa', 'gpqa_diamond', 'train']]);
+    expect(r.items).toHaveLength(1);
+    expect(r.items[0]!.question).toMatch(/^Which is\nlargest\?\n\n(?:[A-D]\. [1239]\n){4}\nChoose the correct option \(A\/B\/C\/D\)\.$/);
+    expect(r.items[0]!.groups).toEqual({ domain: 'Math' });
+    await loadBenchmark('math500', { datasetFiles: async (...a: string[]) => (asked.push(a), []), split: 'train' });
+    expect(asked[1]).toEqual(['HuggingFaceH4/MATH-500', 'default', 'train']);
+  });
   it('fetches a named benchmark through the rows API with the token for gated sets', async () => {
     const seen: { url: string; auth: string | null }[] = [];
     const fetch = (async (url: string, init?: RequestInit) => {

@@ -1,5 +1,6 @@
 /**
- * Benchmark loaders (docs/method.md §7.2): the rows of a benchmark, from the Hugging Face rows API (cached as JSONL)
+ * Benchmark loaders (docs/method.md §7.2): the rows of a benchmark, from its Hugging Face dataset (the runner passes
+ * `datasetFiles`, the hub client's files in the Hugging Face cache; the page reads the rows API, cached as JSONL)
  * or a local JSON/JSONL file, turned into questions as upstream's run.py asks them and the check that
  * scores each answer. AIME and the search-QA sets (bamboogle, hotpotqa) come from local files, as release 2's
  * loaders for them are not published; search QA is scored by exact match and by the LLM judge (judge.ts), as

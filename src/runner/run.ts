@@ -19,10 +19,11 @@ import { accuracyLines, evaluate, runJudge, summarize, type SampleRecord } from 
 import type { TaskKind } from '../mas/prompts';
 import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
 import { loadSystem } from '../mas/system';
-import { runnerHub } from './hub';
+import { progressPrinter, runnerHub } from './hub';
 import { nodePythonRunner, parseTavilyKeys, tavilySearchRunner, type ToolRunners } from '../mas/tools';
 import type { SamplingOptions } from '../model/generate';
 import { materializeOverrides } from '../store/bundle-node';
+import { hubDatasetFiles } from '../store/hub-datasets';
 import type { Backend } from '../tensor/backend';
 import { kvDtypeFlag, numberFlag, type Values } from './args';
 import { kvDtypeAll, overrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask';
@@ -219,7 +220,11 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
 
   const { name, items: all } = await loadBenchmark(a.dataset, {
     ...(a.dataset_file ? { file: a.dataset_file } : {}), ...(a.dataset_split ? { split: a.dataset_split } : {}),
-    ...(a.cache_dir ? { cacheDir: a.cache_dir } : {}), ...(process.env.HF_TOKEN ? { token: process.env.HF_TOKEN } : {}),
+    // a named benchmark's files come through the hub client (HF_ENDPOINT, HF_TOKEN, HF_HUB_OFFLINE) into the hub cache,
+    // or under --cache_dir when given; the rows API (whose host ignores HF_ENDPOINT) is the page's path only
+    datasetFiles: hubDatasetFiles(runnerHub(err).settings, {
+      onEvent: progressPrinter(err, !!process.stderr.isTTY), ...(a.cache_dir ? { cacheDir: a.cache_dir } : {}),
+    }),
     seed, privateTests, promptTests, onProgress: (n, total) => err(`\rdataset: ${n}/${total} rows`),
   });
   const items = limit < 0 ? all : all.slice(0, limit);

@@ -30,12 +30,13 @@ import { initialState, trainLoop, type LoopOptions, type StepEvent } from '../tr
 import type { OuterLossOptions } from '../train/outer';
 import { parseSchedulerType } from '../train/schedule';
 import { materialize } from '../store/bundle-node';
+import { hubDatasetFiles } from '../store/hub-datasets';
 import { flag01, numberFlag, required } from './args';
 import { readPrompts, thinkingTokenizer } from './ask';
 import { gradientCollectives, setResumeNote } from './dist';
 import { checkOutputFile, checkOutputFolder, writing } from './outputs';
 import { autoRecompute, recomputeRoles } from './train-memory';
-import { runnerHub } from './hub';
+import { progressPrinter, runnerHub } from './hub';
 import { agentFlags, NO_EFFECT, ROLE_ALIASES, styleFor, type TrainArgs } from './train-args';
 
 export interface TrainIO {
@@ -166,7 +167,13 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     return null;
   });
   io.err(`loading rows from ${a.dataset_name}\n`);
-  const rows = await loadRows(rowSource(a), { cacheDir });
+  // a dataset by name comes through the hub client into the hub cache (or --cache_dir when given), not the rows API
+  const rows = await loadRows(rowSource(a), {
+    cacheDir,
+    datasetFiles: hubDatasetFiles(runnerHub(io.err).settings, {
+      onEvent: progressPrinter(io.err, io.tty), ...(a.cache_dir ? { cacheDir: a.cache_dir } : {}),
+    }),
+  });
   const be = await backend();
   let job: TrainJob;
   let manifests: Record<string, unknown>;

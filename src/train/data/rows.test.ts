@@ -1,9 +1,10 @@
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { parquetWriteBuffer } from 'hyparquet-writer';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgument } from '../../errors.ts';
-import { cachePath, loadRows, ROWS_API } from './rows.ts';
+import { cachePath, type DataFile, loadRows, ROWS_API } from './rows.ts';
 
 let dir = '';
 beforeAll(async () => {
@@ -161,5 +162,38 @@ describe('data files that are not rows', () => {
       const src = name.endsWith('.jsonl') ? { jsonlFile: file } : { jsonFile: file };
       await expect(loadRows(src)).rejects.toThrow(new RegExp(`${file.replace(/[.]/g, '\\.')} is empty; give a file with one row per line`));
     }
+  });
+});
+
+describe('loadRows through a datasetFiles hook', () => {
+  it('reads the files the hook names, in order, whatever their format, and asks it for the config and split', async () => {
+    const files: DataFile[] = [
+      { path: join(dir, 'h0.parquet'), format: 'parquet' },
+      { path: join(dir, 'h1.jsonl'), format: 'jsonl' },
+      { path: join(dir, 'h2.json'), format: 'json' },
+      { path: join(dir, 'h3.json'), format: 'json' },
+      { path: join(dir, 'h4.csv'), format: 'csv' },
+      { path: join(dir, 'h5.jsonl'), format: 'jsonl' },
+    ];
+    const parquet = parquetWriteBuffer({ columnData: [{ name: 'q', data: ['p0', 'p1'], type: 'STRING' }] });
+    await writeFile(files[0]!.path, new Uint8Array(parquet));
+    await writeFile(files[1]!.path, '{"q":"l0"}\n');
+    await writeFile(files[2]!.path, '[{"q":"a0"},\n {"q":"a1"}]');
+    await writeFile(files[3]!.path, '{"q":"j0"}\n{"q":"j1"}\n'); // .json holding JSON lines, as many hub datasets do
+    await writeFile(files[4]!.path, 'q\nc0\n');
+    await writeFile(files[5]!.path, ''); // an empty shard
+    const asked: string[][] = [];
+    const progress: number[][] = [];
+    const rows = await loadRows({ datasetName: 'o/d', config: 'c', split: 'validation' }, {
+      datasetFiles: async (...a) => (asked.push(a), files), fetch: fakeServer(0).f, cacheDir: join(dir, 'unused'),
+      onProgress: (x, t) => progress.push([x, t]),
+    });
+    expect(rows.map((r) => r.q)).toEqual(['p0', 'p1', 'l0', 'a0', 'a1', 'j0', 'j1', 'c0']);
+    expect(asked).toEqual([['o/d', 'c', 'validation']]);
+    expect(progress).toEqual([[8, 8]]);
+    await expect(readFile(cachePath(join(dir, 'unused'), 'o/d', 'c', 'validation'))).rejects.toMatchObject({ code: 'ENOENT' });
+    const defaults: string[][] = [];
+    await loadRows({ datasetName: 'o/d' }, { datasetFiles: async (...a) => (defaults.push(a), []) });
+    expect(defaults).toEqual([['o/d', 'default', 'train']]);
   });
 });

@@ -1,11 +1,13 @@
 /**
  * Training rows (docs/method.md §3.5): a local JSON file (an array, or an object holding the array under a field,
- * as upstream's `--dataset_json_field data`), a JSONL file, or a Hugging Face dataset read page by page
- * through the public datasets-server rows API. Downloaded datasets are cached as JSONL so that a second
- * load needs no network.
+ * as upstream's `--dataset_json_field data`), a JSONL file, or a Hugging Face dataset. A dataset is read from its
+ * own data files (parquet, JSONL, JSON, CSV) when the caller passes `datasetFiles` (the runner: the hub client puts
+ * them in the Hugging Face cache, src/store/hub-datasets.ts, which sits above this layer); otherwise (the page) page
+ * by page through the public datasets-server rows API, cached as JSONL so that a second load needs no network.
  */
 import { InvalidArgument } from '../../errors.ts';
 import { nodeImport } from '../../util/node-import.ts';
+import { parseCsvRows, parseParquetRows } from './data-files.ts';
 import { showValue } from '../../util/show.ts';
 
 export type Row = Record<string, unknown>;
@@ -23,7 +25,22 @@ export interface RowSource {
   split?: string;
 }
 
+/** How a dataset's data file holds its rows. */
+export type DataFileFormat = 'parquet' | 'jsonl' | 'json' | 'csv';
+/** A data file of a dataset split on disk. */
+export interface DataFile {
+  path: string;
+  format: DataFileFormat;
+}
+/** The data files that make `split` of `config` of a hub dataset, in order, fetched where needed. */
+export type DatasetFiles = (dataset: string, config: string, split: string) => Promise<DataFile[]>;
+
 export interface LoadRowsOptions {
+  /**
+   * A dataset's rows come from these files instead of the rows API (whose host ignores HF_ENDPOINT and mirrors); then
+   * `fetch`, `cacheDir` and `token` do not apply: the hook has its own settings and cache.
+   */
+  datasetFiles?: DatasetFiles;
   fetch?: typeof fetch;
   /** Folder for the JSONL cache of downloaded datasets (Node only); no cache when absent. */
   cacheDir?: string;
@@ -62,7 +79,7 @@ export function firstInvalidUtf8(b: Uint8Array): number {
   return -1;
 }
 
-async function readText(path: string, flag: string): Promise<string> {
+async function readText(path: string, flag: string, allowEmpty = false): Promise<string> {
   const fs = await nodeFs();
   let bytes: Uint8Array;
   try {
@@ -79,7 +96,7 @@ async function readText(path: string, flag: string): Promise<string> {
       'convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8) and try again');
   }
   const text = new TextDecoder('utf-8').decode(bytes);
-  if (!text.trim())
+  if (!text.trim() && !allowEmpty)
     throw new InvalidArgument(`${flag} ${path} is empty; give a file with one row per line (JSONL) or a JSON array of rows`);
   return text;
 }
@@ -132,6 +149,27 @@ export function parseJsonlRows(text: string, where: string): Row[] {
     rows.push(v);
   });
   return rows;
+}
+
+/** The rows of one data file of a dataset split. */
+export async function readDataFile(f: DataFile): Promise<Row[]> {
+  if (f.format === 'parquet') {
+    let bytes: Uint8Array;
+    try {
+      bytes = await (await nodeFs()).readFile(f.path);
+    } catch (e) {
+      const why = (e as Error).message;
+      throw new InvalidArgument(`the data file ${f.path} cannot be read (${why}); delete it from the cache to fetch it again`);
+    }
+    return parseParquetRows(bytes, f.path);
+  }
+  // a dataset's shard may be empty: no rows, not an error
+  const text = await readText(f.path, 'the data file', true);
+  if (!text.trim()) return [];
+  if (f.format === 'csv') return parseCsvRows(text, f.path);
+  // `datasets` reads a .json file as JSON lines unless it holds one document; an array is such a document
+  if (f.format === 'json' && text.trimStart().startsWith('[')) return parseJsonRows(text, f.path);
+  return parseJsonlRows(text, f.path);
 }
 
 /** The cache file of a dataset split under `cacheDir`. */
@@ -251,6 +289,12 @@ export async function loadRows(src: RowSource, opts: LoadRowsOptions = {}): Prom
     throw new InvalidArgument(`'${dataset}' is not a Hugging Face dataset id; write it as owner/name, e.g. RecursiveMAS/Sequential-Math`);
   const config = src.config || 'default';
   const split = src.split || 'train';
+  if (opts.datasetFiles) {
+    const rows: Row[] = [];
+    for (const f of await opts.datasetFiles(dataset, config, split)) for (const r of await readDataFile(f)) rows.push(r);
+    opts.onProgress?.(rows.length, rows.length);
+    return rows;
+  }
   const cache = opts.cacheDir ? cachePath(opts.cacheDir, dataset, config, split) : undefined;
   if (cache) {
     const fs = await nodeFs();
