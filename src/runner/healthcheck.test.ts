@@ -34,6 +34,7 @@ let hub: StandInHub;
 beforeAll(async () => {
   hub = await startHub({ repos: [
     { id: PROBE, dir: repoDir('outer', OUTER_FILES) },
+    { id: 'HuggingFaceH4/MATH-500', dir: repoDir('math500', ['README.md', 'test.jsonl']), type: 'dataset' },
     { id: 'RecursiveMAS/Long', dir: repoDir('long', Array.from({ length: 15 }, (_, i) => `f${i}.pt`)) },
     { id: 'RecursiveMAS/Gated', dir: repoDir('gated', ['config.json']), gated: true },
   ] });
@@ -43,7 +44,6 @@ afterAll(() => hub.close());
 const deps = (over: Partial<HealthDeps> = {}): HealthDeps => ({
   webgpu: async () => { throw new Error('no webgpu in this test'); },
   cuda: async () => { throw new Error('no cuda in this test'); },
-  head: async () => 200,
   hub: { endpoint: hub.url },
   hfHubCache: hubCache('empty', []),
   ...over,
@@ -60,19 +60,16 @@ describe('healthcheck level', () => {
 });
 
 describe('healthcheck level 3', () => {
-  it('lists the Sequential-Light outer links\' files through the hub client and checks the datasets rows API', async () => {
-    const heads: string[] = [];
+  it('lists the Sequential-Light outer links\' files and MATH-500\'s through the hub client, with the token', async () => {
     const from = hub.log.length;
-    const r = await healthcheck(3, deps({
-      hub: { endpoint: hub.url, token: 'hf_secret_never_shown' },
-      head: async (url) => { heads.push(url); return 404; },
-    }));
-    const sha = hub.commit(PROBE);
+    const r = await healthcheck(3, deps({ hub: { endpoint: hub.url, token: 'hf_secret_never_shown' } }));
+    const [sha, data] = [hub.commit(PROBE), hub.commit('datasets/HuggingFaceH4/MATH-500')];
     expect(hub.log.slice(from).map((q) => [q.method, q.path, q.authorization])).toEqual([
       ['GET', `/api/models/${PROBE}/revision/main`, 'Bearer hf_secret_never_shown'],
       ['GET', `/api/models/${PROBE}/tree/${sha}?recursive=true`, 'Bearer hf_secret_never_shown'],
+      ['GET', '/api/datasets/HuggingFaceH4/MATH-500/revision/main', 'Bearer hf_secret_never_shown'],
+      ['GET', `/api/datasets/HuggingFaceH4/MATH-500/tree/${data}?recursive=true`, 'Bearer hf_secret_never_shown'],
     ]);
-    expect(heads).toEqual(['https://datasets-server.huggingface.co/']);
     const by = Object.fromEntries(r.checks.map((c) => [c.name, c]));
     expect(by.huggingface).toEqual({
       level: 3,
@@ -80,12 +77,11 @@ describe('healthcheck level 3', () => {
       status: 'ok',
       detail: `${PROBE} at ${sha.slice(0, 12)} on ${hub.url}: 6 files (${OUTER_FILES.join(', ')})`,
     });
-    // a 4xx still counts as reachable
     expect(by.datasets).toEqual({
       level: 3,
       name: 'datasets',
       status: 'ok',
-      detail: 'HEAD https://datasets-server.huggingface.co/: HTTP 404',
+      detail: `HuggingFaceH4/MATH-500 at ${data.slice(0, 12)} on ${hub.url}: 2 files (README.md, test.jsonl)`,
     });
     // levels include the ones below: cpu's allocation and the cache are checked too
     expect(by.cpu!.status).toBe('ok');
@@ -105,7 +101,7 @@ describe('healthcheck level 3', () => {
   });
 
   it('warns offline, without failing, with what must come from local files instead; HF_HUB_OFFLINE asks nothing', async () => {
-    const r = await healthcheck(3, deps({ fetch: offline, head: offline, hub: { endpoint: 'https://huggingface.co' } }));
+    const r = await healthcheck(3, deps({ fetch: offline, hub: { endpoint: 'https://huggingface.co' } }));
     expect(r.ok).toBe(true);
     const by = Object.fromEntries(r.checks.map((c) => [c.name, c]));
     expect(by.huggingface).toEqual({
@@ -118,8 +114,8 @@ describe('healthcheck level 3', () => {
       level: 3,
       name: 'datasets',
       status: 'warn',
-      detail:
-        'offline: HEAD https://datasets-server.huggingface.co/ failed (ENOTFOUND); datasets and benchmarks must come from local files (--dataset_name FILE, --dataset_file) or the cache',
+      detail: 'offline: https://huggingface.co did not answer (ENOTFOUND); datasets and benchmarks must come from local files ' +
+        '(--dataset_name FILE, --dataset_file) or the cache',
     });
     const slow = await hubFilesCheck({
       hub: { endpoint: hub.url },
@@ -129,7 +125,7 @@ describe('healthcheck level 3', () => {
     const from = hub.log.length;
     expect(await hubFilesCheck({ hub: { endpoint: hub.url, offline: true } })).toEqual({
       level: 3, name: 'huggingface', status: 'warn',
-      detail: `HF_HUB_OFFLINE is set: ${hub.url} was not asked; models must be in the cache`,
+      detail: `HF_HUB_OFFLINE is set: ${hub.url} was not asked; models must come from local folders or the cache`,
     });
     expect(hub.log.length).toBe(from);
   });
@@ -153,7 +149,7 @@ describe('healthcheck level 3', () => {
 
 describe('healthcheck level 1', () => {
   it('lists the decoder families, and every released style as registered and runnable', async () => {
-    const r = await healthcheck(1, deps({ fetch: offline, head: offline }));
+    const r = await healthcheck(1, deps({ fetch: offline }));
     const by = Object.fromEntries(r.checks.map((c) => [c.name, c]));
     expect(by.families).toEqual({
       level: 1,

@@ -4,8 +4,8 @@
  *      multi-rank runs), the styles registered and whether their backbones run here, and the models in the
  *      Hugging Face cache;
  *   2  + devices: a test allocation and read-back per backend (cpu, webgpu, cuda);
- *   3  + the hub: the files of RecursiveMAS/Sequential-Light-Outerlinks (upstream's list_repo_files), and the
- *      datasets rows API that training data and benchmarks come through.
+ *   3  + the hub (HF_ENDPOINT, HF_TOKEN): the files of RecursiveMAS/Sequential-Light-Outerlinks (upstream's
+ *      list_repo_files), and of HuggingFaceH4/MATH-500, the way training data and benchmarks come.
  * Levels include the ones below. A check is ok, warn (a backend that is unavailable here, or no network: the runner
  * falls back to local folders) or fail; the exit code is 1 when any check fails. Never throws for what it checks.
  */
@@ -24,7 +24,6 @@ import { type HubSettings, hubSettingsFromEnv, listRepo } from '../store/hub';
 import { FAMILIES } from '../model/config';
 import { cudaStatus } from '../gpu/cuda-addon';
 import { mpiStatus } from '../dist/mpi';
-import { ROWS_API } from '../train/data/rows';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 export interface Check {
@@ -44,8 +43,6 @@ export interface HealthDeps {
   webgpu(): Promise<{ backend: Backend; close(): void }>;
   /** Opens the CUDA backend (CudaBackend.create). */
   cuda(): Promise<Backend>;
-  /** HEAD request with a timeout; resolves to the HTTP status. Default: global fetch. */
-  head?(url: string, timeoutMs: number): Promise<number>;
   /** fetch for the hub API (level 3). Default: global fetch. */
   fetch?(url: string, init?: RequestInit): Promise<Response>;
   /** The Hugging Face hub cache folder. Default: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub. */
@@ -61,7 +58,8 @@ export const HEALTHCHECK_OPTIONS = { level: { type: 'string' }, json: { type: 'b
 
 export const HEALTHCHECK_USAGE = `  rmas healthcheck [--level 1|2|3 (default 3, as upstream)] [--json]
       1: dependencies (python3 for code benchmarks a warning), styles and the models in the Hugging Face cache; 2: + a test allocation on
-      cpu, webgpu and cuda; 3: + the files of RecursiveMAS/Sequential-Light-Outerlinks and the datasets rows API (a warning offline);
+      cpu, webgpu and cuda; 3: + the files of RecursiveMAS/Sequential-Light-Outerlinks and of HuggingFaceH4/MATH-500 on the hub
+      (HF_ENDPOINT, HF_TOKEN; a warning offline);
       exit 1 when a required check fails (an unavailable webgpu or cuda is a warning)`;
 
 /** --level's value (absent: upstream's default, 3); null when it is not 1, 2 or 3. */
@@ -72,6 +70,8 @@ export function healthLevel(raw: string | undefined): 1 | 2 | 3 | null {
 
 /** The repository upstream's level 3 lists. */
 export const HUB_PROBE_REPO = 'RecursiveMAS/Sequential-Light-Outerlinks';
+/** The dataset level 3 lists: MATH-500's, the benchmark `rmas run --dataset math500` fetches. */
+export const DATASET_PROBE_REPO = 'HuggingFaceH4/MATH-500';
 
 const MIN_NODE = [20, 19];
 
@@ -270,36 +270,35 @@ function noAnswer(e: unknown): string {
     : (err.cause?.code ?? err.message);
 }
 
-const defaultHead = async (url: string, timeoutMs: number): Promise<number> =>
-  (await fetch(url, { method: 'HEAD', signal: AbortSignal.timeout(timeoutMs) })).status;
-
-/** A HEAD of `url` within 5 s: reachable (any status below 500) or not (a warning: no network), and what depends on it. */
-async function reachCheck(deps: HealthDeps, name: string, url: string, offline: string): Promise<Check> {
-  try {
-    const status = await (deps.head ?? defaultHead)(url, TIMEOUT_MS);
-    const ok = status < 500;
-    return { level: 3, name, status: ok ? 'ok' : 'fail', detail: `HEAD ${url}: HTTP ${status}` };
-  } catch (e) {
-    return { level: 3, name, status: 'warn', detail: `offline: HEAD ${url} failed (${noAnswer(e)}); ${offline}` };
-  }
-}
-
 const SHOWN_FILES = 12;
 
+/** What level 3 lists on the hub, and what must come from elsewhere when the hub does not answer. */
+const PROBES = {
+  huggingface: { repo: HUB_PROBE_REPO, type: 'model', need: 'models must come from local folders or the cache' },
+  datasets: {
+    repo: DATASET_PROBE_REPO, type: 'dataset',
+    need: 'datasets and benchmarks must come from local files (--dataset_name FILE, --dataset_file) or the cache',
+  },
+} as const;
+
 /**
- * Upstream's level 3: list_repo_files of the Sequential-Light outer links, through the same hub client the downloads use
- * (HF_ENDPOINT, HF_TOKEN). No answer is a warning (models then come from local folders or the cache), and so is offline
- * mode; a refusal (gated, not found) or an answer without the listing fails.
+ * Upstream's level 3: list_repo_files of the Sequential-Light outer links (and here also of a benchmark's dataset, which
+ * `rmas run` fetches the same way), through the hub client the downloads use (HF_ENDPOINT, HF_TOKEN). No answer is a
+ * warning (models then come from local folders or the cache), and so is offline mode; a refusal (gated, not found) or
+ * an answer without the listing fails.
  */
-export async function hubFilesCheck(deps: Pick<HealthDeps, 'fetch' | 'hub'>, repo = HUB_PROBE_REPO): Promise<Check> {
+export async function hubFilesCheck(
+  deps: Pick<HealthDeps, 'fetch' | 'hub'>, repo: string = HUB_PROBE_REPO, name: keyof typeof PROBES = 'huggingface',
+): Promise<Check> {
   const hub = deps.hub ?? hubSettingsFromEnv(process.env);
-  const check = (status: Check['status'], detail: string): Check => ({ level: 3, name: 'huggingface', status, detail });
-  if (hub.offline) return check('warn', `HF_HUB_OFFLINE is set: ${hub.endpoint} was not asked; models must be in the cache`);
+  const { type, need } = PROBES[name];
+  const check = (status: Check['status'], detail: string): Check => ({ level: 3, name, status, detail });
+  if (hub.offline) return check('warn', `HF_HUB_OFFLINE is set: ${hub.endpoint} was not asked; ${need}`);
   let files: string[];
   let commit: string;
   try {
     const r = await listRepo(hub, repo, {
-      retries: 0, signal: AbortSignal.timeout(TIMEOUT_MS), ...(deps.fetch ? { fetch: deps.fetch as typeof fetch } : {}),
+      type, retries: 0, signal: AbortSignal.timeout(TIMEOUT_MS), ...(deps.fetch ? { fetch: deps.fetch as typeof fetch } : {}),
     });
     files = r.files.map((f) => f.path);
     commit = r.commit;
@@ -307,8 +306,7 @@ export async function hubFilesCheck(deps: Pick<HealthDeps, 'fetch' | 'hub'>, rep
     const err = e as Error;
     // no answer at all (as opposed to the hub's refusal): the runner can still work from local folders and the cache
     if ((err instanceof DownloadFailed || err instanceof Cancelled) && err.cause)
-      return check('warn',
-        `offline: ${hub.endpoint} did not answer (${noAnswer(err.cause)}); models must come from local folders or the cache`);
+      return check('warn', `offline: ${hub.endpoint} did not answer (${noAnswer(err.cause)}); ${need}`);
     return check('fail', `${err.name}: ${err.message}`);
   }
   const shown = files.slice(0, SHOWN_FILES).join(', ');
@@ -336,14 +334,7 @@ export async function healthcheck(level: 1 | 2 | 3, deps: HealthDeps): Promise<H
   }
   if (level >= 3) {
     checks.push(await hubFilesCheck(deps));
-    checks.push(
-      await reachCheck(
-        deps,
-        'datasets',
-        `${new URL(ROWS_API).origin}/`,
-        'datasets and benchmarks must come from local files (--dataset_name FILE, --dataset_file) or the cache',
-      ),
-    );
+    checks.push(await hubFilesCheck(deps, DATASET_PROBE_REPO, 'datasets'));
   }
   return { level, ok: checks.every((c) => c.status !== 'fail'), checks };
 }

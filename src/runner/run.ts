@@ -85,7 +85,8 @@ export const RUN_USAGE =
            [--dtype auto] [--enable_thinking 0|1] [--do_sample] [--ans] [--kv_dtype auto|f32|f16]
       asks each question of the benchmark (the first N with --num_samples) and scores it as upstream does; prints accuracy=X%
       (and pass@k=Y% with K rollouts: K final decodes from the same latents, seeds sample_seed + i·K + r). Benchmarks come from
-      the Hugging Face rows API (HF_TOKEN for gated GPQA; cached under --cache_dir) or --dataset_file (needed by medqa,
+      their Hugging Face dataset through the hub (HF_ENDPOINT, HF_TOKEN for gated GPQA, HF_HUB_OFFLINE) into the Hugging Face
+      cache (or --cache_dir), or from --dataset_file (needed by medqa,
       upstream's inference/dataset/medqa.json, and by aime25, aime26, bamboogle, hotpotqa, whose loaders are unpublished;
       search QA (and rows with "judge": true) is scored by an LLM judge as upstream: an OpenAI-compatible endpoint set by
       API_KEY, API_BASE_URL and API_MODEL, exact match kept beside its verdict (--no_judge: exact match only); a plain

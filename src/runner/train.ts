@@ -6,7 +6,6 @@
  */
 import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { appendFile, writeFile } from 'node:fs/promises';
-import { homedir } from 'node:os';
 import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import {
   broadcastParameters, checkSameParameters, dataParallel, fromRoot, singleProcess, type ProcessGroup,
@@ -153,7 +152,6 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
   // an embedded style's own prompts unless --prompts replaces them
   const prompts = a.prompts ? readPrompts(a.prompts)
     : style.embedded ? await loadEmbeddedPrompts(style, await embeddedRoot(style)) : undefined;
-  const cacheDir = a.cache_dir ?? process.env.RMAS_CACHE ?? join(homedir(), '.cache', 'rmas', 'datasets');
 
   // every path the run writes is checked before anything loads (rank 0 alone writes them)
   await fromRoot(group, async () => {
@@ -169,7 +167,6 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
   io.err(`loading rows from ${a.dataset_name}\n`);
   // a dataset by name comes through the hub client into the hub cache (or --cache_dir when given), not the rows API
   const rows = await loadRows(rowSource(a), {
-    cacheDir,
     datasetFiles: hubDatasetFiles(runnerHub(io.err).settings, {
       onEvent: progressPrinter(io.err, io.tty), ...(a.cache_dir ? { cacheDir: a.cache_dir } : {}),
     }),

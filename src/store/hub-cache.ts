@@ -102,7 +102,7 @@ export async function downloadRepo(s: HubSettings, repo: string, opts: DownloadO
     if (!dir)
       throw new HubOffline(
         `${repo} is not in the Hugging Face cache at ${cacheDir} and HF_HUB_OFFLINE is set, so nothing is downloaded; ` +
-          `unset HF_HUB_OFFLINE, or fetch it first while online (rmas download ${repo})`,
+          `unset HF_HUB_OFFLINE, or fetch it first while online (rmas download ${repo}${type === 'dataset' ? ' --repo_type dataset' : ''})`,
       );
     return { dir, commit: dir.replace(/^.*\//, ''), files: await listSnapshot(dir), fetched: 0 };
   }

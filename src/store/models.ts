@@ -77,6 +77,20 @@ const notFoundError = (msg: string, status: number) => Object.assign(new Downloa
 /** True for the DownloadFailed of a file the server does not have (404/410). */
 export const isMissingFile = (e: unknown) => e instanceof DownloadFailed && (e as { notFound?: boolean }).notFound === true;
 
+/** Marks a DownloadFailed whose connection dropped mid-body: the same request may simply be made again. */
+const dropped = (e: DownloadFailed) => Object.assign(e, { dropped: true });
+
+/** `run()`, made again up to twice when it fails with a dropped connection (what it stored is kept, so it goes on from there). */
+async function againIfDropped<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await run();
+    } catch (e) {
+      if (attempt >= 2 || (e as { dropped?: boolean }).dropped !== true) throw e;
+    }
+  }
+}
+
 /** The model file cache over `opts.kv` (IndexedDB 'rmas-models' by default). */
 export function modelCache(opts: ModelCacheOptions = {}) {
   const kv = opts.kv ?? idbKv();
@@ -220,9 +234,9 @@ export function modelCache(opts: ModelCacheOptions = {}) {
       if (e instanceof QuotaExceeded || e instanceof DownloadFailed) throw e;
       const kept = meta.hashes.length * chunk;
       if (o.signal?.aborted) throw cancelled(kept);
-      throw new DownloadFailed(
+      throw dropped(new DownloadFailed(
         `${url}: the download broke off at byte ${loaded} (${(e as Error).message}); load again to resume from byte ${kept}`,
-      );
+      ));
     }
     if (known && loaded < total) {
       throw new DownloadFailed(`${url}: the server stopped after ${loaded} of ${total} bytes; load again to resume`);
@@ -316,7 +330,8 @@ export function modelCache(opts: ModelCacheOptions = {}) {
     const metaOf = async () => (await kv.get(mk(url))) as FileMeta | undefined;
 
     /** Downloads chunks [i0, i1] (i1 inclusive; clipped to the file once its size is known) into the store. */
-    const fetchRun = (i0: number, i1: number) => locked(url, async () => {
+    const fetchRun = (i0: number, i1: number) => locked(url, () => againIfDropped(() => fetchRunOnce(i0, i1)));
+    const fetchRunOnce = async (i0: number, i1: number) => {
       let meta = await metaOf();
       const C0 = meta && !meta.missing ? meta.chunkBytes : C;
       if (meta?.complete) return;
@@ -363,7 +378,15 @@ export function modelCache(opts: ModelCacheOptions = {}) {
           `${meta?.size ?? 'new'}-byte file (the file changed on the server, or the server is broken); load again`);
       }
       const total = cr.total;
-      const body = new Uint8Array(await res.arrayBuffer());
+      let body: Uint8Array;
+      try {
+        body = new Uint8Array(await res.arrayBuffer());
+      } catch (e) {
+        if (o.signal?.aborted) throw new Cancelled(`reading ${url} was cancelled; the chunks read so far are kept`);
+        throw dropped(new DownloadFailed(
+          `${url}: the connection dropped while reading bytes ${a}-${b} (${(e as Error).message}); load again: the chunks read so far are kept`,
+        ));
+      }
       const end = Math.min(b, total - 1);
       if (body.byteLength !== end - a + 1) {
         await remove(url);
@@ -395,7 +418,7 @@ export function modelCache(opts: ModelCacheOptions = {}) {
         }
         throw e;
       }
-    });
+    };
 
     let sizeKnown = first?.size ?? null;
     const ensure = async (offset: number, length: number) => {
@@ -460,7 +483,8 @@ export function modelCache(opts: ModelCacheOptions = {}) {
     async source(url: string, o: SourceOptions = {}): Promise<ByteSource> {
       let p = inflight.get(url);
       if (!p) {
-        p = download(url, o).finally(() => inflight.delete(url));
+        // a whole download that broke off goes on from its stored chunks, twice, before the error reaches the caller
+        p = againIfDropped(() => download(url, o)).finally(() => inflight.delete(url));
         inflight.set(url, p);
       }
       return storedSource(await p);
