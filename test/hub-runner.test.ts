@@ -99,6 +99,24 @@ describe.each(TINY_STYLES)('%s from the stand-in hub', (style) => {
   });
 });
 
+describe('rmas download', () => {
+  it('fetches the files asked for into the cache, prints the snapshot folder, and fetches nothing the second time', async () => {
+    const repo = systems.get('mixture')!.repos[0]!.id;
+    const home = join(root, 'home-download');
+    const download = () => withHubEnv({ HF_HOME: home }, () => rmasInProcess('download', repo, '--include', '*.json', '--exclude', 'tokenizer*'));
+    const first = await download();
+    expect(first.code, first.err).toBe(0);
+    const snap = join(home, 'hub', `models--${repo.replace('/', '--')}`, 'snapshots', hub.commit(repo));
+    expect(first.out).toBe(`${snap}\n`);
+    expect(readdirSync(snap).sort()).toEqual(['adapter_config.json', 'config.json', 'generation_config.json']);
+    expect(first.err).toMatch(new RegExp(`^${repo}: 3 file\\(s\\) at ${hub.commit(repo).slice(0, 12)}, [\\d.]+ (B|KiB) fetched$`, 'm'));
+    const again = await download();
+    expect(again.err).toContain(`${repo}: 3 file(s) at ${hub.commit(repo).slice(0, 12)}, all cached`);
+    const bad = await rmasInProcess('download');
+    expect([bad.code, bad.err.split('\n')[0]]).toEqual([2, 'rmas: download: name a style (e.g. sequential_light) or a repo id (Org/Name)']);
+  });
+});
+
 describe('a download killed half-way', () => {
   it('continues from its last byte in the next run, which fetches only the rest and answers the same', async () => {
     const sys = systems.get('sequential_light')!;
