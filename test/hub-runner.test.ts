@@ -103,7 +103,8 @@ describe('rmas download', () => {
   it('fetches the files asked for into the cache, prints the snapshot folder, and fetches nothing the second time', async () => {
     const repo = systems.get('mixture')!.repos[0]!.id;
     const home = join(root, 'home-download');
-    const download = () => withHubEnv({ HF_HOME: home }, () => rmasInProcess('download', repo, '--include', '*.json', '--exclude', 'tokenizer*'));
+    const args = ['download', repo, '--include', '*.json', '--exclude', 'tokenizer*'];
+    const download = () => withHubEnv({ HF_HOME: home }, () => rmasInProcess(...args));
     const first = await download();
     expect(first.code, first.err).toBe(0);
     const snap = join(home, 'hub', `models--${repo.replace('/', '--')}`, 'snapshots', hub.commit(repo));
