@@ -6,7 +6,7 @@
  * with its exact input and output, between the final stage's running and done events; the answer is the one `ask()`
  * gives on the same system with the same tool outputs; the search key reaches the search runner and no event.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,17 +21,11 @@ import { buildTinySystem } from '../scripts/tiny-system/tiny-mas';
 import { callRegistry } from '../workers/calls';
 import type { EngineEvent, SystemSpec, ToolCallEvent } from '../workers/protocol';
 import { systemCalls } from '../workers/system-calls';
+import { FILES_HOST, diskFetchFile } from './util/files';
 
 const tmp = mkdtempSync(join(tmpdir(), 'engine-tools-'));
-const host = 'http://files.test';
-const fetchFile = async (url: string) => {
-  if (!url.startsWith(host)) return null;
-  try {
-    return new Uint8Array(readFileSync(decodeURIComponent(url.slice(host.length))));
-  } catch {
-    return null;
-  }
-};
+const host = FILES_HOST;
+const fetchFile = diskFetchFile;
 const cpu = new CpuBackend('f32');
 
 const CODE = 'print(sum(range(10)))';

@@ -5,7 +5,7 @@
  * in the spec it resolves them as upstream's resolver does and answers exactly as `rmas ask` on the same
  * folders; code tasks take the code links; quantization that cannot fit a width says so.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -14,18 +14,12 @@ import { loadSystemFromSpec } from '../src/mas/system-url';
 import { CpuBackend } from '../src/tensor/cpu';
 import { buildTinySystem } from '../scripts/tiny-system/tiny-mas';
 import { runAsk } from './mas/ask-util';
+import { FILES_HOST, diskFetchFile } from './util/files';
 
 const tmp = mkdtempSync(join(tmpdir(), 'system-url-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
-const host = 'http://files.test';
-const fetchFile = async (url: string) => {
-  if (!url.startsWith(host)) return null;
-  try {
-    return new Uint8Array(readFileSync(decodeURIComponent(url.slice(host.length))));
-  } catch {
-    return null;
-  }
-};
+const host = FILES_HOST;
+const fetchFile = diskFetchFile;
 const cpu = new CpuBackend('f32');
 
 describe('loadSystemFromSpec on upstream-layout folders', () => {
