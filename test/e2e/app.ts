@@ -86,9 +86,12 @@ export function builtApp(): { browser: () => Browser; url: () => string } {
   return { browser: () => browser!, url: () => server!.url };
 }
 
-/** `body` on a page of a fresh context of the app; then no uncaught page error may have happened. The context closes. */
-export async function withPage(app: ReturnType<typeof builtApp>, body: (page: Page) => Promise<void>): Promise<void> {
-  const { ctx, page, errors } = await openPage(app.browser(), app.url());
+/**
+ * `body` on a page of a fresh context of the app (at `search`, a query such as `?hub=…`); then no uncaught page error may
+ * have happened. The context closes.
+ */
+export async function withPage(app: ReturnType<typeof builtApp>, body: (page: Page) => Promise<void>, search = ''): Promise<void> {
+  const { ctx, page, errors } = await openPage(app.browser(), `${app.url()}${search}`);
   try {
     await body(page);
     expect(errors).toEqual([]);
