@@ -3,14 +3,14 @@
 // message ablations (ask again with the messages shuffled or zeroed).
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { flushSync, mount, unmount } from 'svelte';
-import type { AskRequest, AskResultView, EngineEvent, SystemSpec } from '../../../workers/protocol';
+import type { AskRequest, AskResultView } from '../../../workers/protocol';
 import { priceSplit } from '../../eval/tiny-prices';
 import { DEFAULT_ROW } from '../offline';
 import { reactiveProps } from '../components/props.svelte';
-import type { EngineRemote, Services } from '../services';
 import { askHistory, prefs } from '../state.svelte';
 import { DEFAULTS, type Settings } from '../url';
 import AskView from './AskView.svelte';
+import { fakeAskEngine } from '../../../test/util/fake-ask-engine';
 
 let app: ReturnType<typeof mount> | null = null;
 afterEach(() => {
@@ -22,49 +22,14 @@ afterEach(() => {
   localStorage.removeItem('rmas.prefs');
 });
 
-// the offline system as the worker reads it from models/tiny-system.json
-const offline: SystemSpec = {
-  style: 'tiny_distillation',
-  roles: { expert: { model: '/e' }, learner: { model: '/l' } },
-};
 /** The offline system's test split (src/eval/tiny-prices.ts); the question Ask opens with, and the next one. */
 const TEST = priceSplit('test').map((r) => r.question);
 const [FIRST, NEXT] = [TEST[DEFAULT_ROW]!, TEST[DEFAULT_ROW + 1]!];
 
-const plan = (refusal: string | null) => ({
-  plan: {
-    fetchBytes: 3 * 2 ** 20,
-    cachedBytes: 2 ** 20,
-    totalBytes: 4 * 2 ** 20,
-    models: [],
-    gpuBytes: 1.5 * 2 ** 30,
-    refusal,
-    refusalName: refusal ? ('BindingLimitExceeded' as const) : null,
-  },
-  text: '',
-  refusal,
-  files: [],
-});
-
-function fakeServices(ask: (req: AskRequest, on: (e: EngineEvent) => void) => Promise<AskResultView>, refusal: string | null = null) {
-  const api = {
-    offlineSystem: vi.fn(async () => offline),
-    planSystem: vi.fn(async (_s: SystemSpec, _o?: { backend?: 'webgpu' | 'cpu' }) => plan(refusal)),
-    loadSystem: vi.fn(async (_s: SystemSpec, on: (e: EngineEvent) => void) => {
-      on({ type: 'download', file: '/p/model.safetensors', loaded: 512, total: 1024 });
-      on({ type: 'ready', backend: 'cpu', seconds: 0.2 });
-      return { roles: {} };
-    }),
-    ask: vi.fn(ask),
-    cancel: vi.fn(async () => {}),
-  };
-  const services: Services = {
-    engine: { api: () => api as unknown as EngineRemote, restart: () => {}, stop: () => {} },
-    checkpoints: async () => ({ listCheckpoints: async () => [] }) as never,
-    models: async () => { throw new Error('unused'); },
-  };
-  return { api, services };
-}
+const fakeServices = (ask: Parameters<typeof fakeAskEngine>[0], refusal: string | null = null) =>
+  fakeAskEngine(ask, { refusal, loadEvents: [
+    { type: 'download', file: '/p/model.safetensors', loaded: 512, total: 1024 }, { type: 'ready', backend: 'cpu', seconds: 0.2 },
+  ] });
 
 describe('AskView', () => {
   it('streams one latent run into the timeline, the latent messages and the answer', async () => {

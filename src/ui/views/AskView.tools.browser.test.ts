@@ -3,12 +3,12 @@
 // text), and the tool events appear in the timeline under the final agent's round, as text.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { flushSync, mount, unmount } from 'svelte';
-import type { AskRequest, AskResultView, EngineEvent, SystemSpec, ToolCallEvent } from '../../../workers/protocol';
+import type { AskRequest, AskResultView, ToolCallEvent } from '../../../workers/protocol';
 import { reactiveProps } from '../components/props.svelte';
-import type { EngineRemote, Services } from '../services';
 import { askHistory } from '../state.svelte';
 import { DEFAULTS, type Settings } from '../url';
 import AskView from './AskView.svelte';
+import { fakeAskEngine } from '../../../test/util/fake-ask-engine';
 
 let app: ReturnType<typeof mount> | null = null;
 afterEach(() => {
@@ -18,31 +18,10 @@ afterEach(() => {
   askHistory.entries = [];
 });
 
-const offline: SystemSpec = { style: 'tiny_distillation', roles: { expert: { model: '/e' }, learner: { model: '/l' } } };
 const KEY = 'tvly-dev-0123456789';
 const call = { type: 'tool' as const, index: 0, round: 1, role: 'toolcaller', tool: 'python' as const, input: 'print(6 * 7)' };
 
-function fakeServices(ask: (req: AskRequest, on: (e: EngineEvent) => void) => Promise<AskResultView>) {
-  const api = {
-    offlineSystem: vi.fn(async () => offline),
-    planSystem: vi.fn(async () => ({
-      plan: { fetchBytes: 0, cachedBytes: 0, totalBytes: 0, models: [], gpuBytes: 0, refusal: null, refusalName: null },
-      text: '', refusal: null, files: [],
-    })),
-    loadSystem: vi.fn(async (_s: SystemSpec, on: (e: EngineEvent) => void) => {
-      on({ type: 'ready', backend: 'cpu', seconds: 0.1 });
-      return { roles: {} };
-    }),
-    ask: vi.fn(ask),
-    cancel: vi.fn(async () => {}),
-  };
-  const services: Services = {
-    engine: { api: () => api as unknown as EngineRemote, restart: () => {}, stop: () => {} },
-    checkpoints: async () => ({ listCheckpoints: async () => [] }) as never,
-    models: async () => { throw new Error('unused'); },
-  };
-  return { api, services };
-}
+const fakeServices = (ask: Parameters<typeof fakeAskEngine>[0]) => fakeAskEngine(ask, { refusal: null });
 
 const answered = (req: AskRequest, text: string): AskResultView => ({
   answer: '42', text, tokens: 3, latentSteps: 0, seconds: 0.5, rounds: req.rounds ?? 1, mode: req.mode, prefillTokensPerSec: 100,
