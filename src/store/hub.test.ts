@@ -117,6 +117,12 @@ describe('hubFetch', () => {
       name: 'DownloadFailed',
       message: 'http://hub.test:8080/a/b/resolve/main/x: network error (fetch failed) after 3 attempt(s); check the connection and run again',
     });
+    // a hub out of reach is said after two network retries, even where more are allowed for 429/5xx
+    const waits: number[] = [];
+    const unreachable = scripted(Array.from({ length: 3 }, () => () => new TypeError('fetch failed')));
+    await expect(hubFetch(S, { fetch: unreachable.f, sleep: async (ms) => void waits.push(ms) })('http://hub.test:8080/x')).rejects
+      .toMatchObject({ name: 'DownloadFailed', message: expect.stringContaining('network error (fetch failed) after 3 attempt(s)') });
+    expect([unreachable.asked.length, waits]).toEqual([3, [1000, 2000]]);
     const last = scripted(Array.from({ length: 2 }, () => () => new Response('', { status: 500 })));
     const res = await hubFetch(S, { fetch: last.f, retries: 1, sleep: async () => {} })('http://hub.test:8080/x');
     expect(res.status).toBe(500);

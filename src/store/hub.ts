@@ -80,8 +80,13 @@ export function repoOfUrl(s: Pick<HubSettings, 'endpoint'>, url: string): { repo
 
 export interface HubFetchOptions {
   fetch?: typeof fetch;
-  /** Attempts after the first, on 429, 5xx and network errors (default 5). */
+  /** Attempts after the first, on 408, 429, 5xx and network errors (default 5). */
   retries?: number;
+  /**
+   * Of those, at most this many on network errors (default 2, within `retries`): a hub that cannot be reached at all (no
+   * network, a name that does not resolve, a page's CORS refusal) is said within seconds, not after half a minute.
+   */
+  networkRetries?: number;
   /** First backoff in ms, doubled each attempt, at most 30 s (default 1000); Retry-After wins when the server sends it. */
   backoffMs?: number;
   /** Told before each wait: the reason and the milliseconds. */
@@ -89,10 +94,9 @@ export interface HubFetchOptions {
   /**
    * 'manual' (Node): redirects are followed here, so the token is dropped on the way to another origin by our own rule;
    * 'follow' (the page, where a manual redirect is opaque): the browser follows them and, as the Fetch standard says,
-   * drops Authorization on a cross-origin hop; 'stop': a redirect is returned as it is (Node only: the page's is opaque).
-   * Default: 'manual' where `process.versions.node` exists, else 'follow'.
+   * drops Authorization on a cross-origin hop. Default: 'manual' where `process.versions.node` exists, else 'follow'.
    */
-  redirect?: 'manual' | 'follow' | 'stop';
+  redirect?: 'manual' | 'follow';
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
@@ -153,6 +157,7 @@ export function hubError(s: HubSettings, url: string, res: Response): Error | nu
 export function hubFetch(s: HubSettings, opts: HubFetchOptions = {}): typeof fetch {
   const inner = opts.fetch ?? globalThis.fetch.bind(globalThis);
   const retries = opts.retries ?? 5;
+  const networkRetries = Math.min(opts.networkRetries ?? 2, retries);
   const base = opts.backoffMs ?? 1000;
   const sleep = opts.sleep ?? abortable;
   const mode = opts.redirect ?? (inNode() ? 'manual' : 'follow');
@@ -166,7 +171,7 @@ export function hubFetch(s: HubSettings, opts: HubFetchOptions = {}): typeof fet
   const once = async (url: string, init: RequestInit | undefined): Promise<{ res: Response; url: string }> => {
     let at = url;
     for (let hop = 0; hop <= 10; hop++) {
-      const res = await inner(at, { ...init, headers: headersFor(at, init), redirect: mode === 'follow' ? 'follow' : 'manual' });
+      const res = await inner(at, { ...init, headers: headersFor(at, init), redirect: mode });
       const loc = res.headers.get('location');
       if (mode !== 'manual' || res.status < 300 || res.status >= 400 || !loc) return { res, url: at };
       void res.body?.cancel();
@@ -179,6 +184,7 @@ export function hubFetch(s: HubSettings, opts: HubFetchOptions = {}): typeof fet
     if (s.offline)
       throw new HubOffline(`offline mode is on (HF_HUB_OFFLINE, or the page's cache-only mode): ${url} was not requested`);
     const signal = init?.signal ?? undefined;
+    let networkFails = 0;
     for (let attempt = 0; ; attempt++) {
       let why: string;
       let wait: number | null = null;
@@ -196,9 +202,9 @@ export function hubFetch(s: HubSettings, opts: HubFetchOptions = {}): typeof fet
       } catch (e) {
         if (e instanceof GatedRepo || e instanceof RepoNotFound || e instanceof DownloadFailed || e instanceof HubOffline) throw e;
         if (signal?.aborted) throw Object.assign(new Cancelled(`the request for ${url} was cancelled or timed out`), { cause: e });
-        if (attempt >= retries) {
+        if (networkFails++ >= networkRetries) {
           const lost = new DownloadFailed(
-            `${url}: network error (${(e as Error).message}) after ${retries + 1} attempt(s); check the connection and run again`,
+            `${url}: network error (${(e as Error).message}) after ${attempt + 1} attempt(s); check the connection and run again`,
           );
           throw Object.assign(lost, { cause: e });
         }
@@ -209,44 +215,6 @@ export function hubFetch(s: HubSettings, opts: HubFetchOptions = {}): typeof fet
       await sleep(ms, signal);
     }
   };
-}
-
-/** What the hub says of one file before its body is fetched (huggingface_hub's HfFileMetadata). */
-export interface HubFileInfo {
-  /** The commit the revision points at (X-Repo-Commit). */
-  commit: string;
-  /** The blob's name in the cache: the LFS object's sha256 (X-Linked-Etag) or the git blob's sha1 (ETag). */
-  etag: string;
-  size: number;
-  /** Where the body is fetched from: the CDN's URL for a redirected (LFS) file, else the resolve URL. */
-  location: string;
-}
-
-const unquote = (v: string | null) => v?.replace(/^W\//, '').replace(/"/g, '').trim() || null;
-
-/** The file's commit, etag, size and location, from a HEAD of its resolve URL (redirects are not followed for it). */
-export async function fileInfo(
-  s: HubSettings,
-  repo: string,
-  file: string,
-  opts: HubFetchOptions & { revision?: string; type?: RepoType; signal?: AbortSignal } = {},
-): Promise<HubFileInfo | null> {
-  const url = resolveUrl(s, repo, file, opts.revision, opts.type);
-  // the hub's own answer carries the commit and the LFS hash; the CDN's would not
-  const f = hubFetch(s, { ...opts, redirect: 'stop' });
-  const res = await f(url, { method: 'HEAD', headers: { 'accept-encoding': 'identity' }, ...(opts.signal ? { signal: opts.signal } : {}) });
-  if (res.status === 404) return null;
-  if (!(res.ok || (res.status >= 300 && res.status < 400)))
-    throw new DownloadFailed(`HEAD ${url}: HTTP ${res.status} ${res.statusText}; check HF_ENDPOINT and run again later`);
-  const commit = res.headers.get('x-repo-commit');
-  const etag = unquote(res.headers.get('x-linked-etag')) ?? unquote(res.headers.get('etag'));
-  const size = Number(res.headers.get('x-linked-size') ?? res.headers.get('content-length'));
-  if (!commit || !etag || !Number.isSafeInteger(size))
-    throw new DownloadFailed(
-      `HEAD ${url} did not say the file's commit, etag and size (X-Repo-Commit, ETag, X-Linked-Size); HF_ENDPOINT must be a Hugging Face hub`,
-    );
-  const loc = res.headers.get('location');
-  return { commit, etag, size, location: loc ? new URL(loc, url).href : url };
 }
 
 export interface RepoFile {
