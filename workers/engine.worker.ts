@@ -227,7 +227,11 @@ let completeMemo: { at: number; urls: Promise<Map<string, boolean>> } | null = n
 async function planFetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
   const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
   const complete = (await cachedComplete()).get(url);
-  if (complete === undefined) return viaHub(input, init);
+  if (complete === undefined) {
+    // cache-only: a file the hub said it lacks is still lacking (an optional one, such as a sharded index)
+    if ((await readPageHub()).cacheOnly && (await (await modelFiles()).knownMissing(url))) return new Response(null, { status: 404 });
+    return viaHub(input, init);
+  }
   const m = /bytes=(\d+)-(\d*)/.exec(new Headers(init?.headers).get('range') ?? '');
   if (!complete) {
     // read in place: the ranges it holds come from IndexedDB, others from the network

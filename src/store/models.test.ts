@@ -12,10 +12,13 @@ const hexOf = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
 const URL0 = 'https://example.test/m/model.safetensors';
 
 interface Call { url: string; range: string | null }
-/** A server for `body` at every URL but /missing; `cutAt` ends the body with an error after that many bytes (first response only). */
-function server(body: Uint8Array, o: { ranges?: boolean; cutAt?: number; onCut?: () => void; piece?: number } = {}) {
+/**
+ * A server for `body` at every URL but /missing; `cutAt` ends the body with an error after that many bytes (the first
+ * `cuts` responses, default 1).
+ */
+function server(body: Uint8Array, o: { ranges?: boolean; cutAt?: number; cuts?: number; onCut?: () => void; piece?: number } = {}) {
   const calls: Call[] = [];
-  let cut = o.cutAt;
+  let cutsLeft = o.cutAt === undefined ? 0 : (o.cuts ?? 1);
   const fetchFn = (async (input: RequestInfo | URL, init?: RequestInit) => {
     const url = String(input);
     const range = new Headers(init?.headers).get('range');
@@ -36,8 +39,8 @@ function server(body: Uint8Array, o: { ranges?: boolean; cutAt?: number; onCut?:
     headers['content-length'] = String(rest.byteLength);
     const piece = o.piece ?? 700;
     let at = 0;
-    const limit = cut;
-    cut = undefined;
+    const limit = cutsLeft > 0 ? o.cutAt : undefined;
+    cutsLeft--;
     const stream = new ReadableStream<Uint8Array>({
       pull(c) {
         if (init?.signal?.aborted) return c.error(new DOMException('aborted', 'AbortError'));
@@ -184,15 +187,24 @@ describe('modelCache (memory Kv)', () => {
     expect(seen[0]).toBe(8192);
   });
 
-  it('a broken connection is DownloadFailed and resumable; a server without ranges starts over', async () => {
+  it('a broken connection goes on from its stored chunks twice, then is DownloadFailed, and resumable; no ranges: anew', async () => {
+    const once = server(data, { cutAt: 5000, ranges: false });
+    expect(await modelCache({ kv: memoryKv(), fetch: once.fetch, chunkBytes: 4096 }).bytes(URL0)).toEqual(data);
+    expect(once.calls.map((c) => c.range)).toEqual([null, 'bytes=4096-']); // asked again, got 200, took it whole
+
     const kv = memoryKv();
-    const s = server(data, { cutAt: 5000, ranges: false });
-    const cache = modelCache({ kv, fetch: s.fetch, chunkBytes: 4096 });
+    // cut 5000 bytes in: the first cut keeps chunk 0, the second (from 4096) chunk 1, the third request ends the file
+    const s = server(data, { cutAt: 5000, cuts: 3 });
+    expect(await modelCache({ kv: memoryKv(), fetch: s.fetch, chunkBytes: 4096 }).bytes(URL0)).toEqual(data);
+    expect(s.calls.map((c) => c.range)).toEqual([null, 'bytes=4096-', 'bytes=8192-']);
+    // cut 3000 bytes in, three times: no chunk fills, and the third is the caller's DownloadFailed; asked again, it goes on
+    const t = server(data, { cutAt: 3000, cuts: 3 });
+    const cache = modelCache({ kv, fetch: t.fetch, chunkBytes: 4096 });
     const err = await cache.source(URL0).catch((e: Error) => e);
     expect(err).toMatchObject({ name: 'DownloadFailed' });
-    expect((err as Error).message).toMatch(/broke off at byte 5000 .*resume from byte 4096/);
+    expect((err as Error).message).toMatch(/broke off at byte 3000 .*resume from byte 0/);
     expect(await cache.bytes(URL0)).toEqual(data);
-    expect(s.calls.map((c) => c.range)).toEqual([null, 'bytes=4096-']); // asked, got 200, took it whole
+    expect(t.calls.map((c) => c.range)).toEqual([null, null, null, null]);
   });
 
   it('size and hash mismatches fail and keep nothing of that file', async () => {

@@ -522,6 +522,10 @@ export function modelCache(opts: ModelCacheOptions = {}) {
         bytes: m.complete ? m.size! : storedBytes(m),
       })).sort((a, b) => a.url.localeCompare(b.url));
     },
+    /** Whether the server answered 404 for `url` when last asked (what a cache-only load may take as "not there"). */
+    async knownMissing(url: string): Promise<boolean> {
+      return ((await kv.get(mk(url))) as FileMeta | undefined)?.missing === true;
+    },
     remove,
     clear: () => kv.clear(),
     /** navigator.storage.estimate() and persisted(); zeros where the Storage API is absent. */

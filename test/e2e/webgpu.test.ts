@@ -170,13 +170,14 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       await page.getByTestId('ask-button').click();
       const box = page.locator('#panel-ask .error-box').first();
       await box.waitFor({ timeout: 60_000 });
-      // the planner's config.json is the first file the plan reads; nothing more is asked for once it fails
+      // the planner's config.json is the first file the plan reads: asked three times (the hub client's two network
+      // retries), then nothing more once it fails
       const first = 'https://huggingface.co/RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B/resolve/main/config.json';
       expect(await box.getAttribute('data-error-name')).toBe('DownloadFailed');
       await expect(box.locator('.msg').textContent()).resolves.toBe(
-        `${first}: the request failed (Failed to fetch); check the URL and the network`,
+        `${first}: network error (Failed to fetch) after 3 attempt(s); check the connection and run again`,
       );
-      expect(remote).toEqual([first]);
+      expect(remote).toEqual([first, first, first]);
     });
   });
 
