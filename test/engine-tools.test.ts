@@ -5,6 +5,7 @@
  * continuations after each result and the answer retry included, is the model's). Each call is a pair of tool events
  * with its exact input and output, between the final stage's running and done events; the answer is the one `ask()`
  * gives on the same system with the same tool outputs; the search key reaches the search runner and no event.
+ * Without maxNewTokens, each question's final decode gets the budget `rmas ask` gives its task (src/mas/budget.ts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +13,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generate, type GenerateOptions, type GenerateResult } from '../src/model/generate';
 import type { Decoder } from '../src/model/decoder';
+import { defaultMaxNewTokens } from '../src/mas/budget';
 import { ask, type AskEngine, SINGLE_ENGINE } from '../src/mas/run';
+import { getStyle } from '../src/mas/styles';
 import { loadSystemFromSpec } from '../src/mas/system-url';
 import { tavilySearchRunner, type ToolRunners } from '../src/mas/tools';
 import { CpuBackend } from '../src/tensor/cpu';
@@ -147,5 +150,27 @@ describe('engine api: deliberation with its tools (cpu, tiny system)', () => {
     const outputs = ev.flatMap((e) => (e.type === 'tool' && e.state === 'done' ? [e.output] : []));
     expect(outputs).toEqual(['[python tool disabled] No Python runner was given to this run.', `hits for ${QUERY}`]);
     expect(JSON.stringify(ev)).not.toContain('tvly-secret');
+  });
+});
+
+describe('engine api: the default token budget (cpu, tiny deliberation system)', () => {
+  it("without maxNewTokens, the question and its donor each get rmas ask's budget for their task", async () => {
+    const budgets: number[] = [];
+    // the final decode records its budget and ends at once: no token of a 2000-token budget is generated
+    const generate: AskEngine['generate'] = async (_m, o) => (budgets.push(o.maxNewTokens), {
+      tokens: [], stoppedBy: 'eos', prefillMs: 0, decodeMs: 0, prefillTokensPerSec: 0, decodeTokensPerSec: 0, decodeCounters: null,
+    });
+    const api = systemCalls({ backend: async () => ({ backend: cpu }), fetchFile, engine: { rollout: SINGLE_ENGINE.rollout, generate } },
+      callRegistry());
+    const choice = 'Which is even?\nA. 3\nB. 4';
+    try {
+      const req = { system: spec, question: 'What is 2 + 3?', mode: 'latent' as const, rounds: 1, latentSteps: 2, answerRetry: false };
+      await api.ask({ ...req, ablation: { kind: 'from', question: choice } }, () => {});
+    } finally {
+      api.dispose();
+    }
+    const style = getStyle('deliberation');
+    expect(budgets).toEqual([defaultMaxNewTokens(style, { task: 'choice' }), defaultMaxNewTokens(style, { task: 'math' })]);
+    expect(budgets).toEqual([4000, 2000]);
   });
 });

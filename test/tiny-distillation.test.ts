@@ -102,7 +102,7 @@ describe('the committed tiny distillation system', () => {
     expect(both.stderr).toMatch(/--zero_messages and --messages_from are two ablations; give one/);
     const text = rmas([...base, '--question', q.question, '--mode', 'text', '--zero_messages']);
     expect(text.status).toBe(2);
-    expect(text.stderr).toMatch(/--zero_messages replaces latent messages; --mode text sends none/);
+    expect(text.stderr).toMatch(/--zero_messages replaces latent messages; text mode sends none/);
   }, 120_000);
 });
 

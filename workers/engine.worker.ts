@@ -12,6 +12,7 @@ import { type CloseReport, closeness } from '../src/testing/close';
 import { newRng, parityObservers } from '../src/testing/parity';
 import { DownloadFailed, InvalidArgument } from '../src/errors';
 import { modelFetch } from '../src/model/url';
+import { cachedRangeFetch, storedUrls } from '../src/store/cached-fetch';
 import { hubFetch } from '../src/store/hub';
 import { hubSettingsOf, readPageHub } from '../src/store/hub-settings';
 import type { CheckpointStore } from '../src/train/checkpoint-files';
@@ -183,78 +184,6 @@ const training = trainCalls({
   },
 }, calls);
 
-/** Systems, asking and evaluating (system-calls.ts); the offline tiny system's manifest is found under the app's base URL. */
-const { dispose: _dispose, ...systems } = systemCalls({
-  async backend(want) {
-    if (want === 'cpu') return { backend: new CpuBackend('f32') };
-    const g = await gpuOrReason();
-    return g.gpu ? { backend: g.gpu } : { backend: new CpuBackend('f32'), reason: `no WebGPU (${g.reason}); running on the CPU backend` };
-  },
-  appBase: new URL(import.meta.env?.BASE_URL ?? '/', self.location.origin).href,
-  fetchFile: cachedFetch,
-  fetchRange: cachedRange,
-  planFetch,
-  cachedUrls: async () => (await cachedComplete()).keys(),
-  async planLimits(want) {
-    if (want === 'cpu') return CPU_PLAN_LIMITS;
-    const g = await gpuOrReason();
-    if (!g.gpu) return CPU_PLAN_LIMITS; // the load falls back to the CPU backend too
-    const r = g.gpu.ctx.report;
-    return { ...r.limits, features: Object.entries(r.features).filter(([, on]) => on).map(([f]) => f) };
-  },
-  // deliberation's Python tool: Pyodide in a nested worker, started on the first call, without network
-  python: pagePythonRunner(),
-}, calls);
-
-/**
- * URLs the model cache holds (none where there is no IndexedDB) → true when complete, false when read in place (a
- * checkpoint counts once stored: what a finished load leaves, its header and the tensors read); one listing serves a
- * plan's many reads for 2 s.
- */
-function cachedComplete(): Promise<Map<string, boolean>> {
-  if (typeof indexedDB === 'undefined') return Promise.resolve(new Map());
-  if (completeMemo && performance.now() - completeMemo.at < 2000) return completeMemo.urls;
-  const urls = (async () => {
-    return new Map((await (await modelFiles()).list()).filter((f) => f.complete || f.sparse).map((f) => [f.url, f.complete]));
-  })();
-  completeMemo = { at: performance.now(), urls };
-  urls.catch(() => (completeMemo = null));
-  return urls;
-}
-let completeMemo: { at: number; urls: Promise<Map<string, boolean>> } | null = null;
-
-/** planSystem's Range reads: a file complete in the model cache is read from there (works offline), others from the network. */
-async function planFetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
-  const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-  const complete = (await cachedComplete()).get(url);
-  if (complete === undefined) {
-    // cache-only: a file the hub said it lacks is still lacking (an optional one, such as a sharded index)
-    if ((await readPageHub()).cacheOnly && (await (await modelFiles()).knownMissing(url))) return new Response(null, { status: 404 });
-    return viaHub(input, init);
-  }
-  const m = /bytes=(\d+)-(\d*)/.exec(new Headers(init?.headers).get('range') ?? '');
-  if (!complete) {
-    // read in place: the ranges it holds come from IndexedDB, others from the network
-    const held = m ? await cache!.peek(url, Number(m[1]), m[2] ? Number(m[2]) - Number(m[1]) + 1 : undefined) : null;
-    if (!held) return viaHub(input, init);
-    const [a, n] = [Number(m![1]), held.bytes.byteLength];
-    return new Response(held.bytes as BodyInit, {
-      status: 206,
-      headers: { 'content-range': `bytes ${a}-${a + n - 1}/${held.size}`, 'content-length': String(n) },
-    });
-  }
-  const src = await cache!.source(url); // complete: served from IndexedDB, nothing downloaded
-  const size = await src.size();
-  if (!m) return new Response(await src.read(0, size) as BodyInit, { status: 200, headers: { 'content-length': String(size) } });
-  const a = Number(m[1]);
-  const b = Math.min(m[2] ? Number(m[2]) : size - 1, size - 1);
-  if (a > b) return new Response(null, { status: 416, headers: { 'content-range': `bytes */${size}` } });
-  return new Response((await src.read(a, b - a + 1)) as BodyInit, {
-    status: 206,
-    headers: { 'content-range': `bytes ${a}-${b}/${size}`, 'content-length': String(b - a + 1) },
-  });
-}
-
 /**
  * Files of other origins (the Hugging Face hub) go through the IndexedDB model cache: downloaded once in
  * hashed chunks, resumable, with progress; the app's own files (the offline tiny system) are fetched as is.
@@ -318,6 +247,35 @@ async function cachedRange(
     throw e;
   }
 }
+
+/** URLs the model cache holds → complete (none where there is no IndexedDB); one listing serves a plan's many reads. */
+const cachedComplete = typeof indexedDB === 'undefined' ? async () => new Map<string, boolean>() : storedUrls(modelFiles);
+
+/** planSystem's Range reads: a file stored in the model cache is read from there (works offline), others through the hub. */
+const planFetch = cachedRangeFetch(modelFiles, viaHub, { stored: cachedComplete, cacheOnly: async () => (await readPageHub()).cacheOnly });
+
+/** Systems, asking and evaluating (system-calls.ts); the offline tiny system's manifest is found under the app's base URL. */
+const { dispose: _dispose, ...systems } = systemCalls({
+  async backend(want) {
+    if (want === 'cpu') return { backend: new CpuBackend('f32') };
+    const g = await gpuOrReason();
+    return g.gpu ? { backend: g.gpu } : { backend: new CpuBackend('f32'), reason: `no WebGPU (${g.reason}); running on the CPU backend` };
+  },
+  appBase: new URL(import.meta.env?.BASE_URL ?? '/', self.location.origin).href,
+  fetchFile: cachedFetch,
+  fetchRange: cachedRange,
+  planFetch,
+  cachedUrls: async () => (await cachedComplete()).keys(),
+  async planLimits(want) {
+    if (want === 'cpu') return CPU_PLAN_LIMITS;
+    const g = await gpuOrReason();
+    if (!g.gpu) return CPU_PLAN_LIMITS; // the load falls back to the CPU backend too
+    const r = g.gpu.ctx.report;
+    return { ...r.limits, features: Object.entries(r.features).filter(([, on]) => on).map(([f]) => f) };
+  },
+  // deliberation's Python tool: Pyodide in a nested worker, started on the first call, without network
+  python: pagePythonRunner(),
+}, calls);
 
 const api: EngineApi = {
   ...deviceCalls,

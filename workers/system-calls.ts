@@ -3,14 +3,18 @@
  * (models/tiny-system.json: an embedded style's folders under models/tiny and its prompt file), a
  * system's download plan, loading it from a spec, asking it with streamed stage/token events and a logit lens
  * on every latent message (and the message ablations of `rmas ask`), deliberation's tools with an event per call, and
- * evaluating it on a benchmark; the long calls are cancelled through the worker's call registry (calls.ts). A plain
+ * evaluating it on a benchmark; the long calls are cancelled through the worker's call registry (calls.ts). The rules
+ * live in the library, shared with the runner: the lens (src/mas/lens.ts), the ablations (src/mas/ablation.ts) and
+ * the default token budget (src/mas/budget.ts). A plain
  * object with injected dependencies, so Node tests run it on the CPU backend; engine.worker.ts exposes it through
  * comlink with the device and training calls.
  */
-import { F, noGrad } from '../src/autograd';
 import { Cancelled, InvalidArgument } from '../src/errors';
-import type { MessageAblation } from '../src/mas/ablation';
+import { ablationLabel, checkAblation, prepareAblation } from '../src/mas/ablation';
+import { defaultMaxNewTokens } from '../src/mas/budget';
 import { DISABLED_TOOLS } from '../src/mas/decode';
+import { logitLens } from '../src/mas/lens';
+import { detectTask } from '../src/mas/prompts';
 import { ask as askSystem, type AskEngine, type AskOptions, type AskResult, SINGLE_ENGINE, type StageRecord } from '../src/mas/run';
 import { tavilySearchRunner, toolFailureText, type ToolRunners } from '../src/mas/tools';
 import { defaultLatentSteps, schedule } from '../src/mas/styles';
@@ -24,11 +28,8 @@ import { kvDtypes, type MasSystem } from '../src/mas/system';
 import { modelFetch } from '../src/model/url';
 import type { Backend } from '../src/tensor/backend';
 import type { WebGpuBackend } from '../src/tensor/webgpu';
-import { tidy } from '../src/tensor/scope';
-import type { Tensor } from '../src/tensor/tensor';
-import type { Tokenizer } from '../src/tokenizer';
 import type { Calls } from './calls';
-import type { AskRequest, AskResultView, EngineApi, EngineEvent, LatentMessage, SystemPlanView, ToolCallEvent } from './protocol';
+import type { AskResultView, EngineApi, EngineEvent, LatentMessage, SystemPlanView, ToolCallEvent } from './protocol';
 
 export interface SystemDeps {
   /** The backend for a request ('webgpu' falls back to cpu where there is none, with the reason). */
@@ -114,61 +115,6 @@ function tracedTools(
 /** GPU pipelines the backend has compiled so far (0 for a backend without a pipeline cache: the CPU). */
 function pipelineCount(b: Backend): number {
   return (b as Partial<WebGpuBackend>).ctx?.pipelines.size ?? 0;
-}
-
-/**
- * The receiving model's LM head on each latent row → top-k (text, probability), and each row's L2 norm.
- * Softmax and top-k run on the backend, so only [m, k] probabilities and ids and [m] norms come back
- * (not the [m, V] probabilities: ~19 MB for 32 rows over a 151,936-token vocabulary). Ties go to the
- * lower id; k is capped at the vocabulary size (F.topk takes at most 32).
- */
-export async function logitLens(
-  L: Tensor,
-  lmHead: Tensor,
-  tok: Tokenizer,
-  k: number,
-): Promise<Pick<LatentMessage, 'norms' | 'top' | 'vocab'>> {
-  const [values, indices, sq] = noGrad(() =>
-    tidy(() => {
-      const probs = F.softmax(F.linear(L, lmHead));
-      const top = F.topk(probs, Math.min(k, probs.shape[probs.shape.length - 1]));
-      return [top.values, top.indices, F.sumLastDim(F.mul(L, L))];
-    }),
-  );
-  try {
-    const [p, ids, s] = await Promise.all([values.read(), indices.readI32(), sq.read()]);
-    const [m, kk] = values.shape;
-    const top: LatentMessage['top'] = [];
-    for (let r = 0; r < m; r++) {
-      const row = Array.from({ length: kk }, (_, j) => r * kk + j);
-      top.push(row.map((j) => ({ token: tok.decode([ids[j]], { skipSpecialTokens: false }), prob: p[j] })));
-    }
-    return { norms: [...s].map((x) => Math.sqrt(x)), top, vocab: lmHead.shape[0]! };
-  } finally {
-    values.dispose();
-    indices.dispose();
-    sq.dispose();
-  }
-}
-
-/**
- * The engine's ablation for an ask request's (none without one), after asking its donor question through `askDonor`
- * for a 'from' ablation, with that run's seconds. Refused, before any run, outside latent mode or for an empty donor.
- */
-async function ablationOf(
-  req: AskRequest,
-  askDonor: (question: string) => Promise<AskResult>,
-): Promise<{ ablation?: MessageAblation; donorSeconds?: number }> {
-  const a = req.ablation;
-  if (!a) return {};
-  if (req.mode !== 'latent') throw new InvalidArgument('ask: a message ablation replaces latent messages; text mode sends none');
-  if (a.kind === 'zeroed') return { ablation: { kind: 'zeroed' } };
-  if (a.kind !== 'from' || typeof a.question !== 'string')
-    throw new InvalidArgument(`ask: ablation must be {kind: 'zeroed'} or {kind: 'from', question}, got ${JSON.stringify(a)}`);
-  const donor = a.question.trim();
-  if (!donor) throw new InvalidArgument('ask: the ablation\'s donor question is empty');
-  const d = await askDonor(donor);
-  return { ablation: { kind: 'replaced', from: d.messages! }, donorSeconds: d.seconds };
 }
 
 interface Loaded { key: string; system: MasSystem; busy: number; stale: boolean; backend: 'webgpu' | 'cpu'; reason?: string }
@@ -294,6 +240,8 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
       return call(opts.callId, onEvent, async (signal, s) => {
         if (req.mode !== 'latent' && req.mode !== 'text')
           throw new InvalidArgument(`ask: mode must be 'latent' or 'text', got ${JSON.stringify(req.mode)}`);
+        // refused before the system loads, as rmas ask refuses it before loading
+        const choice = checkAblation(req.ablation, req.mode, 'ask: a message ablation');
         return holding(req.system, req.backend, req.mode === 'latent', s, signal, async (l) => {
           const { system } = l;
           const rounds = req.rounds ?? 3;
@@ -333,24 +281,19 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
             ? { python: deps.python ?? DISABLED_TOOLS.python, search: (deps.search ?? searchWith)(req.searchKey?.trim() || undefined) }
             : undefined;
           const engine = deps.engine ?? SINGLE_ENGINE;
-          const common: Omit<AskOptions, 'question'> = {
-            mode: req.mode,
-            rounds,
-            ...(req.latentSteps !== undefined ? { latentSteps: req.latentSteps } : {}),
-            ...(req.task ? { task: req.task } : {}),
-            sampling,
-            maxNewTokens: req.maxNewTokens ?? (system.style.embedded ? 64 : 512),
-            signal,
-            ...(tools ? { tools } : {}),
+          // a question's task (given, or read from it) sets its token budget, as in rmas ask
+          const settings = (question: string): Omit<AskOptions, 'question'> => {
+            const task = req.task ?? detectTask(question);
+            return {
+              mode: req.mode, rounds, ...(req.latentSteps !== undefined ? { latentSteps: req.latentSteps } : {}), task, sampling,
+              maxNewTokens: req.maxNewTokens ?? defaultMaxNewTokens(system.style, { task }), signal, ...(tools ? { tools } : {}),
+            };
           };
-          const { ablation, donorSeconds } = await ablationOf(req, (question) =>
-            // as rmas ask --messages_from runs its donor: the same settings, no answer retry, its messages recorded
-            askSystem(system, { ...common, question, answerRetry: false, recordMessages: true }, engine),
-          );
+          const { ablation, donor } = await prepareAblation(choice, settings, (o) => askSystem(system, o, engine));
           if (stages.length) running(0);
           const final = stages.at(-1);
           const r: AskResult = await askSystem(system, {
-            ...common,
+            ...settings(req.question),
             question: req.question,
             answerRetry: req.answerRetry ?? true,
             ...(ablation ? { ablation } : {}),
@@ -374,8 +317,8 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
             lensSeconds,
             retrySeconds: r.retrySeconds,
             pipelinesCompiled: pipelineCount(system.backend) - pipelines0,
-            ...(req.ablation ? { messages: req.ablation.kind === 'zeroed' ? 'zeroed' : `from: ${req.ablation.question.trim()}` } : {}),
-            ...(donorSeconds !== undefined ? { donorSeconds } : {}),
+            ...(choice ? { messages: ablationLabel(choice) } : {}),
+            ...(donor ? { donorSeconds: donor.seconds } : {}),
           };
           s.emit({ type: 'done', result: view });
           await s.flush();
@@ -389,7 +332,8 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
         if (req.mode !== 'latent' && req.mode !== 'text')
           throw new InvalidArgument(`evaluate: mode must be 'latent' or 'text', got ${JSON.stringify(req.mode)}`);
         const src = req.source;
-        const all = 'benchmark' in src ? (await loadBenchmark(src.benchmark)).items : await benchmarkRows(src.dataset ?? null, src.rows);
+        const dataset = 'benchmark' in src ? src.benchmark : (src.dataset ?? null);
+        const all = 'benchmark' in src ? (await loadBenchmark(src.benchmark)).items : await benchmarkRows(dataset, src.rows);
         const items = req.limit !== undefined ? all.slice(0, req.limit) : all;
         if (!items.length) throw new InvalidArgument('evaluate: the dataset has no questions');
         if (items.some((i) => i.task === 'code')) {
@@ -400,7 +344,8 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
         return holding({ ...req.system, task: items[0]!.task }, req.backend, req.mode === 'latent', s, signal, async (l) => {
           const { summary } = await evaluateSystem(l.system, items, {
             mode: req.mode, rounds: req.rounds ?? 3, latentSteps: req.latentSteps ?? defaultLatentSteps(l.system.style),
-            maxNewTokens: req.maxNewTokens ?? (l.system.style.embedded ? 64 : 512), answerRetry: req.answerRetry ?? true,
+            maxNewTokens: req.maxNewTokens ?? defaultMaxNewTokens(l.system.style, { dataset }),
+            answerRetry: req.answerRetry ?? true,
             sampling: req.sampling?.greedy ? { greedy: true } : { ...req.sampling }, signal, batchSize: req.batchSize ?? 4,
             // a tab holds no API key: open-ended answers are scored by exact match (rmas run asks the LLM judge)
             judge: 'off',

@@ -2,14 +2,23 @@
  * Message ablations: a run of a system with every latent message its outer links send replaced, to measure
  * what the messages carry. `zeroed` sends zeros of the message's shape; `replaced` sends the messages that a
  * run on another question sent (recorded with AskOptions.recordMessages): the "shuffled" control, in which
- * each receiver reads a message about a different question in the same place and form.
+ * each receiver reads a message about a different question in the same place and form. `rmas ask` and the tab
+ * check and prepare an ablation here (checkAblation, prepareAblation), so that both run the donor alike.
  */
 import { F, noGrad } from '../autograd';
 import type { DType } from '../formats/dtype';
 import { InvalidArgument } from '../errors';
 import type { Tensor } from '../tensor/tensor';
+// types only: run.ts applies the ablations, this file prepares them
+import type { AskOptions, AskResult } from './run';
 
 export type MessageAblation = { kind: 'zeroed' } | { kind: 'replaced'; from: RecordedMessages };
+
+/**
+ * An ablation as a caller asks for it (`rmas ask --zero_messages` or `--messages_from QUESTION`, the tab's
+ * AskRequest.ablation): 'from' names the donor question whose messages replace the question's own.
+ */
+export type AblationChoice = { kind: 'zeroed' } | { kind: 'from'; question: string };
 
 /** One message as a run sent it, on the host. */
 export interface RecordedMessage {
@@ -63,3 +72,44 @@ function recorded(L: Tensor, round: number, link: string, from: RecordedMessages
     f32.dispose();
   }
 }
+
+/**
+ * `choice` checked before any run, with the donor question trimmed: refused (`refuse(why)` thrown) when it is neither
+ * kind, outside latent mode (text mode sends no latent message to replace) or with an empty donor. `name` says
+ * what the caller calls the ablation, e.g. a flag.
+ */
+export function checkAblation(
+  choice: AblationChoice | undefined,
+  mode: string,
+  name: string,
+  refuse: (why: string) => Error = (why) => new InvalidArgument(why),
+): AblationChoice | undefined {
+  if (choice === undefined) return undefined;
+  const from = choice.kind === 'from' && typeof choice.question === 'string';
+  if (choice.kind !== 'zeroed' && !from)
+    throw refuse(`${name} must be {kind: 'zeroed'} or {kind: 'from', question}, got ${JSON.stringify(choice)}`);
+  if (mode !== 'latent') throw refuse(`${name} replaces latent messages; text mode sends none`);
+  if (choice.kind === 'zeroed') return choice;
+  const question = choice.question.trim();
+  if (!question) throw refuse(`${name}: the donor question is empty`);
+  return { kind: 'from', question };
+}
+
+/**
+ * The ablation to ask with, for a checked `choice`. 'from' first asks the donor through `ask` with `settings(donor)`
+ * (what the question itself gets, task-dependent defaults included), no answer retry, and its messages recorded;
+ * `donor` is that run (its seconds are not the question's).
+ */
+export async function prepareAblation(
+  choice: AblationChoice | undefined,
+  settings: (question: string) => Omit<AskOptions, 'question'>,
+  ask: (opts: AskOptions) => Promise<AskResult>,
+): Promise<{ ablation?: MessageAblation; donor?: AskResult }> {
+  if (!choice) return {};
+  if (choice.kind === 'zeroed') return { ablation: { kind: 'zeroed' } };
+  const donor = await ask({ ...settings(choice.question), question: choice.question, answerRetry: false, recordMessages: true });
+  return { ablation: { kind: 'replaced', from: donor.messages! }, donor };
+}
+
+/** How a result names its ablation (`rmas ask --json`'s "messages", the tab's history): 'zeroed' or 'from: QUESTION'. */
+export const ablationLabel = (choice: AblationChoice): string => (choice.kind === 'zeroed' ? 'zeroed' : `from: ${choice.question.trim()}`);

@@ -8,7 +8,9 @@ import { dirname, join } from 'node:path';
 import { InvalidArgument, UsageError } from '../errors';
 import { writing } from './outputs';
 import type { GpuCounters } from '../gpu/counters';
+import { ablationLabel, checkAblation, prepareAblation } from '../mas/ablation';
 import { stripThink } from '../mas/answer';
+import { defaultMaxNewTokens } from '../mas/budget';
 import { ask, type AskOptions } from '../mas/run';
 import { DumpWriter } from '../mas/dump';
 import { DEFAULT_PROMPTS, detectTask, loadPromptSet, type PromptSet, type TaskKind } from '../mas/prompts';
@@ -74,7 +76,8 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
       its inner link alone (a playground export), the role keeping the style's model; outer=PATH also
       takes a .zip bundle. --prompts replaces the style's prompts. Defaults as upstream: 3 rounds, 32
       latent steps, temperature 0.6 (0.2 for code), top_p 0.95, top_k from the final agent's
-      generation_config.json, seed 42; max_new_tokens 64 for tiny_sequential. --json prints {answer, text,
+      generation_config.json, seed 42, max_new_tokens as run.py gives the question's task (math 1000 on
+      sequential_light, else 2000; choice and code 4000; 64 on the tiny systems). --json prints {answer, text,
       tokens, seconds, rounds} (a line per question; on WebGPU also per_latent_step and per_decoded_token: the
       dispatches, submits, readbacks and weight/activation bytes bound per step, after each rollout's first); ` +
       `--dump DIR writes manifest.json and one safetensors
@@ -140,13 +143,6 @@ export function readPrompts(path: string): PromptSet {
     throw new InvalidArgument(`--prompts ${path}: cannot read it (${(e as Error).message})`);
   }
   return loadPromptSet(text, path);
-}
-
-/** Upstream's max-new-tokens rule for a single question (infer_max_new_tokens, math500-like by default); 64 for the tiny system. */
-export function defaultMaxNewTokens(style: string, task: TaskKind): number {
-  if (getStyle(style).embedded) return 64;
-  if (task === 'code') return 4000;
-  return style === 'sequential_light' && task === 'math' ? 1000 : 2000;
 }
 
 /**
@@ -246,9 +242,10 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   const kvChoice = kvDtypeFlag(a.kv_dtype);
   if (a.zero_messages && a.messages_from !== undefined)
     throw new UsageError('--zero_messages and --messages_from are two ablations; give one');
-  if ((a.zero_messages || a.messages_from !== undefined) && mode !== 'latent')
-    throw new UsageError(`--${a.zero_messages ? 'zero_messages' : 'messages_from'} replaces latent messages; --mode text sends none`);
-  if (a.messages_from !== undefined && !a.messages_from.trim()) throw new UsageError('--messages_from: the question is empty');
+  const choice = checkAblation(
+    a.zero_messages ? { kind: 'zeroed' } : a.messages_from !== undefined ? { kind: 'from', question: a.messages_from } : undefined,
+    mode, a.zero_messages ? '--zero_messages' : '--messages_from', (why) => new UsageError(why),
+  );
   const samplingOf = (task: TaskKind): SamplingOptions =>
     a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: seed ?? 42 }, task);
   const given = a.prompts ? readPrompts(a.prompts) : undefined;
@@ -287,19 +284,14 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
       latentSteps,
       mode,
       sampling: samplingOf(task),
-      maxNewTokens: maxNewTokensFlag ?? defaultMaxNewTokens(style.name, task),
+      maxNewTokens: maxNewTokensFlag ?? defaultMaxNewTokens(style, { task }),
       ...(prompts ? { prompts } : {}),
       ...(tools ? { tools } : {}),
     });
-    let ablation: AskOptions['ablation'];
-    if (a.zero_messages) ablation = { kind: 'zeroed' };
-    if (a.messages_from !== undefined) {
-      const donor = a.messages_from.trim();
-      const task = taskOf(donor);
-      const d = await ask(system, { question: donor, task, ...common(task), answerRetry: false, recordMessages: true });
-      ablation = { kind: 'replaced', from: d.messages! };
-      err(`messages from "${donor}" (${d.messages!.messages.size} messages, ${d.seconds.toFixed(2)} s)\n`);
-    }
+    const settings = (q: string) => ({ task: taskOf(q), ...common(taskOf(q)) });
+    const { ablation, donor } = await prepareAblation(choice, settings, (o) => ask(system, o));
+    const sent = donor?.messages;
+    if (sent) err(`messages from "${sent.question}" (${sent.messages.size} messages, ${donor!.seconds.toFixed(2)} s)\n`);
     for (const [index, q] of questions.entries()) {
       const task = taskOf(q.question);
       if (questions.length > 1) err(`question ${index + 1}/${questions.length}\n`);
@@ -327,7 +319,7 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
         tokens: r.tokens,
         seconds: Number(r.seconds.toFixed(3)),
         rounds: r.rounds,
-        ...(ablation ? { messages: ablation.kind === 'zeroed' ? 'zeroed' : `from: ${ablation.from.question}` } : {}),
+        ...(choice ? { messages: ablationLabel(choice) } : {}),
         // what a counting backend (WebGPU) issued per latent step and per decoded token (steps after each first)
         ...(r.counters ? { per_latent_step: perStep(r.counters.latent), per_decoded_token: perStep(r.counters.decode) } : {}),
       };

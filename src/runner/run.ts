@@ -17,6 +17,7 @@ import { BENCHMARK_NAMES, loadBenchmark, type BenchmarkName } from '../eval/data
 import { paperAccuracy } from '../eval/paper';
 import { accuracyLines, evaluate, runJudge, summarize, type SampleRecord } from '../eval/run';
 import type { TaskKind } from '../mas/prompts';
+import { defaultMaxNewTokens } from '../mas/budget';
 import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
 import { loadSystem } from '../mas/system';
 import { progressPrinter, runnerHub } from './hub';
@@ -136,14 +137,6 @@ export function recommendedLatentSteps(style: StyleSpec, dataset: BenchmarkName 
   return (dataset && table[style.name]?.[dataset]) ?? defaultLatentSteps(style);
 }
 
-/** Upstream's infer_max_new_tokens (docs/method.md §7.1); 64 for the embedded tiny systems. */
-export function benchmarkMaxNewTokens(style: string, dataset: BenchmarkName | null): number {
-  if (getStyle(style).embedded) return 64;
-  if (dataset === 'math500' || dataset === null) return style === 'sequential_light' ? 1000 : 2000;
-  if (dataset === 'aime25' || dataset === 'aime26') return style === 'sequential_light' ? 8192 : 16000;
-  return 4000;
-}
-
 /**
  * The deliberation search tool of --tavily_keys_file (else TAVILY_API_KEY): keys rotated on auth and quota
  * errors; --tavily_sentinel_file written when every key is gone. Messages name keys by position only.
@@ -234,7 +227,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   const judge = a.no_judge ? null : runJudge(items, { env: process.env, log: (l) => err(`${l}\n`) });
   const task: TaskKind = items[0]!.task;
   const latentSteps = num(a, 'latent_length', true, 1) ?? recommendedLatentSteps(style, name);
-  const maxNewTokens = num(a, 'max_new_tokens', true, 1) ?? benchmarkMaxNewTokens(style.name, name);
+  const maxNewTokens = num(a, 'max_new_tokens', true, 1) ?? defaultMaxNewTokens(style, { dataset: name });
   const sampling: SamplingOptions = a.greedy
     ? { greedy: true }
     : upstreamSampling({ temperature, topP, topK, seed: sampleSeed >= 0 ? sampleSeed : seed }, task);

@@ -36,14 +36,14 @@ afterAll(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-/** What `rmas ask --json` writes as "text" for sequential_light through `h`, as the page asks it (1 round, greedy, 512 tokens). */
+/** What `rmas ask --json` writes as "text" for sequential_light through `h`, as the page asks it (1 round, greedy, the default budget). */
 async function runnerText(h: StandInHub, kv: 'f16' | 'f32'): Promise<string> {
   const saved = { ...process.env };
   for (const k of ['HF_HUB_CACHE', 'HF_TOKEN', 'HF_HUB_OFFLINE']) delete process.env[k];
   Object.assign(process.env, { HF_HOME: mkdtempSync(join(tmp, 'home-')), HF_ENDPOINT: h.url }, h === gated ? { HF_TOKEN: h.token } : {});
   try {
     const r = await rmasInProcess('ask', '--style', 'sequential_light', '--question', QUESTION, '--greedy', '--json', '--backend', 'cpu',
-      '--num_recursive_rounds', '1', '--latent_length', LATENT, '--max_new_tokens', '512', '--kv_dtype', kv);
+      '--num_recursive_rounds', '1', '--latent_length', LATENT, '--kv_dtype', kv);
     expect(r.code, r.err).toBe(0);
     return (JSON.parse(r.out) as { text: string }).text;
   } finally {

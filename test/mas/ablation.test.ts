@@ -2,13 +2,14 @@
  * Message ablations (src/mas/ablation.ts) on the committed tiny_sequential system, CPU backend: a run records
  * every message its links send, by round and link; a run on another question with those messages replacing its
  * own reads exactly them in its slots; a zeroed run reads zeros; recording changes nothing; mismatched
- * recordings and text mode are refused by name.
+ * recordings and text mode are refused by name. The preparation `rmas ask` and the tab share: checkAblation's
+ * refusals, and prepareAblation's donor run with the question's settings, no answer retry and its messages recorded.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgument } from '../../src/errors';
 import { taskSplit } from '../../src/eval/tiny-task';
-import { messageKey, type RecordedMessages } from '../../src/mas/ablation';
-import { ask, type AskOptions, type StageRecord } from '../../src/mas/run';
+import { ablationLabel, checkAblation, messageKey, prepareAblation, type RecordedMessages } from '../../src/mas/ablation';
+import { ask, type AskOptions, type AskResult, type StageRecord } from '../../src/mas/run';
 import { loadSystem, type MasSystem } from '../../src/mas/system';
 import { CpuBackend } from '../../src/tensor/cpu';
 
@@ -106,5 +107,46 @@ describe('message ablations', () => {
     expect(err).toBeInstanceOf(InvalidArgument);
     expect((err as Error).message).toMatch(/sent nothing on outer_31 in round 1; record it with as many rounds as this run/);
     await expect(run(q2!, { mode: 'text', ablation: { kind: 'zeroed' } })).rejects.toThrow(/text mode sends none/);
+  });
+});
+
+describe('preparing an ablation (rmas ask and the tab)', () => {
+  it('checkAblation: the donor trimmed; text mode, an empty donor and another kind refused, with the caller\'s name', () => {
+    expect(checkAblation(undefined, 'text', 'x')).toBeUndefined();
+    expect(checkAblation({ kind: 'zeroed' }, 'latent', 'x')).toEqual({ kind: 'zeroed' });
+    expect(checkAblation({ kind: 'from', question: ' Q? \n' }, 'latent', 'x')).toEqual({ kind: 'from', question: 'Q?' });
+    const refused = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return e as Error;
+      }
+      throw new Error('not refused');
+    };
+    const text = refused(() => checkAblation({ kind: 'zeroed' }, 'text', '--zero_messages'));
+    expect(text).toBeInstanceOf(InvalidArgument);
+    expect(text.message).toBe('--zero_messages replaces latent messages; text mode sends none');
+    expect(refused(() => checkAblation({ kind: 'from', question: '  ' }, 'latent', 'ask: a message ablation')).message).toBe(
+      'ask: a message ablation: the donor question is empty',
+    );
+    const odd = { kind: 'shuffled' } as unknown as Parameters<typeof checkAblation>[0];
+    expect(refused(() => checkAblation(odd, 'latent', 'the ablation')).message).toMatch(/^the ablation must be \{kind: 'zeroed'\}/);
+    const usage = refused(() => checkAblation({ kind: 'zeroed' }, 'text', '--zero_messages', (why) => new RangeError(why)));
+    expect(usage).toBeInstanceOf(RangeError);
+  });
+
+  it("prepareAblation: 'from' asks the donor once with its settings, no answer retry, messages recorded; zeroed asks nothing", async () => {
+    const asked: AskOptions[] = [];
+    const recorded: RecordedMessages = { question: 'D', messages: new Map() };
+    const fake = async (o: AskOptions) => (asked.push(o), { messages: recorded, seconds: 1.5 } as AskResult);
+    const settings = (q: string) => ({ task: q === 'D' ? ('choice' as const) : ('math' as const), maxNewTokens: q.length, sampling: {} });
+    expect(await prepareAblation(undefined, settings, fake)).toEqual({});
+    expect(await prepareAblation({ kind: 'zeroed' }, settings, fake)).toEqual({ ablation: { kind: 'zeroed' } });
+    expect(asked).toEqual([]);
+    const p = await prepareAblation({ kind: 'from', question: 'D' }, settings, fake);
+    expect(asked).toEqual([{ task: 'choice', maxNewTokens: 1, sampling: {}, question: 'D', answerRetry: false, recordMessages: true }]);
+    expect(p.ablation).toEqual({ kind: 'replaced', from: recorded });
+    expect(p.donor?.seconds).toBe(1.5);
+    expect([ablationLabel({ kind: 'zeroed' }), ablationLabel({ kind: 'from', question: ' D ' })]).toEqual(['zeroed', 'from: D']);
   });
 });

@@ -10,10 +10,10 @@ import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultMaxNewTokens } from '../../src/mas/budget';
 import { loadPromptSet } from '../../src/mas/prompts';
 import { ALL_STYLE_NAMES, DEFAULT_STYLE, STYLE_NAMES, getStyle, schedule } from '../../src/mas/styles';
 import { embeddedRoot, loadSystem, packageRoot, TINY_SYSTEM_ENV } from '../../src/mas/system';
-import { defaultMaxNewTokens } from '../../src/runner/ask';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../../src/tokenizer';
 import { TINY_PROMPT_FILE } from '../../scripts/tiny-system/prompts';
@@ -77,10 +77,10 @@ describe('tiny_sequential in the style registry', () => {
       /choose one of sequential_light, sequential_scaled, mixture, distillation, deliberation, tiny_sequential, tiny_distillation$/,
     );
     expect([
-      defaultMaxNewTokens('tiny_sequential', 'math'),
-      defaultMaxNewTokens('tiny_sequential', 'code'),
-      defaultMaxNewTokens('tiny_distillation', 'math'),
-      defaultMaxNewTokens('sequential_light', 'math'),
+      defaultMaxNewTokens(getStyle('tiny_sequential'), { task: 'math' }),
+      defaultMaxNewTokens(getStyle('tiny_sequential'), { task: 'code' }),
+      defaultMaxNewTokens(getStyle('tiny_distillation'), { dataset: 'math500' }),
+      defaultMaxNewTokens(getStyle('sequential_light'), { task: 'math' }),
     ]).toEqual([64, 64, 64, 1000]);
   });
 
