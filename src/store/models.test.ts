@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { isNotFound } from '../formats/sources';
 import { sha256Hex } from '../util/sha256';
 import { type Kv, memoryKv } from './kv';
-import { modelCache } from './models';
+import { hubFetch } from './hub';
+import { isMissingFile, modelCache } from './models';
 
 const data = Uint8Array.from({ length: 10_000 }, (_, i) => (i * 7919 + 13) % 251);
 const hexOf = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
@@ -262,5 +263,19 @@ describe('modelCache (memory Kv)', () => {
     const e2 = await modelCache({ kv, fetch: offline }).opener('https://example.test/m/')('missing').size().catch((e: Error) => e);
     expect(isNotFound(e2)).toBe(true);
     expect(await sha256Hex(data)).toBe(hexOf(data));
+  });
+
+  it('cache only: a file read in place that the server lacked when last asked is still missing, not HubOffline', async () => {
+    const kv = memoryKv();
+    const url = 'https://example.test/m/model.safetensors.index.json';
+    const missing = (async () => new Response(null, { status: 404 })) as typeof fetch;
+    expect(isMissingFile(await modelCache({ kv, fetch: missing }).ranged(url).then((r) => r.size()).catch((e: Error) => e))).toBe(true);
+    const offline = hubFetch({ endpoint: 'https://example.test', offline: true });
+    const again = await modelCache({ kv, fetch: offline }).ranged(url).then((r) => r.size()).catch((e: Error) => e);
+    expect([isMissingFile(again), (again as Error).message])
+      .toEqual([true, `${url} was not on the server when last asked (and it cannot be asked now)`]);
+    // a file never asked about is the hub client's HubOffline
+    const never = await modelCache({ kv, fetch: offline }).ranged(`${url}.other`).then((r) => r.size()).catch((e: Error) => e);
+    expect((never as Error).name).toBe('HubOffline');
   });
 });

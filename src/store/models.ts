@@ -343,6 +343,8 @@ export function modelCache(opts: ModelCacheOptions = {}) {
         res = await doFetch(url, { headers: { ...opts.headers, Range: `bytes=${a}-${b}` }, signal: o.signal });
       } catch (e) {
         if (o.signal?.aborted) throw new Cancelled(`reading ${url} was cancelled; the chunks read so far are kept`);
+        // offline or out of reach: a file the server lacked when last asked is still taken as lacking, as download() does
+        if (meta?.missing) throw notFoundError(`${url} was not on the server when last asked (and it cannot be asked now)`, 404);
         if (e instanceof RmasError) throw e;
         throw new DownloadFailed(`${url}: network error (${(e as Error).message}); check the connection and load again`);
       }

@@ -17,6 +17,8 @@ import { rmasInProcess } from '../util/rmas';
 import { builtApp, ask, shot, tab, withPage } from './app';
 
 const app = builtApp();
+/** Each test loads three agents on SwiftShader, some of them twice: minutes on two busy cores. */
+const SLOW = 300_000;
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-e2e-hub-'));
 const QUESTION = 'What is 2 + 3?';
 const LATENT = '4';
@@ -54,10 +56,10 @@ async function runnerText(h: StandInHub, kv: 'f16' | 'f32'): Promise<string> {
 const pageKv = (page: Page): Promise<'f16' | 'f32'> =>
   page.evaluate(async () => ((await navigator.gpu.requestAdapter())?.features.has('shader-f16') ? 'f16' : 'f32'));
 
-/** The Ask view on sequential_light, 1 round, greedy, LATENT latent steps. */
-async function releasedOneRound(page: Page) {
+/** The Ask view on a released style (sequential_light unless told), 1 round, greedy, LATENT latent steps. */
+async function releasedOneRound(page: Page, style = 'sequential_light') {
   await tab(page, 'ask');
-  await page.getByTestId('ask-style').selectOption('sequential_light');
+  await page.getByTestId('ask-style').selectOption(style);
   await page.getByTestId('ask-rounds').fill('1');
   await page.getByTestId('ask-latent').fill(LATENT);
   await page.getByTestId('ask-greedy').check();
@@ -68,8 +70,8 @@ const errorBox = (page: Page) => page.locator('#panel-ask .error-box').first();
 const at = (h: StandInHub) => `?hub=${encodeURIComponent(h.url)}`;
 
 /** Asks QUESTION of sequential_light as releasedOneRound sets it, and waits for the error it shows: its name and message. */
-async function askUntilError(page: Page, timeout = 60_000): Promise<{ name: string | null; message: string | null }> {
-  await releasedOneRound(page);
+async function askUntilError(page: Page, timeout = 60_000, style?: string): Promise<{ name: string | null; message: string | null }> {
+  await releasedOneRound(page, style);
   await page.getByRole('textbox', { name: 'question' }).fill(QUESTION);
   await page.getByTestId('ask-button').click();
   await errorBox(page).waitFor({ timeout });
@@ -137,8 +139,24 @@ describe.sequential('a released style from the hub in the page (built app, WebGP
       expect(hub.log.every((q) => q.authorization === null)).toBe(true);
       expect(hub.log.some((q) => q.server === 'cdn')).toBe(true);
       await shot(page, 'hub-answer');
+
+      // cache only: after a reload (a fresh engine), the same question asks nothing of the hub; a style never fetched is HubOffline
+      await tab(page, 'env');
+      await page.getByTestId('hub-cache-only').check();
+      await expect.poll(() => page.getByTestId('hub-status').textContent()).toMatch(/, cache only\./);
+      await page.reload();
+      await page.locator('#tab-ask').waitFor();
+      const quiet = hub.log.length;
+      await releasedOneRound(page);
+      await ask(page, QUESTION);
+      expect(await shownText(page)).toBe(shown);
+      expect(hub.log.length).toBe(quiet);
+      const offline = await askUntilError(page, 60_000, 'mixture');
+      expect(offline.name).toBe('HubOffline');
+      expect(offline.message).toMatch(/^offline mode is on \(HF_HUB_OFFLINE, or the page's cache-only mode\): .* was not requested$/);
+      expect(hub.log.length).toBe(quiet);
     }, at(hub));
-  });
+  }, SLOW);
 
   test('a gated repo shows GatedRepo; the token typed under Environment opens it and never reaches the CDN', async () => {
     await withPage(app, async (page) => {
@@ -166,7 +184,7 @@ describe.sequential('a released style from the hub in the page (built app, WebGP
       // the token is nowhere on the page
       expect(await page.content()).not.toContain(gated.token);
     }, at(gated));
-  });
+  }, SLOW);
 
   test('a connection dropped once is asked again unseen; dropped three times it is DownloadFailed, and asking again goes on', async () => {
     await withPage(app, async (page) => {
@@ -188,5 +206,5 @@ describe.sequential('a released style from the hub in the page (built app, WebGP
       await ask(page, QUESTION);
       expect(await shownText(page)).toBe(await runnerText(hub, await pageKv(page)));
     }, at(hub));
-  });
+  }, SLOW);
 });
