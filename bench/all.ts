@@ -1,5 +1,5 @@
 // Every kernel folder's benchmarks, run by bench/run.ts (Node) and the bench page (browser).
-import type { BenchCase } from '../src/testing/bench';
+import type { BenchCase } from '../src/kernels/workbench/bench';
 import { benches as elementwise } from '../src/kernels/elementwise/elementwise.bench';
 import { benches as matmul } from '../src/kernels/matmul/matmul.bench';
 import { benches as embedding } from '../src/kernels/embedding/embedding.bench';

@@ -40,10 +40,10 @@ import { Decoder, generate, loadDecoderWeights } from '../src/model';
 import { type WeightSource, weightSpecs } from '../src/model/weights';
 import { planTrainingMemory } from '../src/train/memory';
 import { randomDecoder } from '../src/model/model.bench';
-import { tinyConfig } from '../src/model/testing';
+import { tinyConfig } from '../src/testing/model';
 import { CpuBackend } from '../src/tensor/cpu';
 import { CudaBackend } from '../src/tensor/cuda';
-import { newRng, type ParityEnv } from '../src/testing/parity';
+import { newRng, type ParityEnv } from '../src/kernels/workbench/parity';
 import { TINY_GOLDEN_MODELS, formatGoldenErrors, roundGoldenBound, tinyGoldenErrors } from '../src/testing/tiny-golden';
 import { Rng } from '../src/util/rng';
 

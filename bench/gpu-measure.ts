@@ -20,7 +20,7 @@ import { type DecoderWeights, type WeightSource, loadDecoderWeights, stepWeightB
 import type { Backend } from '../src/tensor/backend';
 import { tidy } from '../src/tensor/scope';
 import type { Tensor } from '../src/tensor/tensor';
-import type { BenchCase, BenchOptions, BenchResult, BenchRun } from '../src/testing/bench';
+import type { BenchCase, BenchOptions, BenchResult, BenchRun } from '../src/kernels/workbench/bench';
 import { Rng } from '../src/util/rng';
 import { timeCase } from './harness';
 

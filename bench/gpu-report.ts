@@ -2,7 +2,7 @@
  * The report of `npm run bench:gpu` (bench/gpu.ts): its JSON shape, the adapters' nominal memory bandwidth, and the
  * lines printed under each backend's table.
  */
-import type { BenchResult } from '../src/testing/bench';
+import type { BenchResult } from '../src/kernels/workbench/bench';
 import type { DecodeFigures, GemvFigures } from './gpu-measure';
 
 /**

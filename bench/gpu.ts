@@ -69,7 +69,7 @@ if (!process.env[CHILD] && args.backend !== 'cuda') {
 }
 
 const { formatTable } = await import('./harness');
-type BenchResult = import('../src/testing/bench').BenchResult;
+type BenchResult = import('../src/kernels/workbench/bench').BenchResult;
 const { SharedLayerWeights, decodeSection, gemvSection, qwen3Config } = await import('./gpu-measure');
 type GpuBenchSize = import('./gpu-measure').GpuBenchSize;
 type WeightDType = import('./gpu-measure').WeightDType;

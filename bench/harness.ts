@@ -4,7 +4,7 @@
  * sync after each batch, doubling the batch until a minimum time has passed.
  */
 import type { Backend } from '../src/tensor/backend';
-import type { BenchCase, BenchOptions, BenchResult, BenchRun } from '../src/testing/bench';
+import type { BenchCase, BenchOptions, BenchResult, BenchRun } from '../src/kernels/workbench/bench';
 
 export function selectCases(cases: readonly BenchCase[], filter?: string): BenchCase[] {
   const f = filter?.toLowerCase();

@@ -9,7 +9,7 @@
 import { allCases } from '../src/kernels/cases';
 import { CpuBackend } from '../src/tensor/cpu';
 import { WebGpuBackend } from '../src/tensor/webgpu';
-import { newRng, type ParityEnv } from '../src/testing/parity';
+import { newRng, type ParityEnv } from '../src/kernels/workbench/parity';
 import { TINY_GOLDEN_MODELS, formatGoldenErrors, tinyGoldenErrors } from '../src/testing/tiny-golden';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);

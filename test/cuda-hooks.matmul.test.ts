@@ -24,7 +24,7 @@ import {
   numelOf,
 } from '../src/kernels/kernel.ts';
 import { type MatmulAttrs, matmulKernel } from '../src/kernels/matmul/index.ts';
-import { assertClose } from '../src/testing/close.ts';
+import { assertClose } from '../src/kernels/workbench/close';
 import { Rng } from '../src/util/rng.ts';
 
 // --- a fake device: buffers by base address, launches recorded and run by kernel models ---

@@ -1,7 +1,8 @@
 // The layering of src/ (the README's map and its layering rule), read from every file's import
 // specifiers: the library (src/ but the apps src/ui and src/runner) never imports the apps, workers/, bench/,
-// models/, scripts/ or test/; each library layer imports only itself and the layers below it; src/testing (and
-// the kernels' parity cases) serve tests, benchmarks and each other. Tests (*.test.ts) are exempt.
+// models/, scripts/ or test/; each library layer imports only itself and the layers below it; the kernel workbench
+// (src/kernels/workbench and the parity cases) may import any layer and serves tests, benchmarks and the apps (the
+// page's self-test and bench page); src/testing serves tests, benchmarks and scripts only. Tests (*.test.ts) are exempt.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, posix, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -29,8 +30,13 @@ interface Import {
 const top = (path: string) => path.split('/')[0]!;
 /** The src layer of a path: the folder under src/, or 'errors' for src/errors.ts. */
 const layerOf = (path: string) => (/^src\/errors(\.ts)?$/.test(path) ? 'errors' : path.split('/')[1]!);
-/** Test support that is not a test: src/testing/ and the kernels' parity cases (the page's self-test runs them too). */
-const isTesting = (path: string) => /^src\/testing(\/|$)/.test(path) || /(^|[/.])cases(\.ts)?$/.test(path);
+/** Test support that is not a test: fixtures and references that only tests, benchmarks and scripts use. */
+const isTesting = (path: string) => /^src\/testing(\/|$)/.test(path);
+/**
+ * The kernel workbench: closeness, the parity and bench harness, and the parity cases. It runs kernels through the
+ * backends above them, so it may import any library layer; the tests, the benchmarks and the page's self-test use it.
+ */
+const isWorkbench = (path: string) => /^src\/kernels\/workbench(\/|$)/.test(path) || /(^|[/.])cases(\.ts)?$/.test(path);
 const isBench = (path: string) => path.endsWith('.bench.ts');
 
 /** What breaks the layering among `imports` (none of them from a test file), one line each. */
@@ -53,9 +59,10 @@ function violations(imports: readonly Import[]): string[] {
       continue;
     }
     if (!LAYERS.includes(layer) && layer !== 'testing') { bad(`src/${layer} is in no layer; add it to LAYERS`); continue; }
-    const harness = isTesting(from) || isBench(from);
-    if (isTesting(to) && !harness) { bad('src/testing and parity cases serve tests, *.bench.ts and other testing files only'); continue; }
-    if (app || harness || isTesting(to)) continue;
+    if (isTesting(to) && !isTesting(from) && !isBench(from)) { bad('src/testing serves tests, benchmarks and scripts only'); continue; }
+    const harness = isTesting(from) || isBench(from) || isWorkbench(from);
+    if (isWorkbench(to) && !harness && !app) { bad('the library never imports the kernel workbench'); continue; }
+    if (app || harness || isTesting(to) || isWorkbench(to)) continue;
     const own = layerOf(from);
     if (!LAYERS.includes(own)) { bad(`src/${own} is in no layer; add it to LAYERS`); continue; }
     if (LAYERS.indexOf(layer) > LAYERS.indexOf(own)) bad(`${own} is below ${layer} (${LAYERS.join(' < ')})`);
@@ -75,11 +82,26 @@ function importsOf(from: string, text: string): Import[] {
     .map((s) => ({ from, to: posix.normalize(posix.join(posix.dirname(from), s.replace(/\?.*$/, ''))) }));
 }
 
+/**
+ * What breaks the rules for the folders outside src/ that ship or build things: the engine worker imports src/ (never
+ * src/testing), its own folder and bench/ (the bench page's cases); bench/ and scripts/ may import src/testing.
+ */
+function outsideViolations(imports: readonly Import[]): string[] {
+  const out: string[] = [];
+  for (const { from, to } of imports) {
+    const bad = (why: string) => out.push(`${from} imports ${to}: ${why}`);
+    if (isTesting(to) && !['bench', 'scripts'].includes(top(from))) bad('src/testing serves tests, benchmarks and scripts only');
+    else if (top(from) === 'workers' && !['src', 'workers', 'bench', 'node_modules'].includes(top(to)))
+      bad('workers/ imports only src/, workers/ and bench/');
+  }
+  return out;
+}
+
 function sourceFiles(dir: string): string[] {
   return readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => {
     const path = `${dir}/${e.name}`;
     if (e.isDirectory()) return sourceFiles(path);
-    return /\.(ts|svelte)$/.test(e.name) && !e.name.endsWith('.test.ts') ? [path] : [];
+    return /\.(ts|svelte|mjs)$/.test(e.name) && !e.name.endsWith('.test.ts') ? [path] : [];
   });
 }
 
@@ -93,15 +115,27 @@ describe('layering of src/', () => {
       { from: 'src/kernels/a.ts', to: 'src/runner/cli' },
       { from: 'src/util/a.ts', to: 'src/errors' },
       { from: 'src/sandbox/a.ts', to: 'src/tensor' },
+      { from: 'src/kernels/a/a.cases.ts', to: 'src/testing/model' },
+      { from: 'src/ui/a.ts', to: 'src/testing' },
+      { from: 'src/model/a.ts', to: 'src/kernels/workbench/close' },
     ]).map((v) => v.split(':')[0])).toEqual([
       'src/formats/a.ts imports src/model/config', 'src/mas/a.ts imports workers/protocol', 'src/ui/a.svelte imports models/tiny/task',
       'src/model/a.ts imports src/testing/close', 'src/kernels/a.ts imports src/runner/cli', 'src/sandbox/a.ts imports src/tensor',
+      'src/kernels/a/a.cases.ts imports src/testing/model', 'src/ui/a.ts imports src/testing',
+      'src/model/a.ts imports src/kernels/workbench/close',
     ]);
     expect(violations([
       { from: 'src/ui/a.svelte', to: 'workers/protocol' }, { from: 'src/runner/a.ts', to: 'src/store' },
-      { from: 'src/kernels/a/a.bench.ts', to: 'src/autograd' }, { from: 'src/kernels/a/a.cases.ts', to: 'src/testing' },
-      { from: 'src/testing/parity.ts', to: 'src/model/config' }, { from: 'src/ui/peer.ts', to: 'node_modules/x/y.wasm' },
+      { from: 'src/kernels/a/a.bench.ts', to: 'src/autograd' }, { from: 'src/kernels/a/a.cases.ts', to: 'src/kernels/workbench' },
+      { from: 'src/kernels/workbench/parity.ts', to: 'src/tensor/cpu' }, { from: 'src/testing/model.ts', to: 'src/model/config' },
+      { from: 'src/model/model.bench.ts', to: 'src/testing/model' }, { from: 'src/ui/a.ts', to: 'src/kernels/workbench/bench' },
+      { from: 'src/ui/peer.ts', to: 'node_modules/x/y.wasm' },
     ])).toEqual([]);
+    expect(outsideViolations([
+      { from: 'workers/a.ts', to: 'src/testing/model' }, { from: 'workers/a.ts', to: 'test/util/gpu' },
+      { from: 'bench/a.ts', to: 'src/testing/tiny-golden' }, { from: 'scripts/a.ts', to: 'src/testing/model' },
+      { from: 'workers/a.ts', to: 'bench/harness' }, { from: 'workers/a.ts', to: 'src/kernels/cases' },
+    ]).map((v) => v.split(':')[0])).toEqual(['workers/a.ts imports src/testing/model', 'workers/a.ts imports test/util/gpu']);
     expect(
       importsOf(
         'src/mas/a.ts',
@@ -115,5 +149,12 @@ describe('layering of src/', () => {
     const imports = sourceFiles('src').flatMap((f) => importsOf(f, readFileSync(join(ROOT, f), 'utf8')));
     expect(imports.length).toBeGreaterThan(1000); // the parser sees the real graph
     expect(violations(imports)).toEqual([]);
+  });
+
+  it('holds for workers/, bench/ and scripts/: src/testing serves tests, benchmarks and scripts only', () => {
+    const files = ['workers', 'bench', 'scripts'].flatMap(sourceFiles);
+    const imports = files.flatMap((f) => importsOf(f, readFileSync(join(ROOT, f), 'utf8')));
+    expect(imports.filter((i) => i.from.startsWith('workers/')).length).toBeGreaterThan(50);
+    expect(outsideViolations(imports)).toEqual([]);
   });
 });

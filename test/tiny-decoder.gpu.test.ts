@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { decode } from '../src/formats/encode';
 import { openCheckpoint } from '../src/formats/safetensors-sharded';
 import { Decoder, loadDecoderWeights, parseDecoderConfig } from '../src/model';
-import { referenceEmbed, referenceForward, scaledError } from '../src/model/testing';
+import { referenceEmbed, referenceForward, scaledError } from '../src/testing/model';
 import { CpuBackend } from '../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../src/tokenizer';
 import { gpuBackend } from './util/gpu';

@@ -1,6 +1,6 @@
 /** The engine worker's typed API (what the page may ask of it) and its progress events. */
 import type { AdapterReport } from '../src/gpu/device';
-import type { BenchOptions, BenchResult } from '../src/testing/bench';
+import type { BenchOptions, BenchResult } from '../src/kernels/workbench/bench';
 import type { SampleOptions } from '../src/autograd/ops/sample';
 import type { DownloadPlan, PlanQuantize } from '../src/store/plan';
 import type { AskResult } from '../src/mas/run';
@@ -8,7 +8,7 @@ import type { LoadEvent, SystemSpec } from '../src/mas/spec';
 
 export type { AdapterReport } from '../src/gpu/device';
 export type { FileRef, SystemSpec } from '../src/mas/spec';
-export type { BenchResult } from '../src/testing/bench';
+export type { BenchResult } from '../src/kernels/workbench/bench';
 
 export type SelfTestEvent =
   | { type: 'start'; backend: 'webgpu' | 'cpu'; total: number; reason?: string }

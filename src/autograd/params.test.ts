@@ -3,7 +3,7 @@ import { F, Tape } from '.';
 import { InvalidArgument } from '../errors';
 import { VIEW_ALIGN } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
-import { assertClose } from '../testing/close';
+import { assertClose } from '../kernels/workbench/close';
 import { Rng } from '../util/rng';
 import { FlatParams, defaultDecay } from './params';
 

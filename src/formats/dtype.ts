@@ -12,7 +12,6 @@ export type DType = FloatDType | QuantDType | 'i32';
 export const QK = 32; // elements per quantization block
 
 export const isQuant = (d: DType): d is QuantDType => d === 'q8_0' || d === 'q4_0';
-export const isFloat = (d: DType): d is FloatDType => d === 'f32' || d === 'f16' || d === 'bf16';
 
 const align4 = (n: number) => (n + 3) & ~3;
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { f16BitsToF32, f32ToBf16Bits, f32ToF16Bits, bf16BitsToF32 } from './dtype';
 import { decode } from './encode';
 import { GGML_TYPE, readGgufHeader, readGgufTensor } from './gguf';
-import { writeGguf } from './gguf-writer';
+import { writeGguf } from '../testing/gguf-writer';
 import { memorySource } from './sources';
 
 const bytesSource = (b: Uint8Array) => memorySource(b, 'model.gguf');

@@ -83,7 +83,6 @@ export interface NcclProbe {
 
 /** An Error thrown by the addon for a failed NCCL call (ncclResult: its ncclResult_t, e.g. 6 for ncclRemoteError). */
 export type NcclError = Error & { ncclResult: number };
-export const isNcclError = (e: unknown): e is NcclError => e instanceof Error && typeof (e as NcclError).ncclResult === 'number';
 
 /** An Error thrown by the addon for a failed CUDA call. */
 export type CudaError = Error & { code: number; cudaError: string };

@@ -1,6 +1,6 @@
 // Every kernel folder's GPU-vs-CPU parity cases, by group: the page's self-test (through the engine
 // worker) runs them, and test/parity/all.ts can re-export this list so both stay one list.
-import type { ParityCase } from '../testing/parity';
+import type { ParityCase } from './workbench/parity';
 import { cases as elementwise } from './elementwise/elementwise.cases';
 import { cases as matmul } from './matmul/matmul.cases';
 import { cases as embedding } from './embedding/embedding.cases';

@@ -26,6 +26,7 @@
  *                attention over stacked caches, a whole DeltaNet token, norm-add (model/fused.ts uses them)
  *
  * Shared by the folders: kernel.ts (the KernelDef contract), wgsl.ts (WGSL snippets, the subgroup reductions),
- * segments.ts (walking tensors split across bindings), cases.ts (the one list of parity cases).
+ * segments.ts (walking tensors split across bindings), cases.ts (the one list of parity cases), workbench/ (closeness,
+ * the parity and benchmark harness that the tests, the benchmarks and the page's self-test run the cases through).
  */
 export type { KernelDef, GpuRef, GpuChunk, Meta, CpuArray, FloatArray } from './kernel';

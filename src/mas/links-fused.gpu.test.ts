@@ -8,7 +8,7 @@ import type { Backend } from '../tensor/backend';
 import type { WebGpuBackend } from '../tensor/webgpu';
 import { freshGpuBackend } from '../../test/util/gpu';
 import { Rng } from '../util/rng';
-import { scaledError } from '../model/testing';
+import { scaledError } from '../testing/model';
 import { INNER_LINK_TYPES, type InnerLinkType, InnerLink } from './links';
 
 let gpu: WebGpuBackend;

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { F, Tape, gradcheck } from '../autograd';
 import { CorruptCheckpoint, InvalidArgument, ShapeMismatch } from '../errors';
 import { erf } from '../kernels/activation/cpu';
-import { closeness } from '../testing/close';
+import { closeness } from '../kernels/workbench/close';
 import { Rng } from '../util/rng';
 import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';

@@ -11,7 +11,7 @@ import { noGrad } from '../autograd';
 import { forwardCost, randomDecoder, tinyModelConfig } from '../model/model.bench';
 import type { Backend } from '../tensor/backend';
 import { tidy } from '../tensor/scope';
-import type { BenchCase, BenchRun, BenchSize } from '../testing/bench';
+import type { BenchCase, BenchRun, BenchSize } from '../kernels/workbench/bench';
 import { Rng } from '../util/rng';
 import { InnerLink, OuterLink, innerLinkParamCount, outerLinkParamCount } from './links';
 

@@ -17,5 +17,4 @@ export const SLOTS = {
   deliberationFeedback: '<<DELIBERATION_FEEDBACK_SLOT>>',
 } as const;
 
-export type SlotString = (typeof SLOTS)[keyof typeof SLOTS];
 export const ALL_SLOTS: readonly string[] = Object.values(SLOTS);

@@ -12,7 +12,7 @@ import { freshGpuBackend } from '../../test/util/gpu';
 import { FAMILIES, type Family } from './config';
 import { Decoder } from './decoder';
 import { generate, generateBatch } from './generate';
-import { tinyCheckpoint, tinyConfig, tinyTensors } from './testing';
+import { tinyCheckpoint, tinyConfig, tinyTensors } from '../testing/model';
 import { loadDecoderWeights } from './weights';
 
 const PROMPTS = [[3, 17, 0, 41, 8], [29, 5], [11, 2, 7, 19, 23, 31, 1]];

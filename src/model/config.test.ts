@@ -4,7 +4,7 @@ import { ropeInvFreq } from '../kernels/rope';
 import { CONFIG_LIMITS, parseDecoderConfig } from './config';
 import { TINY_QWEN3_CONFIG } from './model.bench';
 import qwen3TinyJson from '../../models/tiny/qwen3-tiny/config.json';
-import { tinyConfigJson } from './testing';
+import { tinyConfigJson } from '../testing/model';
 
 const TINY_QWEN35 = tinyConfigJson('qwen3_5');
 

@@ -12,7 +12,7 @@ import type { WebGpuBackend } from '../tensor/webgpu';
 import { freshGpuBackend } from '../../test/util/gpu';
 import { FAMILIES, type Family } from './config';
 import { Decoder } from './decoder';
-import { scaledError, tinyCheckpoint, tinyConfig, tinyTensors } from './testing';
+import { scaledError, tinyCheckpoint, tinyConfig, tinyTensors } from '../testing/model';
 import { loadDecoderWeights } from './weights';
 
 const IDS = [3, 17, 0, 41, 8, 29, 5];

@@ -10,7 +10,7 @@ import { CpuBackend } from '../tensor/cpu';
 import type { Tensor } from '../tensor/tensor';
 import { FAMILIES } from './config';
 import { Decoder } from './decoder';
-import { bf16Tensor, referenceEmbed, referenceForward, scaledError, tinyCheckpoint, tinyConfig, tinyTensors } from './testing';
+import { bf16Tensor, referenceEmbed, referenceForward, scaledError, tinyCheckpoint, tinyConfig, tinyTensors } from '../testing/model';
 import { formatWeightBytes, loadDecoderWeights, weightSpecs } from './weights';
 import { decode, encode } from '../formats/encode';
 import { writeSafetensors } from '../formats/safetensors';

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { gpuBackend } from '../../test/util/gpu';
 import { STEP_DTYPES, stepOutputs, tinyModelIn } from '../../test/util/fused-steps';
 import { FAMILIES } from './config';
-import { scaledError } from './testing';
+import { scaledError } from '../testing/model';
 
 describe.each(FAMILIES)('fused steps on SwiftShader, %s', (family) => {
   it.each(STEP_DTYPES)('%s weights: equal to the plain path within 1e-5 of the peak; ≤ 8 dispatches per layer', async (dtype) => {

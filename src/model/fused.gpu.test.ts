@@ -13,7 +13,7 @@ import type { Backend } from '../tensor/backend';
 import type { WebGpuBackend } from '../tensor/webgpu';
 import { freshGpuBackend } from '../../test/util/gpu';
 import { FAMILIES, type Family } from './config';
-import { scaledError } from './testing';
+import { scaledError } from '../testing/model';
 import { STEP_DTYPES, stepOutputs, tinyModelIn } from '../../test/util/fused-steps';
 
 /** Measured ≤ 2e-6 of peak on lavapipe and the CPU (f32 rounding in another order); the bound is 1e-5. */

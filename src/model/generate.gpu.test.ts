@@ -13,7 +13,7 @@ import { rmasInProcess } from '../../test/util/rmas';
 import { FAMILIES } from './config';
 import { Decoder } from './decoder';
 import { generate } from './generate';
-import { tinyCheckpoint, tinyConfig, tinyTensors } from './testing';
+import { tinyCheckpoint, tinyConfig, tinyTensors } from '../testing/model';
 import { loadDecoderWeights, stepWeightBytes } from './weights';
 
 let gpu: WebGpuBackend;

@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { QK, roundF16 } from '../formats/dtype';
 import { decode, encode } from '../formats/encode';
-import { type GgufKv, type GgufWriterTensor, ggufBlocks, writeGguf } from '../formats/gguf-writer';
+import { type GgufKv, type GgufWriterTensor, ggufBlocks, writeGguf } from '../testing/gguf-writer';
 import { GGML_TYPE, readGgufHeader } from '../formats/gguf';
 import { SafetensorsFile, type StTensor, toStorage, writeSafetensors } from '../formats/safetensors';
 import { memorySource } from '../formats/sources';
@@ -19,7 +19,7 @@ import { type DecoderConfig, parseDecoderConfig } from './config';
 import { Decoder } from './decoder';
 import { ggufTensorName, ggufWeightSource, loadDecoderFromGguf, moveCols, unpermuteRows, vHeadAt } from './gguf';
 import { decoderConfigFromGguf, f32Decimal } from './gguf-config';
-import { ggufMetadata, scaledError, tinyCheckpoint, tinyConfig, tinyTensors } from './testing';
+import { ggufMetadata, scaledError, tinyCheckpoint, tinyConfig, tinyTensors } from '../testing/model';
 import { attentionLayer, loadDecoderWeights, weightSpecs } from './weights';
 
 const ROOT = resolve(import.meta.dirname, '../../models/tiny');

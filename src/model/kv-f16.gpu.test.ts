@@ -14,7 +14,7 @@ import { freshGpuBackend } from '../../test/util/gpu';
 import { stepOutputs, tinyModelIn } from '../../test/util/fused-steps';
 import { FAMILIES } from './config';
 import { generate, generateBatch } from './generate';
-import { scaledError } from './testing';
+import { scaledError } from '../testing/model';
 
 let gpu: WebGpuBackend;
 const cpu = new CpuBackend('f32');

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { SafetensorsFile, writeSafetensors } from '../formats/safetensors';
 import { CpuBackend } from '../tensor/cpu';
 import { LAYOUTS, detectLayout, layoutSource, storedName } from './layout';
-import { bf16Tensor, tinyConfig, tinyTensors } from './testing';
+import { bf16Tensor, tinyConfig, tinyTensors } from '../testing/model';
 import { Decoder } from './decoder';
 import { readFileSync } from 'node:fs';
 import { openCheckpoint } from '../formats/safetensors-sharded';

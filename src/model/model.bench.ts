@@ -21,12 +21,12 @@ import type { StTensor } from '../formats/safetensors';
 import type { Backend } from '../tensor/backend';
 import { tidy } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
-import type { BenchCase, BenchRun, BenchSize } from '../testing/bench';
+import type { BenchCase, BenchRun, BenchSize } from '../kernels/workbench/bench';
 import { Rng } from '../util/rng';
 import { type DecoderConfig, convChannels, layerWindow, parseDecoderConfig } from './config';
 import { Decoder, KVCache } from './decoder';
 import { type DecoderWeights, type WeightSource, isDeltaNetLayer, loadDecoderWeights, weightSpecs } from './weights';
-import { bf16Tensor } from './testing';
+import { bf16Tensor } from '../testing/model';
 
 /**
  * A bf16 checkpoint of random weights for `c`, generated tensor by tensor as the loader asks for it (the

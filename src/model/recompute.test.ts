@@ -9,7 +9,7 @@ import { CpuBackend } from '../tensor/cpu';
 import type { Tensor } from '../tensor/tensor';
 import { Rng } from '../util/rng';
 import { FAMILIES } from './config';
-import { tinyConfig, tinyTensors } from './testing';
+import { tinyConfig, tinyTensors } from '../testing/model';
 import { createTrainableDecoder } from './trainable';
 
 const cpu = new CpuBackend('f64');

@@ -17,7 +17,7 @@ import { CpuBackend } from '../tensor/cpu';
 import { FAMILIES } from './config';
 import { Decoder } from './decoder';
 import { lmLoss } from './lm-loss';
-import { tinyConfig, tinyTensors } from './testing';
+import { tinyConfig, tinyTensors } from '../testing/model';
 import { createTrainableDecoder, decoderStateDict, saveDecoderCheckpoint } from './trainable';
 import { attentionLayer, loadDecoderWeights, weightSpecs } from './weights';
 

@@ -15,7 +15,7 @@ import { loadCheckpoint, saveCheckpoint } from '../train/checkpoint';
 import { importBundle } from './bundle';
 import { checkpointRegistry } from './checkpoints';
 import { CHUNK_BYTES, idbCheckpointStore } from './idb-store';
-import { checkpointStoreContract } from './store-contract';
+import { checkpointStoreContract } from '../testing/store-contract';
 
 let n = 0;
 const fresh = (opts: { store?: UseStore } = {}) => idbCheckpointStore(`test-${Date.now()}-${++n}`, opts);

@@ -3,8 +3,8 @@
  * GGUF model loader are checked against files built here rather than against llama.cpp's own writer, which
  * is not available offline. `ggufBlocks` turns our q8_0/q4_0 row layout back into ggml's interleaved blocks.
  */
-import { type DType, QK, quantBytesPerRow, rowBytes } from './dtype';
-import { GGML_TYPE } from './gguf';
+import { type DType, QK, quantBytesPerRow, rowBytes } from '../formats/dtype';
+import { GGML_TYPE } from '../formats/gguf';
 
 export type GgufKv =
   | { key: string; type: 'str'; value: string }

@@ -6,11 +6,11 @@
  */
 import { bf16BitsToF32, f32ToBf16Bits } from '../formats/dtype';
 import { ropeInvFreq } from '../kernels/rope';
-import type { GgufKv } from '../formats/gguf-writer';
+import type { GgufKv } from './gguf-writer';
 import { SafetensorsFile, type StTensor, writeSafetensors } from '../formats/safetensors';
 import { Rng } from '../util/rng';
-import { type DecoderConfig, type Family, layerWindow, parseDecoderConfig } from './config';
-import { weightSpecs } from './weights';
+import { type DecoderConfig, type Family, layerWindow, parseDecoderConfig } from '../model/config';
+import { weightSpecs } from '../model/weights';
 
 /** config.json of a tiny model: hidden 32 and every projection's input a multiple of 32 (q8_0/q4_0 blocks). */
 export function tinyConfigJson(family: Family, over: Record<string, unknown> = {}): Record<string, unknown> {

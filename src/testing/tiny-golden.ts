@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { F, Tape } from '../autograd';
 import { openCheckpoint } from '../formats/safetensors-sharded';
 import { Decoder, loadDecoderWeights, parseDecoderConfig } from '../model';
-import { scaledError } from '../model/testing';
+import { scaledError } from './model';
 import type { Backend } from '../tensor/backend';
 import type { Tensor } from '../tensor/tensor';
 

@@ -12,7 +12,7 @@ import { byteSize } from '../formats/dtype';
 import { type DecoderConfig, FAMILIES, type Family, parseDecoderConfig } from '../model/config';
 import { outerLinkParamCount } from '../mas/links';
 import { Decoder } from '../model/decoder';
-import { tinyCheckpoint, tinyConfig, tinyTensors } from '../model/testing';
+import { tinyCheckpoint, tinyConfig, tinyTensors } from '../testing/model';
 import { loadDecoderWeights } from '../model/weights';
 import { CpuBackend } from '../tensor/cpu';
 import { tidy } from '../tensor/scope';

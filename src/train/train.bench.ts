@@ -26,7 +26,7 @@ import { InnerLink, OuterLink, innerLinkParamCount, outerLinkParamCount } from '
 import { getStyle } from '../mas/styles';
 import { forwardCost, randomDecoder, wideLayerConfig } from '../model/model.bench';
 import type { Backend } from '../tensor/backend';
-import { type BenchCase, type BenchRun, type BenchSize, trackPeak } from '../testing/bench';
+import { type BenchCase, type BenchRun, type BenchSize, trackPeak } from '../kernels/workbench/bench';
 import { Rng } from '../util/rng';
 import { type InnerExample, innerPairs, innerSampleStep } from './inner';
 import { type OuterAgent, type OuterStage, outerSampleStep, stageKey } from './outer';

@@ -8,8 +8,8 @@
  * `npm run bench:peer` builds it when missing). Query: ?models=qwen3-tiny,llama-tiny&tokens=64&reps=3&prompt=..&run=1
  */
 import { AutoModelForCausalLM, env as tjsEnv } from '@huggingface/transformers';
-// transformers.js brings its own onnxruntime-web build (newer than the project's top-level copy); the wasm must
-// come from that same build, served with the page (transformers.js' default is a CDN)
+// transformers.js pins its own onnxruntime-web (a dev build, installed under it; the project declares none); the wasm
+// must come from that same build, served with the page (transformers.js' default is a CDN)
 import ortWasmUrl from
   '../../node_modules/@huggingface/transformers/node_modules/onnxruntime-web/dist/ort-wasm-simd-threaded.asyncify.wasm?url';
 import { RmasError } from '../errors';

@@ -6,11 +6,11 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { GGML_TYPE, readGgufHeader } from '../../src/formats/gguf';
-import { type GgufKv, writeGguf } from '../../src/formats/gguf-writer';
+import { type GgufKv, writeGguf } from '../../src/testing/gguf-writer';
 import { memorySource } from '../../src/formats/sources';
 import { parseDecoderConfig } from '../../src/model/config';
 import { decoderConfigFromGguf } from '../../src/model/gguf-config';
-import { ggufMetadata } from '../../src/model/testing';
+import { ggufMetadata } from '../../src/testing/model';
 import { fuzzReader, fuzzTimeout } from './harness';
 
 describe('fuzz: GGUF', () => {

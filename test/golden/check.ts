@@ -8,7 +8,7 @@ import { ropeInvFreq } from '../../src/kernels/rope';
 import type { Backend } from '../../src/tensor/backend';
 import { CpuBackend } from '../../src/tensor/cpu';
 import type { Tensor } from '../../src/tensor/tensor';
-import { type CloseReport, type Tolerance, closeness } from '../../src/testing/close';
+import { type CloseReport, type Tolerance, closeness } from '../../src/kernels/workbench/close';
 import golden from './decoder.json';
 
 /**

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { openCheckpoint } from '../../src/formats/safetensors-sharded';
 import { SafetensorsFile, type StTensor, writeSafetensors } from '../../src/formats/safetensors';
 import { Decoder, loadDecoderWeights, parseDecoderConfig } from '../../src/model';
-import { scaledError } from '../../src/model/testing';
+import { scaledError } from '../../src/testing/model';
 import type { Backend } from '../../src/tensor/backend';
 import type { Tensor } from '../../src/tensor/tensor';
 import golden from './gemma3-ids.json';

@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { expect } from 'vitest';
-import { scaledError } from '../../src/model/testing';
+import { scaledError } from '../../src/testing/model';
 import type { KvDType } from '../../src/model/cache';
 import type { Backend } from '../../src/tensor/backend';
 import { f64 } from '../golden/check';

@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { scaledError } from '../../src/model/testing';
+import { scaledError } from '../../src/testing/model';
 import { CpuBackend } from '../../src/tensor/cpu';
 import type { Backend } from '../../src/tensor/backend';
 import { gpuBackend } from '../util/gpu';

@@ -13,7 +13,7 @@ import { tidy } from '../../src/tensor/scope';
 import { readLinkFile } from '../../src/mas/upstream';
 import { Decoder, generate, loadDecoderFromDir } from '../../src/model';
 import type { KvDType } from '../../src/model/cache';
-import { scaledError } from '../../src/model/testing';
+import { scaledError } from '../../src/testing/model';
 import type { Backend } from '../../src/tensor/backend';
 import { CpuBackend } from '../../src/tensor/cpu';
 import type { Tensor } from '../../src/tensor/tensor';

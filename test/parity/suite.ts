@@ -1,6 +1,6 @@
 import { describe, it } from 'vitest';
 import { CpuBackend } from '../../src/tensor/cpu';
-import { type ParityEnv, newRng } from '../../src/testing/parity';
+import { type ParityEnv, newRng } from '../../src/kernels/workbench/parity';
 import { gpuBackend } from '../util/gpu';
 import { allCases } from './all';
 

@@ -6,7 +6,7 @@
 import { type Family, Decoder } from '../../src/model';
 import { f32ToF16Bits } from '../../src/formats/dtype';
 import { SafetensorsFile, writeSafetensors } from '../../src/formats/safetensors';
-import { tinyCheckpoint, tinyConfig, tinyTensors } from '../../src/model/testing';
+import { tinyCheckpoint, tinyConfig, tinyTensors } from '../../src/testing/model';
 import { loadDecoderWeights } from '../../src/model/weights';
 import type { Backend } from '../../src/tensor/backend';
 

@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
-import type { BenchCase } from '../../testing';
+import type { BenchCase } from '../workbench';
 import { Rng } from '../../util/rng';
 import { gluBackwardKernel } from '.';
 

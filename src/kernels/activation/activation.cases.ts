@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
-import { type ParityCase, TOL, expectParity, pair } from '../../testing';
-import { expectGradParity } from '../../testing/gradparity';
+import { type ParityCase, TOL, expectParity, pair } from '../workbench';
+import { expectGradParity } from '../workbench/gradparity';
 
 const UNARY: [string, (x: Tensor) => Tensor][] = [
   ['silu', F.silu],

@@ -3,7 +3,7 @@ import { F, gradcheck } from '../../autograd';
 import { DTypeMismatch, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
 import type { Tensor } from '../../tensor/tensor';
-import { assertClose } from '../../testing/close';
+import { assertClose } from '../workbench/close';
 import { Rng } from '../../util/rng';
 import { activationBackwardKernel, erf, erfc, gluBackwardKernel } from '.';
 

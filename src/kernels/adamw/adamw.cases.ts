@@ -3,7 +3,7 @@ import { FlatParams, type ParamSpec } from '../../autograd/params';
 import type { Backend } from '../../tensor/backend';
 import { VIEW_ALIGN } from '../../tensor/backend';
 import { WebGpuBackend } from '../../tensor/webgpu';
-import { type ParityCase, TOL, assertClose, expectParity, pair } from '../../testing';
+import { type ParityCase, TOL, assertClose, expectParity, pair } from '../workbench';
 import { smallDevice } from '../reduce/reduce.cases';
 import { assignKernel, fillKernel } from '.';
 

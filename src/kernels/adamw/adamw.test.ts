@@ -4,7 +4,7 @@ import { FlatParams } from '../../autograd/params';
 import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
 import { assignKernel, fillKernel } from '.';
 import { CpuBackend } from '../../tensor/cpu';
-import { assertClose } from '../../testing/close';
+import { assertClose } from '../workbench/close';
 // torch 1.13 AdamW + clip_grad_norm_ in float32, made by scripts/golden/adamw.py
 import golden from './golden/adamw.json';
 

@@ -1,6 +1,6 @@
 import { F, Tape } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
-import { type ParityCase, type ParityEnv, TOL, expectParity, pair } from '../../testing';
+import { type ParityCase, type ParityEnv, TOL, expectParity, pair } from '../workbench';
 import { type AttentionAttrs, attentionKernel } from '.';
 
 interface Cfg extends AttentionAttrs {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { F, Tape, gradcheck } from '../../autograd';
 import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
-import { assertClose } from '../../testing';
+import { assertClose } from '../workbench';
 import { Rng } from '../../util/rng';
 import { attentionKernel } from '.';
 

@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import { decode, encode } from '../../formats/encode';
-import { type ParityCase, assertClose, expectParity } from '../../testing';
-import { expectGradParity } from '../../testing/gradparity';
+import { type ParityCase, assertClose, expectParity } from '../workbench';
+import { expectGradParity } from '../workbench/gradparity';
 
 /** Values that exercise rounding ties, overflow, subnormals and specials, with their f16 and bf16 bits. */
 export const SPECIALS: [number, number, number][] = [

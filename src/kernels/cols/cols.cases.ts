@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
-import { type ParityCase, expectParity, pair } from '../../testing';
-import { expectGradParity } from '../../testing/gradparity';
+import { type ParityCase, expectParity, pair } from '../workbench';
+import { expectGradParity } from '../workbench/gradparity';
 
 // Column ops move words: GPU and CPU agree exactly.
 const EXACT = { atol: 0, rtol: 0 };

@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
-import { type ParityCase, TOL, expectParity, pair } from '../../testing';
-import { expectGradParity } from '../../testing/gradparity';
+import { type ParityCase, TOL, expectParity, pair } from '../workbench';
+import { expectGradParity } from '../workbench/gradparity';
 
 // [T, C, K]: one position, odd sizes, Qwen3.5's kernel 4 over many channels, K = 1 (a per-channel scale), K > T.
 const SHAPES: [number, number, number][] = [[1, 3, 4], [7, 5, 4], [17, 96, 4], [3, 200, 2], [5, 17, 1], [2, 9, 6]];

@@ -3,7 +3,7 @@ import { F } from '../../autograd';
 import { gradcheck } from '../../autograd/gradcheck';
 import { ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
-import { assertClose } from '../../testing/close';
+import { assertClose } from '../workbench/close';
 
 const cpu = new CpuBackend('f32');
 const f64 = new CpuBackend('f64');

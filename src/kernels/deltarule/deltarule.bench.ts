@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
 import type { Backend } from '../../tensor/backend';
-import type { BenchCase, BenchSize } from '../../testing';
+import type { BenchCase, BenchSize } from '../workbench';
 import { Rng } from '../../util/rng';
 import { gatedDeltaRuleBwdColsKernel, gatedDeltaRuleBwdGatesKernel, gatedDeltaRuleBwdRowsKernel } from '.';
 

@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
-import { type ParityCase, type ParityEnv, TOL, expectParity, pair } from '../../testing';
-import { expectGradParity } from '../../testing/gradparity';
+import { type ParityCase, type ParityEnv, TOL, expectParity, pair } from '../workbench';
+import { expectGradParity } from '../workbench/gradparity';
 
 // [T, nk, nv, dk, dv]: Qwen3.5's head size with GVA, one of everything, odd sizes with GVA 3, several key heads, wide dv,
 // dk past 128 (CUDA's 256-float column; its rows 64).

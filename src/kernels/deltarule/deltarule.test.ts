@@ -5,7 +5,7 @@ import { Tape } from '../../autograd/tape';
 import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
 import type { Tensor } from '../../tensor/tensor';
-import { assertClose } from '../../testing/close';
+import { assertClose } from '../workbench/close';
 import { Rng } from '../../util/rng';
 
 const cpu = new CpuBackend('f32');

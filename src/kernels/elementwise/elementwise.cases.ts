@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
-import { type ParityCase, TOL, expectParity, pair } from '../../testing';
-import { expectGradParity } from '../../testing/gradparity';
+import { type ParityCase, TOL, expectParity, pair } from '../workbench';
+import { expectGradParity } from '../workbench/gradparity';
 
 // Backward rules compose the forward kernels with attributes the forward checks never use (scale by 1
 // and -1, sumRows of a gradient, a broadcast add onto zeros), so the gradients are compared too.

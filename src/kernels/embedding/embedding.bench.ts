@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import { type DType, rowBytes } from '../../formats/dtype';
 import { embeddingBackwardKernel } from '.';
-import type { BenchCase, BenchSize } from '../../testing';
+import type { BenchCase, BenchSize } from '../workbench';
 import { Rng } from '../../util/rng';
 
 const dims = (size: BenchSize) => (size === 'tiny' ? { V: 1000, d: 256, n: 64 } : { V: 32000, d: 2048, n: 512 });

@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import { encode } from '../../formats/encode';
-import { type ParityCase, assertClose, expectParity } from '../../testing';
-import { expectGradParity } from '../../testing/gradparity';
+import { type ParityCase, assertClose, expectParity } from '../workbench';
+import { expectGradParity } from '../workbench/gradparity';
 import { embeddingKernel } from '.';
 
 // Gathers copy decoded values and scatter-adds sum in position order on both backends: exact.

@@ -2,7 +2,7 @@ import { F } from '../../autograd';
 import type { DType } from '../../formats/dtype';
 import type { Backend } from '../../tensor/backend';
 import type { Tensor } from '../../tensor/tensor';
-import { type ParityCase, type ParityEnv, TOL, expectParity, observedClose, pair } from '../../testing';
+import { type ParityCase, type ParityEnv, TOL, expectParity, observedClose, pair } from '../workbench';
 import {
   type FusedGemvAttrs,
   SPLIT_KEYS,

@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
-import { type ParityCase, TOL, expectParity, pair } from '../../testing';
-import { type InputSpec, expectGradParity } from '../../testing/gradparity';
+import { type ParityCase, TOL, expectParity, pair } from '../workbench';
+import { type InputSpec, expectGradParity } from '../workbench/gradparity';
 
 // [rows, cols]: odd sizes and one row wider than 1024 (the 256-thread variant).
 const SHAPES = [[1, 1], [3, 17], [17, 96], [96, 200], [200, 3], [3, 1100]];

@@ -3,7 +3,7 @@ import { F, gradcheck } from '../../autograd';
 import { DTypeMismatch, ShapeMismatch } from '../../errors';
 import type { Tensor } from '../../tensor/tensor';
 import { CpuBackend } from '../../tensor/cpu';
-import { assertClose } from '../../testing/close';
+import { assertClose } from '../workbench/close';
 import { Rng } from '../../util/rng';
 
 const cpu = new CpuBackend();

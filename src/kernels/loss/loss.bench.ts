@@ -1,4 +1,4 @@
-import type { BenchCase } from '../../testing';
+import type { BenchCase } from '../workbench';
 import { Rng } from '../../util/rng';
 import { cosineLossBackwardKernel, cosineLossKernel, crossEntropyBackwardKernel, crossEntropyKernel } from '.';
 

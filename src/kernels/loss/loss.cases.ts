@@ -2,7 +2,7 @@ import { F, Tape } from '../../autograd';
 import type { Backend } from '../../tensor/backend';
 import type { Tensor } from '../../tensor/tensor';
 import { smallDevice } from '../reduce/reduce.cases';
-import { type ParityCase, type ParityEnv, TOL, assertClose } from '../../testing';
+import { type ParityCase, type ParityEnv, TOL, assertClose } from '../workbench';
 
 type Make = (be: Backend) => { inputs: Tensor[]; train: Tensor[]; loss: () => Tensor };
 

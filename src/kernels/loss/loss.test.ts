@@ -3,7 +3,7 @@ import { F, Tape, gradcheck } from '../../autograd';
 import { DTypeMismatch, InvalidArgument, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
 import type { Tensor } from '../../tensor/tensor';
-import { TOL, assertClose } from '../../testing/close';
+import { TOL, assertClose } from '../workbench/close';
 import { Rng } from '../../util/rng';
 // torch 1.13 float64 numbers, made by scripts/golden/losses.py (inputs included)
 import golden from './golden/losses.json';

@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import { type DType, byteSize } from '../../formats/dtype';
 import type { Backend } from '../../tensor/backend';
-import type { BenchCase, BenchRun, BenchSize } from '../../testing';
+import type { BenchCase, BenchRun, BenchSize } from '../workbench';
 import { Rng } from '../../util/rng';
 
 /** y = x·wᵀ with x [M, K] f32 and w [N, K] in `dtype`; bytes count every operand once. */

@@ -2,9 +2,9 @@ import { F, Tape } from '../../autograd';
 import { decode, encode } from '../../formats/encode';
 import type { QuantDType } from '../../formats/dtype';
 import type { Tensor } from '../../tensor/tensor';
-import { type ParityCase, type ParityEnv, TOL, type Tolerance, expectParity } from '../../testing';
+import { type ParityCase, type ParityEnv, TOL, type Tolerance, expectParity } from '../workbench';
 import { matmulKernel } from '.';
-import { expectGradParity } from '../../testing/gradparity';
+import { expectGradParity } from '../workbench/gradparity';
 
 /**
  * Every weight dtype is compared with the CPU reference on the *same* dequantized values (the reference

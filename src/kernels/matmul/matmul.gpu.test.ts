@@ -10,11 +10,11 @@ import { encode } from '../../formats/encode';
 import { CpuBackend } from '../../tensor/cpu';
 import type { Tensor } from '../../tensor/tensor';
 import type { WebGpuBackend } from '../../tensor/webgpu';
-import { TOL, type Tolerance, assertClose } from '../../testing';
-import { newRng } from '../../testing/parity';
+import { TOL, type Tolerance, assertClose } from '../workbench';
+import { newRng } from '../workbench/parity';
 import { freshGpuBackend } from '../../../test/util/gpu';
 import { embeddingKernel } from '../embedding';
-import { expectGradParity } from '../../testing/gradparity';
+import { expectGradParity } from '../workbench/gradparity';
 import { matmulKernel } from '.';
 
 const LIMIT = 4096;

@@ -5,7 +5,7 @@ import { decode, encode } from '../../formats/encode';
 import { CpuBackend } from '../../tensor/cpu';
 import type { Tensor } from '../../tensor/tensor';
 import { Rng } from '../../util/rng';
-import { TOL, assertClose } from '../../testing/close';
+import { TOL, assertClose } from '../workbench/close';
 import { matmulKernel } from '.';
 
 const cpu = new CpuBackend();

@@ -1,5 +1,5 @@
 import { F } from '../../autograd';
-import type { BenchCase } from '../../testing';
+import type { BenchCase } from '../workbench';
 import { Rng } from '../../util/rng';
 import { clipGradNormKernel } from '.';
 

@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import { WebGpuBackend } from '../../tensor/webgpu';
 import type { Tensor } from '../../tensor/tensor';
-import { type ParityCase, type ParityEnv, TOL, expectParity, pair } from '../../testing';
+import { type ParityCase, type ParityEnv, TOL, expectParity, pair } from '../workbench';
 import { clipGradNormKernel, reduceBackwardKernel } from '.';
 
 /**

@@ -1,6 +1,6 @@
 import { F } from '../../autograd';
-import { type ParityCase, TOL, expectParity, pair } from '../../testing';
-import { expectGradParity } from '../../testing/gradparity';
+import { type ParityCase, TOL, expectParity, pair } from '../workbench';
+import { expectGradParity } from '../workbench/gradparity';
 
 // [rows..., cols]: odd sizes, a per-head [tokens, heads, head_dim] shape and a row wider than 1024
 // (the 256-thread variant). f16/bf16 weights are decoded identically on both sides, so f32 tolerances hold.

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { F, Tape, gradcheck } from '../../autograd';
 import { DTypeMismatch, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
-import { assertClose } from '../../testing/close';
+import { assertClose } from '../workbench/close';
 import { Rng } from '../../util/rng';
 
 const cpu = new CpuBackend();

@@ -1,7 +1,7 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
-import { type ParityCase, TOL, expectParity, pair } from '../../testing';
-import { expectGradParity } from '../../testing/gradparity';
+import { type ParityCase, TOL, expectParity, pair } from '../workbench';
+import { expectGradParity } from '../workbench/gradparity';
 import { type RopeConfig, ropeInvFreq } from '.';
 
 const LLAMA3 = { rope_type: 'llama3', factor: 32, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 };

@@ -1,5 +1,5 @@
 import { F } from '../../autograd';
-import type { BenchCase, BenchSize } from '../../testing';
+import type { BenchCase, BenchSize } from '../workbench';
 import { Rng } from '../../util/rng';
 
 // The outer loop's shapes: prefix and suffix embeddings around 80 latent rows, hidden 2048.

@@ -1,8 +1,8 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
 import { WebGpuBackend } from '../../tensor/webgpu';
-import { type ParityCase, type ParityEnv, expectParity, pair } from '../../testing';
-import { expectGradParity } from '../../testing/gradparity';
+import { type ParityCase, type ParityEnv, expectParity, pair } from '../workbench';
+import { expectGradParity } from '../workbench/gradparity';
 import { placeRowsKernel } from '.';
 
 // Row ops move words: GPU and CPU agree exactly.

@@ -1,5 +1,5 @@
 import { F } from '../../autograd';
-import type { BenchCase, BenchSize } from '../../testing';
+import type { BenchCase, BenchSize } from '../workbench';
 import type { SampleOptions } from '../../autograd/ops/sample';
 import type { Backend } from '../../tensor/backend';
 import { Rng } from '../../util/rng';

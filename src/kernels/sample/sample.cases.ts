@@ -7,7 +7,7 @@
  * both implementations.
  */
 import { F } from '../../autograd';
-import type { ParityCase, ParityEnv } from '../../testing';
+import type { ParityCase, ParityEnv } from '../workbench';
 import { type SampleAttrs, keptWeights, sampleAttrs, uniformFor } from '.';
 
 const MARGIN = 1e-4;

@@ -1,5 +1,5 @@
 import { F, Tape } from '../../autograd';
-import { type ParityCase, TOL, expectParity, pair } from '../../testing';
+import { type ParityCase, TOL, expectParity, pair } from '../workbench';
 
 const shapes: number[][] = [[1, 1], [3, 17], [17, 96], [5, 200], [2, 3, 257], [1, 1000]];
 

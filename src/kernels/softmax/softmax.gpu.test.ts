@@ -2,7 +2,7 @@
 import { afterAll, describe, it } from 'vitest';
 import { CpuBackend } from '../../tensor/cpu';
 import { WebGpuBackend } from '../../tensor/webgpu';
-import { TOL, expectParity } from '../../testing';
+import { TOL, expectParity } from '../workbench';
 import { Rng } from '../../util/rng';
 import { softmaxBackwardKernel } from '.';
 import { F } from '../../autograd';

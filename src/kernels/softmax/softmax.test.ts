@@ -3,7 +3,7 @@ import { F, gradcheck } from '../../autograd';
 import { DTypeMismatch, ShapeMismatch } from '../../errors';
 import { CpuBackend } from '../../tensor/cpu';
 import { Rng } from '../../util/rng';
-import { assertClose } from '../../testing';
+import { assertClose } from '../workbench';
 import { softmaxBackwardKernel } from '.';
 
 const cpu = new CpuBackend();

@@ -1,5 +1,5 @@
 import { F } from '../../autograd';
-import type { BenchCase, BenchSize } from '../../testing';
+import type { BenchCase, BenchSize } from '../workbench';
 import { Rng } from '../../util/rng';
 
 // The logit lens: softmax probabilities of the latent rows over a real vocabulary. Bytes count one

@@ -5,7 +5,7 @@
 import { F } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
 import { WebGpuBackend } from '../../tensor/webgpu';
-import { type ParityCase, type ParityEnv, observedClose } from '../../testing';
+import { type ParityCase, type ParityEnv, observedClose } from '../workbench';
 
 const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
 

@@ -3,8 +3,8 @@
  * on the current adapter and prints GFLOP/s and GB/s. Not part of the test pass/fail (a test only runs
  * them at tiny size to prove they still run).
  */
-import type { Backend } from '../tensor/backend';
-import type { WebGpuBackend } from '../tensor/webgpu';
+import type { Backend } from '../../tensor/backend';
+import type { WebGpuBackend } from '../../tensor/webgpu';
 
 export type BenchSize = 'tiny' | 'full';
 

@@ -1,4 +1,4 @@
-/** Closeness checks that report the worst element, for tests on both runtimes (Node, browser). */
+/** Closeness checks that report the worst element: tests on both runtimes (Node, browser), parity cases, the page's self-test. */
 export interface Tolerance {
   atol: number;
   rtol: number;

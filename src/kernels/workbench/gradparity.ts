@@ -2,10 +2,10 @@
  * Forward and backward parity of a differentiable function on the GPU and CPU backends: the same inputs,
  * the same seed gradient, outputs and every input gradient compared. Shared by the parity cases of every differentiable op.
  */
-import { Tape } from '../autograd/tape';
-import type { DType } from '../formats/dtype';
-import type { Backend } from '../tensor/backend';
-import type { Tensor } from '../tensor/tensor';
+import { Tape } from '../../autograd/tape';
+import type { DType } from '../../formats/dtype';
+import type { Backend } from '../../tensor/backend';
+import type { Tensor } from '../../tensor/tensor';
 import type { Tolerance } from './close';
 import { observedClose } from './parity';
 import type { ParityEnv } from './parity';

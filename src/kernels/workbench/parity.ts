@@ -2,12 +2,12 @@
  * Parity cases: the same WebGPU-vs-CPU checks run in Node (Dawn on lavapipe) and in headless Chromium
  * (SwiftShader). Each kernel folder exports its cases from `<op>.cases.ts`; test/parity/ collects them.
  */
-import type { CpuBackend } from '../tensor/cpu';
-import type { Tensor } from '../tensor/tensor';
-import type { Backend } from '../tensor/backend';
-import type { DType } from '../formats/dtype';
+import type { CpuBackend } from '../../tensor/cpu';
+import type { Tensor } from '../../tensor/tensor';
+import type { Backend } from '../../tensor/backend';
+import type { DType } from '../../formats/dtype';
 import { type CloseReport, type Tolerance, closeness } from './close';
-import { Rng } from '../util/rng';
+import { Rng } from '../../util/rng';
 
 export interface ParityEnv {
   /** The backend under test: WebGPU (test/parity, the page's self-test) or CUDA (npm run test:cuda). */
