@@ -40,14 +40,6 @@ export function runIdFor(req: TrainRequest, fresh: () => string): string {
   return r.runId;
 }
 
-/** Upstream's design names → styles of the registry (as rmas train-* accepts). */
-const STYLE_ALIASES: Record<string, string> = {
-  sequential: 'sequential_light',
-  chain: 'sequential_light',
-  hie: 'mixture',
-  distill: 'distillation',
-};
-
 /** Where a resume starts: the named checkpoint folder, else the run's latest; its settings from train_args.json. */
 async function resumePoint(
   store: CheckpointStore,
@@ -101,7 +93,7 @@ async function resumePoint(
   return { dir, options: a.resolved as TrainOptions, args: a as Record<string, unknown> };
 }
 
-/** Builds the job from the request (models fetched by URL), runs trainLoop with pause/stop and saves, and cleans up. */
+/** Sets the job up from the request (models fetched by URL), runs trainLoop with pause/stop and saves, and cleans up. */
 export async function trainRun(
   req: TrainRequest,
   run: TrainRun,
@@ -109,27 +101,19 @@ export async function trainRun(
   deps: TrainDeps,
 ): Promise<TrainResult> {
   const [
-    { InnerLink, OuterLink },
-    { getStyle },
-    { outerManifests, parseLinkBytes },
+    { parseLinkBytes },
     { loadDecoderFromUrl },
     { loadTokenizerFromUrl },
     { saveCheckpoint, loadCheckpoint },
-    { canonicalRole },
-    { createInnerJob, createOuterJob },
     { initialState, trainLoop },
-    { parseSchedulerType },
+    { setupTraining, TRAIN_DEFAULTS, trainingRole, trainingStyle },
   ] = await Promise.all([
-    import('../src/mas/links'),
-    import('../src/mas/styles'),
     import('../src/mas/upstream'),
     import('../src/model/url'),
     import('../src/tokenizer/url'),
     import('../src/train/checkpoint'),
-    import('../src/train/data'),
-    import('../src/train/jobs'),
     import('../src/train/loop'),
-    import('../src/train/schedule'),
+    import('../src/train/setup'),
   ]);
   if (req.kind !== 'inner' && req.kind !== 'outer')
     throw new InvalidArgument(`train: kind must be 'inner' or 'outer', got ${JSON.stringify(req.kind)}`);
@@ -141,121 +125,51 @@ export async function trainRun(
   const o = resume?.options ?? req.options ?? ({} as TrainOptions);
   const { backend, reason } = await deps.backend(req.backend);
   const net = deps.fetch ? { fetch: deps.fetch } : {};
-  const seed = o.seed ?? 42;
-  const task = o.task ?? 'math';
-  const batchSize = o.batchSize ?? 2;
-  const optimizer = { weightDecay: 0, maxGradNorm: 1 };
-  const styleName = (req.style ?? 'sequential_light').trim().toLowerCase();
-  const style = getStyle(STYLE_ALIASES[styleName] ?? styleName);
+  const style = trainingStyle(req.style ?? 'sequential_light');
   if (resume && (resume.args.style !== style.name || (req.kind === 'inner' && resume.args.role !== req.role))) {
     throw new InvalidArgument(
       `resume: run ${run.id} trained ${String(resume.args.style)}${req.kind === 'inner' ? ` role ${String(resume.args.role)}` : ''}; resume it with the same style${req.kind === 'inner' ? ' and role' : ''}`,
     );
   }
+  if (req.kind === 'inner') {
+    if (!req.model) throw new InvalidArgument('train (inner): model, the URL of the model folder, is required');
+    if (!req.role) throw new InvalidArgument(`train (inner): role is required (one of ${style.roles.map((r) => r.key).join(', ')})`);
+  }
+  /** A role's model folder URL; outer: with its inner link, both required of every role. */
+  const agent = (role: string) => {
+    if (req.kind === 'inner') return { model: req.model!, innerLink: null };
+    const a = req.agents?.[role];
+    if (!a?.model || !a.innerLink)
+      throw new InvalidArgument(`train (outer): agents.${role} needs model (a folder URL) and innerLink (bytes) for style ${style.name}`);
+    return a;
+  };
   const init = (key: string) => (!resume && req.initLinks?.[key] ? parseLinkBytes(req.initLinks[key], `initLinks.${key}`) : null);
-  const disposers: (() => void)[] = [];
+  const setup = await setupTraining({
+    kind: req.kind, style, task: o.task, seed: o.seed, maxLength: o.maxLength, batchSize: o.batchSize,
+    ...(req.kind === 'inner' ? { role: trainingRole(style, req.role!) } : {}),
+    steps: o.maxSteps, gradAccumSteps: o.gradAccumSteps, lr: o.lr, scheduler: o.scheduler, shuffle: o.shuffle,
+    // a short run warms up for a tenth of its steps at most
+    warmupSteps: o.warmupSteps ?? Math.min(TRAIN_DEFAULTS.warmupSteps, Math.floor(o.maxSteps / 10)),
+    // the page keeps the last checkpoint unless asked for more
+    saveSteps: o.saveSteps ?? 0,
+    inner: { cos: o.cosWeight, mse: o.mseWeight },
+    outer: { rounds: o.rounds, maxLatentTokens: o.maxLatentTokens },
+  }, req.rows, {
+    backend: () => backend,
+    decoder: (role, on) =>
+      loadDecoderFromUrl(agent(role).model, on, { what: req.kind === 'inner' ? 'model' : `agents.${role}.model`, ...net }),
+    tokenizer: (role) => loadTokenizerFromUrl(agent(role).model, net),
+    innerLink: async (role) => {
+      const bytes = agent(role).innerLink;
+      return bytes ? parseLinkBytes(bytes, `agents.${role}.innerLink`) : init('adapter');
+    },
+    outerLink: async (key) => {
+      const state = init(key);
+      return state ? { state } : null;
+    },
+  });
   try {
-    let job: import('../src/train/jobs').TrainJob;
-    let manifests: Record<string, unknown>;
-    if (req.kind === 'inner') {
-      if (!req.model) throw new InvalidArgument('train (inner): model, the URL of the model folder, is required');
-      if (!req.role) throw new InvalidArgument(`train (inner): role is required (one of ${style.roles.map((r) => r.key).join(', ')})`);
-      const role = canonicalRole(style.shape, req.role.trim().toLowerCase());
-      const decoder = await loadDecoderFromUrl(req.model, backend, { what: 'model', ...net });
-      disposers.push(() => decoder.dispose());
-      const tokenizer = await loadTokenizerFromUrl(req.model, net);
-      const d = decoder.config.hidden;
-      const start = init('adapter');
-      const link = start
-        ? InnerLink.fromStateDict(backend, start, { d, name: `${role} inner link` })
-        : InnerLink.create(backend, d, { seed, name: `${role} inner link` });
-      disposers.push(() => link.dispose());
-      job = createInnerJob({
-        decoder,
-        tokenizer,
-        link,
-        rows: req.rows,
-        shape: style.shape,
-        role,
-        task,
-        maxLength: o.maxLength ?? 2048,
-        optimizer,
-        weights: { cos: o.cosWeight ?? 1, mse: o.mseWeight ?? 0 },
-      });
-      manifests = { 'adapter_config.json': { adapter_type: link.type } };
-    } else {
-      const agents = new Map<string, Parameters<typeof createOuterJob>[0]['agents'] extends ReadonlyMap<string, infer V> ? V : never>();
-      for (const r of style.roles) {
-        const a = req.agents?.[r.key];
-        if (!a?.model || !a.innerLink)
-          throw new InvalidArgument(
-            `train (outer): agents.${r.key} needs model (a folder URL) and innerLink (bytes) for style ${style.name}`,
-          );
-        const decoder = await loadDecoderFromUrl(a.model, backend, { what: `agents.${r.key}.model`, ...net });
-        disposers.push(() => decoder.dispose());
-        const inner = InnerLink.fromStateDict(backend, parseLinkBytes(a.innerLink, `agents.${r.key}.innerLink`), {
-          d: decoder.config.hidden,
-          name: `${r.key} inner link`,
-        }).freeze();
-        disposers.push(() => inner.dispose());
-        agents.set(r.key, { decoder, inner, tokenizer: await loadTokenizerFromUrl(a.model, net) });
-      }
-      const outer = new Map<string, import('../src/mas/links').OuterLink>();
-      for (const [i, l] of style.links.entries()) {
-        const dIn = agents.get(l.from)!.decoder.config.hidden;
-        const dOut = agents.get(l.to)!.decoder.config.hidden;
-        const start = init(l.key);
-        const link = start
-          ? OuterLink.fromStateDict(backend, start, { dIn, dOut, name: l.key })
-          : OuterLink.create(backend, dIn, dOut, { seed: seed * 100 + i, name: l.key });
-        disposers.push(() => link.dispose());
-        outer.set(l.key, link);
-      }
-      const rounds = o.rounds ?? 3;
-      job = createOuterJob({
-        style,
-        agents,
-        outer,
-        rows: req.rows,
-        task,
-        batchSize,
-        optimizer,
-        loss: {
-          rounds,
-          maxLatentTokens: o.maxLatentTokens ?? 80,
-          superviseFinalOnly: true,
-          nonLastLossWeight: 0.1,
-          maxLength: o.maxLength ?? 4096,
-        },
-      });
-      const m = outerManifests(
-        style.shape,
-        [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })),
-      );
-      manifests = {
-        'outerlink_config.json': m.outerlinkConfig,
-        'outer_adapter_config.json': {
-          ...m.outerAdapterConfig,
-          mas_shape: style.shape,
-          mas_task: task,
-          num_recursive_rounds: rounds,
-          supervise_final_only: 1,
-          non_last_loss_weight: 0.1,
-          enable_thinking: 0,
-        },
-      };
-    }
-    const loopOpts = {
-      maxSteps: o.maxSteps,
-      batchSize,
-      gradAccumSteps: o.gradAccumSteps ?? 1,
-      lr: o.lr ?? 5e-4,
-      scheduler: parseSchedulerType(o.scheduler ?? 'cosine'),
-      warmupSteps: o.warmupSteps ?? Math.min(10, Math.floor(o.maxSteps / 10)),
-      seed,
-      shuffle: o.shuffle ?? true,
-      saveSteps: o.saveSteps ?? 0,
-    };
+    const { job, manifests, loop: loopOpts, task } = setup;
     const store = run.store;
     const args = resume?.args ?? {
       command: `train-${req.kind}`,
@@ -329,6 +243,6 @@ export async function trainRun(
     await emit({ type: 'done', steps: final.step, stopped: final.stopped });
     return { runId: run.id, steps: final.step, stopped: final.stopped };
   } finally {
-    for (const d of disposers.reverse()) d();
+    setup.dispose();
   }
 }

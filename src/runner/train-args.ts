@@ -2,12 +2,18 @@
  * Flags of `rmas train-inner` / `rmas train-outer`, spelled as upstream's train/train_inner.py and
  * train/train_outer.py spell them, so that an upstream command runs with `npx rmas train-inner` in place
  * of `python train/train_inner.py`. Flags that only tune PyTorch (dtypes, gradient checkpointing,
- * trust_remote_code, reporting) are accepted and reported as having no effect here. Upstream's spellings of
- * styles (--mas_design sequential), roles (refiner) and role-named flags (--expert_model_name_or_path) map to ours here.
+ * trust_remote_code, reporting) are accepted and reported as having no effect here. Upstream's role-named flags
+ * (--expert_model_name_or_path) map to ours here; its spellings of styles (--mas_design sequential) and roles
+ * (refiner) map in src/train/setup.ts, where the tab's trainer reads them too. flagSettings turns the flags into
+ * the run's settings.
  */
 import { UsageError } from '../errors';
-import { getStyle, type StyleSpec } from '../mas/styles';
-import type { Values } from './args';
+import type { TaskKind } from '../mas/prompts';
+import type { StyleSpec } from '../mas/styles';
+import { parseSchedulerType } from '../train/schedule';
+import { TRAIN_DEFAULTS, trainingRole, type TrainSettings } from '../train/setup';
+import { flag01, numberFlag, required, type Values } from './args';
+import { autoRecompute, recomputeRoles } from './train-memory';
 
 const s = { type: 'string' } as const;
 const b = { type: 'boolean' } as const;
@@ -108,19 +114,30 @@ export const ROLE_FLAG_SUFFIXES = ['model_name_or_path', 'inner_aligner_path'] a
 
 export type TrainArgs = Values<typeof TRAIN_OPTIONS>;
 
+const D = TRAIN_DEFAULTS;
+/** The loop's length and saves when the flags leave them out: upstream's Trainer's defaults, which only the runner has. */
+const MAX_STEPS = 20000;
+const SAVE_STEPS = 1000;
+const EPOCHS = 1;
+/** A default as upstream's help writes it (1.0). */
+const w = (n: number) => n.toFixed(1);
+
 export const TRAIN_USAGE =
   `  rmas train-inner --model_name_or_path DIR --mas_design STYLE --mas_role ROLE --dataset_name NAME|FILE --save_dir DIR
-                   [--mas_task math|choice|code] [--adapter_type ln_res_adapter] [--adapter_lr 5e-4]
-                   [--adapter_cos_weight 1.0] [--adapter_mse_weight 0.0] [--adapter_ce_weight 0.0] [--init_adapter PATH] [--max_length 2048]
+                   [--mas_task math|choice|code] [--adapter_type ${D.innerType}] [--adapter_lr ${D.lr.toExponential()}]
+                   [--adapter_cos_weight ${w(D.cosWeight)}] [--adapter_mse_weight ${w(D.mseWeight)}] [--adapter_ce_weight ${w(D.ceWeight)}]
+                   [--init_adapter PATH] [--max_length ${D.maxLength.inner}]
   rmas train-outer --style STYLE --agent1_model_name_or_path DIR --agent1_inner_aligner_path PATH … --dataset_name NAME|FILE
-                   --save_dir DIR [--outer_lr 5e-4] [--outer_type outer_ln_res_adapter] [--num_recursive_rounds 3]
-                   [--max_latent_tokens 80] [--supervise_final_only 1] [--non_last_loss_weight 0.1] [--init_outer DIR]
-                   [--max_length 4096] [--outer_latents teacher|rollout]
+                   --save_dir DIR [--outer_lr ${D.lr.toExponential()}] [--outer_type ${D.outerType}] [--num_recursive_rounds ${D.rounds}]
+                   [--max_latent_tokens ${D.maxLatentTokens}] [--supervise_final_only ${+D.superviseFinalOnly}]
+                   [--non_last_loss_weight ${D.nonLastLossWeight}] [--init_outer DIR] [--max_length ${D.maxLength.outer}]
+                   [--outer_latents ${D.latents}|rollout]
       train-outer also takes upstream's role-named spellings: distillation --expert_model_name_or_path,
       --learner_model_name_or_path, --expert_inner_aligner_path, --learner_inner_aligner_path (agent1, agent2);
       deliberation --reflector_* and --toolcaller_* (agent1, agent2); giving one with its agentN flag is an error
-      both: [--batch_size 2] [--grad_accum_steps 1] [--max_steps 20000 | --num_train_epochs N] [--lr_scheduler_type cosine]
-            [--warmup_steps 10] [--max_grad_norm 1.0] [--weight_decay 0.0] [--seed 42] [--shuffle 1] [--save_steps 1000]
+      both: [--batch_size ${D.batchSize}] [--grad_accum_steps ${D.gradAccumSteps}] [--max_steps ${MAX_STEPS} | --num_train_epochs N]
+            [--lr_scheduler_type ${D.scheduler}] [--warmup_steps ${D.warmupSteps}] [--max_grad_norm ${w(D.maxGradNorm)}]
+            [--weight_decay ${w(D.weightDecay)}] [--seed ${D.seed}] [--shuffle ${+D.shuffle}] [--save_steps ${SAVE_STEPS}]
             [--save_total_limit N] [--resume DIR] [--log_jsonl FILE] [--dump_batches DIR] [--dataset_json_field data]
             [--dataset_split train]
             [--cache_dir DIR] [--prompts FILE.json] [--backend webgpu|cpu|cuda [--devices 0,1,…]] [--gradient_checkpointing 0|1|auto|ROLE,…]
@@ -136,25 +153,6 @@ export const TRAIN_USAGE =
       and inner links, its prompts.json the default --prompts (RMAS_TINY_SYSTEM=DIR moves it), e.g.
         rmas train-inner --style tiny_sequential --role critic --dataset_name FILE --save_dir DIR
       (train-inner also takes --style for --mas_design and --role for --mas_role)`;
-
-/** Upstream's --mas_design / --style names → a style of the registry. */
-const STYLE_ALIASES: Record<string, string> = {
-  sequential: 'sequential_light',
-  chain: 'sequential_light',
-  mixture: 'mixture',
-  hie: 'mixture',
-  distillation: 'distillation',
-  distill: 'distillation',
-  deliberation: 'deliberation',
-};
-export function styleFor(name: string): StyleSpec {
-  return getStyle(STYLE_ALIASES[name.trim().toLowerCase()] ?? name.trim().toLowerCase());
-}
-/** Upstream role spellings (data column names) → ours. */
-export const ROLE_ALIASES: Record<string, string> = {
-  refiner: 'critic', distill_expert: 'expert', distill_learner: 'learner', hie_math_expert: 'math', hie_code_expert: 'code',
-  hie_science_expert: 'science', hie_summarizer: 'summarizer', deliberation_reflector: 'reflector', deliberation_toolcaller: 'toolcaller',
-};
 
 /**
  * train_outer.py's role-named flags (--expert_model_name_or_path, --reflector_inner_aligner_path, …) as the
@@ -180,4 +178,73 @@ export function agentFlags(a: TrainArgs, style: StyleSpec): TrainArgs {
     }
   }
   return out as TrainArgs;
+}
+
+/** A string flag of the table (the only kind the number and 0|1 flags are). */
+export type StringFlag = { [K in keyof TrainArgs]-?: TrainArgs[K] extends string | undefined ? K : never }[keyof TrainArgs];
+
+const num = (a: TrainArgs, k: StringFlag, o: { int?: boolean; min?: number } = {}): number | undefined =>
+  numberFlag(k, a[k], { integer: o.int, min: o.min });
+/** An upstream 0|1 flag; undefined when left out (setupTraining's default applies). */
+const bool01 = (a: TrainArgs, k: StringFlag): boolean | undefined => (a[k] === undefined ? undefined : flag01(k, a[k], false, true));
+export const need = (a: TrainArgs, k: StringFlag): string => required(k, a[k]);
+
+/** --outer_latents: what a non-final stage sends while the outer links train (src/train/outer.ts). */
+function outerLatents(v: string | undefined): 'teacher' | 'rollout' | undefined {
+  if (v === undefined || v === 'teacher' || v === 'rollout') return v;
+  throw new UsageError(
+    `--outer_latents ${v}: expected teacher (upstream: the states of the gold text) or rollout (the stage's own latent rollout, as inference)`,
+  );
+}
+
+function taskOf(a: TrainArgs): TaskKind | undefined {
+  if (a.mas_task === undefined) return undefined;
+  const t = a.mas_task.toLowerCase();
+  if (t !== 'math' && t !== 'code' && t !== 'choice') throw new UsageError(`--mas_task ${a.mas_task}: expected math, code or choice`);
+  return t;
+}
+
+/**
+ * The run's settings from its flags (for train-outer, after agentFlags), each malformed flag a UsageError before
+ * anything loads. What is left out takes setupTraining's default, but for the loop's length and saves, whose
+ * defaults (--max_steps 20000, else --num_train_epochs 1; --save_steps 1000) are upstream's Trainer's and the
+ * runner's alone. `say` prints what --gradient_checkpointing auto plans.
+ */
+export function flagSettings(kind: 'inner' | 'outer', a: TrainArgs, style: StyleSpec, say: (s: string) => void): TrainSettings {
+  const maxSteps = num(a, 'max_steps', { int: true }) ?? MAX_STEPS;
+  const common = {
+    kind, style, thinking: bool01(a, 'enable_thinking'), task: taskOf(a), maxLength: num(a, 'max_length', { int: true, min: 2 }),
+    batchSize: num(a, 'batch_size', { int: true, min: 1 }), gradAccumSteps: num(a, 'grad_accum_steps', { int: true, min: 1 }),
+    seed: num(a, 'seed', { int: true, min: 0 }), lr: num(a, kind === 'inner' ? 'adapter_lr' : 'outer_lr', { min: 0 }),
+    weightDecay: num(a, 'weight_decay', { min: 0 }), maxGradNorm: num(a, 'max_grad_norm', { min: 0 }),
+    scheduler: a.lr_scheduler_type === undefined ? undefined : parseSchedulerType(a.lr_scheduler_type),
+    steps: maxSteps > 0 ? maxSteps : { epochs: num(a, 'num_train_epochs', { min: 0 }) ?? EPOCHS },
+    warmupSteps: num(a, 'warmup_steps', { int: true, min: 0 }), shuffle: bool01(a, 'shuffle'),
+    saveSteps: num(a, 'save_steps', { int: true, min: 0 }) ?? SAVE_STEPS,
+  } satisfies TrainSettings;
+  if (kind === 'inner') {
+    return {
+      ...common, role: trainingRole(style, a.mas_role ?? a.role ?? need(a, 'mas_role')),
+      inner: {
+        type: a.adapter_type, cos: num(a, 'adapter_cos_weight'), mse: num(a, 'adapter_mse_weight'), ce: num(a, 'adapter_ce_weight'),
+        recompute: bool01(a, 'gradient_checkpointing'),
+      },
+    };
+  }
+  const recompute = recomputeRoles(a.gradient_checkpointing, style.roles.map((r) => r.key));
+  return {
+    ...common,
+    outer: {
+      type: a.outer_type, rounds: num(a, 'num_recursive_rounds', { int: true, min: 1 }),
+      maxLatentTokens: num(a, 'max_latent_tokens', { int: true, min: 1 }), superviseFinalOnly: bool01(a, 'supervise_final_only'),
+      nonLastLossWeight: num(a, 'non_last_loss_weight', { min: 0 }), latents: outerLatents(a.outer_latents),
+      recompute: recompute !== 'auto' ? recompute
+        : (samples, loss, agents, outer) => autoRecompute(style, samples, loss, agents, outer, say),
+      // upstream records where each agent came from
+      config: Object.fromEntries(style.roles.flatMap((_, i) => [
+        [`agent${i + 1}_model_name_or_path`, a[`agent${i + 1}_model_name_or_path` as StringFlag]],
+        [`agent${i + 1}_inner_aligner_path`, a[`agent${i + 1}_inner_aligner_path` as StringFlag] ?? null],
+      ])),
+    },
+  };
 }

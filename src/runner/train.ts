@@ -1,6 +1,6 @@
 /**
- * `rmas train-inner` and `rmas train-outer`: the link training loops in Node (docs/method.md §6). Loads models,
- * tokenizers, rows and links, builds the job (src/train/jobs.ts), runs trainLoop with a progress line,
+ * `rmas train-inner` and `rmas train-outer`: the link training loops in Node (docs/method.md §6). Turns the flags
+ * into settings, loads rows, sets the job up from folders (src/train/setup.ts), runs trainLoop with a progress line,
  * optional per-step JSONL log and batch dumps, and saves checkpoints into --save_dir (periodic ones in
  * checkpoint-<step>/, the last one at the top, upstream's layout).
  */
@@ -10,33 +10,29 @@ import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import {
   broadcastParameters, checkSameParameters, dataParallel, fromRoot, singleProcess, type ProcessGroup,
 } from '../dist/group';
-import { MissingCheckpoint, NonFiniteLoss, UsageError } from '../errors';
+import { MissingCheckpoint, NonFiniteLoss } from '../errors';
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
-import { InnerLink, OuterLink } from '../mas/links';
-import { type TaskKind } from '../mas/prompts';
+import type { InnerLink } from '../mas/links';
 import type { StyleSpec } from '../mas/styles';
 import { embeddedPath, embeddedRoot, loadEmbeddedPrompts, missingTinySystem } from '../mas/system';
-import { adapterTaskFor, outerManifests, readLinkFile, resolveOuterFolder, resolveRoleFiles } from '../mas/upstream';
+import { adapterTaskFor, readLinkFile, resolveOuterFolder, resolveRoleFiles, type OuterLinkFile } from '../mas/upstream';
 import { loadDecoderFromDir } from '../model';
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { latestCheckpoint, loadCheckpoint, pruneCheckpoints, saveCheckpoint, type TrainerState } from '../train/checkpoint';
 import { nodeStore, pendingCommit } from '../train/checkpoint-files';
-import { canonicalRole, loadRows, type RowSource } from '../train/data';
+import { loadRows, type RowSource } from '../train/data';
 import { placeModelFiles, type PlacedModel } from '../train/model-files';
-import { createInnerJob, createOuterJob, type TrainJob } from '../train/jobs';
-import { initialState, trainLoop, type LoopOptions, type StepEvent } from '../train/loop';
-import type { OuterLossOptions } from '../train/outer';
-import { parseSchedulerType } from '../train/schedule';
+import { initialState, trainLoop, type StepEvent } from '../train/loop';
+import { setupTraining, TRAIN_DEFAULTS, trainingStyle, type TrainLoaders } from '../train/setup';
 import { materialize } from '../store/bundle-node';
 import { hubDatasetFiles } from '../store/hub-datasets';
-import { flag01, numberFlag, required } from './args';
+import { numberFlag } from './args';
 import { readPrompts, thinkingTokenizer } from './ask';
 import { gradientCollectives, setResumeNote } from './dist';
 import { checkOutputFile, checkOutputFolder, writing } from './outputs';
-import { autoRecompute, recomputeRoles } from './train-memory';
 import { progressPrinter, runnerHub } from './hub';
-import { agentFlags, NO_EFFECT, ROLE_ALIASES, styleFor, type TrainArgs } from './train-args';
+import { agentFlags, flagSettings, need, NO_EFFECT, type StringFlag, type TrainArgs } from './train-args';
 
 export interface TrainIO {
   out(s: string): void;
@@ -44,21 +40,6 @@ export interface TrainIO {
   /** Progress redraws one line when true, else prints a line every --logging_steps steps. */
   tty: boolean;
 }
-
-/** A string flag of the table (the only kind the number and 0|1 flags are). */
-type StringFlag = { [K in keyof TrainArgs]-?: TrainArgs[K] extends string | undefined ? K : never }[keyof TrainArgs];
-
-const num = (a: TrainArgs, k: StringFlag, def: number, o: { int?: boolean; min?: number } = {}): number =>
-  numberFlag(k, a[k], { integer: o.int, min: o.min }) ?? def;
-const bool01 = (a: TrainArgs, k: StringFlag, def: boolean) => flag01(k, a[k], def, true);
-/** --outer_latents: what a non-final stage sends while the outer links train (src/train/outer.ts). */
-function outerLatents(v: string | undefined): 'teacher' | 'rollout' {
-  if (v === undefined || v === 'teacher' || v === 'rollout') return v ?? 'teacher';
-  throw new UsageError(
-    `--outer_latents ${v}: expected teacher (upstream: the states of the gold text) or rollout (the stage's own latent rollout, as inference)`,
-  );
-}
-const need = (a: TrainArgs, k: StringFlag): string => required(k, a[k]);
 
 /**
  * A model folder flag: the given path or repo, else (for an embedded style) the role's folder of the
@@ -103,10 +84,43 @@ function rowSource(a: TrainArgs): RowSource {
   return { datasetName: name, ...(split ? { split } : {}), ...(a.dataset_config ? { config: a.dataset_config } : {}) };
 }
 
-function taskOf(a: TrainArgs): TaskKind {
-  const t = (a.mas_task ?? 'math').toLowerCase();
-  if (t !== 'math' && t !== 'code' && t !== 'choice') throw new UsageError(`--mas_task ${a.mas_task}: expected math, code or choice`);
-  return t;
+/**
+ * Models and links from the folders, repos and bundles the flags name, for setupTraining: train-inner's
+ * --model_name_or_path and --init_adapter; train-outer's --agentN_* (the inner link defaults to the agent's own
+ * folder) and --init_outer. `modelDir` is train-inner's model folder once loaded (its files go into every save).
+ */
+function folderLoaders(
+  kind: 'inner' | 'outer', a: TrainArgs, style: StyleSpec, adapterTask: 'math' | 'code' | null, thinking: boolean,
+  on: (role: string) => Backend, err: (s: string) => void,
+): TrainLoaders & { modelDir: string | null } {
+  const dirs = new Map<string, string>();
+  const agent = (role: string) => `agent${style.roles.findIndex((r) => r.key === role) + 1}`;
+  let outerInit: Promise<Map<string, OuterLinkFile>> | null = null;
+  const loaders = {
+    modelDir: null as string | null,
+    backend: on,
+    async decoder(role: string, backend: Backend) {
+      const k = (kind === 'inner' ? 'model_name_or_path' : `${agent(role)}_model_name_or_path`) as StringFlag;
+      const dir = await modelArg(a, k, kind === 'inner' ? `--${k}` : `--${k} (${role})`, style, role, err);
+      dirs.set(role, dir);
+      if (kind === 'inner') loaders.modelDir = dir;
+      return loadDecoderFromDir(dir, backend, { what: `--${k}` });
+    },
+    tokenizer: async (role: string) => thinkingTokenizer(await loadTokenizerFromDir(dirs.get(role)!), thinking),
+    async innerLink(role: string) {
+      if (kind === 'inner')
+        return a.init_adapter ? readLinkFile(await innerLinkPath('--init_adapter', await materialize(a.init_adapter), adapterTask)) : null;
+      const k = `${agent(role)}_inner_aligner_path` as StringFlag;
+      return readLinkFile(await innerLinkPath(`--${k} (${role})`, await materialize(a[k] ?? dirs.get(role)!), adapterTask));
+    },
+    async outerLink(key: string) {
+      if (!a.init_outer) return null;
+      outerInit ??= materialize(a.init_outer).then((dir) => resolveOuterFolder(dir, adapterTask, style.links.map((l) => l.key)));
+      const file = (await outerInit).get(key)!;
+      return { state: await readLinkFile(file.path), type: file.type };
+    },
+  };
+  return loaders;
 }
 
 const fmtTime = (s: number) =>
@@ -137,18 +151,14 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
   const lead = group.rank === 0;
   for (const k of NO_EFFECT)
     if (a[k] !== undefined) io.err(`note: --${k} only tunes PyTorch; it has no effect here (links train in f32)\n`);
-  const thinking = bool01(a, 'enable_thinking', false);
   const saveDir = need(a, 'save_dir');
-  const task = taskOf(a);
-  const maxLength = num(a, 'max_length', kind === 'inner' ? 2048 : 4096, { int: true, min: 2 });
-  const batchSize = num(a, 'batch_size', 2, { int: true, min: 1 });
-  const gradAccum = num(a, 'grad_accum_steps', 1, { int: true, min: 1 });
-  const seed = num(a, 'seed', 42, { int: true, min: 0 });
-  const lr = num(a, kind === 'inner' ? 'adapter_lr' : 'outer_lr', 5e-4, { min: 0 });
-  const optimizer = { weightDecay: num(a, 'weight_decay', 0, { min: 0 }), maxGradNorm: num(a, 'max_grad_norm', 1, { min: 0 }) || Infinity };
-  const scheduler = parseSchedulerType(a.lr_scheduler_type ?? 'cosine');
-  const style = styleFor(kind === 'inner' ? (a.mas_design ?? a.style ?? need(a, 'mas_design')) : need(a, 'style'));
+  const style = trainingStyle(kind === 'inner' ? (a.mas_design ?? a.style ?? need(a, 'mas_design')) : need(a, 'style'));
   if (kind === 'outer') a = agentFlags(a, style);
+  const settings = flagSettings(kind, a, style, io.err);
+  const thinking = settings.thinking ?? false;
+  const task = settings.task ?? TRAIN_DEFAULTS.task;
+  const logEvery = numberFlag('logging_steps', a.logging_steps, { integer: true, min: 1 }) ?? 10;
+  const keep = numberFlag('save_total_limit', a.save_total_limit, { integer: true, min: 0 }) ?? 0;
   // an embedded style's own prompts unless --prompts replaces them
   const prompts = a.prompts ? readPrompts(a.prompts)
     : style.embedded ? await loadEmbeddedPrompts(style, await embeddedRoot(style)) : undefined;
@@ -172,135 +182,23 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     }),
   });
   const be = await backend();
-  let job: TrainJob;
-  let manifests: Record<string, unknown>;
-  /** train-inner: the model folder whose files make each saved folder a whole role repository. */
-  let modelDir: string | null = null;
   const disposers: (() => void)[] = [];
   try {
+    const placement = kind === 'outer' && place ? await place(style.roles.map((r) => r.key)) : {};
+    const adapterTask = style.taskScoped ? adapterTaskFor(task) : null;
+    const load = folderLoaders(kind, a, style, adapterTask, thinking, (role) => placement[role] ?? be, io.err);
+    const setup = await setupTraining({ ...settings, ...(prompts ? { prompts } : {}) }, rows, load);
+    disposers.push(setup.dispose);
+    const { job, manifests, loop: loopOpts, maxLength } = setup;
+    /** train-inner: the model folder whose files make each saved folder a whole role repository. */
+    const modelDir = load.modelDir;
     if (kind === 'inner') {
-      const roleArg = (a.mas_role ?? a.role ?? need(a, 'mas_role')).trim().toLowerCase();
-      const role = canonicalRole(style.shape, ROLE_ALIASES[roleArg] ?? roleArg);
-      const dir = await modelArg(a, 'model_name_or_path', '--model_name_or_path', style, role, io.err);
-      const decoder = await loadDecoderFromDir(dir, be, { what: '--model_name_or_path' });
-      disposers.push(() => decoder.dispose());
-      const tokenizer = thinkingTokenizer(await loadTokenizerFromDir(dir), thinking);
-      modelDir = dir;
-      const type = a.adapter_type ?? 'ln_res_adapter';
-      const d = decoder.config.hidden;
-      const link = a.init_adapter
-        ? InnerLink.fromStateDict(
-            be,
-            await readLinkFile(
-              await innerLinkPath('--init_adapter', await materialize(a.init_adapter), style.taskScoped ? adapterTaskFor(task) : null),
-            ),
-            { type, d, name: `${role} inner link` },
-          )
-        : InnerLink.create(be, d, { type, seed, name: `${role} inner link` });
-      disposers.push(() => link.dispose());
-      job = createInnerJob({
-        decoder,
-        tokenizer,
-        link,
-        rows,
-        shape: style.shape,
-        role,
-        task,
-        maxLength,
-        optimizer,
-        weights: {
-          cos: num(a, 'adapter_cos_weight', 1),
-          mse: num(a, 'adapter_mse_weight', 0),
-          ce: num(a, 'adapter_ce_weight', 0),
-          recompute: bool01(a, 'gradient_checkpointing', false),
-        },
-        ...(prompts ? { prompts } : {}),
-      });
-      manifests = { 'adapter_config.json': { adapter_type: link.type } };
-      io.err(`inner link ${link.type} (d ${d}, ${link.numParams} parameters) for ${style.shape}/${role} on ${basename(dir)}\n`);
+      const link = job.links.get('adapter') as InnerLink;
+      io.err(`inner link ${link.type} (d ${link.d}, ${link.numParams} parameters) for ${style.shape}/${settings.role} ` +
+        `on ${basename(modelDir!)}\n`);
     } else {
-      const adapterTask = style.taskScoped ? adapterTaskFor(task) : null;
-      const placement = place ? await place(style.roles.map((r) => r.key)) : {};
-      const on = (role: string): Backend => placement[role] ?? be;
-      const agents = new Map<string, Parameters<typeof createOuterJob>[0]['agents'] extends ReadonlyMap<string, infer V> ? V : never>();
-      for (const [i, r] of style.roles.entries()) {
-        const k = `agent${i + 1}_model_name_or_path` as StringFlag;
-        const dir = await modelArg(a, k, `--${k} (${r.key})`, style, r.key, io.err);
-        const decoder = await loadDecoderFromDir(dir, on(r.key), { what: `--${k}` });
-        disposers.push(() => decoder.dispose());
-        const innerArg = await materialize((a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] as string | undefined) ?? dir);
-        const inner = InnerLink.fromStateDict(
-          on(r.key),
-          await readLinkFile(await innerLinkPath(`--agent${i + 1}_inner_aligner_path (${r.key})`, innerArg, adapterTask)),
-          {
-            d: decoder.config.hidden,
-            name: `${r.key} inner link`,
-          },
-        ).freeze();
-        disposers.push(() => inner.dispose());
-        agents.set(r.key, { decoder, inner, tokenizer: thinkingTokenizer(await loadTokenizerFromDir(dir), thinking) });
-      }
-      const outerType = a.outer_type ?? 'outer_ln_res_adapter';
-      const outer = new Map<string, OuterLink>();
-      const init = a.init_outer
-        ? await resolveOuterFolder(
-            await materialize(a.init_outer),
-            adapterTask,
-            style.links.map((l) => l.key),
-          )
-        : null;
-      for (const [i, l] of style.links.entries()) {
-        const dIn = agents.get(l.from)!.decoder.config.hidden;
-        const dOut = agents.get(l.to)!.decoder.config.hidden;
-        const link = init
-          ? OuterLink.fromStateDict(on(l.from), await readLinkFile(init.get(l.key)!.path), {
-              type: init.get(l.key)!.type,
-              dIn,
-              dOut,
-              name: l.key,
-            })
-          : OuterLink.create(on(l.from), dIn, dOut, { type: outerType, seed: seed * 100 + i, name: l.key });
-        disposers.push(() => link.dispose());
-        outer.set(l.key, link);
-      }
-      const rounds = num(a, 'num_recursive_rounds', 3, { int: true, min: 1 });
-      const superviseFinalOnly = bool01(a, 'supervise_final_only', true);
-      const nonLastLossWeight = num(a, 'non_last_loss_weight', 0.1, { min: 0 });
-      const recompute = recomputeRoles(a.gradient_checkpointing, style.roles.map((r) => r.key));
-      const loss: OuterLossOptions = {
-        rounds, maxLatentTokens: num(a, 'max_latent_tokens', 80, { int: true, min: 1 }), superviseFinalOnly, nonLastLossWeight, maxLength,
-        latents: outerLatents(a.outer_latents), recompute: recompute === 'auto' ? false : recompute,
-      };
-      const outerJob = createOuterJob({
-        style, agents, outer, rows, task, batchSize, optimizer, ...(prompts ? { prompts } : {}),
-        loss,
-      });
-      // the job holds the tokenised samples the plan sizes the step by; the loss options are read at every step
-      if (recompute === 'auto') loss.recompute = autoRecompute(style, outerJob.samples, loss, agents, outer, io.err);
-      job = outerJob;
-      const m = outerManifests(
-        style.shape,
-        [...outer].map(([key, l]) => ({ key, filename: `${key}.pt`, type: l.type, inDim: l.dIn, outDim: l.dOut })),
-      );
-      manifests = {
-        'outerlink_config.json': m.outerlinkConfig,
-        'outer_adapter_config.json': {
-          ...m.outerAdapterConfig,
-          mas_shape: style.shape,
-          mas_task: task,
-          num_recursive_rounds: rounds,
-          supervise_final_only: superviseFinalOnly ? 1 : 0,
-          non_last_loss_weight: nonLastLossWeight,
-          enable_thinking: thinking ? 1 : 0,
-          ...Object.fromEntries(
-            style.roles.flatMap((_, i) => [
-              [`agent${i + 1}_model_name_or_path`, a[`agent${i + 1}_model_name_or_path` as keyof TrainArgs]],
-              [`agent${i + 1}_inner_aligner_path`, a[`agent${i + 1}_inner_aligner_path` as keyof TrainArgs] ?? null],
-            ]),
-          ),
-        },
-      };
-      io.err(`outer links ${[...outer].map(([k, l]) => `${k} ${l.dIn}→${l.dOut}`).join(', ')} (${style.name}, ${rounds} rounds)\n`);
+      const links = [...job.links].map(([k, l]) => `${k} ${l.dIn}→${l.dOut}`).join(', ');
+      io.err(`outer links ${links} (${style.name}, ${setup.outerLoss!.rounds} rounds)\n`);
     }
     const droppedText = Object.entries(job.dropped).map(([k, v]) => `${k} ${v}`).join(', ');
     const notesText = Object.entries(job.notes).map(([k, v]) => `${k} ${v}`).join(', ');
@@ -308,13 +206,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       `${rows.length} rows, ${job.size} usable${droppedText ? ` (dropped: ${droppedText})` : ''}${notesText ? `; kept with notes: ${notesText}` : ''}\n`,
     );
 
-    const perEpoch = Math.floor(job.size / batchSize / gradAccum);
-    let maxSteps = num(a, 'max_steps', 20000, { int: true });
-    if (maxSteps <= 0) maxSteps = Math.max(1, Math.round(num(a, 'num_train_epochs', 1, { min: 0 }) * perEpoch));
-    const loopOpts: LoopOptions = {
-      maxSteps, batchSize, gradAccumSteps: gradAccum, lr, scheduler, warmupSteps: num(a, 'warmup_steps', 10, { int: true, min: 0 }), seed,
-      shuffle: bool01(a, 'shuffle', true), saveSteps: num(a, 'save_steps', 1000, { int: true, min: 0 }),
-    };
+    const { batchSize, lr } = loopOpts;
     const store = nodeStore(saveDir);
     let state: TrainerState = initialState(job.size, loopOpts);
     const params = job.optimizer.params;
@@ -347,8 +239,6 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
       ? `the last complete checkpoint is ${lastSaved}; once the disk can be written again, run the same command with --resume ${saveDir}`
       : 'no checkpoint was saved yet; once the disk can be written again, run the same command');
     const args: Record<string, unknown> = { command: `train-${kind}`, ...a, resolved: { ...loopOpts, task, maxLength } };
-    const logEvery = num(a, 'logging_steps', 10, { int: true, min: 1 });
-    const keep = num(a, 'save_total_limit', 0, { int: true, min: 0 });
     if (a.dump_batches && lead) mkdirSync(a.dump_batches, { recursive: true });
     if (a.log_jsonl && lead) mkdirSync(dirname(resolvePath(a.log_jsonl)), { recursive: true });
 
