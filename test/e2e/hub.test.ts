@@ -18,7 +18,7 @@ import { builtApp, ask, shot, tab, withPage } from './app';
 
 const app = builtApp();
 /** Each test loads three agents on SwiftShader, some of them twice: minutes on two busy cores. */
-const SLOW = 300_000;
+const SLOW = 480_000;
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-e2e-hub-'));
 const QUESTION = 'What is 2 + 3?';
 const LATENT = '4';
