@@ -1,6 +1,6 @@
 /**
  * The timing loop shared by `npm run bench` (bench/run.ts, Node), the bench page (through the engine
- * worker) and test/bench.test.ts: warm-up, then batches of iterations timed by the wall clock with a
+ * worker) and test/bench.gpu.test.ts: warm-up, then batches of iterations timed by the wall clock with a
  * sync after each batch, doubling the batch until a minimum time has passed.
  */
 import type { Backend } from '../src/tensor/backend';

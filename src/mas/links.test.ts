@@ -1,6 +1,6 @@
 /**
  * Links: the inner link against torch (test/golden/decoder.json's link section, via the class API), every
- * variant against a plain-JS f64 reference written here, gradcheck, GPU parity, state dicts and errors.
+ * variant against a plain-JS f64 reference written here, gradcheck, state dicts and errors (GPU parity: links.gpu.test.ts).
  */
 import { describe, expect, it } from 'vitest';
 import { F, Tape, gradcheck } from '../autograd';
@@ -12,7 +12,6 @@ import type { Backend } from '../tensor/backend';
 import { CpuBackend } from '../tensor/cpu';
 import type { Tensor } from '../tensor/tensor';
 import { type Compared, GOLDEN_TOL, compare, f64, linkGolden } from '../../test/golden/check';
-import { gpuBackend } from '../../test/util/gpu';
 import {
   INNER_LINK_TYPES,
   InnerLink,
@@ -301,39 +300,5 @@ describe('errors', () => {
     expect(() => InnerLink.create(be, 4, { type: '3layer' })).toThrow(/ln_res_adapter.*2layer_res/);
     expect(() => OuterLink.create(be, 4, 4, { type: 'ln_res_adapter' })).toThrow(/outer_ln_res_adapter/);
     expect(() => InnerLink.create(be, 0)).toThrow(InvalidArgument);
-  });
-});
-
-// ---- GPU parity ----
-describe('GPU parity (node WebGPU)', () => {
-  const parity = async (make: (b: Backend) => InnerLink | OuterLink) => {
-    const gpu = await gpuBackend();
-    const cpu = new CpuBackend('f64');
-    const run = async (b: Backend) => {
-      const link = make(b);
-      const x = b.fromValues(new Rng(8).uniforms(7 * link.dIn, -2, 2), [7, link.dIn]);
-      x.requiresGrad = true;
-      const seedT = b.fromValues(new Rng(9).uniforms(7 * link.dOut), [7, link.dOut]);
-      const tape = new Tape();
-      const y = tape.run(() => link.forward(x));
-      await tape.backward(y, seedT);
-      const out = new Map([['y', await vals(y)], ['x', await vals(x.grad!)]]);
-      for (const e of link.params.entries) out.set(e.name, await vals(link.params.get(e.name).grad!));
-      tape.dispose();
-      [x, seedT].forEach((t) => t.dispose());
-      link.dispose();
-      return out;
-    };
-    const want = await run(cpu);
-    const got = await run(gpu);
-    expectClose([...want].map(([label, expected]) => ({ label, expected, actual: got.get(label)! })), { atol: 1e-4, rtol: 1e-4 });
-  };
-  it('inner ln_res_adapter (d 17): output and every gradient', async () => {
-    const s = randomState(innerLinkShapes('ln_res_adapter', 17), new Rng(21));
-    await parity((b) => InnerLink.fromStateDict(b, s));
-  });
-  it('outer outer_ln_res_adapter (17 → 12): output and every gradient', async () => {
-    const s = randomState(outerLinkShapes('outer_ln_res_adapter', 17, 12), new Rng(22));
-    await parity((b) => OuterLink.fromStateDict(b, s));
   });
 });

@@ -1,19 +1,24 @@
 /**
- * generate()'s decode counters on Node WebGPU (Dawn): the work it reports per decode step equals what one step
- * issued by hand (forward of one id on the cache, argmax, read back one i32) counts, and every weight is read exactly
- * once per token (the embedding table: its row). `rmas generate --json` prints the same figures per token.
+ * generate() on Node WebGPU (Dawn): on the committed tiny Qwen3 its greedy and seeded tokens are the CPU's
+ * (generate.test.ts holds those to an uncached loop); its decode counters per step equal what one step issued by
+ * hand (forward of one id on the cache, argmax, read back one i32) counts, and every weight is read exactly once per
+ * token (the embedding table: its row). `rmas generate --json` prints the same figures per token.
  */
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { F } from '../autograd';
+import { openCheckpoint } from '../formats/safetensors-sharded';
 import { counterDelta } from '../gpu/counters';
+import type { Backend } from '../tensor/backend';
+import { CpuBackend } from '../tensor/cpu';
 import { tidy } from '../tensor/scope';
 import type { WebGpuBackend } from '../tensor/webgpu';
 import { freshGpuBackend } from '../../test/util/gpu';
 import { rmasInProcess } from '../../test/util/rmas';
-import { FAMILIES } from './config';
+import { FAMILIES, parseDecoderConfig } from './config';
 import { Decoder } from './decoder';
-import { generate } from './generate';
-import { tinyCheckpoint, tinyConfig, tinyTensors } from '../testing/model';
+import { generate, generateBatch } from './generate';
+import { tinyCheckpoint, tinyConfig, tinyTensors, uncachedGreedy } from '../testing/model';
 import { loadDecoderWeights, stepWeightBytes } from './weights';
 
 let gpu: WebGpuBackend;
@@ -21,6 +26,47 @@ beforeAll(async () => {
   gpu = await freshGpuBackend();
 });
 afterAll(() => gpu?.ctx.device.destroy());
+
+describe('the tiny Qwen3 on WebGPU decodes the tokens it does on the CPU', () => {
+  const DIR = 'models/tiny/qwen3-tiny';
+  const PROMPT = [72, 101, 108, 108, 111, 44, 32, 119]; // byte-level ids of "Hello, w"
+  const N = 12;
+  const load = async (backend: Backend) => {
+    const config = parseDecoderConfig(readFileSync(`${DIR}/config.json`, 'utf8'));
+    return new Decoder(config, await loadDecoderWeights(config, await openCheckpoint(DIR), backend));
+  };
+  let cpuModel: Decoder;
+  let gpuModel: Decoder;
+  beforeAll(async () => {
+    cpuModel = await load(new CpuBackend('f32'));
+    gpuModel = await load(gpu);
+  });
+  afterAll(() => gpuModel?.weights.dispose());
+
+  it('greedy: generate and the uncached loop', async () => {
+    const want = await uncachedGreedy(cpuModel, PROMPT, N);
+    expect((await generate(gpuModel, { inputIds: PROMPT, maxNewTokens: N, sampling: { greedy: true } })).tokens).toEqual(want);
+    expect(await uncachedGreedy(gpuModel, PROMPT, N)).toEqual(want);
+  });
+
+  it('inputsEmbeds = embed(ids) gives the ids-in tokens', async () => {
+    const want = await generate(gpuModel, { inputIds: PROMPT, maxNewTokens: 8 });
+    const emb = gpuModel.embed(gpu.fromValues(PROMPT, [PROMPT.length], 'i32'));
+    const got = await generate(gpuModel, { inputsEmbeds: emb, maxNewTokens: 8 });
+    emb.dispose();
+    expect(got.tokens).toEqual(want.tokens);
+  });
+
+  it('seeded sampling, and generateBatch stopping where a short context ends', async () => {
+    const s = { temperature: 1.5, topK: 0, topP: 1, seed: 7 };
+    const [c, g] = [cpuModel, gpuModel].map((m) => generate(m, { inputIds: PROMPT, maxNewTokens: N, sampling: s }));
+    expect((await g!).tokens).toEqual((await c!).tokens);
+    const short = new Decoder({ ...gpuModel.config, maxPositions: 16 }, gpuModel.weights);
+    const want = await generate(cpuModel, { inputIds: PROMPT, maxNewTokens: 9, eosTokenIds: [] });
+    const b = await generateBatch(short, { prompts: [{ inputIds: PROMPT }], maxNewTokens: 1_000_000, eosTokenIds: [] });
+    expect(b.rows[0]!.tokens).toEqual(want.tokens);
+  });
+});
 
 describe.each(FAMILIES)('decode counters, %s (WebGPU)', (family) => {
   it('per step, what one step issued by hand counts; every weight read once', async () => {

@@ -2,15 +2,18 @@
  * Test support for the decoder: tiny configs of each family, deterministic random bf16 checkpoints built
  * in memory with writeSafetensors, and an independent plain-JS f64 forward (no kernels, no F ops) written
  * from Hugging Face's modeling_llama / modeling_qwen2 / modeling_qwen3 / modeling_mistral / modeling_gemma3 to
- * check the engine against.
+ * check the engine against; the greedy decode loop without a cache that generate() is held to.
  */
+import { F } from '../autograd';
 import { bf16BitsToF32, f32ToBf16Bits } from '../formats/dtype';
 import { ropeInvFreq } from '../kernels/rope';
 import type { GgufKv } from './gguf-writer';
 import { SafetensorsFile, type StTensor, writeSafetensors } from '../formats/safetensors';
 import { Rng } from '../util/rng';
 import { type DecoderConfig, type Family, layerWindow, parseDecoderConfig } from '../model/config';
+import type { Decoder } from '../model/decoder';
 import { weightSpecs } from '../model/weights';
+import { tidy } from '../tensor/scope';
 
 /** config.json of a tiny model: hidden 32 and every projection's input a multiple of 32 (q8_0/q4_0 blocks). */
 export function tinyConfigJson(family: Family, over: Record<string, unknown> = {}): Record<string, unknown> {
@@ -298,6 +301,20 @@ export function referenceEmbed(c: DecoderConfig, w: W, ids: number[]): Float64Ar
   if (c.embedScale === null) return out;
   const s = Math.fround(c.embedScale);
   return out.map((v) => v * s);
+}
+
+/** Greedy decoding without a cache: the whole sequence again at every step, argmax of the last row. */
+export async function uncachedGreedy(model: Decoder, prompt: number[], n: number): Promise<number[]> {
+  const seq = [...prompt];
+  for (let i = 0; i < n; i++) {
+    const id = tidy(() => {
+      const out = model.forward({ inputIds: model.backend.fromValues(seq, [seq.length], 'i32'), logits: 'last' });
+      return F.argmax(out.logits!);
+    });
+    seq.push((await id.readI32())[0]);
+    id.dispose();
+  }
+  return seq.slice(prompt.length);
 }
 
 /** max |a − b| / max |b|: the error measure the tests quote (robust to entries that cancel to ~0). */

@@ -1,0 +1,7 @@
+/**
+ * The golden decoder layer and inner RecursiveLink (see golden.test.ts) on WebGPU in Node (Dawn on lavapipe): the
+ * same F.* composition from test/golden/check.ts, against torch float64.
+ */
+import { webgpuGoldenSuite } from './golden/suite';
+
+webgpuGoldenSuite('Dawn');
