@@ -5,6 +5,7 @@ import type { SampleOptions } from '../src/autograd/ops/sample';
 import type { DownloadPlan, PlanQuantize } from '../src/store/plan';
 import type { AskResult } from '../src/mas/run';
 import type { LoadEvent, SystemSpec } from '../src/mas/spec';
+import type { LensReading } from '../src/mas/lens';
 
 export type { AdapterReport } from '../src/gpu/device';
 export type { FileRef, SystemSpec } from '../src/mas/spec';
@@ -164,15 +165,11 @@ export type ToolCallEvent = {
  * One latent message through the logit lens: each latent (a row in the receiving agent's embedding space) read
  * by the receiver's LM head as if it were a hidden state, softmax over its vocabulary.
  */
-export interface LatentMessage {
+/** One outer link's message read through the receiver's logit lens (src/mas/lens.ts). */
+export interface LatentMessage extends LensReading {
   link: string;
   /** The receiving role, whose embedding space the latents are in and whose LM head reads them. */
   to: string;
-  norms: number[];
-  /** top[i] = the k most likely tokens (text, probability) for latent i. */
-  top: { token: string; prob: number }[][];
-  /** The receiver's vocabulary size: a uniform lens gives each token 1/vocab. */
-  vocab: number;
 }
 
 export interface AskRequest {
