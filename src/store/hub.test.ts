@@ -46,6 +46,8 @@ describe('hub settings', () => {
       .toBe('http://hub.test:8080/datasets/a/b/resolve/v1.0/sub%20dir/x%231.json');
     expect(repoOfUrl(S, 'http://hub.test:8080/datasets/a/b/resolve/main/x')).toEqual({ repo: 'a/b', type: 'dataset' });
     expect(repoOfUrl(S, 'http://other.test/a/b/resolve/main/x')).toBeNull();
+    expect(repoOfUrl(S, 'http://hub.test:8080/api/datasets/o/d/tree/main')).toEqual({ repo: 'o/d', type: 'dataset' });
+    expect(repoOfUrl(S, 'http://hub.test:8080/api/models/a/b/revision/main')).toEqual({ repo: 'a/b', type: 'model' });
     expect(() => resolveUrl(S, '../etc', 'x')).toThrow(/not a Hugging Face repo id/);
   });
 

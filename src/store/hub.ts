@@ -71,11 +71,17 @@ export function resolveUrl(s: Pick<HubSettings, 'endpoint'>, repo: string, file:
 export const repoFolderUrl = (s: Pick<HubSettings, 'endpoint'>, repo: string, revision = 'main', type: RepoType = 'model') =>
   `${s.endpoint}/${prefix(type)}${checkRepoId(repo)}/resolve/${encodeURIComponent(revision)}/`;
 
-/** The repo id and type a resolve URL of this endpoint names, or null (another server, another kind of URL). */
+/**
+ * The repo id and type a resolve URL (`[datasets/]Org/Name/resolve/…`) or an API URL (`api/models|datasets/Org/Name…`) of
+ * this endpoint names, or null (another server, another kind of URL).
+ */
 export function repoOfUrl(s: Pick<HubSettings, 'endpoint'>, url: string): { repo: string; type: RepoType } | null {
   if (!url.startsWith(`${s.endpoint}/`)) return null;
-  const m = /^(datasets\/)?([\w.-]+\/[\w.-]+)\/resolve\//.exec(url.slice(s.endpoint.length + 1));
-  return m ? { repo: m[2]!, type: m[1] ? 'dataset' : 'model' } : null;
+  const path = url.slice(s.endpoint.length + 1);
+  const m = /^(datasets\/)?([\w.-]+\/[\w.-]+)\/resolve\//.exec(path);
+  if (m) return { repo: m[2]!, type: m[1] ? 'dataset' : 'model' };
+  const api = /^api\/(models|datasets)\/([\w.-]+\/[\w.-]+)/.exec(path);
+  return api ? { repo: api[2]!, type: api[1] === 'datasets' ? 'dataset' : 'model' } : null;
 }
 
 export interface HubFetchOptions {
@@ -128,10 +134,9 @@ const urlOf = (input: RequestInfo | URL) => (typeof input === 'string' ? input :
  */
 export function hubError(s: HubSettings, url: string, res: Response): Error | null {
   const code = res.headers.get('x-error-code');
-  const where = repoOfUrl(s, url) ?? /\/api\/(models|datasets)\/([\w.-]+\/[\w.-]+)/.exec(url.slice(s.endpoint.length)) ?? null;
-  const repo = where ? ('repo' in where ? where.repo : where[2]!) : url;
-  const dataset = where && ('type' in where ? where.type === 'dataset' : where[1] === 'datasets');
-  const page = `${s.endpoint}/${dataset ? 'datasets/' : ''}${repo}`;
+  const where = repoOfUrl(s, url);
+  const repo = where?.repo ?? url;
+  const page = `${s.endpoint}/${where?.type === 'dataset' ? 'datasets/' : ''}${repo}`;
   const tokenHint = 'HF_TOKEN for the runner, the token field under Environment in the page';
   if (code === 'GatedRepo' || ((res.status === 401 || res.status === 403) && !code && s.token)) {
     return new GatedRepo(
