@@ -3,10 +3,10 @@
  * HF_TOKEN, HF_HUB_OFFLINE, HF_HUB_CACHE / HF_HOME), the progress lines on stderr, the folders of a released
  * style's repos (fetched into the Hugging Face cache when missing), and `rmas download`.
  */
-import { UsageError } from '../errors';
 import { getStyle, STYLES, type StyleSpec } from '../mas/styles';
-import { type DownloadEvent, defaultCacheDir, downloadRepo, repoArg } from '../store/hub-cache';
-import { type HubSettings, type RepoType, hubSettingsFromEnv } from '../store/hub';
+import { type DownloadEvent, defaultCacheDir, downloadRepo } from '../store/hub-cache';
+import { type HubSettings, type RepoType, checkRepoId, hubSettingsFromEnv } from '../store/hub';
+import { InvalidArgument, UsageError } from '../errors';
 import type { Values } from './args';
 
 /** What the loader reads of a role repo (model, tokenizer, chat template, manifests, inner links); a README or `original/` is left. */
@@ -124,4 +124,13 @@ export async function downloadCmd(a: Values<typeof DOWNLOAD_OPTIONS>, out: (s: s
     out(`${r.dir}\n`);
   }
   if (jobs.length > 1) err(`${formatBytes(fetched)} fetched in all\n`);
+}
+
+/** A repo id, or InvalidArgument naming the flag (for the runner's positional repo arguments). */
+function repoArg(v: string, flag: string): string {
+  try {
+    return checkRepoId(v);
+  } catch {
+    throw new InvalidArgument(`${flag} ${v}: expected a style name or a Hugging Face repo id of the form Org/Name`);
+  }
 }

@@ -13,7 +13,7 @@
  * take turns through a lock file beside huggingface_hub's own (.locks/<repo folder>/<etag>.rmas-lock, holding the pid;
  * a lock whose process is gone is taken over).
  */
-import { DownloadFailed, HubOffline, InvalidArgument } from '../errors';
+import { DownloadFailed, HubOffline } from '../errors';
 import { nodeImport } from '../util/node-import';
 import {
   type HubFetchOptions, type HubSettings, type RepoFile, type RepoType, checkRepoId, hubFetch, listRepo, matchesPattern, resolveUrl,
@@ -315,13 +315,4 @@ async function fileHash(path: string, kind: 'sha256' | 'git-sha1', size: number)
     await fh.close();
   }
   return h.digest('hex');
-}
-
-/** A repo id, or InvalidArgument naming the flag (for the runner's positional repo arguments). */
-export function repoArg(v: string, flag: string): string {
-  try {
-    return checkRepoId(v);
-  } catch {
-    throw new InvalidArgument(`${flag} ${v}: expected a style name or a Hugging Face repo id of the form Org/Name`);
-  }
 }
