@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { SafetensorsFile } from '../src/formats/safetensors';
 import { fileSource } from '../src/formats/sources';
 import { parseLinkBytes } from '../src/mas/upstream';
-import { convertCmd } from '../src/runner/convert';
+import { convertCmd } from '../src/runner/convert-cmd';
 import { importBundle } from '../src/store/bundle';
 
 const ROOT = resolve(import.meta.dirname, '..');

@@ -1,7 +1,7 @@
 /**
  * The playground's benchmark call (EngineApi.evaluate, workers/system-calls.ts) on the CPU backend in Node with the committed
  * offline tiny system: the tiny task's test rows scored as `rmas run` scores them (the same records as
- * src/eval/run.ts on a system loaded by rmas), a sample event per question in order, a first-n limit, code
+ * src/eval/evaluate.ts on a system loaded by rmas), a sample event per question in order, a first-n limit, code
  * benchmarks refused, and cancellation between questions.
  */
 import { readFileSync } from 'node:fs';
@@ -9,8 +9,8 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { priceSplit } from '../src/eval/tiny-prices';
 import { toItems } from '../src/eval/datasets';
-import { evaluate } from '../src/eval/run';
-import { loadSystem } from '../src/mas/system';
+import { evaluate } from '../src/eval/evaluate';
+import { loadSystem } from '../src/mas/system-folders';
 import { CpuBackend } from '../src/tensor/cpu';
 import { callRegistry } from '../workers/calls';
 import { systemCalls } from '../workers/system-calls';

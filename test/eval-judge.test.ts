@@ -10,9 +10,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { taskSplit } from '../src/eval/tiny-task';
 import { InvalidArgument } from '../src/errors';
 import { toItems } from '../src/eval/datasets';
-import { accuracyLines, evaluate, runJudge, type SampleRecord } from '../src/eval/run';
+import { accuracyLines, evaluate, runJudge, type SampleRecord } from '../src/eval/evaluate';
 import { freeFormMatch } from '../src/eval/score';
-import { loadSystem, type MasSystem } from '../src/mas/system';
+import { type MasSystem } from '../src/mas/system';
+import { loadSystem } from '../src/mas/system-folders';
 import { CpuBackend } from '../src/tensor/cpu';
 
 const KEY = 'sk-eval-judge-7d1e0b-SECRET';

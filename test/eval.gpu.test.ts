@@ -7,8 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { taskSplit } from '../src/eval/tiny-task';
 import { toItems } from '../src/eval/datasets';
-import { evaluate } from '../src/eval/run';
-import { loadSystem } from '../src/mas/system';
+import { evaluate } from '../src/eval/evaluate';
+import { loadSystem } from '../src/mas/system-folders';
 import type { Backend } from '../src/tensor/backend';
 import { CpuBackend } from '../src/tensor/cpu';
 import { freshGpuBackend } from './util/gpu';

@@ -11,7 +11,7 @@ import { openCheckpoint } from '../src/formats/safetensors-sharded';
 import { InnerLink, OuterLink } from '../src/mas/links';
 import { loadDecoderWeights, parseDecoderConfig } from '../src/model';
 import { rmasInProcess as run } from './util/rmas';
-import type { PlanMemoryResult } from '../src/runner/plan-memory';
+import type { PlanMemoryResult } from '../src/runner/plan-memory-cmd';
 import { CpuBackend } from '../src/tensor/cpu';
 
 const DIRS = { planner: 'models/tiny/qwen3-tiny', critic: 'models/tiny/llama-tiny', solver: 'models/tiny/qwen2-tiny' } as const;

@@ -13,7 +13,7 @@ import { callRegistry } from '../workers/calls';
 import { systemCalls } from '../workers/system-calls';
 import type { SystemSpec } from '../workers/protocol';
 import { buildTinySystem } from '../scripts/tiny-system/tiny-mas';
-import { loadSystemFromSpec } from '../src/mas/system-url';
+import { loadSystemFromSpec } from '../src/mas/system-urls';
 import { memoryKv } from '../src/store/kv';
 import { isMissingFile, modelCache } from '../src/store/models';
 

@@ -12,8 +12,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { TINY_SYSTEM_DIR } from '../scripts/tiny-system/paths';
 import { scoreAnswer, taskSplit, toJsonl } from '../src/eval/tiny-task';
 import { priceJsonl, priceSplit } from '../src/eval/tiny-prices';
-import type { EvalSummary, SampleRecord } from '../src/eval/run';
-import { runCmd } from '../src/runner/run';
+import type { EvalSummary, SampleRecord } from '../src/eval/evaluate';
+import { runCmd } from '../src/runner/run-cmd';
 import { CpuBackend } from '../src/tensor/cpu';
 import { overridesFor, runAsk } from './mas/ask-util';
 

@@ -15,7 +15,7 @@ import { DEFAULT_PROMPTS, userPrompt } from '../src/mas/prompts';
 import { SLOTS } from '../src/mas/slots';
 import { deviceFlag } from '../src/runner/cli';
 import { REASONING_FINAL_INSTRUCTION, parseQuestionsFile, reasoningPrompts } from '../src/runner/custom';
-import { searchTool } from '../src/runner/run';
+import { searchTool } from '../src/runner/run-cmd';
 import { CpuBackend } from '../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../src/tokenizer';
 import { TINY_MAS_ROLES } from '../scripts/tiny-system/tiny-mas';

@@ -1,5 +1,5 @@
 /**
- * The engine worker's training (workers/train-run.ts, train-calls.ts) on the CPU backend in Node: a run
+ * The engine worker's training (workers/trainer.ts, train-calls.ts) on the CPU backend in Node: a run
  * interrupted after its step-3 checkpoint and resumed by `resume: { runId }` ends with the same link weights
  * and the same losses for steps 4–6 as the run done in one go; a checkpoint without trainer state is refused
  * by name; the training calls pause and resume a run by its call id, and cancel(callId) ends it after its
@@ -9,11 +9,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../src/tensor/cpu';
-import { memoryStore } from '../src/train/checkpoint-files';
+import { memoryStore } from '../src/train/file-store';
 import { callRegistry } from '../workers/calls';
 import type { TrainEvent, TrainRequest } from '../workers/protocol';
 import { trainCalls } from '../workers/train-calls';
-import { runIdFor, trainRun, type TrainDeps, type TrainRun } from '../workers/train-run';
+import { runIdFor, trainRun, type TrainDeps, type TrainRun } from '../workers/trainer';
 
 const ROOT = 'http://app.test/';
 /** The repository on disk as an HTTP server that ignores Range (whole files). */

@@ -15,7 +15,7 @@ import { modelFetch } from '../src/model/url';
 import { cachedRangeFetch, storedUrls } from '../src/store/cached-fetch';
 import { hubFetch } from '../src/store/hub';
 import { hubSettingsOf, readPageHub } from '../src/store/hub-settings';
-import type { CheckpointStore } from '../src/train/checkpoint-files';
+import type { FileStore } from '../src/train/file-store';
 import { cpuChecks } from './cpu-checks';
 import { callRegistry } from './calls';
 import { pagePythonRunner } from './python';
@@ -166,10 +166,10 @@ const deviceCalls: Pick<EngineApi, 'adapterReport' | 'selfTest' | 'bench' | 'sam
 };
 
 /** Where a run's checkpoints go: IndexedDB in the browser (one store per run id), memory elsewhere. */
-async function checkpointStoreFor(runId: string): Promise<CheckpointStore> {
+async function checkpointStoreFor(runId: string): Promise<FileStore> {
   // IndexedDB (one database per run) so that a run's checkpoints survive a reload of the page
-  if (typeof indexedDB !== 'undefined') return (await import('../src/store/idb-store')).idbCheckpointStore(`run-${runId}`);
-  return (await import('../src/train/checkpoint-files')).memoryStore();
+  if (typeof indexedDB !== 'undefined') return (await import('../src/store/idb-store')).idbFileStore(`run-${runId}`);
+  return (await import('../src/train/file-store')).memoryStore();
 }
 
 /** The one registry of long calls, shared by the system and training calls, so that cancel() reaches them all. */

@@ -3,7 +3,7 @@ import type { AdapterReport } from '../src/gpu/device';
 import type { BenchOptions, BenchResult } from '../src/kernels/workbench/bench';
 import type { SampleOptions } from '../src/autograd/ops/sample';
 import type { DownloadPlan, PlanQuantize } from '../src/store/plan';
-import type { AskResult } from '../src/mas/run';
+import type { AskResult } from '../src/mas/ask';
 import type { LoadEvent, SystemSpec } from '../src/mas/spec';
 import type { LensReading } from '../src/mas/lens';
 
@@ -255,7 +255,7 @@ export interface EvalRecordView {
   seconds: number;
 }
 
-export type { EvalSummary } from '../src/eval/run';
+export type { EvalSummary } from '../src/eval/evaluate';
 
 /** What loading a system will cost, found before any weight is downloaded (EngineApi.planSystem). */
 export interface SystemPlanView {
@@ -317,7 +317,7 @@ export interface EngineApi {
   /** One question; stage, token and done events stream through onEvent. */
   ask(req: AskRequest, onEvent: (e: EngineEvent) => void, opts?: CallOptions): Promise<AskResultView>;
   /** Asks every question of a benchmark and scores it as rmas run does; a sample event per question. */
-  evaluate(req: EvalRequest, onEvent: (e: EngineEvent) => void, opts?: CallOptions): Promise<import('../src/eval/run').EvalSummary>;
+  evaluate(req: EvalRequest, onEvent: (e: EngineEvent) => void, opts?: CallOptions): Promise<import('../src/eval/evaluate').EvalSummary>;
 
   // -------------------------------------------------------------------------------------------- training
 

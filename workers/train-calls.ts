@@ -6,10 +6,10 @@
  */
 import { transfer } from 'comlink';
 import { InvalidArgument } from '../src/errors';
-import type { CheckpointStore } from '../src/train/checkpoint-files';
+import type { FileStore } from '../src/train/file-store';
 import type { Calls } from './calls';
 import type { EngineApi, TrainEvent } from './protocol';
-import { type TrainDeps, type TrainRun, runIdFor, trainRun } from './train-run';
+import { type TrainDeps, type TrainRun, runIdFor, trainRun } from './trainer';
 
 export type TrainCalls = Pick<EngineApi, 'train' | 'pauseTraining' | 'resumeTraining' | 'checkpointFiles'>;
 
@@ -18,7 +18,7 @@ const KEEP_PAST_RUNS = 8;
 
 export function trainCalls(deps: TrainDeps, calls: Calls): TrainCalls {
   let active: { run: TrainRun; callId: string | undefined } | null = null;
-  const pastRuns = new Map<string, CheckpointStore>();
+  const pastRuns = new Map<string, FileStore>();
   let runCounter = 0;
 
   function runOf(callId: string, what: string): TrainRun {

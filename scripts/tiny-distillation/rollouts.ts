@@ -9,9 +9,9 @@
 import { resolve } from 'node:path';
 import { F, noGrad } from '../../src/autograd/index.ts';
 import { type PriceRow } from '../../src/eval/tiny-prices.ts';
-import { ask } from '../../src/mas/run.ts';
+import { ask } from '../../src/mas/ask.ts';
 import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
-import { loadSystem } from '../../src/mas/system.ts';
+import { loadSystem } from '../../src/mas/system-folders.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { TINY_DISTILLATION_DIR } from '../tiny-system/paths.ts';
 

@@ -9,8 +9,8 @@ import { F, noGrad } from '../autograd';
 import type { DType } from '../formats/dtype';
 import { InvalidArgument } from '../errors';
 import type { Tensor } from '../tensor/tensor';
-// types only: run.ts applies the ablations, this file prepares them
-import type { AskOptions, AskResult } from './run';
+// types only: ask.ts applies the ablations, this file prepares them
+import type { AskOptions, AskResult } from './ask';
 
 export type MessageAblation = { kind: 'zeroed' } | { kind: 'replaced'; from: RecordedMessages };
 

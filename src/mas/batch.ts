@@ -14,7 +14,7 @@ import type { Decoder } from '../model/decoder';
 import { InvalidArgument } from '../errors';
 import type { InnerLink } from './links';
 import { type Piece, latentRolloutBatch } from './rollout';
-import { type AskEngine, type AskOptions, type AskResult, ask } from './run';
+import { type AskEngine, type AskOptions, type AskResult, ask } from './ask';
 import type { MasSystem } from './system';
 
 type Waiting =

@@ -6,8 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ContextTooLong } from '../errors';
 import { CpuBackend } from '../tensor/cpu';
-import { type AskEngine, SINGLE_ENGINE, ask } from './run';
-import { loadSystem } from './system';
+import { type AskEngine, SINGLE_ENGINE, ask } from './ask';
+import { loadSystem } from './system-folders';
 import type { MasSystem } from './system';
 
 let system: MasSystem;

@@ -1,10 +1,10 @@
 /**
  * The final agent's text decode: plain (one generate call) or, for the deliberation tool-caller, a loop that runs
- * each tool call it writes and decodes on (docs/method.md §7.6). ask (run.ts) drives both.
+ * each tool call it writes and decodes on (docs/method.md §7.6). ask (ask.ts) drives both.
  */
 import { generate, isGreedy, type SamplingOptions } from '../model/generate';
 import { checkCancelled, embedPieces, type Piece } from './rollout';
-import type { AskOptions, AskResult } from './run';
+import type { AskOptions, AskResult } from './ask';
 import type { Agent } from './system';
 import { endsToolCall, toolLoop, type ToolRunners } from './tools';
 

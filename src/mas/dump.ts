@@ -7,7 +7,7 @@
  * manifest is replaced atomically, so an interrupted run leaves a consistent (shorter) dump.
  */
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
-import type { StageRecord } from './run';
+import type { StageRecord } from './ask';
 import { nodeImport } from '../util/node-import';
 
 export interface DumpManifestStage {

@@ -1,6 +1,6 @@
 /**
  * A RecursiveMAS system described by where its files are (SystemSpec), as the playground's page hands it to
- * the engine worker and loadSystemFromSpec (system-url.ts) loads it; the progress events of that load; and
+ * the engine worker and loadSystemFromSpec (system-urls.ts) loads it; the progress events of that load; and
  * the key under which a loaded system is reused.
  */
 

@@ -1,6 +1,6 @@
 /**
  * The collaboration styles (docs/method.md §3.3, §4.3–§4.4) as data: roles and their default Hugging Face repos,
- * outer links (which role feeds which), and the stages of one round. The round engine (system.ts) knows
+ * outer links (which role feeds which), and the stages of one round. The round engine (ask.ts) knows
  * nothing about any style beyond this table. Five styles are the released ones (Hugging Face repos); two are
  * embedded, their folders shipped in the package: tiny_sequential under TINY_SYSTEM_ROOT (models/tiny/system) and
  * tiny_distillation, the page's offline system, under TINY_DISTILLATION_ROOT (models/tiny/distillation).
@@ -168,7 +168,7 @@ function distillation(name: 'distillation' | 'tiny_distillation', roles: RoleSpe
 
 /**
  * The embedded tiny system's folder, relative to the package root: its role and outer repos lie under it.
- * Node resolves it once (system.ts embeddedRoot, which $RMAS_TINY_SYSTEM can move); the build scripts
+ * Node resolves it once (system-folders.ts embeddedRoot, which $RMAS_TINY_SYSTEM can move); the build scripts
  * (scripts/tiny-system) write it; the page reads it through models/tiny-system.json.
  */
 export const TINY_SYSTEM_ROOT = 'models/tiny/system';

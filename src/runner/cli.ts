@@ -13,16 +13,16 @@ import { CpuBackend } from '../tensor/cpu';
 import { CudaBackend } from '../tensor/cuda';
 import { WebGpuBackend } from '../tensor/webgpu';
 import { command, parseCommand, type Command, type Options, type Values } from './args';
-import { ASK_OPTIONS, ASK_USAGE, askCmd } from './ask';
-import { CONVERT_OPTIONS, CONVERT_USAGE, convertCmd } from './convert';
+import { ASK_OPTIONS, ASK_USAGE, askCmd } from './ask-cmd';
+import { CONVERT_OPTIONS, CONVERT_USAGE, convertCmd } from './convert-cmd';
 import { openPlacement, parseDevices } from './devices';
 import { closeProcessGroup, processGroup, rankDevices, withResumeNote } from './dist';
-import { FORWARD_OPTIONS, FORWARD_USAGE, GENERATE_OPTIONS, GENERATE_USAGE, forwardCmd, generateCmd } from './generate';
+import { FORWARD_OPTIONS, FORWARD_USAGE, GENERATE_OPTIONS, GENERATE_USAGE, forwardCmd, generateCmd } from './generate-cmd';
 import { DOWNLOAD_OPTIONS, DOWNLOAD_USAGE, downloadCmd } from './hub';
 import { HEALTHCHECK_OPTIONS, HEALTHCHECK_USAGE, formatReport, healthcheck, healthLevel } from './healthcheck';
-import { PLAN_MEMORY_OPTIONS, PLAN_MEMORY_USAGE, planMemoryCmd } from './plan-memory';
-import { RUN_OPTIONS, RUN_USAGE, runCmd } from './run';
-import { trainCmd } from './train';
+import { PLAN_MEMORY_OPTIONS, PLAN_MEMORY_USAGE, planMemoryCmd } from './plan-memory-cmd';
+import { RUN_OPTIONS, RUN_USAGE, runCmd } from './run-cmd';
+import { trainCmd } from './train-cmd';
 import { TRAIN_ALIASES, TRAIN_OPTIONS, TRAIN_USAGE } from './train-args';
 
 /**

@@ -7,7 +7,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { InvalidArgument } from '../errors';
-import type { EvalSummary, SampleRecord } from '../eval/run';
+import type { EvalSummary, SampleRecord } from '../eval/evaluate';
 
 /** The settings a resumed file must share with the run that continues it (UNCHECKED ones excepted). */
 export type RunConfig = Record<string, string | number | boolean | null>;

@@ -12,7 +12,7 @@ import { buildTinySystem, TINY_MAS_LINKS } from '../../scripts/tiny-system/tiny-
 import { overridesFor, readDump, runAsk } from '../../test/mas/ask-util';
 import { arithmeticRows } from '../../test/train/fixtures';
 import { readLinkFile, resolveOuterFolder } from '../mas/upstream';
-import { trainCmd } from '../runner/train';
+import { trainCmd } from '../runner/train-cmd';
 import type { TrainArgs } from '../runner/train-args';
 import { CpuBackend } from '../tensor/cpu';
 import { writeZip } from '../formats/zip';

@@ -1,6 +1,6 @@
 /**
  * The IndexedDB checkpoint store and the tab's checkpoint registry, in headless Chromium: the shared
- * CheckpointStore contract, a training checkpoint saved and loaded through it bit for bit, 8 MiB chunking
+ * FileStore contract, a training checkpoint saved and loaded through it bit for bit, 8 MiB chunking
  * (a 20 MiB file is 3 chunks), a damaged chunk → CorruptCheckpoint, a full disk (QuotaExceededError from
  * the object store) → QuotaExceeded with the old contents intact and no chunks left behind, and the
  * registry: save, list, rename, export/import as a bundle (equal bytes), bare .pt import, remove.
@@ -13,12 +13,12 @@ import { InnerLink } from '../mas/links';
 import { CpuBackend } from '../tensor/cpu';
 import { loadCheckpoint, saveCheckpoint } from '../train/checkpoint';
 import { importBundle } from './bundle';
-import { checkpointRegistry } from './checkpoints';
-import { CHUNK_BYTES, idbCheckpointStore } from './idb-store';
+import { checkpointRegistry } from './checkpoint-registry';
+import { CHUNK_BYTES, idbFileStore } from './idb-store';
 import { checkpointStoreContract } from '../testing/store-contract';
 
 let n = 0;
-const fresh = (opts: { store?: UseStore } = {}) => idbCheckpointStore(`test-${Date.now()}-${++n}`, opts);
+const fresh = (opts: { store?: UseStore } = {}) => idbFileStore(`test-${Date.now()}-${++n}`, opts);
 const enc = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 const pattern = (len: number, seed: number) => {
@@ -34,9 +34,9 @@ async function caught(p: Promise<unknown>): Promise<Error> {
   return e;
 }
 
-checkpointStoreContract('idbCheckpointStore', async () => fresh());
+checkpointStoreContract('idbFileStore', async () => fresh());
 
-describe('idbCheckpointStore', () => {
+describe('idbFileStore', () => {
   it('keeps a training checkpoint: saveCheckpoint → loadCheckpoint restores weights and AdamW state exactly', async () => {
     const cpu = new CpuBackend('f32');
     const store = fresh();

@@ -1,5 +1,5 @@
 /**
- * A CheckpointStore (src/train/checkpoint-files.ts) in the browser's IndexedDB, over idb-keyval's createStore.
+ * A FileStore (src/train/file-store.ts) in the browser's IndexedDB, over idb-keyval's createStore.
  *
  * Layout of the object store 'files' of database `rmas-ckpt-<name>`:
  *   `f:<path>` → FileEntry {size, sha256, chunks: [chunk keys]}   one per file
@@ -14,7 +14,7 @@
  */
 import { createStore, type UseStore } from 'idb-keyval';
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint, QuotaExceeded, RmasError, StorageFailed } from '../errors';
-import { cleanStorePath, type CheckpointStore } from '../train/checkpoint-files';
+import { cleanStorePath, type FileStore } from '../train/file-store';
 import { sha256Hex } from '../util/sha256';
 
 export const CHUNK_BYTES = 8 * 1024 * 1024;
@@ -29,7 +29,7 @@ export interface FileEntry {
   chunks: string[];
 }
 
-export interface IdbCheckpointStore extends CheckpointStore {
+export interface IdbFileStore extends FileStore {
   /** The idb-keyval store underneath (tests, the cache manager's size listing). */
   readonly idb: UseStore;
   /** Size, hash and chunk keys of a stored file, or null. */
@@ -56,7 +56,7 @@ const uid = () => `${Math.random().toString(36).slice(2, 10)}${(++uidCounter).to
  * A checkpoint store in IndexedDB database `rmas-ckpt-<name>`. `opts.store` replaces the idb-keyval
  * store (tests wrap it to simulate a full disk).
  */
-export function idbCheckpointStore(name: string, opts: { store?: UseStore } = {}): IdbCheckpointStore {
+export function idbFileStore(name: string, opts: { store?: UseStore } = {}): IdbFileStore {
   const idb = opts.store ?? createStore(`rmas-ckpt-${name}`, 'files');
 
   /** Runs `body` in one transaction, resolving after it commits; a throw or rejection aborts it. */

@@ -19,4 +19,4 @@ export {
   type CheckpointKind,
 } from './bundle';
 export * from './idb-store';
-export { checkpointRegistry, checkpoints, type CheckpointInfo, type CheckpointMeta, type CheckpointRegistry } from './checkpoints';
+export { checkpointRegistry, checkpoints, type CheckpointInfo, type CheckpointMeta, type CheckpointRegistry } from './checkpoint-registry';

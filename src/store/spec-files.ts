@@ -9,7 +9,7 @@ import { isNotFound, readAll, urlSource } from '../formats/sources';
 import { getStyle } from '../mas/styles';
 import { adapterTaskFor, parseManifest, pickOuterFiles, resolveRoleFiles, type AdapterTask, type RoleFolder } from '../mas/upstream';
 import type { SystemSpec } from '../mas/spec';
-import { noInnerLink } from '../mas/system-url';
+import { noInnerLink } from '../mas/system-urls';
 import { type DecoderConfig, parseDecoderConfig } from '../model/config';
 import { type TensorLayout, detectLayout, storedName } from '../model/layout';
 import { folderUrl, ggufTokenizerFolder, isGgufUrl, modelFetch } from '../model/url';

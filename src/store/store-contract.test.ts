@@ -1,5 +1,5 @@
-/** The shared CheckpointStore contract (store-contract.ts) holds for memoryStore, the reference the IndexedDB store is held to. */
-import { memoryStore } from '../train/checkpoint-files';
+/** The shared FileStore contract (store-contract.ts) holds for memoryStore, the reference the IndexedDB store is held to. */
+import { memoryStore } from '../train/file-store';
 import { checkpointStoreContract } from '../testing/store-contract';
 
 checkpointStoreContract('memoryStore', async () => memoryStore());

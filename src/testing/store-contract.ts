@@ -1,11 +1,11 @@
 /**
- * The CheckpointStore contract as a reusable vitest suite (no Node modules, so the browser project runs it
+ * The FileStore contract as a reusable vitest suite (no Node modules, so the browser project runs it
  * on the IndexedDB store and the node project on memoryStore): files, folders, listing, removal, path
  * checks, atomic rename of files and folders over existing ones, and a journaled commit with recovery.
  */
 import { describe, expect, it } from 'vitest';
 import { InvalidArgument, MissingCheckpoint } from '../errors';
-import { type CheckpointStore, beginCommit, recoverCheckpoint } from '../train/checkpoint-files';
+import { type FileStore, beginCommit, recoverCheckpoint } from '../train/file-store';
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
@@ -16,8 +16,8 @@ async function rejects(p: Promise<unknown>, cls: new (m: string) => Error) {
 }
 
 /** Registers the contract tests for stores made by `make` (each test gets a fresh, empty store). */
-export function checkpointStoreContract(label: string, make: () => Promise<CheckpointStore>) {
-  describe(`CheckpointStore contract: ${label}`, () => {
+export function checkpointStoreContract(label: string, make: () => Promise<FileStore>) {
+  describe(`FileStore contract: ${label}`, () => {
     it('writes, overwrites, reads, lists and removes files and folders', async () => {
       const s = await make();
       await s.write('run/ckpt/x.bin', new Uint8Array([1, 2, 3]));

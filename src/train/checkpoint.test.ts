@@ -22,7 +22,7 @@ import { Rng } from '../util/rng';
 import {
   type CheckpointContent, type TrainerState, latestCheckpoint, listCheckpoints, loadCheckpoint, pruneCheckpoints, saveCheckpoint,
 } from './checkpoint';
-import { type CheckpointStore, memoryStore, nodeStore } from './checkpoint-files';
+import { type FileStore, memoryStore, nodeStore } from './file-store';
 
 const cpu = new CpuBackend('f32');
 let root: string;
@@ -174,7 +174,7 @@ describe('checkpoint round trip', () => {
 });
 
 /** A store that throws on its n-th write (a crash in the middle of a save). */
-function crashingStore(inner: CheckpointStore, n: number): CheckpointStore {
+function crashingStore(inner: FileStore, n: number): FileStore {
   let writes = 0;
   return {
     ...inner,
@@ -289,7 +289,7 @@ describe('damaged checkpoints', () => {
 });
 
 /** The store, except that its n-th mutating call (write, remove, rename) throws instead of running. */
-function crashAt(inner: CheckpointStore, n: number): CheckpointStore {
+function crashAt(inner: FileStore, n: number): FileStore {
   let calls = 0;
   const tick = () => {
     if (++calls === n) throw new Error(`simulated crash at call ${n}`);
@@ -313,7 +313,7 @@ const stores = [
   { name: 'memory', make: async (files = new Map<string, Uint8Array>()) => seedMemory(files) },
   {
     name: 'node',
-    async make(files = new Map<string, Uint8Array>()): Promise<CheckpointStore> {
+    async make(files = new Map<string, Uint8Array>()): Promise<FileStore> {
       const dir = await mkdtemp(join(root, 'st-'));
       for (const [k, b] of files) {
         await mkdir(dirname(join(dir, k)), { recursive: true });
@@ -323,7 +323,7 @@ const stores = [
     },
   },
 ];
-function seedMemory(files: Map<string, Uint8Array>): CheckpointStore {
+function seedMemory(files: Map<string, Uint8Array>): FileStore {
   const mem = memoryStore();
   for (const [k, b] of files) mem.files.set(k, b.slice());
   return mem;
@@ -463,7 +463,7 @@ describe('pruneCheckpoints (--save_total_limit)', () => {
     const rng = new Rng(8);
     for (const step of [1, 2, 3]) await saveCheckpoint(store, `checkpoint-${step}`, content(a, step, rng));
     // the process died after the rename of checkpoint-1: its files are still there, under the aside name
-    const dying: CheckpointStore = { ...store, remove: async () => { throw new Error('killed'); } };
+    const dying: FileStore = { ...store, remove: async () => { throw new Error('killed'); } };
     await expect(pruneCheckpoints(dying, '.', 2)).rejects.toThrow('killed');
     expect(await store.list('')).toEqual(['.pruned-checkpoint-1', 'checkpoint-2', 'checkpoint-3']);
     expect((await latestCheckpoint(store, '.')).dir).toBe('checkpoint-3');

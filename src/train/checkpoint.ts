@@ -6,7 +6,7 @@
  * (`optimizer.safetensors`: `<key>.m`, `<key>.v`, each the link's parameters packed in FlatParams entry
  * order without alignment padding; AdamW's t in the metadata) and `trainer_state.json`.
  *
- * Saving is one journaled commit (checkpoint-files.ts protocol): every file is staged in `<dir>/.ckpt-staging/`,
+ * Saving is one journaled commit (file-store.ts protocol): every file is staged in `<dir>/.ckpt-staging/`,
  * the journal is the commit point, then the files are renamed into place and files of the previous
  * checkpoint that the new one lacks (trainer_state.json `files`) are removed. `dir` may be the store
  * root or a folder with other contents (upstream's `--save_dir` holds the final checkpoint at its top
@@ -18,7 +18,7 @@ import { parseHeader, writeSafetensors } from '../formats/safetensors';
 import type { InnerLink, LinkStateDict, OuterLink } from '../mas/links';
 import { linkFileBytes, parseLinkBytes } from '../mas/upstream';
 import {
-  type CheckpointStore,
+  type FileStore,
   JOURNAL_FILE,
   STAGING_DIR,
   beginCommit,
@@ -26,7 +26,7 @@ import {
   inFolder,
   pendingCommit,
   recoverCheckpoint,
-} from './checkpoint-files';
+} from './file-store';
 
 export interface TrainerState {
   step: number;
@@ -130,7 +130,7 @@ function filesOf(top: unknown): string[] {
  * atomic commit; .pt in f32 unless `ptDtype` is 'bf16' (upstream's release dtype).
  */
 export async function saveCheckpoint(
-  store: CheckpointStore,
+  store: FileStore,
   dir: string,
   c: CheckpointContent,
   opts: { ptDtype?: 'bf16' | 'f32' } = {},
@@ -227,7 +227,7 @@ function checkAgainst(link: AnyLink, sd: LinkStateDict, file: string) {
  * state and args. Everything is read and checked before any link changes. Finishes or undoes an interrupted save first.
  */
 export async function loadCheckpoint(
-  store: CheckpointStore,
+  store: FileStore,
   dir: string,
   links: ReadonlyMap<string, AnyLink>,
 ): Promise<{ optimizerT: number; state: TrainerState; args: Record<string, unknown> }> {
@@ -305,7 +305,7 @@ const STEP_DIR = /^checkpoint-(\d+)$/;
  * The step of the checkpoint in `d` if it is complete — after an interrupted commit is finished, so
  * the answer matches what load will see — else null. Reads only; changes nothing.
  */
-async function completeStep(store: CheckpointStore, d: string): Promise<number | null> {
+async function completeStep(store: FileStore, d: string): Promise<number | null> {
   try {
     const j = await pendingCommit(store, d);
     const where = async (name: string): Promise<string | null> => {
@@ -331,7 +331,7 @@ async function completeStep(store: CheckpointStore, d: string): Promise<number |
  * if it holds one at its top, the folder itself (step from its trainer state), oldest first; on a tie
  * the top comes last. Reads only: an interrupted save counts as load will see it after recovery.
  */
-export async function listCheckpoints(store: CheckpointStore, dir: string): Promise<{ step: number; dir: string }[]> {
+export async function listCheckpoints(store: FileStore, dir: string): Promise<{ step: number; dir: string }[]> {
   const d = folderPath(dir);
   const out: { step: number; dir: string; top: boolean }[] = [];
   for (const name of await store.list(d)) {
@@ -356,7 +356,7 @@ const PRUNED = '.pruned-';
  * step), then is deleted: a crash in between leaves a folder that is never taken for a checkpoint, and the next call
  * finishes deleting it. Returns the folders removed, oldest first.
  */
-export async function pruneCheckpoints(store: CheckpointStore, dir: string, limit: number): Promise<string[]> {
+export async function pruneCheckpoints(store: FileStore, dir: string, limit: number): Promise<string[]> {
   if (!Number.isInteger(limit) || limit < 1) throw new InvalidArgument(`save_total_limit must be a positive integer, got ${limit}`);
   const d = folderPath(dir);
   const names = await store.list(d);
@@ -376,7 +376,7 @@ export async function pruneCheckpoints(store: CheckpointStore, dir: string, limi
 }
 
 /** The checkpoint `--resume DIR` continues from: the newest complete one (listCheckpoints' last). */
-export async function latestCheckpoint(store: CheckpointStore, dir: string): Promise<{ step: number; dir: string }> {
+export async function latestCheckpoint(store: FileStore, dir: string): Promise<{ step: number; dir: string }> {
   const all = await listCheckpoints(store, dir);
   if (!all.length) {
     throw new MissingCheckpoint(

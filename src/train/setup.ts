@@ -1,7 +1,7 @@
 /**
  * One link-training run set up from one settings object: the links (fresh, or from weights the app found), the
  * job, the checkpoint's manifests and the loop's options. Both apps train through it: `rmas train-inner` /
- * `rmas train-outer` (src/runner/train.ts, models in folders) and the tab's trainer (workers/train-run.ts, models
+ * `rmas train-outer` (src/runner/train-cmd.ts, models in folders) and the tab's trainer (workers/trainer.ts, models
  * by URL); they differ only in how models and links are found, which they pass in as loaders. The defaults
  * both apply live here, once (upstream's train/train_inner.py and train/train_outer.py).
  */

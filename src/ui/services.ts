@@ -92,7 +92,7 @@ export function realServices(onRestart?: (reason: string, fault: string) => void
     engine: realEngine(onRestart),
     // typed by the store modules themselves, so that a change of their signatures fails the type check here
     checkpoints: async (): Promise<CheckpointRegistry> =>
-      (await loadStore<typeof import('../store/checkpoints')>('checkpoints')).checkpoints(),
+      (await loadStore<typeof import('../store/checkpoint-registry')>('checkpoints')).checkpoints(),
     models: async (): Promise<ModelCache> => (await loadStore<typeof import('../store/models')>('models')).modelCache(),
   };
 }

@@ -1,5 +1,5 @@
 /**
- * Checkpoint saves under faults: trainLoop on the tiny models with the runner's save rule (src/runner/train.ts:
+ * Checkpoint saves under faults: trainLoop on the tiny models with the runner's save rule (src/runner/train-cmd.ts:
  * `checkpoint-<step>` folders, the last save at the top, then --save_total_limit 1), saving at every step (inner links
  * 3 steps, outer links 2). Each save of the uninterrupted run is made again from the save_dir and the links as they
  * were just before it, failing at one point at a time:
@@ -34,7 +34,7 @@ import {
   type TrainerState,
 } from '../../src/train/checkpoint';
 import { CorruptCheckpoint, MissingCheckpoint } from '../../src/errors';
-import { type CheckpointStore, JOURNAL_FILE, inFolder, memoryStore, nodeStore, recoverCheckpoint } from '../../src/train/checkpoint-files';
+import { type FileStore, JOURNAL_FILE, inFolder, memoryStore, nodeStore, recoverCheckpoint } from '../../src/train/file-store';
 import { createOuterJob, type TrainJob } from '../../src/train/jobs';
 import { initialState, trainLoop, type LoopOptions } from '../../src/train/loop';
 import { arithmeticRows, innerJob } from '../train/fixtures';
@@ -98,7 +98,7 @@ interface Subject {
   opts: LoopOptions;
   manifests: Record<string, unknown>;
   /** `zero`: the links before any step; `pre-<step>`: the links as each save saw them. */
-  links: CheckpointStore;
+  links: FileStore;
   saves: SavePoint[];
   /** The uninterrupted run's save_dir at the end, and the files of each step's checkpoint. */
   tree: Map<string, Uint8Array>;
@@ -112,7 +112,7 @@ const content = (s: Subject, state: TrainerState): CheckpointContent => ({
 });
 
 /** The files of the checkpoint in `dir` (those its trainer_state.json names), name → bytes. */
-async function checkpointFiles(store: CheckpointStore, dir: string): Promise<Map<string, Uint8Array>> {
+async function checkpointFiles(store: FileStore, dir: string): Promise<Map<string, Uint8Array>> {
   const st = JSON.parse(new TextDecoder().decode(await store.read(inFolder(dir, 'trainer_state.json')))) as { files: string[] };
   const out = new Map<string, Uint8Array>();
   for (const f of [...st.files].sort()) out.set(f, await store.read(inFolder(dir, f)));
@@ -125,8 +125,8 @@ interface Progress {
   saving: number | null;
 }
 
-/** The runner's save (src/runner/train.ts): checkpoint-<step>, or the top for the last one; then --save_total_limit. */
-async function saveAs(s: Subject, store: CheckpointStore, st: TrainerState, last: boolean, p: Progress) {
+/** The runner's save (src/runner/train-cmd.ts): checkpoint-<step>, or the top for the last one; then --save_total_limit. */
+async function saveAs(s: Subject, store: FileStore, st: TrainerState, last: boolean, p: Progress) {
   const dir = last ? '' : `checkpoint-${st.step}`;
   p.saving = st.step;
   await saveCheckpoint(store, dir || '.', content(s, st));
@@ -136,7 +136,7 @@ async function saveAs(s: Subject, store: CheckpointStore, st: TrainerState, last
 }
 
 /** Trains from `state` to the end, saving into `store`; `before` runs ahead of each save and `after` once it committed. */
-async function train(s: Subject, store: CheckpointStore, state: TrainerState, p: Progress,
+async function train(s: Subject, store: FileStore, state: TrainerState, p: Progress,
   before?: (st: TrainerState, last: boolean) => Promise<void>, after?: (st: TrainerState, last: boolean) => Promise<void>) {
   await trainLoop(s.job.size, s.opts, {
     optimizer: s.job.optimizer,
@@ -202,7 +202,7 @@ async function subject(kind: 'inner' | 'outer'): Promise<Subject> {
 }
 
 /** A save_dir holding `tree`: in memory, or a new folder on disk. */
-async function storeWith(tree: ReadonlyMap<string, Uint8Array>, disk: boolean): Promise<CheckpointStore> {
+async function storeWith(tree: ReadonlyMap<string, Uint8Array>, disk: boolean): Promise<FileStore> {
   if (!disk) {
     const store = memoryStore();
     for (const [p, b] of tree) store.files.set(p, b.slice());
@@ -220,7 +220,7 @@ async function storeWith(tree: ReadonlyMap<string, Uint8Array>, disk: boolean): 
  * After a fault: each checkpoint found holds its step's bytes, the newest is the last committed one or the one being
  * saved, and a run resumed from it (or started over when there is none) ends on the uninterrupted save_dir.
  */
-async function checkAndResume(s: Subject, store: CheckpointStore, p: Progress, where: string) {
+async function checkAndResume(s: Subject, store: FileStore, p: Progress, where: string) {
   const found = await listCheckpoints(store, '.');
   for (const c of found) {
     await recoverCheckpoint(store, c.dir); // what load does first
@@ -324,7 +324,7 @@ describe('checkpoint saves under faults', () => {
       const store = (await storeWith(two.before, false)) as ReturnType<typeof memoryStore>;
       let calls = 0;
       const drop = () => void (++calls === k && store.remove('checkpoint-2'));
-      const other: CheckpointStore = {
+      const other: FileStore = {
         ...store,
         write: async (p, b) => (await drop(), store.write(p, b)),
         remove: async (p) => (await drop(), store.remove(p)),

@@ -13,11 +13,11 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { InvalidArgument } from '../../src/errors';
-import { convertCmd } from '../../src/runner/convert';
+import { convertCmd } from '../../src/runner/convert-cmd';
 import { exportBundle, importBundle } from '../../src/store/bundle';
 import { materialize, removeExtracted } from '../../src/store/bundle-node';
-import { checkpointRegistry } from '../../src/store/checkpoints';
-import { memoryStore } from '../../src/train/checkpoint-files';
+import { checkpointRegistry } from '../../src/store/checkpoint-registry';
+import { memoryStore } from '../../src/train/file-store';
 import { Faults, type FaultMode, InjectedCrash, faultyStore, isEnospc, sameBytes } from './inject';
 
 /** The writing calls of node:fs/promises: counted on `faults`, and `appear` runs just before each (then the call). */

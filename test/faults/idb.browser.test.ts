@@ -11,7 +11,7 @@
  *   saved, the checkpoint before it, or the whole run → the save ends or fails by name (never a raw DOMException),
  *   every checkpoint left loads with the bytes it was saved with, and the next save into the folder (the resumed
  *   run's) works.
- * After each fault the save is made again and loads exactly. Then three whole training runs (workers/train-run.ts on
+ * After each fault the save is made again and loads exactly. Then three whole training runs (workers/trainer.ts on
  * the CPU backend, saving at every step), faulted at seeded points, fail by name, and a resume by run id ends with the
  * uninterrupted run's adapter and AdamW state, byte for byte.
  */
@@ -19,14 +19,14 @@ import { createStore, keys, type UseStore } from 'idb-keyval';
 import { describe, expect, it } from 'vitest';
 import { CorruptCheckpoint, MissingCheckpoint, QuotaExceeded, RmasError, StorageFailed } from '../../src/errors';
 import { InnerLink } from '../../src/mas/links';
-import { checkpointRegistry } from '../../src/store/checkpoints';
-import { type IdbCheckpointStore, idbCheckpointStore } from '../../src/store/idb-store';
+import { checkpointRegistry } from '../../src/store/checkpoint-registry';
+import { type IdbFileStore, idbFileStore } from '../../src/store/idb-store';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { type CheckpointContent, listCheckpoints, loadCheckpoint, saveCheckpoint } from '../../src/train/checkpoint';
-import { type CheckpointStore, inFolder, recoverCheckpoint } from '../../src/train/checkpoint-files';
+import { type FileStore, inFolder, recoverCheckpoint } from '../../src/train/file-store';
 import { Rng } from '../../src/util/rng';
 import type { TrainEvent, TrainRequest } from '../../workers/protocol';
-import { trainRun, type TrainRun } from '../../workers/train-run';
+import { trainRun, type TrainRun } from '../../workers/trainer';
 import { sameBytes } from './inject';
 
 /** Where the wrapped store fails: the put (1-based, counted over the store's life) and the read-write transaction. */
@@ -94,7 +94,7 @@ function failedRequest(t: IDBTransaction, error: DOMException): IDBRequest {
 }
 
 /** `inner`, with `before(k)` awaited ahead of its k-th write, remove or rename (the second tab acting in between). */
-function interleaved(inner: CheckpointStore, before: (k: number) => Promise<void>): CheckpointStore {
+function interleaved(inner: FileStore, before: (k: number) => Promise<void>): FileStore {
   let k = 0;
   const at = async () => before(++k);
   return {
@@ -134,7 +134,7 @@ function contents(): Map<number, CheckpointContent> {
 const CONTENT = contents();
 const dirOf = (step: number) => `checkpoint-${step}`;
 
-async function checkpointFiles(store: CheckpointStore, dir: string) {
+async function checkpointFiles(store: FileStore, dir: string) {
   const st = JSON.parse(new TextDecoder().decode(await store.read(inFolder(dir, 'trainer_state.json')))) as { files: string[] };
   return new Map(await Promise.all(st.files.map(async (f) => [f, await store.read(inFolder(dir, f))] as const)));
 }
@@ -145,7 +145,7 @@ const sameFiles = (a: Map<string, Uint8Array>, b: Map<string, Uint8Array>) =>
 const SAVED = new Map<number, Map<string, Uint8Array>>();
 async function savedFiles() {
   if (SAVED.size) return SAVED;
-  const s = idbCheckpointStore(dbName());
+  const s = idbFileStore(dbName());
   for (const [step, c] of CONTENT) {
     await saveCheckpoint(s, dirOf(step), c);
     SAVED.set(step, await checkpointFiles(s, dirOf(step)));
@@ -154,7 +154,7 @@ async function savedFiles() {
 }
 
 /** Every checkpoint left holds its step's bytes and loads; no chunk is left that no file refers to; returns the newest step. */
-async function consistent(store: IdbCheckpointStore, where: string): Promise<number | null> {
+async function consistent(store: IdbFileStore, where: string): Promise<number | null> {
   const saved = await savedFiles();
   const found = await listCheckpoints(store, '.');
   for (const c of found) {
@@ -175,13 +175,13 @@ async function consistent(store: IdbCheckpointStore, where: string): Promise<num
 async function withFirst(wrap?: (base: UseStore) => UseStore) {
   const name = dbName();
   const base = createStore(`rmas-ckpt-${name}`, 'files');
-  const store = idbCheckpointStore(name, { store: wrap ? wrap(base) : base });
+  const store = idbFileStore(name, { store: wrap ? wrap(base) : base });
   await saveCheckpoint(store, dirOf(1), CONTENT.get(1)!);
-  return { name, store, clean: idbCheckpointStore(name, { store: base }) };
+  return { name, store, clean: idbFileStore(name, { store: base }) };
 }
 
 /** The save of step 2 again on an undisturbed connection (the resumed run's), then the checks. */
-async function saveAgain(clean: IdbCheckpointStore, where: string) {
+async function saveAgain(clean: IdbFileStore, where: string) {
   await saveCheckpoint(clean, dirOf(2), CONTENT.get(2)!);
   expect(await consistent(clean, `${where}, saved again`)).toBe(2);
 }
@@ -242,7 +242,7 @@ describe('IndexedDB checkpoint saves under faults', () => {
       const outcomes = new Map<string, number>();
       for (let k = 1; ; k++) {
         const { name, store, clean } = await withFirst();
-        const other = idbCheckpointStore(name); // a second connection, as another tab has
+        const other = idbFileStore(name); // a second connection, as another tab has
         let acted = false;
         const act = async () => {
           acted = true;
@@ -281,12 +281,12 @@ describe('IndexedDB checkpoint saves under faults', () => {
       const p = plan();
       const name = dbName();
       const base = createStore(`rmas-ckpt-${name}`, 'files');
-      const reg = checkpointRegistry(idbCheckpointStore(name, { store: faultyIdb(base, p) }));
+      const reg = checkpointRegistry(idbFileStore(name, { store: faultyIdb(base, p) }));
       const first = await reg.saveFromFiles(files, { kind: 'inner', name: 'first' });
       p.quotaAtPut = p.puts + k;
       const err = await reg.saveFromFiles(files, { kind: 'inner', name: 'second' }).then(() => null, (e: unknown) => e);
       p.quotaAtPut = 0;
-      const listed = await checkpointRegistry(idbCheckpointStore(name, { store: base })).listCheckpoints();
+      const listed = await checkpointRegistry(idbFileStore(name, { store: base })).listCheckpoints();
       if (!p.hit) {
         expect(err).toBeNull();
         expect(listed.map((c) => c.name).sort()).toEqual(['first', 'second']);
@@ -313,17 +313,17 @@ describe('a training run in the page under storage faults', () => {
     kind: 'inner', backend: 'cpu', rows, model: `${location.origin}/models/tiny/qwen3-tiny/`, style: 'sequential_light', role: 'planner',
     options: { maxSteps: 4, batchSize: 2, lr: 2e-2, warmupSteps: 1, seed: 11, saveSteps: 1, maxLength: 256 },
   });
-  const deps = (store: (id: string) => IdbCheckpointStore) => ({
+  const deps = (store: (id: string) => IdbFileStore) => ({
     storeFor: async (id: string) => store(id),
     backend: async () => ({ backend: cpu }),
   });
   let n = 0;
   const newRun = (id = `run-faults-${Date.now().toString(36)}-${++n}`): TrainRun =>
     ({ id, stop: new AbortController().signal, paused: false, wake: null, store: null });
-  const final = async (s: CheckpointStore) => ({ a: await s.read('adapter.safetensors'), o: await s.read('optimizer.safetensors') });
+  const final = async (s: FileStore) => ({ a: await s.read('adapter.safetensors'), o: await s.read('optimizer.safetensors') });
 
   it('quota, an aborted transaction, a second tab deleting the checkpoint being saved: a named error, then an exact resume', async () => {
-    const whole = idbCheckpointStore(dbName());
+    const whole = idbFileStore(dbName());
     await trainRun(request(), newRun(), async () => {}, deps(() => whole));
     const want = await final(whole);
     // a save makes 20 puts (a chunk and an entry for each of 7 files, an entry per rename) in 22 read-write transactions
@@ -337,18 +337,18 @@ describe('a training run in the page under storage faults', () => {
       const base = createStore(`rmas-ckpt-${name}`, 'files');
       const p = plan();
       arm(p);
-      let store: CheckpointStore = idbCheckpointStore(name, { store: faultyIdb(base, p) });
+      let store: FileStore = idbFileStore(name, { store: faultyIdb(base, p) });
       if (Err === CorruptCheckpoint) {
-        const other = idbCheckpointStore(name);
+        const other = idbFileStore(name);
         let calls = 0;
         // in the save of checkpoint-2, after its files are staged and before the journal is written
         store = interleaved(store, async () => void (++calls === 15 + 7 && (await other.remove('checkpoint-2'))));
       }
       const run = newRun();
-      const err = await trainRun(request(), run, async () => {}, deps(() => store as IdbCheckpointStore))
+      const err = await trainRun(request(), run, async () => {}, deps(() => store as IdbFileStore))
         .then(() => null, (e: unknown) => e);
       expect(err, `${what}: ${String(err)}`).toBeInstanceOf(Err);
-      const clean = idbCheckpointStore(name, { store: base });
+      const clean = idbFileStore(name, { store: base });
       const events: TrainEvent[] = [];
       const resumed = await trainRun({ ...request(), resume: { runId: run.id } }, newRun(run.id), async (e) => void events.push(e),
         deps(() => clean));

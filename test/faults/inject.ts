@@ -2,9 +2,9 @@
  * Fault injection shared by the tests of test/faults (no Node modules, so that the browser project uses it too): a
  * counter that fails the k-th mutating call of a run as a crash (that call and every later one throw, as if the
  * process had died there) or as a full disk (that call alone throws an ENOSPC-coded error and the program goes on),
- * and a CheckpointStore that counts its write, remove and rename calls on such a counter.
+ * and a FileStore that counts its write, remove and rename calls on such a counter.
  */
-import type { CheckpointStore } from '../../src/train/checkpoint-files';
+import type { FileStore } from '../../src/train/file-store';
 
 export type FaultMode = 'crash' | 'enospc';
 
@@ -60,7 +60,7 @@ export class Faults {
 }
 
 /** `inner`, with each write, remove and rename counted on `faults` before it runs. */
-export function faultyStore(inner: CheckpointStore, faults: Pick<Faults, 'tick'>): CheckpointStore {
+export function faultyStore(inner: FileStore, faults: Pick<Faults, 'tick'>): FileStore {
   return {
     read: (p) => inner.read(p),
     exists: (p) => inner.exists(p),
@@ -72,7 +72,7 @@ export function faultyStore(inner: CheckpointStore, faults: Pick<Faults, 'tick'>
 }
 
 /** Every file under `dir` of a store, path → bytes (a whole save_dir, to compare two of them). */
-export async function storeTree(store: CheckpointStore, dir = ''): Promise<Map<string, Uint8Array>> {
+export async function storeTree(store: FileStore, dir = ''): Promise<Map<string, Uint8Array>> {
   const out = new Map<string, Uint8Array>();
   const walk = async (d: string) => {
     for (const name of await store.list(d)) {

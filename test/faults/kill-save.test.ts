@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { latestCheckpoint, listCheckpoints } from '../../src/train/checkpoint';
-import { type CheckpointStore, inFolder, nodeStore, recoverCheckpoint } from '../../src/train/checkpoint-files';
+import { type FileStore, inFolder, nodeStore, recoverCheckpoint } from '../../src/train/file-store';
 import { Rng } from '../../src/util/rng';
 import { arithmeticRows } from '../train/fixtures';
 import { storeTree, treeDiff } from './inject';
@@ -55,7 +55,7 @@ function normal(path: string, b: Uint8Array): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(a));
 }
 const normalTree = (t: Map<string, Uint8Array>) => new Map([...t].map(([p, b]) => [p, normal(p, b)]));
-async function checkpointFiles(store: CheckpointStore, dir: string) {
+async function checkpointFiles(store: FileStore, dir: string) {
   const st = JSON.parse(new TextDecoder().decode(await store.read(inFolder(dir, 'trainer_state.json')))) as { files: string[] };
   return new Map(await Promise.all(st.files.map(async (f) => [f, normal(f, await store.read(inFolder(dir, f)))] as const)));
 }

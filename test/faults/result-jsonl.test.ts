@@ -13,9 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { QuotaExceeded, StorageFailed } from '../../src/errors';
-import type { SampleRecord } from '../../src/eval/run';
+import type { SampleRecord } from '../../src/eval/evaluate';
 import { taskSplit, toJsonl } from '../../src/eval/tiny-task';
-import { type RunArgs, runCmd } from '../../src/runner/run';
+import { type RunArgs, runCmd } from '../../src/runner/run-cmd';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { Rng } from '../../src/util/rng';
 import { enospc, isEnospc } from './inject';
@@ -30,7 +30,7 @@ const hook = vi.hoisted(() => ({
   writes: 0,
   file: '',
 }));
-vi.mock(import('../../src/eval/run'), async (orig) => {
+vi.mock(import('../../src/eval/evaluate'), async (orig) => {
   const m = await orig();
   const evaluate: typeof m.evaluate = async (system, items, opts) => {
     if (!hook.replay) return m.evaluate(system, items, opts);
@@ -51,7 +51,7 @@ vi.mock(import('../../src/eval/run'), async (orig) => {
   return { ...m, evaluate };
 });
 // replayed runs load the system once (and keep it): they test the file's handling, not the loading
-vi.mock(import('../../src/mas/system'), async (orig) => {
+vi.mock(import('../../src/mas/system-folders'), async (orig) => {
   const m = await orig();
   let kept: ReturnType<typeof m.loadSystem> | null = null;
   const loadSystem: typeof m.loadSystem = (name, opts) => {

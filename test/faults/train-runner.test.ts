@@ -1,5 +1,5 @@
 /**
- * `rmas train-inner` (trainCmd in this process) under crashes: each store call of its saves (src/runner/train.ts's
+ * `rmas train-inner` (trainCmd in this process) under crashes: each store call of its saves (src/runner/train-cmd.ts's
  * nodeStore, counted by a wrapper) and each model file it places beside a checkpoint (before the hard link, and after
  * it but before the rename into place) is made to throw as if the process died there, one run per point. Then, as a
  * new process would: every checkpoint listCheckpoints finds holds exactly the uninterrupted run's bytes for its step,
@@ -15,13 +15,13 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { QuotaExceeded } from '../../src/errors';
 import type { TrainArgs } from '../../src/runner/train-args';
 import { listCheckpoints } from '../../src/train/checkpoint';
-import { type CheckpointStore, inFolder, nodeStore, recoverCheckpoint } from '../../src/train/checkpoint-files';
+import { type FileStore, inFolder, nodeStore, recoverCheckpoint } from '../../src/train/file-store';
 import { arithmeticRows } from '../train/fixtures';
 import { trainInProcess as train } from '../util/rmas';
 import { Faults, InjectedCrash, storeTree, treeDiff } from './inject';
 
 const hook = vi.hoisted(() => ({ faults: null as null | { tick(op: string, path: string): void } }));
-vi.mock(import('../../src/train/checkpoint-files'), async (orig) => {
+vi.mock(import('../../src/train/file-store'), async (orig) => {
   const m = await orig();
   const { faultyStore } = await import('./inject');
   return { ...m, nodeStore: (root: string) => faultyStore(m.nodeStore(root), { tick: (op, p = op) => hook.faults?.tick(op, p) }) };
@@ -60,7 +60,7 @@ function normal(path: string, b: Uint8Array): Uint8Array {
 const normalTree = (t: Map<string, Uint8Array>) => new Map([...t].map(([p, b]) => [p, normal(p, b)]));
 
 /** The checkpoint in `dir`: the files its trainer_state.json names, normalised. */
-async function checkpointFiles(store: CheckpointStore, dir: string) {
+async function checkpointFiles(store: FileStore, dir: string) {
   const st = JSON.parse(new TextDecoder().decode(await store.read(inFolder(dir, 'trainer_state.json')))) as { files: string[] };
   return new Map(await Promise.all(st.files.map(async (f) => [f, normal(f, await store.read(inFolder(dir, f)))] as const)));
 }

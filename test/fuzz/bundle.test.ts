@@ -7,8 +7,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { writeZip } from '../../src/formats/zip';
 import { importBundle } from '../../src/store/bundle';
-import { checkpointRegistry } from '../../src/store/checkpoints';
-import { memoryStore } from '../../src/train/checkpoint-files';
+import { checkpointRegistry } from '../../src/store/checkpoint-registry';
+import { memoryStore } from '../../src/train/file-store';
 import { fuzzReader, fuzzTimeout } from './harness';
 import { deepJson } from './mutate';
 

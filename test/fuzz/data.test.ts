@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { InvalidArgument, PromptSlotMissing } from '../../src/errors';
 import { loadPromptSet } from '../../src/mas/prompts';
-import { readPrompts } from '../../src/runner/ask';
+import { readPrompts } from '../../src/runner/ask-cmd';
 import { cachePath, loadRows } from '../../src/train/data/rows';
 import { fuzzReader, fuzzTimeout } from './harness';
 import { deepJson } from './mutate';

@@ -1,6 +1,6 @@
 /**
  * Fuzzing the result JSONL `rmas run --resume` reads (and the part files of a sharded run); test/fuzz/harness.ts has
- * the property. Below, the crashes it found in src/runner/run.ts, as regression cases.
+ * the property. Below, the crashes it found in src/runner/run-cmd.ts, as regression cases.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { InvalidArgument } from '../../src/errors';
 import { taskSplit, toJsonl } from '../../src/eval/tiny-task';
-import { runCmd } from '../../src/runner/run';
+import { runCmd } from '../../src/runner/run-cmd';
 import { fuzzReader, fuzzTimeout } from './harness';
 import { deepJson } from './mutate';
 

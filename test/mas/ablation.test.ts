@@ -9,8 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidArgument } from '../../src/errors';
 import { taskSplit } from '../../src/eval/tiny-task';
 import { ablationLabel, checkAblation, messageKey, prepareAblation, type RecordedMessages } from '../../src/mas/ablation';
-import { ask, type AskOptions, type AskResult, type StageRecord } from '../../src/mas/run';
-import { loadSystem, type MasSystem } from '../../src/mas/system';
+import { ask, type AskOptions, type AskResult, type StageRecord } from '../../src/mas/ask';
+import { type MasSystem } from '../../src/mas/system';
+import { loadSystem } from '../../src/mas/system-folders';
 import { CpuBackend } from '../../src/tensor/cpu';
 
 const M = 6;

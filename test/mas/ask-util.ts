@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { SafetensorsFile } from '../../src/formats/safetensors';
 import { fileSource } from '../../src/formats/sources';
-import { askCmd, type AskArgs } from '../../src/runner/ask';
+import { askCmd, type AskArgs } from '../../src/runner/ask-cmd';
 import type { Backend } from '../../src/tensor/backend';
 import { buildTinySystem, type TinyStyle } from '../../scripts/tiny-system/tiny-mas';
 

@@ -249,8 +249,8 @@ describe('rmas ask, bad input', () => {
 
 describe('cancellation', () => {
   it('an abort before the run, between stages or while decoding ends it with Cancelled, and the system stays usable', async () => {
-    const { loadSystem } = await import('../../src/mas/system');
-    const { ask } = await import('../../src/mas/run');
+    const { loadSystem } = await import('../../src/mas/system-folders');
+    const { ask } = await import('../../src/mas/ask');
     const o = Object.fromEntries(
       (await overridesFor('sequential_light', join(tmp, 'cancel'))).map((x) => x.split('=') as [string, string]),
     );
@@ -288,8 +288,8 @@ describe('cancellation', () => {
 
 describe('one role per device (placement)', () => {
   it('roles on three backends answer as on one: same latents, same text; messages arrive on the receiver\'s backend', async () => {
-    const { loadSystem } = await import('../../src/mas/system');
-    const { ask } = await import('../../src/mas/run');
+    const { loadSystem } = await import('../../src/mas/system-folders');
+    const { ask } = await import('../../src/mas/ask');
     const o = Object.fromEntries(
       (await overridesFor('sequential_light', join(tmp, 'placed'))).map((x) => x.split('=') as [string, string]),
     );
@@ -329,8 +329,8 @@ describe('one role per device (placement)', () => {
 
 describe('onText: the answer as it is written', () => {
   it('each call holds the whole answer so far, through the answer retry, and the last is the result text', async () => {
-    const { loadSystem } = await import('../../src/mas/system');
-    const { ask } = await import('../../src/mas/run');
+    const { loadSystem } = await import('../../src/mas/system-folders');
+    const { ask } = await import('../../src/mas/ask');
     const { retrySuffix } = await import('../../src/mas/answer');
     const o = Object.fromEntries(
       (await overridesFor('sequential_light', join(tmp, 'ontext'))).map((x) => x.split('=') as [string, string]),

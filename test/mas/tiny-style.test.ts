@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultMaxNewTokens } from '../../src/mas/budget';
 import { loadPromptSet } from '../../src/mas/prompts';
 import { ALL_STYLE_NAMES, DEFAULT_STYLE, STYLE_NAMES, getStyle, schedule } from '../../src/mas/styles';
-import { embeddedRoot, loadSystem, packageRoot, TINY_SYSTEM_ENV } from '../../src/mas/system';
+import { embeddedRoot, loadSystem, packageRoot, TINY_SYSTEM_ENV } from '../../src/mas/system-folders';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../../src/tokenizer';
 import { TINY_PROMPT_FILE } from '../../scripts/tiny-system/prompts';

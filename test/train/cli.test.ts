@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { SafetensorsFile } from '../../src/formats/safetensors';
 import { fileSource } from '../../src/formats/sources';
 import { linkFileBytes, readLinkFile } from '../../src/mas/upstream';
-import { trainCmd } from '../../src/runner/train';
+import { trainCmd } from '../../src/runner/train-cmd';
 import type { TrainArgs } from '../../src/runner/train-args';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../../src/tokenizer';

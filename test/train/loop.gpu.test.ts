@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { loadCheckpoint, saveCheckpoint } from '../../src/train/checkpoint';
 import type { TrainJob } from '../../src/train/jobs';
 import { initialState, trainLoop, type LoopOptions } from '../../src/train/loop';
-import { memoryStore } from '../../src/train/checkpoint-files';
+import { memoryStore } from '../../src/train/file-store';
 import { gpuBackend } from '../util/gpu';
 import { arithmeticRows, innerJob, outerJob } from './fixtures';
 

@@ -8,7 +8,7 @@ import { CpuBackend } from '../../src/tensor/cpu';
 import { loadCheckpoint, saveCheckpoint } from '../../src/train/checkpoint';
 import type { TrainJob } from '../../src/train/jobs';
 import { initialState, trainLoop, wholeBatch, type LoopOptions, type StepEvent } from '../../src/train/loop';
-import { memoryStore } from '../../src/train/checkpoint-files';
+import { memoryStore } from '../../src/train/file-store';
 import { arithmeticRows, innerJob, outerJob } from './fixtures';
 
 const be = new CpuBackend('f32');

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 /** Unit tests under src/ that start a process, each with what it runs: they stay in `npm test` only. */
 export const SLOW_SRC: Readonly<Record<string, string>> = {
   'src/eval/code.test.ts': 'python3 runs the scored code',
-  'src/eval/run.test.ts': 'python3 runs the scored code (scoreOutput, through src/eval/code.ts)',
+  'src/eval/evaluate.test.ts': 'python3 runs the scored code (scoreOutput, through src/eval/code.ts)',
   'src/formats/zip.test.ts': 'unzip checks the archives',
   'src/store/bundle.test.ts': 'unzip checks the bundles',
   'src/store/hub-cache.test.ts': 'a sleep process holds a lock',
@@ -33,7 +33,7 @@ export const QUICK_TEST: readonly string[] = [
   'test/gemma3-golden.test.ts',
   'test/plan-system.test.ts',
   'test/gguf-url.test.ts',
-  'test/system-url.test.ts',
+  'test/system-urls.test.ts',
   'test/tiny-models.test.ts',
   'test/tiny-mas.test.ts',
   'test/engine-api.test.ts',

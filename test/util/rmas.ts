@@ -4,7 +4,7 @@
  */
 import { vi } from 'vitest';
 import { main } from '../../src/runner/cli';
-import { trainCmd } from '../../src/runner/train';
+import { trainCmd } from '../../src/runner/train-cmd';
 import type { TrainArgs } from '../../src/runner/train-args';
 import { CpuBackend } from '../../src/tensor/cpu';
 

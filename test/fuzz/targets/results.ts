@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { taskSplit, toJsonl } from '../../../src/eval/tiny-task';
-import { runCmd } from '../../../src/runner/run';
+import { runCmd } from '../../../src/runner/run-cmd';
 import { firstInvalidUtf8 } from '../../../src/train/data/rows';
 import type { Rng } from '../../../src/util/rng';
 import type { FuzzTarget } from '../harness';

@@ -4,7 +4,7 @@
  * and the links from URLs or bytes. A role whose model is a `.gguf` file takes its weights and config from
  * the GGUF and everything else (tokenizer, generation_config.json, an inner link not given) from its
  * `tokenizer` folder. Every link is checked against the hidden sizes of the agents it joins,
- * as the Node loader (system.ts) does. All reads go through one fetch, which reports initiate/download events
+ * as the Node loader (system-folders.ts) does. All reads go through one fetch, which reports initiate/download events
  * and honours the abort signal; `fetchFile` replaces the network (a store-backed cache, files on disk in tests).
  * An embedded style (tiny_sequential) also needs its prompt file (`prompts` in the spec), loaded into
  * MasSystem.prompts; a missing file of that system says how to rebuild it.
@@ -188,7 +188,7 @@ async function specPrompts(spec: SystemSpec, fetcher: typeof fetch, embedded: bo
   return loadPromptSet(new TextDecoder().decode(bytes), file);
 }
 
-/** A MasSystem (the same shape as system.ts returns, so ask() runs on it) from a SystemSpec (and its prompt file, if any). */
+/** A MasSystem (the same shape as system-folders.ts returns, so ask() runs on it) from a SystemSpec (and its prompt file, if any). */
 export async function loadSystemFromSpec(spec: SystemSpec, backend: Backend, opts: LoadSpecOptions = {}): Promise<MasSystem> {
   const style = getStyle(spec.style);
   const withLinks = opts.links ?? true;

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../errors';
 import {
-  type CheckpointStore,
+  type FileStore,
   JOURNAL_FILE,
   STAGING_DIR,
   beginCommit,
@@ -18,7 +18,7 @@ import {
   nodeStore,
   recoverCheckpoint,
   recoverFolderRename,
-} from './checkpoint-files';
+} from './file-store';
 
 let root: string;
 beforeAll(async () => {
@@ -35,7 +35,7 @@ let nStore = 0;
 interface Case {
   name: string;
   make(): Promise<{
-    store: CheckpointStore;
+    store: FileStore;
     /** Moves a path aside without the store (a crash after step 1). */ moveRaw(from: string, to: string): Promise<void>;
   }>;
 }
@@ -58,11 +58,11 @@ const cases: Case[] = [
 ];
 
 /** A checkpoint-like folder with two files whose text carries `tag`. */
-async function folder(store: CheckpointStore, dir: string, tag: string) {
+async function folder(store: FileStore, dir: string, tag: string) {
   await store.write(`${dir}/a.txt`, bytes(`a-${tag}`));
   await store.write(`${dir}/sub/b.txt`, bytes(`b-${tag}`));
 }
-async function tagOf(store: CheckpointStore, dir: string): Promise<string> {
+async function tagOf(store: FileStore, dir: string): Promise<string> {
   const a = text(await store.read(`${dir}/a.txt`)).slice(2);
   const b = text(await store.read(`${dir}/sub/b.txt`)).slice(2);
   expect(b).toBe(a); // never a mix of two saves
@@ -70,7 +70,7 @@ async function tagOf(store: CheckpointStore, dir: string): Promise<string> {
 }
 
 /** The store, except that its n-th mutating call (write, remove, rename) throws instead of running. */
-function crashAt(inner: CheckpointStore, n: number): CheckpointStore {
+function crashAt(inner: FileStore, n: number): FileStore {
   let calls = 0;
   const tick = () => {
     if (++calls === n) throw new Error(`crash at ${n}`);

@@ -1,5 +1,5 @@
 /**
- * The tab's checkpoint registry (browser; any CheckpointStore works, tests use memoryStore too): each
+ * The tab's checkpoint registry (browser; any FileStore works, tests use memoryStore too): each
  * checkpoint is a folder `<id>/` of plain checkpoint files plus `<id>/.rmas-meta.json` (display name,
  * kind, style, role, step, created, file sizes). A save writes everything under `.incoming-<id>/` and
  * renames it to `<id>` in one store.rename, so a checkpoint is listed whole or not at all. This is what
@@ -7,9 +7,9 @@
  * worker's checkpointFiles(runId)).
  */
 import { InvalidArgument, MissingCheckpoint } from '../errors';
-import type { CheckpointStore } from '../train/checkpoint-files';
+import type { FileStore } from '../train/file-store';
 import { type BundleInfo, type CheckpointFiles, type CheckpointKind, exportBundle as bundleOf, importBundle } from './bundle';
-import { idbCheckpointStore } from './idb-store';
+import { idbFileStore } from './idb-store';
 
 export interface CheckpointInfo {
   id: string;
@@ -79,7 +79,7 @@ export interface CheckpointRegistry {
 }
 
 /** A registry over `store` (its root holds only the registry's folders). */
-export function checkpointRegistry(store: CheckpointStore): CheckpointRegistry {
+export function checkpointRegistry(store: FileStore): CheckpointRegistry {
   const readMeta = async (id: string): Promise<StoredMeta> => {
     const path = `${checkId(id)}/${META}`;
     if (!(await store.exists(path)))
@@ -169,7 +169,7 @@ export function checkpointRegistry(store: CheckpointStore): CheckpointRegistry {
 let tabRegistry: CheckpointRegistry | null = null;
 /** The tab's registry, in IndexedDB database rmas-ckpt-checkpoints. */
 export function checkpoints(): CheckpointRegistry {
-  return (tabRegistry ??= checkpointRegistry(idbCheckpointStore('checkpoints')));
+  return (tabRegistry ??= checkpointRegistry(idbFileStore('checkpoints')));
 }
 
 export const listCheckpoints = () => checkpoints().listCheckpoints();

@@ -7,7 +7,7 @@
 import { Cancelled, ContextTooLong, InvalidArgument } from '../errors';
 import { yieldToEventLoop } from '../util/yield';
 import { askBatch } from '../mas/batch';
-import type { AskOptions, AskResult } from '../mas/run';
+import type { AskOptions, AskResult } from '../mas/ask';
 import type { MasSystem } from '../mas/system';
 import { isGreedy, type SamplingOptions } from '../model/generate';
 import { extractCode, scoreLcb, scoreMbppPlus } from './code';

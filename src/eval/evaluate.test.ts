@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { EvalItem } from './datasets';
-import { scoreOutput, summarize, type SampleRecord } from './run';
+import { scoreOutput, summarize, type SampleRecord } from './evaluate';
 
 const sample = (correct: boolean[], tokens: number, seconds: number): SampleRecord => ({
   type: 'sample', sample_idx: 0, question: 'q', task: 'math', gold: '1', pred_answer_parsed: '1', pred_code_parsed: null, raw_output: '',

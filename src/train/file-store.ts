@@ -1,6 +1,6 @@
 /**
- * Where training checkpoints live: a small file-system interface so the same checkpoint code writes
- * files in Node and IndexedDB in the browser. Paths are '/'-separated and relative to the store root
+ * A file store: the small file-system interface (FileStore) through which checkpoints are written, so the same
+ * checkpoint code writes files in Node (nodeStore), IndexedDB in the browser (store/idb-store.ts) and memory in tests. Paths are '/'-separated and relative to the store root
  * (leading and trailing '/' ignored); '.', '..' and empty segments are refused.
  *
  * Checkpoint commit protocol (journaled; used for every checkpoint folder, including the store root
@@ -26,7 +26,7 @@
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../errors';
 import { nodeImport } from '../util/node-import';
 
-export interface CheckpointStore {
+export interface FileStore {
   write(path: string, bytes: Uint8Array): Promise<void>;
   /** MissingCheckpoint if absent. */
   read(path: string): Promise<Uint8Array>;
@@ -39,7 +39,7 @@ export interface CheckpointStore {
   rename(from: string, to: string): Promise<void>;
 }
 
-/** Splits and checks a store path; '' (the root) only where `rootOk`. Every CheckpointStore uses it. */
+/** Splits and checks a store path; '' (the root) only where `rootOk`. Every FileStore uses it. */
 export function cleanStorePath(path: string, rootOk = false): string {
   const s = String(path).replace(/^\/+|\/+$/g, '');
   const parts = s ? s.split('/') : [];
@@ -57,7 +57,7 @@ const ASIDE = '.old-';
 // ------------------------------------------------------------------------------------ memory
 
 /** An in-memory store (the test double and the browser placeholder); `files` maps full paths to bytes. */
-export function memoryStore(): CheckpointStore & { files: Map<string, Uint8Array> } {
+export function memoryStore(): FileStore & { files: Map<string, Uint8Array> } {
   const files = new Map<string, Uint8Array>();
   const under = (p: string) => [...files.keys()].filter((k) => k.startsWith(`${p}/`));
   return {
@@ -125,7 +125,7 @@ async function syncDir(fs: FsPromises, dir: string) {
 }
 
 /** A store over a folder on disk (created on first write). Files are written to a temp name, synced and renamed in. */
-export function nodeStore(root: string): CheckpointStore {
+export function nodeStore(root: string): FileStore {
   const base = root.replace(/\/+$/, '') || '/';
   const abs = (p: string) => (p ? `${base}/${p}` : base);
   return {
@@ -224,7 +224,7 @@ export interface Journal {
 }
 
 /** The journal of an interrupted commit in `dir`, or null if none; CorruptCheckpoint if unreadable. */
-export async function pendingCommit(store: CheckpointStore, dir: string): Promise<Journal | null> {
+export async function pendingCommit(store: FileStore, dir: string): Promise<Journal | null> {
   const path = inFolder(folderPath(dir), JOURNAL_FILE);
   if (!(await store.exists(path))) return null;
   let j: unknown;
@@ -244,7 +244,7 @@ export async function pendingCommit(store: CheckpointStore, dir: string): Promis
 }
 
 /** The files a journal commits that are neither staged nor in place: the commit can never be finished. */
-async function lostFiles(store: CheckpointStore, d: string, j: Journal): Promise<string[]> {
+async function lostFiles(store: FileStore, d: string, j: Journal): Promise<string[]> {
   const lost: string[] = [];
   for (const name of j.write) {
     if (!(await store.exists(inFolder(d, `${STAGING_DIR}/${name}`))) && !(await store.exists(inFolder(d, name)))) lost.push(name);
@@ -260,7 +260,7 @@ const brokenCommit = (d: string, lost: readonly string[]) =>
   );
 
 /** Steps 3–5 of the protocol; safe to repeat after a crash at any point inside it. */
-async function applyJournal(store: CheckpointStore, d: string, j: Journal) {
+async function applyJournal(store: FileStore, d: string, j: Journal) {
   for (const name of j.write) {
     const staged = inFolder(d, `${STAGING_DIR}/${name}`);
     if (await store.exists(staged)) await store.rename(staged, inFolder(d, name));
@@ -279,7 +279,7 @@ export interface FileCommit {
 }
 
 /** Starts a journaled multi-file commit into `dir` (recovering an interrupted one first). */
-export async function beginCommit(store: CheckpointStore, dir: string): Promise<FileCommit> {
+export async function beginCommit(store: FileStore, dir: string): Promise<FileCommit> {
   const d = folderPath(dir);
   await recoverCheckpoint(store, d, { discardBroken: true });
   const staged: string[] = [];
@@ -319,7 +319,7 @@ export type RecoveryOutcome = 'intact' | 'rolled-forward' | 'rolled-back' | 'dis
  * names are gone) is CorruptCheckpoint, or with `discardBroken` (a new save into the folder) removed: 'discarded'.
  */
 export async function recoverCheckpoint(
-  store: CheckpointStore,
+  store: FileStore,
   dir: string,
   opts: { discardBroken?: boolean } = {},
 ): Promise<RecoveryOutcome> {
@@ -353,7 +353,7 @@ export async function recoverCheckpoint(
  * aside copy → `to.tmp` renamed in ('rolled-forward') or, without it, the newest aside copy put back
  * ('rolled-back'); neither → `to.tmp` removed ('none').
  */
-export async function recoverFolderRename(store: CheckpointStore, to: string): Promise<RecoveryOutcome> {
+export async function recoverFolderRename(store: FileStore, to: string): Promise<RecoveryOutcome> {
   const d = cleanStorePath(to);
   const name = baseOf(d);
   const parent = parentOf(d);

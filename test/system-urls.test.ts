@@ -1,5 +1,5 @@
 /**
- * The browser's system loader (src/mas/system-url.ts) on released-style folders (scripts/tiny-system/tiny-mas.ts writes
+ * The browser's system loader (src/mas/system-urls.ts) on released-style folders (scripts/tiny-system/tiny-mas.ts writes
  * them with upstream's names: adapter(math).pt / adapter(code).pt + innerlink_config.json per role, a
  * task-scoped outerlink_config.json in the outer folder), served over "HTTP" from disk: with no link named
  * in the spec it resolves them as upstream's resolver does and answers exactly as `rmas ask` on the same
@@ -9,8 +9,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ask } from '../src/mas/run';
-import { loadSystemFromSpec } from '../src/mas/system-url';
+import { ask } from '../src/mas/ask';
+import { loadSystemFromSpec } from '../src/mas/system-urls';
 import { CpuBackend } from '../src/tensor/cpu';
 import { buildTinySystem } from '../scripts/tiny-system/tiny-mas';
 import { runAsk } from './mas/ask-util';

@@ -7,7 +7,7 @@
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../src/errors';
 import type { Backend } from '../src/tensor/backend';
 import { CpuBackend } from '../src/tensor/cpu';
-import type { CheckpointStore } from '../src/train/checkpoint-files';
+import type { FileStore } from '../src/train/file-store';
 import type { TrainEvent, TrainOptions, TrainRequest, TrainResult } from './protocol';
 
 export interface TrainRun {
@@ -17,12 +17,12 @@ export interface TrainRun {
   paused: boolean;
   /** Wakes a loop held in waitIfPaused (resume or stop). */
   wake: (() => void) | null;
-  store: CheckpointStore | null;
+  store: FileStore | null;
 }
 
 export interface TrainDeps {
   /** The run's checkpoint store (the same one again for the same run id, so a resumed run finds its checkpoints). */
-  storeFor(runId: string): Promise<CheckpointStore>;
+  storeFor(runId: string): Promise<FileStore>;
   /** The backend for the request's wish, and why it differs when it does. */
   backend(want: 'webgpu' | 'cpu' | undefined): Promise<{ backend: Backend; reason?: string }>;
   /** How model and tokenizer files are fetched (default: the global fetch). */
@@ -42,11 +42,11 @@ export function runIdFor(req: TrainRequest, fresh: () => string): string {
 
 /** Where a resume starts: the named checkpoint folder, else the run's latest; its settings from train_args.json. */
 async function resumePoint(
-  store: CheckpointStore,
+  store: FileStore,
   req: TrainRequest,
 ): Promise<{ dir: string; options: TrainOptions; args: Record<string, unknown> }> {
   const { latestCheckpoint, TRAINER_STATE_FILE, TRAIN_ARGS_FILE, OPTIMIZER_FILE } = await import('../src/train/checkpoint');
-  const { inFolder, folderPath } = await import('../src/train/checkpoint-files');
+  const { inFolder, folderPath } = await import('../src/train/file-store');
   const runId = req.resume!.runId;
   let dir: string;
   if (req.resume!.checkpoint !== undefined) dir = folderPath(req.resume!.checkpoint);
