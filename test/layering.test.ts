@@ -3,7 +3,7 @@
 // models/, scripts/ or test/; each library layer imports only itself and the layers below it; the kernel workbench
 // (src/kernels/workbench and the parity cases) may import any layer and serves tests, benchmarks and the apps (the
 // page's self-test and bench page); src/testing serves tests, benchmarks and scripts only. Tests (*.test.ts) are exempt.
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, posix, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -36,7 +36,8 @@ const isTesting = (path: string) => /^src\/testing(\/|$)/.test(path);
  * The kernel workbench: closeness, the parity and bench harness, and the parity cases. It runs kernels through the
  * backends above them, so it may import any library layer; the tests, the benchmarks and the page's self-test use it.
  */
-const isWorkbench = (path: string) => /^src\/kernels\/workbench(\/|$)/.test(path) || /(^|[/.])cases(\.ts)?$/.test(path);
+const isWorkbench = (path: string) =>
+  /^src\/kernels\/(workbench|cases)(\/|$)/.test(path) || /(^|[/.])cases(\.ts)?$/.test(path);
 const isBench = (path: string) => path.endsWith('.bench.ts');
 
 /** What breaks the layering among `imports` (none of them from a test file), one line each. */
@@ -83,8 +84,15 @@ function importsOf(from: string, text: string): Import[] {
 }
 
 /**
- * What breaks the rules for the folders outside src/ that ship or build things: the engine worker imports src/ (never
- * src/testing), its own folder and bench/ (the bench page's cases); bench/ and scripts/ may import src/testing.
+ * An entry point of src/: src/errors, or a folder whose index.ts says what it offers (a layer, or a part with its own
+ * entry: mas/tools, kernels/workbench, kernels/cases). The engine worker reaches the library through these only.
+ */
+const isEntry = (to: string) => /^src\/errors(\.ts)?$/.test(to) || existsSync(join(ROOT, to, 'index.ts'));
+
+/**
+ * What breaks the rules for the folders outside src/ that ship or build things: the engine worker imports src/'s entry
+ * points (never src/testing), its own folder and bench/ (the bench page's cases); bench/ and scripts/ may import
+ * src/testing.
  */
 function outsideViolations(imports: readonly Import[]): string[] {
   const out: string[] = [];
@@ -93,6 +101,8 @@ function outsideViolations(imports: readonly Import[]): string[] {
     if (isTesting(to) && !['bench', 'scripts'].includes(top(from))) bad('src/testing serves tests, benchmarks and scripts only');
     else if (top(from) === 'workers' && !['src', 'workers', 'bench', 'node_modules'].includes(top(to)))
       bad('workers/ imports only src/, workers/ and bench/');
+    else if (top(from) === 'workers' && top(to) === 'src' && !isEntry(to))
+      bad('workers/ imports src/ through its entry points (src/errors or a folder\'s index.ts), not a file inside a layer');
   }
   return out;
 }
@@ -135,7 +145,13 @@ describe('layering of src/', () => {
       { from: 'workers/a.ts', to: 'src/testing/model' }, { from: 'workers/a.ts', to: 'test/util/gpu' },
       { from: 'bench/a.ts', to: 'src/testing/tiny-golden' }, { from: 'scripts/a.ts', to: 'src/testing/model' },
       { from: 'workers/a.ts', to: 'bench/harness' }, { from: 'workers/a.ts', to: 'src/kernels/cases' },
-    ]).map((v) => v.split(':')[0])).toEqual(['workers/a.ts imports src/testing/model', 'workers/a.ts imports test/util/gpu']);
+      { from: 'workers/a.ts', to: 'src/mas/ask' }, { from: 'workers/a.ts', to: 'src/mas' }, { from: 'workers/a.ts', to: 'src/errors' },
+      { from: 'workers/a.ts', to: 'src/mas/tools' }, { from: 'workers/a.ts', to: 'src/store/hub-settings' },
+      { from: 'bench/a.ts', to: 'src/mas/ask' },
+    ]).map((v) => v.split(':')[0])).toEqual([
+      'workers/a.ts imports src/testing/model', 'workers/a.ts imports test/util/gpu', 'workers/a.ts imports src/mas/ask',
+      'workers/a.ts imports src/store/hub-settings',
+    ]);
     expect(
       importsOf(
         'src/mas/a.ts',
@@ -151,7 +167,7 @@ describe('layering of src/', () => {
     expect(violations(imports)).toEqual([]);
   });
 
-  it('holds for workers/, bench/ and scripts/: src/testing serves tests, benchmarks and scripts only', () => {
+  it('holds for workers/, bench/ and scripts/: the worker imports src/ entry points; src/testing serves tests, benchmarks, scripts', () => {
     const files = ['workers', 'bench', 'scripts'].flatMap(sourceFiles);
     const imports = files.flatMap((f) => importsOf(f, readFileSync(join(ROOT, f), 'utf8')));
     expect(imports.filter((i) => i.from.startsWith('workers/')).length).toBeGreaterThan(50);

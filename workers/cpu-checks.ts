@@ -4,8 +4,7 @@
  * hand, not produced by the code under test.
  */
 import { F } from '../src/autograd';
-import type { CpuBackend } from '../src/tensor/cpu';
-import type { Tensor } from '../src/tensor/tensor';
+import type { CpuBackend, Tensor } from '../src/tensor';
 
 export interface CpuCheck {
   group: string;

@@ -5,17 +5,12 @@
  */
 import { expose, transfer } from 'comlink';
 import { F } from '../src/autograd';
-import type { Backend } from '../src/tensor/backend';
-import { CpuBackend } from '../src/tensor/cpu';
-import { WebGpuBackend } from '../src/tensor/webgpu';
-import { type CloseReport, closeness } from '../src/kernels/workbench/close';
-import { newRng, parityObservers } from '../src/kernels/workbench/parity';
+import { type Backend, CpuBackend, WebGpuBackend } from '../src/tensor';
+import { type CloseReport, closeness, newRng, parityObservers } from '../src/kernels/workbench';
 import { DownloadFailed, InvalidArgument } from '../src/errors';
-import { modelFetch } from '../src/model/url';
-import { cachedRangeFetch, storedUrls } from '../src/store/cached-fetch';
-import { hubFetch } from '../src/store/hub';
-import { hubSettingsOf, readPageHub } from '../src/store/hub-settings';
-import type { FileStore } from '../src/train/file-store';
+import { modelFetch } from '../src/model';
+import { cachedRangeFetch, storedUrls, hubFetch, hubSettingsOf, readPageHub } from '../src/store';
+import type { FileStore } from '../src/train';
 import { cpuChecks } from './cpu-checks';
 import { callRegistry } from './calls';
 import { pagePythonRunner } from './python';
@@ -168,8 +163,8 @@ const deviceCalls: Pick<EngineApi, 'adapterReport' | 'selfTest' | 'bench' | 'sam
 /** Where a run's checkpoints go: IndexedDB in the browser (one store per run id), memory elsewhere. */
 async function checkpointStoreFor(runId: string): Promise<FileStore> {
   // IndexedDB (one database per run) so that a run's checkpoints survive a reload of the page
-  if (typeof indexedDB !== 'undefined') return (await import('../src/store/idb-store')).idbFileStore(`run-${runId}`);
-  return (await import('../src/train/file-store')).memoryStore();
+  if (typeof indexedDB !== 'undefined') return (await import('../src/store')).idbFileStore(`run-${runId}`);
+  return (await import('../src/train')).memoryStore();
 }
 
 /** The one registry of long calls, shared by the system and training calls, so that cancel() reaches them all. */
@@ -199,7 +194,7 @@ async function cachedFetch(
     if (!res.ok) throw new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}`);
     return new Uint8Array(await res.arrayBuffer());
   }
-  const { isMissingFile } = await import('../src/store/models');
+  const { isMissingFile } = await import('../src/store');
   try {
     return await (await modelFiles()).bytes(url, { ...(signal ? { signal } : {}), ...(onProgress ? { onProgress } : {}) });
   } catch (e) {
@@ -207,7 +202,7 @@ async function cachedFetch(
     throw e;
   }
 }
-let cache: import('../src/store/models').ModelCache | null = null;
+let cache: import('../src/store').ModelCache | null = null;
 
 /**
  * The hub client with the page's settings as they are now (IndexedDB, written by the page: `?hub=`, Environment):
@@ -216,8 +211,8 @@ let cache: import('../src/store/models').ModelCache | null = null;
 const viaHub: typeof fetch = async (input, init) => hubFetch(hubSettingsOf(await readPageHub()))(input, init);
 
 /** The model file cache, downloading through the hub client. */
-async function modelFiles(): Promise<import('../src/store/models').ModelCache> {
-  const { modelCache } = await import('../src/store/models');
+async function modelFiles(): Promise<import('../src/store').ModelCache> {
+  const { modelCache } = await import('../src/store');
   cache ??= modelCache({ fetch: viaHub });
   return cache;
 }
@@ -236,7 +231,7 @@ async function cachedRange(
     const whole = await cachedFetch(url, signal);
     return whole && { bytes: whole.subarray(start, Math.min(end + 1, whole.byteLength)), total: whole.byteLength };
   }
-  const { isMissingFile } = await import('../src/store/models');
+  const { isMissingFile } = await import('../src/store');
   try {
     const src = await (await modelFiles()).ranged(url, signal ? { signal } : {});
     const total = await src.size();

@@ -1,15 +1,13 @@
 /** The engine worker's typed API (what the page may ask of it) and its progress events. */
-import type { AdapterReport } from '../src/gpu/device';
-import type { BenchOptions, BenchResult } from '../src/kernels/workbench/bench';
-import type { SampleOptions } from '../src/autograd/ops/sample';
-import type { DownloadPlan, PlanQuantize } from '../src/store/plan';
-import type { AskResult } from '../src/mas/ask';
-import type { LoadEvent, SystemSpec } from '../src/mas/spec';
-import type { LensReading } from '../src/mas/lens';
+import type { AdapterReport } from '../src/gpu';
+import type { BenchOptions, BenchResult } from '../src/kernels/workbench';
+import type { SampleOptions } from '../src/autograd';
+import type { DownloadPlan, PlanQuantize } from '../src/store';
+import type { AskResult, LoadEvent, SystemSpec, LensReading } from '../src/mas';
 
-export type { AdapterReport } from '../src/gpu/device';
-export type { FileRef, SystemSpec } from '../src/mas/spec';
-export type { BenchResult } from '../src/kernels/workbench/bench';
+export type { AdapterReport } from '../src/gpu';
+export type { FileRef, SystemSpec } from '../src/mas';
+export type { BenchResult } from '../src/kernels/workbench';
 
 export type SelfTestEvent =
   | { type: 'start'; backend: 'webgpu' | 'cpu'; total: number; reason?: string }
@@ -255,7 +253,7 @@ export interface EvalRecordView {
   seconds: number;
 }
 
-export type { EvalSummary } from '../src/eval/evaluate';
+export type { EvalSummary } from '../src/eval';
 
 /** What loading a system will cost, found before any weight is downloaded (EngineApi.planSystem). */
 export interface SystemPlanView {
@@ -317,7 +315,7 @@ export interface EngineApi {
   /** One question; stage, token and done events stream through onEvent. */
   ask(req: AskRequest, onEvent: (e: EngineEvent) => void, opts?: CallOptions): Promise<AskResultView>;
   /** Asks every question of a benchmark and scores it as rmas run does; a sample event per question. */
-  evaluate(req: EvalRequest, onEvent: (e: EngineEvent) => void, opts?: CallOptions): Promise<import('../src/eval/evaluate').EvalSummary>;
+  evaluate(req: EvalRequest, onEvent: (e: EngineEvent) => void, opts?: CallOptions): Promise<import('../src/eval').EvalSummary>;
 
   // -------------------------------------------------------------------------------------------- training
 

@@ -3,7 +3,7 @@
  * starts as a nested worker (deliberation's tool-caller). The worker is constructed here, in the app, where Vite sees
  * `new Worker(new URL(…, import.meta.url))` and bundles it.
  */
-import { type PyodideRunnerOptions, pyodideRunner } from '../src/mas/tools/pyodide';
+import { type PyodideRunnerOptions, pyodideRunner } from '../src/mas/tools';
 
 export function pagePythonRunner(opts: Omit<PyodideRunnerOptions, 'startWorker'> = {}) {
   return pyodideRunner({

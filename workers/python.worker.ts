@@ -17,8 +17,7 @@
 import { expose } from 'comlink';
 import { loadPyodide, type PyodideAPI } from 'pyodide';
 import { RmasError } from '../src/errors';
-import { DEFAULT_PYTHON_MEMORY_BYTES, type PythonRun, type PythonWorkerApi } from '../src/mas/tools/pyodide';
-import { formatPythonOutput, PYTHON_PRELUDE } from '../src/mas/tools/python-format';
+import { DEFAULT_PYTHON_MEMORY_BYTES, type PythonRun, type PythonWorkerApi, formatPythonOutput, PYTHON_PRELUDE } from '../src/mas/tools';
 
 // stdout/stderr go to StringIO buffers around exec; a traceback drops this wrapper's own frame;
 // SystemExit gives an exit code as it would in a subprocess

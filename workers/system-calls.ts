@@ -10,24 +10,16 @@
  * comlink with the device and training calls.
  */
 import { Cancelled, InvalidArgument } from '../src/errors';
-import { ablationLabel, checkAblation, prepareAblation } from '../src/mas/ablation';
-import { defaultMaxNewTokens } from '../src/mas/budget';
-import { DISABLED_TOOLS } from '../src/mas/decode';
-import { logitLens } from '../src/mas/lens';
-import { detectTask } from '../src/mas/prompts';
-import { ask as askSystem, type AskEngine, type AskOptions, type AskResult, SINGLE_ENGINE, type StageRecord } from '../src/mas/ask';
+import {
+  type AskEngine, type AskOptions, type AskResult, DISABLED_TOOLS, type LoadSpecOptions, type MasSystem, SINGLE_ENGINE, type StageRecord,
+  type SystemSpec, ablationLabel, ask as askSystem, checkAblation, defaultLatentSteps, defaultMaxNewTokens, detectTask, kvDtypes,
+  loadSystemFromSpec, logitLens, prepareAblation, schedule, specKey,
+} from '../src/mas';
 import { tavilySearchRunner, toolFailureText, type ToolRunners } from '../src/mas/tools';
-import { defaultLatentSteps, schedule } from '../src/mas/styles';
-import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName } from '../src/eval/datasets';
-import { evaluate as evaluateSystem } from '../src/eval/evaluate';
-import { specKey, type SystemSpec } from '../src/mas/spec';
-import { describePlan, planSystemDownload, type PlanLimits } from '../src/store/plan';
-import { specFiles } from '../src/store/spec-files';
-import { loadSystemFromSpec, type LoadSpecOptions } from '../src/mas/system-urls';
-import { kvDtypes, type MasSystem } from '../src/mas/system';
-import { modelFetch } from '../src/model/url';
-import type { Backend } from '../src/tensor/backend';
-import type { WebGpuBackend } from '../src/tensor/webgpu';
+import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName, evaluate as evaluateSystem } from '../src/eval';
+import { describePlan, planSystemDownload, type PlanLimits, specFiles } from '../src/store';
+import { modelFetch } from '../src/model';
+import type { Backend, WebGpuBackend } from '../src/tensor';
 import type { Calls } from './calls';
 import type { AskResultView, EngineApi, EngineEvent, LatentMessage, SystemPlanView, ToolCallEvent } from './protocol';
 

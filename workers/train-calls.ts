@@ -6,7 +6,7 @@
  */
 import { transfer } from 'comlink';
 import { InvalidArgument } from '../src/errors';
-import type { FileStore } from '../src/train/file-store';
+import type { FileStore } from '../src/train';
 import type { Calls } from './calls';
 import type { EngineApi, TrainEvent } from './protocol';
 import { type TrainDeps, type TrainRun, runIdFor, trainRun } from './trainer';
@@ -72,7 +72,7 @@ export function trainCalls(deps: TrainDeps, calls: Calls): TrainCalls {
         throw new InvalidArgument(
           `checkpointFiles: no run ${runId} in this worker (only the last ${KEEP_PAST_RUNS} runs are kept); train first`,
         );
-      const { latestCheckpoint } = await import('../src/train/checkpoint');
+      const { latestCheckpoint } = await import('../src/train');
       const { dir } = await latestCheckpoint(store, '.');
       const files: Record<string, Uint8Array> = {};
       const prefix = dir && dir !== '.' ? `${dir}/` : '';

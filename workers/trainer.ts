@@ -5,9 +5,8 @@
  * epoch, data order, cursor, Rng) from the run's checkpoint, with the loop settings it was started with.
  */
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../src/errors';
-import type { Backend } from '../src/tensor/backend';
-import { CpuBackend } from '../src/tensor/cpu';
-import type { FileStore } from '../src/train/file-store';
+import { type Backend, CpuBackend } from '../src/tensor';
+import type { FileStore } from '../src/train';
 import type { TrainEvent, TrainOptions, TrainRequest, TrainResult } from './protocol';
 
 export interface TrainRun {
@@ -45,8 +44,7 @@ async function resumePoint(
   store: FileStore,
   req: TrainRequest,
 ): Promise<{ dir: string; options: TrainOptions; args: Record<string, unknown> }> {
-  const { latestCheckpoint, TRAINER_STATE_FILE, TRAIN_ARGS_FILE, OPTIMIZER_FILE } = await import('../src/train/checkpoint');
-  const { inFolder, folderPath } = await import('../src/train/file-store');
+  const { latestCheckpoint, TRAINER_STATE_FILE, TRAIN_ARGS_FILE, OPTIMIZER_FILE, inFolder, folderPath } = await import('../src/train');
   const runId = req.resume!.runId;
   let dir: string;
   if (req.resume!.checkpoint !== undefined) dir = folderPath(req.resume!.checkpoint);
@@ -104,17 +102,8 @@ export async function trainRun(
     { parseLinkBytes },
     { loadDecoderFromUrl },
     { loadTokenizerFromUrl },
-    { saveCheckpoint, loadCheckpoint },
-    { initialState, trainLoop },
-    { setupTraining, TRAIN_DEFAULTS, trainingRole, trainingStyle },
-  ] = await Promise.all([
-    import('../src/mas/upstream'),
-    import('../src/model/url'),
-    import('../src/tokenizer/url'),
-    import('../src/train/checkpoint'),
-    import('../src/train/loop'),
-    import('../src/train/setup'),
-  ]);
+    { saveCheckpoint, loadCheckpoint, initialState, trainLoop, setupTraining, TRAIN_DEFAULTS, trainingRole, trainingStyle },
+  ] = await Promise.all([import('../src/mas'), import('../src/model'), import('../src/tokenizer'), import('../src/train')]);
   if (req.kind !== 'inner' && req.kind !== 'outer')
     throw new InvalidArgument(`train: kind must be 'inner' or 'outer', got ${JSON.stringify(req.kind)}`);
   if (!Array.isArray(req.rows))

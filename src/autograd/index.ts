@@ -15,3 +15,4 @@ export * from './gradcheck';
 export * from './recompute';
 export * from './params';
 export * as F from './ops';
+export type { SampleOptions } from './ops/sample';

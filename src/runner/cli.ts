@@ -18,7 +18,7 @@ import { CONVERT_OPTIONS, CONVERT_USAGE, convertCmd } from './convert-cmd';
 import { openPlacement, parseDevices } from './devices';
 import { closeProcessGroup, processGroup, rankDevices, withResumeNote } from './dist';
 import { FORWARD_OPTIONS, FORWARD_USAGE, GENERATE_OPTIONS, GENERATE_USAGE, forwardCmd, generateCmd } from './generate-cmd';
-import { DOWNLOAD_OPTIONS, DOWNLOAD_USAGE, downloadCmd } from './hub';
+import { DOWNLOAD_OPTIONS, DOWNLOAD_USAGE, downloadCmd } from './download-cmd';
 import { HEALTHCHECK_OPTIONS, HEALTHCHECK_USAGE, formatReport, healthcheck, healthLevel } from './healthcheck';
 import { PLAN_MEMORY_OPTIONS, PLAN_MEMORY_USAGE, planMemoryCmd } from './plan-memory-cmd';
 import { RUN_OPTIONS, RUN_USAGE, runCmd } from './run-cmd';

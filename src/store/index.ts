@@ -1,6 +1,9 @@
 // store/: the browser's persistent state. Model files (chunked, hashed, resumable downloads) and link
 // checkpoints in IndexedDB, checkpoint bundles (zip) shared with the runner, and download/memory plans.
 export * from './plan';
+export * from './cached-fetch';
+export * from './hub';
+export * from './hub-settings';
 export { specFiles } from './spec-files';
 export {
   modelCache, linkedSha256, isMissingFile, CHUNK_BYTES,

@@ -1,6 +1,7 @@
 /**
- * A file store: the small file-system interface (FileStore) through which checkpoints are written, so the same
- * checkpoint code writes files in Node (nodeStore), IndexedDB in the browser (store/idb-store.ts) and memory in tests. Paths are '/'-separated and relative to the store root
+ * A file store: the small file-system interface (FileStore) through which checkpoints are written, so the
+ * same checkpoint code writes files in Node (nodeStore), IndexedDB in the browser (store/idb-store.ts) and
+ * memory in tests. Paths are '/'-separated and relative to the store root
  * (leading and trailing '/' ignored); '.', '..' and empty segments are refused.
  *
  * Checkpoint commit protocol (journaled; used for every checkpoint folder, including the store root

@@ -18,12 +18,9 @@ import { splitAtSlots, withChatFallbacks } from '../../tokenizer/slots.ts';
 import type { Tokenizer } from '../../tokenizer/tokenizer.ts';
 import { canonicalRole, roleExample, rowTask } from './roles.ts';
 import type { Row } from './rows.ts';
+import type { InnerExample } from '../inner.ts';
 
-export interface InnerExample {
-  ids: number[];
-  /** 0 over the prompt, 1 over the assistant span including end-of-turn tokens. */
-  lossMask: number[];
-}
+export type { InnerExample } from '../inner.ts';
 
 export interface StageExample {
   /** k + 1 token pieces around the k slots of the prompt (the last one ends with the generation prompt). */
