@@ -7,9 +7,9 @@ import { expose, transfer } from 'comlink';
 import { F } from '../src/autograd';
 import { type Backend, CpuBackend, WebGpuBackend } from '../src/tensor';
 import { type CloseReport, closeness, newRng, parityObservers } from '../src/kernels/workbench';
-import { DownloadFailed, InvalidArgument } from '../src/errors';
+import { InvalidArgument } from '../src/errors';
 import { modelFetch } from '../src/model';
-import { cachedRangeFetch, storedUrls, hubFetch, hubSettingsOf, readPageHub } from '../src/store';
+import { cachedRangeFetch, hubFetch, hubSettingsOf, pageFileReads, readPageHub, storedUrls } from '../src/store';
 import type { FileStore } from '../src/train';
 import { cpuChecks } from './cpu-checks';
 import { callRegistry } from './calls';
@@ -179,29 +179,6 @@ const training = trainCalls({
   },
 }, calls);
 
-/**
- * Files of other origins (the Hugging Face hub) go through the IndexedDB model cache: downloaded once in
- * hashed chunks, resumable, with progress; the app's own files (the offline tiny system) are fetched as is.
- */
-async function cachedFetch(
-  url: string,
-  signal?: AbortSignal,
-  onProgress?: (loaded: number, total: number) => void,
-): Promise<Uint8Array | null> {
-  if (new URL(url).origin === self.location.origin) {
-    const res = await modelFetch()(url, signal ? { signal } : {});
-    if (res.status === 404) return null;
-    if (!res.ok) throw new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}`);
-    return new Uint8Array(await res.arrayBuffer());
-  }
-  const { isMissingFile } = await import('../src/store');
-  try {
-    return await (await modelFiles()).bytes(url, { ...(signal ? { signal } : {}), ...(onProgress ? { onProgress } : {}) });
-  } catch (e) {
-    if (isMissingFile(e)) return null;
-    throw e;
-  }
-}
 let cache: import('../src/store').ModelCache | null = null;
 
 /**
@@ -217,31 +194,8 @@ async function modelFiles(): Promise<import('../src/store').ModelCache> {
   return cache;
 }
 
-/**
- * A checkpoint's Range reads: files of other origins are read in place through the model cache (only the chunks
- * read are downloaded and kept: a vision tower or Qwen3.5's mtp.* never is); the app's own files whole.
- */
-async function cachedRange(
-  url: string,
-  start: number,
-  end: number,
-  signal?: AbortSignal,
-): Promise<{ bytes: Uint8Array; total: number } | null> {
-  if (new URL(url).origin === self.location.origin) {
-    const whole = await cachedFetch(url, signal);
-    return whole && { bytes: whole.subarray(start, Math.min(end + 1, whole.byteLength)), total: whole.byteLength };
-  }
-  const { isMissingFile } = await import('../src/store');
-  try {
-    const src = await (await modelFiles()).ranged(url, signal ? { signal } : {});
-    const total = await src.size();
-    const to = Math.min(end + 1, total);
-    return { bytes: start < to ? await src.read(start, to - start) : new Uint8Array(0), total };
-  } catch (e) {
-    if (isMissingFile(e)) return null;
-    throw e;
-  }
-}
+/** A system's files: the app's own fetched as they are, the hub's through the model cache. */
+const reads = pageFileReads(self.location.origin, (input, init) => modelFetch()(input, init), modelFiles);
 
 /** URLs the model cache holds → complete (none where there is no IndexedDB); one listing serves a plan's many reads. */
 const cachedComplete = typeof indexedDB === 'undefined' ? async () => new Map<string, boolean>() : storedUrls(modelFiles);
@@ -257,8 +211,8 @@ const { dispose: _dispose, ...systems } = systemCalls({
     return g.gpu ? { backend: g.gpu } : { backend: new CpuBackend('f32'), reason: `no WebGPU (${g.reason}); running on the CPU backend` };
   },
   appBase: new URL(import.meta.env?.BASE_URL ?? '/', self.location.origin).href,
-  fetchFile: cachedFetch,
-  fetchRange: cachedRange,
+  fetchFile: reads.file,
+  fetchRange: reads.range,
   planFetch,
   cachedUrls: async () => (await cachedComplete()).keys(),
   async planLimits(want) {

@@ -2,10 +2,11 @@
  * cachedRangeFetch (cached-fetch.ts) over a model cache in memory: a complete file answered whole (200), by Range
  * (206 with its content-range, clipped at the end) and past its end (416) with nothing fetched; a file read in place
  * answers the ranges it holds and sends the rest to the network; cache-only mode answers 404 for a file the server
- * lacked without asking it again; storedUrls lists once for calls close together.
+ * lacked without asking it again; storedUrls lists once for calls close together. pageFileReads: the app's own files
+ * fetched as they are, the hub's through the cache once, ranges by the chunks they read.
  */
 import { describe, expect, it } from 'vitest';
-import { cachedRangeFetch, storedUrls } from './cached-fetch';
+import { cachedRangeFetch, pageFileReads, storedUrls } from './cached-fetch';
 import { memoryKv } from './kv';
 import { modelCache } from './models';
 
@@ -107,5 +108,57 @@ describe('cachedRangeFetch', () => {
     await fresh();
     await fresh();
     expect(lists).toBe(3);
+  });
+});
+
+describe('pageFileReads', () => {
+  const APP = 'https://app.test';
+  /** The app's own server: /own/file is `body` (its bytes), /own/missing 404, /own/broken 500; the URLs it saw. */
+  function own() {
+    const seen: string[] = [];
+    const fetchFn = (async (input: RequestInfo | URL) => {
+      const url = String(input);
+      seen.push(url);
+      if (url.endsWith('/missing')) return new Response(null, { status: 404 });
+      if (url.endsWith('/broken')) return new Response(null, { status: 500, statusText: 'Internal Server Error' });
+      return new Response(body.slice(), { status: 200 });
+    }) as typeof fetch;
+    return { fetch: fetchFn, seen };
+  }
+  function reads() {
+    const app = own();
+    const hub = server();
+    const cache = modelCache({ kv: memoryKv(), fetch: hub.fetch, chunkBytes: 100 });
+    return { app, hub, cache, r: pageFileReads(APP, app.fetch, async () => cache) };
+  }
+
+  it("reads the app's own files as they are and the hub's through the cache, once", async () => {
+    const { app, hub, cache, r } = reads();
+    expect(await r.file(`${APP}/own/file`)).toEqual(body);
+    expect(app.seen).toEqual([`${APP}/own/file`]);
+    expect(await r.file(`${APP}/own/missing`)).toBeNull();
+    await expect(r.file(`${APP}/own/broken`)).rejects.toThrow(`${APP}/own/broken: HTTP 500 Internal Server Error`);
+    const progress: number[] = [];
+    expect(await r.file(`${BASE}whole`, undefined, (loaded) => progress.push(loaded))).toEqual(body);
+    expect(progress.at(-1)).toBe(SIZE);
+    expect(await r.file(`${BASE}whole`)).toEqual(body);
+    expect(hub.seen.filter((s) => s.url === `${BASE}whole`).length).toBeGreaterThan(0);
+    const asked = hub.seen.length;
+    expect(await r.file(`${BASE}whole`)).toEqual(body); // the cache answers; the hub is not asked again
+    expect(hub.seen.length).toBe(asked);
+    expect((await cache.list()).map((f) => f.url)).toContain(`${BASE}whole`);
+    expect(await r.file(`${BASE}missing`)).toBeNull();
+  });
+
+  it('reads ranges: own files sliced from the whole, hub files by the chunks read only, clipped at the end', async () => {
+    const { hub, r } = reads();
+    expect(await r.range(`${APP}/own/file`, 990, 2000)).toEqual({ bytes: body.subarray(990), total: SIZE });
+    expect(await r.range(`${APP}/own/missing`, 0, 9)).toBeNull();
+    expect(await r.range(`${BASE}sparse`, 120, 129)).toEqual({ bytes: body.subarray(120, 130), total: SIZE });
+    expect(hub.seen.some((s) => s.range === 'bytes=100-199')).toBe(true);
+    expect(hub.seen.some((s) => s.range === null || s.range === 'bytes=0-999')).toBe(false); // never the whole file
+    expect(await r.range(`${BASE}sparse`, 995, 5000)).toEqual({ bytes: body.subarray(995), total: SIZE });
+    expect(await r.range(`${BASE}sparse`, 1200, 1300)).toEqual({ bytes: new Uint8Array(0), total: SIZE });
+    expect(await r.range(`${BASE}missing`, 0, 9)).toBeNull();
   });
 });

@@ -1,9 +1,11 @@
 /**
  * A fetch that answers from the model cache what it holds, as the server would (200 for a whole file, 206 for a
  * Range, 416 past the end), and asks the network for the rest. A system's download plan reads sizes and headers
- * through it, so that a plan works offline for the files stored, and counts nothing twice.
+ * through it, so that a plan works offline for the files stored, and counts nothing twice. And how the page reads a
+ * system's files (pageFileReads): its own files as they are, the hub's through the model cache.
  */
-import type { ModelCache } from './models';
+import { DownloadFailed } from '../errors';
+import { type ModelCache, isMissingFile } from './models';
 
 /** What cachedRangeFetch reads of the cache. */
 export type RangeCache = Pick<ModelCache, 'peek' | 'source' | 'knownMissing'>;
@@ -73,4 +75,55 @@ function partial(bytes: Uint8Array, a: number, size: number): Response {
     status: 206,
     headers: { 'content-range': `bytes ${a}-${a + n - 1}/${size}`, 'content-length': String(n) },
   });
+}
+
+/** What pageFileReads reads of the model cache. */
+export type FileCache = Pick<ModelCache, 'bytes' | 'ranged'>;
+
+export interface PageFileReads {
+  /** A whole file, or null where it does not exist. */
+  file(url: string, signal?: AbortSignal, onProgress?: (loaded: number, total: number) => void): Promise<Uint8Array | null>;
+  /** Bytes `start`…`end` (inclusive, clipped to the file) and the file's size, or null where it does not exist. */
+  range(url: string, start: number, end: number, signal?: AbortSignal): Promise<{ bytes: Uint8Array; total: number } | null>;
+}
+
+/**
+ * How the page reads a system's files: those of the app's own origin (the offline tiny system) are fetched as they are;
+ * those of other origins (the hub) go through the model cache (opened on first use): downloaded once in hashed chunks,
+ * resumable, with progress, and a Range read downloads and keeps only the chunks it reads (a vision tower or Qwen3.5's
+ * mtp.* never is).
+ */
+export function pageFileReads(origin: string, own: typeof fetch, cache: () => Promise<FileCache>): PageFileReads {
+  const missing = async <T>(read: () => Promise<T>): Promise<T | null> => {
+    try {
+      return await read();
+    } catch (e) {
+      if (isMissingFile(e)) return null;
+      throw e;
+    }
+  };
+  const file: PageFileReads['file'] = async (url, signal, onProgress) => {
+    if (new URL(url).origin === origin) {
+      const res = await own(url, signal ? { signal } : {});
+      if (res.status === 404) return null;
+      if (!res.ok) throw new DownloadFailed(`${url}: HTTP ${res.status} ${res.statusText}`);
+      return new Uint8Array(await res.arrayBuffer());
+    }
+    return missing(async () => (await cache()).bytes(url, { ...(signal ? { signal } : {}), ...(onProgress ? { onProgress } : {}) }));
+  };
+  return {
+    file,
+    async range(url, start, end, signal) {
+      if (new URL(url).origin === origin) {
+        const whole = await file(url, signal);
+        return whole && { bytes: whole.subarray(start, Math.min(end + 1, whole.byteLength)), total: whole.byteLength };
+      }
+      return missing(async () => {
+        const src = await (await cache()).ranged(url, signal ? { signal } : {});
+        const total = await src.size();
+        const to = Math.min(end + 1, total);
+        return { bytes: start < to ? await src.read(start, to - start) : new Uint8Array(0), total };
+      });
+    },
+  };
 }
