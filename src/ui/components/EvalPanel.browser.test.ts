@@ -1,10 +1,11 @@
-// Evaluate panel over a fake engine: the offline system's test split goes to the worker with the chosen settings, sample
-// events fill the table and the running accuracy, Stop cancels the call, a file's rows go as the chosen benchmark,
-// and the engine's refusal is shown.
+// Evaluate panel over a fake engine: the offline system's test split goes to the worker with the chosen settings, on the
+// system Ask's session loads (ask-session.svelte.ts), sample events fill the table and the running accuracy, Stop
+// cancels the call, a file's rows go as the chosen benchmark, and the engine's refusal is shown.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { flushSync, mount, unmount } from 'svelte';
-import type { EngineEvent, EvalRequest, SystemSpec } from '../../../workers/protocol';
-import type { EngineRemote, Services } from '../services';
+import type { EngineEvent, EvalRequest } from '../../../workers/protocol';
+import { FAKE_OFFLINE, fakeAskEngine } from '../../../test/util/fake-ask-engine';
+import { prefs } from '../state.svelte';
 import { TINY } from '../system';
 import { DEFAULTS } from '../url';
 import EvalPanel from './EvalPanel.svelte';
@@ -15,30 +16,22 @@ afterEach(() => {
   if (app) unmount(app);
   app = null;
   document.body.replaceChildren();
+  prefs.backend = 'auto';
 });
 
-const spec: SystemSpec = { style: 'tiny_distillation', roles: {} };
-
 function setup(evaluate: (req: EvalRequest, on: (e: EngineEvent) => void, opts?: { callId?: string }) => Promise<unknown>) {
-  const api = { evaluate: vi.fn(evaluate), cancel: vi.fn(async () => {}) };
-  const services: Services = {
-    engine: { api: () => api as unknown as EngineRemote, restart: () => {}, stop: () => {} },
-    checkpoints: async () => ({ listCheckpoints: async () => [] }) as never,
-    models: async () => { throw new Error('unused'); },
-  };
-  const prepare = vi.fn(async () => ({ spec, backend: 'cpu' as const }));
+  const { api: askApi, services } = fakeAskEngine(async () => { throw new Error('unused'); });
+  const api = Object.assign(askApi, { evaluate: vi.fn(evaluate) });
+  prefs.backend = 'cpu'; // the device chosen in Ask (or Environment)
   const target = document.body.appendChild(document.createElement('div'));
   const props = reactiveProps({
     services,
     settings: { ...DEFAULTS, style: TINY, rounds: 2, latentSteps: 8, greedy: true },
-    prepare,
-    busy: false,
-    running: false,
   });
   app = mount(EvalPanel, { target, props });
   (target.querySelector('details') as HTMLDetailsElement).open = true;
   flushSync();
-  return { api, prepare, target, props };
+  return { api, target, props };
 }
 
 const sample = (index: number, correct: boolean, total = 3): EngineEvent => ({
@@ -59,7 +52,7 @@ const sample = (index: number, correct: boolean, total = 3): EngineEvent => ({
 
 describe('EvalPanel', () => {
   it("sends the offline system's test split with the settings, and shows each scored question and the accuracy", async () => {
-    const { api, prepare, target } = setup(async (_req, on) => {
+    const { api, target } = setup(async (_req, on) => {
       on(sample(0, true));
       on(sample(1, false));
       on(sample(2, true));
@@ -79,7 +72,12 @@ describe('EvalPanel', () => {
     limit.dispatchEvent(new Event('input', { bubbles: true }));
     (target.querySelector('[data-testid="eval-button"]') as HTMLButtonElement).click();
     await vi.waitFor(() => expect(target.querySelector('[data-testid="eval-score"]')?.textContent).toContain('11.0 tokens'));
-    expect(prepare).toHaveBeenCalledTimes(1);
+    // the offline system, planned and loaded on the device chosen under the evaluate call's id
+    expect(api.planSystem).toHaveBeenCalledTimes(1);
+    expect(api.loadSystem).toHaveBeenCalledTimes(1);
+    const [spec, , loadOpts] = api.loadSystem.mock.calls[0]! as unknown as [unknown, unknown, { backend?: string; callId?: string }];
+    expect(spec).toEqual({ ...FAKE_OFFLINE, label: 'offline tiny' });
+    expect(loadOpts).toEqual({ backend: 'cpu', callId: api.evaluate.mock.calls[0]![2]!.callId });
     const req = api.evaluate.mock.calls[0]![0];
     expect(req).toMatchObject({
       system: spec,

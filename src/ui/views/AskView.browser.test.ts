@@ -2,25 +2,17 @@
 // upstream's demo controls (sampling defaults, slider ranges and past them, device), the page's history, and the
 // message ablations (ask again with the messages shuffled or zeroed).
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { flushSync, mount, unmount } from 'svelte';
+import { flushSync } from 'svelte';
 import type { AskRequest, AskResultView } from '../../../workers/protocol';
 import { priceSplit } from '../../eval/tiny-prices';
 import { DEFAULT_ROW } from '../offline';
 import { reactiveProps } from '../components/props.svelte';
 import { askHistory, prefs } from '../state.svelte';
 import { DEFAULTS, type Settings } from '../url';
-import AskView from './AskView.svelte';
+import { cleanUpAskView, mountAskView } from './ask-view.fixture';
 import { fakeAskEngine } from '../../../test/util/fake-ask-engine';
 
-let app: ReturnType<typeof mount> | null = null;
-afterEach(() => {
-  if (app) unmount(app);
-  app = null;
-  document.body.replaceChildren();
-  askHistory.entries = [];
-  prefs.backend = 'auto';
-  localStorage.removeItem('rmas.prefs');
-});
+afterEach(cleanUpAskView);
 
 /** The offline system's test split (src/eval/tiny-prices.ts); the question Ask opens with, and the next one. */
 const TEST = priceSplit('test').map((r) => r.question);
@@ -75,9 +67,8 @@ describe('AskView', () => {
       on({ type: 'done', result });
       return result;
     });
-    const target = document.body.appendChild(document.createElement('div'));
     const props = reactiveProps({ services, settings: { ...DEFAULTS, rounds: 1, greedy: true } });
-    app = mount(AskView, { target, props });
+    const target = mountAskView(props);
     await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
     window.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', ctrlKey: true }));
     await vi.waitFor(() => expect(target.querySelector('[data-testid="ask-stats"]')!.textContent).toContain('total'));
@@ -130,8 +121,7 @@ describe('AskView', () => {
     const why =
       'model 1: one row of "model.embed_tokens.weight" (bf16, 8192 bytes) is larger than this adapter\'s 4096-byte storage-binding limit';
     const { api, services } = fakeServices(async () => { throw new Error('unused'); }, why);
-    const target = document.body.appendChild(document.createElement('div'));
-    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS } }) });
+    const target = mountAskView(reactiveProps({ services, settings: { ...DEFAULTS } }));
     await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
     target.querySelector<HTMLButtonElement>('button.primary')!.click();
     await vi.waitFor(() => expect(target.querySelector('[role="alert"]')).not.toBeNull());
@@ -166,8 +156,7 @@ describe('AskView', () => {
         pipelinesCompiled: 0,
       };
     });
-    const target = document.body.appendChild(document.createElement('div'));
-    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS, mode: 'both' as const } }) });
+    const target = mountAskView(reactiveProps({ services, settings: { ...DEFAULTS, mode: 'both' as const } }));
     await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
     target.querySelector<HTMLButtonElement>('button.primary')!.click();
     await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(2));
@@ -181,8 +170,7 @@ describe('AskView', () => {
 
   it("sends upstream's demo sampling by default (temperature 0.6, top-p 0.95), greedy when ticked, on the device chosen", async () => {
     const { api, services } = fakeServices(async (req) => answered(req, '7'));
-    const target = document.body.appendChild(document.createElement('div'));
-    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS } }) });
+    const target = mountAskView(reactiveProps({ services, settings: { ...DEFAULTS } }));
     await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
     const input = (id: string) => target.querySelector<HTMLInputElement>(`[data-testid="${id}"]`)!;
     expect([input('ask-greedy').checked, input('ask-temperature').value, input('ask-top-p').value]).toEqual([false, '0.6', '0.95']);
@@ -223,9 +211,8 @@ describe('AskView', () => {
 
   it("keeps rounds and latent steps in upstream's ranges, and goes past them when asked", async () => {
     const { api, services } = fakeServices(async (req) => answered(req, '7'));
-    const target = document.body.appendChild(document.createElement('div'));
     const settings: Settings = reactiveProps({ ...DEFAULTS });
-    app = mount(AskView, { target, props: { services, settings } });
+    const target = mountAskView({ services, settings });
     await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
     const input = (id: string) => target.querySelector<HTMLInputElement>(`[data-testid="${id}"]`)!;
     const type = (id: string, v: string) => {
@@ -271,14 +258,12 @@ describe('AskView', () => {
 
   it('opens past the ranges when the settings (a shared link) already are, and within them when they are not', async () => {
     const { api, services } = fakeServices(async (req) => answered(req, '7'));
-    const target = document.body.appendChild(document.createElement('div'));
-    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS, rounds: 8, latentSteps: 12 } }) });
+    const target = mountAskView(reactiveProps({ services, settings: { ...DEFAULTS, rounds: 8, latentSteps: 12 } }));
     await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
     expect(target.querySelector<HTMLInputElement>('[data-testid="ask-beyond"]')!.checked).toBe(true);
     expect(target.querySelector<HTMLInputElement>('[data-testid="ask-rounds"]')!.value).toBe('8');
-    unmount(app);
-    target.replaceChildren();
-    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS, style: 'mixture', latentSteps: 32 } }) });
+    mountAskView(reactiveProps({ services, settings: { ...DEFAULTS, style: 'mixture', latentSteps: 32 } }), target); // in its place
+    expect(target.querySelectorAll('[data-testid="ask-beyond"]')).toHaveLength(1);
     expect(target.querySelector<HTMLInputElement>('[data-testid="ask-beyond"]')!.checked).toBe(false);
   });
 
@@ -287,9 +272,8 @@ describe('AskView', () => {
       if (req.question.startsWith('Why')) throw Object.assign(new Error('the tiny model has no opinion'), { name: 'InvalidArgument' });
       return answered(req, req.question.includes('1 + 2') ? '\\boxed{3}' : 'It is \\boxed{12}.');
     });
-    const target = document.body.appendChild(document.createElement('div'));
     const settings: Settings = reactiveProps({ ...DEFAULTS, rounds: 1 });
-    app = mount(AskView, { target, props: { services, settings } });
+    const target = mountAskView({ services, settings });
     await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
     const box = target.querySelector<HTMLTextAreaElement>('textarea')!;
     const entries = () => [...target.querySelectorAll('[data-testid="history-entry"]')];
@@ -359,9 +343,8 @@ describe('AskView', () => {
 
   it('asks the question again with the messages shuffled (the next test question\'s) or zeroed, and says so', async () => {
     const { api, services } = fakeServices(async (req) => answered(req, req.ablation ? '\\boxed{9}' : '\\boxed{24}'));
-    const target = document.body.appendChild(document.createElement('div'));
     const settings: Settings = reactiveProps({ ...DEFAULTS, rounds: 1, greedy: true, mode: 'both' as const });
-    app = mount(AskView, { target, props: { services, settings } });
+    const target = mountAskView({ services, settings });
     await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
     const button = (id: string) => target.querySelector<HTMLButtonElement>(`[data-testid="${id}"]`);
     const idle = () => vi.waitFor(() => expect(target.querySelector<HTMLButtonElement>('button.primary')!.disabled).toBe(false));
@@ -418,8 +401,7 @@ describe('AskView', () => {
 
   it('shuffles the messages of a question of the split with the next row, of any other with row 1', async () => {
     const { api, services } = fakeServices(async (req) => answered(req, '\\boxed{1}'));
-    const target = document.body.appendChild(document.createElement('div'));
-    app = mount(AskView, { target, props: reactiveProps({ services, settings: { ...DEFAULTS, greedy: true } }) });
+    const target = mountAskView(reactiveProps({ services, settings: { ...DEFAULTS, greedy: true } }));
     await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
     const box = target.querySelector<HTMLTextAreaElement>('textarea')!;
     for (const [q, donor] of [[TEST[7]!, TEST[8]!], ['What is 2 + 2?', TEST[1]!]]) {

@@ -2,21 +2,15 @@
 // a style with tools only, its key goes with the ask request and nowhere else (settings, history, storage, the page's
 // text), and the tool events appear in the timeline under the final agent's round, as text.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { flushSync, mount, unmount } from 'svelte';
+import { flushSync } from 'svelte';
 import type { AskRequest, AskResultView, ToolCallEvent } from '../../../workers/protocol';
 import { reactiveProps } from '../components/props.svelte';
 import { askHistory } from '../state.svelte';
 import { DEFAULTS, type Settings } from '../url';
-import AskView from './AskView.svelte';
+import { cleanUpAskView, mountAskView } from './ask-view.fixture';
 import { fakeAskEngine } from '../../../test/util/fake-ask-engine';
 
-let app: ReturnType<typeof mount> | null = null;
-afterEach(() => {
-  if (app) unmount(app);
-  app = null;
-  document.body.replaceChildren();
-  askHistory.entries = [];
-});
+afterEach(cleanUpAskView);
 
 const KEY = 'tvly-dev-0123456789';
 const call = { type: 'tool' as const, index: 0, round: 1, role: 'toolcaller', tool: 'python' as const, input: 'print(6 * 7)' };
@@ -46,9 +40,8 @@ describe('AskView with deliberation\'s tools', () => {
       on({ type: 'done', result });
       return result;
     });
-    const target = document.body.appendChild(document.createElement('div'));
     const settings: Settings = reactiveProps({ ...DEFAULTS, rounds: 1, greedy: true });
-    app = mount(AskView, { target, props: { services, settings } });
+    const target = mountAskView({ services, settings });
     await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
     const keyField = () => target.querySelector<HTMLInputElement>('[data-testid="ask-search-key"]');
     expect(keyField()).toBeNull(); // the offline style has no tools

@@ -1,0 +1,383 @@
+// The Ask session over a scripted fake engine, in Node: plan, load and ask (the requests' fields), a second ask on
+// the loaded system, a changed system planned and loaded again, the ablations, the problems a failed load shows, Stop,
+// and the Evaluate panel's benchmark run on the same session. The views' browser tests drive the same through buttons.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { AskRequest, AskResultView, EngineEvent, EvalRequest, EvalSummary, SystemSpec } from '../../workers/protocol';
+import { priceSplit } from '../eval/tiny-prices';
+import { EngineRestarted } from '../errors';
+import { FAKE_OFFLINE, fakeAskEngine } from '../../test/util/fake-ask-engine';
+import { AskSession, askSession, type AskPage } from './ask-session.svelte';
+import { FAULTS } from './engine';
+import { DEFAULT_ROW } from './offline';
+import { engineHealth } from './state.svelte';
+import { DEFAULTS, type Settings } from './url';
+
+afterEach(() => {
+  engineHealth.lost = null; // problem() flags a lost engine page-wide
+});
+
+/** The offline system's test split: the question asked, and its donor for "messages shuffled". */
+const TEST = priceSplit('test').map((r) => r.question);
+const [FIRST, NEXT] = [TEST[DEFAULT_ROW]!, TEST[DEFAULT_ROW + 1]!];
+
+/** The spec the session builds of the offline system with no checkpoint or backbone chosen (system.ts buildSpec). */
+const OFFLINE_SPEC: SystemSpec = { ...FAKE_OFFLINE, outer: undefined, label: 'offline tiny' };
+
+const PLAN_LINE = 'will download 3.00 MiB (1.00 MiB cached) · needs about 1.50 GiB of GPU memory';
+
+const answered = (req: AskRequest, text: string): AskResultView => ({
+  answer: /\\boxed\{([^}]*)\}/.exec(text)?.[1] ?? '', text, tokens: 3, latentSteps: req.latentSteps ?? 0, seconds: 0.5,
+  rounds: req.rounds ?? 3, mode: req.mode, prefillTokensPerSec: 100, decodeTokensPerSec: 10, backend: 'cpu', kvDtype: 'f32',
+  stageSeconds: 0.25, lensSeconds: 0, retrySeconds: 0, pipelinesCompiled: 0,
+});
+
+const SUMMARY: EvalSummary = {
+  type: 'summary', samples: 2, accuracy: 0.5, pass_at_k: 0.5, k: 1, per_rollout_accuracy: [0.5], tokens_mean: 11, seconds_mean: 0.5,
+};
+
+type Evaluate = (req: EvalRequest, on: (e: EngineEvent) => void) => Promise<EvalSummary>;
+
+/**
+ * A session over fakeAskEngine (its offline spec, a plan of 3 MiB and 1.5 GiB, a load that reports one file's bytes)
+ * and `evaluate`; its own page state; the clock moves 250 ms each time it is read; call ids are call-1, call-2, ….
+ */
+function setup(
+  ask: (req: AskRequest, on: (e: EngineEvent) => void) => Promise<AskResultView>,
+  opts: { refusal?: string; evaluate?: Evaluate } = {},
+) {
+  const { api: askApi, services } = fakeAskEngine(ask, {
+    refusal: opts.refusal ?? null,
+    loadEvents: [
+      { type: 'download', file: '/l/model.safetensors', loaded: 512, total: 1024 },
+      { type: 'ready', backend: 'cpu', seconds: 0.2 },
+    ],
+  });
+  const api = Object.assign(askApi, { evaluate: vi.fn<Evaluate>(opts.evaluate ?? (async () => SUMMARY)) });
+  const page: AskPage = {
+    prefs: { backend: 'auto' },
+    askChoice: { byRole: {} },
+    history: { entries: [] },
+    initHub: vi.fn(async () => {}),
+  };
+  let clock = 0;
+  let ids = 0;
+  const session = new AskSession({ services, page, now: () => (clock += 250), callId: () => `call-${++ids}` });
+  return { api, page, session };
+}
+
+const settingsOf = (s: Partial<Settings> = {}): Settings => ({ ...DEFAULTS, rounds: 2, ...s });
+
+/** The options (backend, call id) of call `i` of a fake engine method (the fakes declare only the first two arguments). */
+const optsOf = (fn: { mock: { calls: unknown[][] } }, i: number) => fn.mock.calls[i]![2] as { backend?: string; callId?: string };
+
+describe('AskSession', () => {
+  it('plans the chosen system, loads it with its progress, then asks with the settings', async () => {
+    const { api, page, session } = setup(async (req, on) => {
+      // while the ask runs: the call holds the engine, and the status says what it does
+      expect([session.busy, session.callId, session.loading!.status]).toEqual([true, 'call-1', 'asking (latent mode)…']);
+      on({ type: 'stage', index: 0, round: 1, role: 'expert', state: 'done', decode: false, latents: 4, seconds: 0.25 });
+      on({ type: 'text', role: 'learner', text: 'It is ' });
+      on({ type: 'text', role: 'learner', text: 'It is \\boxed{32}' });
+      return answered(req, 'It is \\boxed{32}');
+    });
+    await session.readOffline();
+    expect(session.offline).toEqual(FAKE_OFFLINE);
+    await session.ask(`  ${FIRST}\n`, settingsOf());
+
+    // the plan, then the load, then the ask, each once, of one spec
+    const [plan, load, ask] = [api.planSystem, api.loadSystem, api.ask].map((f) => f.mock.invocationCallOrder);
+    expect([plan!.length, load!.length, ask!.length]).toEqual([1, 1, 1]);
+    expect(plan![0]! < load![0]! && load![0]! < ask![0]!).toBe(true);
+    expect(page.initHub).not.toHaveBeenCalled(); // the offline system needs no hub
+    expect(api.planSystem.mock.calls[0]).toEqual([OFFLINE_SPEC, { backend: undefined }]);
+    const [loaded, , loadOpts] = api.loadSystem.mock.calls[0]! as unknown as [SystemSpec, unknown, unknown];
+    expect(loaded).toEqual(OFFLINE_SPEC);
+    expect(loadOpts).toEqual({ backend: undefined, callId: 'call-1' });
+    const req = api.ask.mock.calls[0]![0];
+    expect(req).toEqual({
+      system: OFFLINE_SPEC,
+      question: FIRST, // trimmed
+      mode: 'latent',
+      rounds: 2,
+      latentSteps: 4,
+      sampling: { temperature: 0.6, topP: 0.95, seed: 42 },
+      backend: undefined,
+    });
+    expect(req.system).toBe(loaded);
+    expect(optsOf(api.ask, 0)).toEqual({ callId: 'call-1' });
+
+    // what the view shows
+    expect(session.planLine).toBe(PLAN_LINE);
+    expect(session.loading).toEqual({ files: { '/l/model.safetensors': { loaded: 512, total: 1024 } }, status: 'done', ready: true });
+    expect([session.error, session.callId, session.busy, session.stopped, session.asked]).toEqual([null, null, false, false, FIRST]);
+    expect(session.runs).toHaveLength(1);
+    const run = session.runs[0]!;
+    expect([run.mode, run.text, run.result?.answer, run.streaming, run.error, run.ablation]).toEqual([
+      'latent', 'It is \\boxed{32}', '32', false, null, null,
+    ]);
+    expect(run.stages.map((s) => [s.role, s.latents])).toEqual([['expert', 4]]);
+    expect(run.loadSeconds).toBe(0.25); // one clock tick between the start of the load and its end
+    expect(page.history.entries).toHaveLength(1);
+    const { at, ...entry } = page.history.entries[0]!;
+    expect(typeof at).toBe('number');
+    expect(entry).toEqual({
+      question: FIRST,
+      style: 'tiny distillation (offline)',
+      setup: 'latent · 2 rounds · 4 latent steps · temperature 0.6, top-p 0.95, seed 42 · webgpu',
+      answers: [{ mode: 'latent', answer: '32', text: 'It is \\boxed{32}', error: null }],
+    });
+  });
+
+  it('asks again on the loaded system without planning it again, and both modes in turn', async () => {
+    const { api, page, session } = setup(async (req) => answered(req, req.mode === 'text' ? '\\boxed{7}' : '\\boxed{8}'));
+    await session.ask('What is 3 + 4?', settingsOf());
+    await session.ask('What is 3 + 5?', settingsOf({ mode: 'both', greedy: true }));
+
+    expect(api.planSystem).toHaveBeenCalledTimes(1);
+    // the worker is handed the same spec under the new call, and reuses what it loaded
+    expect(api.loadSystem).toHaveBeenCalledTimes(2);
+    expect(api.loadSystem.mock.calls[1]![0]).toEqual(api.loadSystem.mock.calls[0]![0]);
+    expect(optsOf(api.loadSystem, 1)).toEqual({ backend: undefined, callId: 'call-2' });
+    expect(api.ask.mock.calls.map(([r], i) => [r.question, r.mode, r.sampling, optsOf(api.ask, i).callId]).slice(1)).toEqual([
+      ['What is 3 + 5?', 'latent', { greedy: true }, 'call-2'],
+      ['What is 3 + 5?', 'text', { greedy: true }, 'call-2'],
+    ]);
+    // no load time on an ask that loaded nothing
+    expect(session.runs.map((r) => [r.mode, r.loadSeconds, r.result?.answer])).toEqual([['latent', null, '8'], ['text', null, '7']]);
+    expect(session.planLine).toBe(PLAN_LINE);
+    expect(page.history.entries.map((e) => [e.question, e.setup, e.answers.map((a) => a.answer)])).toEqual([
+      ['What is 3 + 4?', 'latent · 2 rounds · 4 latent steps · temperature 0.6, top-p 0.95, seed 42 · webgpu', ['8']],
+      ['What is 3 + 5?', 'latent and text · 2 rounds · 4 latent steps · greedy · webgpu', ['8', '7']],
+    ]);
+  });
+
+  it('plans and loads again when the system changes: another device, a backbone', async () => {
+    const { api, page, session } = setup(async (req) => answered(req, '\\boxed{1}'));
+    await session.ask('q1', settingsOf());
+    page.prefs.backend = 'cpu';
+    await session.ask('q2', settingsOf({ greedy: true }));
+    session.backbones.learner = { model: 'https://hub.example/models/learner-2' };
+    await session.ask('q3', settingsOf({ greedy: true }));
+    await session.ask('q4', settingsOf({ greedy: true })); // unchanged since q3
+
+    expect(api.planSystem.mock.calls.map(([spec, o]) => [spec.roles.learner!.model, o])).toEqual([
+      ['/l', { backend: undefined }],
+      ['/l', { backend: 'cpu' }],
+      ['https://hub.example/models/learner-2', { backend: 'cpu' }],
+    ]);
+    expect(api.loadSystem).toHaveBeenCalledTimes(4);
+    const asked = api.ask.mock.calls.map(([r]) => [r.question, r.backend, r.system.label, r.system.roles.learner!.model]);
+    expect(asked).toEqual([
+      ['q1', undefined, 'offline tiny', '/l'],
+      ['q2', 'cpu', 'offline tiny', '/l'],
+      ['q3', 'cpu', 'offline tiny + backbone learner: learner-2', 'https://hub.example/models/learner-2'],
+      ['q4', 'cpu', 'offline tiny + backbone learner: learner-2', 'https://hub.example/models/learner-2'],
+    ]);
+    expect(api.ask.mock.calls[2]![0].system.roles.expert).toEqual({ model: '/e' });
+    expect(page.history.entries.map((e) => e.setup.split(' · ').at(-1))).toEqual(['webgpu', 'cpu', 'cpu', 'cpu']);
+  });
+
+  it('resolves a released style at the page hub and sends the search key to a style with tools only', async () => {
+    const { api, page, session } = setup(async (req) => answered(req, '\\boxed{2}'));
+    await session.ask('q', settingsOf({ style: 'deliberation' }), ' tvly-key ');
+    await session.ask('q', settingsOf({ style: 'sequential_light' }), 'tvly-key');
+    expect(page.initHub).toHaveBeenCalledTimes(2);
+    expect(api.ask.mock.calls.map(([r]) => [r.system.style, r.system.label, r.searchKey])).toEqual([
+      ['deliberation', 'released', 'tvly-key'],
+      ['sequential_light', 'released', undefined],
+    ]);
+    expect(JSON.stringify([api.planSystem.mock.calls, api.loadSystem.mock.calls, page.history.entries])).not.toContain('tvly');
+  });
+
+  it('asks the question shown again with the messages shuffled or zeroed, in latent mode only', async () => {
+    const { api, page, session } = setup(async (req) => answered(req, req.ablation ? '\\boxed{9}' : '\\boxed{24}'));
+    await session.askAgain('zeroed', settingsOf()); // nothing asked yet
+    expect(api.ask).not.toHaveBeenCalled();
+    const settings = settingsOf({ mode: 'both', greedy: true, rounds: 1 });
+    await session.ask(FIRST, settings);
+    await session.askAgain('shuffled', settings);
+    await session.askAgain('zeroed', settings);
+
+    expect(api.ask.mock.calls.map(([r]) => [r.question, r.mode, r.ablation, r.rounds, r.latentSteps, r.sampling])).toEqual([
+      [FIRST, 'latent', undefined, 1, 4, { greedy: true }],
+      [FIRST, 'text', undefined, 1, 4, { greedy: true }],
+      [FIRST, 'latent', { kind: 'from', question: NEXT }, 1, 4, { greedy: true }],
+      [FIRST, 'latent', { kind: 'zeroed' }, 1, 4, { greedy: true }],
+    ]);
+    expect(session.runs.map((r) => [r.mode, r.ablation, r.result?.answer])).toEqual([['latent', 'messages zeroed', '9']]);
+    expect(page.history.entries.map((e) => [e.ablation ?? null, e.setup, e.answers.map((a) => `${a.mode} ${a.answer}`)])).toEqual([
+      [null, 'latent and text · 1 round · 4 latent steps · greedy · webgpu', ['latent 24', 'text 24']],
+      [`messages from: ${NEXT}`, 'latent · 1 round · 4 latent steps · greedy · webgpu', ['latent 9']],
+      ['messages zeroed', 'latent · 1 round · 4 latent steps · greedy · webgpu', ['latent 9']],
+    ]);
+  });
+
+  it("shows the plan's refusal as a named problem and loads nothing", async () => {
+    const why = 'model 1: one row of "model.embed_tokens.weight" is larger than this adapter\'s 4096-byte storage-binding limit';
+    const { api, page, session } = setup(async () => { throw new Error('unused'); }, { refusal: why });
+    await session.ask('q', settingsOf());
+    expect(session.error).toEqual({ name: 'BindingLimitExceeded', message: `this system cannot run here: ${why}` });
+    expect([session.loading!.status, session.planLine, session.runs, session.callId]).toEqual(['not loaded', PLAN_LINE, [], null]);
+    expect(api.loadSystem).not.toHaveBeenCalled();
+    expect(api.ask).not.toHaveBeenCalled();
+    expect(page.history.entries[0]!.answers).toEqual([
+      { mode: 'latent', answer: '', text: '', error: `BindingLimitExceeded: this system cannot run here: ${why}` },
+    ]);
+  });
+
+  it('shows a failed load by its name, and a load lost with the engine as what to do; the next ask plans again', async () => {
+    const { api, page, session } = setup(async (req) => answered(req, '\\boxed{5}'));
+    api.loadSystem.mockRejectedValueOnce(Object.assign(new Error('https://hub.example/x.safetensors: HTTP 503'), { name: 'NetworkError' }));
+    await session.ask('q1', settingsOf());
+    expect(session.error).toEqual({ name: 'NetworkError', message: 'https://hub.example/x.safetensors: HTTP 503' });
+    expect(session.loading!.status).toBe('loading the system…'); // a failed load keeps its last status beside the error
+    expect(page.history.entries[0]!.answers[0]!.error).toBe('NetworkError: https://hub.example/x.safetensors: HTTP 503');
+    expect(api.ask).not.toHaveBeenCalled();
+
+    // the worker died under the load: the next ask plans and loads on the new engine
+    await session.ask('q2', settingsOf());
+    expect(api.planSystem).toHaveBeenCalledTimes(2); // the failed load was not recorded as loaded
+    api.loadSystem.mockRejectedValueOnce(
+      Object.assign(new EngineRestarted(`${FAULTS.deviceLost} (unknown: reset); a new engine worker was started`), { fault: FAULTS.deviceLost }),
+    );
+    await session.ask('q3', settingsOf());
+    expect(session.error).toEqual({
+      name: 'EngineRestarted',
+      message: 'The GPU device was lost (unknown: reset); a new engine worker was started. The system being loaded was lost; ' +
+        'ask again: the new engine loads the system first.',
+    });
+    expect(engineHealth.lost).toEqual({
+      name: 'EngineRestarted', message: `${FAULTS.deviceLost} (unknown: reset); a new engine worker was started`,
+    });
+    await session.ask('q4', settingsOf());
+    expect(api.planSystem).toHaveBeenCalledTimes(3);
+    expect(session.error).toBeNull();
+    expect(api.ask.mock.calls.map(([r]) => r.question)).toEqual(['q2', 'q4']);
+  });
+
+  it('shows an answer lost with the engine in its run, and keeps a text error beside the latent answer', async () => {
+    const { api, page, session } = setup(async (req) => {
+      if (req.question === 'lost') throw Object.assign(new EngineRestarted('the engine worker crashed'), { fault: FAULTS.crashed });
+      if (req.mode === 'text') throw Object.assign(new Error('the text baseline needs a decoder'), { name: 'InvalidArgument' });
+      return answered(req, '\\boxed{3}');
+    });
+    await session.ask('q', settingsOf({ mode: 'both' }));
+    expect(api.ask).toHaveBeenCalledTimes(2); // an InvalidArgument stops that run only
+    expect(session.runs.map((r) => [r.mode, r.error])).toEqual([
+      ['latent', null],
+      ['text', { name: 'InvalidArgument', message: 'the text baseline needs a decoder' }],
+    ]);
+    expect(session.loading!.status).toBe('failed');
+
+    await session.ask('lost', settingsOf({ mode: 'both' }));
+    expect(api.ask).toHaveBeenCalledTimes(3); // a lost engine ends the ask
+    expect(session.runs[0]!.error).toEqual({
+      name: 'EngineRestarted',
+      message: 'The engine worker crashed. This answer was lost; ask again: the new engine loads the system first.',
+    });
+    expect(page.history.entries[1]!.answers.map((a) => a.error)).toEqual([
+      'EngineRestarted: The engine worker crashed. This answer was lost; ask again: the new engine loads the system first.',
+      'stopped',
+    ]);
+    await session.ask('q', settingsOf());
+    expect(api.planSystem).toHaveBeenCalledTimes(2); // planned again on the new engine
+  });
+
+  it('Stop cancels the ask by its call id and the history says it was stopped', async () => {
+    let release!: () => void;
+    const { api, page, session } = setup((_req, on) => new Promise((_, reject) => {
+      on({ type: 'text', role: 'learner', text: 'It' });
+      release = () => reject(Object.assign(new Error('the call was cancelled'), { name: 'Cancelled' }));
+    }));
+    const asking = session.ask('q', settingsOf({ mode: 'both' }));
+    await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(1));
+    await session.stop();
+    expect(api.cancel).toHaveBeenCalledWith('call-1');
+    release();
+    await asking;
+    expect(api.ask).toHaveBeenCalledTimes(1); // the text run did not start
+    expect([session.stopped, session.error, session.callId, session.runs[0]!.text]).toEqual([true, null, null, 'It']);
+    expect(page.history.entries[0]!.answers.map((a) => a.error)).toEqual(['stopped', 'stopped']);
+  });
+
+  it("runs the Evaluate panel's benchmark on the system Ask loaded, one call at a time", async () => {
+    let during: unknown[] = [];
+    const { api, session } = setup(async (req) => answered(req, '\\boxed{1}'), {
+      evaluate: async (_req, on) => {
+        during = [session.evaluating, session.busy];
+        await session.ask('blocked', settingsOf()); // an ask waits for the engine
+        on({ type: 'sample', index: 0, total: 2, record: { index: 0, question: 'q0', gold: '1', pred: '1', correct: true, text: '1', tokens: 1, seconds: 0.5 } });
+        on({ type: 'stage', index: 0, round: 1, role: 'expert', state: 'done', decode: false }); // not a sample: ignored
+        return SUMMARY;
+      },
+    });
+    await session.ask('q', settingsOf());
+    const seen: [string, number][] = [];
+    const rows = [{ question: 'q0', answer: '1' }];
+    const summary = await session.evaluate(
+      settingsOf({ greedy: true, rounds: 3, latentSteps: 8 }),
+      { source: { rows, dataset: null }, limit: 2, mode: 'latent', batchSize: 4 },
+      (r, total) => seen.push([r.question, total]),
+    );
+    expect(summary).toEqual(SUMMARY);
+    expect(seen).toEqual([['q0', 2]]);
+    expect(during).toEqual([true, true]);
+    expect(api.ask.mock.calls.map(([r]) => r.question)).toEqual(['q']);
+    expect(api.planSystem).toHaveBeenCalledTimes(1); // the system Ask loaded
+    expect(optsOf(api.loadSystem, 1)).toEqual({ backend: undefined, callId: 'call-2' });
+    const [req, , opts] = api.evaluate.mock.calls[0]! as unknown as [EvalRequest, unknown, { callId: string }];
+    expect(req).toEqual({
+      system: OFFLINE_SPEC,
+      source: { rows, dataset: null },
+      limit: 2,
+      mode: 'latent',
+      rounds: 3,
+      latentSteps: 8,
+      sampling: { greedy: true },
+      backend: undefined,
+      batchSize: 4,
+    });
+    expect(opts).toEqual({ callId: 'call-2' });
+    expect([session.evaluating, session.busy]).toEqual([false, false]);
+  });
+
+  it('stops, refuses and fails an evaluation as the panel shows it', async () => {
+    let release!: () => void;
+    const { api, session } = setup(async () => { throw new Error('unused'); }, {
+      evaluate: () => new Promise((_, reject) => {
+        release = () => reject(Object.assign(new Error('the call was cancelled'), { name: 'Cancelled' }));
+      }),
+    });
+    const job = { source: { benchmark: 'math500' }, limit: 5, mode: 'text' as const, batchSize: 1 };
+    const running = session.evaluate(settingsOf({ greedy: true }), job, () => {});
+    await vi.waitFor(() => expect(api.evaluate).toHaveBeenCalledTimes(1));
+    await session.stopEvaluation();
+    expect(api.cancel).toHaveBeenCalledWith('call-1');
+    release();
+    expect(await running).toBeNull(); // cancelled: no summary, no error
+    expect(session.evaluating).toBe(false);
+
+    api.evaluate.mockRejectedValueOnce(Object.assign(new Error('evaluate: code benchmarks run in Python'), { name: 'InvalidArgument' }));
+    await expect(session.evaluate(settingsOf(), job, () => {})).rejects.toMatchObject({
+      name: 'InvalidArgument', message: 'evaluate: code benchmarks run in Python',
+    });
+    expect([session.evaluating, session.error]).toEqual([false, null]);
+    await session.stopEvaluation(); // nothing running: nothing cancelled
+    expect(api.cancel).toHaveBeenCalledTimes(1);
+  });
+
+  it("an evaluation of a system this adapter cannot hold gives no summary and Ask's error box says why", async () => {
+    const { api, session } = setup(async () => { throw new Error('unused'); }, { refusal: 'too big' });
+    const summary = await session.evaluate(settingsOf(), { source: { benchmark: 'math500' }, limit: 1, mode: 'latent', batchSize: 1 }, () => {});
+    expect(summary).toBeNull();
+    expect(session.error).toEqual({ name: 'BindingLimitExceeded', message: 'this system cannot run here: too big' });
+    expect([api.loadSystem.mock.calls.length, api.evaluate.mock.calls.length, session.evaluating]).toEqual([0, 0, false]);
+  });
+
+  it('is one session per page: the Ask view and its Evaluate panel get the same', () => {
+    const { services } = fakeAskEngine(async () => { throw new Error('unused'); });
+    const other = fakeAskEngine(async () => { throw new Error('unused'); }).services;
+    expect(askSession(services)).toBe(askSession(services));
+    expect(askSession(other)).not.toBe(askSession(services));
+  });
+});
