@@ -1,0 +1,255 @@
+/**
+ * One training run of the Train view, from Start to its saved checkpoint: the train call through the engine worker,
+ * its events (curve, speed, status), its checkpoints into the registry, Pause/Resume/Stop by the call's id, and what
+ * happens when the engine is replaced under it: the run resumes from its last checkpoint on the new engine on its own
+ * where train-faults.ts allows, else the view says what happened and what it offers. The view owns the settings and
+ * builds the request; this module owns the sequence, and writes what the view shows into a state object the view
+ * passes in (a `$state` proxy there, a plain object in tests).
+ */
+import { proxy } from 'comlink';
+import type { TrainEvent, TrainRequest } from '../../workers/protocol';
+import type { TrainPoint } from './curves';
+import { faultOf } from './engine';
+import type { Services } from './services';
+import { problem, type Problem } from './state.svelte';
+import { activeRun, stepsPerSec, type ActiveRun, type Trained } from './train';
+import { noCheckpoint, notResumed, resumedText, resumesOnItsOwn, resumingText, type Recovery, type RunFault } from './train-faults';
+
+export type TrainPhase = 'idle' | 'starting' | 'resuming' | 'running' | 'paused' | 'stopping' | 'saving';
+
+/** What the view shows of the run. */
+export interface TrainSessionState {
+  phase: TrainPhase;
+  /** The loss curve: one point per step reported (a resumed run goes on from its checkpoint's step). */
+  points: TrainPoint[];
+  /** Steps per second over the last steps, and the worker's estimate of the seconds left (NaN: none yet). */
+  rate: number;
+  eta: number;
+  /** Samples, backend and dropped rows, from the run's start event. */
+  startInfo: string;
+  /** The last checkpoint saved to the registry, in words. */
+  saved: string | null;
+  /** What happened when the engine was replaced under the run: resumed (text only), or what it offers (train-faults.ts). */
+  recovery: Recovery | null;
+  error: Problem | null;
+  /** The checkpoint the last run saved, offered to try, ask with and export. */
+  trained: Trained | null;
+}
+
+export const idleSession = (): TrainSessionState => ({
+  phase: 'idle',
+  points: [],
+  rate: NaN,
+  eta: NaN,
+  startInfo: '',
+  saved: null,
+  recovery: null,
+  error: null,
+  trained: null,
+});
+
+/** What the run is of, as the view's pickers say now: read when a checkpoint is saved and when the run ends. */
+export interface TrainTarget {
+  style: string;
+  loop: 'inner' | 'outer';
+  role: string;
+}
+
+export interface TrainSessionDeps {
+  services: Pick<Services, 'engine' | 'checkpoints'>;
+  target(): TrainTarget;
+  /** The run ended with its final checkpoint saved (the view drops its start-from and resume-from choices). */
+  onFinished?(): void;
+  /** Where the active run's note lives, so that a reload offers to resume it (default: localStorage, train.ts). */
+  notes?: Pick<typeof activeRun, 'write' | 'clear'>;
+  /** ms, for steps per second (default performance.now). */
+  now?(): number;
+  /** A fresh id for each train call (default crypto.randomUUID). */
+  callId?(): string;
+}
+
+export class TrainSession {
+  /** The train call in flight: Pause, Resume and Stop name it. */
+  private callId: string | null = null;
+  /** The last run's request and note, which a resume after an engine fault repeats (same rows, its own settings). */
+  private lastRun: { req: TrainRequest; note: ActiveRun } | null = null;
+  private times: number[] = [];
+  private readonly notes: Pick<typeof activeRun, 'write' | 'clear'>;
+  private readonly now: () => number;
+  private readonly newCallId: () => string;
+
+  constructor(
+    private readonly deps: TrainSessionDeps,
+    readonly state: TrainSessionState = idleSession(),
+  ) {
+    this.notes = deps.notes ?? activeRun;
+    this.now = deps.now ?? (() => performance.now());
+    this.newCallId = deps.callId ?? (() => crypto.randomUUID());
+  }
+
+  /** A run's call is in flight or the run is not over (Start and the recovery buttons wait). */
+  get busy(): boolean {
+    return this.callId !== null || this.state.phase !== 'idle';
+  }
+
+  /** A new run of the request `build` gives, under `note` (a fresh one, or the interrupted run's to continue exactly). */
+  async start(note: ActiveRun, build: () => Promise<TrainRequest>): Promise<void> {
+    if (this.busy) return;
+    await this.run(note, build);
+  }
+
+  /** The last run resumed from its last checkpoint on the current engine (Recovery's one click). */
+  async resumeLast(): Promise<void> {
+    const last = this.lastRun;
+    if (!last?.note.runId || this.busy) return;
+    await this.run(last.note, async () => ({ ...last.req, resume: { runId: last.note.runId! } }), true);
+  }
+
+  /** Stop cancels the train call: the run ends after its current step, and train() still resolves with its checkpoint. */
+  async control(what: 'pause' | 'resume' | 'stop'): Promise<void> {
+    const id = this.callId;
+    if (!id) return;
+    if (what === 'stop') this.state.phase = 'stopping';
+    const api = this.deps.services.engine.api();
+    try {
+      await (what === 'pause' ? api.pauseTraining(id) : what === 'resume' ? api.resumeTraining(id) : api.cancel(id));
+    } catch (e) {
+      this.state.error = problem(e);
+    }
+  }
+
+  /** The phase now (the run's events change it while run() awaits: no narrowing from run()'s own assignments). */
+  private phase(): TrainPhase {
+    return this.state.phase;
+  }
+
+  /** Runs the request `build` gives to its end, resuming it after engine faults where train-faults.ts allows. */
+  private async run(note: ActiveRun, build: () => Promise<TrainRequest>, keepCurve = false): Promise<void> {
+    const s = this.state;
+    s.error = null;
+    s.saved = null;
+    s.trained = null;
+    s.recovery = null;
+    if (!keepCurve) s.points = [];
+    this.times = [];
+    s.rate = s.eta = NaN;
+    s.phase = keepCurve ? 'resuming' : 'starting';
+    /** The newest checkpoint the worker reported saved (in its IndexedDB store), and the one an automatic resume used. */
+    let checkpoint: number | null = null;
+    let autoFrom: number | null | undefined;
+    let fault: RunFault | null = null;
+    let wasPaused = false;
+    try {
+      const first = await build();
+      this.lastRun = { req: first, note };
+      let req = first;
+      for (;;) {
+        const id = this.newCallId();
+        this.callId = id;
+        const holdPaused = wasPaused; // paused when the engine was lost: the resumed run holds too
+        let saving = Promise.resolve();
+        let runId: string | null = null;
+        const current = () => this.callId === id;
+        const onEvent = (e: TrainEvent) => {
+          if (!current()) return; // a late event of a worker already replaced
+          if (e.type === 'start') {
+            runId = e.runId;
+            note.runId = e.runId;
+            s.phase = 'running';
+            const dropped = Object.entries(e.dropped).map(([k, n]) => `${n} ${k}`).join(', ');
+            s.startInfo = `${e.samples} samples on ${e.backend}${dropped ? `; dropped ${dropped}` : ''}${e.reason ? ` (${e.reason})` : ''}`;
+            if (e.resumedFrom !== undefined) {
+              const from = e.resumedFrom;
+              checkpoint = from;
+              s.points = s.points.filter((p) => p.step <= from); // the curve goes on from the checkpoint
+              const text = fault ? resumedText(fault, from) : `Resumed from its checkpoint at step ${from}.`;
+              s.recovery = { text, detail: fault?.reason ?? '', offerResume: false, offerStartAgain: false };
+              if (autoFrom !== undefined) autoFrom = from;
+            }
+            this.notes.write(note);
+            if (holdPaused) void this.deps.services.engine.api().pauseTraining(id).catch(() => {});
+          } else if (e.type === 'step') {
+            s.points.push({ step: e.step, loss: e.loss, lr: e.lr, gradNorm: e.gradNorm });
+            this.times.push(this.now());
+            s.rate = stepsPerSec(this.times);
+            s.eta = e.etaSec;
+          } else if (e.type === 'saved' && runId) {
+            if (!e.final) checkpoint = e.step;
+            const r = runId;
+            // a save that the engine's replacement cut short is made again by the resumed run's next checkpoint
+            saving = saving.then(() => this.save(r, e.step, e.final, note)).catch((err) => {
+              if (current() && !faultOf(err)) s.error = problem(err);
+            });
+          } else if (e.type === 'paused') s.phase = 'paused';
+          else if (e.type === 'resumed') s.phase = 'running';
+        };
+        try {
+          const res = await this.deps.services.engine.api().train(req, proxy(onEvent), { callId: id });
+          s.phase = 'saving';
+          await saving;
+          if (!note.checkpointId) await this.save(res.runId, res.steps, true, note); // a worker that sent no final 'saved'
+          const { loop, role } = this.deps.target();
+          s.trained = { id: note.checkpointId!, name: note.name, loop, ...(loop === 'inner' ? { role } : {}) };
+          this.notes.clear();
+          this.deps.onFinished?.();
+          return;
+        } catch (e) {
+          const what = faultOf(e);
+          const saveSteps = first.options.saveSteps ?? 0;
+          if (fault && !what && (e as Error | null)?.name === 'MissingCheckpoint') {
+            s.recovery = noCheckpoint(fault, saveSteps); // the worker found no complete checkpoint of the run
+            return;
+          }
+          if (!what) throw e;
+          fault = {
+            fault: what,
+            reason: (e as Error).message,
+            afterStep: s.points.at(-1)?.step ?? 0,
+            checkpoint,
+            runId: note.runId ?? null,
+            stopping: this.phase() === 'stopping',
+          };
+          if (!fault.runId) {
+            s.recovery = noCheckpoint(fault, saveSteps);
+            return;
+          }
+          if (!resumesOnItsOwn(fault, autoFrom)) {
+            s.recovery = fault.stopping || checkpoint !== null ? notResumed(fault) : noCheckpoint(fault, saveSteps);
+            return;
+          }
+          autoFrom = checkpoint;
+          s.recovery = { text: resumingText(fault), detail: fault.reason, offerResume: false, offerStartAgain: false };
+          wasPaused = this.phase() === 'paused';
+          s.phase = 'resuming';
+          req = { ...first, resume: { runId: fault.runId } };
+        }
+      }
+    } catch (e) {
+      s.error = problem(e);
+    } finally {
+      this.callId = null;
+      s.phase = 'idle';
+    }
+  }
+
+  /** The run's checkpoint `id` (its worker run id) at `step` into the registry, replacing the run's previous one. */
+  private async save(id: string, step: number, final: boolean, note: ActiveRun): Promise<void> {
+    const reg = await this.deps.services.checkpoints();
+    const files = await this.deps.services.engine.api().checkpointFiles(id);
+    const { style, loop, role } = this.deps.target();
+    const info = await reg.saveFromFiles(files, {
+      name: `${note.name}${final ? '' : ` (step ${step})`}`,
+      kind: loop,
+      style,
+      role: loop === 'inner' ? role : undefined,
+      step,
+    });
+    const newId = info.id;
+    // the new checkpoint is written before the run's previous one is removed
+    if (note.checkpointId && newId && note.checkpointId !== newId) await reg.remove(note.checkpointId).catch(() => {});
+    note.checkpointId = newId;
+    note.step = step;
+    if (!final) this.notes.write(note);
+    this.state.saved = `saved “${note.name}” at step ${step}${final ? '' : ' (intermediate)'}`;
+  }
+}
