@@ -4,6 +4,7 @@ import type { BenchOptions, BenchResult } from '../src/kernels/workbench';
 import type { SampleOptions } from '../src/autograd';
 import type { DownloadPlan, PlanQuantize } from '../src/store';
 import type { AskResult, LoadEvent, SystemSpec, LensReading } from '../src/mas';
+import type { ToolTrace } from '../src/mas/tools';
 
 export type { AdapterReport } from '../src/gpu';
 export type { FileRef, SystemSpec } from '../src/mas';
@@ -150,19 +151,8 @@ export type EngineEvent =
  * 6000 characters there) and the seconds the call took. `index` counts the ask's calls from 0; `round` (1-based)
  * and `role` are the decoding stage's. Input and output are the model's code or query and the tool's text: plain text.
  */
-export type ToolCallEvent = {
-  type: 'tool';
-  index: number;
-  round: number;
-  role: string;
-  tool: 'python' | 'search';
-  input: string;
-} & ({ state: 'running' } | { state: 'done'; output: string; seconds: number });
+export type ToolCallEvent = { type: 'tool'; round: number; role: string } & ToolTrace;
 
-/**
- * One latent message through the logit lens: each latent (a row in the receiving agent's embedding space) read
- * by the receiver's LM head as if it were a hidden state, softmax over its vocabulary.
- */
 /** One outer link's message read through the receiver's logit lens (src/mas/lens.ts). */
 export interface LatentMessage extends LensReading {
   link: string;

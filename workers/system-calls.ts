@@ -12,16 +12,16 @@
 import { Cancelled, InvalidArgument } from '../src/errors';
 import {
   type AskEngine, type AskOptions, type AskResult, DISABLED_TOOLS, type LoadSpecOptions, type MasSystem, SINGLE_ENGINE, type StageRecord,
-  type SystemSpec, ablationLabel, ask as askSystem, checkAblation, defaultLatentSteps, defaultMaxNewTokens, detectTask, kvDtypes,
+  type SystemSpec, specAt, DEFAULT_ROUNDS, ablationLabel, ask as askSystem, checkAblation, defaultLatentSteps, defaultMaxNewTokens, detectTask, kvDtypes,
   loadSystemFromSpec, logitLens, prepareAblation, schedule, specKey,
 } from '../src/mas';
-import { tavilySearchRunner, toolFailureText, type ToolRunners } from '../src/mas/tools';
+import { tavilySearchRunner, tracedRunners, type ToolRunners } from '../src/mas/tools';
 import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName, evaluate as evaluateSystem } from '../src/eval';
 import { describePlan, planSystemDownload, type PlanLimits, specFiles } from '../src/store';
 import { modelFetch } from '../src/model';
 import type { Backend, WebGpuBackend } from '../src/tensor';
 import type { Calls } from './calls';
-import type { AskResultView, EngineApi, EngineEvent, LatentMessage, SystemPlanView, ToolCallEvent } from './protocol';
+import type { AskResultView, EngineApi, EngineEvent, LatentMessage, SystemPlanView } from './protocol';
 
 export interface SystemDeps {
   /** The backend for a request ('webgpu' falls back to cpu where there is none, with the reason). */
@@ -73,35 +73,6 @@ function benchmarkRows(dataset: string | null, rows: Record<string, unknown>[]) 
     );
   }
   return toItems(dataset as BenchmarkName | null, rows);
-}
-
-/**
- * `runners` with each call announced through `emit` (ToolCallEvent: running, then done with its result and seconds);
- * a runner that throws is answered as the tool loop answers it (toolFailureText), and that text is the event's output.
- */
-function tracedTools(
-  runners: ToolRunners,
-  where: { round: number; role: string },
-  emit: (e: ToolCallEvent) => unknown,
-): ToolRunners {
-  let calls = 0;
-  const traced = async (tool: ToolCallEvent['tool'], input: string, run: () => Promise<string>) => {
-    const head = { type: 'tool' as const, index: calls++, ...where, tool, input };
-    const t0 = performance.now();
-    emit({ ...head, state: 'running' });
-    let output: string;
-    try {
-      output = await run();
-    } catch (e) {
-      output = toolFailureText(tool, e);
-    }
-    emit({ ...head, state: 'done', output, seconds: (performance.now() - t0) / 1000 });
-    return output;
-  };
-  return {
-    python: (code, o) => traced('python', code, () => runners.python(code, o)),
-    search: (query, o) => traced('search', query, () => runners.search(query, o)),
-  };
 }
 
 /** GPU pipelines the backend has compiled so far (0 for a backend without a pipeline cache: the CPU). */
@@ -236,7 +207,7 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
         const choice = checkAblation(req.ablation, req.mode, 'ask: a message ablation');
         return holding(req.system, req.backend, req.mode === 'latent', s, signal, async (l) => {
           const { system } = l;
-          const rounds = req.rounds ?? 3;
+          const rounds = req.rounds ?? DEFAULT_ROUNDS;
           const stages = schedule(system.style, rounds);
           const decodes = (i: number) => stages[i].decode || req.mode === 'text';
           const running = (i: number) =>
@@ -289,7 +260,9 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
             question: req.question,
             answerRetry: req.answerRetry ?? true,
             ...(ablation ? { ablation } : {}),
-            ...(tools && final ? { tools: tracedTools(tools, { round: final.round + 1, role: final.role }, s.emit) } : {}),
+            ...(tools && final
+              ? { tools: tracedRunners(tools, (t) => s.emit({ type: 'tool', round: final.round + 1, role: final.role, ...t })) }
+              : {}),
             onStage,
             onText,
           }, engine);
@@ -335,7 +308,7 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
         }
         return holding({ ...req.system, task: items[0]!.task }, req.backend, req.mode === 'latent', s, signal, async (l) => {
           const { summary } = await evaluateSystem(l.system, items, {
-            mode: req.mode, rounds: req.rounds ?? 3, latentSteps: req.latentSteps ?? defaultLatentSteps(l.system.style),
+            mode: req.mode, rounds: req.rounds ?? DEFAULT_ROUNDS, latentSteps: req.latentSteps ?? defaultLatentSteps(l.system.style),
             maxNewTokens: req.maxNewTokens ?? defaultMaxNewTokens(l.system.style, { dataset }),
             answerRetry: req.answerRetry ?? true,
             sampling: req.sampling?.greedy ? { greedy: true } : { ...req.sampling }, signal, batchSize: req.batchSize ?? 4,
@@ -381,25 +354,8 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
         if (!res.ok) throw new InvalidArgument(`${url}: HTTP ${res.status} ${res.statusText}`);
         text = await res.text();
       }
-      const raw = JSON.parse(text) as SystemSpec;
-      const abs = <T>(v: T): T => (typeof v === 'string' ? (new URL(v, deps.appBase).href as T) : v);
-      const roles: SystemSpec['roles'] = {};
-      for (const [r, v] of Object.entries(raw.roles))
-        roles[r] = {
-          ...v,
-          model: abs(v.model),
-          ...(v.innerLink !== undefined ? { innerLink: abs(v.innerLink) } : {}),
-          ...(v.tokenizer !== undefined ? { tokenizer: abs(v.tokenizer) } : {}),
-        };
-      const outer = Object.fromEntries(Object.entries(raw.outer ?? {}).map(([key, v]) => [key, abs(v)]));
-      // the prompt file and an outer folder are paths of the app too
-      return {
-        ...raw,
-        roles,
-        outer,
-        ...(raw.prompts !== undefined ? { prompts: abs(raw.prompts) } : {}),
-        ...(raw.outerRepo !== undefined ? { outerRepo: abs(raw.outerRepo) } : {}),
-      };
+      // the manifest names its files by paths of the app
+      return specAt(JSON.parse(text) as SystemSpec, deps.appBase);
     },
 
     dispose() {

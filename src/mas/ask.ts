@@ -19,7 +19,7 @@ import { DEFAULT_PROMPTS, detectTask, systemPrompt, userPrompt, type PromptSet, 
 import { decode, decodeWithTools, type GenerateFn, samplingFor, skip } from './decode';
 import { type RolloutOptions, checkCancelled, deliver, latentRollout, linkMessage, type Piece } from './rollout';
 import { ALL_SLOTS } from './slots';
-import { defaultLatentSteps, receiverOf, schedule } from './styles';
+import { DEFAULT_ROUNDS, defaultLatentSteps, receiverOf, schedule } from './styles';
 import type { Agent, MasSystem } from './system';
 import type { ToolRunners } from './tools';
 
@@ -161,7 +161,7 @@ export const SINGLE_ENGINE: AskEngine = {
 export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine = SINGLE_ENGINE): Promise<AskResult> {
   const { style, agents } = system;
   const mode = opts.mode ?? 'latent';
-  const rounds = opts.rounds ?? 3;
+  const rounds = opts.rounds ?? DEFAULT_ROUNDS;
   const m = opts.latentSteps ?? defaultLatentSteps(style);
   const task = opts.task ?? detectTask(opts.question);
   const prompts = opts.prompts ?? system.prompts ?? DEFAULT_PROMPTS;

@@ -61,3 +61,27 @@ function fnv(b: Uint8Array): string {
 export function specKey(spec: SystemSpec, prefix: string): string {
   return prefix + JSON.stringify(spec, (_k, v: unknown) => (v instanceof Uint8Array ? `bytes ${fnv(v)}` : v));
 }
+
+/**
+ * `spec` with every file path in it (each role's model, tokenizer and inner link, the prompt file, the outer links and
+ * the outer folder) resolved against `base` (the offline system's manifest names them by paths of the app); bytes and
+ * absolute URLs stay as they are.
+ */
+export function specAt(spec: SystemSpec, base: string): SystemSpec {
+  const abs = <T extends FileRef>(v: T): T => (typeof v === 'string' ? (new URL(v, base).href as T) : v);
+  const roles: SystemSpec['roles'] = {};
+  for (const [r, v] of Object.entries(spec.roles))
+    roles[r] = {
+      ...v,
+      model: abs(v.model),
+      ...(v.innerLink !== undefined ? { innerLink: abs(v.innerLink) } : {}),
+      ...(v.tokenizer !== undefined ? { tokenizer: abs(v.tokenizer) } : {}),
+    };
+  return {
+    ...spec,
+    roles,
+    outer: Object.fromEntries(Object.entries(spec.outer ?? {}).map(([key, v]) => [key, abs(v)])),
+    ...(spec.prompts !== undefined ? { prompts: abs(spec.prompts) } : {}),
+    ...(spec.outerRepo !== undefined ? { outerRepo: abs(spec.outerRepo) } : {}),
+  };
+}

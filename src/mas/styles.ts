@@ -98,6 +98,9 @@ export interface StyleSpec {
   latentSteps?: number;
 }
 
+/** Recursion rounds when none are asked for (upstream's --num_recursive_rounds default). */
+export const DEFAULT_ROUNDS = 3;
+
 /** The latent steps a style runs with when none are asked for. */
 export const defaultLatentSteps = (style: Pick<StyleSpec, 'latentSteps'>): number => style.latentSteps ?? 32;
 

@@ -14,7 +14,7 @@ import { defaultMaxNewTokens } from '../mas/budget';
 import { ask, type AskOptions } from '../mas/ask';
 import { DumpWriter } from '../mas/dump';
 import { DEFAULT_PROMPTS, detectTask, loadPromptSet, type PromptSet, type TaskKind } from '../mas/prompts';
-import { DEFAULT_STYLE, defaultLatentSteps, getStyle } from '../mas/styles';
+import { DEFAULT_ROUNDS, DEFAULT_STYLE, defaultLatentSteps, getStyle } from '../mas/styles';
 import { kvDtypes, type MasSystem } from '../mas/system';
 import { loadSystem } from '../mas/system-folders';
 import { runnerHub } from './hub';
@@ -229,7 +229,7 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   const reasoning = a.task === 'reasoning';
   // reasoning questions run as math ones (upstream maps the task to math500's loaders and links) with their own prompts
   const taskOf = (q: string): TaskKind => (reasoning ? 'math' : (a.task as TaskKind | undefined) ?? detectTask(q));
-  const rounds = num(a, 'num_recursive_rounds', true, 1) ?? 3;
+  const rounds = num(a, 'num_recursive_rounds', true, 1) ?? DEFAULT_ROUNDS;
   const latentSteps = num(a, 'latent_length', true, 1) ?? defaultLatentSteps(style);
   const maxNewTokensFlag = num(a, 'max_new_tokens', true, 1);
   const temperature = num(a, 'temperature', false, 0);

@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { TrainingMemoryExceeded, UsageError } from '../errors';
 import { innerLinkShapes, outerLinkShapes, resolveInnerLinkType, resolveOuterLinkType } from '../mas/links';
-import { getStyle, schedule } from '../mas/styles';
+import { DEFAULT_ROUNDS, getStyle, schedule } from '../mas/styles';
 import { type DecoderConfig, parseDecoderConfig } from '../model/config';
 import { VIEW_ALIGN } from '../tensor/backend';
 import { halfGemmFromEnv } from '../tensor/cuda';
@@ -133,7 +133,7 @@ export function planFromArgs(a: PlanArgs): PlanMemoryResult {
   const answerTokens = int(a, 'answer_tokens', 1024, 0);
   if (answerTokens > maxLength) throw new UsageError(`--answer_tokens ${answerTokens} exceeds --max_length ${maxLength}`);
   const style = a.style === undefined ? null : getStyle(a.style);
-  const rounds = int(a, 'num_recursive_rounds', style ? 3 : 1, 1);
+  const rounds = int(a, 'num_recursive_rounds', style ? DEFAULT_ROUNDS : 1, 1);
   const budgetGb = numberFlag('budget_gb', a.budget_gb) ?? 80;
   if (budgetGb <= 0) throw new UsageError(`--budget_gb ${a.budget_gb}: expected a positive number (GiB)`);
   const recompute = recomputeMode(a.gradient_checkpointing);

@@ -18,7 +18,7 @@ import { paperAccuracy } from '../eval/paper';
 import { accuracyLines, evaluate, runJudge, summarize, type SampleRecord } from '../eval/evaluate';
 import type { TaskKind } from '../mas/prompts';
 import { defaultMaxNewTokens } from '../mas/budget';
-import { defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
+import { DEFAULT_ROUNDS, defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
 import { loadSystem } from '../mas/system-folders';
 import { progressPrinter, runnerHub } from './hub';
 import { nodePythonRunner, parseTavilyKeys, tavilySearchRunner, type ToolRunners } from '../mas/tools';
@@ -190,7 +190,7 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   if (a.resume && !a.result_jsonl) throw new UsageError('--resume continues a --result_jsonl file; give its path');
   const seed = num(a, 'seed', true, 0) ?? 42;
   const sampleSeed = num(a, 'sample_seed', true, -1) ?? -1;
-  const rounds = num(a, 'num_recursive_rounds', true, 1) ?? 3;
+  const rounds = num(a, 'num_recursive_rounds', true, 1) ?? DEFAULT_ROUNDS;
   // upstream samples AIME 10 times (pass@10)
   const k = num(a, 'num_rollouts', true, 1) ?? (a.dataset === 'aime25' || a.dataset === 'aime26' ? 10 : 1);
   const limit = num(a, 'num_samples', true, -1) ?? -1;

@@ -79,9 +79,9 @@ export function realEngine(onRestart?: (reason: string, fault: string) => void):
 
 // import.meta.glob resolves at build time, so a store module that is missing or broken fails only the
 // view that needs it (with its error shown there), not the whole page.
-const storeModules = import.meta.glob('../store/{checkpoints,models}.ts');
+const storeModules = import.meta.glob('../store/{checkpoint-registry,models}.ts');
 
-async function loadStore<T>(name: 'checkpoints' | 'models'): Promise<T> {
+async function loadStore<T>(name: 'checkpoint-registry' | 'models'): Promise<T> {
   const load = storeModules[`../store/${name}.ts`];
   if (!load) throw Object.assign(new Error(`this build has no src/store/${name}.ts; rebuild the app`), { name: 'MissingModule' });
   return (await load()) as T;
@@ -92,7 +92,7 @@ export function realServices(onRestart?: (reason: string, fault: string) => void
     engine: realEngine(onRestart),
     // typed by the store modules themselves, so that a change of their signatures fails the type check here
     checkpoints: async (): Promise<CheckpointRegistry> =>
-      (await loadStore<typeof import('../store/checkpoint-registry')>('checkpoints')).checkpoints(),
+      (await loadStore<typeof import('../store/checkpoint-registry')>('checkpoint-registry')).checkpoints(),
     models: async (): Promise<ModelCache> => (await loadStore<typeof import('../store/models')>('models')).modelCache(),
   };
 }

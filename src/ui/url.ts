@@ -2,7 +2,7 @@
  * The page's settings as a URL query, so that a link reproduces a setup and back/forward move through
  * earlier ones. Only values that differ from the defaults are written.
  */
-import { defaultLatentSteps, STYLES, type StyleName } from '../mas/styles';
+import { DEFAULT_ROUNDS, defaultLatentSteps, STYLES, type StyleName } from '../mas/styles';
 import { registryStyle, TINY } from './offline';
 
 export type Tab = 'ask' | 'train' | 'checkpoints' | 'env';
@@ -39,7 +39,7 @@ export function styleLatentSteps(style: string): number {
 export const DEFAULTS: Readonly<Settings> = {
   tab: 'ask',
   style: TINY,
-  rounds: 3,
+  rounds: DEFAULT_ROUNDS,
   latentSteps: styleLatentSteps(TINY),
   temperature: 0.6,
   topP: 0.95,

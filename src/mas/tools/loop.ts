@@ -105,3 +105,37 @@ async function runCall(runners: ToolRunners, call: ToolCall, timeoutMs: number, 
     return toolFailureText(call.tool, e);
   }
 }
+
+/**
+ * A tool call as it runs, for a view: 'running' once it is made, 'done' with the runner's text and the seconds it took.
+ * `index` counts the calls of one tracedRunners from 0.
+ */
+export type ToolTrace = { index: number; tool: 'python' | 'search'; input: string } & (
+  | { state: 'running' }
+  | { state: 'done'; output: string; seconds: number }
+);
+
+/**
+ * `runners` with each call announced through `emit` (running, then done); a runner that throws is answered as the tool
+ * loop answers it (toolFailureText), and that text is the trace's output.
+ */
+export function tracedRunners(runners: ToolRunners, emit: (t: ToolTrace) => unknown): ToolRunners {
+  let calls = 0;
+  const traced = async (tool: ToolTrace['tool'], input: string, run: () => Promise<string>) => {
+    const head = { index: calls++, tool, input };
+    const t0 = performance.now();
+    emit({ ...head, state: 'running' });
+    let output: string;
+    try {
+      output = await run();
+    } catch (e) {
+      output = toolFailureText(tool, e);
+    }
+    emit({ ...head, state: 'done', output, seconds: (performance.now() - t0) / 1000 });
+    return output;
+  };
+  return {
+    python: (code, o) => traced('python', code, () => runners.python(code, o)),
+    search: (query, o) => traced('search', query, () => runners.search(query, o)),
+  };
+}
