@@ -46,4 +46,23 @@ describe('citations of docs/', () => {
     );
     expect(named.filter(({ doc }) => !existsSync(doc))).toEqual([]);
   });
+
+  it("every home docs/words.md gives a concept exists, and every name it gives that home is declared there", () => {
+    const rows = readFileSync('docs/words.md', 'utf8').split('\n').filter((l) => /^\| \*\*/.test(l));
+    expect(rows.length).toBeGreaterThan(20);
+    const homes = rows.flatMap((l) =>
+      [...l.split('|').at(-2)!.matchAll(/`([^`]+)`(?: \(`(\w+)`\))?/g)].map((m) => ({ path: m[1]!, name: m[2] })),
+    );
+    const files = homes.flatMap(({ path, name }) => {
+      if (!path.includes('*')) return [{ path, name, exists: existsSync(path) }];
+      const re = new RegExp(`^${path.replace(/[.]/g, '\\.').replace(/\*/g, '[^/]*')}$`);
+      return [{ path, name, exists: SOURCES.some((f) => re.test(f)) }];
+    });
+    expect(files.filter((f) => !f.exists).map((f) => f.path)).toEqual([]);
+    const declares = (f: { path: string; name?: string }) =>
+      new RegExp(`export (const|function|class|type|interface) ${f.name}\\b`).test(readFileSync(f.path, 'utf8'));
+    const undeclared = files.filter((f) => f.name && !declares(f));
+    expect(undeclared.map((f) => `${f.path} ${f.name}`)).toEqual([]);
+    expect(files.filter((f) => f.name).length).toBeGreaterThan(1);
+  });
 });

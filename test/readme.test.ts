@@ -47,6 +47,14 @@ describe('the README', () => {
     ]);
   });
 
+  it('stays a front door: at most 10,000 bytes, with the two commands and the map on it', () => {
+    const text = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(10_000);
+    expect(text).toContain('npm install && npm start');
+    expect(text).toContain('npm install && npm test');
+    expect(text).toContain('## The repository');
+  });
+
   it('every rmas line runs as written on the tiny system', () => {
     mkdirSync(join(dir, 'data'));
     for (const split of ['train', 'test'] as const) writeFileSync(join(dir, 'data', `${split}.jsonl`), toJsonl(taskSplit(split)));
