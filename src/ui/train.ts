@@ -1,5 +1,6 @@
 /** The Train view's plain parts: dataset preview and usable count, speed, and the note an interrupted run leaves. */
 import { STYLES, type StyleName } from '../mas/styles';
+import { TRAIN_DEFAULTS } from '../train/defaults';
 import { roleExample } from '../train/data/roles';
 import { parseJsonlRows, parseJsonRows, type Row } from '../train/data/rows';
 import { offlineTask, registryStyle } from './offline';
@@ -108,7 +109,9 @@ export function tinyTrainRows(): Row[] {
  * over the last 10; its expert 0.41, then 0.24). Others: upstream's learning rate and batch, a short run.
  */
 export const TINY_HP = { lr: 2e-3, batchSize: 4, maxSteps: 40, warmupSteps: 5, saveSteps: 20 } as const;
-export const UPSTREAM_HP = { lr: 5e-4, batchSize: 2, maxSteps: 20, warmupSteps: 10, saveSteps: 10 } as const;
+export const UPSTREAM_HP = {
+  lr: TRAIN_DEFAULTS.lr, batchSize: TRAIN_DEFAULTS.batchSize, maxSteps: 20, warmupSteps: TRAIN_DEFAULTS.warmupSteps, saveSteps: 10,
+} as const;
 
 /** A checkpoint a Train run saved, which the view offers to compare, ask with and export. */
 export interface Trained {
