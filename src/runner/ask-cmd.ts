@@ -31,12 +31,9 @@ import { DEVICE_OPTIONS } from './devices';
 const s = { type: 'string' } as const;
 const b = { type: 'boolean' } as const;
 
-/** Upstream run.py's spellings, and run_custom.py's (-q is cli.ts's alias of --question). */
-export const ASK_OPTIONS = {
+/** The flags `rmas ask` and `rmas run` share: upstream run.py's, and this project's for the same settings. */
+export const SYSTEM_OPTIONS = {
   style: s,
-  question: { type: 'string', multiple: true },
-  questions_file: s,
-  output_jsonl: s,
   ckpt_override: { type: 'string', multiple: true },
   num_recursive_rounds: s,
   latent_length: s,
@@ -47,20 +44,28 @@ export const ASK_OPTIONS = {
   seed: s,
   max_new_tokens: s,
   mode: s,
-  task: s,
-  fn_name: s,
   prompts: s,
   no_ans: b,
-  dump: s,
   json: b,
   enable_thinking: s,
   batch_size: s,
   trust_remote_code: s,
   dtype: s,
   kv_dtype: s,
+  ...DEVICE_OPTIONS,
+} as const;
+
+/** Upstream run.py's spellings, and run_custom.py's (-q is cli.ts's alias of --question). */
+export const ASK_OPTIONS = {
+  ...SYSTEM_OPTIONS,
+  question: { type: 'string', multiple: true },
+  questions_file: s,
+  output_jsonl: s,
+  task: s,
+  fn_name: s,
+  dump: s,
   zero_messages: b,
   messages_from: s,
-  ...DEVICE_OPTIONS,
 } as const;
 
 export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --questions_file FILE) [--style STYLE] [--ckpt_override ROLE=PATH ...]

@@ -27,53 +27,33 @@ import { materializeOverrides } from '../store/bundle-node';
 import { hubDatasetFiles } from '../store/hub-datasets';
 import type { Backend } from '../tensor/backend';
 import { kvDtypeFlag, numberFlag, type Values } from './args';
-import { kvDtypeAll, overrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask-cmd';
+import { SYSTEM_OPTIONS, kvDtypeAll, overrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask-cmd';
 import { writing } from './outputs';
 import { checkConfig, partFiles, readResults, type RunConfig } from './results-file';
-import { DEVICE_OPTIONS } from './devices';
 
 const s = { type: 'string' } as const;
 const b = { type: 'boolean' } as const;
 
 export const RUN_OPTIONS = {
-  style: s,
+  ...SYSTEM_OPTIONS,
   dataset: s,
   dataset_file: s,
   dataset_split: s,
   cache_dir: s,
-  seed: s,
   sample_seed: s,
-  num_recursive_rounds: s,
-  latent_length: s,
-  greedy: b,
-  temperature: s,
-  top_p: s,
-  top_k: s,
   num_samples: s,
   num_rollouts: s,
-  max_new_tokens: s,
-  mode: s,
-  ckpt_override: { type: 'string', multiple: true },
-  prompts: s,
-  no_ans: b,
   no_judge: b,
   result_jsonl: s,
   resume: b,
   mbppplus_timeout_s: s,
   mbppplus_num_prompt_tests: s,
   lcb_use_private_tests: s,
-  json: b,
-  ...DEVICE_OPTIONS,
   // run.py's remaining flags, and those it always passes to its modules
-  batch_size: s,
-  trust_remote_code: s,
   tavily_keys_file: s,
   tavily_sentinel_file: s,
-  dtype: s,
-  enable_thinking: s,
   do_sample: b,
   ans: b,
-  kv_dtype: s,
 } as const;
 
 export const RUN_USAGE =
