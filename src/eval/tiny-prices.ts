@@ -15,6 +15,7 @@
  * answers score as the sequential task's do (scoreAnswer in tiny-task.ts: the last boxed integer).
  */
 import { Rng } from '../util/rng';
+import { PEOPLE } from './tiny-task';
 
 export interface PriceRow {
   question: string;
@@ -51,15 +52,6 @@ export function priceList(seed = 20_261_204): ReadonlyMap<string, number> {
   return new Map(PRICE_ITEMS.map((item, i) => [item, prices[i]!]));
 }
 
-const PEOPLE: readonly { name: string; pronoun: 'he' | 'she' }[] = [
-  { name: 'Tom', pronoun: 'he' },
-  { name: 'Sam', pronoun: 'he' },
-  { name: 'Ben', pronoun: 'he' },
-  { name: 'Ann', pronoun: 'she' },
-  { name: 'Mia', pronoun: 'she' },
-  { name: 'Eva', pronoun: 'she' },
-];
-
 /** Two phrasings of the question. */
 const TEMPLATES: readonly ((who: string, pronoun: string, q: number, items: string) => string)[] = [
   (who, pronoun, q, items) => `${who} buys ${q} ${items}. How many coins does ${pronoun} pay?`,
@@ -74,7 +66,7 @@ export const learnerAnswer = (quantity: number, price: number) => `\\boxed{${qua
 /** The row of one question (any price: the learner's training rows draw theirs at random). */
 export function priceRow(template: number, person: number, item: string, quantity: number, price: number): PriceRow {
   const p = PEOPLE[person]!;
-  const question = TEMPLATES[template]!(p.name, p.pronoun, quantity, `${item}s`);
+  const question = TEMPLATES[template]!(p.name, p.pronoun.toLowerCase(), quantity, `${item}s`);
   const answer = learnerAnswer(quantity, price);
   return {
     question,

@@ -38,7 +38,8 @@ interface Op {
   verb: string;
 }
 
-const PEOPLE: readonly { name: string; pronoun: 'He' | 'She' }[] = [
+/** The people of the tiny tasks' questions (tiny-prices.ts asks about them too). */
+export const PEOPLE: readonly { name: string; pronoun: 'He' | 'She' }[] = [
   { name: 'Tom', pronoun: 'He' },
   { name: 'Sam', pronoun: 'He' },
   { name: 'Ben', pronoun: 'He' },
