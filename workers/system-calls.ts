@@ -11,9 +11,9 @@
  */
 import { Cancelled, InvalidArgument } from '../src/errors';
 import {
-  type AskEngine, type AskOptions, type AskResult, DISABLED_TOOLS, type LoadSpecOptions, type MasSystem, SINGLE_ENGINE, type StageRecord,
-  type SystemSpec, specAt, DEFAULT_ROUNDS, ablationLabel, ask as askSystem, checkAblation, defaultLatentSteps, defaultMaxNewTokens, detectTask, kvDtypes,
-  loadSystemFromSpec, logitLens, prepareAblation, schedule, specKey,
+  type AskEngine, type AskOptions, type AskResult, DEFAULT_ROUNDS, DISABLED_TOOLS, type LoadSpecOptions, type MasSystem, SINGLE_ENGINE,
+  type StageRecord, type SystemSpec, ablationLabel, ask as askSystem, checkAblation, defaultLatentSteps, defaultMaxNewTokens, detectTask,
+  kvDtypes, loadSystemFromSpec, logitLens, prepareAblation, schedule, specAt, specKey,
 } from '../src/mas';
 import { tavilySearchRunner, tracedRunners, type ToolRunners } from '../src/mas/tools';
 import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName, evaluate as evaluateSystem } from '../src/eval';

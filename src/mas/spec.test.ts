@@ -43,7 +43,8 @@ describe('specAt', () => {
   it('adds no field the spec lacks, and equal specs at one base get equal keys', () => {
     const bare = specAt({ style: 'sequential_light', roles: { a: { model: 'm/' } } }, 'https://app.test/');
     expect(bare).toEqual({ style: 'sequential_light', roles: { a: { model: 'https://app.test/m/' } }, outer: {} });
-    expect(specKey(specAt(raw, 'https://app.test/'), 'webgpu|')).toBe(specKey(specAt(structuredClone(raw), 'https://app.test/'), 'webgpu|'));
-    expect(specKey(specAt(raw, 'https://app.test/'), 'webgpu|')).not.toBe(specKey(specAt(raw, 'https://app.test/x/'), 'webgpu|'));
+    const key = (s: SystemSpec, base: string) => specKey(specAt(s, base), 'webgpu|');
+    expect(key(raw, 'https://app.test/')).toBe(key(structuredClone(raw), 'https://app.test/'));
+    expect(key(raw, 'https://app.test/')).not.toBe(key(raw, 'https://app.test/x/'));
   });
 });

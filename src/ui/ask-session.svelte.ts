@@ -5,7 +5,9 @@
  * view and its Evaluate panel share one session per page (askSession) and only render its state; one call at a time.
  */
 import { proxy } from 'comlink';
-import type { AskAblation, AskResultView, EngineEvent, EvalRecordView, EvalRequest, EvalSummary, SystemSpec, ToolCallEvent } from '../../workers/protocol';
+import type {
+  AskAblation, AskResultView, EngineEvent, EvalRecordView, EvalRequest, EvalSummary, SystemSpec, ToolCallEvent,
+} from '../../workers/protocol';
 import { specKey } from '../mas/spec';
 import { faultOf } from './engine';
 import { initPageHub } from './hub.svelte';

@@ -238,7 +238,9 @@ describe('AskSession', () => {
     await session.ask('q2', settingsOf());
     expect(api.planSystem).toHaveBeenCalledTimes(2); // the failed load was not recorded as loaded
     api.loadSystem.mockRejectedValueOnce(
-      Object.assign(new EngineRestarted(`${FAULTS.deviceLost} (unknown: reset); a new engine worker was started`), { fault: FAULTS.deviceLost }),
+      Object.assign(new EngineRestarted(`${FAULTS.deviceLost} (unknown: reset); a new engine worker was started`), {
+        fault: FAULTS.deviceLost,
+      }),
     );
     await session.ask('q3', settingsOf());
     expect(session.error).toEqual({
@@ -306,7 +308,8 @@ describe('AskSession', () => {
       evaluate: async (_req, on) => {
         during = [session.evaluating, session.busy];
         await session.ask('blocked', settingsOf()); // an ask waits for the engine
-        on({ type: 'sample', index: 0, total: 2, record: { index: 0, question: 'q0', gold: '1', pred: '1', correct: true, text: '1', tokens: 1, seconds: 0.5 } });
+        const record = { index: 0, question: 'q0', gold: '1', pred: '1', correct: true, text: '1', tokens: 1, seconds: 0.5 };
+        on({ type: 'sample', index: 0, total: 2, record });
         on({ type: 'stage', index: 0, round: 1, role: 'expert', state: 'done', decode: false }); // not a sample: ignored
         return SUMMARY;
       },
@@ -368,7 +371,8 @@ describe('AskSession', () => {
 
   it("an evaluation of a system this adapter cannot hold gives no summary and Ask's error box says why", async () => {
     const { api, session } = setup(async () => { throw new Error('unused'); }, { refusal: 'too big' });
-    const summary = await session.evaluate(settingsOf(), { source: { benchmark: 'math500' }, limit: 1, mode: 'latent', batchSize: 1 }, () => {});
+    const run = { source: { benchmark: 'math500' as const }, limit: 1, mode: 'latent' as const, batchSize: 1 };
+    const summary = await session.evaluate(settingsOf(), run, () => {});
     expect(summary).toBeNull();
     expect(session.error).toEqual({ name: 'BindingLimitExceeded', message: 'this system cannot run here: too big' });
     expect([api.loadSystem.mock.calls.length, api.evaluate.mock.calls.length, session.evaluating]).toEqual([0, 0, false]);
