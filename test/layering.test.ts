@@ -48,6 +48,7 @@ function violations(imports: readonly Import[]): string[] {
     const app = APPS.includes(layerOf(from));
     const where = top(to);
     if (where === 'node_modules') continue; // an asset URL of a package (src/ui/peer.ts)
+    if (where === 'docs' && app) continue; // a doc the page links to, served with it as an asset URL (AskView's method.md)
     if (where !== 'src') {
       if (!OUTSIDE.includes(where)) bad(`${where}/ is neither src/ nor a known folder outside it`);
       else if (!(where === 'workers' && layerOf(from) === 'ui'))

@@ -33,6 +33,40 @@ describe('renderMarkdown', () => {
     expect(renderMarkdown('`$x$`')).toBe('<p><code>$x$</code></p>\n');
   });
 
+  it('typesets a bare \\boxed{…} as inline math, nested braces included, and leaves an unclosed or quoted one as text', () => {
+    const html = renderMarkdown('It is \\boxed{32}.');
+    expect(html.startsWith('<p>It is <span class="katex">')).toBe(true);
+    expect(html).not.toContain('katex-display');
+    expect(html).toContain('<menclose notation="box">');
+    expect(html).toContain('<mn>32</mn>');
+    expect(html.endsWith('</span>.</p>\n')).toBe(true);
+    expect(renderMarkdown('\\boxed{\\frac{1}{2}} and \\boxed{3}').match(/<annotation encoding="application\/x-tex">([^<]*)</g)).toEqual([
+      '<annotation encoding="application/x-tex">\\boxed{\\frac{1}{2}}<',
+      '<annotation encoding="application/x-tex">\\boxed{3}<',
+    ]);
+    expect(renderMarkdown('\\boxed{3')).toBe('<p>\\boxed{3</p>\n'); // still streaming
+    expect(renderMarkdown('`\\boxed{3}`')).toBe('<p><code>\\boxed{3}</code></p>\n');
+    // inside delimiters the delimited span wins: one formula, not two
+    expect(renderMarkdown('$\\boxed{1}$').match(/class="katex"/g)?.length).toBe(1);
+  });
+
+  it('keeps hostile \\boxed{…} contents inert: HTML stays text, KaTeX links and classes are refused', () => {
+    const tag = renderMarkdown('\\boxed{<img src=x onerror=alert(1)>}<script>alert(2)</script>');
+    expect(tag).not.toMatch(/<img|<script/);
+    expect(tag).toContain('<annotation encoding="application/x-tex">\\boxed{&lt;img src=x onerror=alert(1)&gt;}</annotation>');
+    expect(tag).toContain('&lt;script&gt;alert(2)&lt;/script&gt;');
+    for (const cmd of ['\\href{javascript:alert(1)}{x}', '\\url{javascript:alert(1)}', '\\htmlClass{x}{y}', '\\htmlData{a=b}{y}']) {
+      const html = renderMarkdown(`\\boxed{${cmd}}`);
+      expect(html).not.toMatch(/<a |href=|class="x"|data-a=/);
+      expect(html).toContain('mathcolor="#cc0000"'); // KaTeX's mark of a command refused (trust off)
+    }
+    // a long unclosed box is text, found in linear time
+    const t0 = performance.now();
+    const long = renderMarkdown(`\\boxed{${'{a'.repeat(3000)}`);
+    expect(performance.now() - t0).toBeLessThan(1000);
+    expect(long).not.toContain('katex');
+  });
+
   it('turns a bad formula into a marked error, not an exception', () => {
     expect(renderMarkdown('$\\frac{1$')).toContain('katex-error');
   });

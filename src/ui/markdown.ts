@@ -32,16 +32,19 @@ const marked = new Marked({
   },
 });
 
-// Code (kept as is) or math (rendered): fenced blocks, inline code, $$…$$, \[…\], \(…\), $…$.
-const SPANS = /(```[\s\S]*?(?:```|$)|`[^`\n]*`)|(\$\$[\s\S]+?\$\$|\\\[[\s\S]+?\\\]|\\\([\s\S]+?\\\)|\$[^$\n]+?\$)/g;
+// Code (kept as is) or math (rendered): fenced blocks, inline code, $$…$$, \[…\], \(…\), $…$, and a bare \boxed{…}
+// (answers box theirs outside any delimiter) whose braces balance, three levels deep at most.
+const SPANS =
+  /(```[\s\S]*?(?:```|$)|`[^`\n]*`)|(\$\$[\s\S]+?\$\$|\\\[[\s\S]+?\\\]|\\\([\s\S]+?\\\)|\$[^$\n]+?\$|\\boxed\{(?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*\})/g;
 
 function renderMath(src: string): string {
   const display = src.startsWith('$$') || src.startsWith('\\[');
-  const body = src.startsWith('$$') ? src.slice(2, -2) : src.startsWith('$') ? src.slice(1, -1) : src.slice(2, -2);
+  const cut = src.startsWith('\\boxed') ? 0 : src.startsWith('$') && !src.startsWith('$$') ? 1 : 2;
+  const body = src.slice(cut, src.length - cut);
   return katex.renderToString(body, { displayMode: display, throwOnError: false, trust: false, output: 'htmlAndMathml' });
 }
 
-/** Safe HTML for `text` (Markdown with $…$, $$…$$, \(…\), \[…\] math). */
+/** Safe HTML for `text` (Markdown with $…$, $$…$$, \(…\), \[…\] math, and \boxed{…} as inline math). */
 export function renderMarkdown(text: string): string {
   const math: string[] = [];
   const marked_ = text.replace(SPANS, (whole, code: string | undefined, tex: string | undefined) => {

@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { priceSplit } from '../eval/tiny-prices';
 import {
-  DEFAULT_ROW, OFFLINE_STYLE, TINY, defaultQuestion, donorQuestion, offlineTask, offlineTestQuestions, registryStyle,
+  DEFAULT_ROW, OFFLINE_STYLE, TINY, answersRight, defaultQuestion, donorQuestion, expectedAnswer, offlineTask, offlineTestQuestions,
+  registryStyle,
 } from './offline';
 import { rolesOf, styleLabel } from './system';
 import { stageRoles } from './timeline';
@@ -38,6 +39,21 @@ describe('the offline system', () => {
     expect(['latent1', 'latent2', 'latent3', 'alone'].map(ok)).toEqual([true, true, true, false]);
     const latent1 = evalFile.results.find((r) => r.config === 'latent1')!;
     expect(offlineTask().score(latent1.answers[DEFAULT_ROW]!, row)).toBe(true);
+  });
+
+  it("knows the right answer to its task's questions, and the expert's note behind it", () => {
+    const first = expectedAnswer(TINY, ` ${defaultQuestion()}\n`)!;
+    expect(first).toEqual({ value: 32, note: '8 coins per sarb.' }); // "Sam orders 4 sarbs."
+    expect([answersRight('So \\boxed{32}.', first), answersRight('\\boxed{20}', first), answersRight('32', first)]).toEqual([
+      true, false, false,
+    ]);
+    // every split's rows, one of validation and one of train
+    for (const split of ['validation', 'train'] as const) {
+      const row = priceSplit(split)[7]!;
+      expect(expectedAnswer(TINY, row.question)).toEqual({ value: row.answer_value, note: row.distill_expert });
+    }
+    expect(expectedAnswer(TINY, 'What is 2 + 2?')).toBeNull();
+    expect(expectedAnswer('sequential_light', defaultQuestion())).toBeNull();
   });
 
   it('shuffles messages with the next question of the test split', () => {

@@ -1,8 +1,8 @@
 /**
  * The page's offline system: the embedded style OFFLINE_STYLE (src/mas/styles.ts; the worker loads its files from
  * models/tiny-system.json, which offline.test.ts checks names the same style), its task's splits and scoring
- * (src/eval/embedded-task.ts), the question Ask opens with, and the donor question of the "messages shuffled"
- * ablation.
+ * (src/eval/embedded-task.ts), the question Ask opens with, the donor question of the "messages shuffled"
+ * ablation, and the right answer to a question of the task.
  */
 import { embeddedTask, type EmbeddedTask } from '../eval/embedded-task';
 import { OFFLINE_STYLE } from '../mas/styles';
@@ -54,3 +54,29 @@ export function donorQuestion(style: string, question: string): string {
   const i = qs.indexOf(q);
   return qs[(i < 0 ? 1 : i + 1) % qs.length]!;
 }
+
+/** The right answer to a question of the offline task, and the expert's note behind it where the task has one. */
+export interface ExpectedAnswer {
+  value: number;
+  /** What only the expert knows ("8 coins per sarb."), or null. */
+  note: string | null;
+}
+
+let byQuestion: ReadonlyMap<string, ExpectedAnswer> | null = null;
+
+/**
+ * What the offline system should answer to `question` (any split of its task, whitespace trimmed); null for another
+ * question or a released style, whose answers the page cannot know.
+ */
+export function expectedAnswer(style: string, question: string): ExpectedAnswer | null {
+  if (style !== TINY) return null;
+  byQuestion ??= new Map((['test', 'validation', 'train'] as const).flatMap((split) => offlineTask().split(split)).map((r) => [
+    r.question,
+    { value: r.answer_value, note: typeof r.distill_expert === 'string' ? r.distill_expert : null },
+  ]));
+  return byQuestion.get(question.trim()) ?? null;
+}
+
+/** Whether `text`'s last \boxed{} is the expected answer (the offline task's scoring). */
+export const answersRight = (text: string, expected: ExpectedAnswer): boolean =>
+  offlineTask().score(text, { answer_value: expected.value });

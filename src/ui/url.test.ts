@@ -1,6 +1,9 @@
 // Settings ⇄ query string: defaults stay out of the URL, bad values fall back, other parameters survive.
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, UPSTREAM_RANGE, WIDE_RANGE, fitRange, parseSettings, settingsQuery, styleLatentSteps, withinUpstream } from './url';
+import { TINY } from './offline';
+import {
+  DEFAULTS, UPSTREAM_RANGE, WIDE_RANGE, fitRange, parseSettings, settingsQuery, styleLatentSteps, upstreamRanges, withinUpstream,
+} from './url';
 
 describe('settings in the URL', () => {
   it('writes only what differs from the defaults, and reads it back', () => {
@@ -47,8 +50,14 @@ describe('settings in the URL', () => {
   });
 
   it("knows upstream's demo ranges (rounds 1–5, latent steps 8–64 by 8) and fits values into them", () => {
-    // the offline system's 4 latent steps lie below upstream's slider (8–64): the page opens past the ranges
-    expect(withinUpstream(DEFAULTS)).toBe(false);
+    // the offline system's 4 latent steps lie below upstream's slider (8–64): its range reaches down to them, by 4
+    expect(withinUpstream(DEFAULTS)).toBe(true);
+    expect(upstreamRanges(TINY)).toEqual({ rounds: { min: 1, max: 5, step: 1 }, latentSteps: { min: 4, max: 64, step: 4 } });
+    expect(upstreamRanges('sequential_light')).toEqual(UPSTREAM_RANGE);
+    expect([4, 12, 64, 2, 6, 68].map((latentSteps) => withinUpstream({ rounds: 3, latentSteps, style: TINY }))).toEqual([
+      true, true, true, false, false, false,
+    ]);
+    expect(withinUpstream({ rounds: 3, latentSteps: 4, style: 'sequential_light' })).toBe(false);
     expect(withinUpstream({ ...DEFAULTS, latentSteps: 32 })).toBe(true);
     expect(withinUpstream({ rounds: 5, latentSteps: 64 })).toBe(true);
     expect(

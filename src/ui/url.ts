@@ -72,9 +72,24 @@ export function fitRange(v: number | null | undefined, r: Range, fallback: numbe
   return Math.min(r.max, Math.max(r.min, r.min + Math.round((v - r.min) / r.step) * r.step));
 }
 
-/** The settings' rounds and latent steps lie on upstream's demo sliders. */
-export const withinUpstream = (s: Pick<Settings, 'rounds' | 'latentSteps'>): boolean =>
-  inRange(s.rounds, UPSTREAM_RANGE.rounds) && inRange(s.latentSteps, UPSTREAM_RANGE.latentSteps);
+const gcd = (a: number, b: number): number => (b ? gcd(b, a % b) : a);
+
+/**
+ * The ranges Ask offers `style` within upstream's: upstream's demo sliders, the latent steps reaching down to the
+ * style's own default when that lies below them (the offline system's 4: 4–64 by 4, every slider value kept).
+ */
+export function upstreamRanges(style: string): { rounds: Range; latentSteps: Range } {
+  const d = styleLatentSteps(style);
+  const r = UPSTREAM_RANGE.latentSteps;
+  if (!Number.isInteger(d) || d < 1 || d >= r.min) return UPSTREAM_RANGE;
+  return { rounds: UPSTREAM_RANGE.rounds, latentSteps: { min: d, max: r.max, step: gcd(r.step, d) } };
+}
+
+/** The settings' rounds and latent steps lie in the ranges upstreamRanges offers their style (default: a released one's). */
+export function withinUpstream(s: Pick<Settings, 'rounds' | 'latentSteps'> & { style?: string }): boolean {
+  const r = upstreamRanges(s.style ?? '');
+  return inRange(s.rounds, r.rounds) && inRange(s.latentSteps, r.latentSteps);
+}
 
 const num = (v: string | null, lo: number, hi: number, fallback: number, int = false): number => {
   if (v === null || v.trim() === '') return fallback;

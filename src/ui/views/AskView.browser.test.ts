@@ -94,6 +94,11 @@ describe('AskView', () => {
         '(top token under twice 1/300 = 0.3%): such a latent is close to no single token, so the lens cannot say what it carries, not that it carries nothing.',
     );
     expect(target.querySelector('[data-testid="boxed"] mark')!.textContent).toBe('25');
+    // the offline task's question: its right answer beside the system's, and the expert's note behind it
+    expect(target.querySelector('[data-testid="expected"]')!.textContent!.replace(/\s+/g, ' ').trim()).toBe(
+      'expected 32 (8 coins per sarb) ✗ wrong',
+    );
+    expect(target.querySelector('[data-testid="expected"]')!.classList.contains('wrong')).toBe(true);
     const md = target.querySelector('.md')!;
     expect(md.querySelector('strong')!.textContent).toBe('25');
     expect(md.querySelector('b')).toBeNull(); // the model's HTML stays text
@@ -115,6 +120,50 @@ describe('AskView', () => {
     window.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', ctrlKey: true }));
     await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(2));
     expect(api.planSystem).toHaveBeenCalledTimes(1);
+  });
+
+  it('says what the page shows and what the offline task is, links the method, and marks a right answer right', async () => {
+    const { api, services } = fakeServices(async (req) => answered(req, 'It is \\boxed{32}'));
+    const settings: Settings = reactiveProps({ ...DEFAULTS, rounds: 1 });
+    const target = mountAskView({ services, settings });
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    const intro = target.querySelector<HTMLDetailsElement>('[data-testid="ask-intro"]')!;
+    expect(intro.open).toBe(true);
+    const paragraphs = [...intro.querySelectorAll('p')].map((p) => p.textContent!.replace(/\s+/g, ' ').trim());
+    expect(paragraphs).toHaveLength(2);
+    expect(paragraphs[0]).toMatch(/^RecursiveMAS \(Recursive Multi-Agent Systems, 2026\): frozen LLM agents that talk in latent space\./);
+    expect(paragraphs[1]).toContain('The expert alone knows the price list; the learner alone answers');
+    expect(paragraphs[1]).toContain('"Sam orders 4 sarbs" is right only as 4 × 8 = 32');
+    const link = target.querySelector<HTMLAnchorElement>('[data-testid="method-link"]')!;
+    expect(link.textContent).toBe('docs/method.md');
+    const doc = await fetch(link.href);
+    expect(doc.ok).toBe(true);
+    expect((await doc.text()).startsWith('# ')).toBe(true); // the repository's doc, served with the page
+    expect(target.querySelector('[data-testid="expected"]')).toBeNull(); // nothing asked yet
+
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="ask-stats"]')!.textContent).toContain('total'));
+    flushSync();
+    const expected = target.querySelector('[data-testid="expected"]')!;
+    expect(expected.textContent!.replace(/\s+/g, ' ').trim()).toBe('expected 32 (8 coins per sarb) ✓ right');
+    expect(expected.classList.contains('right')).toBe(true);
+    // the bare \boxed{32} is typeset as math
+    const math = target.querySelector('.md .katex annotation')!;
+    expect(math.textContent).toBe('\\boxed{32}');
+
+    // a question outside the task: no expected answer; a released style: no task paragraph
+    const box = target.querySelector<HTMLTextAreaElement>('textarea')!;
+    box.value = 'What is 2 + 2?';
+    box.dispatchEvent(new Event('input', { bubbles: true }));
+    flushSync();
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(2));
+    await vi.waitFor(() => expect(target.querySelector<HTMLButtonElement>('button.primary')!.disabled).toBe(false));
+    flushSync();
+    expect(target.querySelector('[data-testid="expected"]')).toBeNull();
+    settings.style = 'sequential_light';
+    flushSync();
+    expect(target.querySelectorAll('[data-testid="ask-intro"] p')).toHaveLength(1);
   });
 
   it('shows the refusal in the error box and does not load a system this adapter cannot hold', async () => {
@@ -176,10 +225,10 @@ describe('AskView', () => {
     expect([input('ask-greedy').checked, input('ask-temperature').value, input('ask-top-p').value]).toEqual([false, '0.6', '0.95']);
     expect(input('ask-temperature').disabled).toBe(false);
     // defaults 3 rounds and the style's 4 latent steps (the offline system's), under upstream's slider (8–64 by 8):
-    // the view opens past upstream's ranges (rounds up to 10, latent steps 0–256)
-    expect(['min', 'max', 'step', 'value'].map((a) => input('ask-rounds')[a as 'min'])).toEqual(['1', '10', '1', '3']);
-    expect(['min', 'max', 'step', 'value'].map((a) => input('ask-latent')[a as 'min'])).toEqual(['0', '256', '1', '4']);
-    expect(input('ask-beyond').checked).toBe(true);
+    // the view opens within upstream's ranges, the latent steps' reaching down to the style's 4 (4–64 by 4)
+    expect(['min', 'max', 'step', 'value'].map((a) => input('ask-rounds')[a as 'min'])).toEqual(['1', '5', '1', '3']);
+    expect(['min', 'max', 'step', 'value'].map((a) => input('ask-latent')[a as 'min'])).toEqual(['4', '64', '4', '4']);
+    expect(input('ask-beyond').checked).toBe(false);
     const device = target.querySelector<HTMLSelectElement>('[data-testid="ask-device"]')!;
     expect(device.value).toBe('auto');
     expect([...device.options].map((o) => o.textContent)).toEqual(['webgpu', 'cpu']);
@@ -221,18 +270,16 @@ describe('AskView', () => {
       input(id).dispatchEvent(new Event('change', { bubbles: true }));
       flushSync();
     };
-    // the offline system's 4 latent steps open the view past upstream's ranges; within them, 4 becomes 8
-    expect(input('ask-beyond').checked).toBe(true);
-    input('ask-beyond').click();
-    flushSync();
-    expect([settings.rounds, settings.latentSteps, input('ask-latent').min]).toEqual([3, 8, '8']);
+    // the view opens within upstream's ranges, which keep the offline system's own 4 latent steps (4–64 by 4)
+    expect(input('ask-beyond').checked).toBe(false);
+    expect([settings.rounds, settings.latentSteps, input('ask-latent').min]).toEqual([3, 4, '4']);
     type('ask-rounds', '9');
     type('ask-latent', '100');
     expect([settings.rounds, settings.latentSteps]).toEqual([5, 64]);
     type('ask-latent', '21');
-    expect(settings.latentSteps).toBe(24);
+    expect(settings.latentSteps).toBe(20);
     type('ask-latent', '');
-    expect(settings.latentSteps).toBe(8); // an emptied field: the style's default (4), fitted to the slider
+    expect(settings.latentSteps).toBe(4); // an emptied field: the style's default
 
     input('ask-beyond').click();
     flushSync();
