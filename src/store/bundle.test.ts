@@ -103,7 +103,16 @@ describe('exportBundle / importBundle', () => {
     expect((await importBundle(pt, 'Planner-Critic-Outerlink(math).pt')).meta.kind).toBe('outer');
     expect((await importBundle(pt, 'outer_12.pt')).meta.kind).toBe('outer');
     await expectReject(importBundle(fixture('torch_evil.pt'), 'evil.pt'), UnsafeCheckpoint, 'evil.pt', 'builtins.eval');
-    await expectReject(importBundle(enc('not a checkpoint at all'), 'x.bin'), CorruptCheckpoint, 'x.bin');
+    // a file picked by mistake is named as what it is, with what to pick instead; a damaged link file says to get it again
+    const pick = 'import a bundle (.zip) exported by the playground or `rmas convert`, or an upstream link file (.pt, .safetensors)';
+    const text = enc('not a checkpoint at all');
+    await expectReject(importBundle(text, 'x.bin'), InvalidArgument, `x.bin is not a checkpoint (it looks like text): ${pick}`);
+    const png = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 73, 72, 68, 82]);
+    await expectReject(importBundle(png, 'shot.png'), InvalidArgument, `shot.png is not a checkpoint (it looks like a PNG image): ${pick}`);
+    await expectReject(importBundle(png, 'links.zip'), InvalidArgument, `links.zip is not a zip file (it looks like a PNG image): ${pick}`);
+    await expectReject(importBundle(pt.slice(0, 40), 'adapter.pt'), CorruptCheckpoint, 'adapter.pt');
+    const noise = Uint8Array.from({ length: 64 }, (_, i) => (i * 37 + 200) & 0xff);
+    await expectReject(importBundle(noise, 'adapter.pt'), CorruptCheckpoint, 'adapter.pt');
   });
 
   it('imports a plain zip of a folder (top folder stripped) and reads kind and step from trainer_state.json', async () => {

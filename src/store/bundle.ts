@@ -180,6 +180,35 @@ async function metaFor(files: CheckpointFiles): Promise<BundleMeta> {
 
 const isTorchZip = (names: readonly string[]) => names.some((k) => /^[^/]+\/data\.pkl$/.test(k));
 
+/** What a file that is no zip looks like, by its first bytes (for the message that says it is no checkpoint). */
+function looksLike(b: Uint8Array): string | null {
+  const at = (sig: number[]) => sig.every((x, i) => b[i] === x);
+  if (at([0x89, 0x50, 0x4e, 0x47])) return 'a PNG image';
+  if (at([0xff, 0xd8, 0xff])) return 'a JPEG image';
+  if (at([0x47, 0x49, 0x46, 0x38])) return 'a GIF image';
+  if (at([0x25, 0x50, 0x44, 0x46])) return 'a PDF document';
+  if (at([0x1f, 0x8b])) return 'a gzip file';
+  const head = b.subarray(0, 256);
+  if (head.length && head.every((x) => x === 9 || x === 10 || x === 13 || (x >= 32 && x < 127))) return 'text';
+  return null;
+}
+
+/**
+ * Refuses a file that is no zip and no safetensors file under a name that is neither a link's (.pt, .safetensors) nor a
+ * bundle's: it is some other file picked by mistake, not a damaged download, so the message says what to pick instead.
+ */
+function notACheckpoint(bytes: Uint8Array, base: string) {
+  const n = bytes.length >= 8 ? Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true)) : -1;
+  const safetensors = n > 1 && n + 8 <= bytes.length && bytes[8] === 0x7b; // an 8-byte header length, then '{'
+  const kind = looksLike(bytes);
+  if (safetensors || (/\.(pt|safetensors)$/i.test(base) && !kind)) return;
+  const what = /\.zip$/i.test(base) ? 'is not a zip file' : 'is not a checkpoint';
+  throw new InvalidArgument(
+    `${base} ${what}${kind ? ` (it looks like ${kind})` : ''}: import a bundle (.zip) exported by the playground or ` +
+      '`rmas convert`, or an upstream link file (.pt, .safetensors)',
+  );
+}
+
 /**
  * The files of a bundle, checked against bundle.json (size and SHA-256 of each: CorruptCheckpoint naming
  * the first file that differs, is missing or is not listed). Also takes a bare `.pt` / `.safetensors` link
@@ -192,6 +221,7 @@ export async function importBundle(bytes: Uint8Array, fileName = 'checkpoint.zip
   const entries = isZip
     ? readZip(bytes, base, { kind: 'a checkpoint bundle or torch.save file', fix: 'export or download it again', verifyCrc: true })
     : null;
+  if (!entries) notACheckpoint(bytes, base);
   if (!entries || isTorchZip([...entries.keys()])) {
     const name = /\.(pt|safetensors)$/i.test(base) ? base : entries ? 'adapter.pt' : 'adapter.safetensors';
     parseLinkBytes(bytes, base); // a link file must parse (UnsafeCheckpoint / CorruptCheckpoint otherwise)

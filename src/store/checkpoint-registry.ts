@@ -9,7 +9,9 @@
 import { InvalidArgument, MissingCheckpoint } from '../errors';
 import type { FileStore } from '../train/file-store';
 import { type BundleInfo, type CheckpointFiles, type CheckpointKind, exportBundle as bundleOf, importBundle } from './bundle';
+import { announceCheckpointsChanged } from './checkpoint-events';
 import { idbFileStore } from './idb-store';
+import { sha256Hex } from '../util/sha256';
 
 export interface CheckpointInfo {
   id: string;
@@ -44,6 +46,15 @@ let idCounter = 0;
 
 interface StoredMeta extends Omit<CheckpointInfo, 'id' | 'files' | 'bytes'> {
   sizes: Record<string, number>;
+  /** contentDigest of its files (absent in checkpoints saved before it was kept: computed when needed). */
+  digest?: string;
+}
+
+/** One SHA-256 over a checkpoint's file names and contents: equal for the same files, whatever their order. */
+async function contentDigest(files: CheckpointFiles): Promise<string> {
+  const lines: string[] = [];
+  for (const n of Object.keys(files).sort()) lines.push(`${n}\t${await sha256Hex(files[n]!)}`);
+  return sha256Hex(utf8.encode(lines.join('\n')));
 }
 
 const checkId = (id: string) => {
@@ -74,8 +85,11 @@ export interface CheckpointRegistry {
   files(id: string): Promise<CheckpointFiles>;
   /** The checkpoint as a bundle file (src/store/bundle.ts) that the runner takes. */
   exportBundle(id: string): Promise<Uint8Array>;
-  /** A bundle, a zip of a checkpoint folder, or a bare upstream .pt link, as a new checkpoint named after the file. */
-  importFile(bytes: Uint8Array, fileName: string): Promise<CheckpointInfo>;
+  /**
+   * A bundle, a zip of a checkpoint folder, or a bare upstream .pt link, as a new checkpoint named after the file; a file
+   * whose checkpoint is in the list already (the same files) is not stored twice: that one comes back, `existing` set.
+   */
+  importFile(bytes: Uint8Array, fileName: string): Promise<CheckpointInfo & { existing?: true }>;
 }
 
 /** A registry over `store` (its root holds only the registry's folders). */
@@ -119,6 +133,7 @@ export function checkpointRegistry(store: FileStore): CheckpointRegistry {
         ...(meta.style !== undefined ? { style: meta.style } : {}), ...(meta.role !== undefined ? { role: meta.role } : {}),
         ...(meta.step !== undefined ? { step: meta.step } : {}),
         created: meta.created ?? new Date().toISOString(), sizes: Object.fromEntries(names.map((n) => [n, files[n]!.length])),
+        digest: await contentDigest(files),
       };
       try {
         for (const n of names) await store.write(`${stage}/${n}`, files[n]!);
@@ -153,6 +168,11 @@ export function checkpointRegistry(store: FileStore): CheckpointRegistry {
     },
     async importFile(bytes, fileName) {
       const { meta, files } = await importBundle(bytes, fileName);
+      const digest = await contentDigest(files);
+      for (const c of await reg.listCheckpoints()) {
+        const m = await readMeta(c.id);
+        if ((m.digest ?? (await contentDigest(await reg.files(c.id)))) === digest) return { ...c, existing: true };
+      }
       const base = fileName.slice(fileName.replace(/\\/g, '/').lastIndexOf('/') + 1);
       // the display name comes from the file's name (or the bundle's style and role), cut to what cleanName takes
       const name = short(base.replace(/\.(zip|pt|safetensors)$/i, '')) || short(defaultName(meta));
@@ -166,10 +186,23 @@ export function checkpointRegistry(store: FileStore): CheckpointRegistry {
   return reg;
 }
 
+/** `reg`, announcing each change it makes (checkpoint-events.ts) to the views of every tab. */
+export function announcing(reg: CheckpointRegistry): CheckpointRegistry {
+  const told = <A extends unknown[], R>(f: (...a: A) => Promise<R>) => async (...a: A) => {
+    const r = await f(...a);
+    announceCheckpointsChanged();
+    return r;
+  };
+  return {
+    ...reg,
+    saveFromFiles: told(reg.saveFromFiles), rename: told(reg.rename), remove: told(reg.remove), importFile: told(reg.importFile),
+  };
+}
+
 let tabRegistry: CheckpointRegistry | null = null;
-/** The tab's registry, in IndexedDB database rmas-ckpt-checkpoints. */
+/** The tab's registry, in IndexedDB database rmas-ckpt-checkpoints; its changes are announced. */
 export function checkpoints(): CheckpointRegistry {
-  return (tabRegistry ??= checkpointRegistry(idbFileStore('checkpoints')));
+  return (tabRegistry ??= announcing(checkpointRegistry(idbFileStore('checkpoints'))));
 }
 
 export const listCheckpoints = () => checkpoints().listCheckpoints();

@@ -160,17 +160,20 @@ describe('checkpoint registry over IndexedDB', () => {
     const zip = await reg.exportBundle(a.id);
     const opened = await importBundle(zip, 'my links.zip');
     expect([opened.meta.kind, opened.meta.style, opened.meta.step]).toEqual(['outer', 'sequential_light', 5]);
-    const b = await reg.importFile(zip, 'my links.zip');
-    const [fa, fb] = [await reg.files(a.id), await reg.files(b.id)];
+    // the same files again: the one in the list, not a copy
+    expect(await reg.importFile(zip, 'my links (1).zip')).toEqual({ ...(await reg.listCheckpoints())[0], existing: true });
+    const other = checkpointRegistry(fresh());
+    const b = await other.importFile(zip, 'my links.zip');
+    const [fa, fb] = [await reg.files(a.id), await other.files(b.id)];
     expect(Object.keys(fb)).toEqual(Object.keys(fa));
     for (const k of Object.keys(fa)) expect(same(fb[k]!, fa[k]!), k).toBe(true);
-    expect(same(await reg.exportBundle(b.id), zip)).toBe(true); // same files and created → the same bundle bytes
+    expect(same(await other.exportBundle(b.id), zip)).toBe(true); // same files and created → the same bundle bytes
 
     const c = await reg.importFile(pt, 'C:\\dl\\adapter(math).pt');
     expect([c.name, c.kind, c.files]).toEqual(['adapter(math)', 'inner', ['adapter(math).pt']]);
-    expect((await reg.listCheckpoints()).map((x) => x.name).sort()).toEqual(['adapter(math)', 'my links', 'my links']);
+    expect((await reg.listCheckpoints()).map((x) => x.name).sort()).toEqual(['adapter(math)', 'my links']);
     await reg.remove(a.id);
-    expect((await reg.listCheckpoints()).map((x) => x.id).sort()).toEqual([b.id, c.id].sort());
+    expect((await reg.listCheckpoints()).map((x) => x.id)).toEqual([c.id]);
     expect(await caught(reg.files(a.id))).toBeInstanceOf(MissingCheckpoint);
   });
 });

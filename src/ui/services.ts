@@ -9,36 +9,9 @@ import { FAULTS, startEngine } from './engine';
 
 export type EngineRemote = Remote<EngineApi>;
 
-export interface CheckpointInfo {
-  id: string;
-  name: string;
-  kind: 'inner' | 'outer';
-  style?: string;
-  role?: string;
-  step?: number;
-  /** ms since the epoch or an ISO 8601 string (the registry's form). */
-  created: number | string;
-  bytes: number;
-  files: string[];
-}
-
-export interface CheckpointMeta {
-  name: string;
-  kind: 'inner' | 'outer';
-  style?: string;
-  role?: string;
-  step?: number;
-}
-
-export interface CheckpointRegistry {
-  listCheckpoints(): Promise<CheckpointInfo[]>;
-  saveFromFiles(files: Record<string, Uint8Array>, meta: CheckpointMeta): Promise<CheckpointInfo>;
-  rename(id: string, name: string): Promise<unknown>;
-  remove(id: string): Promise<void>;
-  files(id: string): Promise<Record<string, Uint8Array>>;
-  exportBundle(id: string): Promise<Uint8Array>;
-  importFile(bytes: Uint8Array, fileName: string): Promise<unknown>;
-}
+// the registry's own types (type-only: the module itself loads lazily, below)
+export type { CheckpointInfo, CheckpointMeta, CheckpointRegistry } from '../store/checkpoint-registry';
+import type { CheckpointRegistry } from '../store/checkpoint-registry';
 
 export interface CachedModel {
   url: string;

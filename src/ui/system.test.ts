@@ -64,7 +64,7 @@ describe('system spec', () => {
       kind,
       role,
       style,
-      created: 0,
+      created: '2026-01-01T00:00:00.000Z',
       bytes: 0,
       files: [],
     });

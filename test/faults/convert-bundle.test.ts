@@ -212,6 +212,9 @@ describe('the tab\'s checkpoint registry importing a bundle, under faults', () =
     it(`${mode} at each store call: the bundle is listed whole with its bytes, or not at all`, async () => {
       const links = Object.fromEntries(readdirSync(OUTER).map((f) => [f, new Uint8Array(readFileSync(join(OUTER, f)))]));
       const zip = await exportBundle(links, { kind: 'outer', style: 'tiny_sequential', step: 7, created: '2026-01-01T00:00:00.000Z' });
+      // a second checkpoint (the same files but one: an import of the same files returns the first)
+      const links2: Record<string, Uint8Array> = { ...links, 'outer_adapter_config.json': new TextEncoder().encode('{"second": true}\n') };
+      const zip2 = await exportBundle(links2, { kind: 'outer', style: 'tiny_sequential', step: 8, created: '2026-01-01T00:00:00.000Z' });
       let points = 0;
       for (let k = 1; ; k++) {
         const mem = memoryStore();
@@ -219,7 +222,7 @@ describe('the tab\'s checkpoint registry importing a bundle, under faults', () =
         const first = await base.importFile(zip, 'first.zip');
         const faults = new Faults();
         faults.arm(k, mode);
-        const err = await checkpointRegistry(faultyStore(mem, faults)).importFile(zip, 'second.zip').then(() => null, (e: unknown) => e);
+        const err = await checkpointRegistry(faultyStore(mem, faults)).importFile(zip2, 'second.zip').then(() => null, (e: unknown) => e);
         faults.disarm();
         const listed = await base.listCheckpoints();
         if (!faults.hit) {
@@ -237,8 +240,11 @@ describe('the tab\'s checkpoint registry importing a bundle, under faults', () =
         const left = (await mem.list('')).filter((x) => x !== first.id);
         if (mode === 'enospc') expect(left, where).toEqual([]);
         else expect(left.every((x) => x.startsWith('.incoming-')), where).toBe(true);
-        const again = await base.importFile(zip, 'again.zip');
-        expect(Object.keys(await base.files(again.id)).sort(), where).toEqual(Object.keys(links).sort());
+        const again = await base.importFile(zip2, 'again.zip');
+        expect(again.existing, where).toBeUndefined();
+        const got = await base.files(again.id);
+        expect(Object.keys(got).sort(), where).toEqual(Object.keys(links2).sort());
+        for (const [name, b] of Object.entries(got)) expect(sameBytes(b, links2[name]!), `${where}: again ${name}`).toBe(true);
       }
       // a write per file and the registry's own metadata, then the rename that lists it
       expect(points).toBe(Object.keys(links).length + 2);

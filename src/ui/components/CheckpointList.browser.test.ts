@@ -19,7 +19,7 @@ const items: CheckpointInfo[] = [
     style: 'sequential_light',
     role: 'planner',
     step: 20,
-    created: Date.UTC(2026, 0, 2),
+    created: '2026-01-02T00:00:00.000Z',
     bytes: 1536,
     files: ['adapter.safetensors'],
   },
@@ -29,11 +29,11 @@ const items: CheckpointInfo[] = [
     kind: 'outer',
     style: 'mixture',
     step: 100,
-    created: Date.UTC(2026, 0, 3),
+    created: '2026-01-03T00:00:00.000Z',
     bytes: 5 * 2 ** 20 + 2 ** 19,
     files: ['outer_1s.safetensors'],
   },
-  { id: 'c3', name: 'imported', kind: 'inner', created: Date.UTC(2026, 0, 4), bytes: 12, files: ['adapter.pt'] },
+  { id: 'c3', name: 'imported', kind: 'inner', created: '2026-01-04T00:00:00.000Z', bytes: 12, files: ['adapter.pt'] },
 ];
 
 function setup(list = items) {
