@@ -229,6 +229,10 @@ export interface EvalRequest {
   answerRetry?: boolean;
   /** Questions asked at once (default 4): batched steps on WebGPU, each question answered as it is alone. */
   batchSize?: number;
+  /** The final agent alone, without the others (mode 'text'; EvaluateOptions.alone): the baseline of a comparison. */
+  alone?: boolean;
+  /** Latent mode: every latent message zeroed, or shuffled (each question sends the next question's), as `npm run tiny:eval`. */
+  messages?: 'zeroed' | 'shuffled';
 }
 
 /** One scored question, as the page shows it. */

@@ -312,6 +312,7 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
             maxNewTokens: req.maxNewTokens ?? defaultMaxNewTokens(l.system.style, { dataset }),
             answerRetry: req.answerRetry ?? true,
             sampling: req.sampling?.greedy ? { greedy: true } : { ...req.sampling }, signal, batchSize: req.batchSize ?? 4,
+            ...(req.alone ? { alone: true } : {}), ...(req.messages ? { messages: req.messages } : {}),
             // a tab holds no API key: open-ended answers are scored by exact match (rmas run asks the LLM judge)
             judge: 'off',
             onSample: async (rec, index, total) => {

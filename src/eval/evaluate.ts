@@ -8,6 +8,7 @@ import { Cancelled, ContextTooLong, InvalidArgument } from '../errors';
 import { yieldToEventLoop } from '../util/yield';
 import { askBatch } from '../mas/batch';
 import type { AskOptions, AskResult } from '../mas/ask';
+import type { RecordedMessages } from '../mas/ablation';
 import type { MasSystem } from '../mas/system';
 import { isGreedy, type SamplingOptions } from '../model/generate';
 import { extractCode, scoreLcb, scoreMbppPlus } from './code';
@@ -88,8 +89,13 @@ export interface EvalSummary {
 
 export interface EvaluateOptions extends Pick<
   AskOptions,
-  'rounds' | 'latentSteps' | 'mode' | 'maxNewTokens' | 'prompts' | 'answerRetry' | 'tools' | 'signal'
+  'rounds' | 'latentSteps' | 'mode' | 'maxNewTokens' | 'prompts' | 'answerRetry' | 'tools' | 'signal' | 'alone'
 > {
+  /**
+   * Latent mode: every message replaced (src/mas/ablation.ts), zeroed, or shuffled: question i sends the messages the
+   * system sends for question i + 1 of `items` (the last one question 0's), as `npm run tiny:eval` pairs them.
+   */
+  messages?: 'zeroed' | 'shuffled';
   /** Questions asked at once (askBatch: the same answers as one at a time). Default 1. */
   batchSize?: number;
   /** Question i's rollout r samples with seed + i·k + r (k rollouts); greedy ignores it. */
@@ -267,7 +273,11 @@ export async function evaluate(
   const records: SampleRecord[] = [];
   const batchSize = opts.batchSize ?? 1;
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new InvalidArgument(`batch size must be a positive integer, got ${batchSize}`);
+  if (opts.messages !== undefined && (opts.messages !== 'zeroed' && opts.messages !== 'shuffled' || opts.mode === 'text' || opts.alone))
+    throw new InvalidArgument(`messages must be 'zeroed' or 'shuffled', in latent mode; got ${JSON.stringify(opts.messages)}`);
   const seedOf = (item: EvalItem) => (isGreedy(opts.sampling) ? null : (opts.sampling.seed ?? 0) + item.index * k);
+  /** Shuffled messages: each question's donor's, recorded before its chunk is asked. */
+  const donated = new Map<number, RecordedMessages>();
   const askOptions = (item: EvalItem): AskOptions => {
     const seed = seedOf(item);
     return {
@@ -284,7 +294,16 @@ export async function evaluate(
       ...(opts.answerRetry !== undefined ? { answerRetry: opts.answerRetry } : {}),
       ...(opts.tools ? { tools: opts.tools } : {}),
       ...(opts.signal ? { signal: opts.signal } : {}),
+      ...(opts.alone ? { alone: true } : {}),
+      ...(opts.messages === 'zeroed' ? { ablation: { kind: 'zeroed' as const } } : {}),
+      ...(donated.has(item.index) ? { ablation: { kind: 'replaced' as const, from: donated.get(item.index)! } } : {}),
     };
+  };
+  /** The messages the system sends for each donor of `chunk` (one decode each, no retry: only the messages are kept). */
+  const recordDonors = async (chunk: readonly EvalItem[]) => {
+    const donors = chunk.map((c) => items[(items.indexOf(c) + 1) % items.length]!);
+    const runs = await askBatch(system, donors.map((d) => ({ ...askOptions(d), rollouts: 1, answerRetry: false, recordMessages: true })));
+    chunk.forEach((c, i) => donated.set(c.index, runs[i]!.messages!));
   };
   // questions to ask, batchSize at a time (askBatch answers each as ask() would alone); recorded ones are kept as they are
   const answered = new Map<number, AskResult | ContextTooLong>();
@@ -307,7 +326,9 @@ export async function evaluate(
     if (!answered.has(item.index)) {
       const chunk = pending.slice(next, next + batchSize);
       next += chunk.length;
+      if (opts.messages === 'shuffled') await recordDonors(chunk);
       for (const [c, res] of await askChunk(system, chunk, askOptions)) answered.set(c.index, res);
+      for (const c of chunk) donated.delete(c.index);
     }
     const seed = seedOf(item);
     const r = answered.get(item.index)!;

@@ -68,6 +68,11 @@ export interface AskOptions {
   ablation?: MessageAblation;
   /** Latent mode: copy every message the run computes to the host, into AskResult.messages (before any ablation). */
   recordMessages?: boolean;
+  /**
+   * The final agent alone, the baseline without collaboration: round 1's decoding stage only, its prompt's slots left
+   * empty (text mode, one round; `mode` and `rounds` are ignored). `npm run tiny:eval`'s "learner alone".
+   */
+  alone?: boolean;
 }
 
 /** One final decode of a question, its answer retry included. */
@@ -160,8 +165,8 @@ export const SINGLE_ENGINE: AskEngine = {
 
 export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine = SINGLE_ENGINE): Promise<AskResult> {
   const { style, agents } = system;
-  const mode = opts.mode ?? 'latent';
-  const rounds = opts.rounds ?? DEFAULT_ROUNDS;
+  const mode = opts.alone ? 'text' : (opts.mode ?? 'latent');
+  const rounds = opts.alone ? 1 : (opts.rounds ?? DEFAULT_ROUNDS);
   const m = opts.latentSteps ?? defaultLatentSteps(style);
   const task = opts.task ?? detectTask(opts.question);
   const prompts = opts.prompts ?? system.prompts ?? DEFAULT_PROMPTS;
@@ -210,7 +215,7 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
   opts = { ...opts, onToken: stream.onToken };
   const t0 = performance.now();
   try {
-    const stages = schedule(style, rounds);
+    const stages = opts.alone ? schedule(style, 1).filter((st) => st.decode) : schedule(style, rounds);
     for (const [index, st] of stages.entries()) {
       checkCancelled(signal, `${st.role}, round ${st.round + 1}`);
       const agent = agents.get(st.role)!;
@@ -233,7 +238,7 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
       } else {
         // the baseline fills each slot with text before rendering, so the template sees the whole message
         const { pieces: parts } = splitAtSlots(user, ALL_SLOTS, expected, where);
-        rec.textsIn = st.fill.map(([, key]) => texts.get(key)!);
+        rec.textsIn = st.fill.map(([, key]) => texts.get(key) ?? ''); // empty: an agent alone
         const filled = parts.map((p, i) => p + (rec.textsIn[i] ?? '')).join('');
         rec.ids = [tok.encode(renderChat(tok, system0, filled), { addSpecialTokens: false })];
         pieces = [rec.ids[0]];

@@ -9,9 +9,11 @@ import type {
   AskAblation, AskResultView, EngineEvent, EvalRecordView, EvalRequest, EvalSummary, SystemSpec, ToolCallEvent,
 } from '../../workers/protocol';
 import { specKey } from '../mas/spec';
+import { getStyle } from '../mas/styles';
+import { addRecord, configRequest, newRow, type CompareConfig, type CompareRow } from './compare';
 import { faultOf } from './engine';
 import { initPageHub } from './hub.svelte';
-import { donorQuestion } from './offline';
+import { donorQuestion, registryStyle } from './offline';
 import { errorParts, formatBytes, type CheckpointInfo, type Services } from './services';
 import { askChoice, askHistory, prefs, problem, type AskedQuestion, type Problem } from './state.svelte';
 import { TINY, buildSpec, offlineSystem, styleLabel, type Backbone } from './system';
@@ -73,7 +75,7 @@ export interface AskSessionDeps {
 }
 
 /** The settings the Evaluate panel runs a benchmark with, beside the Ask settings. */
-export interface EvalJob {
+export interface EvalJob extends Pick<EvalRequest, 'alone' | 'messages'> {
   source: EvalRequest['source'];
   limit: number;
   mode: Mode;
@@ -110,12 +112,17 @@ export class AskSession {
   stopped = $state(false);
   /** A benchmark run of the Evaluate panel is going (it shares the loaded system). */
   evaluating = $state(false);
+  /** The Evaluate panel's comparison: one row per configuration, growing question by question (compare.ts). */
+  comparison = $state<CompareRow[]>([]);
+  /** A comparison is going (between its evaluations too). */
+  comparing = $state(false);
 
   /** The spec (and backend) last loaded, so that an unchanged system is not planned again. */
   private loadedKey: string | null = null;
   /** The last load() loaded a system (rather than reusing the loaded one). */
   private loadedFresh = false;
   private evalCallId: string | null = null;
+  private compareStopped = false;
   private readonly services: Services;
   private readonly page: AskPage;
   private readonly now: () => number;
@@ -130,7 +137,7 @@ export class AskSession {
 
   /** An ask or an evaluation holds the engine. */
   get busy(): boolean {
-    return this.callId !== null || this.evaluating;
+    return this.callId !== null || this.evaluating || this.comparing;
   }
 
   /** Checkpoint names by id. */
@@ -226,7 +233,9 @@ export class AskSession {
    * A benchmark of the Evaluate panel on the system chosen, each scored question to `onSample`: its summary, or null
    * when the system cannot run here (the refusal is in `error`) or the run was cancelled.
    */
-  async evaluate(settings: Settings, job: EvalJob, onSample: (record: EvalRecordView, total: number) => void): Promise<EvalSummary | null> {
+  async evaluate(
+    settings: Settings, job: EvalJob, onSample: (record: EvalRecordView, total: number) => void, onReady?: () => void,
+  ): Promise<EvalSummary | null> {
     const id = this.newCallId();
     this.evalCallId = id;
     this.evaluating = true;
@@ -236,6 +245,7 @@ export class AskSession {
       const sampling = samplingOf(settings);
       const onEvent = (e: EngineEvent) => {
         if (e.type === 'sample') onSample(e.record, e.total);
+        else if (e.type === 'ready') onReady?.(); // the system is ready: the questions begin
       };
       return await this.services.engine.api().evaluate(
         {
@@ -248,6 +258,8 @@ export class AskSession {
           sampling,
           backend: ready.backend,
           batchSize: job.batchSize,
+          ...(job.alone ? { alone: true } : {}),
+          ...(job.messages ? { messages: job.messages } : {}),
         },
         proxy(onEvent), { callId: id },
       );
@@ -260,9 +272,50 @@ export class AskSession {
     }
   }
 
-  /** Cancels the benchmark run going. */
+  /** Cancels the benchmark run going (and the comparison it is part of). */
   async stopEvaluation(): Promise<void> {
+    this.compareStopped = true;
     if (this.evalCallId) await this.services.engine.api().cancel(this.evalCallId);
+  }
+
+  /**
+   * The same questions through each configuration in turn (compare.ts), into `comparison` as they are answered: a
+   * row's wall seconds run from its system being ready to each answer. A refusal (in `error`) or Stop ends it; a
+   * configuration that fails is marked so and the next one runs.
+   */
+  async compare(settings: Settings, job: Omit<EvalJob, 'mode' | 'alone' | 'messages'>, configs: readonly CompareConfig[]): Promise<void> {
+    if (this.busy) return;
+    const finalRole = getStyle(registryStyle(settings.style)).decoder;
+    this.comparison = configs.map((c) => newRow(c, finalRole));
+    this.comparing = true;
+    this.compareStopped = false;
+    try {
+      for (const row of this.comparison) {
+        if (this.compareStopped) break;
+        const { mode, rounds, alone, messages } = configRequest(row.config);
+        row.state = 'loading';
+        let t0 = this.now();
+        try {
+          const summary = await this.evaluate(
+            { ...settings, rounds: rounds ?? settings.rounds },
+            { ...job, mode, ...(alone ? { alone } : {}), ...(messages ? { messages } : {}) },
+            (record, total) => addRecord(row, record, total, (this.now() - t0) / 1000),
+            () => {
+              t0 = this.now();
+              row.state = 'asking';
+            },
+          );
+          row.state = summary ? 'done' : 'stopped';
+          if (!summary) break; // cancelled, or refused (the refusal is in `error`)
+        } catch (e) {
+          row.state = 'failed';
+          row.error = `${problem(e).name}: ${problem(e).message}`;
+        }
+      }
+    } finally {
+      for (const row of this.comparison) if (row.state === 'waiting' && this.compareStopped) row.state = 'stopped';
+      this.comparing = false;
+    }
   }
 
   private onLoadEvent(e: EngineEvent) {

@@ -7,6 +7,7 @@ import { priceSplit } from '../eval/tiny-prices';
 import { EngineRestarted } from '../errors';
 import { FAKE_OFFLINE, fakeAskEngine } from '../../test/util/fake-ask-engine';
 import { AskSession, askSession, type AskPage } from './ask-session.svelte';
+import { rowFigures } from './compare';
 import { FAULTS } from './engine';
 import { DEFAULT_ROW } from './offline';
 import { engineHealth } from './state.svelte';
@@ -383,5 +384,77 @@ describe('AskSession', () => {
     const other = fakeAskEngine(async () => { throw new Error('unused'); }).services;
     expect(askSession(services)).toBe(askSession(services));
     expect(askSession(other)).not.toBe(askSession(services));
+  });
+});
+
+describe("AskSession.compare (the Evaluate panel's comparison)", () => {
+  const record = (index: number, correct: boolean, tokens: number) =>
+    ({ index, question: `q${index}`, gold: '1', pred: correct ? '1' : '2', correct, text: '', tokens, seconds: 9 });
+  const job = { source: { rows: [{ question: 'q0', answer: '1' }], dataset: null }, limit: 2, batchSize: 1 };
+  const CONFIGS = [{ kind: 'alone', rounds: 1 }, { kind: 'latent', rounds: 2 }, { kind: 'shuffled', rounds: 1 }] as const;
+
+  it('asks each configuration in turn and grows its row question by question, in wall seconds from its first question', async () => {
+    const seen: unknown[][] = [];
+    const { api, session } = setup(async () => { throw new Error('unused'); }, {
+      evaluate: async (req, on) => {
+        const row = session.comparison.find((r) => r.state !== 'done')!;
+        seen.push([row.key, row.state, session.busy]);
+        on({ type: 'ready', backend: 'cpu', seconds: 0 });
+        seen.push([row.key, row.state]);
+        on({ type: 'sample', index: 0, total: 2, record: record(0, req.mode === 'latent' && !req.messages, 5) });
+        seen.push([row.key, row.done, row.right, row.wallSeconds]);
+        on({ type: 'sample', index: 1, total: 2, record: record(1, !req.alone, 11) });
+        return SUMMARY;
+      },
+    });
+    await session.compare(settingsOf({ greedy: true, rounds: 3 }), job, CONFIGS);
+    const reqs = api.evaluate.mock.calls.map(([r]) => r);
+    expect(reqs.map((r) => [r.mode, r.rounds, r.alone, r.messages, r.limit, r.batchSize, r.latentSteps, r.sampling])).toEqual([
+      ['text', 1, true, undefined, 2, 1, 4, { greedy: true }],
+      ['latent', 2, undefined, undefined, 2, 1, 4, { greedy: true }],
+      ['latent', 1, undefined, 'shuffled', 2, 1, 4, { greedy: true }],
+    ]);
+    expect(api.planSystem).toHaveBeenCalledTimes(1); // one system, planned once
+    // before its first answer a row says it is loading, then asking; the clock reads 250 ms later each time
+    expect(seen).toEqual([
+      ['alone', 'loading', true], ['alone', 'asking'], ['alone', 1, 0, 0.25],
+      ['latent2', 'loading', true], ['latent2', 'asking'], ['latent2', 1, 1, 0.25],
+      ['shuffled1', 'loading', true], ['shuffled1', 'asking'], ['shuffled1', 1, 0, 0.25],
+    ]);
+    expect(session.comparison.map((r) => [r.label, r.state, r.done, r.total, r.right, r.tokens, r.wallSeconds])).toEqual([
+      ['learner alone', 'done', 2, 2, 0, 16, 0.5],
+      ['RecursiveMAS, 2 rounds', 'done', 2, 2, 2, 16, 0.5],
+      ['RecursiveMAS, 1 round, messages shuffled', 'done', 2, 2, 1, 16, 0.5],
+    ]);
+    // per question: the records' own seconds (9, the batch's ask) are not the wall time
+    expect(session.comparison.map(rowFigures)).toEqual([
+      { accuracy: 0, tokens: 8, seconds: 0.25 },
+      { accuracy: 1, tokens: 8, seconds: 0.25 },
+      { accuracy: 0.5, tokens: 8, seconds: 0.25 },
+    ]);
+    expect([session.comparing, session.busy]).toEqual([false, false]);
+  });
+
+  it('marks a failed configuration and goes on; Stop ends the comparison', async () => {
+    let n = 0;
+    const { api, session } = setup(async () => { throw new Error('unused'); }, {
+      evaluate: async (_req, on) => {
+        n++;
+        if (n === 1) throw Object.assign(new Error('the dataset has no questions'), { name: 'InvalidArgument' });
+        on({ type: 'ready', backend: 'cpu', seconds: 0 });
+        on({ type: 'sample', index: 0, total: 2, record: record(0, true, 5) });
+        await session.stopEvaluation();
+        throw Object.assign(new Error('the call was cancelled'), { name: 'Cancelled' });
+      },
+    });
+    await session.compare(settingsOf(), job, CONFIGS);
+    expect(api.evaluate).toHaveBeenCalledTimes(2);
+    expect(api.cancel).toHaveBeenCalledWith('call-2');
+    expect(session.comparison.map((r) => [r.key, r.state, r.done, r.error])).toEqual([
+      ['alone', 'failed', 0, 'InvalidArgument: the dataset has no questions'],
+      ['latent2', 'stopped', 1, null],
+      ['shuffled1', 'stopped', 0, null],
+    ]);
+    expect([session.comparing, session.busy]).toEqual([false, false]);
   });
 });

@@ -97,6 +97,10 @@ describe('EvalPanel', () => {
       "tiny distillation (offline): its task's test split",
     );
     expect(target.querySelector('[data-testid="eval-score"]')!.textContent).toMatch(/accuracy 66\.7% \(2\/3\)/);
+    // seconds a question are wall time, from the system being ready to the last answer, over the questions
+    expect(target.querySelector('[data-testid="eval-score"]')!.textContent).toMatch(
+      /11\.0 tokens and \d+\.\d\d s a question \(wall time: \d+\.\d s for 3\)/,
+    );
     const rows = [...target.querySelectorAll('[data-testid="eval-table"] tbody tr')].map((tr) =>
       [...tr.querySelectorAll('td')].map((td) => td.textContent),
     );
@@ -123,6 +127,66 @@ describe('EvalPanel', () => {
     });
     (target.querySelector('[data-testid="eval-button"]') as HTMLButtonElement).click();
     await vi.waitFor(() => expect(target.textContent).toContain('code benchmarks are scored by running the answers in Python'));
+  });
+
+  it("compares the README's configurations on the same questions, question by question, in one chart", async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const { api, target } = setup(async (req, on) => {
+      on({ type: 'ready', backend: 'cpu', seconds: 0 });
+      if (req.alone) await held; // before the first answer: the panel already says which question it asks
+      const right = !req.alone && (req.mode === 'text' || (req.mode === 'latent' && !req.messages));
+      const tokens = req.mode === 'text' && !req.alone ? 11 * req.rounds! : 5;
+      on({ ...sample(0, right, 2), record: { ...(sample(0, right, 2) as { record: object }).record, tokens } } as EngineEvent);
+      on({ ...sample(1, right && req.rounds !== 3, 2), record: { ...(sample(1, false, 2) as { record: object }).record,
+        correct: right && req.rounds !== 3, tokens } } as EngineEvent);
+      return { type: 'summary', samples: 2, accuracy: 0, pass_at_k: 0, k: 1, per_rollout_accuracy: [0], tokens_mean: 0, seconds_mean: 0 };
+    });
+    const boxes = [...target.querySelectorAll<HTMLInputElement>('[data-testid="compare-configs"] input')];
+    expect(boxes).toHaveLength(13);
+    expect(boxes.filter((b) => b.checked).map((b) => b.value)).toEqual(
+      ['alone', 'text1', 'text3', 'latent1', 'latent2', 'latent3', 'shuffled1', 'zeroed1'],
+    );
+    expect(boxes.map((b) => b.parentElement!.textContent!.trim()).slice(0, 2)).toEqual(['learner alone', 'text-MAS, 1 round']);
+    const limit = target.querySelector('[data-testid="eval-limit"]') as HTMLInputElement;
+    limit.value = '2';
+    limit.dispatchEvent(new Event('input', { bubbles: true }));
+    (target.querySelector('[data-testid="compare-button"]') as HTMLButtonElement).click();
+    await vi.waitFor(() =>
+      expect(target.querySelector('[data-testid="compare-status"]')?.textContent).toContain('learner alone: asking question 1…'));
+    release();
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="compare-status"]')!.textContent).toMatch(/^done/));
+    expect(api.evaluate.mock.calls.map(([r]) => [r.mode, r.rounds, r.alone ?? false, r.messages ?? null, r.limit, r.batchSize])).toEqual([
+      ['text', 1, true, null, 2, 1], ['text', 1, false, null, 2, 1], ['text', 3, false, null, 2, 1],
+      ['latent', 1, false, null, 2, 1], ['latent', 2, false, null, 2, 1], ['latent', 3, false, null, 2, 1],
+      ['latent', 1, false, 'shuffled', 2, 1], ['latent', 1, false, 'zeroed', 2, 1],
+    ]);
+    const table = [...target.querySelectorAll('[data-testid="compare-table"] tbody tr')].map((tr) =>
+      [...tr.querySelectorAll('td')].slice(0, 3).map((td) => td.textContent).concat(tr.querySelector('.progress')!.textContent!));
+    expect(table).toEqual([
+      ['learner alone', '0.0% (0/2)', '5.0', '2/2'],
+      ['text-MAS, 1 round', '100.0% (2/2)', '11.0', '2/2'],
+      ['text-MAS, 3 rounds', '50.0% (1/2)', '33.0', '2/2'],
+      ['RecursiveMAS, 1 round', '100.0% (2/2)', '5.0', '2/2'],
+      ['RecursiveMAS, 2 rounds', '100.0% (2/2)', '5.0', '2/2'],
+      ['RecursiveMAS, 3 rounds', '50.0% (1/2)', '5.0', '2/2'],
+      ['RecursiveMAS, 1 round, messages shuffled', '0.0% (0/2)', '5.0', '2/2'],
+      ['RecursiveMAS, 1 round, messages zeroed', '0.0% (0/2)', '5.0', '2/2'],
+    ]);
+    // one chart: per configuration an accuracy, a tokens and a seconds bar, each scaled to its largest
+    const chart = target.querySelector('[data-testid="compare-chart"]')!;
+    const bars = (metric: string) => [...chart.querySelectorAll(`[data-metric="${metric}"] rect.bar`)] as SVGRectElement[];
+    expect(bars('accuracy').map((b) => [b.dataset.key, Number(b.getAttribute('width'))])).toEqual([
+      ['alone', 0], ['text1', 200], ['text3', 100], ['latent1', 200], ['latent2', 200], ['latent3', 100], ['shuffled1', 0], ['zeroed1', 0],
+    ]);
+    expect(bars('tokens').map((b) => Number(b.getAttribute('width')).toFixed(2))).toEqual(
+      ['30.30', '66.67', '200.00', '30.30', '30.30', '30.30', '30.30', '30.30'],
+    );
+    expect(bars('seconds')).toHaveLength(8);
+    expect(bars('seconds').every((b) => Number(b.dataset.value) >= 0)).toBe(true);
+    expect([...chart.querySelectorAll('figcaption')].map((f) => f.textContent)).toEqual(
+      ['accuracy', 'generated tokens / question', 's / question (wall)'],
+    );
   });
 
   it("reads a JSONL file's rows and sends them as the chosen benchmark", async () => {

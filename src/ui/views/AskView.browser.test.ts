@@ -217,6 +217,20 @@ describe('AskView', () => {
     expect(target.querySelector('[data-mode="latent"] [role="alert"]')).toBeNull();
   });
 
+  it('puts both modes\' tokens and time side by side', async () => {
+    const { api, services } = fakeServices(async (req) => ({
+      ...answered(req, req.mode === 'latent' ? '\\boxed{32}' : 'It is \\boxed{32}'),
+      tokens: req.mode === 'latent' ? 5 : 11, seconds: req.mode === 'latent' ? 0.012 : 0.036,
+    }));
+    const target = mountAskView(reactiveProps({ services, settings: { ...DEFAULTS, mode: 'both' as const, greedy: true } }));
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="both-summary"]')).not.toBeNull());
+    expect(target.querySelector('[data-testid="both-summary"]')!.textContent).toBe(
+      'latent: 5 tokens, 0.01 s, answer 32 · text: 11 tokens, 0.04 s, answer 32',
+    );
+  });
+
   it("sends upstream's demo sampling by default (temperature 0.6, top-p 0.95), greedy when ticked, on the device chosen", async () => {
     const { api, services } = fakeServices(async (req) => answered(req, '7'));
     const target = mountAskView(reactiveProps({ services, settings: { ...DEFAULTS } }));

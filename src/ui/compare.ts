@@ -1,0 +1,94 @@
+/**
+ * The Evaluate panel's comparison: one system asked the same questions in several configurations (the final agent
+ * alone, text-MAS, RecursiveMAS, its messages shuffled or zeroed, over 1–3 rounds), as `npm run tiny:eval` builds
+ * the README's table of the embedded tiny systems. Each configuration is one evaluation (EngineApi.evaluate); its row
+ * grows question by question. Seconds per question are wall time: the time since the configuration's questions
+ * began (after its system was ready) over the questions answered, so questions asked at once share it.
+ */
+import type { EvalRecordView, EvalRequest } from '../../workers/protocol';
+
+export type CompareKind = 'alone' | 'text' | 'latent' | 'shuffled' | 'zeroed';
+
+export interface CompareConfig {
+  kind: CompareKind;
+  /** Rounds (1 for the agent alone). */
+  rounds: number;
+}
+
+/** The configurations of the README's table, in its order (`npm run tiny:eval`'s configs for tiny_distillation). */
+export const README_CONFIGS: readonly CompareConfig[] = [
+  { kind: 'alone', rounds: 1 },
+  { kind: 'text', rounds: 1 },
+  { kind: 'text', rounds: 3 },
+  { kind: 'latent', rounds: 1 },
+  { kind: 'latent', rounds: 2 },
+  { kind: 'latent', rounds: 3 },
+  { kind: 'shuffled', rounds: 1 },
+  { kind: 'zeroed', rounds: 1 },
+];
+
+/** Every configuration the panel offers: the agent alone, then each kind over 1–3 rounds. */
+export const ALL_CONFIGS: readonly CompareConfig[] = [
+  { kind: 'alone', rounds: 1 },
+  ...(['text', 'latent', 'shuffled', 'zeroed'] as const).flatMap((kind) => [1, 2, 3].map((rounds) => ({ kind, rounds }))),
+];
+
+/** A configuration's key, as tiny:eval names it: alone, text1, latent2, shuffled1, … */
+export const configKey = (c: CompareConfig): string => (c.kind === 'alone' ? 'alone' : `${c.kind}${c.rounds}`);
+
+/** The table's label of a configuration (`npm run tiny:eval`'s words); `alone` names the final agent ('learner'). */
+export function configLabel(c: CompareConfig, finalRole: string): string {
+  if (c.kind === 'alone') return `${finalRole} alone`;
+  const rounds = `${c.rounds} round${c.rounds === 1 ? '' : 's'}`;
+  if (c.kind === 'text') return `text-MAS, ${rounds}`;
+  if (c.kind === 'latent') return `RecursiveMAS, ${rounds}`;
+  return `RecursiveMAS, ${rounds}, messages ${c.kind}`;
+}
+
+/** What an evaluation request carries for a configuration, beside the system, the questions and the sampling. */
+export function configRequest(c: CompareConfig): Pick<EvalRequest, 'mode' | 'rounds' | 'alone' | 'messages'> {
+  if (c.kind === 'alone') return { mode: 'text', rounds: 1, alone: true };
+  if (c.kind === 'text' || c.kind === 'latent') return { mode: c.kind, rounds: c.rounds };
+  return { mode: 'latent', rounds: c.rounds, messages: c.kind };
+}
+
+/** One configuration's row, as it grows. */
+export interface CompareRow {
+  key: string;
+  label: string;
+  config: CompareConfig;
+  /** waiting its turn, loading (the system, before its first question), asking, done, stopped or failed. */
+  state: 'waiting' | 'loading' | 'asking' | 'done' | 'stopped' | 'failed';
+  /** Questions answered so far, of `total` (0 until the first answer says how many). */
+  done: number;
+  total: number;
+  right: number;
+  /** Generated tokens, summed over the questions answered. */
+  tokens: number;
+  /** Wall seconds since the configuration's questions began, at the last answer. */
+  wallSeconds: number;
+  /** The records as they came. */
+  records: EvalRecordView[];
+  error: string | null;
+}
+
+export const newRow = (config: CompareConfig, finalRole: string): CompareRow => ({
+  key: configKey(config), label: configLabel(config, finalRole), config, state: 'waiting',
+  done: 0, total: 0, right: 0, tokens: 0, wallSeconds: 0, records: [], error: null,
+});
+
+/** `row` with one more question answered, `seconds` of wall time after its questions began. */
+export function addRecord(row: CompareRow, record: EvalRecordView, total: number, seconds: number): void {
+  row.records.push(record);
+  row.done++;
+  row.total = total;
+  if (record.correct) row.right++;
+  row.tokens += record.tokens;
+  row.wallSeconds = seconds;
+}
+
+/** A row's figures: accuracy (0–1), generated tokens and wall seconds per question answered; null before the first. */
+export function rowFigures(row: CompareRow): { accuracy: number; tokens: number; seconds: number } | null {
+  if (!row.done) return null;
+  return { accuracy: row.right / row.done, tokens: row.tokens / row.done, seconds: row.wallSeconds / row.done };
+}
