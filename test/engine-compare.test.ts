@@ -43,7 +43,8 @@ const planFetch: typeof fetch = async (input, init) => {
   });
 };
 const cpu = new CpuBackend('f32');
-const api = systemCalls({ backend: async () => ({ backend: cpu }), appBase: base, fetchFile: async (u) => read(u), planFetch }, callRegistry());
+const deps = { backend: async () => ({ backend: cpu }), appBase: base, fetchFile: async (u: string) => read(u), planFetch };
+const api = systemCalls(deps, callRegistry());
 afterAll(() => api.dispose());
 
 const N = 6;

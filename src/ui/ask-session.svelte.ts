@@ -9,11 +9,10 @@ import type {
   AskAblation, AskResultView, EngineEvent, EvalRecordView, EvalRequest, EvalSummary, SystemSpec, ToolCallEvent,
 } from '../../workers/protocol';
 import { specKey } from '../mas/spec';
-import { getStyle } from '../mas/styles';
-import { addRecord, configRequest, newRow, type CompareConfig, type CompareRow } from './compare';
+import { addRecord, configRequest, finalRoleOf, newRow, type CompareConfig, type CompareRow } from './compare';
 import { faultOf } from './engine';
 import { initPageHub } from './hub.svelte';
-import { donorQuestion, registryStyle } from './offline';
+import { donorQuestion } from './offline';
 import { errorParts, formatBytes, type CheckpointInfo, type Services } from './services';
 import { askChoice, askHistory, prefs, problem, type AskedQuestion, type Problem } from './state.svelte';
 import { TINY, buildSpec, offlineSystem, styleLabel, type Backbone } from './system';
@@ -285,8 +284,7 @@ export class AskSession {
    */
   async compare(settings: Settings, job: Omit<EvalJob, 'mode' | 'alone' | 'messages'>, configs: readonly CompareConfig[]): Promise<void> {
     if (this.busy) return;
-    const finalRole = getStyle(registryStyle(settings.style)).decoder;
-    this.comparison = configs.map((c) => newRow(c, finalRole));
+    this.comparison = configs.map((c) => newRow(c, finalRoleOf(settings.style)));
     this.comparing = true;
     this.compareStopped = false;
     try {

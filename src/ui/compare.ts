@@ -6,6 +6,8 @@
  * began (after its system was ready) over the questions answered, so questions asked at once share it.
  */
 import type { EvalRecordView, EvalRequest } from '../../workers/protocol';
+import { STYLES, type StyleName } from '../mas/styles';
+import { registryStyle } from './offline';
 
 export type CompareKind = 'alone' | 'text' | 'latent' | 'shuffled' | 'zeroed';
 
@@ -35,6 +37,12 @@ export const ALL_CONFIGS: readonly CompareConfig[] = [
 
 /** A configuration's key, as tiny:eval names it: alone, text1, latent2, shuffled1, … */
 export const configKey = (c: CompareConfig): string => (c.kind === 'alone' ? 'alone' : `${c.kind}${c.rounds}`);
+
+/** The role that answers in a style chosen by the pickers ('tiny': the learner); 'final agent' for a style unknown here. */
+export function finalRoleOf(style: string): string {
+  const name = registryStyle(style);
+  return Object.hasOwn(STYLES, name) ? STYLES[name as StyleName].decoder : 'final agent';
+}
 
 /** The table's label of a configuration (`npm run tiny:eval`'s words); `alone` names the final agent ('learner'). */
 export function configLabel(c: CompareConfig, finalRole: string): string {
