@@ -44,8 +44,14 @@ describe('ask in the engine worker (chromium)', () => {
     expect(
       st
         .filter((e) => e.state === 'done' && !e.decode)
-        .every((e) => e.latents === 4 && e.messages?.length === 1 && e.messages[0].top.length === 4),
+        .every((e) => e.latents === 4 && e.messages?.length === 1 && e.messages[0].latents === 4),
     ).toBe(true);
+    // the last message through the receiver's lens, on request: 4 latents, 5 tokens each, most likely first
+    const last = st.flatMap((e) => e.messages ?? []).at(-1)!;
+    const lens = await engine.api.lens({ ask: last.ask, stage: last.stage, link: last.link });
+    expect(lens.top.map((row) => row.length)).toEqual([5, 5, 5, 5]);
+    expect(lens.top.every((row) => row.every((t, i) => i === 0 || t.prob <= row[i - 1]!.prob))).toBe(true);
+    expect(lens.vocab).toBeGreaterThan(400);
     expect(ev.at(-1)).toEqual({ type: 'done', result: r });
     expect(r.tokens).toBeGreaterThan(0);
     expect(r.seconds).toBeGreaterThan(0);
@@ -72,6 +78,14 @@ describe('ask in the engine worker (chromium)', () => {
     // expert and learner, each running then done
     expect(stagesOf(ev).length).toBe(4);
     expect(r.tokens).toBeGreaterThan(0);
+    // the ask only kept its message for the lens; the lens itself runs after it, on request, on the device
+    expect(r.messagesKept).toBe(1);
+    expect(r.lensSeconds).toBeLessThan(0.1 * r.seconds);
+    const m = stagesOf(ev).flatMap((e) => e.messages ?? [])[0]!;
+    const lens = await engine.api.lens({ ask: m.ask, stage: m.stage, link: m.link });
+    expect(lens.norms).toHaveLength(2);
+    console.log(`[ask webgpu] ask ${r.seconds.toFixed(3)} s (lens inside it ${r.lensSeconds.toFixed(4)} s); lens on request ${
+      lens.seconds.toFixed(3)} s`);
   });
 
   it('cancel by call id rejects with Cancelled', async () => {

@@ -2,20 +2,22 @@
  * The engine API's system calls (workers/system-calls.ts) on the CPU backend in Node: the offline tiny system
  * (models/tiny-system.json: tiny_distillation, its files in models/tiny/distillation) read from the repository on
  * disk through the fetchFile hook, events in order, the same answer as `rmas ask --style tiny_distillation` on the
- * same files, the logit lens against the dumped latents, cancellation, and a link that does not fit.
+ * same files, the logit lens on request against logitLens on the same latents, what text mode's agents wrote,
+ * cancellation, and a link that does not fit.
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { priceSplit } from '../src/eval/tiny-prices';
 import { ask } from '../src/mas/ask';
+import { type LensReading, logitLens } from '../src/mas/lens';
 import { loadSystemFromSpec } from '../src/mas/system-urls';
 import { TINY_SYSTEM_ENV } from '../src/mas/system-folders';
 import { CpuBackend } from '../src/tensor/cpu';
 import { runAsk } from './mas/ask-util';
 import { callRegistry } from '../workers/calls';
 import { systemCalls } from '../workers/system-calls';
-import type { EngineEvent, SystemSpec } from '../workers/protocol';
+import type { AskResultView, EngineEvent, LatentMessage, LensView, SystemSpec } from '../workers/protocol';
 
 // an app origin served from the repository on disk through the fetchFile hook
 const root = 'http://app.test/';
@@ -121,53 +123,103 @@ describe('engine api (cpu, offline tiny system)', () => {
     expect({ answer: r.answer, text: r.text, tokens: r.tokens }).toEqual({ answer: want.answer, text: want.text, tokens: want.tokens });
   });
 
-  it('latent messages: norms of the sent latents, top tokens sorted with probabilities summing to at most 1', async () => {
+  it('latent messages: each stage is done before any lens work; the lens on request equals logitLens on the same latents', async () => {
     const spec = await offline();
-    const ev: EngineEvent[] = [];
-    await api.ask(
-      { system: spec, question: QUESTION, mode: 'latent', sampling: { greedy: true }, answerRetry: false, ...FLAGS, rounds: 1 },
-      (e) => void ev.push(e),
-    );
+    await api.loadSystem(spec, () => {});
+    // what logitLens read from the latents inside the stages, as the worker did before: a second system of the same files
     const sys = await loadSystemFromSpec(spec, cpu, { fetchFile });
-    const dumped = new Map<string, number[]>();
+    const before = new Map<string, LensReading>();
     try {
       await ask(sys, {
-        question: QUESTION,
-        rounds: 1,
-        latentSteps: FLAGS.latentSteps,
-        sampling: { greedy: true },
-        maxNewTokens: FLAGS.maxNewTokens,
-        answerRetry: false,
+        question: QUESTION, rounds: FLAGS.rounds, latentSteps: FLAGS.latentSteps, sampling: { greedy: true },
+        maxNewTokens: FLAGS.maxNewTokens, answerRetry: false,
         onStage: async (rec) => {
-          for (const [key, L] of rec.latentsOut) {
-            const v = await L.read();
-            const d = L.shape[1];
-            dumped.set(
-              key,
-              Array.from({ length: L.shape[0] }, (_, i) => Math.hypot(...v.subarray(i * d, (i + 1) * d))),
-            );
+          for (const [link, L] of rec.latentsOut) {
+            const recv = sys.agents.get(sys.style.links.find((x) => x.key === link)!.to)!;
+            before.set(`${rec.index} ${link}`, await logitLens(L, recv.decoder.weights.lmHead, recv.tokenizer, 5));
           }
         },
       });
     } finally {
       sys.dispose();
     }
-    const msgs = ev.flatMap((e) => (e.type === 'stage' && e.messages ? e.messages : []));
-    expect(msgs.map((m) => `${m.link}→${m.to}`)).toEqual(['outer_el→learner']);
-    for (const m of msgs) {
-      const want = dumped.get(m.link)!;
-      expect(m.norms.length).toBe(3);
-      m.norms.forEach((n, i) => expect(n).toBeCloseTo(want[i], 4));
-      expect(m.top.length).toBe(3);
-      for (const row of m.top) {
-        expect(row.length).toBe(5);
-        const p = row.map((t) => t.prob);
-        expect(p.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(1 + 1e-6);
-        expect([...p].sort((a, b) => b - a)).toEqual(p);
-        expect(p[0]).toBeGreaterThan(0);
-        expect(row.every((t) => typeof t.token === 'string')).toBe(true);
+
+    // every kernel the backend runs, in order, with the ask's events and the lens calls between them
+    const log: string[] = [];
+    const run = cpu.run.bind(cpu);
+    cpu.run = (def, inputs, attrs) => (log.push(def.name), run(def, inputs, attrs));
+    const ev: EngineEvent[] = [];
+    const req = { system: spec, question: QUESTION, mode: 'latent' as const, sampling: { greedy: true }, answerRetry: false, ...FLAGS };
+    const readings: LensView[] = [];
+    let r: AskResultView;
+    let msgs: LatentMessage[];
+    try {
+      r = await api.ask(req, (e) => void (ev.push(e), log.push(`${e.type} ${e.type === 'stage' ? e.state : ''}`)));
+      msgs = ev.flatMap((e) => (e.type === 'stage' && e.messages ? e.messages : []));
+      for (const m of msgs) {
+        log.push('lens call');
+        readings.push(await api.lens({ ask: m.ask, stage: m.stage, link: m.link }));
       }
+    } finally {
+      cpu.run = run;
     }
+    // the lens's top-k ran only in the lens calls, after the ask's last event; every stage was done before
+    const firstTopk = log.indexOf('topk');
+    expect(firstTopk).toBeGreaterThan(log.indexOf('lens call'));
+    expect(log.indexOf('lens call')).toBeGreaterThan(log.lastIndexOf('stage done'));
+    expect(log.filter((x) => x === 'topk')).toHaveLength(3); // one per message
+    // tiny_distillation, 2 rounds: expert → learner each round, and the learner's feedback between them
+    expect(msgs.map((m) => `${m.stage} ${m.link}→${m.to} ${m.latents}`)).toEqual([
+      '0 outer_el→learner 3', '1 outer_le→expert 3', '2 outer_el→learner 3',
+    ]);
+    expect(new Set(msgs.map((m) => m.ask)).size).toBe(1);
+    expect(r.messagesKept).toBe(3);
+    expect(r.lensSeconds).toBeLessThan(0.1 * r.seconds);
+
+    for (const [i, m] of msgs.entries()) {
+      const { seconds, ...reading } = readings[i]!;
+      expect(reading).toEqual(before.get(`${m.stage} ${m.link}`));
+      expect(reading.top.map((row) => row.length)).toEqual([5, 5, 5]);
+      expect(seconds).toBeGreaterThan(0);
+    }
+    const k2 = await api.lens({ ask: msgs[0]!.ask, stage: 0, link: 'outer_el', k: 2 });
+    expect(k2.top).toEqual(before.get('0 outer_el')!.top.map((row) => row.slice(0, 2)));
+
+    // a text ask keeps no messages and leaves these (it runs on the same system); the next latent ask frees them
+    const text = await api.ask({ ...req, mode: 'text' }, () => {});
+    expect(text.messagesKept ?? 0).toBe(0);
+    expect((await api.lens({ ask: msgs[0]!.ask, stage: 0, link: 'outer_el' })).norms).toEqual(before.get('0 outer_el')!.norms);
+    await api.ask({ ...req, rounds: 1 }, () => {});
+    await expect(api.lens({ ask: msgs[0]!.ask, stage: 0, link: 'outer_el' })).rejects.toMatchObject({
+      name: 'InvalidArgument', message: expect.stringMatching(/no longer kept.*ask again/),
+    });
+  });
+
+  it('text mode: each stage but the final decode says what its agent wrote', async () => {
+    const spec = await offline();
+    const ev: EngineEvent[] = [];
+    const r = await api.ask(
+      { system: spec, question: QUESTION, mode: 'text', sampling: { greedy: true }, answerRetry: false, ...FLAGS },
+      (e) => void ev.push(e),
+    );
+    const done = ev.filter((e): e is Extract<EngineEvent, { type: 'stage' }> => e.type === 'stage' && e.state === 'done');
+    expect(done.map((e) => `${e.round} ${e.role} ${typeof e.text}`)).toEqual([
+      '1 expert string', '1 learner string', '2 expert string', '2 learner undefined',
+    ]);
+    // what rmas ask's text mode runs: the same agents, each writing into the next one's prompt
+    const sys = await loadSystemFromSpec(spec, cpu, { fetchFile });
+    const wrote: (string | null)[] = [];
+    try {
+      await ask(sys, {
+        question: QUESTION, mode: 'text', rounds: FLAGS.rounds, sampling: { greedy: true }, maxNewTokens: FLAGS.maxNewTokens,
+        answerRetry: false, onStage: (rec) => void wrote.push(rec.text),
+      });
+    } finally {
+      sys.dispose();
+    }
+    expect(done.slice(0, 3).map((e) => e.text)).toEqual(wrote.slice(0, 3));
+    expect(wrote[3]).toBe(r.text);
+    expect(done.every((e) => e.messages === undefined)).toBe(true);
   });
 
   it('cancel mid-ask rejects with Cancelled and the system still answers afterwards', async () => {

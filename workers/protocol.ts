@@ -130,8 +130,10 @@ export type EngineEvent =
       /** Latent steps rolled out (done, latent stages). */
       latents?: number;
       seconds?: number;
-      /** For each outer link applied: per latent, its norm and the receiving model's LM-head top tokens. */
+      /** The message each outer link applied sends (done, latent stages); its logit lens is read on request (lens). */
       messages?: LatentMessage[];
+      /** Text mode: what the agent wrote (done, every stage but the final decode, whose text is the answer). */
+      text?: string;
     }
   /**
    * The answer as it is written: `text` is the whole answer so far (the final agent's decode, then the answer
@@ -153,11 +155,34 @@ export type EngineEvent =
  */
 export type ToolCallEvent = { type: 'tool'; round: number; role: string } & ToolTrace;
 
-/** One outer link's message read through the receiver's logit lens (src/mas/lens.ts). */
-export interface LatentMessage extends LensReading {
+/**
+ * One outer link's message as its stage sends it: where it goes and how many latents it holds. Its logit lens
+ * (src/mas/lens.ts) is read on request, EngineApi.lens with this message's ask, stage and link.
+ */
+export interface LatentMessage {
+  /** The ask that sent it (the engine keeps the messages of its last latent-mode ask only). */
+  ask: string;
+  /** The sending stage's index in the ask's schedule. */
+  stage: number;
   link: string;
   /** The receiving role, whose embedding space the latents are in and whose LM head reads them. */
   to: string;
+  /** Latent rows in the message. */
+  latents: number;
+}
+
+/** A message of the last latent ask to read through the receiver's logit lens (EngineApi.lens). */
+export interface LensRequest {
+  ask: string;
+  stage: number;
+  link: string;
+  /** Tokens per latent (default 5; at most 32). */
+  k?: number;
+}
+
+/** A message read through the lens, and the seconds the read took in the engine. */
+export interface LensView extends LensReading {
+  seconds: number;
 }
 
 export interface AskRequest {
@@ -200,7 +225,13 @@ export type AskResultView = Pick<
   kvDtype: string;
   /** Where `seconds` went besides the answer retry: the stages' own seconds summed, and the logit lens of the latent messages. */
   stageSeconds: number;
+  /**
+   * The lens's part of the ask: keeping each message's latents on the device for a later read (a copy, no readback).
+   * The lens itself runs on request (EngineApi.lens), never ahead of the answer; each read reports its own seconds.
+   */
   lensSeconds: number;
+  /** Latent messages the ask kept for the lens (absent: none, as in text mode). */
+  messagesKept?: number;
   /** GPU pipelines compiled during the ask (each kernel variant on first use; 0 on the CPU backend or once warm). */
   pipelinesCompiled: number;
   /** The ablation the messages went through, as `rmas ask --json` writes it ("messages"): 'zeroed' or 'from: QUESTION'. */
@@ -308,6 +339,12 @@ export interface EngineApi {
 
   /** One question; stage, token and done events stream through onEvent. */
   ask(req: AskRequest, onEvent: (e: EngineEvent) => void, opts?: CallOptions): Promise<AskResultView>;
+  /**
+   * A latent message of the last latent-mode ask (its stage event's LatentMessage) through the receiver's logit lens:
+   * per latent its norm and top-k tokens, computed now on the device. Rejects with InvalidArgument once a later
+   * latent ask or a load has freed that ask's messages.
+   */
+  lens(req: LensRequest): Promise<LensView>;
   /** Asks every question of a benchmark and scores it as rmas run does; a sample event per question. */
   evaluate(req: EvalRequest, onEvent: (e: EngineEvent) => void, opts?: CallOptions): Promise<import('../src/eval').EvalSummary>;
 

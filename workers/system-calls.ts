@@ -1,15 +1,16 @@
 /**
  * The engine API's systems and asking (protocol.ts EngineApi): the offline tiny system served with the app
  * (models/tiny-system.json: an embedded style's folders under models/tiny and its prompt file), a
- * system's download plan, loading it from a spec, asking it with streamed stage/token events and a logit lens
- * on every latent message (and the message ablations of `rmas ask`), deliberation's tools with an event per call, and
- * evaluating it on a benchmark; the long calls are cancelled through the worker's call registry (calls.ts). The rules
+ * system's download plan, loading it from a spec, asking it with streamed stage/token events (and the message
+ * ablations of `rmas ask`), the logit lens of a latent message on request, deliberation's tools with an event per
+ * call, and evaluating it on a benchmark; the long calls are cancelled through the worker's call registry (calls.ts). The rules
  * live in the library, shared with the runner: the lens (src/mas/lens.ts), the ablations (src/mas/ablation.ts) and
  * the default token budget (src/mas/budget.ts). A plain
  * object with injected dependencies, so Node tests run it on the CPU backend; engine.worker.ts exposes it through
  * comlink with the device and training calls.
  */
 import { Cancelled, InvalidArgument } from '../src/errors';
+import { F, noGrad } from '../src/autograd';
 import {
   type AskEngine, type AskOptions, type AskResult, DEFAULT_ROUNDS, DISABLED_TOOLS, type LoadSpecOptions, type MasSystem, SINGLE_ENGINE,
   type StageRecord, type SystemSpec, ablationLabel, ask as askSystem, checkAblation, defaultLatentSteps, defaultMaxNewTokens, detectTask,
@@ -19,9 +20,9 @@ import { tavilySearchRunner, tracedRunners, type ToolRunners } from '../src/mas/
 import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName, evaluate as evaluateSystem } from '../src/eval';
 import { describePlan, planSystemDownload, type PlanLimits, specFiles } from '../src/store';
 import { modelFetch } from '../src/model';
-import type { Backend, WebGpuBackend } from '../src/tensor';
+import type { Backend, Tensor, WebGpuBackend } from '../src/tensor';
 import type { Calls } from './calls';
-import type { AskResultView, EngineApi, EngineEvent, LatentMessage, SystemPlanView } from './protocol';
+import type { AskResultView, EngineApi, EngineEvent, LatentMessage, LensView, SystemPlanView } from './protocol';
 
 export interface SystemDeps {
   /** The backend for a request ('webgpu' falls back to cpu where there is none, with the reason). */
@@ -32,7 +33,7 @@ export interface SystemDeps {
   fetchFile?: LoadSpecOptions['fetchFile'];
   /** Range reads instead of the network (see LoadSpecOptions.fetchRange). */
   fetchRange?: LoadSpecOptions['fetchRange'];
-  /** Tokens shown per latent in the logit lens. Default 5. */
+  /** Tokens per latent in the logit lens when a lens request names no k. Default 5. */
   lensTopK?: number;
   /**
    * The fetch planSystem reads sizes and safetensors headers with, by HTTP Range (never whole weights);
@@ -82,16 +83,35 @@ function pipelineCount(b: Backend): number {
 
 interface Loaded { key: string; system: MasSystem; busy: number; stale: boolean; backend: 'webgpu' | 'cpu'; reason?: string }
 
-export type SystemCalls = Pick<EngineApi, 'offlineSystem' | 'planSystem' | 'loadSystem' | 'ask' | 'evaluate'>;
+/**
+ * The latent messages of the last latent-mode ask, kept on the device for the lens (EngineApi.lens) by `${stage}|${link}`:
+ * copies, since the ask frees its own as the rounds replace them. Freed by the next latent ask or a load of another
+ * system, so at most one ask's messages are held.
+ */
+interface Kept { ask: string; loaded: Loaded; latents: Map<string, Tensor> }
+
+/** A copy of `L` on its backend: one dispatch for f32 (x·1 + 0, exact), else through the host. */
+async function keepCopy(L: Tensor): Promise<Tensor> {
+  if (L.dtype === 'f32') return noGrad(() => F.scale(L, 1));
+  return L.backend.fromBytes(await L.readBytes(), L.shape, L.dtype);
+}
+
+export type SystemCalls = Pick<EngineApi, 'offlineSystem' | 'planSystem' | 'loadSystem' | 'ask' | 'lens' | 'evaluate'>;
 
 /** The system calls over `deps`; `dispose` frees the loaded system (for tests: the worker's lives as long as the worker). */
 export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dispose(): void } {
   let current: Loaded | null = null;
   let loading: { key: string; promise: Promise<Loaded> } | null = null;
+  let kept: Kept | null = null;
+  let asks = 0;
   const k = deps.lensTopK ?? 5;
 
   const release = (l: Loaded) => {
     if (l.stale && l.busy === 0) l.system.dispose();
+  };
+  const forget = () => {
+    for (const L of kept?.latents.values() ?? []) L.dispose();
+    kept = null;
   };
 
   /** Serialises events (each proxied call has its own channel), so they arrive in order and before the reply. */
@@ -110,10 +130,13 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
   ): Promise<{ l: Loaded; fresh: boolean }> {
     const key = specKey(spec, `${want ?? 'webgpu'}|${links}|`);
     if (current?.key === key && !current.stale) return { l: current, fresh: false };
+    // text mode reads no link: the same system loaded with its links serves it (and keeps the lens's latents)
+    if (!links && current?.key === specKey(spec, `${want ?? 'webgpu'}|true|`) && !current.stale) return { l: current, fresh: false };
     if (loading?.key === key) return { l: await loading.promise, fresh: false };
     const t0 = performance.now();
     const promise = (async () => {
       const { backend, reason } = await deps.backend(want);
+      forget();
       if (current) {
         current.stale = true;
         release(current);
@@ -212,15 +235,26 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
           const decodes = (i: number) => stages[i].decode || req.mode === 'text';
           const running = (i: number) =>
             s.emit({ type: 'stage', index: i, round: stages[i].round + 1, role: stages[i].role, state: 'running', decode: decodes(i) });
+          // the lens runs on request (lens()), after this ask's stages: here the messages are only kept for it
           let lensSeconds = 0;
+          const askId = `${opts.callId ?? 'ask'}#${++asks}`;
+          if (req.mode === 'latent') {
+            forget();
+            kept = { ask: askId, loaded: l, latents: new Map() };
+          }
+          // null once a later latent ask or a load forgot this one's
+          const keeping = () => (kept?.ask === askId ? kept : null);
           const pipelines0 = pipelineCount(system.backend);
           const onStage = async (rec: StageRecord) => {
             const messages: LatentMessage[] = [];
             const tl = performance.now();
-            for (const [key, L] of rec.latentsOut) {
-              const to = system.style.links.find((x) => x.key === key)!.to;
-              const recv = system.agents.get(to)!;
-              messages.push({ link: key, to, ...(await logitLens(L, recv.decoder.weights.lmHead, recv.tokenizer, k)) });
+            for (const [link, L] of rec.latentsOut) {
+              const to = system.style.links.find((x) => x.key === link)!.to;
+              const copy = keeping() ? await keepCopy(L) : null;
+              const keep = keeping();
+              if (copy && keep) keep.latents.set(`${rec.index}|${link}`, copy);
+              else copy?.dispose();
+              messages.push({ ask: askId, stage: rec.index, link, to, latents: L.shape[0]! });
             }
             lensSeconds += (performance.now() - tl) / 1000;
             s.emit({
@@ -233,6 +267,8 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
               seconds: rec.seconds,
               ...(rec.hidden ? { latents: rec.hidden.shape[0] } : {}),
               ...(messages.length ? { messages } : {}),
+              // text mode: what each agent before the final one wrote (the final one's is the answer)
+              ...(rec.text !== null && !stages[rec.index].decode ? { text: rec.text } : {}),
             });
             if (rec.index + 1 < stages.length) running(rec.index + 1);
             await s.flush();
@@ -280,6 +316,7 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
             kvDtype: kvDtypes(system),
             stageSeconds: r.stages.reduce((a, st) => a + st.seconds, 0),
             lensSeconds,
+            messagesKept: keeping()?.latents.size ?? 0,
             retrySeconds: r.retrySeconds,
             pipelinesCompiled: pipelineCount(system.backend) - pipelines0,
             ...(choice ? { messages: ablationLabel(choice) } : {}),
@@ -290,6 +327,28 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
           return view;
         });
       });
+    },
+
+    async lens(req): Promise<LensView> {
+      const t0 = performance.now();
+      const L = kept?.ask === req.ask ? kept.latents.get(`${req.stage}|${req.link}`) : undefined;
+      if (!kept || !L) {
+        throw new InvalidArgument(
+          `lens: the latents of message ${req.link} (stage ${req.stage}) of ask ${req.ask} are no longer kept: the engine keeps the ` +
+            'last latent ask\'s messages until the next ask or load; ask again to read them',
+        );
+      }
+      const { loaded } = kept;
+      const link = loaded.system.style.links.find((x) => x.key === req.link)!;
+      const recv = loaded.system.agents.get(link.to)!;
+      loaded.busy++;
+      try {
+        const reading = await logitLens(L, recv.decoder.weights.lmHead, recv.tokenizer, req.k ?? k);
+        return { ...reading, seconds: (performance.now() - t0) / 1000 };
+      } finally {
+        loaded.busy--;
+        release(loaded);
+      }
     },
 
     async evaluate(req, onEvent, opts = {}) {
@@ -360,6 +419,7 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
     },
 
     dispose() {
+      forget();
       if (current) { current.stale = true; release(current); current = null; }
     },
   };

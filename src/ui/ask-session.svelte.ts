@@ -6,7 +6,8 @@
  */
 import { proxy } from 'comlink';
 import type {
-  AskAblation, AskResultView, EngineEvent, EvalRecordView, EvalRequest, EvalSummary, SystemSpec, ToolCallEvent,
+  AdapterReport, AskAblation, AskResultView, EngineEvent, EvalRecordView, EvalRequest, EvalSummary, LatentMessage, LensView, SystemSpec,
+  ToolCallEvent,
 } from '../../workers/protocol';
 import { specKey } from '../mas/spec';
 import { addRecord, configRequest, finalRoleOf, newRow, type CompareConfig, type CompareRow } from './compare';
@@ -16,7 +17,7 @@ import { donorQuestion } from './offline';
 import { errorParts, formatBytes, type CheckpointInfo, type Services } from './services';
 import { askChoice, askHistory, prefs, problem, type AskedQuestion, type Problem } from './state.svelte';
 import { TINY, buildSpec, offlineSystem, styleLabel, type Backbone } from './system';
-import { styleUsesTools, type StageEvent } from './timeline';
+import { lensKey, messagesOf, styleUsesTools, type RunEnd, type StageEvent } from './timeline';
 import { samplingOf, type Settings } from './url';
 
 type Mode = 'latent' | 'text';
@@ -35,6 +36,16 @@ export interface AskRun {
   error: Problem | null;
   /** The message ablation this run asked for, in words ('messages from: …', 'messages zeroed'); null for none. */
   ablation: string | null;
+  /** Stopped (the user's Stop) or failed before its answer; null while it runs and once it answered. */
+  ended: RunEnd;
+  /** The logit lens of each latent message read so far, by lensKey: read on request, after the answer or when opened. */
+  lens: Record<string, LensState>;
+}
+
+/** A latent message's lens: being read (both null), read, or why it could not be. */
+export interface LensState {
+  reading: LensView | null;
+  error: Problem | null;
 }
 
 /** A load in progress (or the last one): bytes per file, what it is doing, and whether the system is ready. */
@@ -111,6 +122,8 @@ export class AskSession {
   stopped = $state(false);
   /** A benchmark run of the Evaluate panel is going (it shares the loaded system). */
   evaluating = $state(false);
+  /** The engine's WebGPU adapter (readAdapter), or null: not read yet, or no WebGPU. */
+  adapter = $state<AdapterReport | null>(null);
   /** The Evaluate panel's comparison: one row per configuration, growing question by question (compare.ts). */
   comparison = $state<CompareRow[]>([]);
   /** A comparison is going (between its evaluations too). */
@@ -150,6 +163,43 @@ export class AskSession {
       this.offline = await offlineSystem(this.services);
     } catch (e) {
       this.error = problem(e);
+    }
+  }
+
+  /** Asks the engine which WebGPU adapter it runs on (none: null; the load then says why it runs on the CPU). */
+  async readAdapter(): Promise<void> {
+    try {
+      this.adapter = await this.services.engine.api().adapterReport();
+    } catch {
+      this.adapter = null;
+    }
+  }
+
+  /**
+   * Why to choose the CPU device, when WebGPU would run `style` on a fallback adapter (a software rasteriser such as
+   * SwiftShader: the GPU's work on the CPU, slower than the CPU backend for the offline tiny system); else null.
+   */
+  fallbackNote(style: string): string | null {
+    const a = this.adapter;
+    if (!a?.isFallback || style !== TINY || this.page.prefs.backend === 'cpu') return null;
+    const name = a.description || a.device || a.vendor;
+    return `WebGPU here is a fallback adapter${name ? ` (${name})` : ''}: a software implementation that runs the GPU's work on ` +
+      'the CPU. The offline tiny system answers faster on the CPU device.';
+  }
+
+  /**
+   * Reads the logit lens of message `m` of `run` (once; again after a failure): the engine computes it now, from the
+   * latents it kept of its last latent ask.
+   */
+  async readLens(run: AskRun, m: LatentMessage): Promise<void> {
+    const key = lensKey(m);
+    if (run.lens[key] && !run.lens[key].error) return;
+    run.lens[key] = { reading: null, error: null };
+    const state = run.lens[key];
+    try {
+      state.reading = await this.services.engine.api().lens({ ask: m.ask, stage: m.stage, link: m.link });
+    } catch (e) {
+      state.error = problem(e);
     }
   }
 
@@ -342,7 +392,7 @@ export class AskSession {
     };
     this.runs = modes.map((mode) => ({
       mode, loadSeconds: null, stages: [], tools: [], text: '', result: null, streaming: false, error: null,
-      ablation: ablation ? ablationText(ablation) : null,
+      ablation: ablation ? ablationText(ablation) : null, ended: null, lens: {},
     }));
     const api = this.services.engine.api();
     try {
@@ -378,6 +428,7 @@ export class AskSession {
           run.text = run.result.text;
         } catch (e) {
           const p = problem(e);
+          run.ended = p.name === 'Cancelled' ? 'cancelled' : 'failed';
           if (p.name === 'Cancelled') this.stopped = true;
           else run.error = this.lostHere(e, p, 'This answer');
           if (p.name !== 'Cancelled' && p.name !== 'InvalidArgument') break;
@@ -394,6 +445,10 @@ export class AskSession {
       if (this.loading && !this.error) this.loading.status = this.runs.some((r) => r.error) ? 'failed' : 'done';
       this.remember(entry, modes);
     }
+    // the lens of the last message, once every answer is in (never ahead of them): the messages view shows it open
+    const run = this.runs.find((r) => r.mode === 'latent' && r.result);
+    const last = run && messagesOf(run.stages).at(-1);
+    if (run && last) await this.readLens(run, last.message);
   }
 
   /**
@@ -427,7 +482,8 @@ function onRunEvent(run: AskRun, e: EngineEvent) {
     run.result = e.result;
     run.text = e.result.text;
   }
-  else if (e.type === 'error') run.error = { name: e.name, message: e.message };
+  // the user's own Stop is no error (the run ends 'cancelled')
+  else if (e.type === 'error' && e.name !== 'Cancelled') run.error = { name: e.name, message: e.message };
 }
 
 const sessions = new WeakMap<Services, AskSession>();

@@ -2,7 +2,9 @@
 // the loaded system, a changed system planned and loaded again, the ablations, the problems a failed load shows, Stop,
 // and the Evaluate panel's benchmark run on the same session. The views' browser tests drive the same through buttons.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { AskRequest, AskResultView, EngineEvent, EvalRequest, EvalSummary, SystemSpec } from '../../workers/protocol';
+import type {
+  AskRequest, AskResultView, EngineEvent, EvalRequest, EvalSummary, LatentMessage, LensRequest, LensView, SystemSpec,
+} from '../../workers/protocol';
 import { priceSplit } from '../eval/tiny-prices';
 import { EngineRestarted } from '../errors';
 import { FAKE_OFFLINE, fakeAskEngine } from '../../test/util/fake-ask-engine';
@@ -11,6 +13,7 @@ import { rowFigures } from './compare';
 import { FAULTS } from './engine';
 import { DEFAULT_ROW } from './offline';
 import { engineHealth } from './state.svelte';
+import { TINY } from './system';
 import { DEFAULTS, type Settings } from './url';
 
 afterEach(() => {
@@ -44,10 +47,12 @@ type Evaluate = (req: EvalRequest, on: (e: EngineEvent) => void) => Promise<Eval
  */
 function setup(
   ask: (req: AskRequest, on: (e: EngineEvent) => void) => Promise<AskResultView>,
-  opts: { refusal?: string; evaluate?: Evaluate } = {},
+  opts: { refusal?: string; evaluate?: Evaluate } & Pick<NonNullable<Parameters<typeof fakeAskEngine>[1]>, 'lens' | 'adapter'> = {},
 ) {
   const { api: askApi, services } = fakeAskEngine(ask, {
     refusal: opts.refusal ?? null,
+    ...(opts.lens ? { lens: opts.lens } : {}),
+    ...(opts.adapter ? { adapter: opts.adapter } : {}),
     loadEvents: [
       { type: 'download', file: '/l/model.safetensors', loaded: 512, total: 1024 },
       { type: 'ready', backend: 'cpu', seconds: 0.2 },
@@ -384,6 +389,128 @@ describe('AskSession', () => {
     const other = fakeAskEngine(async () => { throw new Error('unused'); }).services;
     expect(askSession(services)).toBe(askSession(services));
     expect(askSession(other)).not.toBe(askSession(services));
+  });
+});
+
+/** A stage's message from `stage` on `link` to the learner, of ask `ask`. */
+const message = (stage: number, link: string, ask = 'call-1#1'): LatentMessage => ({ ask, stage, link, to: 'learner', latents: 2 });
+const stageDone = (index: number, role: string, messages?: LatentMessage[], text?: string): EngineEvent => ({
+  type: 'stage', index, round: 1 + Math.floor(index / 2), role, state: 'done', decode: false, latents: 2, seconds: 0.25,
+  ...(messages ? { messages } : {}), ...(text !== undefined ? { text } : {}),
+});
+/** What the engine reads for a message: its stage's index in every number. */
+const reading = (req: LensRequest): LensView => ({
+  norms: [req.stage, req.stage + 0.5], top: [[{ token: req.link, prob: 0.5 }], [{ token: 'x', prob: 0.25 }]], vocab: 300,
+  seconds: 0.125,
+});
+
+describe('AskSession: the lens on request, how a run ends, the adapter', () => {
+  it('reads no lens before the answer, then the last message; another when opened, once; a failed read again', async () => {
+    const lensCalls: number[] = [];
+    let fail = true;
+    const { api, session } = setup(async (req, on) => {
+      on(stageDone(0, 'expert', [message(0, 'outer_el')]));
+      on(stageDone(1, 'learner', [message(1, 'outer_le')]));
+      on(stageDone(2, 'expert', [message(2, 'outer_el')]));
+      // every stage is done, the answer not in yet: nothing read
+      lensCalls.push(api.lens.mock.calls.length);
+      return answered(req, '\\boxed{32}');
+    }, {
+      lens: async (req) => {
+        if (req.stage === 1 && fail) {
+          fail = false;
+          throw Object.assign(new Error('lens: the device was busy'), { name: 'GpuValidationError' });
+        }
+        return reading(req);
+      },
+    });
+    await session.ask('q', settingsOf());
+    expect(lensCalls).toEqual([0]);
+    const run = session.runs[0]!;
+    // after the answer: the last message only
+    expect(api.lens.mock.calls.map(([r]) => r)).toEqual([{ ask: 'call-1#1', stage: 2, link: 'outer_el' }]);
+    expect(Object.keys(run.lens)).toEqual(['2|outer_el']);
+    expect(run.lens['2|outer_el']).toEqual({ reading: reading({ ask: 'call-1#1', stage: 2, link: 'outer_el' }), error: null });
+
+    // opened: read once, however often it is opened
+    await session.readLens(run, message(0, 'outer_el'));
+    await session.readLens(run, message(0, 'outer_el'));
+    expect(api.lens).toHaveBeenCalledTimes(2);
+    expect(run.lens['0|outer_el']!.reading!.norms).toEqual([0, 0.5]);
+    // a failed read says why, and is read again when opened again
+    await session.readLens(run, message(1, 'outer_le'));
+    expect(run.lens['1|outer_le']).toEqual({ reading: null, error: { name: 'GpuValidationError', message: 'lens: the device was busy' } });
+    await session.readLens(run, message(1, 'outer_le'));
+    expect(api.lens).toHaveBeenCalledTimes(4);
+    expect(run.lens['1|outer_le']!.reading!.norms).toEqual([1, 1.5]);
+  });
+
+  it('reads the last message after both modes answered, and nothing after a stop or in text mode alone', async () => {
+    let order: string[] = [];
+    const { api, session } = setup(async (req, on) => {
+      order.push(`ask ${req.mode}`);
+      if (req.mode === 'latent') on(stageDone(0, 'expert', [message(0, 'outer_el')]));
+      else on(stageDone(0, 'expert', undefined, 'the price is 8'));
+      return answered(req, '\\boxed{32}');
+    }, { lens: async (req) => (order.push('lens'), reading(req)) });
+    await session.ask('q', settingsOf({ mode: 'both' }));
+    expect(order).toEqual(['ask latent', 'ask text', 'lens']);
+    expect(session.runs[1]!.stages[0]!.text).toBe('the price is 8');
+    order = [];
+    await session.ask('q', settingsOf({ mode: 'text' }));
+    expect(order).toEqual(['ask text']);
+    expect(api.lens).toHaveBeenCalledTimes(1);
+  });
+
+  it("marks a stopped run cancelled, not an error, and a failed one failed with its error", async () => {
+    let release!: () => void;
+    const { api, session } = setup((req, on) => new Promise((_, reject) => {
+      on(stageDone(0, 'expert', [message(0, 'outer_el')]));
+      on({ type: 'stage', index: 1, round: 1, role: 'learner', state: 'running', decode: true });
+      if (req.question === 'fails') {
+        on({ type: 'error', name: 'GpuOutOfMemory', message: 'out of memory' });
+        reject(Object.assign(new Error('out of memory'), { name: 'GpuOutOfMemory' }));
+        return;
+      }
+      release = () => {
+        // the worker reports its cancel as an event before the call rejects
+        on({ type: 'error', name: 'Cancelled', message: 'the call was cancelled' });
+        reject(Object.assign(new Error('the call was cancelled'), { name: 'Cancelled' }));
+      };
+    }), { lens: async (req) => reading(req) });
+    const asking = session.ask('q', settingsOf());
+    await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(1));
+    expect(session.runs[0]!.ended).toBeNull();
+    await session.stop();
+    release();
+    await asking;
+    expect([session.runs[0]!.ended, session.runs[0]!.error, session.error, session.stopped]).toEqual(['cancelled', null, null, true]);
+    expect(api.lens).not.toHaveBeenCalled(); // no answer: nothing read unasked
+
+    await session.ask('fails', settingsOf());
+    expect([session.runs[0]!.ended, session.runs[0]!.error, session.stopped])
+      .toEqual(['failed', { name: 'GpuOutOfMemory', message: 'out of memory' }, false]);
+  });
+
+  it('says when WebGPU is a fallback adapter for the offline system, and offers the CPU device', async () => {
+    const fallback = { isFallback: true, description: 'SwiftShader Device (Subzero)', vendor: 'google' };
+    const { page, session } = setup(async (req) => answered(req, ''), { adapter: fallback });
+    expect(session.fallbackNote(TINY)).toBeNull(); // not read yet
+    await session.readAdapter();
+    expect(session.fallbackNote(TINY)).toBe(
+      'WebGPU here is a fallback adapter (SwiftShader Device (Subzero)): a software implementation that runs the GPU\'s work on ' +
+        'the CPU. The offline tiny system answers faster on the CPU device.',
+    );
+    expect(session.fallbackNote('sequential_light')).toBeNull(); // a released style needs the GPU's memory
+    page.prefs.backend = 'cpu';
+    expect(session.fallbackNote(TINY)).toBeNull();
+
+    const gpu = setup(async (req) => answered(req, ''), { adapter: { isFallback: false, description: 'NVIDIA' } }).session;
+    await gpu.readAdapter();
+    expect(gpu.fallbackNote(TINY)).toBeNull();
+    const none = setup(async (req) => answered(req, '')).session; // no WebGPU: the load says so itself
+    await none.readAdapter();
+    expect([none.adapter, none.fallbackNote(TINY)]).toEqual([null, null]);
   });
 });
 

@@ -6,11 +6,17 @@ import { registryStyle } from './offline';
 export type StageEvent = Extract<EngineEvent, { type: 'stage' }>;
 
 export interface Cell {
-  state: 'idle' | 'running' | 'done';
+  /** 'cancelled' and 'failed': the stage was running when the ask was stopped or failed. */
+  state: 'idle' | 'running' | 'done' | 'cancelled' | 'failed';
   decode: boolean;
   seconds?: number;
   latents?: number;
+  /** Text mode: what the agent wrote. */
+  text?: string;
 }
+
+/** How a run ended before its answer: stopped by the user (Stop), or failed; null while it runs or once it answered. */
+export type RunEnd = 'cancelled' | 'failed' | null;
 
 /** Agents of a style ('tiny': the offline system's) in stage order (round 0); for a style the registry does not know, `fallback`. */
 export function stageRoles(style: string, fallback: readonly string[] = []): string[] {
@@ -24,25 +30,38 @@ export function styleUsesTools(style: string): boolean {
   return STYLES[registryStyle(style) as StyleName]?.tools ?? false;
 }
 
-/** Cells keyed `${round}:${role}` (round 1-based) after the events in order; later events win. */
-export function foldStages(events: readonly StageEvent[]): Map<string, Cell> {
+/**
+ * Cells keyed `${round}:${role}` (round 1-based) after the events in order; later events win. A run that `ended`
+ * before its answer leaves no cell running: the stage that was running is marked cancelled or failed.
+ */
+export function foldStages(events: readonly StageEvent[], ended: RunEnd = null): Map<string, Cell> {
   const cells = new Map<string, Cell>();
   for (const e of events) {
     const key = `${e.round}:${e.role}`;
-    if (e.state === 'running') cells.set(key, { state: 'running', decode: e.decode });
-    else cells.set(key, { state: 'done', decode: e.decode, seconds: e.seconds, latents: e.latents });
+    if (e.state === 'running') cells.set(key, { state: ended ?? 'running', decode: e.decode });
+    else cells.set(key, { state: 'done', decode: e.decode, seconds: e.seconds, latents: e.latents, text: e.text });
   }
   return cells;
 }
 
-/** The text a cell shows: '—', 'running…', or e.g. '1.25 s · 8 latents' / '0.50 s · text'. */
+/** The text a cell shows: '—', 'running…', 'cancelled', or e.g. '1.25 s · 8 latents' / '0.50 s · text'. */
 export function cellText(c: Cell | undefined): string {
   if (!c || c.state === 'idle') return '—';
   if (c.state === 'running') return c.decode ? 'decoding…' : 'running…';
+  if (c.state === 'cancelled') return 'cancelled';
+  if (c.state === 'failed') return 'failed';
   const secs = c.seconds === undefined ? '' : `${c.seconds.toFixed(2)} s`;
   const what = c.decode ? 'text' : `${c.latents ?? 0} latent${c.latents === 1 ? '' : 's'}`;
   return secs ? `${secs} · ${what}` : what;
 }
+
+/** Text mode: what each agent of round `round` wrote, in `columns` order (null where it wrote nothing yet). */
+export function roundTexts(cells: ReadonlyMap<string, Cell>, round: number, columns: readonly string[]): (string | null)[] {
+  return columns.map((role) => cells.get(`${round}:${role}`)?.text ?? null);
+}
+
+/** Where a run keeps a message's lens (AskRun.lens): its stage and link. */
+export const lensKey = (m: Pick<LatentMessage, 'stage' | 'link'>): string => `${m.stage}|${m.link}`;
 
 /** Latent messages of the run in order, with the stage they came from. */
 export function messagesOf(events: readonly StageEvent[]): { round: number; role: string; message: LatentMessage }[] {

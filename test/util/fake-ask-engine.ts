@@ -3,7 +3,7 @@
  * and `ask` as the test scripts it. Every call is a vi.fn, so tests read what the view asked for.
  */
 import { vi } from 'vitest';
-import type { AskRequest, AskResultView, EngineEvent, SystemSpec } from '../../workers/protocol';
+import type { AdapterReport, AskRequest, AskResultView, EngineEvent, LensRequest, LensView, SystemSpec } from '../../workers/protocol';
 import type { EngineRemote, Services } from '../../src/ui/services';
 
 /** The offline system as the worker reads it from models/tiny-system.json. */
@@ -27,7 +27,14 @@ export const fakePlan = (refusal: string | null = null) => ({
 
 export function fakeAskEngine(
   ask: (req: AskRequest, on: (e: EngineEvent) => void) => Promise<AskResultView>,
-  opts: { refusal?: string | null; loadEvents?: EngineEvent[] } = {},
+  opts: {
+    refusal?: string | null;
+    loadEvents?: EngineEvent[];
+    /** The lens of a message (default: a request nothing was kept for, rejected as the worker rejects it). */
+    lens?: (req: LensRequest) => Promise<LensView>;
+    /** The worker's WebGPU adapter (default: none, rejected with WebGpuUnavailable). */
+    adapter?: Partial<AdapterReport>;
+  } = {},
 ) {
   const loadEvents = opts.loadEvents ?? [{ type: 'ready', backend: 'cpu', seconds: 0.1 }];
   const api = {
@@ -38,6 +45,13 @@ export function fakeAskEngine(
       return { roles: {} };
     }),
     ask: vi.fn(ask),
+    lens: vi.fn(opts.lens ?? (async (req: LensRequest): Promise<LensView> => {
+      throw Object.assign(new Error(`lens: the latents of message ${req.link} are no longer kept`), { name: 'InvalidArgument' });
+    })),
+    adapterReport: vi.fn(async () => {
+      if (!opts.adapter) throw Object.assign(new Error('no adapter'), { name: 'WebGpuUnavailable' });
+      return opts.adapter as AdapterReport;
+    }),
     cancel: vi.fn(async () => {}),
   };
   const services: Services = {

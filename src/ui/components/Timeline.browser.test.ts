@@ -1,10 +1,11 @@
-// Timeline: stage events become cells (state, seconds, latent count) in rounds × agents, in stage order; tool calls
-// (deliberation) sit under their round, their input and output as text.
+// Timeline: stage events become cells (state, seconds, latent count) in rounds × agents, in stage order; a run that
+// ended before its answer leaves no cell running; text mode's agents' texts and tool calls (deliberation) sit under their
+// round, as text.
 import { afterEach, describe, expect, it } from 'vitest';
 import { flushSync, mount, unmount } from 'svelte';
 import { reactiveProps } from './props.svelte';
 import Timeline from './Timeline.svelte';
-import type { StageEvent } from '../timeline';
+import type { RunEnd, StageEvent } from '../timeline';
 import type { ToolCallEvent } from '../../../workers/protocol';
 
 let app: ReturnType<typeof mount> | null = null;
@@ -19,7 +20,7 @@ const stage = (round: number, role: string, state: 'running' | 'done', extra: Pa
 
 function setup(events: StageEvent[], tools: ToolCallEvent[] = []) {
   const target = document.body.appendChild(document.createElement('div'));
-  const props = reactiveProps({ roles: ['planner', 'critic', 'solver'], rounds: 2, events, tools });
+  const props = reactiveProps({ roles: ['planner', 'critic', 'solver'], rounds: 2, events, tools, ended: null as RunEnd });
   app = mount(Timeline, { target, props });
   const cell = (k: string) => target.querySelector<HTMLElement>(`[data-cell="${k}"]`)!;
   return { target, props, cell };
@@ -85,5 +86,44 @@ describe('Timeline', () => {
       .toEqual(['solver · python · 0.13 s', 'solver · search · running…']);
     expect(items[0]!.querySelector('.output')!.textContent).toBe('<b>hi</b>\n<img src=x onerror=alert(1)>');
     expect(target.querySelector('b, img')).toBeNull(); // the model's code and the tool's text are never HTML
+  });
+
+  it('marks the stage running when the run was stopped as cancelled, and when it failed as failed; done cells stay', () => {
+    const events = [
+      stage(1, 'planner', 'running'), stage(1, 'planner', 'done', { seconds: 1, latents: 4 }),
+      stage(1, 'critic', 'running'),
+    ];
+    const { target, props, cell } = setup(events);
+    expect(cell('1:critic').textContent).toBe('running…');
+    props.ended = 'cancelled';
+    flushSync();
+    expect([cell('1:critic').dataset.state, cell('1:critic').textContent]).toEqual(['cancelled', 'cancelled']);
+    // a cancelled cell looks idle (muted, italic, no outline), a failed one is outlined like the error box
+    expect([getComputedStyle(cell('1:critic')).fontStyle, getComputedStyle(cell('1:critic')).borderTopStyle]).toEqual(['italic', 'none']);
+    expect(cell('1:planner').textContent).toBe('1.00 s · 4 latents');
+    expect(target.querySelectorAll('td.running').length).toBe(0);
+    props.events = [...events, stage(1, 'critic', 'done', { seconds: 1, latents: 4 }), stage(1, 'solver', 'running', { decode: true })];
+    props.ended = 'failed';
+    flushSync();
+    expect([cell('1:solver').dataset.state, cell('1:solver').textContent]).toEqual(['failed', 'failed']);
+    expect(getComputedStyle(cell('1:solver')).borderTopStyle).toBe('solid');
+  });
+
+  it("text mode: what each agent wrote sits under its round, in its agent's column, as text", () => {
+    const { target, props } = setup([
+      stage(1, 'planner', 'done', { decode: true, seconds: 4.28, text: 'Plan: <b>add</b> 3 and 4' }),
+      stage(1, 'critic', 'running', { decode: true }),
+    ]);
+    const texts = () => [...target.querySelectorAll<HTMLElement>('[data-testid="stage-texts"]')];
+    expect(texts().map((r) => r.dataset.round)).toEqual(['1']);
+    const cells = () => [...texts()[0]!.querySelectorAll('td')].map((td) => td.querySelector('pre')?.textContent ?? null);
+    expect(cells()).toEqual(['Plan: <b>add</b> 3 and 4', null, null]);
+    expect(target.querySelector('[data-cell="1:planner"]')!.textContent).toBe('4.28 s · text');
+    expect(target.querySelector('b')).toBeNull();
+    props.events = [...props.events, stage(1, 'critic', 'done', { decode: true, seconds: 1, text: 'Looks right.' })];
+    flushSync();
+    expect(cells()).toEqual(['Plan: <b>add</b> 3 and 4', 'Looks right.', null]);
+    // rows: round 1, its texts, round 2
+    expect([...target.querySelectorAll('tbody tr')].map((r) => r.classList.contains('texts'))).toEqual([false, true, false]);
   });
 });

@@ -18,13 +18,17 @@ afterEach(cleanUpAskView);
 const TEST = priceSplit('test').map((r) => r.question);
 const [FIRST, NEXT] = [TEST[DEFAULT_ROW]!, TEST[DEFAULT_ROW + 1]!];
 
-const fakeServices = (ask: Parameters<typeof fakeAskEngine>[0], refusal: string | null = null) =>
-  fakeAskEngine(ask, { refusal, loadEvents: [
+const fakeServices = (
+  ask: Parameters<typeof fakeAskEngine>[0], refusal: string | null = null,
+  more: Pick<NonNullable<Parameters<typeof fakeAskEngine>[1]>, 'lens' | 'adapter'> = {},
+) =>
+  fakeAskEngine(ask, { refusal, ...more, loadEvents: [
     { type: 'download', file: '/p/model.safetensors', loaded: 512, total: 1024 }, { type: 'ready', backend: 'cpu', seconds: 0.2 },
   ] });
 
 describe('AskView', () => {
-  it('streams one latent run into the timeline, the latent messages and the answer', async () => {
+  it('streams one latent run into the timeline, the latent messages (read after the answer) and the answer', async () => {
+    let lensCallsInAsk = -1;
     const { api, services } = fakeServices(async (req, on) => {
       on({
         type: 'stage',
@@ -35,16 +39,9 @@ describe('AskView', () => {
         decode: false,
         latents: 2,
         seconds: 0.25,
-        messages: [
-          {
-            link: 'outer_el',
-            to: 'learner',
-            norms: [3.5, 4.25],
-            top: [[{ token: ' the', prob: 0.5 }], [{ token: '7', prob: 0.0035 }]],
-            vocab: 300,
-          },
-        ],
+        messages: [{ ask: 'a#1', stage: 0, link: 'outer_el', to: 'learner', latents: 2 }],
       });
+      lensCallsInAsk = api.lens.mock.calls.length;
       on({ type: 'text', role: 'learner', text: 'So **25** is it: ' });
       on({ type: 'text', role: 'learner', text: 'So **25** is it: $\\boxed{25}$ <b>x</b>' });
       const result = {
@@ -61,11 +58,16 @@ describe('AskView', () => {
         kvDtype: 'f32',
         stageSeconds: 1.0,
         lensSeconds: 0.25,
+        messagesKept: 1,
         retrySeconds: 0,
         pipelinesCompiled: 7,
       };
       on({ type: 'done', result });
       return result;
+    }, null, {
+      lens: async () => ({
+        norms: [3.5, 4.25], top: [[{ token: ' the', prob: 0.5 }], [{ token: '7', prob: 0.0035 }]], vocab: 300, seconds: 0.125,
+      }),
     });
     const props = reactiveProps({ services, settings: { ...DEFAULTS, rounds: 1, greedy: true } });
     const target = mountAskView(props);
@@ -83,12 +85,19 @@ describe('AskView', () => {
     expect(target.querySelector('[data-cell="1:expert"]')!.textContent).toBe('0.25 s · 2 latents');
     // the offline system's agents in stage order
     expect([...target.querySelectorAll('thead th')].map((t) => t.textContent)).toEqual(['round', 'expert', 'learner']);
-    expect(target.querySelectorAll('.latent').length).toBe(2);
+    // the lens: not read during the ask; after the answer, the last message, opened
+    expect(lensCallsInAsk).toBe(0);
+    await vi.waitFor(() => expect(target.querySelectorAll('.latent').length).toBe(2));
+    expect(api.lens.mock.calls.map(([r]) => r)).toEqual([{ ask: 'a#1', stage: 0, link: 'outer_el' }]);
+    expect(target.querySelector<HTMLDetailsElement>('[data-testid="latent-messages"] details')!.open).toBe(true);
+    expect(target.querySelector('[data-testid="lens-reads"]')!.textContent!.replace(/\s+/g, ' ').trim())
+      .toBe('1 message; the lens reads one when it is opened: 1 read in 0.13 s.');
     expect(target.querySelector('.latent .norm')!.textContent).toBe('‖3.5‖');
     expect(target.querySelector('.latent .tok')!.textContent).toBe('·the50%');
     // the second latent's top token (0.35%) is under 2/300: near uniform, marked and counted
     expect([...target.querySelectorAll('.latent')].map((l) => l.classList.contains('flat'))).toEqual([false, true]);
-    expect(target.querySelector('[data-testid="latent-messages"] summary')!.textContent).toMatch(/2 latents, read by learner's LM head/);
+    expect(target.querySelector('[data-testid="latent-messages"] summary')!.textContent)
+      .toMatch(/2 latents, read by learner's LM head in 0\.13 s/);
     expect(target.querySelector('[data-testid="lens-note"]')!.textContent!.replace(/\s+/g, ' ').trim()).toBe(
       "The latents are in learner's embedding space; the lens reads each with learner's LM head over its 300 tokens. 1 of 2 read as near uniform " +
         '(top token under twice 1/300 = 0.3%): such a latent is close to no single token, so the lens cannot say what it carries, not that it carries nothing.',
@@ -107,7 +116,7 @@ describe('AskView', () => {
     expect(target.querySelector('[data-testid="ask-stats"]')!.textContent!.replace(/\s+/g, ' ').trim())
       .toBe('12 tokens · prefill 250 tok/s · decode 8.50 tok/s · 2 latent steps · 1.50 s total on webgpu (f32 KV cache)');
     expect(target.querySelector('[data-testid="ask-time"]')!.textContent).toMatch(
-      /^of the 1\.50 s: stages 1\.00 s · latent-message lens 0\.25 s · answer retry 0\.00 s · other 0\.25 s; 7 GPU kernels compiled on first use, inside these; before it, loading the system \d+\.\d\d s \(downloads, weights to the GPU\)$/,
+      /^of the 1\.50 s: stages 1\.00 s · latent-message lens 0\.25 s \(1 message kept, each read on request\) · answer retry 0\.00 s · other 0\.25 s; 7 GPU kernels compiled on first use, inside these; before it, loading the system \d+\.\d\d s \(downloads, weights to the GPU\)$/,
     );
     expect(target.querySelector('[data-testid="answer-text"]')!.textContent).toBe('So **25** is it: $\\boxed{25}$ <b>x</b>');
     expect(target.querySelector('.dl .bytes')!.textContent).toBe('512 B / 1.00 KiB');
@@ -479,6 +488,69 @@ describe('AskView', () => {
       expect(api.ask.mock.calls[n + 1]![0].ablation).toEqual({ kind: 'from', question: donor });
       await vi.waitFor(() => expect(target.querySelector<HTMLButtonElement>('button.primary')!.disabled).toBe(false));
     }
+  });
+
+  it('on a fallback adapter, says so beside the offline system and switches to the CPU device when asked', async () => {
+    const { api, services } = fakeServices(async (req) => answered(req, '\\boxed{32}'), null, {
+      adapter: { isFallback: true, description: 'SwiftShader Device (Subzero)' },
+    });
+    const settings = reactiveProps({ ...DEFAULTS });
+    const target = mountAskView(reactiveProps({ services, settings }));
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="fallback-note"]')).not.toBeNull());
+    expect(api.adapterReport).toHaveBeenCalledTimes(1);
+    expect(target.querySelector('[data-testid="fallback-note"]')!.textContent).toContain(
+      'WebGPU here is a fallback adapter (SwiftShader Device (Subzero))',
+    );
+    target.querySelector<HTMLButtonElement>('[data-testid="use-cpu"]')!.click();
+    flushSync();
+    expect([prefs.backend, target.querySelector<HTMLSelectElement>('[data-testid="ask-device"]')!.value]).toEqual(['cpu', 'cpu']);
+    expect(target.querySelector('[data-testid="fallback-note"]')).toBeNull();
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    await vi.waitFor(() => expect(api.ask).toHaveBeenCalledTimes(1));
+    expect(api.ask.mock.calls[0]![0].backend).toBe('cpu');
+  });
+
+  it('no fallback note on a real GPU', async () => {
+    const { api, services } = fakeServices(async (req) => answered(req, ''), null, { adapter: { isFallback: false } });
+    const target = mountAskView(reactiveProps({ services, settings: { ...DEFAULTS } }));
+    await vi.waitFor(() => expect(api.adapterReport).toHaveBeenCalled());
+    flushSync();
+    expect(target.querySelector('[data-testid="fallback-note"]')).toBeNull();
+  });
+
+  it('Stop: the running cell says cancelled, no error box; a failure: failed, with its error', async () => {
+    let release!: () => void;
+    const { api, services } = fakeServices((req, on) => new Promise((_, reject) => {
+      on({ type: 'stage', index: 0, round: 1, role: 'expert', state: 'running', decode: false });
+      if (req.question === 'fails') {
+        on({ type: 'error', name: 'GpuOutOfMemory', message: 'out of memory' });
+        reject(Object.assign(new Error('out of memory'), { name: 'GpuOutOfMemory' }));
+      }
+      release = () => {
+        on({ type: 'error', name: 'Cancelled', message: 'the call was cancelled' });
+        reject(Object.assign(new Error('the call was cancelled'), { name: 'Cancelled' }));
+      };
+    }));
+    const target = mountAskView(reactiveProps({ services, settings: { ...DEFAULTS, rounds: 1 } }));
+    await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    const cell = () => target.querySelector<HTMLElement>('[data-cell="1:expert"]')!;
+    await vi.waitFor(() => expect(cell().textContent).toBe('running…'));
+    [...target.querySelectorAll('button')].find((b) => b.textContent === 'Stop')!.click();
+    await vi.waitFor(() => expect(api.cancel).toHaveBeenCalled());
+    release();
+    await vi.waitFor(() => expect(cell().textContent).toBe('cancelled'));
+    expect(cell().dataset.state).toBe('cancelled');
+    expect(target.querySelector('[role="alert"]')).toBeNull();
+    expect(target.querySelector('[data-testid="ask-status"]')!.textContent).toBe('stopped');
+
+    const box = target.querySelector<HTMLTextAreaElement>('textarea')!;
+    box.value = 'fails';
+    box.dispatchEvent(new Event('input', { bubbles: true }));
+    flushSync();
+    target.querySelector<HTMLButtonElement>('button.primary')!.click();
+    await vi.waitFor(() => expect(cell().textContent).toBe('failed'));
+    expect(target.querySelector<HTMLElement>('[role="alert"]')!.dataset.errorName).toBe('GpuOutOfMemory');
   });
 });
 
