@@ -42,10 +42,24 @@ export interface TrainRequest {
   style?: string;
   /** Inner: the role whose link is trained (planner, critic, solver, …). */
   role?: string;
+  /**
+   * The style's prompt set (a prompts.json URL or its bytes), as the system the links are for asks with it: an embedded
+   * style's own (the offline system's manifest names it) is required, else upstream's prompts apply.
+   */
+  prompts?: string | Uint8Array;
   /** Outer: for every role of the style, its model folder URL and its frozen inner link (.pt or .safetensors bytes). */
   agents?: Record<string, { model: string; innerLink: Uint8Array }>;
-  /** Optional starting weights by link key ('adapter' for inner; 'outer_12', … for outer). */
+  /**
+   * Optional starting weights by link key ('adapter' for inner; 'outer_12', … for outer): a fine-tune of the
+   * system's own links when they are its, else fresh links.
+   */
   initLinks?: Record<string, Uint8Array>;
+  /**
+   * Outer: score the system on these validation questions (rows with question and answer), greedy, before the first
+   * step, every `every` steps and after the last ('heldOut' events); the best step's links are kept as a checkpoint,
+   * read by checkpointFiles(`${runId}/best`). Ignored by an inner run, which trains one link without the system.
+   */
+  heldOut?: { rows: Record<string, unknown>[]; every: number; latentSteps: number };
   /**
    * Continues an interrupted run exactly (same run id, so its later checkpoints land beside the earlier
    * ones): links, AdamW moments and trainer state (step, epoch, data order, cursor, Rng) from `checkpoint`
@@ -87,6 +101,13 @@ export interface TrainOptions {
   /** Inner loss weights (default cos 1, mse 0). */
   cosWeight?: number;
   mseWeight?: number;
+  /** Outer: what a non-final stage sends while training, 'teacher' (default, upstream) or 'rollout' (as inference). */
+  latents?: 'teacher' | 'rollout';
+  /** Outer: only the last round's cross-entropy (default true), else plus nonLastLossWeight (0.1) × the earlier rounds'. */
+  superviseFinalOnly?: boolean;
+  nonLastLossWeight?: number;
+  /** Outer: score targets up to the agent's end-of-turn token only (default false; `rmas train-outer --loss_until_eos`). */
+  untilEos?: boolean;
 }
 
 export type TrainEvent =
@@ -103,9 +124,12 @@ export type TrainEvent =
     }
   | { type: 'step'; step: number; maxSteps: number; loss: number; lr: number; gradNorm: number; tokensPerSec: number; etaSec: number }
   | { type: 'saved'; step: number; final: boolean }
+  /** A held-out score (TrainRequest.heldOut): questions right of `total` with the links of `step`; best: the best so far. */
+  | { type: 'heldOut'; step: number; correct: number; total: number; best: boolean }
   | { type: 'paused' }
   | { type: 'resumed' }
-  | { type: 'done'; steps: number; stopped: boolean };
+  /** best: the step with the best held-out score, whose checkpoint checkpointFiles(`${runId}/best`) reads. */
+  | { type: 'done'; steps: number; stopped: boolean; best?: { step: number; correct: number; total: number } };
 
 export interface TrainResult {
   runId: string;

@@ -9,7 +9,7 @@ import { InvalidArgument } from '../src/errors';
 import type { FileStore } from '../src/train';
 import type { Calls } from './calls';
 import type { EngineApi, TrainEvent } from './protocol';
-import { type TrainDeps, type TrainRun, runIdFor, trainRun } from './trainer';
+import { BEST_DIR, type TrainDeps, type TrainRun, runIdFor, trainRun } from './trainer';
 
 export type TrainCalls = Pick<EngineApi, 'train' | 'pauseTraining' | 'resumeTraining' | 'checkpointFiles'>;
 
@@ -66,14 +66,16 @@ export function trainCalls(deps: TrainDeps, calls: Calls): TrainCalls {
       run.wake?.();
     },
 
-    async checkpointFiles(runId) {
+    // `${runId}/best`: the run's best held-out checkpoint (TrainRequest.heldOut), else its latest
+    async checkpointFiles(which) {
+      const [runId, folder] = which.endsWith(`/${BEST_DIR}`) ? [which.slice(0, -BEST_DIR.length - 1), BEST_DIR] : [which, '.'];
       const store = active?.run.id === runId ? active.run.store : pastRuns.get(runId);
       if (!store)
         throw new InvalidArgument(
           `checkpointFiles: no run ${runId} in this worker (only the last ${KEEP_PAST_RUNS} runs are kept); train first`,
         );
       const { latestCheckpoint } = await import('../src/train');
-      const { dir } = await latestCheckpoint(store, '.');
+      const { dir } = await latestCheckpoint(store, folder);
       const files: Record<string, Uint8Array> = {};
       const prefix = dir && dir !== '.' ? `${dir}/` : '';
       const state = JSON.parse(new TextDecoder().decode(await store.read(`${prefix}trainer_state.json`))) as { files: string[] };

@@ -6,6 +6,7 @@
  */
 import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../src/errors';
 import { type Backend, CpuBackend } from '../src/tensor';
+import type { PromptSet, StyleSpec } from '../src/mas';
 import type { FileStore } from '../src/train';
 import type { TrainEvent, TrainOptions, TrainRequest, TrainResult } from './protocol';
 
@@ -29,6 +30,9 @@ export interface TrainDeps {
 }
 
 const RUN_ID = /^run-[A-Za-z0-9_-]{1,64}$/;
+
+/** The folder of a run's store that holds its best held-out checkpoint (TrainRequest.heldOut). */
+export const BEST_DIR = 'best';
 
 /** The run id a request trains under: its resume's (checked), else a new one. */
 export function runIdFor(req: TrainRequest, fresh: () => string): string {
@@ -91,6 +95,37 @@ async function resumePoint(
   return { dir, options: a.resolved as TrainOptions, args: a as Record<string, unknown> };
 }
 
+/**
+ * The request's prompt set: its prompts.json by URL or bytes. An embedded style has its own, which its agents were
+ * trained on; without them a run would train its links on upstream's prompts, which the system never asks with.
+ */
+async function requestPrompts(req: TrainRequest, style: StyleSpec, fetcher: typeof fetch): Promise<PromptSet | undefined> {
+  const { loadPromptSet } = await import('../src/mas');
+  const p = req.prompts;
+  if (p === undefined) {
+    if (style.embedded)
+      throw new InvalidArgument(`train: style ${style.name} asks with its own prompts; give prompts, the URL of its prompts.json`);
+    return undefined;
+  }
+  if (p instanceof Uint8Array) return loadPromptSet(new TextDecoder().decode(p), 'prompts');
+  const res = await fetcher(p);
+  if (!res.ok) throw new InvalidArgument(`train: prompts ${p} answered HTTP ${res.status}`);
+  return loadPromptSet(await res.text(), p);
+}
+
+/** A resumed run's best held-out score before it stopped (its best checkpoint's train_args.json), if it has one. */
+async function bestSoFar(store: FileStore): Promise<{ step: number; correct: number; total: number } | null> {
+  const { TRAIN_ARGS_FILE, inFolder } = await import('../src/train');
+  const file = inFolder(BEST_DIR, TRAIN_ARGS_FILE);
+  if (!(await store.exists(file))) return null;
+  try {
+    type Args = { held_out_best?: { step: number; correct: number; total: number } };
+    return (JSON.parse(new TextDecoder().decode(await store.read(file))) as Args).held_out_best ?? null;
+  } catch {
+    return null; // an unreadable record: the resumed run finds its best anew
+  }
+}
+
 /** Sets the job up from the request (models fetched by URL), runs trainLoop with pause/stop and saves, and cleans up. */
 export async function trainRun(
   req: TrainRequest,
@@ -103,7 +138,10 @@ export async function trainRun(
     { loadDecoderFromUrl },
     { loadTokenizerFromUrl },
     { saveCheckpoint, loadCheckpoint, initialState, trainLoop, setupTraining, TRAIN_DEFAULTS, trainingRole, trainingStyle },
-  ] = await Promise.all([import('../src/mas'), import('../src/model'), import('../src/tokenizer'), import('../src/train')]);
+    { heldOutHook, BestHeldOut },
+  ] = await Promise.all([
+    import('../src/mas'), import('../src/model'), import('../src/tokenizer'), import('../src/train'), import('../src/eval'),
+  ]);
   if (req.kind !== 'inner' && req.kind !== 'outer')
     throw new InvalidArgument(`train: kind must be 'inner' or 'outer', got ${JSON.stringify(req.kind)}`);
   if (!Array.isArray(req.rows))
@@ -132,9 +170,10 @@ export async function trainRun(
       throw new InvalidArgument(`train (outer): agents.${role} needs model (a folder URL) and innerLink (bytes) for style ${style.name}`);
     return a;
   };
+  const prompts = await requestPrompts(req, style, deps.fetch ?? fetch);
   const init = (key: string) => (!resume && req.initLinks?.[key] ? parseLinkBytes(req.initLinks[key], `initLinks.${key}`) : null);
   const setup = await setupTraining({
-    kind: req.kind, style, task: o.task, seed: o.seed, maxLength: o.maxLength, batchSize: o.batchSize,
+    kind: req.kind, style, task: o.task, seed: o.seed, maxLength: o.maxLength, batchSize: o.batchSize, ...(prompts ? { prompts } : {}),
     ...(req.kind === 'inner' ? { role: trainingRole(style, req.role!) } : {}),
     steps: o.maxSteps, gradAccumSteps: o.gradAccumSteps, lr: o.lr, scheduler: o.scheduler, shuffle: o.shuffle,
     // a short run warms up for a tenth of its steps at most
@@ -142,7 +181,10 @@ export async function trainRun(
     // the page keeps the last checkpoint unless asked for more
     saveSteps: o.saveSteps ?? 0,
     inner: { cos: o.cosWeight, mse: o.mseWeight },
-    outer: { rounds: o.rounds, maxLatentTokens: o.maxLatentTokens },
+    outer: {
+      rounds: o.rounds, maxLatentTokens: o.maxLatentTokens, latents: o.latents, superviseFinalOnly: o.superviseFinalOnly,
+      nonLastLossWeight: o.nonLastLossWeight, untilEos: o.untilEos,
+    },
   }, req.rows, {
     backend: () => backend,
     decoder: (role, on) =>
@@ -188,6 +230,20 @@ export async function trainRun(
     // stop always ends with the loop's final save
     const ctl = new AbortController();
     run.stop.addEventListener('abort', () => run.wake?.(), { once: true });
+    // held-out questions (outer runs: the whole system is loaded); the best step's links go to BEST_DIR
+    let best: { step: number; correct: number; total: number } | undefined;
+    const h = req.heldOut;
+    const heldOut = h && setup.system && setup.outerLoss ? await heldOutHook(setup.system, {
+      rows: h.rows, every: h.every, rounds: setup.outerLoss.rounds, latentSteps: h.latentSteps,
+    }, loopOpts.maxSteps, async (p, isBest, st) => {
+      if (isBest) {
+        await saveCheckpoint(store, BEST_DIR, {
+          kind: req.kind, links: job.links, optimizerT: job.optimizer.t, state: st, args: { ...args, held_out_best: p }, manifests,
+        });
+        best = p;
+      }
+      await emit({ type: 'heldOut', ...p, best: isBest });
+    }, new BestHeldOut(resume ? await bestSoFar(store) : null)) : null;
     const final = await trainLoop(
       job.size,
       loopOpts,
@@ -195,6 +251,7 @@ export async function trainRun(
         optimizer: job.optimizer,
         runBatch: (idx, scale, shard) => job.runBatch(idx, scale, shard),
         signal: ctl.signal,
+        ...(heldOut ? { heldOut } : {}),
         async waitIfPaused() {
           if (run.paused && !run.stop.aborted) {
             await emit({ type: 'paused' });
@@ -229,7 +286,7 @@ export async function trainRun(
       },
       state,
     );
-    await emit({ type: 'done', steps: final.step, stopped: final.stopped });
+    await emit({ type: 'done', steps: final.step, stopped: final.stopped, ...(best ? { best } : {}) });
     return { runId: run.id, steps: final.step, stopped: final.stopped };
   } finally {
     setup.dispose();

@@ -12,3 +12,4 @@ export * from './paper';
 export * from './tiny-task';
 export * from './tiny-prices';
 export * from './embedded-task';
+export * from './held-out';

@@ -47,6 +47,11 @@ export const TRAIN_OPTIONS = {
   log_jsonl: s,
   dump_batches: s,
   logging_steps: s,
+  // held-out evaluation (train-outer; the Hugging Face Trainer's and run_clm.py's names)
+  eval_steps: s,
+  validation_file: s,
+  max_eval_samples: s,
+  latent_length: s,
   // engine
   backend: s,
   devices: s,
@@ -71,6 +76,7 @@ export const TRAIN_OPTIONS = {
   non_last_loss_weight: s,
   init_outer: s,
   outer_latents: s,
+  loss_until_eos: s,
   agent1_model_name_or_path: s,
   agent2_model_name_or_path: s,
   agent3_model_name_or_path: s,
@@ -131,7 +137,12 @@ export const TRAIN_USAGE =
                    --save_dir DIR [--outer_lr ${D.lr.toExponential()}] [--outer_type ${D.outerType}] [--num_recursive_rounds ${D.rounds}]
                    [--max_latent_tokens ${D.maxLatentTokens}] [--supervise_final_only ${+D.superviseFinalOnly}]
                    [--non_last_loss_weight ${D.nonLastLossWeight}] [--init_outer DIR] [--max_length ${D.maxLength.outer}]
-                   [--outer_latents ${D.latents}|rollout]
+                   [--outer_latents ${D.latents}|rollout] [--loss_until_eos 0|1]
+                   [--validation_file FILE.jsonl --eval_steps N [--max_eval_samples N] [--latent_length M]]
+      --loss_until_eos 1 scores each target up to its agent's end-of-turn token (ours: the template's tokens after it
+      are never generated); --validation_file scores the system on its questions (greedy, --num_recursive_rounds
+      rounds, --latent_length latent steps, default the style's) before the first step, every --eval_steps steps and
+      after the last, prints each score and keeps the best step's links in save_dir/best
       train-outer also takes upstream's role-named spellings: distillation --expert_model_name_or_path,
       --learner_model_name_or_path, --expert_inner_aligner_path, --learner_inner_aligner_path (agent1, agent2);
       deliberation --reflector_* and --toolcaller_* (agent1, agent2); giving one with its agentN flag is an error
@@ -238,6 +249,7 @@ export function flagSettings(kind: 'inner' | 'outer', a: TrainArgs, style: Style
       type: a.outer_type, rounds: num(a, 'num_recursive_rounds', { int: true, min: 1 }),
       maxLatentTokens: num(a, 'max_latent_tokens', { int: true, min: 1 }), superviseFinalOnly: bool01(a, 'supervise_final_only'),
       nonLastLossWeight: num(a, 'non_last_loss_weight', { min: 0 }), latents: outerLatents(a.outer_latents),
+      untilEos: bool01(a, 'loss_until_eos'),
       recompute: recompute !== 'auto' ? recompute
         : (samples, loss, agents, outer) => autoRecompute(style, samples, loss, agents, outer, say),
       // upstream records where each agent came from

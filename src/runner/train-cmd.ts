@@ -10,10 +10,12 @@ import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import {
   broadcastParameters, checkSameParameters, dataParallel, fromRoot, singleProcess, type ProcessGroup,
 } from '../dist/group';
-import { MissingCheckpoint, NonFiniteLoss } from '../errors';
+import { MissingCheckpoint, NonFiniteLoss, UsageError } from '../errors';
+import { BestHeldOut, heldOutHook, heldOutText, type HeldOutSink } from '../eval/held-out';
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
 import type { InnerLink } from '../mas/links';
-import type { StyleSpec } from '../mas/styles';
+import { defaultLatentSteps, type StyleSpec } from '../mas/styles';
+import type { MasSystem } from '../mas/system';
 import { embeddedPath, embeddedRoot, loadEmbeddedPrompts, missingTinySystem } from '../mas/system-folders';
 import { adapterTaskFor, readLinkFile, resolveOuterFolder, resolveRoleFiles, type OuterLinkFile } from '../mas/upstream';
 import { loadDecoderFromDir } from '../model';
@@ -23,7 +25,7 @@ import { latestCheckpoint, loadCheckpoint, pruneCheckpoints, saveCheckpoint, typ
 import { nodeStore, pendingCommit } from '../train/file-store';
 import { loadRows, type RowSource } from '../train/data';
 import { placeModelFiles, type PlacedModel } from '../train/model-files';
-import { initialState, trainLoop, type StepEvent } from '../train/loop';
+import { initialState, trainLoop, type LoopHooks, type StepEvent } from '../train/loop';
 import { setupTraining, TRAIN_DEFAULTS, trainingStyle, type TrainLoaders } from '../train/setup';
 import { materialize } from '../store/bundle-node';
 import { hubDatasetFiles } from '../store/hub-datasets';
@@ -74,6 +76,21 @@ async function innerLinkPath(what: string, p: string, task: 'math' | 'code' | nu
   return join(p, inner);
 }
 
+/** The value of --init_outer that names the style's own outer links (a folder of that name is ./style). */
+export const STYLE_OUTER = 'style';
+
+/**
+ * --init_outer: a folder or bundle, or `style`: the style's own outer links (an embedded style's folder, a released
+ * style's outer repo through the hub cache), so that a run fine-tunes the system it trains rather than fresh links.
+ */
+async function initOuterFolder(v: string, style: StyleSpec, err: (s: string) => void): Promise<string> {
+  if (v !== STYLE_OUTER) return materialize(v);
+  if (!style.embedded) return runnerHub(err).repoFolder(style.outerRepo, `--init_outer style (${style.outerRepo})`);
+  const dir = embeddedPath(style, await embeddedRoot(style), style.outerRepo);
+  if (!existsSync(dir)) throw missingTinySystem(style, `--init_outer style (the outer links of ${style.name})`, `${dir} does not exist`);
+  return dir;
+}
+
 function rowSource(a: TrainArgs): RowSource {
   const name = need(a, 'dataset_name');
   const split = a.dataset_split;
@@ -115,12 +132,63 @@ function folderLoaders(
     },
     async outerLink(key: string) {
       if (!a.init_outer) return null;
-      outerInit ??= materialize(a.init_outer).then((dir) => resolveOuterFolder(dir, adapterTask, style.links.map((l) => l.key)));
+      outerInit ??= initOuterFolder(a.init_outer, style, err)
+        .then((dir) => resolveOuterFolder(dir, adapterTask, style.links.map((l) => l.key)));
       const file = (await outerInit).get(key)!;
       return { state: await readLinkFile(file.path), type: file.type };
     },
   };
   return loaders;
+}
+
+/**
+ * What train-inner says before it starts: the style's outer links were fitted to the inner link it replaces
+ * (issue 37: a retrained learner link took tiny_distillation from 100% to 55% of 20 test questions).
+ */
+export const INNER_HANDOFF_WARNING =
+  'warning: the outer links were trained on the inner link this run replaces, so every latent hand-off changes and the ' +
+  'system may answer worse, however the loss falls; train the outer links after it (rmas train-outer with the new ' +
+  'link as --agentN_inner_aligner_path, --init_outer style to start from the system\'s own)';
+
+/** Where the best held-out step's checkpoint goes, under --save_dir. */
+export const BEST_DIR = 'best';
+
+/**
+ * --validation_file and its flags: the held-out hook (train-outer in one process) and its best score so far, or null
+ * when no validation file is given.
+ */
+async function heldOutFlags(
+  kind: 'inner' | 'outer', a: TrainArgs, style: StyleSpec, system: MasSystem | null, rounds: number, maxSteps: number,
+  group: ProcessGroup, io: TrainIO, keep: HeldOutSink,
+): Promise<{ hook: NonNullable<LoopHooks['heldOut']>; best: BestHeldOut } | null> {
+  const every = numberFlag('eval_steps', a.eval_steps, { integer: true, min: 1 });
+  const limit = numberFlag('max_eval_samples', a.max_eval_samples, { integer: true, min: 1 });
+  const m = numberFlag('latent_length', a.latent_length, { integer: true, min: 1 });
+  if (!a.validation_file) {
+    const stray = (['eval_steps', 'max_eval_samples', 'latent_length'] as const).find((k) => a[k] !== undefined);
+    if (stray) throw new UsageError(`--${stray} sets the held-out evaluation, which needs --validation_file FILE.jsonl`);
+    return null;
+  }
+  if (kind === 'inner' || !system)
+    throw new UsageError('--validation_file: the held-out questions need the whole system; train-outer scores them, train-inner does not');
+  if (group.size > 1) {
+    io.err('note: --validation_file is not scored under mpirun (one process scores it); this run trains without it\n');
+    return null;
+  }
+  const rows = (await loadRows({ jsonlFile: a.validation_file })).slice(0, limit);
+  const o = {
+    rows, every: every ?? numberFlag('logging_steps', a.logging_steps, { integer: true, min: 1 }) ?? 10,
+    rounds,
+    latentSteps: m ?? defaultLatentSteps(style),
+  };
+  io.err(`held-out: ${rows.length} questions of ${a.validation_file}, ${o.rounds} rounds, ${o.latentSteps} latent steps, ` +
+    `every ${o.every} steps\n`);
+  const best = new BestHeldOut();
+  const hook = await heldOutHook(system, o, maxSteps, async (p, isBest, st) => {
+    io.err(`${io.tty ? '\n' : ''}held-out step ${p.step}: ${heldOutText(p)}${isBest ? ' (best so far)' : ''}\n`);
+    await keep(p, isBest, st);
+  }, best);
+  return { hook, best };
 }
 
 const fmtTime = (s: number) =>
@@ -155,6 +223,7 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
   const style = trainingStyle(kind === 'inner' ? (a.mas_design ?? a.style ?? need(a, 'mas_design')) : need(a, 'style'));
   if (kind === 'outer') a = agentFlags(a, style);
   const settings = flagSettings(kind, a, style, io.err);
+  if (kind === 'inner' && style.links.length) io.err(`${INNER_HANDOFF_WARNING}\n`);
   const thinking = settings.thinking ?? false;
   const task = settings.task ?? TRAIN_DEFAULTS.task;
   const logEvery = numberFlag('logging_steps', a.logging_steps, { integer: true, min: 1 }) ?? 10;
@@ -242,11 +311,20 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     if (a.dump_batches && lead) mkdirSync(a.dump_batches, { recursive: true });
     if (a.log_jsonl && lead) mkdirSync(dirname(resolvePath(a.log_jsonl)), { recursive: true });
 
+    const rounds = setup.outerLoss?.rounds ?? 0;
+    const heldOut = await heldOutFlags(kind, a, style, setup.system, rounds, loopOpts.maxSteps, group, io, async (p, best, st) => {
+      if (!best) return;
+      await writing(`saving ${join(saveDir, BEST_DIR)}`, resumeHow, () => saveCheckpoint(store, BEST_DIR, {
+        kind, links: job.links, optimizerT: job.optimizer.t, state: st, args: { ...args, held_out_best: p }, manifests,
+      }));
+    });
+
     let lastPlaced: PlacedModel | null = null;
     const final = await trainLoop(job.size, loopOpts, {
       optimizer: job.optimizer,
       runBatch: (idx, scale, shard) => job.runBatch(idx, scale, shard),
       ...(group.size > 1 ? { parallel: dataParallel(group, params, device) } : {}),
+      ...(heldOut ? { heldOut: heldOut.hook } : {}),
       onStep: async (e) => {
         if (!lead) return;
         const line = progressLine(e);
@@ -299,7 +377,14 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
     const lp = lastPlaced as PlacedModel | null; // assigned in save()
     io.err(`done: ${final.step} steps${skippedText ? `, skipped samples: ${skippedText}` : ''}; saved to ${saveDir}` +
       `${lp ? ` with the model files of ${lp.source} (${lp.method})` : ''}\n`);
-    if (lead) io.out(`${JSON.stringify({ steps: final.step, save_dir: saveDir, skipped: final.skipped, dropped: job.dropped })}\n`);
+    const best = heldOut?.best.best;
+    if (best) io.err(`best held-out score: ${heldOutText(best)} at step ${best.step}; its links are in ${join(saveDir, BEST_DIR)}\n`);
+    if (lead) {
+      io.out(`${JSON.stringify({
+        steps: final.step, save_dir: saveDir, skipped: final.skipped, dropped: job.dropped,
+        ...(best ? { held_out_best: { ...best, dir: join(saveDir, BEST_DIR) } } : {}),
+      })}\n`);
+    }
   } finally {
     for (const d of disposers.reverse()) d();
   }

@@ -124,6 +124,13 @@ export interface OuterJobConfig {
   batchSize: number;
   optimizer: AdamWOptions;
   prompts?: PromptSet;
+  /**
+   * Score each target only up to its agent's first end-of-turn token (ours; upstream scores the whole rendered
+   * turn). A chat template's tokens after the end of the turn ('\n' after <|im_end|>) are never generated, and an
+   * agent trained on text that stops there cannot predict them: their cross-entropy, not the answer's, then drives
+   * the links (tiny_distillation: 6.3 nats of its 6.3 on a right answer).
+   */
+  untilEos?: boolean;
 }
 
 export function createOuterJob(c: OuterJobConfig): TrainJob & { samples: OuterSample[] } {
@@ -141,7 +148,9 @@ export function createOuterJob(c: OuterJobConfig): TrainJob & { samples: OuterSa
         ...(c.prompts ? { prompts: c.prompts } : {}),
       });
       if ('skip' in ex) { skip = ex.skip; break; }
-      sample.set(stageKey(st.round, st.role), { pieces: ex.pieces, target: ex.target });
+      const eos = c.agents.get(st.role)!.tokenizer.eosTokenIds;
+      const end = c.untilEos ? ex.target.findIndex((id) => eos.includes(id)) : -1;
+      sample.set(stageKey(st.round, st.role), { pieces: ex.pieces, target: end >= 0 ? ex.target.slice(0, end + 1) : ex.target });
     }
     if (skip) add(dropped, skip);
     else samples.push(sample);

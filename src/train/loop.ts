@@ -101,6 +101,11 @@ export interface LoopHooks {
   onStep?(e: StepEvent): void | Promise<void>;
   /** Periodic (final false) and last (final true) saves, with the state to resume from. */
   save?(state: TrainerState, final: boolean): Promise<void>;
+  /**
+   * Held-out evaluation between steps (src/eval/held-out.ts): `run` gets the state before the run's first step and
+   * after each step `due` names (before that step's periodic save), so that it can keep the best links as a checkpoint.
+   */
+  heldOut?: { due(step: number): boolean; run(state: TrainerState): Promise<void> };
   /** Awaited between steps: a paused run waits here. */
   waitIfPaused?(): Promise<void>;
   signal?: AbortSignal;
@@ -171,6 +176,7 @@ export async function trainLoop(
     return b;
   };
   const snapshot = (): TrainerState => ({ ...s, order: [...s.order], skipped: { ...s.skipped }, rng: rng.state() });
+  if (s.step < maxSteps) await hooks.heldOut?.run(snapshot());
 
   while (s.step < maxSteps) {
     await yieldToEventLoop();
@@ -235,6 +241,7 @@ export async function trainLoop(
       batches,
       empty: valid === 0,
     });
+    if (hooks.heldOut?.due(s.step)) await hooks.heldOut.run(snapshot());
     if (opts.saveSteps > 0 && s.step % opts.saveSteps === 0 && s.step < maxSteps) await hooks.save?.(snapshot(), false);
   }
   await hooks.save?.(snapshot(), true);

@@ -10,6 +10,8 @@ import type { PromptSet, TaskKind } from '../mas/prompts';
 import { getStyle, type StyleSpec } from '../mas/styles';
 import { outerManifests } from '../mas/upstream';
 import type { Decoder } from '../model/decoder';
+import { parseGenerationConfig, type GenerationDefaults } from '../model/generate';
+import type { Agent as SystemAgent, MasSystem } from '../mas/system';
 import type { Backend } from '../tensor/backend';
 import type { Tokenizer } from '../tokenizer';
 import { canonicalRole, type Row } from './data';
@@ -91,6 +93,8 @@ export interface TrainSettings {
     superviseFinalOnly?: boolean;
     nonLastLossWeight?: number;
     latents?: 'teacher' | 'rollout';
+    /** Score each target up to its agent's end-of-turn token only (ours; OuterJobConfig.untilEos). Default false. */
+    untilEos?: boolean;
     recompute?: boolean | readonly string[] | RecomputePlanner;
     /** More keys for outer_adapter_config.json, after the loss settings (the runner's agentN paths, as upstream records them). */
     config?: Record<string, unknown>;
@@ -107,6 +111,11 @@ export interface TrainLoaders {
   innerLink(role: string): Promise<LinkStateDict | null>;
   /** Outer: the starting weights of an outer link by key, with its type when known (null: a fresh one). */
   outerLink(key: string): Promise<{ state: LinkStateDict; type?: string } | null>;
+  /**
+   * Outer: a role's generation defaults (its generation_config.json), for the held-out questions the run asks;
+   * absent: the end tokens of its config and tokenizer, greedy.
+   */
+  generation?(role: string, eos: readonly number[]): Promise<GenerationDefaults>;
 }
 
 export interface TrainSetup {
@@ -118,6 +127,11 @@ export interface TrainSetup {
   maxLength: number;
   /** Outer: the loss options the job trains with (with the roles --gradient_checkpointing auto planned). */
   outerLoss: OuterLossOptions | null;
+  /**
+   * Outer: the system being trained, as ask() runs it (the agents, their frozen inner links, the outer links as they
+   * stand): held-out questions go through it between steps (src/eval/held-out.ts). Its dispose() frees nothing.
+   */
+  system: MasSystem | null;
   /** Frees the models and links it loaded (the job's links among them). */
   dispose(): void;
 }
@@ -138,6 +152,7 @@ export async function setupTraining(s: TrainSettings, rows: readonly Row[], load
     let job: TrainJob;
     let manifests: Record<string, unknown>;
     let outerLoss: OuterLossOptions | null = null;
+    let system: MasSystem | null = null;
     if (s.kind === 'inner') {
       const role = s.role!;
       const on = load.backend(role);
@@ -157,7 +172,8 @@ export async function setupTraining(s: TrainSettings, rows: readonly Row[], load
       });
       manifests = { 'adapter_config.json': { adapter_type: link.type } };
     } else {
-      ({ job, manifests, loss: outerLoss } = await buildOuter(s, rows, load, { task, seed, maxLength, batchSize, optimizer }, disposers));
+      const c = { task, seed, maxLength, batchSize, optimizer };
+      ({ job, manifests, loss: outerLoss, system } = await buildOuter(s, rows, load, c, disposers));
     }
     const gradAccumSteps = s.gradAccumSteps ?? D.gradAccumSteps;
     const steps = typeof s.steps === 'object'
@@ -167,7 +183,7 @@ export async function setupTraining(s: TrainSettings, rows: readonly Row[], load
       maxSteps: steps, batchSize, gradAccumSteps, lr: s.lr ?? D.lr, scheduler: parseSchedulerType(s.scheduler ?? D.scheduler),
       warmupSteps: s.warmupSteps ?? D.warmupSteps, seed, shuffle: s.shuffle ?? D.shuffle, saveSteps: s.saveSteps,
     };
-    return { job, manifests, loop, task, maxLength, outerLoss, dispose };
+    return { job, manifests, loop, task, maxLength, outerLoss, system, dispose };
   } catch (e) {
     dispose();
     throw e;
@@ -179,7 +195,7 @@ async function buildOuter(
   s: TrainSettings, rows: readonly Row[], load: TrainLoaders,
   c: { task: TaskKind; seed: number; maxLength: number; batchSize: number; optimizer: { weightDecay: number; maxGradNorm: number } },
   disposers: (() => void)[],
-): Promise<{ job: TrainJob; manifests: Record<string, unknown>; loss: OuterLossOptions }> {
+): Promise<{ job: TrainJob; manifests: Record<string, unknown>; loss: OuterLossOptions; system: MasSystem }> {
   const D = TRAIN_DEFAULTS;
   const { style } = s;
   const o = s.outer ?? {};
@@ -214,7 +230,7 @@ async function buildOuter(
   };
   const job = createOuterJob({
     style, agents, outer, rows, task: c.task, batchSize: c.batchSize, optimizer: c.optimizer, ...(s.prompts ? { prompts: s.prompts } : {}),
-    loss,
+    loss, untilEos: o.untilEos ?? false,
   });
   // the job holds the tokenised samples the plan sizes the step by; the loss options are read at every step
   if (plan) loss.recompute = plan(job.samples, loss, agents, outer);
@@ -232,8 +248,20 @@ async function buildOuter(
       supervise_final_only: superviseFinalOnly ? 1 : 0,
       non_last_loss_weight: nonLastLossWeight,
       enable_thinking: s.thinking ? 1 : 0,
+      // ours, recorded only when on (upstream's manifests stay as they were)
+      ...(o.untilEos ? { loss_until_eos: 1 } : {}),
       ...o.config,
     },
   };
-  return { job, manifests, loss };
+  const sysAgents = new Map<string, SystemAgent>();
+  for (const [role, a] of agents) {
+    const eos = [...a.decoder.config.eosTokenIds, ...a.tokenizer.eosTokenIds];
+    const generation = load.generation ? await load.generation(role, eos) : parseGenerationConfig(null, eos, 'generation_config.json');
+    sysAgents.set(role, { role, source: role, dir: '', decoder: a.decoder, tokenizer: a.tokenizer, inner: a.inner, generation });
+  }
+  const system: MasSystem = {
+    style, agents: sysAgents, outer, backend: load.backend(style.roles[0]!.key), adapterTask: null,
+    ...(s.prompts ? { prompts: s.prompts } : {}), dispose: () => {},
+  };
+  return { job, manifests, loss, system };
 }

@@ -7,7 +7,7 @@ import { EngineRestarted, InvalidArgument, MissingCheckpoint } from '../errors';
 import { FAULTS } from './engine';
 import type { CheckpointMeta, EngineRemote, Services } from './services';
 import type { ActiveRun } from './train';
-import { TrainSession, type TrainSessionState } from './train-session';
+import { TrainSession, type TrainSessionState, type TrainTarget } from './train-session';
 
 const REQ: TrainRequest = {
   kind: 'inner',
@@ -38,7 +38,7 @@ type Call = (req: TrainRequest, on: (e: TrainEvent) => void, callId: string) => 
  * A session over an engine whose train calls follow `calls` in order; the registry gives ids ck1, ck2, …; the clock
  * moves 500 ms each time it is read; call ids are call-1, call-2, ….
  */
-function harness(calls: Call[]) {
+function harness(calls: Call[], target: TrainTarget = { style: 'tiny', loop: 'inner', role: 'expert' }) {
   const log = {
     train: [] as { req: TrainRequest; callId: string; phase: string; recovery: string | null }[],
     controls: [] as string[],
@@ -92,7 +92,7 @@ function harness(calls: Call[]) {
   let callCount = 0;
   const session: TrainSession = new TrainSession({
     services,
-    target: () => ({ style: 'tiny', loop: 'inner', role: 'expert' }),
+    target: () => target,
     onFinished: () => void log.finished++,
     notes: { write: (r) => void log.notes.push({ ...r }), clear: () => void log.cleared++ },
     now: () => (clock += 500),
@@ -149,6 +149,39 @@ describe('TrainSession', () => {
     expect([log.cleared, log.finished]).toEqual([1, 1]);
     expect(state.trained).toEqual({ id: 'ck2', name: NAME, loop: 'inner', role: 'expert' });
     expect([state.recovery, state.error]).toEqual([null, null]);
+  });
+
+  it('an outer run with held-out scores: their curve, and its best step kept beside the last and offered', async () => {
+    const held = (n: number, correct: number, best: boolean): TrainEvent => ({ type: 'heldOut', step: n, correct, total: 40, best });
+    const outer = { style: 'tiny', loop: 'outer', role: 'expert', rounds: 3, latentSteps: 4 } as const;
+    const { session, state, log } = harness([
+      script([startEv(), held(0, 38, true), step(1), step(2), held(2, 40, true), step(3), saved(3), step(4), held(4, 39, false),
+        step(5), step(6), held(6, 39, false), saved(6, true),
+        { type: 'done', steps: 6, stopped: false, best: { step: 2, correct: 40, total: 40 } }]),
+    ], outer);
+    await session.start({ ...note(), loop: 'outer', role: undefined }, async () => ({ ...REQ, kind: 'outer' }));
+    expect(state.heldOut).toEqual([[0, 38], [2, 40], [4, 39], [6, 39]].map(([step, correct]) => ({ step, correct, total: 40 })));
+    expect(state.best).toEqual({ step: 2, correct: 40, total: 40 });
+    // the last checkpoint, then the best one read from the run's best folder
+    expect(log.files).toEqual(['run-a', 'run-a', 'run-a/best']);
+    expect(log.saves.map((m) => [m.name, m.kind, m.step])).toEqual([
+      [`${NAME} (step 3)`, 'outer', 3], [NAME, 'outer', 6], [`${NAME} (best, step 2)`, 'outer', 2],
+    ]);
+    expect(state.trained).toEqual({ id: 'ck3', name: `${NAME} (best, step 2)`, loop: 'outer', rounds: 3, latentSteps: 4 });
+    expect(state.saved)
+      .toBe(`saved “${NAME}” at step 6 and its best held-out score, 40/40 (100.0%) at step 2, as “${NAME} (best, step 2)”`);
+  });
+
+  it('a run whose last step is its best keeps one checkpoint, and says so', async () => {
+    const { session, state, log } = harness([
+      script([startEv(), { type: 'heldOut', step: 0, correct: 3, total: 5, best: true }, step(1), step(2),
+        { type: 'heldOut', step: 2, correct: 5, total: 5, best: true }, saved(2, true),
+        { type: 'done', steps: 2, stopped: false, best: { step: 2, correct: 5, total: 5 } }]),
+    ], { style: 'tiny', loop: 'outer', role: 'expert', rounds: 3 });
+    await session.start(note(), async () => REQ);
+    expect(log.files).toEqual(['run-a']);
+    expect(state.trained).toEqual({ id: 'ck1', name: NAME, loop: 'outer', rounds: 3 });
+    expect(state.saved).toBe(`saved “${NAME}” at step 2; its best held-out score, 5/5 (100.0%) at step 2, is the last step's`);
   });
 
   it('saves the end itself when the worker sends no final checkpoint', async () => {

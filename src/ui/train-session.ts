@@ -32,9 +32,24 @@ export interface TrainSessionState {
   /** What happened when the engine was replaced under the run: resumed (text only), or what it offers (train-faults.ts). */
   recovery: Recovery | null;
   error: Problem | null;
-  /** The checkpoint the last run saved, offered to try, ask with and export. */
+  /** The checkpoint the last run saved, offered to try, ask with and export (its best held-out step's, when it has one). */
   trained: Trained | null;
+  /** Held-out scores during the run (TrainRequest.heldOut), the first before any step. */
+  heldOut: HeldOutPoint[];
+  /** The best of them so far: its step's links are the run's best checkpoint. */
+  best: HeldOutPoint | null;
 }
+
+/** One held-out score: questions right of `total` with the links of `step` (0: the links the run started from). */
+export interface HeldOutPoint {
+  step: number;
+  correct: number;
+  total: number;
+}
+
+/** '38/40 (95.0%) at step 30'. */
+export const heldOutWords = (p: HeldOutPoint): string =>
+  `${p.correct}/${p.total} (${((100 * p.correct) / Math.max(1, p.total)).toFixed(1)}%) at step ${p.step}`;
 
 export const idleSession = (): TrainSessionState => ({
   phase: 'idle',
@@ -46,6 +61,8 @@ export const idleSession = (): TrainSessionState => ({
   recovery: null,
   error: null,
   trained: null,
+  heldOut: [],
+  best: null,
 });
 
 /** What the run is of, as the view's pickers say now: read when a checkpoint is saved and when the run ends. */
@@ -53,7 +70,17 @@ export interface TrainTarget {
   style: string;
   loop: 'inner' | 'outer';
   role: string;
+  /** Outer: the rounds and latent steps the run trains for (Trained keeps them for "compare before / after"). */
+  rounds?: number;
+  latentSteps?: number;
 }
+
+/** The checkpoint `id` of a run of `t`, as the view offers it. */
+const trainedOf = (t: TrainTarget, id: string, name: string): Trained => ({
+  id, name, loop: t.loop, ...(t.loop === 'inner' ? { role: t.role } : {}),
+  ...(t.loop === 'outer' && t.rounds !== undefined ? { rounds: t.rounds } : {}),
+  ...(t.loop === 'outer' && t.latentSteps !== undefined ? { latentSteps: t.latentSteps } : {}),
+});
 
 export interface TrainSessionDeps {
   services: Pick<Services, 'engine' | 'checkpoints'>;
@@ -130,7 +157,11 @@ export class TrainSession {
     s.saved = null;
     s.trained = null;
     s.recovery = null;
-    if (!keepCurve) s.points = [];
+    if (!keepCurve) {
+      s.points = [];
+      s.heldOut = [];
+      s.best = null;
+    }
     this.times = [];
     s.rate = s.eta = NaN;
     s.phase = keepCurve ? 'resuming' : 'starting';
@@ -162,6 +193,7 @@ export class TrainSession {
               const from = e.resumedFrom;
               checkpoint = from;
               s.points = s.points.filter((p) => p.step <= from); // the curve goes on from the checkpoint
+              s.heldOut = s.heldOut.filter((p) => p.step < from); // the resumed run scores its start again
               const text = fault ? resumedText(fault, from) : `Resumed from its checkpoint at step ${from}.`;
               s.recovery = { text, detail: fault?.reason ?? '', offerResume: false, offerStartAgain: false };
               if (autoFrom !== undefined) autoFrom = from;
@@ -180,7 +212,12 @@ export class TrainSession {
             saving = saving.then(() => this.save(r, e.step, e.final, note)).catch((err) => {
               if (current() && !faultOf(err)) s.error = problem(err);
             });
-          } else if (e.type === 'paused') s.phase = 'paused';
+          } else if (e.type === 'heldOut') {
+            const p = { step: e.step, correct: e.correct, total: e.total };
+            s.heldOut.push(p);
+            if (e.best) s.best = p;
+          } else if (e.type === 'done' && e.best) s.best = { ...e.best };
+          else if (e.type === 'paused') s.phase = 'paused';
           else if (e.type === 'resumed') s.phase = 'running';
         };
         try {
@@ -188,8 +225,11 @@ export class TrainSession {
           s.phase = 'saving';
           await saving;
           if (!note.checkpointId) await this.save(res.runId, res.steps, true, note); // a worker that sent no final 'saved'
-          const { loop, role } = this.deps.target();
-          s.trained = { id: note.checkpointId!, name: note.name, loop, ...(loop === 'inner' ? { role } : {}) };
+          s.trained = trainedOf(this.deps.target(), note.checkpointId!, note.name);
+          // the best held-out step, when it is not the last, is kept beside the last and is what the view offers
+          const best = s.best;
+          if (best && best.step !== res.steps) s.trained = await this.saveBest(res.runId, best, note);
+          else if (best) s.saved = `${s.saved ?? ''}; its best held-out score, ${heldOutWords(best)}, is the last step's`;
           this.notes.clear();
           this.deps.onFinished?.();
           return;
@@ -230,6 +270,17 @@ export class TrainSession {
       this.callId = null;
       s.phase = 'idle';
     }
+  }
+
+  /** The run's best held-out checkpoint into the registry beside its last, named by its step. */
+  private async saveBest(runId: string, best: HeldOutPoint, note: ActiveRun): Promise<Trained> {
+    const reg = await this.deps.services.checkpoints();
+    const files = await this.deps.services.engine.api().checkpointFiles(`${runId}/best`);
+    const { style, loop, role } = this.deps.target();
+    const name = `${note.name} (best, step ${best.step})`;
+    const info = await reg.saveFromFiles(files, { name, kind: loop, style, role: loop === 'inner' ? role : undefined, step: best.step });
+    this.state.saved = `saved “${note.name}” at step ${note.step ?? '—'} and its best held-out score, ${heldOutWords(best)}, as “${name}”`;
+    return trainedOf(this.deps.target(), info.id, name);
   }
 
   /** The run's checkpoint `id` (its worker run id) at `step` into the registry, replacing the run's previous one. */

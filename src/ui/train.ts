@@ -109,6 +109,25 @@ export function tinyTrainRows(): Row[] {
  * over the last 10; its expert 0.41, then 0.24). Others: upstream's learning rate and batch, a short run.
  */
 export const TINY_HP = { lr: 2e-3, batchSize: 4, maxSteps: 40, warmupSteps: 5, saveSteps: 20 } as const;
+
+/**
+ * The Train view's one-click run on the offline system (issue 37): an outer-loop fine-tune from the system's own outer
+ * links at a setting where the shipped system loses accuracy, trained on the latents inference sends, scored up to
+ * the learner's end-of-turn token, with held-out questions every few steps. models/tiny/README.md ("Fine-tunes that
+ * help") has the figures measured with these settings through `rmas train-outer`, and test/train/fine-tune.test.ts
+ * checks that they raise the held-out score.
+ */
+export const TINY_OUTER_HP = {
+  lr: 1e-4, batchSize: 4, maxSteps: 40, warmupSteps: 4, saveSteps: 20, rounds: 3, maxLatentTokens: 4,
+} as const;
+export const TINY_OUTER_LOSS = { latents: 'rollout', superviseFinalOnly: false, nonLastLossWeight: 1, untilEos: true } as const;
+/** Validation questions scored during the one-click run, how often, and the latent steps they are asked with. */
+export const TINY_HELD_OUT = { questions: 40, every: 10, latentSteps: 4 } as const;
+
+/** The offline task's validation split as held-out rows (question and answer), the first `n`. */
+export function tinyValidationRows(n: number): { question: string; answer: string }[] {
+  return offlineTask().split('validation').slice(0, n).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
+}
 export const UPSTREAM_HP = {
   lr: TRAIN_DEFAULTS.lr, batchSize: TRAIN_DEFAULTS.batchSize, maxSteps: 20, warmupSteps: TRAIN_DEFAULTS.warmupSteps, saveSteps: 10,
 } as const;
@@ -120,4 +139,7 @@ export interface Trained {
   loop: 'inner' | 'outer';
   /** The role whose inner link was trained (inner loop). */
   role?: string;
+  /** The rounds and latent steps it was trained and scored at (outer loop), which "compare before / after" uses. */
+  rounds?: number;
+  latentSteps?: number;
 }

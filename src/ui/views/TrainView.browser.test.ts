@@ -27,6 +27,8 @@ const offline: SystemSpec = {
     expert: { model: '/m/expert', innerLink: new Uint8Array([9]) },
     learner: { model: '/m/learner', innerLink: new Uint8Array([8]) },
   },
+  outer: { outer_el: new Uint8Array([7]), outer_le: new Uint8Array([6]) },
+  prompts: new Uint8Array([5]),
 };
 
 /** An engine whose run emits start and one step, then waits for pause, resume or cancel by its call id. */
@@ -68,11 +70,64 @@ function fakeEngine() {
   return { api, saveFromFiles, services };
 }
 
+/** Picks the view's loop as a user does. */
+async function chooseLoop(target: HTMLElement, loop: 'inner' | 'outer') {
+  const select = target.querySelector<HTMLSelectElement>('[data-testid="train-loop"]')!;
+  select.value = loop;
+  select.dispatchEvent(new Event('change'));
+  await vi.waitFor(() => expect(select.value).toBe(loop));
+}
+
 describe('TrainView', () => {
+  it('starts the offline system as an outer fine-tune from its own links, scored on held-out questions', async () => {
+    const { api, services } = fakeEngine();
+    const target = document.body.appendChild(document.createElement('div'));
+    app = mount(TrainView, { target, props: reactiveProps({ services, style: TINY, onAsk: () => {} }) });
+    const warning = () => target.querySelector('[data-testid="train-handoff-warning"]');
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="data-summary"]')!.textContent).toMatch(/1000 usable/));
+    expect(warning()).toBeNull();
+    expect(target.querySelector('[data-testid="train-held-out-note"]')!.textContent!.replace(/\s+/g, ' ')).toBe(
+      'Scores the first 40 validation questions (3 rounds, 4 latent steps, greedy) before the first step, every 10 steps and after ' +
+        'the last, and keeps the best step\'s links.',
+    );
+    target.querySelector<HTMLButtonElement>('[data-testid="train-start"]')!.click();
+    await vi.waitFor(() => expect(api.train).toHaveBeenCalledTimes(1));
+    const req = api.train.mock.calls[0]![0];
+    expect([req.kind, req.style, req.initLinks, req.prompts]).toEqual([
+      'outer', 'tiny_distillation', { outer_el: new Uint8Array([7]), outer_le: new Uint8Array([6]) }, new Uint8Array([5]),
+    ]);
+    expect(req.options).toEqual({
+      lr: 1e-4, batchSize: 4, maxSteps: 40, warmupSteps: 4, saveSteps: 20, rounds: 3, maxLatentTokens: 4, scheduler: 'cosine', seed: 42,
+      latents: 'rollout', superviseFinalOnly: false, nonLastLossWeight: 1, untilEos: true,
+    });
+    expect([req.heldOut!.rows.length, req.heldOut!.every, req.heldOut!.latentSteps]).toEqual([40, 10, 4]);
+    expect(req.heldOut!.rows[0]).toEqual({ question: expect.any(String), answer: expect.stringMatching(/^\d+$/) });
+    // the held-out scores as they come, beside the loss
+    const on = (api.train.mock.calls[0]![1]);
+    on({ type: 'heldOut', step: 0, correct: 38, total: 40, best: true });
+    on({ type: 'heldOut', step: 10, correct: 40, total: 40, best: true });
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="held-out-last"]')!.textContent).toBe('40/40'));
+    expect(target.querySelector('[data-testid="held-out-curve"]')!.getAttribute('data-points')).toBe('2');
+    expect(target.querySelector('[data-testid="held-out-summary"]')!.textContent!.trim()).toBe('before 38/40 · best 40/40 (100.0%) at step 10');
+  });
+
+  it('warns before an inner run that the outer links were fitted to the link it replaces', async () => {
+    const { services } = fakeEngine();
+    const target = document.body.appendChild(document.createElement('div'));
+    app = mount(TrainView, { target, props: reactiveProps({ services, style: TINY, onAsk: () => {} }) });
+    await chooseLoop(target, 'inner');
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="train-handoff-warning"]')?.textContent?.replace(/\s+/g, ' ').trim())
+      .toBe('The outer links were trained on the expert inner link this run replaces: every latent hand-off changes, and the system ' +
+        'may answer worse however the loss falls. Train the outer loop after it, from the system\'s own outer links.'));
+    await chooseLoop(target, 'outer');
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="train-handoff-warning"]')).toBeNull());
+  });
+
   it('pauses, resumes and stops the run by its call id; a stopped run keeps its final checkpoint', async () => {
     const { api, saveFromFiles, services } = fakeEngine();
     const target = document.body.appendChild(document.createElement('div'));
     app = mount(TrainView, { target, props: reactiveProps({ services, style: TINY, onAsk: () => {} }) });
+    await chooseLoop(target, 'inner');
     const button = (text: string) => [...target.querySelectorAll('button')].find((b) => b.textContent === text)!;
     const status = () => target.querySelector('[data-testid="train-status"]')!.textContent!.trim();
     // the offline system's own training split, usable for its first role
