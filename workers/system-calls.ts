@@ -245,7 +245,13 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
           // null once a later latent ask or a load forgot this one's
           const keeping = () => (kept?.ask === askId ? kept : null);
           const pipelines0 = pipelineCount(system.backend);
+          let stageSeconds = 0;
           const onStage = async (rec: StageRecord) => {
+            // a rollout only queues its GPU work: done is when the device has run it (a no-op on the CPU backend)
+            const ts = performance.now();
+            if (!rec.generatedIds) await system.agents.get(rec.role)!.decoder.backend.sync();
+            const seconds = rec.seconds + (performance.now() - ts) / 1000;
+            stageSeconds += seconds;
             const messages: LatentMessage[] = [];
             const tl = performance.now();
             for (const [link, L] of rec.latentsOut) {
@@ -264,7 +270,7 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
               role: rec.role,
               state: 'done',
               decode: decodes(rec.index),
-              seconds: rec.seconds,
+              seconds,
               ...(rec.hidden ? { latents: rec.hidden.shape[0] } : {}),
               ...(messages.length ? { messages } : {}),
               // text mode: what each agent before the final one wrote (the final one's is the answer)
@@ -314,7 +320,7 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
             decodeTokensPerSec: r.decodeTokensPerSec ?? 0,
             backend: l.backend,
             kvDtype: kvDtypes(system),
-            stageSeconds: r.stages.reduce((a, st) => a + st.seconds, 0),
+            stageSeconds,
             lensSeconds,
             messagesKept: keeping()?.latents.size ?? 0,
             retrySeconds: r.retrySeconds,

@@ -80,10 +80,17 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       const want = await runnerText(page, QUESTION, { latent_length: latent });
       expectShown(await shown(page, 'latent'), want, await pageKv(page));
       // the stats say where the time went, and the status where the system ran
-      await expect(page.getByTestId('ask-time').textContent()).resolves.toMatch(
-        /^of the [\d.]+ s: stages [\d.]+ s · latent-message lens [\d.]+ s · answer retry [\d.]+ s · other [\d.]+ s; \d+ GPU kernels compiled on first use, inside these; before it, loading the system [\d.]+ s \(downloads, weights to the GPU\)$/,
+      const time = (await page.getByTestId('ask-time').textContent())!;
+      expect(time).toMatch(
+        /^of the [\d.]+ s: stages [\d.]+ s · latent-message lens [\d.]+ s \(1 message kept, each read on request\) · answer retry [\d.]+ s · other [\d.]+ s; \d+ GPU kernels compiled on first use, inside these; before it, loading the system [\d.]+ s \(downloads, weights to the GPU\)$/,
       );
+      // the lens takes under 10 % of the ask: it only keeps the message; its reading comes after the answer, on request
+      const [total, lens] = [/^of the ([\d.]+) s/, /latent-message lens ([\d.]+) s/].map((re) => Number(re.exec(time)![1]));
+      expect(lens).toBeLessThan(0.1 * total);
       await expect(page.getByTestId('lens-note').first().textContent()).resolves.toMatch(/read as near uniform/);
+      const reads = (await page.getByTestId('lens-reads').textContent())!.replace(/\s+/g, ' ').trim();
+      expect(reads).toMatch(/^1 message; the lens reads one when it is opened: 1 read in [\d.]+ s\.$/);
+      console.log(`[e2e webgpu] ask ${total} s, lens in it ${lens} s; ${reads}`);
       console.log(`[e2e webgpu] ask: ${(await shown(page, 'latent')).stats}`);
       await shot(page, 'ask-webgpu');
     });
