@@ -25,6 +25,8 @@ export interface Command<O extends Options = Options, C = void> {
   /** Other spellings → the flag they stand for; a one-letter alias is a short flag (-q). */
   aliases?: Readonly<Record<string, keyof O & string>>;
   usage: string;
+  /** One line on what it does, for the program's list of commands. */
+  summary?: string;
   /** The `multiple` string option that takes the command's positional arguments (rmas download REPO …); none: refused. */
   positional?: keyof O & string;
   /** Runs the command; returns its exit code, or nothing for 0. */

@@ -140,6 +140,23 @@ export function overrides(list: readonly string[] = []): Record<string, string> 
   return out;
 }
 
+/**
+ * The --ckpt_override entries ready to load (bundles extracted to temporary folders by materializeOverrides), and
+ * `named`, which puts the name the user gave back wherever a message would show such a folder.
+ */
+export async function loadableOverrides(list: readonly string[] | undefined) {
+  const given = overrides(list);
+  const ckptOverride = await materializeOverrides(given);
+  const folders = Object.entries(ckptOverride).flatMap(([role, dir]) => (dir === given[role] ? [] : [[dir, given[role]!] as const]));
+  const named = (s: string) => folders.reduce((t, [dir, name]) => t.replaceAll(dir, name), s);
+  /** The error with its message `named`. */
+  const namedError = (e: unknown) => {
+    if (e instanceof Error) e.message = named(e.message);
+    return e;
+  };
+  return { ckptOverride, named, namedError };
+}
+
 /** The prompt set of a --prompts file. */
 export function readPrompts(path: string): PromptSet {
   let text: string;
@@ -260,9 +277,12 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   const placement = place ? await place(style.roles.map((r) => r.key)) : undefined;
   const t0 = performance.now();
   const firstTask = taskOf(questions[0]!.question);
+  const { ckptOverride, named, namedError } = await loadableOverrides(a.ckpt_override);
   const system = await loadSystem(style.name, {
-    backend: be, ...(placement ? { placement } : {}), ckptOverride: await materializeOverrides(overrides(a.ckpt_override)), task: firstTask,
-    links: mode === 'latent', onProgress: (s) => err(`${s}\n`), stylePrompts: !given, repoFolder: runnerHub(err).repoFolder,
+    backend: be, ...(placement ? { placement } : {}), ckptOverride, task: firstTask,
+    links: mode === 'latent', onProgress: (s) => err(`${named(s)}\n`), stylePrompts: !given, repoFolder: runnerHub(err).repoFolder,
+  }).catch((e: unknown) => {
+    throw namedError(e);
   });
   try {
     thinkAll(system, thinking);

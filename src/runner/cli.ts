@@ -4,6 +4,7 @@
  * what it runs); src/runner/args.ts parses them.
  * Exit codes: 0 done, 1 an engine error (its name and message on stderr), 2 bad arguments (usage).
  */
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isEchoed, type ProcessGroup } from '../dist/group';
@@ -118,9 +119,15 @@ async function healthcheckCmd(a: Values<typeof HEALTHCHECK_OPTIONS>, r: Runner):
 
 /** Every command of `rmas`, in the order the usage lists them. Upstream's spellings are the flags' names; the aliases are other spellings taken too. */
 const COMMANDS: Readonly<Record<string, Command<Options, Runner>>> = {
-  forward: command({ options: FORWARD_OPTIONS, usage: FORWARD_USAGE, run: (v, r: Runner) => forwardCmd(v, r.devices(v, true).backend) }),
+  forward: command({
+    options: FORWARD_OPTIONS,
+    usage: FORWARD_USAGE,
+    summary: "one model's hidden states and logits for token ids or embeddings",
+    run: (v, r: Runner) => forwardCmd(v, r.devices(v, true).backend),
+  }),
   generate: command({
     options: GENERATE_OPTIONS,
+    summary: "one model's text, with tokens/s and the GPU work per token",
     aliases: { 'max-new-tokens': 'max_new_tokens', 'top-p': 'top_p', 'top-k': 'top_k' },
     usage: GENERATE_USAGE,
     run: (v, r: Runner) => generateCmd(v, r.devices(v, true).backend),
@@ -129,6 +136,7 @@ const COMMANDS: Readonly<Record<string, Command<Options, Runner>>> = {
     options: ASK_OPTIONS,
     aliases: { q: 'question' },
     usage: ASK_USAGE,
+    summary: "asks one or more questions through a system (upstream's run_custom.py)",
     run: (v, r: Runner) => {
       const d = r.devices(v);
       return askCmd(v, d.backend, r.out, r.err, d.place);
@@ -137,6 +145,7 @@ const COMMANDS: Readonly<Record<string, Command<Options, Runner>>> = {
   run: command({
     options: RUN_OPTIONS,
     usage: RUN_USAGE,
+    summary: "scores a benchmark with pass@k (upstream's inference/run.py)",
     run: (v, r: Runner) => {
       const g = r.group();
       const d = r.devices(v);
@@ -147,6 +156,7 @@ const COMMANDS: Readonly<Record<string, Command<Options, Runner>>> = {
     options: TRAIN_OPTIONS,
     aliases: TRAIN_ALIASES,
     usage: TRAIN_USAGE,
+    summary: "trains one role's inner link on its frozen agent (upstream's train/train_inner.py)",
     run: (v, r: Runner) => {
       const g = r.group();
       return trainCmd('inner', v, r.devices(v, true).backend, r, undefined, g);
@@ -156,16 +166,23 @@ const COMMANDS: Readonly<Record<string, Command<Options, Runner>>> = {
     options: TRAIN_OPTIONS,
     aliases: TRAIN_ALIASES,
     usage: TRAIN_USAGE,
+    summary: "trains a style's outer links through all its agents (upstream's train/train_outer.py)",
     run: (v, r: Runner) => {
       const g = r.group();
       const d = r.devices(v);
       return trainCmd('outer', v, d.backend, r, d.place, g);
     },
   }),
-  'plan-memory': command({ options: PLAN_MEMORY_OPTIONS, usage: PLAN_MEMORY_USAGE, run: (v, r: Runner) => planMemoryCmd(v, r.out) }),
+  'plan-memory': command({
+    options: PLAN_MEMORY_OPTIONS,
+    usage: PLAN_MEMORY_USAGE,
+    summary: 'the device memory of a training step, before any weight is read',
+    run: (v, r: Runner) => planMemoryCmd(v, r.out),
+  }),
   convert: command({
     options: CONVERT_OPTIONS,
     usage: CONVERT_USAGE,
+    summary: "links between .pt, .safetensors and the page's bundles (.zip)",
     run: async (v, r: Runner) => {
       r.out(await convertCmd(v));
     },
@@ -174,19 +191,41 @@ const COMMANDS: Readonly<Record<string, Command<Options, Runner>>> = {
     options: DOWNLOAD_OPTIONS,
     positional: 'repo',
     usage: DOWNLOAD_USAGE,
+    summary: "fetches a style's repos, or any repo, into the Hugging Face cache (huggingface-cli download)",
     run: (v, r: Runner) => downloadCmd(v, r.out, r.err, r.tty),
   }),
-  healthcheck: command({ options: HEALTHCHECK_OPTIONS, usage: HEALTHCHECK_USAGE, run: healthcheckCmd }),
+  healthcheck: command({
+    options: HEALTHCHECK_OPTIONS,
+    usage: HEALTHCHECK_USAGE,
+    summary: "dependencies, styles, devices and the hub's files (upstream's healthcheck.py)",
+    run: healthcheckCmd,
+  }),
 };
 
-const DEVICE_NOTES = `  --device cuda|cpu|cuda:N (forward, generate, ask, run) is upstream's spelling of --backend cuda|cpu [--devices N]
+/** What --device and --backend mean, after the usage of a command that takes them. */
+export const DEVICE_NOTES =
+  `  --device cuda|cpu|cuda:N (forward, generate, ask, run) is upstream's spelling of --backend cuda|cpu [--devices N]
   --backend defaults to webgpu when an adapter is found, else cpu; cuda needs an NVIDIA GPU and the addon
       (npm run build:cuda). With --backend cuda, --devices 0,1,… picks the GPUs: forward, generate and
       train-inner use one; ask, run and train-outer place the roles over them in role order (role i on the
       i-th device, wrapping), one role per GPU for a system that does not fit on one`;
 
-/** The usage of every command (train-inner and train-outer share theirs), then what --device and --backend mean. */
-export const USAGE = `usage:\n${[...new Set(Object.values(COMMANDS).map((c) => c.usage))].join('\n')}\n${DEVICE_NOTES}`;
+/** `rmas --help`: the commands, one line each. */
+export const USAGE = `usage: rmas COMMAND [flags]   (rmas COMMAND --help: its flags; rmas --version: the version)
+commands:
+${Object.entries(COMMANDS)
+  .map(([name, c]) => `  ${name.padEnd(12)} ${c.summary}`)
+  .join('\n')}`;
+
+/** `rmas COMMAND --help`: its usage, and what --device and --backend mean where it takes them. */
+export function commandUsage(name: string): string {
+  const c = COMMANDS[name]!;
+  return `usage:\n${c.usage}${'backend' in c.options ? `\n${DEVICE_NOTES}` : ''}`;
+}
+
+/** `rmas --version`: the package's version. */
+export const VERSION = (JSON.parse(readFileSync(resolve(import.meta.dirname, '../../package.json'), 'utf8')) as { version: string })
+  .version;
 
 /** Runs one command; returns the exit code (never calls process.exit, so tests can call it in-process). */
 export async function main(argv: string[]): Promise<number> {
@@ -219,10 +258,17 @@ export async function main(argv: string[]): Promise<number> {
     },
   };
   let ok = false;
+  // the command named first, once known: a usage error shows its usage alone
+  const named = argv[0] !== undefined && Object.hasOwn(COMMANDS, argv[0]) ? argv[0] : null;
+  const usageOf = () => (named ? commandUsage(named) : USAGE);
   try {
+    if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-v')) {
+      process.stdout.write(`rmas ${VERSION}\n`);
+      return 0;
+    }
     const parsed = parseCommand(COMMANDS, argv, 'rmas');
     if (!parsed) {
-      process.stdout.write(`${USAGE}\n`);
+      process.stdout.write(`${usageOf()}\n`);
       return 0;
     }
     const code = (await parsed.command.run(parsed.values, runner)) ?? 0;
@@ -230,7 +276,7 @@ export async function main(argv: string[]): Promise<number> {
     return code;
   } catch (e) {
     if (e instanceof UsageError) {
-      process.stderr.write(`rmas: ${e.message}\n${USAGE}\n`);
+      process.stderr.write(`rmas: ${e.message}\n${usageOf()}\n`);
       return 2;
     }
     // a rank repeating another's error leaves the printing to that rank
@@ -253,6 +299,9 @@ export async function main(argv: string[]): Promise<number> {
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   // started by bin/rmas.js: its IPC channel closes when it dies (even by SIGKILL), and this process stops with it
   // rather than train or evaluate on unseen (a SIGTERM handler, such as a bundle's cleanup, still runs)
+  // bin/rmas.js passes this process's stderr through bin/dawn-noise.js, saying whether it ends at a terminal
+  if (process.env.RMAS_STDERR_TTY === '1') (process.stderr as { isTTY?: boolean }).isTTY = true;
+  delete process.env.RMAS_STDERR_TTY;
   if (process.channel) {
     process.channel.unref();
     process.on('disconnect', () => {

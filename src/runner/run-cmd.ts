@@ -23,11 +23,10 @@ import { loadSystem } from '../mas/system-folders';
 import { progressPrinter, runnerHub } from './hub';
 import { nodePythonRunner, parseTavilyKeys, tavilySearchRunner, type ToolRunners } from '../mas/tools';
 import type { SamplingOptions } from '../model/generate';
-import { materializeOverrides } from '../store/bundle-node';
 import { hubDatasetFiles } from '../store/hub-datasets';
 import type { Backend } from '../tensor/backend';
 import { kvDtypeFlag, numberFlag, type Values } from './args';
-import { SYSTEM_OPTIONS, kvDtypeAll, overrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask-cmd';
+import { SYSTEM_OPTIONS, kvDtypeAll, loadableOverrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask-cmd';
 import { writing } from './outputs';
 import { checkConfig, partFiles, readResults, type RunConfig } from './results-file';
 
@@ -320,9 +319,12 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   const be = await backend();
   const placement = place ? await place(style.roles.map((r) => r.key)) : undefined;
   const t0 = performance.now();
+  const { ckptOverride, named, namedError } = await loadableOverrides(a.ckpt_override);
   const system = await loadSystem(style.name, {
-    backend: be, ...(placement ? { placement } : {}), ckptOverride: await materializeOverrides(overrides(a.ckpt_override)), task,
-    links: mode === 'latent', onProgress: (m) => err(`${m}\n`), stylePrompts: !prompts, repoFolder: runnerHub(err).repoFolder,
+    backend: be, ...(placement ? { placement } : {}), ckptOverride, task,
+    links: mode === 'latent', onProgress: (m) => err(`${named(m)}\n`), stylePrompts: !prompts, repoFolder: runnerHub(err).repoFolder,
+  }).catch((e: unknown) => {
+    throw namedError(e);
   });
   try {
     thinkAll(system, thinking);

@@ -25,6 +25,7 @@ export const SLOW_SRC: Readonly<Record<string, string>> = {
 /** Cross-layer tests under test/ that run in this process on the CPU, each in about two seconds or less on 2 cores. */
 export const QUICK_TEST: readonly string[] = [
   'test/layering.test.ts',
+  'test/dawn-noise.test.ts',
   'test/fast-set.test.ts',
   'test/cuda-hooks.elementwise.test.ts',
   'test/cuda-hooks.matmul.test.ts',
