@@ -122,12 +122,12 @@ export class AskSession {
   stopped = $state(false);
   /** A benchmark run of the Evaluate panel is going (it shares the loaded system). */
   evaluating = $state(false);
-  /** The engine's WebGPU adapter (readAdapter), or null: not read yet, or no WebGPU. */
-  adapter = $state<AdapterReport | null>(null);
   /** The Evaluate panel's comparison: one row per configuration, growing question by question (compare.ts). */
   comparison = $state<CompareRow[]>([]);
   /** A comparison is going (between its evaluations too). */
   comparing = $state(false);
+  /** The engine's WebGPU adapter (readAdapter), or null: not read yet, or no WebGPU. */
+  adapter = $state<AdapterReport | null>(null);
 
   /** The spec (and backend) last loaded, so that an unchanged system is not planned again. */
   private loadedKey: string | null = null;
