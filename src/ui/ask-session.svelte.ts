@@ -16,8 +16,8 @@ import { initPageHub } from './hub.svelte';
 import { donorQuestion } from './offline';
 import { errorParts, formatBytes, type CheckpointInfo, type Services } from './services';
 import { askChoice, askHistory, prefs, problem, type AskedQuestion, type Problem } from './state.svelte';
-import { TINY, buildSpec, offlineSystem, styleLabel, type Backbone } from './system';
-import { lensKey, messagesOf, styleUsesTools, type RunEnd, type StageEvent } from './timeline';
+import { TINY, buildSpec, offlineSystem, releasedSize, rolesOf, styleLabel, type Backbone } from './system';
+import { lensKey, messagesOf, stageRoles, styleUsesTools, type RunEnd, type StageEvent } from './timeline';
 import { samplingOf, type Settings } from './url';
 
 type Mode = 'latent' | 'text';
@@ -40,6 +40,10 @@ export interface AskRun {
   ended: RunEnd;
   /** The logit lens of each latent message read so far, by lensKey: read on request, after the answer or when opened. */
   lens: Record<string, LensState>;
+  /** The style, the timeline's columns and the rounds as asked (what is chosen since does not redraw this run). */
+  style: string;
+  roles: string[];
+  rounds: number;
 }
 
 /** A latent message's lens: being read (both null), read, or why it could not be. */
@@ -96,6 +100,23 @@ export interface EvalJob extends Pick<EvalRequest, 'alone' | 'messages'> {
 export const ablationFor = (kind: 'shuffled' | 'zeroed', style: string, question: string): AskAblation =>
   kind === 'zeroed' ? { kind: 'zeroed' } : { kind: 'from', question: donorQuestion(style, question) };
 export const ablationText = (a: AskAblation): string => (a.kind === 'zeroed' ? 'messages zeroed' : `messages from: ${a.question}`);
+
+/**
+ * A plan that could not reach the hub (a released style's files, DownloadFailed or HubOffline): the same error, saying
+ * that the hub is out of reach, what the style would download, and the ways on.
+ */
+function unreachable(e: unknown, style: string): unknown {
+  const p = problem(e);
+  if (p.name !== 'DownloadFailed' && p.name !== 'HubOffline') return e;
+  const size = releasedSize(style);
+  const what = size
+    ? ` ${style} downloads about ${formatBytes(size.bytes)} on first use (${(size.params / 1e9).toFixed(1)} billion parameters in bf16).`
+    : '';
+  return Object.assign(new Error(
+    `the model hub cannot be reached (${p.message}).${what} Check the connection or the hub's address (Environment → Model hub), ` +
+      'or ask the offline system, which needs no hub.',
+  ), { name: p.name });
+}
 
 /** How a question was asked, for the history. */
 export const setupOf = (s: Settings, backend: string): string =>
@@ -235,7 +256,13 @@ export class AskSession {
     if (key !== this.loadedKey) {
       // before any download: what it will fetch and whether this adapter can hold it (headers only)
       this.loading.status = 'checking what the system needs…';
-      const p = await api.planSystem(spec, { backend });
+      this.planLine = '';
+      let p: Awaited<ReturnType<typeof api.planSystem>>;
+      try {
+        p = await api.planSystem(spec, { backend });
+      } catch (e) {
+        throw unreachable(e, settings.style);
+      }
       this.planLine = `will download ${formatBytes(p.plan.fetchBytes)}${p.plan.cachedBytes ? ` (${formatBytes(p.plan.cachedBytes)} cached)` : ''}` +
         ` · needs about ${formatBytes(p.plan.gpuBytes)} of GPU memory`;
       if (p.refusal) {
@@ -393,6 +420,7 @@ export class AskSession {
     this.runs = modes.map((mode) => ({
       mode, loadSeconds: null, stages: [], tools: [], text: '', result: null, streaming: false, error: null,
       ablation: ablation ? ablationText(ablation) : null, ended: null, lens: {},
+      style: settings.style, roles: stageRoles(settings.style, rolesOf(settings.style, this.offline)), rounds: settings.rounds,
     }));
     const api = this.services.engine.api();
     try {
@@ -440,9 +468,10 @@ export class AskSession {
       const p = problem(e);
       if (p.name === 'Cancelled') this.stopped = true;
       else this.error = this.lostHere(e, p, 'The system being loaded');
+      this.runs = []; // nothing ran: no timeline of a system that did not load
     } finally {
       this.callId = null;
-      if (this.loading && !this.error) this.loading.status = this.runs.some((r) => r.error) ? 'failed' : 'done';
+      if (this.loading) this.loading.status = this.error ? 'not loaded' : this.runs.some((r) => r.error) ? 'failed' : 'done';
       this.remember(entry, modes);
     }
     // the lens of the last message, once every answer is in (never ahead of them): the messages view shows it open

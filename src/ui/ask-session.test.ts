@@ -231,12 +231,40 @@ describe('AskSession', () => {
     ]);
   });
 
+  it("says a released style's hub is out of reach, with the style's size, and leaves no stale plan, status or timeline", async () => {
+    const { api, session } = setup(async (req) => answered(req, '\\boxed{5}'));
+    await session.ask(FIRST, settingsOf({ rounds: 2 }));
+    expect(session.planLine).toBe(PLAN_LINE);
+    expect(session.runs.map((r) => [r.style, r.roles, r.rounds])).toEqual([[TINY, ['expert', 'learner'], 2]]);
+    api.planSystem.mockRejectedValueOnce(Object.assign(
+      new Error(
+        'https://huggingface.co/api/models/RecursiveMAS/x: network error (Failed to fetch) after 3 attempt(s); check the connection',
+      ),
+      { name: 'DownloadFailed' },
+    ));
+    await session.ask('q', settingsOf({ style: 'sequential_light', rounds: 3 }));
+    expect(session.error).toEqual({
+      name: 'DownloadFailed',
+      message: 'the model hub cannot be reached (https://huggingface.co/api/models/RecursiveMAS/x: network error (Failed to fetch) ' +
+        'after 3 attempt(s); check the connection). sequential_light downloads about 7.82 GiB on first use (4.2 billion ' +
+        "parameters in bf16). Check the connection or the hub's address (Environment → Model hub), or ask the offline system, " +
+        'which needs no hub.',
+    });
+    expect(session.loading!.status).toBe('not loaded');
+    expect(session.planLine).toBe(''); // not the offline system's plan
+    expect(session.runs).toEqual([]);
+    expect(api.loadSystem).toHaveBeenCalledTimes(1);
+    // the style's runs keep the columns and rounds they were asked with, whatever is chosen since
+    await session.ask(FIRST, settingsOf({ rounds: 1 }));
+    expect(session.runs.map((r) => [r.style, r.roles, r.rounds])).toEqual([[TINY, ['expert', 'learner'], 1]]);
+  });
+
   it('shows a failed load by its name, and a load lost with the engine as what to do; the next ask plans again', async () => {
     const { api, page, session } = setup(async (req) => answered(req, '\\boxed{5}'));
     api.loadSystem.mockRejectedValueOnce(Object.assign(new Error('https://hub.example/x.safetensors: HTTP 503'), { name: 'NetworkError' }));
     await session.ask('q1', settingsOf());
     expect(session.error).toEqual({ name: 'NetworkError', message: 'https://hub.example/x.safetensors: HTTP 503' });
-    expect(session.loading!.status).toBe('loading the system…'); // a failed load keeps its last status beside the error
+    expect(session.loading!.status).toBe('not loaded'); // never a status of work that stopped
     expect(page.history.entries[0]!.answers[0]!.error).toBe('NetworkError: https://hub.example/x.safetensors: HTTP 503');
     expect(api.ask).not.toHaveBeenCalled();
 

@@ -1,7 +1,7 @@
 // The Ask view's system: released folders per role, checkpoint overrides for inner and outer links.
 import { describe, expect, it } from 'vitest';
 import type { SystemSpec } from '../../workers/protocol';
-import { OUTER, RELEASED, buildSpec, candidates, innerLinkOf, outerLinksOf, rolesOf } from './system';
+import { OUTER, RELEASED, TINY, buildSpec, candidates, innerLinkOf, outerLinksOf, releasedSize, rolesOf } from './system';
 import type { CheckpointInfo, CheckpointRegistry } from './services';
 
 const b = (n: number) => new Uint8Array([n]);
@@ -77,5 +77,14 @@ describe('system spec', () => {
     ];
     expect(candidates(list, 'sequential_light', 'planner').map((x) => x.id)).toEqual(['a', 'b']);
     expect(candidates(list, 'sequential_light', OUTER).map((x) => x.id)).toEqual(['e']);
+  });
+
+  it("sizes a released style by its base models' parameters (bf16), and none for the embedded ones", () => {
+    const billions = (style: string) => Number(((releasedSize(style)?.params ?? 0) / 1e9).toFixed(2));
+    // Qwen3-1.7B + Llama-3.2-1B + Qwen2.5-Math-1.5B; DeepSeek-R1-Distill-Qwen-1.5B + Coder-3B + BioMistral-7B + Qwen3.5-2B
+    const released = ['sequential_light', 'sequential_scaled', 'mixture', 'distillation', 'deliberation'];
+    expect(released.map(billions)).toEqual([4.2, 11, 13.5, 13, 8]);
+    expect(releasedSize('sequential_light')!.bytes).toBe(8.4e9);
+    expect([releasedSize(TINY), releasedSize('tiny_sequential'), releasedSize('no_such_style')]).toEqual([null, null, null]);
   });
 });

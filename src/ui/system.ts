@@ -47,6 +47,22 @@ export function rolesOf(style: string, offline: SystemSpec | null): string[] {
 }
 
 /** The released repo of a role, for the checkpoint picker's label. */
+/**
+ * A released style's size: the parameters its role base models are named with (Qwen/Qwen3-1.7B → 1.7 billion), and
+ * about what they take to download in bf16 (2 bytes a parameter); null for a style whose names say none.
+ */
+export function releasedSize(style: string): { params: number; bytes: number } | null {
+  const spec = (STYLES as Record<string, (typeof STYLES)[StyleName] | undefined>)[style];
+  if (!spec || spec.embedded) return null;
+  let params = 0;
+  for (const r of spec.roles) {
+    const m = [...r.base.matchAll(/(\d+(?:\.\d+)?)b(?![a-z])/gi)].at(-1);
+    if (!m) return null;
+    params += Number(m[1]) * 1e9;
+  }
+  return { params, bytes: params * 2 };
+}
+
 export function releasedLabel(style: string, role: string): string {
   if (style === TINY) return 'shipped tiny links';
   if (role === OUTER) return STYLES[style as StyleName]?.outerRepo ?? 'released';
