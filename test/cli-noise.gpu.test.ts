@@ -29,7 +29,8 @@ describe('rmas without noise', () => {
   }, 300_000);
 
   it("Dawn's limit notices, printed by the runner's own process, do not reach the user", () => {
-    const argv = ['generate', '--model', 'models/tiny/llama-tiny', '--prompt', 'Hi', '--max_new_tokens', '1', '--greedy', '--backend', 'webgpu'];
+    const argv = ['generate', '--model', 'models/tiny/llama-tiny', '--prompt', 'Hi', '--max_new_tokens', '1', '--greedy',
+      '--backend', 'webgpu'];
     const raw = spawnSync(process.execPath, ['--import', 'tsx', 'src/runner/cli.ts', ...argv], {
       cwd: ROOT, env: lavapipeEnv(), encoding: 'utf8', timeout: 120_000,
     });
