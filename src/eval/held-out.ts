@@ -92,7 +92,8 @@ export type HeldOutSink = (point: HeldOutPoint, best: boolean, state: TrainerSta
 export async function heldOutHook(
   system: MasSystem, o: HeldOutOptions, maxSteps: number, sink: HeldOutSink, best = new BestHeldOut(), signal?: AbortSignal,
 ): Promise<NonNullable<LoopHooks['heldOut']>> {
-  if (!Number.isInteger(o.every) || o.every < 1) throw new InvalidArgument(`held-out evaluation every ${o.every} steps: give a positive integer`);
+  if (!Number.isInteger(o.every) || o.every < 1)
+    throw new InvalidArgument(`held-out evaluation every ${o.every} steps: give a positive integer`);
   const items = await heldOutItems(o.rows);
   return {
     due: (step) => heldOutDue(step, o.every, maxSteps),

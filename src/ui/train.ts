@@ -118,11 +118,11 @@ export const TINY_HP = { lr: 2e-3, batchSize: 4, maxSteps: 40, warmupSteps: 5, s
  * checks that they raise the held-out score.
  */
 export const TINY_OUTER_HP = {
-  lr: 1e-4, batchSize: 4, maxSteps: 40, warmupSteps: 4, saveSteps: 20, rounds: 3, maxLatentTokens: 4,
+  lr: 1e-4, batchSize: 4, maxSteps: 40, warmupSteps: 4, saveSteps: 20, rounds: 3, maxLatentTokens: 4, scheduler: 'constant_with_warmup',
 } as const;
 export const TINY_OUTER_LOSS = { latents: 'rollout', superviseFinalOnly: false, nonLastLossWeight: 1, untilEos: true } as const;
 /** Validation questions scored during the one-click run, how often, and the latent steps they are asked with. */
-export const TINY_HELD_OUT = { questions: 40, every: 10, latentSteps: 4 } as const;
+export const TINY_HELD_OUT = { questions: 200, every: 20, latentSteps: 4 } as const;
 
 /** The offline task's validation split as held-out rows (question and answer), the first `n`. */
 export function tinyValidationRows(n: number): { question: string; answer: string }[] {

@@ -87,7 +87,7 @@ describe('TrainView', () => {
     await vi.waitFor(() => expect(target.querySelector('[data-testid="data-summary"]')!.textContent).toMatch(/1000 usable/));
     expect(warning()).toBeNull();
     expect(target.querySelector('[data-testid="train-held-out-note"]')!.textContent!.replace(/\s+/g, ' ')).toBe(
-      'Scores the first 40 validation questions (3 rounds, 4 latent steps, greedy) before the first step, every 10 steps and after ' +
+      'Scores the first 200 validation questions (3 rounds, 4 latent steps, greedy) before the first step, every 20 steps and after ' +
         'the last, and keeps the best step\'s links.',
     );
     target.querySelector<HTMLButtonElement>('[data-testid="train-start"]')!.click();
@@ -97,18 +97,20 @@ describe('TrainView', () => {
       'outer', 'tiny_distillation', { outer_el: new Uint8Array([7]), outer_le: new Uint8Array([6]) }, new Uint8Array([5]),
     ]);
     expect(req.options).toEqual({
-      lr: 1e-4, batchSize: 4, maxSteps: 40, warmupSteps: 4, saveSteps: 20, rounds: 3, maxLatentTokens: 4, scheduler: 'cosine', seed: 42,
+      lr: 1e-4, batchSize: 4, maxSteps: 40, warmupSteps: 4, saveSteps: 20, rounds: 3, maxLatentTokens: 4, scheduler: 'constant_with_warmup',
+      seed: 42,
       latents: 'rollout', superviseFinalOnly: false, nonLastLossWeight: 1, untilEos: true,
     });
-    expect([req.heldOut!.rows.length, req.heldOut!.every, req.heldOut!.latentSteps]).toEqual([40, 10, 4]);
+    expect([req.heldOut!.rows.length, req.heldOut!.every, req.heldOut!.latentSteps]).toEqual([200, 20, 4]);
     expect(req.heldOut!.rows[0]).toEqual({ question: expect.any(String), answer: expect.stringMatching(/^\d+$/) });
     // the held-out scores as they come, beside the loss
     const on = (api.train.mock.calls[0]![1]);
-    on({ type: 'heldOut', step: 0, correct: 38, total: 40, best: true });
-    on({ type: 'heldOut', step: 10, correct: 40, total: 40, best: true });
-    await vi.waitFor(() => expect(target.querySelector('[data-testid="held-out-last"]')!.textContent).toBe('40/40'));
+    on({ type: 'heldOut', step: 0, correct: 191, total: 200, best: true });
+    on({ type: 'heldOut', step: 20, correct: 195, total: 200, best: true });
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="held-out-last"]')!.textContent).toBe('195/200'));
     expect(target.querySelector('[data-testid="held-out-curve"]')!.getAttribute('data-points')).toBe('2');
-    expect(target.querySelector('[data-testid="held-out-summary"]')!.textContent!.trim()).toBe('before 38/40 · best 40/40 (100.0%) at step 10');
+    expect(target.querySelector('[data-testid="held-out-summary"]')!.textContent!.trim())
+      .toBe('before 191/200 · best 195/200 (97.5%) at step 20');
   });
 
   it('warns before an inner run that the outer links were fitted to the link it replaces', async () => {
