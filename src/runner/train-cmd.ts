@@ -181,8 +181,8 @@ async function heldOutFlags(
     rounds,
     latentSteps: m ?? defaultLatentSteps(style),
   };
-  io.err(`held-out: ${rows.length} questions of ${a.validation_file}, ${o.rounds} rounds, ${o.latentSteps} latent steps, ` +
-    `every ${o.every} steps\n`);
+  const roundsText = `${o.rounds} round${o.rounds === 1 ? '' : 's'}`;
+  io.err(`held-out: ${rows.length} questions of ${a.validation_file}, ${roundsText}, ${o.latentSteps} latent steps, every ${o.every} steps\n`);
   const best = new BestHeldOut();
   const hook = await heldOutHook(system, o, maxSteps, async (p, isBest, st) => {
     io.err(`${io.tty ? '\n' : ''}held-out step ${p.step}: ${heldOutText(p)}${isBest ? ' (best so far)' : ''}\n`);
