@@ -47,7 +47,10 @@ export interface TrainRequest {
    * style's own (the offline system's manifest names it) is required, else upstream's prompts apply.
    */
   prompts?: string | Uint8Array;
-  /** Outer: for every role of the style, its model folder URL and its frozen inner link (.pt or .safetensors bytes). */
+  /**
+   * Outer (and an inner run with heldOut): for every role of the style, its model folder URL and its frozen inner link
+   * (.pt or .safetensors bytes).
+   */
   agents?: Record<string, { model: string; innerLink: Uint8Array }>;
   /**
    * Optional starting weights by link key ('adapter' for inner; 'outer_12', … for outer): a fine-tune of the
@@ -55,11 +58,18 @@ export interface TrainRequest {
    */
   initLinks?: Record<string, Uint8Array>;
   /**
-   * Outer: score the system on these validation questions (rows with question and answer), greedy, before the first
-   * step, every `every` steps and after the last ('heldOut' events); the best step's links are kept as a checkpoint,
-   * read by checkpointFiles(`${runId}/best`). Ignored by an inner run, which trains one link without the system.
+   * Score the system on these validation questions (rows with question and answer), greedy, at `rounds` (default the
+   * outer run's, else 1) and `latentSteps`, before the first step, every `every` steps and after the last ('heldOut'
+   * events); the best step's links are kept as a checkpoint, read by checkpointFiles(`${runId}/best`). An inner run
+   * asks the whole system with its link as it trains: it needs `agents` for every role and the system's `outerLinks`.
    */
-  heldOut?: { rows: Record<string, unknown>[]; every: number; latentSteps: number };
+  heldOut?: {
+    rows: Record<string, unknown>[];
+    every: number;
+    latentSteps: number;
+    rounds?: number;
+    outerLinks?: Record<string, Uint8Array>;
+  };
   /**
    * Continues an interrupted run exactly (same run id, so its later checkpoints land beside the earlier
    * ones): links, AdamW moments and trainer state (step, epoch, data order, cursor, Rng) from `checkpoint`

@@ -162,9 +162,10 @@ export async function trainRun(
     if (!req.model) throw new InvalidArgument('train (inner): model, the URL of the model folder, is required');
     if (!req.role) throw new InvalidArgument(`train (inner): role is required (one of ${style.roles.map((r) => r.key).join(', ')})`);
   }
-  /** A role's model folder URL; outer: with its inner link, both required of every role. */
+  /** A role's model folder URL; outer (and an inner run's system): with its inner link, both required of every role. */
+  const trained = req.kind === 'inner' ? trainingRole(style, req.role!) : null;
   const agent = (role: string) => {
-    if (req.kind === 'inner') return { model: req.model!, innerLink: null };
+    if (role === trained) return { model: req.model!, innerLink: null };
     const a = req.agents?.[role];
     if (!a?.model || !a.innerLink)
       throw new InvalidArgument(`train (outer): agents.${role} needs model (a folder URL) and innerLink (bytes) for style ${style.name}`);
@@ -174,7 +175,7 @@ export async function trainRun(
   const init = (key: string) => (!resume && req.initLinks?.[key] ? parseLinkBytes(req.initLinks[key], `initLinks.${key}`) : null);
   const setup = await setupTraining({
     kind: req.kind, style, task: o.task, seed: o.seed, maxLength: o.maxLength, batchSize: o.batchSize, ...(prompts ? { prompts } : {}),
-    ...(req.kind === 'inner' ? { role: trainingRole(style, req.role!) } : {}),
+    ...(trained ? { role: trained } : {}),
     steps: o.maxSteps, gradAccumSteps: o.gradAccumSteps, lr: o.lr, scheduler: o.scheduler, shuffle: o.shuffle,
     // a short run warms up for a tenth of its steps at most
     warmupSteps: o.warmupSteps ?? Math.min(TRAIN_DEFAULTS.warmupSteps, Math.floor(o.maxSteps / 10)),
@@ -198,6 +199,17 @@ export async function trainRun(
       const state = init(key);
       return state ? { state } : null;
     },
+    // an inner run's held-out questions go through the whole system: the other agents and the outer links, frozen
+    ...(trained && req.heldOut ? {
+      system: {
+        innerLink: async (role: string) => parseLinkBytes(agent(role).innerLink!, `agents.${role}.innerLink`),
+        outerLink: async (key: string) => {
+          const b = req.heldOut!.outerLinks?.[key];
+          if (!b) throw new InvalidArgument(`train (inner) with heldOut: heldOut.outerLinks.${key}, the system's outer link, is required`);
+          return { state: parseLinkBytes(b, `heldOut.outerLinks.${key}`) };
+        },
+      },
+    } : {}),
   });
   try {
     const { job, manifests, loop: loopOpts, task } = setup;
@@ -230,11 +242,11 @@ export async function trainRun(
     // stop always ends with the loop's final save
     const ctl = new AbortController();
     run.stop.addEventListener('abort', () => run.wake?.(), { once: true });
-    // held-out questions (outer runs: the whole system is loaded); the best step's links go to BEST_DIR
+    // held-out questions through the system as it trains; the best step's links go to BEST_DIR
     let best: { step: number; correct: number; total: number } | undefined;
     const h = req.heldOut;
-    const heldOut = h && setup.system && setup.outerLoss ? await heldOutHook(setup.system, {
-      rows: h.rows, every: h.every, rounds: setup.outerLoss.rounds, latentSteps: h.latentSteps,
+    const heldOut = h && setup.system ? await heldOutHook(setup.system, {
+      rows: h.rows, every: h.every, rounds: h.rounds ?? setup.outerLoss?.rounds ?? 1, latentSteps: h.latentSteps,
     }, loopOpts.maxSteps, async (p, isBest, st) => {
       if (isBest) {
         await saveCheckpoint(store, BEST_DIR, {

@@ -116,6 +116,14 @@ export interface TrainLoaders {
    * absent: the end tokens of its config and tokenizer, greedy.
    */
   generation?(role: string, eos: readonly number[]): Promise<GenerationDefaults>;
+  /**
+   * Inner: the rest of the system the trained link belongs to (the other roles' frozen inner links and the outer
+   * links), so that held-out questions can be asked of it between steps; absent: the run has no system.
+   */
+  system?: {
+    innerLink(role: string): Promise<LinkStateDict>;
+    outerLink(key: string): Promise<{ state: LinkStateDict; type?: string }>;
+  };
 }
 
 export interface TrainSetup {
@@ -128,8 +136,9 @@ export interface TrainSetup {
   /** Outer: the loss options the job trains with (with the roles --gradient_checkpointing auto planned). */
   outerLoss: OuterLossOptions | null;
   /**
-   * Outer: the system being trained, as ask() runs it (the agents, their frozen inner links, the outer links as they
-   * stand): held-out questions go through it between steps (src/eval/held-out.ts). Its dispose() frees nothing.
+   * The system being trained, as ask() runs it (the agents, their inner links and the outer links, the trained ones as
+   * they stand): held-out questions go through it between steps (src/eval/held-out.ts). Outer runs always have one,
+   * inner runs when TrainLoaders.system gives the rest. Its dispose() frees nothing (the setup's does).
    */
   system: MasSystem | null;
   /** Frees the models and links it loaded (the job's links among them). */
@@ -171,6 +180,7 @@ export async function setupTraining(s: TrainSettings, rows: readonly Row[], load
         ...(s.prompts ? { prompts: s.prompts } : {}),
       });
       manifests = { 'adapter_config.json': { adapter_type: link.type } };
+      if (load.system) system = await innerRunSystem(s, load, { role, decoder, tokenizer, inner: link }, disposers);
     } else {
       const c = { task, seed, maxLength, batchSize, optimizer };
       ({ job, manifests, loss: outerLoss, system } = await buildOuter(s, rows, load, c, disposers));
@@ -253,15 +263,52 @@ async function buildOuter(
       ...o.config,
     },
   };
+  return { job, manifests, loss, system: await asSystem(s, load, agents, outer) };
+}
+
+/** The agents and outer links of a run as a system ask() runs (its dispose() frees nothing). */
+async function asSystem(
+  s: TrainSettings, load: TrainLoaders, agents: ReadonlyMap<string, Agent>, outer: ReadonlyMap<string, OuterLink>,
+): Promise<MasSystem> {
   const sysAgents = new Map<string, SystemAgent>();
   for (const [role, a] of agents) {
     const eos = [...a.decoder.config.eosTokenIds, ...a.tokenizer.eosTokenIds];
     const generation = load.generation ? await load.generation(role, eos) : parseGenerationConfig(null, eos, 'generation_config.json');
     sysAgents.set(role, { role, source: role, dir: '', decoder: a.decoder, tokenizer: a.tokenizer, inner: a.inner, generation });
   }
-  const system: MasSystem = {
-    style, agents: sysAgents, outer, backend: load.backend(style.roles[0]!.key), adapterTask: null,
+  return {
+    style: s.style, agents: sysAgents, outer, backend: load.backend(s.style.roles[0]!.key), adapterTask: null,
     ...(s.prompts ? { prompts: s.prompts } : {}), dispose: () => {},
   };
-  return { job, manifests, loss, system };
+}
+
+/** An inner run's whole system: the trained role with its link as it trains, the others and the outer links frozen. */
+async function innerRunSystem(
+  s: TrainSettings, load: TrainLoaders, trained: Agent & { role: string }, disposers: (() => void)[],
+): Promise<MasSystem> {
+  const rest = load.system!;
+  const agents = new Map<string, Agent>();
+  for (const r of s.style.roles) {
+    if (r.key === trained.role) {
+      agents.set(r.key, trained);
+      continue;
+    }
+    const on = load.backend(r.key);
+    const decoder = await load.decoder(r.key, on);
+    disposers.push(() => decoder.dispose());
+    const inner = InnerLink.fromStateDict(on, await rest.innerLink(r.key), { d: decoder.config.hidden, name: `${r.key} inner link` })
+      .freeze();
+    disposers.push(() => inner.dispose());
+    agents.set(r.key, { decoder, inner, tokenizer: await load.tokenizer(r.key) });
+  }
+  const outer = new Map<string, OuterLink>();
+  for (const l of s.style.links) {
+    const { state, type } = await rest.outerLink(l.key);
+    const dIn = agents.get(l.from)!.decoder.config.hidden;
+    const dOut = agents.get(l.to)!.decoder.config.hidden;
+    const link = OuterLink.fromStateDict(load.backend(l.from), state, { ...(type ? { type } : {}), dIn, dOut, name: l.key }).freeze();
+    disposers.push(() => link.dispose());
+    outer.set(l.key, link);
+  }
+  return asSystem(s, load, agents, outer);
 }

@@ -57,7 +57,8 @@ describe('rmas train-outer --validation_file', () => {
     expect(r.error).toBeInstanceOf(UsageError);
     expect(r.error!.message).toBe('--eval_steps sets the held-out evaluation, which needs --validation_file FILE.jsonl');
     const inner = await train('inner', {
-      style: 'tiny_distillation', role: 'learner', dataset_name: data, save_dir: join(tmp, 'y'), validation_file: validation, max_steps: '1',
+      style: 'tiny_distillation', role: 'learner', dataset_name: data, save_dir: join(tmp, 'y'), validation_file: validation,
+      max_steps: '1',
     });
     expect(inner.error).toBeInstanceOf(UsageError);
     expect(inner.error!.message).toMatch(/^--validation_file: the held-out questions need the whole system; train-outer scores them/);

@@ -149,6 +149,10 @@ describe('TrainView', () => {
       'inner', 'tiny_distillation', 'expert', '/m/expert', { adapter: new Uint8Array([9]) },
     ]);
     expect(req.rows[0]).toEqual(expect.objectContaining({ distill_expert: expect.any(String), distill_learner: expect.any(String) }));
+    // its held-out questions go through the whole system at one round, this run's link in place of the expert's
+    expect([req.heldOut!.rounds, Object.keys(req.heldOut!.outerLinks!), Object.keys(req.agents!)]).toEqual([
+      1, ['outer_el', 'outer_le'], ['expert', 'learner'],
+    ]);
 
     button('Pause').click();
     await vi.waitFor(() => expect(status()).toMatch(/^paused/));
