@@ -501,7 +501,7 @@ describe('AskView', () => {
     expect(target.querySelector('[data-testid="fallback-note"]')!.textContent).toContain(
       'WebGPU here is a fallback adapter (SwiftShader Device (Subzero))',
     );
-    target.querySelector<HTMLButtonElement>('[data-testid="use-cpu"]')!.click();
+    target.querySelector<HTMLButtonElement>('[data-testid="fallback-use-cpu"]')!.click();
     flushSync();
     expect([prefs.backend, target.querySelector<HTMLSelectElement>('[data-testid="ask-device"]')!.value]).toEqual(['cpu', 'cpu']);
     expect(target.querySelector('[data-testid="fallback-note"]')).toBeNull();
