@@ -243,8 +243,9 @@ export async function trainRun(
     const ctl = new AbortController();
     run.stop.addEventListener('abort', () => run.wake?.(), { once: true });
     // held-out questions through the system as it trains; the best step's links go to BEST_DIR
-    let best: { step: number; correct: number; total: number } | undefined;
     const h = req.heldOut;
+    // a resumed run goes on from the best it had (its best checkpoint's record)
+    let best = h && resume ? ((await bestSoFar(store)) ?? undefined) : undefined;
     const heldOut = h && setup.system ? await heldOutHook(setup.system, {
       rows: h.rows, every: h.every, rounds: h.rounds ?? setup.outerLoss?.rounds ?? 1, latentSteps: h.latentSteps,
     }, loopOpts.maxSteps, async (p, isBest, st) => {
@@ -255,7 +256,7 @@ export async function trainRun(
         best = p;
       }
       await emit({ type: 'heldOut', ...p, best: isBest });
-    }, new BestHeldOut(resume ? await bestSoFar(store) : null)) : null;
+    }, new BestHeldOut(best ?? null)) : null;
     const final = await trainLoop(
       job.size,
       loopOpts,

@@ -4,14 +4,14 @@
  * optional per-step JSONL log and batch dumps, and saves checkpoints into --save_dir (periodic ones in
  * checkpoint-<step>/, the last one at the top, upstream's layout).
  */
-import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { appendFile, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve as resolvePath } from 'node:path';
 import {
   broadcastParameters, checkSameParameters, dataParallel, fromRoot, singleProcess, type ProcessGroup,
 } from '../dist/group';
 import { MissingCheckpoint, NonFiniteLoss, UsageError } from '../errors';
-import { BestHeldOut, heldOutHook, heldOutText, type HeldOutSink } from '../eval/held-out';
+import { BestHeldOut, heldOutHook, heldOutText, type HeldOutPoint, type HeldOutSink } from '../eval/held-out';
 import { writeSafetensors, type StTensor } from '../formats/safetensors';
 import type { InnerLink } from '../mas/links';
 import { defaultLatentSteps, type StyleSpec } from '../mas/styles';
@@ -183,7 +183,11 @@ async function heldOutFlags(
   };
   const roundsText = `${o.rounds} round${o.rounds === 1 ? '' : 's'}`;
   io.err(`held-out: ${rows.length} questions of ${a.validation_file}, ${roundsText}, ${o.latentSteps} latent steps, every ${o.every} steps\n`);
-  const best = new BestHeldOut();
+  // a resumed run into the same save_dir goes on from the best it had there
+  const bestArgs = join(need(a, 'save_dir'), BEST_DIR, 'train_args.json');
+  const before = a.resume && existsSync(bestArgs)
+    ? ((JSON.parse(readFileSync(bestArgs, 'utf8')) as { held_out_best?: HeldOutPoint }).held_out_best ?? null) : null;
+  const best = new BestHeldOut(before);
   const hook = await heldOutHook(system, o, maxSteps, async (p, isBest, st) => {
     io.err(`${io.tty ? '\n' : ''}held-out step ${p.step}: ${heldOutText(p)}${isBest ? ' (best so far)' : ''}\n`);
     await keep(p, isBest, st);

@@ -52,6 +52,18 @@ describe('rmas train-outer --validation_file', () => {
     }
   }, 120_000);
 
+  it('a run resumed into the same save_dir goes on from the best it had', async () => {
+    const save = join(tmp, 'outer-resumed');
+    const flags = { validation_file: validation, max_eval_samples: '6', eval_steps: '1', outer_lr: '0' };
+    expect((await train('outer', outerArgs(save, flags))).error).toBeNull();
+    const r = await train('outer', outerArgs(save, { ...flags, resume: save, max_steps: '3' }));
+    expect(r.error).toBeNull();
+    expect(r.err.split('\n').filter((l) => l.startsWith('held-out step'))).toEqual([
+      'held-out step 2: 6/6 (100.0%)', 'held-out step 3: 6/6 (100.0%)',
+    ]);
+    expect(JSON.parse(r.out).held_out_best).toEqual({ step: 0, correct: 6, total: 6, dir: join(save, BEST_DIR) });
+  }, 120_000);
+
   it('refuses its flags without a validation file, and on train-inner', async () => {
     const r = await train('outer', outerArgs(join(tmp, 'x'), { eval_steps: '5' }));
     expect(r.error).toBeInstanceOf(UsageError);
