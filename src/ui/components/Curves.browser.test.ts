@@ -4,6 +4,7 @@ import { flushSync, mount, unmount } from 'svelte';
 import { reactiveProps } from './props.svelte';
 import Curves from './Curves.svelte';
 import { linePath, type TrainPoint } from '../curves';
+import type { HeldOutPoint } from '../train-session';
 
 let app: ReturnType<typeof mount> | null = null;
 afterEach(() => {
@@ -60,5 +61,22 @@ describe('Curves', () => {
     expect(p.points).toBeLessThanOrEqual(1000);
     expect(p.points).toBeGreaterThan(500);
     expect(p.max).toBe(100); // the spike survives decimation
+  });
+
+  it('draws the held-out accuracy beside the loss when the run scores questions, with the score before and the best', () => {
+    const target = document.body.appendChild(document.createElement('div'));
+    const props = reactiveProps({ points: [pt(1)], heldOut: [] as HeldOutPoint[], best: null as HeldOutPoint | null });
+    app = mount(Curves, { target, props });
+    expect(target.querySelector('[data-testid="held-out-curve"]')).toBeNull(); // no scores, no chart
+    props.heldOut.push({ step: 0, correct: 191, total: 200 }, { step: 20, correct: 190, total: 200 }, { step: 40, correct: 195, total: 200 });
+    props.best = { step: 40, correct: 195, total: 200 };
+    flushSync();
+    const fig = target.querySelector<HTMLElement>('[data-testid="held-out-curve"]')!;
+    expect(fig.dataset.points).toBe('3');
+    // 95.5%, 95.0%, 97.5%: the middle point lowest, the last highest
+    expect(fig.querySelector('path')!.getAttribute('d')).toBe(linePath([0, 20, 40], [95.5, 95, 97.5], 300, 110).d);
+    expect(target.querySelector('[data-testid="held-out-last"]')!.textContent).toBe('195/200');
+    expect(target.querySelector('[data-testid="held-out-summary"]')!.textContent!.trim())
+      .toBe('before 191/200 · best 195/200 (97.5%) at step 40');
   });
 });
