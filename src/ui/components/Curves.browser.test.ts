@@ -68,7 +68,8 @@ describe('Curves', () => {
     const props = reactiveProps({ points: [pt(1)], heldOut: [] as HeldOutPoint[], best: null as HeldOutPoint | null });
     app = mount(Curves, { target, props });
     expect(target.querySelector('[data-testid="held-out-curve"]')).toBeNull(); // no scores, no chart
-    props.heldOut.push({ step: 0, correct: 191, total: 200 }, { step: 20, correct: 190, total: 200 }, { step: 40, correct: 195, total: 200 });
+    const at = (step: number, correct: number) => ({ step, correct, total: 200 });
+    props.heldOut.push(at(0, 191), at(20, 190), at(40, 195));
     props.best = { step: 40, correct: 195, total: 200 };
     flushSync();
     const fig = target.querySelector<HTMLElement>('[data-testid="held-out-curve"]')!;
