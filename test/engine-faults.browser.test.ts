@@ -100,8 +100,14 @@ const click = (root: ParentNode, id: string) => {
   flushSync();
 };
 
-/** The Train view of the offline system, its expert's link, `maxSteps` of 2 samples, a checkpoint every 3 steps. */
+/** The Train view of the offline system's inner loop, its expert's link, `maxSteps` of 2 samples, a checkpoint every 3 steps. */
 async function trainSetup(target: HTMLElement, maxSteps: number) {
+  // the inner loop (the view opens on the offline system's outer fine-tune)
+  await vi.waitFor(() => expect(byId(target, 'train-loop')).not.toBeNull(), { timeout: 30_000 });
+  const loop = byId(target, 'train-loop') as HTMLSelectElement;
+  loop.value = 'inner';
+  loop.dispatchEvent(new Event('change', { bubbles: true }));
+  flushSync();
   const summary = 'tiny task, training split (offline): 1000 rows, 1000 usable for expert';
   await vi.waitFor(() => expect(text(target, 'data-summary')).toBe(summary), { timeout: 30_000 });
   fill(target, 'train-max-steps', maxSteps);

@@ -190,8 +190,9 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
 
   test('train: the tiny split, Start, the loss falls, before/after, ask with it, export; the runner reads the bundle', async () => {
     await withPage(app, async (page) => {
-      // the Train view opens on the offline tiny system with its own training split loaded: a role, then Start
+      // the Train view opens on the offline tiny system with its own training split loaded: the inner loop, a role, then Start
       await tab(page, 'train');
+      await page.getByTestId('train-loop').selectOption('inner');
       await expect.poll(() => page.getByTestId('data-summary').textContent(), { timeout: 20_000 })
         .toBe('tiny task, training split (offline): 1000 rows, 1000 usable for expert');
       // the learner, who answers: a fine-tune of its shipped inner link

@@ -130,6 +130,11 @@ describe('TrainView', () => {
     const target = document.body.appendChild(document.createElement('div'));
     app = mount(TrainView, { target, props: reactiveProps({ services, style: TINY, onAsk: () => {} }) });
     await chooseLoop(target, 'inner');
+    // held-out questions are off for an inner run unless asked for; asked for here
+    const heldOut = target.querySelector<HTMLInputElement>('[data-testid="train-held-out"]')!;
+    expect(heldOut.value).toBe('0');
+    heldOut.value = '20';
+    heldOut.dispatchEvent(new Event('input'));
     const button = (text: string) => [...target.querySelectorAll('button')].find((b) => b.textContent === text)!;
     const status = () => target.querySelector('[data-testid="train-status"]')!.textContent!.trim();
     // the offline system's own training split, usable for its first role
@@ -150,8 +155,8 @@ describe('TrainView', () => {
     ]);
     expect(req.rows[0]).toEqual(expect.objectContaining({ distill_expert: expect.any(String), distill_learner: expect.any(String) }));
     // its held-out questions go through the whole system at one round, this run's link in place of the expert's
-    expect([req.heldOut!.rounds, Object.keys(req.heldOut!.outerLinks!), Object.keys(req.agents!)]).toEqual([
-      1, ['outer_el', 'outer_le'], ['expert', 'learner'],
+    expect([req.heldOut!.rows.length, req.heldOut!.rounds, Object.keys(req.heldOut!.outerLinks!), Object.keys(req.agents!)]).toEqual([
+      20, 1, ['outer_el', 'outer_le'], ['expert', 'learner'],
     ]);
 
     button('Pause').click();
