@@ -168,7 +168,10 @@ export async function trainRun(
     if (role === trained) return { model: req.model!, innerLink: null };
     const a = req.agents?.[role];
     if (!a?.model || !a.innerLink)
-      throw new InvalidArgument(`train (outer): agents.${role} needs model (a folder URL) and innerLink (bytes) for style ${style.name}`);
+      throw new InvalidArgument(
+        `train (${req.kind === 'outer' ? 'outer' : 'inner with heldOut'}): agents.${role} needs model (a folder URL) and innerLink (bytes) ` +
+          `for style ${style.name}`,
+      );
     return a;
   };
   const prompts = await requestPrompts(req, style, deps.fetch ?? fetch);

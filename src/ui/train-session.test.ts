@@ -172,16 +172,22 @@ describe('TrainSession', () => {
       .toBe(`saved “${NAME}” at step 6 and its best held-out score, 40/40 (100.0%) at step 2, as “${NAME} (best, step 2)”`);
   });
 
-  it('a run whose last step is its best keeps one checkpoint, and says so', async () => {
+  it('a run whose best is its last step, or the links it started from, keeps one checkpoint', async () => {
+    const held = (n: number, correct: number, best: boolean): TrainEvent => ({ type: 'heldOut', step: n, correct, total: 5, best });
+    const run = (events: TrainEvent[], best: number, correct: number) => script([startEv(), ...events, saved(2, true),
+      { type: 'done', steps: 2, stopped: false, best: { step: best, correct, total: 5 } }]);
     const { session, state, log } = harness([
-      script([startEv(), { type: 'heldOut', step: 0, correct: 3, total: 5, best: true }, step(1), step(2),
-        { type: 'heldOut', step: 2, correct: 5, total: 5, best: true }, saved(2, true),
-        { type: 'done', steps: 2, stopped: false, best: { step: 2, correct: 5, total: 5 } }]),
+      run([held(0, 3, true), step(1), step(2), held(2, 5, true)], 2, 5),
+      run([held(0, 5, true), step(1), step(2), held(2, 3, false)], 0, 5),
     ], { style: 'tiny', loop: 'outer', role: 'expert', rounds: 3 });
     await session.start(note(), async () => REQ);
     expect(log.files).toEqual(['run-a']);
     expect(state.trained).toEqual({ id: 'ck1', name: NAME, loop: 'outer', rounds: 3 });
-    expect(state.saved).toBe(`saved “${NAME}” at step 2; its best held-out score, 5/5 (100.0%) at step 2, is the last step's`);
+    expect(state.saved).toBe(`saved “${NAME}” at step 2`);
+    await session.start(note(), async () => REQ);
+    expect(log.files).toEqual(['run-a', 'run-a']);
+    expect(state.trained).toEqual({ id: 'ck2', name: NAME, loop: 'outer', rounds: 3 });
+    expect(state.saved).toBe(`saved “${NAME}” at step 2; the links it started from scored best (5/5 (100.0%) at step 0)`);
   });
 
   it('saves the end itself when the worker sends no final checkpoint', async () => {

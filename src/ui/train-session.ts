@@ -226,10 +226,11 @@ export class TrainSession {
           await saving;
           if (!note.checkpointId) await this.save(res.runId, res.steps, true, note); // a worker that sent no final 'saved'
           s.trained = trainedOf(this.deps.target(), note.checkpointId!, note.name);
-          // the best held-out step, when it is not the last, is kept beside the last and is what the view offers
+          // the best held-out step, when it is neither the last nor the links the run started from, is kept beside the
+          // last and is what the view offers
           const best = s.best;
-          if (best && best.step !== res.steps) s.trained = await this.saveBest(res.runId, best, note);
-          else if (best) s.saved = `${s.saved ?? ''}; its best held-out score, ${heldOutWords(best)}, is the last step's`;
+          if (best && best.step !== res.steps && best.step > 0) s.trained = await this.saveBest(res.runId, best, note);
+          else if (best?.step === 0) s.saved = `${s.saved ?? ''}; the links it started from scored best (${heldOutWords(best)})`;
           this.notes.clear();
           this.deps.onFinished?.();
           return;
