@@ -259,7 +259,7 @@ export async function trainRun(
         best = p;
       }
       await emit({ type: 'heldOut', ...p, best: isBest });
-    }, new BestHeldOut(best ?? null)) : null;
+    }, new BestHeldOut(best ?? null), run.stop) : null;
     const final = await trainLoop(
       job.size,
       loopOpts,

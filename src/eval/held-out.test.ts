@@ -1,7 +1,9 @@
 // The held-out score of a training run (held-out.ts): which steps are scored, the best step and its ties, the text the
 // runner prints, and the hook trainLoop calls, with the states it is given.
 import { describe, expect, it } from 'vitest';
-import { BestHeldOut, heldOutAccuracy, heldOutDue, heldOutText } from './held-out';
+import type { MasSystem } from '../mas/system';
+import { initialState } from '../train/loop';
+import { BestHeldOut, heldOutAccuracy, heldOutDue, heldOutHook, heldOutText } from './held-out';
 import { InvalidArgument } from '../errors';
 
 describe('held-out scores', () => {
@@ -33,5 +35,22 @@ describe('held-out scores', () => {
     expect(heldOutAccuracy(p)).toBeCloseTo(0.955, 12);
     expect(heldOutText(p)).toBe('191/200 (95.5%)');
     expect(heldOutAccuracy({ step: 0, correct: 0, total: 0 })).toBe(0);
+  });
+
+  it('the hook scores nothing once the run is stopped, and checks its settings first', async () => {
+    const rows = [{ question: 'Ann buys 3 glims. How many coins does she pay?', answer: '12' }];
+    const sunk: number[] = [];
+    const stop = new AbortController();
+    stop.abort();
+    // a stopped run's hook returns before it asks anything (the system here could answer nothing)
+    const hook = await heldOutHook({} as MasSystem, { rows, every: 2, rounds: 1, latentSteps: 4 }, 5,
+      async (p) => void sunk.push(p.step), new BestHeldOut(), stop.signal);
+    expect([0, 1, 2, 4, 5].map((s) => hook.due(s))).toEqual([true, false, true, true, true]);
+    await hook.run(initialState(1, { seed: 1, shuffle: false }));
+    expect(sunk).toEqual([]);
+    await expect(heldOutHook({} as MasSystem, { rows, every: 0, rounds: 1, latentSteps: 4 }, 5, async () => {}))
+      .rejects.toThrow(InvalidArgument);
+    await expect(heldOutHook({} as MasSystem, { rows: [], every: 1, rounds: 1, latentSteps: 4 }, 5, async () => {}))
+      .rejects.toThrow('held-out evaluation: no validation rows; give some or turn it off');
   });
 });

@@ -4,7 +4,7 @@
  * the best step so far. The loss alone can fall while answers get worse (issue 37); this is what says so during the
  * run. Both apps train through it: `rmas train-outer` prints each score, the tab's trainer sends it as an event.
  */
-import { InvalidArgument } from '../errors';
+import { Cancelled, InvalidArgument } from '../errors';
 import { defaultMaxNewTokens } from '../mas/budget';
 import type { MasSystem } from '../mas/system';
 import type { TrainerState } from '../train/checkpoint';
@@ -87,7 +87,8 @@ export type HeldOutSink = (point: HeldOutPoint, best: boolean, state: TrainerSta
 
 /**
  * trainLoop's held-out hook (LoopHooks.heldOut) over `system`: the questions scored before the first step, every
- * `every` steps and after the last, each score offered to `best` and handed to `sink`.
+ * `every` steps and after the last, each score offered to `best` and handed to `sink`. `signal` (a stop) cuts a
+ * scoring short and skips it: the loop then ends with its final save.
  */
 export async function heldOutHook(
   system: MasSystem, o: HeldOutOptions, maxSteps: number, sink: HeldOutSink, best = new BestHeldOut(), signal?: AbortSignal,
@@ -98,7 +99,14 @@ export async function heldOutHook(
   return {
     due: (step) => heldOutDue(step, o.every, maxSteps),
     async run(state) {
-      const p = await heldOutScore(system, items, o, state.step, signal);
+      if (signal?.aborted) return;
+      let p: HeldOutPoint;
+      try {
+        p = await heldOutScore(system, items, o, state.step, signal);
+      } catch (e) {
+        if (signal?.aborted && e instanceof Cancelled) return;
+        throw e;
+      }
       await sink(p, best.offer(p), state);
     },
   };

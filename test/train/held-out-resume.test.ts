@@ -1,7 +1,8 @@
 /**
- * A resumed run keeps the best held-out score it had (workers/trainer.ts): the tab's one-click request at lr 0, cut
- * after its step-2 checkpoint and resumed, scores every step alike; the resumed run's first score is not a new best,
- * because the best checkpoint's record (best/train_args.json) says step 0 had it first.
+ * Held-out scores across a run's interruptions (workers/trainer.ts). A resumed run keeps the best score it had: the
+ * tab's one-click request at lr 0, cut after its step-2 checkpoint and resumed, scores every step alike; the resumed
+ * run's first score is not a new best, because the best checkpoint's record (best/train_args.json) says step 0 had it
+ * first. A Stop while the questions are being asked cuts the scoring short and ends the run with its final checkpoint.
  */
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/tensor/cpu';
@@ -32,4 +33,24 @@ describe('held-out scores across a resume (cpu)', () => {
     expect(held(second)).toEqual([[2, 4, false], [3, 4, false], [4, 4, false]]);
     expect((second.at(-1) as Extract<TrainEvent, { type: 'done' }>).best).toEqual({ step: 0, correct: 4, total: 4 });
   }, 120_000);
+
+  it('a stop while the questions are asked ends the run at once, with its final checkpoint', async () => {
+    const store = memoryStore();
+    const deps: TrainDeps = { storeFor: async () => store, backend: async () => ({ backend: new CpuBackend('f32') }), fetch: diskFetch };
+    const stop = new AbortController();
+    const events: TrainEvent[] = [];
+    const run = { id: 'run-held-stop', stop: stop.signal, paused: false, wake: null, store: null };
+    let t0 = 0;
+    // 200 questions at 3 rounds take about 11 s; the stop comes 0.5 s into them
+    const result = await trainRun(oneClick(), run, async (e) => {
+      events.push(e);
+      if (e.type === 'start') {
+        t0 = performance.now();
+        setTimeout(() => stop.abort(), 500);
+      }
+    }, deps);
+    expect(result).toMatchObject({ steps: 0, stopped: true });
+    expect(performance.now() - t0).toBeLessThan(5000);
+    expect(events.map((e) => e.type)).toEqual(['start', 'saved', 'done']);
+  }, 60_000);
 });
