@@ -102,12 +102,12 @@ export const ablationFor = (kind: 'shuffled' | 'zeroed', style: string, question
 export const ablationText = (a: AskAblation): string => (a.kind === 'zeroed' ? 'messages zeroed' : `messages from: ${a.question}`);
 
 /**
- * A plan that could not reach the hub (a released style's files, DownloadFailed or HubOffline): the same error, saying
+ * A plan that could not reach the hub (a released style's files, DownloadFailed): the same error, saying
  * that the hub is out of reach, what the style would download, and the ways on.
  */
 function unreachable(e: unknown, style: string): unknown {
   const p = problem(e);
-  if (p.name !== 'DownloadFailed' && p.name !== 'HubOffline') return e;
+  if (p.name !== 'DownloadFailed') return e; // HubOffline is the user's own cache-only mode, which says so itself
   const size = releasedSize(style);
   const what = size
     ? ` ${style} downloads about ${formatBytes(size.bytes)} on first use (${(size.params / 1e9).toFixed(1)} billion parameters in bf16).`

@@ -61,6 +61,7 @@ async function releasedOneRound(page: Page, style = 'sequential_light') {
   await tab(page, 'ask');
   await page.getByTestId('ask-style').selectOption(style);
   await page.getByTestId('ask-rounds').fill('1');
+  await page.getByTestId('ask-beyond').check(); // LATENT is below upstream's slider (8–64), which the page keeps to by default
   await page.getByTestId('ask-latent').fill(LATENT);
   await page.getByTestId('ask-greedy').check();
 }

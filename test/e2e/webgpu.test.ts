@@ -163,7 +163,7 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
     });
   });
 
-  test('a released style with the hub out of reach: the named error of the first file, and no weights were asked for', async () => {
+  test('a released style with the hub out of reach: the hub named unreachable with the style\'s size, and no weights asked for', async () => {
     await withPage(app, async (page) => {
       // every released style's backbones are runnable; offline, the hub's files cannot be had
       const remote: string[] = [];
@@ -181,9 +181,15 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
       // retries), then nothing more once it fails
       const first = 'https://huggingface.co/RecursiveMAS/Sequential-Scaled-Planner-Gemma3-4B/resolve/main/config.json';
       expect(await box.getAttribute('data-error-name')).toBe('DownloadFailed');
+      // what is out of reach, how large the style is, and the ways on; no status, plan line or timeline left behind
       await expect(box.locator('.msg').textContent()).resolves.toBe(
-        `${first}: network error (Failed to fetch) after 3 attempt(s); check the connection and run again`,
+        `the model hub cannot be reached (${first}: network error (Failed to fetch) after 3 attempt(s); check the connection and ` +
+          'run again). sequential_scaled downloads about 20.5 GiB on first use (11.0 billion parameters in bf16). Check the ' +
+          "connection or the hub's address (Environment → Model hub), or ask the offline system, which needs no hub.",
       );
+      await expect(page.getByTestId('ask-status').textContent()).resolves.toBe('not loaded');
+      await expect(page.getByTestId('ask-plan').textContent()).resolves.toBe('');
+      expect(await page.locator('#panel-ask .run').count()).toBe(0);
       expect(remote).toEqual([first, first, first]);
     });
   });
