@@ -163,7 +163,7 @@ describe.sequential('playground end to end on WebGPU (built app, SwiftShader)', 
     });
   });
 
-  test('a released style with the hub out of reach: the hub named unreachable with the style\'s size, and no weights asked for', async () => {
+  test('a released style with the hub out of reach: the hub named unreachable, the style\'s size, no weights asked for', async () => {
     await withPage(app, async (page) => {
       // every released style's backbones are runnable; offline, the hub's files cannot be had
       const remote: string[] = [];
