@@ -7,7 +7,7 @@ import { EngineRestarted, InvalidArgument, MissingCheckpoint } from '../errors';
 import { FAULTS } from './engine';
 import type { CheckpointMeta, EngineRemote, Services } from './services';
 import type { ActiveRun } from './train';
-import { TrainSession, type TrainSessionState, type TrainTarget } from './train-session';
+import { RUN_ELSEWHERE, TrainSession, type RunLock, type TrainSessionState, type TrainTarget } from './train-session';
 
 const REQ: TrainRequest = {
   kind: 'inner',
@@ -38,7 +38,7 @@ type Call = (req: TrainRequest, on: (e: TrainEvent) => void, callId: string) => 
  * A session over an engine whose train calls follow `calls` in order; the registry gives ids ck1, ck2, …; the clock
  * moves 500 ms each time it is read; call ids are call-1, call-2, ….
  */
-function harness(calls: Call[], target: TrainTarget = { style: 'tiny', loop: 'inner', role: 'expert' }) {
+function harness(calls: Call[], target: TrainTarget = { style: 'tiny', loop: 'inner', role: 'expert' }, lock?: RunLock) {
   const log = {
     train: [] as { req: TrainRequest; callId: string; phase: string; recovery: string | null }[],
     controls: [] as string[],
@@ -97,6 +97,7 @@ function harness(calls: Call[], target: TrainTarget = { style: 'tiny', loop: 'in
     notes: { write: (r) => void log.notes.push({ ...r }), clear: () => void log.cleared++ },
     now: () => (clock += 500),
     callId: () => `call-${++callCount}`,
+    ...(lock ? { lock } : {}),
   });
   /** A train call that resolves when Stop cancels it (after its final checkpoint is reported). */
   const untilCancelled = (events: TrainEvent[]): Call => (_req, on) =>
@@ -378,5 +379,52 @@ describe('TrainSession', () => {
     await session.control('stop');
     await running;
     expect(state.saved).toBe(`saved “${NAME}” at step 1`);
+  });
+
+  it('trains one run at a time across tabs: the lock held for the run, released at its end or error; refused while elsewhere', async () => {
+    const held: string[] = [];
+    let other = false;
+    const lock: RunLock = {
+      take: async () => {
+        if (other) return null;
+        held.push('taken');
+        return () => void held.push('released');
+      },
+      held: async () => other || held.at(-1) === 'taken',
+    };
+    const { session, state, log } = harness([
+      script([startEv(), step(1), saved(1, true), { type: 'done', steps: 1, stopped: false }]),
+      script([startEv()], new InvalidArgument('rows: bad')),
+    ], undefined, lock);
+    await session.start(note(), async () => REQ);
+    expect(held).toEqual(['taken', 'released']);
+    await session.start(note(), async () => REQ);
+    expect(held).toEqual(['taken', 'released', 'taken', 'released']); // released after an error too
+    expect(state.error?.message).toBe('rows: bad');
+    other = true; // another tab trains
+    await session.start(note(), async () => REQ);
+    expect(log.train.length).toBe(2); // nothing sent
+    expect(state.error).toEqual({ name: 'InvalidArgument', message: RUN_ELSEWHERE });
+    expect(held.length).toBe(4);
+  });
+
+  it('keeps the curve up to each checkpoint in the note, and draws it again when the noted run resumes after a reload', async () => {
+    const { session, log } = harness([
+      script([startEv(), step(1), step(2), step(3), saved(3)], lost()),
+      script([startEv({ resumedFrom: 3 }), step(4), step(5), step(6), saved(6, true), { type: 'done', steps: 6, stopped: false }]),
+    ]);
+    // the first run dies with its tab after step 3's checkpoint: its note holds the curve to step 3
+    await session.start(note(), async () => REQ);
+    const noted = log.notes.find((n) => n.step === 3)!;
+    expect(noted.points!.map((p) => p.step)).toEqual([1, 2, 3]);
+    expect(noted.points![2]).toEqual({ step: 3, loss: 1 / 3, lr: 1e-3, gradNorm: 0.5 });
+    // a new page: a session with nothing drawn resumes the noted run; the curve starts with the noted points
+    const after = harness([
+      script([startEv({ resumedFrom: 3 }), step(4), step(5), step(6), saved(6, true), { type: 'done', steps: 6, stopped: false }]),
+    ]);
+    const resumed: ActiveRun = JSON.parse(JSON.stringify(noted));
+    await after.session.start(resumed, async () => ({ ...REQ, resume: { runId: resumed.runId! } }));
+    expect(steps(after.state)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(after.log.train[0]!.req.resume).toEqual({ runId: 'run-a' });
   });
 });

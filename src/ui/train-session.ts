@@ -82,6 +82,42 @@ const trainedOf = (t: TrainTarget, id: string, name: string): Trained => ({
   ...(t.loop === 'outer' && t.latentSteps !== undefined ? { latentSteps: t.latentSteps } : {}),
 });
 
+/**
+ * One training run at a time across the page's tabs (they share the checkpoint store and the interrupted-run note): a
+ * tab holds the lock while its run goes, and another tab neither starts a run nor takes that one for interrupted.
+ */
+export interface RunLock {
+  /** The lock, held until the function returned is called; null while another tab holds it. */
+  take(): Promise<(() => void) | null>;
+  /** Whether some tab holds it now. */
+  held(): Promise<boolean>;
+}
+
+/** The lock as a Web Lock (navigator.locks) named `name`; where there are none, every take succeeds. */
+export function webLock(name = 'rmas-training'): RunLock {
+  const locks = () => (typeof navigator !== 'undefined' ? navigator.locks : undefined);
+  return {
+    async take() {
+      const l = locks();
+      if (!l) return () => {};
+      return new Promise<(() => void) | null>((resolve, reject) => {
+        l.request(name, { ifAvailable: true }, (lock) => {
+          if (!lock) return resolve(null);
+          return new Promise<void>((done) => resolve(() => done())); // held until released
+        }).catch(reject);
+      });
+    },
+    async held() {
+      const l = locks();
+      return !!l && ((await l.query()).held ?? []).some((x) => x.name === name);
+    },
+  };
+}
+
+/** What a tab says when another holds the run lock. */
+export const RUN_ELSEWHERE =
+  'a training run is going in another tab of this page; wait for it to end or stop it there (the tabs share its checkpoints)';
+
 export interface TrainSessionDeps {
   services: Pick<Services, 'engine' | 'checkpoints'>;
   target(): TrainTarget;
@@ -93,6 +129,8 @@ export interface TrainSessionDeps {
   now?(): number;
   /** A fresh id for each train call (default crypto.randomUUID). */
   callId?(): string;
+  /** One run at a time across tabs (default webLock()). */
+  lock?: RunLock;
 }
 
 export class TrainSession {
@@ -104,6 +142,9 @@ export class TrainSession {
   private readonly notes: Pick<typeof activeRun, 'write' | 'clear'>;
   private readonly now: () => number;
   private readonly newCallId: () => string;
+  private readonly lock: RunLock;
+  /** Releases the run lock while this session holds it. */
+  private release: (() => void) | null = null;
 
   constructor(
     private readonly deps: TrainSessionDeps,
@@ -112,6 +153,7 @@ export class TrainSession {
     this.notes = deps.notes ?? activeRun;
     this.now = deps.now ?? (() => performance.now());
     this.newCallId = deps.callId ?? (() => crypto.randomUUID());
+    this.lock = deps.lock ?? webLock();
   }
 
   /** A run's call is in flight or the run is not over (Start and the recovery buttons wait). */
@@ -122,14 +164,40 @@ export class TrainSession {
   /** A new run of the request `build` gives, under `note` (a fresh one, or the interrupted run's to continue exactly). */
   async start(note: ActiveRun, build: () => Promise<TrainRequest>): Promise<void> {
     if (this.busy) return;
-    await this.run(note, build);
+    await this.locked(() => this.run(note, build));
+  }
+
+  /** `body` under the run lock; while another tab holds it, nothing runs and the error says so. */
+  private async locked(body: () => Promise<void>): Promise<void> {
+    // the last run's words go now, not after the lock is had (a status read meanwhile would be the old run's)
+    const s = this.state;
+    const was = s.phase;
+    [s.phase, s.saved, s.error] = ['starting', null, null];
+    const release = await this.lock.take();
+    if (!release) {
+      [s.phase, s.error] = [was, { name: 'InvalidArgument', message: RUN_ELSEWHERE }];
+      return;
+    }
+    s.phase = was; // run() sets its own
+    this.release = release;
+    try {
+      await body();
+    } finally {
+      this.dispose();
+    }
+  }
+
+  /** Lets go of the run lock (the run has ended, or its view is going away with the page). */
+  dispose(): void {
+    this.release?.();
+    this.release = null;
   }
 
   /** The last run resumed from its last checkpoint on the current engine (Recovery's one click). */
   async resumeLast(): Promise<void> {
     const last = this.lastRun;
     if (!last?.note.runId || this.busy) return;
-    await this.run(last.note, async () => ({ ...last.req, resume: { runId: last.note.runId! } }), true);
+    await this.locked(() => this.run(last.note, async () => ({ ...last.req, resume: { runId: last.note.runId! } }), true));
   }
 
   /** Stop cancels the train call: the run ends after its current step, and train() still resolves with its checkpoint. */
@@ -158,7 +226,8 @@ export class TrainSession {
     s.trained = null;
     s.recovery = null;
     if (!keepCurve) {
-      s.points = [];
+      // a run resumed from its note (after a reload) draws the curve it had up to its checkpoint
+      s.points = note.runId && note.points ? note.points.map((p) => ({ ...p })) : [];
       s.heldOut = [];
       s.best = null;
     }
@@ -301,6 +370,7 @@ export class TrainSession {
     if (note.checkpointId && newId && note.checkpointId !== newId) await reg.remove(note.checkpointId).catch(() => {});
     note.checkpointId = newId;
     note.step = step;
+    note.points = this.state.points.filter((p) => p.step <= step);
     if (!final) this.notes.write(note);
     this.state.saved = `saved “${note.name}” at step ${step}${final ? '' : ' (intermediate)'}`;
   }

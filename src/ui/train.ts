@@ -1,5 +1,6 @@
 /** The Train view's plain parts: dataset preview and usable count, speed, and the note an interrupted run leaves. */
 import { STYLES, type StyleName } from '../mas/styles';
+import type { TrainPoint } from './curves';
 import { TRAIN_DEFAULTS } from '../train/defaults';
 import { roleExample } from '../train/data/roles';
 import { parseJsonlRows, parseJsonRows, type Row } from '../train/data/rows';
@@ -64,6 +65,10 @@ export interface ActiveRun {
   checkpointId?: string;
   /** The worker's run id: its checkpoints (with trainer state and AdamW moments) stay in IndexedDB, so the run can resume exactly. */
   runId?: string;
+  /** Where its rows came from (TINY_SOURCE: the built-in split, which a reload has again; else a file to give again). */
+  source?: string;
+  /** The loss curve up to its last checkpoint, so that a resume after a reload draws the run whole. */
+  points?: TrainPoint[];
 }
 
 /** The interrupted run can resume exactly (it reached a checkpoint the worker keeps under its run id). */
