@@ -69,6 +69,8 @@ export interface ActiveRun {
   source?: string;
   /** The loss curve up to its last checkpoint, so that a resume after a reload draws the run whole. */
   points?: TrainPoint[];
+  /** The view's settings it was started with (steps, batch, save every, …), shown again when it resumes. */
+  settings?: Record<string, number | string | boolean>;
 }
 
 /** The interrupted run can resume exactly (it reached a checkpoint the worker keeps under its run id). */

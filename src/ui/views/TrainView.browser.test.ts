@@ -10,7 +10,7 @@ import { reactiveProps } from '../components/props.svelte';
 import { FAULTS } from '../engine';
 import type { CheckpointMeta, EngineRemote, Services } from '../services';
 import { TINY } from '../system';
-import { activeRun } from '../train';
+import { TINY_SOURCE, activeRun } from '../train';
 import TrainView from './TrainView.svelte';
 
 let app: ReturnType<typeof mount> | null = null;
@@ -111,6 +111,27 @@ describe('TrainView', () => {
     expect(target.querySelector('[data-testid="held-out-curve"]')!.getAttribute('data-points')).toBe('2');
     expect(target.querySelector('[data-testid="held-out-summary"]')!.textContent!.trim())
       .toBe('before 191/200 · best 195/200 (97.5%) at step 20');
+  });
+
+  it('resumes a run interrupted by a reload in one click: its settings shown, its curve drawn, the built-in split again', async () => {
+    const { api, services } = fakeEngine();
+    activeRun.write({
+      name: 'tiny outer 2026-12-05 05:00', style: TINY, loop: 'outer', maxSteps: 40, startedAt: 0, step: 20, checkpointId: 'ck0',
+      runId: 'run-a', source: TINY_SOURCE, settings: { saveSteps: 7, maxSteps: 40, lr: 2e-4 },
+      points: [1, 2, 3].map((n) => ({ step: n, loss: 1 / n, lr: 2e-4, gradNorm: 0.5 })),
+    });
+    const target = document.body.appendChild(document.createElement('div'));
+    app = mount(TrainView, { target, props: reactiveProps({ services, style: TINY, onAsk: () => {} }) });
+    const notice = () => target.querySelector('[data-testid="interrupted"]');
+    await vi.waitFor(() => expect(notice()!.textContent!.replace(/\s+/g, ' ')).toMatch(/was interrupted at step 20 of 40/));
+    expect(notice()!.textContent).not.toMatch(/data again/); // the built-in split: nothing to give again
+    target.querySelector<HTMLButtonElement>('[data-testid="train-resume-run"]')!.click();
+    await vi.waitFor(() => expect(api.train).toHaveBeenCalledTimes(1)); // one click: no Start to press
+    expect(api.train.mock.calls[0]![0].resume).toEqual({ runId: 'run-a' });
+    expect(target.querySelector<HTMLInputElement>('[data-testid="train-save-every"]')!.value).toBe('7');
+    // the noted steps 1–3 and the resumed run's step 1 event (the fake engine's)
+    const loss = () => target.querySelector('[data-testid=curves] figure[data-series=loss]')!.getAttribute('data-points');
+    await vi.waitFor(() => expect(loss()).toBe('4'));
   });
 
   it('warns before an inner run that the outer links were fitted to the link it replaces', async () => {
