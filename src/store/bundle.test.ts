@@ -75,13 +75,11 @@ describe('exportBundle / importBundle', () => {
       n === 'adapter_config.json' ? enc('{"adapter_type":"other"}\n') : b,
     ]);
     const changed = enc('{"adapter_type":"other"}\n');
-    await expectReject(
-      importBundle(writeZip(entries), 'b.zip'),
-      CorruptCheckpoint,
-      `b.zip: 'adapter_config.json' does not match its SHA-256 in bundle.json (sha256 ${await sha256Hex(changed)}, expected ` +
-        `${await sha256Hex(FILES['adapter_config.json'])}; ${changed.length} bytes, expected ${FILES['adapter_config.json'].length})`,
-      'export or download the bundle again',
-    );
+    // the message is made before the import starts: awaiting it after would leave the import's rejection unhandled
+    const [got, want] = [await sha256Hex(changed), await sha256Hex(FILES['adapter_config.json'])];
+    const message = `b.zip: 'adapter_config.json' does not match its SHA-256 in bundle.json (sha256 ${got}, expected ${want}; ` +
+      `${changed.length} bytes, expected ${FILES['adapter_config.json'].length})`;
+    await expectReject(importBundle(writeZip(entries), 'b.zip'), CorruptCheckpoint, message, 'export or download the bundle again');
     const extra = [...readZip(z, 'b.zip')].concat([['evil.sh', enc('x')]]) as [string, Uint8Array][];
     await expectReject(importBundle(writeZip(extra), 'b.zip'), CorruptCheckpoint, "file 'evil.sh' is not listed");
     const missing = [...readZip(z, 'b.zip')].filter(([n]) => n !== 'adapter.pt');
