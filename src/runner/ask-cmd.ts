@@ -16,7 +16,7 @@ import { DumpWriter } from '../mas/dump';
 import { DEFAULT_PROMPTS, detectTask, loadPromptSet, type PromptSet, type TaskKind } from '../mas/prompts';
 import { DEFAULT_ROUNDS, DEFAULT_STYLE, defaultLatentSteps, getStyle } from '../mas/styles';
 import { kvDtypes, type MasSystem } from '../mas/system';
-import { loadSystem } from '../mas/system-folders';
+import { type LoadSystemOptions, loadSystem } from '../mas/system-folders';
 import { runnerHub } from './hub';
 import { materializeOverrides } from '../store/bundle-node';
 import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
@@ -141,20 +141,34 @@ export function overrides(list: readonly string[] = []): Record<string, string> 
 }
 
 /**
- * The --ckpt_override entries ready to load (bundles extracted to temporary folders by materializeOverrides), and
- * `named`, which puts the name the user gave back wherever a message would show such a folder.
+ * The system `rmas ask` and `rmas run` load: --ckpt_override's entries (bundles extracted to temporary folders by
+ * materializeOverrides, and named in progress lines and errors by the name the user gave, not that folder), released
+ * folders through the runner's hub, the chat templates' thinking and the KV-cache dtype set; and the dtype it uses.
  */
-export async function loadableOverrides(list: readonly string[] | undefined) {
+export async function loadCommandSystem(
+  style: string,
+  o: Omit<LoadSystemOptions, 'ckptOverride' | 'onProgress' | 'repoFolder'> & {
+    ckptOverride: readonly string[] | undefined; thinking: boolean; kvChoice: KvDType | 'auto'; err: (s: string) => void;
+  },
+): Promise<{ system: MasSystem; kv: string }> {
+  const { ckptOverride: list, thinking, kvChoice, err, ...load } = o;
   const given = overrides(list);
   const ckptOverride = await materializeOverrides(given);
   const folders = Object.entries(ckptOverride).flatMap(([role, dir]) => (dir === given[role] ? [] : [[dir, given[role]!] as const]));
   const named = (s: string) => folders.reduce((t, [dir, name]) => t.replaceAll(dir, name), s);
-  /** The error with its message `named`. */
-  const namedError = (e: unknown) => {
+  const system = await loadSystem(style, {
+    ...load, ckptOverride, onProgress: (s) => err(`${named(s)}\n`), repoFolder: runnerHub(err).repoFolder,
+  }).catch((e: unknown) => {
     if (e instanceof Error) e.message = named(e.message);
-    return e;
-  };
-  return { ckptOverride, named, namedError };
+    throw e;
+  });
+  try {
+    thinkAll(system, thinking);
+    return { system, kv: kvDtypeAll(system, kvChoice) };
+  } catch (e) {
+    system.dispose();
+    throw e;
+  }
 }
 
 /** The prompt set of a --prompts file. */
@@ -277,16 +291,11 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
   const placement = place ? await place(style.roles.map((r) => r.key)) : undefined;
   const t0 = performance.now();
   const firstTask = taskOf(questions[0]!.question);
-  const { ckptOverride, named, namedError } = await loadableOverrides(a.ckpt_override);
-  const system = await loadSystem(style.name, {
-    backend: be, ...(placement ? { placement } : {}), ckptOverride, task: firstTask,
-    links: mode === 'latent', onProgress: (s) => err(`${named(s)}\n`), stylePrompts: !given, repoFolder: runnerHub(err).repoFolder,
-  }).catch((e: unknown) => {
-    throw namedError(e);
+  const { system, kv } = await loadCommandSystem(style.name, {
+    backend: be, ...(placement ? { placement } : {}), ckptOverride: a.ckpt_override, task: firstTask,
+    links: mode === 'latent', stylePrompts: !given, thinking, kvChoice, err,
   });
   try {
-    thinkAll(system, thinking);
-    const kv = kvDtypeAll(system, kvChoice);
     const prompts = reasoning ? reasoningPrompts(given ?? system.prompts ?? DEFAULT_PROMPTS) : given;
     err(
       `loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${mode} mode, ${rounds} round(s)` +

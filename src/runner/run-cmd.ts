@@ -19,14 +19,13 @@ import { accuracyLines, evaluate, runJudge, summarize, type SampleRecord } from 
 import type { TaskKind } from '../mas/prompts';
 import { defaultMaxNewTokens } from '../mas/budget';
 import { DEFAULT_ROUNDS, defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
-import { loadSystem } from '../mas/system-folders';
 import { progressPrinter, runnerHub } from './hub';
 import { nodePythonRunner, parseTavilyKeys, tavilySearchRunner, type ToolRunners } from '../mas/tools';
 import type { SamplingOptions } from '../model/generate';
 import { hubDatasetFiles } from '../store/hub-datasets';
 import type { Backend } from '../tensor/backend';
 import { kvDtypeFlag, numberFlag, type Values } from './args';
-import { SYSTEM_OPTIONS, kvDtypeAll, loadableOverrides, readPrompts, thinkAll, upstreamFlags, upstreamSampling } from './ask-cmd';
+import { SYSTEM_OPTIONS, loadCommandSystem, readPrompts, upstreamFlags, upstreamSampling } from './ask-cmd';
 import { writing } from './outputs';
 import { checkConfig, partFiles, readResults, type RunConfig } from './results-file';
 
@@ -319,16 +318,11 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
   const be = await backend();
   const placement = place ? await place(style.roles.map((r) => r.key)) : undefined;
   const t0 = performance.now();
-  const { ckptOverride, named, namedError } = await loadableOverrides(a.ckpt_override);
-  const system = await loadSystem(style.name, {
-    backend: be, ...(placement ? { placement } : {}), ckptOverride, task,
-    links: mode === 'latent', onProgress: (m) => err(`${named(m)}\n`), stylePrompts: !prompts, repoFolder: runnerHub(err).repoFolder,
-  }).catch((e: unknown) => {
-    throw namedError(e);
+  const { system, kv } = await loadCommandSystem(style.name, {
+    backend: be, ...(placement ? { placement } : {}), ckptOverride: a.ckpt_override, task,
+    links: mode === 'latent', stylePrompts: !prompts, thinking, kvChoice, err,
   });
   try {
-    thinkAll(system, thinking);
-    const kv = kvDtypeAll(system, kvChoice);
     err(
       `loaded ${style.name} in ${((performance.now() - t0) / 1000).toFixed(1)} s; ${items.length} questions of ${name ?? a.dataset}, ${mode} mode, ` +
         `${rounds} round(s)${mode === 'latent' ? `, ${latentSteps} latent steps` : ''}, ${k} rollout(s), max ${maxNewTokens} new tokens; ${kv} KV cache\n`,
