@@ -11,6 +11,7 @@ import { CorruptCheckpoint, InvalidArgument, MissingCheckpoint } from '../errors
 import {
   type FileStore,
   JOURNAL_FILE,
+  PART_MARK,
   STAGING_DIR,
   beginCommit,
   folderPath,
@@ -197,6 +198,15 @@ for (const c of cases) {
       expect(await recoverCheckpoint(store, 'runs/checkpoint-2/')).toBe('rolled-back');
       expect(await store.list('runs')).toEqual([]);
       expect(await recoverCheckpoint(store, 'runs/checkpoint-2')).toBe('none');
+      // killed while the journal was written to its temp name: the commit point was never reached
+      await store.write(`runs/checkpoint-3/${STAGING_DIR}/a.txt`, bytes('half'));
+      await store.write(`runs/checkpoint-3/${JOURNAL_FILE}${PART_MARK}k1-2`, bytes('{"format_version":1,"wr'));
+      expect(await recoverCheckpoint(store, 'runs/checkpoint-3')).toBe('rolled-back');
+      expect(await store.list('runs')).toEqual([]);
+      await store.write(`ck2/a.txt`, bytes('old'));
+      await store.write(`ck2/${JOURNAL_FILE}${PART_MARK}k1-3`, bytes('{'));
+      expect(await recoverCheckpoint(store, 'ck2')).toBe('intact');
+      expect(await store.list('ck2')).toEqual(['a.txt']);
       await store.write(`ck/${JOURNAL_FILE}`, bytes('{"format_version":1,"write":["../x"],"remove":[]}'));
       await expect(recoverCheckpoint(store, 'ck')).rejects.toThrow(CorruptCheckpoint);
       await expect(recoverCheckpoint(store, 'ck')).rejects.toThrow(/ck\/\.ckpt-commit\.json is not a version 1 commit journal/);

@@ -14,6 +14,7 @@
  *   5. remove `.ckpt-staging/`, then the journal.
  * recoverCheckpoint(dir): a journal present → redo 3–5 (each step is idempotent) → the new checkpoint;
  * no journal but a staging folder → delete it → the previous checkpoint, whose files were never touched.
+ * Either way a journal a kill left half-written under its temp name (`.ckpt-commit.json.part-<n>`) is deleted.
  * One writer per folder at a time is assumed. A journal naming a file that is neither staged nor in place (something
  * else deleted files of the folder while it was being saved: another tab, a user) can never be finished: recovery
  * refuses it by name, listing never takes the folder for a checkpoint, and the next save into the folder discards
@@ -116,6 +117,8 @@ const fsp = () => nodeImport('node:fs/promises');
 const errCode = (e: unknown) => (e as NodeJS.ErrnoException).code;
 let counter = 0;
 const unique = () => `${Date.now().toString(36)}-${(++counter).toString(36)}`;
+/** What nodeStore appends to a file's name while writing it; a process killed mid-write leaves `<name>.part-<n>`. */
+export const PART_MARK = '.part-';
 
 /** Best effort: persist a folder's entries (renames) on POSIX; platforms that cannot open a folder skip it. */
 async function syncDir(fs: FsPromises, dir: string) {
@@ -135,7 +138,7 @@ export function nodeStore(root: string): FileStore {
       const fs = await fsp();
       const dest = abs(p);
       await fs.mkdir(abs(parentOf(p)), { recursive: true });
-      const tmp = `${dest}.part-${unique()}`;
+      const tmp = `${dest}${PART_MARK}${unique()}`;
       try {
         const h = await fs.open(tmp, 'w');
         try {
@@ -325,7 +328,11 @@ export async function recoverCheckpoint(
   opts: { discardBroken?: boolean } = {},
 ): Promise<RecoveryOutcome> {
   const d = folderPath(dir);
-  const names = await store.list(d);
+  const all = await store.list(d);
+  // a journal killed before its rename into place: never a commit point, so only litter
+  const halfJournals = all.filter((n) => n.startsWith(JOURNAL_FILE + PART_MARK));
+  for (const n of halfJournals) await store.remove(inFolder(d, n));
+  const names = all.filter((n) => !halfJournals.includes(n));
   const j = names.includes(JOURNAL_FILE) ? await pendingCommit(store, d) : null;
   if (j) {
     const lost = await lostFiles(store, d, j);
