@@ -16,7 +16,7 @@ import { initPageHub } from './hub.svelte';
 import { donorQuestion } from './offline';
 import { errorParts, formatBytes, type CheckpointInfo, type Services } from './services';
 import { askChoice, askHistory, prefs, problem, type AskedQuestion, type Problem } from './state.svelte';
-import { TINY, buildSpec, offlineSystem, releasedSize, rolesOf, styleLabel, type Backbone } from './system';
+import { TINY, buildSpec, fallbackNote, offlineSystem, releasedSize, rolesOf, styleLabel, type Backbone } from './system';
 import { lensKey, messagesOf, stageRoles, styleUsesTools, type RunEnd, type StageEvent } from './timeline';
 import { samplingOf, type Settings } from './url';
 
@@ -201,12 +201,9 @@ export class AskSession {
    * SwiftShader: the GPU's work on the CPU, slower than the CPU backend for the offline tiny system); else null.
    */
   fallbackNote(style: string): string | null {
-    const a = this.adapter;
-    if (!a?.isFallback || style !== TINY || this.page.prefs.backend === 'cpu') return null;
-    const name = a.description || a.device || a.vendor;
-    return `WebGPU here is a fallback adapter${name ? ` (${name})` : ''}: a software implementation that runs the GPU's work on ` +
-      'the CPU. The offline tiny system answers faster on the CPU device.';
+    return fallbackNote(this.adapter, style, this.page.prefs.backend, 'answers');
   }
+
 
   /**
    * Reads the logit lens of message `m` of `run` (once; again after a failure): the engine computes it now, from the

@@ -1,5 +1,5 @@
 /** The system the Ask view loads: a registry style or the offline tiny one, with checkpoint overrides per role. */
-import type { FileRef, SystemSpec } from '../../workers/protocol';
+import type { AdapterReport, FileRef, SystemSpec } from '../../workers/protocol';
 import { InvalidArgument } from '../errors';
 import { STYLE_NAMES, STYLES, checkBackbones, type StyleName } from '../mas/styles';
 import { DEFAULT_ENDPOINT, normalizeEndpoint, repoFolderUrl } from '../store/hub';
@@ -185,4 +185,16 @@ export async function buildSpec(
   }
   if (overrides.length) spec.label = `${spec.label} + ${overrides.join(', ')}`;
   return spec;
+}
+
+/**
+ * Why to choose the CPU device for `work` on the offline tiny system, when WebGPU would run it on a fallback adapter (a
+ * software rasteriser such as SwiftShader: the GPU's work done on the CPU, slower there than the CPU backend); else
+ * null. The Ask and Train views both show it, with a button that chooses the CPU device.
+ */
+export function fallbackNote(adapter: AdapterReport | null, style: string, backend: string, work: string): string | null {
+  if (!adapter?.isFallback || style !== TINY || backend === 'cpu') return null;
+  const name = adapter.description || adapter.device || adapter.vendor;
+  return `WebGPU here is a fallback adapter${name ? ` (${name})` : ''}: a software implementation that runs the GPU's work on ` +
+    `the CPU. The offline tiny system ${work} faster on the CPU device.`;
 }

@@ -9,6 +9,7 @@ import { EngineRestarted } from '../../errors';
 import { reactiveProps } from '../components/props.svelte';
 import { FAULTS } from '../engine';
 import type { CheckpointMeta, EngineRemote, Services } from '../services';
+import { prefs } from '../state.svelte';
 import { TINY } from '../system';
 import { TINY_SOURCE, activeRun } from '../train';
 import TrainView from './TrainView.svelte';
@@ -32,11 +33,15 @@ const offline: SystemSpec = {
 };
 
 /** An engine whose run emits start and one step, then waits for pause, resume or cancel by its call id. */
-function fakeEngine() {
+function fakeEngine(adapter: { isFallback: boolean; description: string } | null = null) {
   let on: (e: TrainEvent) => void = () => {};
   let finish: (r: TrainResult) => void = () => {};
   const api = {
     offlineSystem: vi.fn(async () => offline),
+    adapterReport: vi.fn(async () => {
+      if (!adapter) throw new Error('no WebGPU');
+      return { vendor: '', device: '', architecture: '', ...adapter };
+    }),
     train: vi.fn(
       (_req: TrainRequest, onEvent: (e: TrainEvent) => void, _opts?: { callId?: string }) =>
         new Promise<TrainResult>((resolve) => {
@@ -132,6 +137,40 @@ describe('TrainView', () => {
     // the noted steps 1–3 and the resumed run's step 1 event (the fake engine's)
     const loss = () => target.querySelector('[data-testid=curves] figure[data-series=loss]')!.getAttribute('data-points');
     await vi.waitFor(() => expect(loss()).toBe('4'));
+  });
+
+  it('on a fallback adapter offers the CPU device, which the run then uses', async () => {
+    const { api, services } = fakeEngine({ isFallback: true, description: 'SwiftShader Device (Subzero)' });
+    prefs.backend = 'auto';
+    const target = document.body.appendChild(document.createElement('div'));
+    app = mount(TrainView, { target, props: reactiveProps({ services, style: TINY, onAsk: () => {} }) });
+    const note = () => target.querySelector('[data-testid="fallback-note"]');
+    await vi.waitFor(() => expect(note()).not.toBeNull());
+    expect(note()!.textContent!.replace(/\s+/g, ' ').trim()).toBe(
+      'WebGPU here is a fallback adapter (SwiftShader Device (Subzero)): a software implementation that runs the GPU\'s work on ' +
+        'the CPU. The offline tiny system trains and scores its held-out questions faster on the CPU device. Use the CPU device',
+    );
+    target.querySelector<HTMLButtonElement>('[data-testid="fallback-use-cpu"]')!.click();
+    await vi.waitFor(() => expect(note()).toBeNull());
+    expect(prefs.backend).toBe('cpu');
+    target.querySelector<HTMLButtonElement>('[data-testid="train-start"]')!.click();
+    await vi.waitFor(() => expect(api.train).toHaveBeenCalledTimes(1));
+    expect(api.train.mock.calls[0]![0].backend).toBe('cpu');
+    prefs.backend = 'auto';
+  });
+
+  it('no fallback note on a real GPU, nor without WebGPU', async () => {
+    for (const adapter of [{ isFallback: false, description: 'NVIDIA H100' }, null]) {
+      const { api, services } = fakeEngine(adapter);
+      prefs.backend = 'auto';
+      const target = document.body.appendChild(document.createElement('div'));
+      app = mount(TrainView, { target, props: reactiveProps({ services, style: TINY, onAsk: () => {} }) });
+      await vi.waitFor(() => expect(api.adapterReport).toHaveBeenCalled());
+      await vi.waitFor(() => expect(api.offlineSystem).toHaveBeenCalled());
+      expect(target.querySelector('[data-testid="fallback-note"]')).toBeNull();
+      unmount(app);
+      app = null;
+    }
   });
 
   it('warns before an inner run that the outer links were fitted to the link it replaces', async () => {
