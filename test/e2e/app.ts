@@ -3,21 +3,26 @@
  * real headless Debian Chromium through playwright-core (SwiftShader WebGPU), as a user would open it.
  * Screenshots go to .cache/test-output/e2e/ for a person to look at.
  */
-import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { extname, join, normalize, resolve } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect } from 'vitest';
 
 export const SHOTS = resolve('.cache/test-output/e2e');
-const DIST = resolve('.cache/e2e-dist');
+/**
+ * Where this test process builds the app: a folder of its own, since e2e files run in parallel processes and a build
+ * empties its folder first (a shared one would vanish under another file's server). A build takes about 3 s.
+ */
+const DIST = resolve(`.cache/e2e-dist/${process.pid}`);
 let built: Promise<string> | null = null;
 
-/** Builds the app once per test process into .cache/e2e-dist. */
+/** Builds the app once per test process into .cache/e2e-dist/<pid>, removed when the process exits. */
 export function buildApp(): Promise<string> {
   built ??= (async () => {
     const { build } = await import('vite');
     await build({ configFile: resolve('vite.config.ts'), logLevel: 'warn', build: { outDir: DIST, emptyOutDir: true } });
+    process.once('exit', () => rmSync(DIST, { recursive: true, force: true }));
     return DIST;
   })();
   return built;

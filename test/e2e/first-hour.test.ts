@@ -1,12 +1,16 @@
 /**
- * End-to-end: the Train view's one-click fine-tune of the offline system, as a new user runs it (issue 37): the built
- * app in a fresh profile on the page's default backend, WebGPU. Here that is SwiftShader, a fallback adapter, where
- * the view says so and offers the CPU device; one click takes it, and Start runs every default: the outer loop from
- * the system's own outer links at 3 rounds, 40 steps, the 200 validation questions scored at steps 0, 20 and 40.
- * The held-out score it shows rises from what `rmas run --num_recursive_rounds 3` scores the shipped system (191/200,
- * models/tiny/README.md) by at least 4 questions, its curve is drawn beside the loss, and the checkpoint it keeps
- * exports the bytes `rmas train-outer` writes with the same settings (a child process, run meanwhile). While it
- * trains, a second tab of the same profile says the run is going there and refuses a second one (Web Locks).
+ * End-to-end: a researcher's first hour on the built app (issue 37), in a fresh profile on the page's default
+ * backend, WebGPU. Here that is SwiftShader, a fallback adapter, where the Ask and Train views say so and offer the
+ * CPU device; one click takes it, as a user on such an adapter is told to.
+ * - Compare: the Evaluate panel's comparison with its default configurations (the README's table) on the first test
+ *   questions draws its chart, and each configuration's answers are the ones `npm run tiny:eval` recorded
+ *   (models/tiny/distillation/eval.json), from which the README's table comes.
+ * - The one-click fine-tune: Start with every default (the outer loop from the system's own outer links at 3 rounds,
+ *   40 steps, the 200 validation questions scored at steps 0, 20 and 40). The held-out score it shows rises from what
+ *   `rmas run --num_recursive_rounds 3` scores the shipped system (191/200, models/tiny/README.md) by at least 4
+ *   questions, its curve is drawn beside the loss, and the checkpoint it keeps exports the bytes `rmas train-outer`
+ *   writes with the same settings (a child process, run meanwhile). While it trains, a second tab of the same
+ *   profile says the run is going there and refuses a second one (Web Locks).
  * About 3 minutes on two busy cores. Screenshots land in .cache/test-output/e2e/.
  */
 import { spawn } from 'node:child_process';
@@ -18,6 +22,7 @@ import { importBundle } from '../../src/store/bundle';
 import { TINY_OUTER_HP, TINY_OUTER_LOSS, tinyTrainRows } from '../../src/ui/train';
 import { RUN_ELSEWHERE } from '../../src/ui/train-session';
 import { builtApp, openPage, shot, tab } from './app';
+import type { Page } from 'playwright-core';
 
 const app = builtApp();
 const tmp = mkdtempSync(join(tmpdir(), 'rmas-e2e-fine-tune-'));
@@ -42,7 +47,67 @@ function runnerFineTune(save: string): Promise<{ code: number | null; err: strin
   return new Promise((res) => p.on('exit', (code) => res({ code, err })));
 }
 
-describe.sequential('the one-click fine-tune on the built app (fresh profile, WebGPU default)', () => {
+/** The fallback adapter's note in `panel` says why, and its button chooses the CPU device. */
+async function takeCpu(page: Page, panel: 'ask' | 'train', work: string): Promise<void> {
+  const note = page.locator(`#panel-${panel} [data-testid=fallback-note]`);
+  await note.waitFor({ timeout: 30_000 });
+  await expect(note.textContent()).resolves.toMatch(new RegExp(`^WebGPU here is a fallback adapter.*${work} faster on the CPU device`));
+  await page.locator(`#panel-${panel} [data-testid=fallback-use-cpu]`).click();
+  await expect.poll(() => note.count()).toBe(0);
+}
+
+/** What `npm run tiny:eval` recorded per configuration (1–3 rounds, greedy, the style's 4 latent steps, CPU). */
+const recorded = (JSON.parse(readFileSync('models/tiny/distillation/eval.json', 'utf8')) as {
+  results: { config: string; label: string; answers: string[]; ok: boolean[] }[];
+}).results;
+
+describe.sequential('a first hour on the built app (fresh profile, WebGPU default)', () => {
+  test('compare: the README\'s configurations on 6 test questions, drawn; each answers as npm run tiny:eval recorded', async () => {
+    const N = 6;
+    const { ctx, page, errors } = await openPage(app.browser(), app.url());
+    try {
+      await tab(page, 'ask');
+      await takeCpu(page, 'ask', 'answers');
+      await page.getByTestId('ask-greedy').check();
+      await page.getByTestId('eval-panel').locator('summary').click();
+      await page.getByTestId('eval-source').selectOption('tiny');
+      await page.getByTestId('eval-limit').fill(String(N));
+      const t0 = Date.now();
+      await page.getByTestId('compare-button').click();
+      await expect.poll(() => page.getByTestId('compare-status').textContent(), { timeout: 600_000, interval: 1000 })
+        .toMatch(/^done/);
+      console.log(`[e2e compare] ${recorded.length} configurations × ${N} questions in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      await shot(page, 'compare');
+      // question by question, the text each configuration wrote (the downloaded JSONL) is the recorded one; but the
+      // shuffled run's last question, which takes its messages from the first of the questions compared here (the
+      // recorded run's from the next question of the split)
+      const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 20_000 }), page.getByTestId('compare-download').click()]);
+      const lines = readFileSync((await dl.path())!, 'utf8').trim().split('\n')
+        .map((l) => JSON.parse(l) as { config: string; text: string; correct: boolean });
+      const rows = await page.locator('[data-testid=compare-table] tbody tr').evaluateAll((trs) => trs.map((tr) => ({
+        key: tr.getAttribute('data-key'), cells: [...tr.querySelectorAll('td')].map((td) => td.textContent!.trim()),
+      })));
+      // the table: one row per configuration, in the README's order, with its score over the questions asked
+      expect(rows.map((r) => r.key)).toEqual(recorded.map((r) => r.config));
+      for (const [i, r] of recorded.entries()) {
+        const mine = lines.filter((l) => l.config === r.config);
+        const same = r.config.startsWith('shuffled') ? N - 1 : N;
+        expect(mine.map((l) => l.text).slice(0, same), r.config).toEqual(r.answers.slice(0, same));
+        expect(mine.map((l) => l.correct).slice(0, same), r.config).toEqual(r.ok.slice(0, same));
+        const right = mine.filter((l) => l.correct).length;
+        expect(rows[i]!.cells.slice(0, 2), r.config).toEqual([r.label, `${((100 * right) / N).toFixed(1)}% (${right}/${N})`]);
+        expect(rows[i]!.cells[4], r.config).toBe(`${N}/${N}`);
+        // the chart's accuracy bar is the same figure
+        const bar = page.locator(`[data-testid=compare-chart] figure[data-metric=accuracy] rect.bar[data-key="${r.config}"]`);
+        expect(Number(await bar.getAttribute('data-value')), r.config).toBeCloseTo(right / N, 12);
+      }
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  }, 900_000);
+
+
   test('the held-out score it shows rises, its curve is drawn, a second tab waits; the runner writes the same links', async () => {
     const save = join(tmp, 'runner');
     const runner = runnerFineTune(save);
@@ -57,14 +122,7 @@ describe.sequential('the one-click fine-tune on the built app (fresh profile, We
       await expect(page.getByTestId('train-max-steps').inputValue()).resolves.toBe('40');
       await expect(page.getByTestId('train-held-out').inputValue()).resolves.toBe('200');
       // SwiftShader is a fallback adapter: the view says so and offers the CPU device
-      const note = page.locator('#panel-train [data-testid=fallback-note]');
-      await note.waitFor({ timeout: 30_000 });
-      await expect(note.textContent()).resolves.toMatch(
-        /^WebGPU here is a fallback adapter.*trains and scores its held-out questions faster on the CPU device/,
-      );
-      await shot(page, 'train-fallback-note');
-      await page.locator('#panel-train [data-testid=fallback-use-cpu]').click();
-      await expect.poll(() => note.count()).toBe(0);
+      await takeCpu(page, 'train', 'trains and scores its held-out questions');
 
       const t0 = Date.now();
       await page.getByTestId('train-start').click();
