@@ -118,3 +118,19 @@ export class ContextTooLong extends named('ContextTooLong') {}
  * message says what was being written, what is kept and how to resume.
  */
 export class StorageFailed extends named('StorageFailed') {}
+/**
+ * A chat template went past a bound while rendering: a range() of more than 100,000 items (Hugging Face's Jinja sandbox
+ * cap), output or work past its cap, too many steps or too long; it was stopped. The message names the bound and the file.
+ */
+export class TemplateLimitExceeded extends named('TemplateLimitExceeded') {}
+/**
+ * A tokenizer.json pattern (pre-tokenizer, normalizer, decoder) that can backtrack catastrophically, such as `(a+)+$`:
+ * refused when the tokenizer loads, before any text meets it. The message names the pattern and where it is.
+ */
+export class UnsafeTokenizerPattern extends named('UnsafeTokenizerPattern') {}
+/**
+ * A model folder's metadata file (config.json, the tokenizer files, a chat template, ...) that is a symlink leading out of
+ * the folder (or out of the hub cache's repo folder), not a regular file (a device, a FIFO), or larger than its cap:
+ * refused before it is read, and nothing of its content is shown.
+ */
+export class UnsafeModelFile extends named('UnsafeModelFile') {}

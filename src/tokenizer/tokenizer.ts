@@ -6,9 +6,11 @@
  */
 import * as HF from '@huggingface/transformers';
 import { PreTrainedTokenizer } from '@huggingface/transformers';
-import { TokenizerError } from '../errors.ts';
+import { TemplateLimitExceeded, TokenizerError } from '../errors.ts';
 import { CONFIG_LIMITS } from '../model/config.ts';
 import { showValue } from '../util/show.ts';
+import { checkPatterns } from './patterns.ts';
+import { BoundedTemplate } from './template.ts';
 
 /** JSON content as an object, as text, or as the raw bytes of the file. */
 export type JsonInput = Record<string, unknown> | string | Uint8Array | ArrayBuffer;
@@ -122,6 +124,7 @@ export function loadTokenizer(opts: LoadTokenizerOptions): Tokenizer {
   const config = { ...(opts.tokenizerConfig === undefined ? {} : parseJsonFile(opts.tokenizerConfig, `${src}tokenizer_config.json`)) };
   if (opts.chatTemplateJinja !== undefined) config.chat_template = toText(opts.chatTemplateJinja, `${src}chat_template.jinja`);
   checkIds(json, `${src}tokenizer.json`);
+  checkPatterns(json, `${src}tokenizer.json`);
   let hf: PreTrainedTokenizer;
   try {
     hf = new (tokenizerClass(config))(json, config);
@@ -213,6 +216,10 @@ export class Tokenizer {
       );
     }
     try {
+      // transformers.js renders through its compiled-template cache: the bounded renderer takes the template's place there
+      const cache = (this.hf as unknown as { _compiled_template_cache?: unknown })._compiled_template_cache;
+      if (!(cache instanceof Map)) throw new Error('transformers.js has no _compiled_template_cache; the bounded renderer cannot be used');
+      if (!cache.has(template)) cache.set(template, new BoundedTemplate(template, this.source));
       return this.hf.apply_chat_template(messages as ChatMessage[], {
         ...opts.kwargs,
         chat_template: template,
@@ -220,6 +227,7 @@ export class Tokenizer {
         tokenize: false,
       }) as string;
     } catch (e) {
+      if (e instanceof TemplateLimitExceeded) throw e;
       throw new TokenizerError(
         `the chat template of ${this.source} failed to render (${(e as Error).message}); ` +
           'check the template in chat_template.jinja / tokenizer_config.json and the message fields it expects',
