@@ -119,6 +119,17 @@ export class ContextTooLong extends named('ContextTooLong') {}
  */
 export class StorageFailed extends named('StorageFailed') {}
 /**
+ * Another process holds the lock of an output this command would write (--save_dir, --result_jsonl, --output_jsonl, …):
+ * the message names the output, the owner's PID and host, and what to do (wait for it, or delete the lock of a
+ * process that is gone on another host). Nothing was written.
+ */
+export class OutputLocked extends named('OutputLocked') {}
+/**
+ * A training --save_dir holds something this run did not make: an earlier run's checkpoints (pass --resume to continue
+ * it, or --overwrite_output_dir to start over), other files, or a model folder (never written into). Nothing was written.
+ */
+export class OutputDirNotEmpty extends named('OutputDirNotEmpty') {}
+/**
  * A chat template went past a bound while rendering: a range() of more than 100,000 items (Hugging Face's Jinja sandbox
  * cap), output or work past its cap, too many steps or too long; it was stopped. The message names the bound and the file.
  */

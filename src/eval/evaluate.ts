@@ -4,9 +4,10 @@
  * Records come out one at a time so that a long run can be written as it goes and resumed. Questions that ask for
  * the LLM judge (judge.ts) are scored by its verdict, exact match kept beside it as `em`.
  */
-import { Cancelled, ContextTooLong, InvalidArgument } from '../errors';
+import { Cancelled, ContextTooLong, InvalidArgument, PromptSlotMissing, RmasError } from '../errors';
 import { yieldToEventLoop } from '../util/yield';
 import { askBatch } from '../mas/batch';
+import { slotIn } from '../mas/slots';
 import type { AskOptions, AskResult } from '../mas/ask';
 import type { RecordedMessages } from '../mas/ablation';
 import type { MasSystem } from '../mas/system';
@@ -306,8 +307,16 @@ export async function evaluate(
     chunk.forEach((c, i) => donated.set(c.index, runs[i]!.messages!));
   };
   // questions to ask, batchSize at a time (askBatch answers each as ask() would alone); recorded ones are kept as they are
-  const answered = new Map<number, AskResult | ContextTooLong>();
-  const pending = items.filter((item) => !opts.done?.has(item.index));
+  const answered = new Map<number, AskResult | ContextTooLong | PromptSlotMissing>();
+  // a question holding a latent slot marker would be taken for a slot: scored wrong with the reason, never asked
+  for (const item of items) {
+    const slot = opts.done?.has(item.index) ? null : slotIn(item.question);
+    if (slot) {
+      answered.set(item.index, new PromptSlotMissing(`the question holds ${slot}, a latent slot marker of the prompts, which no ` +
+        'question may hold (it would be taken for the slot); it was not asked'));
+    }
+  }
+  const pending = items.filter((item) => !opts.done?.has(item.index) && !answered.has(item.index));
   let next = 0;
   for (const item of items) {
     // a cancel stops between questions, also between those of one batch already answered
@@ -334,12 +343,14 @@ export async function evaluate(
     const r = answered.get(item.index)!;
     answered.delete(item.index);
     const rollouts: RolloutRecord[] = [];
-    if (r instanceof ContextTooLong) {
+    const refused = r instanceof RmasError ? r : null;
+    if (refused) {
       // a question the agents cannot read is scored wrong, with the reason, and the run goes on
-      const none = { raw_output: '', pred: null, correct: false, tokens: 0, retried: false, detail: `ContextTooLong: ${r.message}` };
+      const detail = `${refused.name}: ${refused.message}`;
+      const none = { raw_output: '', pred: null, correct: false, tokens: 0, retried: false, detail };
       for (let i = 0; i < k; i++) rollouts.push({ ...none });
     }
-    for (const o of r instanceof ContextTooLong ? [] : r.rollouts) {
+    for (const o of r instanceof RmasError ? [] : r.rollouts) {
       rollouts.push({ raw_output: o.text, tokens: o.tokens, retried: o.retried, ...(await scoreRollout(item, o.text, opts, judge)) });
     }
     const first = rollouts[0]!;
@@ -361,9 +372,9 @@ export async function evaluate(
       correct: first.correct,
       solved: rollouts.some((o) => o.correct),
       rollouts,
-      tokens: r instanceof ContextTooLong ? 0 : r.tokens,
-      latent_steps: r instanceof ContextTooLong ? 0 : r.latentSteps,
-      seconds: r instanceof ContextTooLong ? 0 : r.seconds,
+      tokens: r instanceof RmasError ? 0 : r.tokens,
+      latent_steps: r instanceof RmasError ? 0 : r.latentSteps,
+      seconds: r instanceof RmasError ? 0 : r.seconds,
       seed,
       ...(item.groups ? { groups: item.groups } : {}),
       ...(first.judge ? { em: first.em!, judge: first.judge } : {}),

@@ -18,3 +18,13 @@ export const SLOTS = {
 } as const;
 
 export const ALL_SLOTS: readonly string[] = Object.values(SLOTS);
+
+/** The first slot string `text` holds, or null: a question holding one would be taken for a slot, so it is refused. */
+export function slotIn(text: string): string | null {
+  let first: { at: number; slot: string } | null = null;
+  for (const slot of ALL_SLOTS) {
+    const at = text.indexOf(slot);
+    if (at >= 0 && (!first || at < first.at)) first = { at, slot };
+  }
+  return first?.slot ?? null;
+}

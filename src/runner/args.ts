@@ -127,12 +127,51 @@ export function parseCommand<C extends Command<Options, never>>(
   return values && { name, command: c, values };
 }
 
-/** A number flag's value: undefined when absent; a UsageError unless it is a number (an integer with `integer`) >= `min`. */
-export function numberFlag(flag: string, v: string | undefined, o: { integer?: boolean; min?: number } = {}): number | undefined {
+/** A number flag's range: `min` / `max` inclusive, `above` exclusive (top_p > 0); integers are safe integers. */
+export interface FlagRange {
+  integer?: boolean;
+  min?: number;
+  above?: number;
+  max?: number;
+}
+
+/**
+ * The ranges of the number flags several commands share, checked by numberFlag wherever a command reads them, so that a
+ * value out of range is one usage error (exit 2) before anything loads, in every command alike: rounds and steps that
+ * would exhaust memory, and sampling values the sampler refuses (top_p 0).
+ */
+export const FLAG_RANGES: Readonly<Record<string, FlagRange>> = {
+  num_recursive_rounds: { integer: true, min: 1, max: 100 },
+  latent_length: { integer: true, min: 1, max: 1_000_000 },
+  max_latent_tokens: { integer: true, min: 1, max: 1_000_000 },
+  max_new_tokens: { integer: true, min: 1, max: 1_000_000 },
+  temperature: { min: 0, max: 100 },
+  top_p: { above: 0, max: 1 },
+  num_rollouts: { integer: true, min: 1, max: 10_000 },
+  batch_size: { integer: true, min: 1, max: 1_000_000 },
+  seed: { integer: true, min: 0 },
+};
+
+/**
+ * A number flag's value: undefined when absent; a UsageError unless it is a number in range: `o` and the flag's
+ * FLAG_RANGES entry both apply (an integer with `integer`, >= `min`, > `above`, <= `max`).
+ */
+export function numberFlag(flag: string, v: string | undefined, o: FlagRange = {}): number | undefined {
   if (v === undefined) return undefined;
+  const t = FLAG_RANGES[flag] ?? {};
+  const integer = o.integer || t.integer;
+  const tighter = (x: number | undefined, y: number | undefined, pick: (...n: number[]) => number) =>
+    x === undefined ? y : y === undefined ? x : pick(x, y);
+  const min = tighter(o.min, t.min, Math.max);
+  const above = tighter(o.above, t.above, Math.max);
+  const max = tighter(o.max, t.max, Math.min);
   const n = Number(v);
-  if (v.trim() === '' || !Number.isFinite(n) || (o.integer && !Number.isInteger(n)) || (o.min !== undefined && n < o.min)) {
-    throw new UsageError(`--${flag} ${v}: expected ${o.integer ? 'an integer' : 'a number'}${o.min !== undefined ? ` >= ${o.min}` : ''}`);
+  const bad = v.trim() === '' || !Number.isFinite(n) || (integer && !Number.isSafeInteger(n)) ||
+    (min !== undefined && n < min) || (above !== undefined && !(n > above)) || (max !== undefined && n > max);
+  if (bad) {
+    const bounds = [min !== undefined && `>= ${min}`, above !== undefined && `> ${above}`, max !== undefined && `<= ${max}`]
+      .filter(Boolean).join(' and ');
+    throw new UsageError(`--${flag} ${v}: expected ${integer ? 'an integer' : 'a number'}${bounds ? ` ${bounds}` : ''}`);
   }
   return n;
 }

@@ -7,12 +7,14 @@ import { appendFileSync, mkdirSync, readFileSync, renameSync, writeFileSync } fr
 import { dirname, join } from 'node:path';
 import { InvalidArgument, UsageError } from '../errors';
 import { writing } from './outputs';
+import { withOutputLocks, type OutputLocks } from './output-lock';
 import type { GpuCounters } from '../gpu/counters';
 import { ablationLabel, checkAblation, prepareAblation } from '../mas/ablation';
 import { stripThink } from '../mas/answer';
 import { defaultMaxNewTokens } from '../mas/budget';
 import { ask, type AskOptions } from '../mas/ask';
 import { DumpWriter } from '../mas/dump';
+import { slotIn } from '../mas/slots';
 import { DEFAULT_PROMPTS, detectTask, loadPromptSet, type PromptSet, type TaskKind } from '../mas/prompts';
 import { DEFAULT_ROUNDS, DEFAULT_STYLE, defaultLatentSteps, getStyle } from '../mas/styles';
 import { kvDtypes, type MasSystem } from '../mas/system';
@@ -251,11 +253,22 @@ function questionsOf(a: AskArgs): CustomQuestion[] {
  */
 export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void,
   place?: (roles: readonly string[]) => Promise<Record<string, Backend>>) {
+  return withOutputLocks('ask', (locks) => askWith(a, backend, out, err, place, locks));
+}
+
+async function askWith(a: AskArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void,
+  place: ((roles: readonly string[]) => Promise<Record<string, Backend>>) | undefined, locks: OutputLocks) {
   const questions = questionsOf(a);
   if (!questions.length) {
     throw new UsageError(
       a.questions_file ? `--questions_file ${a.questions_file} holds no question` : '--question (-q) or --questions_file is required',
     );
+  }
+  // a question holding a latent slot marker would be taken for a slot (rmas run scores it wrong and goes on)
+  for (const [i, q] of questions.entries()) {
+    const slot = slotIn(q.question);
+    if (slot) throw new InvalidArgument(`question ${i + 1} holds ${slot}, a latent slot marker of the prompts, which no question may ` +
+      'hold; remove it (nothing was asked)');
   }
   const style = getStyle(a.style ?? DEFAULT_STYLE);
   const mode = a.mode ?? 'latent';
@@ -287,6 +300,9 @@ export async function askCmd(a: AskArgs, backend: () => Promise<Backend>, out: (
     a.greedy ? { greedy: true } : upstreamSampling({ temperature, topP, topK, seed: seed ?? 42 }, task);
   const given = a.prompts ? readPrompts(a.prompts) : undefined;
   const partial = a.output_jsonl ? `${a.output_jsonl}.partial` : null;
+  // one writer per output: a second ask on the same --output_jsonl (or --dump folder) is refused before loading
+  locks.take('output_jsonl', a.output_jsonl);
+  locks.take('dump', a.dump);
   const be = await backend();
   const placement = place ? await place(style.roles.map((r) => r.key)) : undefined;
   const t0 = performance.now();

@@ -16,6 +16,7 @@ import { InvalidArgument, MissingCheckpoint, UsageError } from '../errors';
 import { linkFileBytes, parseLinkBytes } from '../mas/upstream';
 import { exportBundle, guessKind, importBundle, type CheckpointKind } from '../store/bundle';
 import type { Values } from './args';
+import { withOutputLocks } from './output-lock';
 
 const s = { type: 'string' } as const;
 export const CONVERT_OPTIONS = { in: s, out: s, dtype: s, kind: s, style: s, role: s } as const;
@@ -70,6 +71,14 @@ async function readInput(path: string): Promise<Uint8Array> {
 /** Runs one conversion; returns a line saying what was written. */
 export async function convertCmd(a: ConvertArgs): Promise<string> {
   if (!a.in || !a.out) throw new UsageError('convert needs --in and --out');
+  // one writer per output: a second convert to the same --out is refused before it reads anything
+  return withOutputLocks('convert', async (locks) => {
+    locks.take('out', a.out);
+    return convert({ ...a, in: a.in!, out: a.out! });
+  });
+}
+
+async function convert(a: ConvertArgs & { in: string; out: string }): Promise<string> {
   if (existsSync(a.out)) throw new InvalidArgument(`--out ${a.out} exists; name a new file or folder (nothing was changed)`);
   const dtype = a.dtype ?? 'f32';
   if (dtype !== 'f32' && dtype !== 'bf16') throw new UsageError(`--dtype ${dtype}: expected f32 or bf16`);

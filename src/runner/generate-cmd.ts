@@ -22,6 +22,7 @@ import {
 import type { Backend } from '../tensor/backend';
 import { loadTokenizerFromDir } from '../tokenizer';
 import { kvDtypeFlag, numberFlag, required, type Values } from './args';
+import { withOutputLocks } from './output-lock';
 import { DEVICE_OPTIONS } from './devices';
 
 const s = { type: 'string' } as const;
@@ -110,8 +111,16 @@ const f32 = (a: Float32Array, shape: number[]) => ({
 });
 
 export async function forwardCmd(a: Values<typeof FORWARD_OPTIONS>, backend: () => Promise<Backend>) {
-  const dir = required('model', a.model);
   const out = required('out', a.out);
+  // one writer per output: a second forward to the same --out is refused before it loads
+  return withOutputLocks('forward', async (locks) => {
+    locks.take('out', out);
+    await forward(a, out, backend);
+  });
+}
+
+async function forward(a: Values<typeof FORWARD_OPTIONS>, out: string, backend: () => Promise<Backend>) {
+  const dir = required('model', a.model);
   if ((a.ids === undefined) === (a.embeds === undefined)) throw new UsageError('give exactly one of --ids and --embeds');
   const ids = a.ids !== undefined ? parseIds(a.ids) : null;
   // as convert: an existing file is never replaced (checked again when writing)

@@ -27,6 +27,7 @@ import type { Backend } from '../tensor/backend';
 import { kvDtypeFlag, numberFlag, type Values } from './args';
 import { SYSTEM_OPTIONS, loadCommandSystem, readPrompts, upstreamFlags, upstreamSampling } from './ask-cmd';
 import { writing } from './outputs';
+import { withOutputLocks, type OutputLocks } from './output-lock';
 import { checkConfig, partFiles, readResults, type RunConfig } from './results-file';
 
 const s = { type: 'string' } as const;
@@ -160,6 +161,11 @@ export function searchTool(
  */
 export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void,
   place?: (roles: readonly string[]) => Promise<Record<string, Backend>>, group: ProcessGroup = singleProcess()) {
+  return withOutputLocks('run', (locks) => run(a, backend, out, err, place, group, locks));
+}
+
+async function run(a: RunArgs, backend: () => Promise<Backend>, out: (s: string) => void, err: (s: string) => void,
+  place: ((roles: readonly string[]) => Promise<Record<string, Backend>>) | undefined, group: ProcessGroup, locks: OutputLocks) {
   if (!a.style) throw new UsageError('--style is required (e.g. sequential_light)');
   if (!a.dataset) throw new UsageError(`--dataset is required: ${BENCHMARK_NAMES.join(', ')}, or a .json/.jsonl file`);
   const style = getStyle(a.style);
@@ -248,6 +254,9 @@ export async function runCmd(a: RunArgs, backend: () => Promise<Backend>, out: (
     () => (create ? writeFileSync : appendFileSync)(path, `${JSON.stringify(value)}\n`));
   let prevExisted = false;
   const { indices: recorded, resumed } = await fromRoot(group, async () => {
+    // one writer per result file: a second run on it (say two --resume) is refused before either writes
+    locks.take('result_jsonl', file);
+    locks.take('tavily_sentinel_file', style.tools ? a.tavily_sentinel_file : undefined);
     if (file && existsSync(file)) {
       prevExisted = true;
       if (!a.resume)

@@ -44,6 +44,7 @@ export const TRAIN_OPTIONS = {
   save_steps: s,
   save_total_limit: s,
   resume: s,
+  overwrite_output_dir: b,
   log_jsonl: s,
   dump_batches: s,
   logging_steps: s,
@@ -149,14 +150,18 @@ export const TRAIN_USAGE =
       both: [--batch_size ${D.batchSize}] [--grad_accum_steps ${D.gradAccumSteps}] [--max_steps ${MAX_STEPS} | --num_train_epochs N]
             [--lr_scheduler_type ${D.scheduler}] [--warmup_steps ${D.warmupSteps}] [--max_grad_norm ${w(D.maxGradNorm)}]
             [--weight_decay ${w(D.weightDecay)}] [--seed ${D.seed}] [--shuffle ${+D.shuffle}] [--save_steps ${SAVE_STEPS}]
-            [--save_total_limit N] [--resume DIR] [--log_jsonl FILE] [--dump_batches DIR] [--dataset_json_field data]
-            [--dataset_split train]
+            [--save_total_limit N] [--resume DIR | --overwrite_output_dir] [--log_jsonl FILE] [--dump_batches DIR]
+            [--dataset_json_field data] [--dataset_split train]
             [--cache_dir DIR] [--prompts FILE.json] [--backend webgpu|cpu|cuda [--devices 0,1,…]] [--gradient_checkpointing 0|1|auto|ROLE,…]
             [--enable_thinking 0|1] (the chat template's enable_thinking variable; 0, upstream's, renders Qwen3's empty think block)
       train-inner's --save_dir (and each checkpoint-N) is a whole role folder, as upstream's save_pretrained leaves it:
       the link files beside the model's config.json, generation_config.json, tokenizer files and weights, hard-linked
       from --model_name_or_path on the same filesystem, else copied (train_args.json says which)
       --save_total_limit N keeps the newest N checkpoint-<step> folders (older ones are deleted after each save commits)
+      --max_steps N > 0 sets the length; else --num_train_epochs E: ceil(E × updates per epoch) steps (the HF Trainer's rule)
+      a --save_dir holding an earlier run's checkpoints is continued with --resume DIR or started over with
+      --overwrite_output_dir (its checkpoints deleted first); a model folder is never written into; another process
+      writing the same --save_dir (its lock DIR.lock names it) is refused
       --init_adapter, --agentN_inner_aligner_path, --init_outer and --resume also take a .zip checkpoint bundle
       agents are numbered in the style's role order (sequential: planner, critic, solver; mixture: math, code,
       science, summarizer; distillation: expert, learner; deliberation: reflector, toolcaller)
@@ -222,14 +227,21 @@ function taskOf(a: TrainArgs): TaskKind | undefined {
  * runner's alone. `say` prints what --gradient_checkpointing auto plans.
  */
 export function flagSettings(kind: 'inner' | 'outer', a: TrainArgs, style: StyleSpec, say: (s: string) => void): TrainSettings {
-  const maxSteps = num(a, 'max_steps', { int: true }) ?? MAX_STEPS;
+  // the Hugging Face Trainer's rule: --max_steps > 0 wins; else --num_train_epochs (1 when neither is given: --max_steps 20000)
+  const givenSteps = num(a, 'max_steps', { int: true });
+  const epochs = num(a, 'num_train_epochs', { min: 0 });
+  if (epochs !== undefined && !(epochs > 0)) throw new UsageError(`--num_train_epochs ${a.num_train_epochs}: expected a number > 0`);
+  if (givenSteps !== undefined && givenSteps > 0 && epochs !== undefined)
+    say(`note: --max_steps ${givenSteps} overrides --num_train_epochs ${a.num_train_epochs}, as in the Hugging Face Trainer\n`);
+  const steps = givenSteps !== undefined && givenSteps > 0 ? givenSteps
+    : epochs !== undefined || givenSteps !== undefined ? { epochs: epochs ?? EPOCHS } : MAX_STEPS;
   const common = {
     kind, style, thinking: bool01(a, 'enable_thinking'), task: taskOf(a), maxLength: num(a, 'max_length', { int: true, min: 2 }),
     batchSize: num(a, 'batch_size', { int: true, min: 1 }), gradAccumSteps: num(a, 'grad_accum_steps', { int: true, min: 1 }),
     seed: num(a, 'seed', { int: true, min: 0 }), lr: num(a, kind === 'inner' ? 'adapter_lr' : 'outer_lr', { min: 0 }),
     weightDecay: num(a, 'weight_decay', { min: 0 }), maxGradNorm: num(a, 'max_grad_norm', { min: 0 }),
     scheduler: a.lr_scheduler_type === undefined ? undefined : parseSchedulerType(a.lr_scheduler_type),
-    steps: maxSteps > 0 ? maxSteps : { epochs: num(a, 'num_train_epochs', { min: 0 }) ?? EPOCHS },
+    steps,
     warmupSteps: num(a, 'warmup_steps', { int: true, min: 0 }), shuffle: bool01(a, 'shuffle'),
     saveSteps: num(a, 'save_steps', { int: true, min: 0 }) ?? SAVE_STEPS,
   } satisfies TrainSettings;

@@ -33,6 +33,8 @@ import { numberFlag } from './args';
 import { readPrompts, thinkingTokenizer } from './ask-cmd';
 import { gradientCollectives, setResumeNote } from './dist';
 import { checkOutputFile, checkOutputFolder, writing } from './outputs';
+import { withOutputLocks, type OutputLocks } from './output-lock';
+import { checkSavePlace, claimSaveDir } from './save-dir';
 import { progressPrinter, runnerHub } from './hub';
 import { agentFlags, flagSettings, need, NO_EFFECT, type StringFlag, type TrainArgs } from './train-args';
 
@@ -220,6 +222,11 @@ export function progressLine(e: StepEvent): string {
  */
 export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: () => Promise<Backend>, io: TrainIO,
   place?: (roles: readonly string[]) => Promise<Record<string, Backend>>, group: ProcessGroup = singleProcess()): Promise<void> {
+  return withOutputLocks(`train-${kind}`, (locks) => train(kind, a, backend, io, place, group, locks));
+}
+
+async function train(kind: 'inner' | 'outer', a: TrainArgs, backend: () => Promise<Backend>, io: TrainIO,
+  place: ((roles: readonly string[]) => Promise<Record<string, Backend>>) | undefined, group: ProcessGroup, locks: OutputLocks) {
   const lead = group.rank === 0;
   for (const k of NO_EFFECT)
     if (a[k] !== undefined) io.err(`note: --${k} only tunes PyTorch; it has no effect here (links train in f32)\n`);
@@ -238,13 +245,19 @@ export async function trainCmd(kind: 'inner' | 'outer', a: TrainArgs, backend: (
 
   // every path the run writes is checked before anything loads (rank 0 alone writes them)
   await fromRoot(group, async () => {
+    checkSavePlace('save_dir', saveDir);
     checkOutputFolder('save_dir', saveDir);
+    if (a.dump_batches) checkOutputFolder('dump_batches', a.dump_batches);
+    if (a.log_jsonl) checkOutputFile('log_jsonl', a.log_jsonl);
+    // one writer per output: a second run on the same save_dir (or log, or dump folder) is refused here
+    locks.take('save_dir', saveDir);
+    locks.take('log_jsonl', a.log_jsonl);
+    locks.take('dump_batches', a.dump_batches);
     // an unreadable commit journal would stop the first save; it is reported now, before any step
     const saves = nodeStore(saveDir);
     const folders = existsSync(saveDir) ? readdirSync(saveDir).filter((n) => /^checkpoint-\d+$/.test(n)) : [];
     for (const d of ['.', ...folders]) await pendingCommit(saves, d);
-    if (a.dump_batches) checkOutputFolder('dump_batches', a.dump_batches);
-    if (a.log_jsonl) checkOutputFile('log_jsonl', a.log_jsonl);
+    await claimSaveDir(saveDir, { resume: a.resume, overwrite: !!a.overwrite_output_dir, say: io.err });
     return null;
   });
   io.err(`loading rows from ${a.dataset_name}\n`);

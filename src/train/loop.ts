@@ -176,13 +176,19 @@ export async function trainLoop(
     return b;
   };
   const snapshot = (): TrainerState => ({ ...s, order: [...s.order], skipped: { ...s.skipped }, rng: rng.state() });
+  // the links are checked before every save: an update can overflow (a learning rate of 1e308) with a finite loss and norm
+  const save = async (final: boolean) => {
+    if (!hooks.save) return;
+    await checkFiniteParams(opt, s.step, final);
+    await hooks.save(snapshot(), final);
+  };
   if (s.step < maxSteps) await hooks.heldOut?.run(snapshot());
 
   while (s.step < maxSteps) {
     await yieldToEventLoop();
     await hooks.waitIfPaused?.();
     if (hooks.signal?.aborted) {
-      await hooks.save?.(snapshot(), true);
+      await save(true);
       return { ...snapshot(), stopped: true };
     }
     const ts = performance.now();
@@ -242,8 +248,32 @@ export async function trainLoop(
       empty: valid === 0,
     });
     if (hooks.heldOut?.due(s.step)) await hooks.heldOut.run(snapshot());
-    if (opts.saveSteps > 0 && s.step % opts.saveSteps === 0 && s.step < maxSteps) await hooks.save?.(snapshot(), false);
+    if (opts.saveSteps > 0 && s.step % opts.saveSteps === 0 && s.step < maxSteps) await save(false);
   }
-  await hooks.save?.(snapshot(), true);
+  await save(true);
   return { ...snapshot(), stopped: false };
+}
+
+/**
+ * NonFiniteLoss when a link parameter is NaN or infinite after step `step` (one readback per flat buffer): the save it
+ * precedes is not made, so no checkpoint ever holds a non-finite value.
+ */
+async function checkFiniteParams(opt: AdamW, step: number, final: boolean) {
+  let bad = 0;
+  let total = 0;
+  let first: string | null = null;
+  for (const p of opt.params) {
+    const all = await p.readFlat('data');
+    for (const e of p.entries) {
+      total += e.numel;
+      for (let i = e.offset; i < e.offset + e.numel; i++) {
+        if (Number.isFinite(all[i]!)) continue;
+        bad++;
+        first ??= `${all[i]} in ${e.name}[${i - e.offset}]`;
+      }
+    }
+  }
+  if (!bad) return;
+  throw new NonFiniteLoss(`step ${step}: after its update the links hold ${bad} of ${total} values non-finite (the first, ${first}); ` +
+    `the ${final ? 'final save' : `save of step ${step}`} was not made`);
 }

@@ -73,7 +73,10 @@ export interface TrainSettings {
   thinking?: boolean;
   seed?: number;
   maxLength?: number;
-  /** Optimizer steps, or epochs over the usable samples (rounded, at least one step). */
+  /**
+   * Optimizer steps, or epochs over the usable samples: as the Hugging Face Trainer, ceil(epochs × updates per epoch), an
+   * epoch being the full batches of the samples (at least one) divided by the accumulation steps.
+   */
   steps: number | { epochs: number };
   batchSize?: number;
   gradAccumSteps?: number;
@@ -187,7 +190,7 @@ export async function setupTraining(s: TrainSettings, rows: readonly Row[], load
     }
     const gradAccumSteps = s.gradAccumSteps ?? D.gradAccumSteps;
     const steps = typeof s.steps === 'object'
-      ? Math.max(1, Math.round(s.steps.epochs * Math.floor(job.size / batchSize / gradAccumSteps)))
+      ? Math.ceil(s.steps.epochs * Math.max(1, Math.floor(job.size / batchSize / gradAccumSteps)))
       : s.steps;
     const loop: LoopOptions = {
       maxSteps: steps, batchSize, gradAccumSteps, lr: s.lr ?? D.lr, scheduler: parseSchedulerType(s.scheduler ?? D.scheduler),
