@@ -14,6 +14,7 @@ import { parseHeader, type StDType, writeSafetensors } from '../formats/safetens
 import { type PtTensor, readTorchStateDict, writeTorchStateDict } from '../formats/torch';
 import type { LinkStateDict, LinkTensor } from './links';
 import { nodeImport } from '../util/node-import';
+import { readModelFile } from '../formats/model-file';
 
 export type AdapterTask = 'math' | 'code';
 
@@ -222,14 +223,14 @@ async function listDir(fs: FsPromises, dir: string, what: string): Promise<strin
   }
 }
 
-async function readManifest(fs: FsPromises, dir: string, files: readonly string[], name: string): Promise<Json | null> {
+async function readManifest(dir: string, files: readonly string[], name: string): Promise<Json | null> {
   if (!files.includes(name)) return null;
-  return parseManifest(await fs.readFile(join(dir, name), 'utf8'), join(dir, name));
+  return parseManifest(await readModelFile(join(dir, name)), join(dir, name));
 }
 
 /** A listed folder on disk as a RoleFolder. */
-function listedRoleFolder(fs: FsPromises, dir: string, files: readonly string[]): RoleFolder {
-  return { files, has: async (name) => files.includes(name), manifest: (name) => readManifest(fs, dir, files, name) };
+function listedRoleFolder(dir: string, files: readonly string[]): RoleFolder {
+  return { files, has: async (name) => files.includes(name), manifest: (name) => readManifest(dir, files, name) };
 }
 
 export interface RoleCheckpoint {
@@ -256,7 +257,7 @@ export async function resolveRoleFolder(
       `role ${role}: ${dir} has no config.json; point to the role's model folder (the repo with model.safetensors and its inner links)`,
     );
   }
-  const { inner, innerType, tried } = await resolveRoleFiles(listedRoleFolder(fs, dir, files), task);
+  const { inner, innerType, tried } = await resolveRoleFiles(listedRoleFolder(dir, files), task);
   if (!inner && opts.requireInner) {
     throw new MissingCheckpoint(
       `role ${role}: ${dir} has no inner link for task ${task ?? '(none)'}; looked for ${tried.join(', ')}. Download the role repo with its adapter files`,
@@ -290,11 +291,11 @@ export async function resolveOuterFolder(
 ): Promise<Map<string, OuterLinkFile>> {
   const fs = await fsp();
   const files = await listDir(fs, dir, 'outer links');
-  const outerlinkConfig = await readManifest(fs, dir, files, 'outerlink_config.json');
+  const outerlinkConfig = await readManifest(dir, files, 'outerlink_config.json');
   let legacy: Json | null = null;
   if (!outerlinkConfig) {
-    const scoped = task ? await readManifest(fs, dir, files, `outer_adapter_config(${task}).json`) : null;
-    legacy = scoped ?? (await readManifest(fs, dir, files, 'outer_adapter_config.json'));
+    const scoped = task ? await readManifest(dir, files, `outer_adapter_config(${task}).json`) : null;
+    legacy = scoped ?? (await readManifest(dir, files, 'outer_adapter_config.json'));
   }
   const picked = pickOuterFiles(files, task, keys, outerlinkConfig, legacy, dir);
   for (const f of picked.values()) f.path = join(dir, f.path);

@@ -6,12 +6,12 @@
  * backend that computes the same logits.
  */
 import { F } from '../autograd';
-import { ContextTooLong, InvalidArgument, InvalidModelConfig } from '../errors';
+import { ContextTooLong, InvalidArgument, InvalidModelConfig, UnsafeModelFile } from '../errors';
+import { readModelFile } from '../formats/model-file';
 import { tidy } from '../tensor/scope';
 import { Tensor } from '../tensor/tensor';
 import { type GpuCounters, counterDelta } from '../gpu/counters';
 import type { Decoder } from './decoder';
-import { nodeImport } from '../util/node-import';
 import { showValue } from '../util/show';
 
 export interface SamplingOptions {
@@ -356,12 +356,12 @@ export function parseGenerationConfig(
 
 /** Reads `dir`/generation_config.json (Node only); a folder without one gets greedy decoding. */
 export async function readGenerationConfig(dir: string, extraEos: readonly number[] = []): Promise<GenerationDefaults> {
-  const fs = await nodeImport('node:fs/promises');
   const file = `${dir.replace(/\/+$/, '')}/generation_config.json`;
   let text: string | null = null;
   try {
-    text = await fs.readFile(file, 'utf8');
+    text = await readModelFile(file);
   } catch (e) {
+    if (e instanceof UnsafeModelFile) throw e;
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new InvalidModelConfig(`${file} cannot be read (${(e as Error).message})`);
   }
   return parseGenerationConfig(text, extraEos, file);

@@ -1,14 +1,13 @@
 /** Loading a tokenizer from a local Hugging Face model folder (Node only). */
-import { TokenizerError } from '../errors.ts';
+import { TokenizerError, UnsafeModelFile } from '../errors.ts';
+import { readModelFile } from '../formats/model-file.ts';
 import { loadTokenizer, parseJsonFile, type Tokenizer } from './tokenizer.ts';
-import { nodeImport } from '../util/node-import.ts';
 
-type FsPromises = typeof import('node:fs/promises');
-
-async function readOptional(fs: FsPromises, path: string): Promise<string | undefined> {
+async function readOptional(path: string): Promise<string | undefined> {
   try {
-    return await fs.readFile(path, 'utf8');
+    return await readModelFile(path);
   } catch (e) {
+    if (e instanceof UnsafeModelFile) throw e;
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw new TokenizerError(`${path} cannot be read (${(e as Error).message}); check its permissions`);
   }
@@ -20,11 +19,10 @@ async function readOptional(fs: FsPromises, path: string): Promise<string | unde
  * tokenizer_config.json.
  */
 export async function loadTokenizerFromDir(dir: string): Promise<Tokenizer> {
-  const fs = await nodeImport('node:fs/promises');
   const base = dir.replace(/\/+$/, '');
   const [json, config, jinja, templateJson] = await Promise.all(
     ['tokenizer.json', 'tokenizer_config.json', 'chat_template.jinja', 'chat_template.json'].map((f) =>
-      readOptional(fs, `${base}/${f}`),
+      readOptional(`${base}/${f}`),
     ),
   );
   if (json === undefined) {
