@@ -284,3 +284,62 @@ describe('retryAfterMs', () => {
     expect(retryAfterMs('Wed, 21 Oct 2015 07:27:00 GMT', now)).toBe(0);
   });
 });
+
+// issue 39 (11): a reply of any size was read whole (1 GiB → 2.2 GB RSS, reported as "cannot reach it"), an API_BASE_URL's
+// password was printed in its retries, and 408 was refused while 4xx were not all permanent.
+describe('createJudge: hostile or mistaken endpoints', () => {
+  it('an endless reply is cut at the cap with JudgeUnavailable, not retried, in bounded memory', async () => {
+    const chunk = Buffer.alloc(64 * 1024, 0x61);
+    const srv = await judgeServer((res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      const pump = () => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      pump();
+    });
+    const rss0 = process.memoryUsage().rss;
+    const { judge, waits } = judgeOn(srv.baseUrl, { maxReplyBytes: 4 * 2 ** 20 });
+    const e = await rejection(judge.judge(REQ));
+    expect(e).toEqual(new JudgeUnavailable(`the LLM judge at ${srv.baseUrl}/chat/completions answered HTTP 200 with more than 4194304 ` +
+      'bytes, where a chat completion of one word is a few hundred; it was cut there. Check that API_BASE_URL is an ' +
+      'OpenAI-compatible endpoint'));
+    expect(srv.seen).toHaveLength(1);
+    expect(waits).toEqual([]);
+    expect((process.memoryUsage().rss - rss0) / 2 ** 20).toBeLessThan(200);
+  });
+
+  it('a 401 to an API_BASE_URL with user:password@ is not retried, and the password is in no message or log line', async () => {
+    const srv = await judgeServer((res) => res.writeHead(401).end('{"error":"bad credentials"}'));
+    const withCreds = srv.baseUrl.replace('//', '//judge-user:pa%24%24-SECRET-77@');
+    const { judge, logs, waits } = judgeOn(withCreds);
+    expect(judge.baseUrl).toBe(`http://***@127.0.0.1:${srv.port}/v1`);
+    const e = await rejection(judge.judge(REQ));
+    expect(e).toEqual(new JudgeUnavailable(`the LLM judge at http://***@127.0.0.1:${srv.port}/v1/chat/completions refused the request ` +
+      'with HTTP 401 Unauthorized ({"error":"bad credentials"}); check API_KEY'));
+    expect(srv.seen).toHaveLength(1);
+    expect(srv.seen[0]!.headers.authorization).toBe(`Bearer ${KEY}`);
+    expect(waits).toEqual([]);
+    // and where nobody listens: every retry line and the last error are masked too
+    const dead = createJudge({
+      env: { API_KEY: KEY, API_BASE_URL: 'http://judge-user:pa$$-SECRET-77@127.0.0.1:9/v1', API_MODEL: MODEL },
+      log: (l) => void logs.push(l), sleep: async () => {}, attempts: 2, timeoutMs: 2000,
+    });
+    const e2 = await rejection(dead.judge(REQ));
+    expect(e2.message).toMatch(/^the LLM judge at http:\/\/\*\*\*@127\.0\.0\.1:9\/v1\/chat\/completions failed 2 times, last: cannot reach it/);
+    expect(logs.length).toBe(1);
+    for (const m of [e.message, String(e.stack), e2.message, ...logs]) expect(m).not.toMatch(/SECRET|judge-user|pa%24|pa\$\$/);
+  });
+
+  it('408 is retried like 429; 403 and 422 are not', async () => {
+    const statuses = [408, 200, 403, 422];
+    const srv = await judgeServer((res, n) =>
+      statuses[n] === 200 ? reply('CORRECT')(res, n, srv.seen[n]!) : res.writeHead(statuses[n]!).end('{}'));
+    const { judge, waits } = judgeOn(srv.baseUrl);
+    expect((await judge.judge(REQ)).verdict).toBe('CORRECT');
+    expect(waits).toEqual([1000]);
+    expect((await rejection(judge.judge(REQ))).message).toMatch(/HTTP 403 Forbidden \(\{\}\); check API_KEY$/);
+    expect((await rejection(judge.judge(REQ))).message).toMatch(/HTTP 422 Unprocessable Entity/);
+    expect(srv.seen).toHaveLength(4);
+  });
+});

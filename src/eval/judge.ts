@@ -6,7 +6,9 @@
  * match. Upstream's own prompt is unpublished: this one is ours.
  *
  * The key lives only in the closure of createJudge(): it is sent in the Authorization header and nowhere else,
- * and every message, log line and stored reply has it replaced by "***".
+ * and every message, log line and stored reply has it replaced by "***", as has a user name and password written into
+ * API_BASE_URL (https://user:password@host/v1; fetch refuses to send them, so they are left out of the request). A reply
+ * is read up to maxReplyBytes and no further; only what retrying can fix (408, 429, 5xx, no answer) is retried.
  */
 import { Cancelled, InvalidArgument, JudgeUnavailable } from '../errors';
 
@@ -32,12 +34,14 @@ export interface JudgeOptions {
   env?: Readonly<Record<string, string | undefined>>;
   /** Time limit of one request. Default 60 s. */
   timeoutMs?: number;
-  /** Requests per verdict, first one included, when the endpoint answers 429, 5xx, times out or cannot be reached. Default 4. */
+  /** Requests per verdict, first one included, when the endpoint answers 408, 429, 5xx, times out or cannot be reached. Default 4. */
   attempts?: number;
   /** Wait before the first retry; it doubles with each retry. A Retry-After header takes its place. Default 1 s. */
   backoffMs?: number;
   /** No wait (backoff or Retry-After) is longer than this. Default 120 s. */
   maxDelayMs?: number;
+  /** The most bytes of a reply that are read; a longer one is JudgeUnavailable, not retried. Default 1 MiB. */
+  maxReplyBytes?: number;
   /** Retries and malformed replies are reported here (the key already masked). Default console.warn. */
   log?: (line: string) => void;
   fetch?: typeof fetch;
@@ -113,6 +117,49 @@ export function retryAfterMs(header: string | null, now = Date.now()): number | 
   return Number.isNaN(t) ? null : Math.max(0, t - now);
 }
 
+/** The body of `res` as text, read up to `cap` bytes; null (the rest cancelled, never read) when it is longer. */
+async function readCapped(res: Response, cap: number): Promise<string | null> {
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    n += value.byteLength;
+    if (n > cap) {
+      await reader.cancel().catch(() => {});
+      return null;
+    }
+    chunks.push(value);
+  }
+  const all = new Uint8Array(n);
+  let at = 0;
+  for (const c of chunks) all.set(c, (at += c.byteLength) - c.byteLength);
+  return new TextDecoder().decode(all);
+}
+
+/** `raw` (API_BASE_URL) without a user name and password, and those secrets as they may appear in text; unparsable: as is. */
+function splitCredentials(raw: string): { url: string; shown: string; secrets: string[] } {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return { url: raw, shown: raw, secrets: [] };
+  }
+  if (!u.username && !u.password) return { url: raw, shown: raw, secrets: [] };
+  const userinfo = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)@/i.exec(raw)?.[1] ?? '';
+  let password = u.password;
+  try {
+    password = decodeURIComponent(u.password);
+  } catch { /* kept as written */ }
+  const secrets = [userinfo, u.password, password].filter((x) => x.length >= 3);
+  u.username = '';
+  u.password = '';
+  const url = u.href.replace(/\/$/, raw.endsWith('/') ? '/' : '');
+  return { url, shown: url.replace('//', '//***@'), secrets };
+}
+
 /** What a status that retrying cannot fix says to check. */
 function refusedHint(status: number): string {
   if (status === 401 || status === 403) return 'check API_KEY';
@@ -132,7 +179,8 @@ export function createJudge(opts: JudgeOptions): Judge {
   }
   const env = opts.env ?? {};
   const key = (opts.apiKey ?? env.API_KEY)!.trim();
-  const baseUrl = (opts.baseUrl ?? env.API_BASE_URL)!.trim().replace(/\/+$/, '');
+  const given = splitCredentials((opts.baseUrl ?? env.API_BASE_URL)!.trim().replace(/\/+$/, ''));
+  const baseUrl = given.url;
   const model = (opts.model ?? env.API_MODEL)!.trim();
   const url = `${baseUrl}/chat/completions`;
   const timeoutMs = opts.timeoutMs ?? 60_000;
@@ -143,33 +191,42 @@ export function createJudge(opts: JudgeOptions): Judge {
   if (!(timeoutMs > 0)) throw new InvalidArgument(`judge timeoutMs must be positive, got ${timeoutMs}`);
   const doFetch = opts.fetch ?? globalThis.fetch;
   const sleep = opts.sleep ?? defaultSleep;
-  const mask = (s: string) => s.split(key).join('***');
+  const maxReplyBytes = opts.maxReplyBytes ?? 2 ** 20;
+  // the longest secret first, so that one inside another is masked whole
+  const secrets = [key, ...given.secrets].filter((x) => x.length > 0).sort((a, b) => b.length - a.length);
+  const mask = (s: string) => secrets.reduce((t, x) => t.split(x).join('***'), s);
   const log = (line: string) => (opts.log ?? console.warn)(mask(line));
-  const where = mask(url);
+  const where = mask(`${given.shown}/chat/completions`);
 
   async function once(body: string, signal?: AbortSignal): Promise<{ retry: boolean; why: string; waitMs?: number } | { reply: string }> {
     const timeout = AbortSignal.timeout(timeoutMs);
     let res: Response;
-    let text: string;
+    let text: string | null;
     try {
       res = await doFetch(url, {
         method: 'POST', body, signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
         headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` },
       });
-      text = await res.text();
+      // a status that is retried needs no body
+      text = res.status === 408 || res.status === 429 || res.status >= 500 ? '' : await readCapped(res, maxReplyBytes);
     } catch (e) {
       if (signal?.aborted) throw new Cancelled('cancelled while waiting for the LLM judge');
       if (timeout.aborted) return { retry: true, why: `no answer within ${timeoutMs / 1000} s` };
       const cause = (e as { cause?: { code?: string; message?: string } }).cause;
-      return { retry: true, why: `cannot reach it (${cause?.code ?? cause?.message ?? (e as Error).message})` };
+      return { retry: true, why: mask(`cannot reach it (${cause?.code ?? cause?.message ?? (e as Error).message})`) };
     }
-    if (res.status === 429 || res.status >= 500) {
+    if (res.status === 408 || res.status === 429 || res.status >= 500) {
+      await res.body?.cancel().catch(() => {});
       const wait = retryAfterMs(res.headers.get('retry-after'));
       return {
         retry: true,
         why: `HTTP ${res.status}${res.statusText ? ` ${res.statusText}` : ''}`,
         ...(wait !== null ? { waitMs: wait } : {}),
       };
+    }
+    if (text === null) {
+      throw new JudgeUnavailable(`the LLM judge at ${where} answered HTTP ${res.status} with more than ${maxReplyBytes} bytes, where a ` +
+        'chat completion of one word is a few hundred; it was cut there. Check that API_BASE_URL is an OpenAI-compatible endpoint');
     }
     const snippet = mask(text.replace(/\s+/g, ' ').trim().slice(0, 300));
     if (!res.ok) {
@@ -191,7 +248,7 @@ export function createJudge(opts: JudgeOptions): Judge {
   }
 
   return {
-    model, baseUrl: mask(baseUrl),
+    model, baseUrl: mask(given.shown),
     async judge(req, signal) {
       const body = JSON.stringify({
         model,
