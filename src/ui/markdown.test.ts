@@ -75,3 +75,26 @@ describe('renderMarkdown', () => {
     expect(escapeHtml(`<a href="x">'&'</a>`)).toBe('&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;');
   });
 });
+
+// issue 39 (12): math stood in the text as MATHSLOT<i>X, so a link whose URL held math got KaTeX markup spliced into its href,
+// and that text typed by the model was replaced or removed.
+describe('renderMarkdown: math slots', () => {
+  it('a link whose URL holds $…$ keeps its href as written; the math in its text is typeset', () => {
+    const html = renderMarkdown('[pay $5 or $6](https://x.org/$a$b "cost $y$")');
+    expect(html.startsWith('<p><a href="https://x.org/$a$b" title="cost $y$" rel="noopener noreferrer nofollow" target="_blank">pay ' +
+      '<span class="katex">')).toBe(true);
+    expect(html.match(/href="[^"]*"/g)).toEqual(['href="https://x.org/$a$b"']);
+    expect(html).toContain('<annotation encoding="application/x-tex">5 or </annotation>');
+    expect(renderMarkdown('see https://x.org/$a$b')).toMatch(/^<p>see <a href="https:\/\/x\.org\/\$a\$b" rel=/);
+    expect(renderMarkdown('![c](https://x.org/$q$.png)')).toBe(
+      '<p><a href="https://x.org/$q$.png" rel="noopener noreferrer nofollow" target="_blank">[c]</a></p>\n');
+  });
+
+  it('placeholder text the model types stays as typed: the old MATHSLOT0X, and the private-use slot characters', () => {
+    expect(renderMarkdown('typed MATHSLOT0X and MATHSLOT7X')).toBe('<p>typed MATHSLOT0X and MATHSLOT7X</p>\n');
+    expect(renderMarkdown('$x$ then MATHSLOT0X')).toMatch(/<\/span> then MATHSLOT0X<\/p>\n$/);
+    expect(renderMarkdown('a \uE0000\uE001 b `\uE000` c')).toBe('<p>a &#xE000;0&#xE001; b <code>&#xE000;</code> c</p>\n');
+    expect(renderMarkdown('[x](https://x.org/\uE0000\uE001)')).toBe(
+      '<p><a href="https://x.org/&#xE000;0&#xE001;" rel="noopener noreferrer nofollow" target="_blank">x</a></p>\n');
+  });
+});
