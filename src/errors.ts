@@ -90,8 +90,8 @@ export class JudgeUnavailable extends named('JudgeUnavailable') {}
 export class TrainingMemoryExceeded extends named('TrainingMemoryExceeded') {}
 /**
  * A training step's loss or gradient norm is NaN or infinite (a learning rate too high, bad data): the run stops
- * before the update, so the links and every saved checkpoint stay finite; the message names the step and what to
- * resume from.
+ * before the update; or an update left the links non-finite: the run stops before the save. Every saved checkpoint
+ * stays finite; the message names the step and what to resume from.
  */
 export class NonFiniteLoss extends named('NonFiniteLoss') {}
 /**

@@ -169,7 +169,8 @@ export function numberFlag(flag: string, v: string | undefined, o: FlagRange = {
   const bad = v.trim() === '' || !Number.isFinite(n) || (integer && !Number.isSafeInteger(n)) ||
     (min !== undefined && n < min) || (above !== undefined && !(n > above)) || (max !== undefined && n > max);
   if (bad) {
-    const bounds = [min !== undefined && `>= ${min}`, above !== undefined && `> ${above}`, max !== undefined && `<= ${max}`]
+    const lower = above !== undefined && (min === undefined || above >= min) ? `> ${above}` : min !== undefined ? `>= ${min}` : null;
+    const bounds = [lower, max !== undefined && `<= ${max}`]
       .filter(Boolean).join(' and ');
     throw new UsageError(`--${flag} ${v}: expected ${integer ? 'an integer' : 'a number'}${bounds ? ` ${bounds}` : ''}`);
   }

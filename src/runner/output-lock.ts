@@ -38,18 +38,24 @@ export function lockPathOf(output: string): string {
   return join(dir, `${basename(abs)}.lock`);
 }
 
-/** The start time of process `pid` (field 22 of /proc/PID/stat), or null where /proc cannot tell. */
-function procStart(pid: number): string | null {
+/** Fields 3 on of /proc/PID/stat (state first), or null where /proc cannot tell. */
+function procStat(pid: number): string[] | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // the command name (field 2) may hold spaces and parentheses: the fields after it follow its last ')'
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
     return null;
   }
 }
 
-/** Whether the owner of a lock on this host still runs: its PID alive and, where /proc tells, the same process. */
+/** The start time of process `pid` (field 22 of /proc/PID/stat), or null where /proc cannot tell. */
+const procStart = (pid: number): string | null => procStat(pid)?.[19] ?? null;
+
+/**
+ * Whether the owner of a lock on this host still runs: its PID alive, not a zombie (a killed process whose parent
+ * died too may never be reaped) and, where /proc tells, the same process as when it took the lock.
+ */
 function ownerAlive(o: LockOwner): boolean {
   try {
     process.kill(o.pid, 0);
@@ -57,7 +63,9 @@ function ownerAlive(o: LockOwner): boolean {
     // EPERM: alive, another user's
     if ((e as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
-  const now = procStart(o.pid);
+  const stat = procStat(o.pid);
+  if (stat && (stat[0] === 'Z' || stat[0] === 'X')) return false;
+  const now = stat?.[19] ?? null;
   return o.proc_start === null || now === null || now === o.proc_start;
 }
 
@@ -99,7 +107,14 @@ function isStale(file: string, o: LockOwner | 'unreadable'): boolean {
       return true;
     }
   }
-  return o.host === hostname() && !ownerAlive(o);
+  if (o.host !== hostname()) return false;
+  // an owner killed a moment ago may still be exiting: it is given a moment before it counts as alive
+  for (let i = 0; i < 5; i++) {
+    if (!ownerAlive(o)) return true;
+    if (o.pid === process.pid) return false;
+    sleep(100);
+  }
+  return false;
 }
 
 function tryCreate(file: string, o: LockOwner): boolean {
