@@ -326,7 +326,8 @@ describe('createJudge: hostile or mistaken endpoints', () => {
       log: (l) => void logs.push(l), sleep: async () => {}, attempts: 2, timeoutMs: 2000,
     });
     const e2 = await rejection(dead.judge(REQ));
-    expect(e2.message).toMatch(/^the LLM judge at http:\/\/\*\*\*@127\.0\.0\.1:9\/v1\/chat\/completions failed 2 times, last: cannot reach it/);
+    expect(e2.message).toMatch(
+      /^the LLM judge at http:\/\/\*\*\*@127\.0\.0\.1:9\/v1\/chat\/completions failed 2 times, last: cannot reach it/);
     expect(logs.length).toBe(1);
     for (const m of [e.message, String(e.stack), e2.message, ...logs]) expect(m).not.toMatch(/SECRET|judge-user|pa%24|pa\$\$/);
   });

@@ -114,6 +114,7 @@ describe('tokenizer.json patterns', () => {
 
   it('a normalizer Replace pattern is checked too', () => {
     const json = { ...tiny.tokenizerJson, normalizer: { type: 'Replace', pattern: { Regex: '(x|xx)+y' }, content: '' } };
-    expect(() => loadTokenizer({ tokenizerJson: json, source: 'm' })).toThrow(/^m\/tokenizer\.json: the pattern "\(x\|xx\)\+y" at normalizer/);
+    expect(() => loadTokenizer({ tokenizerJson: json, source: 'm' }))
+      .toThrow(/^m\/tokenizer\.json: the pattern "\(x\|xx\)\+y" at normalizer/);
   });
 });
