@@ -7,6 +7,8 @@
 #  - g++ (builds the CUDA emulator, native/cuda/emu, on which test/cuda-emu*.test.ts run the cuda backend's kernels)
 #  - Open MPI (openmpi-bin: mpirun; libopenmpi-dev: mpicxx, which builds native/mpi on npm install): test/dist runs
 #    data-parallel training and sharded evaluation under mpirun -np 2
+#  - bubblewrap (bwrap): the sandbox model-written code runs in (src/mas/tools/sandbox.ts; MBPP+, LiveCodeBench,
+#    deliberation's Python tool); without it rmas run and ask refuse such code (SandboxUnavailable)
 #  - Mesa 25 lavapipe from bookworm-backports, unpacked into .cache/lavapipe25 (the system's Mesa 22
 #    lavapipe has no adapter under Dawn); the system's apt state is left untouched.
 # Idempotent: does nothing for parts already present. Needs root for apt-get (CI and dev machines run as root).
@@ -21,6 +23,7 @@ ldconfig -p | grep -q 'libvulkan.so.1' || need+=(libvulkan1)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
 command -v mpicxx >/dev/null 2>&1 || need+=(libopenmpi-dev)
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "setup-system: missing ${need[*]}; run as root: apt-get update && apt-get install -y --no-install-recommends ${need[*]}" >&2

@@ -178,8 +178,68 @@ describe.skipIf(!hasPython)('code scoring with python3', () => {
     ]);
     expect(a).toEqual({ passed: true, passedTests: 2, totalTests: 2, detail: '' });
     expect(b).toEqual({ passed: false, passedTests: 1, totalTests: 2, detail: 'test 2/2: wrong answer, got [0, 1]' });
-    expect(c).toEqual({ passed: false, passedTests: 0, totalTests: 2, detail: 'test 1/2: exit code 0' });
+    expect(c).toMatchObject({ passed: false, passedTests: 0, totalTests: 2 });
+    expect(c.detail).toMatch(/^test 1\/2: [^]*Traceback \(most recent call last\):\n[^]*\n    sys\.exit\(0\)\nSystemExit: 0/);
     await expect(scoreLcb(solution, tests)).rejects.toThrow('needs fnName');
+  });
+
+  it('LiveCodeBench functional: a verdict cannot be forged (issue 39)', async () => {
+    const tests: LcbTest[] = [{ input: '[2, 7, 11, 15]\n9', output: '[0, 1]', testtype: 'functional' }];
+    // today's harness wrote the nonce and the expected output to lcb_case.json, next to the answer
+    const reader = [
+      'import json, os',
+      'def twoSum(nums, target):',
+      '    for name in os.listdir("."):',
+      '        try:',
+      '            case = json.load(open(name))',
+      '            print("\\n" + case["nonce"] + " pass", flush=True)',
+      '            os._exit(0)',
+      '        except Exception:',
+      '            pass',
+      '    return [9, 9]',
+    ].join('\n');
+    const alwaysEqual = 'class Any(list):\n    def __eq__(self, other): return True\ndef twoSum(nums, target):\n    return Any([5])';
+    const writer = [
+      'import os',
+      'def twoSum(nums, target):',
+      '    for fd in range(3, 64):',
+      '        try: os.write(fd, b"\\nrmas-verdict pass\\n")',
+      '        except OSError: pass',
+      '    try: open("/proc/%d/fd/1" % os.getppid(), "w").write("pass\\n")',
+      '    except OSError as e: print(type(e).__name__)',
+      '    return [7]',
+    ].join('\n');
+    const [a, b, c] = await Promise.all([
+      scoreLcb(reader, tests, { fnName: 'twoSum' }),
+      scoreLcb(alwaysEqual, tests, { fnName: 'twoSum' }),
+      scoreLcb(writer, tests, { fnName: 'twoSum', timeoutMs: 2000 }),
+    ]);
+    expect(a).toEqual({ passed: false, passedTests: 0, totalTests: 1, detail: 'test 1/1: wrong answer, got [9, 9]' });
+    expect(b).toEqual({ passed: false, passedTests: 0, totalTests: 1, detail: 'test 1/1: wrong answer, got [5]' });
+    // its bytes in the harness's reply pipe leave the harness waiting for the rest: a failure, never a pass
+    expect(c).toEqual({ passed: false, passedTests: 0, totalTests: 1, detail: 'test 1/1: timeout' });
+  });
+
+  it('MBPP+: an exit code 0 from atexit, an always-equal result or a look for the tests does not pass (issue 39)', async () => {
+    const atexit = 'import atexit, os\natexit.register(lambda: os._exit(0))\ndef similar_elements(a, b):\n    return (0,)';
+    const alwaysEqual = 'class Any(tuple):\n    def __eq__(self, other): return True\ndef similar_elements(a, b):\n    return Any()';
+    const looker = [
+      'import gc, os, sys',
+      'seen = [n for n in os.listdir(".")] + [a for a in sys.argv]',
+      'def similar_elements(a, b):',
+      '    src = " ".join(open(n).read() for n in seen if os.path.isfile(n))',
+      '    return (4, 5) if "results" in src else ()',
+    ].join('\n');
+    const good = 'def similar_elements(a, b):\n    return tuple(sorted(set(a) & set(b)))';
+    const [x, y, z, ok] = await Promise.all([
+      scoreMbppPlus(atexit, MBPP_TEST), scoreMbppPlus(alwaysEqual, MBPP_TEST), scoreMbppPlus(looker, MBPP_TEST),
+      scoreMbppPlus(good, MBPP_TEST),
+    ]);
+    for (const r of [x, y, z]) {
+      expect(r).toMatchObject({ passed: false, exitCode: 1, timedOut: false });
+      expect(r.detail.endsWith('AssertionError')).toBe(true);
+    }
+    expect(ok).toEqual({ passed: true, exitCode: 0, timedOut: false, detail: '' });
   });
 
   it('throws Cancelled on abort', async () => {

@@ -1,12 +1,15 @@
 /**
  * Code-benchmark scoring (docs/method.md §7.4), Node only: the answer's first ```python block is run by `python3` in a
- * fresh process and folder (src/mas/tools/python-node.ts) against MBPP+ test scripts or LiveCodeBench
- * tests, which are decoded here from the dataset's base64 → zlib → pickle → JSON field.
+ * fresh sandboxed process and folder (src/mas/tools/python-node.ts) against MBPP+ test scripts or LiveCodeBench
+ * tests, which are decoded here from the dataset's base64 → zlib → pickle → JSON field. What decides a verdict never
+ * enters the answer's reach: stdin tests compare the output here, the others go through code-harness.ts.
  */
 import { Cancelled, InvalidArgument } from '../errors';
 import { stripThink } from '../mas/answer';
 import { spawnPython } from '../mas/tools/python-node';
+import { SandboxUnavailable, type SandboxOptions } from '../mas/tools/sandbox';
 import { nodeImport } from '../util/node-import';
+import { ANSWER_HOST, VERDICT_HOST } from './code-harness';
 
 export interface ProgramResult {
   /** null when the process was killed (timeout) rather than exiting. */
@@ -19,23 +22,31 @@ export interface ProgramResult {
 /** Characters kept per stream: LiveCodeBench outputs run to megabytes, a runaway loop should not fill memory. */
 const MAX_PROGRAM_OUTPUT = 32 << 20;
 
+/** How code answers are run: the interpreter, the sandbox's options, a cancel signal. */
+export interface CodeRunOptions {
+  python?: string;
+  signal?: AbortSignal;
+  sandbox?: SandboxOptions;
+}
+
 /**
  * Runs `source` as `python3 main.py` in a fresh temporary folder (so that the program's own stdin is
- * `opts.stdin`), with a stripped environment, in its own process group killed on timeout or abort.
- * Throws InvalidArgument when the interpreter is missing and Cancelled when `signal` aborts.
+ * `opts.stdin`), with a stripped environment, in its sandbox killed on timeout or abort. Throws InvalidArgument
+ * when the interpreter is missing, SandboxUnavailable where no sandbox can be made, Cancelled when `signal` aborts.
  */
 export async function runPythonProgram(
   source: string,
-  opts: { stdin?: string; timeoutMs: number; python?: string; signal?: AbortSignal; files?: Record<string, string> },
+  opts: CodeRunOptions & { stdin?: string; timeoutMs: number; files?: Record<string, string>; args?: string[] },
 ): Promise<ProgramResult> {
   const python = opts.python ?? 'python3';
   let r;
   try {
     r = await spawnPython({
-      python, args: ['main.py'], files: { ...opts.files, 'main.py': source }, stdin: opts.stdin ?? '',
-      timeoutMs: opts.timeoutMs, signal: opts.signal, maxOutputChars: MAX_PROGRAM_OUTPUT,
+      python, args: opts.args ?? ['main.py'], files: { ...opts.files, 'main.py': source }, stdin: opts.stdin ?? '',
+      timeoutMs: opts.timeoutMs, signal: opts.signal, maxOutputChars: MAX_PROGRAM_OUTPUT, sandbox: opts.sandbox,
     });
   } catch (e) {
+    if (e instanceof SandboxUnavailable) throw e;
     const err = e as NodeJS.ErrnoException;
     if (err.code === 'ENOENT') {
       throw new InvalidArgument(
@@ -100,16 +111,32 @@ export interface MbppResult {
   detail: string;
 }
 
-/** MBPP+: prelude + answer + the dataset's `test` script in one program; passed ⇔ exit code 0 (default limit 10 s). */
+/**
+ * Runs the answer and the test through code-harness.ts: passed ⇔ the verdict host's line is `<nonce> pass`.
+ * `spec` holds what the answer must not see (the test script, the expected value); the nonce is added here.
+ */
+async function runVerdict(code: string, spec: Record<string, string>, opts: CodeRunOptions & { timeoutMs: number }) {
+  const nonce = `rmas-verdict-${crypto.randomUUID()}`;
+  const stdin = JSON.stringify({ ...spec, nonce, prelude: MBPP_IMPORT_PRELUDE, host: ANSWER_HOST });
+  const r = await runPythonProgram(VERDICT_HOST, { ...opts, args: ['main.py'], files: { 'answer.py': code }, stdin });
+  const line = r.stdout.trim();
+  const verdict = line.startsWith(`${nonce} `) && !line.includes('\n') ? line.slice(nonce.length + 1) : '';
+  return { ...r, verdict };
+}
+
+/**
+ * MBPP+: the dataset's `test` script run in the verdict host against the answer's functions (default limit 10 s);
+ * passed ⇔ the script ran to its end, the harness says so (never an exit code alone).
+ */
 export async function scoreMbppPlus(
   code: string,
   testScript: string,
-  opts: { timeoutMs?: number; python?: string; signal?: AbortSignal } = {},
+  opts: CodeRunOptions & { timeoutMs?: number } = {},
 ): Promise<MbppResult> {
-  const program = `${MBPP_IMPORT_PRELUDE}\n${code}\n\n${testScript}\n`;
-  const r = await runPythonProgram(program, { timeoutMs: opts.timeoutMs ?? 10_000, python: opts.python, signal: opts.signal });
+  const r = await runVerdict(code, { kind: 'mbpp', test: testScript }, { ...opts, timeoutMs: opts.timeoutMs ?? 10_000 });
+  const passed = !r.timedOut && r.verdict === 'pass' && r.exitCode === 0;
   return {
-    passed: !r.timedOut && r.exitCode === 0,
+    passed,
     exitCode: r.exitCode,
     timedOut: r.timedOut,
     detail: r.timedOut ? 'timeout' : tail(r.stderr),
@@ -177,32 +204,6 @@ export function lcbOutputsMatch(stdout: string, expected: string): boolean {
 }
 
 /**
- * Appended to a functional (LeetCode-style) answer: reads the test from lcb_case.json, calls
- * `Solution().<fn>(*args)` (or the top-level function), compares in Python as LiveCodeBench does
- * (a tuple result counts as a list, then `==`), and prints the verdict after a per-run nonce so that
- * the answer's own prints, or an early exit, cannot pass for it.
- */
-const FUNCTIONAL_HARNESS = `
-def __rmas_lcb_check():
-    import json as _json
-    with open("lcb_case.json", encoding="utf-8") as _f:
-        case = _json.load(_f)
-    args = [_json.loads(line) for line in case["input"].split("\\n") if line.strip()]
-    expected = _json.loads(case["output"])
-    scope = globals()
-    if isinstance(scope.get("Solution"), type):
-        fn = getattr(scope["Solution"](), case["fn_name"])
-    else:
-        fn = scope[case["fn_name"]]
-    got = fn(*args)
-    if isinstance(got, tuple):
-        got = list(got)
-    ok = got == expected
-    print("\\n" + case["nonce"] + (" pass" if ok else " fail " + repr(got)[:200]), flush=True)
-__rmas_lcb_check()
-`;
-
-/**
  * LiveCodeBench: each test in its own process (default 6 s), prelude + answer; stdin tests compare the
  * output with `lcbOutputsMatch`, functional tests need `fnName`. Stops at the first failing test;
  * passed ⇔ all tests pass (an empty test list does not pass).
@@ -210,27 +211,25 @@ __rmas_lcb_check()
 export async function scoreLcb(
   code: string,
   tests: LcbTest[],
-  opts: { fnName?: string; timeoutMs?: number; python?: string; signal?: AbortSignal } = {},
+  opts: CodeRunOptions & { fnName?: string; timeoutMs?: number } = {},
 ): Promise<LcbResult> {
   const totalTests = tests.length;
   if (totalTests === 0) return { passed: false, passedTests: 0, totalTests, detail: 'no tests' };
   const timeoutMs = opts.timeoutMs ?? 6000;
   const base = `${MBPP_IMPORT_PRELUDE}\n${code}\n`;
+  const run: CodeRunOptions = { python: opts.python, signal: opts.signal, sandbox: opts.sandbox };
   for (let i = 0; i < totalTests; i++) {
     const t = tests[i]!;
     const fail = (why: string): LcbResult => ({ passed: false, passedTests: i, totalTests, detail: `test ${i + 1}/${totalTests}: ${why}` });
     if (t.testtype === 'functional') {
       if (!opts.fnName) throw new InvalidArgument('a functional LiveCodeBench test needs fnName (metadata.func_name of the problem)');
-      const nonce = `__rmas_verdict_${crypto.randomUUID()}`;
-      const files = { 'lcb_case.json': JSON.stringify({ input: t.input, output: t.output, fn_name: opts.fnName, nonce }) };
-      const r = await runPythonProgram(base + FUNCTIONAL_HARNESS, { timeoutMs, python: opts.python, signal: opts.signal, files });
+      const spec = { kind: 'lcb', input: t.input, output: t.output, fn_name: opts.fnName };
+      const r = await runVerdict(code, spec, { ...run, timeoutMs });
       if (r.timedOut) return fail('timeout');
-      const at = r.stdout.lastIndexOf(`\n${nonce} `);
-      const verdict = at < 0 ? '' : r.stdout.slice(at + nonce.length + 2).trimEnd();
-      if (r.exitCode === 0 && verdict === 'pass') continue;
-      return fail(verdict.startsWith('fail ') ? `wrong answer, got ${verdict.slice(5)}` : tail(r.stderr) || `exit code ${r.exitCode}`);
+      if (r.exitCode === 0 && r.verdict === 'pass') continue;
+      return fail(r.verdict.startsWith('fail ') ? `wrong answer, got ${r.verdict.slice(5)}` : tail(r.stderr) || `exit code ${r.exitCode}`);
     }
-    const r = await runPythonProgram(base, { stdin: t.input, timeoutMs, python: opts.python, signal: opts.signal });
+    const r = await runPythonProgram(base, { ...run, stdin: t.input, timeoutMs });
     if (r.timedOut) return fail('timeout');
     if (r.exitCode !== 0) return fail(tail(r.stderr) || `exit code ${r.exitCode}`);
     if (!lcbOutputsMatch(r.stdout, t.output)) return fail('wrong answer');

@@ -11,6 +11,7 @@ import { slotIn } from '../mas/slots';
 import type { AskOptions, AskResult } from '../mas/ask';
 import type { RecordedMessages } from '../mas/ablation';
 import type { MasSystem } from '../mas/system';
+import type { SandboxOptions } from '../mas/tools/sandbox';
 import { isGreedy, type SamplingOptions } from '../model/generate';
 import { extractCode, scoreLcb, scoreMbppPlus } from './code';
 import type { EvalItem } from './datasets';
@@ -108,6 +109,8 @@ export interface EvaluateOptions extends Pick<
   /** LiveCodeBench limit per test. Default 6 s. */
   lcbTimeoutMs?: number;
   python?: string;
+  /** Where no sandbox can be made for code answers: refuse (SandboxUnavailable, the default) or run them unsandboxed. */
+  sandbox?: SandboxOptions;
   /** Questions already recorded (a resumed run): not asked again, counted in the summary. */
   done?: ReadonlyMap<number, SampleRecord>;
   onSample?: (record: SampleRecord, index: number, total: number) => void | Promise<void>;
@@ -138,7 +141,7 @@ function goldAnswers(item: EvalItem): string[] {
 export async function scoreRollout(
   item: EvalItem,
   text: string,
-  opts: Pick<EvaluateOptions, 'mbppTimeoutMs' | 'lcbTimeoutMs' | 'python' | 'signal'>,
+  opts: Pick<EvaluateOptions, 'mbppTimeoutMs' | 'lcbTimeoutMs' | 'python' | 'sandbox' | 'signal'>,
   judge: Judge | null,
 ): Promise<Pick<RolloutRecord, 'pred' | 'correct' | 'detail' | 'em' | 'judge'>> {
   const s = await scoreOutput(item, text, opts);
@@ -152,7 +155,7 @@ export async function scoreRollout(
 export async function scoreOutput(
   item: EvalItem,
   text: string,
-  opts: Pick<EvaluateOptions, 'mbppTimeoutMs' | 'lcbTimeoutMs' | 'python' | 'signal'> = {},
+  opts: Pick<EvaluateOptions, 'mbppTimeoutMs' | 'lcbTimeoutMs' | 'python' | 'sandbox' | 'signal'> = {},
 ): Promise<Pick<RolloutRecord, 'pred' | 'correct' | 'detail'>> {
   const c = item.check;
   if (c.kind === 'math') {
@@ -170,7 +173,10 @@ export async function scoreOutput(
   }
   const code = extractCode(text);
   if (code === null) return { pred: null, correct: false, detail: 'no code' };
-  const run = { ...(opts.python ? { python: opts.python } : {}), ...(opts.signal ? { signal: opts.signal } : {}) };
+  const run = {
+    ...(opts.python ? { python: opts.python } : {}), ...(opts.signal ? { signal: opts.signal } : {}),
+    ...(opts.sandbox ? { sandbox: opts.sandbox } : {}),
+  };
   if (c.kind === 'mbppplus') {
     const r = await scoreMbppPlus(code, c.test, { timeoutMs: opts.mbppTimeoutMs ?? 10_000, ...run });
     return { pred: code, correct: r.passed, ...(r.passed ? {} : { detail: r.detail }) };

@@ -21,7 +21,7 @@ import { kvDtypes, type MasSystem } from '../mas/system';
 import { type LoadSystemOptions, loadSystem } from '../mas/system-folders';
 import { runnerHub } from './hub';
 import { materializeOverrides } from '../store/bundle-node';
-import { nodePythonRunner, tavilySearchRunner } from '../mas/tools';
+import { nodePythonRunner, sandboxMode, tavilySearchRunner } from '../mas/tools';
 import type { KvDType } from '../model/cache';
 import type { SamplingOptions } from '../model/generate';
 import type { Backend } from '../tensor/backend';
@@ -54,6 +54,7 @@ export const SYSTEM_OPTIONS = {
   trust_remote_code: s,
   dtype: s,
   kv_dtype: s,
+  allow_unsandboxed_code: b,
   ...DEVICE_OPTIONS,
 } as const;
 
@@ -75,7 +76,7 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
            [--max_new_tokens N] [--mode latent|text] [--task math|reasoning|choice|code] [--fn_name NAME] [--prompts FILE.json]
            [--no_ans] [--output_jsonl OUT] [--backend webgpu|cpu|cuda [--devices 0,1,…] | --device cuda|cpu|cuda:N]
            [--enable_thinking 0|1] [--batch_size 8] [--trust_remote_code 1] [--dtype auto] [--kv_dtype auto|f32|f16]
-           [--dump DIR] [--json] [--zero_messages | --messages_from QUESTION]
+           [--dump DIR] [--json] [--zero_messages | --messages_from QUESTION] [--allow_unsandboxed_code]
       styles: tiny_sequential (the default: the tiny system shipped in models/tiny/system, with its own
       prompts; RMAS_TINY_SYSTEM=DIR loads another copy), sequential_light, sequential_scaled, mixture,
       distillation, deliberation. ROLE is a role of the style or "outer"; roles not overridden come from
@@ -106,7 +107,9 @@ export const ASK_USAGE = `  rmas ask (--question TEXT | -q TEXT ... | --question
       f16 needs shader-f16 or the CPU backend). Ablations of the latent messages (not upstream's): --zero_messages sends
       zeros in place of every message; --messages_from QUESTION first asks QUESTION and then sends its messages, round
       for round, in place of the question's own (what the agents say about another question). Deliberation's search
-      tool reads its key from TAVILY_API_KEY (never written anywhere).`;
+      tool reads its key from TAVILY_API_KEY (never written anywhere). Its Python tool runs the model's code in a
+      bubblewrap sandbox (no network, no secrets, only its own folder writable, bounded); where none can be made the
+      command stops with SandboxUnavailable before loading, unless --allow_unsandboxed_code runs the code without one.`;
 
 /** The flags of `rmas ask`; a caller in code may give one question as a string. */
 export type AskArgs = Omit<Values<typeof ASK_OPTIONS>, 'question' | 'ckpt_override'> & {
@@ -271,6 +274,9 @@ async function askWith(a: AskArgs, backend: () => Promise<Backend>, out: (s: str
       'hold; remove it (nothing was asked)');
   }
   const style = getStyle(a.style ?? DEFAULT_STYLE);
+  // model-written code runs sandboxed: where no sandbox can be made, stop before loading (SandboxUnavailable)
+  const sandbox = { allowUnsandboxed: a.allow_unsandboxed_code === true };
+  if (style.tools) await sandboxMode('python3', sandbox);
   const mode = a.mode ?? 'latent';
   if (mode !== 'latent' && mode !== 'text') throw new UsageError(`--mode ${mode}: expected latent or text`);
   if (a.task !== undefined && !['math', 'reasoning', 'choice', 'code'].includes(a.task))
@@ -328,7 +334,7 @@ async function askWith(a: AskArgs, backend: () => Promise<Backend>, out: (s: str
       });
     }
     const tools = style.tools
-      ? { python: nodePythonRunner(), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) }
+      ? { python: nodePythonRunner({ sandbox }), search: tavilySearchRunner({ apiKey: process.env.TAVILY_API_KEY }) }
       : undefined;
     const common = (task: TaskKind): Omit<AskOptions, 'question'> => ({
       rounds,

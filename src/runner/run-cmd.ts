@@ -20,7 +20,7 @@ import type { TaskKind } from '../mas/prompts';
 import { defaultMaxNewTokens } from '../mas/budget';
 import { DEFAULT_ROUNDS, defaultLatentSteps, getStyle, type StyleSpec } from '../mas/styles';
 import { progressPrinter, runnerHub } from './hub';
-import { nodePythonRunner, parseTavilyKeys, tavilySearchRunner, type ToolRunners } from '../mas/tools';
+import { nodePythonRunner, parseTavilyKeys, sandboxMode, tavilySearchRunner, type ToolRunners } from '../mas/tools';
 import type { SamplingOptions } from '../model/generate';
 import { hubDatasetFiles } from '../store/hub-datasets';
 import type { Backend } from '../tensor/backend';
@@ -62,7 +62,7 @@ export const RUN_USAGE =
            [--prompts FILE.json] [--no_ans] [--result_jsonl FILE [--resume]] [--mbppplus_timeout_s 10] [--mbppplus_num_prompt_tests 3]
            [--lcb_use_private_tests 1] [--cache_dir DIR] [--backend webgpu|cpu|cuda [--devices 0,1,…] | --device cuda|cpu|cuda:N] [--json]
            [--batch_size 8] [--trust_remote_code 1] [--tavily_keys_file FILE [--tavily_sentinel_file FILE]]
-           [--dtype auto] [--enable_thinking 0|1] [--do_sample] [--ans] [--kv_dtype auto|f32|f16]
+           [--dtype auto] [--enable_thinking 0|1] [--do_sample] [--ans] [--kv_dtype auto|f32|f16] [--allow_unsandboxed_code]
       asks each question of the benchmark (the first N with --num_samples) and scores it as upstream does; prints accuracy=X%
       (and pass@k=Y% with K rollouts: K final decodes from the same latents, seeds sample_seed + i·K + r). Benchmarks come from
       their Hugging Face dataset through the hub (HF_ENDPOINT, HF_TOKEN for gated GPQA, HF_HUB_OFFLINE) into the Hugging Face
@@ -87,7 +87,10 @@ export const RUN_USAGE =
       What run.py always passes: --dtype auto (the engine reads weights as stored; other dtypes only tune PyTorch),
       --enable_thinking 0 (1 sets the chat templates' enable_thinking), --do_sample (sampling, the default; not with
       --greedy), --ans (the answer retry, the default; not with --no_ans). --kv_dtype: the KV caches' dtype (auto: f16
-      on a WebGPU device with shader-f16, else f32), recorded in the config line`;
+      on a WebGPU device with shader-f16, else f32), recorded in the config line. Code answers (MBPP+, LiveCodeBench) and
+      deliberation's Python tool run in a bubblewrap sandbox (no network, no secrets, only their folder writable, bounded),
+      scored by a harness the answer cannot reach; where none can be made the run stops with SandboxUnavailable before
+      loading, unless --allow_unsandboxed_code runs the code without one`;
 
 export type RunArgs = Values<typeof RUN_OPTIONS>;
 
@@ -210,6 +213,9 @@ async function run(a: RunArgs, backend: () => Promise<Backend>, out: (s: string)
   // the judge's settings are checked before any model loads (a missing API_KEY stops the run at once)
   const judge = a.no_judge ? null : runJudge(items, { env: process.env, log: (l) => err(`${l}\n`) });
   const task: TaskKind = items[0]!.task;
+  // model-written code runs sandboxed: where no sandbox can be made, stop before loading (SandboxUnavailable)
+  const sandbox = { allowUnsandboxed: a.allow_unsandboxed_code === true };
+  if (style.tools || items.some((i) => i.check.kind === 'mbppplus' || i.check.kind === 'lcb')) await sandboxMode('python3', sandbox);
   const latentSteps = num(a, 'latent_length', true, 1) ?? recommendedLatentSteps(style, name);
   const maxNewTokens = num(a, 'max_new_tokens', true, 1) ?? defaultMaxNewTokens(style, { dataset: name });
   const sampling: SamplingOptions = a.greedy
@@ -343,8 +349,8 @@ async function run(a: RunArgs, backend: () => Promise<Backend>, out: (s: string)
     const result = await evaluate(system, mine, {
       rounds, latentSteps, mode, maxNewTokens, sampling, rollouts: k, answerRetry: !a.no_ans, judge: judge ?? 'off', batchSize,
       ...(sharded ? {} : { done }),
-      ...(prompts ? { prompts } : {}), mbppTimeoutMs: mbppTimeout * 1000,
-      ...(search ? { tools: { python: nodePythonRunner(), search } } : {}),
+      ...(prompts ? { prompts } : {}), mbppTimeoutMs: mbppTimeout * 1000, sandbox,
+      ...(search ? { tools: { python: nodePythonRunner({ sandbox }), search } } : {}),
       onSample: (rec) => {
         seen++;
         if (rec.correct) right++;

@@ -20,6 +20,7 @@ export const SLOW_SRC: Readonly<Record<string, string>> = {
   'src/runner/healthcheck.test.ts': 'mpirun --version',
   'src/mas/tools/python-node.test.ts': 'python3 runs the tool calls',
   'src/mas/tools/python-parity.test.ts': 'python3 runs the shared cases',
+  'src/mas/tools/sandbox.test.ts': 'bwrap and python3 run the probe payloads',
 };
 
 /** Cross-layer tests under test/ that run in this process on the CPU, each in about two seconds or less on 2 cores. */

@@ -6,3 +6,4 @@ export * from './python-format';
 export * from './python-node';
 export * from './tavily';
 export * from './pyodide';
+export * from './sandbox';

@@ -1,11 +1,13 @@
 /**
  * Python in Node: each run is a fresh `python3` process in a fresh temporary folder with a stripped
- * environment, killed (with its process group) on timeout or abort. `spawnPython` is that core, shared
- * by the tool runner here and the code-benchmark scoring in src/eval/code.ts.
+ * environment, inside the sandbox of sandbox.ts (refused where none can be made, unless allowed), killed with the
+ * whole sandbox on timeout or abort. `spawnPython` is that core, shared by the tool runner here and the
+ * code-benchmark scoring in src/eval/code.ts.
  * Node built-ins are imported inside the call so that the folder's index stays importable in a page.
  */
 import { nodeImport } from '../../util/node-import';
 import type { ToolRunners } from './loop';
+import { SandboxUnavailable, sandboxCommand, type SandboxOptions } from './sandbox';
 import { ABORTED_TEXT, formatPythonOutput, PYTHON_PRELUDE, timeoutText } from './python-format';
 
 /** Output kept per stream by default; beyond it a runaway print loop would only grow memory (tool results are cut to 6000 chars anyway). */
@@ -24,6 +26,8 @@ export interface SpawnPythonOptions {
   signal?: AbortSignal;
   /** Characters kept per stream; default 1 Mi. */
   maxOutputChars?: number;
+  /** Where no sandbox can be made: refuse (the default, SandboxUnavailable) or run unsandboxed. */
+  sandbox?: SandboxOptions;
 }
 
 export interface PythonProcessResult {
@@ -57,34 +61,87 @@ function resolveInterpreter(python: string, execFile: ChildProcess['execFile']):
   return p;
 }
 
+type Mode = { sandboxed: true } | { sandboxed: false; why: string };
+const modes = new Map<string, Promise<Mode>>();
+
+/**
+ * Whether code runs sandboxed: asked once per bwrap and interpreter by running `print("sandbox ok")` in a sandbox.
+ * Throws SandboxUnavailable where it fails and unsandboxed code is not allowed.
+ */
+export async function sandboxMode(python = 'python3', opts: SandboxOptions = {}): Promise<Mode> {
+  const { execFile } = await nodeImport('node:child_process');
+  const exe = await resolveInterpreter(python, execFile);
+  const bwrap = opts.bwrap ?? process.env.RMAS_BWRAP ?? 'bwrap';
+  const key = `${bwrap}\0${exe}`;
+  let p = modes.get(key);
+  if (!p) {
+    p = runProcess(exe, { args: ['-c', 'print("sandbox ok")'], timeoutMs: 20_000, sandbox: { bwrap } }, true)
+      .then((r): Mode => (r.stdout === 'sandbox ok\n'
+        ? { sandboxed: true }
+        : { sandboxed: false, why: r.stderr.trim() || `exit code ${r.exitCode}` }))
+      .catch((e: NodeJS.ErrnoException): Mode => ({
+        sandboxed: false, why: e.code === 'ENOENT' ? `\`${bwrap}\` was not found` : e.message,
+      }));
+    modes.set(key, p);
+  }
+  const mode = await p;
+  if (!mode.sandboxed && !opts.allowUnsandboxed) {
+    throw new SandboxUnavailable(
+      `model-written code was not run: no sandbox can be made for it (${mode.why}). Install bubblewrap ` +
+        '(`apt-get install bubblewrap`, or `sudo bash scripts/setup-system.sh`; user namespaces must be allowed), ' +
+        'or pass --allow_unsandboxed_code to run it without one, with access to your files, network and secrets.',
+    );
+  }
+  return mode;
+}
+
 /**
  * Runs Python once in a fresh temporary folder (removed afterwards) with only PATH and LANG in its
- * environment, in its own process group, which is killed on timeout or abort. Rejects only when the
- * process cannot start (the spawn error, `code` 'ENOENT' for a missing interpreter).
+ * environment: in the sandbox (sandbox.ts) where one can be made, else, where opts.sandbox allows it, as a
+ * plain process in its own process group. The sandbox or the group is killed on timeout or abort. Rejects
+ * with SandboxUnavailable (see sandboxMode), or when the process cannot start (the spawn error, `code`
+ * 'ENOENT' for a missing interpreter).
  */
 export async function spawnPython(opts: SpawnPythonOptions): Promise<PythonProcessResult> {
-  const { signal, timeoutMs } = opts;
   const python = opts.python ?? 'python3';
+  if (opts.signal?.aborted) return notRun();
+  const [{ execFile }, fs] = await Promise.all([nodeImport('node:child_process'), nodeImport('node:fs/promises')]);
+  const exe = await resolveInterpreter(python, execFile);
+  // as the spawn would say it, before the sandbox's probe blames the sandbox for it
+  const found = exe.startsWith('/') && (await fs.access(exe, fs.constants.X_OK).then(() => true, () => false));
+  if (!found) throw Object.assign(new Error(`spawn ${python} ENOENT`), { code: 'ENOENT', path: python });
+  const mode = await sandboxMode(python, opts.sandbox);
+  return runProcess(exe, opts, mode.sandboxed);
+}
+
+const notRun = (): PythonProcessResult =>
+  ({ exitCode: null, signal: null, stdout: '', stderr: '', timedOut: false, aborted: true });
+
+async function runProcess(exe: string, opts: SpawnPythonOptions, sandboxed: boolean): Promise<PythonProcessResult> {
+  const { signal, timeoutMs } = opts;
   const cap = opts.maxOutputChars ?? MAX_STREAM_CHARS;
-  const notRun = (): PythonProcessResult =>
-    ({ exitCode: null, signal: null, stdout: '', stderr: '', timedOut: false, aborted: true });
-  if (signal?.aborted) return notRun();
-  const [{ spawn, execFile }, fs, path, os] = await Promise.all([
+  const [{ spawn }, fs, path, os] = await Promise.all([
     nodeImport('node:child_process'),
     nodeImport('node:fs/promises'),
     nodeImport('node:path'),
     nodeImport('node:os'),
   ]);
-  const exe = await resolveInterpreter(python, execFile);
   if (signal?.aborted) return notRun();
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'rmas-python-'));
+  const cmd = sandboxed
+    ? await sandboxCommand([exe, ...opts.args], { workDir: dir, env: stripEnv(), timeoutMs, bwrap: opts.sandbox?.bwrap })
+    : { file: exe, args: opts.args, release: async () => {} } as const;
   try {
     for (const [name, text] of Object.entries(opts.files ?? {})) await fs.writeFile(path.join(dir, name), text, 'utf8');
+    if ('chownTo' in cmd && cmd.chownTo !== undefined) {
+      for (const name of ['', ...Object.keys(opts.files ?? {})]) await fs.chown(path.join(dir, name), cmd.chownTo, cmd.chownTo);
+    }
     return await new Promise<PythonProcessResult>((resolve, reject) => {
-      const child = spawn(exe, opts.args, {
+      const fd3 = 'fd3' in cmd && cmd.fd3 !== undefined ? [cmd.fd3] : [];
+      const child = spawn(cmd.file, cmd.args, {
         cwd: dir,
         env: stripEnv(),
-        stdio: ['pipe', 'pipe', 'pipe'],
+        stdio: ['pipe', 'pipe', 'pipe', ...fd3],
         detached: true, // own process group, so that a kill also reaches anything the code started
       });
       let stdout = '';
@@ -117,10 +174,10 @@ export async function spawnPython(opts: SpawnPythonOptions): Promise<PythonProce
       }, timeoutMs);
       signal?.addEventListener('abort', onAbort, { once: true });
 
-      child.stdout.setEncoding('utf8').on('data', (s: string) => {
+      child.stdout!.setEncoding('utf8').on('data', (s: string) => {
         if (stdout.length < cap) stdout += s;
       });
-      child.stderr.setEncoding('utf8').on('data', (s: string) => {
+      child.stderr!.setEncoding('utf8').on('data', (s: string) => {
         if (stderr.length < cap) stderr += s;
       });
       child.on('error', (err) => {
@@ -128,23 +185,28 @@ export async function spawnPython(opts: SpawnPythonOptions): Promise<PythonProce
       });
       // 'close' waits for the streams to drain, so the output is complete
       child.on('close', (status, sig) => finish({ exitCode: status, signal: sig, timedOut: false, aborted: false }));
-      child.stdin.on('error', () => {}); // EPIPE when the process exits before reading all its input
-      child.stdin.end(opts.stdin ?? '');
+      child.stdin!.on('error', () => {}); // EPIPE when the process exits before reading all its input
+      child.stdin!.end(opts.stdin ?? '');
     });
   } finally {
+    await cmd.release();
     await fs.rm(dir, { recursive: true, force: true });
   }
 }
 
-/** Node runner: a fresh `python3` subprocess per call (see the module comment); never throws for tool failures. */
-export function nodePythonRunner(opts: { python?: string } = {}): ToolRunners['python'] {
+/**
+ * Node runner: a fresh `python3` subprocess per call (see the module comment); never throws for tool failures, but
+ * rejects with SandboxUnavailable where no sandbox can be made and `sandbox.allowUnsandboxed` is not set.
+ */
+export function nodePythonRunner(opts: { python?: string; sandbox?: SandboxOptions } = {}): ToolRunners['python'] {
   const python = opts.python ?? 'python3';
   return async (code, { timeoutMs, signal }) => {
     let r: PythonProcessResult;
     try {
       // the script goes in on stdin (`python3 -`): no argument-length limit, tracebacks say <stdin>
-      r = await spawnPython({ python, args: ['-'], stdin: PYTHON_PRELUDE + code + '\n', timeoutMs, signal });
+      r = await spawnPython({ python, args: ['-'], stdin: PYTHON_PRELUDE + code + '\n', timeoutMs, signal, sandbox: opts.sandbox });
     } catch (e) {
+      if (e instanceof SandboxUnavailable) throw e;
       const err = e as NodeJS.ErrnoException;
       return err.code === 'ENOENT'
         ? `[error] The Python tool is unavailable: the interpreter \`${python}\` was not found. ` +
