@@ -6,7 +6,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { nodePythonRunner, spawnPython } from './python-node';
 import { SANDBOX_LIMITS, SandboxUnavailable } from './sandbox';
 
@@ -73,7 +73,9 @@ describe.skipIf(!hasPython || !hasBwrap)('the sandbox of model-written code (bub
   });
 
   it('writes only its work folder: the runner\'s folders, /tmp and the root are out of reach', async () => {
-    const targets = [join(outside, 'escaped.txt'), `/tmp/rmas-escape-${randomUUID()}`, '/escaped.txt', '/usr/escaped.txt'];
+    const id = randomUUID();
+    const targets = [join(outside, 'escaped.txt'), `/tmp/rmas-escape-${id}`, `/rmas-escape-${id}`, `/usr/rmas-escape-${id}`];
+    onTestFinished(() => targets.forEach((t) => rmSync(t, { force: true }))); // where a run without the sandbox wrote them
     const probe = [
       'import os',
       `for path in ${JSON.stringify(targets)} + ["here.txt"]:`,
