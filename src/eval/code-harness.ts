@@ -44,8 +44,12 @@ def _enc(v, d=0):
         return {"b": bytes(v).hex()}
     if isinstance(v, complex):
         return {"c": [complex.real.__get__(v), complex.imag.__get__(v)]}
+    if isinstance(v, range):
+        return {"r": [v.start, v.stop, v.step]}
     if hasattr(t, "tolist"):
         return _enc(v.tolist(), d + 1)
+    if hasattr(t, "__next__") and hasattr(t, "__iter__"):  # map, filter, a generator: still an iterator over there
+        return {"i": [_enc(x, d + 1) for x in v]}
     raise TypeError("the answer returned a %s, which the harness cannot compare" % t.__name__)
 def _tb(e):
     try:
@@ -109,6 +113,8 @@ def dec(o):
         if k == "d": return {a: b for a, b in v}
         if k == "b": return bytes.fromhex(v)
         if k == "c": return complex(v[0], v[1])
+        if k == "r": return range(v[0], v[1], v[2])
+        if k == "i": return iter(v)
     raise ValueError("a malformed reply from the answer's process")
 def recv():
     h = res.read(4)

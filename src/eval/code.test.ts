@@ -242,6 +242,27 @@ describe.skipIf(!hasPython)('code scoring with python3', () => {
     expect(ok).toEqual({ passed: true, exitCode: 0, timedOut: false, detail: '' });
   });
 
+  it('MBPP+: results reach the harness as the values they are: iterators, ranges, named tuples, big ints, dicts, bytes', async () => {
+    const test = [
+      'assert list(evens(5)) == [0, 2, 4] and set(evens(3)) == {0, 2}',
+      'assert evens(4) != [0, 2] and span(3) == range(3) and span(3) != [0, 1, 2]',
+      'assert pair() == (1, 2) and pair().__class__ is tuple and big() == 2 ** 100 + 1 and big() != 2.0 ** 100',
+      'assert halves() == {"a": 0.5, (1, 2): float("inf")} and blob() == b"\\x00x" and cplx() == 1 - 2j',
+    ].join('\n');
+    const code = [
+      'from collections import namedtuple',
+      'P = namedtuple("P", "x y")',
+      'def evens(n): return (i for i in range(n) if i % 2 == 0)',
+      'def span(n): return range(n)',
+      'def pair(): return P(1, 2)',
+      'def big(): return 2 ** 100 + 1',
+      'def halves(): return {"a": 0.5, (1, 2): float("inf")}',
+      'def blob(): return bytearray(b"\\x00x")',
+      'def cplx(): return complex(1, -2)',
+    ].join('\n');
+    expect(await scoreMbppPlus(code, test)).toEqual({ passed: true, exitCode: 0, timedOut: false, detail: '' });
+  });
+
   it('throws Cancelled on abort', async () => {
     const ctl = new AbortController();
     setTimeout(() => ctl.abort(), 200);
