@@ -145,8 +145,11 @@ describe('TrainSession', () => {
     ]);
     expect(log.removed).toEqual(['ck1']); // the intermediate checkpoint, once the final one is written
     expect(state.saved).toBe(`saved “${NAME}” at step 6`);
-    // the note: at the start (with the run id), at the intermediate checkpoint; cleared at the end
-    expect(log.notes.map((n) => [n.runId, n.checkpointId, n.step])).toEqual([['run-a', undefined, undefined], ['run-a', 'ck1', 3]]);
+    // the note: from the start (with the run id), then naming the intermediate checkpoint; cleared at the end. It is
+    // written again at every step (its curve)
+    const said = log.notes.map((n) => JSON.stringify([n.runId, n.checkpointId, n.step]));
+    expect(said.filter((n, i) => n !== said[i - 1])).toEqual(['["run-a",null,null]', '["run-a","ck1",3]']);
+    expect(log.notes.at(-1)!.points!.map((p) => p.step)).toEqual([1, 2, 3, 4, 5, 6]);
     expect([log.cleared, log.finished]).toEqual([1, 1]);
     expect(state.trained).toEqual({ id: 'ck2', name: NAME, loop: 'inner', role: 'expert' });
     expect([state.recovery, state.error]).toEqual([null, null]);
@@ -408,23 +411,25 @@ describe('TrainSession', () => {
     expect(held.length).toBe(4);
   });
 
-  it('keeps the curve up to each checkpoint in the note, and draws it again when the noted run resumes after a reload', async () => {
-    const { session, log } = harness([
-      script([startEv(), step(1), step(2), step(3), saved(3)], lost()),
-      script([startEv({ resumedFrom: 3 }), step(4), step(5), step(6), saved(6, true), { type: 'done', steps: 6, stopped: false }]),
-    ]);
-    // the first run dies with its tab after step 3's checkpoint: its note holds the curve to step 3
+  it('keeps the curve in the note, step by step, and draws it again when the noted run resumes after a reload', async () => {
+    const { session, log } = harness([script([startEv(), step(1), step(2), step(3), saved(3), step(4), step(5)], lost())]);
+    // the first run dies with its tab at step 5, after step 3's checkpoint: its note names that one and holds the curve
     await session.start(note(), async () => REQ);
-    const noted = log.notes.find((n) => n.step === 3)!;
-    expect(noted.points!.map((p) => p.step)).toEqual([1, 2, 3]);
+    const noted = log.notes.at(-1)!;
+    expect(noted.step).toBe(3);
+    expect(noted.points!.map((p) => p.step)).toEqual([1, 2, 3, 4, 5]);
     expect(noted.points![2]).toEqual({ step: 3, loss: 1 / 3, lr: 1e-3, gradNorm: 0.5 });
-    // a new page: a session with nothing drawn resumes the noted run; the curve starts with the noted points
-    const after = harness([
-      script([startEv({ resumedFrom: 3 }), step(4), step(5), step(6), saved(6, true), { type: 'done', steps: 6, stopped: false }]),
-    ]);
-    const resumed: ActiveRun = JSON.parse(JSON.stringify(noted));
-    await after.session.start(resumed, async () => ({ ...REQ, resume: { runId: resumed.runId! } }));
-    expect(steps(after.state)).toEqual([1, 2, 3, 4, 5, 6]);
-    expect(after.log.train[0]!.req.resume).toEqual({ runId: 'run-a' });
+    // a new page: a session with nothing drawn resumes the noted run from the worker's newest checkpoint; the curve
+    // starts with the noted points up to it: step 3's, or step 5's when the worker saved that one (the registry's copy
+    // lags the worker's save)
+    for (const from of [3, 5]) {
+      const after = harness([
+        script([startEv({ resumedFrom: from }), step(from + 1), saved(from + 1, true), { type: 'done', steps: from + 1, stopped: false }]),
+      ]);
+      const resumed: ActiveRun = JSON.parse(JSON.stringify(noted));
+      await after.session.start(resumed, async () => ({ ...REQ, resume: { runId: resumed.runId! } }));
+      expect(steps(after.state)).toEqual(Array.from({ length: from + 1 }, (_, i) => i + 1));
+      expect(after.log.train[0]!.req.resume).toEqual({ runId: 'run-a' });
+    }
   });
 });

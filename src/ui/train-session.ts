@@ -271,6 +271,12 @@ export class TrainSession {
             if (holdPaused) void this.deps.services.engine.api().pauseTraining(id).catch(() => {});
           } else if (e.type === 'step') {
             s.points.push({ step: e.step, loss: e.loss, lr: e.lr, gradNorm: e.gradNorm });
+            // the note keeps the whole curve so far: a reload's resume goes on from the worker's newest checkpoint,
+            // which can be newer than the one the note names (the registry's copy lags the worker's save)
+            if (note.runId) {
+              note.points = s.points.map((p) => ({ ...p }));
+              this.notes.write(note);
+            }
             this.times.push(this.now());
             s.rate = stepsPerSec(this.times);
             s.eta = e.etaSec;
@@ -370,7 +376,6 @@ export class TrainSession {
     if (note.checkpointId && newId && note.checkpointId !== newId) await reg.remove(note.checkpointId).catch(() => {});
     note.checkpointId = newId;
     note.step = step;
-    note.points = this.state.points.filter((p) => p.step <= step);
     if (!final) this.notes.write(note);
     this.state.saved = `saved “${note.name}” at step ${step}${final ? '' : ' (intermediate)'}`;
   }

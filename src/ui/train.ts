@@ -67,9 +67,9 @@ export interface ActiveRun {
   runId?: string;
   /** Where its rows came from (TINY_SOURCE: the built-in split, which a reload has again; else a file to give again). */
   source?: string;
-  /** The loss curve up to its last checkpoint, so that a resume after a reload draws the run whole. */
+  /** The loss curve so far, so that a resume after a reload draws the run whole up to the checkpoint it goes on from. */
   points?: TrainPoint[];
-  /** The view's settings it was started with (steps, batch, save every, …), shown again when it resumes. */
+  /** The view's settings it was started with (steps, batch, save every, …, held-out questions), shown again when it resumes. */
   settings?: Record<string, number | string | boolean>;
 }
 

@@ -11,7 +11,10 @@
  *   questions, its curve is drawn beside the loss, and the checkpoint it keeps exports the bytes `rmas train-outer`
  *   writes with the same settings (a child process, run meanwhile). While it trains, a second tab of the same
  *   profile says the run is going there and refuses a second one (Web Locks).
- * About 3 minutes on two busy cores. Screenshots land in .cache/test-output/e2e/.
+ * - State that goes stale: an ask stopped on WebGPU leaves its cells cancelled, not running, and no error; a PNG
+ *   given to import is named as one; a reload mid-training asks first (beforeunload), and the run resumes in one
+ *   click with its curve whole; a checkpoint renamed in Checkpoints is listed under its new name in Ask.
+ * About 4 minutes on two busy cores. Screenshots land in .cache/test-output/e2e/.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -177,4 +180,93 @@ describe.sequential('a first hour on the built app (fresh profile, WebGPU defaul
       await ctx.close();
     }
   }, 1_200_000);
+
+  test('stale state: a stopped ask, a PNG import, a reload mid-training resumed in one click, a rename seen in Ask', async () => {
+    const { ctx, page, errors } = await openPage(app.browser(), app.url());
+    const dialogs: string[] = [];
+    page.on('dialog', (d) => {
+      dialogs.push(d.type());
+      void d.accept();
+    });
+    try {
+      // an ask stopped while a stage runs (WebGPU on SwiftShader: seconds a stage): that cell says cancelled, none runs on
+      await tab(page, 'ask');
+      await page.getByTestId('ask-style').selectOption('tiny');
+      await page.getByTestId('ask-rounds').fill('3');
+      await page.getByRole('textbox', { name: 'question' }).press('Control+Enter');
+      const cells = page.locator('#panel-ask [data-testid=timeline] td[data-state]');
+      await expect.poll(() => cells.evaluateAll((tds) => tds.map((td) => td.getAttribute('data-state'))), { timeout: 120_000 })
+        .toContain('running');
+      await page.locator('#panel-ask .actions button', { hasText: 'Stop' }).click();
+      await expect.poll(() => page.getByTestId('ask-status').textContent(), { timeout: 30_000 }).toBe('stopped');
+      const states = () => cells.evaluateAll((tds) => tds.map((td) => td.getAttribute('data-state')));
+      await expect.poll(states, { timeout: 60_000 }).toContain('cancelled'); // once the engine has let go of the stage
+      expect(await states()).not.toContain('running');
+      await expect(page.getByTestId('ask-status').textContent()).resolves.toBe('stopped');
+      expect(await page.locator('#panel-ask .error-box').count()).toBe(0);
+      await shot(page, 'ask-stopped');
+
+      // a PNG picked to import: named as one, with what to pick instead
+      await tab(page, 'checkpoints');
+      const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
+      await page.getByTestId('ckpt-import').setInputFiles({ name: 'shot.png', mimeType: 'image/png', buffer: png });
+      const box = page.locator('#panel-checkpoints .error-box');
+      await box.waitFor({ timeout: 20_000 });
+      expect(await box.getAttribute('data-error-name')).toBe('InvalidArgument');
+      await expect(box.locator('.msg').textContent()).resolves.toBe(
+        'shot.png is not a checkpoint (it looks like a PNG image): import a bundle (.zip) exported by the playground or ' +
+          '`rmas convert`, or an upstream link file (.pt, .safetensors)',
+      );
+
+      // a short outer run on the CPU device, checkpoints every 3 steps, reloaded mid-run
+      await tab(page, 'train');
+      await takeCpu(page, 'train', 'trains and scores its held-out questions');
+      await page.getByTestId('train-held-out').fill('0');
+      await page.getByTestId('train-max-steps').fill('12');
+      await page.getByTestId('train-save-every').fill('3');
+      await page.getByTestId('train-start').click();
+      const status = page.getByTestId('train-status');
+      const stepNow = async () => Number(/step (\d+) \/ 12/.exec((await status.textContent()) ?? '')?.[1] ?? 0);
+      // reloaded once the run has noted a checkpoint (what a reload offers to go on from; it lags its save by a step or two)
+      const noted = () => page.evaluate(() => (JSON.parse(localStorage.getItem('rmas.train.active') ?? '{}') as { step?: number }).step);
+      await expect.poll(noted, { timeout: 120_000, interval: 100 }).toBeGreaterThanOrEqual(3);
+      const last = (await noted())!;
+      expect(await stepNow()).toBeLessThan(12);
+      await page.reload();
+      await page.locator('#tab-ask').waitFor();
+      expect(dialogs).toEqual(['beforeunload']); // the page asked before the run's unsaved steps went
+      await tab(page, 'train');
+      const notice = page.getByTestId('interrupted');
+      await notice.waitFor({ timeout: 20_000 });
+      const said = (await notice.textContent())!.replace(/\s+/g, ' ');
+      const at = Number(/was interrupted at step (\d+) of 12/.exec(said)?.[1]);
+      expect([3, 6, 9], said).toContain(at);
+      expect(at).toBeGreaterThanOrEqual(last);
+      await expect(notice.textContent()).resolves.not.toMatch(/data again/); // the built-in split: nothing to give again
+      await page.getByTestId('train-resume-run').click(); // one click: the run goes on
+      await expect.poll(async () => (await status.textContent())?.trim(), { timeout: 300_000, interval: 500 })
+        .toMatch(/^saved “.*” at step 12$/);
+      // the curve whole: the steps noted up to the checkpoint the run went on from (the worker's newest), then the rest
+      await expect(page.locator('[data-testid=curves] figure[data-series=loss]').getAttribute('data-points')).resolves.toBe('12');
+      await expect(page.getByTestId('train-save-every').inputValue()).resolves.toBe('3');
+      const trained = /saved “(.*)” at step 12$/.exec((await status.textContent())!.trim())![1]!;
+
+      // renamed in Checkpoints, it is listed in Ask under its new name only
+      await tab(page, 'checkpoints');
+      const id = await page.locator('[data-testid=checkpoint-list] tbody tr').filter({ hasText: trained }).getAttribute('data-id');
+      const row = page.locator(`[data-testid=checkpoint-list] tbody tr[data-id="${id}"]`);
+      await row.locator('[data-action=rename]').click();
+      await row.getByRole('textbox', { name: 'new name' }).fill('my outer fine-tune');
+      await row.getByRole('textbox', { name: 'new name' }).press('Enter');
+      await expect.poll(() => page.locator('[data-testid=checkpoint-list] td.name').allTextContents(), { timeout: 20_000 })
+        .toEqual(['my outer fine-tune']);
+      await tab(page, 'ask');
+      const outerPicker = page.locator('#panel-ask details.links .role').last().locator('select option');
+      await expect.poll(() => outerPicker.allTextContents(), { timeout: 20_000 })
+        .toEqual([expect.any(String), 'my outer fine-tune (step 12)']);
+      expect(errors).toEqual([]);
+    } finally {
+      await ctx.close();
+    }
+  }, 900_000);
 });

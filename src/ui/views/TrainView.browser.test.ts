@@ -122,7 +122,7 @@ describe('TrainView', () => {
     const { api, services } = fakeEngine();
     activeRun.write({
       name: 'tiny outer 2026-12-05 05:00', style: TINY, loop: 'outer', maxSteps: 40, startedAt: 0, step: 20, checkpointId: 'ck0',
-      runId: 'run-a', source: TINY_SOURCE, settings: { saveSteps: 7, maxSteps: 40, lr: 2e-4 },
+      runId: 'run-a', source: TINY_SOURCE, settings: { saveSteps: 7, maxSteps: 40, lr: 2e-4, heldOut: 12 },
       points: [1, 2, 3].map((n) => ({ step: n, loss: 1 / n, lr: 2e-4, gradNorm: 0.5 })),
     });
     const target = document.body.appendChild(document.createElement('div'));
@@ -134,6 +134,9 @@ describe('TrainView', () => {
     await vi.waitFor(() => expect(api.train).toHaveBeenCalledTimes(1)); // one click: no Start to press
     expect(api.train.mock.calls[0]![0].resume).toEqual({ runId: 'run-a' });
     expect(target.querySelector<HTMLInputElement>('[data-testid="train-save-every"]')!.value).toBe('7');
+    // as many held-out questions as the run started with, not the view's default
+    expect(target.querySelector<HTMLInputElement>('[data-testid="train-held-out"]')!.value).toBe('12');
+    expect(api.train.mock.calls[0]![0].heldOut!.rows.length).toBe(12);
     // the noted steps 1–3 and the resumed run's step 1 event (the fake engine's)
     const loss = () => target.querySelector('[data-testid=curves] figure[data-series=loss]')!.getAttribute('data-points');
     await vi.waitFor(() => expect(loss()).toBe('4'));
