@@ -148,6 +148,14 @@ describe('AskView', () => {
     const doc = await fetch(link.href);
     expect(doc.ok).toBe(true);
     expect((await doc.text()).startsWith('# ')).toBe(true); // the repository's doc, served with the page
+    // a click reads it in place, rendered, not as raw Markdown in a new tab
+    link.click();
+    const dialog = target.querySelector<HTMLDialogElement>('[data-testid="method-doc-dialog"]')!;
+    await vi.waitFor(() => expect(dialog.querySelector('.md h1')?.textContent).toBe('RecursiveMAS: the method and the upstream layouts'));
+    expect(dialog.open).toBe(true);
+    expect(dialog.querySelectorAll('.md table').length).toBeGreaterThan(0);
+    dialog.querySelector<HTMLButtonElement>('[data-testid="method-doc-close"]')!.click();
+    await vi.waitFor(() => expect(dialog.open).toBe(false));
     expect(target.querySelector('[data-testid="expected"]')).toBeNull(); // nothing asked yet
 
     target.querySelector<HTMLButtonElement>('button.primary')!.click();
