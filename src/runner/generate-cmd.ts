@@ -3,8 +3,9 @@
  * writes the hidden states and logits of some token ids (or inputs_embeds); generate prints a completion
  * and the prefill and decode rates.
  */
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { DTypeMismatch, InvalidArgument, ShapeMismatch, UsageError } from '../errors';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { DTypeMismatch, InvalidArgument, ShapeMismatch, UnsafeModelFile, UsageError } from '../errors';
+import { readModelFile } from '../formats/model-file';
 import { writeFailed } from './outputs';
 import { SafetensorsFile, writeSafetensors } from '../formats/safetensors';
 import { openCheckpoint } from '../formats/safetensors-sharded';
@@ -66,8 +67,9 @@ async function loadModel(dir: string, backend: Backend) {
   const configFile = `${dir.replace(/\/+$/, '')}/config.json`;
   let text: string;
   try {
-    text = readFileSync(configFile, 'utf8');
+    text = await readModelFile(configFile);
   } catch (e) {
+    if (e instanceof UnsafeModelFile) throw e;
     throw new UsageError(`--model ${dir}: cannot read ${configFile} (${(e as Error).message}); give a Hugging Face model folder`);
   }
   const config = parseDecoderConfig(text, configFile);

@@ -6,8 +6,8 @@
  * are placed over N GPUs as `rmas train-outer --devices` places them (role i on device i mod N) and each GPU
  * is planned on its own. Exit 1 when it does not fit.
  */
-import { readFileSync } from 'node:fs';
-import { TrainingMemoryExceeded, UsageError } from '../errors';
+import { TrainingMemoryExceeded, UnsafeModelFile, UsageError } from '../errors';
+import { readModelFile } from '../formats/model-file';
 import { innerLinkShapes, outerLinkShapes, resolveInnerLinkType, resolveOuterLinkType } from '../mas/links';
 import { DEFAULT_ROUNDS, getStyle, schedule } from '../mas/styles';
 import { type DecoderConfig, parseDecoderConfig } from '../model/config';
@@ -74,15 +74,16 @@ function weightBytes(flag: string | undefined, c: DecoderConfig): number {
   return DTYPE_BYTES[c.savedDtype ?? ''] ?? 2;
 }
 
-function readConfig(spec: string): { name: string; dir: string; config: DecoderConfig } {
+async function readConfig(spec: string): Promise<{ name: string; dir: string; config: DecoderConfig }> {
   const eq = spec.indexOf('=');
   if (eq < 1 || eq === spec.length - 1) throw new UsageError(`--agent ${spec}: expected NAME=DIR, e.g. --agent expert=models/Qwen3-8B`);
   const [name, dir] = [spec.slice(0, eq), spec.slice(eq + 1)];
   const file = `${dir.replace(/\/+$/, '')}/config.json`;
   let text: string;
   try {
-    text = readFileSync(file, 'utf8');
+    text = await readModelFile(file);
   } catch (e) {
+    if (e instanceof UnsafeModelFile) throw e;
     throw new UsageError(`--agent ${spec}: cannot read ${file} (${(e as Error).message}); give a Hugging Face model folder`);
   }
   return { name, dir, config: parseDecoderConfig(text, file) };
@@ -123,10 +124,10 @@ function placed(input: MemoryPlanInput, names: readonly string[], n: number, lin
 export const planFits = (r: PlanMemoryResult): boolean => (r.devices ? r.devices.every((d) => d.plan.fits) : r.plan.fits);
 
 /** Builds the planner's input from the flags (the forwards in run order, the links) and plans. */
-export function planFromArgs(a: PlanArgs): PlanMemoryResult {
+export async function planFromArgs(a: PlanArgs): Promise<PlanMemoryResult> {
   const specs = a.agent ?? [];
   if (!specs.length) throw new UsageError('give at least one --agent NAME=DIR');
-  const agents = specs.map(readConfig);
+  const agents = await Promise.all(specs.map(readConfig));
   const byName = new Map(agents.map((x) => [x.name, x]));
   if (byName.size !== agents.length) throw new UsageError('each --agent needs its own NAME');
   const maxLength = int(a, 'max_length', 4096, 1);
@@ -279,8 +280,8 @@ export function formatPlan(r: PlanMemoryResult): string {
 }
 
 /** Runs the command; writes the table (or JSON) to `out` and throws TrainingMemoryExceeded when the peak is over the budget. */
-export function planMemoryCmd(a: PlanArgs, out: (s: string) => void): void {
-  const r = planFromArgs(a);
+export async function planMemoryCmd(a: PlanArgs, out: (s: string) => void): Promise<void> {
+  const r = await planFromArgs(a);
   out(a.json ? `${JSON.stringify(r, null, 2)}\n` : formatPlan(r));
   if (!planFits(r)) {
     const over = r.devices

@@ -7,7 +7,8 @@
  */
 import { copyFileSync, existsSync, linkSync, readFileSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { CorruptCheckpoint, MissingCheckpoint } from '../errors';
+import { CorruptCheckpoint, MissingCheckpoint, UnsafeModelFile } from '../errors';
+import { MODEL_FILE_DEFAULT_MAX_BYTES, modelFileRoot } from '../formats/model-file';
 
 /** The model and tokenizer files of a Hugging Face folder that a role repository carries (weights apart). */
 export const MODEL_CONFIG_FILES: readonly string[] = [
@@ -15,6 +16,21 @@ export const MODEL_CONFIG_FILES: readonly string[] = [
   'added_tokens.json', 'vocab.json', 'merges.txt', 'tokenizer.model',
 ];
 const INDEX = 'model.safetensors.index.json';
+
+/**
+ * The file `name` of the model folder `dir` resolves to; UnsafeModelFile where a symlink leads out of the folder (a hub
+ * snapshot's links into its blobs stay inside the repo's cache folder, as readModelFile takes them).
+ */
+function resolveInside(dir: string, name: string): string {
+  const real = realpathSync(join(dir, name));
+  const root = modelFileRoot(realpathSync(dir));
+  if (real !== root && !real.startsWith(`${root === '/' ? '' : root}/`)) {
+    throw new UnsafeModelFile(
+      `${join(dir, name)} is a symlink that leads out of ${dir}; it was refused and nothing of it was read. Use the file as the model ships it`,
+    );
+  }
+  return real;
+}
 
 /** The files of `dir` to place: config.json (required), the tokenizer files present, and the weights (one file, or the index and its shards). */
 export function modelFileNames(dir: string): string[] {
@@ -25,8 +41,13 @@ export function modelFileNames(dir: string): string[] {
   if (has(INDEX)) {
     let map: unknown;
     try {
-      map = (JSON.parse(readFileSync(join(dir, INDEX), 'utf8')) as { weight_map?: unknown }).weight_map;
+      const index = resolveInside(dir, INDEX);
+      if (statSync(index).size > MODEL_FILE_DEFAULT_MAX_BYTES) {
+        throw new UnsafeModelFile(`${join(dir, INDEX)} is larger than ${MODEL_FILE_DEFAULT_MAX_BYTES / 2 ** 20} MiB; it was refused unread`);
+      }
+      map = (JSON.parse(readFileSync(index, 'utf8')) as { weight_map?: unknown }).weight_map;
     } catch (e) {
+      if (e instanceof UnsafeModelFile) throw e;
       throw new CorruptCheckpoint(`${join(dir, INDEX)} is not valid JSON (${(e as Error).message}); download the model again`);
     }
     if (typeof map !== 'object' || map === null)
@@ -63,8 +84,9 @@ const NO_LINK = new Set(['EXDEV', 'EPERM', 'ENOTSUP', 'EOPNOTSUPP', 'EMLINK', 'E
  */
 export function placeModelFiles(source: string, dest: string, link: (from: string, to: string) => void = linkSync): PlacedModel {
   const files: Record<string, PlacedHow> = {};
-  for (const name of modelFileNames(source)) {
-    const from = realpathSync(join(source, name));
+  // every file resolved first: a link out of the folder refuses the whole placement before anything is placed
+  const resolved = modelFileNames(source).map((name) => [name, resolveInside(source, name)] as const);
+  for (const [name, from] of resolved) {
     const to = join(dest, name);
     const s = statSync(from);
     const d = existsSync(to) ? statSync(to) : null;
