@@ -11,7 +11,7 @@
 import {
   BindingLimitExceeded, DeviceLost, GpuOutOfMemory, GpuValidationError, ShaderCompileError, UnsupportedFeature,
 } from '../errors';
-import { type AcquireOptions, type AdapterReport, type WantedFeature, acquireDevice } from './device';
+import { type AcquireOptions, type AdapterReport, type WantedFeature, acquireDevice, isSoftwareAdapter } from './device';
 import type { GpuCounters } from './counters';
 
 export type { GpuCounters } from './counters';
@@ -61,6 +61,24 @@ export interface ContextOptions extends AcquireOptions {
   maxWorkgroupsPerDimension?: number;
   /** Submit automatically after this many dispatches in one batch. */
   maxBatch?: number;
+  /**
+   * How the decode GEMVs are cut (kernels/fused/gemv-wgsl.ts, gemvGeometry). 'wide': 32 lanes per weight row, 8 rows
+   * per 256-invocation workgroup, the norm statistics in every workgroup. 'narrow': a row's lanes sized to its words
+   * and to the subgroup width, 16 rows per workgroup, the norm computed once per step by a prologue dispatch.
+   * 'auto' (the default): narrow on software rasterisers (SwiftShader, lavapipe), wide elsewhere, until a GPU
+   * measures the narrow cut. RMAS_GEMV=wide|narrow (environment in Node, globalThis.RMAS_GEMV in a page) overrides.
+   */
+  gemv?: GemvSizing;
+}
+
+export type GemvSizing = 'auto' | 'wide' | 'narrow';
+
+/** The GEMV sizing asked for: the option, else RMAS_GEMV, else 'auto'. */
+function askedGemv(opt: GemvSizing | undefined): GemvSizing {
+  const g = globalThis as { RMAS_GEMV?: string; process?: { env?: Record<string, string | undefined> } };
+  const v = opt ?? g.RMAS_GEMV ?? g.process?.env?.RMAS_GEMV ?? 'auto';
+  if (v === 'auto' || v === 'wide' || v === 'narrow') return v;
+  throw new Error(`RMAS_GEMV=${v}: expected auto, wide or narrow`);
 }
 
 const ARENA_BYTES = 64 * 1024;
@@ -86,6 +104,8 @@ export class GpuContext {
   private readbackCount = 0;
   private weightBound = 0;
   private activationBound = 0;
+  private workgroupCount = 0;
+  private invocationCount = 0;
   /** Buffers holding model weights (markWeight); a buffer leaves the set when it goes back to the pool. */
   private readonly weights = new WeakSet<GPUBuffer>();
 
@@ -94,9 +114,16 @@ export class GpuContext {
    * the reductions assume (gpu/subgroups.ts); otherwise they reduce in workgroup memory.
    */
   readonly subgroupReduce: boolean;
+  /** The narrowest subgroup this device may give a pipeline where kernels reduce through subgroups; else 0. */
+  readonly subgroupMin: number;
+  /** The decode GEMVs take the narrow cut (ContextOptions.gemv). */
+  readonly gemvNarrow: boolean;
 
   private constructor(readonly device: GPUDevice, readonly report: AdapterReport, opts: ContextOptions, subgroups: SubgroupProbe | null) {
     this.subgroupReduce = !!subgroups?.contiguous;
+    this.subgroupMin = this.subgroupReduce ? report.subgroupMinSize : 0;
+    const gemv = askedGemv(opts.gemv);
+    this.gemvNarrow = gemv === 'narrow' || (gemv === 'auto' && isSoftwareAdapter(report));
     if (opts.maxWorkgroupsPerDimension) {
       report.limits.maxComputeWorkgroupsPerDimension = Math.min(
         report.limits.maxComputeWorkgroupsPerDimension,
@@ -201,6 +228,7 @@ export class GpuContext {
     return {
       dispatches: this.dispatchCount, submits: this.submitCount, readbacks: this.readbackCount,
       weightBytes: this.weightBound, activationBytes: this.activationBound,
+      workgroups: this.workgroupCount, invocations: this.invocationCount,
     };
   }
 
@@ -246,6 +274,8 @@ export class GpuContext {
     pass.setBindGroup(0, bindGroup);
     const [x, y = 1, z = 1] = d.workgroups;
     if (x > 0 && y > 0 && z > 0) pass.dispatchWorkgroups(x, y, z);
+    this.workgroupCount += x * y * z;
+    this.invocationCount += x * y * z * this.pipelines.invocations(d.key);
     this.dispatchCount++;
     if (++this.batched >= this.maxBatch) this.flush();
   }

@@ -12,6 +12,9 @@ export interface GpuCounters {
   readbacks: number;
   weightBytes: number;
   activationBytes: number;
+  /** Workgroups launched, and their invocations (workgroup size from the shader's @workgroup_size). */
+  workgroups: number;
+  invocations: number;
 }
 
 /** b − a, field by field (the work between two snapshots). */
@@ -19,5 +22,6 @@ export function counterDelta(a: GpuCounters, b: GpuCounters): GpuCounters {
   return {
     dispatches: b.dispatches - a.dispatches, submits: b.submits - a.submits, readbacks: b.readbacks - a.readbacks,
     weightBytes: b.weightBytes - a.weightBytes, activationBytes: b.activationBytes - a.activationBytes,
+    workgroups: b.workgroups - a.workgroups, invocations: b.invocations - a.invocations,
   };
 }

@@ -14,6 +14,9 @@ export interface AdapterReport {
   device: string;
   description: string;
   isFallback: boolean;
+  /** The adapter's subgroup widths (GPUAdapterInfo.subgroupMinSize/MaxSize); 0 where the browser does not say. */
+  subgroupMinSize: number;
+  subgroupMaxSize: number;
   features: Record<WantedFeature, boolean>;
   limits: {
     maxStorageBufferBindingSize: number;
@@ -93,6 +96,8 @@ export async function acquireDevice(opts: AcquireOptions = {}): Promise<{ device
     device: info.device ?? '',
     description: info.description ?? '',
     isFallback: !!(info as { isFallbackAdapter?: boolean }).isFallbackAdapter,
+    subgroupMinSize: (info as { subgroupMinSize?: number }).subgroupMinSize ?? 0,
+    subgroupMaxSize: (info as { subgroupMaxSize?: number }).subgroupMaxSize ?? 0,
     features,
     limits: {
       maxStorageBufferBindingSize: D.maxStorageBufferBindingSize,
@@ -107,4 +112,13 @@ export async function acquireDevice(opts: AcquireOptions = {}): Promise<{ device
     runtime,
   };
   return { device, report };
+}
+
+/**
+ * A software rasteriser: WebGPU run on the CPU (SwiftShader, Mesa's lavapipe/llvmpipe, softpipe). Dawn and Chromium
+ * mark them isFallbackAdapter; the names catch a browser that does not.
+ */
+export function isSoftwareAdapter(r: Pick<AdapterReport, 'isFallback' | 'architecture' | 'device' | 'description' | 'vendor'>): boolean {
+  return r.isFallback || /swiftshader|llvmpipe|lavapipe|softpipe/i.test(`${r.architecture} ${r.device} ${r.description}`)
+    || (r.vendor === 'mesa' && r.architecture === 'software');
 }

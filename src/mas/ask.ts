@@ -413,6 +413,7 @@ function addCounters(sum: (GpuCounters & { steps: number }) | null, c: GpuCounte
   if (!sum) return { ...c, steps };
   return {
     dispatches: sum.dispatches + c.dispatches, submits: sum.submits + c.submits, readbacks: sum.readbacks + c.readbacks,
-    weightBytes: sum.weightBytes + c.weightBytes, activationBytes: sum.activationBytes + c.activationBytes, steps: sum.steps + steps,
+    weightBytes: sum.weightBytes + c.weightBytes, activationBytes: sum.activationBytes + c.activationBytes,
+    workgroups: sum.workgroups + c.workgroups, invocations: sum.invocations + c.invocations, steps: sum.steps + steps,
   };
 }

@@ -1,6 +1,7 @@
 /**
- * The inner link's fused path (a latent step's link in at most 3 dispatches) against its plain ops, for every inner
- * link type, on Node WebGPU (Dawn on lavapipe) and on the CPU backend.
+ * The inner link's fused path (a latent step's link in at most 3 dispatches, one more in the GEMVs' narrow cut: the
+ * LayerNorm's prologue) against its plain ops, for every inner link type, on Node WebGPU (Dawn on lavapipe) and on the
+ * CPU backend.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CpuBackend } from '../tensor/cpu';
@@ -21,7 +22,7 @@ afterAll(() => gpu?.ctx.device.destroy());
 const D = 48;
 
 describe.each(Object.keys(INNER_LINK_TYPES) as InnerLinkType[])('fused inner link %s', (type) => {
-  it('equals the plain ops for 1 and 3 rows; at most 3 dispatches on WebGPU', async () => {
+  it('equals the plain ops for 1 and 3 rows; at most 3 dispatches on WebGPU (+1 narrow)', async () => {
     for (const b of [gpu, cpu] as Backend[]) {
       const link = InnerLink.create(b, D, { type, seed: 7 });
       // trained links have LN weights away from 1 and 0: perturb them so the fold is tested
@@ -40,7 +41,7 @@ describe.each(Object.keys(INNER_LINK_TYPES) as InnerLinkType[])('fused inner lin
         const dispatches = (b.counters?.().dispatches ?? 0) - before;
         const err = scaledError(await fused.read(), await plain.read());
         expect(err, `${b.kind} rows ${rows}`).toBeLessThan(1e-5);
-        if (b.kind === 'webgpu') expect(dispatches).toBeLessThanOrEqual(3);
+        if (b.kind === 'webgpu') expect(dispatches).toBeLessThanOrEqual(3 + (gpu.ctx.gemvNarrow ? 1 : 0));
         [x, plain, fused].forEach((t) => t.dispose());
       }
       link.dispose();

@@ -9,7 +9,7 @@ import { FAMILIES } from './config';
 import { scaledError } from '../testing/model';
 
 describe.each(FAMILIES)('fused steps on SwiftShader, %s', (family) => {
-  it.each(STEP_DTYPES)('%s weights: equal to the plain path within 1e-5 of the peak; ≤ 8 dispatches per layer', async (dtype) => {
+  it.each(STEP_DTYPES)('%s weights: equal to the plain path within 1e-5 of the peak; ≤ 8 + 2 dispatches per layer', async (dtype) => {
     const gpu = await gpuBackend();
     const m = await tinyModelIn(family, dtype, gpu);
     const plain = await stepOutputs(m, false);
@@ -17,7 +17,9 @@ describe.each(FAMILIES)('fused steps on SwiftShader, %s', (family) => {
     expect(scaledError(fused.out, plain.out)).toBeLessThan(1e-5);
     // a steady step (the first prepares the fused path's concatenated biases)
     const perLayer = (fused.dispatches.at(-1)! - 2 - (m.config.finalSoftcap !== null ? 3 : 0)) / m.config.layers;
-    expect(perLayer, `${fused.dispatches} fused layers ${m.fused.fusedLayers} plain ${plain.dispatches}`).toBeLessThanOrEqual(8);
+    // SwiftShader takes the GEMVs' narrow cut (ContextOptions.gemv): a prologue dispatch per normalised GEMV, 2 a layer
+    expect(gpu.ctx.gemvNarrow).toBe(true);
+    expect(perLayer, `${fused.dispatches} fused layers ${m.fused.fusedLayers} plain ${plain.dispatches}`).toBeLessThanOrEqual(8 + 2);
     m.dispose();
   });
 });

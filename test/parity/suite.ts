@@ -1,6 +1,7 @@
 import { describe, it } from 'vitest';
 import { CpuBackend } from '../../src/tensor/cpu';
 import { type ParityEnv, newRng } from '../../src/kernels/workbench/parity';
+import { WebGpuBackend } from '../../src/tensor/webgpu';
 import { gpuBackend } from '../util/gpu';
 import { allCases } from './all';
 
@@ -18,4 +19,22 @@ export function registerParitySuite(runtime: string) {
       });
     });
   }
+  // the fused GEMV's other cut (wide on a CPU rasteriser, narrow on a GPU: ContextOptions.gemv), its sums in workgroup
+  // memory (model/fused.gpu.test.ts runs both cuts through subgroups), against the same CPU reference
+  let other: Promise<WebGpuBackend> | null = null;
+  const fused = allCases.find((g) => g.group === 'fused')!.cases;
+  describe(`fused GEMV parity, the other cut (${runtime})`, () => {
+    fused.forEach((c, i) => {
+      if (!c.name.startsWith('fused GEMV')) return;
+      it(c.name, async () => {
+        other ??= gpuBackend().then((g) => WebGpuBackend.create({
+          gemv: g.ctx.gemvNarrow ? 'wide' : 'narrow', disableFeatures: ['subgroups'],
+        }));
+        const gpu = await other;
+        const env: ParityEnv = { gpu, cpu: new CpuBackend(), rng: newRng(1000 + i), f16: gpu.ctx.hasFeature('shader-f16') };
+        await c.run(env);
+        await gpu.sync();
+      });
+    });
+  });
 }

@@ -1,6 +1,6 @@
 /**
- * The WGSL of the fused GEMV (gemv.ts has what it computes): 8 weight rows per workgroup of 32 lanes each, up to 4
- * rows of x per workgroup, each weight word read once; the binding order of its inputs (`roles`).
+ * The WGSL of the fused GEMV (gemv.ts has what it computes): a workgroup holds `rows` weight rows of `lanes` lanes
+ * each (gemvGeometry) and up to 4 rows of x, each weight word read once; the binding order of its inputs (`roles`).
  */
 import { type DType, isQuant, rowBytes } from '../../formats/dtype';
 import { ACT_WGSL, MATH } from '../activation/wgsl';
@@ -21,11 +21,44 @@ export function roles(a: FusedGemvAttrs): string[] {
   return r;
 }
 
-export const ROWS = 8; // weight rows (outputs) per workgroup, 32 lanes each
 export const MR = 4; // rows of x per workgroup (one vec4 accumulator)
-const WG = ROWS * 32;
 /** Floats of staged input: with the 4 KB reduction array, 16 KB of workgroup memory (every device's minimum). */
 export const STAGE = 3072;
+
+/**
+ * How a GEMV is cut: `lanes` invocations sum each weight row, `rows` rows per workgroup. `shuffleOnly`: a row's lanes
+ * always share one subgroup (lanes ≤ the device's narrowest subgroup), so a butterfly of shuffles is the whole row sum.
+ */
+export interface Geometry {
+  lanes: number;
+  rows: number;
+  shuffleOnly: boolean;
+}
+
+/** The cut wide GPUs were tuned with: 32 lanes per row, 8 rows, 256 invocations. */
+export const WIDE: Geometry = { lanes: 32, rows: 8, shuffleOnly: false };
+
+/**
+ * The GEMV's cut. Wide unless `narrow`; narrow: lanes the subgroup width (4 without subgroups), fewer when a row has
+ * fewer words than that, so the row sum is shuffles alone; 16 rows (64 invocations at 4 lanes) per workgroup.
+ * On CPU rasterisers a lane is a SIMD slot: the wide cut leaves most idle on rows of 6–20 words and pays workgroup
+ * barriers for sums a subgroup makes alone.
+ */
+export function gemvGeometry(narrow: boolean, walks: readonly Walk[], K: number, subgroupMin: number): Geometry {
+  if (!narrow) return WIDE;
+  const words = Math.max(...walks.map((w) => lanesWork(w, K)));
+  const width = subgroupMin >= 4 ? Math.min(subgroupMin, 32) : 4;
+  let lanes = 4;
+  while (lanes < width && lanes < words) lanes *= 2;
+  return { lanes, rows: 16, shuffleOnly: subgroupMin >= lanes };
+}
+
+/** Steps of a row's walk: its loop's trip count at one lane. */
+function lanesWork(w: Walk, K: number): number {
+  if (w.mode === 'elem') return K;
+  if (isQuant(w.dtype)) return K / 32;
+  return w.dtype === 'f32' ? K / 4 : K / 8;
+}
 
 /** How one weight row is walked: whole vec4 words, scalar words, or one element per load; `ld` in those units' words. */
 interface Walk {
@@ -53,17 +86,25 @@ export interface Variant {
   /** Reduce through subgroups (GpuContext.subgroupReduce): one barrier per sum instead of a tree of them. */
   subgroups: boolean;
   paramDtypes: DType[];
+  geometry: Geometry;
+  /**
+   * The norm's prologue alone (the narrow cut): per row of x its statistics once, then the GEMV's input (normalised,
+   * gated) written out, and Gemma's pre-added sum; attrs.weights is 0. One workgroup of `PROLOGUE_WG` per 4 rows.
+   */
+  prologue?: boolean;
 }
 
+export const PROLOGUE_WG = 64;
+
 /** `fn dot_s(row: u32, lane: u32) -> vec4<f32>`: weight s's row against x's rows (aCol). */
-function dotFn(s: number, w: Walk, binding: number): string {
+function dotFn(s: number, w: Walk, binding: number, lanes: number): string {
   const name = `w${s}`;
   const ld = `u.ld${s}`;
   if (w.mode === 'elem') {
     return `${rowColLoader(name, binding, w.dtype, false, ld, 'u.K')}
 fn dot_${s}(row: u32, lane: u32) -> vec4<f32> {
   var acc = vec4<f32>(0.0);
-  for (var k = lane; k < u.K; k += 32u) { acc += load_${name}_rc(row, k) * aCol(k); }
+  for (var k = lane; k < u.K; k += ${lanes}u) { acc += load_${name}_rc(row, k) * aCol(k); }
   return acc;
 }`;
   }
@@ -72,7 +113,7 @@ fn dot_${s}(row: u32, lane: u32) -> vec4<f32> {
 fn dot_${s}(row: u32, lane: u32) -> vec4<f32> {
   var acc = vec4<f32>(0.0);
   let base = row * (${ld} >> 2u);
-  for (var g = lane; g < (u.K >> 2u); g += 32u) {
+  for (var g = lane; g < (u.K >> 2u); g += ${lanes}u) {
     let q = ${name}[base + g];
     let k = 4u * g;
     acc += q.x * aCol(k) + q.y * aCol(k + 1u) + q.z * aCol(k + 2u) + q.w * aCol(k + 3u);
@@ -93,7 +134,7 @@ fn ${name}_w1(i: u32) -> u32 { return ${name}[i]; }`;
     case 'q4_0':
       // a block: 4 words of nibbles (byte j holds element j low, j + 16 high), then its f16 scale among the row's scales
       loop = `let nb = u.K >> 5u;
-  for (var blk = lane; blk < nb; blk += 32u) {
+  for (var blk = lane; blk < nb; blk += ${lanes}u) {
     let q = ${name}_w4(base + 4u * blk);
     let s = unpack2x16float(${name}_w1(base + (u.K >> 3u) + (blk >> 1u)))[blk & 1u];
     let k = 32u * blk;
@@ -110,7 +151,7 @@ fn ${name}_w1(i: u32) -> u32 { return ${name}[i]; }`;
       break;
     case 'q8_0':
       loop = `let nb = u.K >> 5u;
-  for (var blk = lane; blk < nb; blk += 32u) {
+  for (var blk = lane; blk < nb; blk += ${lanes}u) {
     let s = unpack2x16float(${name}_w1(base + (u.K >> 2u) + (blk >> 1u)))[blk & 1u];
     let k = 32u * blk;
     var part = vec4<f32>(0.0);
@@ -131,7 +172,7 @@ fn ${name}_w1(i: u32) -> u32 { return ${name}[i]; }`;
       const unpack = w.dtype === 'f16'
         ? 'unpack2x16float(wd)'
         : 'vec2<f32>(bitcast<f32>(wd << 16u), bitcast<f32>(wd & 0xffff0000u))';
-      loop = `for (var g = lane; g < (u.K >> 3u); g += 32u) {
+      loop = `for (var g = lane; g < (u.K >> 3u); g += ${lanes}u) {
     let q = ${name}_w4(base + 4u * g);
     let k = 8u * g;
     for (var j = 0u; j < 4u; j++) {
@@ -156,6 +197,8 @@ fn dot_${s}(row: u32, lane: u32) -> vec4<f32> {
 
 export function fusedGemvWgsl(v: Variant): string {
   const a = v.attrs;
+  const { lanes, rows, shuffleOnly } = v.geometry;
+  const WG = v.prologue ? PROLOGUE_WG : lanes * rows;
   const names = roles(a);
   const b = (n: string) => names.indexOf(n) + 1;
   const pd = [...v.paramDtypes];
@@ -192,7 +235,7 @@ export function fusedGemvWgsl(v: Variant): string {
     a.norm?.kind === 'layer' ? stat('xin(i, k)', 'mu = t / f32(u.K);') : '',
     a.norm?.kind === 'layer' ? stat('(xin(i, k) - mu[i]) * (xin(i, k) - mu[i])', 'rr = inverseSqrt(t / f32(u.K) + u.eps);') : '',
   ].filter(Boolean).join('\n  ');
-  const segs = v.walks.map((w, s) => dotFn(s, w, b(`w${s}`))).join('\n');
+  const segs = v.walks.map((w, s) => dotFn(s, w, b(`w${s}`), lanes)).join('\n');
   const starts = ['0u', 'u.s1', 'u.s2', 'u.s3'];
   const main = a.glu
     ? 'acc = dot_0(n, lane);\n    acc2 = dot_1(n, lane);'
@@ -206,11 +249,11 @@ export function fusedGemvWgsl(v: Variant): string {
   if (a.glu) value = `act_f(${value}) * (r2[i]${a.bias ? ' + bias[u.N + n]' : ''})`;
   if (a.residual) value = `${value} + res[(m0 + i) * u.N + n]`;
   const act = a.glu ?? a.act;
-  // the sums: over the workgroup (row statistics) and over a weight row's 32 lanes
+  // the sums: over the workgroup (row statistics) and over a weight row's lanes
   const sums = v.subgroups
     ? `var<private> sgs: u32;
 ${blockSumWgsl('wsum_sg', WG, 'red')}
-${blockSumWgsl('rowsum', 32, 'red')}
+${v.prologue ? '' : shuffleOnly ? butterflyWgsl('rowsum', lanes) : blockSumWgsl('rowsum', lanes, 'red')}
 fn wsum(v: vec4<f32>, l: u32) -> vec4<f32> {
   let s = wsum_sg(v, l, sgs, 0u);
   workgroupBarrier();
@@ -227,16 +270,16 @@ fn wsum(v: vec4<f32>, l: u32) -> vec4<f32> {
   workgroupBarrier();
   return s;
 }
-fn rowsum(v: vec4<f32>, l: u32, first: bool) -> vec4<f32> {
+${v.prologue ? '' : `fn rowsum(v: vec4<f32>, l: u32, first: bool) -> vec4<f32> {
   if (!first) { workgroupBarrier(); }
   red[l] = v;
   workgroupBarrier();
-  for (var s = 16u; s > 0u; s >>= 1u) {
-    if (l % 32u < s) { red[l] += red[l + s]; }
+  for (var s = ${lanes / 2}u; s > 0u; s >>= 1u) {
+    if (l % ${lanes}u < s) { red[l] += red[l + s]; }
     workgroupBarrier();
   }
-  return red[l - l % 32u];
-}`;
+  return red[l - l % ${lanes}u];
+}`}`;
   const rowsum = (acc: string, second: boolean) =>
     v.subgroups ? `rowsum(${acc}, lid.x, sgs, ${second ? WG / 2 : 0}u)` : `rowsum(${acc}, lid.x, ${!second})`;
   return `${v.subgroups ? 'enable subgroups;\n' : ''}struct P {
@@ -257,7 +300,7 @@ var<private> ro: vec4<f32>;
 ${sums}
 fn xin(i: u32, k: u32) -> f32 { return ${xin}; }
 fn aval(i: u32, k: u32) -> f32 { return ${aval}; }
-${v.stage ? `var<workgroup> sa: array<f32, ${STAGE}>;
+${v.prologue ? prologueMain(v, stats, WG) : `${v.stage ? `var<workgroup> sa: array<f32, ${STAGE}>;
 fn aCol(k: u32) -> vec4<f32> {
   var v = vec4<f32>(0.0);
   for (var i = 0u; i < mr; i++) { v[i] = sa[i * u.K + k]; }
@@ -278,8 +321,8 @@ ${mainSignature(WG, v.subgroups ? SUBGROUP_BUILTINS : '')} {
   }` : ''}
   ${v.stage ? `for (var k = lid.x; k < u.K; k += ${WG}u) { for (var i = 0u; i < mr; i++) { sa[i * u.K + k] = aval(i, k); } }
   workgroupBarrier();` : ''}
-  let lane = lid.x % 32u;
-  let n = ${flatWorkgroup} * ${ROWS}u + lid.x / 32u;
+  let lane = lid.x % ${lanes}u;
+  let n = ${flatWorkgroup} * ${rows}u + lid.x / ${lanes}u;
   var acc = vec4<f32>(0.0);
   var acc2 = vec4<f32>(0.0);
   if (n < u.N) {
@@ -290,5 +333,35 @@ ${mainSignature(WG, v.subgroups ? SUBGROUP_BUILTINS : '')} {
   if (lane == 0u && n < u.N) {
     for (var i = 0u; i < mr; i++) { out[(m0 + i) * u.N + n] = ${value}; }
   }
+}`}`;
+}
+
+/** The prologue's entry point: the statistics, then x1 (pre-add) and the transformed input, element by element. */
+function prologueMain(v: Variant, stats: string, WG: number): string {
+  return `${mainSignature(WG, v.subgroups ? SUBGROUP_BUILTINS : '')} {
+  ${v.subgroups ? 'sgs = sg;' : ''}
+  m0 = wid.z * ${MR}u;
+  mr = min(${MR}u, u.M - m0);
+  ${stats}
+  for (var k = lid.x; k < u.K; k += ${WG}u) {
+    for (var i = 0u; i < mr; i++) {
+      ${v.attrs.preAdd ? 'x1[(m0 + i) * u.K + k] = xin(i, k);' : ''}
+      out[(m0 + i) * u.K + k] = aval(i, k);
+    }
+  }
+}`;
+}
+
+/**
+ * `fn <name>(v, l, sg, off) -> vec4<f32>` as blockSumWgsl's, for blocks of `lanes` that lie inside one subgroup: a
+ * butterfly of shuffles gives every lane the block's sum, with no workgroup memory and no barrier.
+ */
+function butterflyWgsl(name: string, lanes: number): string {
+  const masks: number[] = [];
+  for (let m = lanes / 2; m >= 1; m /= 2) masks.push(m);
+  return `fn ${name}(v: vec4<f32>, l: u32, sg: u32, off: u32) -> vec4<f32> {
+  var r = v;
+  ${masks.map((m) => `r += subgroupShuffleXor(r, ${m}u);`).join('\n  ')}
+  return r;
 }`;
 }

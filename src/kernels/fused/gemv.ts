@@ -7,17 +7,18 @@
  *
  * Weights are read as whole words, each once: q4_0 and q8_0 one block per lane step (its scale loaded once), f16/bf16
  * eight values per vec4 word, f32 four; rows whose words are not 16-byte aligned fall back to scalar words, and
- * shapes no word walk fits to one element per load. Every workgroup recomputes the row statistics it needs (x is a few
- * KB and cached); nothing is written between the norm and the product, so the norm costs no dispatch.
+ * shapes no word walk fits to one element per load. The wide cut (GPUs): every workgroup recomputes the row statistics
+ * it needs (x is a few KB and cached), so the norm costs no dispatch. The narrow cut (CPU rasterisers, where each
+ * repeated statistic is paid in full): a prologue dispatch computes them once and writes the GEMV's input.
  */
 import { InvalidArgument, ShapeMismatch } from '../../errors';
 import { type DType, isQuant } from '../../formats/dtype';
-import { Uniforms } from '../../gpu/context';
+import { GpuContext, Uniforms } from '../../gpu/context';
 import { ACT, type Activation } from '../activation/cpu';
 import { type CpuArray, type FloatArray, type GpuRef, type KernelDef, type Meta, binding, expectDType, expectRank } from '../kernel';
 import { dequantize } from '../matmul/cpu';
 import { floatValues } from '../rmsnorm/cpu';
-import { MR, ROWS, STAGE, type Variant, fusedGemvWgsl, roles, walkOf } from './gemv-wgsl';
+import { type Geometry, MR, STAGE, type Variant, WIDE, fusedGemvWgsl, gemvGeometry, roles, walkOf } from './gemv-wgsl';
 
 export interface FusedGemvAttrs {
   /** Normalisation of the (pre-added) input: RMSNorm x·rsqrt(mean x² + eps)·(offset + γ), or LayerNorm with γ, β. */
@@ -112,55 +113,81 @@ export const fusedGemvKernel: KernelDef<FusedGemvAttrs> = {
     const d = check(inputs.map((r) => r.meta), attrs);
     if (d.M === 0 || d.N === 0) return;
     const names = roles(attrs);
-    const dtypes = (n: string) => inputs[names.indexOf(n)].meta.dtype;
-    const walks = Array.from({ length: attrs.weights }, (_, s) => walkOf(dtypes(`w${s}`), d.K));
-    // the pipeline depends on the structure and dtypes only; sizes, eps and offsets are uniforms
-    // a transformed input (norm, gate, pre-add) small enough is staged in workgroup memory once instead of being
-    // recomputed for each of the workgroup's 8 weight rows
-    const stage = !!(attrs.norm || attrs.preAdd || attrs.inputGate) && Math.min(d.M, MR) * d.K <= STAGE;
-    const subgroups = ctx.subgroupReduce;
-    const v: Variant = {
-      attrs,
-      walks,
-      stage,
-      subgroups,
-      paramDtypes: ['wpost', 'gamma', 'beta'].filter((n) => names.includes(n)).map(dtypes),
-    };
-    const key = `fused_gemv_${JSON.stringify([
-      walks.map((w) => `${w.dtype}:${w.mode}`),
-      stage,
-      subgroups,
-      v.paramDtypes,
-      attrs.norm?.kind ?? '',
-      !!attrs.preAdd,
-      !!attrs.inputGate,
-      attrs.weights,
-      attrs.glu ?? '',
-      attrs.act ?? '',
-      !!attrs.bias,
-      !!attrs.residual,
-    ])}`;
-    const starts = [0];
-    for (const n of d.rows) starts.push(starts[starts.length - 1] + n);
-    const g = attrs.inputGate ?? { ld: 0, head: 1, headStride: 0, offset: 0 };
-    const norm = attrs.norm;
-    const u = new Uniforms().u32(d.M).u32(d.K).u32(d.N)
-      .f32(norm?.eps ?? 0).f32(norm?.kind === 'rms' ? norm.offset : 0).f32(attrs.preAdd?.eps ?? 0).f32(attrs.preAdd?.offset ?? 0)
-      .u32(g.ld).u32(g.head).u32(g.headStride).u32(g.offset)
-      .u32(starts[1] ?? 0).u32(starts[2] ?? 0).u32(starts[3] ?? 0);
-    for (let s = 0; s < 4; s++) u.u32(s < attrs.weights ? walks[s].ld : 0);
-    const groups = Math.ceil(d.N / ROWS);
-    const max = ctx.report.limits.maxComputeWorkgroupsPerDimension;
-    const [gx, gy] = groups <= max ? [groups, 1] : [max, Math.ceil(groups / max)];
-    ctx.dispatch({
-      key,
-      wgsl: () => fusedGemvWgsl(v),
-      uniforms: u,
-      bindings: [...inputs, ...outputs].map((r: GpuRef, i) => binding(r, `fused_gemv ${[...names, 'out', 'x1'][i]}`)),
-      workgroups: [gx, gy, Math.ceil(d.M / MR)],
-    });
+    const walks = Array.from({ length: attrs.weights }, (_, s) => walkOf(inputs[names.indexOf(`w${s}`)].meta.dtype, d.K));
+    const geometry = gemvGeometry(ctx.gemvNarrow, walks, d.K, ctx.subgroupMin);
+    if (geometry === WIDE || !(attrs.norm || attrs.preAdd)) {
+      gemvDispatch(ctx, d, inputs, outputs, attrs, geometry);
+      return;
+    }
+    // the narrow cut: the prologue writes the GEMV's input (and Gemma's sum) once; the GEMV takes it as a plain x
+    const preAttrs = { ...attrs, weights: 0, bias: false, residual: false };
+    const pre = roles(preAttrs);
+    const bytes = d.M * d.K * 4;
+    const buf = ctx.createBuffer(bytes, GpuContext.STORAGE, 'fused-gemv-input');
+    const xin: GpuRef = { meta: { shape: [d.M, d.K], dtype: 'f32' }, chunks: [{ buffer: buf, offset: 0, size: bytes, rows: d.M }] };
+    gemvDispatch(ctx, d, inputs.slice(0, pre.length), [xin, ...outputs.slice(1)], preAttrs, geometry, true);
+    const rest = { weights: attrs.weights, glu: attrs.glu, act: attrs.act, bias: attrs.bias, residual: attrs.residual };
+    gemvDispatch(ctx, d, [xin, ...inputs.slice(pre.length)], outputs.slice(0, 1), rest, geometry);
+    ctx.releaseBuffer(buf);
   },
 };
+
+/** One dispatch of the GEMV (or, with `prologue`, of its norm's prologue) on refs in `roles(attrs)` order. */
+function gemvDispatch(
+  ctx: GpuContext, d: Dims, inputs: GpuRef[], outputs: GpuRef[], attrs: FusedGemvAttrs, geometry: Geometry, prologue = false,
+) {
+  const names = roles(attrs);
+  const dtypes = (n: string) => inputs[names.indexOf(n)].meta.dtype;
+  const walks = Array.from({ length: attrs.weights }, (_, s) => walkOf(dtypes(`w${s}`), d.K));
+  // the pipeline depends on the structure and dtypes only; sizes, eps and offsets are uniforms
+  // a transformed input (norm, gate, pre-add) small enough is staged in workgroup memory once instead of being
+  // recomputed for each of the workgroup's weight rows
+  const stage = !prologue && !!(attrs.norm || attrs.preAdd || attrs.inputGate) && Math.min(d.M, MR) * d.K <= STAGE;
+  const subgroups = ctx.subgroupReduce;
+  const v: Variant = {
+    attrs,
+    walks,
+    stage,
+    subgroups,
+    paramDtypes: ['wpost', 'gamma', 'beta'].filter((n) => names.includes(n)).map(dtypes),
+    geometry,
+    prologue,
+  };
+  const cut = prologue ? '_prologue' : geometry === WIDE ? '' : `_l${geometry.lanes}r${geometry.rows}${geometry.shuffleOnly ? 's' : ''}`;
+  const key = `fused_gemv${cut}_${JSON.stringify([
+    walks.map((w) => `${w.dtype}:${w.mode}`),
+    stage,
+    subgroups,
+    v.paramDtypes,
+    attrs.norm?.kind ?? '',
+    !!attrs.preAdd,
+    !!attrs.inputGate,
+    attrs.weights,
+    attrs.glu ?? '',
+    attrs.act ?? '',
+    !!attrs.bias,
+    !!attrs.residual,
+  ])}`;
+  const starts = [0];
+  for (const n of d.rows) starts.push(starts[starts.length - 1] + n);
+  const g = attrs.inputGate ?? { ld: 0, head: 1, headStride: 0, offset: 0 };
+  const norm = attrs.norm;
+  const u = new Uniforms().u32(d.M).u32(d.K).u32(d.N)
+    .f32(norm?.eps ?? 0).f32(norm?.kind === 'rms' ? norm.offset : 0).f32(attrs.preAdd?.eps ?? 0).f32(attrs.preAdd?.offset ?? 0)
+    .u32(g.ld).u32(g.head).u32(g.headStride).u32(g.offset)
+    .u32(starts[1] ?? 0).u32(starts[2] ?? 0).u32(starts[3] ?? 0);
+  for (let s = 0; s < 4; s++) u.u32(s < attrs.weights ? walks[s].ld : 0);
+  const groups = prologue ? 1 : Math.ceil(d.N / geometry.rows);
+  const max = ctx.report.limits.maxComputeWorkgroupsPerDimension;
+  const [gx, gy] = groups <= max ? [groups, 1] : [max, Math.ceil(groups / max)];
+  ctx.dispatch({
+    key,
+    wgsl: () => fusedGemvWgsl(v),
+    uniforms: u,
+    bindings: [...inputs, ...outputs].map((r: GpuRef, i) => binding(r, `fused_gemv ${[...names, 'out', 'x1'][i]}`)),
+    workgroups: [gx, gy, Math.ceil(d.M / MR)],
+  });
+}
 
 // --- the CPU reference: the unfused ops one after another ---
 
