@@ -79,7 +79,7 @@ describe('--device: upstream\'s spelling of --backend and --devices', () => {
       '--json',
     );
     expect(ok.code, ok.err).toBe(0);
-    expect(ok.err).toContain('backend: cpu (f32)\n');
+    expect(ok.err).toContain('backend: cpu (f32, wasm simd)\n');
   });
 
   const emu = join(ROOT, 'native/cuda/build-emu/rmas_cuda.node');

@@ -10,6 +10,7 @@
 import { BindingLimitExceeded, DTypeMismatch, ShapeMismatch } from '../errors';
 import type { DType } from '../formats/dtype';
 import type { GpuContext } from '../gpu/context';
+import type { WasmMatmul } from './matmul/wasm';
 
 export interface Meta {
   readonly shape: readonly number[];
@@ -67,10 +68,19 @@ export type HalfGemm = 'round' | 'split';
 export const CUDA_DTYPE: Readonly<Record<DType, number>> = { f32: 0, f16: 1, bf16: 2, q8_0: 3, q4_0: 4, i32: 5 };
 export const cudaDType = (d: DType): number => CUDA_DTYPE[d];
 
+/** What a kernel's `cpu` hook is told besides its arrays. */
+export interface CpuMeta {
+  inputs: readonly Meta[];
+  outputs: readonly Meta[];
+  /** The CPU backend's WebAssembly SIMD kernels (matmul/wasm.ts), absent on the TypeScript path. */
+  wasm?: WasmMatmul;
+}
+
 export interface KernelDef<A> {
   name: string;
   outputs(inputs: readonly Meta[], attrs: A): Meta[];
-  cpu(inputs: CpuArray[], outputs: CpuArray[], attrs: A, meta: { inputs: readonly Meta[]; outputs: readonly Meta[] }): void;
+  /** The reference; `meta.wasm`, where the backend has them, the WebAssembly SIMD kernels a hook may use instead. */
+  cpu(inputs: CpuArray[], outputs: CpuArray[], attrs: A, meta: CpuMeta): void;
   webgpu(ctx: GpuContext, inputs: GpuRef[], outputs: GpuRef[], attrs: A): void;
   /**
    * The CUDA implementation (src/tensor/cuda.ts calls it); outputs come preallocated and uninitialised,

@@ -7,16 +7,42 @@ import { InvalidArgument } from '../errors';
 import { type DType, byteSize } from '../formats/dtype';
 import { decode, encode } from '../formats/encode';
 import type { CpuArray, KernelDef, Meta } from '../kernels/kernel';
+import { WasmMatmul } from '../kernels/matmul/wasm';
 import type { Backend } from './backend';
 import { checkBytes, checkReshape, checkShape, checkValues, checkView, sameBackend } from './check';
 import { type Storage, Tensor } from './tensor';
 
+/** Which matmul kernels an f32 CPU backend runs: the WebAssembly SIMD ones, or the TypeScript reference. */
+export type CpuKernels = 'wasm' | 'ts';
+
+let loaded: WasmMatmul | string | undefined;
+/** The WebAssembly kernels, loaded once per realm, or why they cannot run here. */
+function wasmKernels(): WasmMatmul | string {
+  loaded ??= WasmMatmul.load();
+  return loaded;
+}
+
 export class CpuBackend implements Backend {
   readonly kind = 'cpu' as const;
   readonly name: string;
+  /** The WebAssembly SIMD kernels this backend's matmuls run on; absent: the TypeScript reference. */
+  readonly wasm?: WasmMatmul;
 
-  constructor(readonly precision: 'f32' | 'f64' = 'f32') {
-    this.name = `cpu (${precision})`;
+  /**
+   * `kernels` (f32 only; f64 is always the reference) defaults to 'wasm' where WebAssembly SIMD loads, and the
+   * name says which path runs and why the reference runs where 'wasm' was asked for.
+   */
+  constructor(readonly precision: 'f32' | 'f64' = 'f32', opts: { kernels?: CpuKernels } = {}) {
+    let path = '';
+    if (precision === 'f32' && (opts.kernels ?? 'wasm') === 'wasm') {
+      const k = wasmKernels();
+      if (typeof k === 'string') path = `, TypeScript kernels: ${k}`;
+      else {
+        this.wasm = k;
+        path = ', wasm simd';
+      }
+    }
+    this.name = `cpu (${precision}${path})`;
   }
 
   private alloc(shape: readonly number[], dtype: DType): CpuArray {
@@ -99,7 +125,7 @@ export class CpuBackend implements Backend {
     const inMeta: Meta[] = inputs.map((t) => ({ shape: t.shape, dtype: t.dtype }));
     const outMeta = def.outputs(inMeta, attrs);
     const outs = outMeta.map((m) => this.alloc(m.shape, m.dtype));
-    def.cpu(inputs.map((t) => this.data(t)), outs, attrs, { inputs: inMeta, outputs: outMeta });
+    def.cpu(inputs.map((t) => this.data(t)), outs, attrs, { inputs: inMeta, outputs: outMeta, wasm: this.wasm });
     return outs.map((d, i) => this.wrap(d, outMeta[i].shape, outMeta[i].dtype));
   }
 

@@ -58,9 +58,16 @@ for (const precision of ['f64', 'f32'] as const) {
         const g = G.outer.config1.steps[k];
         expect(Math.abs(s.loss - g.loss) / g.loss, `loss ${k}`).toBeLessThan(tol.outer);
         expect(s.stateErr, `weights after step ${k}`).toBeLessThan(tol.outer);
-        // the forward and backward are the same arithmetic: equal; clipping per backend agrees to f32 rounding
-        expect(s.loss).toBe(one[k].loss);
-        expect(s.ce).toEqual(one[k].ce);
+        // the forward and backward are the same arithmetic: equal at step 0. Clipping per backend agrees to f32
+        // rounding, so the weights a later step starts from may differ in their last bit (without clipping the
+        // losses stay equal on either matmul path; with it the reference's happened to)
+        if (k === 0) {
+          expect(s.loss).toBe(one[k].loss);
+          expect(s.ce).toEqual(one[k].ce);
+        } else {
+          expect(Math.abs(s.loss / one[k].loss - 1)).toBeLessThan(1e-6);
+          s.ce.flat().forEach((c, i) => expect(Math.abs(c / one[k].ce.flat()[i] - 1)).toBeLessThan(1e-6));
+        }
         expect(Math.abs(s.gradNorm / one[k].gradNorm - 1)).toBeLessThan(1e-6);
         expect(Math.abs(s.stateErr - one[k].stateErr)).toBeLessThan(1e-5);
       }

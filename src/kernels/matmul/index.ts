@@ -32,8 +32,9 @@ export const matmulKernel: KernelDef<MatmulAttrs> = {
   outputs([a, b, bias], attrs) {
     return [{ shape: planMatmul(a, b, bias, attrs).outShape, dtype: 'f32' }];
   },
-  cpu([a, b, bias], [out], attrs, { inputs }) {
+  cpu([a, b, bias], [out], attrs, { inputs, wasm }) {
     const p = planMatmul(inputs[0], inputs[1], inputs[2], attrs);
+    if (wasm?.matmul(p, a as FloatArray, b, inputs[1].dtype, bias ? (bias as FloatArray) : null, out as FloatArray)) return;
     const bv = dequantize(b, inputs[1].dtype, inputs[1].shape);
     matmulForward(p, a as FloatArray, bv, bias ? (bias as FloatArray) : null, out as FloatArray);
   },

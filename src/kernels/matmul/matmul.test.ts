@@ -8,7 +8,7 @@ import { Rng } from '../../util/rng';
 import { TOL, assertClose } from '../workbench/close';
 import { matmulKernel } from '.';
 
-const cpu = new CpuBackend();
+const cpu = new CpuBackend('f32', { kernels: 'ts' }); // the reference itself; wasm.test.ts checks the kernels against it
 const f64 = new CpuBackend('f64');
 const read = async (t: Tensor) => [...(await t.read())];
 

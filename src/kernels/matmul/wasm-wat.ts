@@ -1,0 +1,230 @@
+/**
+ * The CPU backend's WebAssembly SIMD matmul kernels, written as WAT text by this builder (as the WGSL builders write
+ * shaders): y[m, n] = Σ_k x[m, k]·W[n, k] (+ bias[n]) with W stored as f32, bf16, q8_0 or q4_0 rows, read in place.
+ * `npm run build:cpu-kernels` compiles this text with wabt into wasm-bytes.ts; a test checks the two agree.
+ *
+ * One export per weight dtype, `gemm_<dtype>(w, ld, K, x, M, y, ldy, n0, n1, bias)`, computes the rows n0 ≤ n < n1
+ * of y for all M rows of x: a row range is the unit a worker thread can take. x is M rows of K f32 (contiguous),
+ * y has ldy floats per row, ld is a weight row's bytes, bias is an address or 0 (none). Blocks of 4 weight rows ×
+ * 2 x rows each keep 8 f32x4 sums in registers, so each weight vector decoded serves 2 rows of x and each x vector
+ * 4 weight rows; single rows and columns finish the edges. Products and sums are f32 (the TypeScript reference
+ * sums in f64): the kernels equal it within f32 summation error (wasm.test.ts states the bound).
+ *
+ * Quantized rows (formats/dtype.ts): quant bytes first, then one f16 scale per 32-value block. Each value is widened
+ * to f32 and multiplied by its block's scale, which gives the weight exactly as the reference decodes it (an 8-bit
+ * integer times an f16 is exact in f32), then summed as float rows are; scales are read through a table of all 65536
+ * f16 values as f32 at F16_TABLE (filled by the loader), since wasm has no f16 conversion.
+ */
+export type WasmDType = 'f32' | 'bf16' | 'q8_0' | 'q4_0';
+export const WASM_DTYPES: readonly WasmDType[] = ['f32', 'bf16', 'q8_0', 'q4_0'];
+/** Byte address of the f16 → f32 table (65536 f32); addresses below it stay unused so that 0 means "none". */
+export const F16_TABLE = 1024;
+/** First byte the loader's heap may use. */
+export const HEAP_BASE = F16_TABLE + 4 * 65536;
+
+const get = (n: string) => `(local.get $${n})`;
+const i32 = (v: number) => `(i32.const ${v})`;
+const add = (a: string, b: string) => `(i32.add ${a} ${b})`;
+const fadd = (a: string, b: string) => `(f32x4.add ${a} ${b})`;
+const fmul = (a: string, b: string) => `(f32x4.mul ${a} ${b})`;
+const set = (n: string, v: string) => `(local.set $${n} ${v})`;
+const load = (addr: string, off = 0) => `(v128.load${off ? ` offset=${off}` : ''} align=1 ${addr})`;
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+
+/** Sum of the four lanes: (l0 + l1) + (l2 + l3). */
+const hsum = (v: string) =>
+  `(f32.add (f32.add (f32x4.extract_lane 0 ${v}) (f32x4.extract_lane 1 ${v})) ` +
+  `(f32.add (f32x4.extract_lane 2 ${v}) (f32x4.extract_lane 3 ${v})))`;
+
+/** Two f32x4 (values k..k+3, k+4..k+7) from a float row at byte address `a`: f32 loads, or bf16 widened. */
+function floatPair(dt: 'f32' | 'bf16', a: string, lo: string, hi: string): string[] {
+  if (dt === 'f32') return [set(lo, load(a)), set(hi, load(a, 16))];
+  return [
+    set(hi, load(a)),
+    set(lo, `(i32x4.shl (i32x4.extend_low_i16x8_u ${get(hi)}) ${i32(16)})`),
+    set(hi, `(i32x4.shl (i32x4.extend_high_i16x8_u ${get(hi)}) ${i32(16)})`),
+  ];
+}
+
+/** One weight value as f32 from byte address `a` (the scalar tail of float rows). */
+const floatScalar = (dt: 'f32' | 'bf16', a: string) =>
+  dt === 'f32' ? `(f32.load align=1 ${a})` : `(f32.reinterpret_i32 (i32.shl (i32.load16_u align=1 ${a}) ${i32(16)}))`;
+
+/**
+ * Values 8j..8j+7 of quant block `blk` of the row at `w` as two f32x4 (`lo`, `hi`), times the block's scale `d`
+ * (a splatted local): the weight's exact values, as the reference decodes them.
+ */
+function quantGroup(dt: 'q8_0' | 'q4_0', w: string, blk: string, j: number, d: string): string[] {
+  const wide = (half: 'low' | 'high') => fmul(`(f32x4.convert_i32x4_s (i32x4.extend_${half}_i16x8_s ${get('t')}))`, get(d));
+  let bytes: string;
+  if (dt === 'q8_0') bytes = `(v128.load8x8_s offset=${8 * j} align=1 ${add(w, `(i32.shl ${blk} ${i32(5)})`)})`;
+  else {
+    // low nibbles are values 0..15, high nibbles 16..31, each minus 8
+    const u = `(v128.load8x8_u offset=${8 * (j % 2)} align=1 ${add(w, `(i32.shl ${blk} ${i32(4)})`)})`;
+    const nib = j < 2 ? `(v128.and ${u} (v128.const i16x8 15 15 15 15 15 15 15 15))` : `(i16x8.shr_u ${u} ${i32(4)})`;
+    bytes = `(i16x8.sub ${nib} (v128.const i16x8 8 8 8 8 8 8 8 8))`;
+  }
+  return [set('t', bytes), set('lo', wide('low')), set('hi', wide('high'))];
+}
+
+/**
+ * One block of R weight rows × C x rows: `(w ld K x xs y ys bias)`, w the first weight row, x the first x row (xs
+ * bytes apart), y the output of (first x row, first weight row) (ys bytes per x row).
+ */
+function blockFunc(dt: WasmDType, R: number, C: number): string {
+  const rows = range(R);
+  const cols = range(C);
+  // with one x row, two sums per weight row (even and odd vectors) break the add chain
+  const H = C === 1 ? 2 : 1;
+  const acc = (r: number, c: number, h = 0) => `a${r}_${c}_${h}`;
+  const locals = ['(local $k i32)', '(local $sc f32)'];
+  for (const r of rows) locals.push(`(local $w${r} i32)`);
+  for (const c of cols) locals.push(`(local $x${c} i32)`);
+  for (const r of rows) for (const c of cols) {
+    for (const h of range(H)) locals.push(`(local $${acc(r, c, h)} v128)`);
+    locals.push(`(local $s${r}_${c} f32)`);
+  }
+  for (const n of ['t', 'lo', 'hi', ...rows.map((r) => `d${r}`)]) locals.push(`(local $${n} v128)`);
+  for (const c of cols) locals.push(`(local $xl${c} v128) (local $xh${c} v128)`);
+
+  const body: string[] = [];
+  for (const r of rows) body.push(set(`w${r}`, r === 0 ? get('w') : add(get(`w${r - 1}`), get('ld'))));
+  for (const c of cols) body.push(set(`x${c}`, c === 0 ? get('x') : add(get(`x${c - 1}`), get('xs'))));
+  body.push(set('k', i32(0)));
+  const xAt = (c: number, scale: number) => add(get(`x${c}`), `(i32.shl ${get('k')} ${i32(scale)})`);
+
+  /** Adds lo·xl + hi·xh of weight row r into its sums with each x row. */
+  const accumulate = (r: number) =>
+    cols.flatMap((c) => {
+      if (H === 2) {
+        return [
+          set(acc(r, c, 0), fadd(get(acc(r, c, 0)), fmul(get('lo'), get(`xl${c}`)))),
+          set(acc(r, c, 1), fadd(get(acc(r, c, 1)), fmul(get('hi'), get(`xh${c}`)))),
+        ];
+      }
+      return [set(acc(r, c), fadd(get(acc(r, c)), fadd(fmul(get('lo'), get(`xl${c}`)), fmul(get('hi'), get(`xh${c}`)))))];
+    });
+
+  if (dt === 'f32' || dt === 'bf16') {
+    const es = dt === 'f32' ? 2 : 1; // log2 bytes per value
+    const step: string[] = [];
+    for (const c of cols) step.push(set(`xl${c}`, load(xAt(c, 2))), set(`xh${c}`, load(xAt(c, 2), 16)));
+    for (const r of rows) {
+      step.push(...floatPair(dt, add(get(`w${r}`), `(i32.shl ${get('k')} ${i32(es)})`), 'lo', 'hi'));
+      step.push(...accumulate(r));
+    }
+    body.push(
+      '(block $main_done (loop $main',
+      `(br_if $main_done (i32.gt_u ${add(get('k'), i32(8))} ${get('K')}))`,
+      ...step,
+      set('k', add(get('k'), i32(8))),
+      '(br $main)))',
+    );
+    // the last K mod 8 values, one at a time
+    const tail: string[] = [];
+    for (const r of rows) {
+      tail.push(`(local.set $sc ${floatScalar(dt, add(get(`w${r}`), `(i32.shl ${get('k')} ${i32(es)})`))})`);
+      for (const c of cols) {
+        const s = `s${r}_${c}`;
+        tail.push(set(s, `(f32.add ${get(s)} (f32.mul ${get('sc')} (f32.load align=1 ${xAt(c, 2)})))`));
+      }
+    }
+    body.push(
+      '(block $tail_done (loop $tail',
+      `(br_if $tail_done (i32.ge_u ${get('k')} ${get('K')}))`,
+      ...tail,
+      set('k', add(get('k'), i32(1))),
+      '(br $tail)))',
+    );
+  } else {
+    // k counts blocks of 32; each row's scales follow its quant bytes
+    const qBytes = dt === 'q8_0' ? get('K') : `(i32.shr_u ${get('K')} ${i32(1)})`;
+    const step: string[] = [];
+    for (const r of rows) {
+      const scaleAddr = add(add(get(`w${r}`), qBytes), `(i32.shl ${get('k')} ${i32(1)})`);
+      const d = `(f32.load offset=${F16_TABLE} (i32.shl (i32.load16_u align=1 ${scaleAddr}) ${i32(2)}))`;
+      step.push(set(`d${r}`, `(f32x4.splat ${d})`));
+    }
+    for (const j of range(4)) {
+      const xa = (c: number) => add(get(`x${c}`), `(i32.shl ${get('k')} ${i32(7)})`);
+      for (const c of cols) step.push(set(`xl${c}`, load(xa(c), 32 * j)), set(`xh${c}`, load(xa(c), 32 * j + 16)));
+      for (const r of rows) {
+        step.push(...quantGroup(dt, get(`w${r}`), get('k'), j, `d${r}`));
+        step.push(...accumulate(r));
+      }
+    }
+    body.push(
+      '(block $main_done (loop $main',
+      `(br_if $main_done (i32.ge_u (i32.shl ${get('k')} ${i32(5)}) ${get('K')}))`,
+      ...step,
+      set('k', add(get('k'), i32(1))),
+      '(br $main)))',
+    );
+  }
+  for (const r of rows) for (const c of cols) {
+    const v = H === 2 ? fadd(get(acc(r, c, 0)), get(acc(r, c, 1))) : get(acc(r, c));
+    let y = `(f32.add ${hsum(v)} ${get(`s${r}_${c}`)})`;
+    y = `(if (result f32) ${get('bias')} (then (f32.add ${y} (f32.load offset=${4 * r} ${get('bias')}))) (else ${y}))`;
+    body.push(`(f32.store offset=${4 * r} ${add(get('y'), `(i32.mul ${get('ys')} ${i32(c)})`)} ${y})`);
+  }
+  const params = ['w', 'ld', 'K', 'x', 'xs', 'y', 'ys', 'bias'].map((n) => `(param $${n} i32)`).join(' ');
+  return `(func $${dt}_${R}x${C} ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
+}
+
+/** The export: blocks of 4 weight rows × 2 x rows, then the edges. */
+function gemmFunc(dt: WasmDType): string {
+  const params = ['w', 'ld', 'K', 'x', 'M', 'y', 'ldy', 'n0', 'n1', 'bias'].map((n) => `(param $${n} i32)`).join(' ');
+  const call = (R: number, C: number) =>
+    `(call $${dt}_${R}x${C} ${add(get('w'), `(i32.mul ${get('n')} ${get('ld')})`)} ${get('ld')} ${get('K')} ` +
+    `${add(get('x'), `(i32.mul ${get('m')} ${get('xs')})`)} ${get('xs')} ` +
+    `${add(add(get('y'), `(i32.mul ${get('m')} ${get('ys')})`), `(i32.shl ${get('n')} ${i32(2)})`)} ${get('ys')} ` +
+    `(if (result i32) ${get('bias')} (then ${add(get('bias'), `(i32.shl ${get('n')} ${i32(2)})`)}) (else ${i32(0)})))`;
+  const rowsOf = (R: number, label: string) => [
+    `(block $${label}_done (loop $${label}`,
+    `(br_if $${label}_done (i32.gt_u ${add(get('n'), i32(R))} ${get('n1')}))`,
+    set('m', i32(0)),
+    `(block $${label}_m_done (loop $${label}_m`,
+    `(br_if $${label}_m_done (i32.gt_u ${add(get('m'), i32(2))} ${get('M')}))`,
+    call(R, 2),
+    set('m', add(get('m'), i32(2))),
+    `(br $${label}_m)))`,
+    `(if (i32.lt_u ${get('m')} ${get('M')}) (then ${call(R, 1)}))`,
+    set('n', add(get('n'), i32(R))),
+    `(br $${label})))`,
+  ];
+  return [
+    `(func (export "gemm_${dt}") ${params}`,
+    '  (local $n i32) (local $m i32) (local $xs i32) (local $ys i32)',
+    `  ${set('xs', `(i32.shl ${get('K')} ${i32(2)})`)} ${set('ys', `(i32.shl ${get('ldy')} ${i32(2)})`)}`,
+    `  ${set('n', get('n0'))}`,
+    ...rowsOf(4, 'quad').map((l) => `  ${l}`),
+    ...rowsOf(1, 'single').map((l) => `  ${l}`),
+    ')',
+  ].join('\n');
+}
+
+/**
+ * `read_bytes(addr, n) -> i32`: reads n bytes (a multiple of 64) as v128 words, four independent xor chains, and
+ * returns a lane of the result so that nothing is skipped: the memory bandwidth one thread reaches, which the
+ * benchmark reports the kernels' throughput against.
+ */
+const READ_BYTES = `(func (export "read_bytes") (param $p i32) (param $n i32) (result i32)
+  (local $end i32) (local $a v128) (local $b v128) (local $c v128) (local $d v128)
+  ${set('end', add(get('p'), get('n')))}
+  (block $done (loop $next
+    (br_if $done (i32.ge_u ${get('p')} ${get('end')}))
+    ${set('a', `(v128.xor ${get('a')} ${load(get('p'))})`)} ${set('b', `(v128.xor ${get('b')} ${load(get('p'), 16)})`)}
+    ${set('c', `(v128.xor ${get('c')} ${load(get('p'), 32)})`)} ${set('d', `(v128.xor ${get('d')} ${load(get('p'), 48)})`)}
+    ${set('p', add(get('p'), i32(64)))}
+    (br $next)))
+  (i32x4.extract_lane 0 (v128.xor (v128.xor ${get('a')} ${get('b')}) (v128.xor ${get('c')} ${get('d')}))))`;
+
+/** The whole module: one imported memory (so that worker threads can later share it), the four exports. */
+export function cpuKernelsWat(): string {
+  const funcs: string[] = [READ_BYTES];
+  for (const dt of WASM_DTYPES) {
+    for (const [R, C] of [[4, 2], [4, 1], [1, 2], [1, 1]]) funcs.push(blockFunc(dt, R, C));
+    funcs.push(gemmFunc(dt));
+  }
+  return `(module\n(import "env" "memory" (memory 1))\n${funcs.join('\n')}\n)\n`;
+}

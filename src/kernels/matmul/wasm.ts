@@ -1,0 +1,234 @@
+/**
+ * The CPU backend's fast matmul: the WebAssembly SIMD kernels of wasm-wat.ts over a heap in their own memory, loaded
+ * the same way in Node and the page (bytes inlined in wasm-bytes.ts, compiled synchronously, which a worker or Node
+ * allows at any size). The plain TypeScript of cpu.ts stays the reference: `matmul` returns false for what the
+ * kernels do not take (f64 tensors, f16 weights, B not stored [N, K]), and the caller runs the reference then.
+ *
+ * Weights are read in their storage dtype, never widened: a half or quantized B is copied into the heap once, on its
+ * first product, and stays there while its array lives (half and quantized tensors are frozen weights on the CPU
+ * backend: made by fromValues/fromBytes and never written in place). An f32 B may be a parameter that changes
+ * between calls, so it is copied in for each call, like the activations.
+ */
+import { f16BitsToF32, rowBytes } from '../../formats/dtype';
+import type { CpuArray, FloatArray } from '../kernel';
+import type { MatmulPlan } from './plan';
+import { CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
+import { F16_TABLE, HEAP_BASE, WASM_DTYPES, type WasmDType } from './wasm-wat';
+
+type Gemm = (w: number, ld: number, K: number, x: number, M: number, y: number, ldy: number, n0: number, n1: number, bias: number) => void;
+
+const PAGE = 65536;
+const ALIGN = 64;
+/** x rows staged per kernel call: a block that stays in L2 while every weight row passes over it. */
+const X_BLOCK_BYTES = 1 << 20;
+
+/** First-fit allocator over the module's memory, growing it as needed; addresses are ALIGN-aligned. */
+class Heap {
+  private top = HEAP_BASE;
+  /** Free blocks [addr, size], sorted by address, never adjacent. */
+  private free: [number, number][] = [];
+
+  constructor(readonly memory: WebAssembly.Memory) {}
+
+  /** An address of `size` bytes, or -1 when the memory cannot grow that far (4 GiB in all). */
+  alloc(size: number): number {
+    size = Math.max(ALIGN, Math.ceil(size / ALIGN) * ALIGN);
+    const i = this.free.findIndex(([, s]) => s >= size);
+    if (i >= 0) {
+      const [addr, s] = this.free[i];
+      if (s === size) this.free.splice(i, 1);
+      else this.free[i] = [addr + size, s - size];
+      return addr;
+    }
+    const need = this.top + size - this.memory.buffer.byteLength;
+    if (need > 0) {
+      try {
+        this.memory.grow(Math.ceil(need / PAGE));
+      } catch {
+        return -1;
+      }
+    }
+    this.top += size;
+    return this.top - size;
+  }
+
+  release(addr: number, size: number) {
+    size = Math.max(ALIGN, Math.ceil(size / ALIGN) * ALIGN);
+    let i = this.free.findIndex(([a]) => a > addr);
+    if (i < 0) i = this.free.length;
+    this.free.splice(i, 0, [addr, size]);
+    // merge with the next block, then the previous one
+    if (i + 1 < this.free.length && addr + size === this.free[i + 1][0]) {
+      this.free[i][1] += this.free[i + 1][1];
+      this.free.splice(i + 1, 1);
+    }
+    if (i > 0 && this.free[i - 1][0] + this.free[i - 1][1] === addr) {
+      this.free[i - 1][1] += this.free[i][1];
+      this.free.splice(i, 1);
+      i--;
+    }
+    // a free block at the top gives its bytes back to the bump pointer
+    const last = this.free[this.free.length - 1];
+    if (last && last[0] + last[1] === this.top) {
+      this.top = last[0];
+      this.free.pop();
+    }
+  }
+
+  bytes(addr: number, n: number) {
+    return new Uint8Array(this.memory.buffer, addr, n);
+  }
+
+  f32(addr: number, n: number) {
+    return new Float32Array(this.memory.buffer, addr, n);
+  }
+}
+
+function base64Bytes(s: string): Uint8Array<ArrayBuffer> {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** The kernels' module bytes (tests compare them with a fresh build). */
+export const cpuKernelsBytes = (): Uint8Array<ArrayBuffer> => base64Bytes(CPU_KERNELS_WASM_BASE64);
+
+interface Resident {
+  addr: number;
+  size: number;
+}
+
+/** y = x·Wᵀ (+ bias) through the WebAssembly SIMD kernels. */
+export class WasmMatmul {
+  private readonly heap: Heap;
+  private readonly gemm: Record<WasmDType, Gemm>;
+  private readonly readBytes: (addr: number, n: number) => number;
+  private readonly resident = new WeakMap<object, Resident>();
+  private readonly reclaim = new FinalizationRegistry<Resident>((r) => this.heap.release(r.addr, r.size));
+
+  private constructor(instance: WebAssembly.Instance, memory: WebAssembly.Memory) {
+    this.heap = new Heap(memory);
+    const table = new Float32Array(memory.buffer, F16_TABLE, 65536);
+    for (let h = 0; h < 65536; h++) table[h] = f16BitsToF32(h);
+    const ex = instance.exports as Record<string, Gemm>;
+    this.readBytes = instance.exports.read_bytes as (addr: number, n: number) => number;
+    this.gemm = Object.fromEntries(WASM_DTYPES.map((d) => [d, ex[`gemm_${d}`]])) as Record<WasmDType, Gemm>;
+  }
+
+  /** The kernels, or why they cannot run here (no WebAssembly SIMD, or compiling failed). */
+  static load(): WasmMatmul | string {
+    if (typeof WebAssembly !== 'object') return 'no WebAssembly';
+    const bytes = cpuKernelsBytes();
+    if (!WebAssembly.validate(bytes)) return 'no WebAssembly SIMD';
+    try {
+      const memory = new WebAssembly.Memory({ initial: Math.ceil(HEAP_BASE / PAGE) + 1, maximum: 65536 });
+      const instance = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env: { memory } });
+      return new WasmMatmul(instance, memory);
+    } catch (e) {
+      return `WebAssembly kernels failed to load (${e instanceof Error ? e.message : String(e)})`;
+    }
+  }
+
+  /**
+   * Read bandwidth of one thread in bytes/s: the best of `reps` passes over a heap block of `bytes` (benchmarks
+   * compare the kernels with it); 0 when the heap cannot hold the block.
+   */
+  readBandwidth(bytes = 256 << 20, reps = 5): number {
+    bytes -= bytes % 64;
+    const addr = this.heap.alloc(bytes);
+    if (addr < 0) return 0;
+    try {
+      this.heap.bytes(addr, bytes).fill(1);
+      let best = Infinity;
+      for (let r = 0; r < reps; r++) {
+        const t0 = performance.now();
+        this.readBytes(addr, bytes);
+        best = Math.min(best, performance.now() - t0);
+      }
+      return bytes / (best / 1000);
+    } finally {
+      this.heap.release(addr, bytes);
+    }
+  }
+
+  /** Whether `matmul` takes a weight of this dtype. */
+  static takes(dtype: string): dtype is WasmDType {
+    return (WASM_DTYPES as readonly string[]).includes(dtype);
+  }
+
+  /**
+   * C = A·Bᵀ (+ bias) over the plan, B stored [N, K] in `dtype`; false when the kernels do not take this product
+   * (the caller runs the reference) or the heap cannot hold it.
+   */
+  matmul(p: MatmulPlan, a: FloatArray, b: CpuArray, dtype: string, bias: FloatArray | null, out: FloatArray): boolean {
+    const { batch, M, N, K } = p;
+    if (!p.b.transB || !WasmMatmul.takes(dtype) || p.b.cols !== K) return false;
+    if (!(a instanceof Float32Array) || !(out instanceof Float32Array) || (bias && !(bias instanceof Float32Array))) return false;
+    if (batch * M * N * K === 0) return false;
+    const ld = rowBytes(dtype, K);
+    const wBytes = b.byteLength;
+    const rowsM = Math.max(2, Math.min(M, (Math.floor(X_BLOCK_BYTES / (4 * K)) >> 1) << 1));
+    const tmp: Resident[] = [];
+    const take = (size: number) => {
+      const addr = this.heap.alloc(size);
+      if (addr >= 0) tmp.push({ addr, size });
+      return addr;
+    };
+    try {
+      let w: number;
+      if (dtype === 'f32') {
+        w = take(wBytes);
+        if (w < 0) return false;
+        this.heap.bytes(w, wBytes).set(new Uint8Array(b.buffer, b.byteOffset, wBytes));
+      } else {
+        w = this.residentAddr(b);
+        if (w < 0) return false;
+      }
+      const x = take(4 * rowsM * K);
+      const y = take(4 * rowsM * N);
+      const bv = bias ? take(4 * N) : 0;
+      if (x < 0 || y < 0 || bv < 0) return false;
+      if (bias) this.heap.f32(bv, N).set(bias);
+      const gemm = this.gemm[dtype];
+      const { sb: asb, sm: asm, sk: ask } = p.a;
+      const { sb: csb, sm: csm, sn: csn } = p.c;
+      for (let bi = 0; bi < batch; bi++) {
+        const wb = w + bi * p.b.sbr * ld;
+        for (let m0 = 0; m0 < M; m0 += rowsM) {
+          const rows = Math.min(rowsM, M - m0);
+          const xs = this.heap.f32(x, rows * K);
+          for (let m = 0; m < rows; m++) {
+            const src = bi * asb + (m0 + m) * asm;
+            if (ask === 1) xs.set(a.subarray(src, src + K), m * K);
+            else for (let k = 0; k < K; k++) xs[m * K + k] = a[src + k * ask];
+          }
+          gemm(wb, ld, K, x, rows, y, N, 0, N, bv);
+          const ys = this.heap.f32(y, rows * N);
+          for (let m = 0; m < rows; m++) {
+            const dst = bi * csb + (m0 + m) * csm;
+            if (csn === 1) out.set(ys.subarray(m * N, (m + 1) * N), dst);
+            else for (let n = 0; n < N; n++) out[dst + n * csn] = ys[m * N + n];
+          }
+        }
+      }
+      return true;
+    } finally {
+      for (const r of tmp) this.heap.release(r.addr, r.size);
+    }
+  }
+
+  /** Heap address of a frozen weight's bytes, copied in on first use; -1 when the heap cannot hold it. */
+  private residentAddr(b: CpuArray): number {
+    const r = this.resident.get(b);
+    if (r) return r.addr;
+    const size = b.byteLength;
+    const addr = this.heap.alloc(size);
+    if (addr < 0) return -1;
+    this.heap.bytes(addr, size).set(new Uint8Array(b.buffer, b.byteOffset, size));
+    const entry = { addr, size };
+    this.resident.set(b, entry);
+    this.reclaim.register(b, entry);
+    return addr;
+  }
+}
