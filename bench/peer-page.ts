@@ -38,6 +38,9 @@ export async function openPeerPage(opts: { cacheDir?: string; log?: (line: strin
     const page = await browser.newPage();
     page.on('pageerror', (e) => log(`page error: ${e.message}`));
     page.on('console', (m) => { if (m.type() === 'error') log(`page console: ${m.text()}`); });
+    // the decode GEMVs' cut (ContextOptions.gemv), as RMAS_GEMV gives it to Node
+    const gemv = process.env.RMAS_GEMV;
+    if (gemv) await page.addInitScript((g) => { (globalThis as { RMAS_GEMV?: string }).RMAS_GEMV = g; }, gemv);
     await page.goto(url);
     await page.waitForFunction(() => !!window.rmasPeer, null, { timeout: 120_000 });
     const b = browser;

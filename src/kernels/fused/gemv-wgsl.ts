@@ -40,17 +40,18 @@ export const WIDE: Geometry = { lanes: 32, rows: 8, shuffleOnly: false };
 
 /**
  * The GEMV's cut. Wide unless `narrow`; narrow: lanes the subgroup width (4 without subgroups), fewer when a row has
- * fewer words than that, so the row sum is shuffles alone; 16 rows (64 invocations at 4 lanes) per workgroup.
+ * fewer words than that, so the row sum is shuffles alone; 16 rows (64 invocations at 4 lanes) per workgroup, fewer
+ * where 16 rows would pass the device's `maxInvocations` per workgroup.
  * On CPU rasterisers a lane is a SIMD slot: the wide cut leaves most idle on rows of 6–20 words and pays workgroup
  * barriers for sums a subgroup makes alone.
  */
-export function gemvGeometry(narrow: boolean, walks: readonly Walk[], K: number, subgroupMin: number): Geometry {
+export function gemvGeometry(narrow: boolean, walks: readonly Walk[], K: number, subgroupMin: number, maxInvocations = 256): Geometry {
   if (!narrow) return WIDE;
   const words = Math.max(...walks.map((w) => lanesWork(w, K)));
   const width = subgroupMin >= 4 ? Math.min(subgroupMin, 32) : 4;
   let lanes = 4;
   while (lanes < width && lanes < words) lanes *= 2;
-  return { lanes, rows: 16, shuffleOnly: subgroupMin >= lanes };
+  return { lanes, rows: Math.min(16, maxInvocations / lanes), shuffleOnly: subgroupMin >= lanes };
 }
 
 /** Steps of a row's walk: its loop's trip count at one lane. */

@@ -114,13 +114,13 @@ export const fusedGemvKernel: KernelDef<FusedGemvAttrs> = {
     if (d.M === 0 || d.N === 0) return;
     const names = roles(attrs);
     const walks = Array.from({ length: attrs.weights }, (_, s) => walkOf(inputs[names.indexOf(`w${s}`)].meta.dtype, d.K));
-    const geometry = gemvGeometry(ctx.gemvNarrow, walks, d.K, ctx.subgroupMin);
+    const geometry = gemvGeometry(ctx.gemvNarrow, walks, d.K, ctx.subgroupMin, ctx.report.limits.maxComputeInvocationsPerWorkgroup);
     if (geometry === WIDE || !(attrs.norm || attrs.preAdd)) {
       gemvDispatch(ctx, d, inputs, outputs, attrs, geometry);
       return;
     }
     // the narrow cut: the prologue writes the GEMV's input (and Gemma's sum) once; the GEMV takes it as a plain x
-    const preAttrs = { ...attrs, weights: 0, bias: false, residual: false };
+    const preAttrs: FusedGemvAttrs = { norm: attrs.norm, preAdd: attrs.preAdd, inputGate: attrs.inputGate, weights: 0 };
     const pre = roles(preAttrs);
     const bytes = d.M * d.K * 4;
     const buf = ctx.createBuffer(bytes, GpuContext.STORAGE, 'fused-gemv-input');
