@@ -1,0 +1,89 @@
+/**
+ * What `npm run bench:realsize` relies on, without timing it (issue 38): the models it makes have the released
+ * configs (layer counts, widths, heads, vocabularies; Llama-3.2-1B's and Gemma-3-1B's published parameter counts), the
+ * folders it writes load in the engine with the family's real tokenizer, and its PyTorch peer
+ * (scripts/peer/torch_decode.py) writes the greedy ids ours writes, on each family it covers, at a test's size (the
+ * same config fields and code paths, few small layers).
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { generate } from '../src/model/generate';
+import { loadDecoderFromDir } from '../src/model';
+import { parseDecoderConfig } from '../src/model/config';
+import { weightSpecs } from '../src/model/weights';
+import { CpuBackend } from '../src/tensor/cpu';
+import { REALSIZE_MODELS, makeRealsizeModel, realsizeModel, scaledDown } from '../bench/realsize/models';
+import { promptIds } from '../bench/realsize';
+
+const root = mkdtempSync(join(tmpdir(), 'rmas-realsize-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+/** The released text decoders (their config.json on the hub): layers, hidden, intermediate, heads / kv heads, vocab. */
+const RELEASED: Record<string, [number, number, number, number, number, number]> = {
+  'Qwen3-0.6B': [28, 1024, 3072, 16, 8, 151936],
+  'Qwen3.5-0.8B': [24, 1024, 3584, 8, 2, 248320],
+  'Llama-3.2-1B': [16, 2048, 8192, 32, 8, 128256],
+  'Gemma-3-1B': [26, 1152, 6912, 4, 1, 262144],
+  'Qwen3-1.7B': [28, 2048, 6144, 16, 8, 151936],
+};
+
+describe('bench:realsize models', () => {
+  it('have the released configs', () => {
+    expect(REALSIZE_MODELS.map((m) => m.name)).toEqual(Object.keys(RELEASED));
+    const params: Record<string, number> = {};
+    for (const m of REALSIZE_MODELS) {
+      const c = parseDecoderConfig(JSON.stringify(m.config), m.name);
+      expect([c.layers, c.hidden, c.intermediate, c.heads, c.kvHeads, c.vocabSize], m.name).toEqual(RELEASED[m.name]);
+      params[m.name] = weightSpecs(c).reduce((n, s) => n + s.shape.reduce((a, b) => a * b, 1), 0);
+    }
+    // the counts the hub's model pages give (tied embeddings counted once)
+    expect(params['Llama-3.2-1B']).toBe(1_235_814_400);
+    expect(params['Gemma-3-1B']).toBe(999_885_952);
+    expect(params['Qwen3-0.6B']).toBe(596_049_920);
+    // Qwen3.5-0.8B: 18 Gated DeltaNet layers and 6 gated attention layers of the 0.8B's text decoder
+    const q35 = parseDecoderConfig(JSON.stringify(realsizeModel('Qwen3.5-0.8B').config));
+    expect([q35.linearLayers.filter(Boolean).length, q35.deltaNet?.valueHeads, q35.deltaNet?.keyDim]).toEqual([18, 16, 128]);
+  });
+
+  it("the PyTorch peer writes ours's greedy ids on every family it covers (a test's size)", async () => {
+    for (const name of ['Qwen3-0.6B', 'Llama-3.2-1B', 'Gemma-3-1B']) {
+      const m = scaledDown(realsizeModel(name));
+      const dir = await makeRealsizeModel(m, root);
+      const ids = (await promptIds(dir, 12)).map((x) => x % 512);
+      const be = new CpuBackend('f32');
+      const model = await loadDecoderFromDir(dir, be);
+      const ours = (await generate(model, { inputIds: ids, maxNewTokens: 8, sampling: { greedy: true }, eosTokenIds: [] })).tokens;
+      const cache = model.newCache(ids.length);
+      const idsT = be.fromValues(ids, [ids.length], 'i32');
+      const logits = await model.forward({ inputIds: idsT, cache, logits: 'last' }).logits!.read();
+      model.dispose();
+      const args = ['scripts/peer/torch_decode.py', dir, '--ids', ids.join(','), '--new', '8', '--logits'];
+      const out = execFileSync('/usr/bin/python3', args, { encoding: 'utf8' });
+      const theirs = JSON.parse(out) as { ids: number[]; logits: number[] };
+      expect(theirs.ids, name).toEqual(ours);
+      // the prompt's logits agree to float32 rounding, relative to their spread (the ids alone could agree by luck)
+      const peak = Math.max(...theirs.logits.map(Math.abs));
+      const diff = Math.max(...theirs.logits.map((v, i) => Math.abs(v - logits[i]!)));
+      expect(theirs.logits.length).toBe(512);
+      expect(diff / peak, name).toBeLessThan(1e-5);
+    }
+  }, 120_000);
+
+  it('writes a model folder once, with the family tokenizer, and reuses it', async () => {
+    const m = scaledDown(realsizeModel('Qwen3.5-0.8B'));
+    const dir = await makeRealsizeModel(m, root);
+    const made = statSync(join(dir, 'model.safetensors')).mtimeMs;
+    expect(await makeRealsizeModel(m, root)).toBe(dir);
+    expect(statSync(join(dir, 'model.safetensors')).mtimeMs).toBe(made);
+    const ids = await promptIds(dir, 20);
+    expect(ids.length).toBe(20);
+    const model = await loadDecoderFromDir(dir, new CpuBackend('f32'));
+    const r = await generate(model, { inputIds: ids.map((x) => x % 512), maxNewTokens: 4, sampling: { greedy: true }, eosTokenIds: [] });
+    expect(r.tokens.length).toBe(4);
+    expect(r.tokens.every((t) => t >= 0 && t < 512)).toBe(true);
+    model.dispose();
+  });
+});
