@@ -12,7 +12,7 @@ const adapter = (over: Partial<Parameters<typeof isSoftwareAdapter>[0]>) => ({
 
 describe('isSoftwareAdapter', () => {
   it('knows SwiftShader and lavapipe, flagged or by name, and leaves GPUs alone', () => {
-    // as Dawn and Chromium report them (docs/webgpu-on-cpu.md)
+    // as Dawn and Chromium report them (GPUAdapterInfo of SwiftShader 5 and Mesa 25 lavapipe)
     expect(isSoftwareAdapter(adapter({ isFallback: true, vendor: 'google', architecture: 'swiftshader' }))).toBe(true);
     expect(isSoftwareAdapter(adapter({ architecture: 'swiftshader' }))).toBe(true);
     expect(isSoftwareAdapter(adapter({ vendor: 'mesa', architecture: 'software' }))).toBe(true);
