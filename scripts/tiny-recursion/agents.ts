@@ -50,7 +50,7 @@ export const HOPS_ROLES = ['expert', 'learner'] as const;
 export const HOPS_AGENTS: readonly DistillAgentSpec[] = DISTILL_AGENTS.map((a) => ({
   ...a,
   name: `hops-${a.name}`,
-  steps: a.role === 'expert' ? 2500 : 2500,
+  steps: a.role === 'expert' ? 2500 : 4000,
 }));
 export const HOPS_AGENT_DEFAULTS = { seed: 7, batchSize: 4, warmup: 20, logEvery: 100, chats: 6000 } as const;
 
@@ -69,7 +69,7 @@ export function hopsTurn(world: HopWorld, role: DistillRole, row: HopRow, rng: R
   }
   if (rng.int(6) === 0) return { role, kind: 'first', slot: '', target: hopAnswer(pick(rng, V[t])) };
   const noteKinds: Record<HopTarget, ('colour' | 'number' | 'tree' | 'echo')[]> = {
-    colour: ['colour'],
+    colour: ['colour', 'echo'],
     number: ['colour', 'number', 'echo'],
     tree: ['colour', 'number', 'tree', 'echo'],
   };

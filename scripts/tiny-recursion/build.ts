@@ -33,6 +33,7 @@ import { jsonlLosses, pool, runChild } from '../tiny-system/pipeline.ts';
 import { HOPS_AGENTS, HOPS_ROLES, trainHopsAgent } from './agents.ts';
 import { alignHopsOuter, HOPS_ALIGN_DEFAULTS } from './align.ts';
 import { recursionEvalCommand, TINY_RECURSION_DIR } from './eval.ts';
+import { realignOuter } from './realign.ts';
 import { HOPS_PROMPT_FILE } from './prompts.ts';
 
 export const RECURSION_BUILD = {
@@ -239,6 +240,24 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
         steps: int('steps', a.steps, 1),
       });
       if (a.losses) await writeFile(a.losses, `${JSON.stringify({ losses: r.losses, seconds: r.seconds })}\n`);
+    },
+  }),
+  realign: command({
+    options: { system: s, init: s, out: s, seed: s, rows: s, steps: s, passes: s },
+    usage: `  build.ts realign --system DIR --init DIR --out DIR [--seed S] [--rows N] [--steps N] [--passes P]
+      an experiment, not a stage: the outer links of --init aligned again on the running system's rollouts (realign.ts)`,
+    run: async (a) => {
+      if (!a.system || !a.init || !a.out) throw new UsageError('realign needs --system DIR, --init DIR and --out DIR');
+      await realignOuter({
+        system: resolve(a.system),
+        init: resolve(a.init),
+        out: resolve(a.out),
+        seed: int('seed', a.seed, 0) ?? RECURSION_BUILD.seed,
+        m: defaultLatentSteps(getStyle('tiny_distillation')),
+        rows: int('rows', a.rows, 1),
+        steps: int('steps', a.steps, 1),
+        passes: int('passes', a.passes, 1),
+      });
     },
   }),
   eval: recursionEvalCommand,
