@@ -18,6 +18,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { priceJsonl, priceSplit } from '../src/eval/tiny-prices';
 import { CpuBackend } from '../src/tensor/cpu';
+import { useBuildKernels } from '../scripts/tiny-system/cli';
 import { DISTILL_AGENTS, trainDistillAgent } from '../scripts/tiny-distillation/agents';
 import { alignOuter } from '../scripts/tiny-distillation/align-outer';
 import { DISTILL_BUILD, distillInnerArgs, type DistillBuildRecord } from '../scripts/tiny-distillation/build';
@@ -26,6 +27,8 @@ import { evalTiny, type ConfigResult, type EvalConfig } from '../scripts/tiny-sy
 import { TINY_DISTILLATION_DIR } from '../scripts/tiny-system/paths';
 
 const ROOT = resolve(import.meta.dirname, '..');
+// the recorded curves were made on the build's CPU kernels (the TypeScript reference): this file's runs use them too
+useBuildKernels();
 const SYSTEM = TINY_DISTILLATION_DIR;
 const record = JSON.parse(readFileSync(join(SYSTEM, 'eval.json'), 'utf8')) as {
   latentSteps: number;

@@ -23,8 +23,11 @@ import { innerTrainArgs } from '../scripts/tiny-system/pipeline';
 import { latentPhase } from '../scripts/tiny-system/latent-phase';
 import { CHAIN_DEFAULTS, chainPhase } from '../scripts/tiny-system/chain-phase';
 import { CpuBackend } from '../src/tensor/cpu';
+import { useBuildKernels } from '../scripts/tiny-system/cli';
 
 const ROOT = resolve(import.meta.dirname, '..');
+// the recorded curves were made on the build's CPU kernels (the TypeScript reference): this file's runs use them too
+useBuildKernels();
 const SYSTEM = TINY_SYSTEM_DIR;
 
 interface EvalRecord {

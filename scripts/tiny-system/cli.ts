@@ -60,11 +60,23 @@ export async function runCommand(
 }
 
 /**
- * When `moduleUrl` is the program node was started with, runs `main` on the command line and exits with its code
- * once stdout has drained (a WebGPU backend, Dawn, keeps the event loop alive otherwise).
+ * The CPU kernels the tiny systems are built on: the TypeScript reference, on which the committed systems and their
+ * recorded loss curves were made (the SIMD kernels sum in another order, and AdamW's first steps turn that rounding
+ * into other weights), so that a rebuild from the seed gives them again. Set for this process and the `rmas`
+ * children it starts, unless RMAS_CPU_KERNELS already says otherwise.
+ */
+export function useBuildKernels(): void {
+  process.env.RMAS_CPU_KERNELS ||= 'ts';
+}
+
+/**
+ * When `moduleUrl` is the program node was started with, runs `main` on the command line (on the build's CPU
+ * kernels) and exits with its code once stdout has drained (a WebGPU backend, Dawn, keeps the event loop alive
+ * otherwise).
  */
 export async function runIfMain(moduleUrl: string, main: (argv: readonly string[]) => Promise<number>): Promise<void> {
   if (!process.argv[1] || moduleUrl !== pathToFileURL(resolve(process.argv[1])).href) return;
+  useBuildKernels();
   const code = await main(process.argv.slice(2));
   process.stdout.write('', () => process.exit(code));
 }

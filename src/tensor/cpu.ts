@@ -15,6 +15,19 @@ import { type Storage, Tensor } from './tensor';
 /** Which matmul kernels an f32 CPU backend runs: the WebAssembly SIMD ones, or the TypeScript reference. */
 export type CpuKernels = 'wasm' | 'ts';
 
+/**
+ * The kernels a CPU backend runs when its caller names none: RMAS_CPU_KERNELS (Node), else 'wasm'. 'ts' reproduces
+ * runs recorded on the TypeScript reference bit for bit (the committed tiny systems were built on it: the SIMD kernels
+ * sum in another order, and AdamW's first steps, which move every weight by about lr whatever its gradient's size,
+ * turn such rounding into other weights).
+ */
+export function defaultCpuKernels(): CpuKernels {
+  const v = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.RMAS_CPU_KERNELS;
+  if (v === undefined || v === '') return 'wasm';
+  if (v !== 'wasm' && v !== 'ts') throw new InvalidArgument(`RMAS_CPU_KERNELS=${v}: expected wasm or ts`);
+  return v;
+}
+
 let loaded: WasmMatmul | string | undefined;
 /** The WebAssembly kernels, loaded once per realm, or why they cannot run here. */
 function wasmKernels(): WasmMatmul | string {
@@ -29,12 +42,12 @@ export class CpuBackend implements Backend {
   readonly wasm?: WasmMatmul;
 
   /**
-   * `kernels` (f32 only; f64 is always the reference) defaults to 'wasm' where WebAssembly SIMD loads, and the
-   * name says which path runs and why the reference runs where 'wasm' was asked for.
+   * `kernels` (f32 only; f64 is always the reference) defaults to defaultCpuKernels(); 'wasm' runs where WebAssembly
+   * SIMD loads, and the name says which path runs and why the reference runs where 'wasm' was asked for.
    */
   constructor(readonly precision: 'f32' | 'f64' = 'f32', opts: { kernels?: CpuKernels } = {}) {
     let path = '';
-    if (precision === 'f32' && (opts.kernels ?? 'wasm') === 'wasm') {
+    if (precision === 'f32' && (opts.kernels ?? defaultCpuKernels()) === 'wasm') {
       const k = wasmKernels();
       if (typeof k === 'string') path = `, TypeScript kernels: ${k}`;
       else {

@@ -120,6 +120,17 @@ describe('WebAssembly SIMD matmul kernels', () => {
     expect(new CpuBackend().name).toBe('cpu (f32, wasm simd)');
     expect(new CpuBackend('f32', { kernels: 'ts' }).name).toBe('cpu (f32)');
     expect(new CpuBackend('f64').name).toBe('cpu (f64)');
+    // RMAS_CPU_KERNELS names the default (the tiny systems' builds take the reference they were recorded on)
+    const was = process.env.RMAS_CPU_KERNELS;
+    try {
+      process.env.RMAS_CPU_KERNELS = 'ts';
+      expect([new CpuBackend().name, new CpuBackend('f32', { kernels: 'wasm' }).name]).toEqual(['cpu (f32)', 'cpu (f32, wasm simd)']);
+      process.env.RMAS_CPU_KERNELS = 'simd';
+      expect(() => new CpuBackend()).toThrow('RMAS_CPU_KERNELS=simd: expected wasm or ts');
+    } finally {
+      if (was === undefined) delete process.env.RMAS_CPU_KERNELS;
+      else process.env.RMAS_CPU_KERNELS = was;
+    }
     const p = planMatmul({ shape: [2, 32], dtype: 'f32' }, { shape: [3, 32], dtype: 'f16' }, undefined, { transB: true });
     const out = new Float32Array(6);
     expect(wasm.matmul(p, new Float32Array(64), new Uint16Array(96), 'f16', null, out)).toBe(false);

@@ -20,6 +20,9 @@ afterEach(() => {
   app = null;
   document.body.replaceChildren();
   activeRun.clear();
+  // the device choice is stored for the origin, which the other browser test files share
+  prefs.backend = 'auto';
+  localStorage.removeItem('rmas.prefs');
 });
 
 const offline: SystemSpec = {
@@ -159,7 +162,7 @@ describe('TrainView', () => {
     target.querySelector<HTMLButtonElement>('[data-testid="train-start"]')!.click();
     await vi.waitFor(() => expect(api.train).toHaveBeenCalledTimes(1));
     expect(api.train.mock.calls[0]![0].backend).toBe('cpu');
-    prefs.backend = 'auto';
+    expect(JSON.parse(localStorage.getItem('rmas.prefs')!)).toEqual({ backend: 'cpu' });
   });
 
   it('no fallback note on a real GPU, nor without WebGPU', async () => {
