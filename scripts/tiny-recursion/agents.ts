@@ -110,7 +110,15 @@ export function hopsExamples(tok: Tokenizer, role: DistillRole, rows: readonly H
   return Array.from({ length: count }, () => {
     const row = rows[rng.int(rows.length)]!;
     const turn = hopsTurn(world, role, row, rng);
-    const prompt = enc(hopsPrompt(tok, role, turn.kind, row.question, turn.slot));
+    // the latent path tokenises the pieces around a slot apart (docs/method.md §4.2), which splits merges such as
+    // "}\n" that the whole text makes: half of the expert's feedback chats are tokenised that way
+    const marker = SLOTS.distillFeedback;
+    const pieces = role === 'expert' && turn.kind === 'feedback' && rng.int(2) === 0;
+    const prompt = pieces
+      ? hopsPrompt(tok, role, turn.kind, row.question, marker)
+          .split(marker)
+          .flatMap((piece, i) => [...(i ? enc(turn.slot) : []), ...enc(piece)])
+      : enc(hopsPrompt(tok, role, turn.kind, row.question, turn.slot));
     const target = enc(`${turn.target}<|im_end|>`);
     return { ids: [...prompt, ...target], lossMask: [...prompt.map(() => 0), ...target.map(() => 1)] };
   });
