@@ -57,6 +57,12 @@ const PREFS_KEY = 'rmas.prefs';
 /** Backend choice for asking: 'auto' (WebGPU where there is an adapter) or 'cpu' (the tiny system without WebGPU). */
 export const prefs = $state({ backend: storedBackend() });
 
+/** Chooses the device the views run on ('cpu', or 'auto': WebGPU where there is an adapter) and keeps the choice. */
+export function chooseBackend(backend: 'auto' | 'cpu'): void {
+  prefs.backend = backend;
+  savePrefs();
+}
+
 /** The backend choice survives a reload (localStorage); call after changing prefs.backend. */
 export function savePrefs() {
   try {
