@@ -8,6 +8,7 @@ import { type DType, byteSize } from '../formats/dtype';
 import { decode, encode } from '../formats/encode';
 import type { CpuArray, KernelDef, Meta } from '../kernels/kernel';
 import { WasmMatmul } from '../kernels/matmul/wasm';
+import { hardwareThreads } from '../kernels/matmul/wasm-threads';
 import type { Backend } from './backend';
 import { checkBytes, checkReshape, checkShape, checkValues, checkView, sameBackend } from './check';
 import { type Storage, Tensor } from './tensor';
@@ -28,11 +29,30 @@ export function defaultCpuKernels(): CpuKernels {
   return v;
 }
 
-let loaded: WasmMatmul | string | undefined;
-/** The WebAssembly kernels, loaded once per realm, or why they cannot run here. */
-function wasmKernels(): WasmMatmul | string {
-  loaded ??= WasmMatmul.load();
-  return loaded;
+/** Most threads a CPU backend starts by default: the GEMVs are bound by memory well before this many cores. */
+const MAX_DEFAULT_THREADS = 16;
+
+/**
+ * The threads a CPU backend's kernels run on when its caller names none: RMAS_CPU_THREADS (Node), else the
+ * hardware's (os.availableParallelism, navigator.hardwareConcurrency), at most 16. 1 runs every product on the
+ * calling thread, as before threads; results are the same bits at any count (each output row is one thread's).
+ */
+export function defaultCpuThreads(): number {
+  const v = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.RMAS_CPU_THREADS;
+  if (v === undefined || v === '') return Math.min(MAX_DEFAULT_THREADS, hardwareThreads());
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1 || n > 256) {
+    throw new InvalidArgument(`RMAS_CPU_THREADS=${v}: expected a whole number of threads, 1 to 256`);
+  }
+  return n;
+}
+
+const loaded = new Map<number, WasmMatmul | string>();
+/** The WebAssembly kernels on `threads` threads, loaded once per realm and count, or why they cannot run here. */
+function wasmKernels(threads: number): WasmMatmul | string {
+  let k = loaded.get(threads);
+  if (k === undefined) loaded.set(threads, (k = WasmMatmul.load({ threads })));
+  return k;
 }
 
 export class CpuBackend implements Backend {
@@ -43,16 +63,24 @@ export class CpuBackend implements Backend {
 
   /**
    * `kernels` (f32 only; f64 is always the reference) defaults to defaultCpuKernels(); 'wasm' runs where WebAssembly
-   * SIMD loads, and the name says which path runs and why the reference runs where 'wasm' was asked for.
+   * SIMD loads, and the name says which path runs and why the reference runs where 'wasm' was asked for. `threads`
+   * (the WebAssembly kernels only) defaults to defaultCpuThreads(); the name gives the count where it is above 1, and
+   * why one thread runs where more were asked for and cannot start here (a page that is not cross-origin isolated).
    */
-  constructor(readonly precision: 'f32' | 'f64' = 'f32', opts: { kernels?: CpuKernels } = {}) {
+  constructor(readonly precision: 'f32' | 'f64' = 'f32', opts: { kernels?: CpuKernels; threads?: number } = {}) {
     let path = '';
     if (precision === 'f32' && (opts.kernels ?? defaultCpuKernels()) === 'wasm') {
-      const k = wasmKernels();
+      const threads = opts.threads ?? defaultCpuThreads();
+      if (!Number.isInteger(threads) || threads < 1) {
+        throw new InvalidArgument(`CpuBackend: threads ${threads}: expected a whole number ≥ 1`);
+      }
+      const k = wasmKernels(threads);
       if (typeof k === 'string') path = `, TypeScript kernels: ${k}`;
       else {
         this.wasm = k;
         path = ', wasm simd';
+        if (k.threads > 1) path += `, ${k.threads} threads`;
+        else if (k.threadsNote) path += `, 1 thread: ${k.threadsNote}`;
       }
     }
     this.name = `cpu (${precision}${path})`;
@@ -89,7 +117,8 @@ export class CpuBackend implements Backend {
 
   fromBytes(bytes: Uint8Array, shape: readonly number[], dtype: DType): Tensor {
     checkBytes(bytes, shape, dtype);
-    const data = this.alloc(shape, dtype);
+    // a half or quantized tensor is a frozen weight: where the kernels' heap is shared it is stored there, once
+    const data = this.wasm?.weightArray(bytes.byteLength, dtype) ?? this.alloc(shape, dtype);
     if (dtype === 'f32' && this.precision === 'f64') {
       data.set(decode('f32', bytes, shape));
     } else {

@@ -219,12 +219,17 @@ const READ_BYTES = `(func (export "read_bytes") (param $p i32) (param $n i32) (r
     (br $next)))
   (i32x4.extract_lane 0 (v128.xor (v128.xor ${get('a')} ${get('b')}) (v128.xor ${get('c')} ${get('d')}))))`;
 
-/** The whole module: one imported memory (so that worker threads can later share it), the four exports. */
-export function cpuKernelsWat(): string {
+/**
+ * The whole module: one imported memory, the exports. `shared` imports a shared memory (threads: every worker
+ * instantiates the same module over it); the code is the same, only the import's type differs. A shared memory
+ * needs a maximum: 65536 pages, the 4 GiB of wasm32.
+ */
+export function cpuKernelsWat(shared = false): string {
   const funcs: string[] = [READ_BYTES];
   for (const dt of WASM_DTYPES) {
     for (const [R, C] of [[4, 2], [4, 1], [1, 2], [1, 1]]) funcs.push(blockFunc(dt, R, C));
     funcs.push(gemmFunc(dt));
   }
-  return `(module\n(import "env" "memory" (memory 1))\n${funcs.join('\n')}\n)\n`;
+  const memory = shared ? '(memory 1 65536 shared)' : '(memory 1)';
+  return `(module\n(import "env" "memory" ${memory})\n${funcs.join('\n')}\n)\n`;
 }

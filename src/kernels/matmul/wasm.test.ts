@@ -7,21 +7,29 @@
 // four-lane sums, the lanes, the K mod 8 tail, the bias). The classic bound for such a sum is
 // n·u·Σ|w·x| with u = 2^-24, plus the reference's own rounding u·|y|: the test asserts it with n = K/4 + 16, and
 // separately that at real widths the error stays within 1e-6 of the output's peak.
+//
+// Threads: every case also runs on 3 threads (the caller and two workers over the shared memory, every product split
+// however small) and must give the single thread's result bit for bit, each output row being one thread's.
 import { describe, expect, it } from 'vitest';
 import { F } from '../../autograd';
 import { type DType, byteSize } from '../../formats/dtype';
 import { encode } from '../../formats/encode';
-import { CpuBackend } from '../../tensor/cpu';
+import { CpuBackend, defaultCpuThreads } from '../../tensor/cpu';
 import { Rng } from '../../util/rng';
 import { BYTES_PATH, bytesModule, compileCpuKernels } from '../../../scripts/build-cpu-kernels';
 import { dequantize, matmulForward } from './cpu';
 import { type MatmulAttrs, planMatmul } from './plan';
 import { WasmMatmul, cpuKernelsBytes } from './wasm';
+import { cpuKernelsWat } from './wasm-wat';
 import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 
 const loaded = WasmMatmul.load();
 if (typeof loaded === 'string') throw new Error(`the WebAssembly kernels did not load: ${loaded}`);
 const wasm = loaded;
+const threadedLoad = WasmMatmul.load({ threads: 3, minParallelMacs: 0 });
+if (typeof threadedLoad === 'string' || !threadedLoad.pool) throw new Error(`the threaded kernels did not start: ${String(threadedLoad)}`);
+const threaded = threadedLoad;
 const U = 2 ** -24;
 
 interface Case {
@@ -43,6 +51,10 @@ function run({ M, N, K, dtype, bias }: Case, attrs: MatmulAttrs = { transB: true
   const w = dtype === 'f32' ? new Float32Array(wBytes.buffer) : dtype === 'bf16' ? new Uint16Array(wBytes.buffer) : wBytes;
   const got = new Float32Array(M * N);
   expect(wasm.matmul(p, a, w, dtype, bv, got), `${dtype} taken`).toBe(true);
+  const gotT = new Float32Array(M * N);
+  expect(threaded.matmul(p, a, w, dtype, bv, gotT), `${dtype} taken on threads`).toBe(true);
+  const differ = got.findIndex((v, i) => !Object.is(v, gotT[i]));
+  if (differ >= 0) expect.fail(`${dtype} M=${M} N=${N} K=${K}: 3 threads give ${gotT[differ]} at [${differ}], one ${got[differ]}`);
   const wv = dequantize(w, dtype, [N, K]);
   const want = new Float32Array(M * N);
   matmulForward(p, a, wv, bv, want);
@@ -64,10 +76,13 @@ function expectWithinBound(c: Case, attrs?: MatmulAttrs) {
 }
 
 describe('WebAssembly SIMD matmul kernels', () => {
-  it('are the committed module, rebuilt from wasm-wat.ts by `npm run build:cpu-kernels`', async () => {
-    const fresh = await compileCpuKernels();
+  it('are the committed modules, rebuilt from wasm-wat.ts by `npm run build:cpu-kernels`', async () => {
+    const [fresh, shared] = [await compileCpuKernels(), await compileCpuKernels(true)];
     expect(Buffer.from(cpuKernelsBytes()).equals(Buffer.from(fresh)), 'wasm-bytes.ts is stale: npm run build:cpu-kernels').toBe(true);
-    expect(readFileSync(BYTES_PATH, 'utf8')).toBe(bytesModule(fresh));
+    expect(Buffer.from(cpuKernelsBytes(true)).equals(Buffer.from(shared)), 'wasm-bytes.ts is stale: npm run build:cpu-kernels').toBe(true);
+    expect(readFileSync(BYTES_PATH, 'utf8')).toBe(bytesModule(fresh, shared));
+    // the shared module is the same code: only the memory import differs
+    expect(cpuKernelsWat(true).replace(' 65536 shared', '')).toBe(cpuKernelsWat());
   });
 
   it('equal the reference within f32 summation error on f32 and bf16 rows of any K', () => {
@@ -116,15 +131,65 @@ describe('WebAssembly SIMD matmul kernels', () => {
     }
   });
 
+  it('ran the cases above on the workers too (rows the workers computed)', () => {
+    expect(threaded.threads).toBe(3);
+    expect(threaded.pool!.workerRows).toBeGreaterThan(0);
+  });
+
+  it('split a real-width GEMV among the threads with the same bits, and keep the backend weights in the heap', () => {
+    const one = new CpuBackend('f32', { threads: 1 });
+    const two = new CpuBackend('f32', { threads: 2 });
+    expect([one.name, two.name]).toEqual(['cpu (f32, wasm simd)', 'cpu (f32, wasm simd, 2 threads)']);
+    const rng = new Rng(5);
+    const [N, K] = [3072, 1024];
+    const wv = rng.normals(N * K, 0.05);
+    const xv = rng.normals(2 * K);
+    for (const dtype of ['bf16', 'q8_0', 'q4_0'] as const) {
+      const [w1, w2] = [one.fromValues(wv, [N, K], dtype), two.fromValues(wv, [N, K], dtype)];
+      // held once: the tensor's array is the kernels' heap (a shared memory), which a grow does not detach
+      expect(two.wasm!.holds(two.data(w2) as Uint8Array), dtype).toBe(true);
+      expect(one.wasm!.holds(one.data(w1) as Uint8Array), dtype).toBe(true);
+      const y1 = one.data(F.linear(one.fromValues(xv, [2, K]), w1));
+      const y2 = two.data(F.linear(two.fromValues(xv, [2, K]), w2));
+      expect(Buffer.from(y2.buffer).equals(Buffer.from(y1.buffer)), dtype).toBe(true);
+    }
+    // the reference on the same bytes, which it reads from the heap like any array
+    const ref = new CpuBackend('f32', { kernels: 'ts' });
+    const wr = ref.fromBytes(two.readBytesSync(two.fromValues(wv, [N, K], 'bf16')), [N, K], 'bf16');
+    const yr = <Float32Array>ref.data(F.linear(ref.fromValues(xv, [2, K]), wr));
+    const y2 = <Float32Array>two.data(F.linear(two.fromValues(xv, [2, K]), two.fromValues(wv, [N, K], 'bf16')));
+    const peak = yr.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+    expect(yr.reduce((m, v, i) => Math.max(m, Math.abs(v - y2[i])), 0) / peak).toBeLessThan(1e-6);
+  });
+
+  it('take their thread count from RMAS_CPU_THREADS, else the hardware', () => {
+    const was = process.env.RMAS_CPU_THREADS;
+    try {
+      process.env.RMAS_CPU_THREADS = '1';
+      expect(defaultCpuThreads()).toBe(1);
+      expect(new CpuBackend().name).toBe('cpu (f32, wasm simd)');
+      process.env.RMAS_CPU_THREADS = '3';
+      expect([defaultCpuThreads(), new CpuBackend().wasm!.threads]).toEqual([3, 3]);
+      process.env.RMAS_CPU_THREADS = 'all';
+      expect(() => new CpuBackend()).toThrow('RMAS_CPU_THREADS=all: expected a whole number of threads, 1 to 256');
+      delete process.env.RMAS_CPU_THREADS;
+      expect(defaultCpuThreads()).toBe(Math.min(16, availableParallelism()));
+    } finally {
+      if (was === undefined) delete process.env.RMAS_CPU_THREADS;
+      else process.env.RMAS_CPU_THREADS = was;
+    }
+  });
+
   it('run the CPU backend by default, and leave f16, f64 and B stored [K, N] to the reference', () => {
-    expect(new CpuBackend().name).toBe('cpu (f32, wasm simd)');
+    expect(new CpuBackend('f32', { threads: 1 }).name).toBe('cpu (f32, wasm simd)');
     expect(new CpuBackend('f32', { kernels: 'ts' }).name).toBe('cpu (f32)');
     expect(new CpuBackend('f64').name).toBe('cpu (f64)');
     // RMAS_CPU_KERNELS names the default (the tiny systems' builds take the reference they were recorded on)
     const was = process.env.RMAS_CPU_KERNELS;
     try {
       process.env.RMAS_CPU_KERNELS = 'ts';
-      expect([new CpuBackend().name, new CpuBackend('f32', { kernels: 'wasm' }).name]).toEqual(['cpu (f32)', 'cpu (f32, wasm simd)']);
+      const names = [new CpuBackend().name, new CpuBackend('f32', { kernels: 'wasm', threads: 1 }).name];
+      expect(names).toEqual(['cpu (f32)', 'cpu (f32, wasm simd)']);
       process.env.RMAS_CPU_KERNELS = 'simd';
       expect(() => new CpuBackend()).toThrow('RMAS_CPU_KERNELS=simd: expected wasm or ts');
     } finally {

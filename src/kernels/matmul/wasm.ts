@@ -4,20 +4,29 @@
  * allows at any size). The plain TypeScript of cpu.ts stays the reference: `matmul` returns false for what the
  * kernels do not take (f64 tensors, f16 weights, B not stored [N, K]), and the caller runs the reference then.
  *
- * Weights are read in their storage dtype, never widened: a half or quantized B is copied into the heap once, on its
- * first product, and stays there while its array lives (half and quantized tensors are frozen weights on the CPU
+ * Weights are read in their storage dtype, never widened. Over a shared memory (Node; a cross-origin isolated page)
+ * the CPU backend stores half and quantized weights in the heap itself (`weightArray`: typed arrays over the shared
+ * buffer, which a grow does not detach), so they are held once; elsewhere such a B is copied into the heap on its
+ * first product and stays there while its array lives (half and quantized tensors are frozen weights on the CPU
  * backend: made by fromValues/fromBytes and never written in place). An f32 B may be a parameter that changes
  * between calls, so it is copied in for each call, like the activations.
+ *
+ * With threads (wasm-threads.ts, shared memory only) each kernel call's output rows are split among workers that run
+ * the same module over the same memory; a row is computed by one thread with the same code, so the results are the
+ * single-threaded path's bits.
  */
 import { f16BitsToF32, rowBytes } from '../../formats/dtype';
 import type { CpuArray, FloatArray } from '../kernel';
 import type { MatmulPlan } from './plan';
-import { CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
+import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
+import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
 import { F16_TABLE, HEAP_BASE, WASM_DTYPES, type WasmDType } from './wasm-wat';
 
 type Gemm = (w: number, ld: number, K: number, x: number, M: number, y: number, ldy: number, n0: number, n1: number, bias: number) => void;
 
 const PAGE = 65536;
+/** Below this many multiply-adds a call runs on the caller alone: waking the workers costs about as much. */
+const PARALLEL_MIN_MACS = 1 << 17;
 const ALIGN = 64;
 /** x rows staged per kernel call: a block that stays in L2 while every weight row passes over it. */
 const X_BLOCK_BYTES = 1 << 20;
@@ -28,7 +37,22 @@ class Heap {
   /** Free blocks [addr, size], sorted by address, never adjacent. */
   private free: [number, number][] = [];
 
+  /** Every buffer object the memory has handed out (a shared memory's grows give a new one; the old stay valid). */
+  private readonly buffers = new WeakSet<ArrayBufferLike>();
+
   constructor(readonly memory: WebAssembly.Memory) {}
+
+  /** The memory's buffer now. */
+  buffer(): ArrayBufferLike {
+    const b = this.memory.buffer;
+    this.buffers.add(b);
+    return b;
+  }
+
+  /** Whether `a` is a view of this heap (its byteOffset is then its address). */
+  owns(a: ArrayBufferView): boolean {
+    return this.buffers.has(a.buffer);
+  }
 
   /** An address of `size` bytes, or -1 when the memory cannot grow that far (4 GiB in all). */
   alloc(size: number): number {
@@ -76,11 +100,11 @@ class Heap {
   }
 
   bytes(addr: number, n: number) {
-    return new Uint8Array(this.memory.buffer, addr, n);
+    return new Uint8Array(this.buffer(), addr, n);
   }
 
   f32(addr: number, n: number) {
-    return new Float32Array(this.memory.buffer, addr, n);
+    return new Float32Array(this.buffer(), addr, n);
   }
 }
 
@@ -91,8 +115,17 @@ function base64Bytes(s: string): Uint8Array<ArrayBuffer> {
   return out;
 }
 
-/** The kernels' module bytes (tests compare them with a fresh build). */
-export const cpuKernelsBytes = (): Uint8Array<ArrayBuffer> => base64Bytes(CPU_KERNELS_WASM_BASE64);
+/** The kernels' module bytes, over a memory of their own or a shared one (tests compare them with a fresh build). */
+export const cpuKernelsBytes = (shared = false): Uint8Array<ArrayBuffer> =>
+  base64Bytes(shared ? CPU_KERNELS_SHARED_WASM_BASE64 : CPU_KERNELS_WASM_BASE64);
+
+/** How the kernels run: their thread count, and whether their heap is shared (weights then live in it). */
+export interface WasmOptions {
+  /** Threads for each call, the caller included (default 1); more than 1 needs a shared memory and workers. */
+  threads?: number;
+  /** Products with fewer multiply-adds run on the caller alone (default PARALLEL_MIN_MACS; tests pass 0). */
+  minParallelMacs?: number;
+}
 
 interface Resident {
   addr: number;
@@ -106,8 +139,18 @@ export class WasmMatmul {
   private readonly readBytes: (addr: number, n: number) => number;
   private readonly resident = new WeakMap<object, Resident>();
   private readonly reclaim = new FinalizationRegistry<Resident>((r) => this.heap.release(r.addr, r.size));
+  /** The workers, where more than one thread runs. */
+  readonly pool: ThreadPool | null;
+  /** Why fewer threads run than were asked for ('' when as many run). */
+  readonly threadsNote: string;
 
-  private constructor(instance: WebAssembly.Instance, memory: WebAssembly.Memory) {
+  private readonly minParallelMacs: number;
+
+  private constructor(instance: WebAssembly.Instance, memory: WebAssembly.Memory, pool: ThreadPool | null, note: string,
+    opts: WasmOptions) {
+    this.pool = pool;
+    this.minParallelMacs = opts.minParallelMacs ?? PARALLEL_MIN_MACS;
+    this.threadsNote = note;
     this.heap = new Heap(memory);
     const table = new Float32Array(memory.buffer, F16_TABLE, 65536);
     for (let h = 0; h < 65536; h++) table[h] = f16BitsToF32(h);
@@ -116,18 +159,74 @@ export class WasmMatmul {
     this.gemm = Object.fromEntries(WASM_DTYPES.map((d) => [d, ex[`gemm_${d}`]])) as Record<WasmDType, Gemm>;
   }
 
-  /** The kernels, or why they cannot run here (no WebAssembly SIMD, or compiling failed). */
-  static load(): WasmMatmul | string {
+  /**
+   * The kernels, or why they cannot run here (no WebAssembly SIMD, or compiling failed). Their memory is shared
+   * wherever SharedArrayBuffer is (Node; a cross-origin isolated page), also for one thread, so that weights can live
+   * in the heap; where it is not, or worker threads cannot start, they run on one thread and `threadsNote` says why.
+   */
+  static load(opts: WasmOptions = {}): WasmMatmul | string {
     if (typeof WebAssembly !== 'object') return 'no WebAssembly';
+    const threads = Math.max(1, Math.floor(opts.threads ?? 1));
+    const initial = Math.ceil(HEAP_BASE / PAGE) + 1;
+    let note = sharedMemoryUnavailable();
+    if (!note) {
+      const bytes = cpuKernelsBytes(true);
+      try {
+        const memory = new WebAssembly.Memory({ initial, maximum: 65536, shared: true });
+        const module = new WebAssembly.Module(bytes);
+        const instance = new WebAssembly.Instance(module, { env: { memory } });
+        let pool: ThreadPool | null = null;
+        if (threads > 1) {
+          const p = ThreadPool.start(threads, { module, memory, exports: WASM_DTYPES.map((d) => `gemm_${d}`) });
+          if (typeof p === 'string') note = p;
+          else pool = p;
+        }
+        return new WasmMatmul(instance, memory, pool, threads > 1 ? note : '', opts);
+      } catch (e) {
+        note = `no shared WebAssembly memory (${e instanceof Error ? e.message : String(e)})`;
+      }
+    }
     const bytes = cpuKernelsBytes();
     if (!WebAssembly.validate(bytes)) return 'no WebAssembly SIMD';
     try {
-      const memory = new WebAssembly.Memory({ initial: Math.ceil(HEAP_BASE / PAGE) + 1, maximum: 65536 });
+      const memory = new WebAssembly.Memory({ initial, maximum: 65536 });
       const instance = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env: { memory } });
-      return new WasmMatmul(instance, memory);
+      return new WasmMatmul(instance, memory, null, threads > 1 ? note : '', opts);
     } catch (e) {
       return `WebAssembly kernels failed to load (${e instanceof Error ? e.message : String(e)})`;
     }
+  }
+
+  /** Threads each call runs on (the caller included). */
+  get threads(): number {
+    return this.pool?.threads ?? 1;
+  }
+
+  /** Whether the heap is a shared memory (weights can then live in it: `weightArray`). */
+  get shared(): boolean {
+    return typeof SharedArrayBuffer === 'function' && this.heap.memory.buffer instanceof SharedArrayBuffer;
+  }
+
+  /**
+   * A zeroed array of `bytes` bytes in the heap for a frozen half or quantized weight (Uint16Array for bf16, else
+   * Uint8Array), which the kernels then read in place: the weight is held once. Null where the heap is not
+   * shared (a grow would detach the array) or cannot hold it. Its bytes return to the heap when the array is
+   * collected: the CPU backend makes no views of these dtypes (checkView), and reshapes share the array itself.
+   */
+  weightArray(bytes: number, dtype: string): Uint16Array | Uint8Array | null {
+    if (!this.shared || !WasmMatmul.takes(dtype) || dtype === 'f32' || bytes === 0) return null;
+    const addr = this.heap.alloc(bytes);
+    if (addr < 0) return null;
+    const buf = this.heap.buffer();
+    const a = dtype === 'bf16' ? new Uint16Array(buf, addr, bytes / 2) : new Uint8Array(buf, addr, bytes);
+    a.fill(0); // a block given back earlier holds its last owner's bytes
+    this.reclaim.register(a, { addr, size: bytes });
+    return a;
+  }
+
+  /** Whether `a` lives in this heap. */
+  holds(a: ArrayBufferView): boolean {
+    return this.heap.owns(a);
   }
 
   /**
@@ -191,6 +290,8 @@ export class WasmMatmul {
       if (x < 0 || y < 0 || bv < 0) return false;
       if (bias) this.heap.f32(bv, N).set(bias);
       const gemm = this.gemm[dtype];
+      const fn = WASM_DTYPES.indexOf(dtype);
+      const pool = this.pool && rowsM * N * K >= this.minParallelMacs ? this.pool : null;
       const { sb: asb, sm: asm, sk: ask } = p.a;
       const { sb: csb, sm: csm, sn: csn } = p.c;
       for (let bi = 0; bi < batch; bi++) {
@@ -203,7 +304,8 @@ export class WasmMatmul {
             if (ask === 1) xs.set(a.subarray(src, src + K), m * K);
             else for (let k = 0; k < K; k++) xs[m * K + k] = a[src + k * ask];
           }
-          gemm(wb, ld, K, x, rows, y, N, 0, N, bv);
+          if (pool) pool.run(fn, gemm, [wb, ld, K, x, rows, y, N], 0, N, bv);
+          else gemm(wb, ld, K, x, rows, y, N, 0, N, bv);
           const ys = this.heap.f32(y, rows * N);
           for (let m = 0; m < rows; m++) {
             const dst = bi * csb + (m0 + m) * csm;
@@ -220,6 +322,7 @@ export class WasmMatmul {
 
   /** Heap address of a frozen weight's bytes, copied in on first use; -1 when the heap cannot hold it. */
   private residentAddr(b: CpuArray): number {
+    if (this.heap.owns(b)) return b.byteOffset;
     const r = this.resident.get(b);
     if (r) return r.addr;
     const size = b.byteLength;
