@@ -354,8 +354,11 @@ export interface EngineApi {
 
   // --------------------------------------------------------------------------------------------- systems
 
-  /** The offline tiny system's spec (served with the app), or null if this build has none. */
-  offlineSystem(): Promise<SystemSpec | null>;
+  /**
+   * An offline system's spec (served with the app; `style`, an embedded style with a page manifest, default the first
+   * view's, OFFLINE_STYLE), or null if this build has none.
+   */
+  offlineSystem(style?: string): Promise<SystemSpec | null>;
   /**
    * Bytes to download (less what the model cache holds), estimated GPU memory and whether the adapter's limits
    * can hold the system, from config.json and safetensors headers read by HTTP Range; downloads no weights

@@ -1,6 +1,6 @@
 /**
- * The engine API's systems and asking (protocol.ts EngineApi): the offline tiny system served with the app
- * (models/tiny-system.json: an embedded style's folders under models/tiny and its prompt file), a
+ * The engine API's systems and asking (protocol.ts EngineApi): the offline tiny systems served with the app
+ * (each embedded style's page manifest, e.g. models/tiny-system.json: its folders under models/tiny and its prompt file), a
  * system's download plan, loading it from a spec, asking it with streamed stage/token events (and the message
  * ablations of `rmas ask`), the logit lens of a latent message on request, deliberation's tools with an event per
  * call, and evaluating it on a benchmark; the long calls are cancelled through the worker's call registry (calls.ts). The rules
@@ -16,6 +16,7 @@ import {
   type StageRecord, type SystemSpec, ablationLabel, ask as askSystem, checkAblation, defaultLatentSteps, defaultMaxNewTokens, detectTask,
   kvDtypes, loadSystemFromSpec, logitLens, prepareAblation, schedule, specAt, specKey,
 } from '../src/mas';
+import { OFFLINE_STYLE, getStyle } from '../src/mas/styles';
 import { tavilySearchRunner, tracedRunners, type ToolRunners } from '../src/mas/tools';
 import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName, evaluate as evaluateSystem } from '../src/eval';
 import { describePlan, planSystemDownload, type PlanLimits, specFiles } from '../src/store';
@@ -61,8 +62,6 @@ export const CPU_PLAN_LIMITS: PlanLimits = {
   maxBufferSize: Number.MAX_SAFE_INTEGER,
   features: [],
 };
-
-export const OFFLINE_MANIFEST = 'models/tiny-system.json';
 
 const searchWith = (apiKey: string | undefined) => tavilySearchRunner(apiKey ? { apiKey } : {});
 
@@ -406,9 +405,11 @@ export function systemCalls(deps: SystemDeps, calls: Calls): SystemCalls & { dis
       return { plan, text: describePlan(plan), refusal: plan.refusal, files: list };
     },
 
-    async offlineSystem() {
+    async offlineSystem(style = OFFLINE_STYLE) {
+      const manifest = getStyle(style).embedded?.manifest;
+      if (!manifest) throw new InvalidArgument(`offlineSystem: style ${style} is not one the page ships (it has no page manifest)`);
       if (!deps.appBase) return null;
-      const url = new URL(OFFLINE_MANIFEST, deps.appBase).href;
+      const url = new URL(manifest, deps.appBase).href;
       let text: string;
       if (deps.fetchFile) {
         const b = await deps.fetchFile(url);

@@ -45,3 +45,22 @@ export async function logitLens(L: Tensor, lmHead: Tensor, tok: Pick<Tokenizer, 
     sq.dispose();
   }
 }
+
+/** A message's top reading: one latent's most likely token, its probability, and which latent (0-based). */
+export interface TopReading {
+  token: string;
+  prob: number;
+  latent: number;
+}
+
+/**
+ * What a message reads as at a glance: of its latents' most likely tokens, the most probable (the earliest on a tie);
+ * with `accept` (e.g. the task's values), the most probable of the accepted ones when any latent reads as one. Null
+ * for a message of no latents.
+ */
+export function topReading(r: Pick<LensReading, 'top'>, accept?: (token: string) => boolean): TopReading | null {
+  const firsts = r.top.flatMap((row, latent) => (row[0] ? [{ token: row[0].token, prob: row[0].prob, latent }] : []));
+  const kept = accept ? firsts.filter((t) => accept(t.token)) : [];
+  const pool = kept.length ? kept : firsts;
+  return pool.reduce<TopReading | null>((best, t) => (!best || t.prob > best.prob ? t : best), null);
+}

@@ -1,9 +1,10 @@
 /**
  * The collaboration styles (docs/method.md §3.3, §4.3–§4.4) as data: roles and their default Hugging Face repos,
  * outer links (which role feeds which), and the stages of one round. The round engine (ask.ts) knows
- * nothing about any style beyond this table. Five styles are the released ones (Hugging Face repos); two are
- * embedded, their folders shipped in the package: tiny_sequential under TINY_SYSTEM_ROOT (models/tiny/system) and
- * tiny_distillation, the page's offline system, under TINY_DISTILLATION_ROOT (models/tiny/distillation).
+ * nothing about any style beyond this table. Five styles are the released ones (Hugging Face repos); three are
+ * embedded, their folders shipped in the package: tiny_sequential under TINY_SYSTEM_ROOT (models/tiny/system),
+ * tiny_distillation, the page's first offline system, under TINY_DISTILLATION_ROOT (models/tiny/distillation), and
+ * tiny_recursion, its second (the multi-hop task, where accuracy rises with rounds), under TINY_RECURSION_ROOT.
  *
  * A stage names its role, its prompt kind, which slot each incoming message fills, which outer links it
  * sends through (after a latent rollout), and whether it decodes text instead (the final agent, last round).
@@ -20,7 +21,8 @@ export type StyleName =
   | 'distillation'
   | 'deliberation'
   | 'tiny_sequential'
-  | 'tiny_distillation';
+  | 'tiny_distillation'
+  | 'tiny_recursion';
 
 /** The style `rmas ask` uses when none is chosen: the first tiny system shipped in the package. */
 export const DEFAULT_STYLE = 'tiny_sequential';
@@ -69,6 +71,13 @@ export interface EmbeddedSpec {
   prompts: string;
   /** The command that rebuilds the system's files. */
   rebuild: string;
+  /**
+   * The page's manifest of the system's files (a SystemSpec of app paths, which the engine worker's offlineSystem
+   * reads and the build copies with every file it names), relative to the package root; absent: not in the page.
+   */
+  manifest?: string;
+  /** The recorded evaluation (`eval.json`, written by the system's eval command), relative to `root`. */
+  eval?: string;
 }
 
 export interface StyleSpec {
@@ -145,7 +154,7 @@ function sequential(
   };
 }
 
-function distillation(name: 'distillation' | 'tiny_distillation', roles: RoleSpec[], outerRepo: string): StyleSpec {
+function distillation(name: 'distillation' | 'tiny_distillation' | 'tiny_recursion', roles: RoleSpec[], outerRepo: string): StyleSpec {
   return {
     name,
     shape: 'distill',
@@ -214,8 +223,39 @@ function tinyDistillation(): StyleSpec {
       ],
       `${TINY_DISTILLATION_ROOT}/outer`,
     ),
-    embedded: { root: TINY_DISTILLATION_ROOT, prompts: 'prompts.json', rebuild: 'npm run tiny:build' },
+    embedded: {
+      root: TINY_DISTILLATION_ROOT, prompts: 'prompts.json', rebuild: 'npm run tiny:build', manifest: 'models/tiny-system.json',
+      eval: 'eval.json',
+    },
     // its outer links were trained on rollouts of this length (scripts/tiny-distillation/build.ts)
+    latentSteps: 4,
+  };
+}
+
+/** The embedded recursion system's folder, relative to the package root (as TINY_SYSTEM_ROOT). */
+export const TINY_RECURSION_ROOT = 'models/tiny/recursion';
+
+/**
+ * The tiny recursion system (scripts/tiny-recursion, issue 40): the distillation shape on the multi-hop task
+ * (src/eval/tiny-hops.ts), where the lookups alternate between the two agents, so a question of h hops needs
+ * (h + 1) / 2 rounds and accuracy can rise with them.
+ */
+function tinyRecursion(): StyleSpec {
+  const role = (key: string, base: string, modelType: string): RoleSpec => ({ key, repo: `${TINY_RECURSION_ROOT}/${key}`, base, modelType });
+  return {
+    ...distillation(
+      'tiny_recursion',
+      [
+        role('expert', 'tiny Qwen3-style decoder trained from scratch (scripts/tiny-recursion/agents.ts)', 'qwen3'),
+        role('learner', 'tiny Llama-style decoder trained from scratch (scripts/tiny-recursion/agents.ts)', 'llama'),
+      ],
+      `${TINY_RECURSION_ROOT}/outer`,
+    ),
+    embedded: {
+      root: TINY_RECURSION_ROOT, prompts: 'prompts.json', rebuild: 'npx tsx scripts/tiny-recursion/build.ts',
+      manifest: 'models/tiny-recursion.json', eval: 'eval.json',
+    },
+    // its outer links were trained on rollouts of this length (scripts/tiny-recursion/build.ts)
     latentSteps: 4,
   };
 }
@@ -319,6 +359,7 @@ export const STYLES: Readonly<Record<StyleName, StyleSpec>> = {
   },
   tiny_sequential: tinySequential(),
   tiny_distillation: tinyDistillation(),
+  tiny_recursion: tinyRecursion(),
 };
 
 /** The error for an embedded system whose files are absent or incomplete: what, why, how to rebuild, and `orElse`. */

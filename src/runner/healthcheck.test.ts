@@ -162,7 +162,7 @@ describe('healthcheck level 1', () => {
       name: 'styles',
       status: 'ok',
       detail:
-        '5 styles registered, all runnable: sequential_light, sequential_scaled, mixture, distillation, deliberation; embedded: tiny_sequential, tiny_distillation',
+        '5 styles registered, all runnable: sequential_light, sequential_scaled, mixture, distillation, deliberation; embedded: tiny_sequential, tiny_distillation, tiny_recursion',
     });
     expect(r.checks.every((c) => c.level === 1)).toBe(true);
   });
@@ -201,7 +201,7 @@ describe('healthcheck level 1', () => {
       status: 'warn',
       detail:
         '3 of 5 styles runnable: sequential_light, sequential_scaled, deliberation; not runnable, their released backbones need decoders this engine lacks: ' +
-        'mixture (science: mamba); distillation (expert: rwkv, learner: rwkv) (give those roles models of a family it runs: --ckpt_override ROLE=DIR); embedded: tiny_sequential, tiny_distillation',
+        'mixture (science: mamba); distillation (expert: rwkv, learner: rwkv) (give those roles models of a family it runs: --ckpt_override ROLE=DIR); embedded: tiny_sequential, tiny_distillation, tiny_recursion',
     });
     expect(stylesCheck({ ...STYLES, mixture: { ...STYLES.mixture, roles: [] } })).toEqual({
       level: 1,

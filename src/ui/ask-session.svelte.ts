@@ -16,8 +16,8 @@ import { initPageHub } from './hub.svelte';
 import { donorQuestion } from './offline';
 import { errorParts, formatBytes, type CheckpointInfo, type Services } from './services';
 import { askChoice, askHistory, prefs, problem, type AskedQuestion, type Problem } from './state.svelte';
-import { TINY, buildSpec, fallbackNote, offlineSystem, releasedSize, rolesOf, styleLabel, type Backbone } from './system';
-import { lensKey, messagesOf, stageRoles, styleUsesTools, type RunEnd, type StageEvent } from './timeline';
+import { TINY, buildSpec, fallbackNote, isOffline, offlineSystem, releasedSize, rolesOf, styleLabel, type Backbone } from './system';
+import { lensKey, messagesOf, readsEveryHandOff, stageRoles, styleUsesTools, type RunEnd, type StageEvent } from './timeline';
 import { samplingOf, type Settings } from './url';
 
 type Mode = 'latent' | 'text';
@@ -178,10 +178,10 @@ export class AskSession {
     return new Map(this.checkpoints.map((c) => [c.id, c.name]));
   }
 
-  /** Asks the engine for the offline system's spec; a failure goes to the error box. */
-  async readOffline(): Promise<void> {
+  /** Asks the engine for an offline system's spec (default: the first view's); a failure goes to the error box. */
+  async readOffline(style = TINY): Promise<void> {
     try {
-      this.offline = await offlineSystem(this.services);
+      this.offline = await offlineSystem(this.services, style);
     } catch (e) {
       this.error = problem(e);
     }
@@ -238,7 +238,7 @@ export class AskSession {
     this.loading = { files: {}, status: 'loading the system…', ready: false };
     const api = this.services.engine.api();
     const backend = this.page.prefs.backend === 'cpu' ? ('cpu' as const) : undefined;
-    if (settings.style === TINY) this.offline = await offlineSystem(this.services);
+    if (isOffline(settings.style)) this.offline = await offlineSystem(this.services, settings.style);
     else await this.page.initHub(); // a released style resolves at the page's hub (`?hub=` is stored at start)
     // snapshots: $state proxies cannot be structured-cloned into the worker
     const spec = await buildSpec(
@@ -471,10 +471,12 @@ export class AskSession {
       if (this.loading) this.loading.status = this.error ? 'not loaded' : this.runs.some((r) => r.error) ? 'failed' : 'done';
       this.remember(entry, modes);
     }
-    // the lens of the last message, once every answer is in (never ahead of them): the messages view shows it open
+    // the lens once every answer is in (never ahead of them): of the last message, which the messages view shows open;
+    // on a multi-hop task, then of every other hand-off, which the timeline shows as the hop each round supplied
     const run = this.runs.find((r) => r.mode === 'latent' && r.result);
-    const last = run && messagesOf(run.stages).at(-1);
-    if (run && last) await this.readLens(run, last.message);
+    const sent = run ? messagesOf(run.stages) : [];
+    const read = readsEveryHandOff(settings.style) ? [...sent.slice(-1), ...sent.slice(0, -1)] : sent.slice(-1);
+    for (const m of read) await this.readLens(run!, m.message);
   }
 
   /**

@@ -100,3 +100,96 @@ export function rowFigures(row: CompareRow): { accuracy: number; tokens: number;
   if (!row.done) return null;
   return { accuracy: row.right / row.done, tokens: row.tokens / row.done, seconds: row.wallSeconds / row.done };
 }
+
+/** The rounds of the accuracy-by-rounds plot. */
+export const PLOT_ROUNDS: readonly number[] = [1, 2, 3];
+
+/** The plot's configurations: RecursiveMAS, then text-MAS, at each of PLOT_ROUNDS (tiny:eval's latent1–3, text1–3). */
+export const ROUNDS_CONFIGS: readonly CompareConfig[] = (['latent', 'text'] as const).flatMap((kind) =>
+  PLOT_ROUNDS.map((rounds) => ({ kind, rounds })),
+);
+
+/** What a system's eval.json (its tiny eval's --json) holds that the plot reads: per configuration, its answers scored. */
+export interface RecordedEval {
+  split: string;
+  rows: number;
+  latentSteps: number;
+  backend?: string;
+  results: { config: string; label: string; accuracy: number; tokens: number; seconds: number; ok: boolean[] }[];
+}
+
+/** One point of the plot: accuracy (0–1) at `rounds`, with generated tokens and seconds per question. */
+export interface RoundsPoint {
+  rounds: number;
+  accuracy: number;
+  right: number;
+  questions: number;
+  tokens: number;
+  seconds: number;
+}
+
+export interface RoundsSeries {
+  kind: 'latent' | 'text';
+  /** live: asked in the tab now; recorded: eval.json's answers to the same questions. */
+  source: 'live' | 'recorded';
+  label: string;
+  points: RoundsPoint[];
+}
+
+export interface RoundsPlotData {
+  series: RoundsSeries[];
+  /** The most a system of each round count can answer of the questions asked (a task with a ceiling), else empty. */
+  ceiling: { rounds: number; value: number }[];
+  /** Questions answered and to answer over the plot's live configurations (its progress bar). */
+  done: number;
+  total: number;
+}
+
+const KIND_LABEL = { latent: 'RecursiveMAS', text: 'text-MAS' } as const;
+
+/**
+ * The accuracy-by-rounds plot of a comparison: each live row of ROUNDS_CONFIGS as a point (as rowFigures has it); the
+ * recorded eval's same configurations on the first `asked` questions of its split (the questions the live rows
+ * ask), with its mean tokens and seconds per question over the split; and `ceiling(r)` per round count.
+ */
+export function roundsPlot(
+  rows: readonly CompareRow[], recorded: RecordedEval | null, asked: number, ceiling: ((rounds: number) => number) | null,
+): RoundsPlotData {
+  const series: RoundsSeries[] = [];
+  for (const kind of ['latent', 'text'] as const) {
+    const live = PLOT_ROUNDS.flatMap((rounds) => {
+      const row = rows.find((r) => r.config.kind === kind && r.config.rounds === rounds);
+      const f = row && rowFigures(row);
+      return row && f ? [{ rounds, ...f, right: row.right, questions: row.done }] : [];
+    });
+    if (live.length) series.push({ kind, source: 'live', label: KIND_LABEL[kind], points: live });
+    if (!recorded || !rows.some((r) => r.config.kind === kind)) continue;
+    const points = PLOT_ROUNDS.flatMap((rounds) => {
+      const r = recorded.results.find((x) => x.config === `${kind}${rounds}`);
+      if (!r) return [];
+      const ok = r.ok.slice(0, asked);
+      const right = ok.filter(Boolean).length;
+      return ok.length ? [{ rounds, accuracy: right / ok.length, right, questions: ok.length, tokens: r.tokens, seconds: r.seconds }] : [];
+    });
+    if (points.length) series.push({ kind, source: 'recorded', label: `${KIND_LABEL[kind]}, recorded`, points });
+  }
+  const plotted = rows.filter((r) => ROUNDS_CONFIGS.some((c) => configKey(c) === r.key));
+  return {
+    series,
+    ceiling: ceiling ? PLOT_ROUNDS.map((rounds) => ({ rounds, value: ceiling(rounds) })) : [],
+    done: plotted.reduce((a, r) => a + r.done, 0),
+    total: plotted.reduce((a, r) => a + (r.total || asked), 0),
+  };
+}
+
+/** Whether a comparison has a curve to plot: one kind of ROUNDS_CONFIGS at two round counts or more. */
+export const hasRounds = (rows: readonly CompareRow[]): boolean =>
+  (['latent', 'text'] as const).some((k) => new Set(rows.filter((r) => r.config.kind === k).map((r) => r.config.rounds)).size > 1);
+
+/** An offline system's recorded eval (`path`, relative to the app at `base`), or null where the build has none. */
+export async function readRecordedEval(path: string, base: string, fetcher: typeof fetch = fetch): Promise<RecordedEval | null> {
+  const res = await fetcher(new URL(path, base).href).catch(() => null);
+  if (!res?.ok) return null;
+  const j = (await res.json().catch(() => null)) as RecordedEval | null;
+  return j && Array.isArray(j.results) ? j : null;
+}

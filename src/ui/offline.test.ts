@@ -43,14 +43,14 @@ describe('the offline system', () => {
 
   it("knows the right answer to its task's questions, and the expert's note behind it", () => {
     const first = expectedAnswer(TINY, ` ${defaultQuestion()}\n`)!;
-    expect(first).toEqual({ value: 32, note: '8 coins per sarb.' }); // "Sam orders 4 sarbs."
+    expect(first).toEqual({ value: 32, note: '8 coins per sarb.', style: TINY }); // "Sam orders 4 sarbs."
     expect([answersRight('So \\boxed{32}.', first), answersRight('\\boxed{20}', first), answersRight('32', first)]).toEqual([
       true, false, false,
     ]);
     // every split's rows, one of validation and one of train
     for (const split of ['validation', 'train'] as const) {
       const row = priceSplit(split)[7]!;
-      expect(expectedAnswer(TINY, row.question)).toEqual({ value: row.answer_value, note: row.distill_expert });
+      expect(expectedAnswer(TINY, row.question)).toEqual({ value: row.answer_value, note: row.distill_expert, style: TINY });
     }
     expect(expectedAnswer(TINY, 'What is 2 + 2?')).toBeNull();
     expect(expectedAnswer('sequential_light', defaultQuestion())).toBeNull();

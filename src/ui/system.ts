@@ -3,30 +3,36 @@ import type { AdapterReport, FileRef, SystemSpec } from '../../workers/protocol'
 import { InvalidArgument } from '../errors';
 import { STYLE_NAMES, STYLES, checkBackbones, type StyleName } from '../mas/styles';
 import { DEFAULT_ENDPOINT, normalizeEndpoint, repoFolderUrl } from '../store/hub';
-import { OFFLINE_STYLE, TINY } from './offline';
+import { OFFLINE_CHOICES, TINY, isOffline, registryStyle } from './offline';
 import type { CheckpointInfo, CheckpointRegistry, Services } from './services';
 
-export { TINY } from './offline';
-export const STYLE_CHOICES: readonly string[] = [TINY, ...STYLE_NAMES];
-/** A style choice as the pickers name it: the offline system by its style, e.g. 'tiny distillation (offline)'. */
-export const styleLabel = (style: string): string => (style === TINY ? `${OFFLINE_STYLE.replace(/_/g, ' ')} (offline)` : style);
+export { TINY, TINY_RECURSION, isOffline } from './offline';
+/** The pickers' styles: the offline systems (the first view first), then the released ones. */
+export const STYLE_CHOICES: readonly string[] = [...OFFLINE_CHOICES, ...STYLE_NAMES];
+/** A style choice as the pickers name it: an offline system by its style, e.g. 'tiny distillation (offline)'. */
+export const styleLabel = (style: string): string =>
+  isOffline(style) ? `${registryStyle(style).replace(/_/g, ' ')} (offline)` : style;
 /** The choice meaning "the released (or shipped) links". */
 export const RELEASED = 'released';
 /** Key of the outer-link choice in the per-role choice map. */
 export const OUTER = 'outer';
 
-const offlineSpecs = new WeakMap<Services, Promise<SystemSpec | null>>();
+const offlineSpecs = new WeakMap<Services, Map<string, Promise<SystemSpec | null>>>();
 
 /**
- * The offline tiny system's spec, asked of the engine once per page. A view awaits it before using the tiny system:
- * the worker may still be starting when the user asks (seconds on the dev server, which serves it unbundled).
+ * An offline system's spec (default: the first view's), asked of the engine once per page and system. A view awaits
+ * it before using the system: the worker may still be starting when the user asks (seconds on the dev server, which
+ * serves it unbundled).
  */
-export function offlineSystem(services: Services): Promise<SystemSpec | null> {
-  let p = offlineSpecs.get(services);
+export function offlineSystem(services: Services, style = TINY): Promise<SystemSpec | null> {
+  let specs = offlineSpecs.get(services);
+  if (!specs) offlineSpecs.set(services, (specs = new Map()));
+  let p = specs.get(style);
   if (!p) {
-    p = services.engine.api().offlineSystem();
-    offlineSpecs.set(services, p);
-    p.catch(() => offlineSpecs.delete(services)); // asked again next time
+    // the first view's call names no style (the engine's default manifest), as before there were two
+    p = style === TINY ? services.engine.api().offlineSystem() : services.engine.api().offlineSystem(registryStyle(style));
+    specs.set(style, p);
+    p.catch(() => specs.delete(style)); // asked again next time
   }
   return p;
 }
@@ -42,7 +48,7 @@ export const hfFolder = (repo: string): string => repoFolderUrl({ endpoint: hubE
 
 /** Roles of a style, in the registry's order; for the tiny system, those of its spec (when known). */
 export function rolesOf(style: string, offline: SystemSpec | null): string[] {
-  if (style === TINY) return offline ? Object.keys(offline.roles) : [];
+  if (isOffline(style)) return offline ? Object.keys(offline.roles) : [];
   return STYLES[style as StyleName]?.roles.map((r) => r.key) ?? [];
 }
 
@@ -64,7 +70,7 @@ export function releasedSize(style: string): { params: number; bytes: number } |
 }
 
 export function releasedLabel(style: string, role: string): string {
-  if (style === TINY) return 'shipped tiny links';
+  if (isOffline(style)) return 'shipped tiny links';
   if (role === OUTER) return STYLES[style as StyleName]?.outerRepo ?? 'released';
   return STYLES[style as StyleName]?.roles.find((r) => r.key === role)?.repo ?? 'released';
 }
@@ -143,9 +149,11 @@ export async function buildSpec(
   backbones: Record<string, Backbone> = {},
 ): Promise<SystemSpec> {
   let spec: SystemSpec;
-  if (style === TINY) {
-    if (!offline)
-      throw new InvalidArgument('this build has no offline tiny system; run `npm run tiny:build` and reload, or pick a released style');
+  if (isOffline(style)) {
+    if (!offline) {
+      const rebuild = STYLES[registryStyle(style) as StyleName]?.embedded?.rebuild ?? 'npm run tiny:build';
+      throw new InvalidArgument(`this build has no files of the ${styleLabel(style)} system; run \`${rebuild}\` and reload, or pick another style`);
+    }
     spec = { ...offline, roles: { ...offline.roles }, outer: offline.outer ? { ...offline.outer } : undefined, label: 'offline tiny' };
   } else {
     const s = STYLES[style as StyleName];
@@ -161,7 +169,7 @@ export async function buildSpec(
   }
   const swapped = withBackbones(spec, backbones);
   // before anything is planned or downloaded, as rmas ask refuses it
-  if (style !== TINY)
+  if (!isOffline(style))
     checkBackbones(
       STYLES[style as StyleName],
       Object.entries(backbones)
@@ -193,7 +201,7 @@ export async function buildSpec(
  * null. The Ask and Train views both show it, with a button that chooses the CPU device.
  */
 export function fallbackNote(adapter: AdapterReport | null, style: string, backend: string, work: string): string | null {
-  if (!adapter?.isFallback || style !== TINY || backend === 'cpu') return null;
+  if (!adapter?.isFallback || !isOffline(style) || backend === 'cpu') return null;
   const name = adapter.description || adapter.device || adapter.vendor;
   return `WebGPU here is a fallback adapter${name ? ` (${name})` : ''}: a software implementation that runs the GPU's work on ` +
     `the CPU. The offline tiny system ${work} faster on the CPU device.`;

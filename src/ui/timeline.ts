@@ -1,7 +1,9 @@
 /** The run timeline as data: 'stage' events folded into cells of rounds × agents, and the tool calls of deliberation. */
-import type { EngineEvent, LatentMessage, ToolCallEvent } from '../../workers/protocol';
+import type { EngineEvent, LatentMessage, LensView, ToolCallEvent } from '../../workers/protocol';
+import type { HopReading } from '../eval/embedded-task';
+import { topReading } from '../mas/lens';
 import { STYLES, type StyleName } from '../mas/styles';
-import { registryStyle } from './offline';
+import { isOffline, offlineTask, registryStyle } from './offline';
 
 export type StageEvent = Extract<EngineEvent, { type: 'stage' }>;
 
@@ -78,4 +80,41 @@ export function foldTools(events: readonly ToolCallEvent[]): ToolCallEvent[] {
 /** A tool call's heading: e.g. 'python · running…' or 'search · 0.42 s'. */
 export function toolText(e: ToolCallEvent): string {
   return `${e.tool} · ${e.state === 'running' ? 'running…' : `${e.seconds.toFixed(2)} s`}`;
+}
+
+/** A hand-off as the timeline shows it: who sent which message to whom in which round, and what its lens reads. */
+export interface HandOff {
+  round: number;
+  from: string;
+  to: string;
+  link: string;
+  /** The message's top reading (src/mas/lens.ts topReading), null until its lens is read. */
+  token: string | null;
+  prob: number | null;
+  /** The hop that token supplies in a multi-hop task (tiny_recursion's), else null. */
+  hop: HopReading | null;
+}
+
+/**
+ * Whether an ask of `style` reads every hand-off's lens after its answer (else only the last message's): an offline
+ * system whose task has hops, where the timeline shows which round supplied which (cheap at its size).
+ */
+export const readsEveryHandOff = (style: string): boolean => isOffline(style) && offlineTask(style).hopOf !== undefined;
+
+/**
+ * Each hand-off of a run with its lens's top reading, in order: for an offline system whose task has hops (issue 40),
+ * the reading prefers a value of the task and names the hop it supplies ("round 2, learner → expert: cone, hop 2").
+ */
+export function handOffs(
+  style: string, events: readonly StageEvent[], lens: Readonly<Record<string, { reading: LensView | null } | undefined>>,
+): HandOff[] {
+  const hopOf = isOffline(style) ? offlineTask(style).hopOf : undefined;
+  return messagesOf(events).map(({ round, role, message }) => {
+    const reading = lens[lensKey(message)]?.reading;
+    const top = reading ? topReading(reading, hopOf ? (t) => hopOf(t) !== null : undefined) : null;
+    return {
+      round, from: role, to: message.to, link: message.link, token: top?.token ?? null, prob: top?.prob ?? null,
+      hop: top && hopOf ? hopOf(top.token) : null,
+    };
+  });
 }

@@ -95,17 +95,20 @@ export const activeRun = {
   },
 };
 
-/** The offline system's test split as benchmark rows (question and answer), read as plain math; the first `n` when given. */
-export function tinyTestRows(n?: number): { question: string; answer: string }[] {
-  return offlineTask().split('test').slice(0, n).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
+/**
+ * An offline system's test split (default: the first view's) as benchmark rows (question and answer), read as plain
+ * math; the first `n` when given.
+ */
+export function tinyTestRows(n?: number, style?: string): { question: string; answer: string }[] {
+  return offlineTask(style).split('test').slice(0, n).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
 }
 
 /** Where the Train view says its rows come from when they are the offline system's training split. */
 export const TINY_SOURCE = 'tiny task, training split (offline)';
 
 /** The offline system's training split as training rows: its style's upstream columns, so every role finds its target. */
-export function tinyTrainRows(): Row[] {
-  const { columns, split } = offlineTask();
+export function tinyTrainRows(style?: string): Row[] {
+  const { columns, split } = offlineTask(style);
   return split('train').map((r) => Object.fromEntries(columns.map((c) => [c, r[c]])));
 }
 
@@ -132,8 +135,8 @@ export const TINY_OUTER_LOSS = { latents: 'rollout', superviseFinalOnly: false, 
 export const TINY_HELD_OUT = { questions: 200, every: 20, latentSteps: 4 } as const;
 
 /** The offline task's validation split as held-out rows (question and answer), the first `n`. */
-export function tinyValidationRows(n: number): { question: string; answer: string }[] {
-  return offlineTask().split('validation').slice(0, n).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
+export function tinyValidationRows(n: number, style?: string): { question: string; answer: string }[] {
+  return offlineTask(style).split('validation').slice(0, n).map((r) => ({ question: r.question, answer: String(r.answer_value) }));
 }
 export const UPSTREAM_HP = {
   lr: TRAIN_DEFAULTS.lr, batchSize: TRAIN_DEFAULTS.batchSize, maxSteps: 20, warmupSteps: TRAIN_DEFAULTS.warmupSteps, saveSteps: 10,

@@ -145,14 +145,28 @@ describe('the offline manifest (models/tiny-system.json) in the browser path', (
     cpSync(SYSTEM, join(root, SYSTEM), { recursive: true });
     const files = tinySystemFiles(root).sort();
     const role = (r: string) => readdirSync(join(SYSTEM, r)).map((f) => `${SYSTEM}/${r}/${f}`);
+    // with its recorded eval (the Evaluate panel's curve); the second system's manifest is not in this root: left out
     expect(files).toEqual([
-      'models/tiny-system.json', `${SYSTEM}/prompts.json`, ...role('expert'), ...role('learner'),
+      'models/tiny-system.json', `${SYSTEM}/prompts.json`, `${SYSTEM}/eval.json`, ...role('expert'), ...role('learner'),
       ...['outer_el', 'outer_le'].map((k) => `${SYSTEM}/outer/${k}.pt`),
     ].sort());
     expect(files).toContain(`${SYSTEM}/learner/adapter.pt`);
     rmSync(join(root, SYSTEM, 'prompts.json'));
     expect(() => tinySystemFiles(root)).toThrow(
       /references models\/tiny\/distillation\/prompts\.json, which does not exist; run npm run tiny:build/,
+    );
+    // the second offline system: left out while its folder is not built, listed (manifest, files, eval.json) once it is
+    cpSync(SYSTEM, join(root, SYSTEM), { recursive: true });
+    cpSync('models/tiny-recursion.json', join(root, 'models/tiny-recursion.json'));
+    expect(tinySystemFiles(root).filter((f) => f.includes('recursion'))).toEqual([]);
+    cpSync(SYSTEM, join(root, 'models/tiny/recursion'), { recursive: true });
+    const second = tinySystemFiles(root).filter((f) => f.includes('recursion'));
+    expect(second).toContain('models/tiny-recursion.json');
+    expect(second).toContain('models/tiny/recursion/eval.json');
+    expect(second).toContain('models/tiny/recursion/outer/outer_le.pt');
+    rmSync(join(root, 'models/tiny/recursion/outer/outer_le.pt'));
+    expect(() => tinySystemFiles(root)).toThrow(
+      /models\/tiny-recursion\.json references models\/tiny\/recursion\/outer\/outer_le\.pt, which does not exist; run npx tsx scripts\/tiny-recursion\/build\.ts/,
     );
   });
 

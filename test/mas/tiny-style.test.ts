@@ -69,12 +69,12 @@ describe('tiny_sequential in the style registry', () => {
     expect(light.embedded).toBeUndefined();
   });
 
-  it('is the default; STYLE_NAMES keeps the five released styles; UnknownStyle lists all seven', () => {
+  it('is the default; STYLE_NAMES keeps the five released styles; UnknownStyle lists all eight', () => {
     expect(DEFAULT_STYLE).toBe('tiny_sequential');
     expect(STYLE_NAMES).toEqual(['sequential_light', 'sequential_scaled', 'mixture', 'distillation', 'deliberation']);
-    expect(ALL_STYLE_NAMES).toEqual([...STYLE_NAMES, 'tiny_sequential', 'tiny_distillation']);
+    expect(ALL_STYLE_NAMES).toEqual([...STYLE_NAMES, 'tiny_sequential', 'tiny_distillation', 'tiny_recursion']);
     expect(() => getStyle('tiny')).toThrow(
-      /choose one of sequential_light, sequential_scaled, mixture, distillation, deliberation, tiny_sequential, tiny_distillation$/,
+      /choose one of sequential_light, sequential_scaled, mixture, distillation, deliberation, tiny_sequential, tiny_distillation, tiny_recursion$/,
     );
     expect([
       defaultMaxNewTokens(getStyle('tiny_sequential'), { task: 'math' }),
