@@ -13,6 +13,8 @@ import { dequantize, matmulForward } from './cpu';
 import { cudaMatmul } from './cuda';
 import { type Axis, type Dim, type MatmulAttrs, type MatmulPlan, planMatmul } from './plan';
 import { bind, chunkStarts, locate, segments } from '../segments';
+import { isSoftwareAdapter } from '../../gpu/device';
+import { type GemmGeometry, gemmGeometry, gemmKey, gemmReadsB, gemmTile, gemmWgsl } from './gemm-wgsl';
 import {
   FLAG_ACCUMULATE, FLAG_BIAS, FLAG_TRANS_A, FLAG_TRANS_B, GEMV_MR, GEMV_ROWS, type GemvMode, type MatmulVariant, gemvWgsl, tiledWgsl,
 } from './wgsl';
@@ -46,6 +48,30 @@ export const matmulKernel: KernelDef<MatmulAttrs> = {
   },
 };
 
+/**
+ * How C = A·Bᵀ against an [N, K] weight is tiled at M > GEMV_MAX_M (kernels/matmul/gemm-wgsl.ts): 'direct' (4×4 per
+ * invocation, operands straight from storage, no barrier), 'shared' (the same block from workgroup-memory tiles), or
+ * 'tiled' (the 64×64 kernel every other matmul takes). 'auto': direct on CPU rasterisers, shared elsewhere.
+ * RMAS_GEMM (environment in Node, globalThis.RMAS_GEMM in a page) overrides, for benchmarks and tests.
+ */
+export type GemmCut = 'auto' | 'direct' | 'shared' | 'tiled';
+
+/** The cut asked for (RMAS_GEMM, else auto). */
+export function askedGemm(): GemmCut {
+  const g = globalThis as { RMAS_GEMM?: string; process?: { env?: Record<string, string | undefined> } };
+  const v = g.RMAS_GEMM ?? g.process?.env?.RMAS_GEMM ?? 'auto';
+  if (v === 'auto' || v === 'direct' || v === 'shared' || v === 'tiled') return v;
+  throw new InvalidArgument(`RMAS_GEMM=${v}: expected auto, direct, shared or tiled`);
+}
+
+/** The cut a context's weight products take: null for the 64×64 kernel. */
+export function gemmCut(ctx: GpuContext): 'direct' | 'shared' | null {
+  const g = askedGemm();
+  if (g === 'tiled') return null;
+  if (g === 'auto') return isSoftwareAdapter(ctx.report) ? 'direct' : 'shared';
+  return g;
+}
+
 interface Operand {
   ref: GpuRef;
   axis: Axis;
@@ -77,6 +103,7 @@ function dispatchMatmul(ctx: GpuContext, [a, b, bias]: GpuRef[], out: GpuRef, at
   const ldb = isQuant(dtype) ? rowBytes(dtype, cols) / 4 : gemv && mode === 'word' ? cols / 2 : cols;
 
   const variant: MatmulVariant = { dtype, native };
+  const cut = !gemv && p.b.transB ? gemmCut(ctx) : null;
   const path = gemv ? `gemv-${mode}` : 'tiled';
   const key = `matmul_${dtype}${native ? 'n' : ''}_${path}_wg256`;
   // the A/C strides already encode transA/transC; the flag only picks the coalesced tile-load mapping
@@ -85,8 +112,9 @@ function dispatchMatmul(ctx: GpuContext, [a, b, bias]: GpuRef[], out: GpuRef, at
 
   const maxWg = ctx.report.limits.maxComputeWorkgroupsPerDimension;
   const bSegs = segments(p.batch, cuts.b, maxWg);
-  const mSegs = segments(p.M, cuts.m, maxWg * (gemv ? GEMV_MR : TILE));
-  const nSegs = segments(p.N, cuts.n, gemv ? Infinity : maxWg * TILE);
+  // the register-tiled GEMM's tiles are at least 4 rows by 32 columns (gemmGeometry)
+  const mSegs = segments(p.M, cuts.m, maxWg * (gemv ? GEMV_MR : cut ? 4 : TILE));
+  const nSegs = segments(p.N, cuts.n, gemv ? Infinity : maxWg * (cut ? 32 : TILE));
 
   for (const [b0, b1] of bSegs) for (const [m0, m1] of mSegs) for (const [n0, n1] of nSegs) {
     kSegs.forEach(([k0, k1], ki) => {
@@ -106,6 +134,14 @@ function dispatchMatmul(ctx: GpuContext, [a, b, bias]: GpuRef[], out: GpuRef, at
         .u32(rc.rel.b * p.c.sb + rc.rel.m * p.c.sm + rc.rel.n * p.c.sn).u32(p.c.sb).u32(p.c.sm).u32(p.c.sn)
         .u32(rbias ? rbias.rel.n : 0).u32(cols);
       const bindings = [bind(ra.chunk), bind(rb.chunk), bind((rbias ?? ra).chunk), bind(rc.chunk)];
+      // B's first column here is rb.rel.k (transB); a pair or block it would cut takes the 64×64 kernel
+      if (cut && gemmReadsB(dtype, native, ldb, rb.rel.k)) {
+        const g: GemmGeometry = gemmGeometry(m1 - m0, cut === 'shared');
+        const { tm, tn } = gemmTile(g);
+        const grid: [number, number, number] = [Math.ceil((n1 - n0) / tn), Math.ceil((m1 - m0) / tm), b1 - b0];
+        ctx.dispatch({ key: gemmKey(variant, g), wgsl: () => gemmWgsl(variant, g), uniforms: uni, bindings, workgroups: grid });
+        return;
+      }
       const workgroups: [number, number, number] = gemv
         ? [...ctx.grid(Math.ceil((n1 - n0) / GEMV_ROWS)), Math.ceil((m1 - m0) / GEMV_MR)]
         : [Math.ceil((n1 - n0) / TILE), Math.ceil((m1 - m0) / TILE), b1 - b0];
