@@ -78,7 +78,8 @@ async function plotAgainstReference<R>(style: string, target: TinyEvalTarget<R>,
     // each answer and verdict as the library's loop gives them (the panel scores as rmas run; the eval by its task)
     expect([row.key, row.records.map((x) => x.text)]).toEqual([row.key, r.answers]);
     expect([row.key, row.records.map((x) => x.correct)]).toEqual([row.key, r.ok]);
-    const p = plot.series.find((s) => s.source === 'live' && row.key.startsWith(s.kind))!.points.find((q) => q.rounds === row.config.rounds)!;
+    const live = plot.series.find((s) => s.source === 'live' && row.key.startsWith(s.kind))!;
+    const p = live.points.find((q) => q.rounds === row.config.rounds)!;
     expect([row.key, p.accuracy, p.right, p.questions, p.tokens]).toEqual([row.key, r.accuracy, r.correct, N, r.tokens]);
     expect(p.seconds).toBeGreaterThan(0);
   }

@@ -14,9 +14,8 @@ import { F, noGrad } from '../src/autograd';
 import {
   type AskEngine, type AskOptions, type AskResult, DEFAULT_ROUNDS, DISABLED_TOOLS, type LoadSpecOptions, type MasSystem, SINGLE_ENGINE,
   type StageRecord, type SystemSpec, ablationLabel, ask as askSystem, checkAblation, defaultLatentSteps, defaultMaxNewTokens, detectTask,
-  kvDtypes, loadSystemFromSpec, logitLens, prepareAblation, schedule, specAt, specKey,
+  kvDtypes, loadSystemFromSpec, logitLens, OFFLINE_STYLE, getStyle, prepareAblation, schedule, specAt, specKey,
 } from '../src/mas';
-import { OFFLINE_STYLE, getStyle } from '../src/mas/styles';
 import { tavilySearchRunner, tracedRunners, type ToolRunners } from '../src/mas/tools';
 import { BENCHMARK_NAMES, loadBenchmark, toItems, type BenchmarkName, evaluate as evaluateSystem } from '../src/eval';
 import { describePlan, planSystemDownload, type PlanLimits, specFiles } from '../src/store';

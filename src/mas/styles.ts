@@ -241,7 +241,9 @@ export const TINY_RECURSION_ROOT = 'models/tiny/recursion';
  * (h + 1) / 2 rounds and accuracy can rise with them.
  */
 function tinyRecursion(): StyleSpec {
-  const role = (key: string, base: string, modelType: string): RoleSpec => ({ key, repo: `${TINY_RECURSION_ROOT}/${key}`, base, modelType });
+  const role = (key: string, base: string, modelType: string): RoleSpec => ({
+    key, repo: `${TINY_RECURSION_ROOT}/${key}`, base, modelType,
+  });
   return {
     ...distillation(
       'tiny_recursion',

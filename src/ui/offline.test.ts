@@ -2,12 +2,14 @@
 // and the donor question of the "messages shuffled" ablation.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { hopCeiling, hopSplit } from '../eval/tiny-hops';
 import { priceSplit } from '../eval/tiny-prices';
 import {
-  DEFAULT_ROW, OFFLINE_STYLE, TINY, answersRight, defaultQuestion, donorQuestion, expectedAnswer, offlineTask, offlineTestQuestions,
-  registryStyle,
+  DEFAULT_ROW, DEFAULT_ROWS, OFFLINE_STYLE, TINY, TINY_RECURSION, answersRight, defaultQuestion, donorQuestion, expectedAnswer, isOffline,
+  offlineEvalPath, offlineManifest, offlineTask, offlineTestQuestions, registryStyle,
 } from './offline';
-import { rolesOf, styleLabel } from './system';
+import { STYLE_CHOICES, rolesOf, styleLabel } from './system';
+import { tinyTestRows } from './train';
 import { stageRoles } from './timeline';
 
 const test = priceSplit('test').map((r) => r.question);
@@ -65,5 +67,49 @@ describe('the offline system', () => {
     // a released style: the offline default question, or the next one when that is the question
     expect(donorQuestion('sequential_light', 'What is 2 + 2?')).toBe(test[DEFAULT_ROW]);
     expect(donorQuestion('sequential_light', test[DEFAULT_ROW]!)).toBe(test[DEFAULT_ROW + 1]);
+  });
+});
+
+describe('the second offline system (tiny recursion, the multi-hop task)', () => {
+  const hops = hopSplit('test');
+
+  it('is offered after the first, from its own manifest, with its own task', () => {
+    const manifest = JSON.parse(readFileSync(offlineManifest(TINY_RECURSION), 'utf8')) as { style: string; roles: Record<string, unknown> };
+    expect([offlineManifest(TINY), offlineManifest(TINY_RECURSION)]).toEqual(['models/tiny-system.json', 'models/tiny-recursion.json']);
+    expect(manifest.style).toBe(registryStyle(TINY_RECURSION));
+    expect(STYLE_CHOICES.slice(0, 3)).toEqual([TINY, TINY_RECURSION, 'sequential_light']);
+    expect([isOffline(TINY), isOffline(TINY_RECURSION), isOffline('distillation')]).toEqual([true, true, false]);
+    expect(styleLabel(TINY_RECURSION)).toBe('tiny recursion (offline)');
+    expect(stageRoles(TINY_RECURSION)).toEqual(Object.keys(manifest.roles));
+    expect([offlineEvalPath(TINY), offlineEvalPath(TINY_RECURSION), offlineEvalPath('mixture')]).toEqual([
+      'models/tiny/distillation/eval.json', 'models/tiny/recursion/eval.json', null,
+    ]);
+    expect(() => offlineManifest('mixture')).toThrow(/not one of the page's offline systems/);
+  });
+
+  it('asks its test split, opening with a 5-hop question; words as answers, scored by the task', () => {
+    expect(offlineTestQuestions(TINY_RECURSION)).toEqual(hops.map((r) => r.question));
+    const row = hops[DEFAULT_ROWS[TINY_RECURSION]!]!;
+    expect([defaultQuestion(TINY_RECURSION), row.hops, row.answer_value]).toEqual([row.question, 5, 'fern']);
+    const want = expectedAnswer(TINY_RECURSION, row.question)!;
+    expect(want).toEqual({ value: 'fern', note: 'grey, the colour of the criv.', style: TINY_RECURSION });
+    const verdicts = ['\\boxed{fern}', '\\boxed{pig}', 'fern'].map((t) => answersRight(t, want));
+    expect(verdicts).toEqual([true, false, false]);
+    // a question of the other system's task is not this one's
+    expect(expectedAnswer(TINY_RECURSION, defaultQuestion())).toBeNull();
+    expect(donorQuestion(TINY_RECURSION, row.question)).toBe(hops[DEFAULT_ROWS[TINY_RECURSION]! + 1]!.question);
+    expect(tinyTestRows(2, TINY_RECURSION)).toEqual(hops.slice(0, 2).map((r) => ({ question: r.question, answer: r.answer_value })));
+  });
+
+  it('has a ceiling per round count and reads a lens token as the hop it supplies', () => {
+    const task = offlineTask(TINY_RECURSION);
+    const rows = task.split('test');
+    expect([1, 2, 3].map((r) => task.ceiling!(rows, r))).toEqual([1, 2, 3].map((r) => hopCeiling(hops, r)));
+    expect([1, 2, 3].map((r) => task.ceiling!(rows, r))).toEqual([1 / 3, 2 / 3, 1]);
+    expect(['grey', ' cone', '7', 'pig', 'fern', 'criv', '\\boxed{', '<|im_end|>'].map((t) => task.hopOf!(t))).toEqual([
+      { kind: 'colour', hop: 1 }, { kind: 'shape', hop: 2 }, { kind: 'number', hop: 3 }, { kind: 'animal', hop: 4 },
+      { kind: 'tree', hop: 5 }, { kind: 'item', hop: 0 }, null, null,
+    ]);
+    expect(offlineTask(TINY).ceiling).toBeUndefined();
   });
 });

@@ -166,7 +166,7 @@ describe('the offline manifest (models/tiny-system.json) in the browser path', (
     expect(second).toContain('models/tiny/recursion/outer/outer_le.pt');
     rmSync(join(root, 'models/tiny/recursion/outer/outer_le.pt'));
     expect(() => tinySystemFiles(root)).toThrow(
-      /models\/tiny-recursion\.json references models\/tiny\/recursion\/outer\/outer_le\.pt, which does not exist; run npx tsx scripts\/tiny-recursion\/build\.ts/,
+      /models\/tiny-recursion\.json references models\/tiny\/recursion\/outer\/outer_le\.pt, which does not exist; run the build of tiny_recursion/,
     );
   });
 
