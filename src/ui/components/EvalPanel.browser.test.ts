@@ -6,7 +6,7 @@ import { flushSync, mount, unmount } from 'svelte';
 import type { EngineEvent, EvalRequest } from '../../../workers/protocol';
 import { FAKE_OFFLINE, fakeAskEngine } from '../../../test/util/fake-ask-engine';
 import { prefs } from '../state.svelte';
-import { TINY } from '../system';
+import { TINY, TINY_RECURSION } from '../system';
 import { DEFAULTS } from '../url';
 import EvalPanel from './EvalPanel.svelte';
 import { reactiveProps } from './props.svelte';
@@ -19,14 +19,16 @@ afterEach(() => {
   prefs.backend = 'auto';
 });
 
-function setup(evaluate: (req: EvalRequest, on: (e: EngineEvent) => void, opts?: { callId?: string }) => Promise<unknown>) {
+function setup(
+  evaluate: (req: EvalRequest, on: (e: EngineEvent) => void, opts?: { callId?: string }) => Promise<unknown>, style: string = TINY,
+) {
   const { api: askApi, services } = fakeAskEngine(async () => { throw new Error('unused'); });
   const api = Object.assign(askApi, { evaluate: vi.fn(evaluate) });
   prefs.backend = 'cpu'; // the device chosen in Ask (or Environment)
   const target = document.body.appendChild(document.createElement('div'));
   const props = reactiveProps({
     services,
-    settings: { ...DEFAULTS, style: TINY, rounds: 2, latentSteps: 8, greedy: true },
+    settings: { ...DEFAULTS, style, rounds: 2, latentSteps: 8, greedy: true },
   });
   app = mount(EvalPanel, { target, props });
   (target.querySelector('details') as HTMLDetailsElement).open = true;
@@ -222,5 +224,64 @@ describe('EvalPanel', () => {
       ],
       dataset: 'math500',
     });
+  });
+
+  it('plots accuracy by rounds: RecursiveMAS and text-MAS at 1-3 rounds live, the recorded curve, the ceiling, a progress bar', async () => {
+    const N = 6;
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    // RecursiveMAS right on the first r questions at r rounds, text-MAS on all; text writes 11 tokens a round
+    const { api, target } = setup(async (req, on) => {
+      on({ type: 'ready', backend: 'cpu', seconds: 0 });
+      for (let i = 0; i < N; i++) {
+        const right = req.mode === 'text' || i < req.rounds!;
+        const tokens = req.mode === 'text' ? 11 * req.rounds! : 4;
+        on({ ...sample(i, right, N), record: { ...(sample(i, right, N) as { record: object }).record, correct: right, tokens } } as EngineEvent);
+        if (req.mode === 'latent' && req.rounds === 2 && i === 2) await held; // mid-run: the progress bar
+      }
+      return { type: 'summary', samples: N, accuracy: 0, pass_at_k: 0, k: 1, per_rollout_accuracy: [0], tokens_mean: 0, seconds_mean: 0 };
+    }, TINY_RECURSION);
+    expect(target.querySelector<HTMLSelectElement>('[data-testid="eval-source"]')!.selectedOptions[0]!.textContent).toBe(
+      "tiny recursion (offline): its task's test split",
+    );
+    const limit = target.querySelector('[data-testid="eval-limit"]') as HTMLInputElement;
+    limit.value = String(N);
+    limit.dispatchEvent(new Event('input', { bubbles: true }));
+    (target.querySelector('[data-testid="rounds-button"]') as HTMLButtonElement).click();
+    const progress = () => target.querySelector<HTMLProgressElement>('[data-testid="rounds-progress"]');
+    await vi.waitFor(() => expect(progress()?.value).toBe(N + 3));
+    expect(progress()!.max).toBe(6 * N);
+    release();
+    await vi.waitFor(() => expect(target.querySelector('[data-testid="compare-status"]')!.textContent).toMatch(/^done/));
+    expect(api.evaluate.mock.calls.map(([r]) => [r.mode, r.rounds, r.limit])).toEqual([
+      ['latent', 1, N], ['latent', 2, N], ['latent', 3, N], ['text', 1, N], ['text', 2, N], ['text', 3, N],
+    ]);
+    // the multi-hop task's test split, words as gold
+    const src = api.evaluate.mock.calls[0]![0].source as { rows: { question: string; answer: string }[] };
+    expect(src.rows[5]).toEqual({ question: 'Sam wants the tree of the criv. Which is it?', answer: 'fern' });
+    const plot = target.querySelector('[data-testid="rounds-plot"]')!;
+    const points = [...plot.querySelectorAll('circle[data-series="latent"], circle[data-series="text"]')].map((c) =>
+      [c.getAttribute('data-series'), Number(c.getAttribute('data-rounds')), Number(c.getAttribute('data-accuracy')),
+        Number(c.getAttribute('data-tokens'))]);
+    expect(points).toEqual([
+      ['latent', 1, 1 / 6, 4], ['latent', 2, 2 / 6, 4], ['latent', 3, 3 / 6, 4], ['text', 1, 1, 11], ['text', 2, 1, 22], ['text', 3, 1, 33],
+    ]);
+    expect(plot.querySelector('text[data-label="text2"]')!.textContent).toMatch(/^100\.0% · 22\.0 tok · \d+\.\d{3} s$/);
+    expect([progress()!.value, progress()!.max]).toEqual([6 * N, 6 * N]);
+    // the first 6 test questions: one of 1 hop, four of 3, one of 5
+    expect(plot.querySelector('[data-testid="rounds-ceiling"]')!.getAttribute('data-values')).toBe([1 / 6, 5 / 6, 1].join(','));
+    // the recorded eval (models/tiny/recursion/eval.json, where it is built) on the same 6 questions
+    const res = await fetch('/models/tiny/recursion/eval.json');
+    const isJson = res.ok && (res.headers.get('content-type') ?? '').includes('json');
+    if (isJson) {
+      const recorded = (await res.json()) as { results: { config: string; ok: boolean[] }[] };
+      await vi.waitFor(() => expect(plot.querySelectorAll('circle[data-series="latent-recorded"]')).toHaveLength(3));
+      for (const kind of ['latent', 'text'])
+        for (const r of [1, 2, 3]) {
+          const ok = recorded.results.find((x) => x.config === `${kind}${r}`)!.ok.slice(0, N);
+          const c = plot.querySelector(`circle[data-series="${kind}-recorded"][data-rounds="${r}"]`)!;
+          expect(Number(c.getAttribute('data-accuracy'))).toBe(ok.filter(Boolean).length / N);
+        }
+    }
   });
 });
