@@ -3,7 +3,15 @@ import { svelte } from '@sveltejs/vite-plugin-svelte';
 import { pyodideAssets } from './build/pyodide-plugin.ts';
 import { tinySystemAssets } from './build/tiny-system-plugin.ts';
 
+// Cross-origin isolation, so that the engine worker has SharedArrayBuffer and the CPU backend's kernels run on threads
+// (src/kernels/matmul/wasm-threads.ts): the dev server and the preview send these on every response, workers included;
+// a host serving the build must too (public/_headers says so for hosts that read it). Everything the page fetches from
+// other origins (the hub, datasets) is a CORS request, which require-corp allows.
+export const ISOLATION_HEADERS = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
+
 export default defineConfig({
+  server: { headers: ISOLATION_HEADERS },
+  preview: { headers: ISOLATION_HEADERS },
   // pyodideAssets copies the Pyodide runtime next to the built worker (the deliberation Python tool)
   plugins: [svelte(), pyodideAssets(), tinySystemAssets()],
   build: {
