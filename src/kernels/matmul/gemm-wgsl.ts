@@ -13,8 +13,8 @@
  *   workgroup memory would be.
  * - `shared`: the workgroup stages a TM × 16 tile of A and a TN × 16 tile of B in workgroup memory (vec4s along K,
  *   every invocation loading its share), two barriers per 16 values of K: the layout for GPUs.
- * The workgroup is 64 invocations, WX × WY, with WY sized to M (gemmGeometry), so a short prompt does not pay for a
- * tile of empty rows.
+ * The workgroup is 64 invocations, WX × WY (gemmGeometry); its tile's rows follow M, so that a short prompt does not
+ * pay for a tile of empty rows (the 64×64 kernel computed 64 rows for a 14-token prompt).
  */
 import type { DType } from '../../formats/dtype';
 import { enableF16, mainSignature } from '../wgsl';
@@ -31,13 +31,16 @@ export const GEMM_INVOCATIONS = 64;
 const TK = 16; // K values per staged tile (shared)
 
 /**
- * The workgroup's shape for M rows: 4·wy ≥ M where M is small (wy a power of two ≤ 8). The shared cut keeps wy ≥ 2:
- * a 4 × 256 tile pair would pass the 16 KiB of workgroup memory every WebGPU device allows.
+ * The workgroup's shape for M rows. Direct: one row of 64 invocations (a 4 × 256 tile), so that A's rows are the
+ * same for the whole workgroup and a CPU rasteriser loads them once for all its lanes instead of gathering them per
+ * lane. Shared: 4·wy ≥ M where M is small (wy a power of two, 2 to 8), so that a short prompt does not stage a
+ * tile of empty rows; wy ≥ 2 because a 4 × 256 tile pair would pass the 16 KiB of workgroup memory every WebGPU
+ * device allows.
  */
 export function gemmGeometry(M: number, shared: boolean): GemmGeometry {
-  let wy = 1;
+  if (!shared) return { wx: GEMM_INVOCATIONS, wy: 1, shared };
+  let wy = 2;
   while (wy < 8 && 4 * wy < M) wy *= 2;
-  if (shared) wy = Math.max(wy, 2);
   return { wx: GEMM_INVOCATIONS / wy, wy, shared };
 }
 
