@@ -14,11 +14,9 @@ import { join } from 'node:path';
 import { AdamW } from '../../src/autograd/ops/optim.ts';
 import {
   allHopRows,
-  echoNote,
   expertReply,
   HOP_VALUES,
   hopAnswer,
-  hopNote,
   hopSplit,
   hopWorld,
   learnerReply,
@@ -75,20 +73,13 @@ export function hopsTurn(world: HopWorld, role: DistillRole, row: HopRow, rng: R
   };
   const k = pick(rng, noteKinds[t]);
   const value = pick(rng, V[k === 'echo' ? t : k]);
-  const source = { colour: () => pick(rng, allItems), number: () => pick(rng, V.shape), tree: () => pick(rng, V.animal) };
-  const note = k === 'echo' ? echoNote(value) : hopNote(value, k, source[k]());
-  return { role, kind: 'first', slot: note, target: learnerReply(world, t, value) };
+  return { role, kind: 'first', slot: hopAnswer(value), target: learnerReply(world, t, value) };
 }
-const allItems = [...new Set(allHopRows().map((r) => r.item))];
 
 /** The shared tokenizer: merges from every question and every note and answer of every value, each value one token. */
 export function hopsTokenizer(): TinyTokenizer {
-  const rows = allHopRows();
-  const texts = rows.map((r) => r.question);
-  for (const item of allItems) for (const c of V.colour) texts.push(hopNote(c, 'colour', item));
-  for (const [k, src] of [['number', 'shape'], ['tree', 'animal']] as const)
-    for (const s of V[src]) for (const v of V[k]) texts.push(hopNote(v, k, s));
-  for (const vs of Object.values(V)) for (const v of vs) texts.push(hopAnswer(v), echoNote(v), hopAnswer(v), echoNote(v));
+  const texts = allHopRows().map((r) => r.question);
+  for (const vs of Object.values(V)) for (const v of vs) texts.push(...Array.from({ length: 8 }, () => hopAnswer(v)));
   const prompts = [HOPS_PROMPT_FILE.system.distill, ...Object.values(HOPS_PROMPT_FILE.templates)];
   const tok = buildTinyTokenizer({ merges: 400, corpus: [...prompts, ...texts].join('\n'), digitGroups: true });
   const tokenizerConfig = { ...tok.tokenizerConfig, chat_template: DISTILL_CHAT_TEMPLATE };
@@ -111,9 +102,10 @@ export function hopsExamples(tok: Tokenizer, role: DistillRole, rows: readonly H
     const row = rows[rng.int(rows.length)]!;
     const turn = hopsTurn(world, role, row, rng);
     // the latent path tokenises the pieces around a slot apart (docs/method.md §4.2), which splits merges such as
-    // "}\n" that the whole text makes: half of the expert's feedback chats are tokenised that way
-    const marker = SLOTS.distillFeedback;
-    const pieces = role === 'expert' && turn.kind === 'feedback' && rng.int(2) === 0;
+    // "}\n" that the whole text makes, and the text baseline tokenises the whole prompt: half of the chats with a
+    // filled slot are tokenised each way
+    const marker = role === 'expert' ? SLOTS.distillFeedback : SLOTS.distillExpert;
+    const pieces = turn.slot !== '' && rng.int(2) === 0;
     const prompt = pieces
       ? hopsPrompt(tok, role, turn.kind, row.question, marker)
           .split(marker)

@@ -8,8 +8,8 @@
  *   3. each agent's inner link with `rmas train-inner`;
  *   4. the outer links' alignment on every round's prompts (align.ts);
  *   5. the outer links with `rmas train-outer --init_outer` over 3 rounds on rollout latents, every round's
- *      cross-entropy counted (the non-final rounds' at upstream's weight 0.1: a 5-hop question cannot be answered
- *      before round 3, so a full weight there would ask the links to shortcut the learner's lookups).
+ *      cross-entropy counted at full weight against what the learner writes in that round of the gold transcript
+ *      (the rows' round_targets: a 5-hop question's round-1 target is the shape, not the final tree).
  * The system runs as style tiny_distillation from its folder (RMAS_TINY_SYSTEM, or eval's --system).
  *
  *   npx tsx scripts/tiny-recursion/build.ts [all] [--out DIR] [--work DIR] [--seed S] [--from S] [--until S] …
@@ -25,22 +25,22 @@ import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { UsageError } from '../../src/errors.ts';
 import { goldTranscript, hopJsonl, hopSplit, hopWorld } from '../../src/eval/tiny-hops.ts';
-import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
 import { command, type Command, type Options } from '../../src/runner/args.ts';
 import { int, json, oneOf, runCommand, runIfMain, s, usageOf } from '../tiny-system/cli.ts';
 import { ROOT } from '../tiny-system/paths.ts';
 import { jsonlLosses, pool, runChild } from '../tiny-system/pipeline.ts';
 import { HOPS_AGENTS, HOPS_ROLES, trainHopsAgent } from './agents.ts';
 import { alignHopsOuter, HOPS_ALIGN_DEFAULTS } from './align.ts';
-import { recursionEvalCommand, TINY_RECURSION_DIR } from './eval.ts';
+import { RECURSION_LATENT_STEPS, recursionEvalCommand, TINY_RECURSION_DIR } from './eval.ts';
 import { realignOuter } from './realign.ts';
 import { HOPS_PROMPT_FILE } from './prompts.ts';
 
 export const RECURSION_BUILD = {
   seed: 7,
+  latentSteps: RECURSION_LATENT_STEPS,
   inner: { steps: 400, batchSize: 8, lr: 2e-3, ceWeight: 1 },
   align: { ...HOPS_ALIGN_DEFAULTS },
-  outer: { steps: 600, batchSize: 4, lr: 1e-3, rounds: 3, latents: 'rollout', nonLastLossWeight: 0.1, untilEos: 1 },
+  outer: { steps: 600, batchSize: 4, lr: 1e-3, rounds: 3, latents: 'rollout', nonLastLossWeight: 1, untilEos: 1 },
 } as const;
 
 export const RECURSION_STAGES = ['agents', 'inner', 'align', 'outer'] as const;
@@ -57,7 +57,7 @@ export function recursionInnerArgs(role: string, data: string, saveDir: string, 
 
 export function recursionOuterArgs(data: string, init: string, saveDir: string, steps: number, seed: number, logJsonl: string): string[] {
   const { batchSize, lr, rounds, latents, nonLastLossWeight, untilEos } = RECURSION_BUILD.outer;
-  const m = defaultLatentSteps(getStyle('tiny_distillation'));
+  const m = RECURSION_BUILD.latentSteps;
   return [
     ...['train-outer', '--style', 'tiny_distillation', '--dataset_name', data, '--save_dir', saveDir, '--init_outer', init],
     ...['--max_steps', String(steps), '--batch_size', String(batchSize), '--outer_lr', String(lr), '--seed', String(seed)],
@@ -80,6 +80,20 @@ export function learnerInnerJsonl(): string {
       seen.add(line);
     }
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * The outer stage's rows: the train split with each agent's gold text per round of the 3-round transcript in
+ * `round_targets` (src/train/data/roles.ts), so that every round's cross-entropy scores what the learner writes there.
+ */
+export function outerTrainJsonl(rounds: number = RECURSION_BUILD.outer.rounds): string {
+  const world = hopWorld();
+  const rows = hopSplit('train').map((row) => {
+    const stages = goldTranscript(world, row, rounds);
+    const of = (role: string) => stages.filter((st) => st.role === role).map((st) => st.target);
+    return { ...row, round_targets: { expert: of('expert'), learner: of('learner') } };
+  });
+  return rows.map((r) => JSON.stringify(r)).join('\n') + '\n';
 }
 
 const BUILD = ['--import', 'tsx', join(ROOT, 'scripts/tiny-recursion/build.ts')];
@@ -112,7 +126,7 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
     await cp(TINY_RECURSION_DIR, system, { recursive: true });
   }
   for (const d of [logs, join(work, 'data'), system]) await mkdir(d, { recursive: true });
-  await writeFile(data('train.jsonl'), hopJsonl(hopSplit('train')));
+  await writeFile(data('train.jsonl'), outerTrainJsonl());
   await writeFile(data('inner-expert.jsonl'), hopJsonl(hopSplit('train')));
   await writeFile(data('inner-learner.jsonl'), learnerInnerJsonl());
   await writeFile(join(system, 'prompts.json'), json(HOPS_PROMPT_FILE));
@@ -169,7 +183,7 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
     agents: Object.fromEntries(HOPS_AGENTS.map((a) => [a.role, { ...a, steps: o.agentSteps ?? a.steps }])),
     inner: { ...RECURSION_BUILD.inner, steps: o.innerSteps },
     align: { ...RECURSION_BUILD.align, steps: o.alignSteps ?? RECURSION_BUILD.align.steps },
-    outer: { ...RECURSION_BUILD.outer, steps: o.outerSteps, latentSteps: defaultLatentSteps(getStyle('tiny_distillation')) },
+    outer: { ...RECURSION_BUILD.outer, steps: o.outerSteps, latentSteps: RECURSION_BUILD.latentSteps },
     seconds,
     losses: {
       agents: Object.fromEntries(
@@ -236,7 +250,7 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
         system: a.system,
         out: a.out,
         seed: int('seed', a.seed, 0) ?? RECURSION_BUILD.seed,
-        m: defaultLatentSteps(getStyle('tiny_distillation')),
+        m: RECURSION_BUILD.latentSteps,
         steps: int('steps', a.steps, 1),
       });
       if (a.losses) await writeFile(a.losses, `${JSON.stringify({ losses: r.losses, seconds: r.seconds })}\n`);
@@ -253,7 +267,7 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
         init: resolve(a.init),
         out: resolve(a.out),
         seed: int('seed', a.seed, 0) ?? RECURSION_BUILD.seed,
-        m: defaultLatentSteps(getStyle('tiny_distillation')),
+        m: RECURSION_BUILD.latentSteps,
         rows: int('rows', a.rows, 1),
         steps: int('steps', a.steps, 1),
         passes: int('passes', a.passes, 1),

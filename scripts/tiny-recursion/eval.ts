@@ -8,7 +8,6 @@ import { resolve } from 'node:path';
 import { UsageError } from '../../src/errors.ts';
 import { hopCeiling, hopSplit, scoreHops, type HopRow } from '../../src/eval/tiny-hops.ts';
 import { command, type Command, type Options } from '../../src/runner/args.ts';
-import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
 import { int, json, oneOf, openBackend, s } from '../tiny-system/cli.ts';
 import { CONFIGS, evalTiny, markdownTable, type ConfigResult, type EvalConfig, type TinyEvalTarget } from '../tiny-system/eval.ts';
 import { ROOT } from '../tiny-system/paths.ts';
@@ -16,6 +15,9 @@ import { hopsPrompt } from './agents.ts';
 
 /** The recursion system's folder (not registered as a style: it runs as tiny_distillation from this folder). */
 export const TINY_RECURSION_DIR = resolve(ROOT, 'models/tiny/recursion');
+
+/** A note is three tokens (src/eval/tiny-hops.ts): a message of three latent steps carries all of it. */
+export const RECURSION_LATENT_STEPS = 3;
 
 export const RECURSION_TARGET: TinyEvalTarget<HopRow> = {
   style: 'tiny_distillation',
@@ -66,7 +68,7 @@ export const recursionEvalCommand: Command<Options, void> = command({
     if (bad) throw new UsageError(`--configs: unknown '${bad}'; choose from ${CONFIGS.join(', ')}`);
     const backend = await openBackend(a.backend);
     const rows = hopSplit(split).slice(0, int('limit', a.limit, 1));
-    const latentSteps = int('latent_steps', a.latent_steps, 1);
+    const latentSteps = int('latent_steps', a.latent_steps, 1) ?? RECURSION_LATENT_STEPS;
     const t0 = performance.now();
     const results = await evalTiny({
       target: RECURSION_TARGET,
@@ -77,7 +79,7 @@ export const recursionEvalCommand: Command<Options, void> = command({
       systemDir: a.system,
     });
     process.stdout.write(`${markdownTable(results, backend.name, split)}\n\n${hopsTable(results, rows)}\n`);
-    const m = latentSteps ?? defaultLatentSteps(getStyle('tiny_distillation'));
+    const m = latentSteps;
     process.stdout.write(`(latent steps m = ${m}; ${((performance.now() - t0) / 1000).toFixed(0)} s in all)\n`);
     if (a.json)
       await writeFile(

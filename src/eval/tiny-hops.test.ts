@@ -63,13 +63,15 @@ describe('tiny-hops task', () => {
     const row = splits.test.find((r) => r.hops === 5)!;
     const stages = goldTranscript(world, row, 3).map((s) => `${s.role}: ${s.slot} -> ${s.target}`);
     const [item, colour, shape, number, animal, tree] = row.chain;
+    expect(item).toBe(row.item);
+    const b = (v: string | undefined) => `\\boxed{${v}}`;
     expect(stages).toEqual([
-      `expert:  -> ${colour}, the colour of the ${item}.`,
-      `learner: ${colour}, the colour of the ${item}. -> \\boxed{${shape}}`,
-      `expert: \\boxed{${shape}} -> ${number}, the number of the ${shape}.`,
-      `learner: ${number}, the number of the ${shape}. -> \\boxed{${animal}}`,
-      `expert: \\boxed{${animal}} -> ${tree}, the tree of the ${animal}.`,
-      `learner: ${tree}, the tree of the ${animal}. -> \\boxed{${tree}}`,
+      `expert:  -> ${b(colour)}`,
+      `learner: ${b(colour)} -> ${b(shape)}`,
+      `expert: ${b(shape)} -> ${b(number)}`,
+      `learner: ${b(number)} -> ${b(animal)}`,
+      `expert: ${b(animal)} -> ${b(tree)}`,
+      `learner: ${b(tree)} -> ${b(tree)}`,
     ]);
   });
 
@@ -81,8 +83,8 @@ describe('tiny-hops task', () => {
 });
 
 const REFERENCE_TEST_ROWS = [
-  ['Mia asks: which number goes with the mirn?', 'mirn>white>cube>5', '\\boxed{5}'],
-  ['Mia wants the number of the frim. Which is it?', 'frim>red>circle>4', '\\boxed{4}'],
-  ['Tom wants the number of the kelt. Which is it?', 'kelt>blue>arch>8', '\\boxed{8}'],
+  ['Mia asks: which number goes with the mirn?', 'mirn>white>cube>five', '\\boxed{five}'],
+  ['Mia wants the number of the frim. Which is it?', 'frim>red>circle>four', '\\boxed{four}'],
+  ['Tom wants the number of the kelt. Which is it?', 'kelt>blue>arch>eight', '\\boxed{eight}'],
 ];
 const REFERENCE_ITEM_COLOURS = [['glim', 'grey'], ['zorp', 'black'], ['brin', 'black'], ['quon', 'white']];

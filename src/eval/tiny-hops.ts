@@ -11,9 +11,13 @@
  * learner applies its own to the expert's note; once a note holds the asked kind, both pass it on unchanged.
  * So a system of R rounds can answer the questions of at most 2R − 1 hops: the ceiling per round count.
  *
+ * Every note and answer is one boxed value, three tokens (`\boxed`, `{red`, `}`), so a latent message of m = 3
+ * steps carries a whole note, as the text baseline passes it: an agent trained on longer notes reads only their
+ * first m tokens from a latent message, and its lookups then fail although its copies work.
+ *
  *   question         Which number goes with the glim?
- *   distill_expert   red, the colour of the glim.   (the expert's round-1 note: value first)
- *   answer           \boxed{7}                      (distill_learner is the same text)
+ *   distill_expert   \boxed{red}     (the expert's round-1 note)
+ *   answer           \boxed{seven}   (distill_learner is the same text)
  *
  * Each agent is trained with the other's lookups drawn at random (scripts/tiny-recursion/agents.ts), so neither
  * can learn the other's half. Generation and splits are pure functions of their seeds (src/util/rng.ts).
@@ -33,11 +37,11 @@ export const HOP_TARGETS = { colour: 1, number: 3, tree: 5 } as const;
 export type HopTarget = keyof typeof HOP_TARGETS;
 export const TARGET_KINDS = Object.keys(HOP_TARGETS) as HopTarget[];
 
-/** The values of each kind but the items (16 invented words, as tiny-prices.ts's); one token each. */
+/** The values of each kind but the items (16 invented words, as tiny-prices.ts's); numbers in words, so every `{value` is one token. */
 export const HOP_VALUES: Readonly<Record<Exclude<HopKind, 'item'>, readonly string[]>> = {
   colour: ['red', 'blue', 'green', 'pink', 'grey', 'gold', 'black', 'white'],
   shape: ['circle', 'square', 'star', 'ring', 'cube', 'cone', 'disc', 'arch'],
-  number: ['2', '3', '4', '5', '6', '7', '8', '9'],
+  number: ['two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine'],
   animal: ['cat', 'dog', 'fox', 'owl', 'bee', 'cow', 'pig', 'elk'],
   tree: ['oak', 'elm', 'fir', 'ash', 'yew', 'ivy', 'fern', 'moss'],
 };
@@ -79,11 +83,7 @@ export function kindOf(value: string): HopKind | undefined {
   return (Object.keys(HOP_VALUES) as Exclude<HopKind, 'item'>[]).find((k) => HOP_VALUES[k].includes(value));
 }
 
-/** The expert's note on a value it derived from `source`: the value first, so it is the first thing it writes. */
-export const hopNote = (value: string, kind: HopKind, source: string) => `${value}, the ${kind} of the ${source}.`;
-/** The expert's note when the learner's feedback already holds the asked kind. */
-export const echoNote = (value: string) => `${value}, the answer.`;
-/** The learner's answer (also its feedback in non-final rounds). */
+/** Every note of either agent: the expert's notes, the learner's answers (its feedback in non-final rounds). */
 export const hopAnswer = (value: string) => `\\boxed{${value}}`;
 
 export interface HopRow {
@@ -126,7 +126,7 @@ export function hopRow(world: HopWorld, template: number, person: number, target
   const answer = hopAnswer(chain[hops]!);
   return {
     question: hopQuestion(template, person, target, item),
-    distill_expert: hopNote(chain[1]!, 'colour', item),
+    distill_expert: hopAnswer(chain[1]!),
     distill_learner: answer,
     answer,
     answer_value: chain[hops]!,
@@ -185,13 +185,12 @@ export function scoreHops(text: string, row: Pick<HopRow, 'answer_value'>): bool
   return lastBoxed(text)?.trim() === row.answer_value;
 }
 
-/** The expert's note: round 1 (`fed` undefined) the item's colour; later its lookup on the learner's value, or the echo. */
+/** The expert's note: round 1 (`fed` undefined) the item's colour; later its lookup on the learner's value, or the value passed on. */
 export function expertReply(world: HopWorld, target: HopTarget, item: string, fed?: string): string {
-  if (fed === undefined) return hopNote(world.get('item')!.get(item)!, 'colour', item);
+  if (fed === undefined) return hopAnswer(world.get('item')!.get(item)!);
   const kind = kindOf(fed);
-  if (kind === target) return echoNote(fed);
-  if (kind === 'shape') return hopNote(world.get('shape')!.get(fed)!, 'number', fed);
-  if (kind === 'animal') return hopNote(world.get('animal')!.get(fed)!, 'tree', fed);
+  if (kind === target) return hopAnswer(fed);
+  if (kind === 'shape' || kind === 'animal') return hopAnswer(world.get(kind)!.get(fed)!);
   throw new RangeError(`the expert has no lookup for '${fed}' (asked ${target})`);
 }
 
@@ -203,7 +202,7 @@ export function learnerReply(world: HopWorld, target: HopTarget, value: string):
   throw new RangeError(`the learner has no lookup for '${value}' (asked ${target})`);
 }
 
-const valueOf = (text: string) => (text.startsWith('\\boxed{') ? text.slice(7, -1) : text.split(',')[0]!);
+const valueOf = (text: string) => text.slice('\\boxed{'.length, -1);
 
 export interface HopStage {
   role: HopAgent;

@@ -117,6 +117,22 @@ describe('rowTask', () => {
     expect(rowTask({ task_family: 3 }, 'math')).toEqual({ task: 'math' });
   });
 
+  it("takes a round's target from round_targets, the role's column otherwise", () => {
+    const row = { question: 'Q', distill_expert: 'E', answer: 'A', round_targets: { learner: ['L1', 'L2', ' '] } };
+    expect(roleExample('distill', 'learner', row, 1)).toEqual({ target: 'L1', slotTexts: ['E'], question: 'Q' });
+    expect(roleExample('distill', 'learner', row, 2)).toMatchObject({ target: 'L2' });
+    // a blank or missing round, another role, no round at all (inner training): the usual columns
+    expect(roleExample('distill', 'learner', row, 3)).toMatchObject({ target: 'A' });
+    expect(roleExample('distill', 'learner', row, 4)).toMatchObject({ target: 'A' });
+    expect(roleExample('distill', 'expert', row, 1)).toMatchObject({ target: 'E' });
+    expect(roleExample('distill', 'learner', row)).toMatchObject({ target: 'A' });
+    expect(() => roleExample('distill', 'learner', { ...row, round_targets: ['L1'] }, 1)).toThrow(/round_targets must be an object/);
+    expect(() => roleExample('distill', 'learner', { ...row, round_targets: { learner: 'L1' } }, 1)).toThrow(
+      /round_targets\.learner must be an array of texts/,
+    );
+    expect(() => roleExample('distill', 'learner', { ...row, round_targets: { learner: [1] } }, 1)).toThrow(InvalidArgument);
+  });
+
   it('reads the code interface columns', () => {
     expect(rowTask({ task_family: 'code', type: 'function', fn_name: ' add ' }, 'math')).toEqual({
       task: 'code',

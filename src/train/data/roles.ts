@@ -72,6 +72,25 @@ function firstText(row: Row, fields: Field): string | undefined {
 const missing = (fields: Field) => `missing:${fields.join('|')}`;
 
 /**
+ * The gold text of `role` in round `round` (1-based) from the row's `round_targets` column (ours: `{ "<role>": [text
+ * of round 1, round 2, …] }`), for tasks whose agents write something else in each round (a multi-hop chain: the
+ * learner's round-1 lookup, then its round-2 one, …); undefined when the row has none for that role and round, and
+ * the role's usual column applies. A `round_targets` that is not an object of string arrays is an InvalidArgument.
+ */
+function roundTarget(row: Row, role: string, round: number): string | undefined {
+  const all = row.round_targets;
+  if (all === undefined || all === null) return undefined;
+  if (typeof all !== 'object' || Array.isArray(all))
+    throw new InvalidArgument(`round_targets must be an object of role → array of texts per round, got ${JSON.stringify(all).slice(0, 80)}`);
+  const texts = (all as Record<string, unknown>)[role];
+  if (texts === undefined) return undefined;
+  if (!Array.isArray(texts) || texts.some((t) => typeof t !== 'string'))
+    throw new InvalidArgument(`round_targets.${role} must be an array of texts, one per round; got ${JSON.stringify(texts).slice(0, 80)}`);
+  const t = texts[round - 1] as string | undefined;
+  return t !== undefined && t.trim() !== '' ? t : undefined;
+}
+
+/**
  * The texts one training example of `role` needs: the assistant target, the texts that fill its slots in
  * the inner loop, and the question. `{ skip }` names the first missing or empty field (with fallbacks).
  */
@@ -79,11 +98,13 @@ export function roleExample(
   shape: StyleShape,
   role: string,
   row: Row,
+  round?: number,
 ): { target: string; slotTexts: string[]; question: string } | { skip: string } {
-  const cols = COLUMNS[`${shape}.${canonicalRole(shape, role)}`]!;
+  const name = canonicalRole(shape, role);
+  const cols = COLUMNS[`${shape}.${name}`]!;
   const question = cellText(row, 'question');
   if (question === undefined) return { skip: missing(['question']) };
-  const target = firstText(row, cols.target);
+  const target = (round !== undefined ? roundTarget(row, name, round) : undefined) ?? firstText(row, cols.target);
   if (target === undefined) return { skip: missing(cols.target) };
   const slotTexts: string[] = [];
   for (const fields of cols.slots) {

@@ -85,7 +85,7 @@ function prepare(
   prompts: PromptSet | undefined,
 ): Prepared | { skip: string } {
   const name = canonicalRole(shape, role);
-  const ex = roleExample(shape, name, row);
+  const ex = roleExample(shape, name, row, round);
   if ('skip' in ex) return ex;
   const key = `${shape}.${name}.${kind}`;
   const slots = PROMPT_SLOTS[key];
