@@ -12,7 +12,8 @@
  *   rasterisers (lavapipe, SwiftShader) a barrier suspends and resumes every invocation, and the caches are what
  *   workgroup memory would be.
  * - `shared`: the workgroup stages a TM × 16 tile of A and a TN × 16 tile of B in workgroup memory (vec4s along K,
- *   every invocation loading its share), two barriers per 16 values of K: the layout for GPUs.
+ *   every invocation loading its share), two barriers per 16 values of K: the layout meant for GPUs, which keep the
+ *   64×64 kernel by default until one measures this (RMAS_GEMM=shared; matmul/index.ts).
  * The workgroup is 64 invocations, WX × WY (gemmGeometry); its tile's rows follow M, so that a short prompt does not
  * pay for a tile of empty rows (the 64×64 kernel computed 64 rows for a 14-token prompt).
  */
