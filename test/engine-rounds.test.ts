@@ -60,7 +60,9 @@ const services: Services = {
 };
 
 /** The plot of `style` on its first N test rows, live in the session, beside evalTiny's answers to the same rows. */
-async function plotAgainstReference<R>(style: string, target: TinyEvalTarget<R>, rows: R[], recordedFile: string) {
+async function plotAgainstReference<R extends { question: string }>(
+  style: string, target: TinyEvalTarget<R>, rows: R[], recordedFile: string,
+) {
   const page: AskPage = { prefs: { backend: 'cpu' }, askChoice: { byRole: {} }, history: { entries: [] }, initHub: async () => {} };
   const session = new AskSession({ services, page });
   const settings = { ...DEFAULTS, style, greedy: true };

@@ -60,7 +60,8 @@ const TASKS: Readonly<Record<EmbeddedStyle, EmbeddedTask>> = {
     columns: ['question', 'distill_expert', 'distill_learner', 'answer'],
     ceiling: (rows, rounds) => hopCeiling(rows.map((r) => ({ hops: Number(r.hops) })), rounds),
     hopOf: (token) => {
-      const kind = kindOf(token.trim());
+      // a value as the lens shows it: alone, or with the brace it shares a token with (`{red`), spaces around
+      const kind = kindOf(token.trim().replace(/^[{(\\"'`]+|[})"'`.,]+$/g, ''));
       return kind ? { kind, hop: HOP_KINDS.indexOf(kind) } : null;
     },
   },

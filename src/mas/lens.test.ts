@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../tensor/cpu';
-import { logitLens } from './lens';
+import { logitLens, topReading } from './lens';
 
 const cpu = new CpuBackend('f32');
 
@@ -81,5 +81,24 @@ describe('logitLens', () => {
     const wide = Array.from({ length: 4 }, (_, r) => Array.from({ length: 16 }, (_, j) => wave(r * 16 + j, 1)));
     const big = Array.from({ length: 300 }, (_, v) => Array.from({ length: 16 }, (_, j) => wave(v * 16 + j, 2)));
     expectReference(await lens(wide, big, 8), wide, big, 8);
+  });
+});
+
+describe('topReading', () => {
+  const r = {
+    top: [
+      [{ token: '\\boxed{', prob: 0.9 }, { token: 'x', prob: 0.05 }],
+      [{ token: 'cone', prob: 0.6 }],
+      [{ token: '}', prob: 0.9 }],
+      [{ token: 'cube', prob: 0.6 }],
+    ],
+  };
+  it("is the most probable of the latents' first tokens, the earliest on a tie; with `accept`, of the accepted ones", () => {
+    expect(topReading(r)).toEqual({ token: '\\boxed{', prob: 0.9, latent: 0 });
+    const shapes = (t: string) => ['cone', 'cube'].includes(t);
+    expect(topReading(r, shapes)).toEqual({ token: 'cone', prob: 0.6, latent: 1 });
+    // none accepted: the plain reading
+    expect(topReading(r, () => false)).toEqual({ token: '\\boxed{', prob: 0.9, latent: 0 });
+    expect(topReading({ top: [] })).toBeNull();
   });
 });

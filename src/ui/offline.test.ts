@@ -2,7 +2,7 @@
 // and the donor question of the "messages shuffled" ablation.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { hopCeiling, hopSplit } from '../eval/tiny-hops';
+import { HOP_VALUES, hopCeiling, hopSplit } from '../eval/tiny-hops';
 import { priceSplit } from '../eval/tiny-prices';
 import {
   DEFAULT_ROW, DEFAULT_ROWS, OFFLINE_STYLE, TINY, TINY_RECURSION, answersRight, defaultQuestion, donorQuestion, expectedAnswer, isOffline,
@@ -90,10 +90,10 @@ describe('the second offline system (tiny recursion, the multi-hop task)', () =>
   it('asks its test split, opening with a 5-hop question; words as answers, scored by the task', () => {
     expect(offlineTestQuestions(TINY_RECURSION)).toEqual(hops.map((r) => r.question));
     const row = hops[DEFAULT_ROWS[TINY_RECURSION]!]!;
-    expect([defaultQuestion(TINY_RECURSION), row.hops, row.answer_value]).toEqual([row.question, 5, 'fern']);
+    expect([defaultQuestion(TINY_RECURSION), row.hops, row.answer_value]).toEqual([row.question, 5, row.chain[5]]);
     const want = expectedAnswer(TINY_RECURSION, row.question)!;
-    expect(want).toEqual({ value: 'fern', note: 'grey, the colour of the criv.', style: TINY_RECURSION });
-    const verdicts = ['\\boxed{fern}', '\\boxed{pig}', 'fern'].map((t) => answersRight(t, want));
+    expect(want).toEqual({ value: row.answer_value, note: row.distill_expert, style: TINY_RECURSION });
+    const verdicts = [`\\boxed{${row.answer_value}}`, `\\boxed{${row.chain[4]}}`, row.answer_value].map((t) => answersRight(t, want));
     expect(verdicts).toEqual([true, false, false]);
     // a question of the other system's task is not this one's
     expect(expectedAnswer(TINY_RECURSION, defaultQuestion())).toBeNull();
@@ -106,7 +106,8 @@ describe('the second offline system (tiny recursion, the multi-hop task)', () =>
     const rows = task.split('test');
     expect([1, 2, 3].map((r) => task.ceiling!(rows, r))).toEqual([1, 2, 3].map((r) => hopCeiling(hops, r)));
     expect([1, 2, 3].map((r) => task.ceiling!(rows, r))).toEqual([1 / 3, 2 / 3, 1]);
-    expect(['grey', ' cone', '7', 'pig', 'fern', 'criv', '\\boxed{', '<|im_end|>'].map((t) => task.hopOf!(t))).toEqual([
+    const [colour, shape, number, animal, tree] = (['colour', 'shape', 'number', 'animal', 'tree'] as const).map((k) => HOP_VALUES[k][0]!);
+    expect([colour, ` ${shape}`, `{${number}`, animal, `${tree}}`, 'criv', '\\boxed{', '<|im_end|>'].map((t) => task.hopOf!(t))).toEqual([
       { kind: 'colour', hop: 1 }, { kind: 'shape', hop: 2 }, { kind: 'number', hop: 3 }, { kind: 'animal', hop: 4 },
       { kind: 'tree', hop: 5 }, { kind: 'item', hop: 0 }, null, null,
     ]);

@@ -61,7 +61,7 @@ export const offlineTestQuestions = (style = TINY): readonly string[] => offline
  * 1, 2 and 3 rounds, greedy (models/tiny/distillation/eval.json, configs latent1–3: `\boxed{32}`), and the learner
  * alone does not (`\boxed{20}`: it cannot know the price); src/ui/offline.test.ts checks this against the recorded
  * eval, so that a rebuilt system which answers it otherwise is noticed (then pick another row here). TINY_RECURSION:
- * its first 5-hop question (row 5: criv → grey → cone → 7 → pig → fern), which needs all three rounds: each round's
+ * its first 5-hop question (row 5, the tree of the criv), which needs all three rounds: each round's
  * hand-offs carry the next two hops.
  */
 export const DEFAULT_ROWS: Readonly<Record<string, number>> = { [TINY]: 0, [TINY_RECURSION]: 5 };

@@ -226,7 +226,7 @@ describe('EvalPanel', () => {
     });
   });
 
-  it('plots accuracy by rounds: RecursiveMAS and text-MAS at 1-3 rounds live, the recorded curve, the ceiling, a progress bar', async () => {
+  it('plots accuracy by rounds: RecursiveMAS and text-MAS at 1-3 rounds live, the recorded curve, the ceiling, progress', async () => {
     const N = 6;
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
@@ -236,7 +236,8 @@ describe('EvalPanel', () => {
       for (let i = 0; i < N; i++) {
         const right = req.mode === 'text' || i < req.rounds!;
         const tokens = req.mode === 'text' ? 11 * req.rounds! : 4;
-        on({ ...sample(i, right, N), record: { ...(sample(i, right, N) as { record: object }).record, correct: right, tokens } } as EngineEvent);
+        const record = { ...(sample(i, right, N) as { record: object }).record, correct: right, tokens };
+        on({ ...sample(i, right, N), record } as EngineEvent);
         if (req.mode === 'latent' && req.rounds === 2 && i === 2) await held; // mid-run: the progress bar
       }
       return { type: 'summary', samples: N, accuracy: 0, pass_at_k: 0, k: 1, per_rollout_accuracy: [0], tokens_mean: 0, seconds_mean: 0 };
