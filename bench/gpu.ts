@@ -7,38 +7,18 @@
  * decode step against the adapter's nominal bandwidth, a latent step against a decode step, batch 16, a standalone
  * GEMV; then the peer ratio against transformers.js in Node on qwen3-tiny. A table per backend, or one JSON object.
  * --quick: 2 layers at a quarter of the width, for CPU adapters (the test runs it on lavapipe).
+ * --realsize: instead, bench:realsize's table on this machine's GPU (bench/realsize/gpu-plan.ts): ours and
+ * transformers.js on WebGPU in Node, the released configs, prompts 128 and 512 (--models, --engines, --prompts, --reps,
+ * --doc pass through; --quick: Qwen3-0.6B, one short prompt).
  * Dawn takes the machine's Vulkan driver; without a GPU adapter it falls back to the Mesa lavapipe that
  * scripts/setup-system.sh unpacks (VK_ICD_FILENAMES, when set, decides instead).
  */
 import { spawnSync } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import { lavapipeEnv } from '../scripts/lavapipe-env.js';
+import { gpuAdapterVisible } from './gpu-probe';
 
 const CHILD = 'RMAS_BENCH_GPU_CHILD';
-
-/** Whether Dawn finds a GPU (not a CPU adapter) with the environment as it is: asked in a child, since Dawn is per process. */
-function gpuAdapterVisible(): boolean {
-  let url: string;
-  try {
-    url = `file://${createRequire(import.meta.url).resolve('webgpu')}`;
-  } catch {
-    return false;
-  }
-  const probe =
-    `const m = await import(${JSON.stringify(url)}); const a = await m.create([]).requestAdapter({ powerPreference: 'high-performance' });
-    const i = a?.info ?? {}; ` +
-    "console.log(JSON.stringify(a ? { name: [i.vendor, i.architecture, i.description].join(' '), fallback: !!i.isFallbackAdapter } : null)); " +
-    'process.exit(0);';
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', probe], { encoding: 'utf8', timeout: 60_000 });
-  const last = r.stdout?.trim().split('\n').pop();
-  try {
-    const a = JSON.parse(last ?? 'null') as { name: string; fallback: boolean } | null;
-    return !!a && !a.fallback && !/llvmpipe|lavapipe|swiftshader|softpipe/i.test(a.name);
-  } catch {
-    return false;
-  }
-}
 
 const { values: args } = parseArgs({
   options: {
@@ -48,12 +28,29 @@ const { values: args } = parseArgs({
     json: { type: 'boolean', default: false },
     'no-peer': { type: 'boolean', default: false },
     'budget-s': { type: 'string', default: '280' },
+    realsize: { type: 'boolean', default: false },
+    models: { type: 'string' },
+    engines: { type: 'string' },
+    prompts: { type: 'string' },
+    reps: { type: 'string' },
+    doc: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
 if (args.help) {
   console.log('usage: npm run bench:gpu -- [--quick] [--layers N] [--backend webgpu|cuda|all] [--json] [--no-peer] [--budget-s 280]');
+  console.log('       npm run bench:gpu -- --realsize [--quick] [--models a,b] [--engines ours-webgpu,tjs-webgpu] [--prompts 128,512] ' +
+    '[--reps 3] [--doc SECTION]');
   process.exit(0);
+}
+if (args.realsize) {
+  // bench:realsize decides on lavapipe itself, from what Dawn sees
+  const { realsizeGpuArgs } = await import('./realsize/gpu-plan');
+  const plan = realsizeGpuArgs(args);
+  console.log(`bench:gpu --realsize: npm run bench:realsize -- ${plan.join(' ')}`);
+  const script = new URL('./realsize.ts', import.meta.url).pathname;
+  const r = spawnSync(process.execPath, ['--import', 'tsx', script, ...plan], { stdio: 'inherit' });
+  process.exit(r.status ?? 1);
 }
 if (!['webgpu', 'cuda', 'all'].includes(args.backend!)) throw new Error(`--backend ${args.backend}: expected webgpu, cuda or all`);
 // Dawn on lavapipe needs LD_LIBRARY_PATH at process start: when no GPU adapter is visible, run again with it.

@@ -19,22 +19,27 @@ export interface PeerPage {
   close(): Promise<void>;
 }
 
-/**
- * Starts the dev server (its dependency cache in `cacheDir`, so that it never races another server's) and a
- * browser on peer.html; page errors and the page's console errors go to `log`.
- */
-export async function openPeerPage(opts: { cacheDir?: string; log?: (line: string) => void } = {}): Promise<PeerPage> {
-  const log = opts.log ?? (() => {});
+/** The Vite dev server on the repository, its dependency cache in `cacheDir` (so that it never races another server's). */
+export async function startPeerServer(cacheDir = join(ROOT, '.cache/peer-vite')): Promise<{ url: string; close(): Promise<void> }> {
   const { createServer } = await import('vite');
   const server = await createServer({
-    configFile: join(ROOT, 'vite.config.ts'), root: ROOT, cacheDir: opts.cacheDir ?? join(ROOT, '.cache/peer-vite'),
+    configFile: join(ROOT, 'vite.config.ts'), root: ROOT, cacheDir,
     logLevel: 'error', server: { host: '127.0.0.1', port: 0, hmr: false, strictPort: false },
   });
-  let browser: Browser | undefined;
   try {
     await server.listen();
-    const url = `${server.resolvedUrls!.local[0]}peer.html`;
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
+  } catch (e) {
+    await server.close();
+    throw e;
+  }
+  return { url: server.resolvedUrls!.local[0]!, close: () => server.close() };
+}
+
+/** A fresh headless Chromium on `base`peer.html, once the page is ready; closing it closes the browser. */
+export async function openPeerPageAt(base: string, log: (line: string) => void = () => {}): Promise<PeerPage & { browser: Browser }> {
+  const url = `${base}peer.html`;
+  const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: CHROMIUM_ARGS });
+  try {
     const page = await browser.newPage();
     page.on('pageerror', (e) => log(`page error: ${e.message}`));
     page.on('console', (m) => { if (m.type() === 'error') log(`page console: ${m.text()}`); });
@@ -43,17 +48,33 @@ export async function openPeerPage(opts: { cacheDir?: string; log?: (line: strin
     if (gemv) await page.addInitScript((g) => { (globalThis as { RMAS_GEMV?: string }).RMAS_GEMV = g; }, gemv);
     await page.goto(url);
     await page.waitForFunction(() => !!window.rmasPeer, null, { timeout: 120_000 });
-    const b = browser;
     return {
-      page, url,
+      page, url, browser,
       run: (o) => page.evaluate((o2) => window.rmasPeer!.run(o2), o),
+      close: () => browser.close(),
+    };
+  } catch (e) {
+    await browser.close();
+    throw e;
+  }
+}
+
+/**
+ * Starts the dev server (startPeerServer) and a browser on peer.html; page errors and the page's console errors go
+ * to `log`.
+ */
+export async function openPeerPage(opts: { cacheDir?: string; log?: (line: string) => void } = {}): Promise<PeerPage> {
+  const server = await startPeerServer(opts.cacheDir);
+  try {
+    const p = await openPeerPageAt(server.url, opts.log);
+    return {
+      ...p,
       async close() {
-        await b.close();
+        await p.close();
         await server.close();
       },
     };
   } catch (e) {
-    await browser?.close();
     await server.close();
     throw e;
   }

@@ -6,12 +6,18 @@
  *   forward of an embedding row on the cache, as a latent thought runs, without the inner link's two d×d matmuls) and
  *   the latent/decode step-time ratio, weight bytes read per decoded token and the share of the machine's memory
  *   bandwidth that is (the bench measures it: one thread copying 512 MiB).
- * Engines: ours on the CPU backend (`ours-cpu`), ours on WebGPU in Node (`ours-webgpu`: Dawn, lavapipe here), and
+ * Engines: ours on the CPU backend (`ours-cpu`), ours on WebGPU in Node (`ours-webgpu`: Dawn, lavapipe here),
  * PyTorch on the CPU (`torch`: scripts/peer/torch_decode.py, Debian's python3-torch, float32 compute with
- * --torch_threads threads). Greedy ids must equal ours on the CPU before a peer's times count.
+ * --torch_threads threads), transformers.js on ONNX Runtime in Node (`tjs-cpu`: onnxruntime-node's CPU EP with as
+ * many threads; `tjs-webgpu`: its WebGPU EP, a Dawn of its own on the same Vulkan driver), and in headless Chromium
+ * (SwiftShader) through peer.html (`ours-page`: the engine in a worker; `tjs-page`: transformers.js' WebGPU EP in the
+ * page; bench/realsize/page.ts). transformers.js reads an f32 ONNX export of the same weights (.cache/realsize-onnx,
+ * built on first use by scripts/peer/export_onnx.py; Qwen3 and Llama families). Every run is cold: a fresh process
+ * or browser loads the model, so compilation lands in every engine's prefill. Greedy ids must equal ours on the CPU
+ * (or ours first run) before a peer's times count; ours' rows give ours/peer ratios against the peers on its adapter.
  *
- *   npm run bench:realsize -- [--models Qwen3-0.6B,…] [--engines ours-cpu,ours-webgpu,torch] [--prompts 128,512]
- *       [--new 16] [--latent 16] [--reps 3] [--torch_threads N] [--doc SECTION]
+ *   npm run bench:realsize -- [--models Qwen3-0.6B,…] [--engines ours-cpu,ours-webgpu,torch,tjs-cpu,tjs-webgpu,…]
+ *       [--prompts 128,512] [--new 16] [--latent 16] [--reps 3] [--torch_threads N] [--timeout_s 3600] [--doc SECTION]
  * prints the table and appends a JSON line per row to bench/results/realsize.jsonl; --doc also writes the table into
  * docs/performance.md between its `<!-- realsize:SECTION:begin -->` and `…:end -->` markers. On a software WebGPU
  * adapter (lavapipe) a token takes seconds at these sizes and the defaults take hours: pass fewer prompts and tokens
@@ -19,22 +25,21 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { noGrad } from '../src/autograd';
-import { generate } from '../src/model/generate';
 import { loadDecoderFromDir } from '../src/model';
-import { stepWeightBytes } from '../src/model/weights';
 import type { Backend } from '../src/tensor/backend';
 import { CpuBackend } from '../src/tensor/cpu';
-import { tidy } from '../src/tensor/scope';
 import { loadTokenizerFromDir } from '../src/tokenizer';
+import { type RealsizeRun, runOursOnce, runTheirsOnce } from '../src/ui/realsize-run';
 import { lavapipeEnv } from '../scripts/lavapipe-env.js';
-import { REALSIZE_MODELS, makeRealsizeModel, realsizeModel } from './realsize/models';
+import { gpuAdapterVisible } from './gpu-probe';
+import { ensureOnnxExport } from './peer-export';
+import { ENGINES, type Engine, PEERS_OF, covers, isTjs, parseEngines } from './realsize/engines';
+import { REALSIZE_MODELS, REALSIZE_ROOT, makeRealsizeModel, realsizeModel } from './realsize/models';
 
-const ENGINES = ['ours-cpu', 'ours-webgpu', 'torch'] as const;
-type Engine = (typeof ENGINES)[number];
+export const ONNX_ROOT = '.cache/realsize-onnx';
 
 /** What one child measures: one engine, one model, one prompt length. */
 export interface Sample {
@@ -48,6 +53,8 @@ export interface Sample {
   decodeTokS: number | null;
   latentStepS: number | null;
   weightBytesPerToken: number | null;
+  /** Peak GPU buffer bytes (ours: the pool's high-water mark; the page: every buffer it created), MiB. */
+  gpuMiB?: number | null;
   threads: number;
 }
 
@@ -66,42 +73,29 @@ async function backendOf(engine: Engine): Promise<Backend> {
   return WebGpuBackend.create();
 }
 
+const toSample = (engine: Engine, model: string, prompt: number, r: RealsizeRun, rssMiB: number | null, threads: number): Sample => ({
+  engine, model, prompt, ids: r.ids, loadS: r.loadS, rssMiB, prefillTokS: r.prefillTokS, decodeTokS: r.decodeTokS,
+  latentStepS: r.latentStepS, weightBytesPerToken: r.weightBytesPerToken,
+  gpuMiB: r.gpuPeakBytes === null ? null : r.gpuPeakBytes / 2 ** 20, threads,
+});
+
 /** Ours, in this process: load, generate greedy (prefill, decode), then latent steps after the same prompt. */
 async function measureOurs(engine: Engine, model: string, dir: string, ids: number[], newTokens: number, latent: number): Promise<Sample> {
   const backend = await backendOf(engine);
-  const t0 = performance.now();
-  const m = await loadDecoderFromDir(dir, backend);
-  const loadS = (performance.now() - t0) / 1000;
-  const r = await generate(m, { inputIds: ids, maxNewTokens: newTokens, sampling: { greedy: true }, eosTokenIds: [] });
-  let latentStepS: number | null = null;
-  if (latent > 0) {
-    const cache = m.newCache(ids.length + latent);
-    const idsT = backend.fromValues(ids, [ids.length], 'i32');
-    // the prompt's forward, then its last row (read back: the clock starts with the GPU idle) as the first input
-    const hidden = noGrad(() => tidy(() => m.forward({ inputIds: idsT, cache }).hidden));
-    const all = await hidden.read();
-    hidden.dispose();
-    const d = m.config.hidden;
-    let h = backend.fromValues(all.subarray(all.length - d), [1, d]);
-    const t1 = performance.now();
-    for (let i = 0; i < latent; i++) {
-      const next = noGrad(() => tidy(() => m.forward({ inputsEmbeds: h, cache }).hidden));
-      h.dispose();
-      h = next;
-    }
-    await h.read();
-    latentStepS = (performance.now() - t1) / 1000 / latent;
-    h.dispose();
-    idsT.dispose();
-    cache.dispose();
-  }
-  const sample: Sample = {
-    engine, model, prompt: ids.length, ids: r.tokens, loadS, rssMiB: process.resourceUsage().maxRSS / 1024,
-    prefillTokS: r.prefillTokensPerSec, decodeTokS: newTokens > 1 ? r.decodeTokensPerSec : null, latentStepS,
-    weightBytesPerToken: stepWeightBytes(m.weights), threads: 1,
-  };
-  m.dispose();
-  return sample;
+  const r = await runOursOnce(() => loadDecoderFromDir(dir, backend), backend, ids, newTokens, latent);
+  const ctx = (backend as { ctx?: { peakBytes: number } }).ctx;
+  return toSample(engine, model, ids.length, { ...r, gpuPeakBytes: ctx ? ctx.peakBytes : null }, process.resourceUsage().maxRSS / 1024, 1);
+}
+
+/** transformers.js in this process, on onnxruntime-node: its CPU EP with `threads` threads, or its WebGPU EP. */
+async function measureTjs(engine: Engine, model: string, ids: number[], newTokens: number, threads: number): Promise<Sample> {
+  const { AutoModelForCausalLM, env } = await import('@huggingface/transformers');
+  env.allowRemoteModels = false;
+  env.localModelPath = `${resolve(ONNX_ROOT)}/`;
+  const device = engine === 'tjs-webgpu' ? 'webgpu' : 'cpu';
+  const opts = { device, dtype: 'fp32', ...(device === 'cpu' ? { session_options: { intraOpNumThreads: threads } } : {}) } as const;
+  const r = await runTheirsOnce(() => AutoModelForCausalLM.from_pretrained(model, opts), ids, newTokens);
+  return toSample(engine, model, ids.length, r, process.resourceUsage().maxRSS / 1024, device === 'cpu' ? threads : 1);
 }
 
 function measureTorch(model: string, dir: string, ids: number[], newTokens: number, threads: number): Sample {
@@ -143,11 +137,13 @@ const fmt = (xs: (number | null)[], digits = 2) => {
 };
 
 async function child(args: string[]): Promise<void> {
-  const [engine, model, prompt, newTokens, latent] = args;
-  const m = realsizeModel(model!);
+  const [engine, model, prompt, newTokens, latent, threads] = args as [Engine, string, string, string, string, string];
+  const m = realsizeModel(model);
   const dir = await makeRealsizeModel(m);
   const ids = await promptIds(dir, Number(prompt));
-  const s = await measureOurs(engine as Engine, model!, dir, ids, Number(newTokens), Number(latent));
+  const s = isTjs(engine)
+    ? await measureTjs(engine, model, ids, Number(newTokens), Number(threads))
+    : await measureOurs(engine, model, dir, ids, Number(newTokens), Number(latent));
   process.stdout.write(`${JSON.stringify(s)}\n`);
   process.exit(0);
 }
@@ -162,103 +158,166 @@ async function main(): Promise<void> {
       latent: { type: 'string', default: '16' },
       reps: { type: 'string', default: '3' },
       torch_threads: { type: 'string', default: String(availableParallelism()) },
+      timeout_s: { type: 'string', default: '3600' },
       doc: { type: 'string' },
       child: { type: 'boolean', default: false },
     },
     allowPositionals: true,
     strict: true,
   });
-  const engines = a.engines!.split(',') as Engine[];
-  for (const e of engines) if (!ENGINES.includes(e)) throw new Error(`--engines: ${e} is not one of ${ENGINES.join(', ')}`);
+  const engines = parseEngines(a.engines!);
   const models = a.models!.split(',').map(realsizeModel);
   const prompts = a.prompts!.split(',').map(Number);
   const [newTokens, latent, reps, threads] = [Number(a.new), Number(a.latent), Number(a.reps), Number(a.torch_threads)];
-  // Dawn in the children finds Mesa's lavapipe where there is no GPU (the variables change nothing on a GPU machine)
-  Object.assign(process.env, lavapipeEnv());
+  const timeoutMs = 1000 * Number(a.timeout_s);
+  // Dawn and onnxruntime-node in the children find Mesa's lavapipe where Dawn sees no GPU (both need the variables at
+  // process start); on a GPU machine they would hide the GPU
+  if (engines.some((e) => e === 'ours-webgpu' || e === 'tjs-webgpu') && !gpuAdapterVisible()) Object.assign(process.env, lavapipeEnv());
   const bandwidth = memoryBandwidth();
+  const loadStart = loadavg()[0]!;
   process.stderr.write(`memory bandwidth (one thread copying 512 MiB): ${(bandwidth / 1e9).toFixed(1)} GB/s\n`);
+  const say = (line: string) => process.stderr.write(`${line}\n`);
+  let server: { url: string; close(): Promise<void> } | null = null;
   const samples: Sample[] = [];
-  for (const m of models) {
-    process.stderr.write(`${m.name}: making or reusing ${await makeRealsizeModel(m)}\n`);
-    const dir = await makeRealsizeModel(m);
-    for (const prompt of prompts) {
-      const ids = await promptIds(dir, prompt);
-      for (let rep = 0; rep < reps; rep++) {
-        for (const engine of engines) {
-          let s: Sample;
-          if (engine === 'torch') {
-            if (!['qwen3', 'llama', 'gemma3_text'].includes(String(m.config.model_type))) continue;
-            s = measureTorch(m.name, dir, ids, newTokens, threads);
-          } else {
-            const r = spawnSync(process.execPath, [
-              '--import', 'tsx', resolve('bench/realsize.ts'), '--child', engine, m.name, String(prompt), String(newTokens), String(latent),
-            ], { encoding: 'utf8', maxBuffer: 1 << 24, stdio: ['ignore', 'pipe', 'inherit'] });
-            if (r.status !== 0) throw new Error(`${engine} on ${m.name} failed (exit ${r.status})`);
-            s = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Sample;
+  const skipped: string[] = [];
+  try {
+    for (const m of models) {
+      say(`${m.name}: making or reusing ${await makeRealsizeModel(m)}`);
+      const dir = await makeRealsizeModel(m);
+      const type = String(m.config.model_type);
+      const mine = engines.filter((e) => covers(e, type));
+      for (const e of engines) if (!mine.includes(e)) skipped.push(`${e} on ${m.name} (${type}: not a family it covers)`);
+      if (mine.some(isTjs)) ensureOnnxExport(dir, ONNX_ROOT, say);
+      if (!server && mine.some((e) => e.endsWith('-page'))) {
+        const { startPeerServer } = await import('./peer-page');
+        server = await startPeerServer();
+      }
+      for (const prompt of prompts) {
+        const ids = await promptIds(dir, prompt);
+        for (let rep = 0; rep < reps; rep++) {
+          for (const engine of mine) {
+            let s: Sample;
+            try {
+              s = await measure(engine, m.name, dir, ids, newTokens, latent, threads, timeoutMs, server?.url ?? '', say);
+            } catch (e) {
+              say(`  ${engine} prompt ${prompt} rep ${rep + 1} failed: ${(e as Error).message.split('\n')[0]}`);
+              skipped.push(`${engine} on ${m.name} at prompt ${prompt}, rep ${rep + 1}: ${(e as Error).message.split('\n')[0]}`);
+              continue;
+            }
+            samples.push(s);
+            say(`  ${engine} prompt ${prompt} rep ${rep + 1}: load ${s.loadS.toFixed(1)} s, prefill ${s.prefillTokS.toFixed(2)} tok/s, ` +
+              `decode ${s.decodeTokS?.toFixed(2) ?? '—'} tok/s, ids ${s.ids.join(' ')}`);
           }
-          samples.push(s);
-          process.stderr.write(`  ${engine} prompt ${prompt} rep ${rep + 1}: prefill ${s.prefillTokS.toFixed(2)} tok/s, decode ` +
-            `${s.decodeTokS?.toFixed(2) ?? '—'} tok/s, ids ${s.ids.join(' ')}\n`);
         }
       }
     }
+  } finally {
+    await (server as { close(): Promise<void> } | null)?.close();
   }
+  const stamp = new Date().toISOString();
+  const { rows, lines } = realsizeRows(samples, { models: models.map((m) => m.name), prompts, engines, bandwidth, stamp, newTokens });
+  const table = [
+    `Run ${stamp.slice(0, 10)}: \`npm run bench:realsize -- --models ${models.map((m) => m.name).join(',')} --engines ` +
+      `${engines.join(',')} --prompts ${prompts.join(',')} --new ${newTokens} --latent ${latent} --reps ${reps} ` +
+      `--torch_threads ${threads}\`; memory bandwidth ${(bandwidth / 1e9).toFixed(1)} GB/s (one thread); load average ` +
+      `${loadStart.toFixed(1)} at the start, ${loadavg()[0]!.toFixed(1)} at the end (2 cores, shared). Medians ± half the range ` +
+      'over the reps; every run cold (a fresh process or browser). RSS: the process\'s peak (the page: the browser\'s ' +
+      'processes\' summed Pss); GPU MiB: the most buffer bytes alive at once. vs peer: ours/theirs prefill / decode.',
+    '',
+    '| model | engine | prompt | load s | RSS MiB | GPU MiB | prefill tok/s | decode tok/s | vs peer (prefill / decode) | ' +
+      'latent steps/s | latent/decode step time | weight bytes / token | of bandwidth |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    ...rows,
+    ...(skipped.length ? ['', `Not run: ${skipped.join('; ')}.`] : []),
+  ].join('\n');
+  process.stdout.write(`${table}\n`);
+  mkdirSync('bench/results', { recursive: true });
+  if (lines.length) appendFileSync('bench/results/realsize.jsonl', `${lines.join('\n')}\n`);
+  if (a.doc !== undefined) writeDocSection(a.doc, table);
+}
+
+/** One run of `engine`: ours and transformers.js in Node in a child process, torch in Python, the page engines in a browser. */
+async function measure(
+  engine: Engine, model: string, dir: string, ids: number[], newTokens: number, latent: number, threads: number,
+  timeoutMs: number, serverUrl: string, log: (line: string) => void,
+): Promise<Sample> {
+  if (engine === 'torch') return measureTorch(model, dir, ids, newTokens, threads);
+  if (engine === 'ours-page' || engine === 'tjs-page') {
+    const { pageRun } = await import('./realsize/page');
+    const r = await pageRun(serverUrl, {
+      engine: engine === 'ours-page' ? 'ours' : 'transformers.js', model, modelUrl: `/${REALSIZE_ROOT}/${model}/`,
+      onnxRoot: `/${ONNX_ROOT}/`, ids, newTokens, latent,
+    }, { log, timeoutMs });
+    return toSample(engine, model, ids.length, r, r.pssPeakBytes / 2 ** 20, 1);
+  }
+  const r = spawnSync(process.execPath, [
+    '--import', 'tsx', resolve('bench/realsize.ts'), '--child', engine, model, String(ids.length), String(newTokens), String(latent),
+    String(threads),
+  ], { encoding: 'utf8', maxBuffer: 1 << 24, stdio: ['ignore', 'pipe', 'inherit'], timeout: timeoutMs });
+  if (r.status !== 0) throw new Error(`${engine} on ${model} failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''})`);
+  return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Sample;
+}
+
+/** The table's rows and the JSON lines, one per model, prompt and engine that ran. */
+export function realsizeRows(
+  samples: readonly Sample[],
+  o: { models: string[]; prompts: number[]; engines: Engine[]; bandwidth: number; stamp: string; newTokens: number },
+): { rows: string[]; lines: string[] } {
   const rows: string[] = [];
   const lines: string[] = [];
-  const stamp = new Date().toISOString();
-  for (const m of models) {
-    for (const prompt of prompts) {
-      const ref = samples.find((s) => s.model === m.name && s.prompt === prompt && s.engine === 'ours-cpu')?.ids ??
-        samples.find((s) => s.model === m.name && s.prompt === prompt && s.engine !== 'torch')?.ids;
-      for (const engine of engines) {
-        const ss = samples.filter((s) => s.model === m.name && s.prompt === prompt && s.engine === engine);
+  const num = (xs: (number | null | undefined)[]) => xs.filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
+  for (const model of o.models) {
+    for (const prompt of o.prompts) {
+      const here = samples.filter((s) => s.model === model && s.prompt === prompt);
+      const ref = (here.find((s) => s.engine === 'ours-cpu') ?? here.find((s) => s.engine.startsWith('ours')))?.ids;
+      const of = (e: Engine) => here.filter((s) => s.engine === e);
+      const same = (ss: Sample[]) => (ref ? ss.every((s) => s.ids.join() === ref.join()) : null);
+      for (const engine of o.engines) {
+        const ss = of(engine);
         if (!ss.length) continue;
-        const same = ref ? ss.every((s) => s.ids.join() === ref.join()) : null;
+        const ok = same(ss);
         const dec = ss.map((s) => s.decodeTokS);
         const wb = ss[0]!.weightBytesPerToken;
-        const share = wb && median(dec.filter((x): x is number => x !== null)) * wb / bandwidth;
+        const share = wb && median(num(dec)) * wb / o.bandwidth;
         const lat = ss.map((s) => s.latentStepS);
         const ratio = lat.every((x) => x !== null) && dec.every((x) => x !== null)
           ? fmt(ss.map((s) => s.latentStepS! * s.decodeTokS!)) : '—';
+        const vs = (PEERS_OF[engine] ?? []).filter((p) => of(p).length).map((p) => {
+          const ps = of(p);
+          if (same(ps) === false) return `${p}: ids differ`;
+          const r = (f: (s: Sample) => number | null) => median(num(ss.map(f))) / median(num(ps.map(f)));
+          return `${r((s) => s.prefillTokS).toFixed(2)}× / ${r((s) => s.decodeTokS).toFixed(2)}× ${p}`;
+        });
         const cells = [
-          m.name, engine, String(prompt), fmt(ss.map((s) => s.loadS), 1), fmt(ss.map((s) => s.rssMiB), 0),
-          same === false ? `${fmt(ss.map((s) => s.prefillTokS))} (ids differ)` : fmt(ss.map((s) => s.prefillTokS)),
-          fmt(dec), fmt(lat.map((x) => (x === null ? null : 1 / x))), ratio,
+          model, engine, String(prompt), fmt(ss.map((s) => s.loadS), 1), fmt(ss.map((s) => s.rssMiB), 0),
+          fmt(ss.map((s) => s.gpuMiB ?? null), 0),
+          ok === false ? `${fmt(ss.map((s) => s.prefillTokS))} (ids differ)` : fmt(ss.map((s) => s.prefillTokS)),
+          fmt(dec), vs.join('; ') || '—', fmt(lat.map((x) => (x === null ? null : 1 / x))), ratio,
           wb ? `${(wb / 2 ** 20).toFixed(0)} MiB` : '—', share ? `${(100 * share).toFixed(1)}%` : '—',
         ];
         rows.push(`| ${cells.join(' | ')} |`);
         lines.push(JSON.stringify({
-          stamp, model: m.name, engine, prompt, new: newTokens, reps: ss.length, threads: ss[0]!.threads,
-          load_s: median(ss.map((s) => s.loadS)),
-          prefill_tok_s: median(ss.map((s) => s.prefillTokS)), decode_tok_s: median(dec.filter((x): x is number => x !== null)),
-          latent_steps_s: lat[0] === null ? null : median(lat.map((x) => 1 / x!)), weight_bytes_per_token: wb, bandwidth,
-          ids_match: same,
+          stamp: o.stamp, model, engine, prompt, new: o.newTokens, reps: ss.length, threads: ss[0]!.threads,
+          load_s: median(ss.map((s) => s.loadS)), rss_mib: median(num(ss.map((s) => s.rssMiB))) || null,
+          gpu_mib: median(num(ss.map((s) => s.gpuMiB))) || null,
+          prefill_tok_s: median(ss.map((s) => s.prefillTokS)), decode_tok_s: median(num(dec)),
+          latent_steps_s: lat[0] === null ? null : median(lat.map((x) => 1 / x!)), weight_bytes_per_token: wb,
+          bandwidth: o.bandwidth, ids_match: ok,
         }));
       }
     }
   }
-  const table = [
-    `Run ${stamp.slice(0, 10)}: \`npm run bench:realsize -- --models ${models.map((m) => m.name).join(',')} --engines ` +
-      `${engines.join(',')} --prompts ${prompts.join(',')} --new ${newTokens} --latent ${latent} --reps ${reps} ` +
-      `--torch_threads ${threads}\`; ` +
-      `memory bandwidth ${(bandwidth / 1e9).toFixed(1)} GB/s (one thread). Medians ± half the range over the reps.`,
-    '',
-    '| model | engine | prompt | load s | RSS MiB | prefill tok/s | decode tok/s | latent steps/s | latent/decode step time | ' +
-      'weight bytes / token | of bandwidth |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
-    ...rows,
-  ].join('\n');
-  process.stdout.write(`${table}\n`);
-  mkdirSync('bench/results', { recursive: true });
-  appendFileSync('bench/results/realsize.jsonl', `${lines.join('\n')}\n`);
-  if (a.doc !== undefined) {
-    const doc = readFileSync('docs/performance.md', 'utf8');
-    const [open, close] = [`<!-- realsize:${a.doc}:begin -->`, `<!-- realsize:${a.doc}:end -->`];
-    const i = doc.indexOf(open);
-    const j = doc.indexOf(close);
-    if (i < 0 || j < i) throw new Error(`docs/performance.md has no ${open} … ${close} section`);
-    writeFileSync('docs/performance.md', `${doc.slice(0, i + open.length)}\n${table}\n${doc.slice(j)}`);
-  }
+  return { rows, lines };
+}
+
+/** Writes `table` into docs/performance.md between its `<!-- realsize:SECTION:begin -->` and `…:end -->` markers. */
+function writeDocSection(section: string, table: string): void {
+  const doc = readFileSync('docs/performance.md', 'utf8');
+  const [open, close] = [`<!-- realsize:${section}:begin -->`, `<!-- realsize:${section}:end -->`];
+  const i = doc.indexOf(open);
+  const j = doc.indexOf(close);
+  if (i < 0 || j < i) throw new Error(`docs/performance.md has no ${open} … ${close} section`);
+  writeFileSync('docs/performance.md', `${doc.slice(0, i + open.length)}\n${table}\n${doc.slice(j)}`);
 }
 
 const isMain = process.argv[1] && resolve(process.argv[1]) === resolve(join(import.meta.dirname, 'realsize.ts'));

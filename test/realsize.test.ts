@@ -2,11 +2,12 @@
  * What `npm run bench:realsize` relies on, without timing it (issue 38): the models it makes have the released
  * configs (layer counts, widths, heads, vocabularies; Llama-3.2-1B's and Gemma-3-1B's published parameter counts), the
  * folders it writes load in the engine with the family's real tokenizer, and its PyTorch peer
- * (scripts/peer/torch_decode.py) writes the greedy ids ours writes, on each family it covers, at a test's size (the
- * same config fields and code paths, few small layers).
+ * (scripts/peer/torch_decode.py) and its transformers.js peer (an ONNX export laid out as at real size, in chunked
+ * external data, on onnxruntime-node's CPU EP) write the greedy ids ours writes, on each family they cover, at a test's
+ * size (the same config fields and code paths, few small layers); the table's peer ratios and id checks.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -16,7 +17,9 @@ import { parseDecoderConfig } from '../src/model/config';
 import { weightSpecs } from '../src/model/weights';
 import { CpuBackend } from '../src/tensor/cpu';
 import { REALSIZE_MODELS, makeRealsizeModel, realsizeModel, scaledDown } from '../bench/realsize/models';
-import { promptIds } from '../bench/realsize';
+import { type Sample, promptIds, realsizeRows } from '../bench/realsize';
+import { ensureOnnxExport } from '../bench/peer-export';
+import { runTheirsOnce } from '../src/ui/realsize-run';
 
 const root = mkdtempSync(join(tmpdir(), 'rmas-realsize-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -85,5 +88,59 @@ describe('bench:realsize models', () => {
     expect(r.tokens.length).toBe(4);
     expect(r.tokens.every((t) => t >= 0 && t < 512)).toBe(true);
     model.dispose();
+  });
+
+  it("transformers.js (onnxruntime-node, CPU EP) writes ours's greedy ids from the exporter's chunked layout", async () => {
+    const { AutoModelForCausalLM, Tensor, env } = await import('@huggingface/transformers');
+    const onnxRoot = join(root, 'onnx');
+    for (const name of ['Qwen3-0.6B', 'Llama-3.2-1B']) {
+      const m = scaledDown(realsizeModel(name));
+      const dir = await makeRealsizeModel(m, root);
+      // 0.05 MiB chunks: several external data files, as a real-size export writes (1 GiB each)
+      const exported = ensureOnnxExport(dir, onnxRoot, () => {}, { externalDataMib: 0.05 });
+      const cfg = JSON.parse(readFileSync(join(exported, 'config.json'), 'utf8')) as Record<string, { use_external_data_format: number }>;
+      expect(cfg['transformers.js_config']!.use_external_data_format, name).toBeGreaterThan(1);
+      const ids = (await promptIds(dir, 12)).map((x) => x % 512);
+      const model = await loadDecoderFromDir(dir, new CpuBackend('f32'));
+      const ours = (await generate(model, { inputIds: ids, maxNewTokens: 8, sampling: { greedy: true }, eosTokenIds: [] })).tokens;
+      const be = model.weights.backend;
+      const want = await model.forward({ inputIds: be.fromValues(ids, [ids.length], 'i32'), cache: model.newCache(ids.length),
+        logits: 'last' }).logits!.read();
+      model.dispose();
+      env.allowRemoteModels = false;
+      env.localModelPath = `${onnxRoot}/`;
+      const load = () => AutoModelForCausalLM.from_pretrained(m.name, { device: 'cpu', dtype: 'fp32' });
+      const theirs = await runTheirsOnce(load, ids, 8);
+      expect(theirs.ids, name).toEqual(ours);
+      // the prompt's logits agree to float32 rounding, relative to their spread (random weights repeat ids)
+      const tm = await load();
+      const big = BigInt64Array.from(ids, BigInt);
+      const out = (await tm({ input_ids: new Tensor('int64', big, [1, ids.length]),
+        attention_mask: new Tensor('int64', big.map(() => 1n), [1, ids.length]) })) as { logits: { data: Float32Array } };
+      await tm.dispose();
+      const got = out.logits.data.subarray(out.logits.data.length - 512);
+      const peak = Math.max(...Array.from(want, Math.abs));
+      const diff = Math.max(...Array.from(got, (v, i) => Math.abs(v - want[i]!)));
+      expect(diff / peak, name).toBeLessThan(1e-5);
+    }
+  }, 120_000);
+
+  it("the table compares ours with its adapter's peers only when their ids equal ours", () => {
+    const s = (engine: Sample['engine'], prefill: number, decode: number, ids = [1, 2, 3]): Sample => ({
+      engine, model: 'M', prompt: 8, ids, loadS: 1, rssMiB: 100, prefillTokS: prefill, decodeTokS: decode, latentStepS: null,
+      weightBytesPerToken: null, threads: 1,
+    });
+    const samples = [s('ours-cpu', 4, 2), s('ours-cpu', 6, 2), s('torch', 10, 1), s('tjs-cpu', 5, 4, [1, 2, 4]),
+      s('ours-webgpu', 1, 0.5), s('tjs-webgpu', 2, 0.25)];
+    const { rows, lines } = realsizeRows(samples, {
+      models: ['M'], prompts: [8], engines: ['ours-cpu', 'torch', 'tjs-cpu', 'ours-webgpu', 'tjs-webgpu'], bandwidth: 1e10,
+      stamp: 'now', newTokens: 4,
+    });
+    expect(rows).toHaveLength(5);
+    // ours-cpu: prefill median 5 over torch's 10, decode 2 over 1; tjs-cpu's ids differ, so no ratio
+    expect(rows[0]).toContain('0.50× / 2.00× torch; tjs-cpu: ids differ');
+    expect(rows[2]).toContain('(ids differ)');
+    expect(rows[3]).toContain('0.50× / 2.00× tjs-webgpu');
+    expect(lines.map((l) => (JSON.parse(l) as { ids_match: boolean }).ids_match)).toEqual([true, true, false, true, true]);
   });
 });

@@ -1,14 +1,18 @@
 #!/usr/bin/python3
-"""Exports committed tiny models (models/tiny/<name>) to the ONNX layout transformers.js loads, for the peer
-benchmark (bench/peer.ts, peer.html):
+"""Exports models to the ONNX layout transformers.js loads, for the peer benchmarks: committed tiny models
+(models/tiny/<name>, bench/peer.ts, peer.html) and any model folder given by path (the real-size ones of
+bench/realsize.ts, .cache/realsize/<name>):
 
-    .cache/peer/<name>/config.json, generation_config.json, tokenizer*.json   copied from models/tiny/<name>
-    .cache/peer/<name>/onnx/model.onnx      the decoder with past_key_values.* in and present.* out, f32
-    .cache/peer/<name>/model.safetensors    the same weights as f32, so that our engine can load them too
-    .cache/peer/<name>/peer-export.json     the sha256 of every input, to tell a stale export
+    OUT/<name>/config.json, generation_config.json, tokenizer*.json   copied from the model's folder
+    OUT/<name>/onnx/model.onnx      the decoder with past_key_values.* in and present.* out, f32
+    OUT/<name>/onnx/model.onnx_data[_i]   its weights, where they pass 2 GB (scripts/peer/onnx_external.py); the
+                                    copied config.json then names the chunk count (transformers.js_config)
+    OUT/<name>/model.safetensors    the same weights as f32, so that our engine can load them too (not with --no-f32-copy)
+    OUT/<name>/peer-export.json     the sha256 of every input, to tell a stale export
 
-Run: /usr/bin/python3 scripts/peer/export_onnx.py [--out .cache/peer] [name ...]   (default: qwen3-tiny llama-tiny)
-Needs Debian's python3-torch (torch.onnx's TorchScript exporter; the onnx package is not needed). Seconds.
+Run: /usr/bin/python3 scripts/peer/export_onnx.py [--out .cache/peer] [--no-f32-copy] [name or folder ...]
+(default: qwen3-tiny llama-tiny). Needs Debian's python3-torch (torch.onnx's TorchScript exporter; the onnx package
+is not needed). Seconds at the tiny sizes; Qwen3-0.6B: see docs/performance.md (bench:realsize).
 
 Before exporting, each model is checked twice: its logits on the golden ids against the float64 golden file
 (test/golden/tiny-<name>.json, from scripts/golden/tiny_models.py), and a cached forward (a prefill, then one
@@ -33,7 +37,8 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "scripts", "golden"))
 from onnx_decoder import CachedDecoder, UnsupportedPeerModel  # noqa: E402
-from tiny_models import read_safetensors  # noqa: E402
+from onnx_external import CHUNK, gather_external_data  # noqa: E402
+from torch_decode import read_weights  # noqa: E402
 
 DEFAULT_MODELS = ["qwen3-tiny", "llama-tiny"]
 COPIED = ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
@@ -47,14 +52,17 @@ class PeerExportCheckFailed(RuntimeError):
 
 
 def sha256(path):
+    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
+        for block in iter(lambda: fh.read(1 << 24), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def export_inputs(src):
     """The files an export depends on, with their hashes (bench/peer-export.ts compares the same list)."""
     files = [os.path.join(src, f) for f in ("config.json", "model.safetensors")]
-    files += [os.path.join(HERE, f) for f in ("export_onnx.py", "onnx_decoder.py")]
+    files += [os.path.join(HERE, f) for f in ("export_onnx.py", "onnx_decoder.py", "onnx_external.py")]
     return {os.path.relpath(f, ROOT): sha256(f) for f in files}
 
 
@@ -104,13 +112,21 @@ def write_safetensors_f32(path, weights):
         fh.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
 
 
-def export_one(name, out_root):
-    src = os.path.join(ROOT, "models", "tiny", name)
+def source_folder(arg):
+    """A name under models/tiny, or a model folder's path (anything with a slash)."""
+    src = os.path.abspath(arg) if os.sep in arg else os.path.join(ROOT, "models", "tiny", arg)
     if not os.path.isdir(src):
-        raise FileNotFoundError(f"{src} does not exist; the peer export reads the committed tiny models (npm run models:tiny makes them)")
+        raise FileNotFoundError(f"{src} does not exist; name a committed tiny model (npm run models:tiny makes them) or a model folder")
+    return src
+
+
+def export_one(arg, out_root, f32_copy=True, external_mib=None):
+    src = source_folder(arg)
+    name = arg if os.sep not in arg else os.path.basename(os.path.normpath(src))
     with open(os.path.join(src, "config.json")) as fh:
         cfg = json.load(fh)
-    weights = read_safetensors(os.path.join(src, "model.safetensors"))
+    # f32 (bf16 and f16 widen exactly), read through a memory map: a real-size model is gigabytes
+    weights = read_weights(os.path.join(src, "model.safetensors"))
     model = CachedDecoder(cfg, weights).eval()
     dst = os.path.join(out_root, name)
     tmp = dst + ".tmp"
@@ -134,29 +150,48 @@ def export_one(name, out_root):
         torch.onnx.export(model, (ids, torch.ones(B, P + T, dtype=torch.long), torch.arange(P, P + T)[None], *past),
                           os.path.join(tmp, "onnx", "model.onnx"), input_names=["input_ids", "attention_mask", "position_ids", *kv],
                           output_names=["logits", *pres], dynamic_axes=dyn, opset_version=OPSET, do_constant_folding=True)
+    del model
+    forced = external_mib is not None
+    chunk = int(external_mib * 2 ** 20) if forced else CHUNK
+    chunks = gather_external_data(os.path.join(tmp, "onnx", "model.onnx"), chunk=chunk, everything=forced)
     for f in COPIED:
         if os.path.exists(os.path.join(src, f)):
             shutil.copyfile(os.path.join(src, f), os.path.join(tmp, f))
-    write_safetensors_f32(os.path.join(tmp, "model.safetensors"), weights)
-    manifest = {"model": f"models/tiny/{name}", "opset": OPSET, "torch": torch.__version__, "dtype": "fp32",
+    if not os.path.exists(os.path.join(tmp, "generation_config.json")):
+        # transformers.js asks for it; a page's dev server answers a missing file with its HTML
+        gen = {k: cfg[k] for k in ("bos_token_id", "eos_token_id") if k in cfg}
+        with open(os.path.join(tmp, "generation_config.json"), "w") as fh:
+            json.dump(gen, fh, indent=2)
+    if chunks:  # transformers.js reads the chunk count from the model's config (or from_pretrained's options)
+        cfg_out = dict(cfg, **{"transformers.js_config": {"use_external_data_format": chunks}})
+        with open(os.path.join(tmp, "config.json"), "w") as fh:
+            json.dump(cfg_out, fh, indent=2)
+    if f32_copy:
+        write_safetensors_f32(os.path.join(tmp, "model.safetensors"), weights)
+    manifest = {"model": os.path.relpath(src, ROOT), "opset": OPSET, "torch": torch.__version__, "dtype": "fp32",
+                "external_data_chunks": chunks,
                 "checks": {"golden_rel_err": golden, "cache_rel_err": cached}, "inputs": export_inputs(src)}
     with open(os.path.join(tmp, "peer-export.json"), "w") as fh:
         json.dump(manifest, fh, indent=1)
     shutil.rmtree(dst, ignore_errors=True)
     os.replace(tmp, dst)  # the manifest lands with the files, never before them
-    size = os.path.getsize(os.path.join(dst, "onnx", "model.onnx"))
+    size = sum(os.path.getsize(os.path.join(dst, "onnx", f)) for f in os.listdir(os.path.join(dst, "onnx")))
     golden_txt = "no golden file" if golden is None else f"golden {golden:.1e}"
-    print(f"{dst}/onnx/model.onnx: {size} bytes, opset {OPSET}; {golden_txt}, cache {cached:.1e}")
+    data = f" in {chunks} external data file(s)" if chunks else ""
+    print(f"{dst}/onnx/model.onnx: {size} bytes{data}, opset {OPSET}; {golden_txt}, cache {cached:.1e}")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, ".cache", "peer"))
+    ap.add_argument("--no-f32-copy", action="store_true", help="skip the f32 model.safetensors (our engine reads the source)")
+    ap.add_argument("--external-data-mib", type=float, metavar="MIB",
+                    help="weights in external data files of at most MIB each, at any size (tests the real-size layout)")
     ap.add_argument("models", nargs="*", default=DEFAULT_MODELS)
     args = ap.parse_args()
     for name in args.models:
         try:
-            export_one(name, os.path.abspath(args.out))
+            export_one(name, os.path.abspath(args.out), f32_copy=not args.no_f32_copy, external_mib=args.external_data_mib)
         except (UnsupportedPeerModel, PeerExportCheckFailed, FileNotFoundError) as e:
             sys.exit(f"{type(e).__name__}: {e}")
 

@@ -6,6 +6,9 @@
  *
  * transformers.js reads each model's ONNX export from /.cache/peer/<model>/ (scripts/peer/export_onnx.py;
  * `npm run bench:peer` builds it when missing). Query: ?models=qwen3-tiny,llama-tiny&tokens=64&reps=3&prompt=..&run=1
+ *
+ * window.rmasPeer.realsize is `npm run bench:realsize`'s page engine (bench/realsize/page.ts): one cold run of one
+ * engine on a real-size model, ours in a worker of its own (src/ui/realsize-worker.ts), transformers.js in this page.
  */
 import { AutoModelForCausalLM, env as tjsEnv } from '@huggingface/transformers';
 // transformers.js pins its own onnxruntime-web (a dev build, installed under it; the project declares none); the wasm
@@ -16,6 +19,10 @@ import { RmasError } from '../errors';
 import { loadDecoderFromUrl, modelFetch } from '../model';
 import { WebGpuBackend } from '../tensor/webgpu';
 import { loadTokenizerFromUrl } from '../tokenizer';
+import { wrap } from 'comlink';
+import type { RealsizeRun } from './realsize-run';
+import { runTheirsOnce, trackGpuBuffers } from './realsize-run';
+import type { RealsizeWorkerApi } from './realsize-worker';
 import {
   PEER_DEFAULTS,
   type PeerHost,
@@ -81,9 +88,55 @@ async function browserHost(): Promise<PeerHost & { close(): void }> {
   };
 }
 
+/** One engine's run for bench:realsize: `modelUrl` is ours' model folder, `onnxRoot` + `model` transformers.js' export. */
+export interface PageRealsizeRequest {
+  engine: 'ours' | 'transformers.js';
+  /** transformers.js' execution provider in the page. */
+  device?: 'webgpu' | 'wasm';
+  model: string;
+  modelUrl: string;
+  onnxRoot: string;
+  ids: number[];
+  newTokens: number;
+  latent: number;
+}
+
+const pageGpuBytes = trackGpuBuffers();
+
+async function realsize(req: PageRealsizeRequest): Promise<RealsizeRun & { adapter: string }> {
+  if (req.engine === 'ours') {
+    const worker = new Worker(new URL('./realsize-worker.ts', import.meta.url), { type: 'module', name: 'realsize' });
+    try {
+      const { modelUrl, ids, newTokens, latent } = req;
+      return await wrap<RealsizeWorkerApi>(worker).run({ modelUrl, ids, newTokens, latent });
+    } finally {
+      worker.terminate();
+    }
+  }
+  tjsEnv.allowLocalModels = true;
+  tjsEnv.allowRemoteModels = false;
+  tjsEnv.localModelPath = req.onnxRoot;
+  tjsEnv.useBrowserCache = false;
+  tjsEnv.backends.onnx.wasm!.wasmPaths = { wasm: ortWasmUrl };
+  pageGpuBytes?.reset();
+  const device = req.device ?? 'webgpu';
+  const r = await runTheirsOnce(
+    () => AutoModelForCausalLM.from_pretrained(req.model, { device, dtype: 'fp32' }).catch((e: Error) => {
+      throw new RmasError('PeerEngineFailed', `transformers.js could not load ${req.onnxRoot}${req.model} (${device}): ${e.message}`);
+    }),
+    req.ids, req.newTokens,
+  );
+  return { ...r, gpuPeakBytes: device === 'webgpu' ? pageGpuBytes?.peak() ?? null : null, adapter: device };
+}
+
 // ---------------------------------------------------------------- the page
 declare global {
-  interface Window { rmasPeer?: { run(opts?: Partial<PeerOptions>): Promise<PeerReport> } }
+  interface Window {
+    rmasPeer?: {
+      run(opts?: Partial<PeerOptions>): Promise<PeerReport>;
+      realsize(req: PageRealsizeRequest): Promise<RealsizeRun & { adapter: string }>;
+    };
+  }
 }
 
 const q = new URLSearchParams(location.search);
@@ -170,7 +223,7 @@ async function run(over: Partial<PeerOptions> = {}): Promise<PeerReport> {
   }
 }
 
-window.rmasPeer = { run };
+window.rmasPeer = { run, realsize };
 form.addEventListener('submit', (e) => {
   e.preventDefault();
   run().catch(() => {});

@@ -51,6 +51,7 @@ export const QUICK_TEST: readonly string[] = [
   'test/train/inner-rollout.test.ts',
   'test/train/outer.test.ts',
   'test/util/hub.test.ts',
+  'test/realsize-gpu-plan.test.ts',
 ];
 
 /** Whether a src/ test file (a path from the repository root) is in the fast set by the naming rule. */
