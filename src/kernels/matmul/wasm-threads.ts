@@ -4,34 +4,39 @@
  * the caller's shared memory, so weights, x and y are where every thread reads and writes them; nothing is copied.
  *
  * A job is one kernel call over a range of output rows. The caller writes it into a control block (an Int32Array on a
- * SharedArrayBuffer of its own), bumps the generation and wakes the workers, then takes chunks of rows itself; every
- * thread takes the next chunk with one atomic add until none are left, so a thread slowed by other work takes fewer.
- * A row is computed wholly by one thread with the single-threaded code, so the result is the same bits whatever the
- * split. The caller returns once every worker has reported the job done, which is also what lets it write the next
- * one: a worker reads a job only between its generation's bump and its own report. The caller blocks in Atomics.wait,
- * which Node's main thread and any worker allow and a page's main thread does not (threads are then not offered).
+ * SharedArrayBuffer of its own), opens it, bumps the generation and wakes the workers, then takes chunks of rows
+ * itself; every thread takes the next chunk with one atomic add until none are left, so a thread slowed by other
+ * work takes fewer. A row is computed wholly by one thread with the single-threaded code, so the result is the same
+ * bits whatever the split. When no chunk is left the caller closes the job and waits only for the workers inside it:
+ * a worker counts itself in (ACTIVE) before it looks whether a job is open, and reads the job only then, so one that
+ * wakes late (a busy machine) finds it closed and costs the caller nothing, and the caller writes the next job only
+ * once none is inside. The caller blocks in Atomics.wait, which Node's main thread and any worker allow and a page's
+ * main thread does not (threads are then not offered).
  */
 
 /** Control words. */
 const GEN = 0;
-const DONE = 1;
+/** Workers inside the current job. */
+const ACTIVE = 1;
 const READY = 2;
 const NEXT = 3;
 const END = 4;
 const CHUNK = 5;
 const FN = 6;
 const ERR = 7;
+/** 1 while a job is open to the workers. */
+const OPEN = 17;
 /** Rows the workers (not the caller) computed, in all: tests check the threads took part. */
 const ROWS = 8;
 /** The call's arguments before its row range: w, ld, K, x, M, y, ldy; then bias. */
 const ARGS = 9;
 const BIAS = 16;
-const WORDS = 17;
+const WORDS = 18;
 
 /**
  * The worker's code, plain JavaScript so that both adapters can start it from text with no bundler or loader in the
  * way. `start(init)` instantiates the module and serves jobs until the worker is terminated; a job's exception is
- * recorded in ERR (the caller throws it) and still reported done, so the caller never waits on a failed worker.
+ * recorded in ERR (the caller throws it) and the worker still leaves the job, so the caller never waits on it.
  */
 const WORKER_SOURCE = `
 function start(init) {
@@ -50,7 +55,9 @@ function start(init) {
   for (;;) {
     if (Atomics.wait(c, ${GEN}, gen, 1000) === 'timed-out') continue;
     gen = Atomics.load(c, ${GEN});
+    Atomics.add(c, ${ACTIVE}, 1);
     try {
+      if (!Atomics.load(c, ${OPEN})) throw 0;
       const f = fns[c[${FN}]];
       const end = c[${END}];
       const chunk = c[${CHUNK}];
@@ -64,10 +71,10 @@ function start(init) {
       }
       Atomics.add(c, ${ROWS}, rows);
     } catch (e) {
-      Atomics.store(c, ${ERR}, 2);
+      if (e !== 0) Atomics.store(c, ${ERR}, 2);
     }
-    Atomics.add(c, ${DONE}, 1);
-    Atomics.notify(c, ${DONE});
+    Atomics.sub(c, ${ACTIVE}, 1);
+    Atomics.notify(c, ${ACTIVE});
   }
 }
 `;
@@ -148,11 +155,11 @@ export class ThreadPool {
 
   /**
    * `kernel(w, ld, K, x, M, y, ldy, n0, n1, bias)` over rows [n0, n1) split among the threads; `fn` is the kernel's
-   * index in the workers' `exports`. Runs on the caller alone while the workers are not ready.
+   * index in the workers' `exports`. Workers not started yet (or asleep on a busy machine) simply take no rows.
    */
   run(fn: number, kernel: Kernel, args: readonly number[], n0: number, n1: number, bias: number) {
     const [w, ld, K, x, M, y, ldy] = args;
-    if (!this.ready) return kernel(w, ld, K, x, M, y, ldy, n0, n1, bias);
+    if (this.closed) return kernel(w, ld, K, x, M, y, ldy, n0, n1, bias);
     const c = this.c;
     const chunk = chunkRows(n1 - n0, this.threads);
     c[FN] = fn;
@@ -161,13 +168,15 @@ export class ThreadPool {
     c.set(args.slice(0, 7), ARGS);
     c[BIAS] = bias;
     Atomics.store(c, NEXT, n0);
-    Atomics.store(c, DONE, 0);
+    Atomics.store(c, OPEN, 1);
     Atomics.add(c, GEN, 1);
     Atomics.notify(c, GEN);
     for (let a = Atomics.add(c, NEXT, chunk); a < n1; a = Atomics.add(c, NEXT, chunk)) {
       kernel(w, ld, K, x, M, y, ldy, a, Math.min(a + chunk, n1), bias);
     }
-    for (let d; (d = Atomics.load(c, DONE)) < this.workers.length; ) Atomics.wait(c, DONE, d, 1000);
+    // every chunk is taken: the rows not done yet are being done by the workers inside the job
+    Atomics.store(c, OPEN, 0);
+    for (let a; (a = Atomics.load(c, ACTIVE)) > 0; ) Atomics.wait(c, ACTIVE, a, 1000);
     if (Atomics.exchange(c, ERR, 0)) throw new Error('a worker thread of the CPU kernels failed in a kernel call');
   }
 

@@ -131,9 +131,16 @@ describe('WebAssembly SIMD matmul kernels', () => {
     }
   });
 
-  it('ran the cases above on the workers too (rows the workers computed)', () => {
+  it('hand rows to the workers (a worker that wakes after the caller took every chunk takes none: retried)', () => {
     expect(threaded.threads).toBe(3);
-    expect(threaded.pool!.workerRows).toBeGreaterThan(0);
+    const before = threaded.pool!.workerRows;
+    const [N, K] = [16384, 1024];
+    const p = planMatmul({ shape: [1, K], dtype: 'f32' }, { shape: [N, K], dtype: 'bf16' }, undefined, { transB: true });
+    const w = new Uint16Array(N * K).fill(0x3c00);
+    const [x, y] = [new Float32Array(K).fill(1), new Float32Array(N)];
+    for (let r = 0; r < 20 && threaded.pool!.workerRows === before; r++) threaded.matmul(p, x, w, 'bf16', null, y);
+    expect(threaded.pool!.workerRows).toBeGreaterThan(before);
+    expect(y.every((v) => v === K * 0.0078125)).toBe(true); // 0x3c00 is bf16 2^-7
   });
 
   it('split a real-width GEMV among the threads with the same bits, and keep the backend weights in the heap', () => {
