@@ -7,6 +7,7 @@
  *   - `shuffled{r}`: the same, each message replaced by the one the system sent for another question of the
  *     split (the next row's), so the receivers read messages of the right form about the wrong question,
  *   - `zeroed{r}`: the same with every message replaced by zeros;
+ *   - `fbzeroed{r}`: only the feedback zeroed (the messages the final agent sends back), the first hand-off kept;
  * with accuracy, mean seconds and generated tokens per question and latent steps. Prints a Markdown table
  * (the one in models/tiny/README.md) and, with --json FILE, writes every figure and each row's answer.
  * The systems are described by a TinyEvalTarget: tiny_sequential's here, tiny_distillation's in
@@ -19,7 +20,7 @@ import { type RecordedMessages } from '../../src/mas/ablation.ts';
 import { ask } from '../../src/mas/ask.ts';
 import type { MasSystem } from '../../src/mas/system.ts';
 import { loadSystem } from '../../src/mas/system-folders.ts';
-import { defaultLatentSteps, getStyle } from '../../src/mas/styles.ts';
+import { defaultLatentSteps, getStyle, schedule } from '../../src/mas/styles.ts';
 import { generate } from '../../src/model/generate.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
@@ -30,11 +31,11 @@ import { int, json, oneOf, openBackend, s } from './cli.ts';
 import { TINY_SYSTEM_DIR } from './paths.ts';
 import { rolePrompt } from './train-agents.ts';
 
-const KINDS = ['text', 'latent', 'shuffled', 'zeroed'] as const;
+const KINDS = ['text', 'latent', 'shuffled', 'zeroed', 'fbzeroed'] as const;
 export const CONFIGS = [
   'alone',
   ...(['text1', 'text2', 'text3', 'latent1', 'latent2', 'latent3'] as const),
-  ...(['shuffled1', 'shuffled2', 'shuffled3', 'zeroed1', 'zeroed2', 'zeroed3'] as const),
+  ...(['shuffled1', 'shuffled2', 'shuffled3', 'zeroed1', 'zeroed2', 'zeroed3', 'fbzeroed2', 'fbzeroed3'] as const),
 ] as const;
 export type EvalConfig = (typeof CONFIGS)[number];
 /** Longest answer any agent writes here; the tasks' targets are under 40 tokens. */
@@ -98,8 +99,15 @@ export function configLabel(config: EvalConfig, alone: string): string {
     latent: `RecursiveMAS, ${rounds}`,
     shuffled: `RecursiveMAS, ${rounds}, messages shuffled`,
     zeroed: `RecursiveMAS, ${rounds}, messages zeroed`,
+    fbzeroed: `RecursiveMAS, ${rounds}, feedback zeroed`,
   }[kind];
 }
+
+/** The outer links the style's final agent sends on: its feedback to the first agents of the next round. */
+export const feedbackLinks = (style: string): string[] => {
+  const spec = getStyle(style);
+  return [...new Set(schedule(spec, 2).filter((st) => st.role === spec.decoder).flatMap((st) => st.linksOut))];
+};
 
 async function agentAlone<R extends { question: string }>(system: MasSystem, target: TinyEvalTarget<R>, row: R) {
   const agent = system.agents.get(target.alone.role)!;
@@ -146,6 +154,7 @@ export async function evalTiny<R extends { question: string } = TaskRow>(opts: E
       sampling: { greedy: true },
       maxNewTokens: TINY_MAX_NEW_TOKENS,
       ...(kind === 'zeroed' ? { ablation: { kind: 'zeroed' as const } } : {}),
+      ...(kind === 'fbzeroed' ? { ablation: { kind: 'zeroed' as const, links: feedbackLinks(target.style) } } : {}),
       ...(donor ? { ablation: { kind: 'replaced' as const, from: donor } } : {}),
       ...(record ? { recordMessages: true } : {}),
     });

@@ -12,7 +12,8 @@ import type { Tensor } from '../tensor/tensor';
 // types only: ask.ts applies the ablations, this file prepares them
 import type { AskOptions, AskResult } from './ask';
 
-export type MessageAblation = { kind: 'zeroed' } | { kind: 'replaced'; from: RecordedMessages };
+/** `links`, when given, limits `zeroed` to those outer links' messages (e.g. the feedback: the first hand-off kept). */
+export type MessageAblation = { kind: 'zeroed'; links?: readonly string[] } | { kind: 'replaced'; from: RecordedMessages };
 
 /**
  * An ablation as a caller asks for it (`rmas ask --zero_messages` or `--messages_from QUESTION`, the tab's
@@ -43,10 +44,10 @@ export async function recordMessage(L: Tensor): Promise<RecordedMessage> {
 
 /**
  * The message to send in place of `L` (link `link`, 0-based `round`), on L's backend and in L's dtype. L is
- * disposed once replaced; on an error it is left to the caller. Without an ablation, L itself.
+ * disposed once replaced; on an error it is left to the caller. Without an ablation (or one that spares `link`), L itself.
  */
 export function ablateMessage(L: Tensor, round: number, link: string, ablation: MessageAblation | undefined): Tensor {
-  if (!ablation) return L;
+  if (!ablation || (ablation.kind === 'zeroed' && ablation.links && !ablation.links.includes(link))) return L;
   const replacement = ablation.kind === 'zeroed' ? L.backend.zeros(L.shape, L.dtype) : recorded(L, round, link, ablation.from);
   L.dispose();
   return replacement;

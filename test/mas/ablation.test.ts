@@ -90,6 +90,18 @@ describe('message ablations', () => {
     }
   });
 
+  it('zeroed on named links: only their messages are zeros (the feedback zeroed, the first hand-offs kept)', async () => {
+    const z = await run(q2!, { ablation: { kind: 'zeroed', links: ['outer_31'] } });
+    expect([...z.inputs.keys()].sort()).toEqual([...plain.inputs.keys()].sort());
+    for (const [k, v] of z.inputs) {
+      if (k.endsWith(':outer_31')) expect(v.every((x) => x === 0), k).toBe(true);
+      // round 1's hand-offs are the plain run's; round 2's follow from a planner that read zeros
+      else if (k.startsWith('0:')) expect(v, k).toEqual(plain.inputs.get(k));
+      else expect(v.some((x) => x !== 0), k).toBe(true);
+    }
+    expect(z.inputs.get('1:critic:outer_12')).not.toEqual(plain.inputs.get('1:critic:outer_12'));
+  });
+
   it('a recording of other latent steps or fewer rounds, and text mode, are refused by name', async () => {
     const short = (await run(q1!, { recordMessages: true, latentSteps: M - 1 })).r.messages!;
     await expect(run(q2!, { ablation: { kind: 'replaced', from: short } })).rejects.toThrow(
