@@ -10,7 +10,7 @@
  *   5. the outer links with `rmas train-outer --init_outer` over 3 rounds on rollout latents, every round's
  *      cross-entropy counted at full weight against what the learner writes in that round of the gold transcript
  *      (the rows' round_targets: a 5-hop question's round-1 target is the shape, not the final tree).
- * The system runs as style tiny_distillation from its folder (RMAS_TINY_SYSTEM, or eval's --system).
+ * The system is the embedded style tiny_recursion (src/mas/styles.ts); the stages run it from --work's copy (RMAS_TINY_SYSTEM).
  *
  *   npx tsx scripts/tiny-recursion/build.ts [all] [--out DIR] [--work DIR] [--seed S] [--from S] [--until S] …
  *   npx tsx scripts/tiny-recursion/build.ts agents --out DIR [--role expert|learner] [--steps N] [--seed S]
@@ -49,7 +49,7 @@ export type RecursionStage = (typeof RECURSION_STAGES)[number];
 export function recursionInnerArgs(role: string, data: string, saveDir: string, steps: number, seed: number, logJsonl: string): string[] {
   const { batchSize, lr, ceWeight } = RECURSION_BUILD.inner;
   return [
-    ...['train-inner', '--style', 'tiny_distillation', '--role', role, '--dataset_name', data, '--save_dir', saveDir],
+    ...['train-inner', '--style', 'tiny_recursion', '--role', role, '--dataset_name', data, '--save_dir', saveDir],
     ...['--max_steps', String(steps), '--batch_size', String(batchSize), '--adapter_lr', String(lr), '--seed', String(seed)],
     ...['--adapter_ce_weight', String(ceWeight), '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', logJsonl],
   ];
@@ -59,7 +59,7 @@ export function recursionOuterArgs(data: string, init: string, saveDir: string, 
   const { batchSize, lr, rounds, latents, nonLastLossWeight, untilEos } = RECURSION_BUILD.outer;
   const m = RECURSION_BUILD.latentSteps;
   return [
-    ...['train-outer', '--style', 'tiny_distillation', '--dataset_name', data, '--save_dir', saveDir, '--init_outer', init],
+    ...['train-outer', '--style', 'tiny_recursion', '--dataset_name', data, '--save_dir', saveDir, '--init_outer', init],
     ...['--max_steps', String(steps), '--batch_size', String(batchSize), '--outer_lr', String(lr), '--seed', String(seed)],
     ...['--num_recursive_rounds', String(rounds), '--max_latent_tokens', String(m), '--outer_latents', latents],
     ...['--supervise_final_only', '0', '--non_last_loss_weight', String(nonLastLossWeight), '--loss_until_eos', String(untilEos)],

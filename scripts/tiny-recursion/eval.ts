@@ -8,19 +8,20 @@ import { resolve } from 'node:path';
 import { UsageError } from '../../src/errors.ts';
 import { hopCeiling, hopSplit, scoreHops, type HopRow } from '../../src/eval/tiny-hops.ts';
 import { command, type Command, type Options } from '../../src/runner/args.ts';
+import { defaultLatentSteps, getStyle, TINY_RECURSION_ROOT } from '../../src/mas/styles.ts';
 import { int, json, oneOf, openBackend, s } from '../tiny-system/cli.ts';
 import { CONFIGS, evalTiny, markdownTable, type ConfigResult, type EvalConfig, type TinyEvalTarget } from '../tiny-system/eval.ts';
 import { ROOT } from '../tiny-system/paths.ts';
 import { hopsPrompt } from './agents.ts';
 
-/** The recursion system's folder (not registered as a style: it runs as tiny_distillation from this folder). */
-export const TINY_RECURSION_DIR = resolve(ROOT, 'models/tiny/recursion');
+/** The recursion system's folder in the package. */
+export const TINY_RECURSION_DIR = resolve(ROOT, TINY_RECURSION_ROOT);
 
-/** A note is three tokens (src/eval/tiny-hops.ts): a message of three latent steps carries all of it. */
-export const RECURSION_LATENT_STEPS = 3;
+/** The style's latent steps (3: a note's three tokens, src/eval/tiny-hops.ts). */
+export const RECURSION_LATENT_STEPS = defaultLatentSteps(getStyle('tiny_recursion'));
 
 export const RECURSION_TARGET: TinyEvalTarget<HopRow> = {
-  style: 'tiny_distillation',
+  style: 'tiny_recursion',
   dir: TINY_RECURSION_DIR,
   rows: hopSplit,
   score: scoreHops,

@@ -37,7 +37,7 @@ export async function realignOuter(o: {
   const log = o.log ?? ((s: string) => process.stderr.write(`${s}\n`));
   const { batchSize, lr, warmup } = REALIGN_DEFAULTS;
   const steps = o.steps ?? REALIGN_DEFAULTS.steps;
-  const system = await loadSystem('tiny_distillation', {
+  const system = await loadSystem('tiny_recursion', {
     backend: be,
     embeddedRoot: o.system,
     task: 'math',

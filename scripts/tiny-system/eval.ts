@@ -43,7 +43,7 @@ export const TINY_MAX_NEW_TOKENS = 64;
 
 /** What the evaluation needs to know of an embedded system and its task. */
 export interface TinyEvalTarget<R extends { question: string } = { question: string }> {
-  style: 'tiny_sequential' | 'tiny_distillation';
+  style: 'tiny_sequential' | 'tiny_distillation' | 'tiny_recursion';
   /** The committed system's folder. */
   dir: string;
   rows(split: 'test' | 'validation'): R[];

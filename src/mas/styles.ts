@@ -257,8 +257,8 @@ function tinyRecursion(): StyleSpec {
       root: TINY_RECURSION_ROOT, prompts: 'prompts.json', rebuild: 'npx tsx scripts/tiny-recursion/build.ts',
       manifest: 'models/tiny-recursion.json', eval: 'eval.json',
     },
-    // its outer links were trained on rollouts of this length (scripts/tiny-recursion/build.ts)
-    latentSteps: 4,
+    // a note is three tokens (src/eval/tiny-hops.ts), and its outer links were trained on rollouts of that length
+    latentSteps: 3,
   };
 }
 
