@@ -14,7 +14,7 @@
  * - `shared`: the workgroup stages a TM × 16 tile of A and a TN × 16 tile of B in workgroup memory (vec4s along K,
  *   every invocation loading its share), two barriers per 16 values of K: the layout meant for GPUs, which keep the
  *   64×64 kernel by default until one measures this (RMAS_GEMM=shared; matmul/index.ts).
- * The workgroup is 64 invocations, WX × WY (gemmGeometry); its tile's rows follow M, so that a short prompt does not
+ * The workgroup is up to 64 invocations, WX × WY (gemmGeometry); its tile's rows follow M, so that a short prompt does not
  * pay for a tile of empty rows (the 64×64 kernel computed 64 rows for a 14-token prompt).
  */
 import type { DType } from '../../formats/dtype';
@@ -28,22 +28,31 @@ export interface GemmGeometry {
   shared: boolean;
 }
 
+/** Invocations per workgroup at most (the shared cut always; the direct one where N ≥ 256). */
 export const GEMM_INVOCATIONS = 64;
 const TK = 16; // K values per staged tile (shared)
 
 /**
- * The workgroup's shape for M rows. Direct: one row of 64 invocations (a 4 × 256 tile), so that A's rows are the
- * same for the whole workgroup and a CPU rasteriser loads them once for all its lanes instead of gathering them per
- * lane. Shared: 4·wy ≥ M where M is small (wy a power of two, 2 to 8), so that a short prompt does not stage a
- * tile of empty rows; wy ≥ 2 because a 4 × 256 tile pair would pass the 16 KiB of workgroup memory every WebGPU
- * device allows.
+ * The workgroup's shape for an M × N product. Direct: one row of invocations (a 4 × 4·wx tile), so that A's rows are
+ * the same for the whole workgroup and a CPU rasteriser loads them once for all its lanes instead of gathering them
+ * per lane; wx is 64, or fewer (down to 8) where N is narrow, so that a tiny model's 48 columns do not leave 208 of
+ * 256 lanes idle. Shared: 64 invocations, 4·wy ≥ M where M is small (wy a power of two, 2 to 8), so that a short
+ * prompt does not stage a tile of empty rows; wy ≥ 2 because a 4 × 256 tile pair would pass the 16 KiB of workgroup
+ * memory every WebGPU device allows.
  */
-export function gemmGeometry(M: number, shared: boolean): GemmGeometry {
-  if (!shared) return { wx: GEMM_INVOCATIONS, wy: 1, shared };
+export function gemmGeometry(M: number, N: number, shared: boolean): GemmGeometry {
+  if (!shared) {
+    let wx = 8;
+    while (wx < GEMM_INVOCATIONS && 4 * wx < N) wx *= 2;
+    return { wx, wy: 1, shared };
+  }
   let wy = 2;
   while (wy < 8 && 4 * wy < M) wy *= 2;
   return { wx: GEMM_INVOCATIONS / wy, wy, shared };
 }
+
+/** Invocations per workgroup. */
+export const gemmInvocations = (g: GemmGeometry) => g.wx * g.wy;
 
 /** Rows and columns of C one workgroup covers. */
 export const gemmTile = (g: GemmGeometry) => ({ tm: 4 * g.wy, tn: 4 * g.wx });
@@ -176,7 +185,7 @@ const KTAIL = `for (var k = kEnd; k < u.K; k++) {
 
 function directWgsl(v: MatmulVariant, g: GemmGeometry): string {
   return `${common(v)}
-${mainSignature(GEMM_INVOCATIONS)} {
+${mainSignature(gemmInvocations(g))} {
   ${prologue(g)}
   let kEnd = u.K & ~3u;
   for (var k = 0u; k < kEnd; k += 4u) {
@@ -208,7 +217,7 @@ function sharedWgsl(v: MatmulVariant, g: GemmGeometry): string {
   return `${common(v)}
 var<workgroup> As: array<vec4<f32>, ${tm * ld}>;
 var<workgroup> Bs: array<vec4<f32>, ${tn * ld}>;
-${mainSignature(GEMM_INVOCATIONS)} {
+${mainSignature(gemmInvocations(g))} {
   ${prologue(g)}
   let kEnd = u.K - u.K % ${TK}u;
   let rowA0 = wid.y * ${tm}u;
@@ -249,4 +258,4 @@ export function gemmWgsl(v: MatmulVariant, g: GemmGeometry): string {
 }
 
 export const gemmKey = (v: MatmulVariant, g: GemmGeometry) =>
-  `matmul_${v.dtype}${v.native ? 'n' : ''}_gemm-${g.shared ? 'shared' : 'direct'}${g.wx}x${g.wy}_wg${GEMM_INVOCATIONS}`;
+  `matmul_${v.dtype}${v.native ? 'n' : ''}_gemm-${g.shared ? 'shared' : 'direct'}${g.wx}x${g.wy}_wg${gemmInvocations(g)}`;

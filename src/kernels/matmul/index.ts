@@ -138,7 +138,7 @@ function dispatchMatmul(ctx: GpuContext, [a, b, bias]: GpuRef[], out: GpuRef, at
       const bindings = [bind(ra.chunk), bind(rb.chunk), bind((rbias ?? ra).chunk), bind(rc.chunk)];
       // B's first column here is rb.rel.k (transB); a pair or block it would cut takes the 64×64 kernel
       if (cut && gemmReadsB(dtype, native, ldb, rb.rel.k)) {
-        const g: GemmGeometry = gemmGeometry(m1 - m0, cut === 'shared');
+        const g: GemmGeometry = gemmGeometry(m1 - m0, n1 - n0, cut === 'shared');
         const { tm, tn } = gemmTile(g);
         const grid: [number, number, number] = [Math.ceil((n1 - n0) / tn), Math.ceil((m1 - m0) / tm), b1 - b0];
         ctx.dispatch({ key: gemmKey(variant, g), wgsl: () => gemmWgsl(variant, g), uniforms: uni, bindings, workgroups: grid });
