@@ -8,6 +8,7 @@ import { createServer, type Server } from 'node:http';
 import { extname, join, normalize, resolve } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect } from 'vitest';
+import { ISOLATION_HEADERS } from '../../vite.config';
 
 export const SHOTS = resolve('.cache/test-output/e2e');
 /**
@@ -33,7 +34,11 @@ const MIME: Record<string, string> = {
   '.wasm': 'application/wasm', '.svg': 'image/svg+xml', '.png': 'image/png', '.woff2': 'font/woff2', '.zip': 'application/zip',
 };
 
-/** Serves `dir` on 127.0.0.1 (a free port); missing files are 404 (not index.html, unlike Vite's dev server). */
+/**
+ * Serves `dir` on 127.0.0.1 (a free port); missing files are 404 (not index.html, unlike Vite's dev server). Every
+ * response carries the cross-origin isolation headers a host of the build must send (vite.config.ts), so the page's
+ * CPU backend runs on threads here as it does there.
+ */
 export async function serve(dir: string): Promise<{ url: string; close(): Promise<void> }> {
   const root = resolve(dir);
   const server: Server = createServer((req, res) => {
@@ -43,7 +48,8 @@ export async function serve(dir: string): Promise<{ url: string; close(): Promis
     try {
       if (statSync(file).isDirectory()) file = join(file, 'index.html');
       const body = readFileSync(file);
-      res.writeHead(200, { 'content-type': MIME[extname(file)] ?? 'application/octet-stream', 'content-length': body.length });
+      const type = MIME[extname(file)] ?? 'application/octet-stream';
+      res.writeHead(200, { ...ISOLATION_HEADERS, 'content-type': type, 'content-length': body.length });
       res.end(body);
     } catch {
       res.writeHead(404).end('not found');
