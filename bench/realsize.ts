@@ -35,7 +35,7 @@ import { loadTokenizerFromDir } from '../src/tokenizer';
 import { type RealsizeRun, runOursOnce, runTheirsOnce } from '../src/ui/realsize-run';
 import { lavapipeEnv } from '../scripts/lavapipe-env.js';
 import { gpuAdapterVisible } from './gpu-probe';
-import { ensureOnnxExport } from './peer-export';
+import { PeerExportFailed, ensureOnnxExport } from './peer-export';
 import { ENGINES, type Engine, PEERS_OF, covers, isTjs, parseEngines } from './realsize/engines';
 import { REALSIZE_MODELS, REALSIZE_ROOT, makeRealsizeModel, realsizeModel } from './realsize/models';
 
@@ -185,9 +185,17 @@ async function main(): Promise<void> {
       say(`${m.name}: making or reusing ${await makeRealsizeModel(m)}`);
       const dir = await makeRealsizeModel(m);
       const type = String(m.config.model_type);
-      const mine = engines.filter((e) => covers(e, type));
+      let mine = engines.filter((e) => covers(e, type));
       for (const e of engines) if (!mine.includes(e)) skipped.push(`${e} on ${m.name} (${type}: not a family it covers)`);
-      if (mine.some(isTjs)) ensureOnnxExport(dir, ONNX_ROOT, say);
+      try {
+        if (mine.some(isTjs)) ensureOnnxExport(dir, ONNX_ROOT, say);
+      } catch (e) {
+        // no PyTorch for the export, or it failed: ours and the other peers still run
+        if (!(e instanceof PeerExportFailed)) throw e;
+        say(e.message);
+        for (const t of mine.filter(isTjs)) skipped.push(`${t} on ${m.name} (no ONNX export: ${e.message.split('\n')[0]})`);
+        mine = mine.filter((t) => !isTjs(t));
+      }
       if (!server && mine.some((e) => e.endsWith('-page'))) {
         const { startPeerServer } = await import('./peer-page');
         server = await startPeerServer();
