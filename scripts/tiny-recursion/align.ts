@@ -92,6 +92,8 @@ export async function alignHopsOuter(o: {
   seed: number;
   m: number;
   steps?: number;
+  /** Sender prompts per role (default HOPS_ALIGN_DEFAULTS.rowsPerRole). */
+  rows?: number;
   stopAfter?: number;
   log?: (s: string) => void;
 }): Promise<AlignResult> {
@@ -109,7 +111,7 @@ export async function alignHopsOuter(o: {
       { key: 'outer_le' as const, from: learner, to: expert, role: 'learner' as const },
     ];
     for (const [i, p] of plan.entries()) {
-      const data = await pairs(p.from, p.to, p.role, senderPrompts(p.role, HOPS_ALIGN_DEFAULTS.rowsPerRole, o.seed + i), o.m);
+      const data = await pairs(p.from, p.to, p.role, senderPrompts(p.role, o.rows ?? HOPS_ALIGN_DEFAULTS.rowsPerRole, o.seed + i), o.m);
       const dIn = p.from.decoder.config.hidden;
       const dOut = p.to.decoder.config.hidden;
       const link = OuterLink.create(be, dIn, dOut, { seed: o.seed * 100 + i, name: p.key });

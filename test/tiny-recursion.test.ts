@@ -1,0 +1,76 @@
+/**
+ * The committed tiny recursion system (models/tiny/recursion, style tiny_recursion; its build in scripts/tiny-recursion),
+ * on the multi-hop task (src/eval/tiny-hops.ts), where a question of h hops needs (h + 1) / 2 rounds:
+ *   - its recorded table (eval.json, the whole test split) shows accuracy rising with rounds, each round count's
+ *     answers only on the questions its rounds can reach, RecursiveMAS generating at most half text-MAS's tokens, and
+ *     the ablations where they belong: shuffled or zeroed messages near the learner alone, the feedback zeroed below
+ *     the whole system;
+ *   - a fixed sample of the test split, re-run on the CPU, greedy, gives the recorded answers in every configuration.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { hopCeiling, hopSplit } from '../src/eval/tiny-hops';
+import { CpuBackend } from '../src/tensor/cpu';
+import { useBuildKernels } from '../scripts/tiny-system/cli';
+import { RECURSION_LATENT_STEPS, RECURSION_TARGET, TINY_RECURSION_DIR } from '../scripts/tiny-recursion/eval';
+import { evalTiny, type ConfigResult, type EvalConfig } from '../scripts/tiny-system/eval';
+
+useBuildKernels();
+const record = JSON.parse(readFileSync(join(TINY_RECURSION_DIR, 'eval.json'), 'utf8')) as {
+  split: string;
+  latentSteps: number;
+  rows: number;
+  results: ConfigResult[];
+};
+const SAMPLE = 24;
+const result = (config: EvalConfig) => {
+  const r = record.results.find((x) => x.config === config);
+  if (!r) throw new Error(`eval.json has no ${config}; rerun npx tsx scripts/tiny-recursion/build.ts eval --json ${TINY_RECURSION_DIR}/eval.json`);
+  return r;
+};
+const acc = (c: EvalConfig) => result(c).accuracy;
+
+describe('the committed tiny recursion system', () => {
+  it('its recorded table (the whole test split) rises with rounds, below each ceiling, at half the tokens', () => {
+    const rows = hopSplit('test');
+    expect(record.split).toBe('test');
+    expect(record.rows).toBe(rows.length);
+    expect(record.latentSteps).toBe(RECURSION_LATENT_STEPS);
+    for (const r of record.results) expect(r.correct, r.config).toBe(r.ok.filter(Boolean).length);
+    // each round adds the questions one more round reaches
+    expect(acc('latent2') - acc('latent1')).toBeGreaterThanOrEqual(0.15);
+    expect(acc('latent3') - acc('latent2')).toBeGreaterThanOrEqual(0.1);
+    for (const r of [1, 2, 3]) {
+      const latent = result(`latent${r}` as EvalConfig);
+      const text = result(`text${r}` as EvalConfig);
+      // a round count answers only what its rounds reach: no right answer on a question of more hops
+      const beyond = rows.flatMap((row, i) => (row.hops > 2 * r - 1 ? [i] : []));
+      expect(beyond.filter((i) => latent.ok[i]).length, `latent${r}`).toBeLessThanOrEqual(beyond.length / 8);
+      expect(latent.accuracy).toBeLessThanOrEqual(hopCeiling(rows, r) + 0.02);
+      expect(text.accuracy, `text${r}`).toBeCloseTo(hopCeiling(rows, r), 1);
+      expect(latent.tokens).toBeLessThanOrEqual(text.tokens / 2);
+    }
+    const alone = acc('alone');
+    expect(Math.abs(acc('shuffled3') - alone)).toBeLessThanOrEqual(0.1);
+    expect(Math.abs(acc('zeroed3') - alone)).toBeLessThanOrEqual(0.1);
+    expect(acc('fbzeroed3')).toBeLessThan(acc('latent3') - 0.2);
+  });
+
+  it('answers a fixed sample of the test split as recorded, in every configuration (CPU, greedy)', async () => {
+    const rows = hopSplit('test').slice(0, SAMPLE);
+    const configs = record.results.map((r) => r.config);
+    const results = await evalTiny({
+      target: RECURSION_TARGET,
+      backend: new CpuBackend('f32'),
+      rows,
+      configs,
+      latentSteps: record.latentSteps,
+    });
+    for (const r of results) {
+      // the shuffled donors of a sample wrap at its end, not at the split's: that row may differ
+      const n = r.config.startsWith('shuffled') ? SAMPLE - 1 : SAMPLE;
+      expect(r.answers.slice(0, n), r.config).toEqual(result(r.config).answers.slice(0, n));
+    }
+  }, 240_000);
+});
