@@ -26,7 +26,7 @@ const record = JSON.parse(readFileSync(join(TINY_RECURSION_DIR, 'eval.json'), 'u
 const SAMPLE = 24;
 const result = (config: EvalConfig) => {
   const r = record.results.find((x) => x.config === config);
-  if (!r) throw new Error(`eval.json has no ${config}; rerun npx tsx scripts/tiny-recursion/build.ts eval --json ${TINY_RECURSION_DIR}/eval.json`);
+  if (!r) throw new Error(`eval.json has no ${config}; rerun scripts/tiny-recursion/build.ts eval --json ${TINY_RECURSION_DIR}/eval.json`);
   return r;
 };
 const acc = (c: EvalConfig) => result(c).accuracy;
