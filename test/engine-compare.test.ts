@@ -5,11 +5,11 @@
  * answers and generated tokens, question by question. The latent and text configurations run through
  * src/eval/evaluate.ts, the loop `rmas run` scores with.
  */
-import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { priceSplit } from '../src/eval/tiny-prices';
 import { CpuBackend } from '../src/tensor/cpu';
+import { appFiles } from '../src/testing/app-files';
 import { AskSession, type AskPage } from '../src/ui/ask-session.svelte';
 import { README_CONFIGS, configKey, rowFigures } from '../src/ui/compare';
 import type { EngineRemote, Services } from '../src/ui/services';
@@ -22,26 +22,7 @@ import { evalTiny } from '../scripts/tiny-system/eval';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const base = 'http://app.test/';
-const read = (url: string) => {
-  if (!url.startsWith(base)) return null;
-  try {
-    return new Uint8Array(readFileSync(join(ROOT, decodeURIComponent(url.slice(base.length)))));
-  } catch {
-    return null;
-  }
-};
-/** The app's files by HTTP, Range requests included (the plan reads sizes and headers). */
-const planFetch: typeof fetch = async (input, init) => {
-  const b = read(String(input));
-  if (!b) return new Response(null, { status: 404 });
-  const m = /^bytes=(\d+)-(\d*)$/.exec(new Headers(init?.headers).get('range') ?? '');
-  const [a, z] = m ? [Number(m[1]), Math.min(m[2] ? Number(m[2]) : b.length - 1, b.length - 1)] : [0, b.length - 1];
-  const body = b.slice(a, z + 1);
-  return new Response(body, {
-    status: m ? 206 : 200,
-    headers: { 'content-length': String(body.length), ...(m ? { 'content-range': `bytes ${a}-${z}/${b.length}` } : {}) },
-  });
-};
+const { read, planFetch } = appFiles(ROOT, base);
 const cpu = new CpuBackend('f32');
 const deps = { backend: async () => ({ backend: cpu }), appBase: base, fetchFile: async (u: string) => read(u), planFetch };
 const api = systemCalls(deps, callRegistry());

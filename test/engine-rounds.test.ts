@@ -13,6 +13,7 @@ import { hopCeiling, hopSplit } from '../src/eval/tiny-hops';
 import { priceSplit } from '../src/eval/tiny-prices';
 import { TINY_RECURSION_ROOT } from '../src/mas/styles';
 import { CpuBackend } from '../src/tensor/cpu';
+import { appFiles } from '../src/testing/app-files';
 import { AskSession, type AskPage } from '../src/ui/ask-session.svelte';
 import { ROUNDS_CONFIGS, configKey, roundsPlot, type RecordedEval } from '../src/ui/compare';
 import { TINY, TINY_RECURSION, offlineTask, offlineTestRows } from '../src/ui/offline';
@@ -27,26 +28,7 @@ import { evalTiny, type TinyEvalTarget } from '../scripts/tiny-system/eval';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const base = 'http://app.test/';
-const read = (url: string) => {
-  if (!url.startsWith(base)) return null;
-  try {
-    return new Uint8Array(readFileSync(join(ROOT, decodeURIComponent(url.slice(base.length)))));
-  } catch {
-    return null;
-  }
-};
-/** The app's files by HTTP, Range requests included (the plan reads sizes and headers). */
-const planFetch: typeof fetch = async (input, init) => {
-  const b = read(String(input));
-  if (!b) return new Response(null, { status: 404 });
-  const m = /^bytes=(\d+)-(\d*)$/.exec(new Headers(init?.headers).get('range') ?? '');
-  const [a, z] = m ? [Number(m[1]), Math.min(m[2] ? Number(m[2]) : b.length - 1, b.length - 1)] : [0, b.length - 1];
-  const body = b.slice(a, z + 1);
-  return new Response(body, {
-    status: m ? 206 : 200,
-    headers: { 'content-length': String(body.length), ...(m ? { 'content-range': `bytes ${a}-${z}/${b.length}` } : {}) },
-  });
-};
+const { read, planFetch } = appFiles(ROOT, base);
 const cpu = new CpuBackend('f32');
 const api = systemCalls({ backend: async () => ({ backend: cpu }), appBase: base, fetchFile: async (u: string) => read(u), planFetch },
   callRegistry());
