@@ -19,7 +19,7 @@ import { ROUNDS_CONFIGS, configKey, roundsPlot, type RecordedEval } from '../src
 import { TINY, TINY_RECURSION, offlineTask, offlineTestRows } from '../src/ui/offline';
 import type { EngineRemote, Services } from '../src/ui/services';
 import { tinyTestRows } from '../src/ui/train';
-import { DEFAULTS } from '../src/ui/url';
+import { DEFAULTS, styleLatentSteps } from '../src/ui/url';
 import { callRegistry } from '../workers/calls';
 import { systemCalls } from '../workers/system-calls';
 import { DISTILLATION_TARGET } from '../scripts/tiny-distillation/eval';
@@ -47,7 +47,8 @@ async function plotAgainstReference<R extends { question: string }>(
 ) {
   const page: AskPage = { prefs: { backend: 'cpu' }, askChoice: { byRole: {} }, history: { entries: [] }, initHub: async () => {} };
   const session = new AskSession({ services, page });
-  const settings = { ...DEFAULTS, style, greedy: true };
+  // the style's own latent steps, as Ask sets them when the style is chosen (tiny recursion's 3, not the default system's 4)
+  const settings = { ...DEFAULTS, style, latentSteps: styleLatentSteps(style), greedy: true };
   await session.compare(settings, { source: { rows: tinyTestRows(undefined, style), dataset: null }, limit: N, batchSize: 1 },
     ROUNDS_CONFIGS);
   expect(session.error).toBeNull();
