@@ -112,9 +112,15 @@ def write_safetensors_f32(path, weights):
         fh.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
 
 
+def tiny_folder(arg):
+    """The folder of a name under models/tiny (`qwen3-tiny`, `system/planner`), or None when there is none."""
+    src = os.path.join(ROOT, "models", "tiny", arg)
+    return src if os.path.isdir(src) else None
+
+
 def source_folder(arg):
-    """A name under models/tiny, or a model folder's path (anything with a slash)."""
-    src = os.path.abspath(arg) if os.sep in arg else os.path.join(ROOT, "models", "tiny", arg)
+    """A name under models/tiny (which may hold a slash: system/planner), else a model folder's path."""
+    src = tiny_folder(arg) or os.path.abspath(arg)
     if not os.path.isdir(src):
         raise FileNotFoundError(f"{src} does not exist; name a committed tiny model (npm run models:tiny makes them) or a model folder")
     return src
@@ -122,7 +128,7 @@ def source_folder(arg):
 
 def export_one(arg, out_root, f32_copy=True, external_mib=None):
     src = source_folder(arg)
-    name = arg if os.sep not in arg else os.path.basename(os.path.normpath(src))
+    name = arg if tiny_folder(arg) else os.path.basename(os.path.normpath(src))
     with open(os.path.join(src, "config.json")) as fh:
         cfg = json.load(fh)
     # f32 (bf16 and f16 widen exactly), read through a memory map: a real-size model is gigabytes

@@ -51,9 +51,10 @@ async function askTiny(page: Page, question: string): Promise<string> {
   return (await ask(page, question))[0]!;
 }
 
-/** Every timeline cell of the ask panel's run is done (and there are some). */
+/** The states of the ask panel's stage cells (not its rows of texts or hand-offs). */
 async function timelineStates(page: Page): Promise<string[]> {
-  return page.locator('#panel-ask [data-testid=timeline] td').evaluateAll((tds) => tds.map((td) => td.getAttribute('data-state') ?? ''));
+  return page.locator('#panel-ask [data-testid=timeline] td[data-cell]')
+    .evaluateAll((tds) => tds.map((td) => td.getAttribute('data-state') ?? ''));
 }
 
 /** Names of the checkpoints listed in the Checkpoints view (after it has read the registry). */
