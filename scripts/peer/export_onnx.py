@@ -114,6 +114,8 @@ def write_safetensors_f32(path, weights):
 
 def tiny_folder(arg):
     """The folder of a name under models/tiny (`qwen3-tiny`, `system/planner`), or None when there is none."""
+    if os.path.isabs(arg):
+        return None
     src = os.path.join(ROOT, "models", "tiny", arg)
     return src if os.path.isdir(src) else None
 
