@@ -98,18 +98,23 @@ def cache_check(name, model, vocab):
     return err
 
 
-def write_safetensors_f32(path, weights):
+def write_safetensors(path, tensors):
+    """A safetensors file of `tensors`: name -> (dtype as safetensors names it, shape, little-endian bytes), sorted by name."""
     header, blobs, offset = {}, [], 0
-    for name in sorted(weights):
-        arr = weights[name].to(torch.float32).numpy().astype("<f4")
-        raw = arr.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(arr.shape), "data_offsets": [offset, offset + len(raw)]}
+    for name in sorted(tensors):
+        dtype, shape, raw = tensors[name]
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
     head = json.dumps(header, separators=(",", ":")).encode()
     head += b" " * (-len(head) % 8)
     with open(path, "wb") as fh:
         fh.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+
+
+def write_safetensors_f32(path, weights):
+    arrays = {name: w.to(torch.float32).numpy().astype("<f4") for name, w in weights.items()}
+    write_safetensors(path, {name: ("F32", a.shape, a.tobytes()) for name, a in arrays.items()})
 
 
 def tiny_folder(arg):

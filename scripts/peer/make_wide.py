@@ -12,9 +12,10 @@ import argparse
 import json
 import os
 import shutil
-import struct
 
 import torch
+
+from export_onnx import write_safetensors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -29,16 +30,7 @@ def bf16_bytes(t):
 
 
 def write_safetensors_bf16(path, weights):
-    header, blobs, offset = {}, [], 0
-    for name in sorted(weights):
-        raw = bf16_bytes(weights[name])
-        header[name] = {"dtype": "BF16", "shape": list(weights[name].shape), "data_offsets": [offset, offset + len(raw)]}
-        blobs.append(raw)
-        offset += len(raw)
-    head = json.dumps(header, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)
-    with open(path, "wb") as fh:
-        fh.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+    write_safetensors(path, {name: ("BF16", w.shape, bf16_bytes(w)) for name, w in weights.items()})
 
 
 def main():
