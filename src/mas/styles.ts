@@ -204,33 +204,30 @@ function tinySequential(): StyleSpec {
 export const TINY_DISTILLATION_ROOT = 'models/tiny/distillation';
 
 /**
- * The tiny distillation system (scripts/tiny-distillation): an expert that alone knows a price list and a
- * learner that alone computes (src/eval/tiny-prices.ts), so the learner needs the expert's message.
+ * An embedded two-agent system in the distillation shape under `root`: a tiny Qwen3-style expert and a tiny
+ * Llama-style learner trained from scratch by `scripts` (its agents.ts), its outer links in root/outer.
  */
-function tinyDistillation(): StyleSpec {
-  const role = (key: string, base: string, modelType: string): RoleSpec => ({
-    key,
-    repo: `${TINY_DISTILLATION_ROOT}/${key}`,
-    base,
-    modelType,
+function tinyDistillShape(
+  name: 'tiny_distillation' | 'tiny_recursion', root: string, scripts: string,
+  embedded: { rebuild: string; manifest: string }, latentSteps: number,
+): StyleSpec {
+  const role = (key: string, family: string, modelType: string): RoleSpec => ({
+    key, repo: `${root}/${key}`, base: `tiny ${family}-style decoder trained from scratch (${scripts}/agents.ts)`, modelType,
   });
   return {
-    ...distillation(
-      'tiny_distillation',
-      [
-        role('expert', 'tiny Qwen3-style decoder trained from scratch (scripts/tiny-distillation/agents.ts)', 'qwen3'),
-        role('learner', 'tiny Llama-style decoder trained from scratch (scripts/tiny-distillation/agents.ts)', 'llama'),
-      ],
-      `${TINY_DISTILLATION_ROOT}/outer`,
-    ),
-    embedded: {
-      root: TINY_DISTILLATION_ROOT, prompts: 'prompts.json', rebuild: 'npm run tiny:build', manifest: 'models/tiny-system.json',
-      eval: 'eval.json',
-    },
-    // its outer links were trained on rollouts of this length (scripts/tiny-distillation/build.ts)
-    latentSteps: 4,
+    ...distillation(name, [role('expert', 'Qwen3', 'qwen3'), role('learner', 'Llama', 'llama')], `${root}/outer`),
+    embedded: { root, prompts: 'prompts.json', ...embedded, eval: 'eval.json' },
+    latentSteps,
   };
 }
+
+/**
+ * The tiny distillation system (scripts/tiny-distillation): an expert that alone knows a price list and a
+ * learner that alone computes (src/eval/tiny-prices.ts), so the learner needs the expert's message. Its outer links
+ * were trained on rollouts of 4 latent steps (scripts/tiny-distillation/build.ts).
+ */
+const tinyDistillation = (): StyleSpec => tinyDistillShape('tiny_distillation', TINY_DISTILLATION_ROOT, 'scripts/tiny-distillation',
+  { rebuild: 'npm run tiny:build', manifest: 'models/tiny-system.json' }, 4);
 
 /** The embedded recursion system's folder, relative to the package root (as TINY_SYSTEM_ROOT). */
 export const TINY_RECURSION_ROOT = 'models/tiny/recursion';
@@ -238,29 +235,11 @@ export const TINY_RECURSION_ROOT = 'models/tiny/recursion';
 /**
  * The tiny recursion system (scripts/tiny-recursion, issue 40): the distillation shape on the multi-hop task
  * (src/eval/tiny-hops.ts), where the lookups alternate between the two agents, so a question of h hops needs
- * (h + 1) / 2 rounds and accuracy can rise with them.
+ * (h + 1) / 2 rounds and accuracy can rise with them. A note is three tokens, and its outer links were trained on
+ * rollouts of that length.
  */
-function tinyRecursion(): StyleSpec {
-  const role = (key: string, base: string, modelType: string): RoleSpec => ({
-    key, repo: `${TINY_RECURSION_ROOT}/${key}`, base, modelType,
-  });
-  return {
-    ...distillation(
-      'tiny_recursion',
-      [
-        role('expert', 'tiny Qwen3-style decoder trained from scratch (scripts/tiny-recursion/agents.ts)', 'qwen3'),
-        role('learner', 'tiny Llama-style decoder trained from scratch (scripts/tiny-recursion/agents.ts)', 'llama'),
-      ],
-      `${TINY_RECURSION_ROOT}/outer`,
-    ),
-    embedded: {
-      root: TINY_RECURSION_ROOT, prompts: 'prompts.json', rebuild: 'npx tsx scripts/tiny-recursion/build.ts',
-      manifest: 'models/tiny-recursion.json', eval: 'eval.json',
-    },
-    // a note is three tokens (src/eval/tiny-hops.ts), and its outer links were trained on rollouts of that length
-    latentSteps: 3,
-  };
-}
+const tinyRecursion = (): StyleSpec => tinyDistillShape('tiny_recursion', TINY_RECURSION_ROOT, 'scripts/tiny-recursion',
+  { rebuild: 'npx tsx scripts/tiny-recursion/build.ts', manifest: 'models/tiny-recursion.json' }, 3);
 
 const EXPERTS = [['math', '1', SLOTS.hieMath], ['code', '2', SLOTS.hieCode], ['science', '3', SLOTS.hieScience]] as const;
 
