@@ -11,6 +11,7 @@ import { F, noGrad } from '../autograd';
 import { Cancelled, InvalidArgument, ShapeMismatch } from '../errors';
 import { type GpuCounters, counterDelta } from '../gpu/counters';
 import type { Decoder, KVCache } from '../model/decoder';
+import { joinPieces } from '../model/generate';
 import type { Backend } from '../tensor/backend';
 import { moveTensor } from '../tensor/move';
 import { tidy } from '../tensor/scope';
@@ -62,7 +63,7 @@ export function prefill(model: Decoder, pieces: readonly Piece[], cache: KVCache
       const xs = embedPieces(model, pieces);
       if (!xs.length) throw new InvalidArgument('rollout: the prompt is empty');
       let hidden: Tensor | null = null;
-      for (const x of xs) hidden = model.forward({ inputsEmbeds: x, cache }).hidden;
+      for (const x of joinPieces(xs)) hidden = model.forward({ inputsEmbeds: x, cache }).hidden;
       const T = hidden!.shape[0];
       return F.embedding(model.backend.fromValues([T - 1], [1], 'i32'), hidden!);
     }),

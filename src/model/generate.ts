@@ -96,6 +96,16 @@ export function newTokensInContext(
 }
 
 /**
+ * Embedding pieces [T_i, d] as the inputs of one forward pass: one tensor of all their rows when they share a dtype
+ * (upstream concatenates inputs_embeds too), else the pieces as they are, each its own forward on the cache. A prompt
+ * with a latent message in a slot is three pieces; one pass is a third of the prefill's dispatches. Call in a scope.
+ */
+export function joinPieces(pieces: readonly Tensor[]): Tensor[] {
+  if (pieces.length < 2 || pieces.some((p) => p.dtype !== pieces[0]!.dtype)) return [...pieces];
+  return [F.concatRows(pieces)];
+}
+
+/**
  * Prefills the prompt and decodes up to maxNewTokens, stopping (stoppedBy 'length') where the model's context ends
  * (newTokensInContext); a prompt longer than the context is refused before any forward pass.
  */
@@ -149,8 +159,9 @@ export async function generate(model: Decoder, opts: GenerateOptions): Promise<G
     const t0 = performance.now();
     next = tidy(() => {
       if (ids) return pick(model.forward({ inputIds: ids, cache, logits: 'last' }).logits!, sampling, 0);
-      for (let i = 0; i < nonEmpty.length - 1; i++) model.forward({ inputsEmbeds: nonEmpty[i], cache });
-      return pick(model.forward({ inputsEmbeds: nonEmpty[nonEmpty.length - 1], cache, logits: 'last' }).logits!, sampling, 0);
+      const x = joinPieces(nonEmpty);
+      for (let i = 0; i < x.length - 1; i++) model.forward({ inputsEmbeds: x[i], cache });
+      return pick(model.forward({ inputsEmbeds: x[x.length - 1], cache, logits: 'last' }).logits!, sampling, 0);
     });
     let id = (await next.readI32())[0];
     const prefillMs = performance.now() - t0;
