@@ -7,8 +7,9 @@
  *   2. the two agents from scratch on text (agents.ts), one process each;
  *   3. each agent's inner link with `rmas train-inner`;
  *   4. the outer links' alignment on every round's prompts (align.ts: 10,000 steps on 2,000 prompts per sender);
- *   5. the alignment again on the running system's rollouts (realign.ts: 2 passes of 300 questions at 3 rounds), so
- *      each link also meets the states its sender has when its slot holds a latent message;
+ *   5. the alignment again on the running system's rollouts (realign.ts: 4 passes of 300 questions at 3 rounds), so
+ *      each link also meets the states its sender has when its slot holds a latent message; the inner links are fit
+ *      there too, to the sender's own embeddings of what it thinks, and replace the inner stage's;
  *   6. optionally (--outer_steps N; 0 by default) `rmas train-outer --init_outer` over 3 rounds on rollout latents,
  *      every round's cross-entropy at full weight against what the learner writes in that round of the gold
  *      transcript (the rows' round_targets). Measured on the validation split it lowers accuracy (the links learn
@@ -27,6 +28,8 @@ import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { UsageError } from '../../src/errors.ts';
+import { loadDecoderFromDir } from '../../src/model/dir.ts';
+import { CpuBackend } from '../../src/tensor/cpu.ts';
 import { goldTranscript, hopJsonl, hopSplit, hopWorld } from '../../src/eval/tiny-hops.ts';
 import { command, type Command, type Options } from '../../src/runner/args.ts';
 import { int, json, oneOf, runCommand, runIfMain, s, usageOf } from '../tiny-system/cli.ts';
@@ -43,20 +46,46 @@ export const RECURSION_BUILD = {
   latentSteps: RECURSION_LATENT_STEPS,
   inner: { steps: 400, batchSize: 8, lr: 2e-3, ceWeight: 1 },
   align: { ...HOPS_ALIGN_DEFAULTS, steps: 10_000, rowsPerRole: 2000 },
-  realign: { rows: 300, steps: 2000, passes: 2 },
+  realign: { rows: 300, steps: 2000, passes: 4 },
   outer: { steps: 0, batchSize: 4, lr: 1e-3, rounds: 3, latents: 'rollout', nonLastLossWeight: 1, untilEos: 1 },
 } as const;
 
 export const RECURSION_STAGES = ['agents', 'inner', 'align', 'realign', 'outer'] as const;
 export type RecursionStage = (typeof RECURSION_STAGES)[number];
 
-export function recursionInnerArgs(role: string, data: string, saveDir: string, steps: number, seed: number, logJsonl: string): string[] {
+export function recursionInnerArgs(
+  role: string,
+  data: string,
+  saveDir: string,
+  o: { steps: number; seed: number; mseWeight: number },
+  logJsonl: string,
+): string[] {
   const { batchSize, lr, ceWeight } = RECURSION_BUILD.inner;
+  const { steps, seed, mseWeight } = o;
   return [
     ...['train-inner', '--style', 'tiny_recursion', '--role', role, '--dataset_name', data, '--save_dir', saveDir],
     ...['--max_steps', String(steps), '--batch_size', String(batchSize), '--adapter_lr', String(lr), '--seed', String(seed)],
-    ...['--adapter_ce_weight', String(ceWeight), '--save_steps', '0', '--backend', 'cpu', '--log_jsonl', logJsonl],
+    ...['--adapter_ce_weight', String(ceWeight), '--adapter_mse_weight', String(mseWeight)],
+    ...['--save_steps', '0', '--backend', 'cpu', '--log_jsonl', logJsonl],
   ];
+}
+
+/**
+ * The inner loop's MSE weight for an agent: 1 / the mean square of its embedding table (3 significant digits), so
+ * that the term is the squared error relative to the embeddings' scale. The cosine term alone leaves the norm free,
+ * and the links' outputs grew to 3–8 times the embeddings' norm: the frozen agent then read its own thoughts
+ * as no token it was trained on, and the expert's third latent step (the note's closing brace) went astray.
+ */
+export async function embeddingMseWeight(agentDir: string): Promise<number> {
+  const decoder = await loadDecoderFromDir(agentDir, new CpuBackend('f32'));
+  try {
+    const e = await decoder.weights.embed.read();
+    let sq = 0;
+    for (const x of e) sq += x * x;
+    return Number((e.length / sq).toPrecision(3));
+  } finally {
+    decoder.dispose();
+  }
 }
 
 export function recursionOuterArgs(data: string, init: string, saveDir: string, steps: number, seed: number, logJsonl: string): string[] {
@@ -103,6 +132,13 @@ export function outerTrainJsonl(rounds: number = RECURSION_BUILD.outer.rounds): 
 const BUILD = ['--import', 'tsx', join(ROOT, 'scripts/tiny-recursion/build.ts')];
 const RMAS = [join(ROOT, 'bin/rmas.js')];
 
+/** The loss curves of an earlier build.json, which a resumed build carries over for the stages it does not run. */
+interface EarlierLosses {
+  agents?: Record<string, number[]>;
+  inner?: Record<string, number[]>;
+  align?: unknown;
+}
+
 export interface RecursionBuildOptions {
   out: string;
   work: string;
@@ -134,8 +170,15 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
   await writeFile(data('inner-expert.jsonl'), hopJsonl(hopSplit('train')));
   await writeFile(data('inner-learner.jsonl'), learnerInnerJsonl());
   await writeFile(join(system, 'prompts.json'), json(HOPS_PROMPT_FILE));
+  // a resumed build records the earlier stages as the system it starts from recorded them
+  const earlier = existsSync(join(system, 'build.json'))
+    ? (JSON.parse(await readFile(join(system, 'build.json'), 'utf8')) as { seconds?: Record<string, number>; losses?: EarlierLosses })
+    : {};
   const secondsFile = join(logs, 'seconds.json');
-  const seconds: Record<string, number> = existsSync(secondsFile) ? JSON.parse(await readFile(secondsFile, 'utf8')) : {};
+  const seconds: Record<string, number> = {
+    ...earlier.seconds,
+    ...(existsSync(secondsFile) ? JSON.parse(await readFile(secondsFile, 'utf8')) : {}),
+  };
   const saveSeconds = () => writeFile(secondsFile, json(seconds));
 
   if (doStage('agents')) {
@@ -150,12 +193,15 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
     HOPS_ROLES.forEach((r, i) => (seconds[`agent ${r}`] = times[i]!));
     await saveSeconds();
   }
+  const mseWeights: Record<string, number> = {};
+  for (const role of HOPS_ROLES) mseWeights[role] = await embeddingMseWeight(join(system, role));
   if (doStage('inner')) {
     const times = await pool(
       o.jobs,
       HOPS_ROLES.map((role) => () => {
         const log = join(logs, `inner-${role}.jsonl`);
-        const args = recursionInnerArgs(role, data(`inner-${role}.jsonl`), join(work, `inner-${role}`), o.innerSteps, o.seed, log);
+        const opts = { steps: o.innerSteps, seed: o.seed, mseWeight: mseWeights[role]! };
+        const args = recursionInnerArgs(role, data(`inner-${role}.jsonl`), join(work, `inner-${role}`), opts, log);
         return runChild(`inner ${role}`, [...RMAS, ...args], system, join(logs, `inner-${role}.log`));
       }),
     );
@@ -169,7 +215,14 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
     await mkdir(join(system, 'outer'), { recursive: true });
     for (const f of LINK_FILES) await cp(join(from, f), join(system, 'outer', f));
   };
+  // the inner stage's links, which the realignment replaces: align and realign start from them when resumed
+  const restoreInner = async () => {
+    for (const role of HOPS_ROLES)
+      if (existsSync(join(work, `inner-${role}`, 'adapter.pt')))
+        await cp(join(work, `inner-${role}`, 'adapter.pt'), join(system, role, 'adapter.pt'));
+  };
   if (doStage('align')) {
+    await restoreInner();
     const steps = ['--steps', String(o.alignSteps ?? RECURSION_BUILD.align.steps), '--rows', String(RECURSION_BUILD.align.rowsPerRole)];
     const args = [...BUILD, 'align', '--system', system, '--out', join(work, 'align'), '--seed', String(o.seed), ...steps];
     seconds.align = await runChild('align', [...args, '--losses', join(logs, 'align.json')], system, join(logs, 'align.log'));
@@ -181,8 +234,10 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
     const { rows, steps, passes } = RECURSION_BUILD.realign;
     const args = [...BUILD, 'realign', '--system', system, '--init', join(work, 'align'), '--out', join(work, 'realign')];
     const opts = ['--seed', String(o.seed), '--rows', String(rows), '--steps', String(steps), '--passes', String(passes)];
+    await restoreInner();
     seconds.realign = await runChild('realign', [...args, ...opts], system, join(logs, 'realign.log'));
     await installLinks(join(work, 'realign'));
+    for (const role of HOPS_ROLES) await cp(join(work, 'realign', role, 'adapter.pt'), join(system, role, 'adapter.pt'));
     await saveSeconds();
   }
   if (doStage('outer') && o.outerSteps > 0) {
@@ -198,7 +253,7 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
   const record = {
     seed: o.seed,
     agents: Object.fromEntries(HOPS_AGENTS.map((a) => [a.role, { ...a, steps: o.agentSteps ?? a.steps }])),
-    inner: { ...RECURSION_BUILD.inner, steps: o.innerSteps },
+    inner: { ...RECURSION_BUILD.inner, steps: o.innerSteps, mseWeights },
     align: { ...RECURSION_BUILD.align, steps: o.alignSteps ?? RECURSION_BUILD.align.steps },
     realign: RECURSION_BUILD.realign,
     outer: { ...RECURSION_BUILD.outer, steps: o.outerSteps, latentSteps: RECURSION_BUILD.latentSteps },
@@ -206,11 +261,17 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
     losses: {
       agents: Object.fromEntries(
         await Promise.all(
-          HOPS_ROLES.map(async (r) => [r, (await readJson<{ losses: number[] }>(join(logs, `agent-${r}.json`)))?.losses ?? []]),
+          HOPS_ROLES.map(async (r) => [
+            r,
+            (await readJson<{ losses: number[] }>(join(logs, `agent-${r}.json`)))?.losses ?? earlier.losses?.agents?.[r] ?? [],
+          ]),
         ),
       ),
-      inner: Object.fromEntries(await Promise.all(HOPS_ROLES.map(async (r) => [r, await jsonlOr(join(logs, `inner-${r}.jsonl`))]))),
-      align: (await readJson<{ losses: unknown }>(join(logs, 'align.json')))?.losses ?? {},
+      inner: Object.fromEntries(
+        await Promise.all(HOPS_ROLES.map(async (r) => [r, existsSync(join(logs, `inner-${r}.jsonl`))
+          ? await jsonlLosses(join(logs, `inner-${r}.jsonl`)) : earlier.losses?.inner?.[r] ?? []])),
+      ),
+      align: (await readJson<{ losses: unknown }>(join(logs, 'align.json')))?.losses ?? earlier.losses?.align ?? {},
       outer: o.outerSteps > 0 ? await jsonlOr(join(logs, 'outer.jsonl')) : [],
     },
   };

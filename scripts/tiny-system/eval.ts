@@ -171,8 +171,8 @@ export async function evalTiny<R extends { question: string } = TaskRow>(opts: E
   };
   try {
     for (const config of configs) {
-      const wantMessages = config.startsWith('latent') && configs.includes(`shuffled${config.slice(-1)}` as EvalConfig);
-      const messages: RecordedMessages[] = [];
+      // the donors' messages come from an untimed recording pass, so that no config's seconds include one
+      if (config.startsWith('shuffled')) await messagesOf(Number(config.slice(-1)));
       let correct = 0;
       let seconds = 0;
       let tokens = 0;
@@ -181,9 +181,8 @@ export async function evalTiny<R extends { question: string } = TaskRow>(opts: E
       const okRows: boolean[] = [];
       for (const [i, row] of rows.entries()) {
         const t0 = performance.now();
-        const r = await run(config, row, i, wantMessages);
+        const r = await run(config, row, i, false);
         seconds += (performance.now() - t0) / 1000;
-        if (r.messages) messages.push(r.messages);
         tokens += r.tokens;
         latent += r.latentSteps;
         const ok = target.score(r.text, row);
@@ -192,7 +191,6 @@ export async function evalTiny<R extends { question: string } = TaskRow>(opts: E
         okRows.push(ok);
         opts.onRow?.(config, i, ok);
       }
-      if (wantMessages) recorded.set(Number(config.slice(-1)), messages);
       const n = rows.length;
       results.push({
         config,
