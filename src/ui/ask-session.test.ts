@@ -9,7 +9,7 @@ import { priceSplit } from '../eval/tiny-prices';
 import { EngineRestarted } from '../errors';
 import { FAKE_OFFLINE, fakeAskEngine } from '../../test/util/fake-ask-engine';
 import { AskSession, askSession, type AskPage } from './ask-session.svelte';
-import { rowFigures } from './compare';
+import { addRecord, newRow, rowFigures } from './compare';
 import { FAULTS } from './engine';
 import { DEFAULT_ROW } from './offline';
 import { engineHealth } from './state.svelte';
@@ -588,6 +588,16 @@ describe("AskSession.compare (the Evaluate panel's comparison)", () => {
       { accuracy: 0.5, tokens: 8, seconds: 0.25 },
     ]);
     expect([session.comparing, session.busy]).toEqual([false, false]);
+  });
+
+  it("a row's seconds per question are its questions' median: the first question's kernel compilation is not spread over it", () => {
+    const row = newRow({ kind: 'latent', rounds: 1 }, 'learner');
+    // wall seconds at each answer: the first question 1.2 s (compiling), then 0.1, 0.3, 0.2
+    for (const [i, at] of [1.2, 1.3, 1.6, 1.8].entries()) addRecord(row, record(i, i > 0, 4), 4, at);
+    expect(row.questionSeconds.map((x) => Number(x.toFixed(6)))).toEqual([1.2, 0.1, 0.3, 0.2]);
+    const f = rowFigures(row)!;
+    expect([f.accuracy, f.tokens]).toEqual([0.75, 4]);
+    expect(f.seconds).toBeCloseTo(0.25, 9); // the mean would be 0.45
   });
 
   it('marks a failed configuration and goes on; Stop ends the comparison', async () => {

@@ -75,6 +75,8 @@ export interface CompareRow {
   tokens: number;
   /** Wall seconds since the configuration's questions began, at the last answer. */
   wallSeconds: number;
+  /** Each answered question's wall seconds (from the previous answer, or from the start for the first). */
+  questionSeconds: number[];
   /** The records as they came. */
   records: EvalRecordView[];
   error: string | null;
@@ -82,7 +84,7 @@ export interface CompareRow {
 
 export const newRow = (config: CompareConfig, finalRole: string): CompareRow => ({
   key: configKey(config), label: configLabel(config, finalRole), config, state: 'waiting',
-  done: 0, total: 0, right: 0, tokens: 0, wallSeconds: 0, records: [], error: null,
+  done: 0, total: 0, right: 0, tokens: 0, wallSeconds: 0, questionSeconds: [], records: [], error: null,
 });
 
 /** `row` with one more question answered, `seconds` of wall time after its questions began. */
@@ -92,13 +94,21 @@ export function addRecord(row: CompareRow, record: EvalRecordView, total: number
   row.total = total;
   if (record.correct) row.right++;
   row.tokens += record.tokens;
+  row.questionSeconds.push(seconds - row.wallSeconds);
   row.wallSeconds = seconds;
 }
 
-/** A row's figures: accuracy (0–1), generated tokens and wall seconds per question answered; null before the first. */
+/**
+ * A row's figures: accuracy (0–1) and generated tokens per question answered, and the median of its questions' wall
+ * seconds (the configuration that runs first compiles the kernels in its first question: a mean would charge it
+ * to that one); null before the first.
+ */
 export function rowFigures(row: CompareRow): { accuracy: number; tokens: number; seconds: number } | null {
   if (!row.done) return null;
-  return { accuracy: row.right / row.done, tokens: row.tokens / row.done, seconds: row.wallSeconds / row.done };
+  const s = [...row.questionSeconds].sort((a, b) => a - b);
+  const k = s.length >> 1;
+  const seconds = s.length % 2 ? s[k]! : (s[k - 1]! + s[k]!) / 2;
+  return { accuracy: row.right / row.done, tokens: row.tokens / row.done, seconds };
 }
 
 /** The rounds of the accuracy-by-rounds plot. */

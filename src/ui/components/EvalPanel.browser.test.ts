@@ -187,7 +187,7 @@ describe('EvalPanel', () => {
     expect(bars('seconds')).toHaveLength(8);
     expect(bars('seconds').every((b) => Number(b.dataset.value) >= 0)).toBe(true);
     expect([...chart.querySelectorAll('figcaption')].map((f) => f.textContent)).toEqual(
-      ['accuracy', 'generated tokens / question', 's / question (wall)'],
+      ['accuracy', 'generated tokens / question', 'median s / question (wall)'],
     );
   });
 
