@@ -120,7 +120,10 @@ export async function realignOuter(o: {
   const links = { expert: system.outer.get('outer_el')!, learner: system.outer.get('outer_le')! };
   const agent = { expert: system.agents.get('expert')!, learner: system.agents.get('learner')! };
   const receiver = { expert: agent.learner, learner: agent.expert };
-  const scale = { expert: await meanSquare(agent.expert.decoder.weights.embed), learner: await meanSquare(agent.learner.decoder.weights.embed) };
+  const scale = {
+    expert: await meanSquare(agent.expert.decoder.weights.embed),
+    learner: await meanSquare(agent.learner.decoder.weights.embed),
+  };
   const losses: Record<string, number[]> = { outer_el: [], outer_le: [], inner_expert: [], inner_learner: [] };
   const rng = new Rng(o.seed * 7919);
   try {
