@@ -1,10 +1,10 @@
 /**
  * The committed tiny recursion system (models/tiny/recursion, style tiny_recursion; its build in scripts/tiny-recursion),
  * on the multi-hop task (src/eval/tiny-hops.ts), where a question of h hops needs (h + 1) / 2 rounds:
- *   - its recorded table (eval.json, the whole test split) shows accuracy rising with rounds, each round count's
- *     answers only on the questions its rounds can reach, RecursiveMAS generating at most half text-MAS's tokens, and
- *     the ablations where they belong: shuffled or zeroed messages near the learner alone, the feedback zeroed below
- *     the whole system;
+ *   - its recorded table (eval.json, the whole test split) meets issue 40's accuracy targets: each round adds at
+ *     least 20 points, each round count reaches 90% of its ceiling and text-MAS's accuracy within 3 points, answers
+ *     only the questions its rounds can reach, and generates at most half text-MAS's tokens; shuffled or zeroed
+ *     messages fall near the learner alone, the feedback zeroed below the whole system;
  *   - a fixed sample of the test split, re-run on the CPU, greedy, gives the recorded answers in every configuration.
  */
 import { readFileSync } from 'node:fs';
