@@ -261,9 +261,12 @@ describe('EvalPanel', () => {
     const src = api.evaluate.mock.calls[0]![0].source as { rows: { question: string; answer: string }[] };
     expect(src.rows[5]).toEqual({ question: 'Sam wants the tree of the criv. Which is it?', answer: 'fern' });
     const plot = target.querySelector('[data-testid="rounds-plot"]')!;
-    const points = [...plot.querySelectorAll('circle[data-series="latent"], circle[data-series="text"]')].map((c) =>
+    // RecursiveMAS is drawn last (on top of text-MAS); the points by series, then rounds
+    const points = ['latent', 'text'].flatMap((kind) => [...plot.querySelectorAll(`circle[data-series="${kind}"]`)].map((c) =>
       [c.getAttribute('data-series'), Number(c.getAttribute('data-rounds')), Number(c.getAttribute('data-accuracy')),
-        Number(c.getAttribute('data-tokens'))]);
+        Number(c.getAttribute('data-tokens'))]));
+    const drawn = [...plot.querySelectorAll('circle[data-series="latent"], circle[data-series="text"]')];
+    expect(drawn.map((c) => c.getAttribute('data-series'))).toEqual(['text', 'text', 'text', 'latent', 'latent', 'latent']);
     expect(points).toEqual([
       ['latent', 1, 1 / 6, 4], ['latent', 2, 2 / 6, 4], ['latent', 3, 3 / 6, 4], ['text', 1, 1, 11], ['text', 2, 1, 22], ['text', 3, 1, 33],
     ]);
