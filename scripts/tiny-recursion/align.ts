@@ -10,6 +10,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { F, noGrad, Tape } from '../../src/autograd/index.ts';
+import type { FlatParams } from '../../src/autograd/params.ts';
 import { AdamW } from '../../src/autograd/ops/optim.ts';
 import { goldTranscript, hopSplit, hopWorld } from '../../src/eval/tiny-hops.ts';
 import { InnerLink, OuterLink } from '../../src/mas/links.ts';
@@ -19,6 +20,7 @@ import type { Decoder } from '../../src/model/decoder.ts';
 import { loadDecoderFromDir } from '../../src/model/dir.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
+import type { Tensor } from '../../src/tensor/tensor.ts';
 import { loadTokenizerFromDir } from '../../src/tokenizer/index.ts';
 import type { Tokenizer } from '../../src/tokenizer/tokenizer.ts';
 import { lrFactor } from '../../src/train/schedule.ts';
@@ -80,6 +82,56 @@ async function pairs(from: Agent, to: Agent, role: DistillRole, prompts: ReturnT
   return out;
 }
 
+/**
+ * AdamW (no weight decay) on `params` over seeded batches of `schedule.batchSize` rows of `data`, each row m = `rows`
+ * vectors: `loss(x, y)` of the stacked [B·m, d] inputs and targets, the learning rate on the cosine schedule of
+ * `steps` (warmup included), stopping after `stopAfter` steps when given. Returns the losses, one per step; `onStep`
+ * sees each step's number (from 1) and the losses so far. The alignment and the realignment (realign.ts) fit with it.
+ */
+export async function fitRows(o: {
+  params: FlatParams;
+  data: readonly { x: Float32Array; y: Float32Array }[];
+  dims: [number, number];
+  rows: number;
+  steps: number;
+  stopAfter?: number;
+  schedule: { batchSize: number; lr: number; warmup: number };
+  rng: Rng;
+  be: Backend;
+  loss: (x: Tensor, y: Tensor) => Tensor;
+  onStep?: (step: number, losses: readonly number[]) => void;
+}): Promise<number[]> {
+  const { batchSize, lr, warmup } = o.schedule;
+  const opt = new AdamW([o.params], { weightDecay: 0 });
+  const losses: number[] = [];
+  for (let step = 1; step <= Math.min(o.steps, o.stopAfter ?? o.steps); step++) {
+    const batch = Array.from({ length: batchSize }, () => o.data[o.rng.int(o.data.length)]!);
+    const cat = (k: 'x' | 'y', d: number) => {
+      const all = new Float32Array(batchSize * o.rows * d);
+      batch.forEach((b, j) => all.set(b[k], j * o.rows * d));
+      return o.be.fromBytes(new Uint8Array(all.buffer), [batchSize * o.rows, d], 'f32');
+    };
+    const x = cat('x', o.dims[0]);
+    const y = cat('y', o.dims[1]);
+    const tape = new Tape();
+    try {
+      opt.zeroGrad();
+      const loss = tape.run(() => o.loss(x, y));
+      losses.push((await loss.read())[0]!);
+      await tape.backward(loss);
+      opt.gather();
+      // step is 1-based here; the schedule counts completed steps from 0, as the training loop does
+      opt.step(lr * lrFactor('cosine', step - 1, warmup, o.steps)).dispose();
+    } finally {
+      tape.dispose();
+      x.dispose();
+      y.dispose();
+    }
+    o.onStep?.(step, losses);
+  }
+  return losses;
+}
+
 export interface AlignResult {
   losses: Record<'outer_el' | 'outer_le', number[]>;
   seconds: number;
@@ -116,37 +168,26 @@ export async function alignHopsOuter(o: {
       const dOut = p.to.decoder.config.hidden;
       const link = OuterLink.create(be, dIn, dOut, { seed: o.seed * 100 + i, name: p.key });
       links.push(link);
-      const opt = new AdamW([link.params], { weightDecay: 0 });
-      const rng = new Rng(o.seed * 1000 + i);
       const { batchSize, lr, warmup } = HOPS_ALIGN_DEFAULTS;
-      for (let step = 1; step <= Math.min(steps, o.stopAfter ?? steps); step++) {
-        const batch = Array.from({ length: batchSize }, () => data[rng.int(data.length)]!);
-        const cat = (k: 'x' | 'y', d: number) => {
-          const all = new Float32Array(batchSize * o.m * d);
-          batch.forEach((b, j) => all.set(b[k], j * o.m * d));
-          return be.fromBytes(new Uint8Array(all.buffer), [batchSize * o.m, d], 'f32');
-        };
-        const x = cat('x', dIn);
-        const y = cat('y', dOut);
-        const tape = new Tape();
-        try {
-          opt.zeroGrad();
-          const loss = tape.run(() => F.mseLoss(link.forward(x), y));
-          losses[p.key].push((await loss.read())[0]!);
-          await tape.backward(loss);
-          opt.gather();
-          // step is 1-based here; the schedule counts completed steps from 0, as the training loop does
-          opt.step(lr * lrFactor('cosine', step - 1, warmup, steps)).dispose();
-        } finally {
-          tape.dispose();
-          x.dispose();
-          y.dispose();
-        }
-        if (step % 100 === 0 || step === steps) {
-          const recent = losses[p.key].slice(-100);
-          log(`align ${p.key} step ${step}/${steps} mse ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(5)}`);
-        }
-      }
+      await fitRows({
+        params: link.params,
+        data,
+        dims: [dIn, dOut],
+        rows: o.m,
+        steps,
+        stopAfter: o.stopAfter,
+        schedule: { batchSize, lr, warmup },
+        rng: new Rng(o.seed * 1000 + i),
+        be,
+        loss: (x, y) => F.mseLoss(link.forward(x), y),
+        onStep: (step, all) => {
+          losses[p.key].push(all[all.length - 1]!);
+          if (step % 100 === 0 || step === steps) {
+            const recent = losses[p.key].slice(-100);
+            log(`align ${p.key} step ${step}/${steps} mse ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(5)}`);
+          }
+        },
+      });
     }
     await mkdir(o.out, { recursive: true });
     for (const link of links) await writeLinkFile(link, join(o.out, `${link.name}.pt`));

@@ -16,18 +16,15 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { F, noGrad, Tape } from '../../src/autograd/index.ts';
-import type { FlatParams } from '../../src/autograd/params.ts';
-import { AdamW } from '../../src/autograd/ops/optim.ts';
+import { F, noGrad } from '../../src/autograd/index.ts';
 import { hopSplit } from '../../src/eval/tiny-hops.ts';
 import { ask } from '../../src/mas/ask.ts';
 import { loadSystem } from '../../src/mas/system-folders.ts';
 import { outerManifests, writeLinkFile } from '../../src/mas/upstream.ts';
-import type { Backend } from '../../src/tensor/backend.ts';
 import { CpuBackend } from '../../src/tensor/cpu.ts';
 import type { Tensor } from '../../src/tensor/tensor.ts';
-import { lrFactor } from '../../src/train/schedule.ts';
 import { Rng } from '../../src/util/rng.ts';
+import { fitRows } from './align.ts';
 
 export const REALIGN_DEFAULTS = { rows: 300, steps: 600, passes: 2, batchSize: 8, lr: 1e-3, warmup: 20 } as const;
 
@@ -46,49 +43,6 @@ async function meanSquare(t: Tensor): Promise<number> {
   let sq = 0;
   for (const x of v) sq += x * x;
   return sq / v.length;
-}
-
-/**
- * AdamW on `params` for `steps` seeded batches of `batchSize` rollouts; `loss(x, y)` of the stacked [B·m, ·] rows.
- * Returns the per-step losses.
- */
-async function fit(o: {
-  params: FlatParams;
-  data: { x: Float32Array; y: Float32Array }[];
-  dims: [number, number];
-  rows: number;
-  steps: number;
-  rng: Rng;
-  be: Backend;
-  loss: (x: Tensor, y: Tensor) => Tensor;
-}): Promise<number[]> {
-  const { batchSize, lr, warmup } = REALIGN_DEFAULTS;
-  const opt = new AdamW([o.params], { weightDecay: 0 });
-  const losses: number[] = [];
-  for (let step = 1; step <= o.steps; step++) {
-    const batch = Array.from({ length: batchSize }, () => o.data[o.rng.int(o.data.length)]!);
-    const cat = (k: 'x' | 'y', d: number) => {
-      const all = new Float32Array(batchSize * o.rows * d);
-      batch.forEach((b, j) => all.set(b[k], j * o.rows * d));
-      return o.be.fromBytes(new Uint8Array(all.buffer), [batchSize * o.rows, d], 'f32');
-    };
-    const x = cat('x', o.dims[0]);
-    const y = cat('y', o.dims[1]);
-    const tape = new Tape();
-    try {
-      opt.zeroGrad();
-      const loss = tape.run(() => o.loss(x, y));
-      losses.push((await loss.read())[0]!);
-      await tape.backward(loss);
-      opt.gather();
-      opt.step(lr * lrFactor('cosine', step - 1, warmup, o.steps)).dispose();
-    } finally {
-      tape.dispose();
-      x.dispose();
-      y.dispose();
-    }
-  }
-  return losses;
 }
 
 const tail = (xs: readonly number[]) => {
@@ -111,6 +65,8 @@ export async function realignOuter(o: {
   const be = new CpuBackend('f32');
   const log = o.log ?? ((s: string) => process.stderr.write(`${s}\n`));
   const steps = o.steps ?? REALIGN_DEFAULTS.steps;
+  const { batchSize, lr, warmup } = REALIGN_DEFAULTS;
+  const schedule = { batchSize, lr, warmup };
   const system = await loadSystem('tiny_recursion', {
     backend: be,
     embeddedRoot: o.system,
@@ -167,12 +123,13 @@ export async function realignOuter(o: {
         const key = role === 'expert' ? 'outer_el' : 'outer_le';
         const d = inner.d;
         inner.unfreeze();
-        const innerLosses = await fit({
+        const innerLosses = await fitRows({
           params: inner.params,
           data: data[role].map((r) => ({ x: r.h, y: r.own })),
           dims: [d, d],
           rows: o.m,
           steps,
+          schedule,
           rng,
           be,
           loss: (x, y) => {
@@ -192,12 +149,13 @@ export async function realignOuter(o: {
           x.dispose();
         }
         link.unfreeze();
-        const outerLosses = await fit({
+        const outerLosses = await fitRows({
           params: link.params,
           data: pairs,
           dims: [link.dIn, link.dOut],
           rows: o.m,
           steps,
+          schedule,
           rng,
           be,
           loss: (x, y) => F.mseLoss(link.forward(x), y),
