@@ -32,6 +32,7 @@ import { loadDecoderFromDir } from '../src/model';
 import type { Backend } from '../src/tensor/backend';
 import { CpuBackend } from '../src/tensor/cpu';
 import { loadTokenizerFromDir } from '../src/tokenizer';
+import { median } from '../src/util/stats';
 import { type RealsizeRun, runOursOnce, runTheirsOnce } from '../src/ui/realsize-run';
 import { lavapipeEnv } from '../scripts/lavapipe-env.js';
 import { gpuAdapterVisible } from './gpu-probe';
@@ -126,10 +127,6 @@ export function memoryBandwidth(): number {
   return n / (best / 1000);
 }
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? (s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) : NaN;
-};
 const spread = (xs: number[]) => (xs.length > 1 ? `±${(((Math.max(...xs) - Math.min(...xs)) / 2 / median(xs)) * 100).toFixed(0)}%` : '');
 const fmt = (xs: (number | null)[], digits = 2) => {
   const v = xs.filter((x): x is number => x !== null && Number.isFinite(x));

@@ -13,6 +13,7 @@ import { appendFileSync, mkdirSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { lavapipeEnv } from '../scripts/lavapipe-env.js';
+import { median } from '../src/util/stats';
 
 const env = lavapipeEnv();
 if (env !== process.env) {
@@ -35,12 +36,6 @@ const { values: args } = parseArgs({
     system: { type: 'string', default: TINY_RECURSION_DIR },
   },
 });
-
-const median = (xs: readonly number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const k = s.length >> 1;
-  return s.length % 2 ? s[k]! : (s[k - 1]! + s[k]!) / 2;
-};
 
 type Mode = 'text' | 'latent';
 const ROUNDS = [1, 2, 3] as const;

@@ -7,6 +7,7 @@
  */
 import type { EvalRecordView, EvalRequest } from '../../workers/protocol';
 import { STYLES, type StyleName } from '../mas/styles';
+import { median } from '../util/stats';
 import { registryStyle } from './offline';
 
 export type CompareKind = 'alone' | 'text' | 'latent' | 'shuffled' | 'zeroed';
@@ -105,10 +106,7 @@ export function addRecord(row: CompareRow, record: EvalRecordView, total: number
  */
 export function rowFigures(row: CompareRow): { accuracy: number; tokens: number; seconds: number } | null {
   if (!row.done) return null;
-  const s = [...row.questionSeconds].sort((a, b) => a - b);
-  const k = s.length >> 1;
-  const seconds = s.length % 2 ? s[k]! : (s[k - 1]! + s[k]!) / 2;
-  return { accuracy: row.right / row.done, tokens: row.tokens / row.done, seconds };
+  return { accuracy: row.right / row.done, tokens: row.tokens / row.done, seconds: median(row.questionSeconds) };
 }
 
 /** The rounds of the accuracy-by-rounds plot. */

@@ -8,6 +8,7 @@ import type { PreTrainedModel } from '@huggingface/transformers';
 import { Tensor as TjsTensor } from '@huggingface/transformers';
 import { RmasError } from '../errors';
 import { type Decoder, generate } from '../model';
+import { median } from '../util/stats';
 
 /** transformers.js (ONNX Runtime) failed to load or run a model on this adapter. */
 export class PeerEngineFailed extends RmasError {
@@ -84,12 +85,6 @@ export interface PeerHost {
   promptIds(model: string, prompt: string): Promise<number[]>;
   open(model: string): Promise<Runner[]>;
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 
 /** A loaded decoder of ours: generate() greedy, EOS off, so that every run decodes `tokens` steps. */
 export function oursRunner(model: Decoder, label: string): Runner {

@@ -1,7 +1,8 @@
 // util/: what every layer may use: the seeded Rng, a value shown in a message, the lazy import of Node-only modules, a turn
-// of the event loop, SHA-256.
+// of the event loop, SHA-256, the median.
 export * from './rng';
 export * from './show';
 export * from './node-import';
 export * from './yield';
 export * from './sha256';
+export * from './stats';
