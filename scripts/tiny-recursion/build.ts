@@ -38,7 +38,7 @@ import { jsonlLosses, pool, runChild } from '../tiny-system/pipeline.ts';
 import { HOPS_AGENTS, HOPS_ROLES, trainHopsAgent } from './agents.ts';
 import { alignHopsOuter, HOPS_ALIGN_DEFAULTS } from './align.ts';
 import { RECURSION_LATENT_STEPS, recursionEvalCommand, TINY_RECURSION_DIR } from './eval.ts';
-import { realignOuter } from './realign.ts';
+import { meanSquare, realignOuter } from './realign.ts';
 import { HOPS_PROMPT_FILE } from './prompts.ts';
 
 export const RECURSION_BUILD = {
@@ -79,10 +79,7 @@ export function recursionInnerArgs(
 export async function embeddingMseWeight(agentDir: string): Promise<number> {
   const decoder = await loadDecoderFromDir(agentDir, new CpuBackend('f32'));
   try {
-    const e = await decoder.weights.embed.read();
-    let sq = 0;
-    for (const x of e) sq += x * x;
-    return Number((e.length / sq).toPrecision(3));
+    return Number((1 / (await meanSquare(decoder.weights.embed))).toPrecision(3));
   } finally {
     decoder.dispose();
   }

@@ -37,8 +37,8 @@ interface Rollout {
   recv: Float32Array;
 }
 
-/** Mean square of an agent's embedding table: the unit of the inner fit's squared error. */
-async function meanSquare(t: Tensor): Promise<number> {
+/** Mean square of an agent's embedding table: the unit of the inner fit's squared error (and the inner loop's, build.ts). */
+export async function meanSquare(t: Tensor): Promise<number> {
   const v = await t.read();
   let sq = 0;
   for (const x of v) sq += x * x;
