@@ -10,7 +10,7 @@
 import { BindingLimitExceeded, DTypeMismatch, ShapeMismatch } from '../errors';
 import type { DType } from '../formats/dtype';
 import type { GpuContext } from '../gpu/context';
-import type { WasmMatmul } from './matmul/wasm';
+import type { WasmKernels } from './matmul/wasm';
 
 export interface Meta {
   readonly shape: readonly number[];
@@ -73,7 +73,7 @@ export interface CpuMeta {
   inputs: readonly Meta[];
   outputs: readonly Meta[];
   /** The CPU backend's WebAssembly SIMD kernels (matmul/wasm.ts), absent on the TypeScript path. */
-  wasm?: WasmMatmul;
+  wasm?: WasmKernels;
 }
 
 export interface KernelDef<A> {

@@ -7,7 +7,7 @@ import { InvalidArgument } from '../errors';
 import { type DType, byteSize } from '../formats/dtype';
 import { decode, encode } from '../formats/encode';
 import type { CpuArray, KernelDef, Meta } from '../kernels/kernel';
-import { WasmMatmul } from '../kernels/matmul/wasm';
+import { WasmKernels } from '../kernels/matmul/wasm';
 import { hardwareThreads } from '../kernels/matmul/wasm-threads';
 import type { Backend } from './backend';
 import { checkBytes, checkReshape, checkShape, checkValues, checkView, sameBackend } from './check';
@@ -47,11 +47,11 @@ export function defaultCpuThreads(): number {
   return n;
 }
 
-const loaded = new Map<number, WasmMatmul | string>();
+const loaded = new Map<number, WasmKernels | string>();
 /** The WebAssembly kernels on `threads` threads, loaded once per realm and count, or why they cannot run here. */
-function wasmKernels(threads: number): WasmMatmul | string {
+function wasmKernels(threads: number): WasmKernels | string {
   let k = loaded.get(threads);
-  if (k === undefined) loaded.set(threads, (k = WasmMatmul.load({ threads })));
+  if (k === undefined) loaded.set(threads, (k = WasmKernels.load({ threads })));
   return k;
 }
 
@@ -59,7 +59,7 @@ export class CpuBackend implements Backend {
   readonly kind = 'cpu' as const;
   readonly name: string;
   /** The WebAssembly SIMD kernels this backend's matmuls run on; absent: the TypeScript reference. */
-  readonly wasm?: WasmMatmul;
+  readonly wasm?: WasmKernels;
 
   /**
    * `kernels` (f32 only; f64 is always the reference) defaults to defaultCpuKernels(); 'wasm' runs where WebAssembly

@@ -97,8 +97,9 @@ export const attentionKernel: KernelDef<AttentionAttrs> = {
     const { t, hq, d } = attentionDims('attention', q, k, v, attrs, true);
     return [{ shape: [t, hq, d], dtype: 'f32' }, { shape: [hq, t], dtype: 'f32' }];
   },
-  cpu([q, k, v], [o, lse], attrs, { inputs: [qm, km, vm] }) {
+  cpu([q, k, v], [o, lse], attrs, { inputs: [qm, km, vm], wasm }) {
     const dims = attentionDims('attention', qm, km, vm, attrs, true);
+    if (wasm?.attention(q as FloatArray, k as FloatArray, v as FloatArray, dims, o as FloatArray, lse as FloatArray)) return;
     attentionForward(q as FloatArray, floatValues(k, km.dtype), floatValues(v, vm.dtype), dims, o as FloatArray, lse as FloatArray);
   },
   webgpu(ctx, [q, k, v], [o, lse], attrs) {

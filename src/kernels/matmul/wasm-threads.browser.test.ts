@@ -2,7 +2,7 @@
 // so a dedicated worker has SharedArrayBuffer, starts the kernel workers (Workers from a blob) and splits a GEMV
 // among them with the single thread's bits; the page's main thread, which may not block, is offered one thread.
 import { describe, expect, it } from 'vitest';
-import { WasmMatmul } from './wasm';
+import { WasmKernels } from './wasm';
 
 describe('the CPU kernels on threads in the page', () => {
   it('run on 3 threads in a cross-origin isolated worker, with the single thread’s bits', async () => {
@@ -19,7 +19,7 @@ describe('the CPU kernels on threads in the page', () => {
   });
 
   it('run on one thread on the page’s main thread, which may not block, and say why', () => {
-    const k = WasmMatmul.load({ threads: 2 });
+    const k = WasmKernels.load({ threads: 2 });
     if (typeof k === 'string') throw new Error(k);
     expect([k.threads, k.shared, k.threadsNote]).toEqual([1, true, "this thread may not block (a page's main thread)"]);
   });

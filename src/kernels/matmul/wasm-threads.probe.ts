@@ -5,11 +5,11 @@
  */
 import { encode } from '../../formats/encode';
 import { planMatmul } from './plan';
-import { WasmMatmul } from './wasm';
+import { WasmKernels } from './wasm';
 
 self.onmessage = async (e: MessageEvent<{ threads: number }>) => {
-  const one = WasmMatmul.load({ threads: 1 });
-  const many = WasmMatmul.load({ threads: e.data.threads });
+  const one = WasmKernels.load({ threads: 1 });
+  const many = WasmKernels.load({ threads: e.data.threads });
   if (typeof one === 'string' || typeof many === 'string') return self.postMessage({ error: String(one) + String(many) });
   // the workers start once this worker's event loop runs: wait for them
   for (let i = 0; i < 200 && many.pool && !many.pool.ready; i++) await new Promise((r) => setTimeout(r, 25));

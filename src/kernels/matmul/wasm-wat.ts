@@ -1,6 +1,7 @@
 /**
- * The CPU backend's WebAssembly SIMD matmul kernels, written as WAT text by this builder (as the WGSL builders write
- * shaders): y[m, n] = Σ_k x[m, k]·W[n, k] (+ bias[n]) with W stored as f32, bf16, q8_0 or q4_0 rows, read in place.
+ * The CPU backend's WebAssembly SIMD kernels (matmul; attention's two products, further down), written as WAT text by
+ * this builder (as the WGSL builders write shaders): y[m, n] = Σ_k x[m, k]·W[n, k] (+ bias[n]) with W stored as f32,
+ * bf16, q8_0 or q4_0 rows, read in place.
  * `npm run build:cpu-kernels` compiles this text with wabt into wasm-bytes.ts; a test checks the two agree.
  *
  * One export per weight dtype, `gemm_<dtype>(w, ld, K, x, M, y, ldy, n0, n1, bias)`, computes the rows n0 ≤ n < n1
@@ -220,12 +221,84 @@ const READ_BYTES = `(func (export "read_bytes") (param $p i32) (param $n i32) (r
   (i32x4.extract_lane 0 (v128.xor (v128.xor ${get('a')} ${get('b')}) (v128.xor ${get('c')} ${get('d')}))))`;
 
 /**
+ * Attention's two products for one query row (head h, query t) over its n visible keys, f32 (the reference,
+ * attention/cpu.ts, sums in f64; the softmax between them stays in the caller):
+ * - `attn_scores(q, k, ks, n, D, s)`: s[j] = q·k_j for j < n, k_j at byte address k + j·ks (a cache row's head), q
+ *   and each k_j D floats; four keys at a time, each q vector loaded once for the four.
+ * - `attn_mix(p, v, vs, n, D, o)`: o = Σ_j p[j]·v_j, v_j at v + j·vs; 16 values of o kept in registers over all keys.
+ * D must be a multiple of 4 (the caller keeps the reference otherwise).
+ */
+const ATTN_SCORES = (() => {
+  const keys = range(4);
+  const body: string[] = [
+    set('D', `(i32.shl ${get('D')} ${i32(2)})`),
+    set('j', i32(0)),
+    '(block $quad_done (loop $quad',
+    `(br_if $quad_done (i32.gt_u ${add(get('j'), i32(4))} ${get('n')}))`,
+    ...keys.map((r) => set(`k${r}`, r === 0 ? add(get('k'), `(i32.mul ${get('j')} ${get('ks')})`) : add(get(`k${r - 1}`), get('ks')))),
+    ...keys.map((r) => set(`a${r}`, '(v128.const i32x4 0 0 0 0)')),
+    set('i', i32(0)),
+    '(block $dims_done (loop $dims',
+    `(br_if $dims_done (i32.ge_u ${get('i')} ${get('D')}))`,
+    set('qv', load(add(get('q'), get('i')))),
+    ...keys.map((r) => set(`a${r}`, fadd(get(`a${r}`), fmul(get('qv'), load(add(get(`k${r}`), get('i'))))))),
+    set('i', add(get('i'), i32(16))),
+    '(br $dims)))',
+    ...keys.map((r) => `(f32.store offset=${4 * r} ${add(get('s'), `(i32.shl ${get('j')} ${i32(2)})`)} ${hsum(get(`a${r}`))})`),
+    set('j', add(get('j'), i32(4))),
+    '(br $quad)))',
+    '(block $one_done (loop $one',
+    `(br_if $one_done (i32.ge_u ${get('j')} ${get('n')}))`,
+    set('k0', add(get('k'), `(i32.mul ${get('j')} ${get('ks')})`)),
+    set('a0', '(v128.const i32x4 0 0 0 0)'),
+    set('i', i32(0)),
+    '(block $d1_done (loop $d1',
+    `(br_if $d1_done (i32.ge_u ${get('i')} ${get('D')}))`,
+    set('a0', fadd(get('a0'), fmul(load(add(get('q'), get('i'))), load(add(get('k0'), get('i')))))),
+    set('i', add(get('i'), i32(16))),
+    '(br $d1)))',
+    `(f32.store ${add(get('s'), `(i32.shl ${get('j')} ${i32(2)})`)} ${hsum(get('a0'))})`,
+    set('j', add(get('j'), i32(1))),
+    '(br $one)))',
+  ];
+  const params = ['q', 'k', 'ks', 'n', 'D', 's'].map((n) => `(param $${n} i32)`).join(' ');
+  const locals = ['(local $j i32) (local $i i32) (local $qv v128)', ...keys.map((r) => `(local $k${r} i32) (local $a${r} v128)`)];
+  return `(func (export "attn_scores") ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
+})();
+
+const ATTN_MIX = (() => {
+  const vecs = range(4);
+  /** o[i .. i + 4w) = Σ_j p[j]·v_j over w vectors kept in registers. */
+  const pass = (label: string, w: number) => [
+    `(block $${label}_done (loop $${label}`,
+    `(br_if $${label}_done (i32.gt_u ${add(get('i'), i32(16 * w))} ${get('D')}))`,
+    ...range(w).map((r) => set(`a${r}`, '(v128.const i32x4 0 0 0 0)')),
+    set('vp', add(get('v'), get('i'))),
+    set('j', i32(0)),
+    `(block $${label}_keys_done (loop $${label}_keys`,
+    `(br_if $${label}_keys_done (i32.ge_u ${get('j')} ${get('n')}))`,
+    set('pj', `(f32x4.splat (f32.load ${add(get('p'), `(i32.shl ${get('j')} ${i32(2)})`)}))`),
+    ...range(w).map((r) => set(`a${r}`, fadd(get(`a${r}`), fmul(get('pj'), load(get('vp'), 16 * r))))),
+    set('vp', add(get('vp'), get('vs'))),
+    set('j', add(get('j'), i32(1))),
+    `(br $${label}_keys)))`,
+    ...range(w).map((r) => `(v128.store offset=${16 * r} align=1 ${add(get('o'), get('i'))} ${get(`a${r}`)})`),
+    set('i', add(get('i'), i32(16 * w))),
+    `(br $${label})))`,
+  ];
+  const body = [set('D', `(i32.shl ${get('D')} ${i32(2)})`), set('i', i32(0)), ...pass('wide', 4), ...pass('narrow', 1)];
+  const params = ['p', 'v', 'vs', 'n', 'D', 'o'].map((n) => `(param $${n} i32)`).join(' ');
+  const locals = ['(local $j i32) (local $i i32) (local $vp i32) (local $pj v128)', ...vecs.map((r) => `(local $a${r} v128)`)];
+  return `(func (export "attn_mix") ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
+})();
+
+/**
  * The whole module: one imported memory, the exports. `shared` imports a shared memory (threads: every worker
  * instantiates the same module over it); the code is the same, only the import's type differs. A shared memory
  * needs a maximum: 65536 pages, the 4 GiB of wasm32.
  */
 export function cpuKernelsWat(shared = false): string {
-  const funcs: string[] = [READ_BYTES];
+  const funcs: string[] = [READ_BYTES, ATTN_SCORES, ATTN_MIX];
   for (const dt of WASM_DTYPES) {
     for (const [R, C] of [[4, 2], [4, 1], [1, 2], [1, 1]]) funcs.push(blockFunc(dt, R, C));
     funcs.push(gemmFunc(dt));

@@ -19,15 +19,15 @@ import { Rng } from '../../util/rng';
 import { BYTES_PATH, bytesModule, compileCpuKernels } from '../../../scripts/build-cpu-kernels';
 import { dequantize, matmulForward } from './cpu';
 import { type MatmulAttrs, planMatmul } from './plan';
-import { WasmMatmul, cpuKernelsBytes } from './wasm';
+import { WasmKernels, cpuKernelsBytes } from './wasm';
 import { cpuKernelsWat } from './wasm-wat';
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 
-const loaded = WasmMatmul.load();
+const loaded = WasmKernels.load();
 if (typeof loaded === 'string') throw new Error(`the WebAssembly kernels did not load: ${loaded}`);
 const wasm = loaded;
-const threadedLoad = WasmMatmul.load({ threads: 3, minParallelMacs: 0 });
+const threadedLoad = WasmKernels.load({ threads: 3, minParallelMacs: 0 });
 if (typeof threadedLoad === 'string' || !threadedLoad.pool) throw new Error(`the threaded kernels did not start: ${String(threadedLoad)}`);
 const threaded = threadedLoad;
 const U = 2 ** -24;

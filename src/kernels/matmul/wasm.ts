@@ -1,5 +1,5 @@
 /**
- * The CPU backend's fast matmul: the WebAssembly SIMD kernels of wasm-wat.ts over a heap in their own memory, loaded
+ * The CPU backend's fast matmul and attention: the WebAssembly SIMD kernels of wasm-wat.ts over a heap in their own memory, loaded
  * the same way in Node and the page (bytes inlined in wasm-bytes.ts, compiled synchronously, which a worker or Node
  * allows at any size). The plain TypeScript of cpu.ts stays the reference: `matmul` returns false for what the
  * kernels do not take (f64 tensors, f16 weights, B not stored [N, K]), and the caller runs the reference then.
@@ -17,11 +17,13 @@
  */
 import { f16BitsToF32, rowBytes } from '../../formats/dtype';
 import type { CpuArray, FloatArray } from '../kernel';
+import { type AttnDims, keyRange } from '../attention/cpu';
 import type { MatmulPlan } from './plan';
 import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
 import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
 import { F16_TABLE, HEAP_BASE, WASM_DTYPES, type WasmDType } from './wasm-wat';
 
+type AttnProduct = (a: number, b: number, stride: number, n: number, D: number, out: number) => void;
 type Gemm = (w: number, ld: number, K: number, x: number, M: number, y: number, ldy: number, n0: number, n1: number, bias: number) => void;
 
 const PAGE = 65536;
@@ -132,11 +134,13 @@ interface Resident {
   size: number;
 }
 
-/** y = x·Wᵀ (+ bias) through the WebAssembly SIMD kernels. */
-export class WasmMatmul {
+/** The WebAssembly SIMD kernels: y = x·Wᵀ (+ bias), and attention's two products per query row. */
+export class WasmKernels {
   private readonly heap: Heap;
   private readonly gemm: Record<WasmDType, Gemm>;
   private readonly readBytes: (addr: number, n: number) => number;
+  private readonly attnScores: AttnProduct;
+  private readonly attnMix: AttnProduct;
   private readonly resident = new WeakMap<object, Resident>();
   private readonly reclaim = new FinalizationRegistry<Resident>((r) => this.heap.release(r.addr, r.size));
   /** The workers, where more than one thread runs. */
@@ -156,6 +160,8 @@ export class WasmMatmul {
     for (let h = 0; h < 65536; h++) table[h] = f16BitsToF32(h);
     const ex = instance.exports as Record<string, Gemm>;
     this.readBytes = instance.exports.read_bytes as (addr: number, n: number) => number;
+    this.attnScores = instance.exports.attn_scores as AttnProduct;
+    this.attnMix = instance.exports.attn_mix as AttnProduct;
     this.gemm = Object.fromEntries(WASM_DTYPES.map((d) => [d, ex[`gemm_${d}`]])) as Record<WasmDType, Gemm>;
   }
 
@@ -164,7 +170,7 @@ export class WasmMatmul {
    * wherever SharedArrayBuffer is (Node; a cross-origin isolated page), also for one thread, so that weights can live
    * in the heap; where it is not, or worker threads cannot start, they run on one thread and `threadsNote` says why.
    */
-  static load(opts: WasmOptions = {}): WasmMatmul | string {
+  static load(opts: WasmOptions = {}): WasmKernels | string {
     if (typeof WebAssembly !== 'object') return 'no WebAssembly';
     const threads = Math.max(1, Math.floor(opts.threads ?? 1));
     const initial = Math.ceil(HEAP_BASE / PAGE) + 1;
@@ -181,7 +187,7 @@ export class WasmMatmul {
           if (typeof p === 'string') note = p;
           else pool = p;
         }
-        return new WasmMatmul(instance, memory, pool, threads > 1 ? note : '', opts);
+        return new WasmKernels(instance, memory, pool, threads > 1 ? note : '', opts);
       } catch (e) {
         note = `no shared WebAssembly memory (${e instanceof Error ? e.message : String(e)})`;
       }
@@ -191,7 +197,7 @@ export class WasmMatmul {
     try {
       const memory = new WebAssembly.Memory({ initial, maximum: 65536 });
       const instance = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env: { memory } });
-      return new WasmMatmul(instance, memory, null, threads > 1 ? note : '', opts);
+      return new WasmKernels(instance, memory, null, threads > 1 ? note : '', opts);
     } catch (e) {
       return `WebAssembly kernels failed to load (${e instanceof Error ? e.message : String(e)})`;
     }
@@ -214,7 +220,7 @@ export class WasmMatmul {
    * collected: the CPU backend makes no views of these dtypes (checkView), and reshapes share the array itself.
    */
   weightArray(bytes: number, dtype: string): Uint16Array | Uint8Array | null {
-    if (!this.shared || !WasmMatmul.takes(dtype) || dtype === 'f32' || bytes === 0) return null;
+    if (!this.shared || !WasmKernels.takes(dtype) || dtype === 'f32' || bytes === 0) return null;
     const addr = this.heap.alloc(bytes);
     if (addr < 0) return null;
     const buf = this.heap.buffer();
@@ -262,7 +268,7 @@ export class WasmMatmul {
    */
   matmul(p: MatmulPlan, a: FloatArray, b: CpuArray, dtype: string, bias: FloatArray | null, out: FloatArray): boolean {
     const { batch, M, N, K } = p;
-    if (!p.b.transB || !WasmMatmul.takes(dtype) || p.b.cols !== K) return false;
+    if (!p.b.transB || !WasmKernels.takes(dtype) || p.b.cols !== K) return false;
     if (!(a instanceof Float32Array) || !(out instanceof Float32Array) || (bias && !(bias instanceof Float32Array))) return false;
     if (batch * M * N * K === 0) return false;
     const ld = rowBytes(dtype, K);
@@ -314,6 +320,61 @@ export class WasmMatmul {
           }
         }
       }
+      return true;
+    } finally {
+      for (const r of tmp) this.heap.release(r.addr, r.size);
+    }
+  }
+
+  /**
+   * Causal grouped-query attention forward as attention/cpu.ts's attentionForward computes it (o, and the row
+   * logsumexp when `lse` is given), its two products per query row in the kernels (f32 sums) and the softmax between
+   * them here (in f64, as the reference). False where the kernels do not take it (f64 or half arrays, D not a
+   * multiple of 4) or the heap cannot hold the operands: the caller runs the reference then.
+   */
+  attention(q: FloatArray, k: FloatArray, v: FloatArray, dims: AttnDims, o: FloatArray, lse: FloatArray | null): boolean {
+    const { t: T, hq, hkv, d: D, kvLen, scale } = dims;
+    if (!(q instanceof Float32Array && k instanceof Float32Array && v instanceof Float32Array && o instanceof Float32Array)) return false;
+    if (D % 4 !== 0 || T * hq * D === 0 || kvLen === 0) return false;
+    const kvFloats = kvLen * hkv * D;
+    const tmp: Resident[] = [];
+    const place = (a: Float32Array | null, floats: number): number => {
+      if (a && this.heap.owns(a)) return a.byteOffset;
+      const size = 4 * floats;
+      const addr = this.heap.alloc(size);
+      if (addr < 0) return -1;
+      tmp.push({ addr, size });
+      if (a) this.heap.f32(addr, floats).set(a.subarray(0, floats));
+      return addr;
+    };
+    try {
+      const qa = place(q, T * hq * D);
+      const ka = place(k, kvFloats);
+      const va = place(v, kvFloats);
+      const oa = o.length >= T * hq * D && this.heap.owns(o) ? o.byteOffset : place(null, T * hq * D);
+      const sa = place(null, kvLen);
+      if (qa < 0 || ka < 0 || va < 0 || oa < 0 || sa < 0) return false;
+      const group = hq / hkv;
+      const rowBytes = 4 * hkv * D;
+      for (let h = 0; h < hq; h++) {
+        const kh = Math.floor(h / group);
+        for (let t = 0; t < T; t++) {
+          const [lo, hi] = keyRange(dims, t);
+          const n = hi - lo;
+          const qo = 4 * (t * hq + h) * D;
+          this.attnScores(qa + qo, ka + lo * rowBytes + 4 * kh * D, rowBytes, n, D, sa);
+          // the heap's view after the call (a grow in another call gives a new buffer; views stay valid)
+          const s = this.heap.f32(sa, n);
+          let m = -Infinity;
+          for (let j = 0; j < n; j++) m = Math.max(m, s[j] * scale);
+          let sum = 0;
+          for (let j = 0; j < n; j++) sum += Math.exp(s[j] * scale - m);
+          for (let j = 0; j < n; j++) s[j] = Math.exp(s[j] * scale - m) / sum;
+          this.attnMix(sa, va + lo * rowBytes + 4 * kh * D, rowBytes, n, D, oa + qo);
+          if (lse) lse[h * T + t] = m + Math.log(sum);
+        }
+      }
+      if (oa !== o.byteOffset || !this.heap.owns(o)) o.set(this.heap.f32(oa, T * hq * D));
       return true;
     } finally {
       for (const r of tmp) this.heap.release(r.addr, r.size);
