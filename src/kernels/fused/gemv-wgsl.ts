@@ -93,12 +93,17 @@ export interface Variant {
    * gated) written out, and Gemma's pre-added sum; attrs.weights is 0. One workgroup of `PROLOGUE_WG` per 4 rows.
    */
   prologue?: boolean;
+  /**
+   * One row of x (decode and latent steps; the narrow cut only): each lane's vec4 sums four consecutive k of that
+   * row (xv) instead of one k of four rows (aCol), which left three quarters of every product idle at M = 1.
+   */
+  one?: boolean;
 }
 
 export const PROLOGUE_WG = 64;
 
 /** `fn dot_s(row: u32, lane: u32) -> vec4<f32>`: weight s's row against x's rows (aCol). */
-function dotFn(s: number, w: Walk, binding: number, lanes: number): string {
+function dotFn(s: number, w: Walk, binding: number, lanes: number, one: boolean): string {
   const name = `w${s}`;
   const ld = `u.ld${s}`;
   if (w.mode === 'elem') {
@@ -117,7 +122,7 @@ fn dot_${s}(row: u32, lane: u32) -> vec4<f32> {
   for (var g = lane; g < (u.K >> 2u); g += ${lanes}u) {
     let q = ${name}[base + g];
     let k = 4u * g;
-    acc += q.x * aCol(k) + q.y * aCol(k + 1u) + q.z * aCol(k + 2u) + q.w * aCol(k + 3u);
+    ${one ? 'acc += q * xv(k);' : 'acc += q.x * aCol(k) + q.y * aCol(k + 1u) + q.z * aCol(k + 2u) + q.w * aCol(k + 3u);'}
   }
   return acc;
 }`;
@@ -142,10 +147,12 @@ fn ${name}_w1(i: u32) -> u32 { return ${name}[i]; }`;
     var part = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j++) {
       let wd = q[j];
-      for (var b = 0u; b < 4u; b++) {
+      ${one ? `let lo = vec4<f32>(vec4<u32>(wd, wd >> 8u, wd >> 16u, wd >> 24u) & vec4<u32>(15u)) - 8.0;
+      let hi = vec4<f32>(vec4<u32>(wd >> 4u, wd >> 12u, wd >> 20u, wd >> 28u) & vec4<u32>(15u)) - 8.0;
+      part += lo * xv(k + 4u * j) + hi * xv(k + 16u + 4u * j);` : `for (var b = 0u; b < 4u; b++) {
         let e = 4u * j + b;
         part += (f32((wd >> (8u * b)) & 15u) - 8.0) * aCol(k + e) + (f32((wd >> (8u * b + 4u)) & 15u) - 8.0) * aCol(k + 16u + e);
-      }
+      }`}
     }
     acc += s * part;
   }`;
@@ -161,8 +168,9 @@ fn ${name}_w1(i: u32) -> u32 { return ${name}[i]; }`;
       for (var j = 0u; j < 4u; j++) {
         let wd = q[j];
         let e = k + 16u * h + 4u * j;
-        part += f32(bitcast<i32>(wd << 24u) >> 24u) * aCol(e) + f32(bitcast<i32>(wd << 16u) >> 24u) * aCol(e + 1u)
-              + f32(bitcast<i32>(wd << 8u) >> 24u) * aCol(e + 2u) + f32(bitcast<i32>(wd) >> 24u) * aCol(e + 3u);
+        ${one ? `part += vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(wd << 24u, wd << 16u, wd << 8u, wd)) >> vec4<u32>(24u)) * xv(e);`
+    : `part += f32(bitcast<i32>(wd << 24u) >> 24u) * aCol(e) + f32(bitcast<i32>(wd << 16u) >> 24u) * aCol(e + 1u)
+              + f32(bitcast<i32>(wd << 8u) >> 24u) * aCol(e + 2u) + f32(bitcast<i32>(wd) >> 24u) * aCol(e + 3u);`}
       }
     }
     acc += s * part;
@@ -173,7 +181,14 @@ fn ${name}_w1(i: u32) -> u32 { return ${name}[i]; }`;
       const unpack = w.dtype === 'f16'
         ? 'unpack2x16float(wd)'
         : 'vec2<f32>(bitcast<f32>(wd << 16u), bitcast<f32>(wd & 0xffff0000u))';
-      loop = `for (var g = lane; g < (u.K >> 3u); g += ${lanes}u) {
+      const half = (e: string) => unpack.replace('wd', e).replace('wd', e);
+      loop = one
+        ? `for (var g = lane; g < (u.K >> 3u); g += ${lanes}u) {
+    let q = ${name}_w4(base + 4u * g);
+    let k = 8u * g;
+    acc += vec4<f32>(${half('q.x')}, ${half('q.y')}) * xv(k) + vec4<f32>(${half('q.z')}, ${half('q.w')}) * xv(k + 4u);
+  }`
+        : `for (var g = lane; g < (u.K >> 3u); g += ${lanes}u) {
     let q = ${name}_w4(base + 4u * g);
     let k = 8u * g;
     for (var j = 0u; j < 4u; j++) {
@@ -204,8 +219,10 @@ export function fusedGemvWgsl(v: Variant): string {
   const b = (n: string) => names.indexOf(n) + 1;
   const pd = [...v.paramDtypes];
   const param = (n: string) => (names.includes(n) ? loadFn(n, b(n), pd.shift()!) : '');
+  // one row of a plain input, every weight walked in whole words: x read as vec4s, four values per load
+  const xVec = !!v.one && !v.stage && !a.preAdd && !a.inputGate && !a.norm && v.walks.every((w) => w.mode !== 'elem');
   const decls = [
-    `@group(0) @binding(${b('x')}) var<storage, read> x: array<f32>;`,
+    `@group(0) @binding(${b('x')}) var<storage, read> x: array<${xVec ? 'vec4<f32>' : 'f32'}>;`,
     a.preAdd ? `@group(0) @binding(${b('o')}) var<storage, read> o: array<f32>;` : '',
     param('wpost'),
     param('gamma'),
@@ -218,7 +235,7 @@ export function fusedGemvWgsl(v: Variant): string {
   ].filter(Boolean).join('\n');
   const xin = a.preAdd
     ? 'x[(m0 + i) * u.K + k] + o[(m0 + i) * u.K + k] * ro[i] * (u.off2 + load_wpost(k))'
-    : 'x[(m0 + i) * u.K + k]';
+    : xVec ? 'x[k >> 2u][k & 3u]' : 'x[(m0 + i) * u.K + k]';
   let aval = 'xin(i, k)';
   if (a.norm?.kind === 'rms') aval = 'xin(i, k) * rr[i] * (u.off + load_gamma(k))';
   if (a.norm?.kind === 'layer') aval = '(xin(i, k) - mu[i]) * rr[i] * load_gamma(k) + load_beta(k)';
@@ -236,7 +253,8 @@ export function fusedGemvWgsl(v: Variant): string {
     a.norm?.kind === 'layer' ? stat('xin(i, k)', 'mu = t / f32(u.K);') : '',
     a.norm?.kind === 'layer' ? stat('(xin(i, k) - mu[i]) * (xin(i, k) - mu[i])', 'rr = inverseSqrt(t / f32(u.K) + u.eps);') : '',
   ].filter(Boolean).join('\n  ');
-  const segs = v.walks.map((w, s) => dotFn(s, w, b(`w${s}`), lanes)).join('\n');
+  const one = !!v.one;
+  const segs = v.walks.map((w, s) => dotFn(s, w, b(`w${s}`), lanes, one)).join('\n');
   const starts = ['0u', 'u.s1', 'u.s2', 'u.s3'];
   const main = a.glu
     ? 'acc = dot_0(n, lane);\n    acc2 = dot_1(n, lane);'
@@ -301,7 +319,11 @@ var<private> ro: vec4<f32>;
 ${sums}
 fn xin(i: u32, k: u32) -> f32 { return ${xin}; }
 fn aval(i: u32, k: u32) -> f32 { return ${aval}; }
-${v.prologue ? prologueMain(v, stats, WG) : `${v.stage ? `var<workgroup> sa: array<f32, ${STAGE}>;
+${v.prologue ? prologueMain(v, stats, WG) : `${one ? `${v.stage ? `var<workgroup> sa: array<f32, ${STAGE}>;
+fn a1(k: u32) -> f32 { return sa[k]; }` : 'fn a1(k: u32) -> f32 { return aval(0u, k); }'}
+fn aCol(k: u32) -> vec4<f32> { return vec4<f32>(a1(k), 0.0, 0.0, 0.0); }
+fn xv(k: u32) -> vec4<f32> { return ${xVec ? 'x[k >> 2u]' : 'vec4<f32>(a1(k), a1(k + 1u), a1(k + 2u), a1(k + 3u))'}; }
+fn fold(v: vec4<f32>) -> vec4<f32> { return vec4<f32>((v.x + v.y) + (v.z + v.w), 0.0, 0.0, 0.0); }` : v.stage ? `var<workgroup> sa: array<f32, ${STAGE}>;
 fn aCol(k: u32) -> vec4<f32> {
   var v = vec4<f32>(0.0);
   for (var i = 0u; i < mr; i++) { v[i] = sa[i * u.K + k]; }
@@ -329,8 +351,8 @@ ${mainSignature(WG, v.subgroups ? SUBGROUP_BUILTINS : '')} {
   if (n < u.N) {
     ${main}
   }
-  let r = ${rowsum('acc', false)};
-  ${a.glu ? `let r2 = ${rowsum('acc2', true)};` : ''}
+  let r = ${one ? `fold(${rowsum('acc', false)})` : rowsum('acc', false)};
+  ${a.glu ? `let r2 = ${one ? `fold(${rowsum('acc2', true)})` : rowsum('acc2', true)};` : ''}
   if (lane == 0u && n < u.N) {
     for (var i = 0u; i < mr; i++) { out[(m0 + i) * u.N + n] = ${value}; }
   }

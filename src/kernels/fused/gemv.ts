@@ -152,8 +152,11 @@ function gemvDispatch(
     paramDtypes: ['wpost', 'gamma', 'beta'].filter((n) => names.includes(n)).map(dtypes),
     geometry,
     prologue,
+    one: !prologue && geometry !== WIDE && d.M === 1,
   };
-  const cut = prologue ? '_prologue' : geometry === WIDE ? '' : `_l${geometry.lanes}r${geometry.rows}${geometry.shuffleOnly ? 's' : ''}`;
+  const cut = prologue
+    ? '_prologue'
+    : geometry === WIDE ? '' : `_l${geometry.lanes}r${geometry.rows}${geometry.shuffleOnly ? 's' : ''}${v.one ? '_m1' : ''}`;
   const key = `fused_gemv${cut}_${JSON.stringify([
     walks.map((w) => `${w.dtype}:${w.mode}`),
     stage,

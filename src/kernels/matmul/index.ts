@@ -50,7 +50,7 @@ export const matmulKernel: KernelDef<MatmulAttrs> = {
 
 /**
  * How C = A·Bᵀ against an [N, K] weight is tiled at M > GEMV_MAX_M (kernels/matmul/gemm-wgsl.ts): 'direct' (4×4 per
- * invocation, operands straight from storage, no barrier), 'shared' (the same block from workgroup-memory tiles), or
+ * invocation, operands straight from storage, no barrier; it takes M ≤ GEMV_MAX_M too), 'shared' (the same block from workgroup-memory tiles), or
  * 'tiled' (the 64×64 kernel every other matmul takes). 'auto': direct on CPU rasterisers (isSoftwareAdapter), tiled
  * elsewhere: GPUs keep the kernel they had until one measures the shared cut (no GPU was reachable when it was written;
  * it is checked for correctness on lavapipe and SwiftShader). RMAS_GEMM (environment in Node, globalThis.RMAS_GEMM in
@@ -98,14 +98,17 @@ function dispatchMatmul(ctx: GpuContext, [a, b, bias]: GpuRef[], out: GpuRef, at
   if (attrs.path === 'gemv' && !gemvOk) {
     throw new InvalidArgument('matmul: the GEMV path needs transB, no batch and the whole K in one binding; use path "tiled"');
   }
-  const gemv = attrs.path === 'gemv' || (attrs.path !== 'tiled' && gemvOk && p.M <= GEMV_MAX_M);
+  const asked = p.b.transB ? gemmCut(ctx) : null;
+  // the direct cut takes short products too: on a CPU rasteriser the GEMV's 32 lanes a row and tree of barriers
+  // made a 4-token prefill of Qwen3-0.6B take 105 s on SwiftShader
+  const gemv = attrs.path === 'gemv' || (attrs.path !== 'tiled' && gemvOk && p.M <= GEMV_MAX_M && asked !== 'direct');
   const cols = p.b.cols;
   // word mode reads whole u32 words of a weight row; f16/bf16 rows are word-aligned only for even K
   const mode: GemvMode = isQuant(dtype) || ((dtype === 'f16' || dtype === 'bf16') && !native && cols % 2 === 0) ? 'word' : 'elem';
   const ldb = isQuant(dtype) ? rowBytes(dtype, cols) / 4 : gemv && mode === 'word' ? cols / 2 : cols;
 
   const variant: MatmulVariant = { dtype, native };
-  const cut = !gemv && p.b.transB ? gemmCut(ctx) : null;
+  const cut = gemv ? null : asked;
   const path = gemv ? `gemv-${mode}` : 'tiled';
   const key = `matmul_${dtype}${native ? 'n' : ''}_${path}_wg256`;
   // the A/C strides already encode transA/transC; the flag only picks the coalesced tile-load mapping
