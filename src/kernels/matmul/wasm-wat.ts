@@ -37,15 +37,27 @@ const hsum = (v: string) =>
   `(f32.add (f32.add (f32x4.extract_lane 0 ${v}) (f32x4.extract_lane 1 ${v})) ` +
   `(f32.add (f32x4.extract_lane 2 ${v}) (f32x4.extract_lane 3 ${v})))`;
 
-/** Two f32x4 (values k..k+3, k+4..k+7) from a float row at byte address `a`: f32 loads, or bf16 widened. */
+/**
+ * Two f32x4 from a float row at byte address `a`: f32 values k..k+3 and k+4..k+7; bf16 values k, k+2, k+4, k+6 and
+ * k+1, k+3, k+5, k+7 (a word's low half shifted up, its high half masked: two operations for eight values), which is
+ * why x is staged with each group of eight in that order for bf16 weights (`X_ORDER`).
+ */
 function floatPair(dt: 'f32' | 'bf16', a: string, lo: string, hi: string): string[] {
   if (dt === 'f32') return [set(lo, load(a)), set(hi, load(a, 16))];
   return [
     set(hi, load(a)),
-    set(lo, `(i32x4.shl (i32x4.extend_low_i16x8_u ${get(hi)}) ${i32(16)})`),
-    set(hi, `(i32x4.shl (i32x4.extend_high_i16x8_u ${get(hi)}) ${i32(16)})`),
+    set(lo, `(i32x4.shl ${get(hi)} ${i32(16)})`),
+    set(hi, `(v128.and ${get(hi)} (v128.const i32x4 ${Array(4).fill('0xffff0000').join(' ')}))`),
   ];
 }
+
+/**
+ * The order x's values are staged in for a weight dtype, per whole group of eight (a K mod 8 tail stays in place):
+ * bf16 rows are read even values first (floatPair), so x is too; every other dtype keeps x as it is.
+ */
+export const X_ORDER: Readonly<Record<WasmDType, readonly number[] | null>> = {
+  f32: null, bf16: [0, 2, 4, 6, 1, 3, 5, 7], q8_0: null, q4_0: null,
+};
 
 /** One weight value as f32 from byte address `a` (the scalar tail of float rows). */
 const floatScalar = (dt: 'f32' | 'bf16', a: string) =>

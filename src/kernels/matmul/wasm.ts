@@ -21,7 +21,7 @@ import { type AttnDims, keyRange } from '../attention/cpu';
 import type { MatmulPlan } from './plan';
 import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
 import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
-import { F16_TABLE, HEAP_BASE, WASM_DTYPES, type WasmDType } from './wasm-wat';
+import { F16_TABLE, HEAP_BASE, WASM_DTYPES, type WasmDType, X_ORDER } from './wasm-wat';
 
 type AttnProduct = (a: number, b: number, stride: number, n: number, D: number, out: number) => void;
 type Gemm = (w: number, ld: number, K: number, x: number, M: number, y: number, ldy: number, n0: number, n1: number, bias: number) => void;
@@ -296,6 +296,7 @@ export class WasmKernels {
       if (x < 0 || y < 0 || bv < 0) return false;
       if (bias) this.heap.f32(bv, N).set(bias);
       const gemm = this.gemm[dtype];
+      const order = X_ORDER[dtype];
       const fn = WASM_DTYPES.indexOf(dtype);
       const pool = this.pool && rowsM * N * K >= this.minParallelMacs ? this.pool : null;
       const { sb: asb, sm: asm, sk: ask } = p.a;
@@ -307,7 +308,13 @@ export class WasmKernels {
           const xs = this.heap.f32(x, rows * K);
           for (let m = 0; m < rows; m++) {
             const src = bi * asb + (m0 + m) * asm;
-            if (ask === 1) xs.set(a.subarray(src, src + K), m * K);
+            if (order) {
+              const whole = K - (K % 8);
+              for (let g = 0; g < whole; g += 8) {
+                for (let j = 0; j < 8; j++) xs[m * K + g + j] = a[src + (g + order[j]) * ask];
+              }
+              for (let k = whole; k < K; k++) xs[m * K + k] = a[src + k * ask];
+            } else if (ask === 1) xs.set(a.subarray(src, src + K), m * K);
             else for (let k = 0; k < K; k++) xs[m * K + k] = a[src + k * ask];
           }
           if (pool) pool.run(fn, gemm, [wb, ld, K, x, rows, y, N], 0, N, bv);
