@@ -323,7 +323,9 @@ ${v.prologue ? prologueMain(v, stats, WG) : `${one ? `${v.stage ? `var<workgroup
 fn a1(k: u32) -> f32 { return sa[k]; }` : 'fn a1(k: u32) -> f32 { return aval(0u, k); }'}
 fn aCol(k: u32) -> vec4<f32> { return vec4<f32>(a1(k), 0.0, 0.0, 0.0); }
 fn xv(k: u32) -> vec4<f32> { return ${xVec ? 'x[k >> 2u]' : 'vec4<f32>(a1(k), a1(k + 1u), a1(k + 2u), a1(k + 3u))'}; }
-fn fold(v: vec4<f32>) -> vec4<f32> { return vec4<f32>((v.x + v.y) + (v.z + v.w), 0.0, 0.0, 0.0); }` : v.stage ? `var<workgroup> sa: array<f32, ${STAGE}>;
+fn fold(v: vec4<f32>) -> vec4<f32> {
+  return vec4<f32>((v.x + v.y) + (v.z + v.w), 0.0, 0.0, 0.0);
+}` : v.stage ? `var<workgroup> sa: array<f32, ${STAGE}>;
 fn aCol(k: u32) -> vec4<f32> {
   var v = vec4<f32>(0.0);
   for (var i = 0u; i < mr; i++) { v[i] = sa[i * u.K + k]; }

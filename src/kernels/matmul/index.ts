@@ -49,12 +49,12 @@ export const matmulKernel: KernelDef<MatmulAttrs> = {
 };
 
 /**
- * How C = A·Bᵀ against an [N, K] weight is tiled at M > GEMV_MAX_M (kernels/matmul/gemm-wgsl.ts): 'direct' (4×4 per
- * invocation, operands straight from storage, no barrier; it takes M ≤ GEMV_MAX_M too), 'shared' (the same block from workgroup-memory tiles), or
- * 'tiled' (the 64×64 kernel every other matmul takes). 'auto': direct on CPU rasterisers (isSoftwareAdapter), tiled
- * elsewhere: GPUs keep the kernel they had until one measures the shared cut (no GPU was reachable when it was written;
- * it is checked for correctness on lavapipe and SwiftShader). RMAS_GEMM (environment in Node, globalThis.RMAS_GEMM in
- * a page) overrides, for benchmarks and tests.
+ * How C = A·Bᵀ against an [N, K] weight is tiled at M > GEMV_MAX_M (kernels/matmul/gemm-wgsl.ts): 'direct' (4×4
+ * per invocation, operands straight from storage, no barrier; it takes M ≤ GEMV_MAX_M too), 'shared' (the same
+ * block from workgroup-memory tiles), or 'tiled' (the 64×64 kernel every other matmul takes). 'auto': direct on CPU
+ * rasterisers (isSoftwareAdapter), tiled elsewhere: GPUs keep the kernel they had until one measures the shared cut
+ * (no GPU was reachable when it was written; it is checked for correctness on lavapipe and SwiftShader). RMAS_GEMM
+ * (environment in Node, globalThis.RMAS_GEMM in a page) overrides, for benchmarks and tests.
  */
 export type GemmCut = 'auto' | 'direct' | 'shared' | 'tiled';
 

@@ -37,13 +37,25 @@ const hsum = (v: string) =>
   `(f32.add (f32.add (f32x4.extract_lane 0 ${v}) (f32x4.extract_lane 1 ${v})) ` +
   `(f32.add (f32x4.extract_lane 2 ${v}) (f32x4.extract_lane 3 ${v})))`;
 
+/** Byte lanes of `i8x16.shuffle` that gather the even (then the odd) f32 lanes of two vectors. */
+const EVENS = '0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27';
+const ODDS = '4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31';
+
 /**
- * Two f32x4 from a float row at byte address `a`: f32 values k..k+3 and k+4..k+7; bf16 values k, k+2, k+4, k+6 and
- * k+1, k+3, k+5, k+7 (a word's low half shifted up, its high half masked: two operations for eight values), which is
- * why x is staged with each group of eight in that order for bf16 weights (`X_ORDER`).
+ * Two f32x4 from a float row at byte address `a`: values k, k+2, k+4, k+6 and k+1, k+3, k+5, k+7. A bf16 word's low
+ * half shifted up and its high half masked give them in two operations for eight values; f32 rows are shuffled into
+ * the same order, so that a model gives the same bits stored in either dtype. x is staged to match (`X_ORDER`).
  */
 function floatPair(dt: 'f32' | 'bf16', a: string, lo: string, hi: string): string[] {
-  if (dt === 'f32') return [set(lo, load(a)), set(hi, load(a, 16))];
+  if (dt === 'f32') {
+    return [
+      set(lo, load(a)),
+      set(hi, load(a, 16)),
+      set('t', `(i8x16.shuffle ${EVENS} ${get(lo)} ${get(hi)})`),
+      set(hi, `(i8x16.shuffle ${ODDS} ${get(lo)} ${get(hi)})`),
+      set(lo, get('t')),
+    ];
+  }
   return [
     set(hi, load(a)),
     set(lo, `(i32x4.shl ${get(hi)} ${i32(16)})`),
@@ -53,10 +65,10 @@ function floatPair(dt: 'f32' | 'bf16', a: string, lo: string, hi: string): strin
 
 /**
  * The order x's values are staged in for a weight dtype, per whole group of eight (a K mod 8 tail stays in place):
- * bf16 rows are read even values first (floatPair), so x is too; every other dtype keeps x as it is.
+ * float rows are read even values first (floatPair), so x is too; quantized rows keep x as it is.
  */
 export const X_ORDER: Readonly<Record<WasmDType, readonly number[] | null>> = {
-  f32: null, bf16: [0, 2, 4, 6, 1, 3, 5, 7], q8_0: null, q4_0: null,
+  f32: [0, 2, 4, 6, 1, 3, 5, 7], bf16: [0, 2, 4, 6, 1, 3, 5, 7], q8_0: null, q4_0: null,
 };
 
 /** One weight value as f32 from byte address `a` (the scalar tail of float rows). */
