@@ -324,8 +324,10 @@ describe.skipIf(!gxx)('test:cuda on the CUDA emulator', () => {
       expect(cuda.log).toHaveLength(3);
       cuda.log.forEach((s, i) => {
         expect(Math.abs(s.loss - cpu.log[i]!.loss), `loss, step ${i + 1}`).toBeLessThan(1e-5);
-        // after AdamW's first updates (about lr·sign(g) each) f32 summation-order differences grow: the f32 backends' outer bound
-        expect(Math.abs(s.grad_norm - cpu.log[i]!.grad_norm), `grad norm, step ${i + 1}`).toBeLessThan(i === 0 ? 1e-5 : 1e-4);
+        // after AdamW's first updates (about lr·sign(g) each) f32 summation-order differences grow: the f32 backends' outer
+        // bound, relative to the norm (it is 0.23, 0.26, then 2.45 here: step 3 differed by 5.2e-5 of it)
+        const gradBound = (i === 0 ? 1e-5 : 1e-4) * Math.max(1, Math.abs(cpu.log[i]!.grad_norm));
+        expect(Math.abs(s.grad_norm - cpu.log[i]!.grad_norm), `grad norm, step ${i + 1}`).toBeLessThan(gradBound);
       });
       expect([...cuda.links.keys()].sort()).toEqual([...cpu.links.keys()].sort());
       let worst = 0;
