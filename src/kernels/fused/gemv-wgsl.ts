@@ -94,8 +94,9 @@ export interface Variant {
    */
   prologue?: boolean;
   /**
-   * One row of x (decode and latent steps; the narrow cut only): each lane's vec4 sums four consecutive k of that
-   * row (xv) instead of one k of four rows (aCol), which left three quarters of every product idle at M = 1.
+   * One row of x per workgroup (the narrow cut; z counts rows): each lane's vec4 sums four consecutive k of that row
+   * (xv) instead of one k of up to four rows (aCol), which left three quarters of every product idle at M = 1. A
+   * batch's rows then take the same arithmetic as one prompt alone, bit for bit.
    */
   one?: boolean;
 }
@@ -235,7 +236,7 @@ export function fusedGemvWgsl(v: Variant): string {
   ].filter(Boolean).join('\n');
   const xin = a.preAdd
     ? 'x[(m0 + i) * u.K + k] + o[(m0 + i) * u.K + k] * ro[i] * (u.off2 + load_wpost(k))'
-    : xVec ? 'x[k >> 2u][k & 3u]' : 'x[(m0 + i) * u.K + k]';
+    : xVec ? 'x[(m0 * u.K + k) >> 2u][k & 3u]' : 'x[(m0 + i) * u.K + k]';
   let aval = 'xin(i, k)';
   if (a.norm?.kind === 'rms') aval = 'xin(i, k) * rr[i] * (u.off + load_gamma(k))';
   if (a.norm?.kind === 'layer') aval = '(xin(i, k) - mu[i]) * rr[i] * load_gamma(k) + load_beta(k)';
@@ -322,7 +323,7 @@ fn aval(i: u32, k: u32) -> f32 { return ${aval}; }
 ${v.prologue ? prologueMain(v, stats, WG) : `${one ? `${v.stage ? `var<workgroup> sa: array<f32, ${STAGE}>;
 fn a1(k: u32) -> f32 { return sa[k]; }` : 'fn a1(k: u32) -> f32 { return aval(0u, k); }'}
 fn aCol(k: u32) -> vec4<f32> { return vec4<f32>(a1(k), 0.0, 0.0, 0.0); }
-fn xv(k: u32) -> vec4<f32> { return ${xVec ? 'x[k >> 2u]' : 'vec4<f32>(a1(k), a1(k + 1u), a1(k + 2u), a1(k + 3u))'}; }
+fn xv(k: u32) -> vec4<f32> { return ${xVec ? 'x[(m0 * u.K + k) >> 2u]' : 'vec4<f32>(a1(k), a1(k + 1u), a1(k + 2u), a1(k + 3u))'}; }
 fn fold(v: vec4<f32>) -> vec4<f32> {
   return vec4<f32>((v.x + v.y) + (v.z + v.w), 0.0, 0.0, 0.0);
 }` : v.stage ? `var<workgroup> sa: array<f32, ${STAGE}>;
@@ -338,8 +339,8 @@ fn aCol(k: u32) -> vec4<f32> {
 ${segs}
 ${mainSignature(WG, v.subgroups ? SUBGROUP_BUILTINS : '')} {
   ${v.subgroups ? 'sgs = sg;' : ''}
-  m0 = wid.z * ${MR}u;
-  mr = min(${MR}u, u.M - m0);
+  m0 = wid.z${one ? '' : ` * ${MR}u`};
+  mr = ${one ? '1u' : `min(${MR}u, u.M - m0)`};
   ${stats}
   ${a.preAdd ? `if (${flatWorkgroup} == 0u) {
     for (var k = lid.x; k < u.K; k += ${WG}u) { for (var i = 0u; i < mr; i++) { x1[(m0 + i) * u.K + k] = xin(i, k); } }

@@ -152,11 +152,11 @@ function gemvDispatch(
     paramDtypes: ['wpost', 'gamma', 'beta'].filter((n) => names.includes(n)).map(dtypes),
     geometry,
     prologue,
-    one: !prologue && geometry !== WIDE && d.M === 1,
+    one: !prologue && geometry !== WIDE,
   };
   const cut = prologue
     ? '_prologue'
-    : geometry === WIDE ? '' : `_l${geometry.lanes}r${geometry.rows}${geometry.shuffleOnly ? 's' : ''}${v.one ? '_m1' : ''}`;
+    : geometry === WIDE ? '' : `_l${geometry.lanes}r${geometry.rows}${geometry.shuffleOnly ? 's' : ''}${v.one ? '_x1' : ''}`;
   const key = `fused_gemv${cut}_${JSON.stringify([
     walks.map((w) => `${w.dtype}:${w.mode}`),
     stage,
@@ -188,7 +188,7 @@ function gemvDispatch(
     wgsl: () => fusedGemvWgsl(v),
     uniforms: u,
     bindings: [...inputs, ...outputs].map((r: GpuRef, i) => binding(r, `fused_gemv ${[...names, 'out', 'x1'][i]}`)),
-    workgroups: [gx, gy, Math.ceil(d.M / MR)],
+    workgroups: [gx, gy, v.one ? d.M : Math.ceil(d.M / MR)],
   });
 }
 
