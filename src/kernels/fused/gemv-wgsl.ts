@@ -179,22 +179,21 @@ fn ${name}_w1(i: u32) -> u32 { return ${name}[i]; }`;
       break;
     case 'f16':
     case 'bf16': {
-      const unpack = w.dtype === 'f16'
-        ? 'unpack2x16float(wd)'
-        : 'vec2<f32>(bitcast<f32>(wd << 16u), bitcast<f32>(wd & 0xffff0000u))';
-      const half = (e: string) => unpack.replace('wd', e).replace('wd', e);
+      const unpack = (wd: string) => w.dtype === 'f16'
+        ? `unpack2x16float(${wd})`
+        : `vec2<f32>(bitcast<f32>(${wd} << 16u), bitcast<f32>(${wd} & 0xffff0000u))`;
       loop = one
         ? `for (var g = lane; g < (u.K >> 3u); g += ${lanes}u) {
     let q = ${name}_w4(base + 4u * g);
     let k = 8u * g;
-    acc += vec4<f32>(${half('q.x')}, ${half('q.y')}) * xv(k) + vec4<f32>(${half('q.z')}, ${half('q.w')}) * xv(k + 4u);
+    acc += vec4<f32>(${unpack('q.x')}, ${unpack('q.y')}) * xv(k) + vec4<f32>(${unpack('q.z')}, ${unpack('q.w')}) * xv(k + 4u);
   }`
         : `for (var g = lane; g < (u.K >> 3u); g += ${lanes}u) {
     let q = ${name}_w4(base + 4u * g);
     let k = 8u * g;
     for (var j = 0u; j < 4u; j++) {
       let wd = q[j];
-      let p = ${unpack};
+      let p = ${unpack('wd')};
       acc += p.x * aCol(k + 2u * j) + p.y * aCol(k + 2u * j + 1u);
     }
   }`;
@@ -220,8 +219,9 @@ export function fusedGemvWgsl(v: Variant): string {
   const b = (n: string) => names.indexOf(n) + 1;
   const pd = [...v.paramDtypes];
   const param = (n: string) => (names.includes(n) ? loadFn(n, b(n), pd.shift()!) : '');
+  const one = !!v.one;
   // one row of a plain input, every weight walked in whole words: x read as vec4s, four values per load
-  const xVec = !!v.one && !v.stage && !a.preAdd && !a.inputGate && !a.norm && v.walks.every((w) => w.mode !== 'elem');
+  const xVec = one && !v.stage && !a.preAdd && !a.inputGate && !a.norm && v.walks.every((w) => w.mode !== 'elem');
   const decls = [
     `@group(0) @binding(${b('x')}) var<storage, read> x: array<${xVec ? 'vec4<f32>' : 'f32'}>;`,
     a.preAdd ? `@group(0) @binding(${b('o')}) var<storage, read> o: array<f32>;` : '',
@@ -254,7 +254,6 @@ export function fusedGemvWgsl(v: Variant): string {
     a.norm?.kind === 'layer' ? stat('xin(i, k)', 'mu = t / f32(u.K);') : '',
     a.norm?.kind === 'layer' ? stat('(xin(i, k) - mu[i]) * (xin(i, k) - mu[i])', 'rr = inverseSqrt(t / f32(u.K) + u.eps);') : '',
   ].filter(Boolean).join('\n  ');
-  const one = !!v.one;
   const segs = v.walks.map((w, s) => dotFn(s, w, b(`w${s}`), lanes, one)).join('\n');
   const starts = ['0u', 'u.s1', 'u.s2', 'u.s3'];
   const main = a.glu

@@ -253,40 +253,29 @@ const READ_BYTES = `(func (export "read_bytes") (param $p i32) (param $n i32) (r
  * D must be a multiple of 4 (the caller keeps the reference otherwise).
  */
 const ATTN_SCORES = (() => {
-  const keys = range(4);
-  const body: string[] = [
-    set('D', `(i32.shl ${get('D')} ${i32(2)})`),
-    set('j', i32(0)),
-    '(block $quad_done (loop $quad',
-    `(br_if $quad_done (i32.gt_u ${add(get('j'), i32(4))} ${get('n')}))`,
-    ...keys.map((r) => set(`k${r}`, r === 0 ? add(get('k'), `(i32.mul ${get('j')} ${get('ks')})`) : add(get(`k${r - 1}`), get('ks')))),
-    ...keys.map((r) => set(`a${r}`, '(v128.const i32x4 0 0 0 0)')),
-    set('i', i32(0)),
-    '(block $dims_done (loop $dims',
-    `(br_if $dims_done (i32.ge_u ${get('i')} ${get('D')}))`,
-    set('qv', load(add(get('q'), get('i')))),
-    ...keys.map((r) => set(`a${r}`, fadd(get(`a${r}`), fmul(get('qv'), load(add(get(`k${r}`), get('i'))))))),
-    set('i', add(get('i'), i32(16))),
-    '(br $dims)))',
-    ...keys.map((r) => `(f32.store offset=${4 * r} ${add(get('s'), `(i32.shl ${get('j')} ${i32(2)})`)} ${hsum(get(`a${r}`))})`),
-    set('j', add(get('j'), i32(4))),
-    '(br $quad)))',
-    '(block $one_done (loop $one',
-    `(br_if $one_done (i32.ge_u ${get('j')} ${get('n')}))`,
-    set('k0', add(get('k'), `(i32.mul ${get('j')} ${get('ks')})`)),
-    set('a0', '(v128.const i32x4 0 0 0 0)'),
-    set('i', i32(0)),
-    '(block $d1_done (loop $d1',
-    `(br_if $d1_done (i32.ge_u ${get('i')} ${get('D')}))`,
-    set('a0', fadd(get('a0'), fmul(load(add(get('q'), get('i'))), load(add(get('k0'), get('i')))))),
-    set('i', add(get('i'), i32(16))),
-    '(br $d1)))',
-    `(f32.store ${add(get('s'), `(i32.shl ${get('j')} ${i32(2)})`)} ${hsum(get('a0'))})`,
-    set('j', add(get('j'), i32(1))),
-    '(br $one)))',
-  ];
+  /** s[j .. j + R) for R keys at a time while R more remain, each vector of q loaded once for the R. */
+  const pass = (label: string, R: number) => {
+    const keys = range(R);
+    return [
+      `(block $${label}_done (loop $${label}`,
+      `(br_if $${label}_done (i32.gt_u ${add(get('j'), i32(R))} ${get('n')}))`,
+      ...keys.map((r) => set(`k${r}`, r === 0 ? add(get('k'), `(i32.mul ${get('j')} ${get('ks')})`) : add(get(`k${r - 1}`), get('ks')))),
+      ...keys.map((r) => set(`a${r}`, '(v128.const i32x4 0 0 0 0)')),
+      set('i', i32(0)),
+      `(block $${label}_dims_done (loop $${label}_dims`,
+      `(br_if $${label}_dims_done (i32.ge_u ${get('i')} ${get('D')}))`,
+      set('qv', load(add(get('q'), get('i')))),
+      ...keys.map((r) => set(`a${r}`, fadd(get(`a${r}`), fmul(get('qv'), load(add(get(`k${r}`), get('i'))))))),
+      set('i', add(get('i'), i32(16))),
+      `(br $${label}_dims)))`,
+      ...keys.map((r) => `(f32.store offset=${4 * r} ${add(get('s'), `(i32.shl ${get('j')} ${i32(2)})`)} ${hsum(get(`a${r}`))})`),
+      set('j', add(get('j'), i32(R))),
+      `(br $${label})))`,
+    ];
+  };
+  const body = [set('D', `(i32.shl ${get('D')} ${i32(2)})`), set('j', i32(0)), ...pass('quad', 4), ...pass('one', 1)];
   const params = ['q', 'k', 'ks', 'n', 'D', 's'].map((n) => `(param $${n} i32)`).join(' ');
-  const locals = ['(local $j i32) (local $i i32) (local $qv v128)', ...keys.map((r) => `(local $k${r} i32) (local $a${r} v128)`)];
+  const locals = ['(local $j i32) (local $i i32) (local $qv v128)', ...range(4).map((r) => `(local $k${r} i32) (local $a${r} v128)`)];
   return `(func (export "attn_scores") ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
 })();
 

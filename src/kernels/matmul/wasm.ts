@@ -1,8 +1,8 @@
 /**
- * The CPU backend's fast matmul and attention: the WebAssembly SIMD kernels of wasm-wat.ts over a heap in their own memory, loaded
- * the same way in Node and the page (bytes inlined in wasm-bytes.ts, compiled synchronously, which a worker or Node
- * allows at any size). The plain TypeScript of cpu.ts stays the reference: `matmul` returns false for what the
- * kernels do not take (f64 tensors, f16 weights, B not stored [N, K]), and the caller runs the reference then.
+ * The CPU backend's fast matmul and attention: the WebAssembly SIMD kernels of wasm-wat.ts over a heap in their own
+ * memory, loaded the same way in Node and the page (bytes inlined in wasm-bytes.ts, compiled synchronously, which a
+ * worker or Node allows at any size). The plain TypeScript of cpu.ts stays the reference: `matmul` returns false for
+ * what the kernels do not take (f64 tensors, f16 weights, B not stored [N, K]), and the caller runs the reference then.
  *
  * Weights are read in their storage dtype, never widened. Over a shared memory (Node; a cross-origin isolated page)
  * the CPU backend stores half and quantized weights in the heap itself (`weightArray`: typed arrays over the shared
@@ -358,9 +358,13 @@ export class WasmKernels {
       const qa = place(q, T * hq * D);
       const ka = place(k, kvFloats);
       const va = place(v, kvFloats);
-      const oa = o.length >= T * hq * D && this.heap.owns(o) ? o.byteOffset : place(null, T * hq * D);
+      const inPlace = this.heap.owns(o);
+      const oa = inPlace ? o.byteOffset : place(null, T * hq * D);
       const sa = place(null, kvLen);
       if (qa < 0 || ka < 0 || va < 0 || oa < 0 || sa < 0) return false;
+      // the kernels allocate nothing, so this view of the scores stays valid for the whole call
+      const s = this.heap.f32(sa, kvLen);
+      const e = new Float64Array(kvLen);
       const group = hq / hkv;
       const rowBytes = 4 * hkv * D;
       for (let h = 0; h < hq; h++) {
@@ -370,18 +374,16 @@ export class WasmKernels {
           const n = hi - lo;
           const qo = 4 * (t * hq + h) * D;
           this.attnScores(qa + qo, ka + lo * rowBytes + 4 * kh * D, rowBytes, n, D, sa);
-          // the heap's view after the call (a grow in another call gives a new buffer; views stay valid)
-          const s = this.heap.f32(sa, n);
           let m = -Infinity;
           for (let j = 0; j < n; j++) m = Math.max(m, s[j] * scale);
           let sum = 0;
-          for (let j = 0; j < n; j++) sum += Math.exp(s[j] * scale - m);
-          for (let j = 0; j < n; j++) s[j] = Math.exp(s[j] * scale - m) / sum;
+          for (let j = 0; j < n; j++) sum += (e[j] = Math.exp(s[j] * scale - m));
+          for (let j = 0; j < n; j++) s[j] = e[j] / sum;
           this.attnMix(sa, va + lo * rowBytes + 4 * kh * D, rowBytes, n, D, oa + qo);
           if (lse) lse[h * T + t] = m + Math.log(sum);
         }
       }
-      if (oa !== o.byteOffset || !this.heap.owns(o)) o.set(this.heap.f32(oa, T * hq * D));
+      if (!inPlace) o.set(this.heap.f32(oa, T * hq * D));
       return true;
     } finally {
       for (const r of tmp) this.heap.release(r.addr, r.size);
