@@ -106,7 +106,7 @@ async function parityRun(onlyGroup: string | null) {
       }
       total++;
       // the cases use env.gpu only through the Backend interface; ParityEnv types it as the WebGPU backend
-      const env: ParityEnv = { gpu: cuda, cpu: new CpuBackend(), rng: newRng(1000 + i), f16: true };
+      const env: ParityEnv = { gpu: cuda, cpu: CpuBackend.reference(), rng: newRng(1000 + i), f16: true };
       try {
         await c.run(env);
         await cuda.sync();

@@ -6,7 +6,8 @@
  *   forward of an embedding row on the cache, as a latent thought runs, without the inner link's two d×d matmuls) and
  *   the latent/decode step-time ratio, weight bytes read per decoded token and the share of the machine's memory
  *   bandwidth that is (the bench measures it: one thread copying 512 MiB).
- * Engines: ours on the CPU backend (`ours-cpu`), ours on WebGPU in Node (`ours-webgpu`: Dawn, lavapipe here),
+ * Engines: ours on the CPU backend (`ours-cpu`; `ours-cpu-q8_0` and `ours-cpu-q4_0` quantize the projections on load
+ * and are compared with it), ours on WebGPU in Node (`ours-webgpu`: Dawn, lavapipe here),
  * PyTorch on the CPU (`torch`: scripts/peer/torch_decode.py, Debian's python3-torch, float32 compute with
  * --torch_threads threads), transformers.js on ONNX Runtime in Node (`tjs-cpu`: onnxruntime-node's CPU EP with as
  * many threads; `tjs-webgpu`: its WebGPU EP, a Dawn of its own on the same Vulkan driver), and in headless Chromium
@@ -37,7 +38,7 @@ import { type RealsizeRun, runOursOnce, runTheirsOnce } from '../src/ui/realsize
 import { lavapipeEnv } from '../scripts/lavapipe-env.js';
 import { gpuAdapterVisible } from './gpu-probe';
 import { PeerExportFailed, ensureOnnxExport } from './peer-export';
-import { ENGINES, type Engine, PEERS_OF, covers, isTjs, parseEngines } from './realsize/engines';
+import { ENGINES, type Engine, PEERS_OF, covers, isTjs, parseEngines, quantOf } from './realsize/engines';
 import { REALSIZE_MODELS, REALSIZE_ROOT, makeRealsizeModel, realsizeModel } from './realsize/models';
 
 export const ONNX_ROOT = '.cache/realsize-onnx';
@@ -69,7 +70,7 @@ export async function promptIds(dir: string, n: number): Promise<number[]> {
 }
 
 async function backendOf(engine: Engine): Promise<Backend> {
-  if (engine === 'ours-cpu') return new CpuBackend('f32');
+  if (engine === 'ours-cpu' || quantOf(engine)) return new CpuBackend('f32');
   const { WebGpuBackend } = await import('../src/tensor/webgpu');
   return WebGpuBackend.create();
 }
@@ -83,7 +84,7 @@ const toSample = (engine: Engine, model: string, prompt: number, r: RealsizeRun,
 /** Ours, in this process: load, generate greedy (prefill, decode), then latent steps after the same prompt. */
 async function measureOurs(engine: Engine, model: string, dir: string, ids: number[], newTokens: number, latent: number): Promise<Sample> {
   const backend = await backendOf(engine);
-  const r = await runOursOnce(() => loadDecoderFromDir(dir, backend), backend, ids, newTokens, latent);
+  const r = await runOursOnce(() => loadDecoderFromDir(dir, backend, { quantize: quantOf(engine) }), backend, ids, newTokens, latent);
   const ctx = (backend as { ctx?: { peakBytes: number } }).ctx;
   return toSample(engine, model, ids.length, { ...r, gpuPeakBytes: ctx ? ctx.peakBytes : null }, process.resourceUsage().maxRSS / 1024, 1);
 }
@@ -274,13 +275,14 @@ export function realsizeRows(
   for (const model of o.models) {
     for (const prompt of o.prompts) {
       const here = samples.filter((s) => s.model === model && s.prompt === prompt);
-      const ref = (here.find((s) => s.engine === 'ours-cpu') ?? here.find((s) => s.engine.startsWith('ours')))?.ids;
+      const ref = (here.find((s) => s.engine === 'ours-cpu') ?? here.find((s) => s.engine.startsWith('ours') && !quantOf(s.engine)))?.ids;
       const of = (e: Engine) => here.filter((s) => s.engine === e);
       const same = (ss: Sample[]) => (ref ? ss.every((s) => s.ids.join() === ref.join()) : null);
       for (const engine of o.engines) {
         const ss = of(engine);
         if (!ss.length) continue;
-        const ok = same(ss);
+        // a quantized engine's ids are its own: compared for speed only
+        const ok = quantOf(engine) ? null : same(ss);
         const dec = ss.map((s) => s.decodeTokS);
         const wb = ss[0]!.weightBytesPerToken;
         const share = wb && median(num(dec)) * wb / o.bandwidth;
@@ -289,7 +291,7 @@ export function realsizeRows(
           ? fmt(ss.map((s) => s.latentStepS! * s.decodeTokS!)) : '—';
         const vs = (PEERS_OF[engine] ?? []).filter((p) => of(p).length).map((p) => {
           const ps = of(p);
-          if (same(ps) === false) return `${p}: ids differ`;
+          if (!quantOf(engine) && same(ps) === false) return `${p}: ids differ`;
           const r = (f: (s: Sample) => number | null) => median(num(ss.map(f))) / median(num(ps.map(f)));
           return `${r((s) => s.prefillTokS).toFixed(2)}× / ${r((s) => s.decodeTokS).toFixed(2)}× ${p}`;
         });

@@ -30,7 +30,7 @@ for (const { group, cases } of allCases) {
   for (const [i, c] of cases.entries()) {
     if (pick && !pick.test(`${group}/${c.name}`)) continue;
     total++;
-    const env: ParityEnv = { gpu, cpu: new CpuBackend(), rng: newRng(1000 + i), f16 };
+    const env: ParityEnv = { gpu, cpu: CpuBackend.reference(), rng: newRng(1000 + i), f16 };
     try {
       await c.run(env);
       await gpu.sync();

@@ -142,5 +142,12 @@ describe('bench:realsize models', () => {
     expect(rows[2]).toContain('(ids differ)');
     expect(rows[3]).toContain('0.50× / 2.00× tjs-webgpu');
     expect(lines.map((l) => (JSON.parse(l) as { ids_match: boolean }).ids_match)).toEqual([true, true, false, true, true]);
+    // a quantized engine picks its own ids: its speed is compared with ours-cpu all the same, and its ids with nothing
+    const q = realsizeRows([...samples, s('ours-cpu-q4_0', 10, 3, [7, 8, 9])], {
+      models: ['M'], prompts: [8], engines: ['ours-cpu-q4_0', 'ours-cpu'], bandwidth: 1e10, stamp: 'now', newTokens: 4,
+    });
+    expect(q.rows[0]).toContain('2.00× / 1.50× ours-cpu');
+    expect(q.rows[0]).not.toContain('ids differ');
+    expect(q.lines.map((l) => (JSON.parse(l) as { ids_match: boolean | null }).ids_match)).toEqual([null, true]);
   });
 });

@@ -10,7 +10,7 @@ import { sizeClass } from './pool';
 import { freshGpuBackend, gpuBackend } from '../../test/util/gpu';
 import { Rng } from '../util/rng';
 
-const cpu = new CpuBackend();
+const cpu = CpuBackend.reference();
 
 describe('GPU runtime (Node, Dawn)', () => {
   afterAll(async () => (await gpuBackend()).sync());

@@ -18,7 +18,7 @@ import { loadDecoderWeights } from './weights';
 const PROMPTS = [[3, 17, 0, 41, 8], [29, 5], [11, 2, 7, 19, 23, 31, 1]];
 
 let gpu: WebGpuBackend;
-const cpu = new CpuBackend('f32');
+const cpu = CpuBackend.reference();
 beforeAll(async () => {
   gpu = await freshGpuBackend();
 });

@@ -17,7 +17,7 @@ import { loadDecoderWeights } from './weights';
 
 const IDS = [3, 17, 0, 41, 8, 29, 5];
 let gpu: WebGpuBackend;
-const cpu = new CpuBackend('f32');
+const cpu = CpuBackend.reference();
 
 beforeAll(async () => {
   gpu = await freshGpuBackend();

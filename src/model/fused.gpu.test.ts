@@ -23,7 +23,7 @@ const TOL = 1e-5;
 let gpu: WebGpuBackend;
 let noSubgroups: WebGpuBackend;
 let wide: WebGpuBackend;
-const cpu = new CpuBackend('f32');
+const cpu = CpuBackend.reference();
 beforeAll(async () => {
   gpu = await freshGpuBackend();
   noSubgroups = await freshGpuBackend({ disableFeatures: ['subgroups'] });

@@ -17,7 +17,7 @@ import { generate, generateBatch } from './generate';
 import { scaledError } from '../testing/model';
 
 let gpu: WebGpuBackend;
-const cpu = new CpuBackend('f32');
+const cpu = CpuBackend.reference();
 const ULP_TOL = 1e-4;
 beforeAll(async () => {
   gpu = await freshGpuBackend();

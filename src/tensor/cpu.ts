@@ -67,6 +67,15 @@ export class CpuBackend implements Backend {
    * (the WebAssembly kernels only) defaults to defaultCpuThreads(); the name gives the count where it is above 1, and
    * why one thread runs where more were asked for and cannot start here (a page that is not cross-origin isolated).
    */
+  /**
+   * The f32 backend on the TypeScript reference kernels: what the GPU backends' kernels are checked against. The
+   * default kernels round x to 16 bits in products with quantized weights (kernels/matmul/wasm-wat.ts), which is
+   * within their bound but outside an f32 comparison's.
+   */
+  static reference(): CpuBackend {
+    return new CpuBackend('f32', { kernels: 'ts' });
+  }
+
   constructor(readonly precision: 'f32' | 'f64' = 'f32', opts: { kernels?: CpuKernels; threads?: number } = {}) {
     let path = '';
     if (precision === 'f32' && (opts.kernels ?? defaultCpuKernels()) === 'wasm') {

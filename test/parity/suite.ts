@@ -12,7 +12,7 @@ export function registerParitySuite(runtime: string) {
       cases.forEach((c, i) => {
         it(c.name, async () => {
           const gpu = await gpuBackend();
-          const env: ParityEnv = { gpu, cpu: new CpuBackend(), rng: newRng(1000 + i), f16: gpu.ctx.hasFeature('shader-f16') };
+          const env: ParityEnv = { gpu, cpu: CpuBackend.reference(), rng: newRng(1000 + i), f16: gpu.ctx.hasFeature('shader-f16') };
           await c.run(env);
           await gpu.sync();
         });
@@ -31,7 +31,7 @@ export function registerParitySuite(runtime: string) {
           gemv: g.ctx.gemvNarrow ? 'wide' : 'narrow', disableFeatures: ['subgroups'],
         }));
         const gpu = await other;
-        const env: ParityEnv = { gpu, cpu: new CpuBackend(), rng: newRng(1000 + i), f16: gpu.ctx.hasFeature('shader-f16') };
+        const env: ParityEnv = { gpu, cpu: CpuBackend.reference(), rng: newRng(1000 + i), f16: gpu.ctx.hasFeature('shader-f16') };
         await c.run(env);
         await gpu.sync();
       });

@@ -16,7 +16,7 @@ import { matmulKernel } from '.';
 
 let gpu: WebGpuBackend;
 let noF16: WebGpuBackend;
-const cpu = new CpuBackend();
+const cpu = CpuBackend.reference();
 const rng = newRng(38);
 const tolK = (K: number): Tolerance => ({ atol: TOL.f32.atol * Math.max(1, K / 32), rtol: TOL.f32.rtol });
 const setCut = (c: string | undefined) => { (globalThis as { RMAS_GEMM?: string }).RMAS_GEMM = c; };

@@ -19,7 +19,7 @@ import { matmulKernel } from '.';
 
 const LIMIT = 4096;
 let gpu: WebGpuBackend;
-const cpu = new CpuBackend();
+const cpu = CpuBackend.reference();
 const rng = newRng(11);
 const env = () => ({ gpu, cpu, rng, f16: gpu.ctx.hasFeature('shader-f16') });
 const tolK = (K: number): Tolerance => ({ atol: TOL.f32.atol * Math.max(1, K / 32), rtol: TOL.f32.rtol });

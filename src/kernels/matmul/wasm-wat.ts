@@ -16,6 +16,8 @@
  * integer times an f16 is exact in f32), then summed as float rows are; scales are read through a table of all 65536
  * f16 values as f32 at F16_TABLE (filled by the loader), since wasm has no f16 conversion.
  */
+import { type QuantDType, isQuant } from '../../formats/dtype';
+
 export type WasmDType = 'f32' | 'bf16' | 'q8_0' | 'q4_0';
 export const WASM_DTYPES: readonly WasmDType[] = ['f32', 'bf16', 'q8_0', 'q4_0'];
 /** Byte address of the f16 → f32 table (65536 f32); addresses below it stay unused so that 0 means "none". */
@@ -64,32 +66,47 @@ function floatPair(dt: 'f32' | 'bf16', a: string, lo: string, hi: string): strin
 }
 
 /**
- * The order x's values are staged in for a weight dtype, per whole group of eight (a K mod 8 tail stays in place):
- * float rows are read even values first (floatPair), so x is too; quantized rows keep x as it is.
+ * The order x's values are staged in for a float weight dtype, per whole group of eight (a K mod 8 tail stays in
+ * place): float rows are read even values first (floatPair), so x is too.
  */
-export const X_ORDER: Readonly<Record<WasmDType, readonly number[] | null>> = {
-  f32: [0, 2, 4, 6, 1, 3, 5, 7], bf16: [0, 2, 4, 6, 1, 3, 5, 7], q8_0: null, q4_0: null,
-};
+export const X_ORDER: readonly number[] = [0, 2, 4, 6, 1, 3, 5, 7];
+
+/**
+ * Quantized rows take x as integers: each 32-value block of a row as i16 over the block's scale max|x|/X_INT_MAX
+ * (rounded to nearest), the row's K/32 scales (f32) after its K integers. A block's 32 products are then exact in
+ * i32, which is what makes q8_0/q4_0 cheaper per value than bf16 rather than dearer; the price is x's rounding, at
+ * most half a scale per value (a relative 1.5e-5 of the block's largest |x|, against q8_0's own 4e-3 in w).
+ */
+export const X_INT_MAX = 32767;
+
+/** Bytes of one staged x row of K values for a weight dtype. */
+export const xRowBytes = (dt: WasmDType, K: number) => (isQuant(dt) ? 2 * K + K / 8 : 4 * K);
 
 /** One weight value as f32 from byte address `a` (the scalar tail of float rows). */
 const floatScalar = (dt: 'f32' | 'bf16', a: string) =>
   dt === 'f32' ? `(f32.load align=1 ${a})` : `(f32.reinterpret_i32 (i32.shl (i32.load16_u align=1 ${a}) ${i32(16)}))`;
 
 /**
- * Values 8j..8j+7 of quant block `blk` of the row at `w` as two f32x4 (`lo`, `hi`), times the block's scale `d`
- * (a splatted local): the weight's exact values, as the reference decodes them.
+ * Quant block `blk` of the row at `w` as four i16x8 (`q0`..`q3`: values 0–7, 8–15, 16–23, 24–31), the integers the
+ * block's scale multiplies: q8_0's bytes sign-extended, q4_0's nibbles minus 8 (low nibbles are values 0–15, high
+ * nibbles 16–31).
  */
-function quantGroup(dt: 'q8_0' | 'q4_0', w: string, blk: string, j: number, d: string): string[] {
-  const wide = (half: 'low' | 'high') => fmul(`(f32x4.convert_i32x4_s (i32x4.extend_${half}_i16x8_s ${get('t')}))`, get(d));
-  let bytes: string;
-  if (dt === 'q8_0') bytes = `(v128.load8x8_s offset=${8 * j} align=1 ${add(w, `(i32.shl ${blk} ${i32(5)})`)})`;
-  else {
-    // low nibbles are values 0..15, high nibbles 16..31, each minus 8
-    const u = `(v128.load8x8_u offset=${8 * (j % 2)} align=1 ${add(w, `(i32.shl ${blk} ${i32(4)})`)})`;
-    const nib = j < 2 ? `(v128.and ${u} (v128.const i16x8 15 15 15 15 15 15 15 15))` : `(i16x8.shr_u ${u} ${i32(4)})`;
-    bytes = `(i16x8.sub ${nib} (v128.const i16x8 8 8 8 8 8 8 8 8))`;
+function quantInts(dt: QuantDType, w: string, blk: string): string[] {
+  if (dt === 'q8_0') {
+    const at = add(w, `(i32.shl ${blk} ${i32(5)})`);
+    return range(4).map((j) => set(`q${j}`, `(v128.load8x8_s offset=${8 * j} align=1 ${at})`));
   }
-  return [set('t', bytes), set('lo', wide('low')), set('hi', wide('high'))];
+  const eight = '(v128.const i8x16 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8 8)';
+  const low = `(v128.and ${get('t')} (v128.const i8x16 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15 15))`;
+  return [
+    set('t', load(add(w, `(i32.shl ${blk} ${i32(4)})`))),
+    set('lo', `(i8x16.sub ${low} ${eight})`),
+    set('hi', `(i8x16.sub (i8x16.shr_u ${get('t')} ${i32(4)}) ${eight})`),
+    set('q0', `(i16x8.extend_low_i8x16_s ${get('lo')})`),
+    set('q1', `(i16x8.extend_high_i8x16_s ${get('lo')})`),
+    set('q2', `(i16x8.extend_low_i8x16_s ${get('hi')})`),
+    set('q3', `(i16x8.extend_high_i8x16_s ${get('hi')})`),
+  ];
 }
 
 /**
@@ -111,6 +128,10 @@ function blockFunc(dt: WasmDType, R: number, C: number): string {
   }
   for (const n of ['t', 'lo', 'hi', ...rows.map((r) => `d${r}`)]) locals.push(`(local $${n} v128)`);
   for (const c of cols) locals.push(`(local $xl${c} v128) (local $xh${c} v128)`);
+  if (isQuant(dt)) {
+    locals.push('(local $dw f32)', ...range(4).map((j) => `(local $q${j} v128)`));
+    for (const c of cols) locals.push(`(local $sx${c} f32)`, ...range(4).map((j) => `(local $xq${c}_${j} v128)`));
+  }
 
   const body: string[] = [];
   for (const r of rows) body.push(set(`w${r}`, r === 0 ? get('w') : add(get(`w${r - 1}`), get('ld'))));
@@ -162,20 +183,24 @@ function blockFunc(dt: WasmDType, R: number, C: number): string {
       '(br $tail)))',
     );
   } else {
-    // k counts blocks of 32; each row's scales follow its quant bytes
+    // k counts blocks of 32; each row's scales follow its quant bytes, each staged x row's follow its integers
     const qBytes = dt === 'q8_0' ? get('K') : `(i32.shr_u ${get('K')} ${i32(1)})`;
+    const xInts = (c: number) => add(get(`x${c}`), `(i32.shl ${get('k')} ${i32(6)})`);
+    const xScale = (c: number) => `(f32.load ${add(add(get(`x${c}`), `(i32.shl ${get('K')} ${i32(1)})`), `(i32.shl ${get('k')} ${i32(2)})`)})`;
+    const dot = (j: number, c: number) => `(i32x4.dot_i16x8_s ${get(`q${j}`)} ${get(`xq${c}_${j}`)})`;
     const step: string[] = [];
+    for (const c of cols) {
+      step.push(...range(4).map((j) => set(`xq${c}_${j}`, load(xInts(c), 16 * j))), set(`sx${c}`, xScale(c)));
+    }
     for (const r of rows) {
       const scaleAddr = add(add(get(`w${r}`), qBytes), `(i32.shl ${get('k')} ${i32(1)})`);
-      const d = `(f32.load offset=${F16_TABLE} (i32.shl (i32.load16_u align=1 ${scaleAddr}) ${i32(2)}))`;
-      step.push(set(`d${r}`, `(f32x4.splat ${d})`));
-    }
-    for (const j of range(4)) {
-      const xa = (c: number) => add(get(`x${c}`), `(i32.shl ${get('k')} ${i32(7)})`);
-      for (const c of cols) step.push(set(`xl${c}`, load(xa(c), 32 * j)), set(`xh${c}`, load(xa(c), 32 * j + 16)));
-      for (const r of rows) {
-        step.push(...quantGroup(dt, get(`w${r}`), get('k'), j, `d${r}`));
-        step.push(...accumulate(r));
+      step.push(set('dw', `(f32.load offset=${F16_TABLE} (i32.shl (i32.load16_u align=1 ${scaleAddr}) ${i32(2)}))`));
+      step.push(...quantInts(dt, get(`w${r}`), get('k')));
+      for (const c of cols) {
+        // the block's 32 products, exact in i32 (|q| ≤ 128, |x| ≤ 32767), then one f32 rounding per lane and scale
+        step.push(set('t', `(i32x4.add (i32x4.add ${dot(0, c)} ${dot(1, c)}) (i32x4.add ${dot(2, c)} ${dot(3, c)}))`));
+        const scale = `(f32x4.splat (f32.mul ${get('dw')} ${get(`sx${c}`)}))`;
+        step.push(set(acc(r, c), fadd(get(acc(r, c)), fmul(`(f32x4.convert_i32x4_s ${get('t')})`, scale))));
       }
     }
     body.push(
@@ -220,7 +245,7 @@ function gemmFunc(dt: WasmDType): string {
   return [
     `(func (export "gemm_${dt}") ${params}`,
     '  (local $n i32) (local $m i32) (local $xs i32) (local $ys i32)',
-    `  ${set('xs', `(i32.shl ${get('K')} ${i32(2)})`)} ${set('ys', `(i32.shl ${get('ldy')} ${i32(2)})`)}`,
+    `  ${set('xs', isQuant(dt) ? add(`(i32.shl ${get('K')} ${i32(1)})`, `(i32.shr_u ${get('K')} ${i32(3)})`) : `(i32.shl ${get('K')} ${i32(2)})`)} ${set('ys', `(i32.shl ${get('ldy')} ${i32(2)})`)}`,
     `  ${set('n', get('n0'))}`,
     ...rowsOf(4, 'quad').map((l) => `  ${l}`),
     ...rowsOf(1, 'single').map((l) => `  ${l}`),

@@ -21,7 +21,8 @@ import { type AttnDims, keyRange } from '../attention/cpu';
 import type { MatmulPlan } from './plan';
 import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
 import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
-import { F16_TABLE, HEAP_BASE, WASM_DTYPES, type WasmDType, X_ORDER } from './wasm-wat';
+import { isQuant } from '../../formats/dtype';
+import { F16_TABLE, HEAP_BASE, WASM_DTYPES, type WasmDType, X_INT_MAX, X_ORDER, xRowBytes } from './wasm-wat';
 
 type AttnProduct = (a: number, b: number, stride: number, n: number, D: number, out: number) => void;
 type Gemm = (w: number, ld: number, K: number, x: number, M: number, y: number, ldy: number, n0: number, n1: number, bias: number) => void;
@@ -32,6 +33,30 @@ const PARALLEL_MIN_MACS = 1 << 17;
 const ALIGN = 64;
 /** x rows staged per kernel call: a block that stays in L2 while every weight row passes over it. */
 const X_BLOCK_BYTES = 1 << 20;
+
+/** x row `src` (value stride `ask`) staged for the float kernels: each whole group of eight in X_ORDER. */
+function stageFloats(a: Float32Array, src: number, ask: number, K: number, xs: Float32Array) {
+  const whole = K - (K % 8);
+  for (let g = 0; g < whole; g += 8) for (let j = 0; j < 8; j++) xs[g + j] = a[src + (g + X_ORDER[j]) * ask];
+  for (let k = whole; k < K; k++) xs[k] = a[src + k * ask];
+}
+
+/**
+ * x row `src` staged for the quant kernels (wasm-wat.ts, X_INT_MAX): each 32-value block as integers over its scale.
+ * A block holding a NaN or an infinity gets a NaN scale, so that its outputs are NaN rather than quietly finite.
+ */
+export function stageInts(a: Float32Array, src: number, ask: number, K: number, ints: Int16Array, scales: Float32Array) {
+  for (let b = 0; b < K / 32; b++) {
+    let max = 0;
+    for (let k = 32 * b; k < 32 * b + 32; k++) max = Math.max(max, Math.abs(a[src + k * ask]));
+    const s = Math.fround(max / X_INT_MAX);
+    scales[b] = max < Infinity ? s : NaN;
+    const inv = s > 0 && max < Infinity ? 1 / s : 0;
+    for (let k = 32 * b; k < 32 * b + 32; k++) {
+      ints[k] = Math.max(-X_INT_MAX, Math.min(X_INT_MAX, Math.round(a[src + k * ask] * inv)));
+    }
+  }
+}
 
 /** First-fit allocator over the module's memory, growing it as needed; addresses are ALIGN-aligned. */
 class Heap {
@@ -290,13 +315,13 @@ export class WasmKernels {
         w = this.residentAddr(b);
         if (w < 0) return false;
       }
-      const x = take(4 * rowsM * K);
+      const xBytes = xRowBytes(dtype, K);
+      const x = take(rowsM * xBytes);
       const y = take(4 * rowsM * N);
       const bv = bias ? take(4 * N) : 0;
       if (x < 0 || y < 0 || bv < 0) return false;
       if (bias) this.heap.f32(bv, N).set(bias);
       const gemm = this.gemm[dtype];
-      const order = X_ORDER[dtype];
       const fn = WASM_DTYPES.indexOf(dtype);
       const pool = this.pool && rowsM * N * K >= this.minParallelMacs ? this.pool : null;
       const { sb: asb, sm: asm, sk: ask } = p.a;
@@ -305,17 +330,11 @@ export class WasmKernels {
         const wb = w + bi * p.b.sbr * ld;
         for (let m0 = 0; m0 < M; m0 += rowsM) {
           const rows = Math.min(rowsM, M - m0);
-          const xs = this.heap.f32(x, rows * K);
           for (let m = 0; m < rows; m++) {
             const src = bi * asb + (m0 + m) * asm;
-            if (order) {
-              const whole = K - (K % 8);
-              for (let g = 0; g < whole; g += 8) {
-                for (let j = 0; j < 8; j++) xs[m * K + g + j] = a[src + (g + order[j]) * ask];
-              }
-              for (let k = whole; k < K; k++) xs[m * K + k] = a[src + k * ask];
-            } else if (ask === 1) xs.set(a.subarray(src, src + K), m * K);
-            else for (let k = 0; k < K; k++) xs[m * K + k] = a[src + k * ask];
+            const at = x + m * xBytes;
+            if (isQuant(dtype)) stageInts(a, src, ask, K, new Int16Array(this.heap.buffer(), at, K), this.heap.f32(at + 2 * K, K / 32));
+            else stageFloats(a, src, ask, K, this.heap.f32(at, K));
           }
           if (pool) pool.run(fn, gemm, [wb, ld, K, x, rows, y, N], 0, N, bv);
           else gemm(wb, ld, K, x, rows, y, N, 0, N, bv);
