@@ -7,7 +7,10 @@
  * - 2-D projections (q/k/v/o, gate/up/down, an untied lm_head) stay as stored (f32/f16/bf16) or, with
  *   `quantize`, are decoded to f32 and re-encoded as q8_0/q4_0 (ggml's block layout, formats/encode.ts).
  * - The embedding table stays as stored even when quantizing: embed(ids) must return exactly the rows the
- *   checkpoint holds (RecursiveMAS compares latent vectors with them), and a tied lm_head reads it too.
+ *   checkpoint holds (RecursiveMAS compares latent vectors with them). A tied lm_head reads the table itself, except
+ *   with `quantize`, where it gets a quantized copy of it (a float table, hidden a multiple of 32): the head is read
+ *   whole every token (at Qwen3-0.6B, 311 MB of bf16 against 247 MB for all the layers in q4_0), so quantizing the
+ *   layers alone leaves it most of a token's bytes. The copy costs its own size in memory (87 MB in q4_0 there).
  * - Norm weights stay as stored (rmsNorm reads f16/bf16 directly); biases become f32 (matmul's bias is f32), and
  *   so do the Gated DeltaNet's small parameters (conv1d weights, A_log, dt_bias), which f32 kernels read.
  */
@@ -308,6 +311,9 @@ export function checkLayerCount(config: DecoderConfig, src: Pick<WeightSource, '
   );
 }
 
+/** The key of a tied lm_head's quantized copy among the loaded tensors (no checkpoint tensor has this name). */
+const TIED_HEAD = 'lm_head.weight (quantized copy of model.embed_tokens.weight)';
+
 /** Loads and checks every weight of `config` from `src`. Nothing is uploaded when a tensor is missing. */
 export async function loadDecoderWeights(
   config: DecoderConfig, src: WeightSource, backend: Backend, opts: LoadOptions = {},
@@ -346,12 +352,18 @@ export async function loadDecoderWeights(
     totalBytes += n;
   }
   const embed = w('model.embed_tokens.weight');
+  if (config.tieEmbeddings && quantize && !isQuant(embed.dtype) && config.hidden % QK === 0) {
+    const head = await loadOne(src, { name: 'model.embed_tokens.weight', shape: embed.shape, kind: 'proj' }, backend, quantize);
+    got.set(TIED_HEAD, head);
+    bytes[quantize] = (bytes[quantize] ?? 0) + byteSize(quantize, head.shape);
+    totalBytes += byteSize(quantize, head.shape);
+  }
   return {
     backend,
     embed,
     layers,
     norm: w('model.norm.weight'),
-    lmHead: config.tieEmbeddings ? embed : w('lm_head.weight'),
+    lmHead: got.get(TIED_HEAD) ?? (config.tieEmbeddings ? embed : w('lm_head.weight')),
     bytes,
     totalBytes,
     dispose: () => got.forEach((t) => t.dispose()),
