@@ -353,7 +353,7 @@ export async function loadDecoderWeights(
   }
   const embed = w('model.embed_tokens.weight');
   if (config.tieEmbeddings && quantize && !isQuant(embed.dtype) && config.hidden % QK === 0) {
-    const head = await loadOne(src, { name: 'model.embed_tokens.weight', shape: embed.shape, kind: 'proj' }, backend, quantize);
+    const head = await loadOne(src, { name: 'model.embed_tokens.weight', shape: [...embed.shape], kind: 'proj' }, backend, quantize);
     got.set(TIED_HEAD, head);
     bytes[quantize] = (bytes[quantize] ?? 0) + byteSize(quantize, head.shape);
     totalBytes += byteSize(quantize, head.shape);

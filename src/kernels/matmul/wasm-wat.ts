@@ -72,10 +72,10 @@ function floatPair(dt: 'f32' | 'bf16', a: string, lo: string, hi: string): strin
 export const X_ORDER: readonly number[] = [0, 2, 4, 6, 1, 3, 5, 7];
 
 /**
- * Quantized rows take x as integers: each 32-value block of a row as i16 over the block's scale max|x|/X_INT_MAX
- * (rounded to nearest), the row's K/32 scales (f32) after its K integers. A block's 32 products are then exact in
+ * Quantized rows take x as integers (`stage_ints`): each 32-value block of a row as i16 over the block's scale
+ * max|x|/X_INT_MAX (rounded to nearest), the row's K/32 scales (f32) after its K integers. A block's 32 products are then exact in
  * i32, which is what makes q8_0/q4_0 cheaper per value than bf16 rather than dearer; the price is x's rounding, at
- * most half a scale per value (a relative 1.5e-5 of the block's largest |x|, against q8_0's own 4e-3 in w).
+ * most about half a scale per value (a relative 1.5e-5 of the block's largest |x|, against q8_0's own 4e-3 in w).
  */
 export const X_INT_MAX = 32767;
 
@@ -270,6 +270,43 @@ const READ_BYTES = `(func (export "read_bytes") (param $p i32) (param $n i32) (r
   (i32x4.extract_lane 0 (v128.xor (v128.xor ${get('a')} ${get('b')}) (v128.xor ${get('c')} ${get('d')}))))`;
 
 /**
+ * `stage_ints(x, K, q)`: one row of x (K f32 at x, K a multiple of 32) staged for the quantized rows at q: per
+ * 32-value block the values over the block's scale max|x|/X_INT_MAX, rounded to nearest (ties to even) and saturated
+ * to i16, the K/32 scales (f32) after the K integers. x·(1/scale) is an f32 product, so a value moves by at most
+ * (½ + 2⁻⁸)·scale. A block whose largest |x| is NaN or infinite gets a NaN scale (and integers 0), so its products
+ * are NaN.
+ */
+const STAGE_INTS = (() => {
+  const absAt = (o: number) => `(f32x4.abs ${load(get('p'), o)})`;
+  const maxOf = (a: string, b: string) => `(f32x4.max ${a} ${b})`;
+  const tree = maxOf(maxOf(maxOf(absAt(0), absAt(16)), maxOf(absAt(32), absAt(48))), maxOf(maxOf(absAt(64), absAt(80)), maxOf(absAt(96), absAt(112))));
+  const lane = (i: number) => `(f32x4.extract_lane ${i} ${get('m')})`;
+  const ints = (o: number) => `(i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul ${load(get('p'), o)} ${get('inv')})))`;
+  const body = [
+    set('b', i32(0)),
+    '(block $done (loop $next',
+    `(br_if $done (i32.ge_u (i32.shl ${get('b')} ${i32(5)}) ${get('K')}))`,
+    set('p', add(get('x'), `(i32.shl ${get('b')} ${i32(7)})`)),
+    set('m', tree),
+    set('mx', `(f32.max (f32.max ${lane(0)} ${lane(1)}) (f32.max ${lane(2)} ${lane(3)}))`),
+    set('s', `(f32.div ${get('mx')} (f32.const ${X_INT_MAX}))`),
+    // s + (mx - mx): NaN where mx is NaN or infinite
+    `(f32.store ${add(add(get('q'), `(i32.shl ${get('K')} ${i32(1)})`), `(i32.shl ${get('b')} ${i32(2)})`)} ` +
+      `(f32.add ${get('s')} (f32.sub ${get('mx')} ${get('mx')})))`,
+    set('inv', `(f32x4.splat (select (f32.div (f32.const 1) ${get('s')}) (f32.const 0) ` +
+      `(i32.and (f32.gt ${get('s')} (f32.const 0)) (f32.lt ${get('s')} (f32.const inf)))))`),
+    ...range(4).map((j) => `(v128.store offset=${16 * j} align=1 ${add(get('q'), `(i32.shl ${get('b')} ${i32(6)})`)} ` +
+      `(i16x8.narrow_i32x4_s ${ints(32 * j)} ${ints(32 * j + 16)}))`),
+    set('b', add(get('b'), i32(1))),
+    '(br $next))',
+    ')',
+  ];
+  const params = ['x', 'K', 'q'].map((n) => `(param $${n} i32)`).join(' ');
+  const locals = '(local $b i32) (local $p i32) (local $m v128) (local $inv v128) (local $mx f32) (local $s f32)';
+  return `(func (export "stage_ints") ${params}\n  ${locals}\n  ${body.join('\n  ')})`;
+})();
+
+/**
  * Attention's two products for one query row (head h, query t) over its n visible keys, f32 (the reference,
  * attention/cpu.ts, sums in f64; the softmax between them stays in the caller):
  * - `attn_scores(q, k, ks, n, D, s)`: s[j] = q·k_j for j < n, k_j at byte address k + j·ks (a cache row's head), q
@@ -336,7 +373,7 @@ const ATTN_MIX = (() => {
  * needs a maximum: 65536 pages, the 4 GiB of wasm32.
  */
 export function cpuKernelsWat(shared = false): string {
-  const funcs: string[] = [READ_BYTES, ATTN_SCORES, ATTN_MIX];
+  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX];
   for (const dt of WASM_DTYPES) {
     for (const [R, C] of [[4, 2], [4, 1], [1, 2], [1, 1]]) funcs.push(blockFunc(dt, R, C));
     funcs.push(gemmFunc(dt));

@@ -8,7 +8,8 @@
 // n·u·Σ|w·x| with u = 2^-24, plus the reference's own rounding u·|y|: the test asserts it with n = K/4 + 16, and
 // separately that at real widths the error stays within 1e-6 of the output's peak.
 // q8_0/q4_0 rows take x rounded to 16-bit integers per 32-value block (scale s = max|x|/32767, wasm-wat.ts): each
-// value moves by at most s/2, so an output moves by at most Σ_blocks s/2·Σ|w| more, which the bound adds; the
+// value moves by at most (½ + 2⁻⁸)·s (the f32 product x·(1/s) is off by up to 2⁻⁸ of a unit), so an output moves by
+// at most Σ_blocks (½ + 2⁻⁸)·s·Σ|w| more, which the bound adds; the
 // integer products are exact and the f32 steps after them are fewer than a float row's.
 //
 // Threads: every case also runs on 3 threads (the caller and two workers over the shared memory, every product split
@@ -69,7 +70,7 @@ function run({ M, N, K, dtype, bias }: Case, attrs: MatmulAttrs = { transB: true
     for (let m = 0; m < M; m++) for (let b = 0; b < K / 32; b++) {
       let max = 0;
       for (let k = 32 * b; k < 32 * b + 32; k++) max = Math.max(max, Math.abs(a[m * p.a.sm + k * p.a.sk]));
-      const half = Math.fround(max / 32767) / 2;
+      const half = Math.fround(max / 32767) * (0.5 + 2 ** -8);
       for (let n = 0; n < N; n++) {
         let sw = 0;
         for (let k = 32 * b; k < 32 * b + 32; k++) sw += Math.abs(wv[n * K + k]);

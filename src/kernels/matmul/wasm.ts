@@ -22,7 +22,7 @@ import type { MatmulPlan } from './plan';
 import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
 import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
 import { isQuant } from '../../formats/dtype';
-import { F16_TABLE, HEAP_BASE, WASM_DTYPES, type WasmDType, X_INT_MAX, X_ORDER, xRowBytes } from './wasm-wat';
+import { F16_TABLE, HEAP_BASE, WASM_DTYPES, type WasmDType, X_ORDER, xRowBytes } from './wasm-wat';
 
 type AttnProduct = (a: number, b: number, stride: number, n: number, D: number, out: number) => void;
 type Gemm = (w: number, ld: number, K: number, x: number, M: number, y: number, ldy: number, n0: number, n1: number, bias: number) => void;
@@ -39,23 +39,6 @@ function stageFloats(a: Float32Array, src: number, ask: number, K: number, xs: F
   const whole = K - (K % 8);
   for (let g = 0; g < whole; g += 8) for (let j = 0; j < 8; j++) xs[g + j] = a[src + (g + X_ORDER[j]) * ask];
   for (let k = whole; k < K; k++) xs[k] = a[src + k * ask];
-}
-
-/**
- * x row `src` staged for the quant kernels (wasm-wat.ts, X_INT_MAX): each 32-value block as integers over its scale.
- * A block holding a NaN or an infinity gets a NaN scale, so that its outputs are NaN rather than quietly finite.
- */
-export function stageInts(a: Float32Array, src: number, ask: number, K: number, ints: Int16Array, scales: Float32Array) {
-  for (let b = 0; b < K / 32; b++) {
-    let max = 0;
-    for (let k = 32 * b; k < 32 * b + 32; k++) max = Math.max(max, Math.abs(a[src + k * ask]));
-    const s = Math.fround(max / X_INT_MAX);
-    scales[b] = max < Infinity ? s : NaN;
-    const inv = s > 0 && max < Infinity ? 1 / s : 0;
-    for (let k = 32 * b; k < 32 * b + 32; k++) {
-      ints[k] = Math.max(-X_INT_MAX, Math.min(X_INT_MAX, Math.round(a[src + k * ask] * inv)));
-    }
-  }
 }
 
 /** First-fit allocator over the module's memory, growing it as needed; addresses are ALIGN-aligned. */
@@ -164,6 +147,7 @@ export class WasmKernels {
   private readonly heap: Heap;
   private readonly gemm: Record<WasmDType, Gemm>;
   private readonly readBytes: (addr: number, n: number) => number;
+  private readonly stageInts: (x: number, K: number, q: number) => void;
   private readonly attnScores: AttnProduct;
   private readonly attnMix: AttnProduct;
   private readonly resident = new WeakMap<object, Resident>();
@@ -185,6 +169,7 @@ export class WasmKernels {
     for (let h = 0; h < 65536; h++) table[h] = f16BitsToF32(h);
     const ex = instance.exports as Record<string, Gemm>;
     this.readBytes = instance.exports.read_bytes as (addr: number, n: number) => number;
+    this.stageInts = instance.exports.stage_ints as (x: number, K: number, q: number) => void;
     this.attnScores = instance.exports.attn_scores as AttnProduct;
     this.attnMix = instance.exports.attn_mix as AttnProduct;
     this.gemm = Object.fromEntries(WASM_DTYPES.map((d) => [d, ex[`gemm_${d}`]])) as Record<WasmDType, Gemm>;
@@ -317,9 +302,11 @@ export class WasmKernels {
       }
       const xBytes = xRowBytes(dtype, K);
       const x = take(rowsM * xBytes);
+      const quant = isQuant(dtype);
+      const xf = quant ? take(4 * K) : 0;
       const y = take(4 * rowsM * N);
       const bv = bias ? take(4 * N) : 0;
-      if (x < 0 || y < 0 || bv < 0) return false;
+      if (x < 0 || y < 0 || bv < 0 || xf < 0) return false;
       if (bias) this.heap.f32(bv, N).set(bias);
       const gemm = this.gemm[dtype];
       const fn = WASM_DTYPES.indexOf(dtype);
@@ -333,8 +320,14 @@ export class WasmKernels {
           for (let m = 0; m < rows; m++) {
             const src = bi * asb + (m0 + m) * asm;
             const at = x + m * xBytes;
-            if (isQuant(dtype)) stageInts(a, src, ask, K, new Int16Array(this.heap.buffer(), at, K), this.heap.f32(at + 2 * K, K / 32));
-            else stageFloats(a, src, ask, K, this.heap.f32(at, K));
+            if (!quant) stageFloats(a, src, ask, K, this.heap.f32(at, K));
+            else {
+              // the row as f32 in the heap, then its integers and scales by the kernels
+              const row = this.heap.f32(xf, K);
+              if (ask === 1) row.set(a.subarray(src, src + K));
+              else for (let k = 0; k < K; k++) row[k] = a[src + k * ask];
+              this.stageInts(xf, K, at);
+            }
           }
           if (pool) pool.run(fn, gemm, [wb, ld, K, x, rows, y, N], 0, N, bv);
           else gemm(wb, ld, K, x, rows, y, N, 0, N, bv);
