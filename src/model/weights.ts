@@ -208,6 +208,24 @@ export function weightSpecs(c: DecoderConfig): Spec[] {
   return specs;
 }
 
+/**
+ * A 2-D float tensor's bytes re-encoded as `q`, a few MB of rows at a time: every quantized row is whole in itself
+ * (its blocks, then their scales), and decoding the whole tensor first held it in f32 (622 MB for a 151936-row
+ * table at width 1024) beside its source and its result.
+ */
+function quantizeRows(q: QuantDType, s: StorageTensor): Uint8Array {
+  const [rows, cols] = s.shape;
+  const [inRow, outRow] = [byteSize(s.dtype, [1, cols]), byteSize(q, [1, cols])];
+  const out = new Uint8Array(rows * outRow);
+  const step = Math.max(1, Math.floor((1 << 20) / cols));
+  for (let r = 0; r < rows; r += step) {
+    const n = Math.min(step, rows - r);
+    const values = decode(s.dtype, s.bytes.subarray(r * inRow, (r + n) * inRow), [n, cols]);
+    out.set(encode(q, values, [n, cols]), r * outRow);
+  }
+  return out;
+}
+
 async function loadOne(src: WeightSource, spec: Spec, backend: Backend, quantize: QuantDType | null): Promise<Tensor> {
   const s = src.readStorage ? await src.readStorage(spec.name) : toStorage(await src.read(spec.name), spec.name, src.name);
   if (s.shape.length !== spec.shape.length || s.shape.some((n, i) => n !== spec.shape[i])) {
@@ -232,7 +250,7 @@ async function loadOne(src: WeightSource, spec: Spec, backend: Backend, quantize
       throw new InvalidArgument(`${src.name}: cannot quantize "${spec.name}" to ${quantize}: its input dimension ${cols} is not a ` +
         `multiple of ${QK}; load this model without quantization`);
     }
-    t = backend.fromBytes(encode(quantize, decode(s.dtype, s.bytes, s.shape), s.shape), s.shape, quantize);
+    t = backend.fromBytes(quantizeRows(quantize, s), s.shape, quantize);
   } else {
     t = backend.fromBytes(s.bytes, s.shape, s.dtype);
   }
