@@ -122,7 +122,8 @@ describe('quantized weights', () => {
       const m = await build(family, 'f64', { quantize: q, cpu: base.cpu });
       const got = vals(m.model.forward({ inputIds: ids, logits: 'all' }).logits!);
       // the engine computes with exactly the dequantized weights
-      const dq = (t: { values: Float64Array; shape: number[] }) => ({ ...t, values: Float64Array.from(decode(q, encode(q, t.values, t.shape), t.shape)) });
+      const dq = (t: { values: Float64Array; shape: number[] }) =>
+        ({ ...t, values: Float64Array.from(decode(q, encode(q, t.values, t.shape), t.shape)) });
       const deq = new Map([...m.tensors].map(([n, t]) => [n, specs.get(n)!.kind !== 'proj' ? t : dq(t)]));
       // a tied head reads a quantized copy of the table, the embedding lookup the table itself
       const tied = m.config.tieEmbeddings;

@@ -186,7 +186,8 @@ function blockFunc(dt: WasmDType, R: number, C: number): string {
     // k counts blocks of 32; each row's scales follow its quant bytes, each staged x row's follow its integers
     const qBytes = dt === 'q8_0' ? get('K') : `(i32.shr_u ${get('K')} ${i32(1)})`;
     const xInts = (c: number) => add(get(`x${c}`), `(i32.shl ${get('k')} ${i32(6)})`);
-    const xScale = (c: number) => `(f32.load ${add(add(get(`x${c}`), `(i32.shl ${get('K')} ${i32(1)})`), `(i32.shl ${get('k')} ${i32(2)})`)})`;
+    const xScale = (c: number) =>
+      `(f32.load ${add(add(get(`x${c}`), `(i32.shl ${get('K')} ${i32(1)})`), `(i32.shl ${get('k')} ${i32(2)})`)})`;
     const dot = (j: number, c: number) => `(i32x4.dot_i16x8_s ${get(`q${j}`)} ${get(`xq${c}_${j}`)})`;
     const step: string[] = [];
     for (const c of cols) {
@@ -279,7 +280,8 @@ const READ_BYTES = `(func (export "read_bytes") (param $p i32) (param $n i32) (r
 const STAGE_INTS = (() => {
   const absAt = (o: number) => `(f32x4.abs ${load(get('p'), o)})`;
   const maxOf = (a: string, b: string) => `(f32x4.max ${a} ${b})`;
-  const tree = maxOf(maxOf(maxOf(absAt(0), absAt(16)), maxOf(absAt(32), absAt(48))), maxOf(maxOf(absAt(64), absAt(80)), maxOf(absAt(96), absAt(112))));
+  const pairs = range(4).map((i) => maxOf(absAt(32 * i), absAt(32 * i + 16)));
+  const tree = maxOf(maxOf(pairs[0], pairs[1]), maxOf(pairs[2], pairs[3]));
   const lane = (i: number) => `(f32x4.extract_lane ${i} ${get('m')})`;
   const ints = (o: number) => `(i32x4.trunc_sat_f32x4_s (f32x4.nearest (f32x4.mul ${load(get('p'), o)} ${get('inv')})))`;
   const body = [
