@@ -5,16 +5,17 @@
  * `npm run build:cpu-kernels` compiles this text with wabt into wasm-bytes.ts; a test checks the two agree.
  *
  * One export per weight dtype, `gemm_<dtype>(w, ld, K, x, M, y, ldy, n0, n1, bias)`, computes the rows n0 ≤ n < n1
- * of y for all M rows of x: a row range is the unit a worker thread can take. x is M rows of K f32 (contiguous),
- * y has ldy floats per row, ld is a weight row's bytes, bias is an address or 0 (none). Blocks of 4 weight rows ×
- * 2 x rows each keep 8 f32x4 sums in registers, so each weight vector decoded serves 2 rows of x and each x vector
- * 4 weight rows; single rows and columns finish the edges. Products and sums are f32 (the TypeScript reference
- * sums in f64): the kernels equal it within f32 summation error (wasm.test.ts states the bound).
+ * of y for all M rows of x: a row range is the unit a worker thread can take. x is M staged rows (xRowBytes apart:
+ * K f32 for float weights, in X_ORDER; integers and scales for quantized ones, `stage_ints`), y has ldy floats per
+ * row, ld is a weight row's bytes, bias is an address or 0 (none). Blocks of 4 weight rows × 2 x rows keep 8 sums in
+ * registers, so each weight vector decoded serves 2 rows of x and each x vector 4 weight rows; single rows and
+ * columns finish the edges. Float rows' products and sums are f32 (the TypeScript reference sums in f64): the kernels
+ * equal it within f32 summation error (wasm.test.ts states the bound).
  *
- * Quantized rows (formats/dtype.ts): quant bytes first, then one f16 scale per 32-value block. Each value is widened
- * to f32 and multiplied by its block's scale, which gives the weight exactly as the reference decodes it (an 8-bit
- * integer times an f16 is exact in f32), then summed as float rows are; scales are read through a table of all 65536
- * f16 values as f32 at F16_TABLE (filled by the loader), since wasm has no f16 conversion.
+ * Quantized rows (formats/dtype.ts): quant bytes first, then one f16 scale per 32-value block. A block's 32 values
+ * are taken as 16-bit integers and multiplied with x's integers in i32, exactly (X_INT_MAX); the block's sum is then
+ * scaled by the weight's and x's scales in f32. The weight scales are read through a table of all 65536 f16 values
+ * as f32 at F16_TABLE (filled by the loader), since wasm has no f16 conversion.
  */
 import { type QuantDType, isQuant } from '../../formats/dtype';
 
