@@ -2,6 +2,8 @@
  * The engines of `npm run bench:realsize` (bench/realsize.ts), kept apart from the code that runs them so that
  * bench:gpu's plan (gpu-plan.ts) and the tests can name them without loading an engine.
  */
+import type { QuantDType } from '../../src/formats/dtype';
+
 export const ENGINES = [
   'ours-cpu', 'ours-cpu-q8_0', 'ours-cpu-q4_0', 'ours-webgpu', 'torch', 'tjs-cpu', 'tjs-webgpu', 'ours-page', 'tjs-page',
 ] as const;
@@ -12,7 +14,7 @@ export type Engine = (typeof ENGINES)[number];
  * checkpoint, loaded with `quantize`), or null. Their ids are their own (quantized weights pick other tokens), so
  * they are compared with ours-cpu for speed only: what the bytes they save buy per token.
  */
-export function quantOf(e: Engine): 'q8_0' | 'q4_0' | null {
+export function quantOf(e: Engine): QuantDType | null {
   return e === 'ours-cpu-q8_0' ? 'q8_0' : e === 'ours-cpu-q4_0' ? 'q4_0' : null;
 }
 
