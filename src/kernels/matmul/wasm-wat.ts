@@ -127,7 +127,7 @@ function blockFunc(dt: WasmDType, R: number, C: number): string {
     for (const h of range(H)) locals.push(`(local $${acc(r, c, h)} v128)`);
     locals.push(`(local $s${r}_${c} f32)`);
   }
-  for (const n of ['t', 'lo', 'hi', ...rows.map((r) => `d${r}`)]) locals.push(`(local $${n} v128)`);
+  for (const n of ['t', 'lo', 'hi']) locals.push(`(local $${n} v128)`);
   for (const c of cols) locals.push(`(local $xl${c} v128) (local $xh${c} v128)`);
   if (isQuant(dt)) {
     locals.push('(local $dw f32)', ...range(4).map((j) => `(local $q${j} v128)`));
@@ -244,10 +244,13 @@ function gemmFunc(dt: WasmDType): string {
     set('n', add(get('n'), i32(R))),
     `(br $${label})))`,
   ];
+  // a staged x row's bytes, as xRowBytes: 2K + K/8 (integers, then scales) or 4K
+  const K = get('K');
+  const xStride = isQuant(dt) ? add(`(i32.shl ${K} ${i32(1)})`, `(i32.shr_u ${K} ${i32(3)})`) : `(i32.shl ${K} ${i32(2)})`;
   return [
     `(func (export "gemm_${dt}") ${params}`,
     '  (local $n i32) (local $m i32) (local $xs i32) (local $ys i32)',
-    `  ${set('xs', isQuant(dt) ? add(`(i32.shl ${get('K')} ${i32(1)})`, `(i32.shr_u ${get('K')} ${i32(3)})`) : `(i32.shl ${get('K')} ${i32(2)})`)} ${set('ys', `(i32.shl ${get('ldy')} ${i32(2)})`)}`,
+    `  ${set('xs', xStride)} ${set('ys', `(i32.shl ${get('ldy')} ${i32(2)})`)}`,
     `  ${set('n', get('n0'))}`,
     ...rowsOf(4, 'quad').map((l) => `  ${l}`),
     ...rowsOf(1, 'single').map((l) => `  ${l}`),
