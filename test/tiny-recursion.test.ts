@@ -54,10 +54,14 @@ describe('the committed tiny recursion system', () => {
       expect(Math.abs(latent.accuracy - text.accuracy), `latent${r} against text${r}`).toBeLessThanOrEqual(0.03);
       expect(latent.tokens).toBeLessThanOrEqual(text.tokens / 2);
     }
-    // the ablations: shuffled or zeroed messages near the learner alone; the feedback zeroed near one round
+    // the ablations: shuffled or zeroed messages near the learner alone; the feedback removed (every hand-off a first
+    // one) near one round, right on the questions one round reaches; zeros in its slot throw the expert off (README)
     const alone = acc('alone');
     expect(Math.abs(acc('shuffled3') - alone)).toBeLessThanOrEqual(0.1);
     expect(Math.abs(acc('zeroed3') - alone)).toBeLessThanOrEqual(0.1);
+    expect(Math.abs(acc('fbremoved3') - acc('latent1'))).toBeLessThanOrEqual(0.03);
+    const oneHop = rows.flatMap((row, i) => (row.hops === 1 ? [i] : []));
+    expect(oneHop.filter((i) => result('fbremoved3').ok[i]).length).toBeGreaterThanOrEqual(0.9 * oneHop.length);
     expect(acc('fbzeroed3')).toBeLessThan(acc('latent3') - 0.2);
   });
 

@@ -26,7 +26,7 @@ export const RECURSION_TARGET: TinyEvalTarget<HopRow> = {
   rows: hopSplit,
   score: scoreHops,
   alone: { role: 'learner', label: 'learner alone', prompt: (tok, row) => hopsPrompt(tok, 'learner', 'first', row.question, '') },
-  configs: ['alone', 'text1', 'text2', 'text3', 'latent1', 'latent2', 'latent3', 'shuffled3', 'zeroed3', 'fbzeroed3'],
+  configs: ['alone', 'text1', 'text2', 'text3', 'latent1', 'latent2', 'latent3', 'shuffled3', 'zeroed3', 'fbzeroed3', 'fbremoved3'],
 };
 
 /** Per config: accuracy on the rows of each hop count, and the ceiling of its round count on these rows. */

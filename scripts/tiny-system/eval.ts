@@ -8,6 +8,8 @@
  *     split (the next row's), so the receivers read messages of the right form about the wrong question,
  *   - `zeroed{r}`: the same with every message replaced by zeros;
  *   - `fbzeroed{r}`: only the feedback zeroed (the messages the final agent sends back), the first hand-off kept;
+ *   - `fbremoved{r}`: the feedback removed: its readers get their first-round prompts again, so that every hand-off
+ *     is a first one (zeros in a slot are a message no agent was trained on);
  * with accuracy, mean seconds and generated tokens per question and latent steps. Prints a Markdown table
  * (the one in models/tiny/README.md) and, with --json FILE, writes every figure and each row's answer.
  * The systems are described by a TinyEvalTarget: tiny_sequential's here, tiny_distillation's in
@@ -31,11 +33,12 @@ import { int, json, oneOf, openBackend, s } from './cli.ts';
 import { TINY_SYSTEM_DIR } from './paths.ts';
 import { rolePrompt } from './train-agents.ts';
 
-const KINDS = ['text', 'latent', 'shuffled', 'zeroed', 'fbzeroed'] as const;
+const KINDS = ['text', 'latent', 'shuffled', 'zeroed', 'fbzeroed', 'fbremoved'] as const;
 export const CONFIGS = [
   'alone',
   ...(['text1', 'text2', 'text3', 'latent1', 'latent2', 'latent3'] as const),
   ...(['shuffled1', 'shuffled2', 'shuffled3', 'zeroed1', 'zeroed2', 'zeroed3', 'fbzeroed2', 'fbzeroed3'] as const),
+  ...(['fbremoved2', 'fbremoved3'] as const),
 ] as const;
 export type EvalConfig = (typeof CONFIGS)[number];
 /** Longest answer any agent writes here; the tasks' targets are under 40 tokens. */
@@ -100,6 +103,7 @@ export function configLabel(config: EvalConfig, alone: string): string {
     shuffled: `RecursiveMAS, ${rounds}, messages shuffled`,
     zeroed: `RecursiveMAS, ${rounds}, messages zeroed`,
     fbzeroed: `RecursiveMAS, ${rounds}, feedback zeroed`,
+    fbremoved: `RecursiveMAS, ${rounds}, feedback removed`,
   }[kind];
 }
 
@@ -155,6 +159,7 @@ export async function evalTiny<R extends { question: string } = TaskRow>(opts: E
       maxNewTokens: TINY_MAX_NEW_TOKENS,
       ...(kind === 'zeroed' ? { ablation: { kind: 'zeroed' as const } } : {}),
       ...(kind === 'fbzeroed' ? { ablation: { kind: 'zeroed' as const, links: feedbackLinks(target.style) } } : {}),
+      ...(kind === 'fbremoved' ? { ablation: { kind: 'removed' as const, links: feedbackLinks(target.style) } } : {}),
       ...(donor ? { ablation: { kind: 'replaced' as const, from: donor } } : {}),
       ...(record ? { recordMessages: true } : {}),
     });

@@ -2,7 +2,9 @@
  * Message ablations: a run of a system with every latent message its outer links send replaced, to measure
  * what the messages carry. `zeroed` sends zeros of the message's shape; `replaced` sends the messages that a
  * run on another question sent (recorded with AskOptions.recordMessages): the "shuffled" control, in which
- * each receiver reads a message about a different question in the same place and form. `rmas ask` and the tab
+ * each receiver reads a message about a different question in the same place and form; `removed` sends nothing on
+ * the links it names, and each stage that reads only those gets its agent's first-round prompt, without slots (the
+ * feedback removed: every hand-off is a first one). `rmas ask` and the tab
  * check and prepare an ablation here (checkAblation, prepareAblation), so that both run the donor alike.
  */
 import { F, noGrad } from '../autograd';
@@ -13,7 +15,26 @@ import type { Tensor } from '../tensor/tensor';
 import type { AskOptions, AskResult } from './ask';
 
 /** `links`, when given, limits `zeroed` to those outer links' messages (e.g. the feedback: the first hand-off kept). */
-export type MessageAblation = { kind: 'zeroed'; links?: readonly string[] } | { kind: 'replaced'; from: RecordedMessages };
+export type MessageAblation =
+  | { kind: 'zeroed'; links?: readonly string[] }
+  | { kind: 'removed'; links: readonly string[] }
+  | { kind: 'replaced'; from: RecordedMessages };
+
+/**
+ * Whether the stage that fills the slots of `fill` (its links) runs without them under `ablation`: every link it reads
+ * is removed. One that reads some removed links and some kept ones has no prompt to run, and is refused.
+ */
+export function removesStage(fill: readonly string[], ablation: MessageAblation | undefined, where: string): boolean {
+  if (ablation?.kind !== 'removed' || !fill.length) return false;
+  const gone = fill.filter((link) => ablation.links.includes(link));
+  if (!gone.length) return false;
+  if (gone.length < fill.length)
+    throw new InvalidArgument(
+      `message ablation: ${where} reads ${fill.join(', ')}; removing only ${gone.join(', ')} leaves a prompt no template ` +
+        'has: remove all of its links or none',
+    );
+  return true;
+}
 
 /**
  * An ablation as a caller asks for it (`rmas ask --zero_messages` or `--messages_from QUESTION`, the tab's
@@ -44,10 +65,12 @@ export async function recordMessage(L: Tensor): Promise<RecordedMessage> {
 
 /**
  * The message to send in place of `L` (link `link`, 0-based `round`), on L's backend and in L's dtype. L is
- * disposed once replaced; on an error it is left to the caller. Without an ablation (or one that spares `link`), L itself.
+ * disposed once replaced; on an error it is left to the caller. Without an ablation (or one that spares `link`), L itself;
+ * so too under `removed`, whose receivers do not read it (removesStage).
  */
 export function ablateMessage(L: Tensor, round: number, link: string, ablation: MessageAblation | undefined): Tensor {
-  if (!ablation || (ablation.kind === 'zeroed' && ablation.links && !ablation.links.includes(link))) return L;
+  if (!ablation || ablation.kind === 'removed') return L;
+  if (ablation.kind === 'zeroed' && ablation.links && !ablation.links.includes(link)) return L;
   const replacement = ablation.kind === 'zeroed' ? L.backend.zeros(L.shape, L.dtype) : recorded(L, round, link, ablation.from);
   L.dispose();
   return replacement;

@@ -13,7 +13,7 @@ import { type GenerateResult, generate, isGreedy, type SamplingOptions } from '.
 import type { GpuCounters } from '../gpu/counters';
 import type { Tensor } from '../tensor/tensor';
 import { renderChat, renderWithSlots, splitAtSlots } from '../tokenizer';
-import { ablateMessage, type MessageAblation, messageKey, recordMessage, type RecordedMessages } from './ablation';
+import { ablateMessage, type MessageAblation, messageKey, recordMessage, type RecordedMessages, removesStage } from './ablation';
 import { hasFinalAnswer, lastBoxed, retryMaxTokens, retrySuffix, stripThink } from './answer';
 import { DEFAULT_PROMPTS, detectTask, systemPrompt, userPrompt, type PromptSet, type TaskKind } from './prompts';
 import { decode, decodeWithTools, type GenerateFn, samplingFor, skip } from './decode';
@@ -64,7 +64,7 @@ export interface AskOptions {
    * samples with seed + r and gets its own answer retry. Default 1.
    */
   rollouts?: number;
-  /** Latent mode: send zeros, or another run's recorded messages, in place of every message (ablation.ts). */
+  /** Latent mode: send zeros or another run's recorded messages in place of the messages, or remove some (ablation.ts). */
   ablation?: MessageAblation;
   /** Latent mode: copy every message the run computes to the host, into AskResult.messages (before any ablation). */
   recordMessages?: boolean;
@@ -221,8 +221,13 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
       const agent = agents.get(st.role)!;
       const tok = agent.tokenizer;
       const where = `the ${style.name} ${st.role} prompt (${st.kind}, round ${st.round + 1})`;
-      const user = userPrompt(style.shape, st.role, st.kind, vars(st.round), prompts);
-      const expected = st.fill.map(([slot]) => slot);
+      // a stage whose every message is removed runs as its role does in the first round (ablation.ts)
+      const removed = removesStage(st.fill.map(([, key]) => key), opts.ablation, where);
+      if (removed && st.round === 0)
+        throw new InvalidArgument(`message ablation: ${where} reads only removed links, and there is no earlier prompt to run instead`);
+      const { kind, fill } = removed ? schedule(style, 1).find((s) => s.role === st.role)! : st;
+      const user = userPrompt(style.shape, st.role, kind, vars(st.round), prompts);
+      const expected = fill.map(([slot]) => slot);
       const ts = performance.now();
       const rec: StageRecord = {
         index, round: st.round, role: st.role, model: agent.source, slots: expected, linksOut: [...st.linksOut],
@@ -233,12 +238,12 @@ export async function ask(system: MasSystem, opts: AskOptions, engine: AskEngine
       if (mode === 'latent') {
         const r = renderWithSlots(tok, system0, user, ALL_SLOTS, expected, where);
         rec.ids = r.ids;
-        rec.latentsIn = st.fill.map(([, key]) => latents.get(key)!);
+        rec.latentsIn = fill.map(([, key]) => latents.get(key)!);
         pieces = r.ids.flatMap((ids, i) => (i < rec.latentsIn.length ? [ids, rec.latentsIn[i]] : [ids]));
       } else {
         // the baseline fills each slot with text before rendering, so the template sees the whole message
         const { pieces: parts } = splitAtSlots(user, ALL_SLOTS, expected, where);
-        rec.textsIn = st.fill.map(([, key]) => texts.get(key) ?? ''); // empty: an agent alone
+        rec.textsIn = fill.map(([, key]) => texts.get(key) ?? ''); // empty: an agent alone
         const filled = parts.map((p, i) => p + (rec.textsIn[i] ?? '')).join('');
         rec.ids = [tok.encode(renderChat(tok, system0, filled), { addSpecialTokens: false })];
         pieces = [rec.ids[0]];

@@ -70,6 +70,22 @@ describe('Tokenizer (transformers.js) on the tiny tokenizer', () => {
     expect(tok.encode('The answer is 42.')).toEqual([267, 297, 266, 32, 52, 50, 46]);
   });
 
+  it('remembers what it encoded and rendered: equal results, each call its own array, and past the table the same again', () => {
+    const fresh = loadTokenizer(tiny);
+    const text = 'The answer is 42.';
+    const first = fresh.encode(text);
+    first.push(-1); // a caller's change to its array reaches no other call
+    expect(fresh.encode(text)).toEqual(referenceEncode(text));
+    expect(fresh.encode(text, { addSpecialTokens: false })).toEqual(referenceEncode(text));
+    const chat = [{ role: 'user', content: text }];
+    const rendered = fresh.applyChatTemplate(chat, { addGenerationPrompt: true });
+    expect(fresh.applyChatTemplate(chat, { addGenerationPrompt: true })).toBe(rendered);
+    expect(fresh.applyChatTemplate(chat)).toBe(rendered.slice(0, -'<|im_start|>assistant\n'.length));
+    // more inputs than the table holds: the oldest are dropped and computed again
+    for (let i = 0; i < 600; i++) expect(fresh.encode(`${i} ${text}`)).toEqual(referenceEncode(`${i} ${text}`));
+    expect(fresh.encode(text)).toEqual(referenceEncode(text));
+  });
+
   it('round-trips ASCII, unicode and math text', () => {
     for (const s of [
       'Hello, world! The quick brown fox.',

@@ -138,11 +138,29 @@ export function loadTokenizer(opts: LoadTokenizerOptions): Tokenizer {
 }
 
 /** The engine's view of a tokenizer: ids in and out, chat rendering, eos ids. */
+/** At most this many inputs are remembered per table, each of at most MEMO_CHARS characters. */
+const MEMO_ENTRIES = 256;
+const MEMO_CHARS = 8192;
+
+/** Keeps `value` under `key` (an input of at most MEMO_CHARS), dropping the oldest entry past MEMO_ENTRIES. */
+function remember<T>(memo: Map<string, T>, key: string, value: T, chars: number) {
+  if (chars > MEMO_CHARS) return;
+  if (memo.size >= MEMO_ENTRIES) memo.delete(memo.keys().next().value!);
+  memo.set(key, value);
+}
+
 export class Tokenizer {
   /** Ids that end generation: the tokenizer_config eos token (merge generation_config's list on top). */
   readonly eosTokenIds: number[];
   /** One past the largest id, added tokens included (the model's embedding may be larger). */
   readonly vocabSize: number;
+  /**
+   * The last texts encoded and rendered, by their inputs (both are pure functions of them). A latent stage's prompt
+   * pieces around its slots are the same text in every round and for every question of a task (the chat's tail),
+   * and the page renders and encodes a prompt again to show it.
+   */
+  private readonly encoded = new Map<string, readonly number[]>();
+  private readonly rendered = new Map<string, string>();
 
   constructor(
     /** The underlying transformers.js tokenizer, for anything this wrapper does not cover. */
@@ -168,7 +186,13 @@ export class Tokenizer {
    * leading <|begin_of_text|>; pass false for text rendered by a chat template that already has it.
    */
   encode(text: string, opts: { addSpecialTokens?: boolean } = {}): number[] {
-    return this.named('encode', () => this.hf.encode(text, { add_special_tokens: opts.addSpecialTokens ?? true }));
+    const special = opts.addSpecialTokens ?? true;
+    const key = `${special ? 1 : 0}${text}`;
+    const known = this.encoded.get(key);
+    if (known) return [...known];
+    const ids = this.named('encode', () => this.hf.encode(text, { add_special_tokens: special }));
+    remember(this.encoded, key, ids, text.length);
+    return [...ids];
   }
 
   /**
@@ -215,17 +239,22 @@ export class Tokenizer {
           'to tokenizer_config.json, or encode plain text without chat formatting',
       );
     }
+    const key = JSON.stringify([messages, opts.addGenerationPrompt ?? false, opts.kwargs ?? {}]);
+    const known = this.rendered.get(key);
+    if (known !== undefined) return known;
     try {
       // transformers.js renders through its compiled-template cache: the bounded renderer takes the template's place there
       const cache = (this.hf as unknown as { _compiled_template_cache?: unknown })._compiled_template_cache;
       if (!(cache instanceof Map)) throw new Error('transformers.js has no _compiled_template_cache; the bounded renderer cannot be used');
       if (!cache.has(template)) cache.set(template, new BoundedTemplate(template, this.source));
-      return this.hf.apply_chat_template(messages as ChatMessage[], {
+      const text = this.hf.apply_chat_template(messages as ChatMessage[], {
         ...opts.kwargs,
         chat_template: template,
         add_generation_prompt: opts.addGenerationPrompt ?? false,
         tokenize: false,
       }) as string;
+      remember(this.rendered, key, text, key.length);
+      return text;
     } catch (e) {
       if (e instanceof TemplateLimitExceeded) throw e;
       throw new TokenizerError(

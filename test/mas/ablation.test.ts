@@ -102,6 +102,37 @@ describe('message ablations', () => {
     expect(z.inputs.get('1:critic:outer_12')).not.toEqual(plain.inputs.get('1:critic:outer_12'));
   });
 
+  it('removed on the feedback: its reader gets its first-round prompt; round 2 repeats round 1 and answers as 1 round does', async () => {
+    const stages: { round: number; role: string; slots: readonly string[]; ids: number[][]; inputs: Float32Array[] }[] = [];
+    const opts = { question: q2!, task: 'math' as const, latentSteps: M, sampling: { greedy: true }, maxNewTokens: 12 };
+    const two = await ask(system, {
+      ...opts,
+      rounds: 2,
+      ablation: { kind: 'removed', links: ['outer_31'] },
+      onStage: async (rec) => {
+        const inputs = await Promise.all(rec.latentsIn.map((L) => L.read()));
+        stages.push({ round: rec.round, role: rec.role, slots: rec.slots, ids: rec.ids.map((p) => [...p]), inputs });
+      },
+    });
+    const one = await ask(system, { ...opts, rounds: 1 });
+    expect(stages.map((st) => `${st.round}:${st.role}:${st.slots.length}`)).toEqual(
+      ['0:planner:0', '0:critic:1', '0:solver:1', '1:planner:0', '1:critic:1', '1:solver:1'],
+    );
+    // the same prompt ids and the same message in every slot, stage for stage
+    for (let i = 0; i < 3; i++) {
+      expect(stages[i + 3]!.ids).toEqual(stages[i]!.ids);
+      expect(stages[i + 3]!.inputs).toEqual(stages[i]!.inputs);
+    }
+    expect(two.text).toBe(one.text);
+    expect(two.latentSteps).toBe(5 * M);
+  });
+
+  it('removed: a first-round stage that reads only removed links has no prompt to run instead, and is refused', async () => {
+    const err = await run(q2!, { ablation: { kind: 'removed', links: ['outer_12'] } }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidArgument);
+    expect((err as Error).message).toMatch(/critic prompt \(first, round 1\) reads only removed links, and there is no earlier prompt/);
+  });
+
   it('a recording of other latent steps or fewer rounds, and text mode, are refused by name', async () => {
     const short = (await run(q1!, { recordMessages: true, latentSteps: M - 1 })).r.messages!;
     await expect(run(q2!, { ablation: { kind: 'replaced', from: short } })).rejects.toThrow(
