@@ -145,6 +145,37 @@ describe('WebAssembly SIMD matmul kernels', () => {
     for (let i = 0; i < rd.length; i++) expect(Math.abs(yd[i] - rd[i])).toBeLessThan(1e-5);
   });
 
+  it('take the backward products of an f32 B stored [K, N] (dX = dY·W, batched, dW = Σ dYᵀ·X), B staged transposed', () => {
+    const cases: [number[], number[], MatmulAttrs][] = [
+      [[6, 13], [13, 5], {}], // dX = dY·W: the weight as stored, not transposed
+      [[2, 7, 9], [2, 9, 6], {}], // batched
+      [[3, 4, 11], [3, 4, 7], { transA: true, sumBatch: true }], // a weight's gradient over every row
+      [[3, 4, 11], [3, 4, 7], { transA: true, sumBatch: true, transC: true }],
+      [[40, 33], [33, 17], { transC: true }],
+    ];
+    const rng = new Rng(21);
+    for (const [aShape, bShape, attrs] of cases) {
+      const a = new Float32Array(rng.normals(aShape.reduce((x, y) => x * y)));
+      const b = new Float32Array(rng.normals(bShape.reduce((x, y) => x * y)));
+      const p = planMatmul({ shape: aShape, dtype: 'f32' }, { shape: bShape, dtype: 'f32' }, undefined, attrs);
+      const size = p.outShape.reduce((x, y) => x * y);
+      const [got, gotT, want, mag] = [0, 1, 2, 3].map(() => new Float32Array(size));
+      const what = `a [${aShape}] b [${bShape}] ${JSON.stringify(attrs)}`;
+      expect(wasm.matmul(p, a, b, 'f32', null, got), what).toBe(true);
+      expect(threaded.matmul(p, a, b, 'f32', null, gotT), what).toBe(true);
+      expect(Array.from(gotT), `${what} on threads`).toEqual(Array.from(got));
+      matmulForward(p, a, b, null, want);
+      matmulForward(p, a.map(Math.abs), b.map(Math.abs), null, mag);
+      for (let i = 0; i < size; i++) {
+        const bound = (p.K / 4 + 16) * U * mag[i] + U * Math.abs(want[i]);
+        if (!(Math.abs(got[i] - want[i]) <= bound)) expect.fail(`${what} [${i}]: ${got[i]} vs ${want[i]}, bound ${bound}`);
+      }
+    }
+    // fewer than 4 rows of A: the transposed copy would cost more than the product, and the reference runs
+    const p = planMatmul({ shape: [3, 8], dtype: 'f32' }, { shape: [8, 4], dtype: 'f32' }, undefined, {});
+    expect(wasm.matmul(p, new Float32Array(24), new Float32Array(32), 'f32', null, new Float32Array(12))).toBe(false);
+  });
+
   // quantized rows: x's 16-bit rounding, 1.5e-5 of a block's largest |x| per value, against q8_0's own 4e-3 in w
   it('stay within 1e-6 (float rows) and 5e-5 (quantized) of the output peak at real widths, weights resident', () => {
     for (const dtype of ['f32', 'bf16', 'q8_0', 'q4_0'] as const) {

@@ -278,7 +278,10 @@ export class WasmKernels {
    */
   matmul(p: MatmulPlan, a: FloatArray, b: CpuArray, dtype: string, bias: FloatArray | null, out: FloatArray): boolean {
     const { batch, M, N, K } = p;
-    if (!p.b.transB || !WasmKernels.takes(dtype) || p.b.cols !== K) return false;
+    // B stored [K, N] (a backward product: dX = dY·W, dW = dYᵀ·X) is staged transposed, per batch, where the f32
+    // product is at least a few rows of A: the copy costs what one row of the product does
+    const staged = !p.b.transB;
+    if (!WasmKernels.takes(dtype) || (staged ? dtype !== 'f32' || !(b instanceof Float32Array) || p.b.cols !== N || M < 4 : p.b.cols !== K)) return false;
     if (!(a instanceof Float32Array) || !(out instanceof Float32Array) || (bias && !(bias instanceof Float32Array))) return false;
     if (batch * M * N * K === 0) return false;
     const ld = rowBytes(dtype, K);
@@ -292,7 +295,10 @@ export class WasmKernels {
     };
     try {
       let w: number;
-      if (dtype === 'f32') {
+      if (staged) {
+        w = take(4 * N * K);
+        if (w < 0) return false;
+      } else if (dtype === 'f32') {
         w = take(wBytes);
         if (w < 0) return false;
         this.heap.bytes(w, wBytes).set(new Uint8Array(b.buffer, b.byteOffset, wBytes));
@@ -314,7 +320,13 @@ export class WasmKernels {
       const { sb: asb, sm: asm, sk: ask } = p.a;
       const { sb: csb, sm: csm, sn: csn } = p.c;
       for (let bi = 0; bi < batch; bi++) {
-        const wb = w + bi * p.b.sbr * ld;
+        let wb = w + bi * p.b.sbr * ld;
+        if (staged) {
+          wb = w;
+          const wt = this.heap.f32(w, N * K);
+          const bf = b as Float32Array;
+          for (let k = 0, src = bi * p.b.sbr * N; k < K; k++, src += N) for (let n = 0; n < N; n++) wt[n * K + k] = bf[src + n];
+        }
         for (let m0 = 0; m0 < M; m0 += rowsM) {
           const rows = Math.min(rowsM, M - m0);
           for (let m = 0; m < rows; m++) {
