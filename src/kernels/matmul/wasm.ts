@@ -281,7 +281,8 @@ export class WasmKernels {
     // B stored [K, N] (a backward product: dX = dY·W, dW = dYᵀ·X) is staged transposed, per batch, where the f32
     // product is at least a few rows of A: the copy costs what one row of the product does
     const staged = !p.b.transB;
-    if (!WasmKernels.takes(dtype) || (staged ? dtype !== 'f32' || !(b instanceof Float32Array) || p.b.cols !== N || M < 4 : p.b.cols !== K)) return false;
+    if (!WasmKernels.takes(dtype)) return false;
+    if (staged ? dtype !== 'f32' || !(b instanceof Float32Array) || p.b.cols !== N || M < 4 : p.b.cols !== K) return false;
     if (!(a instanceof Float32Array) || !(out instanceof Float32Array) || (bias && !(bias instanceof Float32Array))) return false;
     if (batch * M * N * K === 0) return false;
     const ld = rowBytes(dtype, K);
