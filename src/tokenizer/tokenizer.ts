@@ -137,7 +137,6 @@ export function loadTokenizer(opts: LoadTokenizerOptions): Tokenizer {
   return new Tokenizer(hf, opts.source?.replace(/\/+$/, '') || 'the tokenizer');
 }
 
-/** The engine's view of a tokenizer: ids in and out, chat rendering, eos ids. */
 /** At most this many inputs are remembered per table, each of at most MEMO_CHARS characters. */
 const MEMO_ENTRIES = 256;
 const MEMO_CHARS = 8192;
@@ -149,6 +148,7 @@ function remember<T>(memo: Map<string, T>, key: string, value: T, chars: number)
   memo.set(key, value);
 }
 
+/** The engine's view of a tokenizer: ids in and out, chat rendering, eos ids. */
 export class Tokenizer {
   /** Ids that end generation: the tokenizer_config eos token (merge generation_config's list on top). */
   readonly eosTokenIds: number[];

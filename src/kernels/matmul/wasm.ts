@@ -321,9 +321,8 @@ export class WasmKernels {
       const { sb: asb, sm: asm, sk: ask } = p.a;
       const { sb: csb, sm: csm, sn: csn } = p.c;
       for (let bi = 0; bi < batch; bi++) {
-        let wb = w + bi * p.b.sbr * ld;
+        const wb = staged ? w : w + bi * p.b.sbr * ld;
         if (staged) {
-          wb = w;
           const wt = this.heap.f32(w, N * K);
           const bf = b as Float32Array;
           for (let k = 0, src = bi * p.b.sbr * N; k < K; k++, src += N) for (let n = 0; n < N; n++) wt[n * K + k] = bf[src + n];
