@@ -13,10 +13,10 @@ import { describe, expect, it } from 'vitest';
 import { hopCeiling, hopSplit } from '../src/eval/tiny-hops';
 import { CpuBackend } from '../src/tensor/cpu';
 import { useBuildKernels } from '../scripts/tiny-system/cli';
-import { RECURSION_LATENT_STEPS, RECURSION_TARGET, TINY_RECURSION_DIR } from '../scripts/tiny-recursion/eval';
+import { RECURSION_KERNELS, RECURSION_LATENT_STEPS, RECURSION_TARGET, TINY_RECURSION_DIR } from '../scripts/tiny-recursion/eval';
 import { evalTiny, type ConfigResult, type EvalConfig } from '../scripts/tiny-system/eval';
 
-useBuildKernels();
+useBuildKernels(RECURSION_KERNELS);
 const record = JSON.parse(readFileSync(join(TINY_RECURSION_DIR, 'eval.json'), 'utf8')) as {
   split: string;
   latentSteps: number;

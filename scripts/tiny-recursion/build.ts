@@ -7,7 +7,7 @@
  *   2. the two agents from scratch on text (agents.ts), one process each;
  *   3. each agent's inner link with `rmas train-inner`;
  *   4. the outer links' alignment on every round's prompts (align.ts: 10,000 steps on 2,000 prompts per sender);
- *   5. the alignment again on the running system's rollouts (realign.ts: 4 passes of 300 questions at 3 rounds), so
+ *   5. the alignment again on the running system's rollouts (realign.ts: 6 passes of 300 questions at 3 rounds), so
  *      each link also meets the states its sender has when its slot holds a latent message; the inner links are fit
  *      there too, to the sender's own embeddings of what it thinks, and replace the inner stage's;
  *   6. optionally (--outer_steps N; 0 by default) `rmas train-outer --init_outer` over 3 rounds on rollout latents,
@@ -37,7 +37,7 @@ import { ROOT } from '../tiny-system/paths.ts';
 import { jsonlLosses, pool, runChild } from '../tiny-system/pipeline.ts';
 import { HOPS_AGENTS, HOPS_ROLES, trainHopsAgent } from './agents.ts';
 import { alignHopsOuter, HOPS_ALIGN_DEFAULTS } from './align.ts';
-import { RECURSION_LATENT_STEPS, recursionEvalCommand, TINY_RECURSION_DIR } from './eval.ts';
+import { RECURSION_KERNELS, RECURSION_LATENT_STEPS, recursionEvalCommand, TINY_RECURSION_DIR } from './eval.ts';
 import { meanSquare, realignOuter } from './realign.ts';
 import { HOPS_PROMPT_FILE } from './prompts.ts';
 
@@ -46,7 +46,7 @@ export const RECURSION_BUILD = {
   latentSteps: RECURSION_LATENT_STEPS,
   inner: { steps: 400, batchSize: 8, lr: 2e-3, ceWeight: 1 },
   align: { ...HOPS_ALIGN_DEFAULTS, steps: 10_000, rowsPerRole: 2000 },
-  realign: { rows: 300, steps: 2000, passes: 4 },
+  realign: { rows: 300, steps: 2000, passes: 6 },
   outer: { steps: 0, batchSize: 4, lr: 1e-3, rounds: 3, latents: 'rollout', nonLastLossWeight: 1, untilEos: 1 },
 } as const;
 
@@ -177,6 +177,9 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
     ...(existsSync(secondsFile) ? JSON.parse(await readFile(secondsFile, 'utf8')) : {}),
   };
   const saveSeconds = () => writeFile(secondsFile, json(seconds));
+  // children that run side by side share the cores rather than each taking them all (the SIMD kernels' results do
+  // not depend on their thread count)
+  const shared = { RMAS_CPU_THREADS: process.env.RMAS_CPU_THREADS ?? String(Math.max(1, Math.floor(availableParallelism() / o.jobs))) };
 
   if (doStage('agents')) {
     const steps = o.agentSteps ? ['--steps', String(o.agentSteps)] : [];
@@ -184,7 +187,8 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
       o.jobs,
       HOPS_ROLES.map((role) => () => {
         const args = [...BUILD, 'agents', '--out', system, '--role', role, ...steps, '--seed', String(o.seed)];
-        return runChild(`agent ${role}`, [...args, '--losses', join(logs, `agent-${role}.json`)], system, join(logs, `agent-${role}.log`));
+        const losses = ['--losses', join(logs, `agent-${role}.json`)];
+        return runChild(`agent ${role}`, [...args, ...losses], system, join(logs, `agent-${role}.log`), shared);
       }),
     );
     HOPS_ROLES.forEach((r, i) => (seconds[`agent ${r}`] = times[i]!));
@@ -199,7 +203,7 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
         const log = join(logs, `inner-${role}.jsonl`);
         const opts = { steps: o.innerSteps, seed: o.seed, mseWeight: mseWeights[role]! };
         const args = recursionInnerArgs(role, data(`inner-${role}.jsonl`), join(work, `inner-${role}`), opts, log);
-        return runChild(`inner ${role}`, [...RMAS, ...args], system, join(logs, `inner-${role}.log`));
+        return runChild(`inner ${role}`, [...RMAS, ...args], system, join(logs, `inner-${role}.log`), shared);
       }),
     );
     HOPS_ROLES.forEach((r, i) => (seconds[`inner ${r}`] = times[i]!));
@@ -249,6 +253,8 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
   const jsonlOr = async (file: string) => (existsSync(file) ? jsonlLosses(file) : []);
   const record = {
     seed: o.seed,
+    // the CPU kernels the stages ran on (runIfMain's choice unless RMAS_CPU_KERNELS named others)
+    kernels: process.env.RMAS_CPU_KERNELS ?? RECURSION_KERNELS,
     agents: Object.fromEntries(HOPS_AGENTS.map((a) => [a.role, { ...a, steps: o.agentSteps ?? a.steps }])),
     inner: { ...RECURSION_BUILD.inner, steps: o.innerSteps, mseWeights },
     align: { ...RECURSION_BUILD.align, steps: o.alignSteps ?? RECURSION_BUILD.align.steps },
@@ -357,4 +363,4 @@ const COMMANDS: Readonly<Record<string, Command<Options, void>>> = {
 export const USAGE = usageOf('scripts/tiny-recursion/build.ts', COMMANDS);
 export const main = (argv: readonly string[]): Promise<number> => runCommand('scripts/tiny-recursion/build.ts', COMMANDS, argv);
 
-await runIfMain(import.meta.url, main);
+await runIfMain(import.meta.url, main, RECURSION_KERNELS);

@@ -17,6 +17,12 @@ import { hopsPrompt } from './agents.ts';
 /** The recursion system's folder in the package. */
 export const TINY_RECURSION_DIR = resolve(ROOT, TINY_RECURSION_ROOT);
 
+/**
+ * The CPU kernels the recursion system is built and evaluated on: the SIMD ones (about 3× faster to train than the
+ * TypeScript reference, and the runner's default, so the recorded answers are what `rmas` gives).
+ */
+export const RECURSION_KERNELS = 'wasm' as const;
+
 /** The style's latent steps (3: a note's three tokens, src/eval/tiny-hops.ts). */
 export const RECURSION_LATENT_STEPS = defaultLatentSteps(getStyle('tiny_recursion'));
 

@@ -59,14 +59,18 @@ export async function runCommand(
   }
 }
 
+/** The CPU kernels a tiny system's build names (src/tensor/cpu.ts). */
+export type BuildKernels = 'ts' | 'wasm';
+
 /**
- * The CPU kernels the tiny systems are built on: the TypeScript reference, on which the committed systems and their
- * recorded loss curves were made (the SIMD kernels sum in another order, and AdamW's first steps turn that rounding
- * into other weights), so that a rebuild from the seed gives them again. Set for this process and the `rmas`
- * children it starts, unless RMAS_CPU_KERNELS already says otherwise.
+ * The CPU kernels a tiny system is built on, the ones its committed weights and recorded loss curves were made on
+ * (the SIMD kernels sum in another order than the TypeScript reference, and AdamW's first steps turn that rounding
+ * into other weights), so that a rebuild from the seed gives them again: the reference for the systems built
+ * before the SIMD kernels existed, 'wasm' for the recursion system. Set for this process and the `rmas` children
+ * it starts, unless RMAS_CPU_KERNELS already says otherwise.
  */
-export function useBuildKernels(): void {
-  process.env.RMAS_CPU_KERNELS ||= 'ts';
+export function useBuildKernels(kernels: BuildKernels = 'ts'): void {
+  process.env.RMAS_CPU_KERNELS ||= kernels;
 }
 
 /**
@@ -74,9 +78,13 @@ export function useBuildKernels(): void {
  * kernels) and exits with its code once stdout has drained (a WebGPU backend, Dawn, keeps the event loop alive
  * otherwise).
  */
-export async function runIfMain(moduleUrl: string, main: (argv: readonly string[]) => Promise<number>): Promise<void> {
+export async function runIfMain(
+  moduleUrl: string,
+  main: (argv: readonly string[]) => Promise<number>,
+  kernels: BuildKernels = 'ts',
+): Promise<void> {
   if (!process.argv[1] || moduleUrl !== pathToFileURL(resolve(process.argv[1])).href) return;
-  useBuildKernels();
+  useBuildKernels(kernels);
   const code = await main(process.argv.slice(2));
   process.stdout.write('', () => process.exit(code));
 }

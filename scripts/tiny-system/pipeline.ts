@@ -98,13 +98,16 @@ export function outerTrainArgs(data: string, saveDir: string, steps: number, see
   ];
 }
 
-/** Runs a command with the tiny system root pointed at `system`; output goes to `log` and stderr; resolves to its seconds. */
-export function runChild(label: string, args: string[], system: string, log: string): Promise<number> {
+/**
+ * Runs a command with the tiny system root pointed at `system` (and `env` added to its environment); output goes to
+ * `log` and stderr; resolves to its seconds.
+ */
+export function runChild(label: string, args: string[], system: string, log: string, env: NodeJS.ProcessEnv = {}): Promise<number> {
   const t0 = performance.now();
   return new Promise((resolvePromise, reject) => {
     const child = spawn(process.execPath, args, {
       cwd: ROOT,
-      env: { ...process.env, RMAS_TINY_SYSTEM: system },
+      env: { ...process.env, ...env, RMAS_TINY_SYSTEM: system },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const chunks: Buffer[] = [];
