@@ -64,7 +64,7 @@ describe('transformers.js decodes the same greedy ids as our engine', () => {
     expect(shown).toHaveLength(BROWSER_MODELS.length);
     for (const line of shown) expect(line).toMatch(/greedy ids identical across engines \(17 ids\)$/);
     expect(errors).toEqual([]);
-  }, 180_000); // about 35 s on 2 idle vCPUs; the limit leaves room for a loaded machine
+  }, 300_000); // 26-35 s on 2 idle vCPUs; one CI run, on a machine slower than this one, passed 180 s (cause not seen)
 
   it('in Node on WebGPU (Dawn for ours, onnxruntime-node for transformers.js)', async () => {
     const { nodeHost } = await import('../../bench/peer-node');
