@@ -29,7 +29,7 @@ import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { UsageError } from '../../src/errors.ts';
 import { loadDecoderFromDir } from '../../src/model/dir.ts';
-import { CpuBackend } from '../../src/tensor/cpu.ts';
+import { CpuBackend, defaultCpuKernels } from '../../src/tensor/cpu.ts';
 import { goldTranscript, hopJsonl, hopSplit, hopWorld } from '../../src/eval/tiny-hops.ts';
 import { command, type Command, type Options } from '../../src/runner/args.ts';
 import { int, json, oneOf, runCommand, runIfMain, s, usageOf } from '../tiny-system/cli.ts';
@@ -254,7 +254,7 @@ export async function buildRecursion(o: RecursionBuildOptions): Promise<void> {
   const record = {
     seed: o.seed,
     // the CPU kernels the stages ran on (runIfMain's choice unless RMAS_CPU_KERNELS named others)
-    kernels: process.env.RMAS_CPU_KERNELS ?? RECURSION_KERNELS,
+    kernels: defaultCpuKernels(),
     agents: Object.fromEntries(HOPS_AGENTS.map((a) => [a.role, { ...a, steps: o.agentSteps ?? a.steps }])),
     inner: { ...RECURSION_BUILD.inner, steps: o.innerSteps, mseWeights },
     align: { ...RECURSION_BUILD.align, steps: o.alignSteps ?? RECURSION_BUILD.align.steps },

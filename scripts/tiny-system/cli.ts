@@ -7,7 +7,7 @@ import { pathToFileURL } from 'node:url';
 import { UsageError } from '../../src/errors.ts';
 import { numberFlag, parseCommand, type Command, type Options } from '../../src/runner/args.ts';
 import type { Backend } from '../../src/tensor/backend.ts';
-import { CpuBackend } from '../../src/tensor/cpu.ts';
+import { CpuBackend, type CpuKernels } from '../../src/tensor/cpu.ts';
 
 export const s = { type: 'string' } as const;
 export const b = { type: 'boolean' } as const;
@@ -59,9 +59,6 @@ export async function runCommand(
   }
 }
 
-/** The CPU kernels a tiny system's build names (src/tensor/cpu.ts). */
-export type BuildKernels = 'ts' | 'wasm';
-
 /**
  * The CPU kernels a tiny system is built on, the ones its committed weights and recorded loss curves were made on
  * (the SIMD kernels sum in another order than the TypeScript reference, and AdamW's first steps turn that rounding
@@ -69,7 +66,7 @@ export type BuildKernels = 'ts' | 'wasm';
  * before the SIMD kernels existed, 'wasm' for the recursion system. Set for this process and the `rmas` children
  * it starts, unless RMAS_CPU_KERNELS already says otherwise.
  */
-export function useBuildKernels(kernels: BuildKernels = 'ts'): void {
+export function useBuildKernels(kernels: CpuKernels = 'ts'): void {
   process.env.RMAS_CPU_KERNELS ||= kernels;
 }
 
@@ -81,7 +78,7 @@ export function useBuildKernels(kernels: BuildKernels = 'ts'): void {
 export async function runIfMain(
   moduleUrl: string,
   main: (argv: readonly string[]) => Promise<number>,
-  kernels: BuildKernels = 'ts',
+  kernels: CpuKernels = 'ts',
 ): Promise<void> {
   if (!process.argv[1] || moduleUrl !== pathToFileURL(resolve(process.argv[1])).href) return;
   useBuildKernels(kernels);

@@ -18,7 +18,7 @@ export type CpuKernels = 'wasm' | 'ts';
 
 /**
  * The kernels a CPU backend runs when its caller names none: RMAS_CPU_KERNELS (Node), else 'wasm'. 'ts' reproduces
- * runs recorded on the TypeScript reference bit for bit (the committed tiny systems were built on it: the SIMD kernels
+ * runs recorded on the TypeScript reference bit for bit (the tiny systems but the recursion one were built on it: the SIMD kernels
  * sum in another order, and AdamW's first steps, which move every weight by about lr whatever its gradient's size,
  * turn such rounding into other weights).
  */
