@@ -10,14 +10,16 @@
  * and are compared with it), ours on WebGPU in Node (`ours-webgpu`: Dawn, lavapipe here),
  * PyTorch on the CPU (`torch`: scripts/peer/torch_decode.py, Debian's python3-torch, float32 compute with
  * --torch_threads threads), transformers.js on ONNX Runtime in Node (`tjs-cpu`: onnxruntime-node's CPU EP with as
- * many threads; `tjs-webgpu`: its WebGPU EP, a Dawn of its own on the same Vulkan driver), and in headless Chromium
+ * many threads; `tjs-wasm`: onnxruntime-web's WebAssembly EP with as many, what transformers.js runs in a browser
+ * without WebGPU: bench/realsize/ort-web.ts; `tjs-webgpu`: its WebGPU EP, a Dawn of its own on the same Vulkan
+ * driver), and in headless Chromium
  * (SwiftShader) through peer.html (`ours-page`: the engine in a worker; `tjs-page`: transformers.js' WebGPU EP in the
  * page; bench/realsize/page.ts). transformers.js reads an f32 ONNX export of the same weights (.cache/realsize-onnx,
  * built on first use by scripts/peer/export_onnx.py; Qwen3 and Llama families). Every run is cold: a fresh process
  * or browser loads the model, so compilation lands in every engine's prefill. Greedy ids must equal ours on the CPU
  * (or ours first run) before a peer's times count; ours' rows give ours/peer ratios against the peers on its adapter.
  *
- *   npm run bench:realsize -- [--models Qwen3-0.6B,…] [--engines ours-cpu,ours-webgpu,torch,tjs-cpu,tjs-webgpu,…]
+ *   npm run bench:realsize -- [--models Qwen3-0.6B,…] [--engines ours-cpu,ours-webgpu,torch,tjs-cpu,tjs-wasm,…]
  *       [--prompts 128,512] [--new 16] [--latent 16] [--reps 3] [--torch_threads N] [--timeout_s 3600] [--doc SECTION]
  * prints the table and appends a JSON line per row to bench/results/realsize.jsonl; --doc also writes the table into
  * docs/performance.md between its `<!-- realsize:SECTION:begin -->` and `…:end -->` markers. On a software WebGPU
@@ -40,6 +42,7 @@ import { gpuAdapterVisible } from './gpu-probe';
 import { PeerExportFailed, ensureOnnxExport } from './peer-export';
 import { ENGINES, type Engine, PEERS_OF, covers, isTjs, parseEngines, quantOf } from './realsize/engines';
 import { REALSIZE_MODELS, REALSIZE_ROOT, makeRealsizeModel, realsizeModel } from './realsize/models';
+import { assertOrtWeb, ortWebLoad } from './realsize/ort-web';
 
 export const ONNX_ROOT = '.cache/realsize-onnx';
 
@@ -86,16 +89,23 @@ async function measureOurs(engine: Engine, model: string, dir: string, ids: numb
   const backend = await backendOf(engine);
   const r = await runOursOnce(() => loadDecoderFromDir(dir, backend, { quantize: quantOf(engine) }), backend, ids, newTokens, latent);
   const ctx = (backend as { ctx?: { peakBytes: number } }).ctx;
-  return toSample(engine, model, ids.length, { ...r, gpuPeakBytes: ctx ? ctx.peakBytes : null }, process.resourceUsage().maxRSS / 1024, 1);
+  const threads = backend instanceof CpuBackend ? (backend.wasm?.threads ?? 1) : 1;
+  const rssMiB = process.resourceUsage().maxRSS / 1024;
+  return toSample(engine, model, ids.length, { ...r, gpuPeakBytes: ctx ? ctx.peakBytes : null }, rssMiB, threads);
 }
 
-/** transformers.js in this process, on onnxruntime-node: its CPU EP with `threads` threads, or its WebGPU EP. */
+/**
+ * transformers.js in this process: on onnxruntime-node's CPU EP with `threads` threads or its WebGPU EP, or
+ * (`tjs-wasm`) on onnxruntime-web's WebAssembly EP with as many (installed before transformers.js is imported).
+ */
 async function measureTjs(engine: Engine, model: string, ids: number[], newTokens: number, threads: number): Promise<Sample> {
   const { AutoModelForCausalLM, env } = await import('@huggingface/transformers');
+  if (engine === 'tjs-wasm') assertOrtWeb(env);
   env.allowRemoteModels = false;
   env.localModelPath = `${resolve(ONNX_ROOT)}/`;
   const device = engine === 'tjs-webgpu' ? 'webgpu' : 'cpu';
-  const opts = { device, dtype: 'fp32', ...(device === 'cpu' ? { session_options: { intraOpNumThreads: threads } } : {}) } as const;
+  const opts = engine === 'tjs-wasm' ? ortWebLoad(ONNX_ROOT, model)
+    : { device, dtype: 'fp32', ...(device === 'cpu' ? { session_options: { intraOpNumThreads: threads } } : {}) } as const;
   const r = await runTheirsOnce(() => AutoModelForCausalLM.from_pretrained(model, opts), ids, newTokens);
   return toSample(engine, model, ids.length, r, process.resourceUsage().maxRSS / 1024, device === 'cpu' ? threads : 1);
 }
@@ -134,7 +144,8 @@ const fmt = (xs: (number | null)[], digits = 2) => {
   return v.length ? `${median(v).toFixed(digits)}${spread(v) ? ` ${spread(v)}` : ''}` : '—';
 };
 
-async function child(args: string[]): Promise<void> {
+/** The child process's work: one engine, one model, one prompt length; prints its Sample as a JSON line. */
+export async function child(args: string[]): Promise<void> {
   const [engine, model, prompt, newTokens, latent, threads] = args as [Engine, string, string, string, string, string];
   const m = realsizeModel(model);
   const dir = await makeRealsizeModel(m);
@@ -256,9 +267,10 @@ async function measure(
     }, { log, timeoutMs });
     return toSample(engine, model, ids.length, r, r.pssPeakBytes / 2 ** 20, 1);
   }
+  // tjs-wasm's child starts in ort-web.ts, which installs onnxruntime-web before our tokenizer imports transformers.js
+  const entry = engine === 'tjs-wasm' ? 'bench/realsize/ort-web.ts' : 'bench/realsize.ts';
   const r = spawnSync(process.execPath, [
-    '--import', 'tsx', resolve('bench/realsize.ts'), '--child', engine, model, String(ids.length), String(newTokens), String(latent),
-    String(threads),
+    '--import', 'tsx', resolve(entry), '--child', engine, model, String(ids.length), String(newTokens), String(latent), String(threads),
   ], { encoding: 'utf8', maxBuffer: 1 << 24, stdio: ['ignore', 'pipe', 'inherit'], timeout: timeoutMs });
   if (r.status !== 0) throw new Error(`${engine} on ${model} failed (exit ${r.status}${r.signal ? `, ${r.signal}` : ''})`);
   return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as Sample;

@@ -3,8 +3,9 @@
  * configs (layer counts, widths, heads, vocabularies; Llama-3.2-1B's and Gemma-3-1B's published parameter counts), the
  * folders it writes load in the engine with the family's real tokenizer, and its PyTorch peer
  * (scripts/peer/torch_decode.py) and its transformers.js peer (an ONNX export laid out as at real size, in chunked
- * external data, on onnxruntime-node's CPU EP) write the greedy ids ours writes, on each family they cover, at a test's
- * size (the same config fields and code paths, few small layers); the table's peer ratios and id checks.
+ * external data, on onnxruntime-node's CPU EP and on onnxruntime-web's WebAssembly EP) write the greedy ids ours writes,
+ * on each family they cover, at a test's size (the same config fields and code paths, few small layers); the table's
+ * peer ratios and id checks.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -33,6 +34,17 @@ const RELEASED: Record<string, [number, number, number, number, number, number]>
   'Qwen3-1.7B': [28, 2048, 6144, 16, 8, 151936],
 };
 
+/** Ours on the CPU backend: 8 greedy ids after the prompt, and the prompt's last logits (the peers' checks). */
+async function oursOn(dir: string, ids: number[]): Promise<{ ours: number[]; logits: Float32Array }> {
+  const model = await loadDecoderFromDir(dir, new CpuBackend('f32'));
+  const ours = (await generate(model, { inputIds: ids, maxNewTokens: 8, sampling: { greedy: true }, eosTokenIds: [] })).tokens;
+  const be = model.weights.backend;
+  const logits = await model.forward({ inputIds: be.fromValues(ids, [ids.length], 'i32'), cache: model.newCache(ids.length),
+    logits: 'last' }).logits!.read();
+  model.dispose();
+  return { ours, logits };
+}
+
 describe('bench:realsize models', () => {
   it('have the released configs', () => {
     expect(REALSIZE_MODELS.map((m) => m.name)).toEqual(Object.keys(RELEASED));
@@ -52,17 +64,11 @@ describe('bench:realsize models', () => {
   });
 
   it("the PyTorch peer writes ours's greedy ids on every family it covers (a test's size)", async () => {
-    for (const name of ['Qwen3-0.6B', 'Llama-3.2-1B', 'Gemma-3-1B']) {
+    for (const name of ['Qwen3-0.6B', 'Llama-3.2-1B', 'Gemma-3-1B', 'Qwen3.5-0.8B']) {
       const m = scaledDown(realsizeModel(name));
       const dir = await makeRealsizeModel(m, root);
       const ids = (await promptIds(dir, 12)).map((x) => x % 512);
-      const be = new CpuBackend('f32');
-      const model = await loadDecoderFromDir(dir, be);
-      const ours = (await generate(model, { inputIds: ids, maxNewTokens: 8, sampling: { greedy: true }, eosTokenIds: [] })).tokens;
-      const cache = model.newCache(ids.length);
-      const idsT = be.fromValues(ids, [ids.length], 'i32');
-      const logits = await model.forward({ inputIds: idsT, cache, logits: 'last' }).logits!.read();
-      model.dispose();
+      const { ours, logits } = await oursOn(dir, ids);
       const args = ['scripts/peer/torch_decode.py', dir, '--ids', ids.join(','), '--new', '8', '--logits'];
       const out = execFileSync('/usr/bin/python3', args, { encoding: 'utf8' });
       const theirs = JSON.parse(out) as { ids: number[]; logits: number[] };
@@ -101,12 +107,7 @@ describe('bench:realsize models', () => {
       const cfg = JSON.parse(readFileSync(join(exported, 'config.json'), 'utf8')) as Record<string, { use_external_data_format: number }>;
       expect(cfg['transformers.js_config']!.use_external_data_format, name).toBeGreaterThan(1);
       const ids = (await promptIds(dir, 12)).map((x) => x % 512);
-      const model = await loadDecoderFromDir(dir, new CpuBackend('f32'));
-      const ours = (await generate(model, { inputIds: ids, maxNewTokens: 8, sampling: { greedy: true }, eosTokenIds: [] })).tokens;
-      const be = model.weights.backend;
-      const want = await model.forward({ inputIds: be.fromValues(ids, [ids.length], 'i32'), cache: model.newCache(ids.length),
-        logits: 'last' }).logits!.read();
-      model.dispose();
+      const { ours, logits: want } = await oursOn(dir, ids);
       env.allowRemoteModels = false;
       env.localModelPath = `${onnxRoot}/`;
       const load = () => AutoModelForCausalLM.from_pretrained(m.name, { device: 'cpu', dtype: 'fp32' });
@@ -123,6 +124,24 @@ describe('bench:realsize models', () => {
       const diff = Math.max(...Array.from(got, (v, i) => Math.abs(v - want[i]!)));
       expect(diff / peak, name).toBeLessThan(1e-5);
     }
+  }, 120_000);
+
+  it("transformers.js on onnxruntime-web's WebAssembly EP (tjs-wasm) writes ours's greedy ids, in a process of its own", async () => {
+    const m = scaledDown(realsizeModel('Qwen3-0.6B'));
+    const dir = await makeRealsizeModel(m, root);
+    const onnxRoot = join(root, 'onnx');
+    ensureOnnxExport(dir, onnxRoot, () => {}, { externalDataMib: 0.05 });
+    const ids = (await promptIds(dir, 12)).map((x) => x % 512);
+    const { ours, logits: want } = await oursOn(dir, ids);
+    // transformers.js binds its ONNX Runtime when first imported, and this process has imported it on onnxruntime-node
+    const out = execFileSync(process.execPath, ['--import', 'tsx', 'bench/realsize/ort-web.ts', onnxRoot, m.name, ids.join(','), '8', '2'],
+      { encoding: 'utf8' });
+    const theirs = JSON.parse(out.trim().split('\n').at(-1)!) as { ids: number[]; logits: number[] };
+    expect(theirs.ids).toEqual(ours);
+    expect(theirs.logits.length).toBe(512);
+    const peak = Math.max(...Array.from(want, Math.abs));
+    const diff = Math.max(...theirs.logits.map((v, i) => Math.abs(v - want[i]!)));
+    expect(diff / peak).toBeLessThan(1e-5);
   }, 120_000);
 
   it("the table compares ours with its adapter's peers only when their ids equal ours", () => {

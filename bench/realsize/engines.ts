@@ -5,7 +5,8 @@
 import type { QuantDType } from '../../src/formats/dtype';
 
 export const ENGINES = [
-  'ours-cpu', 'ours-cpu-q8_0', 'ours-cpu-q4_0', 'ours-webgpu', 'torch', 'tjs-cpu', 'tjs-webgpu', 'ours-page', 'tjs-page',
+  'ours-cpu', 'ours-cpu-q8_0', 'ours-cpu-q4_0', 'ours-webgpu', 'torch', 'tjs-cpu', 'tjs-wasm', 'tjs-webgpu', 'ours-page',
+  'tjs-page',
 ] as const;
 export type Engine = (typeof ENGINES)[number];
 
@@ -23,15 +24,15 @@ export const NODE_GPU_ENGINES: readonly Engine[] = ['ours-webgpu', 'tjs-webgpu']
 
 /** Each of ours' engines and the peers it is compared with (the same adapter, or the CPU). */
 export const PEERS_OF: Partial<Record<Engine, Engine[]>> = {
-  'ours-cpu': ['torch', 'tjs-cpu'], 'ours-webgpu': ['tjs-webgpu'], 'ours-page': ['tjs-page'],
+  'ours-cpu': ['torch', 'tjs-cpu', 'tjs-wasm'], 'ours-webgpu': ['tjs-webgpu'], 'ours-page': ['tjs-page'],
   'ours-cpu-q8_0': ['ours-cpu'], 'ours-cpu-q4_0': ['ours-cpu'],
 };
 
 /** The families each peer covers (scripts/peer/torch_decode.py; scripts/peer/onnx_decoder.py's export). */
-const TORCH_FAMILIES = ['qwen3', 'llama', 'gemma3_text'];
+const TORCH_FAMILIES = ['qwen3', 'llama', 'gemma3_text', 'qwen3_5_text'];
 const ONNX_FAMILIES = ['qwen3', 'llama', 'qwen2'];
 
-export const isTjs = (e: Engine): boolean => e === 'tjs-cpu' || e === 'tjs-webgpu' || e === 'tjs-page';
+export const isTjs = (e: Engine): boolean => e === 'tjs-cpu' || e === 'tjs-wasm' || e === 'tjs-webgpu' || e === 'tjs-page';
 
 /** Whether `engine` can run a model of `modelType` (the peers cover some families only). */
 export function covers(engine: Engine, modelType: string): boolean {

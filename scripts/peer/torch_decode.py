@@ -2,9 +2,11 @@
 """The PyTorch CPU peer of `npm run bench:realsize`: greedy decoding of a Hugging Face model folder (config.json +
 model.safetensors) with a KV cache, in float32 from the checkpoint's bf16/f16/f32 weights, as upstream's `--device cpu`
 runs a model through transformers' eager path. Debian's torch 1.13 has no transformers package, so the decoder is
-written here from modeling_llama / modeling_qwen3 / modeling_gemma3 (the conventions of scripts/golden/tiny_models.py,
-whose float64 forwards the engine's goldens come from): Llama 3 (scaled RoPE), Qwen3 (per-head q/k norms), Gemma 3
-(sliding and global layers, (1 + w) norms, sandwich norms, gelu_tanh, the embedding scale).
+written here from modeling_llama / modeling_qwen3 / modeling_gemma3 / modeling_qwen3_5 (the conventions of
+scripts/golden/tiny_models.py, whose float64 forwards the engine's goldens come from): Llama 3 (scaled RoPE), Qwen3
+(per-head q/k norms), Gemma 3 (sliding and global layers, (1 + w) norms, sandwich norms, gelu_tanh, the embedding
+scale), Qwen3.5's text decoder (Gated DeltaNet layers carrying their conv rows and state from step to step, gated
+attention layers with partial RoPE, (1 + w) norms).
 
 Run:
     /usr/bin/python3 scripts/peer/torch_decode.py MODEL_DIR --ids 1,2,3 --new 8 [--threads N]
@@ -65,15 +67,26 @@ class Decoder:
     def __init__(self, cfg, w):
         self.cfg, self.w = cfg, w
         self.type = cfg["model_type"]
-        if self.type not in ("llama", "qwen3", "gemma3", "gemma3_text"):
-            raise SystemExit(f"torch_decode.py: model_type {self.type} is not written here (llama, qwen3, gemma3)")
+        if self.type not in ("llama", "qwen3", "gemma3", "gemma3_text", "qwen3_5_text"):
+            raise SystemExit(f"torch_decode.py: model_type {self.type} is not written here (llama, qwen3, gemma3, qwen3_5_text)")
         self.gemma = self.type.startswith("gemma3")
+        self.qwen35 = self.type == "qwen3_5_text"
         self.L = cfg["num_hidden_layers"]
         self.Hq, self.Hkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
         self.D = cfg.get("head_dim") or cfg["hidden_size"] // self.Hq
         self.eps = cfg["rms_norm_eps"]
         scaling = cfg.get("rope_scaling")
-        if self.gemma:
+        if self.qwen35:
+            rope = cfg["rope_parameters"]
+            self.rotary = int(self.D * rope["partial_rotary_factor"])
+            self.inv_global = default_inv_freq(rope["rope_theta"], self.rotary)
+            interval = cfg.get("full_attention_interval", 4)
+            self.types = cfg.get("layer_types") or ["full_attention" if (i + 1) % interval == 0 else "linear_attention"
+                                                    for i in range(self.L)]
+            self.sliding = [False] * self.L
+            self.window = None
+            self.scale = self.D ** -0.5
+        elif self.gemma:
             self.inv_global = default_inv_freq(cfg["rope_theta"], self.D)
             if scaling:
                 self.inv_global = self.inv_global / scaling["factor"]
@@ -97,12 +110,74 @@ class Decoder:
         self.cache = [None] * self.L
 
     def norm(self, t, weight):
-        return rms_norm(t, 1.0 + weight if self.gemma else weight, self.eps)
+        return rms_norm(t, 1.0 + weight if self.gemma or self.qwen35 else weight, self.eps)
 
     def rope(self, t, pos, inv):
         angle = pos[:, None].float() * inv[None, :]
         emb = torch.cat([angle, angle], dim=-1)
         return t * emb.cos()[:, None, :] + rotate_half(t) * emb.sin()[:, None, :]
+
+    def attend(self, l, q, k, v, pos):
+        """Causal GQA attention of q over layer l's cache with k and v appended (positions pos): [T, Hq * D]."""
+        if self.cache[l] is not None:
+            k = torch.cat([self.cache[l][0], k])
+            v = torch.cat([self.cache[l][1], v])
+        self.cache[l] = (k, v)
+        rep = self.Hq // self.Hkv
+        scores = torch.einsum("thd,shd->hts", q, k.repeat_interleave(rep, dim=1)) * self.scale
+        mask = torch.arange(k.shape[0])[None, :] <= pos[:, None]
+        scores = scores.masked_fill(~mask, float("-inf"))
+        return torch.einsum("hts,shd->thd", torch.softmax(scores, dim=-1), v.repeat_interleave(rep, dim=1)).reshape(len(pos), -1)
+
+    def qwen35_layer(self, l, x, pos):
+        """One Qwen3.5 layer on T new tokens: a Gated DeltaNet carrying its last K - 1 conv rows and its state S from
+        the previous call (zeros before the sequence), or gated attention on the KV cache; then the SwiGLU MLP."""
+        w, cfg, T = self.w, self.cfg, x.shape[0]
+        p = f"model.layers.{l}."
+        h = self.norm(x, w[p + "input_layernorm.weight"])
+        if self.types[l] == "linear_attention":
+            a = p + "linear_attn."
+            nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+            dk, dv, K = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"]
+            mixed = F.linear(h, w[a + "in_proj_qkv.weight"])
+            C = mixed.shape[1]
+            rows, S = self.cache[l] or (torch.zeros(K - 1, C), torch.zeros(nv, dk, dv))
+            seq = torch.cat([rows, mixed])
+            conv = F.silu(F.conv1d(seq.t()[None], w[a + "conv1d.weight"], groups=C)[0].t())
+            q = conv[:, : nk * dk].reshape(T, nk, dk)
+            k = conv[:, nk * dk: 2 * nk * dk].reshape(T, nk, dk)
+            v = conv[:, 2 * nk * dk:].reshape(T, nv, dv)
+            l2 = lambda t: t / torch.sqrt((t * t).sum(-1, keepdim=True) + 1e-6)  # noqa: E731
+            q, k = l2(q) * dk ** -0.5, l2(k)
+            q, k = q.repeat_interleave(nv // nk, dim=1), k.repeat_interleave(nv // nk, dim=1)
+            beta = torch.sigmoid(F.linear(h, w[a + "in_proj_b.weight"]))
+            g = -torch.exp(w[a + "A_log"]) * F.softplus(F.linear(h, w[a + "in_proj_a.weight"]) + w[a + "dt_bias"])
+            outs = []
+            for t in range(T):
+                S = S * torch.exp(g[t])[:, None, None]
+                delta = beta[t][:, None] * (v[t] - torch.einsum("hij,hi->hj", S, k[t]))
+                S = S + k[t][:, :, None] * delta[:, None, :]
+                outs.append(torch.einsum("hij,hi->hj", S, q[t]))
+            self.cache[l] = (seq[-(K - 1):], S)
+            z = F.linear(h, w[a + "in_proj_z.weight"]).view(T, nv, dv)
+            y = rms_norm(torch.stack(outs), w[a + "norm.weight"], self.eps) * F.silu(z)
+            x = x + F.linear(y.reshape(T, nv * dv), w[a + "out_proj.weight"])
+        else:
+            a = p + "self_attn."
+            qg = F.linear(h, w[a + "q_proj.weight"]).view(T, self.Hq, 2 * self.D)
+            q, gate = qg[..., : self.D], qg[..., self.D:].reshape(T, self.Hq * self.D)
+            k = F.linear(h, w[a + "k_proj.weight"]).view(T, self.Hkv, self.D)
+            v = F.linear(h, w[a + "v_proj.weight"]).view(T, self.Hkv, self.D)
+            q, k = self.norm(q, w[a + "q_norm.weight"]), self.norm(k, w[a + "k_norm.weight"])
+            R = self.rotary
+            q = torch.cat([self.rope(q[..., :R], pos, self.inv_global), q[..., R:]], dim=-1)
+            k = torch.cat([self.rope(k[..., :R], pos, self.inv_global), k[..., R:]], dim=-1)
+            o = self.attend(l, q, k, v, pos)
+            x = x + F.linear(o * torch.sigmoid(gate), w[a + "o_proj.weight"])
+        m = p + "mlp."
+        h = self.norm(x, w[p + "post_attention_layernorm.weight"])
+        act = F.silu(F.linear(h, w[m + "gate_proj.weight"])) * F.linear(h, w[m + "up_proj.weight"])
+        return x + F.linear(act, w[m + "down_proj.weight"])
 
     @torch.no_grad()
     def forward(self, ids, start):
@@ -114,6 +189,9 @@ class Decoder:
         pos = torch.arange(start, start + T)
         for l in range(self.L):
             p = f"model.layers.{l}."
+            if self.qwen35:
+                x = self.qwen35_layer(l, x, pos)
+                continue
             a = p + "self_attn."
             h = self.norm(x, w[p + "input_layernorm.weight"])
             q = F.linear(h, w[a + "q_proj.weight"], w.get(a + "q_proj.bias")).view(T, self.Hq, self.D)

@@ -224,8 +224,9 @@ export class WasmKernels {
   }
 
   /**
-   * A zeroed array of `bytes` bytes in the heap for a frozen half or quantized weight (Uint16Array for bf16, else
-   * Uint8Array), which the kernels then read in place: the weight is held once. Null where the heap is not
+   * An array of `bytes` bytes in the heap for a frozen half or quantized weight (Uint16Array for bf16, else
+   * Uint8Array), which the kernels then read in place: the weight is held once. Its bytes are not cleared (a block
+   * given back earlier holds its last owner's): the caller writes every one. Null where the heap is not
    * shared (a grow would detach the array) or cannot hold it. Its bytes return to the heap when the array is
    * collected: the CPU backend makes no views of these dtypes (checkView), and reshapes share the array itself.
    */
@@ -235,7 +236,6 @@ export class WasmKernels {
     if (addr < 0) return null;
     const buf = this.heap.buffer();
     const a = dtype === 'bf16' ? new Uint16Array(buf, addr, bytes / 2) : new Uint8Array(buf, addr, bytes);
-    a.fill(0); // a block given back earlier holds its last owner's bytes
     this.reclaim.register(a, { addr, size: bytes });
     return a;
   }
