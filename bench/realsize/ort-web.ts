@@ -55,7 +55,8 @@ export function assertOrtWeb(env: { backends: { onnx: unknown } }): void {
  */
 export function ortWebLoad(root: string, name: string) {
   const config = JSON.parse(readFileSync(join(root, name, 'config.json'), 'utf8')) as Record<string, unknown>;
-  const chunks = Number((config['transformers.js_config'] as { use_external_data_format?: unknown } | undefined)?.use_external_data_format ?? 0);
+  const tjs = config['transformers.js_config'] as { use_external_data_format?: unknown } | undefined;
+  const chunks = Number(tjs?.use_external_data_format ?? 0);
   const files = Array.from({ length: chunks }, (_, i) => `model.onnx_data${i === 0 ? '' : `_${i}`}`);
   const externalData = files.map((f) => ({ path: f, data: resolve(root, name, 'onnx', f) }));
   return { device: 'auto', dtype: 'fp32', ...(files.length ? { session_options: { externalData } } : {}) } as const;
