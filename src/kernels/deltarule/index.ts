@@ -81,8 +81,9 @@ export const gatedDeltaRuleKernel: KernelDef<void> = {
       { shape: [d.T, d.nv, d.dv], dtype: 'f32' }, { shape: [d.nv, d.dk, d.dv], dtype: 'f32' }, { shape: [d.T, d.nv, d.dv], dtype: 'f32' },
     ];
   },
-  cpu([q, k, v, g, beta, state], [o, st, u], _a, { inputs }) {
+  cpu([q, k, v, g, beta, state], [o, st, u], _a, { inputs, wasm }) {
     const d = dimsOf('gated_delta_rule', inputs, 5);
+    if (wasm?.deltaRule(f(q), f(k), f(v), f(g), f(beta), state ? f(state) : null, f(o), f(st), f(u), d)) return;
     deltaRuleForward(f(q), f(k), f(v), f(g), f(beta), state ? f(state) : null, f(o), f(st), f(u), d);
   },
   webgpu(ctx, ins, [o, st, u]) {

@@ -374,12 +374,100 @@ const ATTN_MIX = (() => {
 })();
 
 /**
+ * `delta_rule(q, k, v, a, b, S, o, u, T, nk, nv, dk, dv, m)`: the gated delta rule's forward (deltarule/cpu.ts, whose
+ * f64 column walk is the reference) for every value head h over T tokens, the state S [nv, dk, dv] updated in place
+ * (the caller fills it with the initial state or zeros), row by row of S so that each pass is 4 values of dv a vector:
+ *   m = Sᵀk;  u = v − a·m;  δ = b·u;  S ← a·S + k δᵀ;  o = Sᵀq
+ * with a = exp(g) and b = β given per (t, h) (wasm has no exp), value head h reading key head h / (nv / nk). q, k
+ * [T, nk, dk]; v, o, u [T, nv, dv]; a, b [T, nv]; m is scratch for 2·dv floats. dv must be a multiple of 4; sums f32.
+ */
+const DELTA_RULE = (() => {
+  const f = (n: string) => get(n);
+  const at = (base: string, off: string) => add(f(base), off);
+  /** for (j = 0; j < dv bytes; j += 16) body */
+  const overJ = (label: string, body: string[]) => [
+    set('j', i32(0)),
+    `(block $${label}_done (loop $${label}`,
+    `(br_if $${label}_done (i32.ge_u ${f('j')} ${f('dvb')}))`,
+    ...body,
+    set('j', add(f('j'), i32(16))),
+    `(br $${label})))`,
+  ];
+  /** for (i = 0, row = sh; i < dk; i++, row += dvb) body */
+  const overI = (label: string, body: string[]) => [
+    set('i', i32(0)),
+    set('row', f('sh')),
+    `(block $${label}_done (loop $${label}`,
+    `(br_if $${label}_done (i32.ge_u ${f('i')} ${f('dk')}))`,
+    ...body,
+    set('row', add(f('row'), f('dvb'))),
+    set('i', add(f('i'), i32(1))),
+    `(br $${label})))`,
+  ];
+  const zero = '(v128.const i32x4 0 0 0 0)';
+  const splatAt = (base: string) => `(f32x4.splat (f32.load ${add(f(base), `(i32.shl ${f('i')} ${i32(2)})`)}))`;
+  const perToken = [
+    set('gate', `(i32.shl ${add(`(i32.mul ${f('t')} ${f('nv')})`, f('h'))} ${i32(2)})`),
+    set('av', `(f32x4.splat (f32.load ${at('a', f('gate'))}))`),
+    set('bv', `(f32x4.splat (f32.load ${at('b', f('gate'))}))`),
+    // key head h / r of token t
+    set('kv', add(f('k'), `(i32.shl (i32.mul ${add(`(i32.mul ${f('t')} ${f('nk')})`, `(i32.div_u ${f('h')} ${f('r')})`)} ${f('dk')}) ` +
+      `${i32(2)})`)),
+    set('qv', add(f('q'), `(i32.sub ${f('kv')} ${f('k')})`)),
+    set('vt', `(i32.mul ${add(`(i32.mul ${f('t')} ${f('nv')})`, f('h'))} ${f('dvb')})`),
+    // m = Sᵀk
+    ...overJ('mz', [`(v128.store ${at('m', f('j'))} ${zero})`]),
+    ...overI('m', [
+      set('ki', splatAt('kv')),
+      ...overJ('mj', [`(v128.store ${at('m', f('j'))} ${fadd(load(at('m', f('j'))), fmul(load(at('row', f('j'))), f('ki')))})`]),
+    ]),
+    // u = v − a·m, δ = b·u (δ after m in the scratch)
+    ...overJ('u', [
+      set('x', `(f32x4.sub ${load(add(at('v', f('vt')), f('j')))} ${fmul(f('av'), load(at('m', f('j'))))})`),
+      `(v128.store ${add(at('u', f('vt')), f('j'))} ${f('x')})`,
+      `(v128.store ${add(at('m', f('dvb')), f('j'))} ${fmul(f('bv'), f('x'))})`,
+    ]),
+    // S ← a·S + k δᵀ and o = Sᵀq in one pass over the rows
+    ...overJ('oz', [`(v128.store ${add(at('o', f('vt')), f('j'))} ${zero})`]),
+    ...overI('s', [
+      set('ki', splatAt('kv')),
+      set('qi', splatAt('qv')),
+      ...overJ('sj', [
+        set('x', fadd(fmul(f('av'), load(at('row', f('j')))), fmul(f('ki'), load(add(at('m', f('dvb')), f('j')))))),
+        `(v128.store ${at('row', f('j'))} ${f('x')})`,
+        `(v128.store ${add(at('o', f('vt')), f('j'))} ${fadd(load(add(at('o', f('vt')), f('j'))), fmul(f('x'), f('qi')))})`,
+      ]),
+    ]),
+  ];
+  const body = [
+    set('dvb', `(i32.shl ${f('dv')} ${i32(2)})`),
+    set('r', `(i32.div_u ${f('nv')} ${f('nk')})`),
+    set('h', i32(0)),
+    '(block $heads_done (loop $heads',
+    `(br_if $heads_done (i32.ge_u ${f('h')} ${f('nv')}))`,
+    set('sh', add(f('S'), `(i32.mul (i32.mul ${f('h')} ${f('dk')}) ${f('dvb')})`)),
+    set('t', i32(0)),
+    '(block $tokens_done (loop $tokens',
+    `(br_if $tokens_done (i32.ge_u ${f('t')} ${f('T')}))`,
+    ...perToken,
+    set('t', add(f('t'), i32(1))),
+    '(br $tokens)))',
+    set('h', add(f('h'), i32(1))),
+    '(br $heads)))',
+  ];
+  const params = ['q', 'k', 'v', 'a', 'b', 'S', 'o', 'u', 'T', 'nk', 'nv', 'dk', 'dv', 'm'].map((n) => `(param $${n} i32)`).join(' ');
+  const locals = ['h', 't', 'i', 'j', 'r', 'dvb', 'sh', 'row', 'kv', 'qv', 'vt', 'gate'].map((n) => `(local $${n} i32)`)
+    .concat(['av', 'bv', 'ki', 'qi', 'x'].map((n) => `(local $${n} v128)`));
+  return `(func (export "delta_rule") ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
+})();
+
+/**
  * The whole module: one imported memory, the exports. `shared` imports a shared memory (threads: every worker
  * instantiates the same module over it); the code is the same, only the import's type differs. A shared memory
  * needs a maximum: 65536 pages, the 4 GiB of wasm32.
  */
 export function cpuKernelsWat(shared = false): string {
-  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX];
+  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, DELTA_RULE];
   for (const dt of WASM_DTYPES) {
     for (const [R, C] of [[4, 2], [4, 1], [1, 2], [1, 1]]) funcs.push(blockFunc(dt, R, C));
     funcs.push(gemmFunc(dt));

@@ -1,5 +1,5 @@
 /**
- * The CPU backend's fast matmul and attention: the WebAssembly SIMD kernels of wasm-wat.ts over a heap in their own
+ * The CPU backend's fast matmul, attention and gated delta rule: the WebAssembly SIMD kernels of wasm-wat.ts over a heap in their own
  * memory, loaded the same way in Node and the page (bytes inlined in wasm-bytes.ts, compiled synchronously, which a
  * worker or Node allows at any size). The plain TypeScript of cpu.ts stays the reference: `matmul` returns false for
  * what the kernels do not take (f64 tensors, f16 weights, B not stored [N, K]), and the caller runs the reference then.
@@ -18,6 +18,7 @@
 import { f16BitsToF32, rowBytes } from '../../formats/dtype';
 import type { CpuArray, FloatArray } from '../kernel';
 import { type AttnDims, keyRange } from '../attention/cpu';
+import type { DeltaDims } from '../deltarule/cpu';
 import type { MatmulPlan } from './plan';
 import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
 import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
@@ -25,6 +26,8 @@ import { isQuant } from '../../formats/dtype';
 import { F16_TABLE, HEAP_BASE, WASM_DTYPES, type WasmDType, X_ORDER, xRowBytes } from './wasm-wat';
 
 type AttnProduct = (a: number, b: number, stride: number, n: number, D: number, out: number) => void;
+type DeltaRule = (q: number, k: number, v: number, a: number, b: number, S: number, o: number, u: number, T: number, nk: number,
+  nv: number, dk: number, dv: number, m: number) => void;
 type Gemm = (w: number, ld: number, K: number, x: number, M: number, y: number, ldy: number, n0: number, n1: number, bias: number) => void;
 
 const PAGE = 65536;
@@ -150,6 +153,7 @@ export class WasmKernels {
   private readonly stageInts: (x: number, K: number, q: number) => void;
   private readonly attnScores: AttnProduct;
   private readonly attnMix: AttnProduct;
+  private readonly deltaRuleFn: DeltaRule;
   private readonly resident = new WeakMap<object, Resident>();
   private readonly reclaim = new FinalizationRegistry<Resident>((r) => this.heap.release(r.addr, r.size));
   /** The workers, where more than one thread runs. */
@@ -172,6 +176,7 @@ export class WasmKernels {
     this.stageInts = instance.exports.stage_ints as (x: number, K: number, q: number) => void;
     this.attnScores = instance.exports.attn_scores as AttnProduct;
     this.attnMix = instance.exports.attn_mix as AttnProduct;
+    this.deltaRuleFn = instance.exports.delta_rule as DeltaRule;
     this.gemm = Object.fromEntries(WASM_DTYPES.map((d) => [d, ex[`gemm_${d}`]])) as Record<WasmDType, Gemm>;
   }
 
@@ -408,6 +413,50 @@ export class WasmKernels {
         }
       }
       if (!inPlace) o.set(this.heap.f32(oa, T * hq * D));
+      return true;
+    } finally {
+      for (const r of tmp) this.heap.release(r.addr, r.size);
+    }
+  }
+
+  /**
+   * The gated delta rule's forward as deltarule/cpu.ts's deltaRuleForward computes it (o, the final state, u), in the
+   * kernels (f32 sums, the state walked by rows): exp(g) is taken here, in f64 then rounded, as the reference does.
+   * False where the kernels do not take it (f64 arrays, dv not a multiple of 4) or the heap cannot hold the operands.
+   */
+  deltaRule(q: FloatArray, k: FloatArray, v: FloatArray, g: FloatArray, beta: FloatArray, state: FloatArray | null,
+    o: FloatArray, st: FloatArray, u: FloatArray, { T, nk, nv, dk, dv }: DeltaDims): boolean {
+    const arrays = [q, k, v, g, beta, o, st, u, ...(state ? [state] : [])];
+    if (!arrays.every((a) => a instanceof Float32Array) || dv % 4 !== 0 || nv % nk !== 0) return false;
+    const qkN = T * nk * dk;
+    const voN = T * nv * dv;
+    const gN = T * nv;
+    const sN = nv * dk * dv;
+    const sizes = [qkN, qkN, voN, gN, gN, sN, voN, voN, 2 * dv];
+    const tmp: Resident[] = [];
+    try {
+      const at: number[] = [];
+      for (const n of sizes) {
+        const size = 4 * Math.max(1, n);
+        const addr = this.heap.alloc(size);
+        if (addr < 0) return false;
+        tmp.push({ addr, size });
+        at.push(addr);
+      }
+      const [qa, ka, va, aa, ba, sa, oa, ua, ma] = at as [number, number, number, number, number, number, number, number, number];
+      this.heap.f32(qa, qkN).set(q.subarray(0, qkN));
+      this.heap.f32(ka, qkN).set(k.subarray(0, qkN));
+      this.heap.f32(va, voN).set(v.subarray(0, voN));
+      const gates = this.heap.f32(aa, gN);
+      for (let i = 0; i < gN; i++) gates[i] = Math.exp(g[i]);
+      this.heap.f32(ba, gN).set(beta.subarray(0, gN));
+      const s = this.heap.f32(sa, sN);
+      if (state) s.set(state.subarray(0, sN));
+      else s.fill(0);
+      this.deltaRuleFn(qa, ka, va, aa, ba, sa, oa, ua, T, nk, nv, dk, dv, ma);
+      o.set(this.heap.f32(oa, voN));
+      u.set(this.heap.f32(ua, voN));
+      st.set(this.heap.f32(sa, sN));
       return true;
     } finally {
       for (const r of tmp) this.heap.release(r.addr, r.size);
