@@ -2,9 +2,9 @@
  * transformers.js on onnxruntime-web's WebAssembly EP in Node (`tjs-wasm` in bench:realsize): what transformers.js runs
  * in a browser without WebGPU, and the peer with the instruction set of ours' CPU backend (WebAssembly SIMD with
  * threads) rather than onnxruntime-node's native AVX-512 kernels. transformers.js picks its ONNX Runtime when it is
- * first imported (the node build takes onnxruntime-node unless one is installed under Symbol.for('onnxruntime')), so
- * `useOrtWeb` must run before anything in the process imports '@huggingface/transformers' (our tokenizer does), so
- * this file is the entry point of the processes that run it:
+ * first imported (the node build takes onnxruntime-node unless one is installed under Symbol.for('onnxruntime')), and
+ * our tokenizer imports it: `useOrtWeb` must run before that, so this file is the entry point of the processes that
+ * run it:
  *
  *   node --import tsx bench/realsize/ort-web.ts ONNX_ROOT NAME IDS NEW [THREADS]
  * prints {"ids": [...], "logits": [...]} (greedy ids after the prompt IDS, comma-separated; the prompt's last logits:
@@ -24,8 +24,8 @@ function ortWebPath(): string {
 
 /**
  * Installs onnxruntime-web (its Node build: the WebAssembly EP, `threads` threads) as transformers.js' runtime, its
- * .wasm files loaded from node_modules rather than the CDN transformers.js points the web build at. Throws when
- * transformers.js is already loaded in this process (it would keep onnxruntime-node).
+ * .wasm files loaded from node_modules rather than the CDN transformers.js points the web build at. Installing it
+ * after transformers.js was imported does nothing: `assertOrtWeb` checks, once transformers.js is loaded.
  */
 export async function useOrtWeb(threads: number): Promise<void> {
   const key = Symbol.for('onnxruntime');
@@ -55,8 +55,13 @@ export function assertOrtWeb(env: { backends: { onnx: unknown } }): void {
  */
 export function ortWebLoad(root: string, name: string) {
   const config = JSON.parse(readFileSync(join(root, name, 'config.json'), 'utf8')) as Record<string, unknown>;
-  const tjs = config['transformers.js_config'] as { use_external_data_format?: unknown } | undefined;
-  const chunks = Number(tjs?.use_external_data_format ?? 0);
+  // a count for every file of the export, or a count per file name (transformers.js reads both forms)
+  const format = (config['transformers.js_config'] as { use_external_data_format?: unknown } | undefined)?.use_external_data_format;
+  const perFile = typeof format === 'object' && format !== null ? format as Record<string, unknown> : null;
+  const chunks = Number((perFile ? perFile['model.onnx'] ?? perFile.model : format) ?? 0);
+  if (!Number.isInteger(chunks) || chunks < 0) {
+    throw new Error(`${join(root, name, 'config.json')}: use_external_data_format ${JSON.stringify(format)} is not a file count`);
+  }
   const files = Array.from({ length: chunks }, (_, i) => `model.onnx_data${i === 0 ? '' : `_${i}`}`);
   const externalData = files.map((f) => ({ path: f, data: resolve(root, name, 'onnx', f) }));
   return { device: 'auto', dtype: 'fp32', ...(files.length ? { session_options: { externalData } } : {}) } as const;
