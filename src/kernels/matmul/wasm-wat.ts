@@ -1,6 +1,6 @@
 /**
- * The CPU backend's WebAssembly SIMD kernels (matmul; attention's two products, further down), written as WAT text by
- * this builder (as the WGSL builders write shaders): y[m, n] = Σ_k x[m, k]·W[n, k] (+ bias[n]) with W stored as f32,
+ * The CPU backend's WebAssembly SIMD kernels (matmul; attention's two products and the gated delta rule, further
+ * down), written as WAT text by this builder (as the WGSL builders write shaders): y[m, n] = Σ_k x[m, k]·W[n, k] (+ bias[n]) with W stored as f32,
  * bf16, q8_0 or q4_0 rows, read in place.
  * `npm run build:cpu-kernels` compiles this text with wabt into wasm-bytes.ts; a test checks the two agree.
  *
