@@ -1,7 +1,7 @@
 /**
  * The CPU backend's WebAssembly SIMD kernels (matmul; attention's two products and the gated delta rule, further
- * down), written as WAT text by this builder (as the WGSL builders write shaders): y[m, n] = Σ_k x[m, k]·W[n, k] (+ bias[n]) with W stored as f32,
- * bf16, q8_0 or q4_0 rows, read in place.
+ * down), written as WAT text by this builder (as the WGSL builders write shaders): y[m, n] = Σ_k x[m, k]·W[n, k]
+ * (+ bias[n]) with W stored as f32, bf16, q8_0 or q4_0 rows, read in place.
  * `npm run build:cpu-kernels` compiles this text with wabt into wasm-bytes.ts; a test checks the two agree.
  *
  * One export per weight dtype, `gemm_<dtype>(w, ld, K, x, M, y, ldy, n0, n1, bias)`, computes the rows n0 ≤ n < n1
