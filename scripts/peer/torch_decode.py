@@ -118,14 +118,18 @@ class Decoder:
         return t * emb.cos()[:, None, :] + rotate_half(t) * emb.sin()[:, None, :]
 
     def attend(self, l, q, k, v, pos):
-        """Causal GQA attention of q over layer l's cache with k and v appended (positions pos): [T, Hq * D]."""
+        """Causal GQA attention of q over layer l's cache with k and v appended (positions pos), within the window on a
+        sliding layer: [T, Hq * D]."""
         if self.cache[l] is not None:
             k = torch.cat([self.cache[l][0], k])
             v = torch.cat([self.cache[l][1], v])
         self.cache[l] = (k, v)
         rep = self.Hq // self.Hkv
         scores = torch.einsum("thd,shd->hts", q, k.repeat_interleave(rep, dim=1)) * self.scale
-        mask = torch.arange(k.shape[0])[None, :] <= pos[:, None]
+        t_idx, s_idx = pos[:, None], torch.arange(k.shape[0])[None, :]
+        mask = s_idx <= t_idx
+        if self.sliding[l]:
+            mask = mask & (t_idx - s_idx < self.window)
         scores = scores.masked_fill(~mask, float("-inf"))
         return torch.einsum("hts,shd->thd", torch.softmax(scores, dim=-1), v.repeat_interleave(rep, dim=1)).reshape(len(pos), -1)
 
@@ -201,22 +205,7 @@ class Decoder:
                 q, k = self.norm(q, w[a + "q_norm.weight"]), self.norm(k, w[a + "k_norm.weight"])
             inv = self.inv_local if self.sliding[l] else self.inv_global
             q, k = self.rope(q, pos, inv), self.rope(k, pos, inv)
-            if self.cache[l] is not None:
-                k = torch.cat([self.cache[l][0], k])
-                v = torch.cat([self.cache[l][1], v])
-            self.cache[l] = (k, v)
-            S = k.shape[0]
-            rep = self.Hq // self.Hkv
-            kk = k.repeat_interleave(rep, dim=1)
-            vv = v.repeat_interleave(rep, dim=1)
-            scores = torch.einsum("thd,shd->hts", q, kk) * self.scale
-            t_idx, s_idx = pos[:, None], torch.arange(S)[None, :]
-            mask = s_idx <= t_idx
-            if self.sliding[l]:
-                mask = mask & (t_idx - s_idx < self.window)
-            scores = scores.masked_fill(~mask, float("-inf"))
-            o = torch.einsum("hts,shd->thd", torch.softmax(scores, dim=-1), vv).reshape(T, self.Hq * self.D)
-            o = F.linear(o, w[a + "o_proj.weight"])
+            o = F.linear(self.attend(l, q, k, v, pos), w[a + "o_proj.weight"])
             m = p + "mlp."
             if self.gemma:
                 x = x + self.norm(o, w[p + "post_attention_layernorm.weight"])

@@ -382,77 +382,76 @@ const ATTN_MIX = (() => {
  * [T, nk, dk]; v, o, u [T, nv, dv]; a, b [T, nv]; m is scratch for 2·dv floats. dv must be a multiple of 4; sums f32.
  */
 const DELTA_RULE = (() => {
-  const f = (n: string) => get(n);
-  const at = (base: string, off: string) => add(f(base), off);
+  const at = (base: string, off: string) => add(get(base), off);
   /** for (j = 0; j < dv bytes; j += 16) body */
   const overJ = (label: string, body: string[]) => [
     set('j', i32(0)),
     `(block $${label}_done (loop $${label}`,
-    `(br_if $${label}_done (i32.ge_u ${f('j')} ${f('dvb')}))`,
+    `(br_if $${label}_done (i32.ge_u ${get('j')} ${get('dvb')}))`,
     ...body,
-    set('j', add(f('j'), i32(16))),
+    set('j', add(get('j'), i32(16))),
     `(br $${label})))`,
   ];
   /** for (i = 0, row = sh; i < dk; i++, row += dvb) body */
   const overI = (label: string, body: string[]) => [
     set('i', i32(0)),
-    set('row', f('sh')),
+    set('row', get('sh')),
     `(block $${label}_done (loop $${label}`,
-    `(br_if $${label}_done (i32.ge_u ${f('i')} ${f('dk')}))`,
+    `(br_if $${label}_done (i32.ge_u ${get('i')} ${get('dk')}))`,
     ...body,
-    set('row', add(f('row'), f('dvb'))),
-    set('i', add(f('i'), i32(1))),
+    set('row', add(get('row'), get('dvb'))),
+    set('i', add(get('i'), i32(1))),
     `(br $${label})))`,
   ];
   const zero = '(v128.const i32x4 0 0 0 0)';
-  const splatAt = (base: string) => `(f32x4.splat (f32.load ${add(f(base), `(i32.shl ${f('i')} ${i32(2)})`)}))`;
+  const splatAt = (base: string) => `(f32x4.splat (f32.load ${add(get(base), `(i32.shl ${get('i')} ${i32(2)})`)}))`;
   const perToken = [
-    set('gate', `(i32.shl ${add(`(i32.mul ${f('t')} ${f('nv')})`, f('h'))} ${i32(2)})`),
-    set('av', `(f32x4.splat (f32.load ${at('a', f('gate'))}))`),
-    set('bv', `(f32x4.splat (f32.load ${at('b', f('gate'))}))`),
+    set('gate', `(i32.shl ${add(`(i32.mul ${get('t')} ${get('nv')})`, get('h'))} ${i32(2)})`),
+    set('av', `(f32x4.splat (f32.load ${at('a', get('gate'))}))`),
+    set('bv', `(f32x4.splat (f32.load ${at('b', get('gate'))}))`),
     // key head h / r of token t
-    set('kv', add(f('k'), `(i32.shl (i32.mul ${add(`(i32.mul ${f('t')} ${f('nk')})`, `(i32.div_u ${f('h')} ${f('r')})`)} ${f('dk')}) ` +
-      `${i32(2)})`)),
-    set('qv', add(f('q'), `(i32.sub ${f('kv')} ${f('k')})`)),
-    set('vt', `(i32.mul ${add(`(i32.mul ${f('t')} ${f('nv')})`, f('h'))} ${f('dvb')})`),
+    set('kv', add(get('k'), `(i32.shl (i32.mul ${add(`(i32.mul ${get('t')} ${get('nk')})`, `(i32.div_u ${get('h')} ${get('r')})`)} ` +
+      `${get('dk')}) ${i32(2)})`)),
+    set('qv', add(get('q'), `(i32.sub ${get('kv')} ${get('k')})`)),
+    set('vt', `(i32.mul ${add(`(i32.mul ${get('t')} ${get('nv')})`, get('h'))} ${get('dvb')})`),
     // m = Sᵀk
-    ...overJ('mz', [`(v128.store ${at('m', f('j'))} ${zero})`]),
+    ...overJ('mz', [`(v128.store ${at('m', get('j'))} ${zero})`]),
     ...overI('m', [
       set('ki', splatAt('kv')),
-      ...overJ('mj', [`(v128.store ${at('m', f('j'))} ${fadd(load(at('m', f('j'))), fmul(load(at('row', f('j'))), f('ki')))})`]),
+      ...overJ('mj', [`(v128.store ${at('m', get('j'))} ${fadd(load(at('m', get('j'))), fmul(load(at('row', get('j'))), get('ki')))})`]),
     ]),
     // u = v − a·m, δ = b·u (δ after m in the scratch)
     ...overJ('u', [
-      set('x', `(f32x4.sub ${load(add(at('v', f('vt')), f('j')))} ${fmul(f('av'), load(at('m', f('j'))))})`),
-      `(v128.store ${add(at('u', f('vt')), f('j'))} ${f('x')})`,
-      `(v128.store ${add(at('m', f('dvb')), f('j'))} ${fmul(f('bv'), f('x'))})`,
+      set('x', `(f32x4.sub ${load(add(at('v', get('vt')), get('j')))} ${fmul(get('av'), load(at('m', get('j'))))})`),
+      `(v128.store ${add(at('u', get('vt')), get('j'))} ${get('x')})`,
+      `(v128.store ${add(at('m', get('dvb')), get('j'))} ${fmul(get('bv'), get('x'))})`,
     ]),
     // S ← a·S + k δᵀ and o = Sᵀq in one pass over the rows
-    ...overJ('oz', [`(v128.store ${add(at('o', f('vt')), f('j'))} ${zero})`]),
+    ...overJ('oz', [`(v128.store ${add(at('o', get('vt')), get('j'))} ${zero})`]),
     ...overI('s', [
       set('ki', splatAt('kv')),
       set('qi', splatAt('qv')),
       ...overJ('sj', [
-        set('x', fadd(fmul(f('av'), load(at('row', f('j')))), fmul(f('ki'), load(add(at('m', f('dvb')), f('j')))))),
-        `(v128.store ${at('row', f('j'))} ${f('x')})`,
-        `(v128.store ${add(at('o', f('vt')), f('j'))} ${fadd(load(add(at('o', f('vt')), f('j'))), fmul(f('x'), f('qi')))})`,
+        set('x', fadd(fmul(get('av'), load(at('row', get('j')))), fmul(get('ki'), load(add(at('m', get('dvb')), get('j')))))),
+        `(v128.store ${at('row', get('j'))} ${get('x')})`,
+        `(v128.store ${add(at('o', get('vt')), get('j'))} ${fadd(load(add(at('o', get('vt')), get('j'))), fmul(get('x'), get('qi')))})`,
       ]),
     ]),
   ];
   const body = [
-    set('dvb', `(i32.shl ${f('dv')} ${i32(2)})`),
-    set('r', `(i32.div_u ${f('nv')} ${f('nk')})`),
+    set('dvb', `(i32.shl ${get('dv')} ${i32(2)})`),
+    set('r', `(i32.div_u ${get('nv')} ${get('nk')})`),
     set('h', i32(0)),
     '(block $heads_done (loop $heads',
-    `(br_if $heads_done (i32.ge_u ${f('h')} ${f('nv')}))`,
-    set('sh', add(f('S'), `(i32.mul (i32.mul ${f('h')} ${f('dk')}) ${f('dvb')})`)),
+    `(br_if $heads_done (i32.ge_u ${get('h')} ${get('nv')}))`,
+    set('sh', add(get('S'), `(i32.mul (i32.mul ${get('h')} ${get('dk')}) ${get('dvb')})`)),
     set('t', i32(0)),
     '(block $tokens_done (loop $tokens',
-    `(br_if $tokens_done (i32.ge_u ${f('t')} ${f('T')}))`,
+    `(br_if $tokens_done (i32.ge_u ${get('t')} ${get('T')}))`,
     ...perToken,
-    set('t', add(f('t'), i32(1))),
+    set('t', add(get('t'), i32(1))),
     '(br $tokens)))',
-    set('h', add(f('h'), i32(1))),
+    set('h', add(get('h'), i32(1))),
     '(br $heads)))',
   ];
   const params = ['q', 'k', 'v', 'a', 'b', 'S', 'o', 'u', 'T', 'nk', 'nv', 'dk', 'dv', 'm'].map((n) => `(param $${n} i32)`).join(' ');

@@ -294,11 +294,7 @@ export class WasmKernels {
     const wBytes = b.byteLength;
     const rowsM = Math.max(2, Math.min(M, (Math.floor(X_BLOCK_BYTES / (4 * K)) >> 1) << 1));
     const tmp: Resident[] = [];
-    const take = (size: number) => {
-      const addr = this.heap.alloc(size);
-      if (addr >= 0) tmp.push({ addr, size });
-      return addr;
-    };
+    const take = (size: number) => this.scratch(tmp, size);
     try {
       let w: number;
       if (staged) {
@@ -374,15 +370,7 @@ export class WasmKernels {
     if (D % 4 !== 0 || T * hq * D === 0 || kvLen === 0) return false;
     const kvFloats = kvLen * hkv * D;
     const tmp: Resident[] = [];
-    const place = (a: Float32Array | null, floats: number): number => {
-      if (a && this.heap.owns(a)) return a.byteOffset;
-      const size = 4 * floats;
-      const addr = this.heap.alloc(size);
-      if (addr < 0) return -1;
-      tmp.push({ addr, size });
-      if (a) this.heap.f32(addr, floats).set(a.subarray(0, floats));
-      return addr;
-    };
+    const place = (a: Float32Array | null, floats: number) => this.place(tmp, a, floats);
     try {
       const qa = place(q, T * hq * D);
       const ka = place(k, kvFloats);
@@ -432,24 +420,15 @@ export class WasmKernels {
     const voN = T * nv * dv;
     const gN = T * nv;
     const sN = nv * dk * dv;
-    const sizes = [qkN, qkN, voN, gN, gN, sN, voN, voN, 2 * dv];
     const tmp: Resident[] = [];
+    const place = (a: FloatArray | null, floats: number) => this.place(tmp, a as Float32Array | null, floats);
     try {
-      const at: number[] = [];
-      for (const n of sizes) {
-        const size = 4 * Math.max(1, n);
-        const addr = this.heap.alloc(size);
-        if (addr < 0) return false;
-        tmp.push({ addr, size });
-        at.push(addr);
-      }
+      const at = [place(q, qkN), place(k, qkN), place(v, voN), place(null, gN), place(beta, gN), place(null, sN),
+        place(null, voN), place(null, voN), place(null, 2 * dv)];
+      if (at.some((x) => x < 0)) return false;
       const [qa, ka, va, aa, ba, sa, oa, ua, ma] = at as [number, number, number, number, number, number, number, number, number];
-      this.heap.f32(qa, qkN).set(q.subarray(0, qkN));
-      this.heap.f32(ka, qkN).set(k.subarray(0, qkN));
-      this.heap.f32(va, voN).set(v.subarray(0, voN));
       const gates = this.heap.f32(aa, gN);
       for (let i = 0; i < gN; i++) gates[i] = Math.exp(g[i]);
-      this.heap.f32(ba, gN).set(beta.subarray(0, gN));
       const s = this.heap.f32(sa, sN);
       if (state) s.set(state.subarray(0, sN));
       else s.fill(0);
@@ -461,6 +440,24 @@ export class WasmKernels {
     } finally {
       for (const r of tmp) this.heap.release(r.addr, r.size);
     }
+  }
+
+  /** `size` bytes of the heap for one call, recorded in `tmp` for the caller to release; -1 when it cannot grow. */
+  private scratch(tmp: Resident[], size: number): number {
+    const addr = this.heap.alloc(size);
+    if (addr >= 0) tmp.push({ addr, size });
+    return addr;
+  }
+
+  /**
+   * The heap address of `floats` values of `a` for one call: `a`'s own where it lives in the heap, else a scratch copy
+   * (recorded in `tmp`); scratch of that size where `a` is null; -1 when the heap cannot grow.
+   */
+  private place(tmp: Resident[], a: Float32Array | null, floats: number): number {
+    if (a && this.heap.owns(a)) return a.byteOffset;
+    const addr = this.scratch(tmp, 4 * floats);
+    if (addr >= 0 && a) this.heap.f32(addr, floats).set(a.subarray(0, floats));
+    return addr;
   }
 
   /** Heap address of a frozen weight's bytes, copied in on first use; -1 when the heap cannot hold it. */
