@@ -31,7 +31,10 @@ const ROWS = 8;
 /** The call's arguments before its row range: w, ld, K, x, M, y, ldy; then bias. */
 const ARGS = 9;
 const BIAS = 16;
-const WORDS = 18;
+/** The packed kernels' weight scratch: the first thread's, and the bytes from one thread's to the next's. */
+const PK = 18;
+const PK_STRIDE = 19;
+const WORDS = 20;
 
 /**
  * The worker's code, plain JavaScript so that both adapters can start it from text with no bundler or loader in the
@@ -63,10 +66,11 @@ function start(init) {
       const chunk = c[${CHUNK}];
       const a = c.slice(${ARGS}, ${ARGS + 7});
       const bias = c[${BIAS}];
+      const pk = c[${PK}] + init.index * c[${PK_STRIDE}];
       let rows = 0;
       for (let n0 = Atomics.add(c, ${NEXT}, chunk); n0 < end; n0 = Atomics.add(c, ${NEXT}, chunk)) {
         const n1 = Math.min(n0 + chunk, end);
-        f(a[0], a[1], a[2], a[3], a[4], a[5], a[6], n0, n1, bias);
+        f(a[0], a[1], a[2], a[3], a[4], a[5], a[6], n0, n1, bias, pk);
         rows += n1 - n0;
       }
       Atomics.add(c, ${ROWS}, rows);
@@ -79,20 +83,24 @@ function start(init) {
 }
 `;
 
-/** What a worker is given: the module, the shared memory, the control block, the exports it may run (by index). */
+/**
+ * What a worker is given: the module, the shared memory, the control block, the exports it may run (by index), and
+ * its index among the threads (the caller is 0), which picks its own scratch.
+ */
 export interface ThreadInit {
   module: WebAssembly.Module;
   memory: WebAssembly.Memory;
   control: SharedArrayBuffer;
   exports: string[];
+  index: number;
 }
 
 interface Spawned {
   terminate(): void;
 }
 
-/** A kernel export: (w, ld, K, x, M, y, ldy, n0, n1, bias). */
-type Kernel = (...args: [number, number, number, number, number, number, number, number, number, number]) => void;
+/** A kernel export: (w, ld, K, x, M, y, ldy, n0, n1, bias, pk); the unpacked kernels ignore pk. */
+type Kernel = (...args: [number, number, number, number, number, number, number, number, number, number, number]) => void;
 
 /** Rows of a chunk: about four chunks a thread, in whole blocks of 4 rows. */
 const chunkRows = (rows: number, threads: number) => Math.max(4, Math.ceil(rows / (4 * threads) / 4) * 4);
@@ -117,7 +125,7 @@ export class ThreadPool {
    * start; a page cannot (a worker starts only once its parent's event loop runs), so its first calls may run on
    * the caller alone until `ready` is true.
    */
-  static start(threads: number, init: Omit<ThreadInit, 'control'>, waitMs = 5000): ThreadPool | string {
+  static start(threads: number, init: Omit<ThreadInit, 'control' | 'index'>, waitMs = 5000): ThreadPool | string {
     const why = cannotBlock();
     if (why) return why;
     const spawn = spawner();
@@ -125,7 +133,7 @@ export class ThreadPool {
     const control = new SharedArrayBuffer(4 * WORDS);
     const workers: Spawned[] = [];
     try {
-      for (let i = 1; i < threads; i++) workers.push(spawn({ ...init, control }));
+      for (let i = 1; i < threads; i++) workers.push(spawn({ ...init, control, index: i }));
     } catch (e) {
       for (const w of workers) w.terminate();
       return `worker threads failed to start (${e instanceof Error ? e.message : String(e)})`;
@@ -154,12 +162,13 @@ export class ThreadPool {
   }
 
   /**
-   * `kernel(w, ld, K, x, M, y, ldy, n0, n1, bias)` over rows [n0, n1) split among the threads; `fn` is the kernel's
-   * index in the workers' `exports`. Workers not started yet (or asleep on a busy machine) simply take no rows.
+   * `kernel(w, ld, K, x, M, y, ldy, n0, n1, bias, pk)` over rows [n0, n1) split among the threads; `fn` is the
+   * kernel's index in the workers' `exports`. Thread i gets pk + i·pkStride as its scratch (the packed kernels').
+   * Workers not started yet (or asleep on a busy machine) simply take no rows.
    */
-  run(fn: number, kernel: Kernel, args: readonly number[], n0: number, n1: number, bias: number) {
+  run(fn: number, kernel: Kernel, args: readonly number[], n0: number, n1: number, bias: number, pk = 0, pkStride = 0) {
     const [w, ld, K, x, M, y, ldy] = args;
-    if (this.closed) return kernel(w, ld, K, x, M, y, ldy, n0, n1, bias);
+    if (this.closed) return kernel(w, ld, K, x, M, y, ldy, n0, n1, bias, pk);
     const c = this.c;
     const chunk = chunkRows(n1 - n0, this.threads);
     c[FN] = fn;
@@ -167,12 +176,14 @@ export class ThreadPool {
     c[CHUNK] = chunk;
     c.set(args.slice(0, 7), ARGS);
     c[BIAS] = bias;
+    c[PK] = pk;
+    c[PK_STRIDE] = pkStride;
     Atomics.store(c, NEXT, n0);
     Atomics.store(c, OPEN, 1);
     Atomics.add(c, GEN, 1);
     Atomics.notify(c, GEN);
     for (let a = Atomics.add(c, NEXT, chunk); a < n1; a = Atomics.add(c, NEXT, chunk)) {
-      kernel(w, ld, K, x, M, y, ldy, a, Math.min(a + chunk, n1), bias);
+      kernel(w, ld, K, x, M, y, ldy, a, Math.min(a + chunk, n1), bias, pk);
     }
     // every chunk is taken: the rows not done yet are being done by the workers inside the job
     Atomics.store(c, OPEN, 0);

@@ -1,6 +1,7 @@
 // The WebAssembly SIMD kernels against the TypeScript reference (cpu.ts) on every weight dtype they take, on odd
 // shapes: K not a multiple of the 8-value step (f32, bf16; q8_0/q4_0 need whole 32-value blocks), M = 1 and M > 1
-// (the 2-row blocks and the single-row edge), N not a multiple of the 4-row blocks, bias, strides, batches.
+// (the 2-row blocks and the single-row edge), N not a multiple of the 4-row blocks, bias, strides, batches; from 8
+// rows of x on, float rows take the packed kernels (K padded to groups of four, an odd M's lone last row).
 //
 // Tolerance: the reference sums exact products in f64 and rounds once; the kernels decode every weight exactly too,
 // but round each product to f32 and add in f32: at most K/8 + 8 adds in an output's chain (eight-value steps into
@@ -107,6 +108,35 @@ describe('WebAssembly SIMD matmul kernels', () => {
     for (const dtype of ['f32', 'bf16'] as const) {
       for (const K of [1, 3, 7, 8, 9, 17, 40, 101]) for (const N of [1, 3, 4, 5, 9]) for (const M of [1, 2, 3, 5]) {
         expectWithinBound({ M, N, K, dtype, bias: (M + N) % 2 === 0 });
+      }
+    }
+  });
+
+  it('take the packed kernels from 8 rows of x on: within the bound, and in the order wasm-wat.ts gives', () => {
+    for (const dtype of ['f32', 'bf16'] as const) {
+      for (const K of [1, 3, 4, 13, 64]) for (const N of [1, 4, 6]) for (const M of [8, 9, 16]) {
+        expectWithinBound({ M, N, K, dtype, bias: (K + N) % 2 === 1 });
+      }
+    }
+    // an emulation of the packed order in f32: lane j sums the products of k ≡ j (mod 4) in order, then
+    // (l0 + l1) + (l2 + l3) and the bias; the kernel must give exactly its bits
+    const f = Math.fround;
+    for (const dtype of ['f32', 'bf16'] as const) {
+      const [M, N, K] = [9, 6, 13];
+      const rng = new Rng(17);
+      const a = new Float32Array(rng.normals(M * K));
+      const wBytes = encode(dtype, rng.normals(N * K, 0.1), [N, K]);
+      const w = dtype === 'f32' ? new Float32Array(wBytes.buffer) : new Uint16Array(wBytes.buffer);
+      const bv = new Float32Array(rng.normals(N));
+      const p = planMatmul({ shape: [M, K], dtype: 'f32' }, { shape: [N, K], dtype }, { shape: [N], dtype: 'f32' }, { transB: true });
+      const got = new Float32Array(M * N);
+      expect(wasm.matmul(p, a, w, dtype, bv, got)).toBe(true);
+      const wv = dequantize(w, dtype, [N, K]);
+      for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
+        const l = [0, 0, 0, 0];
+        for (let k = 0; k < K; k++) l[k % 4] = f(l[k % 4] + f(wv[n * K + k] * a[m * K + k]));
+        const want = f(f(f(l[0] + l[1]) + f(l[2] + l[3])) + bv[n]);
+        if (!Object.is(got[m * N + n], want)) expect.fail(`${dtype} [${m}, ${n}]: ${got[m * N + n]}, the packed order gives ${want}`);
       }
     }
   });
