@@ -30,7 +30,7 @@ export const PEERS_OF: Partial<Record<Engine, Engine[]>> = {
 
 /** The families each peer covers (scripts/peer/torch_decode.py; scripts/peer/onnx_decoder.py's export). */
 const TORCH_FAMILIES = ['qwen3', 'llama', 'gemma3_text', 'qwen3_5_text'];
-const ONNX_FAMILIES = ['qwen3', 'llama', 'qwen2'];
+const ONNX_FAMILIES = ['qwen3', 'llama', 'qwen2', 'gemma3_text'];
 
 export const isTjs = (e: Engine): boolean => e === 'tjs-cpu' || e === 'tjs-wasm' || e === 'tjs-webgpu' || e === 'tjs-page';
 

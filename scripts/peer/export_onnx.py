@@ -75,7 +75,7 @@ def golden_check(name, model):
     T, V = g["dims"]["T"], g["dims"]["vocab"]
     want = np.frombuffer(base64.b64decode(g["logits"]), dtype="<f8").reshape(T, V)
     ids = torch.tensor([g["ids"]])
-    out = model(ids, torch.ones_like(ids), torch.arange(T)[None], *model.empty_cache())
+    out = model(ids, torch.ones_like(ids), model.positions(0, T), *model.empty_cache())
     err = float(np.abs(out[0][0].double().numpy() - want).max() / np.abs(want).max())
     if not err < GOLDEN_TOL:
         raise PeerExportCheckFailed(
@@ -87,11 +87,11 @@ def golden_check(name, model):
 def cache_check(name, model, vocab):
     ids = torch.randint(0, vocab, (1, 9), generator=torch.Generator().manual_seed(7))
     T = ids.shape[1]
-    whole = model(ids, torch.ones_like(ids), torch.arange(T)[None], *model.empty_cache())[0][0, -1]
+    whole = model(ids, torch.ones_like(ids), model.positions(0, T), *model.empty_cache())[0][0, -1]
     P = 5
-    out = model(ids[:, :P], torch.ones(1, P, dtype=torch.long), torch.arange(P)[None], *model.empty_cache())
+    out = model(ids[:, :P], torch.ones(1, P, dtype=torch.long), model.positions(0, P), *model.empty_cache())
     for t in range(P, T):
-        out = model(ids[:, t:t + 1], torch.ones(1, t + 1, dtype=torch.long), torch.tensor([[t]]), *out[1:])
+        out = model(ids[:, t:t + 1], torch.ones(1, t + 1, dtype=torch.long), model.positions(t, t + 1), *out[1:])
     err = float((out[0][0, -1] - whole).abs().max() / whole.abs().max())
     if not err < CACHE_TOL:
         raise PeerExportCheckFailed(f"{name}: cached decoding is {err:.2e} off the whole-sequence forward (over {CACHE_TOL})")
@@ -160,7 +160,7 @@ def export_one(arg, out_root, f32_copy=True, external_mib=None):
                "logits": {0: "batch_size", 1: "sequence_length"}}
         dyn.update({n: {0: "batch_size", 2: "past_sequence_length"} for n in kv})
         dyn.update({n: {0: "batch_size", 2: "total_sequence_length"} for n in pres})
-        torch.onnx.export(model, (ids, torch.ones(B, P + T, dtype=torch.long), torch.arange(P, P + T)[None], *past),
+        torch.onnx.export(model, (ids, torch.ones(B, P + T, dtype=torch.long), model.positions(P, P + T), *past),
                           os.path.join(tmp, "onnx", "model.onnx"), input_names=["input_ids", "attention_mask", "position_ids", *kv],
                           output_names=["logits", *pres], dynamic_axes=dyn, opset_version=OPSET, do_constant_folding=True)
     del model
