@@ -356,7 +356,8 @@ function packedBlockFunc(C: number): string {
     body.push(set('wv', `(v128.load offset=${16 * r} align=1 ${get('p')})`));
     for (const c of cols) body.push(set(acc(r, c), fadd(get(acc(r, c)), fmul(get('wv'), get(`xv${c}`)))));
   }
-  body.push(set('p', add(get('p'), i32(64))), set('x', add(get('x'), i32(16 * C))), `(br_if $main (i32.lt_u ${get('p')} ${get('pe')}))`, ')');
+  body.push(set('p', add(get('p'), i32(64))), set('x', add(get('x'), i32(16 * C))));
+  body.push(`(br_if $main (i32.lt_u ${get('p')} ${get('pe')}))`, ')');
   for (const r of rows) for (const c of cols) {
     let y = hsum(get(acc(r, c)));
     y = `(if (result f32) ${get('bias')} (then (f32.add ${y} (f32.load offset=${4 * r} ${get('bias')}))) (else ${y}))`;

@@ -1,8 +1,9 @@
 /**
  * The CPU backend's fast matmul, attention, gated delta rule and gated MLP activation: the WebAssembly SIMD kernels
  * of wasm-wat.ts over a heap in their own memory, loaded the same way in Node and the page (bytes inlined in
- * wasm-bytes.ts, compiled synchronously, which a worker or Node allows at any size). The plain TypeScript of cpu.ts stays the reference: `matmul` returns false for
- * what the kernels do not take (f64 tensors, f16 weights, B not stored [N, K]), and the caller runs the reference then.
+ * wasm-bytes.ts, compiled synchronously, which a worker or Node allows at any size). The plain TypeScript of cpu.ts
+ * stays the reference: `matmul` returns false for what the kernels do not take (f64 tensors, f16 weights, B not
+ * stored [N, K]), and the caller runs the reference then.
  *
  * Weights are read in their storage dtype, never widened. Over a shared memory (Node; a cross-origin isolated page)
  * the CPU backend stores half and quantized weights in the heap itself (`weightArray`: typed arrays over the shared
