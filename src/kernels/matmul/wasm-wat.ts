@@ -1,7 +1,7 @@
 /**
- * The CPU backend's WebAssembly SIMD kernels (matmul; attention's two products, the gated delta rule and the gated
- * MLP activation, further down), written as WAT text by this builder (as the WGSL builders write shaders):
- * y[m, n] = Σ_k x[m, k]·W[n, k] (+ bias[n]) with W stored as f32, bf16, q8_0 or q4_0 rows, read in place.
+ * The CPU backend's WebAssembly SIMD kernels (matmul; attention's two products and the gated delta rule, further
+ * down), written as WAT text by this builder (as the WGSL builders write shaders): y[m, n] = Σ_k x[m, k]·W[n, k]
+ * (+ bias[n]) with W stored as f32, bf16, q8_0 or q4_0 rows, read in place.
  * `npm run build:cpu-kernels` compiles this text with wabt into wasm-bytes.ts; a test checks the two agree.
  *
  * One export per weight dtype, `gemm_<dtype>(w, ld, K, x, M, y, ldy, n0, n1, bias)`, computes the rows n0 ≤ n < n1
@@ -607,66 +607,13 @@ const DELTA_RULE = (() => {
   return `(func (export "delta_rule") ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
 })();
 
-/** f32x4 constants. */
-const f4 = (v: number) => `(v128.const f32x4 ${v} ${v} ${v} ${v})`;
-
-/**
- * e^x of each lane of `x` (an expression), in f32: x clamped to [−87.33654, 88.72283] (the normal range), split as
- * n·ln 2 + r with n = nearest(x·log₂e) and ln 2 in two parts, e^r by a degree-7 polynomial (Cephes' expf
- * coefficients) and 2^n built in the exponent bits: within 2 ulp of e^x in that range. Below it the result is
- * 2^−126 rather than a subnormal or zero.
- */
-function expF32(x: string, t: string, n: string): string[] {
-  const mul = (a: string, b: string) => `(f32x4.mul ${a} ${b})`;
-  const poly = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1];
-  let p = f4(poly[0]!);
-  for (const c of poly.slice(1)) p = fadd(mul(p, get(t)), f4(c));
-  return [
-    set(t, `(f32x4.max (f32x4.min ${x} ${f4(88.72283)}) ${f4(-87.33654)})`),
-    set(n, `(f32x4.nearest ${mul(get(t), f4(1.44269504088896341))})`),
-    // r = x − n·ln2_hi − n·ln2_lo
-    set(t, `(f32x4.sub (f32x4.sub ${get(t)} ${mul(get(n), f4(0.693359375))}) ${mul(get(n), f4(-2.12194440e-4))})`),
-    // e^r = 1 + r + r²·p(r), then times 2^n
-    set(t, fadd(fadd(mul(mul(get(t), get(t)), p), get(t)), f4(1))),
-    set(n, `(i32x4.shl (i32x4.add (i32x4.trunc_sat_f32x4_s ${get(n)}) (v128.const i32x4 127 127 127 127)) ${i32(23)})`),
-    set(t, mul(get(t), get(n))),
-  ];
-}
-
-/**
- * `glu(act, g, u, o, n)`: o = f(g)·u over n floats (n a multiple of 4), f(x) = x·σ(z), σ(z) = 1/(1 + e^−z) with
- * z = x (act 0: SiLU) or z = 2·√(2/π)·(x + 0.044715x³) (act 1: the tanh GELU), as activation/cpu.ts writes them
- * (which computes in f64): e^−z by expF32, the rest in f32.
- */
-const GLU = (() => {
-  const mul = (a: string, b: string) => `(f32x4.mul ${a} ${b})`;
-  const gelu = mul(f4(2 * Math.sqrt(2 / Math.PI)), fadd(get('x'), mul(f4(0.044715), mul(get('x'), mul(get('x'), get('x'))))));
-  const body = [
-    set('end', `(i32.shl ${get('n')} ${i32(2)})`),
-    set('i', i32(0)),
-    '(block $done (loop $next',
-    `(br_if $done (i32.ge_u ${get('i')} ${get('end')}))`,
-    set('x', load(add(get('g'), get('i')))),
-    set('z', `(if (result v128) ${get('act')} (then ${gelu}) (else ${get('x')}))`),
-    ...expF32(`(f32x4.neg ${get('z')})`, 'e', 'k'),
-    // x·σ(z)·u, as (x·σ)·u
-    `(v128.store align=1 ${add(get('o'), get('i'))} ${mul(mul(get('x'), `(f32x4.div ${f4(1)} ${fadd(f4(1), get('e'))})`), load(add(get('u'), get('i'))))})`,
-    set('i', add(get('i'), i32(16))),
-    '(br $next))',
-    ')',
-  ];
-  const params = ['act', 'g', 'u', 'o', 'n'].map((n) => `(param $${n} i32)`).join(' ');
-  const locals = '(local $i i32) (local $end i32) (local $x v128) (local $z v128) (local $e v128) (local $k v128)';
-  return `(func (export "glu") ${params}\n  ${locals}\n  ${body.join('\n  ')})`;
-})();
-
 /**
  * The whole module: one imported memory, the exports. `shared` imports a shared memory (threads: every worker
  * instantiates the same module over it); the code is the same, only the import's type differs. A shared memory
  * needs a maximum: 65536 pages, the 4 GiB of wasm32.
  */
 export function cpuKernelsWat(shared = false): string {
-  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, DELTA_RULE, GLU];
+  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, DELTA_RULE];
   for (const dt of WASM_DTYPES) {
     for (const [R, C] of [[4, 2], [4, 1], [1, 2], [1, 1]]) funcs.push(blockFunc(dt, R, C));
     funcs.push(gemmFunc(dt));

@@ -1,9 +1,9 @@
 /**
- * The CPU backend's fast matmul, attention, gated delta rule and gated MLP activation: the WebAssembly SIMD kernels
- * of wasm-wat.ts over a heap in their own memory, loaded the same way in Node and the page (bytes inlined in
- * wasm-bytes.ts, compiled synchronously, which a worker or Node allows at any size). The plain TypeScript of cpu.ts
- * stays the reference: `matmul` returns false for what the kernels do not take (f64 tensors, f16 weights, B not
- * stored [N, K]), and the caller runs the reference then.
+ * The CPU backend's fast matmul, attention and gated delta rule: the WebAssembly SIMD kernels of wasm-wat.ts over a
+ * heap in their own memory, loaded the same way in Node and the page (bytes inlined in wasm-bytes.ts, compiled
+ * synchronously, which a worker or Node allows at any size). The plain TypeScript of cpu.ts stays the reference:
+ * `matmul` returns false for what the kernels do not take (f64 tensors, f16 weights, B not stored [N, K]), and the
+ * caller runs the reference then.
  *
  * Weights are read in their storage dtype, never widened. Over a shared memory (Node; a cross-origin isolated page)
  * the CPU backend stores half and quantized weights in the heap itself (`weightArray`: typed arrays over the shared
@@ -182,7 +182,6 @@ export class WasmKernels {
   private readonly attnScores: AttnProduct;
   private readonly attnMix: AttnProduct;
   private readonly deltaRuleFn: DeltaRule;
-  private readonly gluFn: (act: number, g: number, u: number, o: number, n: number) => void;
   private readonly resident = new WeakMap<object, Resident>();
   private readonly reclaim = new FinalizationRegistry<Resident>((r) => this.heap.release(r.addr, r.size));
   /** The workers, where more than one thread runs. */
@@ -206,7 +205,6 @@ export class WasmKernels {
     this.attnScores = instance.exports.attn_scores as AttnProduct;
     this.attnMix = instance.exports.attn_mix as AttnProduct;
     this.deltaRuleFn = instance.exports.delta_rule as DeltaRule;
-    this.gluFn = instance.exports.glu as (act: number, g: number, u: number, o: number, n: number) => void;
     this.gemm = Object.fromEntries(KERNELS.map((n) => [n, ex[n]]));
   }
 
@@ -472,32 +470,6 @@ export class WasmKernels {
       o.set(this.heap.f32(oa, voN));
       u.set(this.heap.f32(ua, voN));
       st.set(this.heap.f32(sa, sN));
-      return true;
-    } finally {
-      for (const r of tmp) this.heap.release(r.addr, r.size);
-    }
-  }
-
-  /**
-   * act(gate)·up as activation/cpu.ts's gluForward computes it, for SiLU and the tanh GELU (the gated MLPs of every
-   * family), in f32 with the kernels' e^x (wasm-wat.ts `glu`): within a few ulp of the f64 reference where the result
-   * is a normal f32. False where the kernels do not take it (another activation, f64 arrays) or the heap cannot hold it.
-   */
-  glu(act: string, gate: FloatArray, up: FloatArray, out: FloatArray): boolean {
-    const code = act === 'silu' ? 0 : act === 'gelu_tanh' ? 1 : -1;
-    if (code < 0 || !(gate instanceof Float32Array && up instanceof Float32Array && out instanceof Float32Array)) return false;
-    const n = gate.length;
-    if (n === 0) return false;
-    // whole vectors: the copies are padded to a multiple of 4 (the padding's results are dropped)
-    const n4 = (n + 3) & ~3;
-    const tmp: Resident[] = [];
-    try {
-      const [ga, ua, oa] = [0, 1, 2].map(() => this.scratch(tmp, 4 * n4)) as [number, number, number];
-      if (ga < 0 || ua < 0 || oa < 0) return false;
-      this.heap.f32(ga, n4).fill(0).set(gate);
-      this.heap.f32(ua, n4).fill(0).set(up);
-      this.gluFn(code, ga, ua, oa, n4);
-      out.set(this.heap.f32(oa, n));
       return true;
     } finally {
       for (const r of tmp) this.heap.release(r.addr, r.size);
