@@ -273,18 +273,6 @@ export const packedK = (K: number) => (K + 3) & ~3;
 export const packBytes = (K: number) => 16 * packedK(K);
 
 /**
- * Where value k of x row m (of M) goes in the packed kernels' staged x, in floats from its start: pairs of rows
- * interleaved by groups of four (group g of the pair's row c at 8g + 4c), an odd M's last row alone after the pairs;
- * every row zero-padded to packedK(K).
- */
-export function packedXIndex(m: number, M: number, K: number, k: number): number {
-  const Kp = packedK(K);
-  const pair = m >> 1;
-  if (m === M - 1 && M % 2 === 1) return 2 * Kp * pair + k;
-  return 2 * Kp * pair + 8 * (k >> 2) + 4 * (m & 1) + (k & 3);
-}
-
-/**
  * `$pack_<dt>(w, ld, K, Kp, R, pk)`: R weight rows from w (ld bytes apart; the first four taken) as f32 at pk,
  * interleaved by groups of four values (group g of row r at pk + 64g + 16r), zeros for the rows from R to 4 and the
  * values from K to Kp = packedK(K).
@@ -371,7 +359,9 @@ function packedBlockFunc(C: number): string {
 /**
  * A float dtype's packed export, `gemm_<dt>_packed(w, ld, K, x, M, y, ldy, n0, n1, bias, pk)`, for products of
  * several x rows (a prompt, a batch): each 4 weight rows of [n0, n1) are widened once into the calling thread's
- * scratch at pk (packBytes(K)), then every pair of x rows runs over them. x is staged as packedXIndex places it.
+ * scratch at pk (packBytes(K)), then every pair of x rows runs over them. x is staged in pairs of rows interleaved by
+ * groups of four (group g of the pair's row c at 8g + 4c floats), an odd M's last row alone after the pairs, every row
+ * zero-padded to packedK(K) (wasm.ts stagePacked).
  * Its sums are in another order than gemm_<dt>'s (lanes of k mod 4, not X_ORDER's), within the same bound.
  */
 function packedGemmFunc(dt: 'f32' | 'bf16'): string {

@@ -57,7 +57,7 @@ function stageFloats(a: Float32Array, src: number, ask: number, K: number, xs: F
 }
 
 /**
- * x row `src` (value stride `ask`) staged as row m of `rows` for the packed kernels (wasm-wat.ts packedXIndex): in
+ * x row `src` (value stride `ask`) staged as row m of `rows` for the packed kernels (wasm-wat.ts packedGemmFunc): in
  * a pair of rows, by groups of four after the other row's; an odd block's last row alone; zeros up to packedK(K).
  */
 function stagePacked(a: Float32Array, src: number, ask: number, K: number, m: number, rows: number, xs: Float32Array) {
