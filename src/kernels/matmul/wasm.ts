@@ -341,8 +341,7 @@ export class WasmKernels {
       // the packed kernels' layout pads each row to packedK(K) and an odd block to a pair
       const packs = !quant && M >= PACKED_MIN_ROWS;
       const x = take(packs ? Math.max(rowsM * xBytes, 4 * packedK(K) * (rowsM + 1)) : rowsM * xBytes);
-      const threads = this.pool?.threads ?? 1;
-      const pk = packs ? take(packBytes(K) * threads) : 0;
+      const pk = packs ? take(packBytes(K) * this.threads) : 0;
       const xf = quant ? take(4 * K) : 0;
       const y = take(4 * rowsM * N);
       const bv = bias ? take(4 * N) : 0;
