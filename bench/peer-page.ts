@@ -43,9 +43,11 @@ export async function openPeerPageAt(base: string, log: (line: string) => void =
     const page = await browser.newPage();
     page.on('pageerror', (e) => log(`page error: ${e.message}`));
     page.on('console', (m) => { if (m.type() === 'error') log(`page console: ${m.text()}`); });
-    // the decode GEMVs' cut (ContextOptions.gemv), as RMAS_GEMV gives it to Node
-    const gemv = process.env.RMAS_GEMV;
-    if (gemv) await page.addInitScript((g) => { (globalThis as { RMAS_GEMV?: string }).RMAS_GEMV = g; }, gemv);
+    // the engine's overrides (the GEMV, GEMM and row cuts, the batch size), as Node's environment gives them
+    for (const name of ['RMAS_GEMV', 'RMAS_GEMM', 'RMAS_ROWS', 'RMAS_MAX_BATCH']) {
+      const v = process.env[name];
+      if (v) await page.addInitScript(([n, x]) => { (globalThis as Record<string, unknown>)[n!] = x; }, [name, v]);
+    }
     await page.goto(url);
     await page.waitForFunction(() => !!window.rmasPeer, null, { timeout: 120_000 });
     return {

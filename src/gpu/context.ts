@@ -9,12 +9,12 @@
  *   weights and activations) for the engine's figures that hold on any machine.
  */
 import {
-  BindingLimitExceeded, DeviceLost, GpuOutOfMemory, GpuValidationError, ShaderCompileError, UnsupportedFeature,
+  BindingLimitExceeded, DeviceLost, GpuOutOfMemory, GpuValidationError, InvalidArgument, ShaderCompileError, UnsupportedFeature,
 } from '../errors';
 import { type AcquireOptions, type AdapterReport, type WantedFeature, acquireDevice, isSoftwareAdapter } from './device';
-import type { GpuCounters } from './counters';
+import { DEFAULT_MAX_BATCH, type GpuCounters } from './counters';
 
-export type { GpuCounters } from './counters';
+export { DEFAULT_MAX_BATCH, type GpuCounters } from './counters';
 import { BufferPool } from './pool';
 import { PipelineCache } from './pipelines';
 import { type SubgroupProbe, probeSubgroups } from './subgroups';
@@ -59,7 +59,10 @@ export interface ContextOptions extends AcquireOptions {
   noBufferReuse?: boolean;
   /** Pretend fewer workgroups per grid dimension (tests exercise grid folding with it). */
   maxWorkgroupsPerDimension?: number;
-  /** Submit automatically after this many dispatches in one batch. */
+  /**
+   * Submit automatically after this many dispatches in one batch (default DEFAULT_MAX_BATCH; RMAS_MAX_BATCH, the
+   * environment in Node or globalThis.RMAS_MAX_BATCH in a page, overrides).
+   */
   maxBatch?: number;
   /**
    * How the decode GEMVs are cut (kernels/fused/gemv-wgsl.ts, gemvGeometry). 'wide': 32 lanes per weight row, 8 rows
@@ -79,6 +82,15 @@ function askedGemv(opt: GemvSizing | undefined): GemvSizing {
   const v = opt ?? g.RMAS_GEMV ?? g.process?.env?.RMAS_GEMV ?? 'auto';
   if (v === 'auto' || v === 'wide' || v === 'narrow') return v;
   throw new Error(`RMAS_GEMV=${v}: expected auto, wide or narrow`);
+}
+
+/** The batch size asked for: the option, else RMAS_MAX_BATCH, else DEFAULT_MAX_BATCH. */
+function askedMaxBatch(opt: number | undefined): number {
+  const g = globalThis as { RMAS_MAX_BATCH?: string; process?: { env?: Record<string, string | undefined> } };
+  const v = opt ?? g.RMAS_MAX_BATCH ?? g.process?.env?.RMAS_MAX_BATCH ?? DEFAULT_MAX_BATCH;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgument(`maxBatch / RMAS_MAX_BATCH=${v}: expected a positive integer`);
+  return n;
 }
 
 const ARENA_BYTES = 64 * 1024;
@@ -133,7 +145,7 @@ export class GpuContext {
     this.pool = new BufferPool(device, !opts.noBufferReuse);
     this.pipelines = new PipelineCache(device);
     this.bindingLimit = Math.min(report.limits.maxStorageBufferBindingSize, report.limits.maxBufferSize, opts.bindingLimit ?? Infinity);
-    this.maxBatch = opts.maxBatch ?? 256;
+    this.maxBatch = askedMaxBatch(opts.maxBatch);
     this.uniformAlign = Math.max(16, report.limits.minUniformBufferOffsetAlignment);
     device.lost.then((info) => {
       this.lostError = new DeviceLost(

@@ -1,5 +1,6 @@
 import { F, Tape } from '../../autograd';
 import type { Tensor } from '../../tensor/tensor';
+import { eachRowCut } from '../row-cut';
 import { type ParityCase, type ParityEnv, TOL, expectParity, pair } from '../workbench';
 import { type AttentionAttrs, attentionKernel } from '.';
 
@@ -33,10 +34,13 @@ function forward(c: Cfg): ParityCase {
     name: `attention forward ${label(c)}`,
     async run(env) {
       const { q, k, v } = inputs(env, c);
-      const [og, lg] = env.gpu.run(attentionKernel, [q.g, k.g, v.g], attrsOf(c));
       const [oc, lc] = env.cpu.run(attentionKernel, [q.c, k.c, v.c], attrsOf(c));
-      await expectParity(og, oc, TOL.f32, 'o');
-      await expectParity(lg, lc, TOL.f32, 'lse');
+      // both layouts of the WebGPU forward (rowCut), whichever the adapter would take
+      await eachRowCut(async (cut) => {
+        const [og, lg] = env.gpu.run(attentionKernel, [q.g, k.g, v.g], attrsOf(c));
+        await expectParity(og, oc, TOL.f32, `o (${cut})`);
+        await expectParity(lg, lc, TOL.f32, `lse (${cut})`);
+      });
     },
   };
 }

@@ -6,9 +6,10 @@
 import { GpuContext, Uniforms } from '../../gpu/context';
 import { InvalidArgument, ShapeMismatch, UnsupportedFeature } from '../../errors';
 import { floatValues } from '../rmsnorm/cpu';
+import { rowCut } from '../row-cut';
 import { type FloatArray, type KernelDef, type Meta, binding, expectDType, expectRank, expectSameShape } from '../kernel';
 import { type AttnDims, attentionBackward, attentionForward, attentionRowDot } from './cpu';
-import { FWD_ROWS, BWD_ROWS, LANES, attentionForwardWgsl, combineWgsl, dimsPerLane, rowDotWgsl } from './wgsl';
+import { FWD_ROWS, BWD_ROWS, LANES, ROWS_WG, attentionForwardWgsl, attentionRowsWgsl, combineWgsl, dimsPerLane, rowDotWgsl } from './wgsl';
 import { attentionBackwardKVWgsl, attentionBackwardQWgsl } from './wgsl-backward';
 import { cudaAttentionBackwardKV, cudaAttentionBackwardQ, cudaAttentionForward, cudaAttentionRowDot } from './cuda';
 
@@ -108,19 +109,35 @@ export const attentionKernel: KernelDef<AttentionAttrs> = {
     const f16 = k.meta.dtype === 'f16';
     if (f16) ctx.requireFeature('shader-f16', 'an f16 KV cache');
     if (dims.t === 0 || dims.hq === 0) return;
-    const dpt = dimsPerLane(dims.d);
-    const rowBlocks = Math.ceil((dims.t * dims.hq) / dims.hkv / FWD_ROWS);
-    checkGrid(ctx, op, rowBlocks, `${FWD_ROWS} query rows`);
-    const split = chooseSplits(ctx, dims, rowBlocks * dims.hkv, attrs.splits);
-    const n = split.n;
+    const kv = f16 ? 'f16kv' : 'f32';
+    let shape: { key: string; wgsl: () => string; grid: [number, number] };
+    if (rowCut(ctx) === 'rows') {
+      const d4 = Math.ceil(dims.d / 4);
+      shape = {
+        key: `attention_${kv}_fwd_rows_d4${d4}_wg${ROWS_WG}`,
+        wgsl: () => attentionRowsWgsl(d4, f16),
+        grid: ctx.grid(Math.ceil((dims.t * dims.hq) / ROWS_WG)),
+      };
+    } else {
+      const dpt = dimsPerLane(dims.d);
+      const rowBlocks = Math.ceil((dims.t * dims.hq) / dims.hkv / FWD_ROWS);
+      checkGrid(ctx, op, rowBlocks, `${FWD_ROWS} query rows`);
+      shape = {
+        key: `attention_${kv}_fwd_dpt${dpt}_wg${FWD_ROWS * LANES}`,
+        wgsl: () => attentionForwardWgsl(dpt, f16),
+        grid: [rowBlocks, dims.hkv],
+      };
+    }
+    const split = chooseSplits(ctx, dims, shape.grid[0] * shape.grid[1], attrs.splits);
     const fwd = (outs: GPUBufferBinding[]) =>
       ctx.dispatch({
-        key: `attention_${f16 ? 'f16kv' : 'f32'}_fwd_dpt${dpt}_wg${FWD_ROWS * LANES}`,
-        wgsl: () => attentionForwardWgsl(dpt, f16),
+        key: shape.key,
+        wgsl: shape.wgsl,
         uniforms: attnUniforms(dims, split),
         bindings: [binding(q, op), binding(k, op), binding(v, op), ...outs],
-        workgroups: [rowBlocks, dims.hkv, n],
+        workgroups: [...shape.grid, split.n],
       });
+    const n = split.n;
     if (n === 1) return fwd([binding(o, op), binding(lse, op)]);
     const outElems = dims.t * dims.hq * dims.d;
     const partO = ctx.createBuffer(n * outElems * 4, GpuContext.STORAGE, 'attention-split-o');

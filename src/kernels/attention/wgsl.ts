@@ -151,6 +151,84 @@ ${mainSignature(FWD_ROWS * LANES)} {
 }`;
 }
 
+/** Query rows per workgroup of the rows cut (attentionRowsWgsl). */
+export const ROWS_WG = 64;
+
+/**
+ * The forward's rows cut (kernels/row-cut.ts), for CPU rasterisers: one invocation per query row (t, h), no
+ * workgroup memory and no barrier. It walks its visible keys one at a time with a running max and sum, its q and
+ * output in D4 = ⌈D/4⌉ vec4s (the only shape-derived constant; a GPU would spill them, and keeps the lanes cut).
+ * Same bindings, uniforms and split semantics as attentionForwardWgsl (split wid.z: keys split_base + z·split_len,
+ * split_len of them).
+ */
+export function attentionRowsWgsl(d4: number, f16 = false): string {
+  return `${f16 ? 'enable f16;\n' : ''}${STRUCT}
+const NEG = ${NEG};
+const D4 = ${d4}u;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+${kvBindings(2, f16)}
+@group(0) @binding(4) var<storage, read_write> o: array<f32>;
+@group(0) @binding(5) var<storage, read_write> lse: array<f32>;
+// four values of row base from dimension 4i (past D: the row's last value, which a zero in q or no store ignores)
+fn ld4k(base: u32, i: u32) -> vec4<f32> {
+  let dmax = u.d - 1u;
+  return vec4(ldk(base + min(4u * i, dmax)), ldk(base + min(4u * i + 1u, dmax)), ldk(base + min(4u * i + 2u, dmax)),
+              ldk(base + min(4u * i + 3u, dmax)));
+}
+fn ld4v(base: u32, i: u32) -> vec4<f32> {
+  let dmax = u.d - 1u;
+  return vec4(ldv(base + min(4u * i, dmax)), ldv(base + min(4u * i + 1u, dmax)), ldv(base + min(4u * i + 2u, dmax)),
+              ldv(base + min(4u * i + 3u, dmax)));
+}
+${mainSignature(ROWS_WG)} {
+  let idx = ${flatIndex(ROWS_WG)};
+  if (idx >= u.t * u.hq) { return; }
+  let t = idx / u.hq;
+  let h = idx % u.hq;
+  let kvh = h / u.group;
+  let pos = u.past + t;
+  let split = wid.z;
+  let lo = max(key_lo(pos), u.split_base + split * u.split_len);
+  let hi = min(pos + 1u, u.split_base + (split + 1u) * u.split_len);
+  let qb = idx * u.d;
+  // runtime bounds: constant ones get the loops unrolled, and lavapipe then needs seconds to compile the pipeline
+  let n4 = (u.d + 3u) / 4u;
+  var qr: array<vec4<f32>, D4>;
+  var acc: array<vec4<f32>, D4>;
+  for (var i = 0u; i < n4; i++) {
+    var x = vec4(0.0);
+    for (var c = 0u; c < 4u; c++) {
+      if (4u * i + c < u.d) { x[c] = q[qb + 4u * i + c] * u.scale; }
+    }
+    qr[i] = x;
+    acc[i] = vec4(0.0);
+  }
+  var m = NEG;
+  var l = 0.0;
+  for (var key = lo; key < hi; key++) {
+    let kb = key * u.hkv * u.d + kvh * u.d;
+    var s = 0.0;
+    for (var i = 0u; i < n4; i++) { s += dot(qr[i], ld4k(kb, i)); }
+    // the first key: m = NEG, so alpha = 0 and l, acc start from p = 1
+    let mn = max(m, s);
+    let alpha = exp(m - mn);
+    let p = exp(s - mn);
+    l = l * alpha + p;
+    for (var i = 0u; i < n4; i++) { acc[i] = acc[i] * alpha + p * ld4v(kb, i); }
+    m = mn;
+  }
+  let inv = select(0.0, 1.0 / l, l > 0.0);
+  let ob = split * u.t * u.hq * u.d + qb;
+  for (var i = 0u; i < n4; i++) {
+    for (var c = 0u; c < 4u; c++) {
+      if (4u * i + c < u.d) { o[ob + 4u * i + c] = acc[i][c] * inv; }
+    }
+  }
+  // an empty split (no visible key in its range) reports lse = NEG, which weighs 0 in the combine
+  lse[split * u.hq * u.t + h * u.t + t] = select(NEG, m + log(l), l > 0.0);
+}`;
+}
+
 /** Merges split partials: o = Σ exp(lse_s − lse) o_s with lse = logsumexp_s lse_s. */
 export function combineWgsl(wg: number): string {
   return `struct C { n: u32, d: u32, t: u32, hq: u32, nsplit: u32 }

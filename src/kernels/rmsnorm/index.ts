@@ -9,7 +9,8 @@ import { ShapeMismatch } from '../../errors';
 import type { DType } from '../../formats/dtype';
 import { type FloatArray, type KernelDef, type Meta, binding, cudaDType, expectDType, expectSameShape, rowsCols } from '../kernel';
 import { floatValues, rmsnormBackward, rmsnormForward } from './cpu';
-import { rmsnormBackwardWgsl, rmsnormWgsl } from './wgsl';
+import { rowCut } from '../row-cut';
+import { NORM_ROWS_WG, rmsnormBackwardWgsl, rmsnormRowsWgsl, rmsnormWgsl } from './wgsl';
 
 export { normParamGradKernel, type ParamGradAttrs } from './paramgrad';
 export { floatValues } from './cpu';
@@ -52,15 +53,22 @@ export const rmsnormKernel: KernelDef<RmsNormAttrs> = {
   },
   webgpu(ctx, [x, w], [out], { eps, offset }) {
     const [rows, cols] = rowsCols(x.meta.shape);
-    const wg = normWorkgroup(cols);
     const wd = w.meta.dtype;
-    ctx.dispatch({
-      key: `rmsnorm_f32_w${wd}_wg${wg}`,
-      wgsl: () => rmsnormWgsl(wd, wg),
+    const common = {
       uniforms: new Uniforms().u32(rows).u32(cols).f32(eps).f32(offset),
       bindings: [binding(x, 'rmsnorm'), binding(w, 'rmsnorm'), binding(out, 'rmsnorm')],
-      workgroups: ctx.grid(rows),
-    });
+    };
+    if (rowCut(ctx) === 'rows') {
+      ctx.dispatch({
+        key: `rmsnorm_f32_w${wd}_rows_wg${NORM_ROWS_WG}`,
+        wgsl: () => rmsnormRowsWgsl(wd),
+        ...common,
+        workgroups: ctx.grid(Math.ceil(rows / NORM_ROWS_WG)),
+      });
+      return;
+    }
+    const wg = normWorkgroup(cols);
+    ctx.dispatch({ key: `rmsnorm_f32_w${wd}_wg${wg}`, wgsl: () => rmsnormWgsl(wd, wg), ...common, workgroups: ctx.grid(rows) });
   },
   cuda(ctx, [x, w], [out], { eps, offset }) {
     const [rows, cols] = rowsCols(x.meta.shape);

@@ -3,7 +3,7 @@
  * workgroup memory combines their partial sums (rows may be 4096+ wide; per-head norms are 64-256).
  */
 import type { DType } from '../../formats/dtype';
-import { flatWorkgroup, loadFn, mainSignature } from '../wgsl';
+import { flatIndex, flatWorkgroup, loadFn, mainSignature } from '../wgsl';
 
 /**
  * `wg_sum(v, lid.x)`: the sum of `v` over the workgroup, returned to every invocation. Two sums travel
@@ -43,6 +43,30 @@ ${mainSignature(wg)} {
   for (var c = lid.x; c < u.cols; c += ${wg}u) { let v = x[base + c]; ss += v * v; }
   let r = inverseSqrt(wg_sum(vec2<f32>(ss, 0.0), lid.x).x / f32(u.cols) + u.eps);
   for (var c = lid.x; c < u.cols; c += ${wg}u) { out[base + c] = x[base + c] * r * (u.woff + load_w(c)); }
+}`;
+}
+
+/** Rows per workgroup of rmsnormRowsWgsl. */
+export const NORM_ROWS_WG = 64;
+
+/**
+ * The rows cut (kernels/row-cut.ts, CPU rasterisers): one invocation per row, its sum of squares a serial loop, no
+ * workgroup memory and no barrier.
+ */
+export function rmsnormRowsWgsl(wdtype: DType): string {
+  return `struct P { rows: u32, cols: u32, eps: f32, woff: f32 }
+@group(0) @binding(0) var<uniform> u: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+${loadFn('w', 2, wdtype)}
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+${mainSignature(NORM_ROWS_WG)} {
+  let row = ${flatIndex(NORM_ROWS_WG)};
+  if (row >= u.rows) { return; }
+  let base = row * u.cols;
+  var ss = 0.0;
+  for (var c = 0u; c < u.cols; c++) { let v = x[base + c]; ss += v * v; }
+  let r = inverseSqrt(ss / f32(u.cols) + u.eps);
+  for (var c = 0u; c < u.cols; c++) { out[base + c] = x[base + c] * r * (u.woff + load_w(c)); }
 }`;
 }
 
