@@ -112,6 +112,33 @@ describe('WebAssembly SIMD matmul kernels', () => {
     }
   });
 
+  it('take one x row row by row, with the bits a block gives its lone x row, on every dtype', () => {
+    // M = 3 runs x rows 0–1 through the 4 × 2 blocks and row 2 through the 4 × 1 block (or 1 × 1 at the edge): the
+    // sums one row of x had before it got its own loop (rowFunc), which must give them bit for bit
+    const bits = (a: Float32Array) => Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));
+    const float = [1, 7, 8, 9, 15, 16, 17, 24, 31, 33, 64, 100];
+    const widths = { f32: float, bf16: float, q8_0: [32, 64, 96, 320], q4_0: [32, 64, 96, 320] };
+    for (const dtype of ['f32', 'bf16', 'q8_0', 'q4_0'] as const) {
+      for (const K of widths[dtype]) for (const N of [1, 5, 9]) for (const bias of [false, true]) {
+        const rng = new Rng(K * 31 + N + (bias ? 1 : 0));
+        const x3 = new Float32Array(rng.normals(3 * K));
+        const wBytes = encode(dtype, rng.normals(N * K, 0.1), [N, K]);
+        const w = dtype === 'f32' ? new Float32Array(wBytes.buffer) : dtype === 'bf16' ? new Uint16Array(wBytes.buffer) : wBytes;
+        const bv = bias ? new Float32Array(rng.normals(N)) : null;
+        const wm = { shape: [N, K], dtype };
+        const bm = bv ? { shape: [N], dtype: 'f32' as const } : undefined;
+        const three = new Float32Array(3 * N);
+        const one = new Float32Array(N);
+        for (const k of [wasm, threaded]) {
+          expect(k.matmul(planMatmul({ shape: [3, K], dtype: 'f32' }, wm, bm, { transB: true }), x3, w, dtype, bv, three)).toBe(true);
+          const x1 = x3.subarray(2 * K);
+          expect(k.matmul(planMatmul({ shape: [1, K], dtype: 'f32' }, wm, bm, { transB: true }), x1, w, dtype, bv, one)).toBe(true);
+          expect(bits(one), `${dtype} K=${K} N=${N} bias ${bias}`).toEqual(bits(three.subarray(2 * N)));
+        }
+      }
+    }
+  });
+
   it('take the packed kernels from 8 rows of x on: within the bound, and in the order wasm-wat.ts gives', () => {
     for (const dtype of ['f32', 'bf16'] as const) {
       for (const K of [1, 3, 4, 13, 64]) for (const N of [1, 4, 6]) for (const M of [8, 9, 16]) {
