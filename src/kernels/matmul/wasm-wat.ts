@@ -9,7 +9,8 @@
  * K f32 for float weights, in X_ORDER; integers and scales for quantized ones, `stage_ints`), y has ldy floats per
  * row, ld is a weight row's bytes, bias is an address or 0 (none). Blocks of 4 weight rows × 2 x rows keep 8 sums in
  * registers, so each weight vector decoded serves 2 rows of x and each x vector 4 weight rows; single rows and
- * columns finish the edges. Float rows' products and sums are f32 (the TypeScript reference sums in f64): the kernels
+ * columns finish the edges. One row of x (decode) takes weight rows of up to ROW_LOOP_BYTES alone instead (rowFunc,
+ * quantRowFunc): one stream through memory and one pointer, with the sums a block gives. Float rows' products and sums are f32 (the TypeScript reference sums in f64): the kernels
  * equal it within f32 summation error (wasm.test.ts states the bound).
  *
  * Products of several x rows (a prompt) take the float dtypes' packed exports, `gemm_<dt>_packed` (one more
@@ -232,6 +233,13 @@ function blockFunc(dt: WasmDType, R: number, C: number): string {
 }
 
 /**
+ * The longest weight row (bytes) a single x row takes row by row. Longer rows stream well in the 4-row blocks, whose
+ * 8 independent sums then win over the row loop's chain of two (bf16, one thread, from memory: K = 6144 rows 11.5–12.5
+ * GB/s in blocks against 9.6 row by row; K = 3072 even; K = 1024 and 2048 7.5–11.4 against 13.9–17.3).
+ */
+export const ROW_LOOP_BYTES = 4096;
+
+/**
  * One float weight row's product with one staged x row, `(w K x) -> f32`, for products of a single x row (decode):
  * the same sums in the same order as a block's row with one x row (two accumulators, even and odd values, a step of
  * eight at a time, then the K mod 8 tail one value at a time), so a row gives the same bits either way. The row is
@@ -334,9 +342,9 @@ function gemmFunc(dt: WasmDType): string {
   // a staged x row's bytes, as xRowBytes: 2K + K/8 (integers, then scales) or 4K
   const K = get('K');
   const xStride = isQuant(dt) ? add(`(i32.shl ${K} ${i32(1)})`, `(i32.shr_u ${K} ${i32(3)})`) : `(i32.shl ${K} ${i32(2)})`;
-  // one x row: row by row (rowFunc, quantRowFunc), the same bits as the blocks give
+  // one x row against rows of at most ROW_LOOP_BYTES: row by row (rowFunc, quantRowFunc), the same bits as the blocks
   const single = [
-    `(if (i32.eq ${get('M')} ${i32(1)}) (then`,
+    `(if (i32.and (i32.eq ${get('M')} ${i32(1)}) (i32.le_u ${get('ld')} ${i32(ROW_LOOP_BYTES)})) (then`,
     `(block $row_done (loop $row`,
     `(br_if $row_done (i32.ge_u ${get('n')} ${get('n1')}))`,
     set('v', `(call $${dt}_row ${add(get('w'), `(i32.mul ${get('n')} ${get('ld')})`)} ${get('K')} ${get('x')})`),
