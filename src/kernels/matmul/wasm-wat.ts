@@ -236,7 +236,7 @@ function blockFunc(dt: WasmDType, R: number, C: number): string {
 /**
  * The longest weight row (bytes) a single x row takes row by row. Longer rows stream well in the 4-row blocks, whose
  * 8 independent sums then win over the row loop's chain of two (bf16, one thread, from memory: K = 6144 rows 11.5–12.5
- * GB/s in blocks against 9.6 row by row; K = 3072 even; K = 1024 and 2048 7.5–11.4 against 13.9–17.3).
+ * GB/s in blocks against 9.6 row by row; K = 3072 about even; K = 1024 and 2048 8–11 against 12–17).
  */
 export const ROW_LOOP_BYTES = 4096;
 
@@ -245,8 +245,8 @@ export const ROW_LOOP_BYTES = 4096;
  * the same sums in the same order as a block's row with one x row (two accumulators, even and odd values, a step of
  * eight at a time, then the K mod 8 tail one value at a time), so a row gives the same bits either way. The row is
  * walked by one pointer with constant offsets, two steps an iteration: a block of 4 rows keeps 4 streams apart by the
- * row's bytes, each load with its own address arithmetic, and reads bf16 rows from memory at 5–7 GB/s on one core
- * where this loop reads 14–17 (K = 1024 and 3072).
+ * row's bytes, each load with its own address arithmetic, and reads bf16 rows of K = 1024 from memory at 8–9 GB/s
+ * on one core where this loop reads 12–17 (`npm run bench:cpu-kernels`).
  */
 function rowFunc(dt: 'f32' | 'bf16'): string {
   const sb = dt === 'f32' ? 32 : 16; // bytes of a step's eight values
