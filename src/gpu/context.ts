@@ -12,6 +12,7 @@ import {
   BindingLimitExceeded, DeviceLost, GpuOutOfMemory, GpuValidationError, InvalidArgument, ShaderCompileError, UnsupportedFeature,
 } from '../errors';
 import { type AcquireOptions, type AdapterReport, type WantedFeature, acquireDevice, isSoftwareAdapter } from './device';
+import { override } from '../util/override';
 import { DEFAULT_MAX_BATCH, type GpuCounters } from './counters';
 
 export { DEFAULT_MAX_BATCH, type GpuCounters } from './counters';
@@ -78,16 +79,14 @@ export type GemvSizing = 'auto' | 'wide' | 'narrow';
 
 /** The GEMV sizing asked for: the option, else RMAS_GEMV, else 'auto'. */
 function askedGemv(opt: GemvSizing | undefined): GemvSizing {
-  const g = globalThis as { RMAS_GEMV?: string; process?: { env?: Record<string, string | undefined> } };
-  const v = opt ?? g.RMAS_GEMV ?? g.process?.env?.RMAS_GEMV ?? 'auto';
+  const v = opt ?? override('RMAS_GEMV') ?? 'auto';
   if (v === 'auto' || v === 'wide' || v === 'narrow') return v;
   throw new Error(`RMAS_GEMV=${v}: expected auto, wide or narrow`);
 }
 
 /** The batch size asked for: the option, else RMAS_MAX_BATCH, else DEFAULT_MAX_BATCH. */
 function askedMaxBatch(opt: number | undefined): number {
-  const g = globalThis as { RMAS_MAX_BATCH?: string; process?: { env?: Record<string, string | undefined> } };
-  const v = opt ?? g.RMAS_MAX_BATCH ?? g.process?.env?.RMAS_MAX_BATCH ?? DEFAULT_MAX_BATCH;
+  const v = opt ?? override('RMAS_MAX_BATCH') ?? DEFAULT_MAX_BATCH;
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgument(`maxBatch / RMAS_MAX_BATCH=${v}: expected a positive integer`);
   return n;

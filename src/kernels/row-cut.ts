@@ -11,13 +11,13 @@
 import { InvalidArgument } from '../errors';
 import type { GpuContext } from '../gpu/context';
 import { isSoftwareAdapter } from '../gpu/device';
+import { override } from '../util/override';
 
 export type RowCut = 'lanes' | 'rows';
 
 /** The cut a context's row reductions take (RMAS_ROWS, else auto). */
 export function rowCut(ctx: GpuContext): RowCut {
-  const g = globalThis as { RMAS_ROWS?: string; process?: { env?: Record<string, string | undefined> } };
-  const v = g.RMAS_ROWS ?? g.process?.env?.RMAS_ROWS ?? 'auto';
+  const v = override('RMAS_ROWS') ?? 'auto';
   if (v === 'lanes' || v === 'rows') return v;
   if (v !== 'auto') throw new InvalidArgument(`RMAS_ROWS=${v}: expected auto, lanes or rows`);
   return isSoftwareAdapter(ctx.report) ? 'rows' : 'lanes';

@@ -14,6 +14,7 @@ import { cudaMatmul } from './cuda';
 import { type Axis, type Dim, type MatmulAttrs, type MatmulPlan, planMatmul } from './plan';
 import { bind, chunkStarts, locate, segments } from '../segments';
 import { isSoftwareAdapter } from '../../gpu/device';
+import { override } from '../../util/override';
 import { type GemmGeometry, gemmGeometry, gemmKey, gemmReadsB, gemmTile, gemmWgsl } from './gemm-wgsl';
 import {
   FLAG_ACCUMULATE, FLAG_BIAS, FLAG_TRANS_A, FLAG_TRANS_B, GEMV_MR, GEMV_ROWS, type GemvMode, type MatmulVariant, gemvWgsl, tiledWgsl,
@@ -60,8 +61,7 @@ export type GemmCut = 'auto' | 'direct' | 'shared' | 'tiled';
 
 /** The cut asked for (RMAS_GEMM, else auto). */
 export function askedGemm(): GemmCut {
-  const g = globalThis as { RMAS_GEMM?: string; process?: { env?: Record<string, string | undefined> } };
-  const v = g.RMAS_GEMM ?? g.process?.env?.RMAS_GEMM ?? 'auto';
+  const v = override('RMAS_GEMM') ?? 'auto';
   if (v === 'auto' || v === 'direct' || v === 'shared' || v === 'tiled') return v;
   throw new InvalidArgument(`RMAS_GEMM=${v}: expected auto, direct, shared or tiled`);
 }
