@@ -99,7 +99,7 @@ interface Spawned {
   terminate(): void;
 }
 
-/** A kernel export: (w, ld, K, x, M, y, ldy, n0, n1, bias, pk); the unpacked kernels ignore pk. */
+/** A kernel export: (w, ld, K, x, M, y, ldy, n0, n1, bias, pk); the float dtypes' unpacked kernels ignore pk. */
 type Kernel = (...args: [number, number, number, number, number, number, number, number, number, number, number]) => void;
 
 /** Rows of a chunk: about four chunks a thread, in whole blocks of 4 rows. */
@@ -163,7 +163,7 @@ export class ThreadPool {
 
   /**
    * `kernel(w, ld, K, x, M, y, ldy, n0, n1, bias, pk)` over rows [n0, n1) split among the threads; `fn` is the
-   * kernel's index in the workers' `exports`. Thread i gets pk + i·pkStride as its scratch (the packed kernels').
+   * kernel's index in the workers' `exports`. Thread i gets pk + i·pkStride as its scratch (the packed and quantized kernels).
    * Workers not started yet (or asleep on a busy machine) simply take no rows.
    */
   run(fn: number, kernel: Kernel, args: readonly number[], n0: number, n1: number, bias: number, pk = 0, pkStride = 0) {

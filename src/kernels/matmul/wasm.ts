@@ -24,7 +24,7 @@ import type { MatmulPlan } from './plan';
 import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
 import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
 import { isQuant } from '../../formats/dtype';
-import { F16_TABLE, HEAP_BASE, PACKED_DTYPES, WASM_DTYPES, type WasmDType, X_ORDER, packBytes, packedK, xRowBytes } from './wasm-wat';
+import { F16_TABLE, HEAP_BASE, PACKED_DTYPES, WASM_DTYPES, type WasmDType, X_ORDER, packBytes, packedK, quantRowBytes, xRowBytes } from './wasm-wat';
 
 type AttnProduct = (a: number, b: number, stride: number, n: number, D: number, out: number) => void;
 type DeltaRule = (q: number, k: number, v: number, a: number, b: number, S: number, o: number, u: number, T: number, nk: number,
@@ -341,7 +341,9 @@ export class WasmKernels {
       // the packed kernels' layout pads each row to packedK(K) and an odd block to a pair
       const packs = !quant && M >= PACKED_MIN_ROWS;
       const x = take(packs ? Math.max(rowsM * xBytes, 4 * packedK(K) * (rowsM + 1)) : rowsM * xBytes);
-      const pk = packs ? take(packBytes(K) * this.threads) : 0;
+      // each thread's scratch: the packed kernels' widened weight rows, or a quantized row's block dots
+      const pkStride = packs ? packBytes(K) : quant ? quantRowBytes(K) : 0;
+      const pk = pkStride ? take(pkStride * this.threads) : 0;
       const xf = quant ? take(4 * K) : 0;
       const y = take(4 * rowsM * N);
       const bv = bias ? take(4 * N) : 0;
@@ -375,7 +377,7 @@ export class WasmKernels {
           }
           const name = packed ? `gemm_${dtype}_packed` : `gemm_${dtype}`;
           const gemm = this.gemm[name];
-          if (pool) pool.run(KERNELS.indexOf(name), gemm, [wb, ld, K, x, rows, y, N], 0, N, bv, pk, packBytes(K));
+          if (pool) pool.run(KERNELS.indexOf(name), gemm, [wb, ld, K, x, rows, y, N], 0, N, bv, pk, pkStride);
           else gemm(wb, ld, K, x, rows, y, N, 0, N, bv, pk);
           const ys = this.heap.f32(y, rows * N);
           for (let m = 0; m < rows; m++) {
