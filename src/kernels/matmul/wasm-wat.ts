@@ -11,9 +11,9 @@
  * registers, so each weight vector decoded serves 2 rows of x and each x vector 4 weight rows; single rows and
  * columns finish the edges. One row of x (decode) takes weight rows of up to ROW_LOOP_BYTES alone instead (rowFunc,
  * quantRowFunc, whose block dots wait in the calling thread's scratch, the quantized exports' last parameter, until
- * the row's scales are read): one stream through memory in address order, with the sums a block gives. Float rows' products and
- * sums are f32 (the TypeScript reference sums in f64): the kernels equal it within f32 summation error (wasm.test.ts
- * states the bound).
+ * the row's scales are read): one stream through memory in address order, with the sums a block gives. Float rows'
+ * products and sums are f32 (the TypeScript reference sums in f64): the kernels equal it within f32 summation error
+ * (wasm.test.ts states the bound).
  *
  * Products of several x rows (a prompt) take the float dtypes' packed exports, `gemm_<dt>_packed` (one more
  * parameter: the calling thread's scratch): each 4 weight rows are widened once into f32, interleaved so that one

@@ -24,7 +24,9 @@ import type { MatmulPlan } from './plan';
 import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
 import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
 import { isQuant } from '../../formats/dtype';
-import { F16_TABLE, HEAP_BASE, PACKED_DTYPES, WASM_DTYPES, type WasmDType, X_ORDER, packBytes, packedK, quantRowBytes, xRowBytes } from './wasm-wat';
+import {
+  F16_TABLE, HEAP_BASE, PACKED_DTYPES, WASM_DTYPES, type WasmDType, X_ORDER, packBytes, packedK, quantRowBytes, xRowBytes,
+} from './wasm-wat';
 
 type AttnProduct = (a: number, b: number, stride: number, n: number, D: number, out: number) => void;
 type DeltaRule = (q: number, k: number, v: number, a: number, b: number, S: number, o: number, u: number, T: number, nk: number,
