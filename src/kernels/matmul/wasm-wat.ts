@@ -30,8 +30,8 @@ import { type QuantDType, isQuant } from '../../formats/dtype';
 
 export type WasmDType = 'f32' | 'bf16' | 'q8_0' | 'q4_0';
 export const WASM_DTYPES: readonly WasmDType[] = ['f32', 'bf16', 'q8_0', 'q4_0'];
-/** The float dtypes, which also have a packed export (`gemm_<dt>_packed`) for products of several x rows. */
-export const PACKED_DTYPES = ['f32', 'bf16'] as const;
+/** The dtypes with a packed export (`gemm_<dt>_packed`) for products of several x rows: all of them. */
+export const PACKED_DTYPES = WASM_DTYPES;
 /** Byte address of the f16 → f32 table (65536 f32); addresses below it stay unused so that 0 means "none". */
 export const F16_TABLE = 1024;
 /** First byte the loader's heap may use. */
@@ -415,7 +415,8 @@ export const quantRowBytes = (K: number) => K / 2;
  * interleaved by groups of four values (group g of row r at pk + 64g + 16r), zeros for the rows from R to 4 and the
  * values from K to Kp = packedK(K).
  */
-function packFunc(dt: 'f32' | 'bf16'): string {
+function packFunc(dt: WasmDType): string {
+  if (isQuant(dt)) return quantPackFunc(dt);
   const es = dt === 'f32' ? 2 : 1;
   const widen = (a: string) => (dt === 'f32' ? load(a) : `(i32x4.shl (v128.load16x4_u align=1 ${a}) ${i32(16)})`);
   const zero = '(v128.const i32x4 0 0 0 0)';
@@ -463,6 +464,56 @@ function packFunc(dt: 'f32' | 'bf16'): string {
 }
 
 /**
+ * packFunc for quantized rows (K a multiple of 32, so Kp = K): each block's values as q·d in f32, exact (|q| ≤ 128
+ * times an f16 scale fits f32's 24 bits), in packFunc's layout. A prompt's product then runs on the packed kernel in
+ * f32 with x unrounded, where one x row (decode) takes x as integers (stage_ints).
+ */
+function quantPackFunc(dt: QuantDType): string {
+  const qb = dt === 'q8_0' ? 32 : 16;
+  // the 32 values of a block as eight i32x4 groups, from i16x8 vectors q0..q3 (quantInts)
+  const groups = range(8).map((g) => {
+    const q = get(`q${g >> 1}`);
+    return `(i32x4.extend_${g % 2 ? 'high' : 'low'}_i16x8_s ${q})`;
+  });
+  const zero = '(v128.const i32x4 0 0 0 0)';
+  const body = [
+    set('r', i32(0)),
+    '(block $rows_done (loop $rows',
+    `(br_if $rows_done (i32.ge_u ${get('r')} ${i32(4)}))`,
+    set('d', add(get('pk'), `(i32.shl ${get('r')} ${i32(4)})`)),
+    set('k', i32(0)),
+    `(if (i32.lt_u ${get('r')} ${get('R')}) (then`,
+    set('s', add(get('w'), `(i32.mul ${get('r')} ${get('ld')})`)),
+    // the row's scales follow its quant bytes
+    set('ws', add(get('s'), dt === 'q8_0' ? get('K') : `(i32.shr_u ${get('K')} ${i32(1)})`)),
+    '(block $blocks_done (loop $blocks',
+    `(br_if $blocks_done (i32.ge_u ${get('k')} ${get('K')}))`,
+    set('sc', `(f32x4.splat (f32.load offset=${F16_TABLE} (i32.shl (i32.load16_u align=1 ${get('ws')}) ${i32(2)})))`),
+    ...quantInts(dt, get('s'), 0),
+    ...groups.map((g, i) => `(v128.store offset=${64 * i} align=1 ${get('d')} ${fmul(`(f32x4.convert_i32x4_s ${g})`, get('sc'))})`),
+    set('s', add(get('s'), i32(qb))),
+    set('ws', add(get('ws'), i32(2))),
+    set('d', add(get('d'), i32(512))),
+    set('k', add(get('k'), i32(32))),
+    '(br $blocks)))',
+    '))',
+    // a missing row: zeros
+    '(block $zeros_done (loop $zeros',
+    `(br_if $zeros_done (i32.ge_u ${get('k')} ${get('Kp')}))`,
+    `(v128.store align=1 ${get('d')} ${zero})`,
+    set('d', add(get('d'), i32(64))),
+    set('k', add(get('k'), i32(4))),
+    '(br $zeros)))',
+    set('r', add(get('r'), i32(1))),
+    '(br $rows)))',
+  ];
+  const params = ['w', 'ld', 'K', 'Kp', 'R', 'pk'].map((n) => `(param $${n} i32)`).join(' ');
+  const locals = ['r', 'k', 's', 'ws', 'd'].map((n) => `(local $${n} i32)`).join(' ') + ' (local $sc v128) ' +
+    ['t', 'lo', 'hi', 'q0', 'q1', 'q2', 'q3'].map((n) => `(local $${n} v128)`).join(' ');
+  return `(func $pack_${dt} ${params}\n  ${locals}\n  ${body.join('\n  ')})`;
+}
+
+/**
  * `$packed_4x<C>(p, pe, x, y, ys, R, bias)`: 4 packed weight rows (p to pe, packFunc's layout) against C = 2 (or 1)
  * staged x rows at x (group g of x row c at x + 16(Cg + c)), one group a pass, every address a pointer plus a
  * constant: one four-lane sum per (row, x row), lane j adding the products of k ≡ j (mod 4) in order of k, then
@@ -495,14 +546,14 @@ function packedBlockFunc(C: number): string {
 }
 
 /**
- * A float dtype's packed export, `gemm_<dt>_packed(w, ld, K, x, M, y, ldy, n0, n1, bias, pk)`, for products of
+ * A dtype's packed export, `gemm_<dt>_packed(w, ld, K, x, M, y, ldy, n0, n1, bias, pk)`, for products of
  * several x rows (a prompt, a batch): each 4 weight rows of [n0, n1) are widened once into the calling thread's
  * scratch at pk (packBytes(K)), then every pair of x rows runs over them. x is staged in pairs of rows interleaved by
  * groups of four (group g of the pair's row c at 8g + 4c floats), an odd M's last row alone after the pairs, every row
  * zero-padded to packedK(K) (wasm.ts stagePacked).
  * Its sums are in another order than gemm_<dt>'s (lanes of k mod 4, not X_ORDER's), within the same bound.
  */
-function packedGemmFunc(dt: 'f32' | 'bf16'): string {
+function packedGemmFunc(dt: WasmDType): string {
   const params = ['w', 'ld', 'K', 'x', 'M', 'y', 'ldy', 'n0', 'n1', 'bias', 'pk'].map((n) => `(param $${n} i32)`).join(' ');
   const locals = ['n', 'm', 'Kp', 'pe', 'xp', 'ys', 'yn', 'bn', 'R'].map((n) => `(local $${n} i32)`).join(' ');
   const call = (C: number) => `(call $packed_4x${C} ${get('pk')} ${get('pe')} ${get('xp')} ` +

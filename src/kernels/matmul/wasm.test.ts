@@ -140,20 +140,22 @@ describe('WebAssembly SIMD matmul kernels', () => {
   });
 
   it('take the packed kernels from 8 rows of x on: within the bound, and in the order wasm-wat.ts gives', () => {
-    for (const dtype of ['f32', 'bf16'] as const) {
-      for (const K of [1, 3, 4, 13, 64]) for (const N of [1, 4, 6]) for (const M of [8, 9, 16]) {
+    const widths = { f32: [1, 3, 4, 13, 64], bf16: [1, 3, 4, 13, 64], q8_0: [32, 96], q4_0: [32, 96] };
+    for (const dtype of ['f32', 'bf16', 'q8_0', 'q4_0'] as const) {
+      for (const K of widths[dtype]) for (const N of [1, 4, 6]) for (const M of [8, 9, 16]) {
         expectWithinBound({ M, N, K, dtype, bias: (K + N) % 2 === 1 });
       }
     }
     // an emulation of the packed order in f32: lane j sums the products of k ≡ j (mod 4) in order, then
-    // (l0 + l1) + (l2 + l3) and the bias; the kernel must give exactly its bits
+    // (l0 + l1) + (l2 + l3) and the bias; the kernel must give exactly its bits (quantized rows: of q·d, exact in f32,
+    // with x unrounded)
     const f = Math.fround;
-    for (const dtype of ['f32', 'bf16'] as const) {
-      const [M, N, K] = [9, 6, 13];
+    for (const dtype of ['f32', 'bf16', 'q8_0', 'q4_0'] as const) {
+      const [M, N, K] = [9, 6, isQuant(dtype) ? 64 : 13];
       const rng = new Rng(17);
       const a = new Float32Array(rng.normals(M * K));
       const wBytes = encode(dtype, rng.normals(N * K, 0.1), [N, K]);
-      const w = dtype === 'f32' ? new Float32Array(wBytes.buffer) : new Uint16Array(wBytes.buffer);
+      const w = dtype === 'f32' ? new Float32Array(wBytes.buffer) : dtype === 'bf16' ? new Uint16Array(wBytes.buffer) : wBytes;
       const bv = new Float32Array(rng.normals(N));
       const p = planMatmul({ shape: [M, K], dtype: 'f32' }, { shape: [N, K], dtype }, { shape: [N], dtype: 'f32' }, { transB: true });
       const got = new Float32Array(M * N);

@@ -42,13 +42,13 @@ const ALIGN = 64;
 const X_BLOCK_BYTES = 1 << 20;
 
 /**
- * Products of at least this many x rows (per staged block) take a float weight's packed kernel (`gemm_<dt>_packed`).
+ * Products of at least this many x rows (per staged block) take the packed kernel (`gemm_<dt>_packed`).
  * Measured on bf16 rows (3072×1024, one thread): 0.66× the unpacked kernel's speed at 2 rows, 0.9× at 4 (the
  * widening is paid per 4 weight rows whatever M), 1.14× at 8, 1.3× at 128.
  */
 const PACKED_MIN_ROWS = 8;
 
-/** The GEMM exports the threads may run, by index: one per weight dtype, then the float dtypes' packed ones. */
+/** The GEMM exports the threads may run, by index: one per weight dtype, then the packed ones. */
 const KERNELS: readonly string[] = [...WASM_DTYPES.map((d) => `gemm_${d}`), ...PACKED_DTYPES.map((d) => `gemm_${d}_packed`)];
 
 /** x row `src` (value stride `ask`) staged for the float kernels: each whole group of eight in X_ORDER. */
@@ -341,10 +341,10 @@ export class WasmKernels {
       const xBytes = xRowBytes(dtype, K);
       const quant = isQuant(dtype);
       // the packed kernels' layout pads each row to packedK(K) and an odd block to a pair
-      const packs = !quant && M >= PACKED_MIN_ROWS;
+      const packs = M >= PACKED_MIN_ROWS;
       const x = take(packs ? Math.max(rowsM * xBytes, 4 * packedK(K) * (rowsM + 1)) : rowsM * xBytes);
       // each thread's scratch: the packed kernels' widened weight rows, or a quantized row's block dots
-      const pkStride = packs ? packBytes(K) : quant ? quantRowBytes(K) : 0;
+      const pkStride = packs ? packBytes(K) : quant ? quantRowBytes(K) : 0; // packBytes(K) ≥ quantRowBytes(K)
       const pk = pkStride ? take(pkStride * this.threads) : 0;
       const xf = quant ? take(4 * K) : 0;
       const y = take(4 * rowsM * N);
@@ -364,7 +364,7 @@ export class WasmKernels {
         for (let m0 = 0; m0 < M; m0 += rowsM) {
           const rows = Math.min(rowsM, M - m0);
           const packed = packs && rows >= PACKED_MIN_ROWS;
-          const xs = quant ? null : this.heap.f32(x, packed ? 2 * packedK(K) * Math.ceil(rows / 2) : rows * K);
+          const xs = quant && !packed ? null : this.heap.f32(x, packed ? 2 * packedK(K) * Math.ceil(rows / 2) : rows * K);
           for (let m = 0; m < rows; m++) {
             const src = bi * asb + (m0 + m) * asm;
             if (packed) stagePacked(a, src, ask, K, m, rows, xs!);
