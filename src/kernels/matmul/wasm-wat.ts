@@ -416,9 +416,6 @@ export const quantRowBytes = (K: number) => K / 2;
  * values from K to Kp = packedK(K).
  */
 function packFunc(dt: WasmDType): string {
-  if (isQuant(dt)) return quantPackFunc(dt);
-  const es = dt === 'f32' ? 2 : 1;
-  const widen = (a: string) => (dt === 'f32' ? load(a) : `(i32x4.shl (v128.load16x4_u align=1 ${a}) ${i32(16)})`);
   const zero = '(v128.const i32x4 0 0 0 0)';
   const body = [
     set('r', i32(0)),
@@ -428,25 +425,7 @@ function packFunc(dt: WasmDType): string {
     set('k', i32(0)),
     `(if (i32.lt_u ${get('r')} ${get('R')}) (then`,
     set('s', add(get('w'), `(i32.mul ${get('r')} ${get('ld')})`)),
-    '(block $groups_done (loop $groups',
-    `(br_if $groups_done (i32.gt_u ${add(get('k'), i32(4))} ${get('K')}))`,
-    `(v128.store align=1 ${get('d')} ${widen(get('s'))})`,
-    set('s', add(get('s'), i32(4 << es))),
-    set('d', add(get('d'), i32(64))),
-    set('k', add(get('k'), i32(4))),
-    '(br $groups)))',
-    // the last K mod 4 values, zero-padded to a group
-    `(if (i32.lt_u ${get('k')} ${get('K')}) (then`,
-    `(v128.store align=1 ${get('d')} ${zero})`,
-    set('j', i32(0)),
-    '(block $tail_done (loop $tail',
-    `(br_if $tail_done (i32.ge_u ${add(get('k'), get('j'))} ${get('K')}))`,
-    `(f32.store align=1 ${add(get('d'), `(i32.shl ${get('j')} ${i32(2)})`)} ` +
-      `${floatScalar(dt, add(get('s'), `(i32.shl ${get('j')} ${i32(es)})`))})`,
-    set('j', add(get('j'), i32(1))),
-    '(br $tail)))',
-    set('k', add(get('k'), i32(4))),
-    '))',
+    ...(isQuant(dt) ? quantRowPacked(dt) : floatRowPacked(dt)),
     '))',
     // a missing row: zeros
     '(block $zeros_done (loop $zeros',
@@ -459,31 +438,48 @@ function packFunc(dt: WasmDType): string {
     '(br $rows)))',
   ];
   const params = ['w', 'ld', 'K', 'Kp', 'R', 'pk'].map((n) => `(param $${n} i32)`).join(' ');
-  const locals = ['r', 'k', 'j', 's', 'd'].map((n) => `(local $${n} i32)`).join(' ');
+  const locals = ['r', 'k', 'j', 's', 'ws', 'd'].map((n) => `(local $${n} i32)`).join(' ') + ' ' +
+    ['sc', 't', 'lo', 'hi', 'q0', 'q1', 'q2', 'q3'].map((n) => `(local $${n} v128)`).join(' ');
   return `(func $pack_${dt} ${params}\n  ${locals}\n  ${body.join('\n  ')})`;
 }
 
+/** packFunc's fill of one float row from s into d (group by group, the K mod 4 tail zero-padded), k left at its end. */
+function floatRowPacked(dt: 'f32' | 'bf16'): string[] {
+  const es = dt === 'f32' ? 2 : 1;
+  const widen = (a: string) => (dt === 'f32' ? load(a) : `(i32x4.shl (v128.load16x4_u align=1 ${a}) ${i32(16)})`);
+  return [
+    '(block $groups_done (loop $groups',
+    `(br_if $groups_done (i32.gt_u ${add(get('k'), i32(4))} ${get('K')}))`,
+    `(v128.store align=1 ${get('d')} ${widen(get('s'))})`,
+    set('s', add(get('s'), i32(4 << es))),
+    set('d', add(get('d'), i32(64))),
+    set('k', add(get('k'), i32(4))),
+    '(br $groups)))',
+    // the last K mod 4 values, zero-padded to a group
+    `(if (i32.lt_u ${get('k')} ${get('K')}) (then`,
+    `(v128.store align=1 ${get('d')} (v128.const i32x4 0 0 0 0))`,
+    set('j', i32(0)),
+    '(block $tail_done (loop $tail',
+    `(br_if $tail_done (i32.ge_u ${add(get('k'), get('j'))} ${get('K')}))`,
+    `(f32.store align=1 ${add(get('d'), `(i32.shl ${get('j')} ${i32(2)})`)} ` +
+      `${floatScalar(dt, add(get('s'), `(i32.shl ${get('j')} ${i32(es)})`))})`,
+    set('j', add(get('j'), i32(1))),
+    '(br $tail)))',
+    set('k', add(get('k'), i32(4))),
+    '))',
+  ];
+}
+
 /**
- * packFunc for quantized rows (K a multiple of 32, so Kp = K): each block's values as q·d in f32, exact (|q| ≤ 128
- * times an f16 scale fits f32's 24 bits), in packFunc's layout. A prompt's product then runs on the packed kernel in
- * f32 with x unrounded, where one x row (decode) takes x as integers (stage_ints).
+ * packFunc's fill of one quantized row (K a multiple of 32, so Kp = K): each block's values as q·d in f32, exact
+ * (|q| ≤ 128 times an f16 scale fits f32's 24 bits). A prompt's product then runs on the packed kernel in f32 with x
+ * unrounded, where one x row (decode) takes x as integers (stage_ints).
  */
-function quantPackFunc(dt: QuantDType): string {
+function quantRowPacked(dt: QuantDType): string[] {
   const qb = dt === 'q8_0' ? 32 : 16;
   // the 32 values of a block as eight i32x4 groups, from i16x8 vectors q0..q3 (quantInts)
-  const groups = range(8).map((g) => {
-    const q = get(`q${g >> 1}`);
-    return `(i32x4.extend_${g % 2 ? 'high' : 'low'}_i16x8_s ${q})`;
-  });
-  const zero = '(v128.const i32x4 0 0 0 0)';
-  const body = [
-    set('r', i32(0)),
-    '(block $rows_done (loop $rows',
-    `(br_if $rows_done (i32.ge_u ${get('r')} ${i32(4)}))`,
-    set('d', add(get('pk'), `(i32.shl ${get('r')} ${i32(4)})`)),
-    set('k', i32(0)),
-    `(if (i32.lt_u ${get('r')} ${get('R')}) (then`,
-    set('s', add(get('w'), `(i32.mul ${get('r')} ${get('ld')})`)),
+  const groups = range(8).map((g) => `(i32x4.extend_${g % 2 ? 'high' : 'low'}_i16x8_s ${get(`q${g >> 1}`)})`);
+  return [
     // the row's scales follow its quant bytes
     set('ws', add(get('s'), dt === 'q8_0' ? get('K') : `(i32.shr_u ${get('K')} ${i32(1)})`)),
     '(block $blocks_done (loop $blocks',
@@ -496,21 +492,7 @@ function quantPackFunc(dt: QuantDType): string {
     set('d', add(get('d'), i32(512))),
     set('k', add(get('k'), i32(32))),
     '(br $blocks)))',
-    '))',
-    // a missing row: zeros
-    '(block $zeros_done (loop $zeros',
-    `(br_if $zeros_done (i32.ge_u ${get('k')} ${get('Kp')}))`,
-    `(v128.store align=1 ${get('d')} ${zero})`,
-    set('d', add(get('d'), i32(64))),
-    set('k', add(get('k'), i32(4))),
-    '(br $zeros)))',
-    set('r', add(get('r'), i32(1))),
-    '(br $rows)))',
   ];
-  const params = ['w', 'ld', 'K', 'Kp', 'R', 'pk'].map((n) => `(param $${n} i32)`).join(' ');
-  const locals = ['r', 'k', 's', 'ws', 'd'].map((n) => `(local $${n} i32)`).join(' ') + ' (local $sc v128) ' +
-    ['t', 'lo', 'hi', 'q0', 'q1', 'q2', 'q3'].map((n) => `(local $${n} v128)`).join(' ');
-  return `(func $pack_${dt} ${params}\n  ${locals}\n  ${body.join('\n  ')})`;
 }
 
 /**
