@@ -6,16 +6,20 @@
 // so a score is off by δ ≤ (D/4 + 4)·u·scale·Σ|q·k|, u = 2^-24; a softmax weight then moves by at most a factor
 // e^{2δmax} − 1 of itself (δmax the row's largest δ), and the mix adds its own f32 rounding, (n + 4)·u·Σ_j p_j·|v_j|
 // over n keys. The bound asserted is that sum, with the p and |v| of the reference, plus u·|o| for the rounding of
-// the result to f32.
+// the result to f32. Rows that need no logsumexp (inference) take attn_rows, the softmax in the module with the same
+// bits as the loop that keeps it, which is checked bit for bit, on one thread and on three.
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../tensor/cpu';
 import { Rng } from '../../util/rng';
-import { WasmKernels } from '../matmul/wasm';
+import { WasmKernels, cpuKernelsBytes } from '../matmul/wasm';
 import { type AttnDims, attentionForward, keyRange } from './cpu';
 
 const loaded = WasmKernels.load();
 if (typeof loaded === 'string') throw new Error(`the WebAssembly kernels did not load: ${loaded}`);
 const wasm = loaded;
+const threadedLoad = WasmKernels.load({ threads: 3, minParallelMacs: 0 });
+if (typeof threadedLoad === 'string' || !threadedLoad.pool) throw new Error(`the threaded kernels did not start: ${String(threadedLoad)}`);
+const threaded = threadedLoad;
 const U = 2 ** -24;
 
 interface Case {
@@ -87,6 +91,45 @@ describe('attention on the WebAssembly SIMD kernels', () => {
       { T: 24, S: 64, hq: 8, hkv: 4, D: 64, kvLen: 50, window: 17 },
     ];
     cases.forEach((c, i) => check(c, 100 + i));
+  });
+
+  it('take rows without a logsumexp in attn_rows, softmax included, with the bits of the loop that keeps it, on threads too', () => {
+    // the loop in attention() (scores, the softmax in JavaScript, the mix) keeps the rows whose logsumexp is asked for
+    // (training); inference takes attn_rows, whose e^x is the module's $exp
+    const cases: Case[] = [
+      { T: 7, S: 7, hq: 4, hkv: 4, D: 4 },
+      { T: 5, S: 9, hq: 4, hkv: 2, D: 8, window: 3 },
+      { T: 3, S: 12, hq: 8, hkv: 2, D: 20, kvLen: 10 },
+      { T: 1, S: 160, hq: 16, hkv: 8, D: 128, kvLen: 137 },
+      { T: 33, S: 40, hq: 4, hkv: 1, D: 64, kvLen: 40, scale: 3 },
+      { T: 24, S: 64, hq: 8, hkv: 4, D: 64, kvLen: 50, window: 17 },
+    ];
+    const bits = (a: Float32Array) => Array.from(new Uint32Array(a.buffer));
+    for (const [i, c] of cases.entries()) {
+      const { T, S, hq, hkv, D } = c;
+      const dims: AttnDims = { t: T, s: S, hq, hkv, d: D, kvLen: c.kvLen ?? S, scale: c.scale ?? 1 / Math.sqrt(D), window: c.window ?? 0 };
+      const rng = new Rng(300 + i);
+      const [q, k, v] = [rng.normals(T * hq * D), rng.normals(S * hkv * D), rng.normals(S * hkv * D)].map((a) => new Float32Array(a));
+      const loop = new Float32Array(T * hq * D);
+      expect(wasm.attention(q, k, v, dims, loop, new Float32Array(hq * T))).toBe(true);
+      for (const kernels of [wasm, threaded]) {
+        const rows = new Float32Array(T * hq * D);
+        expect(kernels.attention(q, k, v, dims, rows, null)).toBe(true);
+        expect(bits(rows), `${JSON.stringify(c)} on ${kernels.threads} thread(s)`).toEqual(bits(loop));
+      }
+    }
+  });
+
+  it('compute e^x in the module with Math.exp\'s bits', () => {
+    const memory = new WebAssembly.Memory({ initial: 1 });
+    const inst = new WebAssembly.Instance(new WebAssembly.Module(cpuKernelsBytes()), { env: { memory } });
+    const exp = inst.exports.exp as (x: number) => number;
+    const xs = [0, -0, 1, -1, 0.5, NaN, Infinity, -Infinity, 709.78, 709.79, -745.13, -745.14, -708.5, -1e4, 2 ** -29, -(2 ** -29),
+      0.35, -0.35, 1.04, -1.04, 1e-300, -1021.5 * Math.LN2, 1023.9 * Math.LN2];
+    const rng = new Rng(5);
+    for (let i = 0; i < 20000; i++) xs.push(-800 * rng.next(), -20 * rng.next(), 1420 * (rng.next() - 0.5));
+    const differ = xs.filter((x) => !Object.is(exp(x), Math.exp(x)));
+    expect(differ, 'arguments where exp differs from Math.exp').toEqual([]);
   });
 
   it('leave what they do not take to the reference (f64 arrays, a head width not a multiple of 4)', () => {

@@ -652,7 +652,7 @@ const ATTN_SCORES = (() => {
   const body = [set('D', `(i32.shl ${get('D')} ${i32(2)})`), set('j', i32(0)), ...pass('quad', 4), ...pass('one', 1)];
   const params = ['q', 'k', 'ks', 'n', 'D', 's'].map((n) => `(param $${n} i32)`).join(' ');
   const locals = ['(local $j i32) (local $i i32) (local $qv v128)', ...range(4).map((r) => `(local $k${r} i32) (local $a${r} v128)`)];
-  return `(func (export "attn_scores") ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
+  return `(func $attn_scores (export "attn_scores") ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
 })();
 
 const ATTN_MIX = (() => {
@@ -678,7 +678,138 @@ const ATTN_MIX = (() => {
   const body = [set('D', `(i32.shl ${get('D')} ${i32(2)})`), set('i', i32(0)), ...pass('wide', 4), ...pass('narrow', 1)];
   const params = ['p', 'v', 'vs', 'n', 'D', 'o'].map((n) => `(param $${n} i32)`).join(' ');
   const locals = ['(local $j i32) (local $i i32) (local $vp i32) (local $pj v128)', ...vecs.map((r) => `(local $a${r} v128)`)];
-  return `(func (export "attn_mix") ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
+  return `(func $attn_mix (export "attn_mix") ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
+})();
+
+/**
+ * `exp(x) -> f64`: e^x with the bits of V8's Math.exp, which is fdlibm's algorithm (reduction by k·ln 2 in two
+ * parts, a degree-5 rational approximation on [−ln2/2, ln2/2], then a scale by 2^k); wasm.test.ts compares the two on
+ * a sweep of arguments. The CPU reference's softmax calls Math.exp, so attention on the kernels' threads (attn_rows)
+ * gives its bits.
+ */
+const EXP = (() => {
+  const f = (v: string) => `(f64.const ${v})`;
+  const x = get('x');
+  const high = (v: string) => `(i32.wrap_i64 (i64.shr_u (i64.reinterpret_f64 ${v}) (i64.const 32)))`;
+  // 2^k for k ≥ −1021 (else 2^(k+1000)), as the high word of a double
+  const pow2 = (k: string) => `(f64.reinterpret_i64 (i64.shl (i64.extend_i32_u (i32.add ${i32(0x3ff00000)} (i32.shl ${k} ${i32(20)}))) ` +
+    '(i64.const 32)))';
+  const [fm, fa, fs] = ['mul', 'add', 'sub'].map((op) => (a: string, b: string) => `(f64.${op} ${a} ${b})`);
+  // t·(P1 + t·(P2 + t·(P3 + t·(P4 + t·P5))))
+  const P = ['1.66666666666666019037e-01', '-2.77777777770155933842e-03', '6.61375632143793436117e-05',
+    '-1.65339022054652515390e-06', '4.13813679705723846039e-08'];
+  const poly = fm(get('t'), P.slice(0, -1).reduceRight((inner, p) => fa(f(p), fm(get('t'), inner)), f(P[P.length - 1]!)));
+  const xc = fm(x, get('c'));
+  const body = [
+    set('hx', high(x)),
+    set('xsb', `(i32.shr_u ${get('hx')} ${i32(31)})`),
+    set('hx', `(i32.and ${get('hx')} ${i32(0x7fffffff)})`),
+    `(if (i32.ge_u ${get('hx')} ${i32(0x40862e42)}) (then`,
+    // NaN: x + x; ±∞: ∞ or 0; past the thresholds: overflow to ∞, underflow to 0
+    `(if (i32.ge_u ${get('hx')} ${i32(0x7ff00000)}) (then`,
+    `(if (i32.or (i32.and ${get('hx')} ${i32(0xfffff)}) (i32.wrap_i64 (i64.reinterpret_f64 ${x}))) (then (return (f64.add ${x} ${x}))))`,
+    `(return (select ${x} ${f('0')} (i32.eqz ${get('xsb')})))))`,
+    `(if (f64.gt ${x} ${f('7.09782712893383973096e+02')}) (then (return ${f('inf')})))`,
+    `(if (f64.lt ${x} ${f('-7.45133219101941108420e+02')}) (then (return ${f('0')})))))`,
+    `(if (i32.gt_u ${get('hx')} ${i32(0x3fd62e42)}) (then`,
+    `(if (i32.lt_u ${get('hx')} ${i32(0x3ff0a2b2)}) (then`,
+    `(if (f64.eq ${x} ${f('1')}) (then (return ${f('2.718281828459045')})))`,
+    set('hi', `(f64.sub ${x} (select ${f('-6.93147180369123816490e-01')} ${f('6.93147180369123816490e-01')} ${get('xsb')}))`),
+    set('lo', `(select ${f('-1.90821492927058770002e-10')} ${f('1.90821492927058770002e-10')} ${get('xsb')})`),
+    set('k', `(i32.sub ${i32(1)} (i32.shl ${get('xsb')} ${i32(1)}))`),
+    ') (else',
+    set('k', `(i32.trunc_f64_s ${fa(fm(f('1.44269504088896338700e+00'), x), `(select ${f('-0.5')} ${f('0.5')} ${get('xsb')})`)})`),
+    set('t', `(f64.convert_i32_s ${get('k')})`),
+    set('hi', `(f64.sub ${x} (f64.mul ${get('t')} ${f('6.93147180369123816490e-01')}))`),
+    set('lo', `(f64.mul ${get('t')} ${f('1.90821492927058770002e-10')})`),
+    '))',
+    set('x', `(f64.sub ${get('hi')} ${get('lo')})`),
+    ') (else',
+    // |x| < 2^-28: 1 + x
+    `(if (i32.lt_u ${get('hx')} ${i32(0x3e300000)}) (then (return (f64.add ${f('1')} ${x}))))`,
+    set('k', i32(0)),
+    '))',
+    set('t', `(f64.mul ${x} ${x})`),
+    set('c', fs(x, poly)),
+    `(if (i32.eqz ${get('k')}) (then (return ${fs(f('1'), fs(`(f64.div ${xc} ${fs(get('c'), f('2'))})`, x))})))`,
+    set('y', fs(f('1'), fs(fs(get('lo'), `(f64.div ${xc} ${fs(f('2'), get('c'))})`), get('hi')))),
+    `(if (i32.ge_s ${get('k')} ${i32(-1021)}) (then`,
+    `(if (i32.eq ${get('k')} ${i32(1024)}) (then (return (f64.mul (f64.mul ${get('y')} ${f('2')}) ${f('8.988465674311579539e307')}))))`,
+    `(return (f64.mul ${get('y')} ${pow2(get('k'))}))))`,
+    `(f64.mul (f64.mul ${get('y')} ${pow2(add(get('k'), i32(1000)))}) ${f('9.33263618503218878990e-302')})`,
+  ];
+  const locals = ['hx', 'xsb', 'k'].map((n) => `(local $${n} i32)`).join(' ') + ' ' +
+    ['hi', 'lo', 't', 'c', 'y'].map((n) => `(local $${n} f64)`).join(' ');
+  return `(func $exp (export "exp") (param $x f64) (result f64)\n  ${locals}\n  ${body.join('\n  ')})`;
+})();
+
+/** Bytes of attn_rows' dims block: T, hq, hkv, D, kvLen, window (i32), then scale (f64). */
+export const ATTN_DIMS_BYTES = 32;
+
+/** Bytes of attn_rows' scratch for one thread over kvLen keys: the scores (f32), then their exponentials (f64). */
+export const attnRowsBytes = (kvLen: number) => 8 * Math.ceil(kvLen / 2) + 8 * kvLen;
+
+/**
+ * `attn_rows(q, k, v, o, dims, _, _, r0, r1, _, pk)`: attention's forward for rows [r0, r1) of (head, query) pairs,
+ * row r = h·T + t, as the CPU reference computes it: the scores by attn_scores, the softmax in f64 (max, e^(s·scale −
+ * max) by $exp, their sum in order, each probability stored as f32), then attn_mix into o. The dims block at `dims`
+ * (ATTN_DIMS_BYTES) gives T, hq, hkv, D, kvLen, window and scale; pk is the calling thread's scratch (attnRowsBytes).
+ * Its parameters are a GEMM export's, so that the threads split its rows as they split a product's (wasm-threads.ts).
+ */
+const ATTN_ROWS = (() => {
+  const dim = (o: number) => `(i32.load offset=${o} ${get('dims')})`;
+  const sj = `(f32.load ${add(get('pk'), `(i32.shl ${get('j')} ${i32(2)})`)})`;
+  const ej = add(get('e'), `(i32.shl ${get('j')} ${i32(3)})`);
+  const overKeys = (label: string, body: string[]) => [
+    set('j', i32(0)),
+    `(block $${label}_done (loop $${label}`,
+    `(br_if $${label}_done (i32.ge_u ${get('j')} ${get('n')}))`,
+    ...body,
+    set('j', add(get('j'), i32(1))),
+    `(br $${label})))`,
+  ];
+  const body = [
+    set('T', dim(0)),
+    set('group', `(i32.div_u ${dim(4)} ${dim(8)})`),
+    set('D', dim(12)),
+    set('scale', `(f64.load offset=24 ${get('dims')})`),
+    set('rowBytes', `(i32.shl (i32.mul ${dim(8)} ${get('D')}) ${i32(2)})`),
+    // the exponentials after the scores, 8-byte aligned
+    set('e', add(get('pk'), `(i32.shl (i32.shr_u ${add(dim(16), i32(1))} ${i32(1)}) ${i32(3)})`)),
+    set('r', get('r0')),
+    '(block $rows_done (loop $rows',
+    `(br_if $rows_done (i32.ge_u ${get('r')} ${get('r1')}))`,
+    set('h', `(i32.div_u ${get('r')} ${get('T')})`),
+    set('t', `(i32.sub ${get('r')} (i32.mul ${get('h')} ${get('T')}))`),
+    // keyRange: pos = kvLen − T + t; lo = max(0, pos − window + 1) with a window
+    set('pos', `(i32.add (i32.sub ${dim(16)} ${get('T')}) ${get('t')})`),
+    set('lo', i32(0)),
+    `(if (i32.gt_s ${dim(20)} ${i32(0)}) (then ${set('lo', `(select (i32.sub (i32.add ${get('pos')} ${i32(1)}) ${dim(20)}) ${i32(0)} ` +
+      `(i32.gt_s (i32.sub (i32.add ${get('pos')} ${i32(1)}) ${dim(20)}) ${i32(0)}))`)}))`,
+    set('n', `(i32.sub (i32.add ${get('pos')} ${i32(1)}) ${get('lo')})`),
+    set('qo', `(i32.shl (i32.mul (i32.add (i32.mul ${get('t')} ${dim(4)}) ${get('h')}) ${get('D')}) ${i32(2)})`),
+    // the key head's first row in range
+    set('ko', add(`(i32.mul ${get('lo')} ${get('rowBytes')})`,
+      `(i32.shl (i32.mul (i32.div_u ${get('h')} ${get('group')}) ${get('D')}) ${i32(2)})`)),
+    `(call $attn_scores ${add(get('q'), get('qo'))} ${add(get('k'), get('ko'))} ${get('rowBytes')} ${get('n')} ${get('D')} ${get('pk')})`,
+    set('m', '(f64.const -inf)'),
+    ...overKeys('max', [set('m', `(f64.max ${get('m')} (f64.mul (f64.promote_f32 ${sj}) ${get('scale')}))`)]),
+    set('sum', '(f64.const 0)'),
+    ...overKeys('exp', [
+      `(f64.store ${ej} (call $exp (f64.sub (f64.mul (f64.promote_f32 ${sj}) ${get('scale')}) ${get('m')})))`,
+      set('sum', `(f64.add ${get('sum')} (f64.load ${ej}))`),
+    ]),
+    ...overKeys('norm', [
+      `(f32.store ${add(get('pk'), `(i32.shl ${get('j')} ${i32(2)})`)} (f32.demote_f64 (f64.div (f64.load ${ej}) ${get('sum')})))`,
+    ]),
+    `(call $attn_mix ${get('pk')} ${add(get('v'), get('ko'))} ${get('rowBytes')} ${get('n')} ${get('D')} ${add(get('o'), get('qo'))})`,
+    set('r', add(get('r'), i32(1))),
+    '(br $rows)))',
+  ];
+  const params = ['q', 'k', 'v', 'o', 'dims', 'u0', 'u1', 'r0', 'r1', 'u2', 'pk'].map((n) => `(param $${n} i32)`).join(' ');
+  const ints = ['T', 'group', 'D', 'rowBytes', 'e', 'r', 'h', 't', 'pos', 'lo', 'n', 'qo', 'ko', 'j'];
+  const locals = ints.map((n) => `(local $${n} i32)`).join(' ') + ' (local $scale f64) (local $m f64) (local $sum f64)';
+  return `(func (export "attn_rows") ${params}\n  ${locals}\n  ${body.join('\n  ')})`;
 })();
 
 /**
@@ -774,7 +905,7 @@ const DELTA_RULE = (() => {
  * needs a maximum: 65536 pages, the 4 GiB of wasm32.
  */
 export function cpuKernelsWat(shared = false): string {
-  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, DELTA_RULE];
+  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, EXP, ATTN_ROWS, DELTA_RULE];
   for (const dt of WASM_DTYPES) {
     for (const [R, C] of [[4, 2], [4, 1], [1, 2], [1, 1]]) funcs.push(blockFunc(dt, R, C));
     funcs.push(isQuant(dt) ? quantRowFunc(dt) : rowFunc(dt as 'f32' | 'bf16'));

@@ -25,7 +25,8 @@ import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-
 import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
 import { isQuant } from '../../formats/dtype';
 import {
-  F16_TABLE, HEAP_BASE, PACKED_DTYPES, WASM_DTYPES, type WasmDType, X_ORDER, packBytes, packedK, quantRowBytes, xRowBytes,
+  ATTN_DIMS_BYTES, F16_TABLE, HEAP_BASE, PACKED_DTYPES, WASM_DTYPES, type WasmDType, X_ORDER, attnRowsBytes, packBytes, packedK,
+  quantRowBytes, xRowBytes,
 } from './wasm-wat';
 
 type AttnProduct = (a: number, b: number, stride: number, n: number, D: number, out: number) => void;
@@ -48,8 +49,10 @@ const X_BLOCK_BYTES = 1 << 20;
  */
 const PACKED_MIN_ROWS = 8;
 
-/** The GEMM exports the threads may run, by index: one per weight dtype, then the packed ones. */
-const KERNELS: readonly string[] = [...WASM_DTYPES.map((d) => `gemm_${d}`), ...PACKED_DTYPES.map((d) => `gemm_${d}_packed`)];
+/** The exports the threads may run, by index: a GEMM per weight dtype, the packed ones, and attention's rows. */
+const KERNELS: readonly string[] = [
+  ...WASM_DTYPES.map((d) => `gemm_${d}`), ...PACKED_DTYPES.map((d) => `gemm_${d}_packed`), 'attn_rows',
+];
 
 /** x row `src` (value stride `ask`) staged for the float kernels: each whole group of eight in X_ORDER. */
 function stageFloats(a: Float32Array, src: number, ask: number, K: number, xs: Float32Array) {
@@ -183,6 +186,7 @@ export class WasmKernels {
   private readonly stageInts: (x: number, K: number, q: number) => void;
   private readonly attnScores: AttnProduct;
   private readonly attnMix: AttnProduct;
+  private readonly attnRows: Gemm;
   private readonly deltaRuleFn: DeltaRule;
   private readonly resident = new WeakMap<object, Resident>();
   private readonly reclaim = new FinalizationRegistry<Resident>((r) => this.heap.release(r.addr, r.size));
@@ -206,6 +210,7 @@ export class WasmKernels {
     this.stageInts = instance.exports.stage_ints as (x: number, K: number, q: number) => void;
     this.attnScores = instance.exports.attn_scores as AttnProduct;
     this.attnMix = instance.exports.attn_mix as AttnProduct;
+    this.attnRows = instance.exports.attn_rows as Gemm;
     this.deltaRuleFn = instance.exports.delta_rule as DeltaRule;
     this.gemm = Object.fromEntries(KERNELS.map((n) => [n, ex[n]]));
   }
@@ -416,6 +421,10 @@ export class WasmKernels {
       const oa = inPlace ? o.byteOffset : place(null, T * hq * D);
       const sa = place(null, kvLen);
       if (qa < 0 || ka < 0 || va < 0 || oa < 0 || sa < 0) return false;
+      if (!lse && this.attentionRows(qa, ka, va, oa, dims, tmp)) {
+        if (!inPlace) o.set(this.heap.f32(oa, T * hq * D));
+        return true;
+      }
       // the kernels allocate nothing, so this view of the scores stays valid for the whole call
       const s = this.heap.f32(sa, kvLen);
       const e = new Float64Array(kvLen);
@@ -480,6 +489,28 @@ export class WasmKernels {
   }
 
   /** `size` bytes of the heap for one call, recorded in `tmp` for the caller to release; -1 when it cannot grow. */
+  /**
+   * Attention's rows (head, query) by `attn_rows`, softmax included, split among the threads where the work is
+   * worth waking them; the same bits as the loop in attention(), which keeps the rows that need their logsumexp.
+   * False where the heap cannot hold the dims block and the threads' scratch.
+   */
+  private attentionRows(qa: number, ka: number, va: number, oa: number, dims: AttnDims, tmp: Resident[]): boolean {
+    const { t: T, hq, hkv, d: D, kvLen } = dims;
+    const stride = Math.ceil(attnRowsBytes(kvLen) / ALIGN) * ALIGN;
+    const da = this.scratch(tmp, ATTN_DIMS_BYTES);
+    const pk = this.scratch(tmp, stride * this.threads);
+    if (da < 0 || pk < 0) return false;
+    this.heap.bytes(da, 24).set(new Uint8Array(Int32Array.of(T, hq, hkv, D, kvLen, dims.window).buffer));
+    new DataView(this.heap.buffer()).setFloat64(da + 24, dims.scale, true);
+    const args = [qa, ka, va, oa, da, 0, 0];
+    // about the multiply-adds of the two products: T·hq rows over kvLen − T/2 keys on average, twice D
+    const work = 2 * T * hq * Math.max(1, kvLen - T / 2) * D;
+    const pool = this.pool && work >= this.minParallelMacs ? this.pool : null;
+    if (pool) pool.run(KERNELS.indexOf('attn_rows'), this.attnRows, args, 0, T * hq, 0, pk, stride);
+    else this.attnRows(qa, ka, va, oa, da, 0, 0, 0, T * hq, 0, pk);
+    return true;
+  }
+
   private scratch(tmp: Resident[], size: number): number {
     const addr = this.heap.alloc(size);
     if (addr >= 0) tmp.push({ addr, size });
