@@ -6,8 +6,8 @@
 // so a score is off by δ ≤ (D/4 + 4)·u·scale·Σ|q·k|, u = 2^-24; a softmax weight then moves by at most a factor
 // e^{2δmax} − 1 of itself (δmax the row's largest δ), and the mix adds its own f32 rounding, (n + 4)·u·Σ_j p_j·|v_j|
 // over n keys. The bound asserted is that sum, with the p and |v| of the reference, plus u·|o| for the rounding of
-// the result to f32. Rows that need no logsumexp (inference) take attn_rows, the softmax in the module with the same
-// bits as the loop that keeps it, which is checked bit for bit, on one thread and on three.
+// the result to f32. The rows run in attn_rows (scores, softmax, mix), split among the threads: the same bits on one
+// thread and on three, with or without the logsumexp; its e^x is the module's `exp`, with Math.exp's bits.
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../tensor/cpu';
 import { Rng } from '../../util/rng';
@@ -93,9 +93,7 @@ describe('attention on the WebAssembly SIMD kernels', () => {
     cases.forEach((c, i) => check(c, 100 + i));
   });
 
-  it('take rows without a logsumexp in attn_rows, softmax included, with the bits of the loop that keeps it, on threads too', () => {
-    // the loop in attention() (scores, the softmax in JavaScript, the mix) keeps the rows whose logsumexp is asked for
-    // (training); inference takes attn_rows, whose e^x is the module's $exp
+  it('give the same bits with or without the logsumexp, on one thread and on three', () => {
     const cases: Case[] = [
       { T: 7, S: 7, hq: 4, hkv: 4, D: 4 },
       { T: 5, S: 9, hq: 4, hkv: 2, D: 8, window: 3 },
@@ -110,12 +108,14 @@ describe('attention on the WebAssembly SIMD kernels', () => {
       const dims: AttnDims = { t: T, s: S, hq, hkv, d: D, kvLen: c.kvLen ?? S, scale: c.scale ?? 1 / Math.sqrt(D), window: c.window ?? 0 };
       const rng = new Rng(300 + i);
       const [q, k, v] = [rng.normals(T * hq * D), rng.normals(S * hkv * D), rng.normals(S * hkv * D)].map((a) => new Float32Array(a));
-      const loop = new Float32Array(T * hq * D);
-      expect(wasm.attention(q, k, v, dims, loop, new Float32Array(hq * T))).toBe(true);
-      for (const kernels of [wasm, threaded]) {
-        const rows = new Float32Array(T * hq * D);
-        expect(kernels.attention(q, k, v, dims, rows, null)).toBe(true);
-        expect(bits(rows), `${JSON.stringify(c)} on ${kernels.threads} thread(s)`).toEqual(bits(loop));
+      const [o, lse] = [new Float32Array(T * hq * D), new Float32Array(hq * T)];
+      expect(wasm.attention(q, k, v, dims, o, lse)).toBe(true);
+      for (const [kernels, withLse] of [[wasm, false], [threaded, true], [threaded, false]] as const) {
+        const [o2, lse2] = [new Float32Array(T * hq * D), new Float32Array(hq * T)];
+        expect(kernels.attention(q, k, v, dims, o2, withLse ? lse2 : null)).toBe(true);
+        const what = `${JSON.stringify(c)} on ${kernels.threads} thread(s), lse ${withLse}`;
+        expect(bits(o2), what).toEqual(bits(o));
+        if (withLse) expect(bits(lse2), what).toEqual(bits(lse));
       }
     }
   });

@@ -622,7 +622,7 @@ const STAGE_INTS = (() => {
 
 /**
  * Attention's two products for one query row (head h, query t) over its n visible keys, f32 (the reference,
- * attention/cpu.ts, sums in f64; the softmax between them stays in the caller):
+ * attention/cpu.ts, sums in f64; attn_rows runs the softmax between them):
  * - `attn_scores(q, k, ks, n, D, s)`: s[j] = q·k_j for j < n, k_j at byte address k + j·ks (a cache row's head), q
  *   and each k_j D floats; four keys at a time, each q vector loaded once for the four.
  * - `attn_mix(p, v, vs, n, D, o)`: o = Σ_j p[j]·v_j, v_j at v + j·vs; 16 values of o kept in registers over all keys.
@@ -652,7 +652,7 @@ const ATTN_SCORES = (() => {
   const body = [set('D', `(i32.shl ${get('D')} ${i32(2)})`), set('j', i32(0)), ...pass('quad', 4), ...pass('one', 1)];
   const params = ['q', 'k', 'ks', 'n', 'D', 's'].map((n) => `(param $${n} i32)`).join(' ');
   const locals = ['(local $j i32) (local $i i32) (local $qv v128)', ...range(4).map((r) => `(local $k${r} i32) (local $a${r} v128)`)];
-  return `(func $attn_scores (export "attn_scores") ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
+  return `(func $attn_scores ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
 })();
 
 const ATTN_MIX = (() => {
@@ -678,7 +678,7 @@ const ATTN_MIX = (() => {
   const body = [set('D', `(i32.shl ${get('D')} ${i32(2)})`), set('i', i32(0)), ...pass('wide', 4), ...pass('narrow', 1)];
   const params = ['p', 'v', 'vs', 'n', 'D', 'o'].map((n) => `(param $${n} i32)`).join(' ');
   const locals = ['(local $j i32) (local $i i32) (local $vp i32) (local $pj v128)', ...vecs.map((r) => `(local $a${r} v128)`)];
-  return `(func $attn_mix (export "attn_mix") ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
+  return `(func $attn_mix ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
 })();
 
 /**
@@ -750,11 +750,12 @@ export const ATTN_DIMS_BYTES = 32;
 export const attnRowsBytes = (kvLen: number) => 8 * Math.ceil(kvLen / 2) + 8 * kvLen;
 
 /**
- * `attn_rows(q, k, v, o, dims, _, _, r0, r1, _, pk)`: attention's forward for rows [r0, r1) of (head, query) pairs,
+ * `attn_rows(q, k, v, o, dims, ms, _, r0, r1, _, pk)`: attention's forward for rows [r0, r1) of (head, query) pairs,
  * row r = h·T + t, as the CPU reference computes it: the scores by attn_scores, the softmax in f64 (max, e^(s·scale −
- * max) by $exp, their sum in order, each probability stored as f32), then attn_mix into o. The dims block at `dims`
- * (ATTN_DIMS_BYTES) gives T, hq, hkv, D, kvLen, window and scale; pk is the calling thread's scratch (attnRowsBytes).
- * Its parameters are a GEMM export's, so that the threads split its rows as they split a product's (wasm-threads.ts).
+ * max) by $exp, their sum in order, each probability stored as f32), then attn_mix into o; where ms is not 0, the
+ * row's max and sum (f64) at ms + 16r, for the caller's logsumexp. The dims block at `dims` (ATTN_DIMS_BYTES) gives T,
+ * hq, hkv, D, kvLen, window and scale; pk is the calling thread's scratch (attnRowsBytes). Its parameters are a GEMM
+ * export's, so that the threads split its rows as they split a product's (wasm-threads.ts).
  */
 const ATTN_ROWS = (() => {
   const dim = (o: number) => `(i32.load offset=${o} ${get('dims')})`;
@@ -803,10 +804,13 @@ const ATTN_ROWS = (() => {
       `(f32.store ${add(get('pk'), `(i32.shl ${get('j')} ${i32(2)})`)} (f32.demote_f64 (f64.div (f64.load ${ej}) ${get('sum')})))`,
     ]),
     `(call $attn_mix ${get('pk')} ${add(get('v'), get('ko'))} ${get('rowBytes')} ${get('n')} ${get('D')} ${add(get('o'), get('qo'))})`,
+    // the row's max and sum, from which the caller takes its logsumexp
+    `(if ${get('ms')} (then (f64.store ${add(get('ms'), `(i32.shl ${get('r')} ${i32(4)})`)} ${get('m')}) ` +
+      `(f64.store offset=8 ${add(get('ms'), `(i32.shl ${get('r')} ${i32(4)})`)} ${get('sum')})))`,
     set('r', add(get('r'), i32(1))),
     '(br $rows)))',
   ];
-  const params = ['q', 'k', 'v', 'o', 'dims', 'u0', 'u1', 'r0', 'r1', 'u2', 'pk'].map((n) => `(param $${n} i32)`).join(' ');
+  const params = ['q', 'k', 'v', 'o', 'dims', 'ms', 'u1', 'r0', 'r1', 'u2', 'pk'].map((n) => `(param $${n} i32)`).join(' ');
   const ints = ['T', 'group', 'D', 'rowBytes', 'e', 'r', 'h', 't', 'pos', 'lo', 'n', 'qo', 'ko', 'j'];
   const locals = ints.map((n) => `(local $${n} i32)`).join(' ') + ' (local $scale f64) (local $m f64) (local $sum f64)';
   return `(func (export "attn_rows") ${params}\n  ${locals}\n  ${body.join('\n  ')})`;

@@ -18,7 +18,7 @@
  */
 import { f16BitsToF32, rowBytes } from '../../formats/dtype';
 import type { CpuArray, FloatArray } from '../kernel';
-import { type AttnDims, keyRange } from '../attention/cpu';
+import type { AttnDims } from '../attention/cpu';
 import type { DeltaDims } from '../deltarule/cpu';
 import type { MatmulPlan } from './plan';
 import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
@@ -29,7 +29,6 @@ import {
   quantRowBytes, xRowBytes,
 } from './wasm-wat';
 
-type AttnProduct = (a: number, b: number, stride: number, n: number, D: number, out: number) => void;
 type DeltaRule = (q: number, k: number, v: number, a: number, b: number, S: number, o: number, u: number, T: number, nk: number,
   nv: number, dk: number, dv: number, m: number) => void;
 type Gemm = (w: number, ld: number, K: number, x: number, M: number, y: number, ldy: number, n0: number, n1: number, bias: number,
@@ -184,8 +183,6 @@ export class WasmKernels {
   private readonly gemm: Record<string, Gemm>;
   private readonly readBytes: (addr: number, n: number) => number;
   private readonly stageInts: (x: number, K: number, q: number) => void;
-  private readonly attnScores: AttnProduct;
-  private readonly attnMix: AttnProduct;
   private readonly attnRows: Gemm;
   private readonly deltaRuleFn: DeltaRule;
   private readonly resident = new WeakMap<object, Resident>();
@@ -208,8 +205,6 @@ export class WasmKernels {
     const ex = instance.exports as Record<string, Gemm>;
     this.readBytes = instance.exports.read_bytes as (addr: number, n: number) => number;
     this.stageInts = instance.exports.stage_ints as (x: number, K: number, q: number) => void;
-    this.attnScores = instance.exports.attn_scores as AttnProduct;
-    this.attnMix = instance.exports.attn_mix as AttnProduct;
     this.attnRows = instance.exports.attn_rows as Gemm;
     this.deltaRuleFn = instance.exports.delta_rule as DeltaRule;
     this.gemm = Object.fromEntries(KERNELS.map((n) => [n, ex[n]]));
@@ -402,12 +397,13 @@ export class WasmKernels {
 
   /**
    * Causal grouped-query attention forward as attention/cpu.ts's attentionForward computes it (o, and the row
-   * logsumexp when `lse` is given), its two products per query row in the kernels (f32 sums) and the softmax between
-   * them here (in f64, as the reference). False where the kernels do not take it (f64 or half arrays, D not a
-   * multiple of 4) or the heap cannot hold the operands: the caller runs the reference then.
+   * logsumexp when `lse` is given): its rows in `attn_rows`, split among the threads where the work is worth waking
+   * them, the two products' sums in f32 and the softmax in f64 as the reference's; the logsumexp here, from each row's
+   * max and sum. False where the kernels do not take it (f64 or half arrays, D not a multiple of 4) or the heap cannot
+   * hold the operands: the caller runs the reference then.
    */
   attention(q: FloatArray, k: FloatArray, v: FloatArray, dims: AttnDims, o: FloatArray, lse: FloatArray | null): boolean {
-    const { t: T, hq, hkv, d: D, kvLen, scale } = dims;
+    const { t: T, hq, hkv, d: D, kvLen } = dims;
     if (!(q instanceof Float32Array && k instanceof Float32Array && v instanceof Float32Array && o instanceof Float32Array)) return false;
     if (D % 4 !== 0 || T * hq * D === 0 || kvLen === 0) return false;
     const kvFloats = kvLen * hkv * D;
@@ -419,32 +415,24 @@ export class WasmKernels {
       const va = place(v, kvFloats);
       const inPlace = this.heap.owns(o);
       const oa = inPlace ? o.byteOffset : place(null, T * hq * D);
-      const sa = place(null, kvLen);
-      if (qa < 0 || ka < 0 || va < 0 || oa < 0 || sa < 0) return false;
-      if (!lse && this.attentionRows(qa, ka, va, oa, dims, tmp)) {
-        if (!inPlace) o.set(this.heap.f32(oa, T * hq * D));
-        return true;
-      }
-      // the kernels allocate nothing, so this view of the scores stays valid for the whole call
-      const s = this.heap.f32(sa, kvLen);
-      const e = new Float64Array(kvLen);
-      const group = hq / hkv;
-      const rowBytes = 4 * hkv * D;
-      for (let h = 0; h < hq; h++) {
-        const kh = Math.floor(h / group);
-        for (let t = 0; t < T; t++) {
-          const [lo, hi] = keyRange(dims, t);
-          const n = hi - lo;
-          const qo = 4 * (t * hq + h) * D;
-          this.attnScores(qa + qo, ka + lo * rowBytes + 4 * kh * D, rowBytes, n, D, sa);
-          let m = -Infinity;
-          for (let j = 0; j < n; j++) m = Math.max(m, s[j] * scale);
-          let sum = 0;
-          for (let j = 0; j < n; j++) sum += (e[j] = Math.exp(s[j] * scale - m));
-          for (let j = 0; j < n; j++) s[j] = e[j] / sum;
-          this.attnMix(sa, va + lo * rowBytes + 4 * kh * D, rowBytes, n, D, oa + qo);
-          if (lse) lse[h * T + t] = m + Math.log(sum);
-        }
+      const rows = T * hq;
+      const ms = lse ? this.scratch(tmp, 16 * rows) : 0;
+      const stride = Math.ceil(attnRowsBytes(kvLen) / ALIGN) * ALIGN;
+      const da = this.scratch(tmp, ATTN_DIMS_BYTES);
+      const pk = this.scratch(tmp, stride * this.threads);
+      if (qa < 0 || ka < 0 || va < 0 || oa < 0 || ms < 0 || da < 0 || pk < 0) return false;
+      this.heap.bytes(da, 24).set(new Uint8Array(Int32Array.of(T, hq, hkv, D, kvLen, dims.window).buffer));
+      new DataView(this.heap.buffer()).setFloat64(da + 24, dims.scale, true);
+      const args = [qa, ka, va, oa, da, ms, 0];
+      // about the multiply-adds of the two products: T·hq rows over kvLen − T/2 keys on average, twice D
+      const work = 2 * rows * Math.max(1, kvLen - T / 2) * D;
+      const pool = this.pool && work >= this.minParallelMacs ? this.pool : null;
+      if (pool) pool.run(KERNELS.indexOf('attn_rows'), this.attnRows, args, 0, rows, 0, pk, stride);
+      else this.attnRows(qa, ka, va, oa, da, ms, 0, 0, rows, 0, pk);
+      if (lse) {
+        // row r = h·T + t is lse's [h, t]: its max plus the log of its sum, as the reference takes it
+        const m = new Float64Array(this.heap.buffer(), ms, 2 * rows);
+        for (let r = 0; r < rows; r++) lse[r] = m[2 * r] + Math.log(m[2 * r + 1]);
       }
       if (!inPlace) o.set(this.heap.f32(oa, T * hq * D));
       return true;
@@ -489,28 +477,6 @@ export class WasmKernels {
   }
 
   /** `size` bytes of the heap for one call, recorded in `tmp` for the caller to release; -1 when it cannot grow. */
-  /**
-   * Attention's rows (head, query) by `attn_rows`, softmax included, split among the threads where the work is
-   * worth waking them; the same bits as the loop in attention(), which keeps the rows that need their logsumexp.
-   * False where the heap cannot hold the dims block and the threads' scratch.
-   */
-  private attentionRows(qa: number, ka: number, va: number, oa: number, dims: AttnDims, tmp: Resident[]): boolean {
-    const { t: T, hq, hkv, d: D, kvLen } = dims;
-    const stride = Math.ceil(attnRowsBytes(kvLen) / ALIGN) * ALIGN;
-    const da = this.scratch(tmp, ATTN_DIMS_BYTES);
-    const pk = this.scratch(tmp, stride * this.threads);
-    if (da < 0 || pk < 0) return false;
-    this.heap.bytes(da, 24).set(new Uint8Array(Int32Array.of(T, hq, hkv, D, kvLen, dims.window).buffer));
-    new DataView(this.heap.buffer()).setFloat64(da + 24, dims.scale, true);
-    const args = [qa, ka, va, oa, da, 0, 0];
-    // about the multiply-adds of the two products: T·hq rows over kvLen − T/2 keys on average, twice D
-    const work = 2 * T * hq * Math.max(1, kvLen - T / 2) * D;
-    const pool = this.pool && work >= this.minParallelMacs ? this.pool : null;
-    if (pool) pool.run(KERNELS.indexOf('attn_rows'), this.attnRows, args, 0, T * hq, 0, pk, stride);
-    else this.attnRows(qa, ka, va, oa, da, 0, 0, 0, T * hq, 0, pk);
-    return true;
-  }
-
   private scratch(tmp: Resident[], size: number): number {
     const addr = this.heap.alloc(size);
     if (addr >= 0) tmp.push({ addr, size });
