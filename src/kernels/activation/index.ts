@@ -90,7 +90,8 @@ export const gluKernel: KernelDef<{ act: Activation }> = {
     checkGlu('glu', gate, up);
     return [{ shape: gate.shape, dtype: 'f32' }];
   },
-  cpu([gate, up], [out], { act }) {
+  cpu([gate, up], [out], { act }, { wasm }) {
+    if (wasm?.glu(act, gate as FloatArray, up as FloatArray, out as FloatArray)) return;
     gluForward(act, gate as FloatArray, up as FloatArray, out as FloatArray);
   },
   webgpu(ctx, [gate, up], [out], { act }) {

@@ -743,6 +743,38 @@ const EXP = (() => {
   return `(func $exp (export "exp") (param $x f64) (result f64)\n  ${locals}\n  ${body.join('\n  ')})`;
 })();
 
+/** The gated activations `glu` takes, by its mode parameter. */
+export const GLU_MODES = ['silu', 'gelu_tanh'] as const;
+
+/**
+ * `glu(gate, up, out, mode, _, _, _, i0, i1, _, _)`: out[i] = act(gate[i])·up[i] for i in [i0, i1), f32 arrays, in
+ * f64 as the CPU reference (activation/cpu.ts) computes it, e^x by $exp, so the bits are the reference's: act is
+ * x·σ(x) (mode 0, SiLU) or x·σ(2·√(2/π)·(x + 0.044715·x³)) (mode 1, tanh-approximated GELU), σ(z) = 1/(1 + e^−z) for
+ * z ≥ 0 and e^z/(1 + e^z) below. Its parameters are a GEMM export's, so that the threads split its values.
+ */
+const GLU = (() => {
+  const f = (v: string) => `(f64.const ${v})`;
+  const at = (base: string) => add(get(base), `(i32.shl ${get('i')} ${i32(2)})`);
+  const x = get('x');
+  // the argument of σ: x, or 2·√(2/π)·(x + ((0.044715·x)·x)·x), each product in the reference's order
+  const gelu = `(f64.mul ${f('1.5957691216057308')} (f64.add ${x} (f64.mul (f64.mul (f64.mul ${f('0.044715')} ${x}) ${x}) ${x})))`;
+  const body = [
+    set('i', get('i0')),
+    '(block $done (loop $next',
+    `(br_if $done (i32.ge_u ${get('i')} ${get('i1')}))`,
+    set('x', `(f64.promote_f32 (f32.load ${at('gate')}))`),
+    set('z', `(select ${gelu} ${x} ${get('mode')})`),
+    `(if (f64.ge ${get('z')} ${f('0')}) (then ${set('s', `(f64.div ${f('1')} (f64.add ${f('1')} (call $exp (f64.neg ${get('z')}))))`)}) ` +
+      `(else ${set('e', `(call $exp ${get('z')})`)} ${set('s', `(f64.div ${get('e')} (f64.add ${f('1')} ${get('e')}))`)}))`,
+    `(f32.store ${at('out')} (f32.demote_f64 (f64.mul (f64.mul ${x} ${get('s')}) (f64.promote_f32 (f32.load ${at('up')})))))`,
+    set('i', add(get('i'), i32(1))),
+    '(br $next)))',
+  ];
+  const params = ['gate', 'up', 'out', 'mode', 'u0', 'u1', 'u2', 'i0', 'i1', 'u3', 'u4'].map((n) => `(param $${n} i32)`).join(' ');
+  const locals = '(local $i i32) (local $x f64) (local $z f64) (local $s f64) (local $e f64)';
+  return `(func (export "glu") ${params}\n  ${locals}\n  ${body.join('\n  ')})`;
+})();
+
 /** Bytes of attn_rows' dims block: T, hq, hkv, D, kvLen, window (i32), then scale (f64). */
 export const ATTN_DIMS_BYTES = 32;
 
@@ -909,7 +941,7 @@ const DELTA_RULE = (() => {
  * needs a maximum: 65536 pages, the 4 GiB of wasm32.
  */
 export function cpuKernelsWat(shared = false): string {
-  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, EXP, ATTN_ROWS, DELTA_RULE];
+  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, EXP, ATTN_ROWS, GLU, DELTA_RULE];
   for (const dt of WASM_DTYPES) {
     for (const [R, C] of [[4, 2], [4, 1], [1, 2], [1, 1]]) funcs.push(blockFunc(dt, R, C));
     funcs.push(isQuant(dt) ? quantRowFunc(dt) : rowFunc(dt as 'f32' | 'bf16'));

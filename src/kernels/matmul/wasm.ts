@@ -18,6 +18,7 @@
  */
 import { f16BitsToF32, rowBytes } from '../../formats/dtype';
 import type { CpuArray, FloatArray } from '../kernel';
+import type { Activation } from '../activation/cpu';
 import type { AttnDims } from '../attention/cpu';
 import type { DeltaDims } from '../deltarule/cpu';
 import type { MatmulPlan } from './plan';
@@ -25,7 +26,7 @@ import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-
 import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
 import { isQuant } from '../../formats/dtype';
 import {
-  ATTN_DIMS_BYTES, F16_TABLE, HEAP_BASE, PACKED_DTYPES, WASM_DTYPES, type WasmDType, X_ORDER, attnRowsBytes, packBytes, packedK,
+  ATTN_DIMS_BYTES, F16_TABLE, GLU_MODES, HEAP_BASE, PACKED_DTYPES, WASM_DTYPES, type WasmDType, X_ORDER, attnRowsBytes, packBytes, packedK,
   quantRowBytes, xRowBytes,
 } from './wasm-wat';
 
@@ -50,7 +51,7 @@ const PACKED_MIN_ROWS = 8;
 
 /** The exports the threads may run, by index: a GEMM per weight dtype, the packed ones, and attention's rows. */
 const KERNELS: readonly string[] = [
-  ...WASM_DTYPES.map((d) => `gemm_${d}`), ...PACKED_DTYPES.map((d) => `gemm_${d}_packed`), 'attn_rows',
+  ...WASM_DTYPES.map((d) => `gemm_${d}`), ...PACKED_DTYPES.map((d) => `gemm_${d}_packed`), 'attn_rows', 'glu',
 ];
 
 /** x row `src` (value stride `ask`) staged for the float kernels: each whole group of eight in X_ORDER. */
@@ -184,6 +185,7 @@ export class WasmKernels {
   private readonly readBytes: (addr: number, n: number) => number;
   private readonly stageInts: (x: number, K: number, q: number) => void;
   private readonly attnRows: Gemm;
+  private readonly gluFn: Gemm;
   private readonly deltaRuleFn: DeltaRule;
   private readonly resident = new WeakMap<object, Resident>();
   private readonly reclaim = new FinalizationRegistry<Resident>((r) => this.heap.release(r.addr, r.size));
@@ -206,6 +208,7 @@ export class WasmKernels {
     this.readBytes = instance.exports.read_bytes as (addr: number, n: number) => number;
     this.stageInts = instance.exports.stage_ints as (x: number, K: number, q: number) => void;
     this.attnRows = instance.exports.attn_rows as Gemm;
+    this.gluFn = instance.exports.glu as Gemm;
     this.deltaRuleFn = instance.exports.delta_rule as DeltaRule;
     this.gemm = Object.fromEntries(KERNELS.map((n) => [n, ex[n]]));
   }
@@ -477,6 +480,35 @@ export class WasmKernels {
   }
 
   /** `size` bytes of the heap for one call, recorded in `tmp` for the caller to release; -1 when it cannot grow. */
+  /**
+   * act(gate)·up (the gated MLP's activation) as activation/cpu.ts's gluForward computes it, the same bits, for SiLU and
+   * the tanh-approximated GELU on f32 arrays, its values split among the threads. False for any other activation or
+   * array type, or where the heap cannot hold the operands: the caller runs the reference then.
+   */
+  glu(act: Activation, gate: FloatArray, up: FloatArray, out: FloatArray): boolean {
+    const mode = (GLU_MODES as readonly string[]).indexOf(act);
+    if (mode < 0 || !(gate instanceof Float32Array && up instanceof Float32Array && out instanceof Float32Array)) return false;
+    const n = gate.length;
+    if (n === 0) return false;
+    const tmp: Resident[] = [];
+    try {
+      const ga = this.place(tmp, gate, n);
+      const ua = this.place(tmp, up, n);
+      const inPlace = this.heap.owns(out);
+      const oa = inPlace ? out.byteOffset : this.place(tmp, null, n);
+      if (ga < 0 || ua < 0 || oa < 0) return false;
+      const args = [ga, ua, oa, mode, 0, 0, 0];
+      // a value's e^x and divisions weigh about as much as 32 multiply-adds
+      const pool = this.pool && 32 * n >= this.minParallelMacs ? this.pool : null;
+      if (pool) pool.run(KERNELS.indexOf('glu'), this.gluFn, args, 0, n, 0);
+      else this.gluFn(ga, ua, oa, mode, 0, 0, 0, 0, n, 0, 0);
+      if (!inPlace) out.set(this.heap.f32(oa, n));
+      return true;
+    } finally {
+      for (const r of tmp) this.heap.release(r.addr, r.size);
+    }
+  }
+
   private scratch(tmp: Resident[], size: number): number {
     const addr = this.heap.alloc(size);
     if (addr >= 0) tmp.push({ addr, size });
