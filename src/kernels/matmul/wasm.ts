@@ -49,7 +49,7 @@ const X_BLOCK_BYTES = 1 << 20;
  */
 const PACKED_MIN_ROWS = 8;
 
-/** The exports the threads may run, by index: a GEMM per weight dtype, the packed ones, and attention's rows. */
+/** The exports the threads may run, by index: a GEMM per weight dtype, the packed ones, attention's rows and glu. */
 const KERNELS: readonly string[] = [
   ...WASM_DTYPES.map((d) => `gemm_${d}`), ...PACKED_DTYPES.map((d) => `gemm_${d}_packed`), 'attn_rows', 'glu',
 ];
@@ -354,7 +354,6 @@ export class WasmKernels {
       const bv = bias ? take(4 * N) : 0;
       if (x < 0 || y < 0 || bv < 0 || xf < 0 || pk < 0) return false;
       if (bias) this.heap.f32(bv, N).set(bias);
-      const pool = this.pool && rowsM * N * K >= this.minParallelMacs ? this.pool : null;
       const { sb: asb, sm: asm, sk: ask } = p.a;
       const { sb: csb, sm: csm, sn: csn } = p.c;
       for (let bi = 0; bi < batch; bi++) {
@@ -382,8 +381,7 @@ export class WasmKernels {
           }
           const name = packed ? `gemm_${dtype}_packed` : `gemm_${dtype}`;
           const gemm = this.gemm[name];
-          if (pool) pool.run(KERNELS.indexOf(name), gemm, [wb, ld, K, x, rows, y, N], 0, N, bv, pk, pkStride);
-          else gemm(wb, ld, K, x, rows, y, N, 0, N, bv, pk);
+          this.runRows(name, gemm, [wb, ld, K, x, rows, y, N], N, rowsM * N * K, bv, pk, pkStride);
           const ys = this.heap.f32(y, rows * N);
           for (let m = 0; m < rows; m++) {
             const dst = bi * csb + (m0 + m) * csm;
@@ -426,12 +424,9 @@ export class WasmKernels {
       if (qa < 0 || ka < 0 || va < 0 || oa < 0 || ms < 0 || da < 0 || pk < 0) return false;
       this.heap.bytes(da, 24).set(new Uint8Array(Int32Array.of(T, hq, hkv, D, kvLen, dims.window).buffer));
       new DataView(this.heap.buffer()).setFloat64(da + 24, dims.scale, true);
-      const args = [qa, ka, va, oa, da, ms, 0];
-      // about the multiply-adds of the two products: T·hq rows over kvLen − T/2 keys on average, twice D
+      // the work: about the multiply-adds of the two products, T·hq rows over kvLen − T/2 keys on average, twice D
       const work = 2 * rows * Math.max(1, kvLen - T / 2) * D;
-      const pool = this.pool && work >= this.minParallelMacs ? this.pool : null;
-      if (pool) pool.run(KERNELS.indexOf('attn_rows'), this.attnRows, args, 0, rows, 0, pk, stride);
-      else this.attnRows(qa, ka, va, oa, da, ms, 0, 0, rows, 0, pk);
+      this.runRows('attn_rows', this.attnRows, [qa, ka, va, oa, da, ms, 0], rows, work, 0, pk, stride);
       if (lse) {
         // row r = h·T + t is lse's [h, t]: its max plus the log of its sum, as the reference takes it
         const m = new Float64Array(this.heap.buffer(), ms, 2 * rows);
@@ -497,16 +492,22 @@ export class WasmKernels {
       const inPlace = this.heap.owns(out);
       const oa = inPlace ? out.byteOffset : this.place(tmp, null, n);
       if (ga < 0 || ua < 0 || oa < 0) return false;
-      const args = [ga, ua, oa, mode, 0, 0, 0];
       // a value's e^x and divisions weigh about as much as 32 multiply-adds
-      const pool = this.pool && 32 * n >= this.minParallelMacs ? this.pool : null;
-      if (pool) pool.run(KERNELS.indexOf('glu'), this.gluFn, args, 0, n, 0);
-      else this.gluFn(ga, ua, oa, mode, 0, 0, 0, 0, n, 0, 0);
+      this.runRows('glu', this.gluFn, [ga, ua, oa, mode, 0, 0, 0], n, 32 * n);
       if (!inPlace) out.set(this.heap.f32(oa, n));
       return true;
     } finally {
       for (const r of tmp) this.heap.release(r.addr, r.size);
     }
+  }
+
+  /**
+   * Export `name` (`fn` here, one of KERNELS) over its rows [0, rows) with its first seven arguments `args`: split among
+   * the threads where `work`, about its multiply-adds, is worth waking them, else on the caller alone.
+   */
+  private runRows(name: string, fn: Gemm, args: number[], rows: number, work: number, bias = 0, pk = 0, pkStride = 0) {
+    if (this.pool && work >= this.minParallelMacs) this.pool.run(KERNELS.indexOf(name), fn, args, 0, rows, bias, pk, pkStride);
+    else fn(args[0]!, args[1]!, args[2]!, args[3]!, args[4]!, args[5]!, args[6]!, 0, rows, bias, pk);
   }
 
   private scratch(tmp: Resident[], size: number): number {
