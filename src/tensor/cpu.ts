@@ -95,6 +95,11 @@ export class CpuBackend implements Backend {
     this.name = `cpu (${precision}${path})`;
   }
 
+  /** Heap arrays made by zeros, by how many live tensors are over them (the array itself, reshapes and views). */
+  private readonly heapTensors = new WeakMap<Float32Array, number>();
+  /** A view's heap array (the WeakMap's value keeps it from being collected while the view lives). */
+  private readonly viewOf = new WeakMap<CpuArray, Float32Array>();
+
   private alloc(shape: readonly number[], dtype: DType): CpuArray {
     const n = shape.reduce((a, b) => a * b, 1);
     switch (dtype) {
@@ -111,7 +116,15 @@ export class CpuBackend implements Backend {
   }
 
   private wrap(data: CpuArray, shape: readonly number[], dtype: DType): Tensor {
+    const root = this.heapRoot(data);
+    if (root) this.heapTensors.set(root, this.heapTensors.get(root)! + 1);
     return new Tensor(this, [...shape], dtype, { kind: 'cpu', data });
+  }
+
+  /** The heap array (zeros) that `data` is or is a view of, or null. */
+  private heapRoot(data: CpuArray): Float32Array | null {
+    const root = (this.viewOf.get(data) ?? data) as Float32Array;
+    return this.heapTensors.has(root) ? root : null;
   }
 
   fromValues(values: ArrayLike<number>, shape: readonly number[], dtype: DType = 'f32'): Tensor {
@@ -138,7 +151,12 @@ export class CpuBackend implements Backend {
 
   zeros(shape: readonly number[], dtype: DType = 'f32'): Tensor {
     checkShape(shape);
-    return this.wrap(this.alloc(shape, dtype), shape, dtype);
+    // a buffer the kernels read across calls (a KV cache, optimizer state): in their heap where it is shared, so
+    // that they read it in place; given back when its last tensor is disposed (release) or it is collected
+    const n = shape.reduce((a, b) => a * b, 1);
+    const inHeap = dtype === 'f32' && this.precision === 'f32' ? this.wasm?.floatArray(n) : null;
+    if (inHeap) this.heapTensors.set(inHeap, 0);
+    return this.wrap(inHeap ?? this.alloc(shape, dtype), shape, dtype);
   }
 
   /** The storage array itself (no copy): tests and gradcheck read and write through it. */
@@ -188,10 +206,24 @@ export class CpuBackend implements Backend {
   view(t: Tensor, offset: number, shape: readonly number[]): Tensor {
     checkView(t, offset, shape);
     const d = this.data(t) as Float32Array | Float64Array | Int32Array | Uint16Array;
-    return this.wrap(d.subarray(offset, offset + shape.reduce((a, b) => a * b, 1)), shape, t.dtype);
+    const sub = d.subarray(offset, offset + shape.reduce((a, b) => a * b, 1));
+    // a view of a heap array holds its root: the root's bytes stay allocated while the view lives
+    const root = this.heapRoot(d);
+    if (root) this.viewOf.set(sub, root);
+    return this.wrap(sub, shape, t.dtype);
   }
 
-  release(_s: Storage) {}
+  release(s: Storage) {
+    if (s.kind !== 'cpu') return;
+    const root = this.heapRoot(s.data);
+    if (!root) return;
+    const left = this.heapTensors.get(root)! - 1;
+    if (left > 0) this.heapTensors.set(root, left);
+    else {
+      this.heapTensors.delete(root);
+      this.wasm!.free(root);
+    }
+  }
 
   async sync() {}
 }

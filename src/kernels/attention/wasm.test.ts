@@ -1,6 +1,6 @@
 // Attention on the CPU backend's WebAssembly SIMD kernels (matmul/wasm.ts `attention`) against the TypeScript
-// reference (cpu.ts attentionForward, f64) on GQA, a past, a sliding window, a partly filled cache and head widths
-// that take both of attn_mix's passes (16 values in registers, then 4).
+// reference (cpu.ts attentionForward, f64) on GQA, a past, a sliding window, a partly filled cache and key counts
+// that take both of attn_mix's passes (eight keys at a time, then one).
 //
 // Tolerance, per output: the kernels round each product of a score to f32 and add in f32 (D/4 + 4 adds in a chain),
 // so a score is off by δ ≤ (D/4 + 4)·u·scale·Σ|q·k|, u = 2^-24; a softmax weight then moves by at most a factor
@@ -117,6 +117,16 @@ describe('attention on the WebAssembly SIMD kernels', () => {
         expect(bits(o2), what).toEqual(bits(o));
         if (withLse) expect(bits(lse2), what).toEqual(bits(lse));
       }
+      // k and v already in the heap (a CPU backend's KV cache, made by zeros): read where they are, the same bits
+      const [kh, vh] = [threaded.floatArray(k.length)!, threaded.floatArray(v.length)!];
+      expect([threaded.holds(kh), threaded.holds(vh)]).toEqual([true, true]);
+      kh.set(k);
+      vh.set(v);
+      const o3 = new Float32Array(T * hq * D);
+      expect(threaded.attention(q, kh, vh, dims, o3, null)).toBe(true);
+      expect(bits(o3), `${JSON.stringify(c)}, k and v in the heap`).toEqual(bits(o));
+      threaded.free(kh);
+      threaded.free(vh);
     }
   });
 

@@ -624,8 +624,8 @@ const STAGE_INTS = (() => {
  * Attention's two products for one query row (head h, query t) over its n visible keys, f32 (the reference,
  * attention/cpu.ts, sums in f64; attn_rows runs the softmax between them):
  * - `attn_scores(q, k, ks, n, D, s)`: s[j] = q·k_j for j < n, k_j at byte address k + j·ks (a cache row's head), q
- *   and each k_j D floats; four keys at a time, each q vector loaded once for the four.
- * - `attn_mix(p, v, vs, n, D, o)`: o = Σ_j p[j]·v_j, v_j at v + j·vs; 16 values of o kept in registers over all keys.
+ *   and each k_j D floats; eight keys at a time, each q vector loaded once for the eight.
+ * - `attn_mix(p, v, vs, n, D, o)`: o = Σ_j p[j]·v_j, v_j at v + j·vs; eight keys a pass, o accumulated in place.
  * D must be a multiple of 4 (the caller keeps the reference otherwise).
  */
 const ATTN_SCORES = (() => {
@@ -649,35 +649,50 @@ const ATTN_SCORES = (() => {
       `(br $${label})))`,
     ];
   };
-  const body = [set('D', `(i32.shl ${get('D')} ${i32(2)})`), set('j', i32(0)), ...pass('quad', 4), ...pass('one', 1)];
+  const body = [set('D', `(i32.shl ${get('D')} ${i32(2)})`), set('j', i32(0)), ...pass('oct', 8), ...pass('one', 1)];
   const params = ['q', 'k', 'ks', 'n', 'D', 's'].map((n) => `(param $${n} i32)`).join(' ');
-  const locals = ['(local $j i32) (local $i i32) (local $qv v128)', ...range(4).map((r) => `(local $k${r} i32) (local $a${r} v128)`)];
+  const locals = ['(local $j i32) (local $i i32) (local $qv v128)', ...range(8).map((r) => `(local $k${r} i32) (local $a${r} v128)`)];
   return `(func $attn_scores ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
 })();
 
 const ATTN_MIX = (() => {
-  const vecs = range(4);
-  /** o[i .. i + 4w) = Σ_j p[j]·v_j over w vectors kept in registers. */
-  const pass = (label: string, w: number) => [
-    `(block $${label}_done (loop $${label}`,
-    `(br_if $${label}_done (i32.gt_u ${add(get('i'), i32(16 * w))} ${get('D')}))`,
-    ...range(w).map((r) => set(`a${r}`, '(v128.const i32x4 0 0 0 0)')),
-    set('vp', add(get('v'), get('i'))),
-    set('j', i32(0)),
-    `(block $${label}_keys_done (loop $${label}_keys`,
-    `(br_if $${label}_keys_done (i32.ge_u ${get('j')} ${get('n')}))`,
-    set('pj', `(f32x4.splat (f32.load ${add(get('p'), `(i32.shl ${get('j')} ${i32(2)})`)}))`),
-    ...range(w).map((r) => set(`a${r}`, fadd(get(`a${r}`), fmul(get('pj'), load(get('vp'), 16 * r))))),
-    set('vp', add(get('vp'), get('vs'))),
-    set('j', add(get('j'), i32(1))),
-    `(br $${label}_keys)))`,
-    ...range(w).map((r) => `(v128.store offset=${16 * r} align=1 ${add(get('o'), get('i'))} ${get(`a${r}`)})`),
-    set('i', add(get('i'), i32(16 * w))),
-    `(br $${label})))`,
+  /**
+   * R keys a pass while R more remain: o[i] += p[j]·v_j[i] for each of them in order of j, over o's vectors. Each key
+   * row is read whole and in address order (a cache's rows of one head are a page apart, so reading 64 bytes of every
+   * row per pass left each pass waiting on memory); o, D floats, stays in L1 between passes.
+   */
+  const pass = (label: string, R: number) => {
+    const keys = range(R);
+    return [
+      `(block $${label}_done (loop $${label}`,
+      `(br_if $${label}_done (i32.gt_u ${add(get('j'), i32(R))} ${get('n')}))`,
+      ...keys.map((r) => set(`v${r}`, r === 0 ? add(get('v'), `(i32.mul ${get('j')} ${get('vs')})`) : add(get(`v${r - 1}`), get('vs')))),
+      ...keys.map((r) => set(`p${r}`, `(f32x4.splat (f32.load offset=${4 * r} ${add(get('p'), `(i32.shl ${get('j')} ${i32(2)})`)}))`)),
+      set('i', i32(0)),
+      `(block $${label}_dims_done (loop $${label}_dims`,
+      `(br_if $${label}_dims_done (i32.ge_u ${get('i')} ${get('D')}))`,
+      set('ov', load(add(get('o'), get('i')))),
+      ...keys.map((r) => set('ov', fadd(get('ov'), fmul(get(`p${r}`), load(add(get(`v${r}`), get('i'))))))),
+      `(v128.store align=1 ${add(get('o'), get('i'))} ${get('ov')})`,
+      set('i', add(get('i'), i32(16))),
+      `(br $${label}_dims)))`,
+      set('j', add(get('j'), i32(R))),
+      `(br $${label})))`,
+    ];
+  };
+  const body = [
+    set('D', `(i32.shl ${get('D')} ${i32(2)})`),
+    // o = 0, then each key added in order of j: a lane's sum is the reference's order
+    set('i', i32(0)),
+    '(block $zero_done (loop $zero',
+    `(br_if $zero_done (i32.ge_u ${get('i')} ${get('D')}))`,
+    `(v128.store align=1 ${add(get('o'), get('i'))} (v128.const i32x4 0 0 0 0))`,
+    set('i', add(get('i'), i32(16))),
+    '(br $zero)))',
+    set('j', i32(0)), ...pass('oct', 8), ...pass('one', 1),
   ];
-  const body = [set('D', `(i32.shl ${get('D')} ${i32(2)})`), set('i', i32(0)), ...pass('wide', 4), ...pass('narrow', 1)];
   const params = ['p', 'v', 'vs', 'n', 'D', 'o'].map((n) => `(param $${n} i32)`).join(' ');
-  const locals = ['(local $j i32) (local $i i32) (local $vp i32) (local $pj v128)', ...vecs.map((r) => `(local $a${r} v128)`)];
+  const locals = ['(local $j i32) (local $i i32) (local $ov v128)', ...range(8).map((r) => `(local $v${r} i32) (local $p${r} v128)`)];
   return `(func $attn_mix ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
 })();
 

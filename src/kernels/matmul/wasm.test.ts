@@ -288,6 +288,36 @@ describe('WebAssembly SIMD matmul kernels', () => {
     expect(yr.reduce((m, v, i) => Math.max(m, Math.abs(v - y2[i])), 0) / peak).toBeLessThan(1e-6);
   });
 
+  it('keep the backend\'s zeros (a KV cache) in the heap until their last tensor is disposed', () => {
+    const be = new CpuBackend('f32', { threads: 2 });
+    const wasmOf = be.wasm!;
+    const cache = be.zeros([96, 8, 128]);
+    const data = be.data(cache) as Float32Array;
+    expect(wasmOf.holds(data)).toBe(true);
+    expect(data.every((x) => x === 0)).toBe(true);
+    // a reshape and a view share the bytes: disposing the cache itself leaves them allocated
+    const flat = cache.reshape([96 * 8 * 128]);
+    const rows = cache.view(8 * 128, [4, 8, 128]);
+    cache.dispose();
+    (be.data(rows) as Float32Array).fill(7);
+    const other = be.zeros([96, 8, 128]);
+    expect(be.data(other).byteOffset).not.toBe(data.byteOffset);
+    expect(be.data(other).every((x) => x === 0)).toBe(true);
+    expect(Array.from(be.data(flat).subarray(1024, 1027))).toEqual([7, 7, 7]);
+    flat.dispose();
+    rows.dispose();
+    // the last one gone, the block is the heap's again: the next buffer of that size is zeroed in it
+    const again = be.zeros([96, 8, 128]);
+    expect(be.data(again).byteOffset).toBe(data.byteOffset);
+    expect(be.data(again).every((x) => x === 0)).toBe(true);
+    other.dispose();
+    again.dispose();
+    // f64 backends and the other dtypes keep arrays of their own
+    const ref = new CpuBackend('f64');
+    expect(ref.data(ref.zeros([4])) instanceof Float64Array).toBe(true);
+    expect(wasmOf.holds(be.data(be.zeros([4], 'i32')))).toBe(false);
+  });
+
   it('take their thread count from RMAS_CPU_THREADS, else the hardware', () => {
     const was = process.env.RMAS_CPU_THREADS;
     try {

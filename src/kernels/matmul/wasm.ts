@@ -278,6 +278,25 @@ export class WasmKernels {
     return a;
   }
 
+  /**
+   * A zeroed Float32Array of `n` values in the heap, which the kernels then read and write in place (a KV cache:
+   * attention reads its rows where they are, instead of a copy of every row at every step). Null where the heap is not
+   * shared or cannot hold it. Its bytes return to the heap at `free`, or when the array is collected.
+   */
+  floatArray(n: number): Float32Array | null {
+    if (!this.shared || n === 0) return null;
+    const addr = this.heap.alloc(4 * n);
+    if (addr < 0) return null;
+    const a = new Float32Array(this.heap.buffer(), addr, n).fill(0);
+    this.reclaim.register(a, { addr, size: 4 * n }, a);
+    return a;
+  }
+
+  /** Gives floatArray's `a` back to the heap now; nothing may read or write it after. */
+  free(a: Float32Array) {
+    if (this.reclaim.unregister(a)) this.heap.release(a.byteOffset, a.byteLength);
+  }
+
   /** Whether `a` lives in this heap. */
   holds(a: ArrayBufferView): boolean {
     return this.heap.owns(a);
@@ -474,7 +493,6 @@ export class WasmKernels {
     }
   }
 
-  /** `size` bytes of the heap for one call, recorded in `tmp` for the caller to release; -1 when it cannot grow. */
   /**
    * act(gate)·up (the gated MLP's activation) as activation/cpu.ts's gluForward computes it, the same bits, for SiLU and
    * the tanh-approximated GELU on f32 arrays, its values split among the threads. False for any other activation or
@@ -510,6 +528,7 @@ export class WasmKernels {
     else fn(args[0]!, args[1]!, args[2]!, args[3]!, args[4]!, args[5]!, args[6]!, 0, rows, bias, pk);
   }
 
+  /** `size` bytes of the heap for one call, recorded in `tmp` for the caller to release; -1 when it cannot grow. */
   private scratch(tmp: Resident[], size: number): number {
     const addr = this.heap.alloc(size);
     if (addr >= 0) tmp.push({ addr, size });
