@@ -790,6 +790,57 @@ const GLU = (() => {
   return `(func (export "glu") ${params}\n  ${locals}\n  ${body.join('\n  ')})`;
 })();
 
+/** Bytes of rmsnorm's dims block: eps, then offset (f64). */
+export const RMSNORM_DIMS_BYTES = 16;
+
+/**
+ * `rmsnorm(x, w, out, cols, dims, _, _, r0, r1, _, _)`: RMSNorm of rows [r0, r1) of x (cols f32 each) as
+ * rmsnorm/cpu.ts's rmsnormForward computes it, the same bits: Σx² in f64 in order of the columns, r = 1/√(Σx²/cols +
+ * eps), then each value (x·r)·(offset + w) in f64 rounded to f32. eps and offset are f64 in the dims block
+ * (RMSNORM_DIMS_BYTES). The scaling runs two values at a time (f64x2), elementwise, so its bits are the scalar ones.
+ * Its parameters are a GEMM export's, so that the threads split its rows.
+ */
+const RMSNORM = (() => {
+  const f64at = (o: number) => `(f64.load offset=${o} ${get('dims')})`;
+  const xc = add(get('xr'), `(i32.shl ${get('c')} ${i32(2)})`);
+  const body = [
+    set('eps', f64at(0)),
+    set('off', `(f64x2.splat ${f64at(8)})`),
+    set('r', get('r0')),
+    '(block $rows_done (loop $rows',
+    `(br_if $rows_done (i32.ge_u ${get('r')} ${get('r1')}))`,
+    set('xr', add(get('x'), `(i32.shl (i32.mul ${get('r')} ${get('cols')}) ${i32(2)})`)),
+    set('or', add(get('out'), `(i32.shl (i32.mul ${get('r')} ${get('cols')}) ${i32(2)})`)),
+    set('ss', '(f64.const 0)'),
+    set('c', i32(0)),
+    '(block $sum_done (loop $sum',
+    `(br_if $sum_done (i32.ge_u ${get('c')} ${get('cols')}))`,
+    set('v', `(f64.promote_f32 (f32.load ${xc}))`),
+    set('ss', `(f64.add ${get('ss')} (f64.mul ${get('v')} ${get('v')}))`),
+    set('c', add(get('c'), i32(1))),
+    '(br $sum)))',
+    set('rs', `(f64x2.splat (f64.div (f64.const 1) (f64.sqrt (f64.add (f64.div ${get('ss')} (f64.convert_i32_u ${get('cols')})) ${get('eps')}))))`),
+    set('c', i32(0)),
+    '(block $pairs_done (loop $pairs',
+    `(br_if $pairs_done (i32.gt_u ${add(get('c'), i32(2))} ${get('cols')}))`,
+    set('t', `(f64x2.mul (f64x2.mul (f64x2.promote_low_f32x4 (v128.load64_zero align=1 ${xc})) ${get('rs')}) ` +
+      `(f64x2.add ${get('off')} (f64x2.promote_low_f32x4 (v128.load64_zero align=1 ${add(get('w'), `(i32.shl ${get('c')} ${i32(2)})`)}))))`),
+    `(v128.store64_lane align=1 0 ${add(get('or'), `(i32.shl ${get('c')} ${i32(2)})`)} (f32x4.demote_f64x2_zero ${get('t')}))`,
+    set('c', add(get('c'), i32(2))),
+    '(br $pairs)))',
+    // an odd last column
+    `(if (i32.lt_u ${get('c')} ${get('cols')}) (then (f32.store ${add(get('or'), `(i32.shl ${get('c')} ${i32(2)})`)} (f32.demote_f64 ` +
+      `(f64.mul (f64.mul (f64.promote_f32 (f32.load ${xc})) (f64x2.extract_lane 0 ${get('rs')})) ` +
+      `(f64.add (f64x2.extract_lane 0 ${get('off')}) (f64.promote_f32 (f32.load ${add(get('w'), `(i32.shl ${get('c')} ${i32(2)})`)}))))))))`,
+    set('r', add(get('r'), i32(1))),
+    '(br $rows)))',
+  ];
+  const params = ['x', 'w', 'out', 'cols', 'dims', 'u0', 'u1', 'r0', 'r1', 'u2', 'u3'].map((n) => `(param $${n} i32)`).join(' ');
+  const locals = '(local $r i32) (local $c i32) (local $xr i32) (local $or i32) (local $eps f64) (local $ss f64) (local $v f64) ' +
+    '(local $off v128) (local $rs v128) (local $t v128)';
+  return `(func (export "rmsnorm") ${params}\n  ${locals}\n  ${body.join('\n  ')})`;
+})();
+
 /** Bytes of attn_rows' dims block: T, hq, hkv, D, kvLen, window (i32), then scale (f64). */
 export const ATTN_DIMS_BYTES = 32;
 
@@ -956,7 +1007,7 @@ const DELTA_RULE = (() => {
  * needs a maximum: 65536 pages, the 4 GiB of wasm32.
  */
 export function cpuKernelsWat(shared = false): string {
-  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, EXP, ATTN_ROWS, GLU, DELTA_RULE];
+  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, EXP, ATTN_ROWS, GLU, RMSNORM, DELTA_RULE];
   for (const dt of WASM_DTYPES) {
     for (const [R, C] of [[4, 2], [4, 1], [1, 2], [1, 1]]) funcs.push(blockFunc(dt, R, C));
     funcs.push(isQuant(dt) ? quantRowFunc(dt) : rowFunc(dt as 'f32' | 'bf16'));

@@ -26,8 +26,8 @@ import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-
 import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
 import { isQuant } from '../../formats/dtype';
 import {
-  ATTN_DIMS_BYTES, F16_TABLE, GLU_MODES, HEAP_BASE, PACKED_DTYPES, WASM_DTYPES, type WasmDType, X_ORDER, attnRowsBytes, packBytes, packedK,
-  quantRowBytes, xRowBytes,
+  ATTN_DIMS_BYTES, F16_TABLE, GLU_MODES, HEAP_BASE, PACKED_DTYPES, RMSNORM_DIMS_BYTES, WASM_DTYPES, type WasmDType, X_ORDER,
+  attnRowsBytes, packBytes, packedK, quantRowBytes, xRowBytes,
 } from './wasm-wat';
 
 type DeltaRule = (q: number, k: number, v: number, a: number, b: number, S: number, o: number, u: number, T: number, nk: number,
@@ -49,9 +49,9 @@ const X_BLOCK_BYTES = 1 << 20;
  */
 const PACKED_MIN_ROWS = 8;
 
-/** The exports the threads may run, by index: a GEMM per weight dtype, the packed ones, attention's rows and glu. */
+/** The exports the threads may run, by index: a GEMM per weight dtype, the packed ones, attention's rows, glu and rmsnorm. */
 const KERNELS: readonly string[] = [
-  ...WASM_DTYPES.map((d) => `gemm_${d}`), ...PACKED_DTYPES.map((d) => `gemm_${d}_packed`), 'attn_rows', 'glu',
+  ...WASM_DTYPES.map((d) => `gemm_${d}`), ...PACKED_DTYPES.map((d) => `gemm_${d}_packed`), 'attn_rows', 'glu', 'rmsnorm',
 ];
 
 /** x row `src` (value stride `ask`) staged for the float kernels: each whole group of eight in X_ORDER. */
@@ -186,6 +186,7 @@ export class WasmKernels {
   private readonly stageInts: (x: number, K: number, q: number) => void;
   private readonly attnRows: Gemm;
   private readonly gluFn: Gemm;
+  private readonly rmsnormFn: Gemm;
   private readonly deltaRuleFn: DeltaRule;
   private readonly resident = new WeakMap<object, Resident>();
   private readonly reclaim = new FinalizationRegistry<Resident>((r) => this.heap.release(r.addr, r.size));
@@ -209,6 +210,7 @@ export class WasmKernels {
     this.stageInts = instance.exports.stage_ints as (x: number, K: number, q: number) => void;
     this.attnRows = instance.exports.attn_rows as Gemm;
     this.gluFn = instance.exports.glu as Gemm;
+    this.rmsnormFn = instance.exports.rmsnorm as Gemm;
     this.deltaRuleFn = instance.exports.delta_rule as DeltaRule;
     this.gemm = Object.fromEntries(KERNELS.map((n) => [n, ex[n]]));
   }
@@ -513,6 +515,35 @@ export class WasmKernels {
       // a value's e^x and divisions weigh about as much as 32 multiply-adds
       this.runRows('glu', this.gluFn, [ga, ua, oa, mode, 0, 0, 0], n, 32 * n);
       if (!inPlace) out.set(this.heap.f32(oa, n));
+      return true;
+    } finally {
+      for (const r of tmp) this.heap.release(r.addr, r.size);
+    }
+  }
+
+  /**
+   * RMSNorm over rows of `cols` values as rmsnorm/cpu.ts's rmsnormForward computes it, the same bits, its rows split
+   * among the threads. `w` holds f32 values (an f32 weight, or a half one widened by floatValues). False for f64
+   * arrays or where the heap cannot hold the operands: the caller runs the reference then.
+   */
+  rmsnorm(x: FloatArray, w: FloatArray, cols: number, eps: number, offset: number, out: FloatArray): boolean {
+    if (!(x instanceof Float32Array && out instanceof Float32Array) || cols === 0 || x.length === 0) return false;
+    const rows = x.length / cols;
+    const tmp: Resident[] = [];
+    try {
+      const xa = this.place(tmp, x, x.length);
+      const wa = w instanceof Float32Array ? this.place(tmp, w, cols) : this.scratch(tmp, 4 * cols);
+      const inPlace = this.heap.owns(out);
+      const oa = inPlace ? out.byteOffset : this.place(tmp, null, x.length);
+      const da = this.scratch(tmp, RMSNORM_DIMS_BYTES);
+      if (xa < 0 || wa < 0 || oa < 0 || da < 0) return false;
+      if (!(w instanceof Float32Array)) this.heap.f32(wa, cols).set(w.subarray(0, cols));
+      const dv = new DataView(this.heap.buffer());
+      dv.setFloat64(da, eps, true);
+      dv.setFloat64(da + 8, offset, true);
+      // a value's share of the sum and its scaling weigh about as much as 4 multiply-adds
+      this.runRows('rmsnorm', this.rmsnormFn, [xa, wa, oa, cols, da, 0, 0], rows, 4 * x.length);
+      if (!inPlace) out.set(this.heap.f32(oa, x.length));
       return true;
     } finally {
       for (const r of tmp) this.heap.release(r.addr, r.size);

@@ -47,9 +47,11 @@ export const rmsnormKernel: KernelDef<RmsNormAttrs> = {
     checkRowParam('rmsnorm', x, w, 'weight', W_DTYPES);
     return [{ shape: x.shape, dtype: 'f32' }];
   },
-  cpu([x, w], [out], { eps, offset }, { inputs }) {
+  cpu([x, w], [out], { eps, offset }, { inputs, wasm }) {
     const cols = rowsCols(inputs[0].shape)[1];
-    rmsnormForward(x as FloatArray, floatValues(w, inputs[1].dtype), cols, eps, offset, out as FloatArray);
+    const wf = floatValues(w, inputs[1].dtype);
+    if (wasm?.rmsnorm(x as FloatArray, wf, cols, eps, offset, out as FloatArray)) return;
+    rmsnormForward(x as FloatArray, wf, cols, eps, offset, out as FloatArray);
   },
   webgpu(ctx, [x, w], [out], { eps, offset }) {
     const [rows, cols] = rowsCols(x.meta.shape);
