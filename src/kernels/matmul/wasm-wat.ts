@@ -819,7 +819,8 @@ const RMSNORM = (() => {
     set('ss', `(f64.add ${get('ss')} (f64.mul ${get('v')} ${get('v')}))`),
     set('c', add(get('c'), i32(1))),
     '(br $sum)))',
-    set('rs', `(f64x2.splat (f64.div (f64.const 1) (f64.sqrt (f64.add (f64.div ${get('ss')} (f64.convert_i32_u ${get('cols')})) ${get('eps')}))))`),
+    set('rs', `(f64x2.splat (f64.div (f64.const 1) (f64.sqrt (f64.add ` +
+      `(f64.div ${get('ss')} (f64.convert_i32_u ${get('cols')})) ${get('eps')}))))`),
     set('c', i32(0)),
     '(block $pairs_done (loop $pairs',
     `(br_if $pairs_done (i32.gt_u ${add(get('c'), i32(2))} ${get('cols')}))`,

@@ -21,7 +21,9 @@ describe('rmsnorm on the WebAssembly kernels', () => {
       // special rows: zeros, values near f32's least normal, near its largest, an infinity, a NaN
       const special = [0, 1e-38, 3e38, Infinity, NaN];
       for (let r = 0; r < Math.min(rows - 1, special.length); r++) {
-        for (let c = 0; c < cols; c++) x[(r + 1) * cols + c] = r < 3 ? special[r]! * (c % 2 ? -1 : 1) : c === cols >> 1 ? special[r]! : x[c];
+        for (let c = 0; c < cols; c++) {
+          x[(r + 1) * cols + c] = r < 3 ? special[r]! * (c % 2 ? -1 : 1) : c === cols >> 1 ? special[r]! : x[c];
+        }
       }
       // a bf16 weight, widened to f64 as the backend's floatValues does, and the same values as f32
       const wBits = Uint16Array.from({ length: cols }, () => Math.round(0x3f80 + 200 * (rng.next() - 0.5)));
