@@ -94,6 +94,13 @@ function askedMaxBatch(opt: number | undefined): number {
 
 const ARENA_BYTES = 64 * 1024;
 
+/**
+ * Bind groups kept for reuse. Making one cost 25 µs of JavaScript a dispatch in Node (Dawn through the `webgpu`
+ * package; setting it and dispatching, 3 µs), which a real GPU's decode of ~170 dispatches a token would wait on. A
+ * decode step repeats its dispatches over the same pool buffers and uniform offsets, so its bind groups repeat.
+ */
+const BIND_GROUP_CACHE = 4096;
+
 export class GpuContext {
   readonly pool: BufferPool;
   readonly pipelines: PipelineCache;
@@ -119,6 +126,13 @@ export class GpuContext {
   private invocationCount = 0;
   /** Buffers holding model weights (markWeight); a buffer leaves the set when it goes back to the pool. */
   private readonly weights = new WeakSet<GPUBuffer>();
+  /** Bind groups by pipeline key and resources (buffer ids, offsets, sizes), least recently used first. */
+  private readonly bindGroups = new Map<string, GPUBindGroup>();
+  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
+  private nextBufferId = 0;
+  private readonly layouts = new WeakMap<GPUComputePipeline, GPUBindGroupLayout>();
+  /** Bind groups made since creation (a dispatch whose resources repeat an earlier one's makes none). */
+  bindGroupsMade = 0;
 
   /**
    * Kernels may reduce through subgroups (kernels/reduce-wgsl.ts): the device has 'subgroups' and lays them out as
@@ -279,7 +293,7 @@ export class GpuContext {
       else this.activationBound += read;
       entries.push({ binding: i + 1, resource: b });
     });
-    const bindGroup = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
+    const bindGroup = this.bindGroup(d.key, pipeline, entries);
     const pass = this.ensurePass();
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, bindGroup);
@@ -289,6 +303,28 @@ export class GpuContext {
     this.invocationCount += x * y * z * this.pipelines.invocations(d.key);
     this.dispatchCount++;
     if (++this.batched >= this.maxBatch) this.flush();
+  }
+
+  /** The bind group of `entries` for pipeline `key`: a cached one where every resource is the same, else a new one. */
+  private bindGroup(key: string, pipeline: GPUComputePipeline, entries: GPUBindGroupEntry[]): GPUBindGroup {
+    for (const e of entries) {
+      const r = e.resource as GPUBufferBinding;
+      let id = this.bufferIds.get(r.buffer);
+      if (id === undefined) this.bufferIds.set(r.buffer, (id = this.nextBufferId++));
+      key += `|${e.binding}:${id}:${r.offset ?? 0}:${r.size ?? '*'}`;
+    }
+    let group = this.bindGroups.get(key);
+    if (group) {
+      this.bindGroups.delete(key);
+    } else {
+      let layout = this.layouts.get(pipeline);
+      if (!layout) this.layouts.set(pipeline, (layout = pipeline.getBindGroupLayout(0)));
+      group = this.device.createBindGroup({ layout, entries });
+      this.bindGroupsMade++;
+      if (this.bindGroups.size >= BIND_GROUP_CACHE) this.bindGroups.delete(this.bindGroups.keys().next().value!);
+    }
+    this.bindGroups.set(key, group);
+    return group;
   }
 
   /** Buffer-to-buffer copy in the current batch. Offsets and size must be multiples of 4. */

@@ -41,4 +41,35 @@ describe('GpuContext counters (node dawn)', () => {
     expect(counterDelta(again, b.counters()).weightBytes).toBe(0);
     [x, y, s, z].forEach((t) => t.dispose());
   });
+
+  it('reuse a bind group where a dispatch binds what an earlier one bound, and bind the new values', async () => {
+    gpu ??= await WebGpuBackend.create();
+    const b = gpu;
+    const w = b.fromValues(Array.from({ length: 64 * 32 }, (_, i) => ((i % 7) - 3) / 8), [64, 32]);
+    await b.sync();
+    const made: number[] = [];
+    for (let step = 0; step < 5; step++) {
+      // a step's tensors are new, of the sizes the last step's were: the pool hands back the same buffers
+      const before = b.ctx.bindGroupsMade;
+      const xv = Array.from({ length: 2 * 32 }, (_, i) => Math.sin(i + step));
+      const x = b.fromValues(xv, [2, 32]);
+      const h = F.linear(x, w);
+      const y = F.add(h, h);
+      const got = await y.read();
+      made.push(b.ctx.bindGroupsMade - before);
+      // y = 2·x·wᵀ, by hand, for this step's x
+      for (let r = 0; r < 2; r++) {
+        for (let n = 0; n < 64; n++) {
+          let v = 0;
+          for (let k = 0; k < 32; k++) v += 2 * xv[r * 32 + k]! * (((n * 32 + k) % 7) - 3) / 8;
+          expect(got[r * 64 + n], `step ${step} y[${r}, ${n}]`).toBeCloseTo(v, 4);
+        }
+      }
+      [x, h, y].forEach((t) => t.dispose());
+      await b.sync();
+    }
+    expect(made[0]).toBeGreaterThan(0);
+    expect(made.slice(2), `bind groups made per step: ${made}`).toEqual([0, 0, 0]);
+    w.dispose();
+  });
 });

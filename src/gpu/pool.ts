@@ -1,6 +1,9 @@
 /**
  * Buffer pool keyed by (usage, size class). A released buffer may still be read by commands encoded
- * but not yet submitted, so it becomes reusable only after the next submit (`afterSubmit`).
+ * but not yet submitted, so it becomes reusable only after the next submit (`afterSubmit`). An acquire takes the
+ * idle buffer made first: the buffers a sequence of acquires and releases gets depend on which are idle, not on the
+ * order they came back in, so a decode step that repeats the last one's work gets the last one's buffers and its
+ * dispatches find their bind groups made (context.ts).
  * Size classes: powers of two up to 1 MiB, then steps of 1/8 of the power of two, so waste stays < 12.5 %.
  */
 export function sizeClass(bytes: number): number {
@@ -14,7 +17,8 @@ export function sizeClass(bytes: number): number {
 export class BufferPool {
   private free = new Map<string, GPUBuffer[]>();
   private pending: GPUBuffer[] = [];
-  private sizes = new WeakMap<GPUBuffer, { key: string }>();
+  private sizes = new WeakMap<GPUBuffer, { key: string; id: number }>();
+  private made = 0;
   /** Bytes held by live (acquired) buffers and by idle ones in the free lists. */
   liveBytes = 0;
   idleBytes = 0;
@@ -37,7 +41,7 @@ export class BufferPool {
     if (buf) this.idleBytes -= size;
     else {
       buf = this.device.createBuffer({ size, usage, label });
-      this.sizes.set(buf, { key });
+      this.sizes.set(buf, { key, id: this.made++ });
       this.allocatedBytes += size;
       if (this.allocatedBytes > this.peakBytes) this.peakBytes = this.allocatedBytes;
     }
@@ -52,6 +56,7 @@ export class BufferPool {
 
   /** Called by the context right after queue.submit(): released buffers become reusable. */
   afterSubmit() {
+    const touched = new Set<GPUBuffer[]>();
     for (const buf of this.pending) {
       const meta = this.sizes.get(buf);
       if (!this.reuse || !meta) {
@@ -62,9 +67,13 @@ export class BufferPool {
       let list = this.free.get(meta.key);
       if (!list) this.free.set(meta.key, (list = []));
       list.push(buf);
+      touched.add(list);
       this.idleBytes += buf.size;
     }
     this.pending = [];
+    // the first made last, where acquire pops
+    const id = (b: GPUBuffer) => this.sizes.get(b)!.id;
+    for (const list of touched) list.sort((a, b) => id(b) - id(a));
   }
 
   /** Destroys idle buffers (after a large model is unloaded, say). */
