@@ -1,5 +1,5 @@
-// The pool's byte accounting (allocated and peak) on a stand-in device: no GPU needed, the pool only
-// calls createBuffer and destroy.
+// The pool's byte accounting (allocated and peak) and the order it hands idle buffers out in, on a stand-in
+// device: no GPU needed, the pool only calls createBuffer and destroy.
 import { describe, expect, it } from 'vitest';
 import { BufferPool, sizeClass } from './pool';
 
@@ -47,6 +47,19 @@ describe('BufferPool byte accounting', () => {
     pool.release(a);
     pool.afterSubmit();
     expect([pool.allocatedBytes, pool.peakBytes]).toEqual([1040, 1040]);
+  });
+
+  it('hands out the idle buffer made first, whatever order they came back in', () => {
+    const { device, made } = fakeDevice();
+    const pool = new BufferPool(device);
+    const bufs = [0, 1, 2, 3].map(() => pool.acquire(256, 0x80));
+    for (const i of [2, 0, 3]) pool.release(bufs[i]!);
+    pool.afterSubmit();
+    pool.release(bufs[1]!);
+    pool.afterSubmit();
+    // a repeated step asks again for what it had: it gets buffers 0, 1, 2, 3 in that order
+    expect([0, 1, 2, 3].map(() => made.indexOf(pool.acquire(200, 0x80) as never))).toEqual([0, 1, 2, 3]);
+    expect(made.length).toBe(4);
   });
 
   it('without reuse, released buffers are destroyed at submit and leave the count', () => {
