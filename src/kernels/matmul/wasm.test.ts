@@ -157,15 +157,21 @@ describe('WebAssembly SIMD matmul kernels', () => {
       const wBytes = encode(dtype, rng.normals(N * K, 0.1), [N, K]);
       const w = dtype === 'f32' ? new Float32Array(wBytes.buffer) : dtype === 'bf16' ? new Uint16Array(wBytes.buffer) : wBytes;
       const bv = new Float32Array(rng.normals(N));
-      const p = planMatmul({ shape: [M, K], dtype: 'f32' }, { shape: [N, K], dtype }, { shape: [N], dtype: 'f32' }, { transB: true });
-      const got = new Float32Array(M * N);
-      expect(wasm.matmul(p, a, w, dtype, bv, got)).toBe(true);
       const wv = dequantize(w, dtype, [N, K]);
-      for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
-        const l = [0, 0, 0, 0];
-        for (let k = 0; k < K; k++) l[k % 4] = f(l[k % 4] + f(wv[n * K + k] * a[m * K + k]));
-        const want = f(f(f(l[0] + l[1]) + f(l[2] + l[3])) + bv[n]);
-        if (!Object.is(got[m * N + n], want)) expect.fail(`${dtype} [${m}, ${n}]: ${got[m * N + n]}, the packed order gives ${want}`);
+      // x's rows contiguous, and x stored [K, M] (transA: each row staged from values M apart)
+      for (const transA of [false, true]) {
+        const at = transA ? Float32Array.from({ length: M * K }, (_, i) => a[(i % M) * K + Math.floor(i / M)]!) : a;
+        const aMeta = { shape: transA ? [K, M] : [M, K], dtype: 'f32' as const };
+        const p = planMatmul(aMeta, { shape: [N, K], dtype }, { shape: [N], dtype: 'f32' }, { transA, transB: true });
+        const got = new Float32Array(M * N);
+        expect(wasm.matmul(p, at, w, dtype, bv, got)).toBe(true);
+        for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
+          const l = [0, 0, 0, 0];
+          for (let k = 0; k < K; k++) l[k % 4] = f(l[k % 4] + f(wv[n * K + k] * a[m * K + k]));
+          const want = f(f(f(l[0] + l[1]) + f(l[2] + l[3])) + bv[n]);
+          const what = `${dtype}${transA ? ' transA' : ''} [${m}, ${n}]`;
+          if (!Object.is(got[m * N + n], want)) expect.fail(`${what}: ${got[m * N + n]}, the packed order gives ${want}`);
+        }
       }
     }
   });
