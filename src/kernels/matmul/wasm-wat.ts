@@ -628,27 +628,45 @@ const STAGE_INTS = (() => {
  * - `attn_mix(p, v, vs, n, D, o)`: o = Σ_j p[j]·v_j, v_j at v + j·vs; eight keys a pass, o accumulated in place.
  * D must be a multiple of 4 (the caller keeps the reference otherwise).
  */
+/**
+ * attn_scores' and attn_mix's pass over R keys at a time while R more remain: `${row}0` … to the R key rows (at
+ * base + j·stride, then a stride apart), then `body`, then j advanced by R.
+ */
+function keyRowsPass(label: string, R: number, row: string, base: string, stride: string, body: (keys: number[]) => string[]) {
+  const keys = range(R);
+  return [
+    `(block $${label}_done (loop $${label}`,
+    `(br_if $${label}_done (i32.gt_u ${add(get('j'), i32(R))} ${get('n')}))`,
+    ...keys.map((r) => set(`${row}${r}`, r === 0 ? add(get(base), `(i32.mul ${get('j')} ${get(stride)})`)
+      : add(get(`${row}${r - 1}`), get(stride)))),
+    ...body(keys),
+    set('j', add(get('j'), i32(R))),
+    `(br $${label})))`,
+  ];
+}
+
+/** A loop over a row's vectors, i from 0 to D bytes by 16, around `inner`. */
+function overDims(label: string, inner: string[]) {
+  return [
+    set('i', i32(0)),
+    `(block $${label}_dims_done (loop $${label}_dims`,
+    `(br_if $${label}_dims_done (i32.ge_u ${get('i')} ${get('D')}))`,
+    ...inner,
+    set('i', add(get('i'), i32(16))),
+    `(br $${label}_dims)))`,
+  ];
+}
+
 const ATTN_SCORES = (() => {
   /** s[j .. j + R) for R keys at a time while R more remain, each vector of q loaded once for the R. */
-  const pass = (label: string, R: number) => {
-    const keys = range(R);
-    return [
-      `(block $${label}_done (loop $${label}`,
-      `(br_if $${label}_done (i32.gt_u ${add(get('j'), i32(R))} ${get('n')}))`,
-      ...keys.map((r) => set(`k${r}`, r === 0 ? add(get('k'), `(i32.mul ${get('j')} ${get('ks')})`) : add(get(`k${r - 1}`), get('ks')))),
-      ...keys.map((r) => set(`a${r}`, '(v128.const i32x4 0 0 0 0)')),
-      set('i', i32(0)),
-      `(block $${label}_dims_done (loop $${label}_dims`,
-      `(br_if $${label}_dims_done (i32.ge_u ${get('i')} ${get('D')}))`,
+  const pass = (label: string, R: number) => keyRowsPass(label, R, 'k', 'k', 'ks', (keys) => [
+    ...keys.map((r) => set(`a${r}`, '(v128.const i32x4 0 0 0 0)')),
+    ...overDims(label, [
       set('qv', load(add(get('q'), get('i')))),
       ...keys.map((r) => set(`a${r}`, fadd(get(`a${r}`), fmul(get('qv'), load(add(get(`k${r}`), get('i'))))))),
-      set('i', add(get('i'), i32(16))),
-      `(br $${label}_dims)))`,
-      ...keys.map((r) => `(f32.store offset=${4 * r} ${add(get('s'), `(i32.shl ${get('j')} ${i32(2)})`)} ${hsum(get(`a${r}`))})`),
-      set('j', add(get('j'), i32(R))),
-      `(br $${label})))`,
-    ];
-  };
+    ]),
+    ...keys.map((r) => `(f32.store offset=${4 * r} ${add(get('s'), `(i32.shl ${get('j')} ${i32(2)})`)} ${hsum(get(`a${r}`))})`),
+  ]);
   const body = [set('D', `(i32.shl ${get('D')} ${i32(2)})`), set('j', i32(0)), ...pass('oct', 8), ...pass('one', 1)];
   const params = ['q', 'k', 'ks', 'n', 'D', 's'].map((n) => `(param $${n} i32)`).join(' ');
   const locals = ['(local $j i32) (local $i i32) (local $qv v128)', ...range(8).map((r) => `(local $k${r} i32) (local $a${r} v128)`)];
@@ -659,36 +677,20 @@ const ATTN_MIX = (() => {
   /**
    * R keys a pass while R more remain: o[i] += p[j]·v_j[i] for each of them in order of j, over o's vectors. Each key
    * row is read whole and in address order (a cache's rows of one head are a page apart, so reading 64 bytes of every
-   * row per pass left each pass waiting on memory); o, D floats, stays in L1 between passes.
+   * row per pass walked the whole cache once per 16 values of o); o, D floats, stays in L1 between passes.
    */
-  const pass = (label: string, R: number) => {
-    const keys = range(R);
-    return [
-      `(block $${label}_done (loop $${label}`,
-      `(br_if $${label}_done (i32.gt_u ${add(get('j'), i32(R))} ${get('n')}))`,
-      ...keys.map((r) => set(`v${r}`, r === 0 ? add(get('v'), `(i32.mul ${get('j')} ${get('vs')})`) : add(get(`v${r - 1}`), get('vs')))),
-      ...keys.map((r) => set(`p${r}`, `(f32x4.splat (f32.load offset=${4 * r} ${add(get('p'), `(i32.shl ${get('j')} ${i32(2)})`)}))`)),
-      set('i', i32(0)),
-      `(block $${label}_dims_done (loop $${label}_dims`,
-      `(br_if $${label}_dims_done (i32.ge_u ${get('i')} ${get('D')}))`,
+  const pass = (label: string, R: number) => keyRowsPass(label, R, 'v', 'v', 'vs', (keys) => [
+    ...keys.map((r) => set(`p${r}`, `(f32x4.splat (f32.load offset=${4 * r} ${add(get('p'), `(i32.shl ${get('j')} ${i32(2)})`)}))`)),
+    ...overDims(label, [
       set('ov', load(add(get('o'), get('i')))),
       ...keys.map((r) => set('ov', fadd(get('ov'), fmul(get(`p${r}`), load(add(get(`v${r}`), get('i'))))))),
       `(v128.store align=1 ${add(get('o'), get('i'))} ${get('ov')})`,
-      set('i', add(get('i'), i32(16))),
-      `(br $${label}_dims)))`,
-      set('j', add(get('j'), i32(R))),
-      `(br $${label})))`,
-    ];
-  };
+    ]),
+  ]);
   const body = [
     set('D', `(i32.shl ${get('D')} ${i32(2)})`),
     // o = 0, then each key added in order of j: a lane's sum is the reference's order
-    set('i', i32(0)),
-    '(block $zero_done (loop $zero',
-    `(br_if $zero_done (i32.ge_u ${get('i')} ${get('D')}))`,
-    `(v128.store align=1 ${add(get('o'), get('i'))} (v128.const i32x4 0 0 0 0))`,
-    set('i', add(get('i'), i32(16))),
-    '(br $zero)))',
+    ...overDims('zero', [`(v128.store align=1 ${add(get('o'), get('i'))} (v128.const i32x4 0 0 0 0))`]),
     set('j', i32(0)), ...pass('oct', 8), ...pass('one', 1),
   ];
   const params = ['p', 'v', 'vs', 'n', 'D', 'o'].map((n) => `(param $${n} i32)`).join(' ');
