@@ -280,12 +280,8 @@ export class WasmKernels {
    */
   weightArray(bytes: number, dtype: string): Uint16Array | Uint8Array | null {
     if (!this.shared || !WasmKernels.takes(dtype) || dtype === 'f32' || bytes === 0) return null;
-    const addr = this.heap.alloc(bytes);
-    if (addr < 0) return null;
-    const buf = this.heap.buffer();
-    const a = dtype === 'bf16' ? new Uint16Array(buf, addr, bytes / 2) : new Uint8Array(buf, addr, bytes);
-    this.reclaim.register(a, { addr, size: bytes });
-    return a;
+    return this.heapArray(bytes, (buf, addr) =>
+      (dtype === 'bf16' ? new Uint16Array(buf, addr, bytes / 2) : new Uint8Array(buf, addr, bytes)));
   }
 
   /**
@@ -295,10 +291,15 @@ export class WasmKernels {
    */
   floatArray(n: number): Float32Array | null {
     if (!this.shared || n === 0) return null;
-    const addr = this.heap.alloc(4 * n);
+    return this.heapArray(4 * n, (buf, addr) => new Float32Array(buf, addr, n))?.fill(0) ?? null;
+  }
+
+  /** A view made by `view` over `bytes` of the heap, which returns to the heap when the view is collected (or at free). */
+  private heapArray<T extends ArrayBufferView>(bytes: number, view: (buf: ArrayBufferLike, addr: number) => T): T | null {
+    const addr = this.heap.alloc(bytes);
     if (addr < 0) return null;
-    const a = new Float32Array(this.heap.buffer(), addr, n).fill(0);
-    this.reclaim.register(a, { addr, size: 4 * n }, a);
+    const a = view(this.heap.buffer(), addr);
+    this.reclaim.register(a, { addr, size: bytes }, a);
     return a;
   }
 
@@ -443,8 +444,7 @@ export class WasmKernels {
       const qa = place(q, T * hq * D);
       const ka = place(k, kvFloats);
       const va = place(v, kvFloats);
-      const inPlace = this.heap.owns(o);
-      const oa = inPlace ? o.byteOffset : place(null, T * hq * D);
+      const oa = this.outAddr(tmp, o, T * hq * D);
       const rows = T * hq;
       const ms = lse ? this.scratch(tmp, 16 * rows) : 0;
       const stride = Math.ceil(attnRowsBytes(kvLen) / ALIGN) * ALIGN;
@@ -461,7 +461,7 @@ export class WasmKernels {
         const m = new Float64Array(this.heap.buffer(), ms, 2 * rows);
         for (let r = 0; r < rows; r++) lse[r] = m[2 * r] + Math.log(m[2 * r + 1]);
       }
-      if (!inPlace) o.set(this.heap.f32(oa, T * hq * D));
+      this.copyOut(o, oa, T * hq * D);
       return true;
     } finally {
       for (const r of tmp) this.heap.release(r.addr, r.size);
@@ -517,12 +517,11 @@ export class WasmKernels {
     try {
       const ga = this.place(tmp, gate, n);
       const ua = this.place(tmp, up, n);
-      const inPlace = this.heap.owns(out);
-      const oa = inPlace ? out.byteOffset : this.place(tmp, null, n);
+      const oa = this.outAddr(tmp, out, n);
       if (ga < 0 || ua < 0 || oa < 0) return false;
       // a value's e^x and divisions weigh about as much as 32 multiply-adds
       this.runRows('glu', this.gluFn, [ga, ua, oa, mode, 0, 0, 0], n, 32 * n);
-      if (!inPlace) out.set(this.heap.f32(oa, n));
+      this.copyOut(out, oa, n);
       return true;
     } finally {
       for (const r of tmp) this.heap.release(r.addr, r.size);
@@ -541,8 +540,7 @@ export class WasmKernels {
     try {
       const xa = this.place(tmp, x, x.length);
       const wa = w instanceof Float32Array ? this.place(tmp, w, cols) : this.scratch(tmp, 4 * cols);
-      const inPlace = this.heap.owns(out);
-      const oa = inPlace ? out.byteOffset : this.place(tmp, null, x.length);
+      const oa = this.outAddr(tmp, out, x.length);
       const da = this.scratch(tmp, RMSNORM_DIMS_BYTES);
       if (xa < 0 || wa < 0 || oa < 0 || da < 0) return false;
       if (!(w instanceof Float32Array)) this.heap.f32(wa, cols).set(w.subarray(0, cols));
@@ -551,7 +549,7 @@ export class WasmKernels {
       dv.setFloat64(da + 8, offset, true);
       // a value's share of the sum and its scaling weigh about as much as 4 multiply-adds
       this.runRows('rmsnorm', this.rmsnormFn, [xa, wa, oa, cols, da, 0, 0], rows, 4 * x.length);
-      if (!inPlace) out.set(this.heap.f32(oa, x.length));
+      this.copyOut(out, oa, x.length);
       return true;
     } finally {
       for (const r of tmp) this.heap.release(r.addr, r.size);
@@ -583,6 +581,16 @@ export class WasmKernels {
     const addr = this.scratch(tmp, 4 * floats);
     if (addr >= 0 && a) this.heap.f32(addr, floats).set(a.subarray(0, floats));
     return addr;
+  }
+
+  /** The heap address an output of `floats` values is written at: its own where it lives in the heap, else scratch. */
+  private outAddr(tmp: Resident[], out: Float32Array, floats: number): number {
+    return this.heap.owns(out) ? out.byteOffset : this.scratch(tmp, 4 * floats);
+  }
+
+  /** `out`'s first `floats` values from `addr` (outAddr's), unless the kernel wrote them there in place. */
+  private copyOut(out: Float32Array, addr: number, floats: number) {
+    if (!this.heap.owns(out)) out.set(this.heap.f32(addr, floats));
   }
 
   /** Heap address of a frozen weight's bytes, copied in on first use; -1 when the heap cannot hold it. */
