@@ -46,7 +46,7 @@ describe('rmas and the cuda backend without a GPU', () => {
     const by = Object.fromEntries(report.checks.map((c) => [c.name, c]));
     expect(report.ok).toBe(true);
     expect(by.cpu.status).toBe('ok');
-    expect(by.cpu.detail).toMatch(/^cpu \(f32, wasm simd(, \d+ threads)?\): 16-byte allocation written and read back$/);
+    expect(by.cpu.detail).toMatch(/^cpu \(f32, wasm simd(, fma)?(, \d+ threads)?\): 16-byte allocation written and read back$/);
     expect(by.python.status).toBe('ok');
     expect(by.python.detail).toMatch(/^python3: Python 3\.\d+\.\d+$/);
     expect(by.cuda.status).toBe('warn');

@@ -79,7 +79,7 @@ describe('--device: upstream\'s spelling of --backend and --devices', () => {
       '--json',
     );
     expect(ok.code, ok.err).toBe(0);
-    expect(ok.err).toMatch(/backend: cpu \(f32, wasm simd(, \d+ threads)?\)\n/); // threads: the machine's cores
+    expect(ok.err).toMatch(/backend: cpu \(f32, wasm simd(, fma)?(, \d+ threads)?\)\n/); // threads: the machine's cores
   });
 
   const emu = join(ROOT, 'native/cuda/build-emu/rmas_cuda.node');

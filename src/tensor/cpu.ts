@@ -87,7 +87,7 @@ export class CpuBackend implements Backend {
       if (typeof k === 'string') path = `, TypeScript kernels: ${k}`;
       else {
         this.wasm = k;
-        path = ', wasm simd';
+        path = k.fma ? ', wasm simd, fma' : ', wasm simd';
         if (k.threads > 1) path += `, ${k.threads} threads`;
         else if (k.threadsNote) path += `, 1 thread: ${k.threadsNote}`;
       }

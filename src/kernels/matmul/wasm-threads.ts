@@ -240,7 +240,7 @@ function cannotBlock(): string {
 const isNode = () => typeof (globalThis as { process?: { versions?: { node?: string } } }).process?.versions?.node === 'string';
 
 /** A Node built-in module, loaded synchronously; null outside Node. */
-function nodeModule<T>(name: string): T | null {
+export function nodeModule<T>(name: string): T | null {
   if (!isNode()) return null;
   const p = (globalThis as unknown as { process: { getBuiltinModule?: (n: string) => unknown } }).process;
   return (p.getBuiltinModule?.(name) as T | undefined) ?? null;

@@ -15,18 +15,21 @@
 //
 // Threads: every case also runs on 3 threads (the caller and two workers over the shared memory, every product split
 // however small) and must give the single thread's result bit for bit, each output row being one thread's.
+//
+// FMA: where the engine fuses relaxed_madd (fusedMultiplyAdd), the default kernels are the FMA build, whose packed
+// products round once per multiply-add; the unfused build runs beside it, and each is pinned to its own emulation.
 import { describe, expect, it } from 'vitest';
 import { F } from '../../autograd';
 import { type DType, byteSize, isQuant } from '../../formats/dtype';
 import { encode } from '../../formats/encode';
 import { CpuBackend, defaultCpuThreads } from '../../tensor/cpu';
 import { Rng } from '../../util/rng';
-import { BYTES_PATH, bytesModule, compileCpuKernels } from '../../../scripts/build-cpu-kernels';
+import { BYTES_PATH, buildCpuKernels, bytesModule } from '../../../scripts/build-cpu-kernels';
 import { dequantize, matmulForward } from './cpu';
 import { type MatmulAttrs, planMatmul } from './plan';
-import { WasmKernels, cpuKernelsBytes } from './wasm';
+import { WasmKernels, cpuKernelsBytes, fusedMultiplyAdd } from './wasm';
 import { cpuKernelsWat } from './wasm-wat';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 
 const loaded = WasmKernels.load();
@@ -35,7 +38,39 @@ const wasm = loaded;
 const threadedLoad = WasmKernels.load({ threads: 3, minParallelMacs: 0 });
 if (typeof threadedLoad === 'string' || !threadedLoad.pool) throw new Error(`the threaded kernels did not start: ${String(threadedLoad)}`);
 const threaded = threadedLoad;
+const unfusedLoad = WasmKernels.load({ fma: false });
+if (typeof unfusedLoad === 'string') throw new Error(`the unfused kernels did not load: ${unfusedLoad}`);
+const unfused = unfusedLoad;
 const U = 2 ** -24;
+/** The CPU backend's name for its kernels here. */
+const SIMD = fusedMultiplyAdd() ? 'wasm simd, fma' : 'wasm simd';
+
+const f32Bits = new Float32Array(1);
+const u32Bits = new Uint32Array(f32Bits.buffer);
+/** The next f32 above x (x an f32, finite). */
+function nextUp(x: number): number {
+  if (x === 0) return 2 ** -149;
+  f32Bits[0] = x;
+  u32Bits[0] += x > 0 ? 1 : -1;
+  return f32Bits[0];
+}
+
+/**
+ * a·b + c rounded once to f32 (a, b, c f32): the product is exact in f64, the sum's f64 rounding error e exact by
+ * TwoSum; rounding the f64 sum s to f32 is then right unless s lies exactly between two f32 values and e says on
+ * which side the exact sum is.
+ */
+export function fmaF32(a: number, b: number, c: number): number {
+  const p = a * b;
+  const s = p + c;
+  const bb = s - p;
+  const e = (p - (s - bb)) + (c - bb);
+  const r = Math.fround(s);
+  if (r === s || e === 0) return r;
+  const r2 = s > r ? nextUp(r) : -nextUp(-r);
+  if ((r + r2) / 2 !== s) return r;
+  return (e > 0) === (r2 > r) ? r2 : r;
+}
 
 interface Case {
   M: number;
@@ -96,12 +131,34 @@ function expectWithinBound(c: Case, attrs?: MatmulAttrs) {
 
 describe('WebAssembly SIMD matmul kernels', () => {
   it('are the committed modules, rebuilt from wasm-wat.ts by `npm run build:cpu-kernels`', async () => {
-    const [fresh, shared] = [await compileCpuKernels(), await compileCpuKernels(true)];
-    expect(Buffer.from(cpuKernelsBytes()).equals(Buffer.from(fresh)), 'wasm-bytes.ts is stale: npm run build:cpu-kernels').toBe(true);
-    expect(Buffer.from(cpuKernelsBytes(true)).equals(Buffer.from(shared)), 'wasm-bytes.ts is stale: npm run build:cpu-kernels').toBe(true);
-    expect(readFileSync(BYTES_PATH, 'utf8')).toBe(bytesModule(fresh, shared));
-    // the shared module is the same code: only the memory import differs
+    const fresh = await buildCpuKernels();
+    const stale = 'wasm-bytes.ts is stale: npm run build:cpu-kernels';
+    for (const [shared, fma, want] of [[false, false, fresh.plain], [true, false, fresh.shared], [false, true, fresh.fma],
+      [true, true, fresh.sharedFma]] as const) {
+      expect(Buffer.from(cpuKernelsBytes(shared, fma)).equals(Buffer.from(want)), `${stale} (shared ${shared}, fma ${fma})`).toBe(true);
+    }
+    expect(readFileSync(BYTES_PATH, 'utf8')).toBe(bytesModule(fresh));
+    // the shared module is the same code: only the memory import differs; the FMA build differs in the packed block only
     expect(cpuKernelsWat(true).replace(' 65536 shared', '')).toBe(cpuKernelsWat());
+    const fused = cpuKernelsWat(false, true);
+    expect(fused.match(/relaxed_madd/g)?.length).toBe(12); // 4 rows × 2 x rows, and 4 × 1
+    const get = '(\\(local\\.get \\$\\w+\\))';
+    expect(fused.replace(new RegExp(`\\(f32x4\\.relaxed_madd ${get} ${get} ${get}\\)`, 'g'), '(f32x4.add $3 (f32x4.mul $1 $2))'))
+      .toBe(cpuKernelsWat());
+  });
+
+  it('fuse the packed multiply-adds where the engine does (fma_probe), and only where asked', () => {
+    // a Linux x86-64 CPU that lists FMA gets it, in Node 20 through the flag fusedMultiplyAdd sets
+    const cpuinfo = process.arch === 'x64' && existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '';
+    if (/^flags\s*:.* fma( |$)/m.test(cpuinfo)) expect(fusedMultiplyAdd()).toBe(true);
+    expect([wasm.fma, threaded.fma, unfused.fma]).toEqual([fusedMultiplyAdd(), fusedMultiplyAdd(), false]);
+    expect(new CpuBackend('f32', { threads: 1 }).name).toBe(`cpu (f32, ${SIMD})`);
+    // the emulation's one subtle case: a sum exactly between two f32 values in f64, its f64 rounding error deciding
+    expect(fmaF32(1 + 2 ** -13, 1 + 2 ** -13, -(1 + 2 ** -12))).toBe(2 ** -26);
+    // (1 + 2⁻¹⁸)·2⁻²⁴(1 − 2⁻¹⁸) = 2⁻²⁴ − 2⁻⁶⁰, which f64 sums round onto f32 ties; rounding those to even is wrong
+    const [a, b] = [1 + 2 ** -18, 2 ** -24 * (1 - 2 ** -18)];
+    expect([fmaF32(-a, b, 1 + 2 ** -23), Math.fround(-a * b + (1 + 2 ** -23))]).toEqual([1 + 2 ** -23, 1]);
+    expect([fmaF32(a, b, 1 + 2 ** -23), Math.fround(a * b + (1 + 2 ** -23))]).toEqual([1 + 2 ** -23, 1 + 2 ** -22]);
   });
 
   it('equal the reference within f32 summation error on f32 and bf16 rows of any K', () => {
@@ -148,7 +205,7 @@ describe('WebAssembly SIMD matmul kernels', () => {
     }
     // an emulation of the packed order in f32: lane j sums the products of k ≡ j (mod 4) in order, then
     // (l0 + l1) + (l2 + l3) and the bias; the kernel must give exactly its bits (quantized rows: of q·d, exact in f32,
-    // with x unrounded)
+    // with x unrounded), each multiply-add rounded once in the FMA build and twice in the other
     const f = Math.fround;
     for (const dtype of ['f32', 'bf16', 'q8_0', 'q4_0'] as const) {
       const [M, N, K] = [9, 6, isQuant(dtype) ? 64 : 13];
@@ -163,14 +220,17 @@ describe('WebAssembly SIMD matmul kernels', () => {
         const at = transA ? Float32Array.from({ length: M * K }, (_, i) => a[(i % M) * K + Math.floor(i / M)]!) : a;
         const aMeta = { shape: transA ? [K, M] : [M, K], dtype: 'f32' as const };
         const p = planMatmul(aMeta, { shape: [N, K], dtype }, { shape: [N], dtype: 'f32' }, { transA, transB: true });
-        const got = new Float32Array(M * N);
-        expect(wasm.matmul(p, at, w, dtype, bv, got)).toBe(true);
-        for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
-          const l = [0, 0, 0, 0];
-          for (let k = 0; k < K; k++) l[k % 4] = f(l[k % 4] + f(wv[n * K + k] * a[m * K + k]));
-          const want = f(f(f(l[0] + l[1]) + f(l[2] + l[3])) + bv[n]);
-          const what = `${dtype}${transA ? ' transA' : ''} [${m}, ${n}]`;
-          if (!Object.is(got[m * N + n], want)) expect.fail(`${what}: ${got[m * N + n]}, the packed order gives ${want}`);
+        for (const k of [wasm, unfused]) {
+          const got = new Float32Array(M * N);
+          expect(k.matmul(p, at, w, dtype, bv, got)).toBe(true);
+          const madd = k.fma ? fmaF32 : (x: number, y: number, z: number) => f(z + f(x * y));
+          for (let m = 0; m < M; m++) for (let n = 0; n < N; n++) {
+            const l = [0, 0, 0, 0];
+            for (let i = 0; i < K; i++) l[i % 4] = madd(wv[n * K + i]!, a[m * K + i]!, l[i % 4]!);
+            const want = f(f(f(l[0] + l[1]) + f(l[2] + l[3])) + bv[n]);
+            const what = `${dtype}${transA ? ' transA' : ''}${k.fma ? ' fma' : ''} [${m}, ${n}]`;
+            if (!Object.is(got[m * N + n], want)) expect.fail(`${what}: ${got[m * N + n]}, the packed order gives ${want}`);
+          }
         }
       }
     }
@@ -271,7 +331,7 @@ describe('WebAssembly SIMD matmul kernels', () => {
   it('split a real-width GEMV among the threads with the same bits, and keep the backend weights in the heap', () => {
     const one = new CpuBackend('f32', { threads: 1 });
     const two = new CpuBackend('f32', { threads: 2 });
-    expect([one.name, two.name]).toEqual(['cpu (f32, wasm simd)', 'cpu (f32, wasm simd, 2 threads)']);
+    expect([one.name, two.name]).toEqual([`cpu (f32, ${SIMD})`, `cpu (f32, ${SIMD}, 2 threads)`]);
     const rng = new Rng(5);
     const [N, K] = [3072, 1024];
     const wv = rng.normals(N * K, 0.05);
@@ -329,7 +389,7 @@ describe('WebAssembly SIMD matmul kernels', () => {
     try {
       process.env.RMAS_CPU_THREADS = '1';
       expect(defaultCpuThreads()).toBe(1);
-      expect(new CpuBackend().name).toBe('cpu (f32, wasm simd)');
+      expect(new CpuBackend().name).toBe(`cpu (f32, ${SIMD})`);
       process.env.RMAS_CPU_THREADS = '3';
       expect([defaultCpuThreads(), new CpuBackend().wasm!.threads]).toEqual([3, 3]);
       process.env.RMAS_CPU_THREADS = 'all';
@@ -343,7 +403,7 @@ describe('WebAssembly SIMD matmul kernels', () => {
   });
 
   it('run the CPU backend by default, and leave f16, f64 and B stored [K, N] to the reference', () => {
-    expect(new CpuBackend('f32', { threads: 1 }).name).toBe('cpu (f32, wasm simd)');
+    expect(new CpuBackend('f32', { threads: 1 }).name).toBe(`cpu (f32, ${SIMD})`);
     expect(new CpuBackend('f32', { kernels: 'ts' }).name).toBe('cpu (f32)');
     expect(new CpuBackend('f64').name).toBe('cpu (f64)');
     // RMAS_CPU_KERNELS names the default (the tiny systems' builds take the reference they were recorded on)
@@ -351,7 +411,7 @@ describe('WebAssembly SIMD matmul kernels', () => {
     try {
       process.env.RMAS_CPU_KERNELS = 'ts';
       const names = [new CpuBackend().name, new CpuBackend('f32', { kernels: 'wasm', threads: 1 }).name];
-      expect(names).toEqual(['cpu (f32)', 'cpu (f32, wasm simd)']);
+      expect(names).toEqual(['cpu (f32)', `cpu (f32, ${SIMD})`]);
       process.env.RMAS_CPU_KERNELS = 'simd';
       expect(() => new CpuBackend()).toThrow('RMAS_CPU_KERNELS=simd: expected wasm or ts');
     } finally {

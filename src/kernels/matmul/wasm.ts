@@ -22,8 +22,11 @@ import type { Activation } from '../activation/cpu';
 import type { AttnDims } from '../attention/cpu';
 import type { DeltaDims } from '../deltarule/cpu';
 import type { MatmulPlan } from './plan';
-import { CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64 } from './wasm-bytes';
-import { ThreadPool, sharedMemoryUnavailable } from './wasm-threads';
+import {
+  CPU_KERNELS_FMA_WASM_BASE64, CPU_KERNELS_SHARED_FMA_WASM_BASE64, CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64,
+  FMA_PROBE_WASM_BASE64,
+} from './wasm-bytes';
+import { ThreadPool, nodeModule, sharedMemoryUnavailable } from './wasm-threads';
 import { isQuant } from '../../formats/dtype';
 import {
   ATTN_DIMS_BYTES, F16_TABLE, GLU_MODES, HEAP_BASE, PACKED_DTYPES, RMSNORM_DIMS_BYTES, WASM_DTYPES, type WasmDType, X_ORDER,
@@ -168,14 +171,49 @@ function base64Bytes(s: string): Uint8Array<ArrayBuffer> {
   return out;
 }
 
-/** The kernels' module bytes, over a memory of their own or a shared one (tests compare them with a fresh build). */
-export const cpuKernelsBytes = (shared = false): Uint8Array<ArrayBuffer> =>
-  base64Bytes(shared ? CPU_KERNELS_SHARED_WASM_BASE64 : CPU_KERNELS_WASM_BASE64);
+/**
+ * The kernels' module bytes, over a memory of their own or a shared one, the packed multiply-adds fused (`fma`) or not
+ * (tests compare them with a fresh build).
+ */
+export const cpuKernelsBytes = (shared = false, fma = false): Uint8Array<ArrayBuffer> =>
+  base64Bytes(shared
+    ? (fma ? CPU_KERNELS_SHARED_FMA_WASM_BASE64 : CPU_KERNELS_SHARED_WASM_BASE64)
+    : (fma ? CPU_KERNELS_FMA_WASM_BASE64 : CPU_KERNELS_WASM_BASE64));
+
+let fusedHere: boolean | undefined;
+
+/**
+ * Whether this engine runs relaxed SIMD and fuses `f32x4.relaxed_madd` (the probe of FMA_PROBE_WAT), asked once per
+ * realm. Chrome has had relaxed SIMD since 114 and Node since 22; Node 20's V8 has it behind
+ * --experimental-wasm-relaxed-simd, which Node then sets (v8.setFlagsFromString: it only adds instructions that
+ * modules may use) before asking again. An engine that runs relaxed_madd as a multiply then an add (hardware without
+ * FMA) gains nothing from it, so the answer is no there too.
+ */
+export function fusedMultiplyAdd(): boolean {
+  if (fusedHere !== undefined) return fusedHere;
+  const probe = base64Bytes(FMA_PROBE_WASM_BASE64);
+  if (!WebAssembly.validate(probe)) {
+    nodeModule<{ setFlagsFromString(f: string): void }>('node:v8')?.setFlagsFromString('--experimental-wasm-relaxed-simd');
+  }
+  try {
+    const f = new WebAssembly.Instance(new WebAssembly.Module(probe)).exports.fma_probe as (a: number, b: number, c: number) => number;
+    const a = 1 + 2 ** -13;
+    fusedHere = f(a, a, -(1 + 2 ** -12)) === 2 ** -26;
+  } catch {
+    fusedHere = false;
+  }
+  return fusedHere;
+}
 
 /** How the kernels run: their thread count, and whether their heap is shared (weights then live in it). */
 export interface WasmOptions {
   /** Threads for each call, the caller included (default 1); more than 1 needs a shared memory and workers. */
   threads?: number;
+  /**
+   * Fuse the packed kernels' multiply-adds where the engine and hardware can (fusedMultiplyAdd; default true): one
+   * rounding per multiply-add instead of two, so prompts' products differ from the unfused build's in their last bits.
+   */
+  fma?: boolean;
   /** Products with fewer multiply-adds run on the caller alone (default PARALLEL_MIN_MACS; tests pass 0). */
   minParallelMacs?: number;
 }
@@ -202,12 +240,15 @@ export class WasmKernels {
   readonly pool: ThreadPool | null;
   /** Why fewer threads run than were asked for ('' when as many run). */
   readonly threadsNote: string;
+  /** Whether the packed kernels' multiply-adds are fused (the FMA build: WasmOptions.fma). */
+  readonly fma: boolean;
 
   private readonly minParallelMacs: number;
 
   private constructor(instance: WebAssembly.Instance, memory: WebAssembly.Memory, pool: ThreadPool | null, note: string,
-    opts: WasmOptions) {
+    opts: WasmOptions, fma: boolean) {
     this.pool = pool;
+    this.fma = fma;
     this.minParallelMacs = opts.minParallelMacs ?? PARALLEL_MIN_MACS;
     this.threadsNote = note;
     this.heap = new Heap(memory);
@@ -232,9 +273,10 @@ export class WasmKernels {
     if (typeof WebAssembly !== 'object') return 'no WebAssembly';
     const threads = Math.max(1, Math.floor(opts.threads ?? 1));
     const initial = Math.ceil(HEAP_BASE / PAGE) + 1;
+    const fma = opts.fma !== false && fusedMultiplyAdd();
     let note = sharedMemoryUnavailable();
     if (!note) {
-      const bytes = cpuKernelsBytes(true);
+      const bytes = cpuKernelsBytes(true, fma);
       try {
         const memory = new WebAssembly.Memory({ initial, maximum: 65536, shared: true });
         const module = new WebAssembly.Module(bytes);
@@ -245,17 +287,17 @@ export class WasmKernels {
           if (typeof p === 'string') note = p;
           else pool = p;
         }
-        return new WasmKernels(instance, memory, pool, threads > 1 ? note : '', opts);
+        return new WasmKernels(instance, memory, pool, threads > 1 ? note : '', opts, fma);
       } catch (e) {
         note = `no shared WebAssembly memory (${e instanceof Error ? e.message : String(e)})`;
       }
     }
-    const bytes = cpuKernelsBytes();
+    const bytes = cpuKernelsBytes(false, fma);
     if (!WebAssembly.validate(bytes)) return 'no WebAssembly SIMD';
     try {
       const memory = new WebAssembly.Memory({ initial, maximum: 65536 });
       const instance = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env: { memory } });
-      return new WasmKernels(instance, memory, null, threads > 1 ? note : '', opts);
+      return new WasmKernels(instance, memory, null, threads > 1 ? note : '', opts, fma);
     } catch (e) {
       return `WebAssembly kernels failed to load (${e instanceof Error ? e.message : String(e)})`;
     }
