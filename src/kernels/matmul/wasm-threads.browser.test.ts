@@ -14,8 +14,11 @@ describe('the CPU kernels on threads in the page', () => {
       worker.postMessage({ threads: 3 });
     });
     worker.terminate();
-    expect(got).toMatchObject({ isolated: true, shared: true, threads: 3, note: '', ready: true, equal: true });
+    expect(got).toMatchObject({ isolated: true, shared: true, threads: 3, note: '', ready: true, equal: true, packedEqual: true });
     expect(got.workerRows).toBeGreaterThan(0);
+    // Chrome has relaxed SIMD: the FMA build runs where the hardware fuses, and its product's bits are then its own
+    expect(got.unfusedDiffers).toBe(got.fma);
+    console.log(`[page] packed multiply-adds fused: ${String(got.fma)}`);
   });
 
   it('run on one thread on the page’s main thread, which may not block, and say why', () => {

@@ -1,6 +1,6 @@
 /**
  * Worker threads for the WebAssembly kernels: one pool for Node (worker_threads) and the page (Workers), which differ
- * only in how a worker is started (the two adapters at the end). Each worker instantiates the kernels' module over
+ * only in how a worker is started (the two adapters at the end). Each worker instantiates the kernels' modules over
  * the caller's shared memory, so weights, x and y are where every thread reads and writes them; nothing is copied.
  *
  * A job is one kernel call over a range of output rows. The caller writes it into a control block (an Int32Array on a
@@ -53,8 +53,8 @@ function start(init) {
   const c = new Int32Array(init.control);
   let fns;
   try {
-    const inst = new WebAssembly.Instance(init.module, { env: { memory: init.memory } });
-    fns = init.exports.map((n) => inst.exports[n]);
+    const ex = Object.assign({}, ...init.modules.map((m) => new WebAssembly.Instance(m, { env: { memory: init.memory } }).exports));
+    fns = init.exports.map((n) => ex[n]);
   } catch (e) {
     Atomics.store(c, ${ERR}, 1);
     throw e;
@@ -94,11 +94,11 @@ function start(init) {
 `;
 
 /**
- * What a worker is given: the module, the shared memory, the control block, the exports it may run (by index), and
- * its index among the threads (the caller is 0), which picks its own scratch.
+ * What a worker is given: the modules, the shared memory, the control block, the exports it may run (by index, from
+ * whichever module has them), and its index among the threads (the caller is 0), which picks its own scratch.
  */
 export interface ThreadInit {
-  module: WebAssembly.Module;
+  modules: WebAssembly.Module[];
   memory: WebAssembly.Memory;
   control: SharedArrayBuffer;
   exports: string[];

@@ -1010,20 +1010,33 @@ const DELTA_RULE = (() => {
 })();
 
 /**
- * The whole module: one imported memory, the exports. `shared` imports a shared memory (threads: every worker
- * instantiates the same module over it); the code is the same, only the import's type differs. A shared memory
- * needs a maximum: 65536 pages, the 4 GiB of wasm32. `fma`: the packed kernels multiply and add in one fused step
- * (relaxed SIMD, which a module must declare by using it: engines without it refuse the whole module).
+ * The module of every kernel but the packed ones: one imported memory, the exports. `shared` imports a shared memory
+ * (threads: every worker instantiates the same modules over it); the code is the same, only the import's type
+ * differs. A shared memory needs a maximum: 65536 pages, the 4 GiB of wasm32.
  */
-export function cpuKernelsWat(shared = false, fma = false): string {
+export function cpuKernelsWat(shared = false): string {
   const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, EXP, ATTN_ROWS, GLU, RMSNORM, DELTA_RULE];
   for (const dt of WASM_DTYPES) {
     for (const [R, C] of [[4, 2], [4, 1], [1, 2], [1, 1]]) funcs.push(blockFunc(dt, R, C));
     funcs.push(isQuant(dt) ? quantRowFunc(dt) : rowFunc(dt as 'f32' | 'bf16'));
     funcs.push(gemmFunc(dt));
   }
+  return moduleWat(shared, funcs);
+}
+
+/**
+ * The packed kernels' module (`gemm_<dt>_packed`), instantiated over the same memory as cpuKernelsWat's. It stands
+ * apart because it comes in two builds: `fma` fuses its multiply-adds (relaxed SIMD, which a module declares by using
+ * it: an engine without it refuses the whole module, so the rest of the kernels do not depend on it).
+ */
+export function packedKernelsWat(shared = false, fma = false): string {
+  const funcs: string[] = [];
   for (const dt of PACKED_DTYPES) funcs.push(packFunc(dt), packedGemmFunc(dt));
   funcs.push(packedBlockFunc(2, fma), packedBlockFunc(1, fma));
+  return moduleWat(shared, funcs);
+}
+
+function moduleWat(shared: boolean, funcs: string[]): string {
   const memory = shared ? '(memory 1 65536 shared)' : '(memory 1)';
   return `(module\n(import "env" "memory" ${memory})\n${funcs.join('\n')}\n)\n`;
 }

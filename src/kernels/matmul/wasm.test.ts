@@ -27,8 +27,8 @@ import { Rng } from '../../util/rng';
 import { BYTES_PATH, buildCpuKernels, bytesModule } from '../../../scripts/build-cpu-kernels';
 import { dequantize, matmulForward } from './cpu';
 import { type MatmulAttrs, planMatmul } from './plan';
-import { WasmKernels, cpuKernelsBytes, fusedMultiplyAdd } from './wasm';
-import { cpuKernelsWat } from './wasm-wat';
+import { WasmKernels, cpuKernelsBytes, fusedMultiplyAdd, packedKernelsBytes } from './wasm';
+import { cpuKernelsWat, packedKernelsWat } from './wasm-wat';
 import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 
@@ -133,18 +133,21 @@ describe('WebAssembly SIMD matmul kernels', () => {
   it('are the committed modules, rebuilt from wasm-wat.ts by `npm run build:cpu-kernels`', async () => {
     const fresh = await buildCpuKernels();
     const stale = 'wasm-bytes.ts is stale: npm run build:cpu-kernels';
-    for (const [shared, fma, want] of [[false, false, fresh.plain], [true, false, fresh.shared], [false, true, fresh.fma],
-      [true, true, fresh.sharedFma]] as const) {
-      expect(Buffer.from(cpuKernelsBytes(shared, fma)).equals(Buffer.from(want)), `${stale} (shared ${shared}, fma ${fma})`).toBe(true);
+    const same = (a: Uint8Array, b: Uint8Array) => Buffer.from(a).equals(Buffer.from(b));
+    expect([same(cpuKernelsBytes(), fresh.kernels), same(cpuKernelsBytes(true), fresh.kernelsShared)], stale).toEqual([true, true]);
+    for (const [shared, fma, want] of [[false, false, fresh.packed], [true, false, fresh.packedShared], [false, true, fresh.packedFma],
+      [true, true, fresh.packedSharedFma]] as const) {
+      expect(same(packedKernelsBytes(shared, fma), want), `${stale} (packed, shared ${shared}, fma ${fma})`).toBe(true);
     }
     expect(readFileSync(BYTES_PATH, 'utf8')).toBe(bytesModule(fresh));
-    // the shared module is the same code: only the memory import differs; the FMA build differs in the packed block only
+    // the shared modules are the same code: only the memory import differs; the FMA build differs in the packed block only
     expect(cpuKernelsWat(true).replace(' 65536 shared', '')).toBe(cpuKernelsWat());
-    const fused = cpuKernelsWat(false, true);
+    expect(packedKernelsWat(true).replace(' 65536 shared', '')).toBe(packedKernelsWat());
+    const fused = packedKernelsWat(false, true);
     expect(fused.match(/relaxed_madd/g)?.length).toBe(12); // 4 rows × 2 x rows, and 4 × 1
     const get = '(\\(local\\.get \\$\\w+\\))';
     expect(fused.replace(new RegExp(`\\(f32x4\\.relaxed_madd ${get} ${get} ${get}\\)`, 'g'), '(f32x4.add $3 (f32x4.mul $1 $2))'))
-      .toBe(cpuKernelsWat());
+      .toBe(packedKernelsWat());
   });
 
   it('fuse the packed multiply-adds where the engine does (fma_probe), and only where asked', () => {

@@ -23,8 +23,8 @@ import type { AttnDims } from '../attention/cpu';
 import type { DeltaDims } from '../deltarule/cpu';
 import type { MatmulPlan } from './plan';
 import {
-  CPU_KERNELS_FMA_WASM_BASE64, CPU_KERNELS_SHARED_FMA_WASM_BASE64, CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64,
-  FMA_PROBE_WASM_BASE64,
+  CPU_KERNELS_SHARED_WASM_BASE64, CPU_KERNELS_WASM_BASE64, FMA_PROBE_WASM_BASE64, PACKED_KERNELS_FMA_WASM_BASE64,
+  PACKED_KERNELS_SHARED_FMA_WASM_BASE64, PACKED_KERNELS_SHARED_WASM_BASE64, PACKED_KERNELS_WASM_BASE64,
 } from './wasm-bytes';
 import { ThreadPool, nodeModule, sharedMemoryUnavailable } from './wasm-threads';
 import { isQuant } from '../../formats/dtype';
@@ -171,14 +171,15 @@ function base64Bytes(s: string): Uint8Array<ArrayBuffer> {
   return out;
 }
 
-/**
- * The kernels' module bytes, over a memory of their own or a shared one, the packed multiply-adds fused (`fma`) or not
- * (tests compare them with a fresh build).
- */
-export const cpuKernelsBytes = (shared = false, fma = false): Uint8Array<ArrayBuffer> =>
+/** The kernels' module bytes, over a memory of their own or a shared one (tests compare them with a fresh build). */
+export const cpuKernelsBytes = (shared = false): Uint8Array<ArrayBuffer> =>
+  base64Bytes(shared ? CPU_KERNELS_SHARED_WASM_BASE64 : CPU_KERNELS_WASM_BASE64);
+
+/** The packed kernels' module bytes, likewise; `fma`: their multiply-adds fused. */
+export const packedKernelsBytes = (shared = false, fma = false): Uint8Array<ArrayBuffer> =>
   base64Bytes(shared
-    ? (fma ? CPU_KERNELS_SHARED_FMA_WASM_BASE64 : CPU_KERNELS_SHARED_WASM_BASE64)
-    : (fma ? CPU_KERNELS_FMA_WASM_BASE64 : CPU_KERNELS_WASM_BASE64));
+    ? (fma ? PACKED_KERNELS_SHARED_FMA_WASM_BASE64 : PACKED_KERNELS_SHARED_WASM_BASE64)
+    : (fma ? PACKED_KERNELS_FMA_WASM_BASE64 : PACKED_KERNELS_WASM_BASE64));
 
 let fusedHere: boolean | undefined;
 
@@ -245,7 +246,7 @@ export class WasmKernels {
 
   private readonly minParallelMacs: number;
 
-  private constructor(instance: WebAssembly.Instance, memory: WebAssembly.Memory, pool: ThreadPool | null, note: string,
+  private constructor(instances: WebAssembly.Instance[], memory: WebAssembly.Memory, pool: ThreadPool | null, note: string,
     opts: WasmOptions, fma: boolean) {
     this.pool = pool;
     this.fma = fma;
@@ -254,14 +255,14 @@ export class WasmKernels {
     this.heap = new Heap(memory);
     const table = new Float32Array(memory.buffer, F16_TABLE, 65536);
     for (let h = 0; h < 65536; h++) table[h] = f16BitsToF32(h);
-    const ex = instance.exports as Record<string, Gemm>;
-    this.readBytes = instance.exports.read_bytes as (addr: number, n: number) => number;
-    this.stageInts = instance.exports.stage_ints as (x: number, K: number, q: number) => void;
-    this.attnRows = instance.exports.attn_rows as Gemm;
-    this.gluFn = instance.exports.glu as Gemm;
-    this.rmsnormFn = instance.exports.rmsnorm as Gemm;
-    this.deltaRuleFn = instance.exports.delta_rule as DeltaRule;
-    this.gemm = Object.fromEntries(KERNELS.map((n) => [n, ex[n]]));
+    const ex = Object.assign({}, ...instances.map((i) => i.exports)) as Record<string, unknown>;
+    this.readBytes = ex.read_bytes as (addr: number, n: number) => number;
+    this.stageInts = ex.stage_ints as (x: number, K: number, q: number) => void;
+    this.attnRows = ex.attn_rows as Gemm;
+    this.gluFn = ex.glu as Gemm;
+    this.rmsnormFn = ex.rmsnorm as Gemm;
+    this.deltaRuleFn = ex.delta_rule as DeltaRule;
+    this.gemm = Object.fromEntries(KERNELS.map((n) => [n, ex[n] as Gemm]));
   }
 
   /**
@@ -276,28 +277,27 @@ export class WasmKernels {
     const fma = opts.fma !== false && fusedMultiplyAdd();
     let note = sharedMemoryUnavailable();
     if (!note) {
-      const bytes = cpuKernelsBytes(true, fma);
       try {
         const memory = new WebAssembly.Memory({ initial, maximum: 65536, shared: true });
-        const module = new WebAssembly.Module(bytes);
-        const instance = new WebAssembly.Instance(module, { env: { memory } });
+        const modules = [cpuKernelsBytes(true), packedKernelsBytes(true, fma)].map((b) => new WebAssembly.Module(b));
+        const instances = modules.map((m) => new WebAssembly.Instance(m, { env: { memory } }));
         let pool: ThreadPool | null = null;
         if (threads > 1) {
-          const p = ThreadPool.start(threads, { module, memory, exports: [...KERNELS] });
+          const p = ThreadPool.start(threads, { modules, memory, exports: [...KERNELS] });
           if (typeof p === 'string') note = p;
           else pool = p;
         }
-        return new WasmKernels(instance, memory, pool, threads > 1 ? note : '', opts, fma);
+        return new WasmKernels(instances, memory, pool, threads > 1 ? note : '', opts, fma);
       } catch (e) {
         note = `no shared WebAssembly memory (${e instanceof Error ? e.message : String(e)})`;
       }
     }
-    const bytes = cpuKernelsBytes(false, fma);
-    if (!WebAssembly.validate(bytes)) return 'no WebAssembly SIMD';
+    const bytes = [cpuKernelsBytes(), packedKernelsBytes(false, fma)];
+    if (!bytes.every((b) => WebAssembly.validate(b))) return 'no WebAssembly SIMD';
     try {
       const memory = new WebAssembly.Memory({ initial, maximum: 65536 });
-      const instance = new WebAssembly.Instance(new WebAssembly.Module(bytes), { env: { memory } });
-      return new WasmKernels(instance, memory, null, threads > 1 ? note : '', opts, fma);
+      const instances = bytes.map((b) => new WebAssembly.Instance(new WebAssembly.Module(b), { env: { memory } }));
+      return new WasmKernels(instances, memory, null, threads > 1 ? note : '', opts, fma);
     } catch (e) {
       return `WebAssembly kernels failed to load (${e instanceof Error ? e.message : String(e)})`;
     }
