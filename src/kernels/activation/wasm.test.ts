@@ -1,6 +1,7 @@
 // The gated activation on the CPU backend's WebAssembly kernels (matmul/wasm.ts `glu`) against the TypeScript
 // reference (cpu.ts gluForward): the same bits, for SiLU and the tanh-approximated GELU, on one thread and on three,
-// over values that reach every branch of σ and of e^x (signs, zeros, NaN, infinities, e^x's under- and overflow).
+// over values that reach every branch of σ and of e^x (signs, zeros, NaN, infinities, e^x's under- and overflow), two
+// at a time (the kernel's $exp2) and one.
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../../util/rng';
 import { WasmKernels } from '../matmul/wasm';
@@ -22,13 +23,15 @@ describe('glu on the WebAssembly kernels', () => {
       up[i] = i % 7 === 0 ? special[i % special.length]! : rng.normal();
     }
     const bits = (a: Float32Array) => Array.from(new Uint32Array(a.buffer));
-    for (const act of ['silu', 'gelu_tanh'] as const) {
-      const want = new Float32Array(n);
-      gluForward(act, gate, up, want);
+    // an odd count too: the kernel takes two values a pass, then the last alone
+    for (const [act, m] of [['silu', n], ['gelu_tanh', n], ['silu', n - 1], ['gelu_tanh', 3]] as const) {
+      const [g, u] = [gate.slice(0, m), up.slice(0, m)];
+      const want = new Float32Array(m);
+      gluForward(act, g, u, want);
       for (const k of [one, three]) {
-        const got = new Float32Array(n);
-        expect(k.glu(act, gate, up, got), `${act} taken`).toBe(true);
-        expect(bits(got), `${act} on ${k.threads} thread(s)`).toEqual(bits(want));
+        const got = new Float32Array(m);
+        expect(k.glu(act, g, u, got), `${act} taken`).toBe(true);
+        expect(bits(got), `${act} on ${k.threads} thread(s), ${m} values`).toEqual(bits(want));
       }
     }
     // what the kernels do not take stays with the reference

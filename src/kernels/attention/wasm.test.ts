@@ -140,6 +140,18 @@ describe('attention on the WebAssembly SIMD kernels', () => {
     for (let i = 0; i < 20000; i++) xs.push(-800 * rng.next(), -20 * rng.next(), 1420 * (rng.next() - 0.5));
     const differ = xs.filter((x) => !Object.is(exp(x), Math.exp(x)));
     expect(differ, 'arguments where exp differs from Math.exp').toEqual([]);
+    // two at a time ($exp2, through exp_array): every case of fdlibm's beside every other in a pair, and the sweep
+    for (let i = 0; i < 4000; i++) xs.push(Math.LN2 * (rng.next() - 0.5), 3 * Math.LN2 * (rng.next() - 0.5), 2 ** -27 * rng.next());
+    const pairs = xs.flatMap((a, i) => [a, xs[(i * 7919) % xs.length]!]);
+    const exps = inst.exports.exp_array as (x: number, y: number, n: number) => void;
+    memory.grow(Math.ceil((16 * pairs.length) / 65536));
+    const [xIn, yOut] = [new Float64Array(memory.buffer, 0, pairs.length), new Float64Array(memory.buffer, 8 * pairs.length, pairs.length)];
+    xIn.set(pairs);
+    for (const n of [pairs.length, pairs.length - 1]) {
+      exps(0, 8 * pairs.length, n);
+      const wrong = pairs.slice(0, n).filter((x, i) => !Object.is(yOut[i], Math.exp(x)));
+      expect(wrong, `arguments where exp_array (n = ${n}) differs from Math.exp`).toEqual([]);
+    }
   });
 
   it('leave what they do not take to the reference (f64 arrays, a head width not a multiple of 4)', () => {

@@ -765,6 +765,58 @@ const EXP = (() => {
   return `(func $exp (export "exp") (param $x f64) (result f64)\n  ${locals}\n  ${body.join('\n  ')})`;
 })();
 
+/**
+ * `$exp2(x: f64x2) -> f64x2`: $exp on both lanes, the same bits, two at a time. Lanes with 2⁻²⁸ ≤ |x| < 708 and x ≠ 1
+ * take fdlibm's three cases at once (k = 0 below ln2/2, k = ±1 below 1.5·ln2, else k = trunc(x/ln2 ± ½), the same
+ * reduction, polynomial and the two final forms, each lane keeping its case's); a pair with any other lane (NaN, ±∞,
+ * near overflow or underflow, tiny, or 1, which V8 answers from a constant) goes to $exp lane by lane. `exp_array`
+ * exports it over arrays, for the tests.
+ */
+const EXP2 = (() => {
+  const f2 = (v: string) => `(f64x2.splat (f64.const ${v}))`;
+  const x = get('x');
+  const sel = (a: string, b: string, m: string) => `(v128.bitselect ${a} ${b} ${m})`;
+  const [fm, fa, fs, fd] = ['mul', 'add', 'sub', 'div'].map((op) => (a: string, b: string) => `(f64x2.${op} ${a} ${b})`);
+  const P = ['1.66666666666666019037e-01', '-2.77777777770155933842e-03', '6.61375632143793436117e-05',
+    '-1.65339022054652515390e-06', '4.13813679705723846039e-08'];
+  const poly = fm(get('t'), P.slice(0, -1).reduceRight((inner, p) => fa(f2(p), fm(get('t'), inner)), f2(P[P.length - 1]!)));
+  const i64 = (v: string) => `(i64x2.splat (i64.const ${v}))`;
+  const body = [
+    set('ax', `(f64x2.abs ${x})`),
+    `(if (v128.any_true (v128.or (v128.not (f64x2.lt ${get('ax')} ${f2('708')})) ` +
+      `(v128.or (f64x2.lt ${get('ax')} ${f2('0x1p-28')}) (f64x2.eq ${x} ${f2('1')})))) (then ` +
+      `(return (f64x2.replace_lane 1 (f64x2.splat (call $exp (f64x2.extract_lane 0 ${x}))) (call $exp (f64x2.extract_lane 1 ${x}))))))`,
+    // the high words of |x|, the cases, and k as f64: 0, ±1, or trunc(x/ln2 ± ½)
+    set('hx', `(i64x2.shr_u (v128.and ${x} ${i64('0x7fffffffffffffff')}) ${i32(32)})`),
+    set('neg', `(f64x2.lt ${x} ${f2('0')})`),
+    set('t', `(f64x2.convert_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero ${fa(fm(f2('1.44269504088896338700e+00'), x),
+      sel(f2('-0.5'), f2('0.5'), get('neg')))}))`),
+    set('t', sel(get('t'), sel(sel(f2('-1'), f2('1'), get('neg')), f2('0'), `(i64x2.gt_s ${get('hx')} ${i64('0x3fd62e42')})`),
+      `(i64x2.ge_s ${get('hx')} ${i64('0x3ff0a2b2')})`)),
+    set('kz', `(f64x2.eq ${get('t')} ${f2('0')})`),
+    set('p2', `(i64x2.shl (i64x2.add (i64x2.extend_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero ${get('t')})) ${i64('1023')}) ${i32(52)})`),
+    set('hi', fs(x, fm(get('t'), f2('6.93147180369123816490e-01')))),
+    set('lo', fm(get('t'), f2('1.90821492927058770002e-10'))),
+    set('x', fs(get('hi'), get('lo'))),
+    set('t', fm(x, x)),
+    set('c', fs(x, poly)),
+    set('xc', fm(x, get('c'))),
+    sel(fs(f2('1'), fs(fd(get('xc'), fs(get('c'), f2('2'))), x)),
+      fm(fs(f2('1'), fs(fs(get('lo'), fd(get('xc'), fs(f2('2'), get('c')))), get('hi'))), get('p2')), get('kz')),
+  ];
+  const locals = ['ax', 'hx', 'neg', 'kz', 'p2', 'hi', 'lo', 't', 'c', 'xc'].map((n) => `(local $${n} v128)`).join(' ');
+  const exp2 = `(func $exp2 (param $x v128) (result v128)\n  ${locals}\n  ${body.join('\n  ')})`;
+  const at = (base: string) => add(get(base), `(i32.shl ${get('i')} ${i32(3)})`);
+  const array = `(func (export "exp_array") (param $x i32) (param $y i32) (param $n i32) (local $i i32)
+  (block $done (loop $pairs
+    (br_if $done (i32.gt_u ${add(get('i'), i32(2))} ${get('n')}))
+    (v128.store align=8 ${at('y')} (call $exp2 (v128.load align=8 ${at('x')})))
+    ${set('i', add(get('i'), i32(2)))}
+    (br $pairs)))
+  (if (i32.lt_u ${get('i')} ${get('n')}) (then (f64.store ${at('y')} (call $exp (f64.load ${at('x')}))))))`;
+  return `${exp2}\n${array}`;
+})();
+
 /** The gated activations `glu` takes, by its mode parameter. */
 export const GLU_MODES = ['silu', 'gelu_tanh'] as const;
 
@@ -780,8 +832,27 @@ const GLU = (() => {
   const x = get('x');
   // the argument of σ: x, or 2·√(2/π)·(x + ((0.044715·x)·x)·x), each product in the reference's order
   const gelu = `(f64.mul ${f('1.5957691216057308')} (f64.add ${x} (f64.mul (f64.mul (f64.mul ${f('0.044715')} ${x}) ${x}) ${x})))`;
+  // two values a pass ($exp2), each lane the scalar loop's steps; then an odd last value
+  const x2 = get('x2');
+  const gelu2 = `(f64x2.mul (f64x2.splat ${f('1.5957691216057308')}) (f64x2.add ${x2} (f64x2.mul (f64x2.mul (f64x2.mul ` +
+    `(f64x2.splat ${f('0.044715')}) ${x2}) ${x2}) ${x2})))`;
+  const pairs = [
+    '(block $pairs_done (loop $pairs',
+    `(br_if $pairs_done (i32.gt_u ${add(get('i'), i32(2))} ${get('i1')}))`,
+    set('x2', `(f64x2.promote_low_f32x4 (v128.load64_zero align=4 ${at('gate')}))`),
+    set('z2', `(select ${gelu2} ${x2} ${get('mode')})`),
+    set('ge', `(f64x2.ge ${get('z2')} (f64x2.splat ${f('0')}))`),
+    set('e2', `(call $exp2 (v128.bitselect (f64x2.neg ${get('z2')}) ${get('z2')} ${get('ge')}))`),
+    set('d2', `(f64x2.add (f64x2.splat ${f('1')}) ${get('e2')})`),
+    set('s2', `(v128.bitselect (f64x2.div (f64x2.splat ${f('1')}) ${get('d2')}) (f64x2.div ${get('e2')} ${get('d2')}) ${get('ge')})`),
+    `(v128.store64_lane align=4 0 ${at('out')} (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.mul ${x2} ${get('s2')}) ` +
+      `(f64x2.promote_low_f32x4 (v128.load64_zero align=4 ${at('up')})))))`,
+    set('i', add(get('i'), i32(2))),
+    '(br $pairs)))',
+  ];
   const body = [
     set('i', get('i0')),
+    ...pairs,
     '(block $done (loop $next',
     `(br_if $done (i32.ge_u ${get('i')} ${get('i1')}))`,
     set('x', `(f64.promote_f32 (f32.load ${at('gate')}))`),
@@ -793,7 +864,8 @@ const GLU = (() => {
     '(br $next)))',
   ];
   const params = ['gate', 'up', 'out', 'mode', 'u0', 'u1', 'u2', 'i0', 'i1', 'u3', 'u4'].map((n) => `(param $${n} i32)`).join(' ');
-  const locals = '(local $i i32) (local $x f64) (local $z f64) (local $s f64) (local $e f64)';
+  const locals = '(local $i i32) (local $x f64) (local $z f64) (local $s f64) (local $e f64) ' +
+    ['x2', 'z2', 'ge', 'e2', 'd2', 's2'].map((n) => `(local $${n} v128)`).join(' ');
   return `(func (export "glu") ${params}\n  ${locals}\n  ${body.join('\n  ')})`;
 })();
 
@@ -1015,7 +1087,7 @@ const DELTA_RULE = (() => {
  * differs. A shared memory needs a maximum: 65536 pages, the 4 GiB of wasm32.
  */
 export function cpuKernelsWat(shared = false): string {
-  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, EXP, ATTN_ROWS, GLU, RMSNORM, DELTA_RULE];
+  const funcs: string[] = [READ_BYTES, STAGE_INTS, ATTN_SCORES, ATTN_MIX, EXP, EXP2, ATTN_ROWS, GLU, RMSNORM, DELTA_RULE];
   for (const dt of WASM_DTYPES) {
     for (const [R, C] of [[4, 2], [4, 1], [1, 2], [1, 1]]) funcs.push(blockFunc(dt, R, C));
     funcs.push(isQuant(dt) ? quantRowFunc(dt) : rowFunc(dt as 'f32' | 'bf16'));
