@@ -703,6 +703,44 @@ const ATTN_MIX = (() => {
   return `(func $attn_mix ${params}\n  ${locals.join(' ')}\n  ${body.join('\n  ')})`;
 })();
 
+/** f64 arithmetic as WAT, on a scalar (`f64`) or on two lanes (`f64x2`, constants splatted): $exp and $exp2 alike. */
+interface F64Ops {
+  k(v: string): string;
+  mul(a: string, b: string): string;
+  add(a: string, b: string): string;
+  sub(a: string, b: string): string;
+  div(a: string, b: string): string;
+}
+const f64Ops = (shape: 'f64' | 'f64x2'): F64Ops => ({
+  k: shape === 'f64' ? (v) => `(f64.const ${v})` : (v) => `(f64x2.splat (f64.const ${v}))`,
+  mul: (a, b) => `(${shape}.mul ${a} ${b})`,
+  add: (a, b) => `(${shape}.add ${a} ${b})`,
+  sub: (a, b) => `(${shape}.sub ${a} ${b})`,
+  div: (a, b) => `(${shape}.div ${a} ${b})`,
+});
+
+/** fdlibm's e^x: ln 2 in two parts, 1/ln 2, and the coefficients P1..P5 of its rational approximation. */
+const LN2_HI = '6.93147180369123816490e-01';
+const LN2_LO = '1.90821492927058770002e-10';
+const INV_LN2 = '1.44269504088896338700e+00';
+const EXP_P = ['1.66666666666666019037e-01', '-2.77777777770155933842e-03', '6.61375632143793436117e-05',
+  '-1.65339022054652515390e-06', '4.13813679705723846039e-08'];
+
+/**
+ * fdlibm's steps after the reduction, from locals $x (reduced), $t, $c, $hi and $lo: `c` = x − t·(P1 + t·(P2 + …)) with
+ * t = x², then the result for k = 0, 1 − (x·c/(c − 2) − x), and for k ≠ 0 before its scale by 2^k,
+ * 1 − ((lo − x·c/(2 − c)) − hi). `xc` is x·c, or a local that holds it.
+ */
+function expSteps(o: F64Ops, xc = o.mul(get('x'), get('c'))) {
+  const [x, t, c] = [get('x'), get('t'), get('c')];
+  const poly = o.mul(t, EXP_P.slice(0, -1).reduceRight((inner, p) => o.add(o.k(p), o.mul(t, inner)), o.k(EXP_P[EXP_P.length - 1]!)));
+  return {
+    c: o.sub(x, poly),
+    k0: o.sub(o.k('1'), o.sub(o.div(xc, o.sub(c, o.k('2'))), x)),
+    scaled: o.sub(o.k('1'), o.sub(o.sub(get('lo'), o.div(xc, o.sub(o.k('2'), c))), get('hi'))),
+  };
+}
+
 /**
  * `exp(x) -> f64`: e^x with the bits of V8's Math.exp, which is fdlibm's algorithm (reduction by k·ln 2 in two
  * parts, a degree-5 rational approximation on [−ln2/2, ln2/2], then a scale by 2^k); wasm.test.ts compares the two on
@@ -710,18 +748,14 @@ const ATTN_MIX = (() => {
  * gives its bits.
  */
 const EXP = (() => {
-  const f = (v: string) => `(f64.const ${v})`;
+  const o = f64Ops('f64');
+  const f = o.k;
   const x = get('x');
   const high = (v: string) => `(i32.wrap_i64 (i64.shr_u (i64.reinterpret_f64 ${v}) (i64.const 32)))`;
   // 2^k for k ≥ −1021 (else 2^(k+1000)), as the high word of a double
   const pow2 = (k: string) => `(f64.reinterpret_i64 (i64.shl (i64.extend_i32_u (i32.add ${i32(0x3ff00000)} (i32.shl ${k} ${i32(20)}))) ` +
     '(i64.const 32)))';
-  const [fm, fa, fs] = ['mul', 'add', 'sub'].map((op) => (a: string, b: string) => `(f64.${op} ${a} ${b})`);
-  // t·(P1 + t·(P2 + t·(P3 + t·(P4 + t·P5))))
-  const P = ['1.66666666666666019037e-01', '-2.77777777770155933842e-03', '6.61375632143793436117e-05',
-    '-1.65339022054652515390e-06', '4.13813679705723846039e-08'];
-  const poly = fm(get('t'), P.slice(0, -1).reduceRight((inner, p) => fa(f(p), fm(get('t'), inner)), f(P[P.length - 1]!)));
-  const xc = fm(x, get('c'));
+  const steps = expSteps(o);
   const body = [
     set('hx', high(x)),
     set('xsb', `(i32.shr_u ${get('hx')} ${i32(31)})`),
@@ -736,14 +770,14 @@ const EXP = (() => {
     `(if (i32.gt_u ${get('hx')} ${i32(0x3fd62e42)}) (then`,
     `(if (i32.lt_u ${get('hx')} ${i32(0x3ff0a2b2)}) (then`,
     `(if (f64.eq ${x} ${f('1')}) (then (return ${f('2.718281828459045')})))`,
-    set('hi', `(f64.sub ${x} (select ${f('-6.93147180369123816490e-01')} ${f('6.93147180369123816490e-01')} ${get('xsb')}))`),
-    set('lo', `(select ${f('-1.90821492927058770002e-10')} ${f('1.90821492927058770002e-10')} ${get('xsb')})`),
+    set('hi', `(f64.sub ${x} (select ${f(`-${LN2_HI}`)} ${f(LN2_HI)} ${get('xsb')}))`),
+    set('lo', `(select ${f(`-${LN2_LO}`)} ${f(LN2_LO)} ${get('xsb')})`),
     set('k', `(i32.sub ${i32(1)} (i32.shl ${get('xsb')} ${i32(1)}))`),
     ') (else',
-    set('k', `(i32.trunc_f64_s ${fa(fm(f('1.44269504088896338700e+00'), x), `(select ${f('-0.5')} ${f('0.5')} ${get('xsb')})`)})`),
+    set('k', `(i32.trunc_f64_s ${o.add(o.mul(f(INV_LN2), x), `(select ${f('-0.5')} ${f('0.5')} ${get('xsb')})`)})`),
     set('t', `(f64.convert_i32_s ${get('k')})`),
-    set('hi', `(f64.sub ${x} (f64.mul ${get('t')} ${f('6.93147180369123816490e-01')}))`),
-    set('lo', `(f64.mul ${get('t')} ${f('1.90821492927058770002e-10')})`),
+    set('hi', `(f64.sub ${x} (f64.mul ${get('t')} ${f(LN2_HI)}))`),
+    set('lo', `(f64.mul ${get('t')} ${f(LN2_LO)})`),
     '))',
     set('x', `(f64.sub ${get('hi')} ${get('lo')})`),
     ') (else',
@@ -752,9 +786,9 @@ const EXP = (() => {
     set('k', i32(0)),
     '))',
     set('t', `(f64.mul ${x} ${x})`),
-    set('c', fs(x, poly)),
-    `(if (i32.eqz ${get('k')}) (then (return ${fs(f('1'), fs(`(f64.div ${xc} ${fs(get('c'), f('2'))})`, x))})))`,
-    set('y', fs(f('1'), fs(fs(get('lo'), `(f64.div ${xc} ${fs(f('2'), get('c'))})`), get('hi')))),
+    set('c', steps.c),
+    `(if (i32.eqz ${get('k')}) (then (return ${steps.k0})))`,
+    set('y', steps.scaled),
     `(if (i32.ge_s ${get('k')} ${i32(-1021)}) (then`,
     `(if (i32.eq ${get('k')} ${i32(1024)}) (then (return (f64.mul (f64.mul ${get('y')} ${f('2')}) ${f('8.988465674311579539e307')}))))`,
     `(return (f64.mul ${get('y')} ${pow2(get('k'))}))))`,
@@ -773,13 +807,11 @@ const EXP = (() => {
  * exports it over arrays, for the tests.
  */
 const EXP2 = (() => {
-  const f2 = (v: string) => `(f64x2.splat (f64.const ${v}))`;
+  const o = f64Ops('f64x2');
+  const f2 = o.k;
   const x = get('x');
   const sel = (a: string, b: string, m: string) => `(v128.bitselect ${a} ${b} ${m})`;
-  const [fm, fa, fs, fd] = ['mul', 'add', 'sub', 'div'].map((op) => (a: string, b: string) => `(f64x2.${op} ${a} ${b})`);
-  const P = ['1.66666666666666019037e-01', '-2.77777777770155933842e-03', '6.61375632143793436117e-05',
-    '-1.65339022054652515390e-06', '4.13813679705723846039e-08'];
-  const poly = fm(get('t'), P.slice(0, -1).reduceRight((inner, p) => fa(f2(p), fm(get('t'), inner)), f2(P[P.length - 1]!)));
+  const steps = expSteps(o, get('xc'));
   const i64 = (v: string) => `(i64x2.splat (i64.const ${v}))`;
   const body = [
     set('ax', `(f64x2.abs ${x})`),
@@ -789,20 +821,19 @@ const EXP2 = (() => {
     // the high words of |x|, the cases, and k as f64: 0, ±1, or trunc(x/ln2 ± ½)
     set('hx', `(i64x2.shr_u (v128.and ${x} ${i64('0x7fffffffffffffff')}) ${i32(32)})`),
     set('neg', `(f64x2.lt ${x} ${f2('0')})`),
-    set('t', `(f64x2.convert_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero ${fa(fm(f2('1.44269504088896338700e+00'), x),
+    set('t', `(f64x2.convert_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero ${o.add(o.mul(f2(INV_LN2), x),
       sel(f2('-0.5'), f2('0.5'), get('neg')))}))`),
     set('t', sel(get('t'), sel(sel(f2('-1'), f2('1'), get('neg')), f2('0'), `(i64x2.gt_s ${get('hx')} ${i64('0x3fd62e42')})`),
       `(i64x2.ge_s ${get('hx')} ${i64('0x3ff0a2b2')})`)),
     set('kz', `(f64x2.eq ${get('t')} ${f2('0')})`),
     set('p2', `(i64x2.shl (i64x2.add (i64x2.extend_low_i32x4_s (i32x4.trunc_sat_f64x2_s_zero ${get('t')})) ${i64('1023')}) ${i32(52)})`),
-    set('hi', fs(x, fm(get('t'), f2('6.93147180369123816490e-01')))),
-    set('lo', fm(get('t'), f2('1.90821492927058770002e-10'))),
-    set('x', fs(get('hi'), get('lo'))),
-    set('t', fm(x, x)),
-    set('c', fs(x, poly)),
-    set('xc', fm(x, get('c'))),
-    sel(fs(f2('1'), fs(fd(get('xc'), fs(get('c'), f2('2'))), x)),
-      fm(fs(f2('1'), fs(fs(get('lo'), fd(get('xc'), fs(f2('2'), get('c')))), get('hi'))), get('p2')), get('kz')),
+    set('hi', o.sub(x, o.mul(get('t'), f2(LN2_HI)))),
+    set('lo', o.mul(get('t'), f2(LN2_LO))),
+    set('x', o.sub(get('hi'), get('lo'))),
+    set('t', o.mul(x, x)),
+    set('c', steps.c),
+    set('xc', o.mul(x, get('c'))),
+    sel(steps.k0, o.mul(steps.scaled, get('p2')), get('kz')),
   ];
   const locals = ['ax', 'hx', 'neg', 'kz', 'p2', 'hi', 'lo', 't', 'c', 'xc'].map((n) => `(local $${n} v128)`).join(' ');
   const exp2 = `(func $exp2 (param $x v128) (result v128)\n  ${locals}\n  ${body.join('\n  ')})`;
@@ -831,11 +862,11 @@ const GLU = (() => {
   const at = (base: string) => add(get(base), `(i32.shl ${get('i')} ${i32(2)})`);
   const x = get('x');
   // the argument of σ: x, or 2·√(2/π)·(x + ((0.044715·x)·x)·x), each product in the reference's order
-  const gelu = `(f64.mul ${f('1.5957691216057308')} (f64.add ${x} (f64.mul (f64.mul (f64.mul ${f('0.044715')} ${x}) ${x}) ${x})))`;
+  const geluOf = (o: F64Ops, v: string) => o.mul(o.k('1.5957691216057308'), o.add(v, o.mul(o.mul(o.mul(o.k('0.044715'), v), v), v)));
+  const gelu = geluOf(f64Ops('f64'), x);
   // two values a pass ($exp2), each lane the scalar loop's steps; then an odd last value
   const x2 = get('x2');
-  const gelu2 = `(f64x2.mul (f64x2.splat ${f('1.5957691216057308')}) (f64x2.add ${x2} (f64x2.mul (f64x2.mul (f64x2.mul ` +
-    `(f64x2.splat ${f('0.044715')}) ${x2}) ${x2}) ${x2})))`;
+  const gelu2 = geluOf(f64Ops('f64x2'), x2);
   const pairs = [
     '(block $pairs_done (loop $pairs',
     `(br_if $pairs_done (i32.gt_u ${add(get('i'), i32(2))} ${get('i1')}))`,

@@ -60,7 +60,7 @@ function nextUp(x: number): number {
  * TwoSum; rounding the f64 sum s to f32 is then right unless s lies exactly between two f32 values and e says on
  * which side the exact sum is.
  */
-export function fmaF32(a: number, b: number, c: number): number {
+function fmaF32(a: number, b: number, c: number): number {
   const p = a * b;
   const s = p + c;
   const bb = s - p;
